@@ -1,0 +1,393 @@
+//! The defensive accessors for the three `SolutionSettings` columns, shared by both paths.
+//!
+//! `ModelSettings` is re-parsed on every call (the spec forbids a cache with invalidation), and
+//! the parse is total: NULL, empty, malformed JSON, a missing key, an empty value or a value of
+//! the wrong type each fall back, key by key, to [`defaults`].
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// The public defaults a configuration editor seeds its fields with.
+pub mod defaults {
+    /// The local Ollama server's OpenAI-compatible chat-completions endpoint.
+    pub const URL: &str = "http://localhost:11434/v1/chat/completions";
+    /// The default model name.
+    pub const NAME: &str = "qwen2.5:7b-instruct";
+    /// No authorization header.
+    pub const AUTHORIZATION: &str = "None";
+    /// No extra headers.
+    pub const HEADERS: &str = "";
+    /// A description of the default model, for the editor.
+    pub const INFO: &str = "Default local model. Apache 2.0, ~4.7 GB.";
+    /// The wall-clock budget of one call, in seconds.
+    pub const TIMEOUT_SECONDS: f64 = 60.0;
+    /// The largest `TimeoutSeconds` honoured; larger values fall back to the default.
+    pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
+}
+
+/// The `ModelSettings` JSON keys, spelled as the spec spells them.
+pub mod keys {
+    /// Endpoint URL (may hold `{Tag.X}` expressions and `/secret:<Name>` tokens).
+    pub const URL: &str = "URL";
+    /// Model name sent as `model`.
+    pub const NAME: &str = "Name";
+    /// Multi-line authorization (scheme on line 1).
+    pub const AUTHORIZATION: &str = "Authorization";
+    /// Extra headers, one `Name: value` per line.
+    pub const HEADERS: &str = "Headers";
+    /// Free text about the model.
+    pub const INFO: &str = "Info";
+    /// The wall-clock budget in seconds.
+    pub const TIMEOUT_SECONDS: &str = "TimeoutSeconds";
+    /// Every key the product knows, in editor order.
+    pub const ALL: [&str; 6] = [URL, NAME, AUTHORIZATION, HEADERS, INFO, TIMEOUT_SECONDS];
+}
+
+/// The raw `SolutionSettings` row as the host stores it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SettingsRow {
+    /// `ModelEnabled`: the master kill-switch of both paths.
+    pub model_enabled: bool,
+    /// `ModelSettings`: the endpoint JSON, or NULL.
+    pub model_settings: Option<String>,
+    /// `ModelOptions`: the tool-surface bitmask.
+    pub model_options: i64,
+}
+
+impl SettingsRow {
+    /// The parsed `ModelOptions` bits.
+    pub fn options(&self) -> ModelOptions {
+        ModelOptions::from_column(self.model_options)
+    }
+
+    /// The parsed `ModelSettings`, with defaults for whatever is missing or invalid.
+    pub fn model_settings(&self) -> ModelSettings {
+        ModelSettings::parse(self.model_settings.as_deref())
+    }
+}
+
+/// The endpoint configuration after key-by-key fallback. Values are still unresolved: tokens
+/// such as `/secret:<Name>` and `{Tag.X}` are resolved per call by the path that uses them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// `URL`.
+    pub url: String,
+    /// `Name`.
+    pub name: String,
+    /// `Authorization` (multi-line).
+    pub authorization: String,
+    /// `Headers` (multi-line).
+    pub headers: String,
+    /// `Info`.
+    pub info: String,
+    /// `TimeoutSeconds` as a duration.
+    pub timeout: Duration,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        Self {
+            url: defaults::URL.to_owned(),
+            name: defaults::NAME.to_owned(),
+            authorization: defaults::AUTHORIZATION.to_owned(),
+            headers: defaults::HEADERS.to_owned(),
+            info: defaults::INFO.to_owned(),
+            timeout: Duration::from_secs_f64(defaults::TIMEOUT_SECONDS),
+        }
+    }
+}
+
+impl ModelSettings {
+    /// Parses the column. Never fails: see the module docs.
+    pub fn parse(raw: Option<&str>) -> Self {
+        let mut settings = Self::default();
+        let Some(object) = raw
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|value| match value {
+                Value::Object(object) => Some(object),
+                _ => None,
+            })
+        else {
+            return settings;
+        };
+        let text = |key: &str, slot: &mut String| {
+            if let Some(value) = object.get(key).and_then(Value::as_str)
+                && !value.trim().is_empty()
+            {
+                *slot = value.to_owned();
+            }
+        };
+        text(keys::URL, &mut settings.url);
+        text(keys::NAME, &mut settings.name);
+        text(keys::AUTHORIZATION, &mut settings.authorization);
+        text(keys::HEADERS, &mut settings.headers);
+        text(keys::INFO, &mut settings.info);
+        if let Some(seconds) = object.get(keys::TIMEOUT_SECONDS).and_then(timeout_seconds) {
+            settings.timeout = Duration::from_secs_f64(seconds);
+        }
+        settings
+    }
+
+    /// The budget formatted for warnings, e.g. `60s` or `0.5s`.
+    pub fn timeout_label(&self) -> String {
+        format!("{}s", self.timeout.as_secs_f64())
+    }
+}
+
+/// Accepts a positive number of seconds, as a JSON number or a numeric string, up to the max.
+fn timeout_seconds(value: &Value) -> Option<f64> {
+    let seconds = match value {
+        Value::Number(number) => number.as_f64()?,
+        Value::String(text) => text.trim().parse::<f64>().ok()?,
+        _ => return None,
+    };
+    (seconds.is_finite() && seconds > 0.0 && seconds <= defaults::MAX_TIMEOUT_SECONDS).then_some(seconds)
+}
+
+/// The `ModelOptions` bitmask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelOptions(u32);
+
+impl ModelOptions {
+    /// 0x02 EnableRuntimeMCP: the master tool-surface bit; the chat path needs it.
+    pub const ENABLE_RUNTIME_MCP: u32 = 0x02;
+    /// 0x04: tag value, browse, search, describe and list tools.
+    pub const UNS_TOOLS: u32 = 0x04;
+    /// 0x08: active alarm and alarm history tools.
+    pub const ALARM_TOOLS: u32 = 0x08;
+    /// 0x10: tag history tool.
+    pub const HISTORIAN_TOOLS: u32 = 0x10;
+    /// 0x20: tools the solution registers.
+    pub const CUSTOM_TOOLS: u32 = 0x20;
+    /// 0x80 EnableChatHistory: chat turns use the per-connection transcript cache.
+    pub const CHAT_HISTORY: u32 = 0x80;
+
+    /// Wraps raw bits.
+    pub const fn new(bits: u32) -> Self {
+        Self(bits)
+    }
+
+    /// Reads the integer column. Only the low 32 bits carry meaning; a negative or larger
+    /// value keeps its low bits rather than failing.
+    pub fn from_column(value: i64) -> Self {
+        Self((value & 0xFFFF_FFFF) as u32)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every bit of `mask` is set.
+    pub const fn contains(self, mask: u32) -> bool {
+        self.0 & mask == mask
+    }
+
+    /// Whether a tool category is offered: the master bit AND the category bit.
+    pub const fn offers(self, category: u32) -> bool {
+        self.contains(Self::ENABLE_RUNTIME_MCP) && self.contains(category)
+    }
+}
+
+/// Why the stored `ModelSettings` cannot be edited key by key.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsEditError {
+    /// The column holds text that is not a JSON object; editing a key would lose it.
+    #[error("ModelSettings is not a JSON object ({0}); replace it whole with `set ModelSettings '{{...}}'`")]
+    NotAnObject(String),
+    /// A whole-document replacement was not a JSON object.
+    #[error("a ModelSettings value must be a JSON object: {0}")]
+    InvalidDocument(String),
+}
+
+/// `ModelSettings` as an editable JSON object that keeps unknown keys and key order, for the
+/// read-modify-write done by admin tools and editors.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsDocument {
+    object: Map<String, Value>,
+}
+
+impl SettingsDocument {
+    /// Opens the stored column for editing. NULL or blank is an empty document.
+    pub fn from_column(raw: Option<&str>) -> Result<Self, SettingsEditError> {
+        match raw.map(str::trim) {
+            None | Some("") => Ok(Self::default()),
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(object)) => Ok(Self { object }),
+                Ok(other) => Err(SettingsEditError::NotAnObject(format!(
+                    "found {}",
+                    json_kind(&other)
+                ))),
+                Err(error) => Err(SettingsEditError::NotAnObject(error.to_string())),
+            },
+        }
+    }
+
+    /// Parses a whole replacement document given by a user.
+    pub fn from_user_json(text: &str) -> Result<Self, SettingsEditError> {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(object)) => Ok(Self { object }),
+            Ok(other) => Err(SettingsEditError::InvalidDocument(format!(
+                "found {}",
+                json_kind(&other)
+            ))),
+            Err(error) => Err(SettingsEditError::InvalidDocument(error.to_string())),
+        }
+    }
+
+    /// The stored value of a key, if any.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.object.get(key)
+    }
+
+    /// Sets one key from user text. `TimeoutSeconds` is stored as a number when the text is
+    /// one; every other key is stored as a string, as the editor does.
+    pub fn set_text(&mut self, key: &str, text: &str) {
+        let value = if key == keys::TIMEOUT_SECONDS {
+            serde_json::from_str::<serde_json::Number>(text.trim())
+                .map(Value::Number)
+                .unwrap_or_else(|_| Value::String(text.to_owned()))
+        } else {
+            Value::String(text.to_owned())
+        };
+        self.object.insert(key.to_owned(), value);
+    }
+
+    /// Removes a key, so the default applies again.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.object.shift_remove(key)
+    }
+
+    /// The document as the column stores it.
+    pub fn to_json(&self) -> String {
+        Value::Object(self.object.clone()).to_string()
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn null_empty_and_malformed_give_every_default() {
+        for raw in [
+            None,
+            Some(""),
+            Some("   "),
+            Some("{not json"),
+            Some("[1,2]"),
+            Some("null"),
+            Some("42"),
+        ] {
+            assert_eq!(ModelSettings::parse(raw), ModelSettings::default(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn falls_back_key_by_key() {
+        let parsed = ModelSettings::parse(Some(
+            r#"{"URL": "http://gpu-box:8000/v1/chat/completions", "Name": "", "Authorization": 7,
+                "Headers": "X-A: 1", "TimeoutSeconds": "abc"}"#,
+        ));
+        assert_eq!(parsed.url, "http://gpu-box:8000/v1/chat/completions");
+        assert_eq!(parsed.name, defaults::NAME, "empty value falls back");
+        assert_eq!(
+            parsed.authorization,
+            defaults::AUTHORIZATION,
+            "wrong type falls back"
+        );
+        assert_eq!(parsed.headers, "X-A: 1");
+        assert_eq!(parsed.info, defaults::INFO, "missing key falls back");
+        assert_eq!(
+            parsed.timeout,
+            Duration::from_secs(60),
+            "non-numeric timeout falls back"
+        );
+    }
+
+    #[test]
+    fn timeout_seconds_accepts_numbers_and_numeric_strings_in_range() {
+        let timeout = |raw: &str| ModelSettings::parse(Some(raw)).timeout;
+        assert_eq!(timeout(r#"{"TimeoutSeconds": 30}"#), Duration::from_secs(30));
+        assert_eq!(
+            timeout(r#"{"TimeoutSeconds": "2.5"}"#),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(timeout(r#"{"TimeoutSeconds": 0}"#), Duration::from_secs(60));
+        assert_eq!(timeout(r#"{"TimeoutSeconds": -3}"#), Duration::from_secs(60));
+        assert_eq!(timeout(r#"{"TimeoutSeconds": 1e9}"#), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn options_gate_categories_on_the_master_bit() {
+        let only_uns = ModelOptions::new(ModelOptions::UNS_TOOLS);
+        assert!(!only_uns.offers(ModelOptions::UNS_TOOLS));
+        let with_master = ModelOptions::new(ModelOptions::UNS_TOOLS | ModelOptions::ENABLE_RUNTIME_MCP);
+        assert!(with_master.offers(ModelOptions::UNS_TOOLS));
+        assert!(!with_master.offers(ModelOptions::ALARM_TOOLS));
+        assert_eq!(ModelOptions::from_column(-1).bits(), u32::MAX);
+    }
+
+    #[test]
+    fn editing_keeps_unknown_keys_and_order() {
+        let stored = r#"{"Provider":"vllm","URL":"http://a/v1/chat/completions","Extra":{"x":[1,2]}}"#;
+        let mut document = SettingsDocument::from_column(Some(stored)).expect("an object");
+        document.set_text("Name", "llama3.1:8b");
+        document.set_text("TimeoutSeconds", "30");
+        document.set_text("URL", "http://b/v1/chat/completions");
+        assert_eq!(
+            document.to_json(),
+            r#"{"Provider":"vllm","URL":"http://b/v1/chat/completions","Extra":{"x":[1,2]},"Name":"llama3.1:8b","TimeoutSeconds":30}"#
+        );
+        let reparsed = ModelSettings::parse(Some(&document.to_json()));
+        assert_eq!(reparsed.name, "llama3.1:8b");
+        assert_eq!(reparsed.timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn editing_refuses_a_malformed_column_instead_of_losing_it() {
+        assert!(matches!(
+            SettingsDocument::from_column(Some("{oops")),
+            Err(SettingsEditError::NotAnObject(_))
+        ));
+        assert!(SettingsDocument::from_column(None).expect("empty").to_json() == "{}");
+        assert!(SettingsDocument::from_user_json("[]").is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn parse_is_total(raw in proptest::option::of(".*")) {
+            let settings = ModelSettings::parse(raw.as_deref());
+            prop_assert!(!settings.url.trim().is_empty());
+            prop_assert!(!settings.name.trim().is_empty());
+            prop_assert!(settings.timeout > Duration::ZERO);
+        }
+
+        #[test]
+        fn parse_is_total_over_json_objects(
+            entries in proptest::collection::vec(
+                (proptest::sample::select(keys::ALL.to_vec()), any::<Option<String>>()), 0..8)
+        ) {
+            let object: Map<String, Value> = entries
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value.map_or(Value::Null, Value::String)))
+                .collect();
+            let settings = ModelSettings::parse(Some(&Value::Object(object).to_string()));
+            prop_assert!(!settings.url.trim().is_empty());
+            prop_assert!(settings.timeout <= Duration::from_secs(3600));
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Wire types and the frame codec shared by `tserver` and `service-client`.
+//!
+//! The contract is `proto/tserver.proto`; this crate only generates its Rust types and
+//! implements its framing (a 4-byte big-endian length, then one protobuf message), so the
+//! server and the client library never depend on each other.
+
+mod codec;
+
+pub use codec::{Decoded, FrameCodec, FrameError};
+
+/// The protocol version this crate speaks (see the header of `proto/tserver.proto`).
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The default largest protobuf body one frame may carry: 1 MiB.
+pub const DEFAULT_MAX_FRAME: usize = 1024 * 1024;
+
+/// The default TCP port display clients connect to.
+pub const DEFAULT_PORT: u16 = 3101;
+
+/// Generated protobuf types of package `tserver.v1`.
+#[allow(
+    missing_docs,
+    clippy::doc_lazy_continuation,
+    clippy::doc_overindented_list_items
+)]
+pub mod v1 {
+    include!(concat!(env!("OUT_DIR"), "/tserver.v1.rs"));
+}

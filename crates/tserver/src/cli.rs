@@ -1,0 +1,247 @@
+//! The `tserver` command line: serve a solution, create one, and administer it.
+//!
+//! Admin commands open the solution file directly and work while a server runs on it.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::solution::{SettingKey, SolutionDb};
+use crate::{Runtime, Server, ServerConfig};
+
+/// TServer: the runtime server of the automation platform, with its Local AI assistant.
+#[derive(Debug, Parser)]
+#[command(name = "tserver", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The `tserver` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve display clients on a solution until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+    /// Create a new solution file.
+    Init {
+        /// Where to create it; must not exist.
+        path: PathBuf,
+        /// Add the demo plant and a passwordless `guest` user.
+        #[arg(long)]
+        demo: bool,
+    },
+    /// Read or change the Local AI settings (works while a server runs).
+    Settings {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: SettingsAction,
+    },
+    /// Manage the users who may log in (works while a server runs).
+    Users {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: UsersAction,
+    },
+}
+
+/// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The solution file to serve.
+    #[arg(long)]
+    pub solution: PathBuf,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3101")]
+    pub listen: SocketAddr,
+    /// Connections served at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Largest protobuf body of one frame, in bytes.
+    #[arg(long, default_value_t = tserver_proto::DEFAULT_MAX_FRAME)]
+    pub max_frame_bytes: usize,
+    /// Unanswered calls per connection.
+    #[arg(long, default_value_t = 32)]
+    pub max_calls_in_flight: usize,
+    /// Seconds a new connection has to log in.
+    #[arg(long, default_value_t = 5.0)]
+    pub login_timeout_secs: f64,
+    /// Seconds of silence after which a connection is closed.
+    #[arg(long, default_value_t = 300.0)]
+    pub idle_timeout_secs: f64,
+    /// Seconds shutdown waits for calls in flight.
+    #[arg(long, default_value_t = 10.0)]
+    pub shutdown_grace_secs: f64,
+}
+
+/// `tserver settings` actions. KEY is `ModelEnabled`, `ModelOptions`, `ModelSettings`, one of
+/// the ModelSettings keys `URL`, `Name`, `Authorization`, `Headers`, `Info`, `TimeoutSeconds`,
+/// or `ModelSettings.<Key>` for any other key.
+#[derive(Debug, Subcommand)]
+pub enum SettingsAction {
+    /// Print a setting's effective value.
+    Get {
+        /// The key.
+        key: String,
+    },
+    /// Change a setting. ModelSettings keys are edited in place; other keys are kept.
+    Set {
+        /// The key.
+        key: String,
+        /// The value (`ModelOptions` accepts `158` or `0x9e`; `ModelSettings` a JSON object or NULL).
+        value: String,
+    },
+    /// Return a setting to its default.
+    Unset {
+        /// The key.
+        key: String,
+    },
+    /// Print the three columns.
+    Show,
+}
+
+/// `tserver users` actions.
+#[derive(Debug, Subcommand)]
+pub enum UsersAction {
+    /// Add a user; the password is read from the first line of standard input.
+    Add {
+        /// The user name.
+        name: String,
+        /// Create a passwordless user (logs in with an empty password).
+        #[arg(long)]
+        no_password: bool,
+    },
+    /// Change a user's password, read from the first line of standard input.
+    Passwd {
+        /// The user name.
+        name: String,
+        /// Make the user passwordless.
+        #[arg(long)]
+        no_password: bool,
+    },
+    /// Remove a user.
+    Remove {
+        /// The user name.
+        name: String,
+    },
+    /// List users (names only, never hashes).
+    List,
+}
+
+impl ServeArgs {
+    /// The server limits these options describe.
+    pub fn config(&self) -> anyhow::Result<ServerConfig> {
+        Ok(ServerConfig::default()
+            .with_max_connections(self.max_connections)
+            .with_max_frame(self.max_frame_bytes)
+            .with_max_calls_in_flight(self.max_calls_in_flight)
+            .with_login_timeout(seconds("--login-timeout-secs", self.login_timeout_secs)?)
+            .with_idle_timeout(seconds("--idle-timeout-secs", self.idle_timeout_secs)?)
+            .with_shutdown_grace(seconds("--shutdown-grace-secs", self.shutdown_grace_secs)?))
+    }
+}
+
+fn seconds(option: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .with_context(|| format!("{option} must be a positive number of seconds, not {value}"))
+}
+
+/// Runs `serve` until `shutdown` is cancelled.
+pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let config = args.config()?;
+    let runtime = Runtime::open(&args.solution)
+        .with_context(|| format!("cannot open solution {}", args.solution.display()))?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    Server::new(runtime, config)?.run(listener, shutdown).await;
+    Ok(())
+}
+
+/// Runs an admin command (everything but `serve`), reading secrets from `input` and writing
+/// results to `output`.
+pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(_) => bail!("serve is not an admin command"),
+        Command::Init { path, demo } => {
+            SolutionDb::create(path, *demo)?;
+            let kind = if *demo { "demo solution" } else { "solution" };
+            writeln!(output, "created {kind} {}", path.display())?;
+        }
+        Command::Settings { path, action } => {
+            let db = SolutionDb::open(path)?;
+            match action {
+                SettingsAction::Get { key } => writeln!(output, "{}", db.setting(&SettingKey::parse(key)?)?)?,
+                SettingsAction::Set { key, value } => db.set_setting(&SettingKey::parse(key)?, value)?,
+                SettingsAction::Unset { key } => db.unset_setting(&SettingKey::parse(key)?)?,
+                SettingsAction::Show => {
+                    for key in [
+                        SettingKey::ModelEnabled,
+                        SettingKey::ModelOptions,
+                        SettingKey::ModelSettings,
+                    ] {
+                        writeln!(output, "{key:?} = {}", db.setting(&key)?)?;
+                    }
+                }
+            }
+        }
+        Command::Users { path, action } => {
+            let db = SolutionDb::open(path)?;
+            match action {
+                UsersAction::Add { name, no_password } => {
+                    let password = read_password(*no_password, input)?;
+                    db.add_user(name, password.as_deref())?;
+                    writeln!(output, "added user {name}")?;
+                }
+                UsersAction::Passwd { name, no_password } => {
+                    let password = read_password(*no_password, input)?;
+                    db.set_password(name, password.as_deref())?;
+                    writeln!(output, "changed the password of {name}")?;
+                }
+                UsersAction::Remove { name } => {
+                    db.remove_user(name)?;
+                    writeln!(output, "removed user {name}")?;
+                }
+                UsersAction::List => {
+                    for user in db.users()? {
+                        let kind = if user.password_hash.is_some() {
+                            ""
+                        } else {
+                            " (passwordless)"
+                        };
+                        writeln!(output, "{}{kind}", user.name)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a password from the first line of `input`, unless the user is to be passwordless.
+fn read_password(no_password: bool, input: &mut dyn BufRead) -> anyhow::Result<Option<String>> {
+    if no_password {
+        return Ok(None);
+    }
+    let mut line = String::new();
+    input
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    let password = line.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        bail!("no password on standard input; pipe one in, or pass --no-password for a passwordless user");
+    }
+    Ok(Some(password.to_owned()))
+}

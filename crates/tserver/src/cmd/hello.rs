@@ -1,0 +1,46 @@
+//! Hello: protocol version check and login.
+
+use tserver_proto::PROTOCOL_VERSION;
+use tserver_proto::v1::{ErrorCode, Hello, HelloReply, server_frame};
+
+use super::CallError;
+use crate::SERVER_VERSION;
+use crate::auth::{Authenticator, LoginError};
+
+/// Checks the Hello; on success returns the stored user name and the reply body. Any error
+/// closes the connection (the handler's rule), so a refused login gets exactly one reply.
+pub(crate) async fn apply(
+    hello: &Hello,
+    auth: &Authenticator,
+) -> Result<(String, server_frame::Body), CallError> {
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return Err(CallError::new(
+            ErrorCode::UnsupportedProtocol,
+            format!(
+                "protocol version {} is not supported; this server speaks version {PROTOCOL_VERSION}",
+                hello.protocol_version
+            ),
+        ));
+    }
+    match auth.verify(&hello.user_name, &hello.password).await {
+        Ok(user_name) => {
+            let body = server_frame::Body::Hello(HelloReply {
+                server_version: SERVER_VERSION.to_owned(),
+                protocol_version: PROTOCOL_VERSION,
+                user_name: user_name.clone(),
+            });
+            Ok((user_name, body))
+        }
+        Err(LoginError::Refused) => Err(CallError::new(
+            ErrorCode::LoginFailed,
+            "unknown user or wrong password",
+        )),
+        Err(LoginError::Internal(reason)) => {
+            tracing::error!(%reason, "login check failed");
+            Err(CallError::new(
+                ErrorCode::Internal,
+                "the login could not be checked; see the server log",
+            ))
+        }
+    }
+}

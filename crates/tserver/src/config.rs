@@ -1,0 +1,87 @@
+//! Server limits with their written defaults (also listed in `docs/LIMITS.md`).
+
+use std::time::Duration;
+
+use tserver_proto::DEFAULT_MAX_FRAME;
+
+/// The limits one [`Server`](crate::Server) enforces. Every limit refuses excess with a typed
+/// error or a close; nothing queues without bound.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub(crate) max_frame: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) login_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_calls_in_flight: usize,
+    pub(crate) write_timeout: Duration,
+    pub(crate) shutdown_grace: Duration,
+    pub(crate) max_concurrent_logins: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_frame: DEFAULT_MAX_FRAME,
+            max_connections: 1024,
+            login_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(300),
+            max_calls_in_flight: 32,
+            write_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+            max_concurrent_logins: std::thread::available_parallelism().map_or(2, usize::from),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Largest protobuf body of one frame, both directions. Default 1 MiB.
+    pub fn with_max_frame(mut self, bytes: usize) -> Self {
+        self.max_frame = bytes;
+        self
+    }
+
+    /// Connections served at once; past it a new connection gets a `busy` error and is closed.
+    /// Default 1024.
+    pub fn with_max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections.max(1);
+        self
+    }
+
+    /// Time a new (or logged-out) connection has to complete Hello. Default 5 s.
+    pub fn with_login_timeout(mut self, timeout: Duration) -> Self {
+        self.login_timeout = timeout;
+        self
+    }
+
+    /// A connection with no frame either way and no call in flight for this long is closed.
+    /// Default 300 s.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Unanswered calls per connection; past it a call is answered `busy`. Default 32.
+    pub fn with_max_calls_in_flight(mut self, calls: usize) -> Self {
+        self.max_calls_in_flight = calls.max(1);
+        self
+    }
+
+    /// How long a write may wait for a client that does not read. Default 30 s.
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout;
+        self
+    }
+
+    /// How long shutdown waits for calls in flight before closing anyway. Default 10 s.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Password verifications (argon2, memory-hard) run at once; more wait their turn.
+    /// Default: the number of CPU cores.
+    pub fn with_max_concurrent_logins(mut self, logins: usize) -> Self {
+        self.max_concurrent_logins = logins.max(1);
+        self
+    }
+}

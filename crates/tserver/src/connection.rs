@@ -1,0 +1,100 @@
+//! `Connection`: the only place that sees bytes. Frames in, frames out.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
+use tserver_proto::{Decoded, FrameCodec, FrameError};
+
+use crate::cmd::error_frame;
+
+/// Why a write did not complete.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("client did not read its replies for {0:?}")]
+    Stalled(Duration),
+}
+
+/// A framed client connection.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    framed: Framed<TcpStream, FrameCodec<ClientFrame, ServerFrame>>,
+    /// How long one flush may wait for a client that does not read.
+    write_timeout: Duration,
+}
+
+impl Connection {
+    pub(crate) fn new(socket: TcpStream, max_frame: usize, write_timeout: Duration) -> Self {
+        // Replies are small and latency matters more than packet count.
+        let _ = socket.set_nodelay(true);
+        Self {
+            framed: Framed::new(socket, FrameCodec::new(max_frame)),
+            write_timeout,
+        }
+    }
+
+    /// The next frame; `None` when the client closed. Cancel-safe: bytes already read stay
+    /// buffered for the next call.
+    pub(crate) async fn read_frame(&mut self) -> Option<Result<Decoded<ClientFrame>, FrameError>> {
+        self.framed.next().await
+    }
+
+    /// Buffers a frame for writing. A reply too large for one frame is replaced by an
+    /// `internal` error for the same call, so the client still gets exactly one answer.
+    pub(crate) async fn queue(&mut self, frame: ServerFrame) -> Result<(), WriteError> {
+        let call_id = frame.call_id;
+        let write = async {
+            match self.framed.feed(frame).await {
+                Err(FrameError::TooLarge { len, max }) => {
+                    let message = format!("the reply of {len} bytes exceeds the frame limit of {max} bytes");
+                    self.framed
+                        .feed(error_frame(call_id, ErrorCode::Internal, message))
+                        .await
+                }
+                other => other,
+            }
+        };
+        tokio::time::timeout(self.write_timeout, write)
+            .await
+            .map_err(|_| WriteError::Stalled(self.write_timeout))??;
+        Ok(())
+    }
+
+    /// Sends everything buffered, unless another whole frame is already waiting to be read:
+    /// then its reply can go out in the same write.
+    pub(crate) async fn flush_unless_more_input(&mut self) -> Result<(), WriteError> {
+        if self.has_buffered_frame() {
+            return Ok(());
+        }
+        self.flush().await
+    }
+
+    /// Sends everything buffered.
+    pub(crate) async fn flush(&mut self) -> Result<(), WriteError> {
+        tokio::time::timeout(self.write_timeout, self.framed.flush())
+            .await
+            .map_err(|_| WriteError::Stalled(self.write_timeout))??;
+        Ok(())
+    }
+
+    /// Queues and flushes one frame, waiting at most `limit`: for last words before a close.
+    pub(crate) async fn send_final(&mut self, frame: ServerFrame, limit: Duration) {
+        let send = async {
+            let _ = self.framed.send(frame).await;
+        };
+        let _ = tokio::time::timeout(limit, send).await;
+    }
+
+    fn has_buffered_frame(&self) -> bool {
+        let buffer = self.framed.read_buffer();
+        let Some(header) = buffer.get(..4) else {
+            return false;
+        };
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        len <= self.framed.codec().max_frame() && buffer.len() >= 4 + len
+    }
+}

@@ -1,0 +1,366 @@
+//! `Handler`: one client connection, from accept to close.
+//!
+//! The handler owns the connection and runs one loop over four events: a frame from the
+//! client, a reply from a call running in its own task, the connection's deadline (login or
+//! idle), and server shutdown. Quick calls (Hello, Ping, Logout, ReadTags) are answered inline;
+//! Chat runs in a task so many turns can be in flight, and its reply comes back over a channel
+//! holding the call's in-flight permit, so the count of calls in flight is exact.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+use tserver_proto::v1::{ClientFrame, ErrorCode, LogoutReply, ServerFrame, client_frame, server_frame};
+use tserver_proto::{Decoded, FrameError};
+
+use crate::cmd::{self, CallError, error_frame, reply};
+use crate::connection::Connection;
+use crate::context::ConnectionContext;
+use crate::server::Shared;
+
+/// How long last words (an error frame before a close) may take to send.
+const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
+
+/// The reply of a call that ran in its own task, with the permit it held.
+#[derive(Debug)]
+struct CallReply {
+    frame: ServerFrame,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Why the loop ended.
+#[derive(Debug)]
+enum Close {
+    /// The client closed its side.
+    ClientClosed,
+    /// Reading or writing failed.
+    Transport(String),
+    /// A frame's length prefix exceeded the limit.
+    FrameTooLarge(FrameError),
+    /// Hello failed; its error reply has been queued.
+    LoginFailed,
+    /// No Hello within the login deadline.
+    LoginDeadline,
+    /// Nothing happened for the idle timeout.
+    Idle,
+    /// Shutdown finished draining this connection's calls.
+    Drained,
+    /// The shutdown grace period ran out.
+    HardStop,
+}
+
+pub(crate) struct Handler {
+    shared: Arc<Shared>,
+    connection: Connection,
+    context: ConnectionContext,
+    /// One permit per call running in a task; its size is the in-flight cap.
+    in_flight: Arc<Semaphore>,
+    replies_tx: mpsc::Sender<CallReply>,
+    replies_rx: mpsc::Receiver<CallReply>,
+    /// Graceful shutdown of the server: stop taking calls, finish those in flight.
+    shutdown: CancellationToken,
+    /// The end of the grace period: stop now.
+    hard_stop: CancellationToken,
+    /// Cancelled when this connection ends, so its calls in flight stop spending work.
+    calls: CancellationToken,
+    tracker: TaskTracker,
+    draining: bool,
+    last_activity: Instant,
+    login_deadline: Instant,
+    /// Set when login state changes, so the deadline timer is re-armed.
+    deadline_moved: bool,
+    /// Holds this connection's slot under the connection cap until the handler is dropped.
+    _connection_permit: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handler")
+            .field("context", &self.context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        connection: Connection,
+        context: ConnectionContext,
+        shutdown: CancellationToken,
+        hard_stop: &CancellationToken,
+        tracker: TaskTracker,
+        connection_permit: OwnedSemaphorePermit,
+    ) -> Self {
+        let cap = shared.config.max_calls_in_flight;
+        let (replies_tx, replies_rx) = mpsc::channel(cap);
+        let now = Instant::now();
+        let login_deadline = now + shared.config.login_timeout;
+        Self {
+            connection,
+            context,
+            in_flight: Arc::new(Semaphore::new(cap)),
+            replies_tx,
+            replies_rx,
+            shutdown,
+            calls: hard_stop.child_token(),
+            hard_stop: hard_stop.clone(),
+            tracker,
+            draining: false,
+            last_activity: now,
+            login_deadline,
+            deadline_moved: false,
+            _connection_permit: connection_permit,
+            shared,
+        }
+    }
+
+    /// Serves the connection until it closes, then releases everything it held.
+    pub(crate) async fn run(mut self) {
+        let close = self.serve().await;
+        self.calls.cancel();
+        self.shared
+            .runtime
+            .local_ai()
+            .connection_closed(self.context.guid);
+        let last_words = match &close {
+            Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
+            Close::LoginDeadline => Some((
+                ErrorCode::Unauthenticated,
+                format!("no Hello within {:?}; closing", self.shared.config.login_timeout),
+            )),
+            Close::Drained | Close::HardStop => {
+                Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
+            }
+            Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
+        };
+        // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
+        // out first, then the reason for closing, each bounded so a stalled client cannot hold us.
+        let _ = tokio::time::timeout(FINAL_WRITE_LIMIT, self.connection.flush()).await;
+        if let Some((code, message)) = last_words {
+            self.connection
+                .send_final(error_frame(0, code, message), FINAL_WRITE_LIMIT)
+                .await;
+        }
+        match &close {
+            Close::Transport(error) => tracing::debug!(%error, "connection failed"),
+            close => tracing::debug!(reason = ?close, "connection closed"),
+        }
+    }
+
+    async fn serve(&mut self) -> Close {
+        let mut deadline = pin!(sleep_until(self.next_deadline()));
+        loop {
+            if self.draining && self.calls_in_flight() == 0 {
+                return Close::Drained;
+            }
+            tokio::select! {
+                biased;
+                () = self.hard_stop.cancelled() => return Close::HardStop,
+                () = self.shutdown.cancelled(), if !self.draining => {
+                    self.draining = true;
+                }
+                Some(reply) = self.replies_rx.recv() => {
+                    if let Err(error) = self.write_replies(reply).await {
+                        return Close::Transport(error.to_string());
+                    }
+                }
+                frame = self.connection.read_frame() => {
+                    self.last_activity = Instant::now();
+                    let result = match frame {
+                        None => return Close::ClientClosed,
+                        Some(Err(error @ FrameError::TooLarge { .. })) => return Close::FrameTooLarge(error),
+                        Some(Err(FrameError::Io(error))) => return Close::Transport(error.to_string()),
+                        Some(Ok(Decoded::Malformed(error))) => {
+                            let message = format!("the frame is not a valid ClientFrame: {error}");
+                            self.answer(error_frame(0, ErrorCode::MalformedFrame, message)).await
+                        }
+                        Some(Ok(Decoded::Message(frame))) => match self.dispatch(frame).await {
+                            Ok(Some(close)) => return close,
+                            Ok(None) => Ok(()),
+                            Err(error) => Err(error),
+                        },
+                    };
+                    if let Err(error) = result {
+                        return Close::Transport(error.to_string());
+                    }
+                }
+                () = &mut deadline => {
+                    let now = Instant::now();
+                    if self.context.user.is_none() && now >= self.login_deadline {
+                        return Close::LoginDeadline;
+                    }
+                    if self.calls_in_flight() == 0 && now >= self.last_activity + self.shared.config.idle_timeout {
+                        return Close::Idle;
+                    }
+                    self.deadline_moved = true;
+                }
+            }
+            if std::mem::take(&mut self.deadline_moved) {
+                deadline.as_mut().reset(self.next_deadline());
+            }
+        }
+    }
+
+    /// Handles one call. Returns `Some` when the connection must close.
+    async fn dispatch(&mut self, frame: ClientFrame) -> Result<Option<Close>, crate::connection::WriteError> {
+        let call_id = frame.call_id;
+        let Some(body) = frame.body else {
+            self.answer(error_frame(
+                call_id,
+                ErrorCode::UnknownCall,
+                "unknown call: the frame has no body this server knows",
+            ))
+            .await?;
+            return Ok(None);
+        };
+        if self.draining {
+            self.answer(error_frame(
+                call_id,
+                ErrorCode::ShuttingDown,
+                "the server is shutting down",
+            ))
+            .await?;
+            return Ok(None);
+        }
+        let Some(user) = self.context.user.clone() else {
+            if let client_frame::Body::Hello(hello) = &body {
+                return self.hello(call_id, hello).await;
+            }
+            self.answer(error_frame(
+                call_id,
+                ErrorCode::Unauthenticated,
+                "log in with Hello first",
+            ))
+            .await?;
+            return Ok(None);
+        };
+        match body {
+            client_frame::Body::Hello(hello) => return self.hello(call_id, &hello).await,
+            client_frame::Body::Ping(ping) => self.answer(reply(call_id, cmd::ping::apply(ping))).await?,
+            client_frame::Body::Logout(_) => {
+                tracing::info!("logged out");
+                self.context.user = None;
+                self.login_deadline = Instant::now() + self.shared.config.login_timeout;
+                self.deadline_moved = true;
+                self.answer(reply(call_id, server_frame::Body::Logout(LogoutReply {})))
+                    .await?;
+            }
+            client_frame::Body::ReadTags(request) => {
+                let body = cmd::read_tags::apply(&request, self.shared.runtime.objects())
+                    .unwrap_or_else(CallError::into_body);
+                self.answer(reply(call_id, body)).await?;
+            }
+            client_frame::Body::Chat(request) => {
+                let caller = localai::ChatCaller {
+                    client_guid: self.context.guid,
+                    user_name: user,
+                };
+                let local_ai = self.shared.runtime.local_ai().clone();
+                self.spawn_call(call_id, "chat", cmd::chat::apply(request, caller, local_ai))
+                    .await?;
+            }
+        }
+        Ok(None)
+    }
+
+    async fn hello(
+        &mut self,
+        call_id: u64,
+        hello: &tserver_proto::v1::Hello,
+    ) -> Result<Option<Close>, crate::connection::WriteError> {
+        match cmd::hello::apply(hello, &self.shared.auth).await {
+            Ok((user_name, body)) => {
+                tracing::Span::current().record("user", user_name.as_str());
+                tracing::info!(client = %hello.client_name, "logged in");
+                self.context.user = Some(Arc::from(user_name));
+                self.deadline_moved = true;
+                self.answer(reply(call_id, body)).await?;
+                Ok(None)
+            }
+            Err(error) => {
+                tracing::warn!(
+                    peer = %self.context.peer,
+                    user = %hello.user_name,
+                    code = ?error.code,
+                    "login refused"
+                );
+                self.connection.queue(reply(call_id, error.into_body())).await?;
+                Ok(Some(Close::LoginFailed))
+            }
+        }
+    }
+
+    /// Runs a call in its own task under the in-flight cap; past the cap, answers `busy`.
+    async fn spawn_call<F>(
+        &mut self,
+        call_id: u64,
+        call: &'static str,
+        work: F,
+    ) -> Result<(), crate::connection::WriteError>
+    where
+        F: Future<Output = server_frame::Body> + Send + 'static,
+    {
+        let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            let message = format!(
+                "too many calls in flight on this connection (limit {})",
+                self.shared.config.max_calls_in_flight
+            );
+            return self.answer(error_frame(call_id, ErrorCode::Busy, message)).await;
+        };
+        let replies = self.replies_tx.clone();
+        let cancelled = self.calls.clone();
+        let span = tracing::debug_span!("call", call_id, call);
+        self.tracker.spawn(
+            async move {
+                tokio::select! {
+                    biased;
+                    // The client is gone or the server stopped: drop the work unfinished.
+                    () = cancelled.cancelled() => {}
+                    body = work => {
+                        let frame = reply(call_id, body);
+                        let _ = replies.send(CallReply { frame, _permit: permit }).await;
+                    }
+                }
+            }
+            .instrument(span),
+        );
+        Ok(())
+    }
+
+    /// Queues an inline answer and flushes unless more input is already waiting.
+    async fn answer(&mut self, frame: ServerFrame) -> Result<(), crate::connection::WriteError> {
+        self.connection.queue(frame).await?;
+        self.connection.flush_unless_more_input().await
+    }
+
+    /// Writes a task's reply plus any others already waiting, then flushes once.
+    async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
+        self.connection.queue(first.frame).await?;
+        while let Ok(next) = self.replies_rx.try_recv() {
+            self.connection.queue(next.frame).await?;
+        }
+        self.last_activity = Instant::now();
+        self.connection.flush_unless_more_input().await
+    }
+
+    fn calls_in_flight(&self) -> usize {
+        self.shared.config.max_calls_in_flight - self.in_flight.available_permits()
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let idle = if self.calls_in_flight() > 0 {
+            Instant::now() + self.shared.config.idle_timeout
+        } else {
+            self.last_activity + self.shared.config.idle_timeout
+        };
+        match self.context.user {
+            None => idle.min(self.login_deadline),
+            Some(_) => idle,
+        }
+    }
+}

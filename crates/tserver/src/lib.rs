@@ -1,0 +1,30 @@
+//! TServer: the runtime server display clients connect to.
+//!
+//! - [`Server`] accepts framed protobuf connections (see `proto/tserver.proto`), gives each a
+//!   server-made GUID, logs users in and dispatches their calls.
+//! - [`Runtime`] is one loaded solution: its database, its live object model and its Local AI
+//!   service. Scripts running in the process use it directly.
+//! - [`solution`] is the SQLite solution file and its admin operations; [`cli`] is the
+//!   `tserver` command line.
+//!
+//! The caller binds the listener, so tests serve on `127.0.0.1:0`.
+
+pub mod cli;
+pub mod config;
+pub mod objects;
+pub mod solution;
+
+mod auth;
+mod cmd;
+mod connection;
+mod context;
+mod handler;
+mod runtime;
+mod server;
+
+pub use config::ServerConfig;
+pub use runtime::Runtime;
+pub use server::{Server, ServerError};
+
+/// The product version reported in `HelloReply.server_version`.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

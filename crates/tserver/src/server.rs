@@ -1,0 +1,161 @@
+//! `Server` and its accept loop (`Listener`): connection cap, per-connection tasks and
+//! graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+use tserver_proto::v1::ErrorCode;
+
+use crate::auth::{Authenticator, LoginError};
+use crate::cmd::error_frame;
+use crate::connection::Connection;
+use crate::context::ConnectionContext;
+use crate::handler::Handler;
+use crate::{Runtime, ServerConfig};
+
+/// How long the refusal sent to a connection past the cap may take.
+const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
+
+/// The longest pause after repeated accept errors (for example when out of file descriptors).
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The login verifier could not be prepared.
+    #[error("could not prepare the login verifier: {0}")]
+    Login(String),
+}
+
+/// What every connection of one server shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runtime: Runtime,
+    pub(crate) config: ServerConfig,
+    pub(crate) auth: Authenticator,
+}
+
+/// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// A server for `runtime` with `config`'s limits.
+    pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
+        let auth = Authenticator::new(Arc::clone(runtime.db()), config.max_concurrent_logins)
+            .map_err(|error: LoginError| ServerError::Login(error.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                runtime,
+                config,
+                auth,
+            }),
+        })
+    }
+
+    /// Serves until `shutdown` is cancelled, then stops accepting, lets calls in flight finish
+    /// within the grace period, closes every connection and returns.
+    pub async fn run(self, listener: TcpListener, shutdown: CancellationToken) {
+        let listener = Listener {
+            listener,
+            connections: Arc::new(Semaphore::new(self.shared.config.max_connections)),
+            shared: self.shared,
+            tracker: TaskTracker::new(),
+            shutdown,
+            hard_stop: CancellationToken::new(),
+        };
+        listener.run().await;
+    }
+}
+
+/// The accept loop.
+struct Listener {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    /// One permit per connection slot; a connection holds its permit until it closes.
+    connections: Arc<Semaphore>,
+    /// Every connection task (and the calls they spawn), to wait for at shutdown.
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    /// Cancelled when the grace period ends.
+    hard_stop: CancellationToken,
+}
+
+impl Listener {
+    async fn run(self) {
+        if let Ok(address) = self.listener.local_addr() {
+            tracing::info!(%address, "listening");
+        }
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            let accepted = tokio::select! {
+                () = self.shutdown.cancelled() => break,
+                accepted = self.listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((socket, peer)) => {
+                    backoff = Duration::from_millis(5);
+                    self.admit(socket, peer);
+                }
+                Err(error) => {
+                    // Accept errors (EMFILE, ECONNABORTED...) are transient: pause and go on.
+                    tracing::warn!(%error, ?backoff, "accept failed");
+                    tokio::select! {
+                        () = self.shutdown.cancelled() => break,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                }
+            }
+        }
+        drop(self.listener);
+        tracing::info!(grace = ?self.shared.config.shutdown_grace, "shutting down: draining calls in flight");
+        self.tracker.close();
+        if tokio::time::timeout(self.shared.config.shutdown_grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("grace period over: closing connections with calls still in flight");
+            self.hard_stop.cancel();
+            self.tracker.wait().await;
+        }
+        tracing::info!("shut down");
+    }
+
+    fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
+        let config = &self.shared.config;
+        let connection = Connection::new(socket, config.max_frame, config.write_timeout);
+        let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
+            tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
+            self.tracker.spawn(refuse(connection, config.max_connections));
+            return;
+        };
+        let context = ConnectionContext::new(peer);
+        let span = tracing::info_span!("conn", guid = %context.guid, %peer, user = tracing::field::Empty);
+        let handler = Handler::new(
+            Arc::clone(&self.shared),
+            connection,
+            context,
+            self.shutdown.clone(),
+            &self.hard_stop,
+            self.tracker.clone(),
+            permit,
+        );
+        self.tracker.spawn(handler.run().instrument(span));
+    }
+}
+
+/// Tells a connection past the cap why it is closed, then closes it.
+async fn refuse(mut connection: Connection, limit: usize) {
+    let message = format!("too many connections (limit {limit}); try again later");
+    connection
+        .send_final(error_frame(0, ErrorCode::Busy, message), REFUSAL_WRITE_LIMIT)
+        .await;
+}

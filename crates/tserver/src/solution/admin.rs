@@ -1,0 +1,311 @@
+//! Admin operations on a solution file: settings get/set/unset and user management.
+//!
+//! They work while a server runs on the same file: each write is one short transaction, and
+//! key-by-key `ModelSettings` edits are read-modify-write inside `BEGIN IMMEDIATE`, so two
+//! editors never lose each other's keys and unknown keys always survive.
+
+use std::fmt;
+
+use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
+use localai::settings::{ModelSettings, SettingsDocument, keys};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use super::{SolutionDb, SolutionError, UserRecord};
+
+/// A key the `settings` admin command understands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingKey {
+    /// The `ModelEnabled` column.
+    ModelEnabled,
+    /// The `ModelOptions` column.
+    ModelOptions,
+    /// The whole `ModelSettings` column.
+    ModelSettings,
+    /// One key inside `ModelSettings` (`URL`, `Name`, ... or `ModelSettings.<AnyKey>`).
+    ModelSettingsKey(String),
+}
+
+impl SettingKey {
+    /// Parses `ModelEnabled`, `ModelOptions`, `ModelSettings`, a known `ModelSettings` key
+    /// (`URL`, `Name`, `Authorization`, `Headers`, `Info`, `TimeoutSeconds`), or
+    /// `ModelSettings.<Key>` for any other key.
+    pub fn parse(text: &str) -> Result<Self, SolutionError> {
+        match text {
+            "ModelEnabled" => Ok(Self::ModelEnabled),
+            "ModelOptions" => Ok(Self::ModelOptions),
+            "ModelSettings" => Ok(Self::ModelSettings),
+            _ => {
+                let key = text.strip_prefix("ModelSettings.").unwrap_or(text);
+                if key.is_empty() || !(text.starts_with("ModelSettings.") || keys::ALL.contains(&key)) {
+                    return Err(SolutionError::UnknownKey(text.to_owned()));
+                }
+                Ok(Self::ModelSettingsKey(key.to_owned()))
+            }
+        }
+    }
+}
+
+/// A settings value as `settings get` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingValue {
+    /// A column or key with a value.
+    Text(String),
+    /// A NULL column.
+    Null,
+}
+
+impl fmt::Display for SettingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Text(text) => f.write_str(text),
+            Self::Null => f.write_str("NULL"),
+        }
+    }
+}
+
+impl SolutionDb {
+    /// Reads one setting. A `ModelSettings` key reads its effective value, i.e. the default
+    /// when the key is absent or invalid.
+    pub fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
+        let row = self.settings_row()?;
+        Ok(match key {
+            SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
+            SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),
+            SettingKey::ModelSettings => row.model_settings.map_or(SettingValue::Null, SettingValue::Text),
+            SettingKey::ModelSettingsKey(name) => {
+                let effective = ModelSettings::parse(row.model_settings.as_deref());
+                match name.as_str() {
+                    keys::URL => SettingValue::Text(effective.url),
+                    keys::NAME => SettingValue::Text(effective.name),
+                    keys::AUTHORIZATION => SettingValue::Text(effective.authorization),
+                    keys::HEADERS => SettingValue::Text(effective.headers),
+                    keys::INFO => SettingValue::Text(effective.info),
+                    keys::TIMEOUT_SECONDS => SettingValue::Text(effective.timeout.as_secs_f64().to_string()),
+                    other => SettingsDocument::from_column(row.model_settings.as_deref())?
+                        .get(other)
+                        .map_or(SettingValue::Null, |value| match value {
+                            serde_json::Value::String(text) => SettingValue::Text(text.clone()),
+                            value => SettingValue::Text(value.to_string()),
+                        }),
+                }
+            }
+        })
+    }
+
+    /// Writes one setting (see [`SettingKey`]). For `ModelSettings`, `NULL` clears the column.
+    pub fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        match key {
+            SettingKey::ModelEnabled => {
+                let enabled = parse_bool(value).ok_or_else(|| SolutionError::InvalidValue {
+                    key: "ModelEnabled".into(),
+                    reason: format!("{value:?} is not true/false, on/off, yes/no or 1/0"),
+                })?;
+                transaction.execute(
+                    "UPDATE SolutionSettings SET ModelEnabled = ?1",
+                    [i64::from(enabled)],
+                )?;
+            }
+            SettingKey::ModelOptions => {
+                let bits = parse_bits(value).ok_or_else(|| SolutionError::InvalidValue {
+                    key: "ModelOptions".into(),
+                    reason: format!("{value:?} is not a 32-bit mask such as 158 or 0x9e"),
+                })?;
+                transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [i64::from(bits)])?;
+            }
+            SettingKey::ModelSettings => {
+                let column = if value.trim().eq_ignore_ascii_case("null") {
+                    None
+                } else {
+                    Some(SettingsDocument::from_user_json(value)?.to_json())
+                };
+                transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
+            }
+            SettingKey::ModelSettingsKey(name) => {
+                let stored = stored_model_settings(&transaction)?;
+                let mut document = SettingsDocument::from_column(stored.as_deref())?;
+                document.set_text(name, value);
+                transaction.execute(
+                    "UPDATE SolutionSettings SET ModelSettings = ?1",
+                    [document.to_json()],
+                )?;
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Returns a setting to its default: `ModelEnabled` off, `ModelOptions` 0, `ModelSettings`
+    /// NULL, or one `ModelSettings` key removed (other keys kept).
+    pub fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        match key {
+            SettingKey::ModelEnabled => {
+                transaction.execute("UPDATE SolutionSettings SET ModelEnabled = 0", [])?;
+            }
+            SettingKey::ModelOptions => {
+                transaction.execute("UPDATE SolutionSettings SET ModelOptions = 0", [])?;
+            }
+            SettingKey::ModelSettings => {
+                transaction.execute("UPDATE SolutionSettings SET ModelSettings = NULL", [])?;
+            }
+            SettingKey::ModelSettingsKey(name) => {
+                let stored = stored_model_settings(&transaction)?;
+                let mut document = SettingsDocument::from_column(stored.as_deref())?;
+                document.remove(name);
+                transaction.execute(
+                    "UPDATE SolutionSettings SET ModelSettings = ?1",
+                    [document.to_json()],
+                )?;
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Adds a user. `password` `None` makes a passwordless user.
+    pub fn add_user(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+        validate_user_name(name)?;
+        let hash = password.map(hash_password).transpose()?;
+        let connection = self.writer()?;
+        match connection.execute(
+            "INSERT INTO Users (Name, PasswordHash) VALUES (?1, ?2)",
+            params![name, hash],
+        ) {
+            Ok(_) => Ok(()),
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                Err(SolutionError::UserExists(name.to_owned()))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Replaces a user's password (`None`: passwordless).
+    pub fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+        let hash = password.map(hash_password).transpose()?;
+        let changed = self.writer()?.execute(
+            "UPDATE Users SET PasswordHash = ?2 WHERE Name = ?1",
+            params![name, hash],
+        )?;
+        if changed == 0 {
+            return Err(SolutionError::UnknownUser(name.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Removes a user.
+    pub fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
+        let changed = self
+            .writer()?
+            .execute("DELETE FROM Users WHERE Name = ?1", [name])?;
+        if changed == 0 {
+            return Err(SolutionError::UnknownUser(name.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Every user, by name.
+    pub fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare("SELECT Name, PasswordHash FROM Users ORDER BY Name")?
+                .query_map([], |row| {
+                    Ok(UserRecord {
+                        name: row.get(0)?,
+                        password_hash: row.get(1)?,
+                    })
+                })?
+                .collect()
+        })
+    }
+}
+
+fn stored_model_settings(transaction: &rusqlite::Transaction<'_>) -> Result<Option<String>, SolutionError> {
+    Ok(transaction
+        .query_row("SELECT ModelSettings FROM SolutionSettings LIMIT 1", [], |row| {
+            row.get::<_, Option<String>>(0)
+        })
+        .optional()?
+        .flatten())
+}
+
+/// Hashes a password as an argon2id PHC string with a random salt.
+pub(crate) fn hash_password(password: &str) -> Result<String, SolutionError> {
+    let salt = SaltString::generate(&mut OsRng);
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|error| SolutionError::PasswordHash(error.to_string()))
+}
+
+fn validate_user_name(name: &str) -> Result<(), SolutionError> {
+    let valid = (1..=64).contains(&name.chars().count())
+        && name.chars().all(|c| !c.is_whitespace() && !c.is_control());
+    if valid {
+        Ok(())
+    } else {
+        Err(SolutionError::InvalidUserName(name.to_owned()))
+    }
+}
+
+fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Some(true),
+        "false" | "0" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_bits(text: &str) -> Option<u32> {
+    let text = text.trim();
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_keys() {
+        assert_eq!(
+            SettingKey::parse("URL").ok(),
+            Some(SettingKey::ModelSettingsKey("URL".into()))
+        );
+        assert_eq!(
+            SettingKey::parse("ModelSettings.Provider").ok(),
+            Some(SettingKey::ModelSettingsKey("Provider".into()))
+        );
+        assert!(matches!(
+            SettingKey::parse("Provider"),
+            Err(SolutionError::UnknownKey(_))
+        ));
+        assert!(matches!(
+            SettingKey::parse("ModelSettings."),
+            Err(SolutionError::UnknownKey(_))
+        ));
+    }
+
+    #[test]
+    fn parses_values() {
+        assert_eq!(parse_bits("0x9E"), Some(0x9e));
+        assert_eq!(parse_bits("158"), Some(158));
+        assert_eq!(parse_bits("-1"), None);
+        assert_eq!(parse_bool(" On "), Some(true));
+        assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn rejects_bad_user_names() {
+        assert!(validate_user_name("operator").is_ok());
+        assert!(validate_user_name("").is_err());
+        assert!(validate_user_name("two words").is_err());
+        assert!(validate_user_name(&"x".repeat(65)).is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! The solution database: one SQLite file holding settings, users and the plant definition.
+//!
+//! The server keeps a few read connections in a pool and reads `SolutionSettings` at every
+//! call, so an admin change (made by another process on the same file, in WAL mode) is seen by
+//! the next call without a restart.
+
+mod admin;
+mod demo;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use localai::settings::SettingsRow;
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+pub(crate) use admin::hash_password as admin_hash_password;
+pub use admin::{SettingKey, SettingValue};
+
+/// The schema version this build reads and writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = include_str!("schema.sql");
+
+/// How long a statement waits for another writer (an admin command, the server) to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Read connections kept open for reuse; more are opened under load and closed after.
+const POOLED_READERS: usize = 8;
+
+/// Why a solution operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SolutionError {
+    /// No solution file at the path.
+    #[error("no solution file at {0}")]
+    NotFound(PathBuf),
+    /// `init` refuses to overwrite.
+    #[error("{0} already exists; choose another path or remove it first")]
+    AlreadyExists(PathBuf),
+    /// The file is a SQLite database of another schema version or another program.
+    #[error("{path} has schema version {found}; this build reads version {SCHEMA_VERSION}")]
+    SchemaVersion {
+        /// The file.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+    },
+    /// SQLite failed.
+    #[error("solution database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A user of that name exists already.
+    #[error("user {0:?} already exists")]
+    UserExists(String),
+    /// No user of that name.
+    #[error("no user named {0:?}")]
+    UnknownUser(String),
+    /// A user name that cannot be used.
+    #[error("invalid user name {0:?}: use 1 to 64 visible characters without spaces")]
+    InvalidUserName(String),
+    /// A settings key no column or ModelSettings key matches.
+    #[error("unknown settings key {0:?}")]
+    UnknownKey(String),
+    /// A settings value that does not fit its column.
+    #[error("invalid value for {key}: {reason}")]
+    InvalidValue {
+        /// The key being set.
+        key: String,
+        /// Why the value does not fit.
+        reason: String,
+    },
+    /// `ModelSettings` cannot be edited key by key.
+    #[error(transparent)]
+    SettingsEdit(#[from] localai::settings::SettingsEditError),
+    /// Password hashing failed.
+    #[error("password hashing failed: {0}")]
+    PasswordHash(String),
+    /// A stored tag definition is invalid.
+    #[error("tag {name:?} is invalid: {reason}")]
+    InvalidTag {
+        /// The tag.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A user as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    /// The name as stored (logins match it case-insensitively).
+    pub name: String,
+    /// The argon2 PHC hash, or `None` for a passwordless user.
+    pub password_hash: Option<String>,
+}
+
+/// An open solution file.
+#[derive(Debug)]
+pub struct SolutionDb {
+    path: PathBuf,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl SolutionDb {
+    /// Creates a new solution file (WAL mode) with the spec's default settings, optionally
+    /// with the demo plant and a passwordless `guest` user.
+    pub fn create(path: &Path, with_demo: bool) -> Result<(), SolutionError> {
+        if path.exists() {
+            return Err(SolutionError::AlreadyExists(path.to_owned()));
+        }
+        let mut connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        let transaction = connection.transaction()?;
+        transaction.execute_batch(SCHEMA)?;
+        if with_demo {
+            demo::populate(&transaction)?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Opens an existing solution file, checking its schema version.
+    pub fn open(path: &Path) -> Result<Self, SolutionError> {
+        let connection = open_connection(path)?;
+        let found: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if found != SCHEMA_VERSION {
+            return Err(SolutionError::SchemaVersion {
+                path: path.to_owned(),
+                found,
+            });
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            readers: Mutex::new(vec![connection]),
+        })
+    }
+
+    /// The file this solution lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `read` on a pooled connection. Reads are short (a prepared point query), so they
+    /// run inline on the caller's thread rather than hopping to a blocking pool.
+    pub(crate) fn read<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, SolutionError> {
+        let pooled = self.readers.lock().map(|mut pool| pool.pop()).unwrap_or(None);
+        let connection = match pooled {
+            Some(connection) => connection,
+            None => open_connection(&self.path)?,
+        };
+        let result = read(&connection);
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < POOLED_READERS
+        {
+            pool.push(connection);
+        }
+        Ok(result?)
+    }
+
+    /// A connection for a write; admin writes are rare, so each gets its own.
+    fn writer(&self) -> Result<Connection, SolutionError> {
+        open_connection(&self.path)
+    }
+
+    /// The `SolutionSettings` row, read afresh.
+    pub fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached(
+                    "SELECT ModelEnabled, ModelSettings, ModelOptions FROM SolutionSettings LIMIT 1",
+                )?
+                .query_row([], |row| {
+                    Ok(SettingsRow {
+                        model_enabled: row.get::<_, i64>(0)? != 0,
+                        model_settings: row.get(1)?,
+                        model_options: row.get(2)?,
+                    })
+                })
+        })
+    }
+
+    /// The user of that name (matched case-insensitively), if any.
+    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached("SELECT Name, PasswordHash FROM Users WHERE Name = ?1")?
+                .query_row([name], |row| {
+                    Ok(UserRecord {
+                        name: row.get(0)?,
+                        password_hash: row.get(1)?,
+                    })
+                })
+                .optional()
+        })
+    }
+}
+
+/// Opens one connection with the settings every connection needs.
+fn open_connection(path: &Path) -> Result<Connection, SolutionError> {
+    if !path.exists() {
+        return Err(SolutionError::NotFound(path.to_owned()));
+    }
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(connection)
+}
+
+impl localai::Solution for SolutionDb {
+    fn settings(&self) -> Result<SettingsRow, localai::SolutionError> {
+        self.settings_row()
+            .map_err(|error| localai::SolutionError(error.to_string()))
+    }
+}

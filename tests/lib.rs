@@ -1,0 +1,1 @@
+//! The integration tests live in `it/`; this library is empty.
