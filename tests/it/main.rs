@@ -1,1 +1,9 @@
-//! placeholder
+//! Integration tests of the whole workspace: real servers on 127.0.0.1:0, real clients, real
+//! SQLite solution files. One binary, one module per area.
+
+mod admin;
+mod chat_gate;
+mod protocol;
+mod support;
+mod tclient;
+mod tidy;

@@ -13,7 +13,9 @@ pub mod gates;
 pub mod settings;
 
 mod chat;
+mod hooks;
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -65,6 +67,26 @@ impl LocalAi {
             Ok(envelope) => envelope.to_json(),
             Err(_) => Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
         }
+    }
+
+    /// Attaches an `OnBeforeChat` handler: it receives the operator's text before the model
+    /// does and returns the text to use. Handlers run in registration order.
+    pub fn on_before_chat<F, Fut>(&self, name: &str, handler: F)
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        self.chat.before_chat.attach(name, handler);
+    }
+
+    /// Attaches an `OnAfterChatReply` handler: it receives the model's answer and returns the
+    /// answer to send. Handlers run in registration order.
+    pub fn on_after_chat_reply<F, Fut>(&self, name: &str, handler: F)
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, String>> + Send + 'static,
+    {
+        self.chat.after_reply.attach(name, handler);
     }
 
     /// Forgets everything held for a client connection that has closed.

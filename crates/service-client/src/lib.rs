@@ -1,1 +1,29 @@
-//! placeholder
+//! The client library TServer display clients use.
+//!
+//! One [`Client`] is one multiplexed connection: it can be cloned and used from many tasks at
+//! once, every call carries its own id, and replies are matched to calls as they arrive, in
+//! whatever order the server finishes them.
+//!
+//! ```no_run
+//! use service_client::{Client, ClientOptions};
+//!
+//! # async fn demo() -> Result<(), service_client::ClientError> {
+//! let client = Client::connect("127.0.0.1:3101", ClientOptions::default()).await?;
+//! client.login("guest", "").await?;
+//! let envelope = client.chat_envelope("What is wrong with Pump 1?").await?;
+//! println!("{} ({:?}, {} ms)", envelope.text, envelope.status, envelope.latency_ms);
+//! let readings = client.read_tags(&["Pump1.MotorCurrent"]).await?;
+//! println!("{readings:?}");
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cli;
+
+mod client;
+mod error;
+
+pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
+pub use client::{Client, ClientOptions, LoginInfo};
+pub use error::{ClientError, CloseReason};
+pub use tserver_proto::v1::{ErrorCode, TagReading, tag_reading::Value as TagValue};

@@ -1,0 +1,167 @@
+//! The `tclient` command line: ping, one chat turn, or a chat REPL.
+//!
+//! `chat` prints exactly the reply envelope JSON on one line on stdout. `repl` is interactive
+//! on a terminal; with stdin not a terminal it reads one query per line and prints one envelope
+//! line per query, all on one connection.
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+use crate::{Client, ClientOptions, Envelope, ToolStatus};
+
+/// tclient: talk to a TServer from the command line.
+#[derive(Debug, Parser)]
+#[command(name = "tclient", version, about)]
+pub struct Cli {
+    /// The server address.
+    #[arg(long, default_value = "127.0.0.1:3101", global = true)]
+    pub addr: String,
+    /// The user to log in as.
+    #[arg(long, default_value = "guest", global = true)]
+    pub user: String,
+    /// Read the password from the first line of standard input (otherwise it is empty).
+    #[arg(long, global = true)]
+    pub password_stdin: bool,
+    /// Seconds to wait for each reply.
+    #[arg(long, default_value_t = 90.0, global = true)]
+    pub timeout_secs: f64,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The `tclient` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure one round trip.
+    Ping,
+    /// Send one chat turn and print its reply envelope as one JSON line.
+    Chat {
+        /// The question (plain text or a JSON query object).
+        text: String,
+    },
+    /// Chat interactively (or one envelope line per input line when stdin is not a terminal).
+    Repl,
+}
+
+/// Runs the command. `interactive` says whether `input` is a terminal.
+pub async fn run(
+    cli: &Cli,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    interactive: bool,
+) -> anyhow::Result<()> {
+    let call_timeout = Duration::try_from_secs_f64(cli.timeout_secs)
+        .ok()
+        .filter(|timeout| !timeout.is_zero())
+        .with_context(|| {
+            format!(
+                "--timeout-secs must be a positive number, not {}",
+                cli.timeout_secs
+            )
+        })?;
+    let password = if cli.password_stdin {
+        let mut line = String::new();
+        input
+            .read_line(&mut line)
+            .context("cannot read the password from standard input")?;
+        line.trim_end_matches(['\n', '\r']).to_owned()
+    } else {
+        String::new()
+    };
+    let options = ClientOptions {
+        call_timeout,
+        client_name: format!("tclient {}", env!("CARGO_PKG_VERSION")),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(cli.addr.as_str(), options).await?;
+    client.login(&cli.user, &password).await?;
+
+    match &cli.command {
+        Command::Ping => {
+            let round_trip = client.ping().await?;
+            writeln!(
+                output,
+                "pong from {} in {:.3} ms",
+                cli.addr,
+                round_trip.as_secs_f64() * 1000.0
+            )?;
+        }
+        Command::Chat { text } => {
+            writeln!(output, "{}", client.chat(text).await?)?;
+        }
+        Command::Repl if interactive => repl_interactive(&client, input, output).await?,
+        Command::Repl => {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if input.read_line(&mut line)? == 0 {
+                    break;
+                }
+                let query = line.trim();
+                if query.is_empty() {
+                    continue;
+                }
+                writeln!(output, "{}", client.chat(query).await?)?;
+                output.flush()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn repl_interactive(
+    client: &Client,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    writeln!(
+        output,
+        "Connected. Ask about the plant; an empty line or Ctrl-D quits."
+    )?;
+    let mut line = String::new();
+    loop {
+        write!(output, "you> ")?;
+        output.flush()?;
+        line.clear();
+        if input.read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        let json = client.chat(line.trim()).await?;
+        match Envelope::from_json(&json) {
+            Ok(envelope) => write_readable(&envelope, output)?,
+            Err(error) => bail!("the server sent an invalid envelope ({error}): {json}"),
+        }
+    }
+    Ok(())
+}
+
+/// Prints an envelope for a person: the answer, each tool call, then status and latency.
+pub fn write_readable(envelope: &Envelope, output: &mut dyn Write) -> std::io::Result<()> {
+    for entry in &envelope.tool_trace {
+        let mark = match entry.status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+        };
+        writeln!(
+            output,
+            "  [tool] {}({}) -> {} ({mark}, {} ms)",
+            entry.name, entry.args, entry.result, entry.elapsed_ms
+        )?;
+    }
+    if !envelope.text.is_empty() {
+        writeln!(output, "ai> {}", envelope.text)?;
+    }
+    for warning in &envelope.warnings {
+        writeln!(output, "  [warning] {warning}")?;
+    }
+    writeln!(
+        output,
+        "  [{} in {} ms]",
+        envelope.status.as_str(),
+        envelope.latency_ms
+    )
+}

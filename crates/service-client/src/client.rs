@@ -1,0 +1,314 @@
+//! `Client`: one multiplexed connection to a TServer.
+//!
+//! A background task owns the socket. Calls hand it frames over a channel and wait on a
+//! one-shot slot keyed by call id; the task routes each reply to its slot. When the connection
+//! ends, every waiting call learns why.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::Framed;
+use tserver_proto::v1::{
+    ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest, ServerFrame, TagReading,
+    client_frame, server_frame,
+};
+use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION};
+
+use crate::{ClientError, CloseReason, Envelope};
+
+/// Connection options with their defaults.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// How long connecting may take. Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long a call waits for its reply. Default 90 s, above the Local AI budget of 60 s.
+    pub call_timeout: Duration,
+    /// Largest frame accepted from the server. Default 1 MiB.
+    pub max_frame: usize,
+    /// The client name sent in Hello, for the server's logs.
+    pub client_name: String,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(90),
+            max_frame: DEFAULT_MAX_FRAME,
+            client_name: format!("service-client {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// What a successful login returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginInfo {
+    /// The server's product version.
+    pub server_version: String,
+    /// The user name as the server stores it.
+    pub user_name: String,
+}
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<ServerFrame>>>;
+
+#[derive(Debug)]
+struct Shared {
+    pending: Pending,
+    next_call_id: AtomicU64,
+    close_reason: OnceLock<CloseReason>,
+    client_name: String,
+}
+
+/// A connection to a TServer. Clones share the connection.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// Requests to the connection task. Only handles hold senders, so the task ends (and the
+    /// socket closes) when the last handle is dropped.
+    outgoing: mpsc::Sender<ClientFrame>,
+    shared: Arc<Shared>,
+    call_timeout: Duration,
+}
+
+impl Client {
+    /// Connects (without logging in).
+    pub async fn connect(
+        addr: impl ToSocketAddrs + std::fmt::Display,
+        options: ClientOptions,
+    ) -> Result<Self, ClientError> {
+        let socket = match tokio::time::timeout(options.connect_timeout, TcpStream::connect(&addr)).await {
+            Ok(Ok(socket)) => socket,
+            Ok(Err(source)) => {
+                return Err(ClientError::Connect {
+                    addr: addr.to_string(),
+                    source,
+                });
+            }
+            Err(_) => {
+                return Err(ClientError::ConnectTimeout {
+                    addr: addr.to_string(),
+                    after: options.connect_timeout,
+                });
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let framed = Framed::new(
+            socket,
+            FrameCodec::<ServerFrame, ClientFrame>::new(options.max_frame),
+        );
+        let (outgoing, requests) = mpsc::channel(256);
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            next_call_id: AtomicU64::new(1),
+            close_reason: OnceLock::new(),
+            client_name: options.client_name,
+        });
+        tokio::spawn(drive(framed, requests, Arc::clone(&shared)));
+        Ok(Self {
+            outgoing,
+            shared,
+            call_timeout: options.call_timeout,
+        })
+    }
+
+    /// A handle on the same connection whose calls wait at most `timeout`.
+    pub fn with_call_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            outgoing: self.outgoing.clone(),
+            shared: Arc::clone(&self.shared),
+            call_timeout: timeout,
+        }
+    }
+
+    /// Logs in (Hello). A refusal closes the connection on the server side.
+    pub async fn login(&self, user_name: &str, password: &str) -> Result<LoginInfo, ClientError> {
+        let hello = Hello {
+            protocol_version: PROTOCOL_VERSION,
+            client_name: self.shared.client_name.clone(),
+            user_name: user_name.to_owned(),
+            password: password.to_owned(),
+        };
+        match self.call(client_frame::Body::Hello(hello)).await {
+            Ok(server_frame::Body::Hello(reply)) => Ok(LoginInfo {
+                server_version: reply.server_version,
+                user_name: reply.user_name,
+            }),
+            Ok(_) => Err(ClientError::UnexpectedReply {
+                expected: "HelloReply",
+            }),
+            Err(ClientError::Server {
+                code: ErrorCode::LoginFailed,
+                message,
+            }) => Err(ClientError::LoginRefused { message }),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Logs out; the connection stays open for another login.
+    pub async fn logout(&self) -> Result<(), ClientError> {
+        match self.call(client_frame::Body::Logout(Logout {})).await? {
+            server_frame::Body::Logout(_) => Ok(()),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "LogoutReply",
+            }),
+        }
+    }
+
+    /// Round trip of a Ping.
+    pub async fn ping(&self) -> Result<Duration, ClientError> {
+        let started = Instant::now();
+        let nonce = self.shared.next_call_id.load(Ordering::Relaxed);
+        match self.call(client_frame::Body::Ping(Ping { nonce })).await? {
+            server_frame::Body::Pong(pong) if pong.nonce == nonce => Ok(started.elapsed()),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "Pong with the same nonce",
+            }),
+        }
+    }
+
+    /// One chat turn; returns the reply envelope JSON exactly as the server sent it.
+    pub async fn chat(&self, query: &str) -> Result<String, ClientError> {
+        let request = ChatRequest {
+            query_json: query.to_owned(),
+        };
+        match self.call(client_frame::Body::Chat(request)).await? {
+            server_frame::Body::Chat(reply) => Ok(reply.reply_json),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ChatReply",
+            }),
+        }
+    }
+
+    /// One chat turn, with the envelope parsed (all five fields required).
+    pub async fn chat_envelope(&self, query: &str) -> Result<Envelope, ClientError> {
+        Ok(Envelope::from_json(&self.chat(query).await?)?)
+    }
+
+    /// Current values of tags, one reading per name in order.
+    pub async fn read_tags(&self, names: &[&str]) -> Result<Vec<TagReading>, ClientError> {
+        let request = ReadTagsRequest {
+            names: names.iter().map(|name| (*name).to_owned()).collect(),
+        };
+        match self.call(client_frame::Body::ReadTags(request)).await? {
+            server_frame::Body::ReadTags(reply) => Ok(reply.readings),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ReadTagsReply",
+            }),
+        }
+    }
+
+    /// Sends any call and returns the reply body; protocol errors become
+    /// [`ClientError::Server`].
+    pub async fn call(&self, body: client_frame::Body) -> Result<server_frame::Body, ClientError> {
+        let call_id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
+        let (slot, reply) = oneshot::channel();
+        self.pending().insert(call_id, slot);
+        let frame = ClientFrame {
+            call_id,
+            body: Some(body),
+        };
+        if self.outgoing.send(frame).await.is_err() {
+            self.pending().remove(&call_id);
+            return Err(self.lost());
+        }
+        let frame = match tokio::time::timeout(self.call_timeout, reply).await {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(_)) => return Err(self.lost()),
+            Err(_) => {
+                self.pending().remove(&call_id);
+                return Err(ClientError::Timeout {
+                    after: self.call_timeout,
+                });
+            }
+        };
+        match frame.body {
+            Some(server_frame::Body::Error(error)) => Err(ClientError::Server {
+                code: ErrorCode::try_from(error.code).unwrap_or(ErrorCode::Unspecified),
+                message: error.message,
+            }),
+            Some(body) => Ok(body),
+            None => Err(ClientError::UnexpectedReply {
+                expected: "a reply body",
+            }),
+        }
+    }
+
+    /// Why the connection ended, if it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared.close_reason.get().cloned()
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
+        lock(&self.shared.pending)
+    }
+
+    fn lost(&self) -> ClientError {
+        ClientError::ConnectionLost {
+            reason: self.close_reason().unwrap_or(CloseReason::ServerClosed),
+        }
+    }
+}
+
+/// Locks the pending map; a panic while holding it cannot leave it inconsistent (single
+/// inserts and removes), so a poisoned lock is used as is.
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
+    pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Owns the socket: writes requests, routes replies, and records why the connection ended.
+async fn drive(
+    mut framed: Framed<TcpStream, FrameCodec<ServerFrame, ClientFrame>>,
+    mut requests: mpsc::Receiver<ClientFrame>,
+    shared: Arc<Shared>,
+) {
+    let mut connection_error = None;
+    let reason = loop {
+        tokio::select! {
+            request = requests.recv() => {
+                // Every client handle is gone: close the socket.
+                let Some(request) = request else { break CloseReason::ClientClosed };
+                let mut result = framed.feed(request).await;
+                while result.is_ok() {
+                    match requests.try_recv() {
+                        Ok(next) => result = framed.feed(next).await,
+                        Err(_) => break,
+                    }
+                }
+                if let Err(error) = match result {
+                    Ok(()) => framed.flush().await,
+                    Err(error) => Err(error),
+                } {
+                    break CloseReason::Transport(error.to_string());
+                }
+            }
+            incoming = framed.next() => match incoming {
+                Some(Ok(Decoded::Message(frame))) if frame.call_id == 0 => {
+                    // A connection-level error: the server says why it is about to close.
+                    if let Some(server_frame::Body::Error(error)) = frame.body {
+                        connection_error = Some(CloseReason::Server {
+                            code: ErrorCode::try_from(error.code).unwrap_or(ErrorCode::Unspecified),
+                            message: error.message,
+                        });
+                    }
+                }
+                Some(Ok(Decoded::Message(frame))) => {
+                    if let Some(slot) = lock(&shared.pending).remove(&frame.call_id) {
+                        let _ = slot.send(frame);
+                    }
+                }
+                Some(Ok(Decoded::Malformed(error))) => break CloseReason::Protocol(error.to_string()),
+                Some(Err(error)) => break CloseReason::Transport(error.to_string()),
+                None => break CloseReason::ServerClosed,
+            }
+        }
+    };
+    // When the server said why it closed, that is the reason, whatever the socket did after.
+    let _ = shared.close_reason.set(connection_error.unwrap_or(reason));
+    // Refuse new requests first, then fail the waiting ones, so no call is left waiting.
+    requests.close();
+    lock(&shared.pending).clear();
+}

@@ -1,0 +1,114 @@
+//! The admin commands on a solution file: init, settings, users.
+
+use crate::support::{Solution, admin, try_admin};
+
+#[test]
+fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("plain.db");
+    let path = path.to_str().expect("utf-8 path");
+    assert!(admin(&["init", path], "").contains("created solution"));
+    assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x00\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelSettings"], ""), "NULL\n");
+    assert_eq!(
+        admin(&["settings", path, "get", "URL"], ""),
+        format!("{}\n", localai::settings::defaults::URL)
+    );
+    assert_eq!(
+        admin(&["users", path, "list"], ""),
+        "",
+        "a plain solution has no guest"
+    );
+    let again = try_admin(&["init", path], "").expect_err("refuses to overwrite");
+    assert!(again.to_string().contains("already exists"));
+}
+
+#[test]
+fn the_demo_solution_has_a_passwordless_guest() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    assert_eq!(admin(&["users", path, "list"], ""), "guest (passwordless)\n");
+}
+
+#[test]
+fn users_are_stored_as_argon2_hashes_never_as_plaintext() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["users", path, "add", "operator"], "plaintext-canary-81\n");
+    let listing = admin(&["users", path, "list"], "");
+    assert_eq!(listing, "guest (passwordless)\noperator\n");
+    let bytes = std::fs::read(&solution.path).expect("read db");
+    let wal = std::fs::read(solution.path.with_extension("db-wal")).unwrap_or_default();
+    for file in [bytes, wal] {
+        assert!(!file.windows(19).any(|w| w == b"plaintext-canary-81"));
+    }
+    let duplicate = try_admin(&["users", path, "add", "OPERATOR"], "x\n").expect_err("duplicate");
+    assert!(duplicate.to_string().contains("already exists"));
+    let empty = try_admin(&["users", path, "add", "nopass"], "\n").expect_err("empty password");
+    assert!(empty.to_string().contains("--no-password"));
+    admin(&["users", path, "remove", "operator"], "");
+    assert_eq!(admin(&["users", path, "list"], ""), "guest (passwordless)\n");
+}
+
+#[test]
+fn settings_edits_keep_unknown_keys() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(
+        &[
+            "settings",
+            path,
+            "set",
+            "ModelSettings",
+            r#"{"Provider":"vllm","URL":"http://a:8000/v1/chat/completions"}"#,
+        ],
+        "",
+    );
+    admin(&["settings", path, "set", "Name", "llama3.1:8b"], "");
+    admin(&["settings", path, "set", "TimeoutSeconds", "30"], "");
+    admin(&["settings", path, "set", "ModelSettings.Region", "eu"], "");
+    assert_eq!(
+        admin(&["settings", path, "get", "ModelSettings"], ""),
+        "{\"Provider\":\"vllm\",\"URL\":\"http://a:8000/v1/chat/completions\",\"Name\":\"llama3.1:8b\",\"TimeoutSeconds\":30,\"Region\":\"eu\"}\n"
+    );
+    assert_eq!(admin(&["settings", path, "get", "TimeoutSeconds"], ""), "30\n");
+    assert_eq!(
+        admin(&["settings", path, "get", "ModelSettings.Provider"], ""),
+        "vllm\n"
+    );
+    admin(&["settings", path, "unset", "Name"], "");
+    assert_eq!(
+        admin(&["settings", path, "get", "Name"], ""),
+        format!("{}\n", localai::settings::defaults::NAME)
+    );
+    assert!(admin(&["settings", path, "get", "ModelSettings"], "").contains("Provider"));
+}
+
+#[test]
+fn bad_settings_input_gets_clear_errors_and_changes_nothing() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["settings", path, "set", "ModelEnabled", "maybe"],
+            "ModelEnabled",
+        ),
+        (&["settings", path, "set", "ModelOptions", "0xZZ"], "ModelOptions"),
+        (&["settings", path, "set", "ModelSettings", "[1]"], "JSON object"),
+        (
+            &["settings", path, "set", "Provider", "x"],
+            "unknown settings key",
+        ),
+        (
+            &["settings", "/nonexistent/plant.db", "get", "URL"],
+            "no solution file",
+        ),
+    ];
+    for (args, expected) in cases {
+        let error = try_admin(args, "").expect_err("refused");
+        assert!(error.to_string().contains(expected), "{args:?}: {error}");
+    }
+    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x9e\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
+}

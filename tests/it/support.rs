@@ -1,0 +1,184 @@
+//! Test fixtures: a real `tserver` on 127.0.0.1:0 over a real SQLite solution file, real
+//! clients, and a raw frame connection for speaking bad protocol on purpose.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use service_client::{Client, ClientOptions};
+use tempfile::TempDir;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
+use tserver::cli::{Cli, run_admin};
+use tserver::{Runtime, Server, ServerConfig};
+use tserver_proto::v1::{ClientFrame, Hello, ServerFrame, client_frame};
+use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION};
+
+/// Longest any test waits for something that should happen at once.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A demo solution in a temporary directory.
+pub(crate) struct Solution {
+    /// Keeps the directory alive.
+    _dir: TempDir,
+    /// The solution file.
+    pub(crate) path: PathBuf,
+}
+
+impl Solution {
+    /// `tserver init PATH --demo`.
+    pub(crate) fn demo() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plant.db");
+        admin(&["init", path.to_str().expect("utf-8 path"), "--demo"], "");
+        Self { _dir: dir, path }
+    }
+}
+
+/// Runs a `tserver` admin command in process, as the binary would, and returns its stdout.
+pub(crate) fn admin(args: &[&str], stdin: &str) -> String {
+    try_admin(args, stdin).expect("admin command succeeds")
+}
+
+/// Like [`admin`], returning the error.
+pub(crate) fn try_admin(args: &[&str], stdin: &str) -> anyhow::Result<String> {
+    use clap::Parser;
+    let cli = Cli::try_parse_from(std::iter::once("tserver").chain(args.iter().copied()))?;
+    let mut output = Vec::new();
+    run_admin(&cli.command, &mut stdin.as_bytes(), &mut output)?;
+    Ok(String::from_utf8(output).expect("utf-8 output"))
+}
+
+/// A running server.
+pub(crate) struct TestServer {
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+    /// Its runtime (the same one it serves).
+    pub(crate) runtime: Runtime,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl TestServer {
+    /// Serves `solution` with `config`.
+    pub(crate) async fn start(solution: &Path, config: ServerConfig) -> Self {
+        let runtime = Runtime::open(solution).expect("solution opens");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let shutdown = CancellationToken::new();
+        let server = Server::new(runtime.clone(), config).expect("server");
+        let task = tokio::spawn(server.run(listener, shutdown.clone()));
+        Self {
+            addr,
+            runtime,
+            shutdown,
+            task,
+        }
+    }
+
+    /// A connected client, not logged in.
+    pub(crate) async fn client(&self) -> Client {
+        Client::connect(self.addr, ClientOptions::default())
+            .await
+            .expect("connects")
+    }
+
+    /// A client logged in as the demo's passwordless `guest`.
+    pub(crate) async fn guest(&self) -> Client {
+        let client = self.client().await;
+        client.login("guest", "").await.expect("guest logs in");
+        client
+    }
+
+    /// Starts a graceful shutdown without waiting for it.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Shuts down and waits until the server has stopped, proving it stops.
+    pub(crate) async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("server stops within the patience")
+            .expect("server task did not panic");
+    }
+}
+
+/// A raw frame connection, for speaking the protocol (or not) byte by byte.
+pub(crate) struct RawConnection {
+    framed: Framed<TcpStream, FrameCodec<ServerFrame, ClientFrame>>,
+}
+
+impl RawConnection {
+    /// Connects without logging in.
+    pub(crate) async fn connect(addr: SocketAddr) -> Self {
+        let socket = TcpStream::connect(addr).await.expect("connects");
+        Self {
+            framed: Framed::new(socket, FrameCodec::new(DEFAULT_MAX_FRAME)),
+        }
+    }
+
+    /// Connects and logs in as `guest`.
+    pub(crate) async fn guest(addr: SocketAddr) -> Self {
+        let mut connection = Self::connect(addr).await;
+        connection.send(1, hello("guest", "")).await;
+        let reply = connection.receive().await.expect("hello reply");
+        assert!(matches!(
+            reply.body,
+            Some(tserver_proto::v1::server_frame::Body::Hello(_))
+        ));
+        connection
+    }
+
+    /// Sends one call.
+    pub(crate) async fn send(&mut self, call_id: u64, body: client_frame::Body) {
+        self.framed
+            .send(ClientFrame {
+                call_id,
+                body: Some(body),
+            })
+            .await
+            .expect("frame sent");
+    }
+
+    /// Sends raw bytes as they are.
+    pub(crate) async fn send_bytes(&mut self, bytes: &[u8]) {
+        self.framed.get_mut().write_all(bytes).await.expect("bytes sent");
+    }
+
+    /// The next frame, or `None` once the server has closed the connection.
+    pub(crate) async fn receive(&mut self) -> Option<ServerFrame> {
+        match tokio::time::timeout(PATIENCE, self.framed.next()).await {
+            Ok(Some(Ok(Decoded::Message(frame)))) => Some(frame),
+            Ok(Some(Ok(Decoded::Malformed(error)))) => panic!("server sent a malformed frame: {error}"),
+            Ok(Some(Err(_)) | None) => None,
+            Err(_) => panic!("no frame and no close within {PATIENCE:?}"),
+        }
+    }
+}
+
+/// A Hello body for protocol version 1.
+pub(crate) fn hello(user: &str, password: &str) -> client_frame::Body {
+    client_frame::Body::Hello(Hello {
+        protocol_version: PROTOCOL_VERSION,
+        client_name: "tests".into(),
+        user_name: user.into(),
+        password: password.into(),
+    })
+}
+
+/// The error code and message of an error frame; panics on anything else.
+pub(crate) fn error_of(frame: &ServerFrame) -> (tserver_proto::v1::ErrorCode, &str) {
+    match &frame.body {
+        Some(tserver_proto::v1::server_frame::Body::Error(error)) => (
+            tserver_proto::v1::ErrorCode::try_from(error.code).expect("known code"),
+            error.message.as_str(),
+        ),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+}
