@@ -4,6 +4,8 @@
 //! once, every call carries its own id, and replies are matched to calls as they arrive, in
 //! whatever order the server finishes them.
 //!
+//! A complete program is `examples/chat.rs` (`cargo run -p service-client --example chat`).
+//!
 //! ```no_run
 //! use service_client::{Client, ClientOptions};
 //!
