@@ -2,6 +2,7 @@
 //! SQLite solution files. One binary, one module per area.
 
 mod admin;
+mod atomic;
 mod chat_gate;
 mod protocol;
 mod support;

@@ -4,14 +4,19 @@
 //! - the **cached chat path** ([`LocalAi::execute_chat`]): per-connection transcript, tools, hooks;
 //! - the **atomic path** (`TK.AIExecute` for server scripts): one stateless POST.
 //!
-//! The anchors are the settings accessors ([`settings`]), the master gate ([`gates`]) and the
-//! reply envelope ([`ai_envelope`]). This crate never sees a socket, a protobuf message or a
-//! database: the host implements [`Solution`] to give it settings (and, later, secrets and
-//! tag values).
+//! The anchors are the settings accessors ([`settings`]), the master gates ([`gates`]), the
+//! secret resolver ([`secrets`]), the tag expression resolver ([`expressions`]), the
+//! Authorization decoder ([`auth`]) and the reply envelope ([`ai_envelope`]). This crate never
+//! sees a socket, a protobuf message or a database: the host implements [`Solution`] to give it
+//! settings, secrets and tag values.
 
+pub mod auth;
+pub mod expressions;
 pub mod gates;
+pub mod secrets;
 pub mod settings;
 
+mod atomic;
 mod chat;
 mod hooks;
 
@@ -34,6 +39,12 @@ pub struct SolutionError(pub String);
 pub trait Solution: Send + Sync + 'static {
     /// Reads the `SolutionSettings` row afresh. Called at the start of every call.
     fn settings(&self) -> Result<SettingsRow, SolutionError>;
+
+    /// The decrypted value of a secret, `None` when no secret has that name.
+    fn secret(&self, name: &str) -> Result<Option<secrets::SecretValue>, SolutionError>;
+
+    /// A tag's current value as text (for `{Tag.X}`), `None` for an unknown tag.
+    fn tag_text(&self, name: &str) -> Option<String>;
 }
 
 /// Who is chatting: the connection identity the server made, and the logged-in user.
@@ -49,13 +60,15 @@ pub struct ChatCaller {
 #[derive(Debug, Clone)]
 pub struct LocalAi {
     chat: Arc<chat::ChatPath>,
+    atomic: Arc<atomic::AtomicPath>,
 }
 
 impl LocalAi {
     /// The service for `solution`.
     pub fn new(solution: Arc<dyn Solution>) -> Self {
         Self {
-            chat: Arc::new(chat::ChatPath::new(solution)),
+            chat: Arc::new(chat::ChatPath::new(Arc::clone(&solution))),
+            atomic: Arc::new(atomic::AtomicPath::new(solution)),
         }
     }
 
@@ -67,6 +80,39 @@ impl LocalAi {
             Ok(envelope) => envelope.to_json(),
             Err(_) => Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
         }
+    }
+
+    /// One atomic call (the spec's `ExecuteAtomicAsync`, `TK.AIExecuteAsync` for scripts).
+    /// `query` is plain text or `{"system", "user", "context", "metadata"}`. Returns the
+    /// envelope JSON and never fails: a panic anywhere inside becomes an `error` envelope.
+    pub async fn execute_atomic(&self, query: &str) -> String {
+        let call = AssertUnwindSafe(self.atomic.execute(query)).catch_unwind();
+        match call.await {
+            Ok(envelope) => envelope.to_json(),
+            Err(_) => Envelope::precondition_error("internal error: the atomic call panicked").to_json(),
+        }
+    }
+
+    /// [`execute_atomic`](Self::execute_atomic) for synchronous callers (`TK.AIExecute`).
+    ///
+    /// Works from a plain thread, from `spawn_blocking`, and from inside an async runtime's
+    /// worker (of any flavour): the call runs on a small runtime of its own and this thread
+    /// only waits for the answer, so it can neither nest runtimes nor deadlock on the caller's
+    /// runtime. Waiting blocks the calling thread, as a synchronous call must.
+    pub fn execute_atomic_blocking(&self, query: &str) -> String {
+        let runtime = match script_runtime() {
+            Ok(runtime) => runtime,
+            Err(reason) => return Envelope::precondition_error(reason.clone()).to_json(),
+        };
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let service = self.clone();
+        let query = query.to_owned();
+        runtime.spawn(async move {
+            let _ = reply.send(service.execute_atomic(&query).await);
+        });
+        answer.recv().unwrap_or_else(|_| {
+            Envelope::precondition_error("internal error: the atomic call was lost").to_json()
+        })
     }
 
     /// Attaches an `OnBeforeChat` handler: it receives the operator's text before the model
@@ -93,6 +139,21 @@ impl LocalAi {
     pub fn connection_closed(&self, client_guid: Uuid) {
         self.chat.forget(client_guid);
     }
+}
+
+/// The runtime synchronous atomic calls run on, started on first use.
+fn script_runtime() -> Result<&'static tokio::runtime::Runtime, &'static String> {
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("localai-sync")
+                .enable_all()
+                .build()
+                .map_err(|error| format!("the runtime for synchronous calls could not start: {error}"))
+        })
+        .as_ref()
 }
 
 impl std::fmt::Debug for dyn Solution {

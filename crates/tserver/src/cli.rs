@@ -45,6 +45,23 @@ pub enum Command {
         #[command(subcommand)]
         action: SettingsAction,
     },
+    /// Manage the secrets that `/secret:<Name>` tokens refer to (values are write-only).
+    Secrets {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: SecretsAction,
+    },
+    /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
+    /// print the reply envelope JSON on one line.
+    AiExecute {
+        /// The solution file.
+        #[arg(long)]
+        solution: PathBuf,
+        /// The query: plain text, or a JSON object with system, user, context and metadata.
+        query: String,
+    },
     /// Manage the users who may log in (works while a server runs).
     Users {
         /// The solution file.
@@ -110,6 +127,23 @@ pub enum SettingsAction {
     Show,
 }
 
+/// `tserver secrets` actions.
+#[derive(Debug, Subcommand)]
+pub enum SecretsAction {
+    /// Store a secret; the value is read from the first line of standard input.
+    Set {
+        /// The name used in `/secret:<Name>` tokens.
+        name: String,
+    },
+    /// List secret names (never values).
+    List,
+    /// Remove a secret.
+    Remove {
+        /// The name.
+        name: String,
+    },
+}
+
 /// `tserver users` actions.
 #[derive(Debug, Subcommand)]
 pub enum UsersAction {
@@ -170,11 +204,18 @@ pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Res
     Ok(())
 }
 
+/// Runs `ai-execute`: one atomic call through the script toolkit, returning the envelope JSON.
+pub async fn ai_execute(solution: &std::path::Path, query: &str) -> anyhow::Result<String> {
+    let runtime =
+        Runtime::open(solution).with_context(|| format!("cannot open solution {}", solution.display()))?;
+    Ok(runtime.toolkit().ai_execute_async(query).await)
+}
+
 /// Runs an admin command (everything but `serve`), reading secrets from `input` and writing
 /// results to `output`.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
-        Command::Serve(_) => bail!("serve is not an admin command"),
+        Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
         Command::Init { path, demo } => {
             SolutionDb::create(path, *demo)?;
             let kind = if *demo { "demo solution" } else { "solution" };
@@ -194,6 +235,32 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                     ] {
                         writeln!(output, "{key:?} = {}", db.setting(&key)?)?;
                     }
+                }
+            }
+        }
+        Command::Secrets { path, action } => {
+            let db = SolutionDb::open(path)?;
+            match action {
+                SecretsAction::Set { name } => {
+                    let mut line = String::new();
+                    input
+                        .read_line(&mut line)
+                        .context("cannot read the secret from standard input")?;
+                    let value = line.trim_end_matches(['\n', '\r']);
+                    if value.is_empty() {
+                        bail!("no secret value on standard input");
+                    }
+                    db.set_secret(name, value)?;
+                    writeln!(output, "stored secret {name}")?;
+                }
+                SecretsAction::List => {
+                    for name in db.secret_names()? {
+                        writeln!(output, "{name}")?;
+                    }
+                }
+                SecretsAction::Remove { name } => {
+                    db.remove_secret(name)?;
+                    writeln!(output, "removed secret {name}")?;
                 }
             }
         }

@@ -23,7 +23,7 @@ mod runtime;
 mod server;
 
 pub use config::ServerConfig;
-pub use runtime::Runtime;
+pub use runtime::{Runtime, Toolkit};
 pub use server::{Server, ServerError};
 
 /// The product version reported in `HelloReply.server_version`.

@@ -28,9 +28,25 @@ fn main() -> anyhow::Result<()> {
                 tserver::cli::serve(args, shutdown).await
             })
         }
+        Command::AiExecute { solution, query } => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let envelope = runtime.block_on(tserver::cli::ai_execute(solution, query))?;
+            println!("{envelope}");
+            Ok(())
+        }
         command => {
-            if matches!(command, Command::Users { .. }) && std::io::stdin().is_terminal() {
-                eprint!("password (echoed; pipe it in to avoid that): ");
+            let prompt = match command {
+                Command::Users { .. } => Some("password"),
+                Command::Secrets { .. } => Some("secret value"),
+                _ => None,
+            };
+            if let Some(what) = prompt
+                && std::io::stdin().is_terminal()
+            {
+                eprint!("{what} (echoed; pipe it in to avoid that): ");
                 std::io::stderr().flush()?;
             }
             tserver::cli::run_admin(

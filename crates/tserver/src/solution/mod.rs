@@ -6,6 +6,7 @@
 
 mod admin;
 mod demo;
+mod secrets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -16,6 +17,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub(crate) use admin::hash_password as admin_hash_password;
 pub use admin::{SettingKey, SettingValue};
+pub use secrets::{KEY_ENV, key_file};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -74,6 +76,15 @@ pub enum SolutionError {
     /// Password hashing failed.
     #[error("password hashing failed: {0}")]
     PasswordHash(String),
+    /// The secrets key is missing or unusable, or a secret does not decrypt.
+    #[error("secrets: {0}")]
+    SecretsKey(String),
+    /// No secret of that name.
+    #[error("no secret named {0:?}")]
+    UnknownSecret(String),
+    /// A secret name that cannot be used in a `/secret:<Name>` token.
+    #[error("invalid secret name {0:?}: use 1 to 128 letters, digits, '_', '-' or '.'")]
+    InvalidSecretName(String),
     /// A stored tag definition is invalid.
     #[error("tag {name:?} is invalid: {reason}")]
     InvalidTag {
@@ -118,6 +129,7 @@ impl SolutionDb {
             demo::populate(&transaction)?;
         }
         transaction.commit()?;
+        secrets::create_key_file(path)?;
         Ok(())
     }
 
@@ -211,11 +223,4 @@ fn open_connection(path: &Path) -> Result<Connection, SolutionError> {
     )?;
     connection.busy_timeout(BUSY_TIMEOUT)?;
     Ok(connection)
-}
-
-impl localai::Solution for SolutionDb {
-    fn settings(&self) -> Result<SettingsRow, localai::SolutionError> {
-        self.settings_row()
-            .map_err(|error| localai::SolutionError(error.to_string()))
-    }
 }

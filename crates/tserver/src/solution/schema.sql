@@ -34,4 +34,13 @@ CREATE TABLE Tags (
     InitialValue TEXT NULL
 );
 
+-- Secrets referenced as /secret:<Name>. Values are ChaCha20-Poly1305 ciphertexts (the name is
+-- the associated data); the key lives outside the database (see docs/SECRETS.md).
+CREATE TABLE Secrets (
+    Name       TEXT NOT NULL PRIMARY KEY,
+    Nonce      BLOB NOT NULL,
+    Ciphertext BLOB NOT NULL,
+    UpdatedAt  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
 PRAGMA user_version = 1;

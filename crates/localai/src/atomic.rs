@@ -1,0 +1,398 @@
+//! The atomic path (`TK.AIExecute`): one stateless POST for server scripts.
+//!
+//! Gate 1, parse the query, read fresh settings, resolve secrets and `{Tag.X}`, decode the
+//! auth, build one `messages` array, POST once within the wall-clock budget, read
+//! `choices[0].message.content`. No tools, no transcript, no hooks, no retry. Everything here,
+//! the HTTP POST included, belongs to this path alone: the chat path has its own copy, so the
+//! two can diverge without coupling (the spec locks their independence).
+
+use std::error::Error as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ai_envelope::Envelope;
+use serde_json::{Value, json};
+
+use crate::auth::{decode_authorization, decode_headers};
+use crate::expressions::resolve_tag_expressions;
+use crate::secrets::{Redactions, resolve_secrets};
+use crate::settings::ModelSettings;
+use crate::{Solution, gates};
+
+/// The most response bytes read; a larger body is an error, never an unbounded allocation.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The longest excerpt of a non-JSON error body quoted in a warning.
+const MAX_QUOTED_BODY: usize = 200;
+
+/// A script's query: plain text, or `{"system", "user", "context", "metadata"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AtomicQuery {
+    /// Sent as the first `system` message.
+    pub(crate) system: Option<String>,
+    /// Sent as the `user` message. Required.
+    pub(crate) user: String,
+    /// Sent as a second `system` message, `Context:` followed by the text (or the JSON).
+    pub(crate) context: Option<String>,
+    /// Never sent to the model: logged with the call, for the caller's correlation.
+    pub(crate) metadata: Option<Value>,
+}
+
+impl AtomicQuery {
+    /// Parses a query. Text that is not a JSON object is the user message itself.
+    pub(crate) fn parse(query: &str) -> Result<Self, String> {
+        let object = match serde_json::from_str::<Value>(query) {
+            Ok(Value::Object(object)) => object,
+            _ if query.trim().is_empty() => return Err("the query is empty".to_owned()),
+            _ => {
+                return Ok(Self {
+                    system: None,
+                    user: query.to_owned(),
+                    context: None,
+                    metadata: None,
+                });
+            }
+        };
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match object.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text.clone())),
+                Some(_) => Err(format!("'{key}' must be a string")),
+            }
+        };
+        let user = text("user")?.ok_or("the query object has no 'user' text")?;
+        let context = match object.get("context") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if text.trim().is_empty() => None,
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(other) => Some(other.to_string()),
+        };
+        Ok(Self {
+            system: text("system")?,
+            user,
+            context,
+            metadata: object.get("metadata").filter(|value| !value.is_null()).cloned(),
+        })
+    }
+
+    fn messages(&self) -> Vec<Value> {
+        let mut messages = Vec::with_capacity(3);
+        if let Some(system) = &self.system {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        if let Some(context) = &self.context {
+            messages.push(json!({"role": "system", "content": format!("Context:\n{context}")}));
+        }
+        messages.push(json!({"role": "user", "content": self.user}));
+        messages
+    }
+}
+
+/// The endpoint after resolution: what is POSTed where, and the URL as configured (tokens
+/// unresolved) for warnings.
+struct Endpoint {
+    url: reqwest::Url,
+    shown_url: String,
+    headers: Vec<(String, String)>,
+}
+
+/// The atomic path of one solution.
+#[derive(Debug)]
+pub(crate) struct AtomicPath {
+    solution: Arc<dyn Solution>,
+    http: Result<reqwest::Client, String>,
+}
+
+impl AtomicPath {
+    pub(crate) fn new(solution: Arc<dyn Solution>) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|error| format!("the HTTP client could not be built: {error}"));
+        Self { solution, http }
+    }
+
+    pub(crate) async fn execute(&self, query: &str) -> Envelope {
+        let row = match self.solution.settings() {
+            Ok(row) => row,
+            Err(error) => {
+                return Envelope::precondition_error(format!("could not read SolutionSettings: {error}"));
+            }
+        };
+        if let Err(closed) = gates::model_enabled(&row) {
+            return closed;
+        }
+        let query = match AtomicQuery::parse(query) {
+            Ok(query) => query,
+            Err(reason) => return Envelope::precondition_error(format!("malformed query: {reason}")),
+        };
+        if let Some(metadata) = &query.metadata {
+            tracing::debug!(%metadata, "atomic call");
+        }
+        let started = Instant::now();
+        let settings = row.model_settings();
+        let mut redactions = Redactions::default();
+        let endpoint = match self.endpoint(&settings, &mut redactions) {
+            Ok(endpoint) => endpoint,
+            Err(warning) => return Envelope::error(redactions.scrub(&warning), started.elapsed()),
+        };
+        let http = match &self.http {
+            Ok(http) => http,
+            Err(warning) => return Envelope::error(warning.clone(), started.elapsed()),
+        };
+        let body = json!({"model": settings.name, "messages": query.messages(), "stream": false});
+        let budget = settings.timeout;
+        match tokio::time::timeout(budget, post(http, &endpoint, &body)).await {
+            Err(_) => Envelope::truncated(
+                "",
+                format!(
+                    "LLM POST wall-clock budget ({}) exceeded.",
+                    settings.timeout_label()
+                ),
+                started.elapsed().max(budget),
+            ),
+            Ok(Err(warning)) => Envelope::error(redactions.scrub(&warning), started.elapsed()),
+            Ok(Ok((text, warnings))) => Envelope::ok(text, started.elapsed())
+                .with_warnings(warnings.iter().map(|warning| redactions.scrub(warning))),
+        }
+    }
+
+    /// Resolves secrets and tag expressions and decodes the auth. Errors are warnings that
+    /// quote the configured URL, never a resolved value.
+    fn endpoint(&self, settings: &ModelSettings, redactions: &mut Redactions) -> Result<Endpoint, String> {
+        let solution = self.solution.as_ref();
+        let shown_url = settings.url.clone();
+        let url = resolve_secrets(&settings.url, solution, redactions).map_err(|e| format!("URL: {e}"))?;
+        let url = resolve_tag_expressions(&url, solution).map_err(|e| format!("URL: {e}"))?;
+        let url = reqwest::Url::parse(url.trim())
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+            .ok_or_else(|| format!("invalid LLM endpoint URL ({shown_url}): expected an http(s) URL"))?;
+        let authorization = resolve_secrets(&settings.authorization, solution, redactions)
+            .map_err(|e| format!("Authorization: {e}"))?;
+        let headers =
+            resolve_secrets(&settings.headers, solution, redactions).map_err(|e| format!("Headers: {e}"))?;
+        let mut all = decode_headers(&headers).map_err(|e| e.to_string())?;
+        all.extend(decode_authorization(&authorization).map_err(|e| e.to_string())?);
+        Ok(Endpoint {
+            url,
+            shown_url,
+            headers: all,
+        })
+    }
+}
+
+/// One POST and the whole response body, then the answer. Errors are warnings.
+async fn post(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    body: &Value,
+) -> Result<(String, Vec<String>), String> {
+    let mut request = http
+        .post(endpoint.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string());
+    for (name, value) in &endpoint.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let shown = &endpoint.shown_url;
+    let mut response = request
+        .send()
+        .await
+        .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", describe(&error)))?;
+    let status = response.status();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|error| {
+        format!(
+            "LLM endpoint HTTP error: reading the response failed: {} ({shown})",
+            describe(&error)
+        )
+    })? {
+        if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    if !status.is_success() {
+        let reason = status.canonical_reason().unwrap_or("");
+        return Err(format!(
+            "LLM endpoint returned HTTP {} {reason}: {} ({shown})",
+            status.as_u16(),
+            error_message(&bytes)
+        ));
+    }
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))?;
+    answer(&value)
+}
+
+/// `choices[0].message.content`, never a reasoning field, plus warnings about the answer.
+fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
+    let choice = value
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|choices| choices.first())
+        .ok_or("LLM response has no choices")?;
+    let message = choice
+        .get("message")
+        .ok_or("LLM response choice has no message")?;
+    let mut warnings = Vec::new();
+    match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("length") => warnings
+            .push("the answer was cut short by the model's token limit (finish_reason: length)".to_owned()),
+        Some("content_filter") => warnings
+            .push("the model's content filter cut the answer (finish_reason: content_filter)".to_owned()),
+        _ => {}
+    }
+    match message.get("content") {
+        Some(Value::String(text)) => Ok((text.clone(), warnings)),
+        _ if message.get("tool_calls").is_some() => {
+            Err("the model asked for tool calls, but the atomic path offers no tools".to_owned())
+        }
+        _ => Err("LLM response has no answer content".to_owned()),
+    }
+}
+
+/// The message of an error body in OpenAI, Ollama, llama.cpp or vLLM shape, or an excerpt.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(value) = serde_json::from_slice::<Value>(body) {
+        let message = match value.get("error") {
+            Some(Value::String(message)) => Some(message.as_str()),
+            Some(Value::Object(error)) => error.get("message").and_then(Value::as_str),
+            _ => value.get("message").and_then(Value::as_str),
+        };
+        if let Some(message) = message {
+            return message.chars().take(MAX_QUOTED_BODY * 2).collect();
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        "(empty body)".to_owned()
+    } else if text.starts_with('<') {
+        format!("(an HTML page of {} bytes)", body.len())
+    } else {
+        text.chars().take(MAX_QUOTED_BODY).collect()
+    }
+}
+
+/// A transport error in plain words, without the URL (which may hold resolved secrets).
+fn describe(error: &reqwest::Error) -> String {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "Connection refused".to_owned(),
+                std::io::ErrorKind::ConnectionReset => "Connection reset by the server".to_owned(),
+                std::io::ErrorKind::ConnectionAborted => "Connection aborted".to_owned(),
+                std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".to_owned(),
+                _ => io.to_string(),
+            };
+        }
+        let text = cause.to_string();
+        if text.contains("dns error") || text.contains("failed to lookup address") {
+            return "cannot resolve the host name".to_owned();
+        }
+        source = cause.source();
+    }
+    if error.is_connect() {
+        "cannot connect".to_owned()
+    } else if error.is_body() || error.is_decode() {
+        "the response body could not be read (the connection closed early)".to_owned()
+    } else {
+        "the request could not be completed".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_the_user_message() {
+        let query = AtomicQuery::parse("Translate 'pump' to German").expect("plain text");
+        assert_eq!(query.user, "Translate 'pump' to German");
+        assert_eq!(
+            query.messages(),
+            vec![json!({"role": "user", "content": "Translate 'pump' to German"})]
+        );
+        // JSON that is not an object is text too.
+        assert_eq!(AtomicQuery::parse("[1, 2]").expect("text").user, "[1, 2]");
+    }
+
+    #[test]
+    fn structured_query_builds_system_context_and_user_messages() {
+        let query = AtomicQuery::parse(
+            r#"{"system": "Be brief.", "user": "Summarise.", "context": {"Pump1.FlowRate": 84}, "metadata": {"script": "Shift"}}"#,
+        )
+        .expect("structured");
+        assert_eq!(
+            query.messages(),
+            vec![
+                json!({"role": "system", "content": "Be brief."}),
+                json!({"role": "system", "content": "Context:\n{\"Pump1.FlowRate\":84}"}),
+                json!({"role": "user", "content": "Summarise."}),
+            ]
+        );
+        assert_eq!(query.metadata, Some(json!({"script": "Shift"})));
+    }
+
+    #[test]
+    fn a_query_object_without_user_text_is_malformed() {
+        for bad in [
+            r#"{"system": "x"}"#,
+            r#"{"user": ""}"#,
+            r#"{"user": 5}"#,
+            "",
+            "   ",
+        ] {
+            assert!(AtomicQuery::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn error_bodies_of_every_server_shape_give_their_message() {
+        let cases = [
+            (
+                r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+                "Incorrect API key",
+            ),
+            (
+                r#"{"error":"model 'llama9' not found"}"#,
+                "model 'llama9' not found",
+            ),
+            (
+                r#"{"error":{"code":400,"message":"context too long","type":"exceed_context_size_error"}}"#,
+                "context too long",
+            ),
+            (
+                r#"{"object":"error","message":"max_tokens too large","type":"BadRequestError","code":400}"#,
+                "max_tokens too large",
+            ),
+            (
+                "<html><body>502 Bad Gateway</body></html>",
+                "(an HTML page of 41 bytes)",
+            ),
+            ("", "(empty body)"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(error_message(body.as_bytes()), expected);
+        }
+    }
+
+    #[test]
+    fn reasoning_is_never_the_answer() {
+        let value = json!({"choices": [{"message": {"role": "assistant", "content": "42",
+            "reasoning": "thinking...", "reasoning_content": "more thinking"}, "finish_reason": "length"}]});
+        let (text, warnings) = answer(&value).expect("answer");
+        assert_eq!(text, "42");
+        assert_eq!(warnings.len(), 1);
+        let only_reasoning =
+            json!({"choices": [{"message": {"role": "assistant", "reasoning_content": "hmm"}}]});
+        assert!(answer(&only_reasoning).is_err());
+        assert!(answer(&json!({"choices": []})).is_err());
+    }
+}

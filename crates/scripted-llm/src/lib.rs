@@ -1,0 +1,480 @@
+//! An OpenAI-compatible chat-completions server for tests and benchmarks.
+//!
+//! It speaks real HTTP/1.1 on `127.0.0.1:0`, answers each POST from a script of [`Reply`]s (or
+//! from any [`Responder`]), injects faults (delays, error statuses, malformed bodies, a
+//! connection dropped mid-body, a slow trickle, no answer at all), and records every request,
+//! so tests can assert on exactly what a client POSTed. The HTTP layer is hand-written over
+//! tokio on purpose: faults like a truncated body need control below any HTTP library.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Largest request head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// Largest request body accepted.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// One scripted answer to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A 200 chat completion whose answer is this text (`finish_reason: "stop"`).
+    Content(String),
+    /// A 200 chat completion asking for tool calls: `(id, name, arguments as a JSON string)`.
+    ToolCalls(Vec<(String, String, String)>),
+    /// Any status with a JSON body.
+    Json {
+        /// HTTP status code.
+        status: u16,
+        /// The body.
+        body: Value,
+    },
+    /// Any status, content type and body bytes.
+    Raw {
+        /// HTTP status code.
+        status: u16,
+        /// The `content-type` header.
+        content_type: String,
+        /// The body.
+        body: Vec<u8>,
+    },
+    /// Waits, then sends the inner reply.
+    Delayed(Duration, Box<Reply>),
+    /// Announces `declared` body bytes, sends `body` (fewer), then closes the connection.
+    DropMidBody {
+        /// The content length announced.
+        declared: usize,
+        /// The bytes actually sent.
+        body: Vec<u8>,
+    },
+    /// A 200 whose body bytes arrive `chunk` at a time, one chunk every `every`.
+    Trickle {
+        /// The whole body.
+        body: Vec<u8>,
+        /// Bytes per chunk.
+        chunk: usize,
+        /// Pause between chunks.
+        every: Duration,
+    },
+    /// Closes the connection without answering.
+    Close,
+    /// Never answers and never closes (until the server stops).
+    Hang,
+}
+
+impl Reply {
+    /// A normal answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Content(text.into())
+    }
+
+    /// One tool call with a generated id.
+    pub fn tool_call(name: &str, arguments: Value) -> Self {
+        Self::ToolCalls(vec![(
+            "call_1".to_owned(),
+            name.to_owned(),
+            arguments.to_string(),
+        )])
+    }
+
+    /// An error status with a JSON body.
+    pub fn status(status: u16, body: Value) -> Self {
+        Self::Json { status, body }
+    }
+
+    /// This reply after a delay.
+    pub fn after(self, delay: Duration) -> Self {
+        Self::Delayed(delay, Box::new(self))
+    }
+}
+
+/// A chat completion body answering with `text`.
+pub fn completion(text: &str) -> Value {
+    json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    })
+}
+
+/// A chat completion body asking for tool calls `(id, name, arguments string)`.
+pub fn tool_calls_completion(calls: &[(String, String, String)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, arguments)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        })
+        .collect();
+    json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls},
+                     "finish_reason": "tool_calls"}]
+    })
+}
+
+/// One request as received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// `POST`, `GET`...
+    pub method: String,
+    /// The request target, e.g. `/v1/chat/completions?x=1`.
+    pub path: String,
+    /// Headers in arrival order, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The first header of that (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The body as JSON, if it is JSON.
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// Chooses the reply to a request.
+pub trait Responder: Send + Sync + 'static {
+    /// The reply to `request`.
+    fn respond(&self, request: &RecordedRequest) -> Reply;
+}
+
+impl<F> Responder for F
+where
+    F: Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+{
+    fn respond(&self, request: &RecordedRequest) -> Reply {
+        self(request)
+    }
+}
+
+/// Replies in script order; once the script is used up, every request gets a 500 saying so.
+#[derive(Debug, Default)]
+struct Script {
+    replies: Mutex<VecDeque<Reply>>,
+}
+
+impl Responder for Script {
+    fn respond(&self, _request: &RecordedRequest) -> Reply {
+        self.replies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop_front()
+            .unwrap_or_else(|| {
+                Reply::status(500, json!({"error": {"message": "scripted-llm: the script is used up", "type": "server_error"}}))
+            })
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    requests: Mutex<Vec<RecordedRequest>>,
+    connections: AtomicUsize,
+}
+
+/// A running scripted server. Dropping it stops it.
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    recorder: Arc<Recorder>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ScriptedLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedLlm")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedLlm {
+    /// Starts a server answering from `script`, in order.
+    pub async fn start(script: impl IntoIterator<Item = Reply>) -> std::io::Result<Self> {
+        let script = Script {
+            replies: Mutex::new(script.into_iter().collect()),
+        };
+        Self::start_with(script).await
+    }
+
+    /// Starts a server answering with `responder`.
+    pub async fn start_with(responder: impl Responder) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let recorder = Arc::new(Recorder::default());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(serve(
+            listener,
+            Arc::new(responder),
+            Arc::clone(&recorder),
+            stop.clone(),
+        ));
+        Ok(Self {
+            addr,
+            recorder,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The chat-completions URL, `http://127.0.0.1:PORT/v1/chat/completions`.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1/chat/completions", self.addr)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.recorder
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.recorder.connections.load(Ordering::Relaxed)
+    }
+
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ScriptedLlm {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    responder: Arc<dyn Responder>,
+    recorder: Arc<Recorder>,
+    stop: CancellationToken,
+) {
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((socket, _)) = accepted else { continue };
+        recorder.connections.fetch_add(1, Ordering::Relaxed);
+        let (responder, recorder, stop) = (Arc::clone(&responder), Arc::clone(&recorder), stop.clone());
+        connections.spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                _ = connection(socket, responder, recorder) => {}
+            }
+        });
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+/// Serves requests on one keep-alive connection until the client closes or a reply closes it.
+async fn connection(
+    mut socket: TcpStream,
+    responder: Arc<dyn Responder>,
+    recorder: Arc<Recorder>,
+) -> std::io::Result<()> {
+    let _ = socket.set_nodelay(true);
+    let mut buffer = Vec::with_capacity(4096);
+    loop {
+        let Some(request) = read_request(&mut socket, &mut buffer).await? else {
+            return Ok(());
+        };
+        let reply = responder.respond(&request);
+        recorder
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(request);
+        if !write_reply(&mut socket, reply).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads one request; `None` when the client closed cleanly between requests.
+async fn read_request(
+    socket: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+) -> std::io::Result<Option<RecordedRequest>> {
+    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(buffer) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let method = parsed.method.unwrap_or("").to_owned();
+                let path = parsed.path.unwrap_or("").to_owned();
+                let headers: Vec<(String, String)> = parsed
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).into_owned(),
+                        )
+                    })
+                    .collect();
+                let body_len = headers
+                    .iter()
+                    .find(|(name, _)| name == "content-length")
+                    .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body_len > MAX_BODY {
+                    return Err(invalid("request body too large"));
+                }
+                buffer.drain(..head_len);
+                while buffer.len() < body_len {
+                    if read_more(socket, buffer).await? == 0 {
+                        return Err(invalid("client closed mid-body"));
+                    }
+                }
+                let body = buffer.drain(..body_len).collect();
+                return Ok(Some(RecordedRequest {
+                    method,
+                    path,
+                    headers,
+                    body,
+                }));
+            }
+            Ok(httparse::Status::Partial) => {
+                if buffer.len() > MAX_HEAD {
+                    return Err(invalid("request head too large"));
+                }
+                if read_more(socket, buffer).await? == 0 {
+                    return if buffer.is_empty() {
+                        Ok(None)
+                    } else {
+                        Err(invalid("client closed mid-head"))
+                    };
+                }
+            }
+            Err(_) => return Err(invalid("malformed request")),
+        }
+    }
+}
+
+async fn read_more(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut chunk = [0u8; 8192];
+    let read = socket.read(&mut chunk).await?;
+    buffer.extend_from_slice(&chunk[..read]);
+    Ok(read)
+}
+
+/// Writes a reply; returns whether the connection stays open for another request.
+async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<bool> {
+    let mut reply = reply;
+    loop {
+        match reply {
+            Reply::Delayed(delay, inner) => {
+                tokio::time::sleep(delay).await;
+                reply = *inner;
+            }
+            Reply::Content(text) => return write_json(socket, 200, &completion(&text)).await.map(|()| true),
+            Reply::ToolCalls(calls) => {
+                return write_json(socket, 200, &tool_calls_completion(&calls))
+                    .await
+                    .map(|()| true);
+            }
+            Reply::Json { status, body } => return write_json(socket, status, &body).await.map(|()| true),
+            Reply::Raw {
+                status,
+                content_type,
+                body,
+            } => {
+                write_head(socket, status, &content_type, body.len()).await?;
+                socket.write_all(&body).await?;
+                return Ok(true);
+            }
+            Reply::DropMidBody { declared, body } => {
+                write_head(socket, 200, "application/json", declared).await?;
+                socket.write_all(&body).await?;
+                socket.shutdown().await?;
+                return Ok(false);
+            }
+            Reply::Trickle { body, chunk, every } => {
+                write_head(socket, 200, "application/json", body.len()).await?;
+                for piece in body.chunks(chunk.max(1)) {
+                    socket.write_all(piece).await?;
+                    tokio::time::sleep(every).await;
+                }
+                return Ok(true);
+            }
+            Reply::Close => return Ok(false),
+            Reply::Hang => {
+                std::future::pending::<()>().await;
+                return Ok(false);
+            }
+        }
+    }
+}
+
+async fn write_json(socket: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
+    let body = body.to_string();
+    write_head(socket, status, "application/json", body.len()).await?;
+    socket.write_all(body.as_bytes()).await
+}
+
+async fn write_head(
+    socket: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    len: usize,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {len}\r\n\r\n",
+        reason(status)
+    );
+    socket.write_all(head.as_bytes()).await
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}

@@ -1,0 +1,164 @@
+//! The solution's secret store: values encrypted at rest with ChaCha20-Poly1305.
+//!
+//! The key is 32 random bytes, written as 64 hex digits either in the environment variable
+//! `TSERVER_SECRETS_KEY` (which wins) or in the key file `<solution>.key` that `tserver init`
+//! creates beside the solution with owner-only permissions. The database holds only nonces and
+//! ciphertexts, with the secret's name as associated data, so a ciphertext cannot be moved to
+//! another name. Values are write-only: nothing lists or prints them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use localai::secrets::SecretValue;
+use rusqlite::{OptionalExtension, params};
+
+use super::{SolutionDb, SolutionError};
+
+/// The environment variable that holds the secrets key as 64 hex digits.
+pub const KEY_ENV: &str = "TSERVER_SECRETS_KEY";
+
+/// The key file of a solution: the solution path with `.key` appended.
+pub fn key_file(solution: &Path) -> PathBuf {
+    let mut name = solution.as_os_str().to_owned();
+    name.push(".key");
+    PathBuf::from(name)
+}
+
+/// Creates the key file with a fresh random key, unless one exists already.
+pub(super) fn create_key_file(solution: &Path) -> Result<(), SolutionError> {
+    let path = key_file(solution);
+    if path.exists() {
+        return Ok(());
+    }
+    let key = ChaCha20Poly1305::generate_key(&mut OsRng);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(&path)
+        .map_err(|error| SolutionError::SecretsKey(format!("cannot create {}: {error}", path.display())))?;
+    writeln!(file, "{}", hex::encode(key))
+        .map_err(|error| SolutionError::SecretsKey(format!("cannot write {}: {error}", path.display())))
+}
+
+/// Loads the key: the environment variable if set, else the key file.
+fn load_key(solution: &Path) -> Result<Key, SolutionError> {
+    let (text, origin) = match std::env::var(KEY_ENV) {
+        Ok(text) => (text, KEY_ENV.to_owned()),
+        Err(_) => {
+            let path = key_file(solution);
+            let text = std::fs::read_to_string(&path).map_err(|error| {
+                SolutionError::SecretsKey(format!(
+                    "no secrets key: set {KEY_ENV} or keep the key file {} ({error})",
+                    path.display()
+                ))
+            })?;
+            (text, path.display().to_string())
+        }
+    };
+    let bytes = hex::decode(text.trim())
+        .ok()
+        .filter(|bytes| bytes.len() == 32)
+        .ok_or_else(|| SolutionError::SecretsKey(format!("{origin} does not hold 64 hex digits")))?;
+    Ok(*Key::from_slice(&bytes))
+}
+
+impl SolutionDb {
+    /// Stores (or replaces) a secret, encrypted.
+    pub fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
+        validate_secret_name(name)?;
+        let cipher = ChaCha20Poly1305::new(&load_key(self.path())?);
+        let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let ciphertext = cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: value.as_bytes(),
+                    aad: name.as_bytes(),
+                },
+            )
+            .map_err(|_| SolutionError::SecretsKey("encryption failed".into()))?;
+        self.writer()?.execute(
+            "INSERT INTO Secrets (Name, Nonce, Ciphertext) VALUES (?1, ?2, ?3)
+             ON CONFLICT (Name) DO UPDATE SET Nonce = excluded.Nonce, Ciphertext = excluded.Ciphertext,
+             UpdatedAt = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+            params![name, nonce.as_slice(), ciphertext],
+        )?;
+        Ok(())
+    }
+
+    /// Reads and decrypts a secret; `None` when there is none of that name.
+    pub fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
+        let stored = self.read(|connection| {
+            connection
+                .prepare_cached("SELECT Nonce, Ciphertext FROM Secrets WHERE Name = ?1")?
+                .query_row([name], |row| {
+                    Ok((row.get::<_, Vec<u8>>(0)?, row.get::<_, Vec<u8>>(1)?))
+                })
+                .optional()
+        })?;
+        let Some((nonce, ciphertext)) = stored else {
+            return Ok(None);
+        };
+        if nonce.len() != 12 {
+            return Err(SolutionError::SecretsKey(format!(
+                "secret '{name}' is stored corrupted"
+            )));
+        }
+        let cipher = ChaCha20Poly1305::new(&load_key(self.path())?);
+        let plaintext = cipher
+            .decrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: &ciphertext,
+                    aad: name.as_bytes(),
+                },
+            )
+            .map_err(|_| {
+                SolutionError::SecretsKey(format!("secret '{name}' does not decrypt with this key"))
+            })?;
+        let value = String::from_utf8(plaintext)
+            .map_err(|_| SolutionError::SecretsKey(format!("secret '{name}' is not UTF-8")))?;
+        Ok(Some(SecretValue::new(value)))
+    }
+
+    /// The names of all secrets (never their values).
+    pub fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare("SELECT Name FROM Secrets ORDER BY Name")?
+                .query_map([], |row| row.get(0))?
+                .collect()
+        })
+    }
+
+    /// Removes a secret.
+    pub fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
+        if self
+            .writer()?
+            .execute("DELETE FROM Secrets WHERE Name = ?1", [name])?
+            == 0
+        {
+            return Err(SolutionError::UnknownSecret(name.to_owned()));
+        }
+        Ok(())
+    }
+}
+
+fn validate_secret_name(name: &str) -> Result<(), SolutionError> {
+    let valid = (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(SolutionError::InvalidSecretName(name.to_owned()))
+    }
+}
