@@ -5,6 +5,7 @@ mod admin;
 mod atomic;
 mod chat_gate;
 mod protocol;
+mod secrets_in_logs;
 mod support;
 mod tclient;
 mod tidy;

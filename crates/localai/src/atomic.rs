@@ -143,7 +143,10 @@ impl AtomicPath {
         };
         let body = json!({"model": settings.name, "messages": query.messages(), "stream": false});
         let budget = settings.timeout;
-        match tokio::time::timeout(budget, post(http, &endpoint, &body)).await {
+        tracing::debug!(url = %endpoint.shown_url, model = %settings.name, ?budget, "atomic POST");
+        let outcome = tokio::time::timeout(budget, post(http, &endpoint, &body)).await;
+        tracing::debug!(elapsed = ?started.elapsed(), ok = matches!(outcome, Ok(Ok(_))), "atomic POST done");
+        match outcome {
             Err(_) => Envelope::truncated(
                 "",
                 format!(

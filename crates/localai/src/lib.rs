@@ -161,3 +161,45 @@ impl std::fmt::Debug for dyn Solution {
         f.write_str("Solution")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A solution whose every read panics, standing for any bug inside a call.
+    struct Exploding;
+
+    impl Solution for Exploding {
+        fn settings(&self) -> Result<SettingsRow, SolutionError> {
+            panic!("settings store exploded")
+        }
+        fn secret(&self, _name: &str) -> Result<Option<secrets::SecretValue>, SolutionError> {
+            panic!("secret store exploded")
+        }
+        fn tag_text(&self, _name: &str) -> Option<String> {
+            panic!("object model exploded")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panic_inside_either_path_becomes_an_error_envelope() {
+        let service = LocalAi::new(Arc::new(Exploding));
+        let caller = ChatCaller {
+            client_guid: Uuid::new_v4(),
+            user_name: Arc::from("operator"),
+        };
+        for json in [
+            service.execute_atomic("hello").await,
+            service.execute_chat(&caller, "hello").await,
+            service.execute_atomic_blocking("hello"),
+        ] {
+            let envelope = Envelope::from_json(&json).expect("a valid envelope");
+            assert_eq!(envelope.status, Status::Error);
+            assert!(
+                envelope.warnings[0].contains("panicked"),
+                "{:?}",
+                envelope.warnings
+            );
+        }
+    }
+}
