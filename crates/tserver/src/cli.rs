@@ -242,15 +242,8 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let db = SolutionDb::open(path)?;
             match action {
                 SecretsAction::Set { name } => {
-                    let mut line = String::new();
-                    input
-                        .read_line(&mut line)
-                        .context("cannot read the secret from standard input")?;
-                    let value = line.trim_end_matches(['\n', '\r']);
-                    if value.is_empty() {
-                        bail!("no secret value on standard input");
-                    }
-                    db.set_secret(name, value)?;
+                    let value = read_first_line(input, "the secret value", "")?;
+                    db.set_secret(name, &value)?;
                     writeln!(output, "stored secret {name}")?;
                 }
                 SecretsAction::List => {
@@ -302,13 +295,19 @@ fn read_password(no_password: bool, input: &mut dyn BufRead) -> anyhow::Result<O
     if no_password {
         return Ok(None);
     }
+    let hint = "; pipe one in, or pass --no-password for a passwordless user";
+    read_first_line(input, "the password", hint).map(Some)
+}
+
+/// Reads the first line of `input` (without its line ending); an empty line is refused.
+fn read_first_line(input: &mut dyn BufRead, what: &str, hint: &str) -> anyhow::Result<String> {
     let mut line = String::new();
     input
         .read_line(&mut line)
-        .context("cannot read the password from standard input")?;
-    let password = line.trim_end_matches(['\n', '\r']);
-    if password.is_empty() {
-        bail!("no password on standard input; pipe one in, or pass --no-password for a passwordless user");
+        .with_context(|| format!("cannot read {what} from standard input"))?;
+    let value = line.trim_end_matches(['\n', '\r']);
+    if value.is_empty() {
+        bail!("no {what} on standard input{hint}");
     }
-    Ok(Some(password.to_owned()))
+    Ok(value.to_owned())
 }
