@@ -15,6 +15,7 @@ pub mod expressions;
 pub mod gates;
 pub mod secrets;
 pub mod settings;
+pub mod tools;
 
 mod atomic;
 mod chat;

@@ -1,0 +1,327 @@
+//! The tool catalog: one definition per tool (name, a description written for a model, the
+//! JSON schema of its arguments, a handler), usable by any transport: the chat path dispatches
+//! in process today, an MCP server may reuse the same definitions later.
+//!
+//! A tool belongs to one `ModelOptions` category bit; the catalog offered in a chat turn is
+//! every tool whose category is offered (master bit 0x02 AND the category bit). Handler
+//! failures are data for the model, in the canonical content shape
+//! `{"ok": false, "error": {"type", "message", "details", "retryable"}}`; success is
+//! `{"ok": true, "result": ...}`.
+
+mod schema;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Value, json};
+
+use crate::settings::ModelOptions;
+pub use schema::validate_arguments;
+
+/// The future a tool handler returns.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+
+type Handler = dyn Fn(Value) -> ToolFuture + Send + Sync;
+
+/// A structured tool failure, fed back to the model as a tool result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError {
+    /// A short machine-readable kind, e.g. `invalid_arguments`, `not_found`, `timeout`.
+    pub kind: String,
+    /// What went wrong, for the model and the trace.
+    pub message: String,
+    /// JSON-safe details (`Value` is JSON by construction); boxed to keep `Result`s small.
+    pub details: Box<Value>,
+    /// Whether the same call may succeed if tried again.
+    pub retryable: bool,
+}
+
+impl ToolError {
+    /// A failure of `kind` with a message and no details.
+    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            message: message.into(),
+            details: Box::new(json!({})),
+            retryable: false,
+        }
+    }
+
+    /// Bad or missing arguments.
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self::new("invalid_arguments", message)
+    }
+
+    /// An unknown tag, path, alarm...
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new("not_found", message)
+    }
+
+    /// Adds details.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Box::new(details);
+        self
+    }
+
+    /// Marks the failure as worth retrying.
+    pub fn retryable(mut self) -> Self {
+        self.retryable = true;
+        self
+    }
+
+    /// The canonical failure content for the model.
+    pub fn to_content(&self) -> Value {
+        json!({"ok": false, "error": {
+            "type": self.kind, "message": self.message, "details": self.details, "retryable": self.retryable
+        }})
+    }
+}
+
+/// The canonical success content for the model.
+pub fn success_content(result: Value) -> Value {
+    json!({"ok": true, "result": result})
+}
+
+/// One tool.
+#[derive(Clone)]
+pub struct ToolDefinition {
+    name: Arc<str>,
+    description: Arc<str>,
+    parameters: Arc<Value>,
+    category: u32,
+    handler: Arc<Handler>,
+}
+
+impl std::fmt::Debug for ToolDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDefinition")
+            .field("name", &self.name)
+            .field("category", &format_args!("{:#04x}", self.category))
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDefinition {
+    /// A tool named `name` in `category` (one of the `ModelOptions` tool bits), described for
+    /// the model, whose arguments follow the JSON schema `parameters`.
+    pub fn new<F, Fut>(name: &str, category: u32, description: &str, parameters: Value, handler: F) -> Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        Self {
+            name: Arc::from(name),
+            description: Arc::from(description),
+            parameters: Arc::new(parameters),
+            category,
+            handler: Arc::new(move |arguments| Box::pin(handler(arguments)) as ToolFuture),
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The description the model reads.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON schema of the arguments.
+    pub fn parameters(&self) -> &Value {
+        &self.parameters
+    }
+
+    /// The `ModelOptions` category bit.
+    pub fn category(&self) -> u32 {
+        self.category
+    }
+
+    /// The OpenAI `tools[]` entry for this tool.
+    pub fn openai_spec(&self) -> Value {
+        json!({"type": "function", "function": {
+            "name": &*self.name, "description": &*self.description, "parameters": &*self.parameters
+        }})
+    }
+
+    /// Validates `arguments` against the schema, then runs the handler.
+    pub async fn invoke(&self, arguments: Value) -> Result<Value, ToolError> {
+        validate_arguments(&self.parameters, &arguments)?;
+        (self.handler)(arguments).await
+    }
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistrationError {
+    /// A tool of that name exists already.
+    #[error("a tool named '{0}' is already registered")]
+    Duplicate(String),
+    /// The name is not one models accept (`^[a-zA-Z0-9_-]{1,64}$`).
+    #[error("invalid tool name '{0}': use 1 to 64 letters, digits, '_' or '-'")]
+    InvalidName(String),
+    /// The category is not exactly one tool bit.
+    #[error("tool '{name}' has category {category:#04x}; use one of 0x04, 0x08, 0x10, 0x20")]
+    InvalidCategory {
+        /// The tool.
+        name: String,
+        /// The category given.
+        category: u32,
+    },
+}
+
+/// The tool categories, in catalog order.
+pub const CATEGORIES: [u32; 4] = [
+    ModelOptions::UNS_TOOLS,
+    ModelOptions::ALARM_TOOLS,
+    ModelOptions::HISTORIAN_TOOLS,
+    ModelOptions::CUSTOM_TOOLS,
+];
+
+/// Every tool a solution has, from which each turn's catalog is assembled.
+#[derive(Debug, Default)]
+pub struct ToolCatalog {
+    tools: RwLock<Arc<Vec<ToolDefinition>>>,
+}
+
+impl ToolCatalog {
+    /// Adds a tool.
+    pub fn register(&self, tool: ToolDefinition) -> Result<(), RegistrationError> {
+        let valid_name = (1..=64).contains(&tool.name.len())
+            && tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+        if !valid_name {
+            return Err(RegistrationError::InvalidName(tool.name.to_string()));
+        }
+        if !CATEGORIES.contains(&tool.category) {
+            return Err(RegistrationError::InvalidCategory {
+                name: tool.name.to_string(),
+                category: tool.category,
+            });
+        }
+        let mut tools = self
+            .tools
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if tools.iter().any(|known| known.name == tool.name) {
+            return Err(RegistrationError::Duplicate(tool.name.to_string()));
+        }
+        let mut next = Vec::clone(&tools);
+        next.push(tool);
+        *tools = Arc::new(next);
+        Ok(())
+    }
+
+    /// The tools offered under `options`: master bit 0x02 AND each tool's category bit, in
+    /// registration order. Empty when the master bit is off.
+    pub fn offered(&self, options: ModelOptions) -> Vec<ToolDefinition> {
+        let tools = Arc::clone(
+            &self
+                .tools
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        tools
+            .iter()
+            .filter(|tool| options.offers(tool.category))
+            .cloned()
+            .collect()
+    }
+
+    /// Every registered tool's name.
+    pub fn names(&self) -> Vec<String> {
+        let tools = self
+            .tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tools.iter().map(|tool| tool.name.to_string()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn echo(name: &str, category: u32) -> ToolDefinition {
+        ToolDefinition::new(
+            name,
+            category,
+            "Echoes its arguments.",
+            json!({"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]}),
+            |arguments| async move { Ok(arguments) },
+        )
+    }
+
+    fn catalog() -> ToolCatalog {
+        let catalog = ToolCatalog::default();
+        for (name, category) in [
+            ("uns_a", ModelOptions::UNS_TOOLS),
+            ("uns_b", ModelOptions::UNS_TOOLS),
+            ("alarms", ModelOptions::ALARM_TOOLS),
+            ("history", ModelOptions::HISTORIAN_TOOLS),
+            ("custom", ModelOptions::CUSTOM_TOOLS),
+        ] {
+            catalog.register(echo(name, category)).expect("registers");
+        }
+        catalog
+    }
+
+    #[test]
+    fn registration_refuses_duplicates_bad_names_and_bad_categories() {
+        let catalog = catalog();
+        assert_eq!(
+            catalog.register(echo("uns_a", ModelOptions::UNS_TOOLS)),
+            Err(RegistrationError::Duplicate("uns_a".into()))
+        );
+        assert!(matches!(
+            catalog.register(echo("has space", ModelOptions::UNS_TOOLS)),
+            Err(RegistrationError::InvalidName(_))
+        ));
+        assert!(matches!(
+            catalog.register(echo(
+                "two_bits",
+                ModelOptions::UNS_TOOLS | ModelOptions::ALARM_TOOLS
+            )),
+            Err(RegistrationError::InvalidCategory { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn invoke_validates_arguments_and_errors_have_the_canonical_shape() {
+        let tool = echo("echo", ModelOptions::UNS_TOOLS);
+        assert_eq!(
+            tool.invoke(json!({"tag": "Pump1.FlowRate"})).await,
+            Ok(json!({"tag": "Pump1.FlowRate"}))
+        );
+        let error = tool.invoke(json!({})).await.expect_err("missing tag");
+        assert_eq!(error.kind, "invalid_arguments");
+        let content = error.to_content();
+        assert_eq!(content["ok"], false);
+        for key in ["type", "message", "details", "retryable"] {
+            assert!(content["error"].get(key).is_some(), "{key} in {content}");
+        }
+        assert_eq!(success_content(json!(1)), json!({"ok": true, "result": 1}));
+        assert_eq!(tool.openai_spec()["function"]["name"], "echo");
+    }
+
+    proptest! {
+        #[test]
+        fn the_offered_catalog_is_master_and_category(bits in any::<u32>()) {
+            let options = ModelOptions::new(bits);
+            let offered: Vec<String> = catalog().offered(options).iter().map(|t| t.name().to_owned()).collect();
+            let master = bits & ModelOptions::ENABLE_RUNTIME_MCP != 0;
+            let mut expected = Vec::new();
+            for (name, bit) in [("uns_a", 0x04), ("uns_b", 0x04), ("alarms", 0x08), ("history", 0x10), ("custom", 0x20)] {
+                if master && bits & bit != 0 {
+                    expected.push(name.to_owned());
+                }
+            }
+            prop_assert_eq!(offered, expected);
+        }
+    }
+}
