@@ -25,7 +25,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
+pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
 use futures::FutureExt;
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
 use uuid::Uuid;
@@ -46,6 +46,10 @@ pub trait Solution: Send + Sync + 'static {
 
     /// A tag's current value as text (for `{Tag.X}`), `None` for an unknown tag.
     fn tag_text(&self, name: &str) -> Option<String>;
+
+    /// Every tool the solution has; each chat turn offers the ones its `ModelOptions` bits
+    /// allow ([`tools::ToolCatalog::offered`]).
+    fn tools(&self) -> &tools::ToolCatalog;
 }
 
 /// Who is chatting: the connection identity the server made, and the logged-in user.
@@ -179,6 +183,9 @@ mod tests {
         }
         fn tag_text(&self, _name: &str) -> Option<String> {
             panic!("object model exploded")
+        }
+        fn tools(&self) -> &tools::ToolCatalog {
+            panic!("tool catalog exploded")
         }
     }
 

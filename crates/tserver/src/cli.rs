@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::solution::{SettingKey, SolutionDb};
+use crate::solution::{RuntimeKey, SettingKey, SolutionDb};
 use crate::{Runtime, Server, ServerConfig};
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
@@ -99,6 +99,18 @@ pub struct ServeArgs {
     /// Seconds shutdown waits for calls in flight.
     #[arg(long, default_value_t = 10.0)]
     pub shutdown_grace_secs: f64,
+    /// Run the plant simulator (`on`/`off`); default: the solution's `SimulatorEnabled`
+    /// setting (on in demo solutions).
+    #[arg(long, value_name = "on|off", value_parser = parse_switch)]
+    pub simulator: Option<bool>,
+}
+
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("{text:?} is not on or off")),
+    }
 }
 
 /// `tserver settings` actions. KEY is `ModelEnabled`, `ModelOptions`, `ModelSettings`, one of
@@ -200,7 +212,22 @@ pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Res
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);
+    tracing::info!(
+        tags = runtime.objects().len(),
+        alarms = runtime.objects().alarms().len(),
+        simulator = simulate,
+        "solution loaded"
+    );
+    let background = tokio::spawn({
+        let runtime = runtime.clone();
+        let shutdown = shutdown.clone();
+        async move { runtime.run_background(simulate, shutdown).await }
+    });
     Server::new(runtime, config)?.run(listener, shutdown).await;
+    // The server has stopped; the background task saw the same cancellation and is writing
+    // its last history.
+    background.await.context("the background task failed")?;
     Ok(())
 }
 
@@ -211,6 +238,10 @@ pub async fn ai_execute(solution: &std::path::Path, query: &str) -> anyhow::Resu
     Ok(runtime.toolkit().ai_execute_async(query).await)
 }
 
+/// How much history a new demo solution starts with, and how far apart its samples are.
+const DEMO_HISTORY_SPAN: Duration = Duration::from_secs(2 * 3600);
+const DEMO_HISTORY_STEP: Duration = Duration::from_secs(30);
+
 /// Runs an admin command (everything but `serve`), reading secrets from `input` and writing
 /// results to `output`.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
@@ -218,6 +249,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
         Command::Init { path, demo } => {
             SolutionDb::create(path, *demo)?;
+            if *demo {
+                Runtime::open(path)?.seed_history(DEMO_HISTORY_SPAN, DEMO_HISTORY_STEP)?;
+            }
             let kind = if *demo { "demo solution" } else { "solution" };
             writeln!(output, "created {kind} {}", path.display())?;
         }
@@ -234,6 +268,10 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                         SettingKey::ModelSettings,
                     ] {
                         writeln!(output, "{key:?} = {}", db.setting(&key)?)?;
+                    }
+                    for key in RuntimeKey::ALL {
+                        let value = db.setting(&SettingKey::Runtime(key))?;
+                        writeln!(output, "{} = {value}", key.as_str())?;
                     }
                 }
             }

@@ -11,18 +11,23 @@
 
 pub mod cli;
 pub mod config;
+pub mod historian;
 pub mod objects;
+pub mod simulator;
 pub mod solution;
+pub mod tools;
 
 mod auth;
 mod cmd;
 mod connection;
 mod context;
 mod handler;
+mod plant;
 mod runtime;
 mod server;
 
 pub use config::ServerConfig;
+pub use plant::Plant;
 pub use runtime::{Runtime, Toolkit};
 pub use server::{Server, ServerError};
 

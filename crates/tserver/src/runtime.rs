@@ -1,37 +1,64 @@
-//! One loaded solution: its database, live object model and Local AI service, plus the
-//! in-process script API (`TK`) that server scripts use.
+//! One loaded solution: its database, live plant (object model, historian, simulator), tool
+//! catalog and Local AI service, plus the in-process script API (`TK`) that server scripts use.
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use localai::LocalAi;
 use localai::secrets::SecretValue;
-use localai::settings::SettingsRow;
+use localai::settings::{ModelOptions, SettingsRow};
+use localai::tools::{RegistrationError, ToolCatalog, ToolDefinition, ToolError};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
+use crate::historian::Historian;
 use crate::objects::{ObjectModel, TagValue};
-use crate::solution::{SolutionDb, SolutionError};
+use crate::plant::Plant;
+use crate::simulator::Simulator;
+use crate::solution::{RuntimeSettings, SolutionDb, SolutionError};
+use crate::tools::{RESERVED_PREFIX, runtime_catalog};
+
+/// How often the simulator moves the plant.
+const SIMULATOR_TICK: Duration = Duration::from_secs(1);
+
+/// How often queued history is written to the database.
+const HISTORY_FLUSH_EVERY: Duration = Duration::from_secs(5);
 
 /// A solution loaded into the process. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct Runtime {
     db: Arc<SolutionDb>,
-    objects: Arc<ObjectModel>,
+    settings: RuntimeSettings,
+    plant: Plant,
+    simulator: Simulator,
+    tools: Arc<ToolCatalog>,
     local_ai: LocalAi,
 }
 
 impl Runtime {
-    /// Opens the solution file and loads its object model.
+    /// Opens the solution file (upgrading an older schema) and loads its plant and tools.
     pub fn open(path: &Path) -> Result<Self, SolutionError> {
         let db = Arc::new(SolutionDb::open(path)?);
+        let settings = db.runtime_settings()?;
         let objects = Arc::new(ObjectModel::load(&db)?);
+        let historian = Arc::new(Historian::new(Arc::clone(&db), settings.history_retention));
+        let plant = Plant::new(objects, historian);
+        let simulator = Simulator::load(&db, plant.clone())?;
+        let tools = Arc::new(runtime_catalog(&plant));
         let view = SolutionView {
             db: Arc::clone(&db),
-            objects: Arc::clone(&objects),
+            plant: plant.clone(),
+            tools: Arc::clone(&tools),
         };
         let local_ai = LocalAi::new(Arc::new(view));
         Ok(Self {
             db,
-            objects,
+            settings,
+            plant,
+            simulator,
+            tools,
             local_ai,
         })
     }
@@ -41,9 +68,99 @@ impl Runtime {
         &self.db
     }
 
+    /// The runtime settings read when the solution was opened.
+    pub fn settings(&self) -> &RuntimeSettings {
+        &self.settings
+    }
+
+    /// The live plant: object model and historian.
+    pub fn plant(&self) -> &Plant {
+        &self.plant
+    }
+
     /// The live object model.
     pub fn objects(&self) -> &Arc<ObjectModel> {
-        &self.objects
+        self.plant.objects()
+    }
+
+    /// The plant simulator (it only runs when [`run_background`](Self::run_background) is
+    /// told to simulate; tests step it directly).
+    pub fn simulator(&self) -> &Simulator {
+        &self.simulator
+    }
+
+    /// Every tool the assistant may be offered: the runtime tools and the custom tools
+    /// registered so far.
+    pub fn tools(&self) -> &Arc<ToolCatalog> {
+        &self.tools
+    }
+
+    /// Registers a custom tool (ModelOptions 0x20), offered to the model from the next chat
+    /// turn on. Names are 1 to 64 letters, digits, `_` or `-`, unique, and may not start with
+    /// `runtime_` (the runtime's own tools). The handler's arguments have been validated
+    /// against `parameters` (a JSON schema) before it runs.
+    pub fn register_custom_tool<F, Fut>(
+        &self,
+        name: &str,
+        description: &str,
+        parameters: Value,
+        handler: F,
+    ) -> Result<(), RegistrationError>
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
+        if name.starts_with(RESERVED_PREFIX) {
+            return Err(RegistrationError::Reserved(name.to_owned()));
+        }
+        self.tools.register(ToolDefinition::new(
+            name,
+            ModelOptions::CUSTOM_TOOLS,
+            description,
+            parameters,
+            handler,
+        ))
+    }
+
+    /// Fills the historian with what the simulator would have recorded over the `span` before
+    /// now, one step `every`: how a new demo solution starts with history to look at.
+    pub fn seed_history(&self, span: Duration, every: Duration) -> Result<usize, SolutionError> {
+        let now = SystemTime::now();
+        let from = now.checked_sub(span).unwrap_or(SystemTime::UNIX_EPOCH);
+        self.simulator.replay(from, now, every);
+        self.plant.historian().flush()
+    }
+
+    /// The runtime's background work until `shutdown`: the simulator's ticks (when `simulate`)
+    /// and the historian's periodic flush, with a last flush on the way out so that no
+    /// recorded sample is lost.
+    pub async fn run_background(&self, simulate: bool, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(SIMULATOR_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut next_flush = tokio::time::Instant::now() + HISTORY_FLUSH_EVERY;
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if simulate {
+                self.simulator.step(SystemTime::now());
+            }
+            if tokio::time::Instant::now() >= next_flush {
+                self.flush_history().await;
+                next_flush = tokio::time::Instant::now() + HISTORY_FLUSH_EVERY;
+            }
+        }
+        self.flush_history().await;
+    }
+
+    async fn flush_history(&self) {
+        let historian = Arc::clone(self.plant.historian());
+        match tokio::task::spawn_blocking(move || historian.flush()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "history flush failed; rows stay queued"),
+            Err(error) => tracing::error!(%error, "history flush panicked"),
+        }
     }
 
     /// The Local AI service of this solution (hooks attach here).
@@ -79,11 +196,12 @@ impl Toolkit {
 }
 
 /// What Local AI sees of the solution: settings and secrets from the database, tag values
-/// from the live object model.
+/// from the live object model, and the tool catalog.
 #[derive(Debug)]
 struct SolutionView {
     db: Arc<SolutionDb>,
-    objects: Arc<ObjectModel>,
+    plant: Plant,
+    tools: Arc<ToolCatalog>,
 }
 
 impl localai::Solution for SolutionView {
@@ -100,12 +218,16 @@ impl localai::Solution for SolutionView {
     }
 
     fn tag_text(&self, name: &str) -> Option<String> {
-        let sample = self.objects.tag(name)?.current();
+        let sample = self.plant.objects().tag(name)?.current();
         Some(match &sample.value {
             TagValue::Number(value) => value.to_string(),
             TagValue::Integer(value) => value.to_string(),
             TagValue::Bool(value) => value.to_string(),
             TagValue::Text(value) => value.to_string(),
         })
+    }
+
+    fn tools(&self) -> &ToolCatalog {
+        &self.tools
     }
 }

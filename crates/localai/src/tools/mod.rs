@@ -162,6 +162,9 @@ pub enum RegistrationError {
     /// The name is not one models accept (`^[a-zA-Z0-9_-]{1,64}$`).
     #[error("invalid tool name '{0}': use 1 to 64 letters, digits, '_' or '-'")]
     InvalidName(String),
+    /// The name is reserved for the runtime's own tools.
+    #[error("tool name '{0}' is reserved: names starting with 'runtime_' belong to the runtime")]
+    Reserved(String),
     /// The category is not exactly one tool bit.
     #[error("tool '{name}' has category {category:#04x}; use one of 0x04, 0x08, 0x10, 0x20")]
     InvalidCategory {

@@ -5,6 +5,7 @@
 //! editors never lose each other's keys and unknown keys always survive.
 
 use std::fmt;
+use std::time::Duration;
 
 use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
 use localai::settings::{ModelSettings, SettingsDocument, keys};
@@ -23,17 +24,84 @@ pub enum SettingKey {
     ModelSettings,
     /// One key inside `ModelSettings` (`URL`, `Name`, ... or `ModelSettings.<AnyKey>`).
     ModelSettingsKey(String),
+    /// A runtime setting of the `RuntimeSettings` table.
+    Runtime(RuntimeKey),
+}
+
+/// The keys of the `RuntimeSettings` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKey {
+    /// Whether the simulator moves the plant (`true`/`false`; default off, on in demos).
+    SimulatorEnabled,
+    /// How long the historian keeps samples and alarm events, in whole hours (default 168).
+    HistoryRetentionHours,
+}
+
+impl RuntimeKey {
+    /// Every key, in `settings show` order.
+    pub const ALL: [Self; 2] = [Self::SimulatorEnabled, Self::HistoryRetentionHours];
+
+    /// The key as stored and typed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SimulatorEnabled => "SimulatorEnabled",
+            Self::HistoryRetentionHours => "HistoryRetentionHours",
+        }
+    }
+
+    /// Checks a value, returning it as stored.
+    fn canonical(self, value: &str) -> Result<String, SolutionError> {
+        let invalid = |reason: String| SolutionError::InvalidValue {
+            key: self.as_str().to_owned(),
+            reason,
+        };
+        match self {
+            Self::SimulatorEnabled => parse_bool(value)
+                .map(|on| on.to_string())
+                .ok_or_else(|| invalid(format!("{value:?} is not true/false, on/off, yes/no or 1/0"))),
+            Self::HistoryRetentionHours => match value.trim().parse::<u32>() {
+                Ok(hours) if (1..=MAX_RETENTION_HOURS).contains(&hours) => Ok(hours.to_string()),
+                _ => Err(invalid(format!(
+                    "{value:?} is not a whole number of hours from 1 to {MAX_RETENTION_HOURS}"
+                ))),
+            },
+        }
+    }
+}
+
+/// Ten years: longer retention is a data-warehouse job, not a runtime historian's.
+const MAX_RETENTION_HOURS: u32 = 87_600;
+
+/// The runtime settings of a solution, defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// Whether the simulator runs.
+    pub simulator_enabled: bool,
+    /// How long history is kept.
+    pub history_retention: Duration,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        Self {
+            simulator_enabled: false,
+            history_retention: Duration::from_secs(168 * 3600),
+        }
+    }
 }
 
 impl SettingKey {
     /// Parses `ModelEnabled`, `ModelOptions`, `ModelSettings`, a known `ModelSettings` key
-    /// (`URL`, `Name`, `Authorization`, `Headers`, `Info`, `TimeoutSeconds`), or
-    /// `ModelSettings.<Key>` for any other key.
+    /// (`URL`, `Name`, `Authorization`, `Headers`, `Info`, `TimeoutSeconds`),
+    /// `ModelSettings.<Key>` for any other key, or a [`RuntimeKey`].
     pub fn parse(text: &str) -> Result<Self, SolutionError> {
         match text {
             "ModelEnabled" => Ok(Self::ModelEnabled),
             "ModelOptions" => Ok(Self::ModelOptions),
             "ModelSettings" => Ok(Self::ModelSettings),
+            _ if let Some(key) = RuntimeKey::ALL.into_iter().find(|key| key.as_str() == text) => {
+                Ok(Self::Runtime(key))
+            }
             _ => {
                 let key = text.strip_prefix("ModelSettings.").unwrap_or(text);
                 if key.is_empty() || !(text.starts_with("ModelSettings.") || keys::ALL.contains(&key)) {
@@ -64,15 +132,56 @@ impl fmt::Display for SettingValue {
 }
 
 impl SolutionDb {
+    /// The runtime settings, defaults applied for absent keys. A stored value that does not
+    /// parse (hand-edited) is an error naming the key rather than a silent default.
+    pub fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
+        let mut settings = RuntimeSettings::default();
+        for key in RuntimeKey::ALL {
+            let Some(stored) = self.runtime_value(key)? else {
+                continue;
+            };
+            let value = key.canonical(&stored)?;
+            match key {
+                RuntimeKey::SimulatorEnabled => settings.simulator_enabled = value == "true",
+                RuntimeKey::HistoryRetentionHours => {
+                    let hours: u64 = value.parse().unwrap_or(168);
+                    settings.history_retention = Duration::from_secs(hours * 3600);
+                }
+            }
+        }
+        Ok(settings)
+    }
+
+    fn runtime_value(&self, key: RuntimeKey) -> Result<Option<String>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached("SELECT Value FROM RuntimeSettings WHERE Key = ?1")?
+                .query_row([key.as_str()], |row| row.get(0))
+                .optional()
+        })
+    }
+
     /// Reads one setting. A `ModelSettings` key reads its effective value, i.e. the default
     /// when the key is absent or invalid.
     pub fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
-        let row = self.settings_row()?;
+        let settings_row = || self.settings_row();
         Ok(match key {
-            SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
-            SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),
-            SettingKey::ModelSettings => row.model_settings.map_or(SettingValue::Null, SettingValue::Text),
+            SettingKey::Runtime(key) => {
+                let settings = self.runtime_settings()?;
+                SettingValue::Text(match key {
+                    RuntimeKey::SimulatorEnabled => settings.simulator_enabled.to_string(),
+                    RuntimeKey::HistoryRetentionHours => {
+                        (settings.history_retention.as_secs() / 3600).to_string()
+                    }
+                })
+            }
+            SettingKey::ModelEnabled => SettingValue::Text(settings_row()?.model_enabled.to_string()),
+            SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", settings_row()?.model_options)),
+            SettingKey::ModelSettings => settings_row()?
+                .model_settings
+                .map_or(SettingValue::Null, SettingValue::Text),
             SettingKey::ModelSettingsKey(name) => {
+                let row = settings_row()?;
                 let effective = ModelSettings::parse(row.model_settings.as_deref());
                 match name.as_str() {
                     keys::URL => SettingValue::Text(effective.url),
@@ -97,6 +206,13 @@ impl SolutionDb {
         let mut connection = self.writer()?;
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         match key {
+            SettingKey::Runtime(key) => {
+                transaction.execute(
+                    "INSERT INTO RuntimeSettings (Key, Value) VALUES (?1, ?2)
+                     ON CONFLICT (Key) DO UPDATE SET Value = excluded.Value",
+                    [key.as_str(), &key.canonical(value)?],
+                )?;
+            }
             SettingKey::ModelEnabled => {
                 let enabled = parse_bool(value).ok_or_else(|| SolutionError::InvalidValue {
                     key: "ModelEnabled".into(),
@@ -137,11 +253,14 @@ impl SolutionDb {
     }
 
     /// Returns a setting to its default: `ModelEnabled` off, `ModelOptions` 0, `ModelSettings`
-    /// NULL, or one `ModelSettings` key removed (other keys kept).
+    /// NULL, one `ModelSettings` key removed (other keys kept), or a runtime key removed.
     pub fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         match key {
+            SettingKey::Runtime(key) => {
+                transaction.execute("DELETE FROM RuntimeSettings WHERE Key = ?1", [key.as_str()])?;
+            }
             SettingKey::ModelEnabled => {
                 transaction.execute("UPDATE SolutionSettings SET ModelEnabled = 0", [])?;
             }

@@ -13,16 +13,18 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use localai::settings::SettingsRow;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub(crate) use admin::hash_password as admin_hash_password;
-pub use admin::{SettingKey, SettingValue};
+pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use secrets::{KEY_ENV, key_file};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-const SCHEMA: &str = include_str!("schema.sql");
+/// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
+/// A new file runs them all; an older file runs the ones it lacks when it opens.
+const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("schema_v2.sql")];
 
 /// How long a statement waits for another writer (an admin command, the server) to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,8 +41,8 @@ pub enum SolutionError {
     /// `init` refuses to overwrite.
     #[error("{0} already exists; choose another path or remove it first")]
     AlreadyExists(PathBuf),
-    /// The file is a SQLite database of another schema version or another program.
-    #[error("{path} has schema version {found}; this build reads version {SCHEMA_VERSION}")]
+    /// The file is a SQLite database of a newer schema version or of another program.
+    #[error("{path} has schema version {found}; this build reads versions 1 to {SCHEMA_VERSION}")]
     SchemaVersion {
         /// The file.
         path: PathBuf,
@@ -124,7 +126,9 @@ impl SolutionDb {
         )?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         let transaction = connection.transaction()?;
-        transaction.execute_batch(SCHEMA)?;
+        for migration in MIGRATIONS {
+            transaction.execute_batch(migration)?;
+        }
         if with_demo {
             demo::populate(&transaction)?;
         }
@@ -133,16 +137,25 @@ impl SolutionDb {
         Ok(())
     }
 
-    /// Opens an existing solution file, checking its schema version.
+    /// Opens an existing solution file, upgrading an older schema version in one transaction
+    /// (a file of a newer version, or not a solution at all, is refused untouched).
     pub fn open(path: &Path) -> Result<Self, SolutionError> {
-        let connection = open_connection(path)?;
-        let found: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        if found != SCHEMA_VERSION {
+        let mut connection = open_connection(path)?;
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found: i64 = transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        let known = usize::try_from(found)
+            .ok()
+            .filter(|version| (1..=MIGRATIONS.len()).contains(version));
+        let Some(version) = known else {
             return Err(SolutionError::SchemaVersion {
                 path: path.to_owned(),
                 found,
             });
+        };
+        for migration in &MIGRATIONS[version..] {
+            transaction.execute_batch(migration)?;
         }
+        transaction.commit()?;
         Ok(Self {
             path: path.to_owned(),
             readers: Mutex::new(vec![connection]),
@@ -175,7 +188,7 @@ impl SolutionDb {
     }
 
     /// A connection for a write; admin writes are rare, so each gets its own.
-    fn writer(&self) -> Result<Connection, SolutionError> {
+    pub(crate) fn writer(&self) -> Result<Connection, SolutionError> {
         open_connection(&self.path)
     }
 

@@ -1,0 +1,381 @@
+//! Alarms: definitions on tags, their live state machine, and the transitions they emit.
+//!
+//! The state machine is the usual one of ISA-18.2, reduced to what operators and the
+//! assistant need: `Normal` → `Active` (unacknowledged) when the condition trips; an
+//! acknowledgement moves `Active` to `Acknowledged`; the condition clearing moves `Active` to
+//! `NormalUnacked` (still listed until acknowledged) and `Acknowledged` back to `Normal`.
+//! Every transition is an [`AlarmEvent`] for the alarm history.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// What an alarm watches for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmCondition {
+    /// The value at or above a high-high limit.
+    HiHi,
+    /// The value at or above a high limit.
+    Hi,
+    /// The value at or below a low limit.
+    Lo,
+    /// The value at or below a low-low limit.
+    LoLo,
+    /// The value at least `limit` away from a setpoint, either way.
+    Deviation,
+}
+
+impl AlarmCondition {
+    /// Parses the name stored in the solution (`HiHi`, `Hi`, `Lo`, `LoLo`, `Deviation`).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "HiHi" => Some(Self::HiHi),
+            "Hi" => Some(Self::Hi),
+            "Lo" => Some(Self::Lo),
+            "LoLo" => Some(Self::LoLo),
+            "Deviation" => Some(Self::Deviation),
+            _ => None,
+        }
+    }
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HiHi => "HiHi",
+            Self::Hi => "Hi",
+            Self::Lo => "Lo",
+            Self::LoLo => "LoLo",
+            Self::Deviation => "Deviation",
+        }
+    }
+}
+
+/// An alarm as defined in the solution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmDefinition {
+    /// Unique name, e.g. `Motor1.Temperature.Hi`.
+    pub name: String,
+    /// The dotted name of the tag it watches.
+    pub tag: String,
+    /// What it watches for.
+    pub condition: AlarmCondition,
+    /// The limit (for `Deviation`, the allowed distance from the setpoint).
+    pub limit: f64,
+    /// The setpoint of a `Deviation` alarm.
+    pub setpoint: Option<f64>,
+    /// How far back inside the limit the value must come before the alarm clears, so a value
+    /// hovering at the limit does not flood the history.
+    pub deadband: f64,
+    /// 1 to 1000; higher is more urgent.
+    pub priority: u32,
+    /// What the operator reads.
+    pub message: String,
+}
+
+impl AlarmDefinition {
+    /// Whether `value` is in alarm, given whether the alarm is in alarm now (which applies the
+    /// deadband on the way back).
+    fn in_alarm(&self, value: f64, in_alarm_now: bool) -> bool {
+        let band = if in_alarm_now { self.deadband } else { 0.0 };
+        match self.condition {
+            AlarmCondition::HiHi | AlarmCondition::Hi => value >= self.limit - band,
+            AlarmCondition::Lo | AlarmCondition::LoLo => value <= self.limit + band,
+            AlarmCondition::Deviation => {
+                let setpoint = self.setpoint.unwrap_or(0.0);
+                (value - setpoint).abs() >= self.limit - band
+            }
+        }
+    }
+}
+
+/// Where an alarm is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmState {
+    /// Not in alarm, nothing to acknowledge.
+    Normal,
+    /// In alarm, not acknowledged.
+    Active,
+    /// In alarm, acknowledged.
+    Acknowledged,
+    /// Back to normal but not yet acknowledged.
+    NormalUnacked,
+}
+
+impl AlarmState {
+    /// `normal`, `active`, `acknowledged` or `normal-unacked`, as tools report it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Active => "active",
+            Self::Acknowledged => "acknowledged",
+            Self::NormalUnacked => "normal-unacked",
+        }
+    }
+
+    fn in_alarm(self) -> bool {
+        matches!(self, Self::Active | Self::Acknowledged)
+    }
+}
+
+/// A snapshot of an alarm's live state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmStatus {
+    /// The state.
+    pub state: AlarmState,
+    /// When it last tripped, while it is listed (not `Normal`).
+    pub active_since: Option<SystemTime>,
+    /// The tag value that tripped it.
+    pub trip_value: Option<f64>,
+    /// When it cleared, if it did since tripping.
+    pub cleared_at: Option<SystemTime>,
+    /// When and by whom it was acknowledged since tripping.
+    pub acknowledged: Option<(SystemTime, String)>,
+}
+
+impl AlarmStatus {
+    const NORMAL: Self = Self {
+        state: AlarmState::Normal,
+        active_since: None,
+        trip_value: None,
+        cleared_at: None,
+        acknowledged: None,
+    };
+}
+
+/// What happened to an alarm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmEventKind {
+    /// The condition tripped.
+    Active,
+    /// An operator acknowledged it.
+    Acknowledged,
+    /// The condition cleared.
+    Cleared,
+}
+
+impl AlarmEventKind {
+    /// The stored name (`Active`, `Acknowledged`, `Cleared`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "Active",
+            Self::Acknowledged => "Acknowledged",
+            Self::Cleared => "Cleared",
+        }
+    }
+}
+
+/// One alarm transition, as the alarm history records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmEvent {
+    /// When it happened.
+    pub time: SystemTime,
+    /// The alarm's name.
+    pub alarm: String,
+    /// The tag it watches.
+    pub tag: String,
+    /// Its condition.
+    pub condition: AlarmCondition,
+    /// What happened.
+    pub kind: AlarmEventKind,
+    /// The tag value at the time (none for an acknowledgement).
+    pub value: Option<f64>,
+    /// The alarm's priority.
+    pub priority: u32,
+    /// The alarm's message.
+    pub message: String,
+    /// Who acknowledged it.
+    pub user: Option<String>,
+}
+
+/// Why an acknowledgement was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AcknowledgeError {
+    /// No alarm of that name.
+    #[error("unknown alarm {0:?}")]
+    UnknownAlarm(String),
+}
+
+/// One alarm: its definition and live state. The state sits behind its own short lock, so a
+/// write to one tag never waits for another tag's alarms.
+#[derive(Debug)]
+pub struct Alarm {
+    definition: AlarmDefinition,
+    status: Mutex<AlarmStatus>,
+}
+
+impl Alarm {
+    pub(super) fn new(definition: AlarmDefinition) -> Self {
+        Self {
+            definition,
+            status: Mutex::new(AlarmStatus::NORMAL),
+        }
+    }
+
+    /// The definition.
+    pub fn definition(&self) -> &AlarmDefinition {
+        &self.definition
+    }
+
+    /// The live state, copied out.
+    pub fn status(&self) -> AlarmStatus {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AlarmStatus> {
+        // The state is plain data updated in one step, so a panic elsewhere cannot leave it
+        // half-written; a poisoned lock is still usable.
+        self.status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Evaluates a new value of the tag, returning the transition it caused, if any.
+    pub(super) fn evaluate(&self, value: f64, time: SystemTime) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        let was_in_alarm = status.state.in_alarm();
+        let in_alarm = self.definition.in_alarm(value, was_in_alarm);
+        let kind = match (was_in_alarm, in_alarm) {
+            (false, true) => {
+                *status = AlarmStatus {
+                    state: AlarmState::Active,
+                    active_since: Some(time),
+                    trip_value: Some(value),
+                    cleared_at: None,
+                    acknowledged: None,
+                };
+                AlarmEventKind::Active
+            }
+            (true, false) => {
+                if status.state == AlarmState::Acknowledged {
+                    *status = AlarmStatus::NORMAL;
+                } else {
+                    status.state = AlarmState::NormalUnacked;
+                    status.cleared_at = Some(time);
+                }
+                AlarmEventKind::Cleared
+            }
+            _ => return None,
+        };
+        Some(self.event(kind, time, Some(value), None))
+    }
+
+    /// Acknowledges the alarm; `None` when there was nothing to acknowledge.
+    pub(super) fn acknowledge(&self, user: &str, time: SystemTime) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        match status.state {
+            AlarmState::Active => {
+                status.state = AlarmState::Acknowledged;
+                status.acknowledged = Some((time, user.to_owned()));
+            }
+            AlarmState::NormalUnacked => *status = AlarmStatus::NORMAL,
+            AlarmState::Normal | AlarmState::Acknowledged => return None,
+        }
+        Some(self.event(AlarmEventKind::Acknowledged, time, None, Some(user.to_owned())))
+    }
+
+    fn event(
+        &self,
+        kind: AlarmEventKind,
+        time: SystemTime,
+        value: Option<f64>,
+        user: Option<String>,
+    ) -> AlarmEvent {
+        AlarmEvent {
+            time,
+            alarm: self.definition.name.clone(),
+            tag: self.definition.tag.clone(),
+            condition: self.definition.condition,
+            kind,
+            value,
+            priority: self.definition.priority,
+            message: self.definition.message.clone(),
+            user,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn alarm(condition: AlarmCondition, limit: f64, setpoint: Option<f64>) -> Alarm {
+        Alarm::new(AlarmDefinition {
+            name: "T.A".into(),
+            tag: "T".into(),
+            condition,
+            limit,
+            setpoint,
+            deadband: 1.0,
+            priority: 700,
+            message: "test".into(),
+        })
+    }
+
+    fn at(seconds: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + seconds)
+    }
+
+    #[test]
+    fn a_high_alarm_trips_holds_inside_the_deadband_and_clears_unacknowledged() {
+        let alarm = alarm(AlarmCondition::Hi, 80.0, None);
+        assert_eq!(alarm.evaluate(79.9, at(0)), None);
+        let trip = alarm.evaluate(80.0, at(1)).expect("trips at the limit");
+        assert_eq!((trip.kind, trip.value), (AlarmEventKind::Active, Some(80.0)));
+        assert_eq!(alarm.evaluate(79.5, at(2)), None, "inside the deadband");
+        let clear = alarm
+            .evaluate(78.9, at(3))
+            .expect("clears below limit - deadband");
+        assert_eq!(clear.kind, AlarmEventKind::Cleared);
+        let status = alarm.status();
+        assert_eq!(status.state, AlarmState::NormalUnacked);
+        assert_eq!(
+            (status.active_since, status.cleared_at),
+            (Some(at(1)), Some(at(3)))
+        );
+        let ack = alarm.acknowledge("ops", at(4)).expect("acknowledges");
+        assert_eq!(
+            (ack.kind, ack.user.as_deref()),
+            (AlarmEventKind::Acknowledged, Some("ops"))
+        );
+        assert_eq!(alarm.status().state, AlarmState::Normal);
+        assert_eq!(
+            alarm.acknowledge("ops", at(5)),
+            None,
+            "nothing left to acknowledge"
+        );
+    }
+
+    #[test]
+    fn an_acknowledged_alarm_returns_to_normal_when_it_clears() {
+        let alarm = alarm(AlarmCondition::LoLo, 10.0, None);
+        assert_eq!(
+            alarm.evaluate(9.0, at(0)).map(|e| e.kind),
+            Some(AlarmEventKind::Active)
+        );
+        assert!(alarm.acknowledge("ops", at(1)).is_some());
+        assert_eq!(alarm.status().state, AlarmState::Acknowledged);
+        assert_eq!(
+            alarm.evaluate(12.0, at(2)).map(|e| e.kind),
+            Some(AlarmEventKind::Cleared)
+        );
+        assert_eq!(alarm.status(), AlarmStatus::NORMAL);
+    }
+
+    #[test]
+    fn a_deviation_alarm_trips_on_either_side_of_its_setpoint() {
+        let alarm = alarm(AlarmCondition::Deviation, 15.0, Some(85.0));
+        assert_eq!(alarm.evaluate(99.0, at(0)), None);
+        assert_eq!(
+            alarm.evaluate(69.0, at(1)).map(|e| e.kind),
+            Some(AlarmEventKind::Active)
+        );
+        assert_eq!(
+            alarm.evaluate(85.0, at(2)).map(|e| e.kind),
+            Some(AlarmEventKind::Cleared)
+        );
+        assert_eq!(
+            alarm.evaluate(100.5, at(3)).map(|e| e.kind),
+            Some(AlarmEventKind::Active)
+        );
+    }
+}

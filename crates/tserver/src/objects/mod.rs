@@ -1,0 +1,498 @@
+//! The runtime object model: the live tags and alarms a display panel reads and the
+//! assistant's tools see.
+//!
+//! Definitions come from the solution's `Tags` and `AlarmDefinitions` tables at startup;
+//! current values and alarm states live in memory. A tag read is a hash-map lookup plus an
+//! atomic load (`ArcSwap`), so readers never wait for a writer and never touch the database.
+
+mod alarms;
+mod uns;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+
+pub use alarms::{
+    AcknowledgeError, Alarm, AlarmCondition, AlarmDefinition, AlarmEvent, AlarmEventKind, AlarmState,
+    AlarmStatus,
+};
+pub use uns::{Folder, join_path, mask_matches, normalize_path};
+
+use crate::solution::{SolutionDb, SolutionError};
+
+/// The data type of a tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagKind {
+    /// A floating-point measurement.
+    Number,
+    /// A whole number (counters, states).
+    Integer,
+    /// A digital signal.
+    Bool,
+    /// Free text.
+    Text,
+}
+
+impl TagKind {
+    /// Parses the stored name (`number`, `integer`, `bool`, `text`).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "number" => Some(Self::Number),
+            "integer" => Some(Self::Integer),
+            "bool" => Some(Self::Bool),
+            "text" => Some(Self::Text),
+            _ => None,
+        }
+    }
+}
+
+/// A tag value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagValue {
+    /// A [`TagKind::Number`] value.
+    Number(f64),
+    /// A [`TagKind::Integer`] value.
+    Integer(i64),
+    /// A [`TagKind::Bool`] value.
+    Bool(bool),
+    /// A [`TagKind::Text`] value.
+    Text(Arc<str>),
+}
+
+impl TagValue {
+    /// Parses text as a value of `kind`.
+    pub fn parse(kind: TagKind, text: &str) -> Option<Self> {
+        let text = text.trim();
+        match kind {
+            TagKind::Number => text
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .map(Self::Number),
+            TagKind::Integer => text.parse().ok().map(Self::Integer),
+            TagKind::Bool => match text.to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" => Some(Self::Bool(true)),
+                "false" | "0" | "off" => Some(Self::Bool(false)),
+                _ => None,
+            },
+            TagKind::Text => Some(Self::Text(Arc::from(text))),
+        }
+    }
+
+    /// The value as a number, for alarms and statistics (`None` for text).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Self::Number(value) => Some(*value),
+            // Plant integers (counters, states) are far below 2^53, where f64 is exact.
+            #[allow(clippy::cast_precision_loss)]
+            Self::Integer(value) => Some(*value as f64),
+            Self::Bool(value) => Some(f64::from(u8::from(*value))),
+            Self::Text(_) => None,
+        }
+    }
+
+    /// The value as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Number(value) => serde_json::json!(value),
+            Self::Integer(value) => serde_json::json!(value),
+            Self::Bool(value) => serde_json::json!(value),
+            Self::Text(value) => serde_json::json!(&**value),
+        }
+    }
+
+    /// Whether the value is of `kind`.
+    pub fn is(&self, kind: TagKind) -> bool {
+        matches!(
+            (self, kind),
+            (Self::Number(_), TagKind::Number)
+                | (Self::Integer(_), TagKind::Integer)
+                | (Self::Bool(_), TagKind::Bool)
+                | (Self::Text(_), TagKind::Text)
+        )
+    }
+
+    /// The zero value of a kind, held by a tag that has no value yet (with Bad quality).
+    pub fn zero(kind: TagKind) -> Self {
+        match kind {
+            TagKind::Number => Self::Number(0.0),
+            TagKind::Integer => Self::Integer(0),
+            TagKind::Bool => Self::Bool(false),
+            TagKind::Text => Self::Text(Arc::from("")),
+        }
+    }
+}
+
+/// OPC quality of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quality(pub u8);
+
+impl Quality {
+    /// 192: the value is good.
+    pub const GOOD: Self = Self(192);
+    /// 64: the value may be wrong.
+    pub const UNCERTAIN: Self = Self(64);
+    /// 0: the value is not usable.
+    pub const BAD: Self = Self(0);
+
+    /// `Good`, `Uncertain` or `Bad`, as the assistant's tools report it.
+    pub fn label(self) -> &'static str {
+        match self.0 {
+            192..=255 => "Good",
+            64..=191 => "Uncertain",
+            _ => "Bad",
+        }
+    }
+}
+
+/// A value with its quality and the time it was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagSample {
+    /// The value.
+    pub value: TagValue,
+    /// Its quality.
+    pub quality: Quality,
+    /// When it was taken.
+    pub timestamp: SystemTime,
+}
+
+/// How a tag is defined in the solution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagDefinition {
+    /// The dotted name operators type, e.g. `Pump1.MotorCurrent`.
+    pub name: String,
+    /// The UNS path, e.g. `Plant/Area1/Pump1/MotorCurrent`.
+    pub path: String,
+    /// The data type.
+    pub kind: TagKind,
+    /// Engineering units, possibly empty.
+    pub units: String,
+    /// What the tag measures.
+    pub description: String,
+    /// The lower end of the normal range, if defined.
+    pub range_low: Option<f64>,
+    /// The upper end of the normal range, if defined.
+    pub range_high: Option<f64>,
+}
+
+/// One live tag.
+#[derive(Debug)]
+pub struct Tag {
+    definition: TagDefinition,
+    current: ArcSwap<TagSample>,
+}
+
+impl Tag {
+    /// The definition.
+    pub fn definition(&self) -> &TagDefinition {
+        &self.definition
+    }
+
+    /// The current sample, without blocking any writer.
+    pub fn current(&self) -> Arc<TagSample> {
+        self.current.load_full()
+    }
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WriteError {
+    /// No such tag.
+    #[error("unknown tag {0:?}")]
+    UnknownTag(String),
+    /// The value's type does not match the tag's.
+    #[error("tag {name:?} holds {expected:?} values")]
+    WrongType {
+        /// The tag.
+        name: String,
+        /// Its kind.
+        expected: TagKind,
+    },
+}
+
+/// Every live tag and alarm of a solution. Tags are addressable by dotted name or UNS path,
+/// exactly or ignoring ASCII case.
+#[derive(Debug, Default)]
+pub struct ObjectModel {
+    by_name: HashMap<String, Arc<Tag>>,
+    by_path: HashMap<String, Arc<Tag>>,
+    by_folded: HashMap<String, Arc<Tag>>,
+    folders: uns::FolderTree,
+    alarms: Vec<Arc<Alarm>>,
+    alarms_by_name: HashMap<String, Arc<Alarm>>,
+    alarms_by_tag: HashMap<String, Vec<Arc<Alarm>>>,
+}
+
+impl ObjectModel {
+    /// Loads the tag and alarm definitions of a solution; each tag starts at its initial value
+    /// (Good) or, without one, at zero with Bad quality; each alarm starts normal.
+    pub fn load(db: &SolutionDb) -> Result<Self, SolutionError> {
+        let rows = db.read(|connection| {
+            connection
+                .prepare(
+                    "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue
+                     FROM Tags ORDER BY Path",
+                )?
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, String>(4)?,
+                        row.get::<_, Option<f64>>(5)?,
+                        row.get::<_, Option<f64>>(6)?,
+                        row.get::<_, Option<String>>(7)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        let now = SystemTime::now();
+        let mut model = Self::default();
+        for (name, path, kind, units, description, range_low, range_high, initial) in rows {
+            let kind = TagKind::parse(&kind).ok_or_else(|| SolutionError::InvalidTag {
+                name: name.clone(),
+                reason: format!("unknown type {kind:?}"),
+            })?;
+            let sample = match initial.as_deref().map(|text| TagValue::parse(kind, text)) {
+                Some(Some(value)) => TagSample {
+                    value,
+                    quality: Quality::GOOD,
+                    timestamp: now,
+                },
+                Some(None) => {
+                    return Err(SolutionError::InvalidTag {
+                        name,
+                        reason: format!("initial value is not a {kind:?}"),
+                    });
+                }
+                None => TagSample {
+                    value: TagValue::zero(kind),
+                    quality: Quality::BAD,
+                    timestamp: now,
+                },
+            };
+            model.insert(
+                TagDefinition {
+                    name,
+                    path,
+                    kind,
+                    units,
+                    description,
+                    range_low,
+                    range_high,
+                },
+                sample,
+            );
+        }
+        for definition in load_alarm_definitions(db)? {
+            let name = definition.name.clone();
+            model
+                .add_alarm(definition)
+                .map_err(|reason| SolutionError::InvalidTag { name, reason })?;
+        }
+        Ok(model)
+    }
+
+    /// Adds a tag (used by `load` and by tests that build a plant in memory).
+    pub fn insert(&mut self, definition: TagDefinition, sample: TagSample) {
+        let tag = Arc::new(Tag {
+            current: ArcSwap::from_pointee(sample),
+            definition,
+        });
+        self.folders.add_tag(&tag.definition.path);
+        self.by_folded
+            .insert(tag.definition.path.to_ascii_lowercase(), Arc::clone(&tag));
+        self.by_folded
+            .insert(tag.definition.name.to_ascii_lowercase(), Arc::clone(&tag));
+        self.by_path.insert(tag.definition.path.clone(), Arc::clone(&tag));
+        self.by_name.insert(tag.definition.name.clone(), tag);
+    }
+
+    /// Adds an alarm on a tag already in the model (a numeric one: alarms compare numbers).
+    pub fn add_alarm(&mut self, definition: AlarmDefinition) -> Result<(), String> {
+        let tag = self
+            .by_name
+            .get(&definition.tag)
+            .ok_or_else(|| format!("alarm on unknown tag {:?}", definition.tag))?;
+        if tag.definition.kind == TagKind::Text {
+            return Err(format!("alarm on text tag {:?}", definition.tag));
+        }
+        if self.alarms_by_name.contains_key(&definition.name) {
+            return Err(format!("two alarms named {:?}", definition.name));
+        }
+        let alarm = Arc::new(Alarm::new(definition));
+        let definition = alarm.definition();
+        self.alarms_by_tag
+            .entry(definition.tag.clone())
+            .or_default()
+            .push(Arc::clone(&alarm));
+        self.alarms_by_name
+            .insert(definition.name.clone(), Arc::clone(&alarm));
+        self.alarms.push(alarm);
+        Ok(())
+    }
+
+    /// The tag with that dotted name or UNS path, matched exactly first and then ignoring
+    /// ASCII case (operators and models do not always type the case right).
+    pub fn tag(&self, name_or_path: &str) -> Option<&Arc<Tag>> {
+        let name_or_path = name_or_path.trim();
+        self.by_name
+            .get(name_or_path)
+            .or_else(|| self.by_path.get(uns::normalize_path(name_or_path)))
+            .or_else(|| {
+                self.by_folded
+                    .get(&uns::normalize_path(name_or_path).to_ascii_lowercase())
+            })
+    }
+
+    /// Every tag, grouped by folder, folders in path order.
+    pub fn tags(&self) -> impl Iterator<Item = &Arc<Tag>> {
+        self.folders
+            .iter()
+            .flat_map(|(_, folder)| folder.tags.iter())
+            .filter_map(|path| self.by_path.get(path))
+    }
+
+    /// The folder at a UNS path (the root is `""`), matched exactly or ignoring ASCII case;
+    /// returns the folder's canonical path with it.
+    pub fn folder(&self, path: &str) -> Option<(&str, &Folder)> {
+        let path = uns::normalize_path(path);
+        if let Some((found, folder)) = self.folders.get(path) {
+            return Some((found, folder));
+        }
+        self.folders
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(path))
+            .map(|(found, folder)| (found.as_str(), folder))
+    }
+
+    /// Every folder with its path, sorted by path (the root first).
+    pub fn folders(&self) -> impl Iterator<Item = (&str, &Folder)> {
+        self.folders.iter().map(|(path, folder)| (path.as_str(), folder))
+    }
+
+    /// Every alarm, in definition order.
+    pub fn alarms(&self) -> &[Arc<Alarm>] {
+        &self.alarms
+    }
+
+    /// The alarms on a tag (by dotted name).
+    pub fn alarms_of(&self, tag_name: &str) -> &[Arc<Alarm>] {
+        self.alarms_by_tag.get(tag_name).map_or(&[], Vec::as_slice)
+    }
+
+    /// The number of tags.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// Whether the model has no tags.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Sets a tag's value now. See [`write_at`](Self::write_at).
+    pub fn write(
+        &self,
+        name_or_path: &str,
+        value: TagValue,
+        quality: Quality,
+    ) -> Result<Vec<AlarmEvent>, WriteError> {
+        self.write_at(name_or_path, value, quality, SystemTime::now())
+    }
+
+    /// Sets a tag's value as of `time` and evaluates the tag's alarms (values of Bad quality
+    /// are not evaluated: a broken sensor is not a process alarm). Readers see either the old
+    /// or the new sample, never a mix. Returns the alarm transitions the value caused.
+    pub fn write_at(
+        &self,
+        name_or_path: &str,
+        value: TagValue,
+        quality: Quality,
+        time: SystemTime,
+    ) -> Result<Vec<AlarmEvent>, WriteError> {
+        let tag = self
+            .tag(name_or_path)
+            .ok_or_else(|| WriteError::UnknownTag(name_or_path.to_owned()))?;
+        if !value.is(tag.definition.kind) {
+            return Err(WriteError::WrongType {
+                name: tag.definition.name.clone(),
+                expected: tag.definition.kind,
+            });
+        }
+        let number = value.as_f64().filter(|_| quality != Quality::BAD);
+        tag.current.store(Arc::new(TagSample {
+            value,
+            quality,
+            timestamp: time,
+        }));
+        let Some(number) = number else {
+            return Ok(Vec::new());
+        };
+        Ok(self
+            .alarms_of(&tag.definition.name)
+            .iter()
+            .filter_map(|alarm| alarm.evaluate(number, time))
+            .collect())
+    }
+
+    /// Acknowledges an alarm by name; `Ok(None)` when it had nothing to acknowledge.
+    pub fn acknowledge(
+        &self,
+        alarm: &str,
+        user: &str,
+        time: SystemTime,
+    ) -> Result<Option<AlarmEvent>, AcknowledgeError> {
+        self.alarms_by_name
+            .get(alarm)
+            .ok_or_else(|| AcknowledgeError::UnknownAlarm(alarm.to_owned()))
+            .map(|found| found.acknowledge(user, time))
+    }
+}
+
+fn load_alarm_definitions(db: &SolutionDb) -> Result<Vec<AlarmDefinition>, SolutionError> {
+    let rows = db.read(|connection| {
+        connection
+            .prepare(
+                "SELECT Name, Tag, Condition, LimitValue, Setpoint, Deadband, Priority, Message
+                 FROM AlarmDefinitions ORDER BY Name",
+            )?
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, f64>(3)?,
+                    row.get::<_, Option<f64>>(4)?,
+                    row.get::<_, f64>(5)?,
+                    row.get::<_, u32>(6)?,
+                    row.get::<_, String>(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+    })?;
+    rows.into_iter()
+        .map(
+            |(name, tag, condition, limit, setpoint, deadband, priority, message)| {
+                let condition =
+                    AlarmCondition::parse(&condition).ok_or_else(|| SolutionError::InvalidTag {
+                        name: tag.clone(),
+                        reason: format!("alarm {name:?} has unknown condition {condition:?}"),
+                    })?;
+                Ok(AlarmDefinition {
+                    name,
+                    tag,
+                    condition,
+                    limit,
+                    setpoint,
+                    deadband,
+                    priority,
+                    message,
+                })
+            },
+        )
+        .collect()
+}

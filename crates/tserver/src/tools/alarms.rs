@@ -1,0 +1,192 @@
+//! Alarm tools (ModelOptions 0x08): the alarms that are active now, and the alarm history.
+
+use std::time::SystemTime;
+
+use localai::ModelOptions;
+use localai::tools::{ToolDefinition, ToolError};
+use serde_json::{Value, json};
+
+use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema};
+use crate::objects::{AlarmEvent, AlarmState, normalize_path};
+use crate::plant::Plant;
+
+const ACTIVE_CAP: Cap = Cap {
+    name: "max_results",
+    default: 50,
+    ceiling: 200,
+};
+const HISTORY_CAP: Cap = Cap {
+    name: "max_results",
+    default: 50,
+    ceiling: 500,
+};
+
+/// The alarm history window when the model gives none: the last day.
+const HISTORY_DEFAULT_MINUTES: u64 = 1440;
+
+pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
+    let alarms = ModelOptions::ALARM_TOOLS;
+    let mut history_properties = serde_json::Map::new();
+    history_properties.insert(
+        "tag".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": 512,
+               "description": "Only this tag's alarms (dotted name or UNS path); omit for all."}),
+    );
+    window_schema(&mut history_properties, HISTORY_DEFAULT_MINUTES);
+    history_properties.insert("max_results".into(), HISTORY_CAP.schema("events"));
+    vec![
+        plant_tool(
+            plant,
+            "runtime_get_active_alarms",
+            alarms,
+            "List the alarms that need attention now: in alarm (active or acknowledged) or back to normal but not yet \
+             acknowledged. Each has its tag, condition (HiHi, Hi, Lo, LoLo, Deviation), limit, priority (1-1000, \
+             higher is more urgent), message, the tag's current value and when it became active. Most urgent first.",
+            json!({"type": "object", "additionalProperties": false, "properties": {
+                "path": {"type": "string", "maxLength": 512,
+                         "description": "Only alarms of tags below this UNS folder, or of this tag; omit for all."},
+                "min_priority": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                 "description": "Only alarms of at least this priority."},
+                "max_results": ACTIVE_CAP.schema("alarms")
+            }}),
+            |plant, arguments| async move { active_alarms(&plant, &arguments) },
+        ),
+        plant_tool(
+            plant,
+            "runtime_query_alarm_history",
+            alarms,
+            "List alarm events (Active, Acknowledged, Cleared) in a time window, newest first, optionally for one tag. \
+             Default window: the last 24 hours.",
+            json!({"type": "object", "additionalProperties": false, "properties": history_properties}),
+            |plant, arguments| async move { alarm_history(&plant, &arguments).await },
+        ),
+    ]
+}
+
+fn active_alarms(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+    let objects = plant.objects();
+    let scope = arguments.get("path").and_then(Value::as_str).map(normalize_path);
+    // A scope is a folder (alarms of tags below it) or one tag.
+    let scope_tag = scope
+        .and_then(|scope| objects.tag(scope))
+        .map(|tag| tag.definition().name.clone());
+    let scope_folder = match (scope, &scope_tag) {
+        (Some(scope), None) if !scope.is_empty() => Some(
+            objects
+                .folder(scope)
+                .map(|(path, _)| path.to_owned())
+                .ok_or_else(|| {
+                    ToolError::not_found(format!("no tag or folder at {scope:?}"))
+                        .with_details(json!({"path": short_text(scope, 200)}))
+                })?,
+        ),
+        _ => None,
+    };
+    let min_priority = arguments.get("min_priority").and_then(Value::as_u64).unwrap_or(1);
+    let mut active: Vec<_> = objects
+        .alarms()
+        .iter()
+        .map(|alarm| (alarm, alarm.status()))
+        .filter(|(_, status)| status.state != AlarmState::Normal)
+        .filter(|(alarm, _)| u64::from(alarm.definition().priority) >= min_priority)
+        .filter(|(alarm, _)| {
+            let tag = &alarm.definition().tag;
+            match (&scope_tag, &scope_folder) {
+                (Some(only), _) => tag == only,
+                (None, Some(folder)) => objects
+                    .tag(tag)
+                    .is_some_and(|tag| tag.definition().path.starts_with(&format!("{folder}/"))),
+                (None, None) => true,
+            }
+        })
+        .collect();
+    active.sort_by(|(a, a_status), (b, b_status)| {
+        b.definition()
+            .priority
+            .cmp(&a.definition().priority)
+            .then_with(|| b_status.active_since.cmp(&a_status.active_since))
+    });
+    let cap = ACTIVE_CAP.read(arguments);
+    let total = active.len();
+    let listed: Vec<Value> = active
+        .into_iter()
+        .take(cap)
+        .map(|(alarm, status)| {
+            let definition = alarm.definition();
+            let mut entry = json!({
+                "name": definition.name,
+                "tag": definition.tag,
+                "condition": definition.condition.as_str(),
+                "limit": definition.limit,
+                "priority": definition.priority,
+                "message": short_text(&definition.message, 200),
+                "state": status.state.label(),
+                "activeSince": status.active_since.map(localai::iso8601_millis),
+                "tripValue": status.trip_value,
+            });
+            if let Some(setpoint) = definition.setpoint {
+                entry["setpoint"] = json!(setpoint);
+            }
+            if let Some(tag) = objects.tag(&definition.tag) {
+                entry["currentValue"] = tag.current().value.to_json();
+            }
+            if let Some(cleared) = status.cleared_at {
+                entry["clearedAt"] = json!(localai::iso8601_millis(cleared));
+            }
+            if let Some((at, by)) = &status.acknowledged {
+                entry["acknowledgedAt"] = json!(localai::iso8601_millis(*at));
+                entry["acknowledgedBy"] = json!(short_text(by, 64));
+            }
+            entry
+        })
+        .collect();
+    Ok(bounded_list(
+        listed,
+        total > cap,
+        |alarms, truncated| json!({"alarms": alarms, "total": total, "truncated": truncated}),
+    ))
+}
+
+async fn alarm_history(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+    let tag = match arguments.get("tag").and_then(Value::as_str) {
+        Some(asked) => Some(find_tag(plant, asked)?.definition().name.clone()),
+        None => None,
+    };
+    let window = read_window(arguments, HISTORY_DEFAULT_MINUTES, SystemTime::now())?;
+    let cap = HISTORY_CAP.read(arguments);
+    let historian = std::sync::Arc::clone(plant.historian());
+    let page = {
+        let tag = tag.clone();
+        blocking(move || historian.alarm_history(tag.as_deref(), window.from, window.to, cap)).await?
+    };
+    let events: Vec<Value> = page.events.iter().map(event_json).collect();
+    Ok(bounded_list(events, page.total > cap, |events, truncated| {
+        json!({
+            "tag": tag,
+            "from": localai::iso8601_millis(window.from),
+            "to": localai::iso8601_millis(window.to),
+            "events": events,
+            "total": page.total,
+            "truncated": truncated,
+        })
+    }))
+}
+
+fn event_json(event: &AlarmEvent) -> Value {
+    let mut entry = json!({
+        "time": localai::iso8601_millis(event.time),
+        "alarm": event.alarm,
+        "tag": event.tag,
+        "event": event.kind.as_str(),
+        "condition": event.condition.as_str(),
+        "priority": event.priority,
+        "message": short_text(&event.message, 200),
+    });
+    if let Some(value) = event.value {
+        entry["value"] = json!(value);
+    }
+    if let Some(user) = &event.user {
+        entry["user"] = json!(short_text(user, 64));
+    }
+    entry
+}

@@ -1,0 +1,324 @@
+//! The runtime tools: the assistant's read-only view of the live plant, with the names of the
+//! platform's runtime MCP server, dispatched in process (no HTTP loopback).
+//!
+//! - UNS (0x04): [`uns`] — `runtime_get_value`, `runtime_browse_object_model`,
+//!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`;
+//! - Alarms (0x08): [`alarms`] — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
+//! - Historian (0x10): [`history`] — `runtime_get_tag_history`.
+//!
+//! Every list has a `max_*` argument with a default and a hard ceiling (a larger request is
+//! clamped, not refused) and reports `truncated`; every result is also cut to
+//! [`MAX_RESULT_BYTES`] of JSON so one call cannot flood a small model's context.
+
+mod alarms;
+mod history;
+mod uns;
+
+use std::time::{Duration, SystemTime};
+
+use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
+use serde_json::{Value, json};
+
+use crate::objects::Tag;
+use crate::plant::Plant;
+
+/// The most JSON one tool result may hold (about 4,000 tokens).
+pub const MAX_RESULT_BYTES: usize = 16 * 1024;
+
+/// Tool names starting with this are the runtime's own; custom tools may not use it.
+pub const RESERVED_PREFIX: &str = "runtime_";
+
+/// A catalog holding every runtime tool of `plant`.
+pub fn runtime_catalog(plant: &Plant) -> ToolCatalog {
+    let catalog = ToolCatalog::default();
+    for tool in uns::tools(plant)
+        .into_iter()
+        .chain(alarms::tools(plant))
+        .chain(history::tools(plant))
+    {
+        // The runtime's own names are fixed and distinct (a unit test registers them all);
+        // a failure here is a programming error worth a log line, not a server that won't start.
+        if let Err(error) = catalog.register(tool) {
+            tracing::error!(%error, "runtime tool not registered");
+        }
+    }
+    catalog
+}
+
+/// A `max_*` argument: its name, default and ceiling.
+#[derive(Debug, Clone, Copy)]
+struct Cap {
+    name: &'static str,
+    default: usize,
+    ceiling: usize,
+}
+
+impl Cap {
+    /// The argument's JSON schema.
+    fn schema(self, what: &str) -> Value {
+        json!({
+            "type": "integer",
+            "minimum": 1,
+            "description": format!(
+                "Most {what} to return (default {}, at most {}).", self.default, self.ceiling
+            ),
+        })
+    }
+
+    /// The effective cap: the argument clamped to the ceiling, or the default.
+    fn read(self, arguments: &Value) -> usize {
+        arguments
+            .get(self.name)
+            .and_then(Value::as_u64)
+            .map_or(self.default, |asked| {
+                usize::try_from(asked)
+                    .unwrap_or(usize::MAX)
+                    .clamp(1, self.ceiling)
+            })
+    }
+}
+
+/// Builds a list result with `shape(items, truncated)`, dropping items from the end until it
+/// fits in [`MAX_RESULT_BYTES`]. `truncated` is true when the list was cut by the cap
+/// (`more_exist`) or by size.
+fn bounded_list(items: Vec<Value>, more_exist: bool, shape: impl Fn(&[Value], bool) -> Value) -> Value {
+    let whole = shape(&items, more_exist);
+    if json_len(&whole) <= MAX_RESULT_BYTES {
+        return whole;
+    }
+    // The longest prefix that fits, by binary search over its length.
+    let (mut fits, mut too_long) = (0, items.len());
+    while too_long - fits > 1 {
+        let middle = fits + (too_long - fits) / 2;
+        if json_len(&shape(&items[..middle], true)) <= MAX_RESULT_BYTES {
+            fits = middle;
+        } else {
+            too_long = middle;
+        }
+    }
+    shape(&items[..fits], true)
+}
+
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// Cuts a solution-authored text (a description, a message) to a length that keeps results
+/// small, marking the cut.
+fn short_text(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// A tag as results show it: name, path, current value, quality, time and units.
+fn tag_reading(tag: &Tag) -> Value {
+    let definition = tag.definition();
+    let sample = tag.current();
+    let mut reading = json!({
+        "tag": definition.name,
+        "path": definition.path,
+        "value": sample.value.to_json(),
+        "quality": sample.quality.label(),
+        "timestamp": localai::iso8601_millis(sample.timestamp),
+    });
+    if !definition.units.is_empty() {
+        reading["units"] = json!(definition.units);
+    }
+    reading
+}
+
+/// A required string argument (the schema has checked it is present and a string).
+fn text_argument<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, ToolError> {
+    arguments
+        .get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ToolError::invalid_arguments(format!("'{name}' must be a string")))
+}
+
+/// The tag an argument names, or a `not_found` error suggesting close names.
+fn find_tag<'a>(plant: &'a Plant, name: &str) -> Result<&'a std::sync::Arc<Tag>, ToolError> {
+    plant.objects().tag(name).ok_or_else(|| {
+        let wanted = name.trim().to_ascii_lowercase();
+        let last_word = wanted.rsplit(['.', '/']).next().unwrap_or(&wanted).to_owned();
+        let suggestions: Vec<&str> = plant
+            .objects()
+            .tags()
+            .map(|tag| tag.definition().name.as_str())
+            .filter(|known| !last_word.is_empty() && known.to_ascii_lowercase().contains(&last_word))
+            .take(5)
+            .collect();
+        ToolError::not_found(format!(
+            "no tag named {name:?}; use runtime_search_uns or runtime_browse_object_model to find tags"
+        ))
+        .with_details(json!({"tag": short_text(name, 200), "suggestions": suggestions}))
+    })
+}
+
+/// A time window: `start`/`end` (RFC 3339) when given, else the last `minutes` up to now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Window {
+    from: SystemTime,
+    to: SystemTime,
+}
+
+/// The longest window a query may cover: a year.
+const MAX_WINDOW_MINUTES: u64 = 525_600;
+
+fn window_schema(properties: &mut serde_json::Map<String, Value>, default_minutes: u64) {
+    properties.insert(
+        "minutes".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": MAX_WINDOW_MINUTES,
+               "description": format!("How many minutes back from now (or from 'end') to look (default {default_minutes}).")}),
+    );
+    properties.insert(
+        "start".into(),
+        json!({"type": "string", "maxLength": 40,
+               "description": "Window start, RFC 3339 UTC such as 2026-11-21T08:00:00Z (overrides 'minutes')."}),
+    );
+    properties.insert(
+        "end".into(),
+        json!({"type": "string", "maxLength": 40,
+               "description": "Window end, RFC 3339 UTC (default now)."}),
+    );
+}
+
+fn read_window(arguments: &Value, default_minutes: u64, now: SystemTime) -> Result<Window, ToolError> {
+    let time = |name: &str| -> Result<Option<SystemTime>, ToolError> {
+        match arguments.get(name).and_then(Value::as_str) {
+            None => Ok(None),
+            Some(text) => humantime::parse_rfc3339_weak(text.trim()).map(Some).map_err(|_| {
+                ToolError::invalid_arguments(format!(
+                    "'{name}' is not an RFC 3339 time such as 2026-11-21T08:00:00Z"
+                ))
+                .with_details(json!({"argument": name, "value": short_text(text, 40)}))
+            }),
+        }
+    };
+    let to = time("end")?.unwrap_or(now);
+    let minutes = arguments
+        .get("minutes")
+        .and_then(Value::as_u64)
+        .unwrap_or(default_minutes)
+        .min(MAX_WINDOW_MINUTES);
+    let from = match time("start")? {
+        Some(start) => start,
+        None => to
+            .checked_sub(Duration::from_secs(minutes * 60))
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+    };
+    if from > to {
+        return Err(ToolError::invalid_arguments("'start' is after 'end'"));
+    }
+    Ok(Window { from, to })
+}
+
+/// Runs a blocking database query off the async workers, turning failures into tool errors.
+async fn blocking<T: Send + 'static>(
+    query: impl FnOnce() -> Result<T, crate::solution::SolutionError> + Send + 'static,
+) -> Result<T, ToolError> {
+    match tokio::task::spawn_blocking(query).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "history query failed");
+            Err(ToolError::new("unavailable", "the history store could not be read; try again").retryable())
+        }
+        Err(_) => Err(ToolError::new("internal", "the history query failed")),
+    }
+}
+
+/// A `ToolDefinition` whose handler gets a clone of the plant.
+fn plant_tool<F, Fut>(
+    plant: &Plant,
+    name: &str,
+    category: u32,
+    description: &str,
+    parameters: Value,
+    handler: F,
+) -> ToolDefinition
+where
+    F: Fn(Plant, Value) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    let plant = plant.clone();
+    ToolDefinition::new(name, category, description, parameters, move |arguments| {
+        handler(plant.clone(), arguments)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_default_clamp_and_floor() {
+        let cap = Cap {
+            name: "max_results",
+            default: 20,
+            ceiling: 100,
+        };
+        assert_eq!(cap.read(&json!({})), 20);
+        assert_eq!(cap.read(&json!({"max_results": 5})), 5);
+        assert_eq!(cap.read(&json!({"max_results": 100_000})), 100);
+        assert_eq!(cap.read(&json!({"max_results": 0})), 1);
+    }
+
+    #[test]
+    fn bounded_lists_are_cut_to_the_byte_limit() {
+        let items: Vec<Value> = (0..1000)
+            .map(|i| json!({"n": i, "pad": "x".repeat(100)}))
+            .collect();
+        let result = bounded_list(
+            items,
+            false,
+            |items, truncated| json!({"items": items, "truncated": truncated}),
+        );
+        assert!(json_len(&result) <= MAX_RESULT_BYTES);
+        assert_eq!(result["truncated"], true);
+        let kept = result["items"].as_array().map_or(0, Vec::len);
+        assert!(kept > 100 && kept < 1000, "{kept}");
+        let small = bounded_list(
+            vec![json!(1)],
+            false,
+            |items, truncated| json!({"items": items, "truncated": truncated}),
+        );
+        assert_eq!(small, json!({"items": [1], "truncated": false}));
+    }
+
+    #[test]
+    fn windows_read_minutes_or_times() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let window = read_window(&json!({}), 60, now).expect("default");
+        assert_eq!(window.to, now);
+        assert_eq!(
+            now.duration_since(window.from).ok(),
+            Some(Duration::from_secs(3600))
+        );
+        let window = read_window(
+            &json!({"start": "2026-11-21T08:00:00Z", "end": "2026-11-21T09:00:00Z"}),
+            60,
+            now,
+        )
+        .expect("explicit");
+        assert_eq!(
+            window.to.duration_since(window.from).ok(),
+            Some(Duration::from_secs(3600))
+        );
+        let error = read_window(&json!({"start": "yesterday"}), 60, now).expect_err("bad time");
+        assert_eq!(error.kind, "invalid_arguments");
+        let error = read_window(
+            &json!({"start": "2026-11-21T10:00:00Z", "end": "2026-11-21T09:00:00Z"}),
+            60,
+            now,
+        )
+        .expect_err("reversed");
+        assert!(error.message.contains("after"));
+    }
+
+    #[test]
+    fn short_text_cuts_on_character_boundaries() {
+        assert_eq!(short_text("ééé", 2), "éé…");
+        assert_eq!(short_text("abc", 3), "abc");
+    }
+}
