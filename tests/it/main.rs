@@ -4,7 +4,9 @@
 mod admin;
 mod atomic;
 mod chat_gate;
+mod plant;
 mod protocol;
+mod runtime_tools;
 mod secrets_in_logs;
 mod support;
 mod tclient;

@@ -237,3 +237,60 @@ fn open_connection(path: &Path) -> Result<Connection, SolutionError> {
     connection.busy_timeout(BUSY_TIMEOUT)?;
     Ok(connection)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_at_version(dir: &Path, migrations: usize, user_version: Option<i64>) -> PathBuf {
+        let path = dir.join(format!("v{migrations}-{user_version:?}.db"));
+        let connection = Connection::open(&path).expect("creates");
+        for migration in &MIGRATIONS[..migrations] {
+            connection.execute_batch(migration).expect("migrates");
+        }
+        if let Some(version) = user_version {
+            connection
+                .pragma_update(None, "user_version", version)
+                .expect("sets the version");
+        }
+        path
+    }
+
+    #[test]
+    fn a_version_1_file_is_upgraded_when_it_opens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file_at_version(dir.path(), 1, None);
+        let db = SolutionDb::open(&path).expect("opens and upgrades");
+        let (version, alarm_tables): (i64, i64) = db
+            .read(|connection| {
+                Ok((
+                    connection.pragma_query_value(None, "user_version", |row| row.get(0))?,
+                    connection.query_row(
+                        "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('AlarmDefinitions', 'TagHistory')",
+                        [],
+                        |row| row.get(0),
+                    )?,
+                ))
+            })
+            .expect("reads");
+        assert_eq!((version, alarm_tables), (SCHEMA_VERSION, 2));
+        assert_eq!(
+            db.runtime_settings().expect("defaults"),
+            RuntimeSettings::default()
+        );
+        drop(db);
+        SolutionDb::open(&path).expect("opens again without migrating twice");
+    }
+
+    #[test]
+    fn newer_or_foreign_files_are_refused_untouched() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for path in [
+            file_at_version(dir.path(), 2, Some(3)),
+            file_at_version(dir.path(), 0, None),
+        ] {
+            let error = SolutionDb::open(&path).expect_err("refused");
+            assert!(matches!(error, SolutionError::SchemaVersion { .. }), "{error}");
+        }
+    }
+}

@@ -28,6 +28,13 @@ const INSTANCES_CAP: Cap = Cap {
 /// Descriptions longer than this are cut in lists (a full one is in `runtime_describe_object`).
 const LIST_DESCRIPTION_CHARS: usize = 120;
 
+/// Tag names listed per instance or described folder; the rest are counted (browse the folder
+/// for all of them).
+const LISTED_TAG_NAMES: usize = 50;
+
+/// Active alarms named in a folder's description (all are counted).
+const LISTED_ALARMS: usize = 10;
+
 pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
     let uns = ModelOptions::UNS_TOOLS;
     vec![
@@ -264,28 +271,32 @@ fn describe(plant: &Plant, asked: &str) -> Result<Value, ToolError> {
         })
         .map(|alarm| json!({"name": alarm.definition().name, "state": alarm.status().state.label()}))
         .collect();
-    let tags: Vec<&str> = folder
+    // A count and the first few names; runtime_get_active_alarms with this path lists them all.
+    let active_alarm_count = active_alarms.len();
+    let active_alarms = &active_alarms[..active_alarm_count.min(LISTED_ALARMS)];
+    let tags: Vec<Value> = folder
         .tags
         .iter()
+        .take(LISTED_TAG_NAMES)
         .filter_map(|tag_path| objects.tag(tag_path))
-        .map(|tag| tag.definition().name.as_str())
+        .map(|tag| json!(tag.definition().name))
         .collect();
-    let folders: Vec<&String> = folder.folders.iter().collect();
-    Ok(bounded_list(
-        tags.iter().map(|tag| json!(tag)).collect(),
-        false,
-        |tags, truncated| {
-            json!({
-                "kind": "folder",
-                "path": path,
-                "folders": folders,
-                "tags": tags,
-                "tagsBelow": tags_below,
-                "activeAlarmsBelow": active_alarms,
-                "truncated": truncated,
-            })
-        },
-    ))
+    let folders: Vec<&String> = folder.folders.iter().take(LISTED_TAG_NAMES).collect();
+    let more_exist = folder.tags.len() > LISTED_TAG_NAMES || folder.folders.len() > LISTED_TAG_NAMES;
+    Ok(bounded_list(tags, more_exist, |tags, truncated| {
+        json!({
+            "kind": "folder",
+            "path": path,
+            "folders": folders,
+            "folderCount": folder.folders.len(),
+            "tags": tags,
+            "tagCount": folder.tags.len(),
+            "tagsBelow": tags_below,
+            "activeAlarmsBelow": active_alarm_count,
+            "activeAlarms": active_alarms,
+            "truncated": truncated,
+        })
+    }))
 }
 
 fn list_instances(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
@@ -311,10 +322,17 @@ fn list_instances(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> 
             let tags: Vec<&str> = folder
                 .tags
                 .iter()
+                .take(LISTED_TAG_NAMES)
                 .filter_map(|tag_path| objects.tag(tag_path))
                 .map(|tag| tag.definition().name.as_str())
                 .collect();
-            json!({"name": name, "type": instance_type(name), "path": path, "tags": tags})
+            json!({
+                "name": name,
+                "type": instance_type(name),
+                "path": path,
+                "tags": tags,
+                "tagCount": folder.tags.len(),
+            })
         })
         .collect();
     Ok(bounded_list(

@@ -1,0 +1,240 @@
+//! The live plant over time: the simulator moved at times the test chooses (no sleeping),
+//! alarms tripping and clearing, the historian's interval and retention, the background task's
+//! last flush, and display reads agreeing with the assistant's tool reads.
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use service_client::TagValue as WireValue;
+use tokio_util::sync::CancellationToken;
+use tserver::objects::{AlarmEventKind, Quality, TagValue};
+use tserver::simulator::TagMotion;
+use tserver::{Runtime, ServerConfig};
+
+use crate::runtime_tools::call;
+use crate::support::{Solution, TestServer, admin};
+
+fn motion<'a>(runtime: &'a Runtime, tag: &str) -> &'a TagMotion {
+    runtime
+        .simulator()
+        .motions()
+        .iter()
+        .find(|motion| motion.tag == tag)
+        .unwrap_or_else(|| panic!("{tag} is simulated"))
+}
+
+/// The first whole second from `from` (stepping by `step`) where `wanted` holds.
+fn first_time(from: SystemTime, step: Duration, wanted: impl Fn(SystemTime) -> bool) -> SystemTime {
+    (0..100_000)
+        .map(|n| from + step * n)
+        .find(|&time| wanted(time))
+        .expect("the motion gets there within the search")
+}
+
+async fn tool(runtime: &Runtime, name: &str, arguments: Value) -> Value {
+    call(runtime, name, arguments).await.expect("tool succeeds")
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+#[tokio::test]
+async fn simulator_steps_move_values_trip_and_clear_an_alarm_and_record_history() {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let level = motion(&runtime, "Tank1.Level").clone();
+    // Six hours back: clear of the two hours of history `init --demo` seeded.
+    let origin = SystemTime::now() - Duration::from_secs(6 * 3600);
+    let second = Duration::from_secs(1);
+    let low = first_time(origin, second, |t| level.value_at(t) < 70.0);
+    let high = first_time(low, second, |t| level.value_at(t) > 88.0);
+    let back = first_time(high, second, |t| level.value_at(t) < 75.0);
+
+    assert!(
+        runtime
+            .simulator()
+            .step(low)
+            .iter()
+            .all(|event| event.alarm != "Tank1.Level.Hi")
+    );
+    let tripped = runtime.simulator().step(high);
+    let trip = tripped
+        .iter()
+        .find(|event| event.alarm == "Tank1.Level.Hi")
+        .expect("the high level trips Tank1.Level.Hi");
+    assert_eq!(trip.kind, AlarmEventKind::Active);
+    assert_eq!(trip.time, high);
+    let reading = tool(&runtime, "runtime_get_value", json!({"tag": "Tank1.Level"})).await;
+    let value = reading["value"].as_f64().expect("number");
+    assert!((value - level.value_at(high)).abs() < 0.001, "{value}");
+    assert_eq!(reading["timestamp"], rfc3339(high));
+    let active = tool(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"path": "Tank1.Level"}),
+    )
+    .await;
+    assert_eq!(active["alarms"][0]["name"], "Tank1.Level.Hi");
+    assert_eq!(active["alarms"][0]["activeSince"], rfc3339(high));
+
+    let cleared = runtime.simulator().step(back);
+    assert!(
+        cleared
+            .iter()
+            .any(|event| event.alarm == "Tank1.Level.Hi" && event.kind == AlarmEventKind::Cleared),
+        "{cleared:?}"
+    );
+    let active = tool(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"path": "Tank1.Level"}),
+    )
+    .await;
+    assert_eq!(active["alarms"][0]["state"], "normal-unacked");
+
+    let history = tool(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Tank1.Level", "start": rfc3339(low), "end": rfc3339(back)}),
+    )
+    .await;
+    let recorded: Vec<f64> = history["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .filter_map(|sample| sample["value"].as_f64())
+        .collect();
+    assert_eq!(recorded.len(), 3, "one sample per step: {history}");
+    assert!((recorded[1] - level.value_at(high)).abs() < 0.001);
+    let alarms = tool(
+        &runtime,
+        "runtime_query_alarm_history",
+        json!({"tag": "Tank1.Level", "start": rfc3339(low), "end": rfc3339(back)}),
+    )
+    .await;
+    let kinds: Vec<&str> = alarms["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|event| event["event"].as_str())
+        .collect();
+    assert_eq!(kinds, ["Cleared", "Active"], "newest first");
+}
+
+#[tokio::test]
+async fn the_historian_keeps_one_sample_per_interval_per_tag() {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let origin = SystemTime::now() - Duration::from_secs(5 * 3600);
+    for second in 0..60 {
+        runtime.simulator().step(origin + Duration::from_secs(second));
+    }
+    let history = tool(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Pump1.MotorCurrent", "start": rfc3339(origin),
+               "end": rfc3339(origin + Duration::from_secs(59))}),
+    )
+    .await;
+    assert_eq!(
+        history["totalSamples"], 6,
+        "60 one-second steps, one sample per 10 s"
+    );
+}
+
+#[tokio::test]
+async fn history_older_than_the_retention_is_pruned() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "HistoryRetentionHours", "1"], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    // The demo seeded two hours; reseeding flushes, which prunes to one.
+    runtime
+        .seed_history(Duration::from_secs(3 * 3600), Duration::from_secs(60))
+        .expect("seeds");
+    let history = tool(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Tank2.Level", "minutes": 300, "max_samples": 1000}),
+    )
+    .await;
+    let oldest = history["samples"][0]["time"].as_str().expect("a sample");
+    let oldest = humantime::parse_rfc3339(oldest).expect("time");
+    let age = SystemTime::now().duration_since(oldest).expect("in the past");
+    assert!(
+        age <= Duration::from_secs(3600 + 60),
+        "oldest sample is {age:?} old"
+    );
+    assert!(history["totalSamples"].as_u64().is_some_and(|total| total >= 50));
+}
+
+#[tokio::test]
+async fn the_background_task_flushes_what_was_recorded_when_it_stops() {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let stamp = SystemTime::now() - Duration::from_secs(4 * 3600);
+    runtime
+        .plant()
+        .write_at("Pump1.StartCount", TagValue::Integer(1285), Quality::GOOD, stamp)
+        .expect("write");
+    let stopped = CancellationToken::new();
+    stopped.cancel();
+    runtime.run_background(false, stopped).await;
+    let connection = rusqlite::Connection::open(&solution.path).expect("opens");
+    let stored: i64 = connection
+        .query_row(
+            "SELECT Value FROM TagHistory WHERE Tag = 'Pump1.StartCount'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the sample reached the database");
+    assert_eq!(stored, 1285);
+}
+
+#[tokio::test]
+async fn display_reads_and_tool_reads_see_the_same_plant() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    server.runtime.simulator().step(SystemTime::now());
+    server
+        .runtime
+        .plant()
+        .write("Pump1.Mode", TagValue::Text("Manual".into()), Quality::UNCERTAIN)
+        .expect("write");
+    let client = server.guest().await;
+    let names = ["Pump1.MotorCurrent", "Tank1.Level", "Pump1.Mode", "Pump1.Running"];
+    let readings = client.read_tags(&names).await.expect("display read");
+    for reading in readings {
+        let tool_read = tool(&server.runtime, "runtime_get_value", json!({"tag": reading.name})).await;
+        let display_value = match reading.value.expect("a value") {
+            WireValue::Number(value) => json!(value),
+            WireValue::Integer(value) => json!(value),
+            WireValue::Boolean(value) => json!(value),
+            WireValue::Text(value) => json!(value),
+        };
+        assert_eq!(display_value, tool_read["value"], "{}", reading.name);
+        let quality = Quality(u8::try_from(reading.quality).expect("OPC byte"));
+        assert_eq!(quality.label(), tool_read["quality"], "{}", reading.name);
+        let display_time = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(reading.timestamp_ms).expect("after 1970"));
+        assert_eq!(rfc3339(display_time), tool_read["timestamp"], "{}", reading.name);
+    }
+    drop(client);
+    server.stop().await;
+}
+
+#[test]
+fn serve_refuses_a_simulator_switch_that_is_not_on_or_off() {
+    use clap::Parser;
+    let parsed = tserver::cli::Cli::try_parse_from([
+        "tserver",
+        "serve",
+        "--solution",
+        "plant.db",
+        "--simulator",
+        "sometimes",
+    ]);
+    let error = parsed.expect_err("refused");
+    assert!(error.to_string().contains("not on or off"), "{error}");
+}

@@ -1,0 +1,653 @@
+//! The runtime tools against a real demo solution: every tool's happy path, caps and the
+//! truncated flag, bad arguments, unknown names, custom tools, and size bounds.
+
+use std::time::{Duration, SystemTime};
+
+use localai::ModelOptions;
+use localai::tools::{RegistrationError, ToolError};
+use serde_json::{Value, json};
+use tserver::Runtime;
+use tserver::objects::{Quality, TagValue};
+use tserver::tools::MAX_RESULT_BYTES;
+
+use crate::support::{Solution, admin};
+
+/// Every tool bit and the master bit.
+const ALL_TOOLS: u32 = 0x02 | 0x04 | 0x08 | 0x10 | 0x20;
+
+pub(crate) async fn call(runtime: &Runtime, name: &str, arguments: Value) -> Result<Value, ToolError> {
+    let tool = runtime
+        .tools()
+        .offered(ModelOptions::new(ALL_TOOLS))
+        .into_iter()
+        .find(|tool| tool.name() == name)
+        .unwrap_or_else(|| panic!("{name} is offered"));
+    tool.invoke(arguments).await
+}
+
+async fn ok(runtime: &Runtime, name: &str, arguments: Value) -> Value {
+    match call(runtime, name, arguments.clone()).await {
+        Ok(result) => result,
+        Err(error) => panic!("{name}({arguments}) failed: {error:?}"),
+    }
+}
+
+async fn failure(runtime: &Runtime, name: &str, arguments: Value) -> ToolError {
+    call(runtime, name, arguments.clone())
+        .await
+        .expect_err(&format!("{name}({arguments}) fails"))
+}
+
+fn demo() -> (Solution, Runtime) {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("demo opens");
+    (solution, runtime)
+}
+
+fn names(list: &Value, key: &str) -> Vec<String> {
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|item| item[key].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+#[test]
+fn each_category_bit_offers_its_tools() {
+    let (_solution, runtime) = demo();
+    let offered = |bits: u32| -> Vec<String> {
+        runtime
+            .tools()
+            .offered(ModelOptions::new(bits))
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect()
+    };
+    assert_eq!(offered(0x02 | 0x04), UNS_TOOLS);
+    assert_eq!(
+        offered(0x02 | 0x08),
+        ["runtime_get_active_alarms", "runtime_query_alarm_history"]
+    );
+    assert_eq!(offered(0x02 | 0x10), ["runtime_get_tag_history"]);
+    assert!(offered(0x04 | 0x08 | 0x10).is_empty(), "no master bit, no tools");
+    assert_eq!(offered(ALL_TOOLS).len(), 8);
+}
+
+#[test]
+fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    // One runtime for every case: opening one per case would spend the test in SQLite.
+    let (_solution, runtime) = demo();
+    let mut runner = TestRunner::new(Config::with_cases(1024));
+    let outcome = runner.run(&any::<u32>(), |bits| {
+        let offered: Vec<String> = runtime
+            .tools()
+            .offered(ModelOptions::new(bits))
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        let mut expected = Vec::new();
+        if bits & 0x02 != 0 {
+            for (bit, names) in [
+                (0x04, &UNS_TOOLS[..]),
+                (
+                    0x08,
+                    &["runtime_get_active_alarms", "runtime_query_alarm_history"][..],
+                ),
+                (0x10, &["runtime_get_tag_history"][..]),
+            ] {
+                if bits & bit != 0 {
+                    expected.extend(names.iter().map(|name| (*name).to_owned()));
+                }
+            }
+        }
+        prop_assert_eq!(offered, expected);
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+}
+
+const UNS_TOOLS: [&str; 5] = [
+    "runtime_get_value",
+    "runtime_browse_object_model",
+    "runtime_search_uns",
+    "runtime_describe_object",
+    "runtime_list_instances",
+];
+
+#[tokio::test]
+async fn get_value_reads_the_spec_example_by_name_path_or_case() {
+    let (_solution, runtime) = demo();
+    let result = ok(
+        &runtime,
+        "runtime_get_value",
+        json!({"tag": "Pump1.MotorCurrent"}),
+    )
+    .await;
+    assert_eq!(result["value"], 12.4);
+    assert_eq!(result["quality"], "Good");
+    assert_eq!(result["units"], "A");
+    assert_eq!(result["path"], "Plant/Area1/Pump1/MotorCurrent");
+    for alias in [
+        "Plant/Area1/Pump1/MotorCurrent",
+        "/plant/area1/pump1/motorcurrent/",
+        "pump1.motorcurrent",
+    ] {
+        let by_alias = ok(&runtime, "runtime_get_value", json!({"tag": alias})).await;
+        assert_eq!(by_alias["tag"], "Pump1.MotorCurrent", "{alias}");
+    }
+    let text = ok(&runtime, "runtime_get_value", json!({"tag": "Pump1.Mode"})).await;
+    assert_eq!(text["value"], "Auto");
+    assert!(text.get("units").is_none(), "no empty units");
+}
+
+#[tokio::test]
+async fn bad_arguments_and_unknown_tags_are_structured_tool_errors() {
+    let (_solution, runtime) = demo();
+    for arguments in [
+        json!({}),
+        json!({"tag": 7}),
+        json!({"tag": ""}),
+        json!({"tag": "Pump1.MotorCurrent", "extra": true}),
+        json!("Pump1.MotorCurrent"),
+    ] {
+        let error = failure(&runtime, "runtime_get_value", arguments.clone()).await;
+        assert_eq!(error.kind, "invalid_arguments", "{arguments}");
+        assert_eq!(error.to_content()["ok"], false);
+    }
+    let error = failure(
+        &runtime,
+        "runtime_get_value",
+        json!({"tag": "Pump9.MotorCurrent"}),
+    )
+    .await;
+    assert_eq!(error.kind, "not_found");
+    assert!(!error.retryable);
+    let suggestions: Vec<&str> = error.details["suggestions"]
+        .as_array()
+        .expect("suggestions")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(suggestions.contains(&"Pump1.MotorCurrent"), "{suggestions:?}");
+    let error = failure(
+        &runtime,
+        "runtime_describe_object",
+        json!({"path": "Nowhere/At/All"}),
+    )
+    .await;
+    assert_eq!(error.kind, "not_found");
+    let error = failure(&runtime, "runtime_get_tag_history", json!({"tag": "NoSuch.Tag"})).await;
+    assert_eq!(error.kind, "not_found");
+    let error = failure(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Tank1.Level", "start": "last tuesday"}),
+    )
+    .await;
+    assert_eq!(error.kind, "invalid_arguments");
+    let error = failure(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"min_priority": 5000}),
+    )
+    .await;
+    assert_eq!(error.kind, "invalid_arguments");
+}
+
+#[tokio::test]
+async fn browse_walks_the_uns_with_a_cap() {
+    let (_solution, runtime) = demo();
+    let root = ok(&runtime, "runtime_browse_object_model", json!({})).await;
+    assert_eq!(root["path"], "");
+    assert_eq!(names(&root["children"], "name"), ["Plant"]);
+    let area = ok(
+        &runtime,
+        "runtime_browse_object_model",
+        json!({"path": "Plant/Area1"}),
+    )
+    .await;
+    assert_eq!(names(&area["children"], "name"), ["Pump1", "Pump2", "Tank1"]);
+    assert_eq!(area["truncated"], false);
+    let pump = ok(
+        &runtime,
+        "runtime_browse_object_model",
+        json!({"path": "/Plant/Area1/Pump1/"}),
+    )
+    .await;
+    let children = pump["children"].as_array().expect("children");
+    assert_eq!(children[0]["kind"], "folder");
+    assert_eq!(children[0]["name"], "Motor1");
+    let current = children
+        .iter()
+        .find(|child| child["name"] == "MotorCurrent")
+        .expect("MotorCurrent listed");
+    assert_eq!(
+        (current["kind"].as_str(), current["value"].as_f64()),
+        (Some("tag"), Some(12.4))
+    );
+    let capped = ok(
+        &runtime,
+        "runtime_browse_object_model",
+        json!({"path": "Plant/Area1/Pump1", "max_results": 2}),
+    )
+    .await;
+    assert_eq!(capped["children"].as_array().map(Vec::len), Some(2));
+    assert_eq!(capped["truncated"], true);
+    assert_eq!(capped["totalChildren"], pump["totalChildren"]);
+    let error = failure(
+        &runtime,
+        "runtime_browse_object_model",
+        json!({"path": "Plant/Area9"}),
+    )
+    .await;
+    assert_eq!(error.kind, "not_found");
+    let error = failure(
+        &runtime,
+        "runtime_browse_object_model",
+        json!({"path": "Tank1.Level"}),
+    )
+    .await;
+    assert_eq!(error.kind, "invalid_arguments");
+    assert!(error.message.contains("runtime_get_value"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn search_ranks_name_matches_and_caps() {
+    let (_solution, runtime) = demo();
+    let found = ok(&runtime, "runtime_search_uns", json!({"query": "pump current"})).await;
+    assert_eq!(
+        names(&found["results"], "tag"),
+        ["Pump1.MotorCurrent", "Pump2.MotorCurrent"]
+    );
+    assert_eq!(found["truncated"], false);
+    let by_description = ok(&runtime, "runtime_search_uns", json!({"query": "winding"})).await;
+    assert_eq!(names(&by_description["results"], "tag"), ["Motor1.Temperature"]);
+    let capped = ok(
+        &runtime,
+        "runtime_search_uns",
+        json!({"query": "level", "max_results": 1}),
+    )
+    .await;
+    assert_eq!(capped["results"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (capped["totalMatches"].as_u64(), capped["truncated"].as_bool()),
+        (Some(2), Some(true))
+    );
+    let none = ok(&runtime, "runtime_search_uns", json!({"query": "compressor"})).await;
+    assert_eq!(
+        (
+            none["results"].as_array().map(Vec::len),
+            none["truncated"].as_bool()
+        ),
+        (Some(0), Some(false))
+    );
+    let error = failure(&runtime, "runtime_search_uns", json!({"query": "./,"})).await;
+    assert_eq!(error.kind, "invalid_arguments");
+}
+
+#[tokio::test]
+async fn describe_shows_a_tag_with_its_alarms_and_a_folder_with_its_contents() {
+    let (_solution, runtime) = demo();
+    let tag = ok(
+        &runtime,
+        "runtime_describe_object",
+        json!({"path": "Motor1.Temperature"}),
+    )
+    .await;
+    assert_eq!(tag["kind"], "tag");
+    assert_eq!(tag["type"], "number");
+    assert_eq!(tag["range"], json!({"low": 0.0, "high": 150.0}));
+    assert_eq!(
+        names(&tag["alarms"], "name"),
+        ["Motor1.Temperature.Hi", "Motor1.Temperature.HiHi"]
+    );
+    assert_eq!(tag["alarms"][0]["state"], "normal");
+    let folder = ok(
+        &runtime,
+        "runtime_describe_object",
+        json!({"path": "Plant/Area1/Pump1"}),
+    )
+    .await;
+    assert_eq!(folder["kind"], "folder");
+    assert_eq!(folder["folders"], json!(["Motor1"]));
+    assert_eq!(folder["tagsBelow"], 7);
+    assert!(
+        folder["tags"]
+            .as_array()
+            .is_some_and(|tags| tags.contains(&json!("Pump1.Mode")))
+    );
+}
+
+#[tokio::test]
+async fn list_instances_matches_masks_and_clamps_caps_to_the_ceiling() {
+    let (_solution, runtime) = demo();
+    let all = ok(&runtime, "runtime_list_instances", json!({})).await;
+    assert_eq!(
+        names(&all["instances"], "name"),
+        ["Pump1", "Motor1", "Pump2", "Tank1", "Tank2"]
+    );
+    let pumps = ok(&runtime, "runtime_list_instances", json!({"name_mask": "pump*"})).await;
+    assert_eq!(names(&pumps["instances"], "name"), ["Pump1", "Pump2"]);
+    assert_eq!(pumps["instances"][0]["type"], "Pump");
+    assert!(
+        pumps["instances"][0]["tags"]
+            .as_array()
+            .is_some_and(|tags| tags.contains(&json!("Pump1.FlowRate")))
+    );
+    let one = ok(
+        &runtime,
+        "runtime_list_instances",
+        json!({"name_mask": "*", "max_results": 1}),
+    )
+    .await;
+    assert_eq!(
+        (one["total"].as_u64(), one["truncated"].as_bool()),
+        (Some(5), Some(true))
+    );
+    let huge = ok(
+        &runtime,
+        "runtime_list_instances",
+        json!({"max_results": 1_000_000}),
+    )
+    .await;
+    assert_eq!(
+        (huge["total"].as_u64(), huge["truncated"].as_bool()),
+        (Some(5), Some(false))
+    );
+    let none = ok(
+        &runtime,
+        "runtime_list_instances",
+        json!({"name_mask": "Compressor?"}),
+    )
+    .await;
+    assert_eq!(none["instances"], json!([]));
+}
+
+#[tokio::test]
+async fn active_alarms_follow_writes_and_acknowledgements_and_land_in_the_history() {
+    let (_solution, runtime) = demo();
+    let plant = runtime.plant();
+    // `init --demo` seeded alarm history up to now; count only what this test causes.
+    let began = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let quiet = ok(&runtime, "runtime_get_active_alarms", json!({})).await;
+    assert_eq!(quiet["alarms"], json!([]), "the demo starts inside its limits");
+
+    let events = plant
+        .write("Motor1.Temperature", TagValue::Number(97.0), Quality::GOOD)
+        .expect("write");
+    assert_eq!(events.len(), 2, "Hi and HiHi trip: {events:?}");
+    plant
+        .write("Tank2.Level", TagValue::Number(20.0), Quality::GOOD)
+        .expect("write");
+    let active = ok(&runtime, "runtime_get_active_alarms", json!({})).await;
+    assert_eq!(
+        names(&active["alarms"], "name"),
+        [
+            "Motor1.Temperature.HiHi",
+            "Motor1.Temperature.Hi",
+            "Tank2.Level.Lo"
+        ],
+        "most urgent first"
+    );
+    assert_eq!(active["alarms"][0]["state"], "active");
+    assert_eq!(active["alarms"][0]["currentValue"], 97.0);
+    let area2 = ok(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"path": "Plant/Area2"}),
+    )
+    .await;
+    assert_eq!(names(&area2["alarms"], "name"), ["Tank2.Level.Lo"]);
+    let urgent = ok(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"min_priority": 800}),
+    )
+    .await;
+    assert_eq!(names(&urgent["alarms"], "name"), ["Motor1.Temperature.HiHi"]);
+    let capped = ok(&runtime, "runtime_get_active_alarms", json!({"max_results": 1})).await;
+    assert_eq!(
+        (capped["total"].as_u64(), capped["truncated"].as_bool()),
+        (Some(3), Some(true))
+    );
+
+    assert_eq!(plant.acknowledge("Motor1.Temperature.HiHi", "operator"), Ok(true));
+    assert_eq!(
+        plant.acknowledge("Motor1.Temperature.HiHi", "operator"),
+        Ok(false)
+    );
+    assert!(plant.acknowledge("No.Such.Alarm", "operator").is_err());
+    plant
+        .write("Motor1.Temperature", TagValue::Number(60.0), Quality::GOOD)
+        .expect("write");
+    let after = ok(
+        &runtime,
+        "runtime_get_active_alarms",
+        json!({"path": "Motor1.Temperature"}),
+    )
+    .await;
+    assert_eq!(
+        names(&after["alarms"], "name"),
+        ["Motor1.Temperature.Hi"],
+        "the acknowledged HiHi is gone once normal; the unacknowledged Hi waits"
+    );
+    assert_eq!(after["alarms"][0]["state"], "normal-unacked");
+
+    let history = ok(
+        &runtime,
+        "runtime_query_alarm_history",
+        json!({"tag": "Motor1.Temperature", "start": began}),
+    )
+    .await;
+    let events: Vec<(String, String)> = history["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|event| {
+            (
+                event["alarm"].as_str().unwrap_or_default().to_owned(),
+                event["event"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(events.len(), 5, "{events:?}");
+    assert_eq!(events.iter().filter(|(_, kind)| kind == "Active").count(), 2);
+    assert_eq!(events.iter().filter(|(_, kind)| kind == "Cleared").count(), 2);
+    assert!(events.contains(&("Motor1.Temperature.HiHi".into(), "Acknowledged".into())));
+    assert_eq!(history["truncated"], false);
+    let capped = ok(
+        &runtime,
+        "runtime_query_alarm_history",
+        json!({"start": began, "max_results": 2}),
+    )
+    .await;
+    assert_eq!(capped["events"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        (capped["total"].as_u64(), capped["truncated"].as_bool()),
+        (Some(6), Some(true))
+    );
+}
+
+#[tokio::test]
+async fn tag_history_thins_long_windows_and_reports_statistics() {
+    // `init --demo` seeds two hours of history, one sample every 30 s.
+    let (_solution, runtime) = demo();
+    let hour = ok(&runtime, "runtime_get_tag_history", json!({"tag": "Tank1.Level"})).await;
+    let total = hour["totalSamples"].as_u64().expect("total");
+    assert!(
+        (100..=125).contains(&total),
+        "about 120 samples in the last hour: {total}"
+    );
+    assert_eq!(
+        hour["samples"].as_array().map(Vec::len),
+        Some(100),
+        "the default cap"
+    );
+    assert_eq!(hour["truncated"], true);
+    assert_eq!(hour["units"], "%");
+    let (min, max) = (hour["stats"]["min"].as_f64(), hour["stats"]["max"].as_f64());
+    assert!(min < max, "the simulator moved the level: {min:?} {max:?}");
+
+    let ten = ok(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Tank1.Level", "minutes": 120, "max_samples": 10}),
+    )
+    .await;
+    let times: Vec<SystemTime> = ten["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|sample| humantime::parse_rfc3339(sample["time"].as_str().expect("time")).expect("rfc 3339"))
+        .collect();
+    assert_eq!(times.len(), 10);
+    let first_gap = times[1].duration_since(times[0]).expect("ascending");
+    assert!(
+        first_gap >= Duration::from_secs(600),
+        "thinned evenly over two hours, not the first ten samples: {first_gap:?}"
+    );
+
+    let start = humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(600)).to_string();
+    let recent = ok(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Plant/Area1/Tank1/Level", "start": start, "max_samples": 1000}),
+    )
+    .await;
+    let recent_total = recent["totalSamples"].as_u64().expect("total");
+    assert!(
+        (15..=22).contains(&recent_total),
+        "ten minutes of 30 s samples: {recent_total}"
+    );
+    assert_eq!(recent["truncated"], false);
+    let text = ok(&runtime, "runtime_get_tag_history", json!({"tag": "Pump1.Mode"})).await;
+    assert_eq!(
+        (text["totalSamples"].as_u64(), &text["stats"]),
+        (Some(0), &Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn custom_tools_register_under_bit_0x20_and_validate_their_arguments() {
+    let (_solution, runtime) = demo();
+    runtime
+        .register_custom_tool(
+            "line_speed",
+            "The conveyor line speed for a line number.",
+            json!({"type": "object", "required": ["line"], "additionalProperties": false,
+                   "properties": {"line": {"type": "integer", "minimum": 1, "maximum": 4}}}),
+            |arguments| async move { Ok(json!({"line": arguments["line"], "speed": 1.25, "units": "m/s"})) },
+        )
+        .expect("registers");
+    assert_eq!(
+        runtime.register_custom_tool("line_speed", "again", json!({"type": "object"}), |_| async {
+            Ok(json!(null))
+        }),
+        Err(RegistrationError::Duplicate("line_speed".into()))
+    );
+    assert!(matches!(
+        runtime.register_custom_tool(
+            "runtime_get_value",
+            "shadow",
+            json!({"type": "object"}),
+            |_| async { Ok(json!(null)) }
+        ),
+        Err(RegistrationError::Reserved(_))
+    ));
+    let offered = |bits: u32| -> bool {
+        runtime
+            .tools()
+            .offered(ModelOptions::new(bits))
+            .iter()
+            .any(|tool| tool.name() == "line_speed")
+    };
+    assert!(offered(0x02 | 0x20));
+    assert!(!offered(0x02 | 0x04 | 0x08 | 0x10));
+    assert!(!offered(0x20));
+    assert_eq!(
+        ok(&runtime, "line_speed", json!({"line": 2})).await["speed"],
+        1.25
+    );
+    let error = failure(&runtime, "line_speed", json!({"line": 9})).await;
+    assert_eq!(error.kind, "invalid_arguments");
+}
+
+#[tokio::test]
+async fn results_stay_within_the_size_bound_on_a_large_plant() {
+    let solution = Solution::demo();
+    {
+        let connection = rusqlite::Connection::open(&solution.path).expect("opens");
+        let description = "a long description of a bulk measurement point ".repeat(20);
+        for index in 0..400 {
+            connection
+                .execute(
+                    "INSERT INTO Tags (Name, Path, Type, Units, Description, InitialValue)
+                     VALUES (?1, ?2, 'number', 'kPa', ?3, '1.5')",
+                    rusqlite::params![
+                        format!("Bulk{index:03}.Pressure"),
+                        format!("Plant/Bulk/Line{}/Bulk{index:03}/Pressure", index % 4),
+                        description
+                    ],
+                )
+                .expect("insert");
+            connection
+                .execute(
+                    "INSERT INTO Tags (Name, Path, Type, Units, Description, InitialValue)
+                     VALUES (?1, ?2, 'number', 'kPa', ?3, '2.5')",
+                    rusqlite::params![
+                        format!("Flat.Point{index:03}"),
+                        format!("Plant/Flat/Point{index:03}"),
+                        description
+                    ],
+                )
+                .expect("insert");
+        }
+    }
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    for (tool, arguments) in [
+        ("runtime_search_uns", json!({"query": "bulk", "max_results": 100})),
+        (
+            "runtime_list_instances",
+            json!({"name_mask": "Bulk*", "max_results": 500}),
+        ),
+        (
+            "runtime_browse_object_model",
+            json!({"path": "Plant/Flat", "max_results": 200}),
+        ),
+        ("runtime_describe_object", json!({"path": "Plant/Flat"})),
+    ] {
+        let result = ok(&runtime, tool, arguments).await;
+        let size = serde_json::to_vec(&result).expect("json").len();
+        assert!(size <= MAX_RESULT_BYTES, "{tool}: {size} bytes");
+        assert_eq!(result["truncated"], true, "{tool} says it was cut");
+    }
+}
+
+#[test]
+fn runtime_settings_are_admin_editable_and_checked() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    assert_eq!(
+        admin(&["settings", path, "get", "SimulatorEnabled"], ""),
+        "true\n"
+    );
+    admin(&["settings", path, "set", "SimulatorEnabled", "off"], "");
+    admin(&["settings", path, "set", "HistoryRetentionHours", "24"], "");
+    let shown = admin(&["settings", path, "show"], "");
+    assert!(shown.contains("SimulatorEnabled = false"), "{shown}");
+    assert!(shown.contains("HistoryRetentionHours = 24"), "{shown}");
+    let refused = crate::support::try_admin(&["settings", path, "set", "HistoryRetentionHours", "0"], "")
+        .expect_err("zero hours");
+    assert!(refused.to_string().contains("HistoryRetentionHours"), "{refused}");
+    admin(&["settings", path, "unset", "HistoryRetentionHours"], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    assert!(!runtime.settings().simulator_enabled);
+    assert_eq!(
+        runtime.settings().history_retention,
+        Duration::from_secs(168 * 3600)
+    );
+}
