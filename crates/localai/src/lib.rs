@@ -140,6 +140,11 @@ impl LocalAi {
         self.chat.after_reply.attach(name, handler);
     }
 
+    /// How many chat sessions (connection transcripts) are held.
+    pub fn chat_sessions(&self) -> usize {
+        self.chat.sessions()
+    }
+
     /// Forgets everything held for a client connection that has closed.
     pub fn connection_closed(&self, client_guid: Uuid) {
         self.chat.forget(client_guid);

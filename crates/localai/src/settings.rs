@@ -24,6 +24,15 @@ pub mod defaults {
     pub const TIMEOUT_SECONDS: f64 = 60.0;
     /// The largest `TimeoutSeconds` honoured; larger values fall back to the default.
     pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
+    /// Tool dispatches per chat turn (the spec's `MaxToolDispatchesPerTurn`).
+    pub const MAX_TOOL_DISPATCHES: usize = 5;
+    /// The largest `MaxToolDispatchesPerTurn` honoured.
+    pub const MAX_TOOL_DISPATCHES_CEILING: usize = 50;
+    /// Messages kept in a connection's transcript (system prompt not counted): about ten
+    /// tool-using turns, which fits an 8B-class model's 8k-token context.
+    pub const MAX_HISTORY_MESSAGES: usize = 40;
+    /// The range of `MaxHistoryMessages` honoured.
+    pub const MAX_HISTORY_MESSAGES_RANGE: std::ops::RangeInclusive<usize> = 2..=1000;
 }
 
 /// The `ModelSettings` JSON keys, spelled as the spec spells them.
@@ -40,8 +49,23 @@ pub mod keys {
     pub const INFO: &str = "Info";
     /// The wall-clock budget in seconds.
     pub const TIMEOUT_SECONDS: &str = "TimeoutSeconds";
+    /// Tool dispatches per chat turn.
+    pub const MAX_TOOL_DISPATCHES: &str = "MaxToolDispatchesPerTurn";
+    /// Messages kept in a chat transcript.
+    pub const MAX_HISTORY_MESSAGES: &str = "MaxHistoryMessages";
     /// Every key the product knows, in editor order.
-    pub const ALL: [&str; 6] = [URL, NAME, AUTHORIZATION, HEADERS, INFO, TIMEOUT_SECONDS];
+    pub const ALL: [&str; 8] = [
+        URL,
+        NAME,
+        AUTHORIZATION,
+        HEADERS,
+        INFO,
+        TIMEOUT_SECONDS,
+        MAX_TOOL_DISPATCHES,
+        MAX_HISTORY_MESSAGES,
+    ];
+    /// The keys stored as JSON numbers when given a number.
+    pub const NUMERIC: [&str; 3] = [TIMEOUT_SECONDS, MAX_TOOL_DISPATCHES, MAX_HISTORY_MESSAGES];
 }
 
 /// The raw `SolutionSettings` row as the host stores it.
@@ -83,6 +107,10 @@ pub struct ModelSettings {
     pub info: String,
     /// `TimeoutSeconds` as a duration.
     pub timeout: Duration,
+    /// `MaxToolDispatchesPerTurn` (chat path only).
+    pub max_tool_dispatches: usize,
+    /// `MaxHistoryMessages` (chat path only).
+    pub max_history_messages: usize,
 }
 
 impl Default for ModelSettings {
@@ -94,6 +122,8 @@ impl Default for ModelSettings {
             headers: defaults::HEADERS.to_owned(),
             info: defaults::INFO.to_owned(),
             timeout: Duration::from_secs_f64(defaults::TIMEOUT_SECONDS),
+            max_tool_dispatches: defaults::MAX_TOOL_DISPATCHES,
+            max_history_messages: defaults::MAX_HISTORY_MESSAGES,
         }
     }
 }
@@ -126,12 +156,35 @@ impl ModelSettings {
         if let Some(seconds) = object.get(keys::TIMEOUT_SECONDS).and_then(timeout_seconds) {
             settings.timeout = Duration::from_secs_f64(seconds);
         }
+        if let Some(count) = object
+            .get(keys::MAX_TOOL_DISPATCHES)
+            .and_then(count)
+            .filter(|count| (1..=defaults::MAX_TOOL_DISPATCHES_CEILING).contains(count))
+        {
+            settings.max_tool_dispatches = count;
+        }
+        if let Some(count) = object
+            .get(keys::MAX_HISTORY_MESSAGES)
+            .and_then(count)
+            .filter(|count| defaults::MAX_HISTORY_MESSAGES_RANGE.contains(count))
+        {
+            settings.max_history_messages = count;
+        }
         settings
     }
 
     /// The budget formatted for warnings, e.g. `60s` or `0.5s`.
     pub fn timeout_label(&self) -> String {
         format!("{}s", self.timeout.as_secs_f64())
+    }
+}
+
+/// A whole count, as a JSON integer or a numeric string.
+fn count(value: &Value) -> Option<usize> {
+    match value {
+        Value::Number(number) => number.as_u64().and_then(|count| usize::try_from(count).ok()),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
     }
 }
 
@@ -241,10 +294,10 @@ impl SettingsDocument {
         self.object.get(key)
     }
 
-    /// Sets one key from user text. `TimeoutSeconds` is stored as a number when the text is
-    /// one; every other key is stored as a string, as the editor does.
+    /// Sets one key from user text. The numeric keys ([`keys::NUMERIC`]) are stored as numbers
+    /// when the text is one; every other key is stored as a string, as the editor does.
     pub fn set_text(&mut self, key: &str, text: &str) {
-        let value = if key == keys::TIMEOUT_SECONDS {
+        let value = if keys::NUMERIC.contains(&key) {
             serde_json::from_str::<serde_json::Number>(text.trim())
                 .map(Value::Number)
                 .unwrap_or_else(|_| Value::String(text.to_owned()))

@@ -190,6 +190,12 @@ impl SolutionDb {
                     keys::HEADERS => SettingValue::Text(effective.headers),
                     keys::INFO => SettingValue::Text(effective.info),
                     keys::TIMEOUT_SECONDS => SettingValue::Text(effective.timeout.as_secs_f64().to_string()),
+                    keys::MAX_TOOL_DISPATCHES => {
+                        SettingValue::Text(effective.max_tool_dispatches.to_string())
+                    }
+                    keys::MAX_HISTORY_MESSAGES => {
+                        SettingValue::Text(effective.max_history_messages.to_string())
+                    }
                     other => SettingsDocument::from_column(row.model_settings.as_deref())?
                         .get(other)
                         .map_or(SettingValue::Null, |value| match value {

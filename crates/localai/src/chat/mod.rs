@@ -1,0 +1,544 @@
+//! The cached chat path (`ExecuteChatAsync`): gates, the `OnBeforeChat` hooks, the
+//! per-connection transcript, the tool-dispatch loop under a per-turn cap and a wall-clock
+//! budget, and the `OnAfterChatReply` hooks.
+//!
+//! It shares no orchestration or HTTP code with the atomic path (its POST lives in `llm.rs`);
+//! the shared anchors are the settings accessors, gates, secret resolver, auth decoder and
+//! envelope.
+
+mod llm;
+mod transcript;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use ai_envelope::{Envelope, ToolStatus, ToolTraceEntry};
+use futures::FutureExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::hooks::HookChain;
+use crate::secrets::Redactions;
+use crate::settings::{ModelOptions, ModelSettings};
+use crate::tools::{ToolDefinition, ToolError, success_content};
+use crate::{ChatCaller, Solution, gates};
+use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall};
+use transcript::{Transcript, TranscriptCache, truncate};
+
+/// The most one tool dispatch may take (less when the turn's budget has less left).
+pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the model is told about its job when tools are offered.
+const SYSTEM_PROMPT_WITH_TOOLS: &str = "You are the plant assistant of an industrial automation \
+runtime, answering operators at display panels. Use the tools to read live tag values, alarms and \
+history; never guess or invent a value, a tag name or an alarm. Tag names look like \
+Pump1.MotorCurrent; when unsure of a name, search or browse first. Answer briefly and plainly, \
+with units, and say when a value's quality is not Good. If the tools cannot answer, say so.";
+
+/// The same without tools (the master bit is on but no category is).
+const SYSTEM_PROMPT_WITHOUT_TOOLS: &str = "You are the plant assistant of an industrial \
+automation runtime, answering operators at display panels. You cannot read live plant data in \
+this configuration: never invent values, and say so when a question needs them. Answer briefly \
+and plainly.";
+
+/// An operator's chat query: plain text, or `{"user": "...", "system": "..."}` where
+/// `system` adds panel-specific instructions to the system prompt.
+#[derive(Debug, Clone, PartialEq)]
+struct ChatQuery {
+    user: String,
+    system: Option<String>,
+}
+
+impl ChatQuery {
+    fn parse(query: &str) -> Result<Self, String> {
+        let object = match serde_json::from_str::<Value>(query) {
+            Ok(Value::Object(object)) => object,
+            _ if query.trim().is_empty() => return Err("the query is empty".to_owned()),
+            _ => {
+                return Ok(Self {
+                    user: query.to_owned(),
+                    system: None,
+                });
+            }
+        };
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match object.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text.clone())),
+                Some(_) => Err(format!("'{key}' must be a string")),
+            }
+        };
+        Ok(Self {
+            user: text("user")?.ok_or("the query object has no 'user' text")?,
+            system: text("system")?,
+        })
+    }
+}
+
+/// The cached-path orchestrator of one solution.
+#[derive(Debug)]
+pub(crate) struct ChatPath {
+    solution: Arc<dyn Solution>,
+    /// `OnBeforeChat` handlers.
+    pub(crate) before_chat: HookChain,
+    /// `OnAfterChatReply` handlers.
+    pub(crate) after_reply: HookChain,
+    transcripts: TranscriptCache,
+    http: Result<reqwest::Client, String>,
+}
+
+/// How the tool loop ended, when it did not fail.
+enum LoopEnd {
+    /// The model answered.
+    Answer(String),
+    /// The cap was reached and the model answered the tool-less last chance.
+    CapThenAnswer(String),
+    /// The cap was reached and the model gave no answer.
+    CapWithoutAnswer,
+}
+
+/// A turn's working state, outside the loop's future so that it survives a budget timeout.
+struct Turn {
+    /// The history plus this turn's messages.
+    messages: Vec<Value>,
+    /// How many leading messages form a valid history (complete tool exchanges only).
+    valid: usize,
+    trace: Vec<ToolTraceEntry>,
+    warnings: Vec<String>,
+    dispatches: usize,
+    /// The latest text the model produced this turn.
+    partial: String,
+}
+
+impl ChatPath {
+    pub(crate) fn new(solution: Arc<dyn Solution>) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|error| format!("the HTTP client could not be built: {error}"));
+        Self {
+            solution,
+            before_chat: HookChain::default(),
+            after_reply: HookChain::default(),
+            transcripts: TranscriptCache::default(),
+            http,
+        }
+    }
+
+    pub(crate) async fn execute(&self, caller: &ChatCaller, query_json: &str) -> Envelope {
+        let row = match self.solution.settings() {
+            Ok(row) => row,
+            Err(error) => {
+                return Envelope::precondition_error(format!("could not read SolutionSettings: {error}"));
+            }
+        };
+        if let Err(closed) = gates::model_enabled(&row).and_then(|()| gates::runtime_mcp(row.options())) {
+            return closed;
+        }
+        let query = match ChatQuery::parse(query_json) {
+            Ok(query) => query,
+            Err(reason) => return Envelope::precondition_error(format!("malformed query: {reason}")),
+        };
+        let started = Instant::now();
+        let options = row.options();
+        let settings = row.model_settings();
+        let mut warnings = Vec::new();
+        let user_text = self
+            .before_chat
+            .run("OnBeforeChat", query.user.clone(), &mut warnings)
+            .await;
+        let query = ChatQuery {
+            user: user_text,
+            ..query
+        };
+        if !options.contains(ModelOptions::CHAT_HISTORY) {
+            // History off: a fresh local session, the cache neither read nor written.
+            let mut scratch = Transcript::default();
+            let never = CancellationToken::new();
+            return self
+                .turn(
+                    &query,
+                    &settings,
+                    options,
+                    &mut scratch,
+                    &never,
+                    started,
+                    warnings,
+                )
+                .await;
+        }
+        let session = self.transcripts.session(caller.client_guid);
+        let mut transcript = tokio::select! {
+            transcript = session.transcript.lock() => transcript,
+            () = session.closed.cancelled() => return disconnected(started, warnings),
+        };
+        if transcript.user.as_deref() != Some(&*caller.user_name) {
+            // The lazy login reset: another user on this connection starts afresh.
+            transcript.messages.clear();
+            transcript.user = Some(Arc::clone(&caller.user_name));
+        }
+        self.turn(
+            &query,
+            &settings,
+            options,
+            &mut transcript,
+            &session.closed,
+            started,
+            warnings,
+        )
+        .await
+    }
+
+    /// One turn over `transcript`, which it updates only when the turn keeps something.
+    #[allow(clippy::too_many_arguments)]
+    async fn turn(
+        &self,
+        query: &ChatQuery,
+        settings: &ModelSettings,
+        options: ModelOptions,
+        transcript: &mut Transcript,
+        closed: &CancellationToken,
+        started: Instant,
+        warnings: Vec<String>,
+    ) -> Envelope {
+        let mut redactions = Redactions::default();
+        let endpoint = match Endpoint::resolve(settings, &self.solution, &mut redactions) {
+            Ok(endpoint) => endpoint,
+            Err(warning) => {
+                return Envelope::error(redactions.scrub(&warning), started.elapsed())
+                    .with_warnings(warnings);
+            }
+        };
+        let http = match &self.http {
+            Ok(http) => http,
+            Err(warning) => {
+                return Envelope::error(warning.clone(), started.elapsed()).with_warnings(warnings);
+            }
+        };
+        let tools = self.solution.tools().offered(options);
+        let mut system = if tools.is_empty() {
+            SYSTEM_PROMPT_WITHOUT_TOOLS.to_owned()
+        } else {
+            SYSTEM_PROMPT_WITH_TOOLS.to_owned()
+        };
+        if let Some(extra) = &query.system {
+            system.push_str("\n\n");
+            system.push_str(extra);
+        }
+        let mut turn = Turn {
+            messages: transcript.messages.clone(),
+            valid: 0,
+            trace: Vec::new(),
+            warnings,
+            dispatches: 0,
+            partial: String::new(),
+        };
+        turn.messages.push(json!({"role": "user", "content": query.user}));
+        turn.valid = turn.messages.len();
+        let history_len = transcript.messages.len();
+        let budget = settings.timeout;
+        let deadline = started + budget;
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout_at(
+                deadline.into(),
+                self.tool_loop(&mut turn, &endpoint, http, settings, &system, &tools, deadline),
+            ) => outcome,
+            () = closed.cancelled() => return disconnected(started, turn.warnings),
+        };
+        let scrub = |warnings: Vec<String>| {
+            warnings
+                .into_iter()
+                .map(|w| redactions.scrub(&w))
+                .collect::<Vec<_>>()
+        };
+        let envelope = match outcome {
+            Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text))) => {
+                let text = self
+                    .after_reply
+                    .run("OnAfterChatReply", text, &mut turn.warnings)
+                    .await;
+                // The transcript keeps the answer the operator saw.
+                if let Some(last) = turn.messages.last_mut() {
+                    last["content"] = json!(text);
+                }
+                transcript.messages = turn.messages;
+                Envelope::ok(text, started.elapsed())
+            }
+            Ok(Ok(LoopEnd::CapWithoutAnswer)) => {
+                keep_valid_prefix(transcript, &mut turn, history_len);
+                Envelope::truncated(
+                    turn.partial.clone(),
+                    cap_warning(settings, false),
+                    started.elapsed(),
+                )
+            }
+            Ok(Err(warning)) => {
+                // An error leaves the transcript as it was before the turn.
+                Envelope::error(redactions.scrub(&warning), started.elapsed())
+            }
+            Err(_) => {
+                keep_valid_prefix(transcript, &mut turn, history_len);
+                Envelope::truncated(
+                    turn.partial.clone(),
+                    format!(
+                        "Chat turn wall-clock budget ({}) exceeded (LLM POSTs and tool dispatches together).",
+                        settings.timeout_label()
+                    ),
+                    started.elapsed().max(budget),
+                )
+            }
+        };
+        truncate(&mut transcript.messages, settings.max_history_messages);
+        envelope
+            .with_tool_trace(turn.trace)
+            .with_warnings(scrub(turn.warnings))
+    }
+
+    /// POST, dispatch, repeat until the model answers in plain content or the cap ends it.
+    #[allow(clippy::too_many_arguments)]
+    async fn tool_loop(
+        &self,
+        turn: &mut Turn,
+        endpoint: &Endpoint,
+        http: &reqwest::Client,
+        settings: &ModelSettings,
+        system: &str,
+        tools: &[ToolDefinition],
+        deadline: Instant,
+    ) -> Result<LoopEnd, String> {
+        let specs: Vec<Value> = tools.iter().map(ToolDefinition::openai_spec).collect();
+        let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
+        let mut last_chance = false;
+        loop {
+            let mut messages = Vec::with_capacity(turn.messages.len() + 1);
+            messages.push(json!({"role": "system", "content": system}));
+            messages.extend(turn.messages.iter().cloned());
+            let mut body = json!({"model": settings.name, "messages": messages, "stream": false});
+            if !specs.is_empty() && !last_chance {
+                body["tools"] = json!(specs);
+            }
+            let response = endpoint.post(http, &body).await?;
+            let offered: &[&str] = if last_chance { &[] } else { &names };
+            let reply = llm::read_reply(&response, offered, &mut new_call_id)?;
+            if reply.cut_at_length {
+                turn.warnings.push(
+                    "the model's answer was cut short by its token limit (finish_reason: length)".to_owned(),
+                );
+            }
+            if let Some(text) = reply.content.as_deref().filter(|text| !text.trim().is_empty()) {
+                turn.partial = text.to_owned();
+            }
+            if reply.calls.is_empty() {
+                let text = reply.content.unwrap_or_default();
+                if text.trim().is_empty() {
+                    if last_chance {
+                        return Ok(LoopEnd::CapWithoutAnswer);
+                    }
+                    return Err("LLM response has no answer content".to_owned());
+                }
+                turn.messages.push(json!({"role": "assistant", "content": text}));
+                turn.valid = turn.messages.len();
+                return Ok(if last_chance {
+                    LoopEnd::CapThenAnswer(text)
+                } else {
+                    LoopEnd::Answer(text)
+                });
+            }
+            if last_chance {
+                // Asked for tools again with none offered: the cap has the last word.
+                return Ok(LoopEnd::CapWithoutAnswer);
+            }
+            tracing::debug!(
+                channel = match reply.channel {
+                    Channel::Native => "native",
+                    Channel::Text => "text",
+                },
+                calls = reply.calls.len(),
+                "the model asked for tools"
+            );
+            let over_cap = self.dispatch_round(turn, reply, tools, settings, deadline).await;
+            if over_cap {
+                turn.warnings.push(cap_warning(settings, true));
+                last_chance = true;
+            }
+        }
+    }
+
+    /// Appends the assistant's tool calls and one tool message per call id; returns whether
+    /// calls past the cap were left unrun.
+    async fn dispatch_round(
+        &self,
+        turn: &mut Turn,
+        reply: AssistantReply,
+        tools: &[ToolDefinition],
+        settings: &ModelSettings,
+        deadline: Instant,
+    ) -> bool {
+        let known = |name: &str| tools.iter().any(|tool| tool.name() == name);
+        let entries: Vec<Value> = reply
+            .calls
+            .iter()
+            .map(|call| {
+                let mut entry = call.history_entry();
+                if !known(&call.name) {
+                    // An unknown name is never echoed back into the history.
+                    entry["function"]["name"] = json!("unknown_tool");
+                }
+                entry
+            })
+            .collect();
+        turn.messages.push(json!({
+            "role": "assistant",
+            "content": reply.content,
+            "tool_calls": entries,
+        }));
+        let mut over_cap = false;
+        for call in &reply.calls {
+            let content = if turn.dispatches >= settings.max_tool_dispatches {
+                over_cap = true;
+                ToolError::new(
+                    "cap_reached",
+                    format!(
+                        "not run: this turn already used its {} tool calls; answer with what you have",
+                        settings.max_tool_dispatches
+                    ),
+                )
+                .to_content()
+            } else {
+                turn.dispatches += 1;
+                let (entry, content) = dispatch(call, tools, deadline).await;
+                turn.trace.push(entry);
+                content
+            };
+            turn.messages.push(json!({
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": content.to_string(),
+            }));
+        }
+        turn.valid = turn.messages.len();
+        over_cap
+    }
+
+    pub(crate) fn sessions(&self) -> usize {
+        self.transcripts.len()
+    }
+
+    pub(crate) fn forget(&self, client_guid: Uuid) {
+        self.transcripts.remove(client_guid);
+    }
+}
+
+/// Runs one tool call with its own timeout and panic isolation. Returns the trace entry and
+/// the canonical content for the model.
+async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) -> (ToolTraceEntry, Value) {
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let traced_args = match &call.arguments {
+        Arguments::Object(object) => object.clone(),
+        Arguments::Unparsable(raw) => Value::String(raw.chars().take(1000).collect()),
+    };
+    let tool = tools.iter().find(|tool| tool.name() == call.name);
+    let outcome = match (tool, &call.arguments) {
+        (None, _) => Err(ToolError::new(
+            "unknown_tool",
+            format!(
+                "that tool does not exist; the tools offered are: {}",
+                tools
+                    .iter()
+                    .map(ToolDefinition::name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+        (Some(_), Arguments::Unparsable(_)) => Err(ToolError::invalid_arguments(
+            "the arguments are not a JSON object; call the tool again with a JSON object that follows its schema",
+        )),
+        (Some(tool), Arguments::Object(arguments)) => {
+            let limit = TOOL_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+            let run = AssertUnwindSafe(tool.invoke(arguments.clone())).catch_unwind();
+            match tokio::time::timeout(limit, run).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) => {
+                    tracing::error!(tool = tool.name(), "tool panicked");
+                    Err(ToolError::new("internal", "the tool failed unexpectedly"))
+                }
+                Err(_) => Err(ToolError::new(
+                    "timeout",
+                    format!("the tool did not answer within {} ms", limit.as_millis()),
+                )
+                .retryable()),
+            }
+        }
+    };
+    let name = if tool.is_some() {
+        call.name.as_str()
+    } else {
+        "unknown_tool"
+    };
+    let (result, status, content) = match outcome {
+        Ok(result) => (result.clone(), ToolStatus::Ok, success_content(result)),
+        Err(error) => {
+            let content = error.to_content();
+            (content["error"].clone(), ToolStatus::Error, content)
+        }
+    };
+    let entry = ToolTraceEntry::new(name, traced_args, result, status, started_at, started.elapsed());
+    (entry, content)
+}
+
+/// A history keeps only complete tool exchanges. A truncated turn keeps the question, the
+/// exchanges it completed and its partial answer, or nothing when it produced neither.
+fn keep_valid_prefix(transcript: &mut Transcript, turn: &mut Turn, history_len: usize) {
+    let mut kept: Vec<Value> = turn.messages.drain(..turn.valid).collect();
+    let exchanges_done = kept.len() > history_len + 1;
+    if !turn.partial.is_empty() {
+        kept.push(json!({"role": "assistant", "content": turn.partial}));
+    } else if !exchanges_done {
+        return;
+    }
+    transcript.messages = kept;
+}
+
+fn cap_warning(settings: &ModelSettings, answered_later: bool) -> String {
+    let cap = settings.max_tool_dispatches;
+    if answered_later {
+        format!("Tool-dispatch cap ({cap} per turn) reached; calls past it were not run.")
+    } else {
+        format!("Tool-dispatch cap ({cap} per turn) reached and the model gave no final answer.")
+    }
+}
+
+fn disconnected(started: Instant, warnings: Vec<String>) -> Envelope {
+    Envelope::error(
+        "the client disconnected; the turn was cancelled",
+        started.elapsed(),
+    )
+    .with_warnings(warnings)
+}
+
+fn new_call_id() -> String {
+    format!("call_{}", Uuid::new_v4().simple())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_queries_are_text_or_a_user_object() {
+        assert_eq!(
+            ChatQuery::parse("What is wrong with Pump 1?").map(|q| q.user),
+            Ok("What is wrong with Pump 1?".to_owned())
+        );
+        let query =
+            ChatQuery::parse(r#"{"user": "Tank levels?", "system": "Answer in German."}"#).expect("object");
+        assert_eq!(query.system.as_deref(), Some("Answer in German."));
+        for bad in ["", "  ", r#"{"system": "x"}"#, r#"{"user": 3}"#] {
+            assert!(ChatQuery::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
