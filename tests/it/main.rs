@@ -3,6 +3,7 @@
 
 mod admin;
 mod atomic;
+mod chat;
 mod chat_gate;
 mod plant;
 mod protocol;

@@ -474,11 +474,8 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
             }
         }
     };
-    let name = if tool.is_some() {
-        call.name.as_str()
-    } else {
-        "unknown_tool"
-    };
+    // The trace shows what the model asked for, cut to a sane length (it is model output).
+    let name: String = call.name.chars().take(64).collect();
     let (result, status, content) = match outcome {
         Ok(result) => (result.clone(), ToolStatus::Ok, success_content(result)),
         Err(error) => {

@@ -1,0 +1,551 @@
+//! The cached chat path end to end: a real `tserver` on a demo solution, real clients, and the
+//! scripted LLM standing in for the model. Each test asserts the envelope and what was POSTed.
+
+use std::time::{Duration, Instant};
+
+use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
+use serde_json::{Value, json};
+use service_client::{Envelope, Status, ToolStatus};
+use tserver::ServerConfig;
+
+use crate::support::{Solution, TestServer, admin};
+
+/// A demo solution served with the model on and pointed at a scripted LLM.
+struct ChatRig {
+    llm: ScriptedLlm,
+    solution: Solution,
+    server: TestServer,
+}
+
+impl ChatRig {
+    async fn start(script: Vec<Reply>, settings: &[(&str, &str)]) -> Self {
+        let llm = ScriptedLlm::start(script).await.expect("llm");
+        let solution = Solution::demo();
+        let path = solution.path.to_str().expect("utf-8");
+        admin(&["settings", path, "set", "URL", &llm.url()], "");
+        admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+        for (key, value) in settings {
+            admin(&["settings", path, "set", key, value], "");
+        }
+        let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+        Self {
+            llm,
+            solution,
+            server,
+        }
+    }
+
+    fn posts(&self) -> Vec<Value> {
+        self.llm
+            .requests()
+            .iter()
+            .map(|request: &RecordedRequest| request.json().expect("a JSON body"))
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.server.stop().await;
+        drop(self.solution);
+    }
+}
+
+fn roles(post: &Value) -> Vec<&str> {
+    post["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|message| message["role"].as_str().expect("role"))
+        .collect()
+}
+
+fn tool_names(post: &Value) -> Vec<&str> {
+    post["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|tool| tool["function"]["name"].as_str().expect("name"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn tool_message_content(post: &Value, call_id: &str) -> Value {
+    let message = post["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|message| message["role"] == "tool" && message["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("a tool message answers {call_id}"));
+    serde_json::from_str(message["content"].as_str().expect("string content")).expect("JSON content")
+}
+
+fn calls(list: &[(&str, &str, Value)]) -> Reply {
+    Reply::ToolCalls(
+        list.iter()
+            .map(|(id, name, arguments)| ((*id).to_owned(), (*name).to_owned(), arguments.to_string()))
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn a_multi_tool_turn_posts_the_exact_messages_at_each_step() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+            calls(&[
+                ("call_a", "runtime_get_active_alarms", json!({})),
+                ("call_b", "runtime_search_uns", json!({"query": "pump flow"})),
+            ]),
+            Reply::text("Pump 1 draws 12.4 A with no active alarms."),
+        ],
+        &[("Name", "llama3.1:8b")],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let envelope = client
+        .chat_envelope("What is wrong with Pump 1?")
+        .await
+        .expect("reply");
+    assert_eq!(envelope.status, Status::Ok, "{envelope:?}");
+    assert_eq!(envelope.text, "Pump 1 draws 12.4 A with no active alarms.");
+    assert!(envelope.warnings.is_empty(), "{:?}", envelope.warnings);
+    let trace: Vec<&str> = envelope
+        .tool_trace
+        .iter()
+        .map(|entry| entry.name.as_str())
+        .collect();
+    assert_eq!(
+        trace,
+        [
+            "runtime_get_value",
+            "runtime_get_active_alarms",
+            "runtime_search_uns"
+        ]
+    );
+    let first = &envelope.tool_trace[0];
+    assert_eq!(first.args, json!({"tag": "Pump1.MotorCurrent"}));
+    assert_eq!(
+        (first.result["value"].as_f64(), first.result["quality"].as_str()),
+        (Some(12.4), Some("Good"))
+    );
+    assert_eq!(first.status, ToolStatus::Ok);
+
+    let posts = rig.posts();
+    assert_eq!(posts.len(), 3);
+    assert_eq!(posts[0]["model"], "llama3.1:8b");
+    assert_eq!(roles(&posts[0]), ["system", "user"]);
+    assert_eq!(posts[0]["messages"][1]["content"], "What is wrong with Pump 1?");
+    assert_eq!(
+        tool_names(&posts[0]).len(),
+        8,
+        "0x9E offers the UNS, alarm and history tools"
+    );
+    assert_eq!(roles(&posts[1]), ["system", "user", "assistant", "tool"]);
+    assert_eq!(posts[1]["messages"][2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        posts[1]["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        json!({"tag": "Pump1.MotorCurrent"}).to_string()
+    );
+    let content = tool_message_content(&posts[1], "call_1");
+    assert_eq!(
+        (content["ok"].as_bool(), content["result"]["value"].as_f64()),
+        (Some(true), Some(12.4))
+    );
+    assert_eq!(
+        roles(&posts[2]),
+        ["system", "user", "assistant", "tool", "assistant", "tool", "tool"]
+    );
+    assert_eq!(
+        tool_message_content(&posts[2], "call_b")["result"]["results"][0]["tag"],
+        "Pump1.FlowRate"
+    );
+    assert!(posts.iter().all(|post| !tool_names(post).is_empty()));
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn past_the_cap_the_calls_are_not_run_and_a_tool_less_post_gets_the_answer() {
+    let seven: Vec<(String, &str, Value)> = (0..7)
+        .map(|n| {
+            (
+                format!("c{n}"),
+                "runtime_get_value",
+                json!({"tag": "Tank1.Level"}),
+            )
+        })
+        .collect();
+    let seven: Vec<(&str, &str, Value)> = seven
+        .iter()
+        .map(|(id, name, args)| (id.as_str(), *name, args.clone()))
+        .collect();
+    let rig = ChatRig::start(vec![calls(&seven), Reply::text("Tank 1 is at 62 %.")], &[]).await;
+    let client = rig.server.guest().await;
+    let envelope = client.chat_envelope("Tank 1 level?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Ok);
+    assert_eq!(envelope.text, "Tank 1 is at 62 %.");
+    assert_eq!(envelope.tool_trace.len(), 5, "MaxToolDispatchesPerTurn = 5");
+    assert!(
+        envelope.warnings.iter().any(|w| w.contains("cap (5 per turn)")),
+        "{:?}",
+        envelope.warnings
+    );
+    let posts = rig.posts();
+    assert_eq!(posts.len(), 2);
+    assert!(
+        posts[1].get("tools").is_none(),
+        "the last chance is offered no tools"
+    );
+    assert_eq!(tool_message_content(&posts[1], "c4")["ok"], true);
+    assert_eq!(
+        tool_message_content(&posts[1], "c6")["error"]["type"],
+        "cap_reached"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_asking_past_a_configured_cap_ends_truncated() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Tank1.Level"})),
+            calls(&[("c2", "runtime_get_value", json!({"tag": "Tank2.Level"}))]),
+            calls(&[("c3", "runtime_get_value", json!({"tag": "Tank2.Level"}))]),
+        ],
+        &[("MaxToolDispatchesPerTurn", "1")],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let envelope = client.chat_envelope("Levels?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Truncated, "{envelope:?}");
+    assert_eq!(envelope.text, "");
+    assert_eq!(envelope.tool_trace.len(), 1);
+    assert!(
+        envelope.warnings.iter().any(|w| w.contains("no final answer")),
+        "{:?}",
+        envelope.warnings
+    );
+    let posts = rig.posts();
+    assert_eq!(posts.len(), 3);
+    assert!(posts[2].get("tools").is_none());
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_budget_trips_inside_a_slow_post() {
+    let rig = ChatRig::start(
+        vec![Reply::text("too late").after(Duration::from_secs(20))],
+        &[("TimeoutSeconds", "1")],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let started = Instant::now();
+    let envelope = client.chat_envelope("Anything?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Truncated);
+    assert!(envelope.latency_ms >= 1000, "{}", envelope.latency_ms);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cut at the budget, not the reply"
+    );
+    assert!(
+        envelope.warnings.iter().any(|w| w.contains("budget (1s)")),
+        "{:?}",
+        envelope.warnings
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_budget_trips_inside_a_slow_tool_and_a_panicking_tool_is_an_error_result() {
+    let rig = ChatRig::start(
+        vec![
+            calls(&[("p1", "panicky", json!({}))]),
+            Reply::tool_call("slow", json!({})),
+            Reply::text("never reached"),
+        ],
+        &[("TimeoutSeconds", "1.5"), ("ModelOptions", "0xBE")],
+    )
+    .await;
+    let runtime = &rig.server.runtime;
+    runtime
+        .register_custom_tool("slow", "Takes a minute.", json!({"type": "object"}), |_| async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(json!("done"))
+        })
+        .expect("registers");
+    runtime
+        .register_custom_tool(
+            "panicky",
+            "Always panics.",
+            json!({"type": "object"}),
+            |_| async { panic!("tool bug") },
+        )
+        .expect("registers");
+    let client = rig.server.guest().await;
+    let started = Instant::now();
+    let envelope = client.chat_envelope("Run them.").await.expect("reply");
+    assert_eq!(envelope.status, Status::Truncated, "{envelope:?}");
+    assert!(envelope.latency_ms >= 1500);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let panicked = &envelope.tool_trace[0];
+    assert_eq!(
+        (panicked.name.as_str(), panicked.status),
+        ("panicky", ToolStatus::Error)
+    );
+    assert_eq!(panicked.result["type"], "internal");
+    assert_eq!(tool_message_content(&rig.posts()[1], "p1")["ok"], false);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn history_carries_over_resets_on_another_login_and_survives_a_failed_turn() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("Hello Ann."),
+            Reply::status(500, json!({"error": {"message": "overloaded"}})),
+            Reply::text("You are Ann."),
+            Reply::text("Nice to meet you."),
+        ],
+        &[],
+    )
+    .await;
+    let path = rig.solution.path.to_str().expect("utf-8");
+    admin(&["users", path, "add", "operator"], "pw\n");
+    let client = rig.server.guest().await;
+    assert_eq!(
+        client.chat_envelope("I am Ann.").await.expect("reply").status,
+        Status::Ok
+    );
+    let failed = client.chat_envelope("Fail now.").await.expect("reply");
+    assert_eq!(failed.status, Status::Error);
+    assert!(failed.warnings[0].contains("HTTP 500"), "{:?}", failed.warnings);
+    assert_eq!(
+        client.chat_envelope("Who am I?").await.expect("reply").status,
+        Status::Ok
+    );
+    client.logout().await.expect("logout");
+    client.login("operator", "pw").await.expect("login");
+    assert_eq!(
+        client.chat_envelope("Hi.").await.expect("reply").status,
+        Status::Ok
+    );
+
+    let posts = rig.posts();
+    let contents = |post: &Value| -> Vec<String> {
+        post["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .skip(1)
+            .map(|message| message["content"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        contents(&posts[2]),
+        ["I am Ann.", "Hello Ann.", "Who am I?"],
+        "the failed turn left nothing"
+    );
+    assert_eq!(
+        contents(&posts[3]),
+        ["Hi."],
+        "another user on the connection starts afresh"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn with_history_off_every_turn_stands_alone() {
+    let rig = ChatRig::start(
+        vec![Reply::text("one"), Reply::text("two")],
+        &[("ModelOptions", "0x1E")],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    client.chat_envelope("first").await.expect("reply");
+    client.chat_envelope("second").await.expect("reply");
+    assert_eq!(roles(&rig.posts()[1]), ["system", "user"]);
+    assert_eq!(
+        rig.server.runtime.local_ai().chat_sessions(),
+        0,
+        "the cache is not entered"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn two_connections_never_see_each_others_history() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("a1"),
+            Reply::text("b1"),
+            Reply::text("a2"),
+            Reply::text("b2"),
+        ],
+        &[],
+    )
+    .await;
+    let (a, b) = (rig.server.guest().await, rig.server.guest().await);
+    a.chat_envelope("alpha").await.expect("reply");
+    b.chat_envelope("beta").await.expect("reply");
+    a.chat_envelope("alpha again").await.expect("reply");
+    b.chat_envelope("beta again").await.expect("reply");
+    let posts = rig.posts();
+    let text = |post: &Value| post["messages"].to_string();
+    assert!(text(&posts[2]).contains("alpha") && !text(&posts[2]).contains("beta"));
+    assert!(text(&posts[3]).contains("beta") && !text(&posts[3]).contains("alpha"));
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_disconnected_clients_turn_is_cancelled_and_its_session_removed() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Tank1.Level"}))
+                .after(Duration::from_millis(800)),
+            Reply::text("nobody is listening"),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let pending = tokio::spawn(async move { client.chat_envelope("slow question").await });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rig.llm.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the first POST arrives");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    pending.abort();
+    let _ = pending.await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rig.server.runtime.local_ai().chat_sessions() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the session is removed when the connection closes"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Past the moment the model would have asked for its tool: no second POST was made.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rig.llm.requests().len(), 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn hooks_rewrite_fail_and_panic_without_changing_the_status() {
+    let rig = ChatRig::start(vec![Reply::text("pump 1 is fine")], &[]).await;
+    let ai = rig.server.runtime.local_ai();
+    ai.on_before_chat("broken", |_text| async { Err("database down".to_owned()) });
+    ai.on_before_chat("shout", |text| async move { Ok(text.to_uppercase()) });
+    ai.on_after_chat_reply("panicky", |_text| async { panic!("hook bug") });
+    ai.on_after_chat_reply("sign", |text| async move { Ok(format!("{text} (checked)")) });
+    let client = rig.server.guest().await;
+    let envelope = client.chat_envelope("how is pump 1?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Ok);
+    assert_eq!(envelope.text, "pump 1 is fine (checked)");
+    assert_eq!(
+        envelope.warnings,
+        [
+            "OnBeforeChat handler 'broken' failed: database down",
+            "OnAfterChatReply handler 'panicky' panicked"
+        ]
+    );
+    assert_eq!(rig.posts()[0]["messages"][1]["content"], "HOW IS PUMP 1?");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn text_channel_calls_malformed_arguments_and_unknown_tools_are_answered_as_tool_results() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("<tool_call>{\"name\": \"runtime_get_value\", \"arguments\": {\"tag\": \"Tank1.Level\"}}</tool_call>"),
+            Reply::ToolCalls(vec![
+                ("bad".into(), "runtime_get_value".into(), "{\"tag\": \"Tank1".into()),
+                ("ghost".into(), "delete_the_plant".into(), "{}".into()),
+            ]),
+            Reply::text("Tank 1 is at 62 %."),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let envelope = client.chat_envelope("Tank 1?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Ok, "tool failures never flip the status");
+    assert_eq!(envelope.text, "Tank 1 is at 62 %.");
+    let trace = &envelope.tool_trace;
+    assert_eq!(trace.len(), 3);
+    assert_eq!(
+        (trace[0].status, trace[0].result["value"].as_f64()),
+        (ToolStatus::Ok, Some(62.0))
+    );
+    assert_eq!(
+        trace[1].args,
+        json!("{\"tag\": \"Tank1"),
+        "unparsable arguments are traced raw"
+    );
+    assert_eq!(trace[1].result["type"], "invalid_arguments");
+    assert_eq!(
+        (trace[2].name.as_str(), &trace[2].result["type"]),
+        ("delete_the_plant", &json!("unknown_tool"))
+    );
+
+    let posts = rig.posts();
+    let second = &posts[1]["messages"];
+    assert_eq!(second[2]["role"], "assistant");
+    assert!(
+        second[2]["tool_calls"].is_array(),
+        "a text-channel call is stored as a native call"
+    );
+    assert!(!posts[1].to_string().contains("<tool_call>"));
+    let third = posts[2].to_string();
+    assert!(
+        !third.contains("{\\\"tag\\\": \\\"Tank1\""),
+        "malformed arguments are never echoed"
+    );
+    assert!(
+        !third.contains("delete_the_plant"),
+        "unknown names are never echoed"
+    );
+    assert_eq!(
+        tool_message_content(&posts[2], "ghost")["error"]["type"],
+        "unknown_tool"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn tclient_repl_chats_with_tools_against_the_demo_plant() {
+    use clap::Parser;
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+            Reply::text("Pump 1 motor current is 12.4 A."),
+            Reply::text("Anything else?"),
+        ],
+        &[],
+    )
+    .await;
+    let addr = rig.server.addr.to_string();
+    let cli = service_client::cli::Cli::try_parse_from(["tclient", "--addr", &addr, "repl"]).expect("args");
+    let mut output = Vec::new();
+    service_client::cli::run(
+        &cli,
+        &mut "What is the motor current of Pump 1?\nThanks.\n".as_bytes(),
+        &mut output,
+        false,
+    )
+    .await
+    .expect("repl runs");
+    let output = String::from_utf8(output).expect("utf-8");
+    let replies: Vec<Envelope> = output
+        .lines()
+        .map(|line| Envelope::from_json(line).expect("one envelope per line"))
+        .collect();
+    assert_eq!(replies.len(), 2, "{output}");
+    assert_eq!(replies[0].text, "Pump 1 motor current is 12.4 A.");
+    assert_eq!(replies[0].tool_trace[0].result["value"], 12.4);
+    assert_eq!(
+        roles(&rig.posts()[2]),
+        ["system", "user", "assistant", "tool", "assistant", "user"]
+    );
+    rig.stop().await;
+}
