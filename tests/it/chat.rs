@@ -549,3 +549,44 @@ async fn tclient_repl_chats_with_tools_against_the_demo_plant() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn a_malformed_query_and_an_unreachable_endpoint_are_error_envelopes() {
+    let rig = ChatRig::start(vec![], &[]).await;
+    let client = rig.server.guest().await;
+    let malformed = client
+        .chat_envelope(r#"{"system": "no user text"}"#)
+        .await
+        .expect("reply");
+    assert_eq!((malformed.status, malformed.latency_ms), (Status::Error, 0));
+    assert!(
+        malformed.warnings[0].starts_with("malformed query"),
+        "{:?}",
+        malformed.warnings
+    );
+    assert!(rig.llm.requests().is_empty());
+
+    // A port that was free a moment ago: nothing listens there.
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{closed_port}/v1/chat/completions");
+    admin(
+        &[
+            "settings",
+            rig.solution.path.to_str().expect("utf-8"),
+            "set",
+            "URL",
+            &url,
+        ],
+        "",
+    );
+    let unreachable = client.chat_envelope("Hello?").await.expect("reply");
+    assert_eq!(unreachable.status, Status::Error);
+    assert_eq!(
+        unreachable.warnings,
+        [format!("LLM endpoint HTTP error: Connection refused ({url})")]
+    );
+    rig.stop().await;
+}
