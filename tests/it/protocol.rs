@@ -23,10 +23,12 @@ fn ping(nonce: u64) -> client_frame::Body {
 }
 
 /// Opens the chat gates, so chat turns reach the hook chain.
+/// Opens both chat gates with chat history off: these tests are about the protocol's
+/// multiplexing, and with history on a connection's turns would queue behind each other.
 fn open_chat_gates(solution: &Solution) {
     let path = solution.path.to_str().expect("utf-8 path");
     admin(&["settings", path, "set", "ModelEnabled", "true"], "");
-    admin(&["settings", path, "set", "ModelOptions", "0x82"], "");
+    admin(&["settings", path, "set", "ModelOptions", "0x02"], "");
 }
 
 #[tokio::test]

@@ -79,11 +79,25 @@ impl LocalAi {
 
     /// One operator chat turn (the spec's `ExecuteChatAsync`). Returns the envelope JSON and
     /// never fails: a panic anywhere inside becomes an `error` envelope.
-    pub async fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> String {
-        let turn = AssertUnwindSafe(self.chat.execute(caller, query_json)).catch_unwind();
-        match turn.await {
-            Ok(envelope) => envelope.to_json(),
-            Err(_) => Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
+    ///
+    /// The turn takes its place in the connection's queue when this is called, not when the
+    /// future first runs: a host that calls it in arrival order gets the turns of one
+    /// connection answered in that order, however its tasks are scheduled.
+    pub fn execute_chat(
+        &self,
+        caller: &ChatCaller,
+        query_json: &str,
+    ) -> impl Future<Output = String> + Send + 'static {
+        let chat = Arc::clone(&self.chat);
+        let ticket = chat.ticket(caller);
+        let caller = caller.clone();
+        let query_json = query_json.to_owned();
+        async move {
+            let turn = AssertUnwindSafe(chat.execute(&caller, &query_json, ticket)).catch_unwind();
+            match turn.await {
+                Ok(envelope) => envelope.to_json(),
+                Err(_) => Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
+            }
         }
     }
 

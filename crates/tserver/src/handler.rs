@@ -260,9 +260,8 @@ impl Handler {
                     client_guid: self.context.guid,
                     user_name: user,
                 };
-                let local_ai = self.shared.runtime.local_ai().clone();
-                self.spawn_call(call_id, "chat", cmd::chat::apply(request, caller, local_ai))
-                    .await?;
+                let turn = cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai());
+                self.spawn_call(call_id, "chat", turn).await?;
             }
         }
         Ok(None)

@@ -25,7 +25,7 @@ use crate::settings::{ModelOptions, ModelSettings};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall};
-use transcript::{Transcript, TranscriptCache, truncate};
+use transcript::{Ticket, Transcript, TranscriptCache, truncate};
 
 /// The most one tool dispatch may take (less when the turn's budget has less left).
 pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -128,7 +128,12 @@ impl ChatPath {
         }
     }
 
-    pub(crate) async fn execute(&self, caller: &ChatCaller, query_json: &str) -> Envelope {
+    /// Takes the turn's place in its connection's queue: call it when the turn arrives.
+    pub(crate) fn ticket(&self, caller: &ChatCaller) -> Ticket {
+        self.transcripts.ticket(caller.client_guid)
+    }
+
+    pub(crate) async fn execute(&self, caller: &ChatCaller, query_json: &str, ticket: Ticket) -> Envelope {
         let row = match self.solution.settings() {
             Ok(row) => row,
             Err(error) => {
@@ -155,7 +160,9 @@ impl ChatPath {
             ..query
         };
         if !options.contains(ModelOptions::CHAT_HISTORY) {
-            // History off: a fresh local session, the cache neither read nor written.
+            // History off: a fresh local session, the cache neither read nor written, and no
+            // wait for the connection's other turns.
+            drop(ticket);
             let mut scratch = Transcript::default();
             let never = CancellationToken::new();
             return self
@@ -170,11 +177,12 @@ impl ChatPath {
                 )
                 .await;
         }
-        let session = self.transcripts.session(caller.client_guid);
-        let mut transcript = tokio::select! {
-            transcript = session.transcript.lock() => transcript,
+        let session = Arc::clone(ticket.session());
+        tokio::select! {
+            () = ticket.wait_turn() => {}
             () = session.closed.cancelled() => return disconnected(started, warnings),
-        };
+        }
+        let mut transcript = session.transcript.lock().await;
         if transcript.user.as_deref() != Some(&*caller.user_name) {
             // The lazy login reset: another user on this connection starts afresh.
             transcript.messages.clear();

@@ -1,15 +1,17 @@
 //! The transcript cache: one chat session per client connection, keyed by the connection's
 //! server-made GUID, and the truncation that keeps a history valid for every server.
 //!
-//! A session's turns run one at a time in arrival order (a fair async mutex); different
+//! A session's turns run one at a time in arrival order: a turn takes a numbered [`Ticket`]
+//! the moment it arrives (before any task runs it) and waits for its number; different
 //! sessions never share anything. A session is removed, and its turn in flight cancelled, when
 //! its connection closes.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use serde_json::Value;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -26,10 +28,76 @@ pub(crate) struct Transcript {
 /// One connection's chat session.
 #[derive(Debug, Default)]
 pub(crate) struct Session {
-    /// Held for the whole of a turn, so turns of one session run in arrival order.
+    /// Only the turn whose ticket is being served locks it, so the lock never waits; it is
+    /// there to make the exclusive access visible to the compiler.
     pub(crate) transcript: Mutex<Transcript>,
     /// Cancelled when the connection closes: the turn in flight stops spending LLM time.
     pub(crate) closed: CancellationToken,
+    queue: std::sync::Mutex<Queue>,
+    advanced: Notify,
+}
+
+/// The ticket numbers of a session's turns.
+#[derive(Debug, Default)]
+struct Queue {
+    next: u64,
+    serving: u64,
+    /// Tickets dropped before their turn came: skipped when it does.
+    abandoned: BTreeSet<u64>,
+}
+
+impl Session {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        // Plain counters changed in single steps: a poisoned lock is still consistent.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A turn's place in its session's queue. Dropping it, served or not, lets the next turn go.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    session: Arc<Session>,
+    number: u64,
+}
+
+impl Ticket {
+    /// The session this ticket queues for.
+    pub(crate) fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Waits until every earlier turn of the session has finished or been dropped.
+    pub(crate) async fn wait_turn(&self) {
+        loop {
+            let advanced = self.session.advanced.notified();
+            tokio::pin!(advanced);
+            // Registered before the check, so an advance between the two is not missed.
+            advanced.as_mut().enable();
+            if self.session.queue().serving == self.number {
+                return;
+            }
+            advanced.await;
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut queue = self.session.queue();
+        if queue.serving == self.number {
+            let mut serving = self.number + 1;
+            while queue.abandoned.remove(&serving) {
+                serving += 1;
+            }
+            queue.serving = serving;
+            drop(queue);
+            self.session.advanced.notify_waiters();
+        } else {
+            queue.abandoned.insert(self.number);
+        }
+    }
 }
 
 /// Every live session of a solution.
@@ -39,9 +107,15 @@ pub(crate) struct TranscriptCache {
 }
 
 impl TranscriptCache {
-    /// The session of a connection, created on its first turn.
-    pub(crate) fn session(&self, client_guid: Uuid) -> Arc<Session> {
-        Arc::clone(&self.sessions.entry(client_guid).or_default())
+    /// A place in the queue of a connection's session (created on its first turn).
+    pub(crate) fn ticket(&self, client_guid: Uuid) -> Ticket {
+        let session = Arc::clone(&self.sessions.entry(client_guid).or_default());
+        let number = {
+            let mut queue = session.queue();
+            queue.next += 1;
+            queue.next - 1
+        };
+        Ticket { session, number }
     }
 
     /// Removes a connection's session and cancels its turn in flight.
@@ -157,11 +231,42 @@ mod tests {
     fn sessions_are_per_connection_and_removal_cancels() {
         let cache = TranscriptCache::default();
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let first = cache.session(a);
-        assert!(Arc::ptr_eq(&first, &cache.session(a)));
-        assert!(!Arc::ptr_eq(&first, &cache.session(b)));
+        let first = cache.ticket(a);
+        assert!(Arc::ptr_eq(first.session(), cache.ticket(a).session()));
+        assert!(!Arc::ptr_eq(first.session(), cache.ticket(b).session()));
         cache.remove(a);
-        assert!(first.closed.is_cancelled());
+        assert!(first.session().closed.is_cancelled());
         assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn turns_are_served_in_ticket_order_and_dropped_tickets_are_skipped() {
+        let cache = Arc::new(TranscriptCache::default());
+        let guid = Uuid::new_v4();
+        let first = cache.ticket(guid);
+        let second = cache.ticket(guid);
+        let abandoned = cache.ticket(guid);
+        let fourth = cache.ticket(guid);
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // Spawned newest first: the tickets, not the scheduling, decide the order.
+        let mut tasks = Vec::new();
+        for (name, ticket) in [("fourth", fourth), ("second", second)] {
+            let order = Arc::clone(&order);
+            tasks.push(tokio::spawn(async move {
+                ticket.wait_turn().await;
+                order.lock().map(|mut order| order.push(name)).ok();
+                tokio::task::yield_now().await;
+            }));
+        }
+        tokio::task::yield_now().await;
+        drop(abandoned);
+        first.wait_turn().await;
+        order.lock().map(|mut order| order.push("first")).ok();
+        drop(first);
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let order = order.lock().map(|order| order.clone()).unwrap_or_default();
+        assert_eq!(order, ["first", "second", "fourth"]);
     }
 }
