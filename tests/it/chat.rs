@@ -641,3 +641,45 @@ async fn turns_of_one_connection_run_one_at_a_time_in_arrival_order() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn the_history_is_cut_to_max_history_messages_and_a_cut_answer_is_noted() {
+    let cut = json!({"choices": [{"message": {"role": "assistant", "content": "Tank 2 is at"},
+                                  "finish_reason": "length"}]});
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("a1"),
+            Reply::text("a2"),
+            Reply::Json {
+                status: 200,
+                body: cut,
+            },
+        ],
+        &[("MaxHistoryMessages", "2")],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    client.chat_envelope("u1").await.expect("reply");
+    client.chat_envelope("u2").await.expect("reply");
+    let third = client.chat_envelope("u3").await.expect("reply");
+    assert_eq!((third.status, third.text.as_str()), (Status::Ok, "Tank 2 is at"));
+    assert!(
+        third.warnings.iter().any(|w| w.contains("finish_reason: length")),
+        "{:?}",
+        third.warnings
+    );
+    let posts = rig.posts();
+    let contents: Vec<&str> = posts[2]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .skip(1)
+        .filter_map(|message| message["content"].as_str())
+        .collect();
+    assert_eq!(
+        contents,
+        ["u2", "a2", "u3"],
+        "only the newest whole turn fits in two messages"
+    );
+    rig.stop().await;
+}
