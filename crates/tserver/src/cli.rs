@@ -106,11 +106,7 @@ pub struct ServeArgs {
 }
 
 fn parse_switch(text: &str) -> Result<bool, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err(format!("{text:?} is not on or off")),
-    }
+    crate::solution::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
 }
 
 /// `tserver settings` actions. KEY is `ModelEnabled`, `ModelOptions`, `ModelSettings`, one of

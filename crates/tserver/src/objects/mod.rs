@@ -18,7 +18,7 @@ pub use alarms::{
     AcknowledgeError, Alarm, AlarmCondition, AlarmDefinition, AlarmEvent, AlarmEventKind, AlarmState,
     AlarmStatus,
 };
-pub use uns::{Folder, join_path, mask_matches, normalize_path};
+pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
 use crate::solution::{SolutionDb, SolutionError};
 

@@ -64,6 +64,15 @@ pub fn join_path(parent: &str, name: &str) -> String {
     }
 }
 
+/// Whether `path` lies inside the folder `folder` (the root holds everything), without
+/// allocating: `Plant/Area1` holds `Plant/Area1/Pump1/Flow` but not `Plant/Area10/Level`.
+pub fn is_below(folder: &str, path: &str) -> bool {
+    folder.is_empty()
+        || path
+            .strip_prefix(folder)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// A UNS path as users and models write it, made canonical: surrounding spaces and slashes
 /// removed, so `/Plant/Area1/` is `Plant/Area1` and `/` is the root.
 pub fn normalize_path(path: &str) -> &str {
@@ -142,6 +151,14 @@ mod tests {
         }
         let hostile = "*a".repeat(200);
         assert!(!mask_matches(&hostile, &"a".repeat(150)));
+    }
+
+    #[test]
+    fn below_means_inside_the_folder() {
+        assert!(is_below("", "Plant/Area1/Pump1/Flow"));
+        assert!(is_below("Plant/Area1", "Plant/Area1/Pump1/Flow"));
+        assert!(!is_below("Plant/Area1", "Plant/Area10/Level"));
+        assert!(!is_below("Plant/Area1", "Plant/Area1"));
     }
 
     #[test]

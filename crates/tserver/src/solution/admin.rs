@@ -377,7 +377,8 @@ fn validate_user_name(name: &str) -> Result<(), SolutionError> {
     }
 }
 
-fn parse_bool(text: &str) -> Option<bool> {
+/// `true`/`false`, `on`/`off`, `yes`/`no` or `1`/`0`, in any case.
+pub(crate) fn parse_bool(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Some(true),
         "false" | "0" | "off" | "no" => Some(false),

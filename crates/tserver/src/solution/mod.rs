@@ -16,6 +16,7 @@ use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub(crate) use admin::hash_password as admin_hash_password;
+pub(crate) use admin::parse_bool;
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use secrets::{KEY_ENV, key_file};
 

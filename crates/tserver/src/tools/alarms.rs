@@ -7,7 +7,7 @@ use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema};
-use crate::objects::{AlarmEvent, AlarmState, normalize_path};
+use crate::objects::{AlarmEvent, AlarmState, is_below, normalize_path};
 use crate::plant::Plant;
 
 const ACTIVE_CAP: Cap = Cap {
@@ -95,7 +95,7 @@ fn active_alarms(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
                 (Some(only), _) => tag == only,
                 (None, Some(folder)) => objects
                     .tag(tag)
-                    .is_some_and(|tag| tag.definition().path.starts_with(&format!("{folder}/"))),
+                    .is_some_and(|tag| is_below(folder, &tag.definition().path)),
                 (None, None) => true,
             }
         })

@@ -6,7 +6,7 @@ use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{Cap, bounded_list, find_tag, plant_tool, short_text, tag_reading, text_argument};
-use crate::objects::{Folder, join_path, mask_matches, normalize_path};
+use crate::objects::{Folder, is_below, join_path, mask_matches, normalize_path};
 use crate::plant::Plant;
 
 const BROWSE_CAP: Cap = Cap {
@@ -258,18 +258,21 @@ fn describe(plant: &Plant, asked: &str) -> Result<Value, ToolError> {
         ))
         .with_details(json!({"path": short_text(asked, 200)})));
     };
-    let below = |tag_path: &str| path.is_empty() || tag_path.starts_with(&format!("{path}/"));
-    let tags_below = objects.tags().filter(|tag| below(&tag.definition().path)).count();
+    let tags_below = objects
+        .tags()
+        .filter(|tag| is_below(path, &tag.definition().path))
+        .count();
     let active_alarms: Vec<Value> = objects
         .alarms()
         .iter()
-        .filter(|alarm| alarm.status().state != crate::objects::AlarmState::Normal)
-        .filter(|alarm| {
+        .map(|alarm| (alarm, alarm.status().state))
+        .filter(|(_, state)| *state != crate::objects::AlarmState::Normal)
+        .filter(|(alarm, _)| {
             objects
                 .tag(&alarm.definition().tag)
-                .is_some_and(|tag| below(&tag.definition().path))
+                .is_some_and(|tag| is_below(path, &tag.definition().path))
         })
-        .map(|alarm| json!({"name": alarm.definition().name, "state": alarm.status().state.label()}))
+        .map(|(alarm, state)| json!({"name": alarm.definition().name, "state": state.label()}))
         .collect();
     // A count and the first few names; runtime_get_active_alarms with this path lists them all.
     let active_alarm_count = active_alarms.len();
