@@ -5,6 +5,7 @@ mod admin;
 mod atomic;
 mod chat;
 mod chat_gate;
+mod demo;
 mod plant;
 mod protocol;
 mod runtime_tools;

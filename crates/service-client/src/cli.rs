@@ -93,7 +93,9 @@ pub async fn run(
         Command::Chat { text } => {
             writeln!(output, "{}", client.chat(text).await?)?;
         }
-        Command::Repl if interactive => repl_interactive(&client, input, output).await?,
+        Command::Repl if interactive => {
+            chat_interactively(&client, input, output).await?;
+        }
         Command::Repl => {
             let mut line = String::new();
             loop {
@@ -113,15 +115,18 @@ pub async fn run(
     Ok(())
 }
 
-async fn repl_interactive(
+/// Chats with a person: prompts, sends each line as a chat turn and prints the envelope
+/// readably, until an empty line or the end of input. Returns the envelopes received.
+pub async fn chat_interactively(
     client: &Client,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Envelope>> {
     writeln!(
         output,
         "Connected. Ask about the plant; an empty line or Ctrl-D quits."
     )?;
+    let mut envelopes = Vec::new();
     let mut line = String::new();
     loop {
         write!(output, "you> ")?;
@@ -132,15 +137,29 @@ async fn repl_interactive(
         }
         let json = client.chat(line.trim()).await?;
         match Envelope::from_json(&json) {
-            Ok(envelope) => write_readable(&envelope, output)?,
+            Ok(envelope) => {
+                write_readable(&envelope, output)?;
+                envelopes.push(envelope);
+            }
             Err(error) => bail!("the server sent an invalid envelope ({error}): {json}"),
         }
     }
-    Ok(())
+    Ok(envelopes)
 }
 
-/// Prints an envelope for a person: the answer, each tool call, then status and latency.
+/// How much of a tool's arguments or result the readable form shows; the JSON form has all.
+const READABLE_JSON_CHARS: usize = 160;
+
+/// Prints an envelope for a person: each tool call (arguments and result cut to a line), the
+/// answer, warnings, then status and latency.
 pub fn write_readable(envelope: &Envelope, output: &mut dyn Write) -> std::io::Result<()> {
+    let cut = |value: &serde_json::Value| {
+        let text = value.to_string();
+        match text.char_indices().nth(READABLE_JSON_CHARS) {
+            Some((at, _)) => format!("{}…", &text[..at]),
+            None => text,
+        }
+    };
     for entry in &envelope.tool_trace {
         let mark = match entry.status {
             ToolStatus::Ok => "ok",
@@ -149,7 +168,10 @@ pub fn write_readable(envelope: &Envelope, output: &mut dyn Write) -> std::io::R
         writeln!(
             output,
             "  [tool] {}({}) -> {} ({mark}, {} ms)",
-            entry.name, entry.args, entry.result, entry.elapsed_ms
+            entry.name,
+            cut(&entry.args),
+            cut(&entry.result),
+            entry.elapsed_ms
         )?;
     }
     if !envelope.text.is_empty() {

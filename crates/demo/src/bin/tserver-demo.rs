@@ -1,0 +1,84 @@
+//! The `tserver-demo` binary: the product's main job on a fresh machine (see the README).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use tserver_demo::session::{DEFAULT_QUESTIONS, OLLAMA_DEFAULT};
+use tserver_demo::{DemoOptions, run};
+
+/// Create a demo plant, start tserver, and chat with its Local AI assistant.
+///
+/// Uses a real model when one is reachable (the URL given, or a local Ollama); otherwise the
+/// built-in demo model, which is rule-based and says so in every answer.
+#[derive(Debug, Parser)]
+#[command(name = "tserver-demo", version, about)]
+struct Args {
+    /// Keep chatting after the scripted questions (reads questions from standard input).
+    #[arg(short, long)]
+    interactive: bool,
+    /// An OpenAI-compatible chat-completions URL to use (Ollama, llama.cpp, vLLM...).
+    #[arg(long)]
+    model_url: Option<String>,
+    /// The model name to send (default: qwen2.5:7b-instruct, or the first model Ollama has).
+    #[arg(long)]
+    model_name: Option<String>,
+    /// Where to look for Ollama when no --model-url is given.
+    #[arg(long, default_value = OLLAMA_DEFAULT)]
+    ollama_url: String,
+    /// Use the built-in demo model even when a real one is reachable.
+    #[arg(long)]
+    builtin_model: bool,
+    /// Create the demo solution here and keep it (default: a temporary file).
+    #[arg(long)]
+    solution: Option<PathBuf>,
+    /// A question to ask instead of the built-in ones (repeatable).
+    #[arg(short, long = "question")]
+    questions: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let questions = if args.questions.is_empty() {
+        DEFAULT_QUESTIONS
+            .iter()
+            .map(|&question| question.to_owned())
+            .collect()
+    } else {
+        args.questions
+    };
+    let options = DemoOptions {
+        model_url: args.model_url,
+        model_name: args.model_name,
+        ollama_url: args.ollama_url,
+        builtin_model: args.builtin_model,
+        solution: args.solution,
+        questions,
+        interactive: args.interactive,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let interactive = options.interactive && std::io::stdin().is_terminal();
+    let report = runtime.block_on(run(
+        &options,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+    ))?;
+    if report.builtin_model && !interactive {
+        println!(
+            "Answers above came from the built-in rule-based demo model through real tool calls. \
+             Point at a real model with --model-url, or run Ollama; add --interactive to keep asking."
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! The main job end to end: a demo solution, a running `tserver`, a model, and a chat.
+//!
+//! Everything runs in this one process but talks as separate programs do: the server listens
+//! on a loopback TCP port, the chat goes through the display-client library over that socket,
+//! and the model is reached over HTTP, exactly as it would be in a plant.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use scripted_llm::ScriptedLlm;
+use service_client::{Client, ClientOptions, Envelope};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tserver::solution::{SettingKey, SolutionDb};
+use tserver::{Runtime, Server, ServerConfig};
+
+use crate::model::{DemoModel, MODEL_NAME};
+
+/// Ollama's default address, probed when no model URL is given.
+pub const OLLAMA_DEFAULT: &str = "http://localhost:11434";
+
+/// The spec's default model name, preferred when Ollama has it.
+pub const DEFAULT_MODEL_NAME: &str = "qwen2.5:7b-instruct";
+
+/// How long the Ollama probe may take before the built-in model is used.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(800);
+
+/// The questions asked when none are given: one per kind of tool.
+pub const DEFAULT_QUESTIONS: &[&str] = &[
+    "What is wrong with Pump 1?",
+    "Which alarms are active?",
+    "What is the level of Tank 2?",
+    "How did Tank1.Level trend over the last hour?",
+    "What equipment is there?",
+];
+
+/// What the demo should do.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// A chat-completions URL to use instead of probing Ollama.
+    pub model_url: Option<String>,
+    /// The model name to send (default: Ollama's choice, or the spec's default).
+    pub model_name: Option<String>,
+    /// Where Ollama is probed when no URL is given.
+    pub ollama_url: String,
+    /// Use the built-in demo model even if a real one is reachable.
+    pub builtin_model: bool,
+    /// Where to create the demo solution (kept afterwards); a temporary file otherwise.
+    pub solution: Option<PathBuf>,
+    /// The questions to ask, in order.
+    pub questions: Vec<String>,
+    /// After the questions, read more from the input until an empty line or end of input.
+    pub interactive: bool,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        Self {
+            model_url: None,
+            model_name: None,
+            ollama_url: OLLAMA_DEFAULT.to_owned(),
+            builtin_model: false,
+            solution: None,
+            questions: DEFAULT_QUESTIONS
+                .iter()
+                .map(|&question| question.to_owned())
+                .collect(),
+            interactive: false,
+        }
+    }
+}
+
+/// The model the demo talks to.
+#[derive(Debug)]
+enum Model {
+    /// A URL the user gave.
+    Given { url: String, name: String },
+    /// A local Ollama that answered the probe.
+    Ollama { url: String, name: String },
+    /// The built-in rule-based model, served on a loopback port for the demo's lifetime.
+    BuiltIn { server: ScriptedLlm, why: String },
+}
+
+impl Model {
+    fn url(&self) -> String {
+        match self {
+            Self::Given { url, .. } | Self::Ollama { url, .. } => url.clone(),
+            Self::BuiltIn { server, .. } => server.url(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Self::Given { name, .. } | Self::Ollama { name, .. } => name,
+            Self::BuiltIn { .. } => MODEL_NAME,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Given { url, name } => format!("{name} at {url} (given on the command line)"),
+            Self::Ollama { url, name } => format!("{name} at {url} (local Ollama)"),
+            Self::BuiltIn { server, why } => format!(
+                "built-in demo model at {} (rule-based, not an LLM; {why})",
+                server.url()
+            ),
+        }
+    }
+}
+
+/// What one demo run did, for tests and the closing line.
+#[derive(Debug, Default)]
+pub struct DemoReport {
+    /// Every envelope received, in order.
+    pub envelopes: Vec<Envelope>,
+    /// Whether the built-in model answered.
+    pub builtin_model: bool,
+}
+
+/// Runs the demo, writing a readable transcript to `output` and reading interactive questions
+/// from `input`.
+pub async fn run(
+    options: &DemoOptions,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<DemoReport> {
+    let scratch;
+    let solution = match &options.solution {
+        Some(path) => path.clone(),
+        None => {
+            scratch = tempfile::tempdir().context("cannot create a temporary directory")?;
+            scratch.path().join("demo.db")
+        }
+    };
+    create_solution(&solution)?;
+    let model = choose_model(options).await?;
+    configure_model(&solution, &model)?;
+
+    let runtime = Runtime::open(&solution).with_context(|| format!("cannot open {}", solution.display()))?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot listen on a loopback port")?;
+    let addr = listener.local_addr()?;
+    writeln!(output, "TServer Local AI demo")?;
+    writeln!(
+        output,
+        "  solution  {} ({} tags, {} alarms, simulator on)",
+        solution.display(),
+        runtime.objects().len(),
+        runtime.objects().alarms().len()
+    )?;
+    writeln!(output, "  tserver   listening on {addr}")?;
+    writeln!(output, "  model     {}", model.describe())?;
+
+    let shutdown = CancellationToken::new();
+    let server = Server::new(runtime.clone(), ServerConfig::default())?;
+    let serving = tokio::spawn(server.run(listener, shutdown.clone()));
+    let background = tokio::spawn({
+        let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
+        async move { runtime.run_background(true, shutdown).await }
+    });
+
+    let chat = chat(addr, options, &model, input, output).await;
+    shutdown.cancel();
+    serving.await.context("the server task failed")?;
+    background.await.context("the background task failed")?;
+    if let Model::BuiltIn { server, .. } = model {
+        server.stop().await;
+    }
+    chat
+}
+
+async fn chat(
+    addr: std::net::SocketAddr,
+    options: &DemoOptions,
+    model: &Model,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<DemoReport> {
+    let client = Client::connect(
+        addr,
+        ClientOptions {
+            client_name: format!("tserver-demo {}", env!("CARGO_PKG_VERSION")),
+            ..ClientOptions::default()
+        },
+    )
+    .await?;
+    client.login("guest", "").await?;
+    writeln!(output, "  logged in as guest\n")?;
+    let mut report = DemoReport {
+        builtin_model: matches!(model, Model::BuiltIn { .. }),
+        ..DemoReport::default()
+    };
+    for question in &options.questions {
+        writeln!(output, "you> {question}")?;
+        ask(&client, question, &mut report, output).await?;
+    }
+    if options.interactive {
+        let more = service_client::cli::chat_interactively(&client, input, output).await?;
+        report.envelopes.extend(more);
+    }
+    Ok(report)
+}
+
+async fn ask(
+    client: &Client,
+    question: &str,
+    report: &mut DemoReport,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let envelope = client.chat_envelope(question).await?;
+    service_client::cli::write_readable(&envelope, output)?;
+    writeln!(output)?;
+    output.flush()?;
+    report.envelopes.push(envelope);
+    Ok(())
+}
+
+/// Creates the demo solution (plant, alarms, two hours of history, a passwordless guest).
+fn create_solution(path: &Path) -> anyhow::Result<()> {
+    if path.exists() {
+        bail!(
+            "{} already exists; the demo creates a new solution",
+            path.display()
+        );
+    }
+    let command = tserver::cli::Command::Init {
+        path: path.to_owned(),
+        demo: true,
+    };
+    tserver::cli::run_admin(&command, &mut std::io::empty(), &mut std::io::sink())
+}
+
+/// Points the solution at the chosen model and turns Local AI on. The demo plant already opens
+/// the tool bits; the stored defaults of a solution are not touched otherwise.
+fn configure_model(path: &Path, model: &Model) -> anyhow::Result<()> {
+    let db = SolutionDb::open(path)?;
+    db.set_setting(&SettingKey::ModelEnabled, "true")?;
+    db.set_setting(&SettingKey::parse("URL")?, &model.url())?;
+    db.set_setting(&SettingKey::parse("Name")?, model.name())?;
+    Ok(())
+}
+
+async fn choose_model(options: &DemoOptions) -> anyhow::Result<Model> {
+    if let Some(url) = &options.model_url {
+        let name = options
+            .model_name
+            .clone()
+            .unwrap_or_else(|| DEFAULT_MODEL_NAME.to_owned());
+        return Ok(Model::Given {
+            url: url.clone(),
+            name,
+        });
+    }
+    let why = if options.builtin_model {
+        "chosen with --builtin-model".to_owned()
+    } else {
+        match probe_ollama(&options.ollama_url, options.model_name.as_deref()).await {
+            Ok(name) => {
+                let url = format!("{}/v1/chat/completions", options.ollama_url.trim_end_matches('/'));
+                return Ok(Model::Ollama { url, name });
+            }
+            Err(why) => why,
+        }
+    };
+    let server = ScriptedLlm::start_with(DemoModel)
+        .await
+        .context("cannot start the built-in demo model")?;
+    Ok(Model::BuiltIn { server, why })
+}
+
+/// Asks Ollama which models it has; returns the one to use, or why none can be.
+async fn probe_ollama(base: &str, wanted: Option<&str>) -> Result<String, String> {
+    let url = format!("{}/api/tags", base.trim_end_matches('/'));
+    let http = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .build()
+        .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+    let reply = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(|_| format!("no Ollama answered at {base}"))?;
+    if !reply.status().is_success() {
+        return Err(format!("{base} answered {} to {url}", reply.status()));
+    }
+    let body: serde_json::Value = reply
+        .json()
+        .await
+        .map_err(|_| format!("{base} did not answer like Ollama"))?;
+    let names: Vec<&str> = body["models"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|model| model["name"].as_str())
+        .collect();
+    let preferred = wanted.unwrap_or(DEFAULT_MODEL_NAME);
+    if names.contains(&preferred) {
+        return Ok(preferred.to_owned());
+    }
+    match (wanted, names.first()) {
+        (Some(wanted), _) => Err(format!("Ollama at {base} has no model {wanted}")),
+        (None, Some(first)) => Ok((*first).to_owned()),
+        (None, None) => Err(format!("Ollama at {base} has no models pulled")),
+    }
+}

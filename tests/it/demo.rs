@@ -1,0 +1,239 @@
+//! The main job (`tserver-demo`): a demo solution, a running server, a model and a chat, with
+//! the built-in rule-based model, a reachable Ollama, or a URL given on the command line.
+
+use scripted_llm::{Reply, ScriptedLlm};
+use serde_json::{Value, json};
+use service_client::{Status, ToolStatus};
+use tserver_demo::model::DISCLOSURE;
+use tserver_demo::{DemoOptions, DemoReport, run};
+
+use crate::support::{Solution, admin};
+
+async fn demo(options: DemoOptions, input: &str) -> (DemoReport, String) {
+    let mut output = Vec::new();
+    let report = run(&options, &mut input.as_bytes(), &mut output)
+        .await
+        .expect("the demo runs");
+    (report, String::from_utf8(output).expect("utf-8 output"))
+}
+
+fn tool_names(report: &DemoReport, turn: usize) -> Vec<&str> {
+    report.envelopes[turn]
+        .tool_trace
+        .iter()
+        .map(|entry| entry.name.as_str())
+        .collect()
+}
+
+/// The same rounding the demo model uses for numbers.
+fn shown(value: &Value) -> String {
+    let text = format!("{:.2}", value.as_f64().expect("a number"));
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtin_model_answers_each_question_from_tool_calls_against_the_live_plant() {
+    let options = DemoOptions {
+        builtin_model: true,
+        ..DemoOptions::default()
+    };
+    let (report, output) = demo(options, "").await;
+
+    assert!(report.builtin_model);
+    assert_eq!(report.envelopes.len(), 5, "{output}");
+    for envelope in &report.envelopes {
+        assert_eq!(envelope.status, Status::Ok, "{output}");
+        assert!(
+            envelope.text.starts_with(DISCLOSURE),
+            "every answer says what wrote it: {}",
+            envelope.text
+        );
+        assert!(
+            envelope
+                .tool_trace
+                .iter()
+                .all(|entry| entry.status == ToolStatus::Ok),
+            "{output}"
+        );
+    }
+    assert_eq!(
+        tool_names(&report, 0),
+        ["runtime_search_uns", "runtime_get_active_alarms"]
+    );
+    assert_eq!(tool_names(&report, 1), ["runtime_get_active_alarms"]);
+    assert_eq!(tool_names(&report, 2), ["runtime_search_uns"]);
+    assert_eq!(tool_names(&report, 3), ["runtime_get_tag_history"]);
+    assert_eq!(tool_names(&report, 4), ["runtime_list_instances"]);
+
+    // The answers are composed from the tool results, not made up.
+    let level = &report.envelopes[2];
+    let reading = &level.tool_trace[0].result["results"][0];
+    assert_eq!(reading["tag"], "Tank2.Level");
+    assert!(
+        level
+            .text
+            .contains(&format!("Tank2.Level = {} %", shown(&reading["value"]))),
+        "{}",
+        level.text
+    );
+    let trend = &report.envelopes[3];
+    let stats = &trend.tool_trace[0].result["stats"];
+    assert!(
+        trend.text.contains(&format!("max {} %", shown(&stats["max"]))),
+        "{}",
+        trend.text
+    );
+    let pump = &report.envelopes[0];
+    assert!(pump.text.contains("Pump1"), "{}", pump.text);
+    let structure = &report.envelopes[4].text;
+    for instance in [
+        "Plant/Area1/Pump1",
+        "Plant/Area1/Pump2",
+        "Plant/Area1/Tank1",
+        "Plant/Area2/Tank2",
+    ] {
+        assert!(structure.contains(instance), "{structure}");
+    }
+
+    // The transcript is readable: the question, each tool call, the answer, status and latency.
+    assert!(output.contains("built-in demo model"), "{output}");
+    assert!(output.contains("you> What is wrong with Pump 1?"), "{output}");
+    assert!(
+        output.contains("  [tool] runtime_get_active_alarms({}) -> {\"alarms\":"),
+        "{output}"
+    );
+    assert!(output.contains(&format!("ai> {DISCLOSURE}")), "{output}");
+    assert!(output.contains("  [ok in "), "{output}");
+    // Long tool results are cut to one line in the readable form.
+    assert!(
+        output
+            .lines()
+            .all(|line| !line.starts_with("  [tool]") || line.chars().count() < 500),
+        "{output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_mode_keeps_asking_until_an_empty_line() {
+    let options = DemoOptions {
+        builtin_model: true,
+        questions: Vec::new(),
+        interactive: true,
+        ..DemoOptions::default()
+    };
+    let (report, output) = demo(options, "Which alarms are active?\nhello\n\nnever asked\n").await;
+    assert_eq!(report.envelopes.len(), 2, "{output}");
+    assert_eq!(tool_names(&report, 0), ["runtime_get_active_alarms"]);
+    assert!(report.envelopes[1].tool_trace.is_empty());
+    assert!(
+        report.envelopes[1].text.contains("Try:"),
+        "{}",
+        report.envelopes[1].text
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reachable_ollama_is_used_with_one_of_its_models() {
+    let ollama = ScriptedLlm::start_with(|request: &scripted_llm::RecordedRequest| {
+        if request.path == "/api/tags" {
+            Reply::status(
+                200,
+                json!({"models": [{"name": "llama3.2:3b"}, {"name": "phi4"}]}),
+            )
+        } else {
+            Reply::text("hello from the local model")
+        }
+    })
+    .await
+    .expect("fake ollama");
+    let options = DemoOptions {
+        ollama_url: format!("http://{}", ollama.addr()),
+        questions: vec!["Which alarms are active?".to_owned()],
+        ..DemoOptions::default()
+    };
+    let (report, output) = demo(options, "").await;
+
+    assert!(!report.builtin_model);
+    assert!(output.contains("llama3.2:3b at http://"), "{output}");
+    assert_eq!(report.envelopes[0].text, "hello from the local model");
+    let posts: Vec<Value> = ollama
+        .requests()
+        .iter()
+        .filter(|request| request.method == "POST")
+        .map(|request| {
+            assert_eq!(request.path, "/v1/chat/completions");
+            request.json().expect("json body")
+        })
+        .collect();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(
+        posts[0]["model"], "llama3.2:3b",
+        "no default model pulled: the first one listed"
+    );
+    assert!(
+        posts[0]["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty()),
+        "the runtime tools are offered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_model_url_is_used_as_is_and_an_absent_ollama_falls_back() {
+    let model = ScriptedLlm::start([Reply::text("from the given endpoint")])
+        .await
+        .expect("model");
+    let given = DemoOptions {
+        model_url: Some(model.url()),
+        model_name: Some("my-model".to_owned()),
+        questions: vec!["hi".to_owned()],
+        ..DemoOptions::default()
+    };
+    let (report, _) = demo(given, "").await;
+    assert_eq!(report.envelopes[0].text, "from the given endpoint");
+    assert_eq!(model.requests()[0].json().expect("json")["model"], "my-model");
+
+    // Nothing listens on a port just released: the probe fails fast and the demo model answers.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let absent = DemoOptions {
+        ollama_url: format!("http://127.0.0.1:{port}"),
+        questions: vec!["Which alarms are active?".to_owned()],
+        ..DemoOptions::default()
+    };
+    let (report, output) = demo(absent, "").await;
+    assert!(report.builtin_model);
+    assert!(
+        output.contains(&format!("no Ollama answered at http://127.0.0.1:{port}")),
+        "{output}"
+    );
+    assert!(report.envelopes[0].text.starts_with(DISCLOSURE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_never_touches_an_existing_file_and_demo_solutions_keep_the_spec_default_model() {
+    let solution = Solution::demo();
+    let options = DemoOptions {
+        builtin_model: true,
+        solution: Some(solution.path.clone()),
+        ..DemoOptions::default()
+    };
+    let mut output = Vec::new();
+    let error = run(&options, &mut "".as_bytes(), &mut output)
+        .await
+        .expect_err("an existing solution is refused");
+    assert!(error.to_string().contains("already exists"), "{error}");
+
+    // `init --demo` leaves the endpoint at the spec's local Ollama default; only the demo
+    // command points its own scratch solution at the demo model.
+    let path = solution.path.to_str().expect("utf-8 path");
+    assert_eq!(
+        admin(&["settings", path, "get", "URL"], "").trim(),
+        "http://localhost:11434/v1/chat/completions"
+    );
+    assert_eq!(
+        admin(&["settings", path, "get", "Name"], "").trim(),
+        "qwen2.5:7b-instruct"
+    );
+}
