@@ -102,3 +102,90 @@ async fn failures_are_errors_not_output() {
             .is_err()
     );
 }
+
+async fn bench_json(addr: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--addr", addr, "bench"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--warmup", "0s", "--json"]);
+    let out = tclient(&all, "", false).await.expect("the bench runs");
+    serde_json::from_str(out.trim_end()).expect("one JSON report")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_counts_every_call_of_each_scenario_and_reports_latency_quantiles() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+
+    let ping = bench_json(&addr, &["ping", "-c", "3", "--in-flight", "2", "-n", "300"]).await;
+    assert_eq!(ping["calls"], 300, "{ping}");
+    assert_eq!(ping["outcomes"]["ok"], 300, "{ping}");
+    assert_eq!(ping["errors"], serde_json::json!({}), "{ping}");
+    assert_eq!(ping["mode"], "closed");
+    let latency = &ping["latencyUs"];
+    let quantiles: Vec<f64> = ["p50", "p90", "p99", "p999", "max"]
+        .iter()
+        .map(|q| latency[*q].as_f64().expect("a number"))
+        .collect();
+    assert!(quantiles[0] > 0.0, "{ping}");
+    assert!(
+        quantiles.windows(2).all(|pair| pair[0] <= pair[1]),
+        "quantiles rise: {ping}"
+    );
+
+    // A solution with Local AI off answers every chat turn at the gate, as `disabled`.
+    let chat = bench_json(&addr, &["chat", "-c", "2", "-n", "50"]).await;
+    assert_eq!(chat["outcomes"], serde_json::json!({"disabled": 50}), "{chat}");
+
+    let tags = bench_json(
+        &addr,
+        &["tags", "--tags", "Tank1.Level,Pump1.Running", "-n", "40"],
+    )
+    .await;
+    assert_eq!(tags["outcomes"]["ok"], 40, "{tags}");
+
+    // Open loop: a fixed schedule, still exactly the calls asked for.
+    let open = bench_json(&addr, &["ping", "-c", "2", "--rate", "2000", "-n", "100"]).await;
+    assert_eq!(open["mode"], "open");
+    assert_eq!(open["calls"], 100, "{open}");
+
+    let idle = bench_json(&addr, &["idle", "-c", "25", "-d", "200ms"]).await;
+    assert_eq!(idle["connectionsHeld"], 25, "{idle}");
+    assert_eq!(idle["outcomes"]["ok"], 25, "{idle}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_reports_refused_logins_by_kind_and_rejects_bad_options() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+
+    for (args, expected) in [
+        (&["bench", "ping", "-c", "0"][..], "at least 1"),
+        (
+            &["bench", "ping", "--rate=-5"][..],
+            "--rate must be a positive number",
+        ),
+        (&["bench", "ping", "-n", "0"][..], "--count must be at least 1"),
+    ] {
+        let mut all = vec!["--addr", addr.as_str()];
+        all.extend_from_slice(args);
+        let error = tclient(&all, "", false).await.expect_err("refused");
+        assert!(error.to_string().contains(expected), "{args:?}: {error}");
+    }
+    let parse = tclient(&["--addr", &addr, "bench", "ping", "-d", "soon"], "", false).await;
+    assert!(parse.is_err(), "an unreadable duration is refused");
+
+    let error = tclient(
+        &[
+            "--addr", &addr, "--user", "nobody", "bench", "ping", "-c", "2", "-n", "5",
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect_err("no connection logs in");
+    assert!(error.to_string().contains("login_refused"), "{error}");
+    server.stop().await;
+}

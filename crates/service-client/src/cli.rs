@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
+use crate::bench::{BenchArgs, Target};
 use crate::{Client, ClientOptions, Envelope, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
@@ -45,6 +46,8 @@ pub enum Command {
     },
     /// Chat interactively (or one envelope line per input line when stdin is not a terminal).
     Repl,
+    /// Load-test the server: ping, chat, tags or idle connections (see `tclient bench --help`).
+    Bench(BenchArgs),
 }
 
 /// Runs the command. `interactive` says whether `input` is a terminal.
@@ -77,6 +80,19 @@ pub async fn run(
         client_name: format!("tclient {}", env!("CARGO_PKG_VERSION")),
         ..ClientOptions::default()
     };
+    if let Command::Bench(args) = &cli.command {
+        let target = Target {
+            addr: cli.addr.clone(),
+            user: cli.user.clone(),
+            password,
+            options,
+        };
+        let report = crate::bench::run(args, &target, output).await?;
+        if report.calls() == 0 {
+            bail!("no call succeeded");
+        }
+        return Ok(());
+    }
     let client = Client::connect(cli.addr.as_str(), options).await?;
     client.login(&cli.user, &password).await?;
 
@@ -96,6 +112,8 @@ pub async fn run(
         Command::Repl if interactive => {
             chat_interactively(&client, input, output).await?;
         }
+        // Bench ran above on connections of its own.
+        Command::Bench(_) => {}
         Command::Repl => {
             let mut line = String::new();
             loop {

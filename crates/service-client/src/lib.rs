@@ -20,6 +20,7 @@
 //! # }
 //! ```
 
+pub mod bench;
 pub mod cli;
 
 mod client;

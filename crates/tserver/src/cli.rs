@@ -203,6 +203,16 @@ fn seconds(option: &str, value: f64) -> anyhow::Result<Duration> {
 /// Runs `serve` until `shutdown` is cancelled.
 pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     let config = args.config()?;
+    // Every connection is a file descriptor; the default soft limit (often 1024) would refuse
+    // connections long before `--max-connections`, so take what the hard limit allows.
+    let open_files = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
+    if open_files != 0 && (args.max_connections as u64).saturating_add(64) > open_files {
+        tracing::warn!(
+            open_files,
+            max_connections = args.max_connections,
+            "the open-file limit is below --max-connections; raise `ulimit -n`"
+        );
+    }
     let runtime = Runtime::open(&args.solution)
         .with_context(|| format!("cannot open solution {}", args.solution.display()))?;
     let listener = TcpListener::bind(args.listen)
