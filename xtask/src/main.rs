@@ -1,17 +1,34 @@
 //! Project automation, run as `cargo xtask <task>`.
 //!
 //! - `ci`: the checks CI runs (`.ci/run` calls the same commands): format, lints, tests.
+//! - `bench [--smoke] [--llm-url URL]`: every scenario against `tserver` and the reference
+//!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
+//! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
 
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
+mod bench;
+mod reference;
+
+const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], reference-server ADDR";
+
 fn main() -> anyhow::Result<()> {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some(other) => bail!("unknown task {other:?}; available: ci"),
-        None => bail!("usage: cargo xtask <task>; available: ci"),
+        Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
+        Some("reference-server") => {
+            let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
+            reference::run(
+                listen
+                    .parse()
+                    .with_context(|| format!("{listen:?} is not a socket address"))?,
+            )
+        }
+        Some(other) => bail!("unknown task {other:?}; available: {TASKS}"),
+        None => bail!("usage: cargo xtask <task>; available: {TASKS}"),
     }
 }
 
@@ -22,7 +39,7 @@ fn ci() -> anyhow::Result<()> {
     cargo(&["test", "--workspace"])
 }
 
-fn cargo(args: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn cargo(args: &[&str]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("$ cargo {}", args.join(" "));
     let status = Command::new(&cargo)

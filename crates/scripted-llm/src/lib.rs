@@ -8,9 +8,9 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -188,10 +188,65 @@ impl Responder for Script {
     }
 }
 
+/// The path the server answers itself with its [`Stats`] as JSON (never passed to a responder).
+pub const STATS_PATH: &str = "/__scripted/stats";
+
+/// Counters for benchmarks: how much the server did and how long it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests answered (the stats path excluded).
+    pub requests: u64,
+    /// TCP connections accepted.
+    pub connections: u64,
+    /// Total time from a request's last byte read to its reply's last byte written, scripted
+    /// delays excluded: the server's own work.
+    pub service_nanos: u64,
+    /// The longest such time.
+    pub max_service_nanos: u64,
+}
+
+impl Stats {
+    /// The stats as JSON.
+    pub fn to_json(self) -> Value {
+        json!({
+            "requests": self.requests,
+            "connections": self.connections,
+            "serviceNanos": self.service_nanos,
+            "maxServiceNanos": self.max_service_nanos,
+        })
+    }
+
+    /// Reads stats from their JSON.
+    pub fn from_json(value: &Value) -> Option<Self> {
+        Some(Self {
+            requests: value["requests"].as_u64()?,
+            connections: value["connections"].as_u64()?,
+            service_nanos: value["serviceNanos"].as_u64()?,
+            max_service_nanos: value["maxServiceNanos"].as_u64()?,
+        })
+    }
+}
+
 #[derive(Default)]
 struct Recorder {
+    /// Whether request bodies are kept (tests) or only counted (benchmarks, long runs).
+    keep_requests: bool,
     requests: Mutex<Vec<RecordedRequest>>,
     connections: AtomicUsize,
+    answered: AtomicU64,
+    service_nanos: AtomicU64,
+    max_service_nanos: AtomicU64,
+}
+
+impl Recorder {
+    fn stats(&self) -> Stats {
+        Stats {
+            requests: self.answered.load(Ordering::Relaxed),
+            connections: self.connections.load(Ordering::Relaxed) as u64,
+            service_nanos: self.service_nanos.load(Ordering::Relaxed),
+            max_service_nanos: self.max_service_nanos.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// A running scripted server. Dropping it stops it.
@@ -222,8 +277,21 @@ impl ScriptedLlm {
     /// Starts a server answering with `responder`.
     pub async fn start_with(responder: impl Responder) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::serve_on(listener, responder, true)
+    }
+
+    /// Serves `responder` on a listener the caller bound. With `keep_requests` false, requests
+    /// are only counted (see [`ScriptedLlm::stats`]), so memory stays flat over long runs.
+    pub fn serve_on(
+        listener: TcpListener,
+        responder: impl Responder,
+        keep_requests: bool,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
-        let recorder = Arc::new(Recorder::default());
+        let recorder = Arc::new(Recorder {
+            keep_requests,
+            ..Recorder::default()
+        });
         let stop = CancellationToken::new();
         let task = tokio::spawn(serve(
             listener,
@@ -261,6 +329,11 @@ impl ScriptedLlm {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.recorder.connections.load(Ordering::Relaxed)
+    }
+
+    /// Requests, connections and service time so far.
+    pub fn stats(&self) -> Stats {
+        self.recorder.stats()
     }
 
     /// Stops the server and waits for it.
@@ -316,13 +389,31 @@ async fn connection(
         let Some(request) = read_request(&mut socket, &mut buffer).await? else {
             return Ok(());
         };
+        let read_at = Instant::now();
+        let close_after = request
+            .header("connection")
+            .is_some_and(|value| value.eq_ignore_ascii_case("close"));
+        if request.method == "GET" && request.path == STATS_PATH {
+            write_json(&mut socket, 200, &recorder.stats().to_json()).await?;
+            if close_after {
+                return Ok(());
+            }
+            continue;
+        }
         let reply = responder.respond(&request);
-        recorder
-            .requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(request);
-        if !write_reply(&mut socket, reply).await? {
+        if recorder.keep_requests {
+            recorder
+                .requests
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(request);
+        }
+        let (keep_open, delayed) = write_reply(&mut socket, reply).await?;
+        let nanos = u64::try_from(read_at.elapsed().saturating_sub(delayed).as_nanos()).unwrap_or(u64::MAX);
+        recorder.answered.fetch_add(1, Ordering::Relaxed);
+        recorder.service_nanos.fetch_add(nanos, Ordering::Relaxed);
+        recorder.max_service_nanos.fetch_max(nanos, Ordering::Relaxed);
+        if !keep_open || close_after {
             return Ok(());
         }
     }
@@ -397,22 +488,31 @@ async fn read_more(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Res
     Ok(read)
 }
 
-/// Writes a reply; returns whether the connection stays open for another request.
-async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<bool> {
+/// Writes a reply; returns whether the connection stays open for another request, and how long
+/// scripted delays and trickle pauses took.
+async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(bool, Duration)> {
     let mut reply = reply;
+    let mut delayed = Duration::ZERO;
     loop {
         match reply {
             Reply::Delayed(delay, inner) => {
                 tokio::time::sleep(delay).await;
+                delayed += delay;
                 reply = *inner;
             }
-            Reply::Content(text) => return write_json(socket, 200, &completion(&text)).await.map(|()| true),
+            Reply::Content(text) => {
+                return write_json(socket, 200, &completion(&text))
+                    .await
+                    .map(|()| (true, delayed));
+            }
             Reply::ToolCalls(calls) => {
                 return write_json(socket, 200, &tool_calls_completion(&calls))
                     .await
-                    .map(|()| true);
+                    .map(|()| (true, delayed));
             }
-            Reply::Json { status, body } => return write_json(socket, status, &body).await.map(|()| true),
+            Reply::Json { status, body } => {
+                return write_json(socket, status, &body).await.map(|()| (true, delayed));
+            }
             Reply::Raw {
                 status,
                 content_type,
@@ -420,26 +520,27 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<bo
             } => {
                 write_head(socket, status, &content_type, body.len()).await?;
                 socket.write_all(&body).await?;
-                return Ok(true);
+                return Ok((true, delayed));
             }
             Reply::DropMidBody { declared, body } => {
                 write_head(socket, 200, "application/json", declared).await?;
                 socket.write_all(&body).await?;
                 socket.shutdown().await?;
-                return Ok(false);
+                return Ok((false, delayed));
             }
             Reply::Trickle { body, chunk, every } => {
                 write_head(socket, 200, "application/json", body.len()).await?;
                 for piece in body.chunks(chunk.max(1)) {
                     socket.write_all(piece).await?;
                     tokio::time::sleep(every).await;
+                    delayed += every;
                 }
-                return Ok(true);
+                return Ok((true, delayed));
             }
-            Reply::Close => return Ok(false),
+            Reply::Close => return Ok((false, delayed)),
             Reply::Hang => {
                 std::future::pending::<()>().await;
-                return Ok(false);
+                return Ok((false, delayed));
             }
         }
     }

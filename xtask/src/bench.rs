@@ -1,0 +1,573 @@
+//! `cargo xtask bench`: every scenario against `tserver` and the reference server in one run.
+//!
+//! Builds the binaries, starts the reference server, two stand-in model servers (0 ms and
+//! 500 ms) and `tserver` on loopback ports, drives each scenario with `tclient bench --json`,
+//! and compares the results with the targets of `docs/PERFORMANCE.md` as ratios measured in
+//! the same run. It prints a table and writes `target/bench/results.json`. A missed target is
+//! reported, never an error: speed depends on the machine.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+/// How long and how hard each scenario runs.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    duration: &'static str,
+    warmup: &'static str,
+    tool_turns: u64,
+    slow_connections: usize,
+    slow_duration: &'static str,
+    slow_warmup: &'static str,
+    idle_connections: usize,
+    idle_hold: &'static str,
+}
+
+const FULL: Plan = Plan {
+    duration: "5s",
+    warmup: "1s",
+    tool_turns: 10_000,
+    slow_connections: 100,
+    slow_duration: "10s",
+    slow_warmup: "2s",
+    idle_connections: 10_000,
+    idle_hold: "5s",
+};
+
+/// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
+const SMOKE: Plan = Plan {
+    duration: "500ms",
+    warmup: "100ms",
+    tool_turns: 100,
+    slow_connections: 4,
+    slow_duration: "1s",
+    slow_warmup: "600ms",
+    idle_connections: 50,
+    idle_hold: "300ms",
+};
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, Default)]
+pub(crate) struct BenchOptions {
+    /// Short runs with debug binaries.
+    pub(crate) smoke: bool,
+    /// Also measure chat turns against this model URL.
+    pub(crate) llm_url: Option<String>,
+}
+
+impl BenchOptions {
+    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut options = Self::default();
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--smoke" => options.smoke = true,
+                "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
+                other => bail!("unknown bench option {other:?}; known: --smoke, --llm-url URL"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// A child process killed and reaped when dropped, so no run leaves servers behind.
+struct Process {
+    name: &'static str,
+    child: Child,
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        eprintln!("stopped {}", self.name);
+    }
+}
+
+/// Starts a server that prints `listening on X` as its first line; returns it and X.
+fn start_announcing(name: &'static str, command: &mut Command) -> anyhow::Result<(Process, String)> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let process = Process { name, child };
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .with_context(|| format!("{name} printed nothing"))?;
+    let address = line
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("{name} printed {line:?}, not its address"))?
+        .to_owned();
+    Ok((process, address))
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn wait_for_port(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("nothing listens on {addr} after 20 s")
+}
+
+/// Resident memory of a process, in bytes.
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A stand-in model's counters, read over HTTP.
+fn llm_stats(url: &str) -> anyhow::Result<scripted_llm::Stats> {
+    use std::io::{Read, Write};
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .context("not an http URL")?;
+    let mut stream = TcpStream::connect(authority)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {} HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\n\r\n",
+        scripted_llm::STATS_PATH
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let body = reply.split("\r\n\r\n").nth(1).context("no body")?;
+    scripted_llm::Stats::from_json(&serde_json::from_str(body)?).context("not stats")
+}
+
+/// Everything one run needs: binaries, the solution, the servers.
+struct Bench {
+    bin: PathBuf,
+    solution: PathBuf,
+    tserver_addr: String,
+    reference_addr: String,
+    plan: Plan,
+}
+
+impl Bench {
+    fn tool(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    fn settings(&self, key: &str, value: &str) -> anyhow::Result<()> {
+        let status = Command::new(self.tool("tserver"))
+            .arg("settings")
+            .arg(&self.solution)
+            .args(["set", key, value])
+            .status()?;
+        if !status.success() {
+            bail!("tserver settings set {key} failed");
+        }
+        Ok(())
+    }
+
+    /// Runs `tclient bench` and returns its JSON report.
+    fn client(&self, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
+        let output = Command::new(self.tool("tclient"))
+            .args(["--addr", addr, "--timeout-secs", "30", "bench"])
+            .args(args)
+            .arg("--json")
+            .stderr(Stdio::inherit())
+            .output()
+            .context("cannot run tclient")?;
+        if !output.status.success() {
+            bail!("tclient bench {args:?} failed");
+        }
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    fn timed(&self, scenario: &str, connections: usize, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            scenario.to_owned(),
+            "-c".to_owned(),
+            connections.to_string(),
+            "-d".to_owned(),
+            self.plan.duration.to_owned(),
+            "--warmup".to_owned(),
+            self.plan.warmup.to_owned(),
+        ];
+        args.extend(extra.iter().map(|&arg| arg.to_owned()));
+        args
+    }
+}
+
+fn strings(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn rps(report: &Value) -> f64 {
+    report["callsPerSecond"].as_f64().unwrap_or(0.0)
+}
+
+fn latency(report: &Value, quantile: &str) -> f64 {
+    report["latencyUs"][quantile].as_f64().unwrap_or(f64::NAN)
+}
+
+fn error_count(report: &Value) -> u64 {
+    report["errors"]
+        .as_object()
+        .map_or(0, |errors| errors.values().filter_map(Value::as_u64).sum())
+}
+
+/// One row of the targets table.
+struct Verdict {
+    what: String,
+    measured: String,
+    target: String,
+    met: bool,
+}
+
+/// Runs the whole benchmark.
+pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("xtask has no parent directory")?
+        .to_owned();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let (profile, plan) = if options.smoke {
+        ("debug", SMOKE)
+    } else {
+        ("release", FULL)
+    };
+    let mut build = vec![
+        "build",
+        "-p",
+        "tserver",
+        "-p",
+        "service-client",
+        "-p",
+        "scripted-llm",
+        "--bins",
+    ];
+    if !options.smoke {
+        build.push("--release");
+    }
+    crate::cargo(&build)?;
+    let bin = target_dir.join(profile);
+    let out_dir = target_dir.join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let solution = out_dir.join("bench.db");
+    for stale in ["bench.db", "bench.db.key", "bench.db-wal", "bench.db-shm"] {
+        let _ = std::fs::remove_file(out_dir.join(stale));
+    }
+    let init = Command::new(bin.join("tserver"))
+        .arg("init")
+        .arg(&solution)
+        .arg("--demo")
+        .stdout(Stdio::null())
+        .status()?;
+    if !init.success() {
+        bail!("tserver init failed");
+    }
+
+    // The reference server is this harness itself, rebuilt in the same profile.
+    let mut xtask_build = vec!["build", "-p", "xtask"];
+    if !options.smoke {
+        xtask_build.push("--release");
+    }
+    crate::cargo(&xtask_build)?;
+    let (_reference, reference_addr) = start_announcing(
+        "reference server",
+        Command::new(bin.join("xtask")).args(["reference-server", "127.0.0.1:0"]),
+    )?;
+    let (_fast_llm, fast_url) = start_announcing(
+        "scripted LLM (0 ms, one tool call per turn)",
+        Command::new(bin.join("scripted-llm")).args(["--mode", "tool"]),
+    )?;
+    let (_slow_llm, slow_url) = start_announcing(
+        "scripted LLM (500 ms)",
+        Command::new(bin.join("scripted-llm")).args(["--latency-ms", "500"]),
+    )?;
+    let port = free_port()?;
+    let tserver_addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(out_dir.join("tserver.log"))?;
+    let tserver = Process {
+        name: "tserver",
+        child: Command::new(bin.join("tserver"))
+            .arg("serve")
+            .arg("--solution")
+            .arg(&solution)
+            .args([
+                "--listen",
+                &tserver_addr,
+                "--simulator",
+                "off",
+                "--max-connections",
+                "12000",
+            ])
+            .args(["--max-calls-in-flight", "64"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot start tserver")?,
+    };
+    wait_for_port(tserver_addr.parse()?)?;
+    let bench = Bench {
+        bin,
+        solution,
+        tserver_addr,
+        reference_addr,
+        plan,
+    };
+
+    let mut results = serde_json::Map::new();
+    let mut verdicts = Vec::new();
+    let record = |results: &mut serde_json::Map<String, Value>, name: String, report: &Value| {
+        eprintln!(
+            "{name:<28} {:>9.0} calls/s  p50 {:>8.1} us  p99 {:>8.1} us  errors {}",
+            rps(report),
+            latency(report, "p50"),
+            latency(report, "p99"),
+            error_count(report)
+        );
+        results.insert(name, report.clone());
+    };
+
+    // Ping at 1, 16 and 128 connections, reference and tserver back to back.
+    let mut reference_ping16 = 0.0;
+    for connections in [1, 16, 128] {
+        let args = bench.timed("ping", connections, &[]);
+        let reference = bench.client(&bench.reference_addr, &strings(&args))?;
+        let ours = bench.client(&bench.tserver_addr, &strings(&args))?;
+        record(
+            &mut results,
+            format!("reference ping c={connections}"),
+            &reference,
+        );
+        record(&mut results, format!("tserver ping c={connections}"), &ours);
+        if connections == 16 {
+            reference_ping16 = rps(&reference);
+        }
+        let ratio = rps(&ours) / rps(&reference);
+        verdicts.push(Verdict {
+            what: format!("ping req/s, {connections} connection(s)"),
+            measured: format!("{:.0} vs {:.0} = {ratio:.2}x", rps(&ours), rps(&reference)),
+            target: ">= 0.85x reference".to_owned(),
+            met: ratio >= 0.85,
+        });
+        let p99 = latency(&ours, "p99") / latency(&reference, "p99");
+        verdicts.push(Verdict {
+            what: format!("ping p99, {connections} connection(s)"),
+            measured: format!(
+                "{:.0} vs {:.0} us = {p99:.2}x",
+                latency(&ours, "p99"),
+                latency(&reference, "p99")
+            ),
+            target: "<= 1.5x reference".to_owned(),
+            met: p99 <= 1.5,
+        });
+    }
+
+    // The chat gate: Local AI off, settings read at every call.
+    bench.settings("ModelEnabled", "false")?;
+    let gate = bench.client(&bench.tserver_addr, &strings(&bench.timed("chat", 16, &[])))?;
+    record(&mut results, "tserver chat disabled c=16".to_owned(), &gate);
+    let ratio = rps(&gate) / reference_ping16;
+    verdicts.push(Verdict {
+        what: "chat, model disabled, 16 connections".to_owned(),
+        measured: format!("{:.0} vs ping {:.0} = {ratio:.2}x", rps(&gate), reference_ping16),
+        target: ">= 0.7x reference ping".to_owned(),
+        met: ratio >= 0.7,
+    });
+
+    // One tool call per turn against a zero-latency model, 64 turns in flight.
+    bench.settings("ModelEnabled", "true")?;
+    bench.settings("URL", &fast_url)?;
+    let before = llm_stats(&fast_url)?;
+    let turns = plan.tool_turns.to_string();
+    let tool = bench.client(
+        &bench.tserver_addr,
+        &[
+            "chat",
+            "-c",
+            "64",
+            "-n",
+            &turns,
+            "--warmup",
+            plan.warmup,
+            "--query",
+            "How is Pump1.MotorCurrent?",
+        ],
+    )?;
+    let after = llm_stats(&fast_url)?;
+    record(&mut results, "tserver chat 1 tool c=64".to_owned(), &tool);
+    let posts = after.requests - before.requests;
+    let service_us = (after.service_nanos - before.service_nanos) as f64 / posts.max(1) as f64 / 1000.0;
+    let calls = tool["calls"].as_u64().unwrap_or(0);
+    let posts_per_turn = posts as f64 / calls.max(1) as f64;
+    let llm_time_us = posts_per_turn * service_us;
+    let added_p50 = latency(&tool, "p50") - llm_time_us;
+    let added_p99 = latency(&tool, "p99") - llm_time_us;
+    results.insert(
+        "model server during the tool scenario".to_owned(),
+        json!({"posts": posts, "postsPerTurn": posts_per_turn, "meanServiceUs": service_us,
+               "connectionsOpened": after.connections - before.connections}),
+    );
+    verdicts.push(Verdict {
+        what: "added latency of a 1-tool turn, 64 in flight, p50".to_owned(),
+        measured: format!(
+            "{added_p50:.0} us ({:.0} us turn - {llm_time_us:.0} us in the model server)",
+            latency(&tool, "p50")
+        ),
+        target: "<= 250 us".to_owned(),
+        met: added_p50 <= 250.0,
+    });
+    verdicts.push(Verdict {
+        what: "added latency of a 1-tool turn, 64 in flight, p99".to_owned(),
+        measured: format!("{added_p99:.0} us"),
+        target: "<= 1000 us".to_owned(),
+        met: added_p99 <= 1000.0,
+    });
+    let opened = after.connections - before.connections;
+    verdicts.push(Verdict {
+        what: format!("model-server connections over {calls} turns at 64 in flight"),
+        measured: opened.to_string(),
+        target: "<= 64".to_owned(),
+        met: opened <= 64 && error_count(&tool) == 0,
+    });
+
+    // 1,000 turns in flight against a 500 ms model (history off: ten turns per connection).
+    bench.settings("URL", &slow_url)?;
+    bench.settings("ModelOptions", "0x1e")?;
+    let in_flight = plan.slow_connections * 10;
+    let slow_args = [
+        "chat",
+        "-c",
+        &plan.slow_connections.to_string(),
+        "--in-flight",
+        "10",
+        "-d",
+        plan.slow_duration,
+        "--warmup",
+        plan.slow_warmup,
+    ]
+    .map(str::to_owned);
+    let slow = bench.client(&bench.tserver_addr, &strings(&slow_args))?;
+    record(&mut results, format!("tserver chat 500ms x{in_flight}"), &slow);
+    let ideal = in_flight as f64 / 0.5;
+    verdicts.push(Verdict {
+        what: format!("{in_flight} turns in flight, 500 ms model"),
+        measured: format!(
+            "{:.0} turns/s = {:.0}% of {ideal:.0}, {} errors",
+            rps(&slow),
+            100.0 * rps(&slow) / ideal,
+            error_count(&slow)
+        ),
+        target: ">= 90% of in-flight / 0.5 s, no errors".to_owned(),
+        met: rps(&slow) >= 0.9 * ideal && error_count(&slow) == 0,
+    });
+    bench.settings("ModelOptions", "0x9e")?;
+
+    if let Some(url) = &options.llm_url {
+        bench.settings("URL", url)?;
+        let given = bench.client(&bench.tserver_addr, &strings(&bench.timed("chat", 4, &[])))?;
+        record(&mut results, format!("tserver chat vs {url}"), &given);
+    }
+
+    // Idle logged-in connections: memory growth of tserver while they are held.
+    let baseline = rss_bytes(tserver.pid()).unwrap_or(0);
+    let peak = Arc::new(AtomicU64::new(baseline));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling, pid) = (Arc::clone(&peak), Arc::clone(&sampling), tserver.pid());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Relaxed) {
+                if let Some(rss) = rss_bytes(pid) {
+                    peak.fetch_max(rss, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let idle_connections = plan.idle_connections.to_string();
+    let idle = bench.client(
+        &bench.tserver_addr,
+        &["idle", "-c", &idle_connections, "-d", plan.idle_hold],
+    );
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
+    let idle = idle?;
+    record(
+        &mut results,
+        format!("tserver idle x{}", plan.idle_connections),
+        &idle,
+    );
+    let growth = peak.load(Ordering::Relaxed).saturating_sub(baseline);
+    let per_connection = growth as f64 / plan.idle_connections as f64 / 1024.0;
+    let held = idle["connectionsHeld"].as_u64().unwrap_or(0);
+    results.insert(
+        "tserver memory during idle".to_owned(),
+        json!({"baselineBytes": baseline, "peakBytes": peak.load(Ordering::Relaxed), "perConnectionKiB": per_connection}),
+    );
+    verdicts.push(Verdict {
+        what: format!("{} idle logged-in connections", plan.idle_connections),
+        measured: format!("{held} held, {per_connection:.1} KiB each"),
+        target: "all held, <= 12 KiB each".to_owned(),
+        met: held == plan.idle_connections as u64 && per_connection <= 12.0,
+    });
+    drop(tserver);
+
+    println!();
+    println!("{:<58} {:<52} {:<26} met", "target", "measured", "wanted");
+    for verdict in &verdicts {
+        println!(
+            "{:<58} {:<52} {:<26} {}",
+            verdict.what,
+            verdict.measured,
+            verdict.target,
+            if verdict.met { "yes" } else { "NO" }
+        );
+    }
+    let machine = json!({
+        "cpus": std::thread::available_parallelism().map_or(0, usize::from),
+        "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
+            info.lines().find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1)).map(|name| name.trim().to_owned())
+        }),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|text| text.trim().to_owned()),
+        "profile": profile,
+    });
+    let report = json!({
+        "machine": machine,
+        "results": results,
+        "targets": verdicts.iter().map(|verdict| json!({
+            "what": verdict.what, "measured": verdict.measured, "target": verdict.target, "met": verdict.met,
+        })).collect::<Vec<_>>(),
+    });
+    let file = out_dir.join(if options.smoke {
+        "smoke.json"
+    } else {
+        "results.json"
+    });
+    std::fs::write(&file, serde_json::to_string_pretty(&report)?)?;
+    println!("\nwrote {}", file.display());
+    Ok(())
+}
