@@ -22,6 +22,8 @@ async fn chat_with_the_model_disabled_returns_the_disabled_envelope() {
             "warnings": ["Local AI master kill-switch (ModelEnabled) is off."]
         })
     );
+    // A refused turn is answered at the gate: no transcript session is made for it.
+    assert_eq!(server.runtime.local_ai().chat_sessions(), 0);
     server.stop().await;
 }
 

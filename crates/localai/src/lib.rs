@@ -23,6 +23,7 @@ mod hooks;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
@@ -61,6 +62,34 @@ pub struct ChatCaller {
     pub user_name: Arc<str>,
 }
 
+/// A chat turn as [`LocalAi::execute_chat`] starts it.
+pub enum ChatTurn {
+    /// Answered at once (a closed gate, unreadable settings, a malformed query): the envelope
+    /// JSON.
+    Answered(String),
+    /// Admitted: the turn runs when this future is polled and yields the envelope JSON.
+    Running(Pin<Box<dyn Future<Output = String> + Send + 'static>>),
+}
+
+impl ChatTurn {
+    /// The envelope JSON, running the turn if it was admitted.
+    pub async fn reply(self) -> String {
+        match self {
+            Self::Answered(json) => json,
+            Self::Running(turn) => turn.await,
+        }
+    }
+}
+
+impl std::fmt::Debug for ChatTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Answered(json) => f.debug_tuple("Answered").field(json).finish(),
+            Self::Running(_) => f.write_str("Running(..)"),
+        }
+    }
+}
+
 /// The Local AI service of one solution: the entry points of both paths.
 #[derive(Debug, Clone)]
 pub struct LocalAi {
@@ -77,27 +106,33 @@ impl LocalAi {
         }
     }
 
-    /// One operator chat turn (the spec's `ExecuteChatAsync`). Returns the envelope JSON and
-    /// never fails: a panic anywhere inside becomes an `error` envelope.
+    /// One operator chat turn (the spec's `ExecuteChatAsync`). Never fails: a panic anywhere
+    /// inside becomes an `error` envelope.
     ///
-    /// The turn takes its place in the connection's queue when this is called, not when the
-    /// future first runs: a host that calls it in arrival order gets the turns of one
-    /// connection answered in that order, however its tasks are scheduled.
-    pub fn execute_chat(
-        &self,
-        caller: &ChatCaller,
-        query_json: &str,
-    ) -> impl Future<Output = String> + Send + 'static {
-        let chat = Arc::clone(&self.chat);
-        let ticket = chat.ticket(caller);
-        let caller = caller.clone();
-        let query_json = query_json.to_owned();
-        async move {
-            let turn = AssertUnwindSafe(chat.execute(&caller, &query_json, ticket)).catch_unwind();
-            match turn.await {
-                Ok(envelope) => envelope.to_json(),
-                Err(_) => Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
+    /// The settings are read, the gates checked and the query parsed now, on the caller's
+    /// thread: a refused turn comes back [`ChatTurn::Answered`] with nothing to run (the gate
+    /// path costs one settings read and no task). An admitted turn takes its place in the
+    /// connection's queue now, not when its future first runs, so a host that calls this in
+    /// arrival order gets the turns of one connection answered in that order, however its
+    /// tasks are scheduled.
+    pub fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> ChatTurn {
+        let admitted = std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json)));
+        match admitted {
+            Ok(Ok(admitted)) => {
+                let chat = Arc::clone(&self.chat);
+                ChatTurn::Running(Box::pin(async move {
+                    match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
+                        Ok(envelope) => envelope.to_json(),
+                        Err(_) => {
+                            Envelope::precondition_error("internal error: the chat turn panicked").to_json()
+                        }
+                    }
+                }))
             }
+            Ok(Err(refused)) => ChatTurn::Answered(refused.to_json()),
+            Err(_) => ChatTurn::Answered(
+                Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
+            ),
         }
     }
 
@@ -217,7 +252,7 @@ mod tests {
         };
         for json in [
             service.execute_atomic("hello").await,
-            service.execute_chat(&caller, "hello").await,
+            service.execute_chat(&caller, "hello").reply().await,
             service.execute_atomic_blocking("hello"),
         ] {
             let envelope = Envelope::from_json(&json).expect("a valid envelope");

@@ -260,8 +260,10 @@ impl Handler {
                     client_guid: self.context.guid,
                     user_name: user,
                 };
-                let turn = cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai());
-                self.spawn_call(call_id, "chat", turn).await?;
+                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai()) {
+                    cmd::chat::ChatCall::Answered(body) => self.answer(reply(call_id, body)).await?,
+                    cmd::chat::ChatCall::Running(turn) => self.spawn_call(call_id, "chat", turn).await?,
+                }
             }
         }
         Ok(None)

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::hooks::HookChain;
 use crate::secrets::Redactions;
-use crate::settings::{ModelOptions, ModelSettings};
+use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall};
@@ -113,6 +113,16 @@ struct Turn {
     partial: String,
 }
 
+/// A turn that passed the gates: who asked, the settings it runs with, the query, and its
+/// place in the connection's queue (history on only).
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    caller: ChatCaller,
+    row: SettingsRow,
+    query: ChatQuery,
+    ticket: Option<Ticket>,
+}
+
 impl ChatPath {
     pub(crate) fn new(solution: Arc<dyn Solution>) -> Self {
         let http = reqwest::Client::builder()
@@ -129,24 +139,35 @@ impl ChatPath {
     }
 
     /// Takes the turn's place in its connection's queue: call it when the turn arrives.
-    pub(crate) fn ticket(&self, caller: &ChatCaller) -> Ticket {
-        self.transcripts.ticket(caller.client_guid)
+    /// Reads the settings, checks the gates and parses the query, synchronously at arrival.
+    /// A turn refused here is answered at once; an admitted turn holds its place in the
+    /// connection's queue (history on) from this moment.
+    pub(crate) fn admit(&self, caller: &ChatCaller, query_json: &str) -> Result<Admitted, Envelope> {
+        let row = self.solution.settings().map_err(|error| {
+            Envelope::precondition_error(format!("could not read SolutionSettings: {error}"))
+        })?;
+        gates::model_enabled(&row).and_then(|()| gates::runtime_mcp(row.options()))?;
+        let query = ChatQuery::parse(query_json)
+            .map_err(|reason| Envelope::precondition_error(format!("malformed query: {reason}")))?;
+        let ticket = row
+            .options()
+            .contains(ModelOptions::CHAT_HISTORY)
+            .then(|| self.transcripts.ticket(caller.client_guid));
+        Ok(Admitted {
+            caller: caller.clone(),
+            row,
+            query,
+            ticket,
+        })
     }
 
-    pub(crate) async fn execute(&self, caller: &ChatCaller, query_json: &str, ticket: Ticket) -> Envelope {
-        let row = match self.solution.settings() {
-            Ok(row) => row,
-            Err(error) => {
-                return Envelope::precondition_error(format!("could not read SolutionSettings: {error}"));
-            }
-        };
-        if let Err(closed) = gates::model_enabled(&row).and_then(|()| gates::runtime_mcp(row.options())) {
-            return closed;
-        }
-        let query = match ChatQuery::parse(query_json) {
-            Ok(query) => query,
-            Err(reason) => return Envelope::precondition_error(format!("malformed query: {reason}")),
-        };
+    pub(crate) async fn execute(&self, admitted: Admitted) -> Envelope {
+        let Admitted {
+            caller,
+            row,
+            query,
+            ticket,
+        } = admitted;
         let started = Instant::now();
         let options = row.options();
         let settings = row.model_settings();
@@ -159,10 +180,9 @@ impl ChatPath {
             user: user_text,
             ..query
         };
-        if !options.contains(ModelOptions::CHAT_HISTORY) {
+        let Some(ticket) = ticket else {
             // History off: a fresh local session, the cache neither read nor written, and no
             // wait for the connection's other turns.
-            drop(ticket);
             let mut scratch = Transcript::default();
             let never = CancellationToken::new();
             return self
@@ -176,7 +196,7 @@ impl ChatPath {
                     warnings,
                 )
                 .await;
-        }
+        };
         let session = Arc::clone(ticket.session());
         tokio::select! {
             () = ticket.wait_turn() => {}
