@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
+use tokio_util::codec::{Framed, FramedParts};
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
 use tserver_proto::{Decoded, FrameCodec, FrameError};
 
@@ -19,6 +20,9 @@ pub(crate) enum WriteError {
     Stalled(Duration),
 }
 
+/// Initial size of a connection's read and write buffers.
+const INITIAL_BUFFER: usize = 256;
+
 /// A framed client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
@@ -31,8 +35,13 @@ impl Connection {
     pub(crate) fn new(socket: TcpStream, max_frame: usize, write_timeout: Duration) -> Self {
         // Replies are small and latency matters more than packet count.
         let _ = socket.set_nodelay(true);
+        // Most connections sit idle between small calls, so buffers start small and grow only
+        // for frames that need it (tokio-util's default is 8 KiB each way per connection).
+        let mut parts = FramedParts::new::<ServerFrame>(socket, FrameCodec::new(max_frame));
+        parts.read_buf = BytesMut::with_capacity(INITIAL_BUFFER);
+        parts.write_buf = BytesMut::with_capacity(INITIAL_BUFFER);
         Self {
-            framed: Framed::new(socket, FrameCodec::new(max_frame)),
+            framed: Framed::from_parts(parts),
             write_timeout,
         }
     }

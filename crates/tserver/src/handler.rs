@@ -54,14 +54,26 @@ enum Close {
     HardStop,
 }
 
+/// The next reply of a call running in a task; pending while no call has run in one.
+async fn next_reply(
+    replies: &mut Option<(mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>)>,
+) -> Option<CallReply> {
+    match replies {
+        Some((_, receiver)) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 pub(crate) struct Handler {
     shared: Arc<Shared>,
     connection: Connection,
     context: ConnectionContext,
     /// One permit per call running in a task; its size is the in-flight cap.
     in_flight: Arc<Semaphore>,
-    replies_tx: mpsc::Sender<CallReply>,
-    replies_rx: mpsc::Receiver<CallReply>,
+    /// Where calls running in tasks send their replies. Made at the first such call: most
+    /// connections are displays that read tags and rarely chat, and an idle channel still
+    /// holds a block of reply slots.
+    replies: Option<(mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>)>,
     /// Graceful shutdown of the server: stop taking calls, finish those in flight.
     shutdown: CancellationToken,
     /// The end of the grace period: stop now.
@@ -97,15 +109,13 @@ impl Handler {
         connection_permit: OwnedSemaphorePermit,
     ) -> Self {
         let cap = shared.config.max_calls_in_flight;
-        let (replies_tx, replies_rx) = mpsc::channel(cap);
         let now = Instant::now();
         let login_deadline = now + shared.config.login_timeout;
         Self {
             connection,
             context,
             in_flight: Arc::new(Semaphore::new(cap)),
-            replies_tx,
-            replies_rx,
+            replies: None,
             shutdown,
             calls: hard_stop.child_token(),
             hard_stop: hard_stop.clone(),
@@ -164,7 +174,7 @@ impl Handler {
                 () = self.shutdown.cancelled(), if !self.draining => {
                     self.draining = true;
                 }
-                Some(reply) = self.replies_rx.recv() => {
+                Some(reply) = next_reply(&mut self.replies) => {
                     if let Err(error) = self.write_replies(reply).await {
                         return Close::Transport(error.to_string());
                     }
@@ -313,7 +323,9 @@ impl Handler {
             );
             return self.answer(error_frame(call_id, ErrorCode::Busy, message)).await;
         };
-        let replies = self.replies_tx.clone();
+        let cap = self.shared.config.max_calls_in_flight;
+        let (replies, _) = self.replies.get_or_insert_with(|| mpsc::channel(cap));
+        let replies = replies.clone();
         let cancelled = self.calls.clone();
         let span = tracing::debug_span!("call", call_id, call);
         self.tracker.spawn(
@@ -342,7 +354,7 @@ impl Handler {
     /// Writes a task's reply plus any others already waiting, then flushes once.
     async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
         self.connection.queue(first.frame).await?;
-        while let Ok(next) = self.replies_rx.try_recv() {
+        while let Some(Ok(next)) = self.replies.as_mut().map(|(_, receiver)| receiver.try_recv()) {
             self.connection.queue(next.frame).await?;
         }
         self.last_activity = Instant::now();
