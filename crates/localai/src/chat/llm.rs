@@ -29,6 +29,34 @@ pub(crate) struct Endpoint {
     headers: Vec<(String, String)>,
 }
 
+/// The chat-completions request body: `model`, the system message then `messages`, `stream`
+/// false, and `tools` when offered. Written straight from borrowed parts: a turn's history is
+/// serialized once per POST, never copied into a request value first.
+pub(crate) fn request_body(
+    model: &str,
+    system: &Value,
+    messages: &[Value],
+    tools: Option<&[Value]>,
+) -> Result<Vec<u8>, String> {
+    let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
+    let mut body = Vec::with_capacity(1024);
+    body.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut body, model).map_err(failed)?;
+    body.extend_from_slice(b",\"messages\":[");
+    serde_json::to_writer(&mut body, system).map_err(failed)?;
+    for message in messages {
+        body.push(b',');
+        serde_json::to_writer(&mut body, message).map_err(failed)?;
+    }
+    body.extend_from_slice(b"],\"stream\":false");
+    if let Some(tools) = tools {
+        body.extend_from_slice(b",\"tools\":");
+        serde_json::to_writer(&mut body, tools).map_err(failed)?;
+    }
+    body.push(b'}');
+    Ok(body)
+}
+
 impl Endpoint {
     /// Resolves the configured endpoint. Errors are warnings naming the configured URL.
     pub(crate) fn resolve(
@@ -60,13 +88,14 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` and returns the response JSON; a failure of any kind is a warning.
-    pub(crate) async fn post(&self, http: &reqwest::Client, body: &Value) -> Result<Value, String> {
+    /// POSTs `body` (JSON bytes) and returns the response JSON; a failure of any kind is a
+    /// warning.
+    pub(crate) async fn post(&self, http: &reqwest::Client, body: Vec<u8>) -> Result<Value, String> {
         let shown = &self.shown_url;
         let mut request = http
             .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string());
+            .body(body);
         for (name, value) in &self.headers {
             request = request.header(name.as_str(), value.as_str());
         }
@@ -374,6 +403,27 @@ mod tests {
     use super::*;
 
     const OFFERED: &[&str] = &["runtime_get_value", "runtime_search_uns"];
+
+    #[test]
+    fn the_request_body_is_the_json_value_it_stands_for() {
+        let system = json!({"role": "system", "content": "be \"brief\"\n"});
+        let messages = [
+            json!({"role": "user", "content": "é ✓"}),
+            json!({"role": "assistant", "content": null}),
+        ];
+        let tools = [json!({"type": "function", "function": {"name": "t"}})];
+        let with_tools = request_body("m:7b", &system, &messages, Some(&tools)).expect("encodes");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
+            json!({"model": "m:7b", "messages": [system.clone(), messages[0].clone(), messages[1].clone()],
+                   "stream": false, "tools": tools})
+        );
+        let without = request_body("m", &system, &[], None).expect("encodes");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&without).expect("valid JSON"),
+            json!({"model": "m", "messages": [system], "stream": false})
+        );
+    }
 
     fn read(response: Value, offered: &[&str]) -> AssistantReply {
         let mut n = 0;

@@ -340,15 +340,11 @@ impl ChatPath {
         let specs: Vec<Value> = tools.iter().map(ToolDefinition::openai_spec).collect();
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         let mut last_chance = false;
+        let system = json!({"role": "system", "content": system});
         loop {
-            let mut messages = Vec::with_capacity(turn.messages.len() + 1);
-            messages.push(json!({"role": "system", "content": system}));
-            messages.extend(turn.messages.iter().cloned());
-            let mut body = json!({"model": settings.name, "messages": messages, "stream": false});
-            if !specs.is_empty() && !last_chance {
-                body["tools"] = json!(specs);
-            }
-            let response = endpoint.post(http, &body).await?;
+            let offered_specs = (!specs.is_empty() && !last_chance).then_some(specs.as_slice());
+            let body = llm::request_body(&settings.name, &system, &turn.messages, offered_specs)?;
+            let response = endpoint.post(http, body).await?;
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = llm::read_reply(&response, offered, &mut new_call_id)?;
             if reply.cut_at_length {
