@@ -1,6 +1,7 @@
 //! Project automation, run as `cargo xtask <task>`.
 //!
-//! - `ci`: the checks CI runs (`.ci/run` calls the same commands): format, lints, tests.
+//! - `ci`: the checks CI runs (`.ci/run` calls the same commands): format, lints, tests,
+//!   and a few seconds of `bench --smoke`.
 //! - `bench [--smoke] [--llm-url URL]`: every scenario against `tserver` and the reference
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
@@ -32,11 +33,15 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Format check, clippy with warnings as errors, then the whole test suite.
+/// Format check, clippy with warnings as errors, the whole test suite, then a bench smoke run.
 fn ci() -> anyhow::Result<()> {
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
-    cargo(&["test", "--workspace"])
+    cargo(&["test", "--workspace"])?;
+    bench::run(&bench::BenchOptions {
+        smoke: true,
+        ..bench::BenchOptions::default()
+    })
 }
 
 pub(crate) fn cargo(args: &[&str]) -> anyhow::Result<()> {
