@@ -116,23 +116,19 @@ impl LocalAi {
     /// arrival order gets the turns of one connection answered in that order, however its
     /// tasks are scheduled.
     pub fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> ChatTurn {
-        let admitted = std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json)));
-        match admitted {
+        let panicked = || Envelope::precondition_error("internal error: the chat turn panicked").to_json();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json))) {
             Ok(Ok(admitted)) => {
                 let chat = Arc::clone(&self.chat);
                 ChatTurn::Running(Box::pin(async move {
-                    match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
-                        Ok(envelope) => envelope.to_json(),
-                        Err(_) => {
-                            Envelope::precondition_error("internal error: the chat turn panicked").to_json()
-                        }
-                    }
+                    AssertUnwindSafe(chat.execute(admitted))
+                        .catch_unwind()
+                        .await
+                        .map_or_else(|_| panicked(), |envelope| envelope.to_json())
                 }))
             }
             Ok(Err(refused)) => ChatTurn::Answered(refused.to_json()),
-            Err(_) => ChatTurn::Answered(
-                Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
-            ),
+            Err(_) => ChatTurn::Answered(panicked()),
         }
     }
 

@@ -54,10 +54,11 @@ enum Close {
     HardStop,
 }
 
+/// Where calls running in tasks send their replies, and where the connection takes them.
+type ReplyChannel = (mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>);
+
 /// The next reply of a call running in a task; pending while no call has run in one.
-async fn next_reply(
-    replies: &mut Option<(mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>)>,
-) -> Option<CallReply> {
+async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
     match replies {
         Some((_, receiver)) => receiver.recv().await,
         None => std::future::pending().await,
@@ -73,7 +74,7 @@ pub(crate) struct Handler {
     /// Where calls running in tasks send their replies. Made at the first such call: most
     /// connections are displays that read tags and rarely chat, and an idle channel still
     /// holds a block of reply slots.
-    replies: Option<(mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>)>,
+    replies: Option<ReplyChannel>,
     /// Graceful shutdown of the server: stop taking calls, finish those in flight.
     shutdown: CancellationToken,
     /// The end of the grace period: stop now.
