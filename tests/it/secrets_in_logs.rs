@@ -1,5 +1,6 @@
-//! A secret never reaches the logs: every path that could print it runs at trace level with
-//! the output captured, and the value appears nowhere in it.
+//! A secret never reaches the logs: every path that could print it (both Local AI paths, their
+//! errors, admin commands, failed logins) runs at trace level with the output captured, and the
+//! value appears nowhere in it, nor in any envelope, nor in the solution's database files.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -9,9 +10,11 @@ use serde_json::json;
 use tracing_subscriber::fmt::MakeWriter;
 use tserver::Runtime;
 
-use crate::support::{Solution, admin};
+use crate::support::{Solution, TestServer, admin};
 
 const CANARY: &str = "sk-canary-never-logged-93c1";
+/// A password tried at login; it must not be logged either.
+const PASSWORD_CANARY: &str = "pw-canary-never-logged-51d7";
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -33,6 +36,22 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
+/// Points the solution's endpoint at `url` with the secret in its query and Authorization.
+fn point_at_with_secret(path: &str, url: &str) {
+    let url = format!("{url}?k=/secret:ApiKey");
+    admin(&["settings", path, "set", "URL", &url], "");
+    admin(
+        &[
+            "settings",
+            path,
+            "set",
+            "Authorization",
+            "BearerToken\n/secret:ApiKey",
+        ],
+        "",
+    );
+}
+
 #[test]
 fn no_path_prints_a_secret_even_at_trace_level() {
     let captured = Captured::default();
@@ -42,6 +61,8 @@ fn no_path_prints_a_secret_even_at_trace_level() {
         .with_ansi(false)
         .finish();
     let mut envelopes = Vec::new();
+    let mut admin_output = String::new();
+    let solution = Solution::demo();
     tracing::subscriber::with_default(subscriber, || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -55,34 +76,33 @@ fn no_path_prints_a_secret_even_at_trace_level() {
                     json!({"error": {"message": format!("Incorrect API key provided: {CANARY}")}}),
                 ),
                 Reply::Close,
+                // The chat path: a tool round, then an error echoing the key, then a reset.
+                Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+                Reply::text("done"),
+                Reply::status(
+                    500,
+                    json!({"error": {"message": format!("upstream rejected key {CANARY}")}}),
+                ),
+                Reply::Close,
             ])
             .await
             .expect("llm");
-            let solution = Solution::demo();
             let path = solution.path.to_str().expect("utf-8");
             admin(&["secrets", path, "set", "ApiKey"], &format!("{CANARY}\n"));
             admin(&["settings", path, "set", "ModelEnabled", "true"], "");
-            admin(
-                &[
-                    "settings",
-                    path,
-                    "set",
-                    "URL",
-                    &format!("{}?k=/secret:ApiKey", llm.url()),
-                ],
-                "",
-            );
-            admin(
-                &[
-                    "settings",
-                    path,
-                    "set",
-                    "Authorization",
-                    "BearerToken\n/secret:ApiKey",
-                ],
-                "",
-            );
+            point_at_with_secret(path, &llm.url());
             admin(&["settings", path, "set", "Headers", "X-Key: /secret:ApiKey"], "");
+            for args in [
+                &["settings", path, "show"][..],
+                &["settings", path, "get", "URL"],
+                &["settings", path, "get", "Authorization"],
+                &["secrets", path, "list"],
+            ] {
+                admin_output.push_str(&admin(args, ""));
+            }
+            // Tests on other threads may have met a log call site before this subscriber
+            // existed and cached "never" for it; recompute so this capture sees every line.
+            tracing::callsite::rebuild_interest_cache();
             let toolkit = Runtime::open(&solution.path).expect("opens").toolkit();
             // ok, an error body echoing the key, a dropped connection.
             for _ in 0..3 {
@@ -111,6 +131,19 @@ fn no_path_prints_a_secret_even_at_trace_level() {
                 "",
             );
             envelopes.push(toolkit.ai_execute_async("hello").await);
+
+            // The chat path over TCP, with tools; and a failed login with a password canary.
+            point_at_with_secret(path, &llm.url());
+            admin(&["settings", path, "set", "ModelOptions", "0x9E"], "");
+            tracing::callsite::rebuild_interest_cache();
+            let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+            let refused = server.client().await.login("guest", PASSWORD_CANARY).await;
+            assert!(refused.is_err());
+            let client = server.guest().await;
+            for _ in 0..3 {
+                envelopes.push(client.chat("How is Pump 1?").await.expect("an envelope"));
+            }
+            server.stop().await;
             assert_eq!(
                 llm.requests()[0].header("x-key"),
                 Some(CANARY),
@@ -120,7 +153,47 @@ fn no_path_prints_a_secret_even_at_trace_level() {
     });
     let logs = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
     assert!(logs.contains("atomic POST"), "the capture saw the calls:\n{logs}");
+    assert!(
+        logs.contains("chat POST"),
+        "the capture saw the chat path:\n{logs}"
+    );
+    assert!(
+        logs.contains("login refused") && logs.contains("127.0.0.1"),
+        "a failed login is logged with its peer:\n{logs}"
+    );
     assert!(!logs.contains(CANARY), "a secret leaked into the logs:\n{logs}");
+    assert!(
+        !logs.contains(PASSWORD_CANARY),
+        "a password leaked into the logs:\n{logs}"
+    );
+    assert!(
+        !admin_output.contains(CANARY),
+        "an admin command printed the secret:\n{admin_output}"
+    );
+    assert!(
+        admin_output.contains("ApiKey"),
+        "the admin commands ran:\n{admin_output}"
+    );
+    // The database, its write-ahead log and shared memory hold only ciphertext.
+    let database = solution.path.to_str().expect("utf-8 path");
+    let mut files_checked = 0;
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        if let Ok(bytes) = std::fs::read(format!("{database}{suffix}")) {
+            files_checked += 1;
+            assert!(
+                !bytes
+                    .windows(CANARY.len())
+                    .any(|window| window == CANARY.as_bytes()),
+                "the secret is in plain text in {database}{suffix}"
+            );
+            assert!(
+                !bytes
+                    .windows(PASSWORD_CANARY.len())
+                    .any(|window| window == PASSWORD_CANARY.as_bytes())
+            );
+        }
+    }
+    assert!(files_checked >= 1, "the database file was read");
     for envelope in &envelopes {
         assert!(
             !envelope.contains(CANARY),
@@ -131,5 +204,10 @@ fn no_path_prints_a_secret_even_at_trace_level() {
         .iter()
         .map(|e| serde_json::from_str::<serde_json::Value>(e).expect("json")["status"].clone())
         .collect();
-    assert_eq!(statuses, ["ok", "error", "error", "error", "error"]);
+    // Atomic: ok, the 401, the reset, refused, the broken auth line. Chat: a tool turn, the
+    // 500, the reset.
+    assert_eq!(
+        statuses,
+        ["ok", "error", "error", "error", "error", "ok", "error", "error"]
+    );
 }

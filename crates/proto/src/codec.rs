@@ -44,7 +44,10 @@ pub enum Decoded<M> {
 /// The server uses `FrameCodec<ClientFrame, ServerFrame>`, a client the reverse.
 #[derive(Debug)]
 pub struct FrameCodec<In, Out> {
+    /// The largest body read.
     max_frame: usize,
+    /// The largest body written; fixed at construction.
+    max_written: usize,
     _types: PhantomData<fn(Out) -> In>,
 }
 
@@ -53,13 +56,20 @@ impl<In, Out> FrameCodec<In, Out> {
     pub fn new(max_frame: usize) -> Self {
         Self {
             max_frame,
+            max_written: max_frame,
             _types: PhantomData,
         }
     }
 
-    /// The largest body this codec accepts.
+    /// The largest body this codec reads.
     pub fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// Changes the largest body read from now on, leaving the written limit alone: a server
+    /// reads only small frames until a client has logged in.
+    pub fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
     }
 }
 
@@ -96,10 +106,10 @@ impl<In, Out: prost::Message> Encoder<Out> for FrameCodec<In, Out> {
 
     fn encode(&mut self, item: Out, dst: &mut BytesMut) -> Result<(), FrameError> {
         let len = item.encoded_len();
-        if len > self.max_frame {
+        if len > self.max_written {
             return Err(FrameError::TooLarge {
                 len,
-                max: self.max_frame,
+                max: self.max_written,
             });
         }
         dst.reserve(HEADER_LEN + len);

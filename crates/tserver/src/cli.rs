@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// Largest protobuf body of one frame, in bytes.
     #[arg(long, default_value_t = tserver_proto::DEFAULT_MAX_FRAME)]
     pub max_frame_bytes: usize,
+    /// Connections not yet logged in, at once.
+    #[arg(long, default_value_t = 256)]
+    pub max_unauthenticated: usize,
     /// Unanswered calls per connection.
     #[arg(long, default_value_t = 32)]
     pub max_calls_in_flight: usize,
@@ -185,6 +188,7 @@ impl ServeArgs {
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
         Ok(ServerConfig::default()
             .with_max_connections(self.max_connections)
+            .with_max_unauthenticated(self.max_unauthenticated)
             .with_max_frame(self.max_frame_bytes)
             .with_max_calls_in_flight(self.max_calls_in_flight)
             .with_login_timeout(seconds("--login-timeout-secs", self.login_timeout_secs)?)

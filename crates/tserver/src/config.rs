@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use tserver_proto::DEFAULT_MAX_FRAME;
 
+use crate::throttle::LoginThrottleConfig;
+
 /// The limits one [`Server`](crate::Server) enforces. Every limit refuses excess with a typed
 /// error or a close; nothing queues without bound.
 #[derive(Debug, Clone)]
@@ -16,6 +18,10 @@ pub struct ServerConfig {
     pub(crate) write_timeout: Duration,
     pub(crate) shutdown_grace: Duration,
     pub(crate) max_concurrent_logins: usize,
+    pub(crate) max_login_frame: usize,
+    pub(crate) max_frames_before_login: u32,
+    pub(crate) max_unauthenticated: usize,
+    pub(crate) login_throttle: LoginThrottleConfig,
 }
 
 impl Default for ServerConfig {
@@ -29,6 +35,10 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             max_concurrent_logins: std::thread::available_parallelism().map_or(2, usize::from),
+            max_login_frame: 4096,
+            max_frames_before_login: 8,
+            max_unauthenticated: 256,
+            login_throttle: LoginThrottleConfig::default(),
         }
     }
 }
@@ -83,5 +93,37 @@ impl ServerConfig {
     pub fn with_max_concurrent_logins(mut self, logins: usize) -> Self {
         self.max_concurrent_logins = logins.max(1);
         self
+    }
+
+    /// Largest frame body accepted from a connection that has not logged in (a Hello is a few
+    /// dozen bytes). Default 4 KiB; never above the max frame.
+    pub fn with_max_login_frame(mut self, bytes: usize) -> Self {
+        self.max_login_frame = bytes;
+        self
+    }
+
+    /// Frames a connection may send before it has logged in, Hello attempts included; the next
+    /// one closes it. Default 8.
+    pub fn with_max_frames_before_login(mut self, frames: u32) -> Self {
+        self.max_frames_before_login = frames.max(1);
+        self
+    }
+
+    /// Connections not yet logged in, at once; past it a new connection gets `busy` and is
+    /// closed, so unauthenticated clients can never take every slot. Default 256.
+    pub fn with_max_unauthenticated(mut self, connections: usize) -> Self {
+        self.max_unauthenticated = connections.max(1);
+        self
+    }
+
+    /// How failed logins are throttled per peer address.
+    pub fn with_login_throttle(mut self, throttle: LoginThrottleConfig) -> Self {
+        self.login_throttle = throttle;
+        self
+    }
+
+    /// The frame limit for a connection that has not logged in.
+    pub(crate) fn login_frame_limit(&self) -> usize {
+        self.max_login_frame.min(self.max_frame)
     }
 }

@@ -46,6 +46,12 @@ impl Connection {
         }
     }
 
+    /// Changes the largest frame read from the client from now on; replies keep the limit
+    /// given at construction.
+    pub(crate) fn set_max_frame(&mut self, max_frame: usize) {
+        self.framed.codec_mut().set_max_frame(max_frame);
+    }
+
     /// The next frame; `None` when the client closed. Cancel-safe: bytes already read stay
     /// buffered for the next call.
     pub(crate) async fn read_frame(&mut self) -> Option<Result<Decoded<ClientFrame>, FrameError>> {

@@ -46,6 +46,10 @@ enum Close {
     LoginFailed,
     /// No Hello within the login deadline.
     LoginDeadline,
+    /// More frames than allowed before logging in.
+    TooChattyBeforeLogin,
+    /// Logged out while every slot for connections not logged in is taken.
+    NoLoginSlot,
     /// Nothing happened for the idle timeout.
     Idle,
     /// Shutdown finished draining this connection's calls.
@@ -63,6 +67,15 @@ async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
         Some((_, receiver)) => receiver.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// The permits a new connection was admitted with.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    /// Its slot under the connection cap.
+    pub(crate) connection: OwnedSemaphorePermit,
+    /// Its slot under the cap on connections not logged in.
+    pub(crate) login: OwnedSemaphorePermit,
 }
 
 pub(crate) struct Handler {
@@ -87,6 +100,10 @@ pub(crate) struct Handler {
     login_deadline: Instant,
     /// Set when login state changes, so the deadline timer is re-armed.
     deadline_moved: bool,
+    /// Frames received since the connection opened or logged out, while not logged in.
+    frames_before_login: u32,
+    /// This connection's slot under the cap on connections not logged in; `None` once logged in.
+    login_permit: Option<OwnedSemaphorePermit>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
@@ -107,7 +124,7 @@ impl Handler {
         shutdown: CancellationToken,
         hard_stop: &CancellationToken,
         tracker: TaskTracker,
-        connection_permit: OwnedSemaphorePermit,
+        slots: Slots,
     ) -> Self {
         let cap = shared.config.max_calls_in_flight;
         let now = Instant::now();
@@ -125,7 +142,9 @@ impl Handler {
             last_activity: now,
             login_deadline,
             deadline_moved: false,
-            _connection_permit: connection_permit,
+            frames_before_login: 0,
+            login_permit: Some(slots.login),
+            _connection_permit: slots.connection,
             shared,
         }
     }
@@ -147,6 +166,20 @@ impl Handler {
             Close::Drained | Close::HardStop => {
                 Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
             }
+            Close::TooChattyBeforeLogin => Some((
+                ErrorCode::Unauthenticated,
+                format!(
+                    "more than {} frames before logging in; closing",
+                    self.shared.config.max_frames_before_login
+                ),
+            )),
+            Close::NoLoginSlot => Some((
+                ErrorCode::Busy,
+                format!(
+                    "too many connections waiting to log in (limit {}); closing",
+                    self.shared.config.max_unauthenticated
+                ),
+            )),
             Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
         };
         // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
@@ -182,6 +215,13 @@ impl Handler {
                 }
                 frame = self.connection.read_frame() => {
                     self.last_activity = Instant::now();
+                    if self.context.user.is_none() {
+                        // Before login a client gets a handful of frames, whatever they are.
+                        self.frames_before_login += 1;
+                        if self.frames_before_login > self.shared.config.max_frames_before_login {
+                            return Close::TooChattyBeforeLogin;
+                        }
+                    }
                     let result = match frame {
                         None => return Close::ClientClosed,
                         Some(Err(error @ FrameError::TooLarge { .. })) => return Close::FrameTooLarge(error),
@@ -256,10 +296,17 @@ impl Handler {
             client_frame::Body::Logout(_) => {
                 tracing::info!("logged out");
                 self.context.user = None;
+                self.frames_before_login = 0;
                 self.login_deadline = Instant::now() + self.shared.config.login_timeout;
                 self.deadline_moved = true;
+                self.connection
+                    .set_max_frame(self.shared.config.login_frame_limit());
                 self.answer(reply(call_id, server_frame::Body::Logout(LogoutReply {})))
                     .await?;
+                match Arc::clone(&self.shared.unauthenticated).try_acquire_owned() {
+                    Ok(permit) => self.login_permit = Some(permit),
+                    Err(_) => return Ok(Some(Close::NoLoginSlot)),
+                }
             }
             client_frame::Body::ReadTags(request) => {
                 let body = cmd::read_tags::apply(&request, self.shared.runtime.objects())
@@ -285,22 +332,18 @@ impl Handler {
         call_id: u64,
         hello: &tserver_proto::v1::Hello,
     ) -> Result<Option<Close>, crate::connection::WriteError> {
-        match cmd::hello::apply(hello, &self.shared.auth).await {
+        match cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await {
             Ok((user_name, body)) => {
                 tracing::Span::current().record("user", user_name.as_str());
                 tracing::info!(client = %hello.client_name, "logged in");
                 self.context.user = Some(Arc::from(user_name));
                 self.deadline_moved = true;
+                self.login_permit = None;
+                self.connection.set_max_frame(self.shared.config.max_frame);
                 self.answer(reply(call_id, body)).await?;
                 Ok(None)
             }
             Err(error) => {
-                tracing::warn!(
-                    peer = %self.context.peer,
-                    user = %hello.user_name,
-                    code = ?error.code,
-                    "login refused"
-                );
                 self.connection.queue(reply(call_id, error.into_body())).await?;
                 Ok(Some(Close::LoginFailed))
             }

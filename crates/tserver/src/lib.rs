@@ -25,11 +25,13 @@ mod handler;
 mod plant;
 mod runtime;
 mod server;
+mod throttle;
 
 pub use config::ServerConfig;
 pub use plant::Plant;
 pub use runtime::{Runtime, Toolkit};
 pub use server::{Server, ServerError};
+pub use throttle::LoginThrottleConfig;
 
 /// The product version reported in `HelloReply.server_version`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -15,7 +15,7 @@ use crate::auth::{Authenticator, LoginError};
 use crate::cmd::error_frame;
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
-use crate::handler::Handler;
+use crate::handler::{Handler, Slots};
 use crate::{Runtime, ServerConfig};
 
 /// How long the refusal sent to a connection past the cap may take.
@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     pub(crate) config: ServerConfig,
     pub(crate) auth: Authenticator,
+    /// One permit per connection not yet logged in, so such connections never take every slot.
+    pub(crate) unauthenticated: Arc<Semaphore>,
 }
 
 /// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
@@ -49,11 +51,16 @@ pub struct Server {
 impl Server {
     /// A server for `runtime` with `config`'s limits.
     pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
-        let auth = Authenticator::new(Arc::clone(runtime.db()), config.max_concurrent_logins)
-            .map_err(|error: LoginError| ServerError::Login(error.to_string()))?;
+        let auth = Authenticator::new(
+            Arc::clone(runtime.db()),
+            config.max_concurrent_logins,
+            config.login_throttle,
+        )
+        .map_err(|error: LoginError| ServerError::Login(error.to_string()))?;
         Ok(Self {
             shared: Arc::new(Shared {
                 runtime,
+                unauthenticated: Arc::new(Semaphore::new(config.max_unauthenticated)),
                 config,
                 auth,
             }),
@@ -131,10 +138,24 @@ impl Listener {
 
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
-        let connection = Connection::new(socket, config.max_frame, config.write_timeout);
+        let mut connection = Connection::new(socket, config.max_frame, config.write_timeout);
+        connection.set_max_frame(config.login_frame_limit());
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
             tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
-            self.tracker.spawn(refuse(connection, config.max_connections));
+            let message = format!(
+                "too many connections (limit {}); try again later",
+                config.max_connections
+            );
+            self.tracker.spawn(refuse(connection, message));
+            return;
+        };
+        let Ok(login_permit) = Arc::clone(&self.shared.unauthenticated).try_acquire_owned() else {
+            tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: too many connections not logged in");
+            let message = format!(
+                "too many connections waiting to log in (limit {}); try again later",
+                config.max_unauthenticated
+            );
+            self.tracker.spawn(refuse(connection, message));
             return;
         };
         let context = ConnectionContext::new(peer);
@@ -146,15 +167,17 @@ impl Listener {
             self.shutdown.clone(),
             &self.hard_stop,
             self.tracker.clone(),
-            permit,
+            Slots {
+                connection: permit,
+                login: login_permit,
+            },
         );
         self.tracker.spawn(handler.run().instrument(span));
     }
 }
 
-/// Tells a connection past the cap why it is closed, then closes it.
-async fn refuse(mut connection: Connection, limit: usize) {
-    let message = format!("too many connections (limit {limit}); try again later");
+/// Tells a connection past a cap why it is closed, then closes it.
+async fn refuse(mut connection: Connection, message: String) {
     connection
         .send_final(error_frame(0, ErrorCode::Busy, message), REFUSAL_WRITE_LIMIT)
         .await;

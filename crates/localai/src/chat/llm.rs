@@ -92,6 +92,7 @@ impl Endpoint {
     /// warning.
     pub(crate) async fn post(&self, http: &reqwest::Client, body: Vec<u8>) -> Result<Value, String> {
         let shown = &self.shown_url;
+        tracing::debug!(url = %shown, bytes = body.len(), "chat POST");
         let mut request = http
             .post(self.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")

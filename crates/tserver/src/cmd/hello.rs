@@ -12,8 +12,10 @@ use crate::auth::{Authenticator, LoginError};
 pub(crate) async fn apply(
     hello: &Hello,
     auth: &Authenticator,
+    peer: std::net::IpAddr,
 ) -> Result<(String, server_frame::Body), CallError> {
     if hello.protocol_version != PROTOCOL_VERSION {
+        tracing::info!(%peer, version = hello.protocol_version, "login refused: unsupported protocol version");
         return Err(CallError::new(
             ErrorCode::UnsupportedProtocol,
             format!(
@@ -22,7 +24,7 @@ pub(crate) async fn apply(
             ),
         ));
     }
-    match auth.verify(&hello.user_name, &hello.password).await {
+    match auth.verify(peer, &hello.user_name, &hello.password).await {
         Ok(user_name) => {
             let body = server_frame::Body::Hello(HelloReply {
                 server_version: SERVER_VERSION.to_owned(),
@@ -34,6 +36,13 @@ pub(crate) async fn apply(
         Err(LoginError::Refused) => Err(CallError::new(
             ErrorCode::LoginFailed,
             "unknown user or wrong password",
+        )),
+        Err(LoginError::Throttled(wait)) => Err(CallError::new(
+            ErrorCode::LoginThrottled,
+            format!(
+                "too many failed logins from this address; try again in {} s",
+                wait.as_secs_f64().ceil()
+            ),
         )),
         Err(LoginError::Internal(reason)) => {
             tracing::error!(%reason, "login check failed");

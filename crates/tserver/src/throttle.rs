@@ -1,0 +1,205 @@
+//! `LoginThrottle`: failed logins counted per peer address, with a lockout that grows.
+//!
+//! The count is kept per address, never per user name, so a lockout says nothing about which
+//! users exist, and one attacker cannot lock a user out from every panel of the plant. A
+//! locked-out address is refused before any password is checked, so a guessing loop also stops
+//! costing argon2 time.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How failed logins from one address are answered; see `docs/LIMITS.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoginThrottleConfig {
+    /// Failed logins an address may make before the first lockout.
+    pub free_failures: u32,
+    /// The first lockout; each further failure doubles it.
+    pub first_lockout: Duration,
+    /// The longest lockout.
+    pub max_lockout: Duration,
+    /// An address with no failure for this long starts again from zero.
+    pub forget_after: Duration,
+    /// Addresses tracked at once; past it, stale entries are dropped first, then the oldest.
+    pub max_tracked: usize,
+}
+
+impl Default for LoginThrottleConfig {
+    fn default() -> Self {
+        Self {
+            free_failures: 5,
+            first_lockout: Duration::from_secs(1),
+            max_lockout: Duration::from_secs(300),
+            forget_after: Duration::from_secs(900),
+            max_tracked: 65_536,
+        }
+    }
+}
+
+/// What one address has done lately.
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    last: Instant,
+    locked_until: Option<Instant>,
+}
+
+/// Failed-login bookkeeping shared by every connection of one server.
+#[derive(Debug)]
+pub(crate) struct LoginThrottle {
+    config: LoginThrottleConfig,
+    peers: Mutex<HashMap<IpAddr, Failures>>,
+}
+
+impl LoginThrottle {
+    pub(crate) fn new(config: LoginThrottleConfig) -> Self {
+        Self {
+            config,
+            peers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `Err(wait)` while `peer` is locked out: how long until it may try again.
+    pub(crate) fn check(&self, peer: IpAddr) -> Result<(), Duration> {
+        let now = Instant::now();
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match peers.get(&peer).and_then(|failures| failures.locked_until) {
+            Some(until) if until > now => Err(until - now),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a failed login from `peer`; returns its failures so far and the lockout it
+    /// earned, if any.
+    pub(crate) fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
+        let now = Instant::now();
+        let mut peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !peers.contains_key(&peer) && peers.len() >= self.config.max_tracked {
+            self.make_room(&mut peers, now);
+        }
+        let failures = peers.entry(peer).or_insert(Failures {
+            count: 0,
+            last: now,
+            locked_until: None,
+        });
+        if now.duration_since(failures.last) >= self.config.forget_after {
+            failures.count = 0;
+        }
+        failures.count = failures.count.saturating_add(1);
+        failures.last = now;
+        let lockout = self.lockout_after(failures.count);
+        failures.locked_until = lockout.map(|lockout| now + lockout);
+        (failures.count, lockout)
+    }
+
+    /// A successful login wipes the address's record.
+    pub(crate) fn succeeded(&self, peer: IpAddr) {
+        let mut peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        peers.remove(&peer);
+    }
+
+    /// The lockout earned by the `count`th failure: none while free, then the first lockout
+    /// doubled per further failure, capped.
+    fn lockout_after(&self, count: u32) -> Option<Duration> {
+        let over = count.checked_sub(self.config.free_failures)?.checked_sub(1)?;
+        let factor = 1u32.checked_shl(over.min(31)).unwrap_or(u32::MAX);
+        Some(
+            self.config
+                .first_lockout
+                .saturating_mul(factor)
+                .min(self.config.max_lockout),
+        )
+    }
+
+    /// Drops every stale entry; when none is stale, the unlocked (else locked) one whose last
+    /// failure is oldest. The table stays bounded whatever the number of addresses failing.
+    fn make_room(&self, peers: &mut HashMap<IpAddr, Failures>, now: Instant) {
+        let forget_after = self.config.forget_after;
+        peers.retain(|_, failures| {
+            let locked = failures.locked_until.is_some_and(|until| until > now);
+            locked || now.duration_since(failures.last) < forget_after
+        });
+        if peers.len() >= self.config.max_tracked
+            && let Some(oldest) = peers
+                .iter()
+                .min_by_key(|(_, failures)| {
+                    (
+                        failures.locked_until.is_some_and(|until| until > now),
+                        failures.last,
+                    )
+                })
+                .map(|(peer, _)| *peer)
+        {
+            peers.remove(&oldest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> LoginThrottleConfig {
+        LoginThrottleConfig {
+            free_failures: 2,
+            first_lockout: Duration::from_secs(10),
+            max_lockout: Duration::from_secs(35),
+            forget_after: Duration::from_secs(100),
+            max_tracked: 3,
+        }
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lockouts_start_after_the_free_failures_and_double_up_to_the_cap() {
+        let throttle = LoginThrottle::new(config());
+        let lockouts: Vec<_> = (0..6).map(|_| throttle.failed(ip(1)).1).collect();
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(lockouts, [None, None, secs(10), secs(20), secs(35), secs(35)]);
+        assert_eq!(throttle.check(ip(1)), Err(Duration::from_secs(35)));
+        assert_eq!(throttle.check(ip(2)), Ok(()), "other addresses are not affected");
+        tokio::time::advance(Duration::from_secs(35)).await;
+        assert_eq!(throttle.check(ip(1)), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn success_and_a_quiet_spell_both_reset_the_count() {
+        let throttle = LoginThrottle::new(config());
+        throttle.failed(ip(1));
+        throttle.failed(ip(1));
+        throttle.succeeded(ip(1));
+        assert_eq!(throttle.failed(ip(1)), (1, None));
+        tokio::time::advance(Duration::from_secs(100)).await;
+        assert_eq!(throttle.failed(ip(1)), (1, None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_table_stays_bounded_and_keeps_locked_addresses() {
+        let throttle = LoginThrottle::new(config());
+        for _ in 0..3 {
+            throttle.failed(ip(1));
+        }
+        for peer in 2..=20 {
+            throttle.failed(ip(peer));
+        }
+        let peers = throttle.peers.lock().expect("lock");
+        assert!(peers.len() <= 3);
+        drop(peers);
+        assert!(throttle.check(ip(1)).is_err(), "the locked address was kept");
+    }
+}

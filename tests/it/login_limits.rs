@@ -1,0 +1,187 @@
+//! Login throttling per peer address, and the tighter limits on connections not logged in.
+
+use std::time::Duration;
+
+use service_client::ClientError;
+use tserver::{LoginThrottleConfig, ServerConfig};
+use tserver_proto::v1::{ErrorCode, Ping, client_frame, server_frame};
+
+use crate::support::{RawConnection, Solution, TestServer, admin, error_of, hello};
+
+fn throttled(lockout: Duration) -> ServerConfig {
+    ServerConfig::default().with_login_throttle(LoginThrottleConfig {
+        free_failures: 2,
+        first_lockout: lockout,
+        max_lockout: lockout * 4,
+        ..LoginThrottleConfig::default()
+    })
+}
+
+/// One Hello on a fresh connection: the reply's error code, `None` for a successful login.
+async fn try_login(server: &TestServer, user: &str, password: &str) -> Option<ErrorCode> {
+    let mut raw = RawConnection::connect(server.addr).await;
+    raw.send(1, hello(user, password)).await;
+    let reply = raw.receive().await.expect("a reply to Hello");
+    match reply.body {
+        Some(server_frame::Body::Hello(_)) => None,
+        _ => Some(error_of(&reply).0),
+    }
+}
+
+#[tokio::test]
+async fn failed_logins_lock_the_address_out_whatever_the_user_then_it_may_try_again() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["users", path, "add", "operator"], "right-pass\n");
+    let lockout = Duration::from_millis(1500);
+    let server = TestServer::start(&solution.path, throttled(lockout)).await;
+
+    // The free failures are plain refusals; the third failure earns the lockout.
+    for password in ["guess-1", "guess-2", "guess-3"] {
+        assert_eq!(
+            try_login(&server, "operator", password).await,
+            Some(ErrorCode::LoginFailed)
+        );
+    }
+    // Locked out: the right password, an unknown user and a passwordless user are all refused
+    // alike, so the lockout tells nothing about who exists.
+    let mut messages = Vec::new();
+    for (user, password) in [("operator", "right-pass"), ("nobody", "x"), ("guest", "")] {
+        let mut raw = RawConnection::connect(server.addr).await;
+        raw.send(1, hello(user, password)).await;
+        let reply = raw.receive().await.expect("a refusal");
+        let (code, message) = error_of(&reply);
+        assert_eq!(code, ErrorCode::LoginThrottled);
+        assert!(message.contains("try again in"), "{message}");
+        messages.push(message.to_owned());
+        assert!(
+            raw.receive().await.is_none(),
+            "a throttled login closes the connection"
+        );
+    }
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.contains("operator") || m.contains("right-pass"))
+    );
+    // The typed client error carries the code.
+    let refused = server.client().await.login("operator", "right-pass").await;
+    match refused {
+        Err(error @ ClientError::Server { .. }) => {
+            assert_eq!(error.server_code(), Some(ErrorCode::LoginThrottled));
+        }
+        other => panic!("expected a throttled login, got {other:?}"),
+    }
+
+    // After the lockout the right password works, and the success clears the record.
+    tokio::time::sleep(lockout + Duration::from_millis(100)).await;
+    assert_eq!(try_login(&server, "operator", "right-pass").await, None);
+    assert_eq!(
+        try_login(&server, "operator", "wrong").await,
+        Some(ErrorCode::LoginFailed)
+    );
+    assert_eq!(try_login(&server, "guest", "").await, None);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn logged_in_clients_are_not_disturbed_by_a_locked_out_address() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, throttled(Duration::from_secs(60))).await;
+    let operator = server.guest().await;
+    for _ in 0..4 {
+        try_login(&server, "guest", "wrong").await;
+    }
+    assert_eq!(
+        try_login(&server, "guest", "").await,
+        Some(ErrorCode::LoginThrottled)
+    );
+    assert!(operator.ping().await.is_ok(), "an existing session goes on");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn frames_before_login_are_small_and_few() {
+    let solution = Solution::demo();
+    let config = ServerConfig::default()
+        .with_max_frame(64 * 1024)
+        .with_max_login_frame(1024)
+        .with_max_frames_before_login(3);
+    let server = TestServer::start(&solution.path, config).await;
+
+    // A frame over the login limit is refused before login...
+    let mut raw = RawConnection::connect(server.addr).await;
+    raw.send_bytes(&2048u32.to_be_bytes()).await;
+    let reply = raw.receive().await.expect("a refusal");
+    let (code, message) = error_of(&reply);
+    assert_eq!(code, ErrorCode::FrameTooLarge);
+    assert!(message.contains("1024"), "{message}");
+    assert!(raw.receive().await.is_none());
+
+    // ...and the same frame is fine once logged in.
+    let mut raw = RawConnection::guest(server.addr).await;
+    let padding = "x".repeat(2048);
+    raw.send(
+        2,
+        client_frame::Body::ReadTags(tserver_proto::v1::ReadTagsRequest { names: vec![padding] }),
+    )
+    .await;
+    assert_eq!(raw.receive().await.expect("a reply").call_id, 2);
+
+    // Three frames before login are answered; the fourth closes the connection.
+    let mut raw = RawConnection::connect(server.addr).await;
+    for call_id in 1..=4 {
+        raw.send(call_id, client_frame::Body::Ping(Ping { nonce: call_id }))
+            .await;
+    }
+    for call_id in 1..=3 {
+        let reply = raw.receive().await.expect("an error reply");
+        assert_eq!(
+            (reply.call_id, error_of(&reply).0),
+            (call_id, ErrorCode::Unauthenticated)
+        );
+    }
+    let last = raw.receive().await.expect("last words");
+    assert_eq!(last.call_id, 0);
+    let (code, message) = error_of(&last);
+    assert_eq!(code, ErrorCode::Unauthenticated);
+    assert!(message.contains("before logging in"), "{message}");
+    assert!(raw.receive().await.is_none());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_not_logged_in_cannot_take_every_slot() {
+    let solution = Solution::demo();
+    let config = ServerConfig::default()
+        .with_max_connections(10)
+        .with_max_unauthenticated(2);
+    let server = TestServer::start(&solution.path, config).await;
+    let _silent = [
+        RawConnection::connect(server.addr).await,
+        RawConnection::connect(server.addr).await,
+    ];
+    let mut third = RawConnection::connect(server.addr).await;
+    let reply = third.receive().await.expect("a refusal");
+    let (code, message) = error_of(&reply);
+    assert_eq!(code, ErrorCode::Busy);
+    assert!(message.contains("waiting to log in"), "{message}");
+
+    // A connection that logs in gives its waiting slot back.
+    drop(_silent);
+    let deadline = tokio::time::Instant::now() + crate::support::PATIENCE;
+    let mut logged_in = Vec::new();
+    while logged_in.len() < 5 {
+        let client = server.client().await;
+        if client.login("guest", "").await.is_ok() {
+            logged_in.push(client);
+        } else {
+            assert!(tokio::time::Instant::now() < deadline, "slots free up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for client in &logged_in {
+        assert!(client.ping().await.is_ok());
+    }
+    server.stop().await;
+}
