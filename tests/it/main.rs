@@ -14,3 +14,4 @@ mod secrets_in_logs;
 mod support;
 mod tclient;
 mod tidy;
+mod tls;

@@ -5,8 +5,13 @@
 //! server and the client library never depend on each other.
 
 mod codec;
+mod transport;
 
 pub use codec::{Decoded, FrameCodec, FrameError};
+pub use transport::{TlsError, Transport, accept, client_config, connect, server_config, server_name};
+
+/// rustls and tokio-rustls as this crate uses them, so both sides name the same versions.
+pub use {rustls, tokio_rustls};
 
 /// The protocol version this crate speaks (see the header of `proto/tserver.proto`).
 pub const PROTOCOL_VERSION: u32 = 1;

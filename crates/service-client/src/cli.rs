@@ -26,6 +26,13 @@ pub struct Cli {
     /// Read the password from the first line of standard input (otherwise it is empty).
     #[arg(long, global = true)]
     pub password_stdin: bool,
+    /// Speak TLS, trusting the certificates in this PEM file (a private CA, or the server's
+    /// self-signed certificate).
+    #[arg(long, value_name = "PEM", global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (default: the host of --addr).
+    #[arg(long, value_name = "NAME", global = true, requires = "tls_ca")]
+    pub tls_name: Option<String>,
     /// Seconds to wait for each reply.
     #[arg(long, default_value_t = 90.0, global = true)]
     pub timeout_secs: f64,
@@ -75,9 +82,17 @@ pub async fn run(
     } else {
         String::new()
     };
+    let tls = match &cli.tls_ca {
+        Some(ca) => Some(crate::ClientTls {
+            config: tserver_proto::client_config(ca).context("cannot set up TLS")?,
+            server_name: cli.tls_name.clone(),
+        }),
+        None => None,
+    };
     let options = ClientOptions {
         call_timeout,
         client_name: format!("tclient {}", env!("CARGO_PKG_VERSION")),
+        tls,
         ..ClientOptions::default()
     };
     if let Command::Bench(args) = &cli.command {

@@ -17,7 +17,7 @@ use tserver_proto::v1::{
     ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest, ServerFrame, TagReading,
     client_frame, server_frame,
 };
-use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION};
+use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
 use crate::{ClientError, CloseReason, Envelope};
 
@@ -32,6 +32,18 @@ pub struct ClientOptions {
     pub max_frame: usize,
     /// The client name sent in Hello, for the server's logs.
     pub client_name: String,
+    /// Speak TLS, trusting these roots. Default: plain TCP.
+    pub tls: Option<ClientTls>,
+}
+
+/// How a client speaks TLS.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// The roots to trust (see [`tserver_proto::client_config`] to load a CA file).
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name the server's certificate must carry. Default: the host part of the address
+    /// connected to (a DNS name or an IP address).
+    pub server_name: Option<String>,
 }
 
 impl Default for ClientOptions {
@@ -41,6 +53,7 @@ impl Default for ClientOptions {
             call_timeout: Duration::from_secs(90),
             max_frame: DEFAULT_MAX_FRAME,
             client_name: format!("service-client {}", env!("CARGO_PKG_VERSION")),
+            tls: None,
         }
     }
 }
@@ -96,8 +109,38 @@ impl Client {
             }
         };
         let _ = socket.set_nodelay(true);
+        let transport = match &options.tls {
+            None => Transport::Plain(socket),
+            Some(tls) => {
+                let addr = addr.to_string();
+                let name = tls
+                    .server_name
+                    .clone()
+                    .unwrap_or_else(|| host_of(&addr).to_owned());
+                let name = tserver_proto::server_name(&name).map_err(|error| ClientError::Tls {
+                    addr: addr.clone(),
+                    reason: error.to_string(),
+                })?;
+                let handshake = tserver_proto::connect(&tls.config, name, socket);
+                match tokio::time::timeout(options.connect_timeout, handshake).await {
+                    Ok(Ok(transport)) => transport,
+                    Ok(Err(error)) => {
+                        return Err(ClientError::Tls {
+                            addr,
+                            reason: error.to_string(),
+                        });
+                    }
+                    Err(_) => {
+                        return Err(ClientError::ConnectTimeout {
+                            addr,
+                            after: options.connect_timeout,
+                        });
+                    }
+                }
+            }
+        };
         let framed = Framed::new(
-            socket,
+            transport,
             FrameCodec::<ServerFrame, ClientFrame>::new(options.max_frame),
         );
         let (outgoing, requests) = mpsc::channel(256);
@@ -253,6 +296,17 @@ impl Client {
     }
 }
 
+/// The host part of `host:port`, `[v6]:port` or a bare host.
+fn host_of(addr: &str) -> &str {
+    let host = match addr.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => host,
+        _ => addr,
+    };
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
 /// Locks the pending map; a panic while holding it cannot leave it inconsistent (single
 /// inserts and removes), so a poisoned lock is used as is.
 fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
@@ -261,7 +315,7 @@ fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Se
 
 /// Owns the socket: writes requests, routes replies, and records why the connection ended.
 async fn drive(
-    mut framed: Framed<TcpStream, FrameCodec<ServerFrame, ClientFrame>>,
+    mut framed: Framed<Transport, FrameCodec<ServerFrame, ClientFrame>>,
     mut requests: mpsc::Receiver<ClientFrame>,
     shared: Arc<Shared>,
 ) {
@@ -311,4 +365,17 @@ async fn drive(
     // Refuse new requests first, then fail the waiting ones, so no call is left waiting.
     requests.close();
     lock(&shared.pending).clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn the_host_of_an_address_is_what_a_certificate_names() {
+        assert_eq!(host_of("127.0.0.1:3101"), "127.0.0.1");
+        assert_eq!(host_of("[::1]:3101"), "::1");
+        assert_eq!(host_of("plant-server:3101"), "plant-server");
+        assert_eq!(host_of("plant-server"), "plant-server");
+    }
 }

@@ -57,6 +57,15 @@ pub enum ClientError {
         /// The connect timeout.
         after: Duration,
     },
+    /// The TLS handshake failed (untrusted or mismatched certificate, a server not speaking
+    /// TLS, a bad server name).
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls {
+        /// The address tried.
+        addr: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The server refused the login (unknown user or wrong password; it does not say which).
     #[error("login refused: {message}")]
     LoginRefused {

@@ -102,6 +102,12 @@ pub struct ServeArgs {
     /// Seconds shutdown waits for calls in flight.
     #[arg(long, default_value_t = 10.0)]
     pub shutdown_grace_secs: f64,
+    /// Serve TLS only, with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Run the plant simulator (`on`/`off`); default: the solution's `SimulatorEnabled`
     /// setting (on in demo solutions).
     #[arg(long, value_name = "on|off", value_parser = parse_switch)]
@@ -206,7 +212,27 @@ fn seconds(option: &str, value: f64) -> anyhow::Result<Duration> {
 
 /// Runs `serve` until `shutdown` is cancelled.
 pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    serve_on(args, listener, shutdown).await
+}
+
+/// Runs `serve` on a listener the caller bound (tests bind `127.0.0.1:0`); `--listen` is not
+/// used.
+pub async fn serve_on(
+    args: &ServeArgs,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let config = args.config()?;
+    // Certificates are checked before anything starts, so a bad file is a clear start error.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(tserver_proto::server_config(cert, key).context("cannot set up TLS")?)
+        }
+        _ => None,
+    };
     // Every connection is a file descriptor; the default soft limit (often 1024) would refuse
     // connections long before `--max-connections`, so take what the hard limit allows.
     let open_files = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
@@ -219,9 +245,6 @@ pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Res
     }
     let runtime = Runtime::open(&args.solution)
         .with_context(|| format!("cannot open solution {}", args.solution.display()))?;
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
     let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);
     tracing::info!(
         tags = runtime.objects().len(),
@@ -234,7 +257,12 @@ pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Res
         let shutdown = shutdown.clone();
         async move { runtime.run_background(simulate, shutdown).await }
     });
-    Server::new(runtime, config)?.run(listener, shutdown).await;
+    let mut server = Server::new(runtime, config)?;
+    if let Some(tls) = tls {
+        tracing::info!("serving TLS only");
+        server = server.with_tls(tls);
+    }
+    server.run(listener, shutdown).await;
     // The server has stopped; the background task saw the same cancellation and is writing
     // its last history.
     background.await.context("the background task failed")?;

@@ -4,10 +4,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
-use tserver_proto::{Decoded, FrameCodec, FrameError};
+use tserver_proto::{Decoded, FrameCodec, FrameError, Transport};
 
 use crate::cmd::error_frame;
 
@@ -26,15 +25,15 @@ const INITIAL_BUFFER: usize = 256;
 /// A framed client connection.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    framed: Framed<TcpStream, FrameCodec<ClientFrame, ServerFrame>>,
+    framed: Framed<Transport, FrameCodec<ClientFrame, ServerFrame>>,
     /// How long one flush may wait for a client that does not read.
     write_timeout: Duration,
 }
 
 impl Connection {
-    pub(crate) fn new(socket: TcpStream, max_frame: usize, write_timeout: Duration) -> Self {
+    pub(crate) fn new(socket: Transport, max_frame: usize, write_timeout: Duration) -> Self {
         // Replies are small and latency matters more than packet count.
-        let _ = socket.set_nodelay(true);
+        let _ = socket.tcp().set_nodelay(true);
         // Most connections sit idle between small calls, so buffers start small and grow only
         // for frames that need it (tokio-util's default is 8 KiB each way per connection).
         let mut parts = FramedParts::new::<ServerFrame>(socket, FrameCodec::new(max_frame));

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 use tserver_proto::v1::ErrorCode;
+use tserver_proto::{Transport, rustls};
 
 use crate::auth::{Authenticator, LoginError};
 use crate::cmd::error_frame;
@@ -40,12 +41,14 @@ pub(crate) struct Shared {
     pub(crate) auth: Authenticator,
     /// One permit per connection not yet logged in, so such connections never take every slot.
     pub(crate) unauthenticated: Arc<Semaphore>,
+    /// Set when clients must speak TLS.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
 #[derive(Debug)]
 pub struct Server {
-    shared: Arc<Shared>,
+    shared: Shared,
 }
 
 impl Server {
@@ -58,13 +61,23 @@ impl Server {
         )
         .map_err(|error: LoginError| ServerError::Login(error.to_string()))?;
         Ok(Self {
-            shared: Arc::new(Shared {
+            shared: Shared {
                 runtime,
                 unauthenticated: Arc::new(Semaphore::new(config.max_unauthenticated)),
                 config,
                 auth,
-            }),
+                tls: None,
+            },
         })
+    }
+
+    /// Serves TLS only (see [`tserver_proto::server_config`] to load a certificate and key).
+    /// Each client's handshake must finish within the login deadline; a client that does not
+    /// speak TLS is closed without a reply.
+    #[must_use]
+    pub fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.shared.tls = Some(config);
+        self
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets calls in flight finish
@@ -73,7 +86,7 @@ impl Server {
         let listener = Listener {
             listener,
             connections: Arc::new(Semaphore::new(self.shared.config.max_connections)),
-            shared: self.shared,
+            shared: Arc::new(self.shared),
             tracker: TaskTracker::new(),
             shutdown,
             hard_stop: CancellationToken::new(),
@@ -138,15 +151,14 @@ impl Listener {
 
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
-        let mut connection = Connection::new(socket, config.max_frame, config.write_timeout);
-        connection.set_max_frame(config.login_frame_limit());
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
             tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
             let message = format!(
                 "too many connections (limit {}); try again later",
                 config.max_connections
             );
-            self.tracker.spawn(refuse(connection, message));
+            self.tracker
+                .spawn(refuse(Arc::clone(&self.shared), socket, message));
             return;
         };
         let Ok(login_permit) = Arc::clone(&self.shared.unauthenticated).try_acquire_owned() else {
@@ -155,29 +167,64 @@ impl Listener {
                 "too many connections waiting to log in (limit {}); try again later",
                 config.max_unauthenticated
             );
-            self.tracker.spawn(refuse(connection, message));
+            self.tracker
+                .spawn(refuse(Arc::clone(&self.shared), socket, message));
             return;
         };
         let context = ConnectionContext::new(peer);
         let span = tracing::info_span!("conn", guid = %context.guid, %peer, user = tracing::field::Empty);
-        let handler = Handler::new(
-            Arc::clone(&self.shared),
-            connection,
-            context,
-            self.shutdown.clone(),
-            &self.hard_stop,
-            self.tracker.clone(),
-            Slots {
-                connection: permit,
-                login: login_permit,
-            },
-        );
-        self.tracker.spawn(handler.run().instrument(span));
+        let shared = Arc::clone(&self.shared);
+        let shutdown = self.shutdown.clone();
+        let hard_stop = self.hard_stop.clone();
+        let tracker = self.tracker.clone();
+        let slots = Slots {
+            connection: permit,
+            login: login_permit,
+        };
+        let serve = async move {
+            let login_timeout = shared.config.login_timeout;
+            let transport = tokio::select! {
+                () = hard_stop.cancelled() => return,
+                transport = open(&shared, socket, login_timeout) => transport,
+            };
+            let Some(transport) = transport else { return };
+            let mut connection =
+                Connection::new(transport, shared.config.max_frame, shared.config.write_timeout);
+            connection.set_max_frame(shared.config.login_frame_limit());
+            Handler::new(shared, connection, context, shutdown, &hard_stop, tracker, slots)
+                .run()
+                .await;
+        };
+        self.tracker.spawn(serve.instrument(span));
+    }
+}
+
+/// The connection's stream: the socket as it is, or after a TLS handshake that must finish
+/// within `limit`. `None` when the handshake failed (logged at debug: port scanners and
+/// plain-text clients are routine, not news).
+async fn open(shared: &Shared, socket: TcpStream, limit: Duration) -> Option<Transport> {
+    let Some(tls) = &shared.tls else {
+        return Some(Transport::Plain(socket));
+    };
+    match tokio::time::timeout(limit, tserver_proto::accept(tls, socket)).await {
+        Ok(Ok(transport)) => Some(transport),
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(?limit, "TLS handshake not finished in time");
+            None
+        }
     }
 }
 
 /// Tells a connection past a cap why it is closed, then closes it.
-async fn refuse(mut connection: Connection, message: String) {
+async fn refuse(shared: Arc<Shared>, socket: TcpStream, message: String) {
+    let Some(transport) = open(&shared, socket, REFUSAL_WRITE_LIMIT).await else {
+        return;
+    };
+    let mut connection = Connection::new(transport, shared.config.max_frame, shared.config.write_timeout);
     connection
         .send_final(error_frame(0, ErrorCode::Busy, message), REFUSAL_WRITE_LIMIT)
         .await;

@@ -1,0 +1,208 @@
+//! TLS for display clients: `tserver serve --tls-cert --tls-key` and `tclient --tls-ca`, end to
+//! end over real sockets, with certificates made for the test.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use service_client::{Client, ClientError, ClientOptions, ClientTls, CloseReason};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tserver::ServerConfig;
+use tserver_proto::TlsError;
+
+use crate::support::{PATIENCE, Solution, TestServer};
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, written as PEM files.
+struct Certificate {
+    dir: TempDir,
+}
+
+impl Certificate {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+            .expect("certificate");
+        std::fs::write(dir.path().join("cert.pem"), made.cert.pem()).expect("write cert");
+        std::fs::write(dir.path().join("key.pem"), made.signing_key.serialize_pem()).expect("write key");
+        Self { dir }
+    }
+
+    fn cert(&self) -> PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+
+    fn key(&self) -> PathBuf {
+        self.dir.path().join("key.pem")
+    }
+}
+
+fn tls_options(ca: &Path, server_name: Option<&str>) -> ClientOptions {
+    ClientOptions {
+        tls: Some(ClientTls {
+            config: tserver_proto::client_config(ca).expect("CA loads"),
+            server_name: server_name.map(str::to_owned),
+        }),
+        ..ClientOptions::default()
+    }
+}
+
+/// `tserver serve` with TLS, parsed from its command line, on a listener bound to port 0.
+struct TlsServe {
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl TlsServe {
+    async fn start(solution: &Path, certificate: &Certificate) -> Self {
+        let (cert, key) = (certificate.cert(), certificate.key());
+        let args = [
+            "tserver",
+            "serve",
+            "--solution",
+            solution.to_str().expect("utf-8"),
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            key.to_str().expect("utf-8"),
+            "--simulator",
+            "off",
+        ];
+        let cli = tserver::cli::Cli::try_parse_from(args).expect("arguments parse");
+        let tserver::cli::Command::Serve(serve) = cli.command else {
+            panic!("parsed as serve")
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { tserver::cli::serve_on(&serve, listener, shutdown).await }
+        });
+        Self { addr, shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("stops in time")
+            .expect("no panic")
+            .expect("serve ends cleanly");
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls() {
+    let solution = Solution::demo();
+    let certificate = Certificate::new();
+    let server = TlsServe::start(&solution.path, &certificate).await;
+
+    // By IP address (the default name is the host of the address) and by DNS name.
+    for name in [None, Some("localhost")] {
+        let client = Client::connect(server.addr, tls_options(&certificate.cert(), name))
+            .await
+            .expect("TLS connects");
+        client.login("guest", "").await.expect("logs in");
+        assert!(client.ping().await.is_ok());
+        let readings = client.read_tags(&["Pump1.MotorCurrent"]).await.expect("reads");
+        assert_eq!(readings.len(), 1);
+        let envelope = client.chat("hello").await.expect("an envelope");
+        assert!(envelope.contains("\"status\""), "{envelope}");
+    }
+
+    // tclient with --tls-ca, through its command line.
+    let cli = service_client::cli::Cli::try_parse_from([
+        "tclient",
+        "--addr",
+        &server.addr.to_string(),
+        "--tls-ca",
+        certificate.cert().to_str().expect("utf-8"),
+        "ping",
+    ])
+    .expect("tclient arguments parse");
+    let mut output = Vec::new();
+    service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, false)
+        .await
+        .expect("tclient pings over TLS");
+    assert!(String::from_utf8_lossy(&output).starts_with("pong from"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn wrong_trust_wrong_name_and_plain_text_are_refused_cleanly_and_harm_no_one() {
+    let solution = Solution::demo();
+    let certificate = Certificate::new();
+    let stranger = Certificate::new();
+    let server = TlsServe::start(&solution.path, &certificate).await;
+    let bystander = Client::connect(server.addr, tls_options(&certificate.cert(), None))
+        .await
+        .expect("TLS connects");
+    bystander.login("guest", "").await.expect("logs in");
+
+    let untrusted = Client::connect(server.addr, tls_options(&stranger.cert(), None)).await;
+    assert!(matches!(untrusted, Err(ClientError::Tls { .. })), "{untrusted:?}");
+    let misnamed = Client::connect(
+        server.addr,
+        tls_options(&certificate.cert(), Some("plant.example")),
+    )
+    .await;
+    assert!(matches!(misnamed, Err(ClientError::Tls { .. })), "{misnamed:?}");
+
+    // A plain client's Hello is not TLS: the server closes without a reply.
+    let plain = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("TCP connects");
+    match plain.login("guest", "").await {
+        Err(ClientError::ConnectionLost {
+            reason: CloseReason::ServerClosed | CloseReason::Transport(_) | CloseReason::Protocol(_),
+        }) => {}
+        other => panic!("expected the plain client to be dropped, got {other:?}"),
+    }
+    assert!(bystander.ping().await.is_ok(), "the TLS client goes on");
+    server.stop().await;
+
+    // A TLS client against a plain server fails the handshake with a typed error.
+    let plain_server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let refused = Client::connect(plain_server.addr, tls_options(&certificate.cert(), None)).await;
+    assert!(matches!(refused, Err(ClientError::Tls { .. })), "{refused:?}");
+    plain_server.stop().await;
+}
+
+#[test]
+fn bad_certificate_files_are_typed_errors_that_name_the_file() {
+    let certificate = Certificate::new();
+    let other = Certificate::new();
+    let missing = certificate.dir.path().join("missing.pem");
+    let not_pem = certificate.dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").expect("write");
+
+    let error = tserver_proto::server_config(&missing, &certificate.key()).expect_err("missing");
+    assert!(matches!(error, TlsError::Read { .. }) && error.to_string().contains("missing.pem"));
+    let error = tserver_proto::server_config(&not_pem, &certificate.key()).expect_err("not PEM");
+    assert!(matches!(error, TlsError::Pem { .. }) && error.to_string().contains("not.pem"));
+    let error = tserver_proto::server_config(&certificate.cert(), &not_pem).expect_err("no key");
+    assert!(matches!(error, TlsError::Pem { .. }));
+    // The key file's contents never show in the message.
+    let key_text = std::fs::read_to_string(certificate.key()).expect("read key");
+    let error = tserver_proto::server_config(&certificate.key(), &certificate.key())
+        .expect_err("a key is no certificate");
+    assert!(
+        !error
+            .to_string()
+            .contains(key_text.lines().nth(1).expect("a key line"))
+    );
+    let error = tserver_proto::server_config(&certificate.cert(), &other.key()).expect_err("mismatched key");
+    assert!(matches!(error, TlsError::Config(_)), "{error}");
+    assert!(matches!(
+        tserver_proto::client_config(&not_pem),
+        Err(TlsError::Pem { .. })
+    ));
+    assert!(tserver_proto::server_name("not a name!").is_err());
+
+    // The command line refuses a certificate without its key.
+    let half =
+        tserver::cli::Cli::try_parse_from(["tserver", "serve", "--solution", "x.db", "--tls-cert", "c.pem"]);
+    assert!(half.is_err());
+}
