@@ -4,6 +4,8 @@
 //!   and a few seconds of `bench --smoke`.
 //! - `bench [--smoke] [--llm-url URL]`: every scenario against `tserver` and the reference
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
+//! - `fuzz [--seconds N] [TARGET...]`: every fuzz target of `crates/fuzz` for N seconds each
+//!   (default 600) with `cargo fuzz`; CI runs a few seconds of each.
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
 
 use std::process::Command;
@@ -11,15 +13,18 @@ use std::process::Command;
 use anyhow::{Context, bail};
 
 mod bench;
+mod fuzz;
 mod reference;
 
-const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], reference-server ADDR";
+const TASKS: &str =
+    "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], reference-server ADDR";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
+        Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             reference::run(
@@ -37,11 +42,25 @@ fn main() -> anyhow::Result<()> {
 fn ci() -> anyhow::Result<()> {
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    cargo(&[
+        "clippy",
+        "-p",
+        "localai",
+        "--features",
+        "fuzzing",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     cargo(&["test", "--workspace"])?;
     bench::run(&bench::BenchOptions {
         smoke: true,
         ..bench::BenchOptions::default()
-    })
+    })?;
+    fuzz::run(&fuzz::FuzzOptions::parse(&[
+        "--seconds".to_owned(),
+        "5".to_owned(),
+    ])?)
 }
 
 pub(crate) fn cargo(args: &[&str]) -> anyhow::Result<()> {

@@ -76,7 +76,7 @@ impl AtomicQuery {
         })
     }
 
-    fn messages(&self) -> Vec<Value> {
+    pub(crate) fn messages(&self) -> Vec<Value> {
         let mut messages = Vec::with_capacity(3);
         if let Some(system) = &self.system {
             messages.push(json!({"role": "system", "content": system}));
@@ -233,7 +233,7 @@ async fn post(
 }
 
 /// `choices[0].message.content`, never a reasoning field, plus warnings about the answer.
-fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
+pub(crate) fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
     let choice = value
         .get("choices")
         .and_then(Value::as_array)
@@ -260,7 +260,7 @@ fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
 }
 
 /// The message of an error body in OpenAI, Ollama, llama.cpp or vLLM shape, or an excerpt.
-fn error_message(body: &[u8]) -> String {
+pub(crate) fn error_message(body: &[u8]) -> String {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         let message = match value.get("error") {
             Some(Value::String(message)) => Some(message.as_str()),

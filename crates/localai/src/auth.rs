@@ -33,6 +33,14 @@ pub enum AuthError {
         /// The 1-based line number.
         line: usize,
     },
+    /// A value holds a character no header may carry (a control character or non-ASCII).
+    #[error("{field} line {line} holds a character a header value cannot carry (control or non-ASCII)")]
+    BadHeaderValue {
+        /// `Authorization` or `Headers`.
+        field: &'static str,
+        /// The 1-based line number.
+        line: usize,
+    },
     /// A header line is not `Name: value` with a valid name.
     #[error("{field} line {line} is not 'Name: value' with a valid header name")]
     BadHeaderLine {
@@ -62,6 +70,7 @@ pub fn decode_authorization(text: &str) -> Result<Vec<Header>, AuthError> {
         "" | "none" => Ok(Vec::new()),
         "bearertoken" => {
             let token = part(1, "BearerToken", "the token")?;
+            valid_value(token, "Authorization", 2)?;
             Ok(vec![("Authorization".to_owned(), format!("Bearer {token}"))])
         }
         "basicauth" => {
@@ -104,9 +113,23 @@ fn header_lines(lines: &[&str], field: &'static str, first_line: usize) -> Resul
         if name.is_empty() || !name.bytes().all(is_token_byte) {
             return Err(bad);
         }
-        headers.push((name.to_owned(), value.trim().to_owned()));
+        let value = value.trim();
+        valid_value(value, field, first_line + offset)?;
+        headers.push((name.to_owned(), value.to_owned()));
     }
     Ok(headers)
+}
+
+/// A header value may hold visible ASCII, spaces and tabs: what every HTTP client sends.
+fn valid_value(value: &str, field: &'static str, line: usize) -> Result<(), AuthError> {
+    if value
+        .bytes()
+        .all(|byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
+    {
+        Ok(())
+    } else {
+        Err(AuthError::BadHeaderValue { field, line })
+    }
 }
 
 /// RFC 9110 token characters, the ones a header name may hold.
@@ -117,6 +140,22 @@ fn is_token_byte(byte: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_no_header_can_carry_are_refused_without_quoting_them() {
+        let error = decode_authorization("CustomAuth\nX-Key:\u{6}\u{6} abc").expect_err("control");
+        assert_eq!(
+            error,
+            AuthError::BadHeaderValue {
+                field: "Authorization",
+                line: 2
+            }
+        );
+        assert!(!error.to_string().contains("abc"));
+        assert!(decode_authorization("BearerToken\nsk-\u{7f}").is_err());
+        assert!(decode_headers("X-A: ok\nX-B: caf\u{e9}").is_err());
+        assert!(decode_headers("X-A: tab\there ~!").is_ok());
+    }
 
     #[test]
     fn decodes_each_scheme() {

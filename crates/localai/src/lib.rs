@@ -19,6 +19,8 @@ pub mod tools;
 
 mod atomic;
 mod chat;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod hooks;
 
 use std::future::Future;

@@ -161,7 +161,7 @@ fn transport_error(error: &reqwest::Error) -> String {
 }
 
 /// The message inside an error body of any known server shape, or a short excerpt.
-fn quoted_error(body: &[u8]) -> String {
+pub(crate) fn quoted_error(body: &[u8]) -> String {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         let message = match value.get("error") {
             Some(Value::String(message)) => Some(message.as_str()),

@@ -6,7 +6,7 @@
 //! the shared anchors are the settings accessors, gates, secret resolver, auth decoder and
 //! envelope.
 
-mod llm;
+pub(crate) mod llm;
 mod transcript;
 
 use std::panic::AssertUnwindSafe;
@@ -46,13 +46,13 @@ and plainly.";
 /// An operator's chat query: plain text, or `{"user": "...", "system": "..."}` where
 /// `system` adds panel-specific instructions to the system prompt.
 #[derive(Debug, Clone, PartialEq)]
-struct ChatQuery {
-    user: String,
+pub(crate) struct ChatQuery {
+    pub(crate) user: String,
     system: Option<String>,
 }
 
 impl ChatQuery {
-    fn parse(query: &str) -> Result<Self, String> {
+    pub(crate) fn parse(query: &str) -> Result<Self, String> {
         let object = match serde_json::from_str::<Value>(query) {
             Ok(Value::Object(object)) => object,
             _ if query.trim().is_empty() => return Err("the query is empty".to_owned()),

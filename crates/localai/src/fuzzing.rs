@@ -1,0 +1,85 @@
+//! Entry points for the fuzz targets in `crates/fuzz` (feature `fuzzing`; not part of the API).
+//!
+//! Each runs one parser on arbitrary input and checks what must hold whatever the input: no
+//! panic (the fuzzer sees that), and the invariants the callers rely on (asserted here, so a
+//! violation is a crash the fuzzer reports).
+
+use serde_json::Value;
+
+use crate::settings::{ModelSettings, SettingsDocument};
+use crate::{atomic, auth, chat};
+
+/// Tool names offered to the reply reader, as a chat turn with every category on would.
+const OFFERED: &[&str] = &[
+    "runtime_get_value",
+    "runtime_search_uns",
+    "runtime_get_active_alarms",
+];
+
+/// The chat and atomic query parsers. A parsed query always has a non-empty user message.
+pub fn queries(text: &str) {
+    if let Ok(query) = chat::ChatQuery::parse(text) {
+        assert!(
+            !query.user.trim().is_empty(),
+            "a chat query with an empty user message"
+        );
+    }
+    if let Ok(query) = atomic::AtomicQuery::parse(text) {
+        assert!(
+            !query.user.trim().is_empty(),
+            "an atomic query with an empty user message"
+        );
+        let _ = query.messages();
+    }
+}
+
+/// Both paths' readers of an LLM response body, success and error shapes alike. Every tool
+/// call read has an id and a name; error quotes stay short.
+pub fn llm_response(body: &[u8]) {
+    assert!(chat::llm::quoted_error(body).chars().count() <= 1_000);
+    assert!(atomic::error_message(body).chars().count() <= 1_000);
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let _ = atomic::answer(&value);
+    let mut next = 0u32;
+    let mut new_id = || {
+        next += 1;
+        format!("call_{next}")
+    };
+    if let Ok(reply) = chat::llm::read_reply(&value, OFFERED, &mut new_id) {
+        for call in &reply.calls {
+            assert!(!call.id.is_empty(), "a tool call without an id");
+            assert!(!call.name.is_empty(), "a tool call without a name");
+        }
+    }
+}
+
+/// The `ModelSettings` column parser is total, and the admin editor never loses a document it
+/// accepted.
+pub fn model_settings(text: &str) {
+    let settings = ModelSettings::parse(Some(text));
+    assert!(!settings.timeout.is_zero(), "a zero budget");
+    if let Ok(document) = SettingsDocument::from_column(Some(text)) {
+        let again = SettingsDocument::from_column(Some(&document.to_json()));
+        assert!(
+            again.is_ok(),
+            "a document that does not survive its own serialization"
+        );
+    }
+}
+
+/// The Authorization and Headers decoders: every header decoded has a valid name and value.
+pub fn authorization(text: &str) {
+    let decoded = [auth::decode_authorization(text), auth::decode_headers(text)];
+    for (name, value) in decoded.into_iter().flatten().flatten() {
+        assert!(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok(),
+            "an invalid header name: {name:?}"
+        );
+        assert!(
+            reqwest::header::HeaderValue::from_str(&value).is_ok(),
+            "an invalid header value"
+        );
+    }
+}
