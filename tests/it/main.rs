@@ -6,6 +6,7 @@ mod atomic;
 mod chat;
 mod chat_gate;
 mod demo;
+mod fault_matrix;
 mod login_limits;
 mod plant;
 mod protocol;

@@ -68,6 +68,8 @@ pub enum Reply {
     Close,
     /// Never answers and never closes (until the server stops).
     Hang,
+    /// Resets the connection (TCP RST) without answering.
+    Reset,
 }
 
 impl Reply {
@@ -538,6 +540,13 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
                 return Ok((true, delayed));
             }
             Reply::Close => return Ok((false, delayed)),
+            Reply::Reset => {
+                // SO_LINGER of zero makes the close an RST rather than a FIN. With a zero
+                // linger the close never blocks, which is what the deprecation warns about.
+                #[allow(deprecated)]
+                socket.set_linger(Some(Duration::ZERO))?;
+                return Ok((false, delayed));
+            }
             Reply::Hang => {
                 std::future::pending::<()>().await;
                 return Ok((false, delayed));
