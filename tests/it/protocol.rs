@@ -455,3 +455,71 @@ async fn shutdown_closes_calls_that_outlive_the_grace_period() {
         "{outcome:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_under_load_answers_every_accepted_turn() {
+    use scripted_llm::{Reply, ScriptedLlm};
+    use service_client::Status;
+
+    const CLIENTS: usize = 16;
+    const LOOPS_PER_CLIENT: usize = 8;
+    // Enough scripted answers for every turn the load can start before shutdown.
+    let llm = ScriptedLlm::start((0..5_000).map(|_| Reply::text("fine").after(Duration::from_millis(150))))
+        .await
+        .expect("llm");
+    let solution = Solution::demo();
+    open_chat_gates(&solution);
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..CLIENTS {
+        let client = server.guest().await;
+        for _ in 0..LOOPS_PER_CLIENT {
+            let client = client.clone();
+            loops.spawn(async move {
+                let mut answered = 0usize;
+                // Chat and ping until the server says it is going away; bounded in count.
+                for round in 0..1_000u32 {
+                    let outcome = if round % 2 == 0 {
+                        client
+                            .chat_envelope("load")
+                            .await
+                            .map(|envelope| Some(envelope.status))
+                    } else {
+                        client.ping().await.map(|_| None)
+                    };
+                    match outcome {
+                        Ok(Some(Status::Ok)) => answered += 1,
+                        Ok(Some(other)) => panic!("a turn ended {other:?}"),
+                        Ok(None) => {}
+                        Err(error) => {
+                            return (answered, error.server_code().ok_or_else(|| error.to_string()));
+                        }
+                    }
+                }
+                (answered, Err("the loop ran out of rounds".to_owned()))
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    server.begin_shutdown();
+
+    let mut answered = 0;
+    while let Some(result) = loops.join_next().await {
+        let (turns, ended_with) = result.expect("a load loop did not panic");
+        answered += turns;
+        assert_eq!(
+            ended_with,
+            Ok(ErrorCode::ShuttingDown),
+            "every loop ends with the server's shutdown notice, never a lost call"
+        );
+    }
+    server.stop().await;
+    // Every turn that reached the model (the server accepted it and posted it) was answered.
+    let posted = llm.requests().len();
+    assert!(posted > CLIENTS, "the load ran: {posted} turns posted");
+    assert_eq!(answered, posted, "an accepted turn lost its reply");
+    llm.stop().await;
+}

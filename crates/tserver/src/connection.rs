@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::codec::Decoder;
 use tokio_util::codec::{Framed, FramedParts};
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
 use tserver_proto::{Decoded, FrameCodec, FrameError, Transport};
@@ -101,6 +103,30 @@ impl Connection {
             let _ = self.framed.send(frame).await;
         };
         let _ = tokio::time::timeout(limit, send).await;
+    }
+
+    /// A whole frame already read from the socket but not yet taken, if any; never reads.
+    pub(crate) fn take_buffered_frame(&mut self) -> Option<Decoded<ClientFrame>> {
+        let max_frame = self.framed.codec().max_frame();
+        FrameCodec::<ClientFrame, ServerFrame>::new(max_frame)
+            .decode(self.framed.read_buffer_mut())
+            .ok()
+            .flatten()
+    }
+
+    /// Closes our side, then reads and drops whatever the client still sends, for at most
+    /// `linger`. Closing a socket with unread input makes the kernel reset the connection, and
+    /// a reset can destroy the last frames before the client reads them (the "lingering close"
+    /// of web servers).
+    pub(crate) async fn close_gracefully(&mut self, linger: Duration) {
+        let stream = self.framed.get_mut();
+        let drain = async {
+            stream.shutdown().await?;
+            let mut scratch = [0u8; 1024];
+            while stream.read(&mut scratch).await? != 0 {}
+            Ok::<(), std::io::Error>(())
+        };
+        let _ = tokio::time::timeout(linger, drain).await;
     }
 
     fn has_buffered_frame(&self) -> bool {

@@ -26,6 +26,10 @@ use crate::server::Shared;
 /// How long last words (an error frame before a close) may take to send.
 const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 
+/// How long a closing connection keeps reading (and dropping) input so its last frames are
+/// not destroyed by a reset.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
 /// The reply of a call that ran in its own task, with the permit it held.
 #[derive(Debug)]
 struct CallReply {
@@ -190,6 +194,9 @@ impl Handler {
                 .send_final(error_frame(0, code, message), FINAL_WRITE_LIMIT)
                 .await;
         }
+        if !matches!(close, Close::ClientClosed | Close::Transport(_)) {
+            self.connection.close_gracefully(CLOSE_LINGER).await;
+        }
         match &close {
             Close::Transport(error) => tracing::debug!(%error, "connection failed"),
             close => tracing::debug!(reason = ?close, "connection closed"),
@@ -200,6 +207,18 @@ impl Handler {
         let mut deadline = pin!(sleep_until(self.next_deadline()));
         loop {
             if self.draining && self.calls_in_flight() == 0 {
+                // Calls that already arrived are answered too, so none goes unanswered.
+                while let Some(frame) = self.connection.take_buffered_frame() {
+                    let call_id = match frame {
+                        Decoded::Message(frame) => frame.call_id,
+                        Decoded::Malformed(_) => 0,
+                    };
+                    let refusal =
+                        error_frame(call_id, ErrorCode::ShuttingDown, "the server is shutting down");
+                    if self.connection.queue(refusal).await.is_err() {
+                        break;
+                    }
+                }
                 return Close::Drained;
             }
             tokio::select! {
