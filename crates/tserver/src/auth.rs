@@ -1,22 +1,29 @@
 //! Password verification for Hello.
 //!
-//! Argon2 is memory-hard on purpose, so verifications run on the blocking pool behind a
-//! semaphore: a login flood queues there instead of exhausting memory or starving the
-//! reactor. An unknown user is verified against a dummy hash, so the time taken does not tell
+//! Argon2 is memory-hard on purpose, so verifications run on a few threads of their own (one
+//! per slot, `max_concurrent_logins`) behind a semaphore: a login flood queues there instead of
+//! exhausting memory or starving the reactor. Those threads run at a lower OS priority (nice
+//! 10 on Linux), so password guessing never takes CPU from the panels already logged in. An unknown user is verified against a dummy hash, so the time taken does not tell
 //! whether a user exists. Failed logins are counted per peer address by the
 //! [`LoginThrottle`]; a locked-out address is refused before (and again after) it waits for a
 //! verification slot, so a guessing flood costs no argon2 time once locked out.
 //!
-//! The comparison itself is argon2's: the hash of the given password is compared with the
-//! stored one in constant time (`password-hash`'s `Output` uses `subtle`), so the time taken
-//! does not tell how much of a guess was right.
+//! The hash of the given password is compared with the stored one in constant time
+//! (`password-hash`'s `Output` equality uses `subtle`), so the time taken does not tell how
+//! much of a guess was right.
+//!
+//! Each verification needs argon2's working memory (19 MiB with the default parameters).
+//! Allocating it afresh per login let the allocator keep a copy per blocking thread that ever
+//! verified (200 MiB after a guessing burst); instead each verifier thread makes its buffer
+//! once and reuses it, so login memory is bounded by the slots.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use argon2::password_hash::{PasswordHash, PasswordVerifier};
-use tokio::sync::Semaphore;
+use argon2::password_hash::{Output, PasswordHash};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::solution::{SolutionDb, UserRecord, admin_hash_password};
 use crate::throttle::{LoginThrottle, LoginThrottleConfig};
@@ -42,7 +49,13 @@ pub(crate) struct Authenticator {
     verifications: Arc<Semaphore>,
     dummy_hash: String,
     throttle: LoginThrottle,
+    /// The verifier threads' queue; it never holds more jobs than there are permits.
+    verifiers: mpsc::Sender<VerifyJob>,
 }
+
+/// One password check for a verifier thread: the stored hash, the password, and where the
+/// answer goes.
+type VerifyJob = (String, String, oneshot::Sender<Result<bool, LoginError>>);
 
 impl Authenticator {
     pub(crate) fn new(
@@ -57,6 +70,7 @@ impl Authenticator {
             verifications: Arc::new(Semaphore::new(max_concurrent)),
             dummy_hash,
             throttle: LoginThrottle::new(throttle),
+            verifiers: start_verifiers(max_concurrent)?,
         })
     }
 
@@ -133,15 +147,126 @@ impl Authenticator {
         // Attempts queued behind a flood are checked again: the flood may have locked the
         // address out while they waited.
         self.throttle.check(peer).map_err(LoginError::Throttled)?;
-        let password = password.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let parsed =
-                PasswordHash::new(&hash).map_err(|e| LoginError::Internal(format!("stored hash: {e}")))?;
-            Ok(argon2::Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok())
-        })
-        .await
-        .map_err(|error| LoginError::Internal(format!("verification task failed: {error}")))?
+        let (answer, answered) = oneshot::channel();
+        let gone = || LoginError::Internal("the login verifier threads are gone".to_owned());
+        self.verifiers
+            .send((hash, password.to_owned(), answer))
+            .await
+            .map_err(|_| gone())?;
+        answered.await.map_err(|_| gone())?
+    }
+}
+
+/// Starts `threads` verifier threads sharing one queue. They end when the queue's sender (the
+/// `Authenticator`) is dropped.
+fn start_verifiers(threads: usize) -> Result<mpsc::Sender<VerifyJob>, LoginError> {
+    let (sender, receiver) = mpsc::channel::<VerifyJob>(threads.max(1));
+    let receiver = Arc::new(Mutex::new(receiver));
+    for index in 0..threads.max(1) {
+        let receiver = Arc::clone(&receiver);
+        std::thread::Builder::new()
+            .name(format!("login-verifier-{index}"))
+            .spawn(move || {
+                lower_own_priority();
+                let mut memory = Vec::new();
+                loop {
+                    // One thread waits on the queue at a time; the others wait for the lock.
+                    let job = receiver
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .blocking_recv();
+                    let Some((hash, password, answer)) = job else {
+                        break;
+                    };
+                    let _ = answer.send(verify_with_memory(&hash, password.as_bytes(), &mut memory));
+                }
+            })
+            .map_err(|error| {
+                LoginError::Internal(format!("cannot start a login verifier thread: {error}"))
+            })?;
+    }
+    Ok(sender)
+}
+
+/// Makes the calling thread nice 10: it gets CPU only what serving threads leave. Best effort:
+/// where it cannot be done, verification runs at normal priority.
+fn lower_own_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(error) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10) {
+        tracing::debug!(%error, "cannot lower the login verifier's priority");
+    }
+}
+
+/// Whether `password` hashes to the stored PHC string `hash`, computing in `memory` (grown to
+/// what the hash's parameters need, never shrunk).
+fn verify_with_memory(hash: &str, password: &[u8], memory: &mut Vec<Block>) -> Result<bool, LoginError> {
+    fn stored(error: impl std::fmt::Display) -> LoginError {
+        LoginError::Internal(format!("stored hash: {error}"))
+    }
+    let parsed = PasswordHash::new(hash).map_err(stored)?;
+    let algorithm = Algorithm::try_from(parsed.algorithm).map_err(stored)?;
+    let version = parsed
+        .version
+        .map(Version::try_from)
+        .transpose()
+        .map_err(stored)?
+        .unwrap_or_default();
+    let params = Params::try_from(&parsed).map_err(stored)?;
+    let expected = parsed
+        .hash
+        .ok_or_else(|| LoginError::Internal("stored hash: no hash value".to_owned()))?;
+    let salt = parsed
+        .salt
+        .ok_or_else(|| LoginError::Internal("stored hash: no salt".to_owned()))?;
+    let mut salt_bytes = [0u8; 64];
+    let salt = salt.decode_b64(&mut salt_bytes).map_err(stored)?;
+    let blocks = params.block_count();
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut computed = vec![0u8; expected.len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password, salt, &mut computed, &mut memory[..blocks])
+        .map_err(|error| LoginError::Internal(format!("argon2: {error}")))?;
+    let computed = Output::new(&computed).map_err(stored)?;
+    // `Output`'s equality is constant-time.
+    Ok(computed == expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use argon2::password_hash::PasswordVerifier;
+
+    use super::*;
+
+    #[test]
+    fn reused_memory_verifies_exactly_as_argon2_does() {
+        let hash = admin_hash_password("correct horse").expect("hash");
+        let parsed = PasswordHash::new(&hash).expect("parses");
+        let mut memory = Vec::new();
+        for (password, right) in [
+            ("correct horse", true),
+            ("correct hors", false),
+            ("", false),
+            ("correct horse", true),
+        ] {
+            assert_eq!(
+                verify_with_memory(&hash, password.as_bytes(), &mut memory).expect("verifies"),
+                right
+            );
+            assert_eq!(
+                Argon2::default()
+                    .verify_password(password.as_bytes(), &parsed)
+                    .is_ok(),
+                right
+            );
+        }
+        let reused = memory.len();
+        verify_with_memory(&hash, b"x", &mut memory).expect("verifies");
+        assert_eq!(memory.len(), reused, "the buffer is reused, not grown");
+        assert!(matches!(
+            verify_with_memory("not a hash", b"x", &mut memory),
+            Err(LoginError::Internal(_))
+        ));
     }
 }
