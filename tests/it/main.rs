@@ -9,6 +9,7 @@ mod demo;
 mod fault_matrix;
 mod login_limits;
 mod plant;
+mod properties;
 mod protocol;
 mod runtime_tools;
 mod secrets_in_logs;

@@ -46,6 +46,16 @@ pub enum Reply {
         /// The body.
         body: Vec<u8>,
     },
+    /// Any status, any headers (written as given, in order) and any body; the server adds
+    /// only `content-length`.
+    Custom {
+        /// HTTP status code.
+        status: u16,
+        /// Header lines as `(name, value)`.
+        headers: Vec<(String, String)>,
+        /// The body.
+        body: Vec<u8>,
+    },
     /// Waits, then sends the inner reply.
     Delayed(Duration, Box<Reply>),
     /// Announces `declared` body bytes, sends `body` (fewer), then closes the connection.
@@ -521,6 +531,20 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
                 body,
             } => {
                 write_head(socket, status, &content_type, body.len()).await?;
+                socket.write_all(&body).await?;
+                return Ok((true, delayed));
+            }
+            Reply::Custom {
+                status,
+                headers,
+                body,
+            } => {
+                let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+                for (name, value) in &headers {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+                socket.write_all(head.as_bytes()).await?;
                 socket.write_all(&body).await?;
                 return Ok((true, delayed));
             }
