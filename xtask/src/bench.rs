@@ -6,16 +6,17 @@
 //! the same run. It prints a table and writes `target/bench/results.json`. A missed target is
 //! reported, never an error: speed depends on the machine.
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+
+use crate::processes::{Process, free_port, rss_bytes, start_announcing, wait_for_port};
 
 /// How long and how hard each scenario runs.
 #[derive(Debug, Clone, Copy)]
@@ -75,71 +76,6 @@ impl BenchOptions {
         }
         Ok(options)
     }
-}
-
-/// A child process killed and reaped when dropped, so no run leaves servers behind.
-struct Process {
-    name: &'static str,
-    child: Child,
-}
-
-impl Process {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        eprintln!("stopped {}", self.name);
-    }
-}
-
-/// Starts a server that prints `listening on X` as its first line; returns it and X.
-fn start_announcing(name: &'static str, command: &mut Command) -> anyhow::Result<(Process, String)> {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("cannot start {name}"))?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let process = Process { name, child };
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .with_context(|| format!("{name} printed nothing"))?;
-    let address = line
-        .trim()
-        .strip_prefix("listening on ")
-        .with_context(|| format!("{name} printed {line:?}, not its address"))?
-        .to_owned();
-    Ok((process, address))
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn wait_for_port(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    bail!("nothing listens on {addr} after 20 s")
-}
-
-/// Resident memory of a process, in bytes.
-fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// A stand-in model's counters, read over HTTP.

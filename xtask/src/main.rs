@@ -6,6 +6,8 @@
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target of `crates/fuzz` for N seconds each
 //!   (default 600) with `cargo fuzz`; CI runs a few seconds of each.
+//! - `soak [--minutes N]`: a bounded mixed load against a release `tserver` (30 minutes by
+//!   default), reporting memory at the start and end and every error.
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
 
 use std::process::Command;
@@ -14,16 +16,18 @@ use anyhow::{Context, bail};
 
 mod bench;
 mod fuzz;
+mod processes;
 mod reference;
+mod soak;
 
-const TASKS: &str =
-    "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], reference-server ADDR";
+const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
+        Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);

@@ -1,0 +1,77 @@
+//! Child processes for `bench` and `soak`: servers killed when dropped, address discovery,
+//! and resident memory.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// A child process killed and reaped when dropped, so no run leaves servers behind.
+pub(crate) struct Process {
+    pub(crate) name: &'static str,
+    pub(crate) child: Child,
+}
+
+impl Process {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        eprintln!("stopped {}", self.name);
+    }
+}
+
+/// Starts a server that prints `listening on X` as its first line; returns it and X.
+pub(crate) fn start_announcing(
+    name: &'static str,
+    command: &mut Command,
+) -> anyhow::Result<(Process, String)> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let process = Process { name, child };
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .with_context(|| format!("{name} printed nothing"))?;
+    let address = line
+        .trim()
+        .strip_prefix("listening on ")
+        .with_context(|| format!("{name} printed {line:?}, not its address"))?
+        .to_owned();
+    Ok((process, address))
+}
+
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+pub(crate) fn wait_for_port(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("nothing listens on {addr} after 20 s")
+}
+
+/// Resident memory of a process, in bytes.
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
