@@ -234,7 +234,7 @@ impl Handler {
                 }
                 frame = self.connection.read_frame() => {
                     self.last_activity = Instant::now();
-                    if self.context.user.is_none() {
+                    if self.context.user.is_none() && matches!(frame, Some(Ok(_))) {
                         // Before login a client gets a handful of frames, whatever they are.
                         self.frames_before_login += 1;
                         if self.frames_before_login > self.shared.config.max_frames_before_login {
