@@ -29,6 +29,7 @@ struct Plan {
     slow_warmup: &'static str,
     idle_connections: usize,
     idle_hold: &'static str,
+    hostile: usize,
 }
 
 const FULL: Plan = Plan {
@@ -40,6 +41,7 @@ const FULL: Plan = Plan {
     slow_warmup: "2s",
     idle_connections: 10_000,
     idle_hold: "5s",
+    hostile: 1_000,
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -52,6 +54,7 @@ const SMOKE: Plan = Plan {
     slow_warmup: "600ms",
     idle_connections: 50,
     idle_hold: "300ms",
+    hostile: 30,
 };
 
 /// Options of `cargo xtask bench`.
@@ -152,6 +155,11 @@ impl Bench {
         args.extend(extra.iter().map(|&arg| arg.to_owned()));
         args
     }
+}
+
+/// A plan's duration text (`500ms`, `5s`) as a duration.
+fn parse_duration(text: &str) -> anyhow::Result<Duration> {
+    humantime::parse_duration(text).with_context(|| format!("{text:?} is not a duration"))
 }
 
 fn strings(args: &[String]) -> Vec<&str> {
@@ -422,6 +430,42 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         met: rps(&slow) >= 0.9 * ideal && error_count(&slow) == 0,
     });
     bench.settings("ModelOptions", "0x9e")?;
+
+    // One chat client, quiet and then beside hostile connections (tserver_tests::hostile: the
+    // abuse test's six kinds from 127.0.0.2, on a thread at the lowest priority).
+    bench.settings("URL", &fast_url)?;
+    let chat_one = bench.timed("chat", 1, &[]);
+    let quiet = bench.client(&bench.tserver_addr, &strings(&chat_one))?;
+    record(&mut results, "tserver chat c=1 quiet".to_owned(), &quiet);
+    let attack_for = parse_duration(plan.duration)? + parse_duration(plan.warmup)? + Duration::from_secs(2);
+    let attackers = tserver_tests::hostile::spawn(
+        bench.tserver_addr.parse()?,
+        plan.hostile,
+        std::time::Instant::now() + attack_for,
+    )?;
+    std::thread::sleep(Duration::from_millis(500));
+    let attacked = bench.client(&bench.tserver_addr, &strings(&chat_one));
+    if attackers.join().is_err() {
+        bail!("the hostile clients' thread panicked");
+    }
+    let attacked = attacked?;
+    record(
+        &mut results,
+        format!("tserver chat c=1 beside {} hostile", plan.hostile),
+        &attacked,
+    );
+    let ratio = latency(&attacked, "p99") / latency(&quiet, "p99");
+    verdicts.push(Verdict {
+        what: format!("chat p99 beside {} hostile connections", plan.hostile),
+        measured: format!(
+            "{:.0} vs {:.0} us quiet = {ratio:.2}x, {} errors",
+            latency(&attacked, "p99"),
+            latency(&quiet, "p99"),
+            error_count(&attacked)
+        ),
+        target: "<= 2x quiet p99, no errors".to_owned(),
+        met: ratio <= 2.0 && error_count(&attacked) == 0,
+    });
 
     if let Some(url) = &options.llm_url {
         bench.settings("URL", url)?;

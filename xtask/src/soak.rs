@@ -2,8 +2,8 @@
 //! minutes by default), reporting the server's memory over the run and every error.
 //!
 //! The load: chat turns with a tool call against a 20 ms stand-in model, display clients
-//! reading tags, clients that connect, log in and leave, and hostile connections (silent,
-//! junk, oversize prefixes, ping floods) from another loopback address, with the plant
+//! reading tags, clients that connect, log in and leave, and hostile connections (the six
+//! kinds of `tserver_tests::hostile`) from another loopback address, with the plant
 //! simulator and historian running. It passes when no well-behaved call failed, the server
 //! logged no error, and its memory at the end is within 10% (or 8 MiB) of the memory after
 //! warm-up. Results go to `target/soak/results.json`.
@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 use service_client::{Client, ClientOptions, Status};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tserver_proto::v1::{ClientFrame, Ping, client_frame};
 
 use crate::processes::{Process, free_port, rss_bytes, start_announcing, wait_for_port};
+
+/// Hostile clients beside the well-behaved ones (each reconnecting about once a second).
+const HOSTILE: usize = 60;
 
 /// Options of `cargo xtask soak`.
 #[derive(Debug)]
@@ -60,7 +61,6 @@ struct Counters {
     chat_turns: AtomicU64,
     tag_reads: AtomicU64,
     sessions: AtomicU64,
-    hostile_connections: AtomicU64,
     errors: AtomicU64,
 }
 
@@ -136,7 +136,11 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let attackers = tserver_tests::hostile::spawn(addr, HOSTILE, until)?;
     let samples = runtime.block_on(load(addr, Arc::clone(&counters), server.pid(), until));
+    if attackers.join().is_err() {
+        bail!("the hostile clients' thread panicked");
+    }
     drop(server);
 
     let warmed = samples
@@ -152,12 +156,11 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
     let errors = counters.errors.load(Ordering::Relaxed);
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     println!(
-        "soak of {:.1} min: {} chat turns, {} tag reads, {} sessions, {} hostile connections",
+        "soak of {:.1} min: {} chat turns, {} tag reads, {} sessions, {HOSTILE} hostile clients",
         options.duration.as_secs_f64() / 60.0,
         counters.chat_turns.load(Ordering::Relaxed),
         counters.tag_reads.load(Ordering::Relaxed),
         counters.sessions.load(Ordering::Relaxed),
-        counters.hostile_connections.load(Ordering::Relaxed),
     );
     println!(
         "tserver memory: {:.1} MiB after warm-up, {:.1} MiB at the end, {:.1} MiB at peak (allowed at the end: {:.1} MiB)",
@@ -175,7 +178,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
         "chatTurns": counters.chat_turns.load(Ordering::Relaxed),
         "tagReads": counters.tag_reads.load(Ordering::Relaxed),
         "sessions": counters.sessions.load(Ordering::Relaxed),
-        "hostileConnections": counters.hostile_connections.load(Ordering::Relaxed),
+        "hostileClients": HOSTILE,
         "errors": errors,
         "loggedErrors": logged_errors,
         "rssBytes": {"afterWarmUp": warmed, "end": end, "peak": peak},
@@ -209,9 +212,6 @@ async fn load(addr: SocketAddr, counters: Arc<Counters>, pid: u32, until: Instan
     }
     for _ in 0..4 {
         tasks.spawn(visitor(addr, Arc::clone(&counters), until));
-    }
-    for index in 0..50 {
-        tasks.spawn(hostile(addr, index, Arc::clone(&counters), until));
     }
     let started = Instant::now();
     let mut samples = Vec::new();
@@ -295,49 +295,5 @@ async fn visitor(addr: SocketAddr, counters: Arc<Counters>, until: Instant) {
             Err(error) => counters.error("visit", &error),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// A hostile connection from 127.0.0.2, misbehaving in one of four ways, again every second.
-async fn hostile(addr: SocketAddr, index: usize, counters: Arc<Counters>, until: Instant) {
-    let misbehaviour: Vec<u8> = match index % 4 {
-        // Silent: never says Hello.
-        0 => Vec::new(),
-        // Junk that is no protobuf.
-        1 => vec![0, 0, 0, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f],
-        // A 1 GiB length prefix.
-        2 => vec![0x40, 0, 0, 0, 1, 2, 3],
-        // Pings before login: more frames than the server allows.
-        _ => {
-            use prost::Message;
-            let ping = ClientFrame {
-                call_id: 1,
-                body: Some(client_frame::Body::Ping(Ping { nonce: 7 })),
-            }
-            .encode_to_vec();
-            let mut frame = u32::try_from(ping.len()).unwrap_or(0).to_be_bytes().to_vec();
-            frame.extend_from_slice(&ping);
-            frame.repeat(64)
-        }
-    };
-    while Instant::now() < until {
-        let socket = tokio::net::TcpSocket::new_v4().and_then(|socket| {
-            socket.bind("127.0.0.2:0".parse().map_err(std::io::Error::other)?)?;
-            Ok(socket)
-        });
-        if let Ok(socket) = socket
-            && let Ok(mut stream) = socket.connect(addr).await
-        {
-            counters.hostile_connections.fetch_add(1, Ordering::Relaxed);
-            let _ = stream.write_all(&misbehaviour).await;
-            let mut scratch = [0u8; 1024];
-            let deadline = tokio::time::Instant::from_std(until);
-            while let Ok(Ok(read)) = tokio::time::timeout_at(deadline, stream.read(&mut scratch)).await {
-                if read == 0 {
-                    break;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(1000 + (index as u64 * 37) % 500)).await;
     }
 }

@@ -1,0 +1,203 @@
+//! Abuse resistance: 1,000 hostile connections (silent, junk, oversize prefixes, one byte a
+//! second, ping floods, password guessing; `tserver_tests::hostile`) against a `tserver`
+//! process while a well-behaved client chats. Every good call succeeds, the server's memory
+//! stays bounded, the good session survives and the lockout the attackers earn never reaches
+//! the good clients' address.
+//!
+//! The good client's p99 quiet and under attack is printed here and judged by `cargo xtask
+//! bench` (target: at most 2x the quiet p99): speed is a benchmark's to judge, never a test's
+//! (on two shared cores the ratio was 1.2x to 2.7x from run to run in debug builds).
+//!
+//! A test binary of its own: cargo runs test binaries one after another, so nothing else runs
+//! beside it.
+
+/// The fixtures of the main integration tests; this binary uses a few of them.
+#[allow(dead_code)]
+#[path = "../it/support.rs"]
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
+use service_client::{Client, ClientOptions, Status};
+
+use crate::support::{PATIENCE, Solution, admin};
+
+const HOSTILE: usize = 1_000;
+/// Chat turns measured quiet and under attack.
+const TURNS: usize = 1_000;
+/// How long the attack lasts.
+const ATTACK: Duration = Duration::from_secs(12);
+
+/// Server memory the attack may add: 32 KiB per hostile connection, plus argon2's working
+/// memory (19 MiB with the default parameters) for each password verification slot (one per
+/// core), made once and reused. Buffering one declared 1 GiB frame, or a fresh argon2 buffer
+/// per guess, would blow far past it.
+fn memory_budget() -> u64 {
+    let slots = std::thread::available_parallelism().map_or(2, |cores| cores.get() as u64);
+    32 * 1024 * HOSTILE as u64 + slots * 20 * 1024 * 1024
+}
+
+/// Runs `TURNS` chat turns one after another; every one must come back `ok`. Returns the p99
+/// latency.
+async fn chat_turns(client: &Client) -> Duration {
+    let mut latencies = Vec::with_capacity(TURNS);
+    for turn in 0..TURNS {
+        let started = Instant::now();
+        let envelope = client.chat_envelope("How is Pump 1?").await;
+        latencies.push(started.elapsed());
+        match envelope {
+            Ok(envelope) => assert_eq!(envelope.status, Status::Ok, "turn {turn}: {envelope:?}"),
+            Err(error) => panic!("turn {turn} failed: {error}"),
+        }
+    }
+    latencies.sort_unstable();
+    latencies[TURNS * 99 / 100]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
+    let llm = ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("Pump 1 runs normally."))
+        .await
+        .expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["users", path, "add", "operator"], "right-pass\n");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    admin(&["settings", path, "set", "ModelOptions", "0x02"], "");
+    let server = ServerProcess::start(&solution.path, &[]);
+
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    for _ in 0..20 {
+        client.chat_envelope("warm up").await.expect("warm-up turn");
+    }
+    let quiet_p99 = chat_turns(&client).await;
+    let pid = server.pid();
+    let quiet_rss = rss_bytes(pid);
+
+    let until = Instant::now() + ATTACK;
+    let attackers = tserver_tests::hostile::spawn(server.addr, HOSTILE, until).expect("attackers start");
+    // Let the attack ramp up, then chat through it while watching the server's memory.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    let watcher = {
+        let peak_rss = Arc::clone(&peak_rss);
+        tokio::spawn(async move {
+            while Instant::now() < until {
+                peak_rss.fetch_max(rss_bytes(pid), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let attacked_p99 = chat_turns(&client).await;
+    tokio::task::spawn_blocking(move || attackers.join())
+        .await
+        .expect("joined")
+        .expect("the attackers' thread did not panic");
+    watcher.await.expect("the watcher did not panic");
+    let grown = peak_rss.load(Ordering::Relaxed).saturating_sub(quiet_rss);
+
+    eprintln!(
+        "good client p99: {quiet_p99:?} quiet, {attacked_p99:?} under attack; server memory {} MiB quiet, +{} KiB at peak",
+        quiet_rss / (1024 * 1024),
+        grown / 1024
+    );
+    assert!(
+        grown <= memory_budget(),
+        "the attack grew the server by {grown} bytes"
+    );
+
+    // The good client's session survived, and the lockout hit only the attackers' address.
+    assert!(client.ping().await.is_ok());
+    let fresh = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    fresh
+        .login("operator", "right-pass")
+        .await
+        .expect("the operator logs in from another address");
+    llm.stop().await;
+}
+
+/// `tserver serve` as a separate process (the real command line), for tests that measure the
+/// server's own memory. Killed when dropped.
+struct ServerProcess {
+    child: std::process::Child,
+    /// Where it listens.
+    addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts `tserver serve --solution PATH --listen 127.0.0.1:0` plus `extra` options and
+    /// waits for its "listening" log line.
+    fn start(solution: &Path, extra: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+            .args(["serve", "--solution"])
+            .arg(solution)
+            .args(["--listen", "127.0.0.1:0", "--simulator", "off"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tserver starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (found, addr) = std::sync::mpsc::channel();
+        // The reader keeps draining the log after the address line, so the server never
+        // blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut found = Some(found);
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(address) = line.split("address=").nth(1)
+                    && line.contains("listening")
+                    && let Some(found) = found.take()
+                {
+                    let _ = found.send(address.trim().to_owned());
+                }
+            }
+        });
+        let addr = addr
+            .recv_timeout(PATIENCE)
+            .expect("tserver logs its address")
+            .parse()
+            .expect("a socket address");
+        Self { child, addr }
+    }
+
+    /// The process id.
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// Resident memory of process `pid`, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .expect("a number of KiB");
+    kib * 1024
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
