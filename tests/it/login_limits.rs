@@ -151,37 +151,33 @@ async fn frames_before_login_are_small_and_few() {
 }
 
 #[tokio::test]
-async fn connections_not_logged_in_cannot_take_every_slot() {
+async fn a_full_waiting_room_gives_the_longest_silent_connections_seat_to_a_newcomer() {
     let solution = Solution::demo();
-    let config = ServerConfig::default()
-        .with_max_connections(10)
-        .with_max_unauthenticated(2);
+    let config = ServerConfig::default().with_max_connections(10).with_max_unauthenticated(2);
     let server = TestServer::start(&solution.path, config).await;
-    let _silent = [
-        RawConnection::connect(server.addr).await,
-        RawConnection::connect(server.addr).await,
-    ];
-    let mut third = RawConnection::connect(server.addr).await;
-    let reply = third.receive().await.expect("a refusal");
-    let (code, message) = error_of(&reply);
-    assert_eq!(code, ErrorCode::Busy);
-    assert!(message.contains("waiting to log in"), "{message}");
+    let mut oldest = RawConnection::connect(server.addr).await;
+    // The server admits connections in order; give it a moment to seat these two.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut younger = RawConnection::connect(server.addr).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
-    // A connection that logs in gives its waiting slot back.
-    drop(_silent);
-    let deadline = tokio::time::Instant::now() + crate::support::PATIENCE;
-    let mut logged_in = Vec::new();
-    while logged_in.len() < 5 {
-        let client = server.client().await;
-        if client.login("guest", "").await.is_ok() {
-            logged_in.push(client);
-        } else {
-            assert!(tokio::time::Instant::now() < deadline, "slots free up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    for client in &logged_in {
-        assert!(client.ping().await.is_ok());
-    }
+    // A panel arriving at a full room logs in at once...
+    let panel = server.guest().await;
+    assert!(panel.ping().await.is_ok());
+    // ...and the connection that waited longest without a word is told why and closed.
+    let reply = oldest.receive().await.expect("a reason");
+    let (code, message) = error_of(&reply);
+    assert_eq!((reply.call_id, code), (0, ErrorCode::Busy));
+    assert!(message.contains("longest silent"), "{message}");
+    assert!(oldest.receive().await.is_none());
+
+    // Seats go on turning over: with the room full again, the younger one is next. Logged-in
+    // clients never count.
+    let _newest = RawConnection::connect(server.addr).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let another = server.guest().await;
+    let reply = younger.receive().await.expect("a reason");
+    assert_eq!(error_of(&reply).0, ErrorCode::Busy);
+    assert!(panel.ping().await.is_ok() && another.ping().await.is_ok());
     server.stop().await;
 }

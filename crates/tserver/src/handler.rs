@@ -22,6 +22,7 @@ use crate::cmd::{self, CallError, error_frame, reply};
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::server::Shared;
+use crate::waiting::Seat;
 
 /// How long last words (an error frame before a close) may take to send.
 const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -52,8 +53,10 @@ enum Close {
     LoginDeadline,
     /// More frames than allowed before logging in.
     TooChattyBeforeLogin,
-    /// Logged out while every slot for connections not logged in is taken.
+    /// Logged out while every seat for connections not logged in is taken by one saying Hello.
     NoLoginSlot,
+    /// A newcomer took this connection's seat: it had not said Hello and waited longest.
+    Evicted,
     /// Nothing happened for the idle timeout.
     Idle,
     /// Shutdown finished draining this connection's calls.
@@ -64,6 +67,14 @@ enum Close {
 
 /// Where calls running in tasks send their replies, and where the connection takes them.
 type ReplyChannel = (mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>);
+
+/// Completes when this connection's waiting-room seat was taken; pending while logged in.
+async fn seat_evicted(seat: &Option<Seat>) {
+    match seat {
+        Some(seat) => seat.evicted().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// The next reply of a call running in a task; pending while no call has run in one.
 async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
@@ -78,8 +89,8 @@ async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
 pub(crate) struct Slots {
     /// Its slot under the connection cap.
     pub(crate) connection: OwnedSemaphorePermit,
-    /// Its slot under the cap on connections not logged in.
-    pub(crate) login: OwnedSemaphorePermit,
+    /// Its seat among the connections not logged in.
+    pub(crate) seat: Seat,
 }
 
 pub(crate) struct Handler {
@@ -106,8 +117,8 @@ pub(crate) struct Handler {
     deadline_moved: bool,
     /// Frames received since the connection opened or logged out, while not logged in.
     frames_before_login: u32,
-    /// This connection's slot under the cap on connections not logged in; `None` once logged in.
-    login_permit: Option<OwnedSemaphorePermit>,
+    /// This connection's seat among those not logged in; `None` once logged in.
+    seat: Option<Seat>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
@@ -147,7 +158,7 @@ impl Handler {
             login_deadline,
             deadline_moved: false,
             frames_before_login: 0,
-            login_permit: Some(slots.login),
+            seat: Some(slots.seat),
             _connection_permit: slots.connection,
             shared,
         }
@@ -175,6 +186,13 @@ impl Handler {
                 format!(
                     "more than {} frames before logging in; closing",
                     self.shared.config.max_frames_before_login
+                ),
+            )),
+            Close::Evicted => Some((
+                ErrorCode::Busy,
+                format!(
+                    "too many connections waiting to log in (limit {}); the longest silent one is closed",
+                    self.shared.config.max_unauthenticated
                 ),
             )),
             Close::NoLoginSlot => Some((
@@ -224,6 +242,7 @@ impl Handler {
             tokio::select! {
                 biased;
                 () = self.hard_stop.cancelled() => return Close::HardStop,
+                () = seat_evicted(&self.seat) => return Close::Evicted,
                 () = self.shutdown.cancelled(), if !self.draining => {
                     self.draining = true;
                 }
@@ -322,9 +341,9 @@ impl Handler {
                     .set_max_frame(self.shared.config.login_frame_limit());
                 self.answer(reply(call_id, server_frame::Body::Logout(LogoutReply {})))
                     .await?;
-                match Arc::clone(&self.shared.unauthenticated).try_acquire_owned() {
-                    Ok(permit) => self.login_permit = Some(permit),
-                    Err(_) => return Ok(Some(Close::NoLoginSlot)),
+                match self.shared.waiting.enter() {
+                    Some(seat) => self.seat = Some(seat),
+                    None => return Ok(Some(Close::NoLoginSlot)),
                 }
             }
             client_frame::Body::ReadTags(request) => {
@@ -351,13 +370,16 @@ impl Handler {
         call_id: u64,
         hello: &tserver_proto::v1::Hello,
     ) -> Result<Option<Close>, crate::connection::WriteError> {
+        if let Some(seat) = &self.seat {
+            seat.hello_received();
+        }
         match cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await {
             Ok((user_name, body)) => {
                 tracing::Span::current().record("user", user_name.as_str());
                 tracing::info!(client = %hello.client_name, "logged in");
                 self.context.user = Some(Arc::from(user_name));
                 self.deadline_moved = true;
-                self.login_permit = None;
+                self.seat = None;
                 self.connection.set_max_frame(self.shared.config.max_frame);
                 self.answer(reply(call_id, body)).await?;
                 Ok(None)

@@ -26,6 +26,7 @@ mod plant;
 mod runtime;
 mod server;
 mod throttle;
+mod waiting;
 
 pub use config::ServerConfig;
 pub use plant::Plant;

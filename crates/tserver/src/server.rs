@@ -17,6 +17,7 @@ use crate::cmd::error_frame;
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::handler::{Handler, Slots};
+use crate::waiting::WaitingRoom;
 use crate::{Runtime, ServerConfig};
 
 /// How long the refusal sent to a connection past the cap may take.
@@ -39,8 +40,8 @@ pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     pub(crate) config: ServerConfig,
     pub(crate) auth: Authenticator,
-    /// One permit per connection not yet logged in, so such connections never take every slot.
-    pub(crate) unauthenticated: Arc<Semaphore>,
+    /// The connections not yet logged in, so such connections never take every slot.
+    pub(crate) waiting: Arc<WaitingRoom>,
     /// Set when clients must speak TLS.
     tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -63,7 +64,7 @@ impl Server {
         Ok(Self {
             shared: Shared {
                 runtime,
-                unauthenticated: Arc::new(Semaphore::new(config.max_unauthenticated)),
+                waiting: WaitingRoom::new(config.max_unauthenticated),
                 config,
                 auth,
                 tls: None,
@@ -161,8 +162,8 @@ impl Listener {
                 .spawn(refuse(Arc::clone(&self.shared), socket, message));
             return;
         };
-        let Ok(login_permit) = Arc::clone(&self.shared.unauthenticated).try_acquire_owned() else {
-            tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: too many connections not logged in");
+        let Some(seat) = self.shared.waiting.enter() else {
+            tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: every connection waiting to log in is saying Hello");
             let message = format!(
                 "too many connections waiting to log in (limit {}); try again later",
                 config.max_unauthenticated
@@ -179,7 +180,7 @@ impl Listener {
         let tracker = self.tracker.clone();
         let slots = Slots {
             connection: permit,
-            login: login_permit,
+            seat,
         };
         let serve = async move {
             let login_timeout = shared.config.login_timeout;
