@@ -104,7 +104,10 @@ async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
         let newcomer = Client::connect(server.addr, ClientOptions::default())
             .await
             .expect("connects during the attack");
-        newcomer.login("guest", "").await.expect("logs in during the attack");
+        newcomer
+            .login("guest", "")
+            .await
+            .expect("logs in during the attack");
     }
     let attacked_p99 = chat_turns(&client).await;
     tokio::task::spawn_blocking(move || attackers.join())

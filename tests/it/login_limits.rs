@@ -153,7 +153,9 @@ async fn frames_before_login_are_small_and_few() {
 #[tokio::test]
 async fn a_full_waiting_room_gives_the_longest_silent_connections_seat_to_a_newcomer() {
     let solution = Solution::demo();
-    let config = ServerConfig::default().with_max_connections(10).with_max_unauthenticated(2);
+    let config = ServerConfig::default()
+        .with_max_connections(10)
+        .with_max_unauthenticated(2);
     let server = TestServer::start(&solution.path, config).await;
     let mut oldest = RawConnection::connect(server.addr).await;
     // The server admits connections in order; give it a moment to seat these two.
