@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::processes::{Process, free_port, rss_bytes, start_announcing, wait_for_port};
+use crate::processes::{Process, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port};
 
 /// How long and how hard each scenario runs.
 #[derive(Debug, Clone, Copy)]
@@ -116,15 +116,8 @@ impl Bench {
     }
 
     fn settings(&self, key: &str, value: &str) -> anyhow::Result<()> {
-        let status = Command::new(self.tool("tserver"))
-            .arg("settings")
-            .arg(&self.solution)
-            .args(["set", key, value])
-            .status()?;
-        if !status.success() {
-            bail!("tserver settings set {key} failed");
-        }
-        Ok(())
+        let solution = self.solution.to_str().context("a UTF-8 solution path")?;
+        run_quietly(&self.tool("tserver"), &["settings", solution, "set", key, value])
     }
 
     /// Runs `tclient bench` and returns its JSON report.
@@ -221,15 +214,14 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     for stale in ["bench.db", "bench.db.key", "bench.db-wal", "bench.db-shm"] {
         let _ = std::fs::remove_file(out_dir.join(stale));
     }
-    let init = Command::new(bin.join("tserver"))
-        .arg("init")
-        .arg(&solution)
-        .arg("--demo")
-        .stdout(Stdio::null())
-        .status()?;
-    if !init.success() {
-        bail!("tserver init failed");
-    }
+    run_quietly(
+        &bin.join("tserver"),
+        &[
+            "init",
+            solution.to_str().context("a UTF-8 solution path")?,
+            "--demo",
+        ],
+    )?;
 
     // The reference server is this harness itself, rebuilt in the same profile.
     let mut xtask_build = vec!["build", "-p", "xtask"];

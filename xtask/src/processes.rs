@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -74,4 +75,18 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// Runs `program` with `args` to completion, its standard output dropped (for admin commands
+/// such as `tserver init` and `tserver settings set`); an error when it fails.
+pub(crate) fn run_quietly(program: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    if !status.success() {
+        bail!("{} {args:?} failed with {status}", program.display());
+    }
+    Ok(())
 }

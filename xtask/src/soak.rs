@@ -19,7 +19,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 use service_client::{Client, ClientOptions, Status};
 
-use crate::processes::{Process, free_port, rss_bytes, start_announcing, wait_for_port};
+use crate::processes::{Process, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port};
 
 /// Hostile clients beside the well-behaved ones (each reconnecting about once a second).
 const HOSTILE: usize = 60;
@@ -96,17 +96,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
     for stale in ["soak.db", "soak.db.key", "soak.db-wal", "soak.db-shm"] {
         let _ = std::fs::remove_file(out_dir.join(stale));
     }
-    let tserver = |args: &[&str]| -> anyhow::Result<()> {
-        let status = Command::new(bin.join("tserver"))
-            .args(args)
-            .stdout(Stdio::null())
-            .status()
-            .context("cannot run tserver")?;
-        if !status.success() {
-            bail!("tserver {args:?} failed");
-        }
-        Ok(())
-    };
+    let tserver = |args: &[&str]| run_quietly(&bin.join("tserver"), args);
     let path = solution.to_str().context("a UTF-8 target path")?;
     tserver(&["init", path, "--demo"])?;
     let (_llm, llm_url) = start_announcing(

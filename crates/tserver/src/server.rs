@@ -46,6 +46,16 @@ pub(crate) struct Shared {
     tls: Option<Arc<rustls::ServerConfig>>,
 }
 
+impl Shared {
+    /// A new connection over `transport`, reading only frames a client that has not logged
+    /// in may send.
+    fn connection(&self, transport: Transport) -> Connection {
+        let mut connection = Connection::new(transport, self.config.max_frame, self.config.write_timeout);
+        connection.set_max_frame(self.config.login_frame_limit());
+        connection
+    }
+}
+
 /// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
 #[derive(Debug)]
 pub struct Server {
@@ -189,9 +199,7 @@ impl Listener {
                 transport = open(&shared, socket, login_timeout) => transport,
             };
             let Some(transport) = transport else { return };
-            let mut connection =
-                Connection::new(transport, shared.config.max_frame, shared.config.write_timeout);
-            connection.set_max_frame(shared.config.login_frame_limit());
+            let connection = shared.connection(transport);
             Handler::new(shared, connection, context, shutdown, &hard_stop, tracker, slots)
                 .run()
                 .await;
@@ -225,7 +233,7 @@ async fn refuse(shared: Arc<Shared>, socket: TcpStream, message: String) {
     let Some(transport) = open(&shared, socket, REFUSAL_WRITE_LIMIT).await else {
         return;
     };
-    let mut connection = Connection::new(transport, shared.config.max_frame, shared.config.write_timeout);
+    let mut connection = shared.connection(transport);
     connection
         .send_final(error_frame(0, ErrorCode::Busy, message), REFUSAL_WRITE_LIMIT)
         .await;
