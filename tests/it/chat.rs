@@ -19,7 +19,11 @@ struct ChatRig {
 
 impl ChatRig {
     async fn start(script: Vec<Reply>, settings: &[(&str, &str)]) -> Self {
-        let llm = ScriptedLlm::start(script).await.expect("llm");
+        Self::serving(ScriptedLlm::start(script).await.expect("llm"), settings).await
+    }
+
+    /// The rig around a scripted LLM already started.
+    async fn serving(llm: ScriptedLlm, settings: &[(&str, &str)]) -> Self {
         let solution = Solution::demo();
         let path = solution.path.to_str().expect("utf-8");
         admin(&["settings", path, "set", "URL", &llm.url()], "");
@@ -680,6 +684,61 @@ async fn the_history_is_cut_to_max_history_messages_and_a_cut_answer_is_noted() 
         contents,
         ["u2", "a2", "u3"],
         "only the newest whole turn fits in two messages"
+    );
+    rig.stop().await;
+}
+
+/// The stand-in's `--mode tool`: a turn's first POST asks for one tag, the POST carrying the
+/// tool result gets the answer.
+fn one_tool_call_per_turn(request: &RecordedRequest) -> Reply {
+    let carries_result = request.json().is_some_and(|body| {
+        body["messages"]
+            .as_array()
+            .and_then(|messages| messages.last())
+            .is_some_and(|last| last["role"] == "tool")
+    });
+    if carries_result {
+        Reply::text("Pump1.MotorCurrent is normal.")
+    } else {
+        Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"}))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_the_model_never_outnumber_the_posts_in_flight() {
+    // Sixteen panels chat at once, each turn making two POSTs back to back: whatever the
+    // scheduling, at most sixteen POSTs are ever in flight, so at most sixteen connections may
+    // be opened, and a turn's second POST must reuse a connection rather than open one.
+    // (reqwest's pool, used before, opened up to 103 for 64 turns in flight under the bench's
+    // load: a turn's next POST raced its connection's return to the pool.)
+    const PANELS: usize = 16;
+    const TURNS: usize = 20;
+    let llm = ScriptedLlm::start_with(one_tool_call_per_turn)
+        .await
+        .expect("llm");
+    let rig = ChatRig::serving(llm, &[]).await;
+    let mut panels = tokio::task::JoinSet::new();
+    for _ in 0..PANELS {
+        let client = rig.server.guest().await;
+        panels.spawn(async move {
+            for turn in 0..TURNS {
+                let envelope = client
+                    .chat_envelope(&format!("How is Pump 1? ({turn})"))
+                    .await
+                    .expect("reply");
+                assert_eq!(envelope.status, Status::Ok, "{envelope:?}");
+                assert_eq!(envelope.tool_trace.len(), 1, "{envelope:?}");
+            }
+        });
+    }
+    while let Some(panel) = panels.join_next().await {
+        panel.expect("a panel's turns");
+    }
+    assert_eq!(rig.llm.requests().len(), 2 * PANELS * TURNS);
+    let opened = rig.llm.connections();
+    assert!(
+        (1..=PANELS).contains(&opened),
+        "{opened} connections opened for {PANELS} turns in flight"
     );
     rig.stop().await;
 }

@@ -3,10 +3,16 @@
 //! `local-ai-facts.md`). This is deliberately a separate copy from the atomic path's: the spec
 //! keeps the two paths' HTTP code apart so they can diverge without coupling.
 
-use std::error::Error as _;
-use std::sync::Arc;
+use std::error::Error;
+use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
+use http_body_util::Full;
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
+
+use super::connections::{ExchangeError, ModelConnections, Origin};
 
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
@@ -20,13 +26,43 @@ const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// The longest excerpt of an error body quoted in a warning.
 const MAX_QUOTED: usize = 300;
 
+/// The chat path's two ways to a model server: its own pool for plain-HTTP servers reached
+/// directly (see `connections.rs` for why), reqwest for HTTPS and for anything behind a proxy.
+#[derive(Debug)]
+pub(crate) struct Transport {
+    pooled: ModelConnections,
+    reqwest: reqwest::Client,
+}
+
+impl Transport {
+    pub(crate) fn new(reqwest: reqwest::Client) -> Self {
+        Self {
+            pooled: ModelConnections::default(),
+            reqwest,
+        }
+    }
+}
+
+/// Whether the environment names a proxy for plain-HTTP requests: reqwest honours it (and
+/// `NO_PROXY`), the pool does not, so such endpoints go through reqwest.
+fn http_proxy_configured() -> bool {
+    static CONFIGURED: OnceLock<bool> = OnceLock::new();
+    *CONFIGURED.get_or_init(|| {
+        ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+            .iter()
+            .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
+    })
+}
+
 /// Where and how to POST, after secrets and `{Tag.X}` are resolved.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
     url: reqwest::Url,
+    /// The pool's key when the pool serves this endpoint (plain HTTP, no proxy, no user info).
+    origin: Option<Origin>,
     /// The URL as configured (tokens unresolved), the only form warnings show.
     pub(crate) shown_url: String,
-    headers: Vec<(String, String)>,
+    headers: HeaderMap,
 }
 
 /// The chat-completions request body: `model`, the system message then `messages`, `stream`
@@ -81,8 +117,12 @@ impl Endpoint {
         let authorization = resolve_secrets(&settings.authorization, solution, redactions)
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
+        let headers = header_map(&headers)?;
+        let origin = Origin::of(&url)
+            .filter(|_| url.username().is_empty() && url.password().is_none() && !http_proxy_configured());
         Ok(Self {
             url,
+            origin,
             shown_url,
             headers,
         })
@@ -90,17 +130,76 @@ impl Endpoint {
 
     /// POSTs `body` (JSON bytes) and returns the response JSON; a failure of any kind is a
     /// warning.
-    pub(crate) async fn post(&self, http: &reqwest::Client, body: Vec<u8>) -> Result<Value, String> {
+    pub(crate) async fn post(&self, transport: &Transport, body: Vec<u8>) -> Result<Value, String> {
         let shown = &self.shown_url;
-        tracing::debug!(url = %shown, bytes = body.len(), "chat POST");
-        let mut request = http
-            .post(self.url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        for (name, value) in &self.headers {
-            request = request.header(name.as_str(), value.as_str());
+        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.origin.is_some(), "chat POST");
+        let (status, bytes) = match &self.origin {
+            Some(origin) => self.post_pooled(&transport.pooled, origin, body).await?,
+            None => self.post_reqwest(&transport.reqwest, body).await?,
+        };
+        if !status.is_success() {
+            return Err(format!(
+                "LLM endpoint returned HTTP {} {}: {} ({shown})",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                quoted_error(&bytes)
+            ));
         }
-        let mut response = request
+        serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))
+    }
+
+    /// The POST on the chat path's own pool.
+    async fn post_pooled(
+        &self,
+        pool: &ModelConnections,
+        origin: &Origin,
+        body: Vec<u8>,
+    ) -> Result<(StatusCode, Vec<u8>), String> {
+        let shown = &self.shown_url;
+        let mut path = self.url.path().to_owned();
+        if let Some(query) = self.url.query() {
+            path.push('?');
+            path.push_str(query);
+        }
+        let mut request = hyper::Request::post(path)
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the path cannot be sent"))?;
+        let headers = request.headers_mut();
+        let host = HeaderValue::from_str(&origin.host_header())
+            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the host cannot be sent"))?;
+        headers.insert(HOST, host);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in &self.headers {
+            headers.append(name, value.clone());
+        }
+        match pool.exchange(origin, request, MAX_RESPONSE_BYTES).await {
+            Ok(exchange) => Ok((exchange.status, exchange.body)),
+            Err(ExchangeError::TooLarge) => Err(format!(
+                "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
+            )),
+            Err(ExchangeError::Body(error)) => Err(format!(
+                "LLM endpoint HTTP error: the response could not be read: {} ({shown})",
+                plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned())
+            )),
+            Err(error) => Err(format!(
+                "LLM endpoint HTTP error: {} ({shown})",
+                plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned())
+            )),
+        }
+    }
+
+    /// The POST through reqwest.
+    async fn post_reqwest(
+        &self,
+        http: &reqwest::Client,
+        body: Vec<u8>,
+    ) -> Result<(StatusCode, Vec<u8>), String> {
+        let shown = &self.shown_url;
+        let mut response = http
+            .post(self.url.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .headers(self.headers.clone())
+            .body(body)
             .send()
             .await
             .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", transport_error(&error)))?;
@@ -121,37 +220,64 @@ impl Endpoint {
             }
             bytes.extend_from_slice(&chunk);
         }
-        if !status.is_success() {
-            return Err(format!(
-                "LLM endpoint returned HTTP {} {}: {} ({shown})",
-                status.as_u16(),
-                status.canonical_reason().unwrap_or(""),
-                quoted_error(&bytes)
-            ));
-        }
-        serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))
+        Ok((status, bytes))
     }
 }
 
-/// A transport failure in plain words, never quoting the (possibly secret-bearing) URL.
-fn transport_error(error: &reqwest::Error) -> String {
-    let mut cause = error.source();
+/// The configured headers (Headers, then Authorization) as a header map; the decoders already
+/// refuse what HTTP cannot carry, so a failure here is a bug's safety net, not a user's error.
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("Headers: {name:?} is not a valid header name"))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| format!("Headers: the value of {name} cannot be sent"))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// The first cause in an error's chain that says something a reader can act on, in plain
+/// words; `None` when no cause does.
+fn plain_cause(error: &(dyn Error + 'static)) -> Option<String> {
+    let mut cause = Some(error);
     while let Some(inner) = cause {
         if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
+            return Some(match io.kind() {
                 std::io::ErrorKind::ConnectionRefused => "Connection refused".to_owned(),
                 std::io::ErrorKind::ConnectionReset => "Connection reset by the server".to_owned(),
                 std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".to_owned(),
                 _ => io.to_string(),
-            };
+            });
+        }
+        if inner
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return Some("the server closed the connection early".to_owned());
+        }
+        if matches!(
+            inner.downcast_ref::<ExchangeError>(),
+            Some(ExchangeError::Resolve)
+        ) {
+            return Some("cannot resolve the host name".to_owned());
         }
         let text = inner.to_string();
         if text.contains("dns error") || text.contains("failed to lookup address") {
-            return "cannot resolve the host name".to_owned();
+            return Some("cannot resolve the host name".to_owned());
         }
         cause = inner.source();
     }
-    if error.is_connect() {
+    None
+}
+
+/// A reqwest failure in plain words, never quoting the (possibly secret-bearing) URL that the
+/// error's own text carries: only its causes are read.
+fn transport_error(error: &reqwest::Error) -> String {
+    if let Some(cause) = error.source().and_then(plain_cause) {
+        cause
+    } else if error.is_connect() {
         "cannot connect".to_owned()
     } else if error.is_body() || error.is_decode() {
         "the connection closed before the whole response arrived".to_owned()

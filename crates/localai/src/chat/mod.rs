@@ -6,6 +6,7 @@
 //! the shared anchors are the settings accessors, gates, secret resolver, auth decoder and
 //! envelope.
 
+mod connections;
 pub(crate) mod llm;
 mod transcript;
 
@@ -24,7 +25,7 @@ use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
-use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall};
+use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall, Transport};
 use transcript::{Ticket, Transcript, TranscriptCache, truncate};
 
 /// The most one tool dispatch may take (less when the turn's budget has less left).
@@ -87,7 +88,7 @@ pub(crate) struct ChatPath {
     /// `OnAfterChatReply` handlers.
     pub(crate) after_reply: HookChain,
     transcripts: TranscriptCache,
-    http: Result<reqwest::Client, String>,
+    http: Result<Transport, String>,
 }
 
 /// How the tool loop ended, when it did not fail.
@@ -128,6 +129,7 @@ impl ChatPath {
         let http = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
+            .map(Transport::new)
             .map_err(|error| format!("the HTTP client could not be built: {error}"));
         Self {
             solution,
@@ -331,7 +333,7 @@ impl ChatPath {
         &self,
         turn: &mut Turn,
         endpoint: &Endpoint,
-        http: &reqwest::Client,
+        http: &Transport,
         settings: &ModelSettings,
         system: &str,
         tools: &[ToolDefinition],
