@@ -189,3 +189,114 @@ async fn bench_reports_refused_logins_by_kind_and_rejects_bad_options() {
     assert!(error.to_string().contains("login_refused"), "{error}");
     server.stop().await;
 }
+
+/// Runs the `tclient` program with its standard error on a new pseudo-terminal (100 columns);
+/// returns its standard output and what it drew on the terminal.
+#[cfg(target_os = "linux")]
+fn tclient_on_a_terminal(args: &[&str]) -> (String, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("a pty");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("the pty's name");
+    let terminal = rustix::fs::open(name.as_c_str(), OFlags::RDWR | OFlags::NOCTTY, Mode::empty())
+        .expect("opens the terminal side");
+    let size = rustix::termios::Winsize {
+        ws_row: 24,
+        ws_col: 100,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    rustix::termios::tcsetwinsize(&terminal, size).expect("sets the window size");
+    let child = Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+        .args(args)
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(terminal))
+        .spawn()
+        .expect("tclient starts");
+    // The child holds the only terminal side now, so reading the master ends when it exits.
+    let reader = std::thread::spawn(move || {
+        let mut drawn = Vec::new();
+        let mut master = std::fs::File::from(master);
+        let mut buffer = [0u8; 4096];
+        // Linux answers EIO, not end-of-file, once the terminal side is closed.
+        while let Ok(read @ 1..) = master.read(&mut buffer) {
+            drawn.extend_from_slice(&buffer[..read]);
+        }
+        drawn
+    });
+    let output = child.wait_with_output().expect("tclient ends");
+    assert!(output.status.success(), "{output:?}");
+    let drawn = reader.join().expect("the reader thread");
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&drawn).into_owned(),
+    )
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_draws_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let args = ["--addr", &addr, "bench", "ping", "-d", "1s", "--warmup", "0s"];
+    let owned: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    let (report, drawn) = tokio::task::spawn_blocking(move || {
+        tclient_on_a_terminal(&owned.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .expect("the terminal run");
+    // Each redraw is a line of its own (`\r`, then erase the line): the bar, elapsed/total
+    // and the calls so far, which only rise, then a last erase leaves the terminal clean.
+    let frames: Vec<&str> = drawn
+        .split("\r\u{1b}[2K")
+        .filter(|frame| !frame.is_empty())
+        .collect();
+    assert!(frames.len() >= 2, "several redraws: {drawn:?}");
+    assert!(frames.iter().all(|frame| frame.contains("/1s")), "{drawn:?}");
+    let filled: Vec<usize> = frames.iter().map(|frame| frame.matches('█').count()).collect();
+    assert!(filled.windows(2).all(|pair| pair[0] <= pair[1]), "{filled:?}");
+    assert!(filled.last() > filled.first(), "the bar fills: {filled:?}");
+    let calls: Vec<u64> = frames
+        .iter()
+        .filter_map(|frame| frame.split_whitespace().rev().nth(1)?.parse().ok())
+        .collect();
+    assert!(
+        !calls.is_empty() && calls.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{drawn:?}"
+    );
+    assert!(calls.last() > Some(&0), "{drawn:?}");
+    assert!(drawn.ends_with("\r\u{1b}[2K"), "cleared at the end: {drawn:?}");
+    assert!(
+        report.contains("calls"),
+        "the report goes to standard output: {report}"
+    );
+
+    // Standard error on a pipe: no bar, nothing at all.
+    let owned: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    let piped = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+            .args(owned)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("tclient runs")
+    })
+    .await
+    .expect("the piped run");
+    assert!(piped.status.success(), "{piped:?}");
+    assert!(
+        piped.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("calls"));
+    server.stop().await;
+}

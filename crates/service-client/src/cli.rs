@@ -4,7 +4,7 @@
 //! on a terminal; with stdin not a terminal it reads one query per line and prints one envelope
 //! line per query, all on one connection.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -55,6 +55,23 @@ pub enum Command {
     Repl,
     /// Load-test the server: ping, chat, tags or idle connections (see `tclient bench --help`).
     Bench(BenchArgs),
+}
+
+/// The whole `tclient` program: parses the process's command line and runs it on a runtime of
+/// its own (the binary is this one call, so tests can build it into a binary of theirs).
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let interactive = std::io::stdin().is_terminal();
+    runtime.block_on(run(
+        &cli,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        interactive,
+    ))
 }
 
 /// Runs the command. `interactive` says whether `input` is a terminal.

@@ -1,0 +1,6 @@
+//! The `tclient` program, built inside the test package so tests can run it as a separate
+//! process, for instance with its standard error on a terminal.
+
+fn main() -> anyhow::Result<()> {
+    service_client::cli::main()
+}
