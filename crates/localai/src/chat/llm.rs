@@ -65,12 +65,13 @@ pub(crate) struct Endpoint {
     headers: HeaderMap,
 }
 
-/// The chat-completions request body: `model`, the system message then `messages`, `stream`
-/// false, and `tools` when offered. Written straight from borrowed parts: a turn's history is
-/// serialized once per POST, never copied into a request value first.
+/// The chat-completions request body: `model`, the system message, the history then this
+/// turn's messages, `stream` false, and `tools` when offered. Written straight from borrowed
+/// parts: the history is serialized once per POST, never copied into a request value first.
 pub(crate) fn request_body(
     model: &str,
     system: &Value,
+    history: &[Value],
     messages: &[Value],
     tools: Option<&[Value]>,
 ) -> Result<Vec<u8>, String> {
@@ -80,7 +81,7 @@ pub(crate) fn request_body(
     serde_json::to_writer(&mut body, model).map_err(failed)?;
     body.extend_from_slice(b",\"messages\":[");
     serde_json::to_writer(&mut body, system).map_err(failed)?;
-    for message in messages {
+    for message in history.iter().chain(messages) {
         body.push(b',');
         serde_json::to_writer(&mut body, message).map_err(failed)?;
     }
@@ -534,18 +535,24 @@ mod tests {
     #[test]
     fn the_request_body_is_the_json_value_it_stands_for() {
         let system = json!({"role": "system", "content": "be \"brief\"\n"});
-        let messages = [
+        let history = [
             json!({"role": "user", "content": "é ✓"}),
+            json!({"role": "assistant", "content": "ok"}),
+        ];
+        let messages = [
+            json!({"role": "user", "content": "again"}),
             json!({"role": "assistant", "content": null}),
         ];
         let tools = [json!({"type": "function", "function": {"name": "t"}})];
-        let with_tools = request_body("m:7b", &system, &messages, Some(&tools)).expect("encodes");
+        let with_tools = request_body("m:7b", &system, &history, &messages, Some(&tools)).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
-            json!({"model": "m:7b", "messages": [system.clone(), messages[0].clone(), messages[1].clone()],
+            json!({"model": "m:7b",
+                   "messages": [system.clone(), history[0].clone(), history[1].clone(),
+                                messages[0].clone(), messages[1].clone()],
                    "stream": false, "tools": tools})
         );
-        let without = request_body("m", &system, &[], None).expect("encodes");
+        let without = request_body("m", &system, &[], &[], None).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})

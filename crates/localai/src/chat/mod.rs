@@ -102,10 +102,12 @@ enum LoopEnd {
 }
 
 /// A turn's working state, outside the loop's future so that it survives a budget timeout.
+/// The history stays in the transcript, borrowed, never copied: a turn only adds to it.
 struct Turn {
-    /// The history plus this turn's messages.
+    /// This turn's messages: the question, then the exchanges that follow it.
     messages: Vec<Value>,
-    /// How many leading messages form a valid history (complete tool exchanges only).
+    /// How many leading messages of `messages` extend the history validly (complete tool
+    /// exchanges only).
     valid: usize,
     trace: Vec<ToolTraceEntry>,
     warnings: Vec<String>,
@@ -259,7 +261,7 @@ impl ChatPath {
             system.push_str(extra);
         }
         let mut turn = Turn {
-            messages: transcript.messages.clone(),
+            messages: Vec::new(),
             valid: 0,
             trace: Vec::new(),
             warnings,
@@ -268,13 +270,13 @@ impl ChatPath {
         };
         turn.messages.push(json!({"role": "user", "content": query.user}));
         turn.valid = turn.messages.len();
-        let history_len = transcript.messages.len();
+        let history = &transcript.messages;
         let budget = settings.timeout;
         let deadline = started + budget;
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(
                 deadline.into(),
-                self.tool_loop(&mut turn, &endpoint, http, settings, &system, &tools, deadline),
+                self.tool_loop(&mut turn, history, &endpoint, http, settings, &system, &tools, deadline),
             ) => outcome,
             () = closed.cancelled() => return disconnected(started, turn.warnings),
         };
@@ -294,11 +296,11 @@ impl ChatPath {
                 if let Some(last) = turn.messages.last_mut() {
                     last["content"] = json!(text);
                 }
-                transcript.messages = turn.messages;
+                transcript.messages.append(&mut turn.messages);
                 Envelope::ok(text, started.elapsed())
             }
             Ok(Ok(LoopEnd::CapWithoutAnswer)) => {
-                keep_valid_prefix(transcript, &mut turn, history_len);
+                keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(
                     turn.partial.clone(),
                     cap_warning(settings, false),
@@ -310,7 +312,7 @@ impl ChatPath {
                 Envelope::error(redactions.scrub(&warning), started.elapsed())
             }
             Err(_) => {
-                keep_valid_prefix(transcript, &mut turn, history_len);
+                keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(
                     turn.partial.clone(),
                     format!(
@@ -332,6 +334,7 @@ impl ChatPath {
     async fn tool_loop(
         &self,
         turn: &mut Turn,
+        history: &[Value],
         endpoint: &Endpoint,
         http: &Transport,
         settings: &ModelSettings,
@@ -345,7 +348,7 @@ impl ChatPath {
         let system = json!({"role": "system", "content": system});
         loop {
             let offered_specs = (!specs.is_empty() && !last_chance).then_some(specs.as_slice());
-            let body = llm::request_body(&settings.name, &system, &turn.messages, offered_specs)?;
+            let body = llm::request_body(&settings.name, &system, history, &turn.messages, offered_specs)?;
             let response = endpoint.post(http, body).await?;
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = llm::read_reply(&response, offered, &mut new_call_id)?;
@@ -515,15 +518,16 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
 
 /// A history keeps only complete tool exchanges. A truncated turn keeps the question, the
 /// exchanges it completed and its partial answer, or nothing when it produced neither.
-fn keep_valid_prefix(transcript: &mut Transcript, turn: &mut Turn, history_len: usize) {
+fn keep_valid_prefix(transcript: &mut Transcript, turn: &mut Turn) {
     let mut kept: Vec<Value> = turn.messages.drain(..turn.valid).collect();
-    let exchanges_done = kept.len() > history_len + 1;
+    // The question alone is not kept: it needs an exchange or an answer after it.
+    let exchanges_done = kept.len() > 1;
     if !turn.partial.is_empty() {
         kept.push(json!({"role": "assistant", "content": turn.partial}));
     } else if !exchanges_done {
         return;
     }
-    transcript.messages = kept;
+    transcript.messages.append(&mut kept);
 }
 
 fn cap_warning(settings: &ModelSettings, answered_later: bool) -> String {
