@@ -13,6 +13,7 @@ use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::connections::{ExchangeError, ModelConnections, Origin};
+use super::transcript::HistoryMessage;
 
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
@@ -71,7 +72,7 @@ pub(crate) struct Endpoint {
 pub(crate) fn request_body(
     model: &str,
     system: &Value,
-    history: &[Value],
+    history: &[HistoryMessage],
     messages: &[Value],
     tools: Option<&[Value]>,
 ) -> Result<Vec<u8>, String> {
@@ -81,7 +82,11 @@ pub(crate) fn request_body(
     serde_json::to_writer(&mut body, model).map_err(failed)?;
     body.extend_from_slice(b",\"messages\":[");
     serde_json::to_writer(&mut body, system).map_err(failed)?;
-    for message in history.iter().chain(messages) {
+    for message in history {
+        body.push(b',');
+        body.extend_from_slice(message.json().as_bytes());
+    }
+    for message in messages {
         body.push(b',');
         serde_json::to_writer(&mut body, message).map_err(failed)?;
     }
@@ -544,7 +549,8 @@ mod tests {
             json!({"role": "assistant", "content": null}),
         ];
         let tools = [json!({"type": "function", "function": {"name": "t"}})];
-        let with_tools = request_body("m:7b", &system, &history, &messages, Some(&tools)).expect("encodes");
+        let kept: Vec<HistoryMessage> = history.iter().map(HistoryMessage::new).collect();
+        let with_tools = request_body("m:7b", &system, &kept, &messages, Some(&tools)).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",

@@ -26,7 +26,7 @@ use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall, Transport};
-use transcript::{Ticket, Transcript, TranscriptCache, truncate};
+use transcript::{HistoryMessage, Ticket, Transcript, TranscriptCache, truncate};
 
 /// The most one tool dispatch may take (less when the turn's budget has less left).
 pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -296,7 +296,9 @@ impl ChatPath {
                 if let Some(last) = turn.messages.last_mut() {
                     last["content"] = json!(text);
                 }
-                transcript.messages.append(&mut turn.messages);
+                transcript
+                    .messages
+                    .extend(turn.messages.iter().map(HistoryMessage::new));
                 Envelope::ok(text, started.elapsed())
             }
             Ok(Ok(LoopEnd::CapWithoutAnswer)) => {
@@ -334,7 +336,7 @@ impl ChatPath {
     async fn tool_loop(
         &self,
         turn: &mut Turn,
-        history: &[Value],
+        history: &[HistoryMessage],
         endpoint: &Endpoint,
         http: &Transport,
         settings: &ModelSettings,
@@ -527,7 +529,7 @@ fn keep_valid_prefix(transcript: &mut Transcript, turn: &mut Turn) {
     } else if !exchanges_done {
         return;
     }
-    transcript.messages.append(&mut kept);
+    transcript.messages.extend(kept.iter().map(HistoryMessage::new));
 }
 
 fn cap_warning(settings: &ModelSettings, answered_later: bool) -> String {

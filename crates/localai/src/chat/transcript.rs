@@ -22,7 +22,31 @@ pub(crate) struct Transcript {
     /// clears it first (the lazy login reset).
     pub(crate) user: Option<Arc<str>>,
     /// The messages after the system prompt (which is added fresh to every POST).
-    pub(crate) messages: Vec<Value>,
+    pub(crate) messages: Vec<HistoryMessage>,
+}
+
+/// A message of the history as the JSON it is sent as: serialized once, when its turn ends,
+/// and written into every later POST as it is (a turn's two POSTs used to spend a fifth of the
+/// server's time re-encoding the same forty messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HistoryMessage {
+    json: Box<str>,
+    /// A `user` message: where a turn starts, and so where truncation may cut.
+    starts_turn: bool,
+}
+
+impl HistoryMessage {
+    pub(crate) fn new(message: &Value) -> Self {
+        Self {
+            json: message.to_string().into_boxed_str(),
+            starts_turn: message["role"] == "user",
+        }
+    }
+
+    /// The message's JSON text.
+    pub(crate) fn json(&self) -> &str {
+        &self.json
+    }
 }
 
 /// One connection's chat session.
@@ -135,12 +159,12 @@ impl TranscriptCache {
 /// `user` message, so the kept history starts with one, and every assistant message with
 /// `tool_calls` keeps the `tool` messages answering it (servers answer 400 to a history that
 /// breaks either rule). The newest turn is kept whole even when it alone is longer than `max`.
-pub(crate) fn truncate(messages: &mut Vec<Value>, max: usize) {
+pub(crate) fn truncate(messages: &mut Vec<HistoryMessage>, max: usize) {
     if messages.len() <= max {
         return;
     }
     let earliest = messages.len() - max;
-    let is_turn_start = |index: &usize| messages[*index]["role"] == "user";
+    let is_turn_start = |index: &usize| messages[*index].starts_turn;
     let cut = (earliest..messages.len())
         .find(is_turn_start)
         .or_else(|| (0..earliest).rev().find(is_turn_start))
@@ -214,10 +238,19 @@ mod tests {
             turns in proptest::collection::vec(proptest::collection::vec(1_usize..4, 0..4), 1..12),
             max in 2_usize..60,
         ) {
-            let mut messages: Vec<Value> = turns.iter().enumerate().flat_map(|(i, rounds)| turn(i, rounds)).collect();
+            let mut kept: Vec<HistoryMessage> = turns
+                .iter()
+                .enumerate()
+                .flat_map(|(i, rounds)| turn(i, rounds))
+                .map(|message| HistoryMessage::new(&message))
+                .collect();
             let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
-            let before = messages.len();
-            truncate(&mut messages, max);
+            let before = kept.len();
+            truncate(&mut kept, max);
+            let messages: Vec<Value> = kept
+                .iter()
+                .map(|message| serde_json::from_str(message.json()).expect("the JSON it was made from"))
+                .collect();
             assert_valid(&messages)?;
             prop_assert!(messages.len() <= max.max(last_turn.len()));
             prop_assert!(messages.ends_with(&last_turn), "the newest turn is kept whole");
