@@ -742,3 +742,51 @@ async fn connections_to_the_model_never_outnumber_the_posts_in_flight() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn an_endpoint_the_pool_does_not_serve_goes_through_reqwest() {
+    // A user name in the URL (like HTTPS, or a proxy in the environment) sends the chat path's
+    // POSTs through reqwest, which turns it into Basic authorization; the turn is the same.
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+        Reply::text("Pump 1 is fine."),
+    ])
+    .await
+    .expect("llm");
+    let url = llm.url().replace("http://", "http://panel:s3cret@");
+    let rig = ChatRig::serving(llm, &[("URL", &url)]).await;
+    let client = rig.server.guest().await;
+    let envelope = client.chat_envelope("How is Pump 1?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Ok, "{envelope:?}");
+    assert_eq!(envelope.text, "Pump 1 is fine.");
+    assert_eq!(envelope.tool_trace.len(), 1, "{envelope:?}");
+    let requests = rig.llm.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_eq!(request.header("authorization"), Some("Basic cGFuZWw6czNjcmV0"));
+    }
+    assert_eq!(roles(&rig.posts()[1]), ["system", "user", "assistant", "tool"]);
+
+    // Its failures read as the pool's do.
+    let path = rig.solution.path.to_str().expect("utf-8");
+    admin(
+        &[
+            "settings",
+            path,
+            "set",
+            "URL",
+            "http://panel:s3cret@127.0.0.1:1/v1/chat/completions",
+        ],
+        "",
+    );
+    let refused = client.chat_envelope("Again?").await.expect("reply");
+    assert_eq!(refused.status, Status::Error, "{refused:?}");
+    assert!(
+        refused
+            .warnings
+            .first()
+            .is_some_and(|warning| warning.contains("Connection refused")),
+        "{refused:?}"
+    );
+    rig.stop().await;
+}
