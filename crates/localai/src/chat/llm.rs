@@ -55,12 +55,43 @@ fn http_proxy_configured() -> bool {
     })
 }
 
+/// A pooled endpoint's request line and `Host` header, worked out once per turn.
+#[derive(Debug)]
+struct PooledTarget {
+    origin: Origin,
+    /// The path and query, as the request line carries them.
+    path: hyper::Uri,
+    host: HeaderValue,
+}
+
+impl PooledTarget {
+    fn of(url: &reqwest::Url, shown: &str) -> Result<Option<Self>, String> {
+        let Some(origin) = Origin::of(url)
+            .filter(|_| url.username().is_empty() && url.password().is_none() && !http_proxy_configured())
+        else {
+            return Ok(None);
+        };
+        let mut path = url.path().to_owned();
+        if let Some(query) = url.query() {
+            path.push('?');
+            path.push_str(query);
+        }
+        let path = path
+            .parse()
+            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the path cannot be sent"))?;
+        let host = HeaderValue::from_str(&origin.host_header())
+            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the host cannot be sent"))?;
+        Ok(Some(Self { origin, path, host }))
+    }
+}
+
 /// Where and how to POST, after secrets and `{Tag.X}` are resolved.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
     url: reqwest::Url,
-    /// The pool's key when the pool serves this endpoint (plain HTTP, no proxy, no user info).
-    origin: Option<Origin>,
+    /// Where the pool sends this endpoint's POSTs, when the pool serves it (plain HTTP, no
+    /// proxy, no user info).
+    pooled: Option<PooledTarget>,
     /// The URL as configured (tokens unresolved), the only form warnings show.
     pub(crate) shown_url: String,
     headers: HeaderMap,
@@ -124,11 +155,10 @@ impl Endpoint {
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
         let headers = header_map(&headers)?;
-        let origin = Origin::of(&url)
-            .filter(|_| url.username().is_empty() && url.password().is_none() && !http_proxy_configured());
+        let pooled = PooledTarget::of(&url, &shown_url)?;
         Ok(Self {
             url,
-            origin,
+            pooled,
             shown_url,
             headers,
         })
@@ -138,9 +168,9 @@ impl Endpoint {
     /// warning.
     pub(crate) async fn post(&self, transport: &Transport, body: Vec<u8>) -> Result<Value, String> {
         let shown = &self.shown_url;
-        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.origin.is_some(), "chat POST");
-        let (status, bytes) = match &self.origin {
-            Some(origin) => self.post_pooled(&transport.pooled, origin, body).await?,
+        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), "chat POST");
+        let (status, bytes) = match &self.pooled {
+            Some(target) => self.post_pooled(&transport.pooled, target, body).await?,
             None => self.post_reqwest(&transport.reqwest, body).await?,
         };
         if !status.is_success() {
@@ -158,39 +188,33 @@ impl Endpoint {
     async fn post_pooled(
         &self,
         pool: &ModelConnections,
-        origin: &Origin,
+        target: &PooledTarget,
         body: Vec<u8>,
     ) -> Result<(StatusCode, Vec<u8>), String> {
         let shown = &self.shown_url;
-        let mut path = self.url.path().to_owned();
-        if let Some(query) = self.url.query() {
-            path.push('?');
-            path.push_str(query);
-        }
-        let mut request = hyper::Request::post(path)
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the path cannot be sent"))?;
+        let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = hyper::Method::POST;
+        *request.uri_mut() = target.path.clone();
         let headers = request.headers_mut();
-        let host = HeaderValue::from_str(&origin.host_header())
-            .map_err(|_| format!("invalid LLM endpoint URL ({shown}): the host cannot be sent"))?;
-        headers.insert(HOST, host);
+        headers.insert(HOST, target.host.clone());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in &self.headers {
             headers.append(name, value.clone());
         }
-        match pool.exchange(origin, request, MAX_RESPONSE_BYTES).await {
+        match pool.exchange(&target.origin, request, MAX_RESPONSE_BYTES).await {
             Ok(exchange) => Ok((exchange.status, exchange.body)),
             Err(ExchangeError::TooLarge) => Err(format!(
                 "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
             )),
-            Err(ExchangeError::Body(error)) => Err(format!(
-                "LLM endpoint HTTP error: the response could not be read: {} ({shown})",
-                plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned())
-            )),
-            Err(error) => Err(format!(
-                "LLM endpoint HTTP error: {} ({shown})",
-                plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned())
-            )),
+            Err(error) => {
+                let stage = match error {
+                    ExchangeError::Body(_) => "the response could not be read: ",
+                    _ => "",
+                };
+                let cause =
+                    plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned());
+                Err(format!("LLM endpoint HTTP error: {stage}{cause} ({shown})"))
+            }
         }
     }
 
