@@ -494,10 +494,8 @@ async fn read_request(
 }
 
 async fn read_more(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut chunk = [0u8; 8192];
-    let read = socket.read(&mut chunk).await?;
-    buffer.extend_from_slice(&chunk[..read]);
-    Ok(read)
+    buffer.reserve(8192);
+    socket.read_buf(buffer).await
 }
 
 /// Writes a reply; returns whether the connection stays open for another request, and how long
@@ -530,8 +528,7 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
                 content_type,
                 body,
             } => {
-                write_head(socket, status, &content_type, body.len()).await?;
-                socket.write_all(&body).await?;
+                write_response(socket, status, &content_type, &body).await?;
                 return Ok((true, delayed));
             }
             Reply::Custom {
@@ -580,9 +577,20 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
 }
 
 async fn write_json(socket: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
-    let body = body.to_string();
-    write_head(socket, status, "application/json", body.len()).await?;
-    socket.write_all(body.as_bytes()).await
+    write_response(socket, status, "application/json", body.to_string().as_bytes()).await
+}
+
+/// Writes head and body in one write: one segment on loopback, so the client reads the whole
+/// reply at once instead of waking for the head and again for the body.
+async fn write_response(
+    socket: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
+    let mut message = head(status, content_type, body.len()).into_bytes();
+    message.extend_from_slice(body);
+    socket.write_all(&message).await
 }
 
 async fn write_head(
@@ -591,11 +599,14 @@ async fn write_head(
     content_type: &str,
     len: usize,
 ) -> std::io::Result<()> {
-    let head = format!(
+    socket.write_all(head(status, content_type, len).as_bytes()).await
+}
+
+fn head(status: u16, content_type: &str, len: usize) -> String {
+    format!(
         "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {len}\r\n\r\n",
         reason(status)
-    );
-    socket.write_all(head.as_bytes()).await
+    )
 }
 
 fn reason(status: u16) -> &'static str {

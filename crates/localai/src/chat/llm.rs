@@ -20,6 +20,7 @@ use crate::auth::{decode_authorization, decode_headers};
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
 use crate::settings::ModelSettings;
+use crate::tools::ToolDefinition;
 
 /// The most response bytes read from one POST.
 const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -97,22 +98,23 @@ pub(crate) struct Endpoint {
     headers: HeaderMap,
 }
 
-/// The chat-completions request body: `model`, the system message, the history then this
-/// turn's messages, `stream` false, and `tools` when offered. Written straight from borrowed
-/// parts: the history is serialized once per POST, never copied into a request value first.
+/// The chat-completions request body: `model`, the system message (`system`, already JSON
+/// text), the history then this turn's messages, `stream` false, and `tools` when offered.
+/// Written straight from borrowed parts: the history messages and the tool specs are JSON text
+/// encoded once and copied in as bytes, never built into a request value first.
 pub(crate) fn request_body(
     model: &str,
-    system: &Value,
+    system: &str,
     history: &[HistoryMessage],
     messages: &[Value],
-    tools: Option<&[Value]>,
+    tools: Option<&[ToolDefinition]>,
 ) -> Result<Vec<u8>, String> {
     let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
     let mut body = Vec::with_capacity(1024);
     body.extend_from_slice(b"{\"model\":");
     serde_json::to_writer(&mut body, model).map_err(failed)?;
     body.extend_from_slice(b",\"messages\":[");
-    serde_json::to_writer(&mut body, system).map_err(failed)?;
+    body.extend_from_slice(system.as_bytes());
     for message in history {
         body.push(b',');
         body.extend_from_slice(message.json().as_bytes());
@@ -123,8 +125,14 @@ pub(crate) fn request_body(
     }
     body.extend_from_slice(b"],\"stream\":false");
     if let Some(tools) = tools {
-        body.extend_from_slice(b",\"tools\":");
-        serde_json::to_writer(&mut body, tools).map_err(failed)?;
+        body.extend_from_slice(b",\"tools\":[");
+        for (index, tool) in tools.iter().enumerate() {
+            if index > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(tool.openai_spec().as_bytes());
+        }
+        body.push(b']');
     }
     body.push(b'}');
     Ok(body)
@@ -572,17 +580,32 @@ mod tests {
             json!({"role": "user", "content": "again"}),
             json!({"role": "assistant", "content": null}),
         ];
-        let tools = [json!({"type": "function", "function": {"name": "t"}})];
+        let parameters = json!({"type": "object", "properties": {}});
+        let tools = [
+            ToolDefinition::new("t", 0x04, "first", parameters.clone(), |_| async { Ok(json!(1)) }),
+            ToolDefinition::new("u", 0x08, "second", parameters.clone(), |_| async {
+                Ok(json!(2))
+            }),
+        ];
+        let specs: Vec<Value> = ["t", "u"]
+            .iter()
+            .zip(["first", "second"])
+            .map(|(name, description)| {
+                json!({"type": "function",
+                       "function": {"name": name, "description": description, "parameters": parameters}})
+            })
+            .collect();
         let kept: Vec<HistoryMessage> = history.iter().map(HistoryMessage::new).collect();
-        let with_tools = request_body("m:7b", &system, &kept, &messages, Some(&tools)).expect("encodes");
+        let system_json = system.to_string();
+        let with_tools = request_body("m:7b", &system_json, &kept, &messages, Some(&tools)).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",
                    "messages": [system.clone(), history[0].clone(), history[1].clone(),
                                 messages[0].clone(), messages[1].clone()],
-                   "stream": false, "tools": tools})
+                   "stream": false, "tools": specs})
         );
-        let without = request_body("m", &system, &[], &[], None).expect("encodes");
+        let without = request_body("m", &system_json, &[], &[], None).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})

@@ -344,13 +344,13 @@ impl ChatPath {
         tools: &[ToolDefinition],
         deadline: Instant,
     ) -> Result<LoopEnd, String> {
-        let specs: Vec<Value> = tools.iter().map(ToolDefinition::openai_spec).collect();
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         let mut last_chance = false;
-        let system = json!({"role": "system", "content": system});
+        // Encoded once: every POST of the turn starts with the same system message.
+        let system = json!({"role": "system", "content": system}).to_string();
         loop {
-            let offered_specs = (!specs.is_empty() && !last_chance).then_some(specs.as_slice());
-            let body = llm::request_body(&settings.name, &system, history, &turn.messages, offered_specs)?;
+            let offered = (!tools.is_empty() && !last_chance).then_some(tools);
+            let body = llm::request_body(&settings.name, &system, history, &turn.messages, offered)?;
             let response = endpoint.post(http, body).await?;
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = llm::read_reply(&response, offered, &mut new_call_id)?;

@@ -89,6 +89,9 @@ pub struct ToolDefinition {
     name: Arc<str>,
     description: Arc<str>,
     parameters: Arc<Value>,
+    /// The OpenAI `tools[]` entry as JSON text, encoded once here because every POST of a turn
+    /// carries it.
+    spec: Arc<str>,
     category: u32,
     handler: Arc<Handler>,
 }
@@ -110,10 +113,14 @@ impl ToolDefinition {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
+        let spec = json!({"type": "function", "function": {
+            "name": name, "description": description, "parameters": &parameters
+        }});
         Self {
             name: Arc::from(name),
             description: Arc::from(description),
             parameters: Arc::new(parameters),
+            spec: Arc::from(spec.to_string()),
             category,
             handler: Arc::new(move |arguments| Box::pin(handler(arguments)) as ToolFuture),
         }
@@ -139,11 +146,9 @@ impl ToolDefinition {
         self.category
     }
 
-    /// The OpenAI `tools[]` entry for this tool.
-    pub fn openai_spec(&self) -> Value {
-        json!({"type": "function", "function": {
-            "name": &*self.name, "description": &*self.description, "parameters": &*self.parameters
-        }})
+    /// The OpenAI `tools[]` entry for this tool, as JSON text.
+    pub fn openai_spec(&self) -> &str {
+        &self.spec
     }
 
     /// Validates `arguments` against the schema, then runs the handler.
@@ -309,7 +314,13 @@ mod tests {
             assert!(content["error"].get(key).is_some(), "{key} in {content}");
         }
         assert_eq!(success_content(json!(1)), json!({"ok": true, "result": 1}));
-        assert_eq!(tool.openai_spec()["function"]["name"], "echo");
+        let spec: Value = serde_json::from_str(tool.openai_spec()).expect("the spec is JSON");
+        assert_eq!(
+            spec,
+            json!({"type": "function", "function": {
+                "name": "echo", "description": "Echoes its arguments.", "parameters": tool.parameters()
+            }})
+        );
     }
 
     proptest! {

@@ -4,12 +4,14 @@
 //! after a fixed latency, and serves its counters at `GET /__scripted/stats`. Requests are
 //! counted, not kept, so long runs stay flat in memory.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
+use serde::Deserialize;
 
 /// A stand-in OpenAI-compatible model server with a fixed latency.
 #[derive(Debug, Parser)]
@@ -36,16 +38,29 @@ enum Mode {
     Tool,
 }
 
+/// The one part of a request body the tool mode reads: each message's role. Everything else is
+/// skipped while parsing rather than built into a JSON value, so that the stand-in's own work
+/// stays small beside the server it measures.
+#[derive(Deserialize)]
+struct Roles<'a> {
+    #[serde(borrow)]
+    messages: Vec<Role<'a>>,
+}
+
+/// A message, of which only the role is kept.
+#[derive(Deserialize)]
+struct Role<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+}
+
 fn respond(mode: Mode, latency: Duration, request: &RecordedRequest) -> Reply {
     let reply = match mode {
         Mode::Text => Reply::text("ok"),
         Mode::Tool => {
-            let last_role = request.json().and_then(|body| {
-                body["messages"].as_array()?.last()?["role"]
-                    .as_str()
-                    .map(str::to_owned)
-            });
-            if last_role.as_deref() == Some("tool") {
+            let roles = serde_json::from_slice::<Roles<'_>>(&request.body).ok();
+            let last_role = roles.as_ref().and_then(|roles| roles.messages.last());
+            if last_role.is_some_and(|message| message.role == "tool") {
                 Reply::text("Pump1.MotorCurrent is normal.")
             } else {
                 Reply::tool_call(
@@ -84,4 +99,51 @@ fn main() -> anyhow::Result<()> {
         server.stop().await;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(body: &str) -> RecordedRequest {
+        RecordedRequest {
+            method: "POST".to_owned(),
+            path: "/v1/chat/completions".to_owned(),
+            headers: Vec::new(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn asks_for_the_tool(reply: &Reply) -> bool {
+        matches!(reply, Reply::ToolCalls(calls) if calls.len() == 1 && calls[0].1 == "runtime_get_value")
+    }
+
+    #[test]
+    fn tool_mode_answers_in_text_only_after_a_tool_result() {
+        let turn_start = r#"{"model":"m","messages":[{"role":"system","content":"s"},
+            {"role":"user","content":"a \"role\": \"tool\" inside text"}],
+            "tools":[{"type":"function","function":{"name":"runtime_get_value"}}]}"#;
+        let after_tool = r#"{"model":"m","messages":[{"role":"user","content":"q"},
+            {"role":"assistant","content":null,"tool_calls":[]},
+            {"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}]}"#;
+        assert!(asks_for_the_tool(&respond(
+            Mode::Tool,
+            Duration::ZERO,
+            &post(turn_start)
+        )));
+        assert!(matches!(
+            respond(Mode::Tool, Duration::ZERO, &post(after_tool)),
+            Reply::Content(text) if text.contains("normal")
+        ));
+        // A body that is not a chat request starts a turn too: the stand-in never fails.
+        assert!(asks_for_the_tool(&respond(
+            Mode::Tool,
+            Duration::ZERO,
+            &post("not json")
+        )));
+        assert!(matches!(
+            respond(Mode::Text, Duration::ZERO, &post(after_tool)),
+            Reply::Content(text) if text == "ok"
+        ));
+    }
 }
