@@ -135,6 +135,30 @@ impl Bench {
         Ok(serde_json::from_slice(&output.stdout)?)
     }
 
+    /// Runs `turns` chat turns of one tool call each on `connections` connections, one in flight
+    /// per connection and no warm-up, so that every POST the stand-in at `llm_url` counts
+    /// between its two counter reads belongs to a measured turn.
+    fn tool_turns(&self, llm_url: &str, connections: usize, turns: u64) -> anyhow::Result<ToolRun> {
+        let before = llm_stats(llm_url)?;
+        let (connections, turns) = (connections.to_string(), turns.to_string());
+        let report = self.client(
+            &self.tserver_addr,
+            &[
+                "chat",
+                "-c",
+                &connections,
+                "-n",
+                &turns,
+                "--warmup",
+                "0s",
+                "--query",
+                "How is Pump1.MotorCurrent?",
+            ],
+        )?;
+        let after = llm_stats(llm_url)?;
+        Ok(ToolRun::new(report, before, after))
+    }
+
     fn timed(&self, scenario: &str, connections: usize, extra: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec![
             scenario.to_owned(),
@@ -171,6 +195,43 @@ fn error_count(report: &Value) -> u64 {
     report["errors"]
         .as_object()
         .map_or(0, |errors| errors.values().filter_map(Value::as_u64).sum())
+}
+
+/// A run of tool turns with what the stand-in model server counted during it.
+struct ToolRun {
+    report: Value,
+    posts: u64,
+    posts_per_turn: f64,
+    /// The stand-in's mean time per POST, from request read to reply written.
+    service_us: f64,
+    /// The stand-in's time per turn: the part of a turn's latency that is not TServer's.
+    llm_time_us: f64,
+    /// Connections the stand-in accepted during the run.
+    opened: u64,
+}
+
+impl ToolRun {
+    fn new(report: Value, before: scripted_llm::Stats, after: scripted_llm::Stats) -> Self {
+        // The stand-in counts a connection when it accepts it, so `after` counts the connection
+        // that read it; `before` was read over a connection it had counted already.
+        let opened = after.connections.saturating_sub(before.connections + 1);
+        let posts = after.requests - before.requests;
+        let service_us = (after.service_nanos - before.service_nanos) as f64 / posts.max(1) as f64 / 1000.0;
+        let posts_per_turn = posts as f64 / report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        Self {
+            report,
+            posts,
+            posts_per_turn,
+            service_us,
+            llm_time_us: posts_per_turn * service_us,
+            opened,
+        }
+    }
+
+    /// The turn latency at `quantile` minus the stand-in's time per turn.
+    fn added(&self, quantile: &str) -> f64 {
+        latency(&self.report, quantile) - self.llm_time_us
+    }
 }
 
 /// One row of the targets table.
@@ -337,60 +398,58 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     // One tool call per turn against a zero-latency model, 64 turns in flight.
     bench.settings("ModelEnabled", "true")?;
     bench.settings("URL", &fast_url)?;
-    let before = llm_stats(&fast_url)?;
-    let turns = plan.tool_turns.to_string();
-    let tool = bench.client(
-        &bench.tserver_addr,
-        &[
-            "chat",
-            "-c",
-            "64",
-            "-n",
-            &turns,
-            // No warm-up: every POST the model server counts belongs to a measured turn.
-            "--warmup",
-            "0s",
-            "--query",
-            "How is Pump1.MotorCurrent?",
-        ],
-    )?;
-    let after = llm_stats(&fast_url)?;
-    // The stand-in counts a connection when it accepts it, so `after` counts the connection
-    // that read it; `before` was read over a connection it had counted already.
-    let opened = after.connections.saturating_sub(before.connections + 1);
-    record(&mut results, "tserver chat 1 tool c=64".to_owned(), &tool);
-    let posts = after.requests - before.requests;
-    let service_us = (after.service_nanos - before.service_nanos) as f64 / posts.max(1) as f64 / 1000.0;
-    let calls = tool["calls"].as_u64().unwrap_or(0);
-    let posts_per_turn = posts as f64 / calls.max(1) as f64;
-    let llm_time_us = posts_per_turn * service_us;
-    let added_p50 = latency(&tool, "p50") - llm_time_us;
-    let added_p99 = latency(&tool, "p99") - llm_time_us;
+    let tool = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
+    record(&mut results, "tserver chat 1 tool c=64".to_owned(), &tool.report);
     results.insert(
         "model server during the tool scenario".to_owned(),
-        json!({"posts": posts, "postsPerTurn": posts_per_turn, "meanServiceUs": service_us,
-               "connectionsOpened": opened}),
+        json!({"posts": tool.posts, "postsPerTurn": tool.posts_per_turn, "meanServiceUs": tool.service_us,
+               "connectionsOpened": tool.opened}),
     );
     verdicts.push(Verdict {
         what: "added latency of a 1-tool turn, 64 in flight, p50".to_owned(),
         measured: format!(
-            "{added_p50:.0} us ({:.0} us turn - {llm_time_us:.0} us in the model server)",
-            latency(&tool, "p50")
+            "{:.0} us ({:.0} us turn - {:.0} us in the model server)",
+            tool.added("p50"),
+            latency(&tool.report, "p50"),
+            tool.llm_time_us
         ),
         target: "<= 250 us".to_owned(),
-        met: added_p50 <= 250.0,
+        met: tool.added("p50") <= 250.0,
     });
     verdicts.push(Verdict {
         what: "added latency of a 1-tool turn, 64 in flight, p99".to_owned(),
-        measured: format!("{added_p99:.0} us"),
+        measured: format!("{:.0} us", tool.added("p99")),
         target: "<= 1000 us".to_owned(),
-        met: added_p99 <= 1000.0,
+        met: tool.added("p99") <= 1000.0,
     });
+    let (calls, opened) = (tool.report["calls"].as_u64().unwrap_or(0), tool.opened);
+    // The same turn with fewer in flight shows where queueing for the two cores sets in.
+    let mut by_in_flight = serde_json::Map::new();
+    for connections in [1, 4, 16] {
+        let fewer = bench.tool_turns(&fast_url, connections, plan.tool_turns / 2)?;
+        eprintln!(
+            "{:<28} {:>9.0} calls/s  added p50 {:>8.1} us  p99 {:>8.1} us  errors {}",
+            format!("tserver chat 1 tool c={connections}"),
+            rps(&fewer.report),
+            fewer.added("p50"),
+            fewer.added("p99"),
+            error_count(&fewer.report)
+        );
+        by_in_flight.insert(
+            connections.to_string(),
+            json!({"turnsPerSecond": rps(&fewer.report), "errors": error_count(&fewer.report), "addedP50Us": fewer.added("p50"),
+                   "addedP99Us": fewer.added("p99"), "modelServerUsPerTurn": fewer.llm_time_us}),
+        );
+    }
+    results.insert(
+        "added latency of a 1-tool turn by turns in flight".to_owned(),
+        by_in_flight.into(),
+    );
     verdicts.push(Verdict {
         what: format!("model-server connections over {calls} turns at 64 in flight"),
         measured: opened.to_string(),
         target: "<= 64".to_owned(),
-        met: opened <= 64 && error_count(&tool) == 0,
+        met: opened <= 64 && error_count(&tool.report) == 0,
     });
 
     // 1,000 turns in flight against a 500 ms model (history off: ten turns per connection).
