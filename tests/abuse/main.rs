@@ -16,8 +16,6 @@
 #[path = "../it/support.rs"]
 mod support;
 
-use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +23,7 @@ use std::time::{Duration, Instant};
 use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
 use service_client::{Client, ClientOptions, Status};
 
-use crate::support::{PATIENCE, Solution, admin};
+use crate::support::{ServerProcess, Solution, admin};
 
 const HOSTILE: usize = 1_000;
 /// Chat turns measured quiet and under attack.
@@ -71,7 +69,7 @@ async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
     admin(&["settings", path, "set", "URL", &llm.url()], "");
     admin(&["settings", path, "set", "ModelEnabled", "true"], "");
     admin(&["settings", path, "set", "ModelOptions", "0x02"], "");
-    let server = ServerProcess::start(&solution.path, &[]);
+    let server = ServerProcess::start(&solution.path, &[], &[]);
 
     let client = Client::connect(server.addr, ClientOptions::default())
         .await
@@ -139,59 +137,6 @@ async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
     llm.stop().await;
 }
 
-/// `tserver serve` as a separate process (the real command line), for tests that measure the
-/// server's own memory. Killed when dropped.
-struct ServerProcess {
-    child: std::process::Child,
-    /// Where it listens.
-    addr: SocketAddr,
-}
-
-impl ServerProcess {
-    /// Starts `tserver serve --solution PATH --listen 127.0.0.1:0` plus `extra` options and
-    /// waits for its "listening" log line.
-    fn start(solution: &Path, extra: &[&str]) -> Self {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
-            .args(["serve", "--solution"])
-            .arg(solution)
-            .args(["--listen", "127.0.0.1:0", "--simulator", "off"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("tserver starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (found, addr) = std::sync::mpsc::channel();
-        // The reader keeps draining the log after the address line, so the server never
-        // blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut found = Some(found);
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(address) = line.split("address=").nth(1)
-                    && line.contains("listening")
-                    && let Some(found) = found.take()
-                {
-                    let _ = found.send(address.trim().to_owned());
-                }
-            }
-        });
-        let addr = addr
-            .recv_timeout(PATIENCE)
-            .expect("tserver logs its address")
-            .parse()
-            .expect("a socket address");
-        Self { child, addr }
-    }
-
-    /// The process id.
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
 /// Resident memory of process `pid`, in bytes.
 fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
@@ -205,11 +150,4 @@ fn rss_bytes(pid: u32) -> u64 {
         .and_then(|kib| kib.parse().ok())
         .expect("a number of KiB");
     kib * 1024
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

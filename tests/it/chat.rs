@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
 use serde_json::{Value, json};
-use service_client::{Envelope, Status, ToolStatus};
+use service_client::{Client, ClientOptions, Envelope, Status, ToolStatus};
 use tserver::ServerConfig;
 
-use crate::support::{Solution, TestServer, admin};
+use crate::support::{ServerProcess, Solution, TestServer, admin};
 
 /// A demo solution served with the model on and pointed at a scripted LLM.
 struct ChatRig {
@@ -789,4 +789,46 @@ async fn an_endpoint_the_pool_does_not_serve_goes_through_reqwest() {
         "{refused:?}"
     );
     rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_proxy_in_tservers_environment_carries_the_chat_posts() {
+    // The pool speaks to model servers directly, so with HTTP_PROXY set the chat path must
+    // leave plain-HTTP endpoints to reqwest, which sends them through the proxy. The proxy
+    // here is a stand-in that answers itself; the model's own address refuses connections,
+    // so only the proxy can have answered.
+    let proxy = ScriptedLlm::start(vec![
+        Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+        Reply::text("Pump 1 is fine, via the proxy."),
+    ])
+    .await
+    .expect("proxy");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    let model_url = "http://127.0.0.1:1/v1/chat/completions";
+    admin(&["settings", path, "set", "URL", model_url], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let proxy_url = format!("http://{}", proxy.addr());
+    let server = ServerProcess::start(
+        &solution.path,
+        &[],
+        &[("HTTP_PROXY", &proxy_url), ("NO_PROXY", ""), ("no_proxy", "")],
+    );
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    let envelope = client.chat_envelope("How is Pump 1?").await.expect("reply");
+    assert_eq!(envelope.status, Status::Ok, "{envelope:?}");
+    assert_eq!(envelope.text, "Pump 1 is fine, via the proxy.");
+    assert_eq!(envelope.tool_trace.len(), 1, "{envelope:?}");
+    let requests = proxy.requests();
+    assert_eq!(requests.len(), 2, "both POSTs of the turn went through the proxy");
+    for request in &requests {
+        // A proxied request names the whole target URL in its request line.
+        assert_eq!(request.method, "POST");
+        assert_eq!(request.path, model_url);
+    }
+    drop(server);
+    proxy.stop().await;
 }

@@ -182,3 +182,65 @@ pub(crate) fn error_of(frame: &ServerFrame) -> (tserver_proto::v1::ErrorCode, &s
         other => panic!("expected an error frame, got {other:?}"),
     }
 }
+
+/// `tserver serve` as a separate process (the real command line), for tests that measure the
+/// server's own memory or set its environment. Killed when dropped.
+pub(crate) struct ServerProcess {
+    child: std::process::Child,
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Starts `tserver serve --solution PATH --listen 127.0.0.1:0` plus `extra` options, with
+    /// `env` added to its environment, and waits for its "listening" log line.
+    pub(crate) fn start(solution: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+            .args(["serve", "--solution"])
+            .arg(solution)
+            .args(["--listen", "127.0.0.1:0", "--simulator", "off"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tserver starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (found, addr) = std::sync::mpsc::channel();
+        // The reader keeps draining the log after the address line, so the server never
+        // blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut found = Some(found);
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(address) = line.split("address=").nth(1)
+                    && line.contains("listening")
+                    && let Some(found) = found.take()
+                {
+                    let _ = found.send(address.trim().to_owned());
+                }
+            }
+        });
+        let addr = addr
+            .recv_timeout(PATIENCE)
+            .expect("tserver logs its address")
+            .parse()
+            .expect("a socket address");
+        Self { child, addr }
+    }
+
+    /// The process id.
+    #[allow(dead_code, reason = "the abuse test, which shares this file, reads it")]
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -602,6 +602,7 @@ async fn write_head(
     socket.write_all(head(status, content_type, len).as_bytes()).await
 }
 
+/// A reply's status line and headers, up to and including the blank line before the body.
 fn head(status: u16, content_type: &str, len: usize) -> String {
     format!(
         "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {len}\r\n\r\n",
