@@ -112,3 +112,71 @@ fn bad_settings_input_gets_clear_errors_and_changes_nothing() {
     assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x9e\n");
     assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
 }
+
+#[test]
+fn settings_that_would_not_be_used_as_given_are_refused_and_stored_ones_are_reported() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    let before = admin(&["settings", path, "get", "ModelSettings"], "");
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["settings", path, "set", "ModelSettings", r#"{"URL": 5}"#],
+            "URL is a number, not a string",
+        ),
+        (
+            &["settings", path, "set", "TimeoutSeconds", "-1"],
+            "TimeoutSeconds -1 is not a positive number",
+        ),
+        (
+            &["settings", path, "set", "TimeoutSeconds", "1e308"],
+            "above the ceiling of 3600 s",
+        ),
+        (
+            &["settings", path, "set", "MaxToolDispatchesPerTurn", "1e9"],
+            "above the ceiling of 50",
+        ),
+        (
+            &["settings", path, "set", "MaxHistoryMessages", "-5"],
+            "MaxHistoryMessages -5 is not a whole number from 2 to 1000",
+        ),
+        (
+            &["settings", path, "set", "URL", "localhost:11434"],
+            "URL is not an http:// or https:// URL",
+        ),
+        (
+            &["settings", path, "set", "Authorization", "Bearer\nabc"],
+            "unknown Authorization scheme",
+        ),
+        (&["settings", path, "set", "Name", " "], "Name is empty"),
+    ];
+    for (args, expected) in cases {
+        let error = try_admin(args, "").expect_err("refused").to_string();
+        assert!(error.contains(expected), "{args:?}: {error}");
+        assert!(error.contains("nothing changed"), "{error}");
+    }
+    assert_eq!(admin(&["settings", path, "get", "ModelSettings"], ""), before);
+    admin(&["settings", path, "set", "TimeoutSeconds", "3600"], "");
+
+    // A value stored by other means (an older build, a hand edit) still falls back or is
+    // clamped at read time, and `settings show` says so.
+    let db = rusqlite::Connection::open(&solution.path).expect("opens");
+    db.execute(
+        r#"UPDATE SolutionSettings SET ModelSettings = '{"MaxToolDispatchesPerTurn": 1000000000, "TimeoutSeconds": "soon"}'"#,
+        [],
+    )
+    .expect("hand edit");
+    assert_eq!(
+        admin(&["settings", path, "get", "MaxToolDispatchesPerTurn"], ""),
+        "50\n"
+    );
+    assert_eq!(admin(&["settings", path, "get", "TimeoutSeconds"], ""), "60\n");
+    let shown = admin(&["settings", path, "show"], "");
+    assert!(
+        shown.contains("warning: MaxToolDispatchesPerTurn 1000000000 is above the ceiling of 50; 50 is used"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("warning: TimeoutSeconds \"soon\" is not a number"),
+        "{shown}"
+    );
+}

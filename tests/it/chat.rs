@@ -788,6 +788,27 @@ async fn an_endpoint_the_pool_does_not_serve_goes_through_reqwest() {
             .is_some_and(|warning| warning.contains("Connection refused")),
         "{refused:?}"
     );
+
+    // reqwest follows redirects unless told not to; through it a redirect is refused too.
+    let redirecting = ScriptedLlm::start(vec![
+        Reply::Custom {
+            status: 301,
+            headers: vec![("Location".into(), "/v2/chat/completions".into())],
+            body: Vec::new(),
+        },
+        Reply::text("answered a GET"),
+    ])
+    .await
+    .expect("llm");
+    let url = redirecting.url().replace("http://", "http://panel:s3cret@");
+    admin(&["settings", path, "set", "URL", &url], "");
+    let redirected = client.chat_envelope("Once more?").await.expect("reply");
+    assert_eq!(redirected.status, Status::Error, "{redirected:?}");
+    assert!(
+        redirected.warnings[0].contains("HTTP 301 Moved Permanently, a redirect to /v2/chat/completions"),
+        "{redirected:?}"
+    );
+    assert_eq!(redirecting.requests().len(), 1, "the redirect was not followed");
     rig.stop().await;
 }
 

@@ -407,7 +407,47 @@ fn cases() -> Vec<Case> {
             trace: &[ToolError],
             atomic: error(NO_TOOLS),
         },
+        // Redirects: never followed, on either path. A followed 302 would be a GET without
+        // the body, which this server would answer with the completion after it.
+        Case {
+            name: "302 to the same server",
+            upstream: || script(vec![redirect(302, "/v1/other"), Reply::text("The pump is fine.")]),
+            chat: error("HTTP 302 Found, a redirect to /v1/other: model POSTs are never redirected"),
+            kept: 0,
+            trace: &[],
+            atomic: error("HTTP 302 Found, a redirect to /v1/other: model POSTs are never redirected"),
+        },
+        Case {
+            name: "307 to the same server (body kept)",
+            upstream: || script(vec![redirect(307, "/v1/other"), Reply::text("The pump is fine.")]),
+            chat: error("HTTP 307 Temporary Redirect, a redirect to /v1/other"),
+            kept: 0,
+            trace: &[],
+            atomic: error("HTTP 307 Temporary Redirect, a redirect to /v1/other"),
+        },
+        Case {
+            name: "308 without a Location",
+            upstream: || {
+                script(vec![Reply::Custom {
+                    status: 308,
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                }])
+            },
+            chat: error("HTTP 308 Permanent Redirect, a redirect: "),
+            kept: 0,
+            trace: &[],
+            atomic: error("HTTP 308 Permanent Redirect, a redirect: "),
+        },
     ]
+}
+
+fn redirect(status: u16, location: &str) -> Reply {
+    Reply::Custom {
+        status,
+        headers: vec![("Location".into(), location.into())],
+        body: Vec::new(),
+    }
 }
 
 /// The URL a row's path talks to, and the scripted server behind it (kept alive).

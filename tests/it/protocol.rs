@@ -385,6 +385,17 @@ async fn read_tags_serves_the_live_object_model() {
         error_of(&raw.receive().await.expect("reply")).0,
         ErrorCode::InvalidArgument
     );
+    // An empty list is the proto's own example of an invalid argument.
+    raw.send(
+        3,
+        client_frame::Body::ReadTags(ReadTagsRequest { names: Vec::new() }),
+    )
+    .await;
+    let empty = raw.receive().await.expect("reply");
+    assert_eq!(
+        (empty.call_id, error_of(&empty).0),
+        (3, ErrorCode::InvalidArgument)
+    );
     server.stop().await;
 }
 

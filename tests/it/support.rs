@@ -53,6 +53,18 @@ pub(crate) fn try_admin(args: &[&str], stdin: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8(output).expect("utf-8 output"))
 }
 
+/// Stores one `ModelSettings` key as it is, bypassing the admin command's checks: a value a
+/// hand edit or an older build may have left, which calls must survive.
+pub(crate) fn store_setting_unchecked(solution: &Path, key: &str, value: &str) {
+    let connection = rusqlite::Connection::open(solution).expect("opens");
+    connection
+        .execute(
+            "UPDATE SolutionSettings SET ModelSettings = json_set(COALESCE(ModelSettings, '{}'), '$.' || ?1, ?2)",
+            [key, value],
+        )
+        .expect("stored");
+}
+
 /// A running server.
 pub(crate) struct TestServer {
     /// Where it listens.

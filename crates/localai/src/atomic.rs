@@ -108,6 +108,8 @@ impl AtomicPath {
     pub(crate) fn new(solution: Arc<dyn Solution>) -> Self {
         let http = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(90))
+            // A redirect is reported, never followed (`dialect::redirect_warning`).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|error| format!("the HTTP client could not be built: {error}"));
         Self { solution, http }
@@ -205,6 +207,18 @@ async fn post(
         .await
         .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", describe(&error)))?;
     let status = response.status();
+    if status.is_redirection() {
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|value| value.to_str().ok());
+        return Err(crate::dialect::redirect_warning(
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            location,
+            shown,
+        ));
+    }
     let mut bytes = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|error| {
         format!(

@@ -19,6 +19,7 @@ pub mod tools;
 
 mod atomic;
 mod chat;
+mod dialect;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hooks;

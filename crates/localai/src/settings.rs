@@ -22,16 +22,17 @@ pub mod defaults {
     pub const INFO: &str = "Default local model. Apache 2.0, ~4.7 GB.";
     /// The wall-clock budget of one call, in seconds.
     pub const TIMEOUT_SECONDS: f64 = 60.0;
-    /// The largest `TimeoutSeconds` honoured; larger values fall back to the default.
+    /// The largest `TimeoutSeconds` honoured; larger values are clamped to it.
     pub const MAX_TIMEOUT_SECONDS: f64 = 3600.0;
     /// Tool dispatches per chat turn (the spec's `MaxToolDispatchesPerTurn`).
     pub const MAX_TOOL_DISPATCHES: usize = 5;
-    /// The largest `MaxToolDispatchesPerTurn` honoured.
+    /// The largest `MaxToolDispatchesPerTurn` honoured; larger values are clamped to it.
     pub const MAX_TOOL_DISPATCHES_CEILING: usize = 50;
     /// Messages kept in a connection's transcript (system prompt not counted): about ten
     /// tool-using turns, which fits an 8B-class model's 8k-token context.
     pub const MAX_HISTORY_MESSAGES: usize = 40;
-    /// The range of `MaxHistoryMessages` honoured.
+    /// The range of `MaxHistoryMessages` honoured; larger values are clamped to its end,
+    /// smaller ones fall back to the default.
     pub const MAX_HISTORY_MESSAGES_RANGE: std::ops::RangeInclusive<usize> = 2..=1000;
 }
 
@@ -131,7 +132,15 @@ impl Default for ModelSettings {
 impl ModelSettings {
     /// Parses the column. Never fails: see the module docs.
     pub fn parse(raw: Option<&str>) -> Self {
+        Self::parse_checked(raw).0
+    }
+
+    /// Parses the column and says, key by key, which stored values are not used as they are
+    /// (fallen back to the default, or clamped to a ceiling). The admin command refuses a
+    /// value with an issue; `parse` applies the same rules silently, as the spec asks.
+    pub fn parse_checked(raw: Option<&str>) -> (Self, Vec<SettingIssue>) {
         let mut settings = Self::default();
+        let mut issues = Vec::new();
         let Some(object) = raw
             .and_then(|text| serde_json::from_str::<Value>(text).ok())
             .and_then(|value| match value {
@@ -139,38 +148,90 @@ impl ModelSettings {
                 _ => None,
             })
         else {
-            return settings;
-        };
-        let text = |key: &str, slot: &mut String| {
-            if let Some(value) = object.get(key).and_then(Value::as_str)
-                && !value.trim().is_empty()
-            {
-                *slot = value.to_owned();
+            if raw.is_some_and(|text| !text.trim().is_empty()) {
+                issues.push(SettingIssue::new(
+                    "ModelSettings",
+                    "is not a JSON object; every key uses its default",
+                ));
             }
+            return (settings, issues);
+        };
+        let mut text = |key: &'static str, slot: &mut String| match object.get(key) {
+            None => {}
+            Some(Value::String(value)) if !value.trim().is_empty() => *slot = value.clone(),
+            Some(Value::String(_)) => {
+                issues.push(SettingIssue::new(key, "is empty; the default is used"));
+            }
+            Some(other) => issues.push(SettingIssue::new(
+                key,
+                format!("is {}, not a string; the default is used", json_kind(other)),
+            )),
         };
         text(keys::URL, &mut settings.url);
         text(keys::NAME, &mut settings.name);
         text(keys::AUTHORIZATION, &mut settings.authorization);
         text(keys::HEADERS, &mut settings.headers);
         text(keys::INFO, &mut settings.info);
-        if let Some(seconds) = object.get(keys::TIMEOUT_SECONDS).and_then(timeout_seconds) {
-            settings.timeout = Duration::from_secs_f64(seconds);
+        if let Some(value) = object.get(keys::TIMEOUT_SECONDS) {
+            match timeout_seconds(value) {
+                Ok(seconds) => {
+                    settings.timeout = Duration::from_secs_f64(seconds);
+                    if number(value).is_some_and(|given| given > defaults::MAX_TIMEOUT_SECONDS) {
+                        let ceiling = defaults::MAX_TIMEOUT_SECONDS;
+                        issues.push(SettingIssue::new(
+                            keys::TIMEOUT_SECONDS,
+                            format!("is above the ceiling of {ceiling} s; {ceiling} s is used"),
+                        ));
+                    }
+                }
+                Err(issue) => issues.push(SettingIssue::new(keys::TIMEOUT_SECONDS, issue)),
+            }
         }
-        if let Some(count) = object
-            .get(keys::MAX_TOOL_DISPATCHES)
-            .and_then(count)
-            .filter(|count| (1..=defaults::MAX_TOOL_DISPATCHES_CEILING).contains(count))
-        {
-            settings.max_tool_dispatches = count;
-        }
-        if let Some(count) = object
-            .get(keys::MAX_HISTORY_MESSAGES)
-            .and_then(count)
-            .filter(|count| defaults::MAX_HISTORY_MESSAGES_RANGE.contains(count))
-        {
-            settings.max_history_messages = count;
-        }
-        settings
+        let mut bounded = |key: &'static str, range: std::ops::RangeInclusive<usize>, slot: &mut usize| {
+            let Some(value) = object.get(key) else {
+                return;
+            };
+            match count(value) {
+                Some(count) if count < *range.start() => issues.push(SettingIssue::new(
+                    key,
+                    format!(
+                        "{count} is below the floor of {}; the default is used",
+                        range.start()
+                    ),
+                )),
+                Some(count) if count > *range.end() => {
+                    *slot = *range.end();
+                    issues.push(SettingIssue::new(
+                        key,
+                        format!(
+                            "{count} is above the ceiling of {}; {} is used",
+                            range.end(),
+                            range.end()
+                        ),
+                    ));
+                }
+                Some(count) => *slot = count,
+                None => issues.push(SettingIssue::new(
+                    key,
+                    format!(
+                        "{value} is not a whole number from {} to {}; the default is used",
+                        range.start(),
+                        range.end()
+                    ),
+                )),
+            }
+        };
+        bounded(
+            keys::MAX_TOOL_DISPATCHES,
+            1..=defaults::MAX_TOOL_DISPATCHES_CEILING,
+            &mut settings.max_tool_dispatches,
+        );
+        bounded(
+            keys::MAX_HISTORY_MESSAGES,
+            defaults::MAX_HISTORY_MESSAGES_RANGE,
+            &mut settings.max_history_messages,
+        );
+        (settings, issues)
     }
 
     /// The budget formatted for warnings, e.g. `60s` or `0.5s`.
@@ -179,23 +240,145 @@ impl ModelSettings {
     }
 }
 
-/// A whole count, as a JSON integer or a numeric string.
-fn count(value: &Value) -> Option<usize> {
-    match value {
-        Value::Number(number) => number.as_u64().and_then(|count| usize::try_from(count).ok()),
-        Value::String(text) => text.trim().parse().ok(),
-        _ => None,
+/// Everything wrong with a `ModelSettings` column that an editor can tell before any call:
+/// the values [`ModelSettings::parse_checked`] would not use as given, a URL that is not
+/// `http(s)` even with its `{Tag.X}` and `/secret:` tokens filled in, and an Authorization or
+/// Headers value the decoder refuses. The admin command refuses a change that adds one.
+pub fn editing_issues(raw: Option<&str>) -> Vec<SettingIssue> {
+    let (settings, mut issues) = ModelSettings::parse_checked(raw);
+    let is_default = |key: &str| issues.iter().any(|issue| issue.key == key);
+    if !is_default(keys::URL) && !url_shape_is_valid(&settings.url) {
+        issues.push(SettingIssue::new(
+            keys::URL,
+            "is not an http:// or https:// URL with a host; every call would fail",
+        ));
+    }
+    // A secret may hold a whole line (`CustomAuth` + `/secret:HeaderLine`), so a line with a
+    // token is judged as a plain header line; a scheme line with one cannot be judged at all.
+    let scheme_has_token = settings
+        .authorization
+        .lines()
+        .next()
+        .is_some_and(|line| line.contains(crate::secrets::TOKEN_PREFIX));
+    if !scheme_has_token
+        && let Err(error) = crate::auth::decode_authorization(&fill_secret_lines(&settings.authorization))
+    {
+        issues.push(SettingIssue::new(
+            keys::AUTHORIZATION,
+            format!("cannot be used: {error}"),
+        ));
+    }
+    if let Err(error) = crate::auth::decode_headers(&fill_secret_lines(&settings.headers)) {
+        issues.push(SettingIssue::new(
+            keys::HEADERS,
+            format!("cannot be used: {error}"),
+        ));
+    }
+    issues
+}
+
+/// `text` with every line that holds a `/secret:` token replaced by a valid header line.
+fn fill_secret_lines(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            if line.contains(crate::secrets::TOKEN_PREFIX) {
+                "X-Secret: 0"
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `url` is an `http(s)` URL with a host once each `{...}` expression and
+/// `/secret:<Name>` token stands for a plain value.
+fn url_shape_is_valid(url: &str) -> bool {
+    let mut filled = String::with_capacity(url.len());
+    let mut rest = url;
+    loop {
+        let expression = rest.find('{');
+        let token = rest.find(crate::secrets::TOKEN_PREFIX);
+        let (start, end) = match (expression, token) {
+            (Some(open), token) if token.is_none_or(|token| open < token) => {
+                let Some(close) = rest[open..].find('}') else {
+                    break;
+                };
+                (open, open + close + 1)
+            }
+            (_, Some(token)) => {
+                let name = &rest[token + crate::secrets::TOKEN_PREFIX.len()..];
+                let name_len = name
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+                    .unwrap_or(name.len());
+                (token, token + crate::secrets::TOKEN_PREFIX.len() + name_len)
+            }
+            _ => break,
+        };
+        filled.push_str(&rest[..start]);
+        filled.push('0');
+        rest = &rest[end..];
+    }
+    filled.push_str(rest);
+    reqwest::Url::parse(filled.trim())
+        .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+}
+
+/// A stored `ModelSettings` value that is not used as it is: the key and what happens instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingIssue {
+    /// The `ModelSettings` key (or `ModelSettings` for the whole column).
+    pub key: &'static str,
+    /// What is wrong and what is used instead.
+    pub problem: String,
+}
+
+impl SettingIssue {
+    fn new(key: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            key,
+            problem: problem.into(),
+        }
     }
 }
 
-/// Accepts a positive number of seconds, as a JSON number or a numeric string, up to the max.
-fn timeout_seconds(value: &Value) -> Option<f64> {
-    let seconds = match value {
+impl std::fmt::Display for SettingIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.key, self.problem)
+    }
+}
+
+/// A whole count, as a JSON integer (or an integral float such as `1e9`) or a numeric string.
+/// Counts too large for `usize` saturate, so they are clamped like any count above a ceiling.
+fn count(value: &Value) -> Option<usize> {
+    let number = number(value)?;
+    // A float-to-integer `as` saturates, so 1e30 becomes usize::MAX and is clamped.
+    (number >= 0.0 && number.fract() == 0.0).then_some(number as usize)
+}
+
+/// A JSON number or a numeric string, as a finite float.
+fn number(value: &Value) -> Option<f64> {
+    let number = match value {
         Value::Number(number) => number.as_f64()?,
         Value::String(text) => text.trim().parse::<f64>().ok()?,
         _ => return None,
     };
-    (seconds.is_finite() && seconds > 0.0 && seconds <= defaults::MAX_TIMEOUT_SECONDS).then_some(seconds)
+    number.is_finite().then_some(number)
+}
+
+/// A positive number of seconds, as a JSON number or a numeric string; above the ceiling it
+/// is clamped. `Err` says why the value falls back to the default.
+fn timeout_seconds(value: &Value) -> Result<f64, String> {
+    let fallback = defaults::TIMEOUT_SECONDS;
+    match number(value) {
+        Some(seconds) if seconds > 0.0 => Ok(seconds.min(defaults::MAX_TIMEOUT_SECONDS)),
+        Some(seconds) => Err(format!(
+            "{seconds} is not a positive number of seconds; {fallback} s is used"
+        )),
+        None => Err(format!(
+            "{value} is not a number of seconds; {fallback} s is used"
+        )),
+    }
 }
 
 /// The `ModelOptions` bitmask.
@@ -381,7 +564,75 @@ mod tests {
         );
         assert_eq!(timeout(r#"{"TimeoutSeconds": 0}"#), Duration::from_secs(60));
         assert_eq!(timeout(r#"{"TimeoutSeconds": -3}"#), Duration::from_secs(60));
-        assert_eq!(timeout(r#"{"TimeoutSeconds": 1e9}"#), Duration::from_secs(60));
+        assert_eq!(
+            timeout(r#"{"TimeoutSeconds": 1e308}"#),
+            Duration::from_secs(3600),
+            "clamped to the ceiling"
+        );
+        assert_eq!(timeout(r#"{"TimeoutSeconds": "NaN"}"#), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn every_value_not_used_as_given_is_reported_and_limits_are_clamped() {
+        let (settings, issues) = ModelSettings::parse_checked(Some(
+            r#"{"URL": 5, "Name": " ", "TimeoutSeconds": -1, "MaxToolDispatchesPerTurn": 1e9,
+                "MaxHistoryMessages": -5, "Provider": 7}"#,
+        ));
+        assert_eq!(settings.url, defaults::URL);
+        assert_eq!(settings.timeout, Duration::from_secs(60));
+        assert_eq!(
+            settings.max_tool_dispatches,
+            defaults::MAX_TOOL_DISPATCHES_CEILING
+        );
+        assert_eq!(settings.max_history_messages, defaults::MAX_HISTORY_MESSAGES);
+        let keys: Vec<&str> = issues.iter().map(|issue| issue.key).collect();
+        assert_eq!(
+            keys,
+            [
+                "URL",
+                "Name",
+                "TimeoutSeconds",
+                "MaxToolDispatchesPerTurn",
+                "MaxHistoryMessages"
+            ],
+            "unknown keys are the user's own and never an issue"
+        );
+        assert!(
+            issues[0].to_string().contains("a number, not a string"),
+            "{}",
+            issues[0]
+        );
+        assert!(issues[3].problem.contains("ceiling of 50"), "{}", issues[3]);
+        let (clamped, issues) = ModelSettings::parse_checked(Some(r#"{"MaxHistoryMessages": "5000"}"#));
+        assert_eq!(clamped.max_history_messages, 1000);
+        assert_eq!(issues.len(), 1);
+        let (_, none) =
+            ModelSettings::parse_checked(Some(r#"{"TimeoutSeconds": "2.5", "MaxHistoryMessages": 2}"#));
+        assert!(none.is_empty(), "{none:?}");
+        let (_, column) = ModelSettings::parse_checked(Some("{oops"));
+        assert_eq!(column[0].key, "ModelSettings");
+    }
+
+    #[test]
+    fn editing_issues_catch_what_every_call_would_trip_on() {
+        let issues = |raw: &str| -> Vec<&'static str> {
+            editing_issues(Some(raw)).iter().map(|issue| issue.key).collect()
+        };
+        assert!(issues(r#"{"URL": "http://{Tag.Host}:8080/v1/chat/completions?key=/secret:K"}"#).is_empty());
+        assert!(issues(r#"{"URL": "https://api.example.com/v1/chat/completions"}"#).is_empty());
+        assert_eq!(issues(r#"{"URL": "ftp://x/y"}"#), ["URL"]);
+        assert_eq!(issues(r#"{"URL": "localhost:11434"}"#), ["URL"]);
+        assert_eq!(issues(r#"{"Authorization": "Bearer\nabc"}"#), ["Authorization"]);
+        assert!(issues(r#"{"Authorization": "BearerToken\n/secret:Key"}"#).is_empty());
+        assert_eq!(issues(r#"{"Headers": "no colon here"}"#), ["Headers"]);
+        // A secret may be a whole header line; the lines around it are still judged.
+        assert!(issues(r#"{"Authorization": "CustomAuth\n/secret:HeaderLine"}"#).is_empty());
+        assert!(issues(r#"{"Headers": "/secret:Line\nX-A: 1"}"#).is_empty());
+        assert_eq!(issues(r#"{"Headers": "/secret:Line\nbad"}"#), ["Headers"]);
+        assert_eq!(
+            issues(r#"{"Authorization": "Kerberos\n/secret:Ticket"}"#),
+            ["Authorization"]
+        );
     }
 
     #[test]

@@ -134,6 +134,8 @@ pub enum SettingsAction {
         /// The key.
         key: String,
         /// The value (`ModelOptions` accepts `158` or `0x9e`; `ModelSettings` a JSON object or NULL).
+        /// A value starting with `-` is a value too, so `-1` reaches the check that refuses it.
+        #[arg(allow_hyphen_values = true)]
         value: String,
     },
     /// Return a setting to its default.
@@ -311,6 +313,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                     for key in RuntimeKey::ALL {
                         let value = db.setting(&SettingKey::Runtime(key))?;
                         writeln!(output, "{} = {value}", key.as_str())?;
+                    }
+                    for issue in db.settings_issues()? {
+                        writeln!(output, "warning: {issue}")?;
                     }
                 }
             }

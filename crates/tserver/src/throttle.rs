@@ -110,10 +110,11 @@ impl LoginThrottle {
         peers.remove(&peer);
     }
 
-    /// The lockout earned by the `count`th failure: none while free, then the first lockout
+    /// The lockout earned by the `count`th failure: none before the free failures are used
+    /// up, the first lockout at the last free one (so the next Hello is throttled), then
     /// doubled per further failure, capped.
     fn lockout_after(&self, count: u32) -> Option<Duration> {
-        let over = count.checked_sub(self.config.free_failures)?.checked_sub(1)?;
+        let over = count.checked_sub(self.config.free_failures)?;
         let factor = 1u32.checked_shl(over.min(31)).unwrap_or(u32::MAX);
         Some(
             self.config
@@ -170,7 +171,8 @@ mod tests {
         let throttle = LoginThrottle::new(config());
         let lockouts: Vec<_> = (0..6).map(|_| throttle.failed(ip(1)).1).collect();
         let secs = |s| Some(Duration::from_secs(s));
-        assert_eq!(lockouts, [None, None, secs(10), secs(20), secs(35), secs(35)]);
+        // Two free failures: the second locks, so the third Hello is the first throttled.
+        assert_eq!(lockouts, [None, secs(10), secs(20), secs(35), secs(35), secs(35)]);
         assert_eq!(throttle.check(ip(1)), Err(Duration::from_secs(35)));
         assert_eq!(throttle.check(ip(2)), Ok(()), "other addresses are not affected");
         tokio::time::advance(Duration::from_secs(35)).await;

@@ -95,6 +95,8 @@ pub(crate) enum ExchangeError {
 #[derive(Debug)]
 pub(crate) struct Exchange {
     pub(crate) status: StatusCode,
+    /// The `Location` header, for the warning about a redirect (never followed).
+    pub(crate) location: Option<String>,
     pub(crate) body: Vec<u8>,
 }
 
@@ -137,6 +139,7 @@ impl ModelConnections {
             }
         };
         let status = response.status();
+        let location = location(response.headers());
         let mut incoming = response.into_body();
         let mut body = Vec::new();
         while let Some(frame) = incoming.frame().await {
@@ -149,7 +152,11 @@ impl ModelConnections {
             }
         }
         self.checkin(origin, sender);
-        Ok(Exchange { status, body })
+        Ok(Exchange {
+            status,
+            location,
+            body,
+        })
     }
 
     /// The most recently used idle connection to `origin` that is (or becomes) ready; closed
@@ -209,6 +216,14 @@ async fn connect(origin: &Origin) -> Result<Sender, ExchangeError> {
     Err(ExchangeError::Connect(last_error.unwrap_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::NotFound, "the host has no address")
     })))
+}
+
+/// A response's `Location` header as text, if it has a readable one.
+pub(crate) fn location(headers: &hyper::HeaderMap) -> Option<String> {
+    headers
+        .get(hyper::header::LOCATION)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]

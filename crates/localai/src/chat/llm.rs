@@ -8,11 +8,10 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::connections::{ExchangeError, ModelConnections, Origin};
+use super::connections::{Exchange, ExchangeError, ModelConnections, Origin, location};
 use super::transcript::HistoryMessage;
 
 use crate::Solution;
@@ -177,10 +176,22 @@ impl Endpoint {
     pub(crate) async fn post(&self, transport: &Transport, body: Vec<u8>) -> Result<Value, String> {
         let shown = &self.shown_url;
         tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), "chat POST");
-        let (status, bytes) = match &self.pooled {
+        let Exchange {
+            status,
+            location,
+            body: bytes,
+        } = match &self.pooled {
             Some(target) => self.post_pooled(&transport.pooled, target, body).await?,
             None => self.post_reqwest(&transport.reqwest, body).await?,
         };
+        if status.is_redirection() {
+            return Err(crate::dialect::redirect_warning(
+                status.as_u16(),
+                status.canonical_reason().unwrap_or(""),
+                location.as_deref(),
+                shown,
+            ));
+        }
         if !status.is_success() {
             return Err(format!(
                 "LLM endpoint returned HTTP {} {}: {} ({shown})",
@@ -198,7 +209,7 @@ impl Endpoint {
         pool: &ModelConnections,
         target: &PooledTarget,
         body: Vec<u8>,
-    ) -> Result<(StatusCode, Vec<u8>), String> {
+    ) -> Result<Exchange, String> {
         let shown = &self.shown_url;
         let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = hyper::Method::POST;
@@ -210,7 +221,7 @@ impl Endpoint {
             headers.append(name, value.clone());
         }
         match pool.exchange(&target.origin, request, MAX_RESPONSE_BYTES).await {
-            Ok(exchange) => Ok((exchange.status, exchange.body)),
+            Ok(exchange) => Ok(exchange),
             Err(ExchangeError::TooLarge) => Err(format!(
                 "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
             )),
@@ -227,11 +238,7 @@ impl Endpoint {
     }
 
     /// The POST through reqwest.
-    async fn post_reqwest(
-        &self,
-        http: &reqwest::Client,
-        body: Vec<u8>,
-    ) -> Result<(StatusCode, Vec<u8>), String> {
+    async fn post_reqwest(&self, http: &reqwest::Client, body: Vec<u8>) -> Result<Exchange, String> {
         let shown = &self.shown_url;
         let mut response = http
             .post(self.url.clone())
@@ -242,6 +249,7 @@ impl Endpoint {
             .await
             .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", transport_error(&error)))?;
         let status = response.status();
+        let location = location(response.headers());
         let mut bytes = Vec::new();
         loop {
             let chunk = response.chunk().await.map_err(|error| {
@@ -258,7 +266,11 @@ impl Endpoint {
             }
             bytes.extend_from_slice(&chunk);
         }
-        Ok((status, bytes))
+        Ok(Exchange {
+            status,
+            location,
+            body: bytes,
+        })
     }
 }
 

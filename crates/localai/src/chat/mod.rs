@@ -130,6 +130,8 @@ impl ChatPath {
     pub(crate) fn new(solution: Arc<dyn Solution>) -> Self {
         let http = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(90))
+            // A redirect is reported, never followed (`dialect::redirect_warning`).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map(Transport::new)
             .map_err(|error| format!("the HTTP client could not be built: {error}"));

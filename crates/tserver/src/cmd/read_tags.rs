@@ -14,6 +14,12 @@ pub(crate) fn apply(
     request: &ReadTagsRequest,
     objects: &ObjectModel,
 ) -> Result<server_frame::Body, CallError> {
+    if request.names.is_empty() {
+        return Err(CallError::new(
+            ErrorCode::InvalidArgument,
+            "no tag names: ask for 1 to 1000 names",
+        ));
+    }
     if request.names.len() > MAX_NAMES {
         return Err(CallError::new(
             ErrorCode::InvalidArgument,

@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::Duration;
 
 use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
-use localai::settings::{ModelSettings, SettingsDocument, keys};
+use localai::settings::{ModelSettings, SettingIssue, SettingsDocument, editing_issues, keys};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{SolutionDb, SolutionError, UserRecord};
@@ -240,7 +240,9 @@ impl SolutionDb {
                 let column = if value.trim().eq_ignore_ascii_case("null") {
                     None
                 } else {
-                    Some(SettingsDocument::from_user_json(value)?.to_json())
+                    let column = SettingsDocument::from_user_json(value)?.to_json();
+                    refuse_issues(editing_issues(Some(&column)))?;
+                    Some(column)
                 };
                 transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
             }
@@ -248,14 +250,25 @@ impl SolutionDb {
                 let stored = stored_model_settings(&transaction)?;
                 let mut document = SettingsDocument::from_column(stored.as_deref())?;
                 document.set_text(name, value);
-                transaction.execute(
-                    "UPDATE SolutionSettings SET ModelSettings = ?1",
-                    [document.to_json()],
+                let column = document.to_json();
+                // Only this key's problems: others already stored are `settings show`'s to report.
+                refuse_issues(
+                    editing_issues(Some(&column))
+                        .into_iter()
+                        .filter(|issue| issue.key == name.as_str())
+                        .collect(),
                 )?;
+                transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
             }
         }
         transaction.commit()?;
         Ok(())
+    }
+
+    /// What is wrong with the stored `ModelSettings`: each value not used as it is, and each
+    /// value every call would fail on (`settings show` prints them).
+    pub fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
+        Ok(editing_issues(self.settings_row()?.model_settings.as_deref()))
     }
 
     /// Returns a setting to its default: `ModelEnabled` off, `ModelOptions` 0, `ModelSettings`
@@ -347,6 +360,15 @@ impl SolutionDb {
                 .collect()
         })
     }
+}
+
+/// Refuses a settings change that would not be used as given.
+fn refuse_issues(issues: Vec<SettingIssue>) -> Result<(), SolutionError> {
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let issues: Vec<String> = issues.iter().map(SettingIssue::to_string).collect();
+    Err(SolutionError::RefusedSettings(issues.join("; ")))
 }
 
 fn stored_model_settings(transaction: &rusqlite::Transaction<'_>) -> Result<Option<String>, SolutionError> {

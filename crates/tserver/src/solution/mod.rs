@@ -73,6 +73,10 @@ pub enum SolutionError {
         /// Why the value does not fit.
         reason: String,
     },
+    /// A `ModelSettings` change whose values would not be used as given (fallen back or
+    /// clamped) or would fail every call.
+    #[error("refused, nothing changed: {0}")]
+    RefusedSettings(String),
     /// `ModelSettings` cannot be edited key by key.
     #[error(transparent)]
     SettingsEdit(#[from] localai::settings::SettingsEditError),

@@ -1,0 +1,46 @@
+//! What a model server's answers mean, worded once for both Local AI paths: each path keeps
+//! its own POST, budget and orchestration, and reads the server's answer through here so the
+//! two never drift in what they tell the operator.
+
+/// The longest `Location` quoted in a warning.
+const MAX_QUOTED_LOCATION: usize = 200;
+
+/// The warning for a POST answered by a redirect (any 3xx). Neither path follows one:
+/// following a 301, 302 or 303 turns the POST into a GET without its body (what browsers and
+/// HTTP clients do), whose answer means nothing, and a 307/308 to another origin would carry
+/// the Authorization header where it was not configured to go. The user fixes the URL once.
+pub(crate) fn redirect_warning(status: u16, reason: &str, location: Option<&str>, shown_url: &str) -> String {
+    let target = location
+        .map(|location| {
+            let quoted: String = location.chars().take(MAX_QUOTED_LOCATION).collect();
+            format!(" to {quoted}")
+        })
+        .unwrap_or_default();
+    format!(
+        "LLM endpoint answered HTTP {status} {reason}, a redirect{target}: model POSTs are never \
+         redirected; set URL to the final address ({shown_url})"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_warning_names_the_status_the_target_and_the_fix() {
+        let warning = redirect_warning(
+            302,
+            "Found",
+            Some("https://gpu-box/v1/chat/completions"),
+            "http://gpu-box/v1",
+        );
+        assert_eq!(
+            warning,
+            "LLM endpoint answered HTTP 302 Found, a redirect to https://gpu-box/v1/chat/completions: \
+             model POSTs are never redirected; set URL to the final address (http://gpu-box/v1)"
+        );
+        let long = "x".repeat(1000);
+        assert!(redirect_warning(308, "Permanent Redirect", Some(&long), "u").len() < 400);
+        assert!(redirect_warning(307, "Temporary Redirect", None, "u").contains("a redirect: "));
+    }
+}
