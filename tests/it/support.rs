@@ -201,7 +201,20 @@ pub(crate) struct ServerProcess {
     child: std::process::Child,
     /// Where it listens.
     pub(crate) addr: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<ServerLog>>,
 }
+
+/// What a server process wrote to its log (stderr): every byte counted, the first lines kept.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ServerLog {
+    /// Bytes written, line ends included.
+    pub(crate) bytes: usize,
+    /// The first [`KEPT_LOG_LINES`] lines.
+    pub(crate) lines: Vec<String>,
+}
+
+/// How many log lines a [`ServerProcess`] keeps for assertions.
+const KEPT_LOG_LINES: usize = 20_000;
 
 impl ServerProcess {
     /// Starts `tserver serve --solution PATH --listen 127.0.0.1:0` plus `extra` options, with
@@ -222,8 +235,10 @@ impl ServerProcess {
             .expect("tserver starts");
         let stderr = child.stderr.take().expect("stderr");
         let (found, addr) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(ServerLog::default()));
         // The reader keeps draining the log after the address line, so the server never
         // blocks on a full pipe.
+        let kept = std::sync::Arc::clone(&log);
         std::thread::spawn(move || {
             let mut found = Some(found);
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -233,6 +248,12 @@ impl ServerProcess {
                 {
                     let _ = found.send(address.trim().to_owned());
                 }
+                if let Ok(mut log) = kept.lock() {
+                    log.bytes += line.len() + 1;
+                    if log.lines.len() < KEPT_LOG_LINES {
+                        log.lines.push(line);
+                    }
+                }
             }
         });
         let addr = addr
@@ -240,7 +261,12 @@ impl ServerProcess {
             .expect("tserver logs its address")
             .parse()
             .expect("a socket address");
-        Self { child, addr }
+        Self { child, addr, log }
+    }
+
+    /// What the server has logged so far.
+    pub(crate) fn log(&self) -> ServerLog {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
     }
 
     /// The process id.

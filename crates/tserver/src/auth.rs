@@ -25,6 +25,7 @@ use argon2::password_hash::{Output, PasswordHash};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use crate::log_text::ClientText;
 use crate::solution::{SolutionDb, UserRecord, admin_hash_password};
 use crate::throttle::{LoginThrottle, LoginThrottleConfig};
 
@@ -89,10 +90,10 @@ impl Authenticator {
             Err(LoginError::Refused) => {
                 let (failures, lockout) = self.throttle.failed(peer);
                 // Never the password: only who tried, from where, and what it cost them.
-                tracing::warn!(%peer, user = %user_name, failures, ?lockout, "login refused: unknown user or wrong password");
+                tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: unknown user or wrong password");
             }
             Err(LoginError::Throttled(wait)) => {
-                tracing::warn!(%peer, user = %user_name, retry_in = ?wait, "login refused: address locked out");
+                tracing::warn!(%peer, user = %ClientText(user_name), retry_in = ?wait, "login refused: address locked out");
             }
             Err(LoginError::Internal(_)) => {}
         }

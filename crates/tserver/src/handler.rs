@@ -15,12 +15,13 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
-use tserver_proto::v1::{ClientFrame, ErrorCode, LogoutReply, ServerFrame, client_frame, server_frame};
+use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, server_frame};
 use tserver_proto::{Decoded, FrameError};
 
 use crate::cmd::{self, CallError, error_frame, reply};
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
+use crate::log_text::{ClientText, LogBudget};
 use crate::server::Shared;
 use crate::waiting::Seat;
 
@@ -119,6 +120,13 @@ pub(crate) struct Handler {
     frames_before_login: u32,
     /// This connection's seat among those not logged in; `None` once logged in.
     seat: Option<Seat>,
+    /// The connection's log span (GUID and peer), the parent of every login span.
+    connection_span: tracing::Span,
+    /// The span of the login now (the user), replaced at each Hello rather than recorded
+    /// into, so a connection's log context stays one user however often it logs in.
+    login_span: tracing::Span,
+    /// The log lines this connection may still cause this minute.
+    log_budget: LogBudget,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
@@ -159,6 +167,9 @@ impl Handler {
             deadline_moved: false,
             frames_before_login: 0,
             seat: Some(slots.seat),
+            connection_span: tracing::Span::none(),
+            login_span: tracing::Span::none(),
+            log_budget: LogBudget::default(),
             _connection_permit: slots.connection,
             shared,
         }
@@ -166,6 +177,8 @@ impl Handler {
 
     /// Serves the connection until it closes, then releases everything it held.
     pub(crate) async fn run(mut self) {
+        // The server runs this inside the connection's span.
+        self.connection_span = tracing::Span::current();
         let close = self.serve().await;
         self.calls.cancel();
         self.shared
@@ -268,11 +281,14 @@ impl Handler {
                             let message = format!("the frame is not a valid ClientFrame: {error}");
                             self.answer(error_frame(0, ErrorCode::MalformedFrame, message)).await
                         }
-                        Some(Ok(Decoded::Message(frame))) => match self.dispatch(frame).await {
-                            Ok(Some(close)) => return close,
-                            Ok(None) => Ok(()),
-                            Err(error) => Err(error),
-                        },
+                        Some(Ok(Decoded::Message(frame))) => {
+                            let span = self.login_span.clone();
+                            match self.dispatch(frame).instrument(span).await {
+                                Ok(Some(close)) => return close,
+                                Ok(None) => Ok(()),
+                                Err(error) => Err(error),
+                            }
+                        }
                     };
                     if let Err(error) = result {
                         return Close::Transport(error.to_string());
@@ -332,15 +348,17 @@ impl Handler {
             client_frame::Body::Hello(hello) => return self.hello(call_id, &hello).await,
             client_frame::Body::Ping(ping) => self.answer(reply(call_id, cmd::ping::apply(ping))).await?,
             client_frame::Body::Logout(_) => {
-                tracing::info!("logged out");
+                if self.log_budget.allow() {
+                    tracing::info!("logged out");
+                }
+                self.login_span = tracing::Span::none();
                 self.context.user = None;
                 self.frames_before_login = 0;
                 self.login_deadline = Instant::now() + self.shared.config.login_timeout;
                 self.deadline_moved = true;
                 self.connection
                     .set_max_frame(self.shared.config.login_frame_limit());
-                self.answer(reply(call_id, server_frame::Body::Logout(LogoutReply {})))
-                    .await?;
+                self.answer(reply(call_id, cmd::logout::apply())).await?;
                 match self.shared.waiting.enter() {
                     Some(seat) => self.seat = Some(seat),
                     None => return Ok(Some(Close::NoLoginSlot)),
@@ -375,8 +393,10 @@ impl Handler {
         }
         match cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await {
             Ok((user_name, body)) => {
-                tracing::Span::current().record("user", user_name.as_str());
-                tracing::info!(client = %hello.client_name, "logged in");
+                self.login_span = tracing::info_span!(parent: &self.connection_span, "login", user = %ClientText(&user_name));
+                if self.log_budget.allow() {
+                    tracing::info!(parent: &self.login_span, client = %ClientText(&hello.client_name), "logged in");
+                }
                 self.context.user = Some(Arc::from(user_name));
                 self.deadline_moved = true;
                 self.seat = None;

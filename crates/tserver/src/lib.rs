@@ -22,6 +22,7 @@ mod cmd;
 mod connection;
 mod context;
 mod handler;
+mod log_text;
 mod plant;
 mod runtime;
 mod server;

@@ -183,7 +183,7 @@ impl Listener {
             return;
         };
         let context = ConnectionContext::new(peer);
-        let span = tracing::info_span!("conn", guid = %context.guid, %peer, user = tracing::field::Empty);
+        let span = tracing::info_span!("conn", guid = %context.guid, %peer);
         let shared = Arc::clone(&self.shared);
         let shutdown = self.shutdown.clone();
         let hard_stop = self.hard_stop.clone();

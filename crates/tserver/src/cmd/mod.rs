@@ -3,6 +3,7 @@
 
 pub(crate) mod chat;
 pub(crate) mod hello;
+pub(crate) mod logout;
 pub(crate) mod ping;
 pub(crate) mod read_tags;
 

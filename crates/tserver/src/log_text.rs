@@ -1,0 +1,119 @@
+//! What a connection may put in the server log: client-chosen text cut to a readable length,
+//! and a per-connection budget of log lines, so no client can fill the disk through the log.
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The most characters of one client-chosen string a log line shows.
+pub(crate) const MAX_LOGGED_CHARS: usize = 64;
+
+/// Client-chosen text as a log field: at most [`MAX_LOGGED_CHARS`] characters, control
+/// characters escaped (a newline in a client name must not forge a log line), and the size of
+/// what was cut. Formats without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientText<'a>(pub(crate) &'a str);
+
+impl fmt::Display for ClientText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (shown, (index, c)) in self.0.char_indices().enumerate() {
+            if shown == MAX_LOGGED_CHARS {
+                return write!(f, "…(+{} bytes)", self.0.len() - index);
+            }
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Log lines one connection may cause per window, beyond which they are counted, not written.
+const LINES_PER_WINDOW: u32 = 20;
+
+/// The window of [`LINES_PER_WINDOW`].
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// A connection's allowance of log lines it causes (logins, logouts, refusals): a burst of
+/// [`LINES_PER_WINDOW`] per minute, then one line saying the rest is suppressed, and at the
+/// next window a count of what was.
+#[derive(Debug)]
+pub(crate) struct LogBudget {
+    window_start: Instant,
+    used: u32,
+    suppressed: u64,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        Self {
+            window_start: Instant::now(),
+            used: 0,
+            suppressed: 0,
+        }
+    }
+}
+
+impl LogBudget {
+    /// Whether the next line may be written; says so in the log when lines start or stop
+    /// being suppressed.
+    pub(crate) fn allow(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window_start) >= WINDOW {
+            if self.suppressed > 0 {
+                tracing::warn!(
+                    suppressed = self.suppressed,
+                    "log lines of this connection were suppressed (more than {LINES_PER_WINDOW} a minute)"
+                );
+            }
+            *self = Self {
+                window_start: now,
+                used: 0,
+                suppressed: 0,
+            };
+        }
+        self.used = self.used.saturating_add(1);
+        if self.used <= LINES_PER_WINDOW {
+            return true;
+        }
+        if self.suppressed == 0 {
+            tracing::warn!(
+                "this connection logs more than {LINES_PER_WINDOW} lines a minute; the rest of this minute's are counted, not written"
+            );
+        }
+        self.suppressed += 1;
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_text_is_cut_and_escaped() {
+        assert_eq!(ClientText("panel-3").to_string(), "panel-3");
+        assert_eq!(ClientText("a\nb\u{1b}").to_string(), "a\\nb\\u{1b}");
+        let long = "é".repeat(1000);
+        let shown = ClientText(&long).to_string();
+        assert!(shown.starts_with(&"é".repeat(MAX_LOGGED_CHARS)));
+        assert!(
+            shown.ends_with(&format!("…(+{} bytes)", 2 * (1000 - MAX_LOGGED_CHARS))),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_logs_a_burst_per_minute_then_is_counted() {
+        let mut budget = LogBudget::default();
+        let allowed = (0..100).filter(|_| budget.allow()).count();
+        assert_eq!(allowed, LINES_PER_WINDOW as usize);
+        assert_eq!(budget.suppressed, 100 - u64::from(LINES_PER_WINDOW));
+        tokio::time::advance(WINDOW).await;
+        assert!(budget.allow(), "a new window");
+        assert_eq!(budget.suppressed, 0);
+    }
+}

@@ -1,0 +1,82 @@
+//! What one client can make the server write to its log: bounded lines, a flat log context,
+//! and a per-connection allowance, whatever it sends.
+
+use std::time::Duration;
+
+use tserver_proto::PROTOCOL_VERSION;
+use tserver_proto::v1::{Hello, Ping, client_frame, server_frame};
+
+use crate::support::{RawConnection, ServerProcess, Solution};
+
+/// How many re-Hellos the client sends, each with a huge client name.
+const RE_HELLOS: u64 = 2_000;
+
+#[tokio::test]
+async fn re_hellos_with_huge_client_names_cannot_fill_the_log() {
+    let solution = Solution::demo();
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let mut raw = RawConnection::guest(server.addr).await;
+    let huge_name = format!("panel\nforged log line {}", "x".repeat(100_000));
+    for call_id in 0..RE_HELLOS {
+        raw.send(
+            call_id + 10,
+            client_frame::Body::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                client_name: huge_name.clone(),
+                // User names match case-insensitively: every one of these logs in.
+                user_name: if call_id % 2 == 0 { "guest" } else { "GUEST" }.to_owned(),
+                password: String::new(),
+            }),
+        )
+        .await;
+    }
+    raw.send(1, client_frame::Body::Ping(Ping { nonce: 7 })).await;
+    let mut hellos = 0_u64;
+    let mut refused = 0_u64;
+    loop {
+        let Some(frame) = raw.receive().await else {
+            break;
+        };
+        match frame.body {
+            Some(server_frame::Body::Hello(_)) => hellos += 1,
+            Some(server_frame::Body::Pong(_)) => break,
+            _ => {
+                refused += 1;
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        (hellos, refused),
+        (RE_HELLOS, 0),
+        "every re-Hello was answered, then the Ping"
+    );
+    // The log is written by another thread of the process: give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = server.log();
+    let longest = log.lines.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 1_000, "a log line of {longest} bytes");
+    assert!(
+        log.bytes < 32 * 1024,
+        "{} log bytes for one connection's {hellos} logins",
+        log.bytes
+    );
+    assert!(
+        log.lines.iter().any(|line| line.contains("counted, not written")),
+        "the suppression is said once: {:#?}",
+        log.lines
+    );
+    assert!(
+        !log.lines.iter().any(|line| line.starts_with("forged")),
+        "a newline in a client name cannot start a log line"
+    );
+    let login_lines: Vec<&String> = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("logged in"))
+        .collect();
+    assert!(!login_lines.is_empty());
+    for line in login_lines {
+        assert_eq!(line.matches("user=").count(), 1, "a flat log context: {line}");
+    }
+}
