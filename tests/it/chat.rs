@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use service_client::{Client, ClientOptions, Envelope, Status, ToolStatus};
 use tserver::ServerConfig;
 
-use crate::support::{ServerProcess, Solution, TestServer, admin};
+use crate::support::{RawConnection, ServerProcess, Solution, TestServer, admin};
 
 /// A demo solution served with the model on and pointed at a scripted LLM.
 struct ChatRig {
@@ -852,4 +852,97 @@ async fn a_proxy_in_tservers_environment_carries_the_chat_posts() {
     }
     drop(server);
     proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_half_closed_client_still_gets_its_chat_replies() {
+    // `printf ... | nc`: the client sends its calls, then shuts its sending side and reads.
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"}))
+                .after(Duration::from_millis(200)),
+            Reply::text("Pump 1 draws 12.4 A.").after(Duration::from_millis(200)),
+        ],
+        &[],
+    )
+    .await;
+    let mut raw = RawConnection::guest(rig.server.addr).await;
+    raw.send(
+        2,
+        tserver_proto::v1::client_frame::Body::Chat(tserver_proto::v1::ChatRequest {
+            query_json: "How is Pump 1?".into(),
+        }),
+    )
+    .await;
+    raw.send(
+        3,
+        tserver_proto::v1::client_frame::Body::Ping(tserver_proto::v1::Ping { nonce: 9 }),
+    )
+    .await;
+    raw.shutdown_write().await;
+    let mut answered = Vec::new();
+    while let Some(frame) = raw.receive().await {
+        if let Some(tserver_proto::v1::server_frame::Body::Chat(reply)) = &frame.body {
+            let envelope = Envelope::from_json(&reply.reply_json).expect("an envelope");
+            assert_eq!(envelope.status, Status::Ok, "{envelope:?}");
+            assert_eq!(envelope.text, "Pump 1 draws 12.4 A.");
+        }
+        answered.push(frame.call_id);
+    }
+    assert_eq!(
+        answered,
+        [3, 2],
+        "the ping at once, the chat when it is done, then the close"
+    );
+    assert_eq!(rig.llm.requests().len(), 2, "the whole turn ran");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_is_gone_stops_costing_model_time_once_a_reply_bounces() {
+    // The first turn's answer is written to a client that has closed its socket; the reset
+    // that comes back cancels the second turn at once, instead of after its whole tool loop.
+    let slow_call = || {
+        Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"}))
+            .after(Duration::from_millis(300))
+    };
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("First answer.").after(Duration::from_millis(200)),
+            slow_call(),
+            slow_call(),
+            slow_call(),
+            slow_call(),
+            Reply::text("Second answer."),
+        ],
+        &[],
+    )
+    .await;
+    let mut raw = RawConnection::guest(rig.server.addr).await;
+    for (call_id, question) in [(2, "First?"), (3, "Second?")] {
+        raw.send(
+            call_id,
+            tserver_proto::v1::client_frame::Body::Chat(tserver_proto::v1::ChatRequest {
+                query_json: question.into(),
+            }),
+        )
+        .await;
+    }
+    drop(raw);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rig.server.runtime.local_ai().chat_sessions() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        rig.server.runtime.local_ai().chat_sessions(),
+        0,
+        "the session was dropped"
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let posts = rig.llm.requests().len();
+    assert!(
+        posts <= 2,
+        "{posts} POSTs: the second turn went on after its client was known to be gone"
+    );
+    rig.stop().await;
 }

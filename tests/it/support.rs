@@ -158,6 +158,16 @@ impl RawConnection {
             .expect("frame sent");
     }
 
+    /// Shuts the sending side (`shutdown(SHUT_WR)`, as `printf ... | nc` does), keeping the
+    /// receiving side open for replies.
+    pub(crate) async fn shutdown_write(&mut self) {
+        self.framed
+            .get_mut()
+            .shutdown()
+            .await
+            .expect("shut down the sending side");
+    }
+
     /// Sends raw bytes as they are.
     pub(crate) async fn send_bytes(&mut self, bytes: &[u8]) {
         self.framed.get_mut().write_all(bytes).await.expect("bytes sent");

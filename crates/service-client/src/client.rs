@@ -360,6 +360,12 @@ async fn drive(
             }
         }
     };
+    if matches!(reason, CloseReason::ClientClosed) && !lock(&shared.pending).is_empty() {
+        // Every handle is gone with calls unanswered: nobody waits for their replies. A plain
+        // close would look like a half-close to the server, which answers the calls it has
+        // (the proto's rule); a reset tells it at once to stop spending model time on them.
+        let _ = framed.get_ref().tcp().set_zero_linger();
+    }
     // When the server said why it closed, that is the reason, whatever the socket did after.
     let _ = shared.close_reason.set(connection_error.unwrap_or(reason));
     // Refuse new requests first, then fail the waiting ones, so no call is left waiting.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio_util::codec::Decoder;
 use tokio_util::codec::{Framed, FramedParts};
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
@@ -30,6 +30,8 @@ pub(crate) struct Connection {
     framed: Framed<Transport, FrameCodec<ClientFrame, ServerFrame>>,
     /// How long one flush may wait for a client that does not read.
     write_timeout: Duration,
+    /// The client has shut its sending side: nothing more can be read.
+    input_closed: bool,
 }
 
 impl Connection {
@@ -44,6 +46,7 @@ impl Connection {
         Self {
             framed: Framed::from_parts(parts),
             write_timeout,
+            input_closed: false,
         }
     }
 
@@ -53,10 +56,25 @@ impl Connection {
         self.framed.codec_mut().set_max_frame(max_frame);
     }
 
-    /// The next frame; `None` when the client closed. Cancel-safe: bytes already read stay
-    /// buffered for the next call.
+    /// The next frame; `None` once, when the client shuts its sending side. Cancel-safe:
+    /// bytes already read stay buffered for the next call.
+    ///
+    /// After that `None` nothing more can be read, but the client may only have half-closed
+    /// (`shutdown(SHUT_WR)`) and still read its replies. What can still arrive is a reset,
+    /// when the client is gone and a reply written to it bounced: the next call waits for
+    /// that and returns it as an error, so the calls in flight stop at once.
     pub(crate) async fn read_frame(&mut self) -> Option<Result<Decoded<ClientFrame>, FrameError>> {
-        self.framed.next().await
+        if self.input_closed {
+            let gone = self.framed.get_ref().tcp().ready(Interest::ERROR).await;
+            let error = match gone {
+                Err(error) => error,
+                Ok(_) => std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+            };
+            return Some(Err(FrameError::Io(error)));
+        }
+        let next = self.framed.next().await;
+        self.input_closed = next.is_none();
+        next
     }
 
     /// Buffers a frame for writing. A reply too large for one frame is replaced by an

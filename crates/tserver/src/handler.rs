@@ -116,6 +116,9 @@ pub(crate) struct Handler {
     login_deadline: Instant,
     /// Set when login state changes, so the deadline timer is re-armed.
     deadline_moved: bool,
+    /// The client shut its sending side while calls were in flight: their replies are still
+    /// delivered, then the connection closes.
+    half_closed: bool,
     /// Frames received since the connection opened or logged out, while not logged in.
     frames_before_login: u32,
     /// This connection's seat among those not logged in; `None` once logged in.
@@ -165,6 +168,7 @@ impl Handler {
             last_activity: now,
             login_deadline,
             deadline_moved: false,
+            half_closed: false,
             frames_before_login: 0,
             seat: Some(slots.seat),
             connection_span: tracing::Span::none(),
@@ -252,6 +256,9 @@ impl Handler {
                 }
                 return Close::Drained;
             }
+            if self.half_closed && self.calls_in_flight() == 0 {
+                return Close::ClientClosed;
+            }
             tokio::select! {
                 biased;
                 () = self.hard_stop.cancelled() => return Close::HardStop,
@@ -274,6 +281,12 @@ impl Handler {
                         }
                     }
                     let result = match frame {
+                        // A client that only shut its sending side still gets every reply
+                        // (the proto's rule); one that is gone shows up as a reset.
+                        None if self.calls_in_flight() > 0 => {
+                            self.half_closed = true;
+                            Ok(())
+                        }
                         None => return Close::ClientClosed,
                         Some(Err(error @ FrameError::TooLarge { .. })) => return Close::FrameTooLarge(error),
                         Some(Err(FrameError::Io(error))) => return Close::Transport(error.to_string()),
