@@ -184,3 +184,64 @@ async fn a_full_waiting_room_gives_the_longest_silent_connections_seat_to_a_newc
     assert!(panel.ping().await.is_ok() && another.ping().await.is_ok());
     server.stop().await;
 }
+
+/// Waits until the server closes `client`'s connection and returns why.
+async fn closed_reason(client: &service_client::Client) -> service_client::CloseReason {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(reason) = client.close_reason() {
+            return reason;
+        }
+        assert!(std::time::Instant::now() < deadline, "the session was not ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn removing_a_user_or_changing_its_password_ends_its_sessions() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["users", path, "add", "operator"], "first-pass\n");
+    admin(&["users", path, "add", "shift"], "shift-pass\n");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let panels = [server.client().await, server.client().await];
+    for panel in &panels {
+        panel.login("operator", "first-pass").await.expect("logs in");
+    }
+    let shift = server.client().await;
+    shift.login("shift", "shift-pass").await.expect("logs in");
+    let bystander = server.guest().await;
+
+    // Another process (the admin command) removes the user: both of its panels are told and
+    // closed; other users' sessions go on.
+    admin(&["users", path, "remove", "operator"], "");
+    for panel in &panels {
+        match closed_reason(panel).await {
+            service_client::CloseReason::Server { code, message } => {
+                assert_eq!(code, ErrorCode::Unauthenticated);
+                assert!(message.contains("removed"), "{message}");
+            }
+            other => panic!("expected the server's reason, got {other:?}"),
+        }
+    }
+    assert!(bystander.ping().await.is_ok());
+    assert!(shift.ping().await.is_ok());
+
+    // A new password ends the sessions logged in with the old one; the new one logs in.
+    admin(&["users", path, "passwd", "shift"], "new-pass\n");
+    match closed_reason(&shift).await {
+        service_client::CloseReason::Server { code, message } => {
+            assert_eq!(code, ErrorCode::Unauthenticated);
+            assert!(message.contains("password was changed"), "{message}");
+        }
+        other => panic!("expected the server's reason, got {other:?}"),
+    }
+    let again = server.client().await;
+    again
+        .login("shift", "new-pass")
+        .await
+        .expect("the new password works");
+    assert!(again.ping().await.is_ok());
+    assert!(bystander.ping().await.is_ok(), "the guest was never touched");
+    server.stop().await;
+}

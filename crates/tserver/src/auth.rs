@@ -17,13 +17,15 @@
 //! verified (200 MiB after a guessing burst); instead each verifier thread makes its buffer
 //! once and reuses it, so login memory is bounded by the slots.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use argon2::password_hash::{Output, PasswordHash};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::log_text::ClientText;
 use crate::solution::{SolutionDb, UserRecord, admin_hash_password};
@@ -43,10 +45,44 @@ pub(crate) enum LoginError {
     Internal(String),
 }
 
+/// How often the `Users` table is read for changes made by admin commands.
+const USERS_POLL: Duration = Duration::from_secs(1);
+
+/// A successful login: the user as stored, and a fingerprint of the credentials it was checked
+/// against, so a later change to them (a removal, a new password) can be recognised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Login {
+    /// The user name as stored.
+    pub(crate) name: Arc<str>,
+    fingerprint: u64,
+}
+
+/// Whether a login still stands against the `Users` table now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoginStanding {
+    /// Same user, same credentials.
+    Valid,
+    /// The user was removed.
+    Removed,
+    /// The user's password was changed (or removed, or set).
+    PasswordChanged,
+}
+
+/// A fingerprint of one user's credentials as stored (the PHC string carries a fresh salt, so
+/// even the same password set again changes it).
+fn fingerprint(record: &UserRecord) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    record.name.hash(&mut hasher);
+    record.password_hash.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Checks user names and passwords against the solution's `Users` table.
 #[derive(Debug)]
 pub(crate) struct Authenticator {
     db: Arc<SolutionDb>,
+    /// Bumped when the `Users` table changes; each logged-in connection then checks its login.
+    users_changed: watch::Sender<u64>,
     verifications: Arc<Semaphore>,
     dummy_hash: String,
     throttle: LoginThrottle,
@@ -68,6 +104,7 @@ impl Authenticator {
             admin_hash_password("timing-equaliser").map_err(|e| LoginError::Internal(e.to_string()))?;
         Ok(Self {
             db,
+            users_changed: watch::Sender::new(0),
             verifications: Arc::new(Semaphore::new(max_concurrent)),
             dummy_hash,
             throttle: LoginThrottle::new(throttle),
@@ -75,14 +112,66 @@ impl Authenticator {
         })
     }
 
-    /// Returns the user's stored name when `password` is right for `user_name` and `peer` is
-    /// not locked out; counts the outcome against `peer`.
+    /// A receiver told each time the `Users` table changes (see [`watch_users`](Self::watch_users)).
+    pub(crate) fn users_changed(&self) -> watch::Receiver<u64> {
+        self.users_changed.subscribe()
+    }
+
+    /// Reads the `Users` table every second until `shutdown` and tells the receivers of
+    /// [`users_changed`](Self::users_changed) when it differs, so an admin's `users remove` or
+    /// `passwd` (another process, same file) reaches the sessions that user holds.
+    pub(crate) async fn watch_users(&self, shutdown: CancellationToken) {
+        let mut last = None;
+        let mut tick = tokio::time::interval(USERS_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let table = match self.db.users() {
+                Ok(users) => {
+                    let mut hasher = DefaultHasher::new();
+                    users
+                        .iter()
+                        .map(fingerprint)
+                        .for_each(|user| user.hash(&mut hasher));
+                    hasher.finish()
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the users; logged-in sessions are not re-checked");
+                    continue;
+                }
+            };
+            if last.is_some_and(|last| last != table) {
+                self.users_changed.send_modify(|version| *version += 1);
+            }
+            last = Some(table);
+        }
+    }
+
+    /// Whether `login` still stands: the user exists with the credentials it logged in with.
+    /// A database failure keeps the login (logged): a session is not ended on a guess.
+    pub(crate) fn standing(&self, login: &Login) -> LoginStanding {
+        match self.db.user(&login.name) {
+            Ok(Some(record)) if fingerprint(&record) == login.fingerprint => LoginStanding::Valid,
+            Ok(Some(_)) => LoginStanding::PasswordChanged,
+            Ok(None) => LoginStanding::Removed,
+            Err(error) => {
+                tracing::warn!(%error, "cannot re-check a login; it stands");
+                LoginStanding::Valid
+            }
+        }
+    }
+
+    /// Returns the login when `password` is right for `user_name` and `peer` is not locked
+    /// out; counts the outcome against `peer`.
     pub(crate) async fn verify(
         &self,
         peer: IpAddr,
         user_name: &str,
         password: &str,
-    ) -> Result<String, LoginError> {
+    ) -> Result<Login, LoginError> {
         self.throttle.check(peer).map_err(LoginError::Throttled)?;
         let outcome = self.verify_unthrottled(peer, user_name, password).await;
         match &outcome {
@@ -105,29 +194,36 @@ impl Authenticator {
         peer: IpAddr,
         user_name: &str,
         password: &str,
-    ) -> Result<String, LoginError> {
+    ) -> Result<Login, LoginError> {
         let record = self
             .db
             .user(user_name)
             .map_err(|error| LoginError::Internal(error.to_string()))?;
-        match record {
-            Some(UserRecord {
-                name,
-                password_hash: None,
-            }) => {
+        let login = |record: &UserRecord| Login {
+            name: Arc::from(record.name.as_str()),
+            fingerprint: fingerprint(record),
+        };
+        match &record {
+            Some(
+                user @ UserRecord {
+                    password_hash: None, ..
+                },
+            ) => {
                 // A passwordless user logs in with an empty password only.
                 if password.is_empty() {
-                    Ok(name)
+                    Ok(login(user))
                 } else {
                     Err(LoginError::Refused)
                 }
             }
-            Some(UserRecord {
-                name,
-                password_hash: Some(hash),
-            }) => {
-                if self.check(peer, hash, password).await? {
-                    Ok(name)
+            Some(
+                user @ UserRecord {
+                    password_hash: Some(hash),
+                    ..
+                },
+            ) => {
+                if self.check(peer, hash.clone(), password).await? {
+                    Ok(login(user))
                 } else {
                     Err(LoginError::Refused)
                 }

@@ -1,9 +1,10 @@
 //! The per-connection context every handler receives.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use uuid::Uuid;
+
+use crate::auth::Login;
 
 /// Who is on the other end of one connection.
 #[derive(Debug, Clone)]
@@ -13,8 +14,9 @@ pub(crate) struct ConnectionContext {
     pub(crate) guid: Uuid,
     /// The client's address, for logs.
     pub(crate) peer: SocketAddr,
-    /// The user logged in now; `None` before Hello and after Logout.
-    pub(crate) user: Option<Arc<str>>,
+    /// The login now (the user, and the credentials it was checked against); `None` before
+    /// Hello and after Logout.
+    pub(crate) login: Option<Login>,
 }
 
 impl ConnectionContext {
@@ -22,7 +24,7 @@ impl ConnectionContext {
         Self {
             guid: Uuid::new_v4(),
             peer,
-            user: None,
+            login: None,
         }
     }
 }

@@ -18,6 +18,7 @@ use tracing::Instrument;
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, server_frame};
 use tserver_proto::{Decoded, FrameError};
 
+use crate::auth::LoginStanding;
 use crate::cmd::{self, CallError, error_frame, reply};
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
@@ -60,6 +61,8 @@ enum Close {
     Evicted,
     /// Nothing happened for the idle timeout.
     Idle,
+    /// The logged-in user was removed, or its password changed, by an admin.
+    LoginRevoked(LoginStanding),
     /// Shutdown finished draining this connection's calls.
     Drained,
     /// The shutdown grace period ran out.
@@ -130,6 +133,8 @@ pub(crate) struct Handler {
     login_span: tracing::Span,
     /// The log lines this connection may still cause this minute.
     log_budget: LogBudget,
+    /// Told when the `Users` table changes: the login is checked again.
+    users_changed: tokio::sync::watch::Receiver<u64>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
@@ -174,6 +179,7 @@ impl Handler {
             connection_span: tracing::Span::none(),
             login_span: tracing::Span::none(),
             log_budget: LogBudget::default(),
+            users_changed: shared.auth.users_changed(),
             _connection_permit: slots.connection,
             shared,
         }
@@ -218,6 +224,14 @@ impl Handler {
                     "too many connections waiting to log in (limit {}); closing",
                     self.shared.config.max_unauthenticated
                 ),
+            )),
+            Close::LoginRevoked(standing) => Some((
+                ErrorCode::Unauthenticated,
+                match standing {
+                    LoginStanding::Removed => "the user was removed; closing",
+                    _ => "the user's password was changed; log in again",
+                }
+                .to_owned(),
             )),
             Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
         };
@@ -266,6 +280,15 @@ impl Handler {
                 () = self.shutdown.cancelled(), if !self.draining => {
                     self.draining = true;
                 }
+                Ok(()) = self.users_changed.changed(), if self.context.login.is_some() => {
+                    if let Some(login) = &self.context.login {
+                        let standing = self.shared.auth.standing(login);
+                        if standing != LoginStanding::Valid {
+                            tracing::info!(?standing, "login revoked by an admin change");
+                            return Close::LoginRevoked(standing);
+                        }
+                    }
+                }
                 Some(reply) = next_reply(&mut self.replies) => {
                     if let Err(error) = self.write_replies(reply).await {
                         return Close::Transport(error.to_string());
@@ -273,7 +296,7 @@ impl Handler {
                 }
                 frame = self.connection.read_frame() => {
                     self.last_activity = Instant::now();
-                    if self.context.user.is_none() && matches!(frame, Some(Ok(_))) {
+                    if self.context.login.is_none() && matches!(frame, Some(Ok(_))) {
                         // Before login a client gets a handful of frames, whatever they are.
                         self.frames_before_login += 1;
                         if self.frames_before_login > self.shared.config.max_frames_before_login {
@@ -309,7 +332,7 @@ impl Handler {
                 }
                 () = &mut deadline => {
                     let now = Instant::now();
-                    if self.context.user.is_none() && now >= self.login_deadline {
+                    if self.context.login.is_none() && now >= self.login_deadline {
                         return Close::LoginDeadline;
                     }
                     if self.calls_in_flight() == 0 && now >= self.last_activity + self.shared.config.idle_timeout {
@@ -345,7 +368,7 @@ impl Handler {
             .await?;
             return Ok(None);
         }
-        let Some(user) = self.context.user.clone() else {
+        let Some(user) = self.context.login.as_ref().map(|login| Arc::clone(&login.name)) else {
             if let client_frame::Body::Hello(hello) = &body {
                 return self.hello(call_id, hello).await;
             }
@@ -365,7 +388,7 @@ impl Handler {
                     tracing::info!("logged out");
                 }
                 self.login_span = tracing::Span::none();
-                self.context.user = None;
+                self.context.login = None;
                 self.frames_before_login = 0;
                 self.login_deadline = Instant::now() + self.shared.config.login_timeout;
                 self.deadline_moved = true;
@@ -405,12 +428,12 @@ impl Handler {
             seat.hello_received();
         }
         match cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await {
-            Ok((user_name, body)) => {
-                self.login_span = tracing::info_span!(parent: &self.connection_span, "login", user = %ClientText(&user_name));
+            Ok((login, body)) => {
+                self.login_span = tracing::info_span!(parent: &self.connection_span, "login", user = %ClientText(&login.name));
                 if self.log_budget.allow() {
                     tracing::info!(parent: &self.login_span, client = %ClientText(&hello.client_name), "logged in");
                 }
-                self.context.user = Some(Arc::from(user_name));
+                self.context.login = Some(login);
                 self.deadline_moved = true;
                 self.seat = None;
                 self.connection.set_max_frame(self.shared.config.max_frame);
@@ -489,7 +512,7 @@ impl Handler {
         } else {
             self.last_activity + self.shared.config.idle_timeout
         };
-        match self.context.user {
+        match self.context.login {
             None => idle.min(self.login_deadline),
             Some(_) => idle,
         }

@@ -124,6 +124,12 @@ impl Listener {
         if let Ok(address) = self.listener.local_addr() {
             tracing::info!(%address, "listening");
         }
+        // Admin changes to users reach the sessions they hold (see `Authenticator::watch_users`).
+        let watcher = {
+            let shared = Arc::clone(&self.shared);
+            let stop = self.hard_stop.clone();
+            tokio::spawn(async move { shared.auth.watch_users(stop).await })
+        };
         let mut backoff = Duration::from_millis(5);
         loop {
             let accepted = tokio::select! {
@@ -157,6 +163,8 @@ impl Listener {
             self.hard_stop.cancel();
             self.tracker.wait().await;
         }
+        self.hard_stop.cancel();
+        let _ = watcher.await;
         tracing::info!("shut down");
     }
 

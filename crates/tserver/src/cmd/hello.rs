@@ -5,15 +5,15 @@ use tserver_proto::v1::{ErrorCode, Hello, HelloReply, server_frame};
 
 use super::CallError;
 use crate::SERVER_VERSION;
-use crate::auth::{Authenticator, LoginError};
+use crate::auth::{Authenticator, Login, LoginError};
 
-/// Checks the Hello; on success returns the stored user name and the reply body. Any error
+/// Checks the Hello; on success returns the login and the reply body. Any error
 /// closes the connection (the handler's rule), so a refused login gets exactly one reply.
 pub(crate) async fn apply(
     hello: &Hello,
     auth: &Authenticator,
     peer: std::net::IpAddr,
-) -> Result<(String, server_frame::Body), CallError> {
+) -> Result<(Login, server_frame::Body), CallError> {
     if hello.protocol_version != PROTOCOL_VERSION {
         tracing::info!(%peer, version = hello.protocol_version, "login refused: unsupported protocol version");
         return Err(CallError::new(
@@ -25,13 +25,13 @@ pub(crate) async fn apply(
         ));
     }
     match auth.verify(peer, &hello.user_name, &hello.password).await {
-        Ok(user_name) => {
+        Ok(login) => {
             let body = server_frame::Body::Hello(HelloReply {
                 server_version: SERVER_VERSION.to_owned(),
                 protocol_version: PROTOCOL_VERSION,
-                user_name: user_name.clone(),
+                user_name: login.name.to_string(),
             });
-            Ok((user_name, body))
+            Ok((login, body))
         }
         Err(LoginError::Refused) => Err(CallError::new(
             ErrorCode::LoginFailed,
