@@ -211,3 +211,109 @@ fn no_path_prints_a_secret_even_at_trace_level() {
         ["ok", "error", "error", "error", "error", "ok", "error", "error"]
     );
 }
+
+/// A secret with characters a URL must encode, so its percent-encoded form differs.
+const ODD_CANARY: &str = "sk canary ü-40e7";
+
+#[test]
+fn no_envelope_field_or_log_line_carries_a_secret_in_any_form_it_was_sent_in() {
+    use base64::Engine;
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("panel:{ODD_CANARY}"));
+    let encoded = "sk%20canary%20%C3%BC-40e7";
+    let forms = [ODD_CANARY, encoded, basic.as_str()];
+    let echo = format!("key {ODD_CANARY}, url /v1/chat/completions?k={encoded}, header Basic {basic}");
+    let solution = Solution::demo();
+    let mut envelopes = Vec::new();
+    tracing::subscriber::with_default(subscriber, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        runtime.block_on(async {
+            let llm = ScriptedLlm::start([
+                // Atomic: a 401 echoing the request line and the Authorization header, then a
+                // 200 whose answer repeats the key.
+                Reply::status(401, json!({"error": {"message": echo}})),
+                Reply::text(echo.clone()),
+                // Chat: the model puts the key in a tool call's arguments (the tool echoes it
+                // in its not-found result), then repeats it in its answer.
+                Reply::tool_call("runtime_get_value", json!({"tag": ODD_CANARY, "note": echo})),
+                Reply::text(echo.clone()),
+            ])
+            .await
+            .expect("llm");
+            let path = solution.path.to_str().expect("utf-8");
+            admin(&["secrets", path, "set", "ApiKey"], &format!("{ODD_CANARY}\n"));
+            admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+            admin(&["settings", path, "set", "ModelOptions", "0x9E"], "");
+            let url = format!("{}?k=/secret:ApiKey", llm.url());
+            admin(&["settings", path, "set", "URL", &url], "");
+            admin(
+                &[
+                    "settings",
+                    path,
+                    "set",
+                    "Authorization",
+                    "BasicAuth\npanel\n/secret:ApiKey",
+                ],
+                "",
+            );
+            tracing::callsite::rebuild_interest_cache();
+            let toolkit = Runtime::open(&solution.path).expect("opens").toolkit();
+            envelopes.push(toolkit.ai_execute_async("hello").await);
+            envelopes.push(toolkit.ai_execute_async("hello").await);
+            let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+            let client = server.guest().await;
+            envelopes.push(client.chat("How is Pump 1?").await.expect("an envelope"));
+            server.stop().await;
+            let sent = llm.requests();
+            assert!(
+                sent[0].path.contains(encoded),
+                "the encoded form did reach the wire: {}",
+                sent[0].path
+            );
+            assert_eq!(
+                sent[0].header("authorization"),
+                Some(format!("Basic {basic}").as_str())
+            );
+        });
+    });
+    let statuses: Vec<_> = envelopes
+        .iter()
+        .map(|e| serde_json::from_str::<serde_json::Value>(e).expect("json")["status"].clone())
+        .collect();
+    assert_eq!(statuses, ["error", "ok", "ok"], "{envelopes:#?}");
+    let chat: serde_json::Value = serde_json::from_str(&envelopes[2]).expect("json");
+    assert_eq!(chat["toolTrace"].as_array().map(Vec::len), Some(1), "{chat}");
+    for envelope in &envelopes {
+        for form in forms {
+            assert!(
+                !envelope.contains(form),
+                "{form:?} leaked into an envelope: {envelope}"
+            );
+        }
+        assert!(
+            envelope.contains("/secret:ApiKey"),
+            "scrubbed, not lost: {envelope}"
+        );
+    }
+    assert!(
+        envelopes[0].contains("<BasicAuth credentials with /secret:ApiKey>"),
+        "{}",
+        envelopes[0]
+    );
+    let logs = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
+    assert!(
+        logs.contains("chat POST"),
+        "the capture saw the chat path:\n{logs}"
+    );
+    for form in forms {
+        assert!(!logs.contains(form), "{form:?} leaked into the logs:\n{logs}");
+    }
+}

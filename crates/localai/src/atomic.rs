@@ -148,7 +148,7 @@ impl AtomicPath {
         tracing::debug!(url = %endpoint.shown_url, model = %settings.name, ?budget, "atomic POST");
         let outcome = tokio::time::timeout(budget, post(http, &endpoint, &body)).await;
         tracing::debug!(elapsed = ?started.elapsed(), ok = matches!(outcome, Ok(Ok(_))), "atomic POST done");
-        match outcome {
+        let envelope = match outcome {
             Err(_) => Envelope::truncated(
                 "",
                 format!(
@@ -157,10 +157,11 @@ impl AtomicPath {
                 ),
                 started.elapsed().max(budget),
             ),
-            Ok(Err(warning)) => Envelope::error(redactions.scrub(&warning), started.elapsed()),
-            Ok(Ok((text, warnings))) => Envelope::ok(text, started.elapsed())
-                .with_warnings(warnings.iter().map(|warning| redactions.scrub(warning))),
-        }
+            Ok(Err(warning)) => Envelope::error(warning, started.elapsed()),
+            Ok(Ok((text, warnings))) => Envelope::ok(text, started.elapsed()).with_warnings(warnings),
+        };
+        // A server (or the model) may echo a secret anywhere: the answer included.
+        redactions.scrub_envelope(envelope)
     }
 
     /// Resolves secrets and tag expressions and decodes the auth. Errors are warnings that
@@ -180,6 +181,7 @@ impl AtomicPath {
             resolve_secrets(&settings.headers, solution, redactions).map_err(|e| format!("Headers: {e}"))?;
         let mut all = decode_headers(&headers).map_err(|e| e.to_string())?;
         all.extend(decode_authorization(&authorization).map_err(|e| e.to_string())?);
+        redactions.remember_credentials(&all);
         Ok(Endpoint {
             url,
             shown_url,

@@ -2,10 +2,12 @@
 //! by the solution's secret values at call time, server-side only.
 //!
 //! Values never travel further than the outgoing request: every error names the secret, never
-//! its value, and [`Redactions`] scrubs any value a remote server echoes back (in an error body,
-//! say) out of the warnings before they reach an envelope or a log.
+//! its value, and [`Redactions`] scrubs any value a remote server (or the model) echoes back,
+//! in any form it was sent in, out of every envelope field before it reaches a caller or a log.
 
 use std::fmt;
+
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::{Solution, SolutionError};
 
@@ -53,39 +55,138 @@ pub enum SecretError {
     },
 }
 
-/// The secret values resolved during one call, to scrub from any text that leaves the call.
+/// The secret values resolved during one call, to scrub from anything that leaves the call:
+/// every field of its envelope (answer text, tool trace, warnings) and every log line.
+///
+/// Each value is scrubbed in every form it was sent in: as it is, percent-encoded the ways a
+/// URL carries it (a server echoing its request line shows `%20`, not a space), and inside the
+/// base64 of Basic credentials (a 401 body echoing the `Authorization` header).
 #[derive(Default)]
 pub struct Redactions {
-    /// (value, the token that stands for it)
-    values: Vec<(String, String)>,
+    /// (form, what replaces it), longest form first.
+    forms: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Redactions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactions({} values)", self.values.len())
+        write!(f, "Redactions({} forms)", self.forms.len())
     }
 }
 
+/// What a URL encodes in a query (the WHATWG query set, plus `'` for special schemes).
+const QUERY: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\'');
+/// What a URL encodes in a path segment.
+const PATH: &AsciiSet = &QUERY.add(b'`').add(b'?').add(b'{').add(b'}');
+
 impl Redactions {
-    /// Replaces every resolved secret value in `text` by its token.
+    /// Whether nothing was resolved (then scrubbing is a copy).
+    pub fn is_empty(&self) -> bool {
+        self.forms.is_empty()
+    }
+
+    /// Replaces every form of every resolved secret value in `text` by its token.
     pub fn scrub(&self, text: &str) -> String {
         let mut scrubbed = text.to_owned();
-        for (value, token) in &self.values {
-            if !value.is_empty() && scrubbed.contains(value.as_str()) {
-                scrubbed = scrubbed.replace(value.as_str(), token);
+        for (form, token) in &self.forms {
+            if scrubbed.contains(form.as_str()) {
+                scrubbed = scrubbed.replace(form.as_str(), token);
             }
         }
         scrubbed
     }
 
-    fn remember(&mut self, value: &str, name: &str) {
-        if !self.values.iter().any(|(known, _)| known == value) {
-            self.values
-                .push((value.to_owned(), format!("{TOKEN_PREFIX}{name}")));
-            // Longest first, so a value containing another is replaced whole.
-            self.values
-                .sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+    /// Scrubs a JSON value in place: every string, and every object key, at any depth.
+    pub fn scrub_value(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.is_empty() {
+            return;
         }
+        match value {
+            Value::String(text) => *text = self.scrub(text),
+            Value::Array(items) => items.iter_mut().for_each(|item| self.scrub_value(item)),
+            Value::Object(object) => {
+                let scrubbed: serde_json::Map<String, Value> = std::mem::take(object)
+                    .into_iter()
+                    .map(|(key, mut item)| {
+                        self.scrub_value(&mut item);
+                        (self.scrub(&key), item)
+                    })
+                    .collect();
+                *object = scrubbed;
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
+    /// Scrubs every field of an envelope that can carry text: the answer, each trace entry's
+    /// name, arguments and result, and the warnings.
+    pub fn scrub_envelope(&self, mut envelope: ai_envelope::Envelope) -> ai_envelope::Envelope {
+        if self.is_empty() {
+            return envelope;
+        }
+        envelope.text = self.scrub(&envelope.text);
+        for entry in &mut envelope.tool_trace {
+            entry.name = self.scrub(&entry.name);
+            self.scrub_value(&mut entry.args);
+            self.scrub_value(&mut entry.result);
+        }
+        for warning in &mut envelope.warnings {
+            *warning = self.scrub(warning);
+        }
+        envelope
+    }
+
+    /// Remembers the base64 of Basic credentials that hold a resolved secret, so an echo of
+    /// the `Authorization` header is scrubbed too. Call it with the decoded headers.
+    pub fn remember_credentials(&mut self, headers: &[(String, String)]) {
+        use base64::Engine;
+        for (_, value) in headers {
+            let Some(encoded) = value.strip_prefix("Basic ") else {
+                continue;
+            };
+            let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
+                continue;
+            };
+            let decoded = String::from_utf8_lossy(&decoded);
+            let tokens: Vec<&str> = self
+                .forms
+                .iter()
+                .filter(|(form, _)| decoded.contains(form.as_str()))
+                .map(|(_, token)| token.as_str())
+                .collect();
+            if let Some(token) = tokens.first() {
+                let label = format!("<BasicAuth credentials with {token}>");
+                self.add(encoded.to_owned(), label);
+            }
+        }
+    }
+
+    fn remember(&mut self, value: &str, name: &str) {
+        let token = format!("{TOKEN_PREFIX}{name}");
+        let forms = [
+            value.to_owned(),
+            utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
+            utf8_percent_encode(value, QUERY).to_string(),
+            utf8_percent_encode(value, PATH).to_string(),
+        ];
+        for form in forms {
+            self.add(form, token.clone());
+        }
+    }
+
+    fn add(&mut self, form: String, token: String) {
+        if form.is_empty() || self.forms.iter().any(|(known, _)| *known == form) {
+            return;
+        }
+        self.forms.push((form, token));
+        // Longest first, so a form containing another is replaced whole.
+        self.forms.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
     }
 }
 
@@ -126,4 +227,65 @@ pub fn resolve_secrets(
     }
     resolved.push_str(rest);
     Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct OneSecret;
+
+    impl Solution for OneSecret {
+        fn settings(&self) -> Result<crate::SettingsRow, SolutionError> {
+            Ok(crate::SettingsRow::default())
+        }
+        fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
+            Ok((name == "Key").then(|| SecretValue::new("sk ü/x-1".to_owned())))
+        }
+        fn tag_text(&self, _name: &str) -> Option<String> {
+            None
+        }
+        fn tools(&self) -> &crate::tools::ToolCatalog {
+            unreachable!("not used")
+        }
+    }
+
+    #[test]
+    fn every_form_a_secret_was_sent_in_is_scrubbed_from_every_envelope_field() {
+        let mut redactions = Redactions::default();
+        let auth =
+            resolve_secrets("BasicAuth\npanel\n/secret:Key", &OneSecret, &mut redactions).expect("resolves");
+        let headers = crate::auth::decode_authorization(&auth).expect("decodes");
+        redactions.remember_credentials(&headers);
+        let basic = headers[0].1.strip_prefix("Basic ").expect("basic").to_owned();
+        let leaks = [
+            "sk ü/x-1".to_owned(),
+            "sk%20%C3%BC/x-1".to_owned(),
+            "sk%20%C3%BC%2Fx%2D1".to_owned(),
+            basic.clone(),
+        ];
+        let mut envelope = ai_envelope::Envelope::ok(
+            format!("key {} and {}", leaks[0], leaks[1]),
+            std::time::Duration::ZERO,
+        )
+        .with_warnings([format!("401: bad header Basic {basic} for /v1?k={}", leaks[2])]);
+        envelope.tool_trace.push(ai_envelope::ToolTraceEntry::new(
+            leaks[0].clone(),
+            json!({"tag": leaks[0], leaks[1].clone(): [leaks[2]]}),
+            json!({"error": {"message": format!("no tag {}", leaks[0])}}),
+            ai_envelope::ToolStatus::Error,
+            std::time::SystemTime::now(),
+            std::time::Duration::ZERO,
+        ));
+        let json = redactions.scrub_envelope(envelope).to_json();
+        for leak in &leaks {
+            assert!(!json.contains(leak.as_str()), "{leak} in {json}");
+        }
+        assert!(json.contains("/secret:Key"), "{json}");
+        assert!(
+            json.contains("<BasicAuth credentials with /secret:Key>"),
+            "{json}"
+        );
+    }
 }

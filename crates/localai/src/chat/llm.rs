@@ -161,6 +161,7 @@ impl Endpoint {
         let authorization = resolve_secrets(&settings.authorization, solution, redactions)
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
+        redactions.remember_credentials(&headers);
         let headers = header_map(&headers)?;
         let pooled = PooledTarget::of(&url, &shown_url)?;
         Ok(Self {

@@ -282,18 +282,15 @@ impl ChatPath {
             ) => outcome,
             () = closed.cancelled() => return disconnected(started, turn.warnings),
         };
-        let scrub = |warnings: Vec<String>| {
-            warnings
-                .into_iter()
-                .map(|w| redactions.scrub(&w))
-                .collect::<Vec<_>>()
-        };
         let envelope = match outcome {
             Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text))) => {
                 let text = self
                     .after_reply
                     .run("OnAfterChatReply", text, &mut turn.warnings)
                     .await;
+                // A model (or a proxy) repeating a secret: the operator never sees it, and the
+                // transcript keeps what the operator saw.
+                let text = redactions.scrub(&text);
                 // The transcript keeps the answer the operator saw.
                 if let Some(last) = turn.messages.last_mut() {
                     last["content"] = json!(text);
@@ -313,7 +310,7 @@ impl ChatPath {
             }
             Ok(Err(warning)) => {
                 // An error leaves the transcript as it was before the turn.
-                Envelope::error(redactions.scrub(&warning), started.elapsed())
+                Envelope::error(warning, started.elapsed())
             }
             Err(_) => {
                 keep_valid_prefix(transcript, &mut turn);
@@ -328,9 +325,7 @@ impl ChatPath {
             }
         };
         truncate(&mut transcript.messages, settings.max_history_messages);
-        envelope
-            .with_tool_trace(turn.trace)
-            .with_warnings(scrub(turn.warnings))
+        redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings))
     }
 
     /// POST, dispatch, repeat until the model answers in plain content or the cap ends it.
