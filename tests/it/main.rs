@@ -6,6 +6,7 @@ mod atomic;
 mod chat;
 mod chat_gate;
 mod demo;
+mod envelope_limit;
 mod fault_matrix;
 mod log_bounds;
 mod login_limits;

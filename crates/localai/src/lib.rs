@@ -28,6 +28,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
 use futures::FutureExt;
@@ -93,11 +94,17 @@ impl std::fmt::Debug for ChatTurn {
     }
 }
 
+/// The largest envelope either path returns unless the host says otherwise: a 1 MiB frame
+/// less room for the frame around it.
+pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024 - 64;
+
 /// The Local AI service of one solution: the entry points of both paths.
 #[derive(Debug, Clone)]
 pub struct LocalAi {
     chat: Arc<chat::ChatPath>,
     atomic: Arc<atomic::AtomicPath>,
+    /// The largest envelope JSON returned; larger ones are fitted ([`Envelope::fit`]).
+    max_envelope_bytes: Arc<AtomicUsize>,
 }
 
 impl LocalAi {
@@ -106,7 +113,27 @@ impl LocalAi {
         Self {
             chat: Arc::new(chat::ChatPath::new(Arc::clone(&solution))),
             atomic: Arc::new(atomic::AtomicPath::new(solution)),
+            max_envelope_bytes: Arc::new(AtomicUsize::new(DEFAULT_MAX_ENVELOPE_BYTES)),
         }
+    }
+
+    /// Caps the envelope JSON both paths return at `bytes` (at least
+    /// [`ai_envelope::MIN_ENVELOPE_BYTES`]); a host that sends envelopes in frames passes its
+    /// frame limit less the frame's own bytes. Only ever lowers the cap, so a runtime served
+    /// by two servers keeps the smaller frame's.
+    pub fn limit_envelope_bytes(&self, bytes: usize) {
+        self.max_envelope_bytes
+            .fetch_min(bytes.max(ai_envelope::MIN_ENVELOPE_BYTES), Ordering::Relaxed);
+    }
+
+    /// The envelope's JSON, fitted to the cap: a reply never breaks the frame it travels in.
+    fn reply_json(max_envelope_bytes: &AtomicUsize, envelope: &Envelope) -> String {
+        let max = max_envelope_bytes.load(Ordering::Relaxed);
+        let json = envelope.to_json();
+        if json.len() <= max {
+            return json;
+        }
+        envelope.clone().fit(max).to_json()
     }
 
     /// One operator chat turn (the spec's `ExecuteChatAsync`). Never fails: a panic anywhere
@@ -123,11 +150,12 @@ impl LocalAi {
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json))) {
             Ok(Ok(admitted)) => {
                 let chat = Arc::clone(&self.chat);
+                let max = Arc::clone(&self.max_envelope_bytes);
                 ChatTurn::Running(Box::pin(async move {
                     AssertUnwindSafe(chat.execute(admitted))
                         .catch_unwind()
                         .await
-                        .map_or_else(|_| panicked(), |envelope| envelope.to_json())
+                        .map_or_else(|_| panicked(), |envelope| Self::reply_json(&max, &envelope))
                 }))
             }
             Ok(Err(refused)) => ChatTurn::Answered(refused.to_json()),
@@ -141,7 +169,7 @@ impl LocalAi {
     pub async fn execute_atomic(&self, query: &str) -> String {
         let call = AssertUnwindSafe(self.atomic.execute(query)).catch_unwind();
         match call.await {
-            Ok(envelope) => envelope.to_json(),
+            Ok(envelope) => Self::reply_json(&self.max_envelope_bytes, &envelope),
             Err(_) => Envelope::precondition_error("internal error: the atomic call panicked").to_json(),
         }
     }

@@ -6,6 +6,9 @@ use tserver_proto::DEFAULT_MAX_FRAME;
 
 use crate::throttle::LoginThrottleConfig;
 
+/// The smallest max frame a server accepts.
+pub const MIN_MAX_FRAME: usize = 4096;
+
 /// The limits one [`Server`](crate::Server) enforces. Every limit refuses excess with a typed
 /// error or a close; nothing queues without bound.
 #[derive(Debug, Clone)]
@@ -44,9 +47,10 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// Largest protobuf body of one frame, both directions. Default 1 MiB.
+    /// Largest protobuf body of one frame, both directions. Default 1 MiB; at least 4 KiB
+    /// (smaller values are raised), so a reply envelope always has room to say what it cut.
     pub fn with_max_frame(mut self, bytes: usize) -> Self {
-        self.max_frame = bytes;
+        self.max_frame = bytes.max(MIN_MAX_FRAME);
         self
     }
 

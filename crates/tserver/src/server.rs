@@ -65,6 +65,10 @@ pub struct Server {
 impl Server {
     /// A server for `runtime` with `config`'s limits.
     pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
+        // A chat reply's envelope must fit the frame it is sent in, whatever the model said.
+        runtime
+            .local_ai()
+            .limit_envelope_bytes(config.max_frame - crate::cmd::chat::REPLY_FRAME_OVERHEAD);
         let auth = Authenticator::new(
             Arc::clone(runtime.db()),
             config.max_concurrent_logins,
