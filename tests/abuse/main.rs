@@ -151,3 +151,75 @@ fn rss_bytes(pid: u32) -> u64 {
         .expect("a number of KiB");
     kib * 1024
 }
+
+/// Logged-in panels asking huge questions, turn after turn.
+const BIG_PANELS: usize = 16;
+const BIG_TURNS: usize = 25;
+/// The cache budget the server runs with in that test.
+const BIG_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Server memory huge questions may add: the transcript cache's budget, plus 6 MiB for each
+/// panel's turn in flight (its 900 KB question as a frame, a string and JSON, the request body
+/// with the history, the HTTP buffers) and its connection's read buffer, grown to its largest
+/// frame. Measured: +85 MiB at peak with the budgets, +300 MiB without them (the transcripts
+/// kept every 300 KB turn up to 40 messages; tens of GiB at 1,024 connections).
+fn big_question_budget() -> u64 {
+    BIG_CACHE_BYTES + BIG_PANELS as u64 * 6 * 1024 * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_questions_cannot_grow_the_transcripts_past_their_budget() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let llm =
+        ScriptedLlm::serve_on(listener, |_: &RecordedRequest| Reply::text("Noted."), false).expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let cache = BIG_CACHE_BYTES.to_string();
+    let server = ServerProcess::start(&solution.path, &["--transcript-cache-bytes", &cache], &[]);
+    let pid = server.pid();
+    let mut panels = Vec::new();
+    for _ in 0..BIG_PANELS {
+        let panel = Client::connect(server.addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        panel.login("guest", "").await.expect("logs in");
+        panel.chat_envelope("warm up").await.expect("warm-up turn");
+        panels.push(panel);
+    }
+    let quiet_rss = rss_bytes(pid);
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    let mut askers = Vec::new();
+    for (index, panel) in panels.into_iter().enumerate() {
+        let peak_rss = Arc::clone(&peak_rss);
+        askers.push(tokio::spawn(async move {
+            for turn in 0..BIG_TURNS {
+                // Mostly 300 KB (kept, one at a time), every fifth 900 KB (never kept).
+                let size = if turn % 5 == 4 { 900_000 } else { 300_000 };
+                let question = format!("{index}/{turn} {}", "q".repeat(size));
+                let envelope = panel.chat_envelope(&question).await.expect("a reply");
+                assert_eq!(envelope.status, Status::Ok, "{:?}", envelope.warnings);
+                peak_rss.fetch_max(rss_bytes(pid), Ordering::Relaxed);
+            }
+            panel
+        }));
+    }
+    let mut panels = Vec::new();
+    for asker in askers {
+        panels.push(asker.await.expect("the panel's turns"));
+    }
+    let grown = peak_rss.load(Ordering::Relaxed).saturating_sub(quiet_rss);
+    eprintln!(
+        "huge questions: server memory {} MiB quiet, +{} KiB at peak (budget {} KiB)",
+        quiet_rss / (1024 * 1024),
+        grown / 1024,
+        big_question_budget() / 1024
+    );
+    assert!(
+        grown <= big_question_budget(),
+        "huge questions grew the server by {grown} bytes"
+    );
+    assert!(panels[0].ping().await.is_ok(), "the sessions live on");
+    llm.stop().await;
+}

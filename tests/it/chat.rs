@@ -946,3 +946,101 @@ async fn a_client_that_is_gone_stops_costing_model_time_once_a_reply_bounces() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn transcripts_are_bounded_by_bytes_per_connection_and_for_the_whole_cache() {
+    let llm = ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("Noted."))
+        .await
+        .expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let budget = localai::TranscriptBudget {
+        session_bytes: 16 * 1024,
+        cache_bytes: 40 * 1024,
+    };
+    let server = TestServer::start(
+        &solution.path,
+        ServerConfig::default().with_transcript_budget(budget),
+    )
+    .await;
+    let local_ai = server.runtime.local_ai().clone();
+    let history_of = |post: &Value| roles(post).len() - 1;
+
+    // A question larger than the connection's budget is answered, not remembered.
+    let panel = server.guest().await;
+    let huge = panel.chat_envelope(&"q".repeat(20_000)).await.expect("reply");
+    assert_eq!(huge.status, Status::Ok);
+    assert!(
+        huge.warnings.iter().any(|w| w.contains("not remembered")),
+        "{:?}",
+        huge.warnings
+    );
+    panel.chat_envelope("Small one?").await.expect("reply");
+    let posts: Vec<Value> = llm.requests().iter().filter_map(RecordedRequest::json).collect();
+    assert_eq!(
+        history_of(&posts[1]),
+        1,
+        "the huge turn was not sent again: {:?}",
+        roles(&posts[1])
+    );
+
+    // Turns of 5 KB each: the connection keeps at most 16 KiB of them, oldest dropped first.
+    for turn in 0..6 {
+        panel
+            .chat_envelope(&format!("{turn} {}", "m".repeat(5_000)))
+            .await
+            .expect("reply");
+        assert!(
+            local_ai.transcript_bytes() <= budget.session_bytes,
+            "{}",
+            local_ai.transcript_bytes()
+        );
+    }
+    let last = llm
+        .requests()
+        .last()
+        .and_then(RecordedRequest::json)
+        .expect("a POST");
+    assert!(
+        history_of(&last) >= 4,
+        "recent turns are kept: {:?}",
+        roles(&last)
+    );
+
+    // Four panels of 16 KiB each would be 64 KiB: the cache keeps 40 KiB, taken from the
+    // panels used longest ago.
+    let mut panels = Vec::new();
+    for _ in 0..3 {
+        let other = server.guest().await;
+        for turn in 0..4 {
+            other
+                .chat_envelope(&format!("{turn} {}", "n".repeat(5_000)))
+                .await
+                .expect("reply");
+            assert!(
+                local_ai.transcript_bytes() <= budget.cache_bytes,
+                "{}",
+                local_ai.transcript_bytes()
+            );
+        }
+        panels.push(other);
+    }
+    assert!(
+        local_ai.transcript_bytes() > budget.cache_bytes / 2,
+        "the budget is used, not wasted"
+    );
+    drop(panels);
+    drop(panel);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while local_ai.transcript_bytes() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        local_ai.transcript_bytes(),
+        0,
+        "closed connections give their bytes back"
+    );
+    server.stop().await;
+}

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
+pub use chat::transcript::TranscriptBudget;
 use futures::FutureExt;
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
 use uuid::Uuid;
@@ -214,6 +215,17 @@ impl LocalAi {
         Fut: Future<Output = Result<String, String>> + Send + 'static,
     {
         self.chat.after_reply.attach(name, handler);
+    }
+
+    /// Sets the byte budgets of the chat transcripts (per connection and for all together),
+    /// from the next turn on.
+    pub fn set_transcript_budget(&self, budget: TranscriptBudget) {
+        self.chat.set_transcript_budget(budget);
+    }
+
+    /// The history bytes all chat transcripts hold now.
+    pub fn transcript_bytes(&self) -> usize {
+        self.chat.transcript_bytes()
     }
 
     /// How many chat sessions (connection transcripts) are held.

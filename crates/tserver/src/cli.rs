@@ -103,6 +103,12 @@ pub struct ServeArgs {
     /// Seconds shutdown waits for calls in flight.
     #[arg(long, default_value_t = 10.0)]
     pub shutdown_grace_secs: f64,
+    /// History bytes one connection's chat transcript keeps.
+    #[arg(long, default_value_t = localai::TranscriptBudget::default().session_bytes)]
+    pub transcript_session_bytes: usize,
+    /// History bytes all chat transcripts keep together.
+    #[arg(long, default_value_t = localai::TranscriptBudget::default().cache_bytes)]
+    pub transcript_cache_bytes: usize,
     /// Serve TLS only, with this PEM certificate chain (needs --tls-key).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -202,7 +208,11 @@ impl ServeArgs {
             .with_max_calls_in_flight(self.max_calls_in_flight)
             .with_login_timeout(seconds("--login-timeout-secs", self.login_timeout_secs)?)
             .with_idle_timeout(seconds("--idle-timeout-secs", self.idle_timeout_secs)?)
-            .with_shutdown_grace(seconds("--shutdown-grace-secs", self.shutdown_grace_secs)?))
+            .with_shutdown_grace(seconds("--shutdown-grace-secs", self.shutdown_grace_secs)?)
+            .with_transcript_budget(localai::TranscriptBudget {
+                session_bytes: self.transcript_session_bytes,
+                cache_bytes: self.transcript_cache_bytes,
+            }))
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use localai::TranscriptBudget;
 use tserver_proto::DEFAULT_MAX_FRAME;
 
 use crate::throttle::LoginThrottleConfig;
@@ -25,6 +26,7 @@ pub struct ServerConfig {
     pub(crate) max_frames_before_login: u32,
     pub(crate) max_unauthenticated: usize,
     pub(crate) login_throttle: LoginThrottleConfig,
+    pub(crate) transcripts: TranscriptBudget,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +44,7 @@ impl Default for ServerConfig {
             max_frames_before_login: 8,
             max_unauthenticated: 256,
             login_throttle: LoginThrottleConfig::default(),
+            transcripts: TranscriptBudget::default(),
         }
     }
 }
@@ -123,6 +126,14 @@ impl ServerConfig {
     /// How failed logins are throttled per peer address.
     pub fn with_login_throttle(mut self, throttle: LoginThrottleConfig) -> Self {
         self.login_throttle = throttle;
+        self
+    }
+
+    /// The history bytes chat transcripts keep: per connection (default 512 KiB; a turn larger
+    /// than that is answered but not remembered) and all together (default 64 MiB; least
+    /// recently used sessions lose their oldest turns first).
+    pub fn with_transcript_budget(mut self, budget: TranscriptBudget) -> Self {
+        self.transcripts = budget;
         self
     }
 

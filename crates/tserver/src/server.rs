@@ -69,6 +69,7 @@ impl Server {
         runtime
             .local_ai()
             .limit_envelope_bytes(config.max_frame - crate::cmd::chat::REPLY_FRAME_OVERHEAD);
+        runtime.local_ai().set_transcript_budget(config.transcripts);
         let auth = Authenticator::new(
             Arc::clone(runtime.db()),
             config.max_concurrent_logins,

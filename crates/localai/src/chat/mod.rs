@@ -8,7 +8,7 @@
 
 mod connections;
 pub(crate) mod llm;
-mod transcript;
+pub(crate) mod transcript;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -214,16 +214,21 @@ impl ChatPath {
             transcript.messages.clear();
             transcript.user = Some(Arc::clone(&caller.user_name));
         }
-        self.turn(
-            &query,
-            &settings,
-            options,
-            &mut transcript,
-            &session.closed,
-            started,
-            warnings,
-        )
-        .await
+        let envelope = self
+            .turn(
+                &query,
+                &settings,
+                options,
+                &mut transcript,
+                &session.closed,
+                started,
+                warnings,
+            )
+            .await;
+        self.transcripts.settle(&session, transcript.bytes());
+        drop(transcript);
+        self.transcripts.enforce_cache_budget();
+        envelope
     }
 
     /// One turn over `transcript`, which it updates only when the turn keeps something.
@@ -273,6 +278,7 @@ impl ChatPath {
         turn.messages.push(json!({"role": "user", "content": query.user}));
         turn.valid = turn.messages.len();
         let history = &transcript.messages;
+        let history_len = history.len();
         let budget = settings.timeout;
         let deadline = started + budget;
         let outcome = tokio::select! {
@@ -324,7 +330,18 @@ impl ChatPath {
                 )
             }
         };
-        truncate(&mut transcript.messages, settings.max_history_messages);
+        let remembered = transcript.messages.len() > history_len;
+        let session_budget = self.transcripts.session_budget();
+        if truncate(
+            &mut transcript.messages,
+            settings.max_history_messages,
+            session_budget,
+        ) && remembered
+        {
+            turn.warnings.push(format!(
+                "This turn is larger than a connection's transcript budget ({session_budget} bytes) and is not remembered: the next question starts without it."
+            ));
+        }
         redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings))
     }
 
@@ -453,6 +470,14 @@ impl ChatPath {
 
     pub(crate) fn sessions(&self) -> usize {
         self.transcripts.len()
+    }
+
+    pub(crate) fn set_transcript_budget(&self, budget: transcript::TranscriptBudget) {
+        self.transcripts.set_budget(budget);
+    }
+
+    pub(crate) fn transcript_bytes(&self) -> usize {
+        self.transcripts.total_bytes()
     }
 
     pub(crate) fn forget(&self, client_guid: Uuid) {

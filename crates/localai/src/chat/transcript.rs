@@ -5,9 +5,16 @@
 //! the moment it arrives (before any task runs it) and waits for its number; different
 //! sessions never share anything. A session is removed, and its turn in flight cancelled, when
 //! its connection closes.
+//!
+//! Memory is bounded by bytes, not only by message count: each session keeps at most
+//! [`TranscriptBudget::session_bytes`] of history JSON, and all sessions together at most
+//! [`TranscriptBudget::cache_bytes`]; past either, whole oldest turns are dropped (the least
+//! recently used sessions first for the cache).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use dashmap::DashMap;
 use serde_json::Value;
@@ -35,6 +42,13 @@ pub(crate) struct HistoryMessage {
     starts_turn: bool,
 }
 
+impl Transcript {
+    /// The bytes of history JSON held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.messages.iter().map(|message| message.json.len()).sum()
+    }
+}
+
 impl HistoryMessage {
     pub(crate) fn new(message: &Value) -> Self {
         Self {
@@ -59,6 +73,11 @@ pub(crate) struct Session {
     pub(crate) closed: CancellationToken,
     queue: std::sync::Mutex<Queue>,
     advanced: Notify,
+    /// The history bytes this session is counted for in the cache's total.
+    bytes: AtomicUsize,
+    /// When a turn of this session last ended (nanoseconds since the cache's epoch), for
+    /// choosing whose turns the cache budget drops first.
+    last_used: AtomicU64,
 }
 
 /// The ticket numbers of a session's turns.
@@ -124,10 +143,47 @@ impl Drop for Ticket {
     }
 }
 
+/// The byte budgets of the transcripts; see `docs/LIMITS.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranscriptBudget {
+    /// History JSON one connection's transcript keeps. A turn larger than this alone is
+    /// answered but not remembered.
+    pub session_bytes: usize,
+    /// History JSON all transcripts keep together.
+    pub cache_bytes: usize,
+}
+
+impl Default for TranscriptBudget {
+    fn default() -> Self {
+        Self {
+            session_bytes: 512 * 1024,
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
 /// Every live session of a solution.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TranscriptCache {
     sessions: DashMap<Uuid, Arc<Session>>,
+    /// History bytes held by every session together, as each last settled them.
+    total_bytes: AtomicUsize,
+    session_budget: AtomicUsize,
+    cache_budget: AtomicUsize,
+    epoch: Instant,
+}
+
+impl Default for TranscriptCache {
+    fn default() -> Self {
+        let budget = TranscriptBudget::default();
+        Self {
+            sessions: DashMap::new(),
+            total_bytes: AtomicUsize::new(0),
+            session_budget: AtomicUsize::new(budget.session_bytes),
+            cache_budget: AtomicUsize::new(budget.cache_bytes),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl TranscriptCache {
@@ -146,6 +202,68 @@ impl TranscriptCache {
     pub(crate) fn remove(&self, client_guid: Uuid) {
         if let Some((_, session)) = self.sessions.remove(&client_guid) {
             session.closed.cancel();
+            self.settle(&session, 0);
+        }
+    }
+
+    /// Sets the byte budgets, from the next turn on.
+    pub(crate) fn set_budget(&self, budget: TranscriptBudget) {
+        self.session_budget.store(budget.session_bytes, Ordering::Relaxed);
+        self.cache_budget.store(budget.cache_bytes, Ordering::Relaxed);
+    }
+
+    /// The history bytes one session may keep.
+    pub(crate) fn session_budget(&self) -> usize {
+        self.session_budget.load(Ordering::Relaxed)
+    }
+
+    /// The history bytes all sessions hold, as last settled.
+    pub(crate) fn total_bytes(&self) -> usize {
+        self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Records that `session`'s transcript now holds `bytes` and was just used.
+    pub(crate) fn settle(&self, session: &Session, bytes: usize) {
+        let before = session.bytes.swap(bytes, Ordering::Relaxed);
+        if bytes >= before {
+            self.total_bytes.fetch_add(bytes - before, Ordering::Relaxed);
+        } else {
+            self.total_bytes.fetch_sub(before - bytes, Ordering::Relaxed);
+        }
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        session.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Past the cache budget, drops whole oldest turns of the least recently used sessions
+    /// until the total fits. A session running a turn holds its lock and is skipped (it is
+    /// held to its own budget when its turn ends), so nothing here ever waits.
+    pub(crate) fn enforce_cache_budget(&self) {
+        let budget = self.cache_budget.load(Ordering::Relaxed);
+        if self.total_bytes() <= budget {
+            return;
+        }
+        let mut sessions: Vec<(u64, Arc<Session>)> = self
+            .sessions
+            .iter()
+            .map(|entry| (entry.last_used.load(Ordering::Relaxed), Arc::clone(entry.value())))
+            .collect();
+        sessions.sort_unstable_by_key(|(last_used, _)| *last_used);
+        for (_, session) in sessions {
+            let total = self.total_bytes();
+            if total <= budget {
+                break;
+            }
+            let Ok(mut transcript) = session.transcript.try_lock() else {
+                continue;
+            };
+            let held = session.bytes.load(Ordering::Relaxed);
+            truncate(
+                &mut transcript.messages,
+                usize::MAX,
+                held.saturating_sub(total - budget),
+            );
+            let bytes = transcript.bytes();
+            self.settle(&session, bytes);
         }
     }
 
@@ -155,21 +273,36 @@ impl TranscriptCache {
     }
 }
 
-/// Drops the oldest whole turns until at most `max` messages remain. A turn starts at a
-/// `user` message, so the kept history starts with one, and every assistant message with
-/// `tool_calls` keeps the `tool` messages answering it (servers answer 400 to a history that
-/// breaks either rule). The newest turn is kept whole even when it alone is longer than `max`.
-pub(crate) fn truncate(messages: &mut Vec<HistoryMessage>, max: usize) {
-    if messages.len() <= max {
-        return;
+/// Drops the oldest whole turns until at most `max` messages and `max_bytes` of JSON remain.
+/// A turn starts at a `user` message, so the kept history starts with one, and every
+/// assistant message with `tool_calls` keeps the `tool` messages answering it (servers answer
+/// 400 to a history that breaks either rule). The newest turn is kept whole even when it
+/// alone has more than `max` messages, but not when it alone has more than `max_bytes`: then
+/// nothing is kept, and this returns `true` (memory is bounded by bytes whatever a turn holds).
+pub(crate) fn truncate(messages: &mut Vec<HistoryMessage>, max: usize, max_bytes: usize) -> bool {
+    let is_turn_start = |messages: &[HistoryMessage], index: &usize| messages[*index].starts_turn;
+    let mut cut = 0;
+    if messages.len() > max {
+        let earliest = messages.len() - max;
+        cut = (earliest..messages.len())
+            .find(|index| is_turn_start(messages, index))
+            .or_else(|| (0..earliest).rev().find(|index| is_turn_start(messages, index)))
+            .unwrap_or(0);
     }
-    let earliest = messages.len() - max;
-    let is_turn_start = |index: &usize| messages[*index].starts_turn;
-    let cut = (earliest..messages.len())
-        .find(is_turn_start)
-        .or_else(|| (0..earliest).rev().find(is_turn_start))
-        .unwrap_or(0);
+    let mut bytes: usize = messages[cut..].iter().map(|message| message.json.len()).sum();
+    while bytes > max_bytes && cut < messages.len() {
+        let next = (cut + 1..messages.len())
+            .find(|index| is_turn_start(messages, index))
+            .unwrap_or(messages.len());
+        bytes -= messages[cut..next]
+            .iter()
+            .map(|message| message.json.len())
+            .sum::<usize>();
+        cut = next;
+    }
+    let newest_dropped = cut == messages.len() && cut > 0;
     messages.drain(..cut);
+    newest_dropped
 }
 
 #[cfg(test)]
@@ -246,7 +379,7 @@ mod tests {
                 .collect();
             let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
             let before = kept.len();
-            truncate(&mut kept, max);
+            truncate(&mut kept, max, usize::MAX);
             let messages: Vec<Value> = kept
                 .iter()
                 .map(|message| serde_json::from_str(message.json()).expect("the JSON it was made from"))
@@ -258,6 +391,69 @@ mod tests {
                 prop_assert_eq!(messages.len(), before, "nothing dropped when it fits");
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn byte_truncation_keeps_whole_turns_within_the_budget(
+            turns in proptest::collection::vec(proptest::collection::vec(1_usize..4, 0..4), 1..12),
+            max_bytes in 0_usize..4000,
+        ) {
+            let mut kept: Vec<HistoryMessage> = turns
+                .iter()
+                .enumerate()
+                .flat_map(|(i, rounds)| turn(i, rounds))
+                .map(|message| HistoryMessage::new(&message))
+                .collect();
+            let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
+            let last_bytes: usize = last_turn.iter().map(|m| m.to_string().len()).sum();
+            let dropped_newest = truncate(&mut kept, usize::MAX, max_bytes);
+            let bytes: usize = kept.iter().map(|message| message.json().len()).sum();
+            prop_assert!(bytes <= max_bytes);
+            prop_assert_eq!(dropped_newest, last_bytes > max_bytes);
+            let messages: Vec<Value> = kept
+                .iter()
+                .map(|message| serde_json::from_str(message.json()).expect("the JSON it was made from"))
+                .collect();
+            assert_valid(&messages)?;
+            if !dropped_newest {
+                prop_assert!(messages.ends_with(&last_turn));
+            }
+        }
+    }
+
+    #[test]
+    fn the_cache_budget_drops_the_least_recently_used_sessions_turns_first() {
+        let cache = TranscriptCache::default();
+        let message = |text: &str| HistoryMessage::new(&serde_json::json!({"role": "user", "content": text}));
+        let big = "x".repeat(1000);
+        let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+        for guid in [old, new] {
+            let ticket = cache.ticket(guid);
+            let session = Arc::clone(ticket.session());
+            let mut transcript = session.transcript.try_lock().expect("free");
+            transcript.messages = (0..4).map(|_| message(&big)).collect();
+            let bytes = transcript.bytes();
+            cache.settle(&session, bytes);
+        }
+        let per_session = cache.total_bytes() / 2;
+        cache.set_budget(TranscriptBudget {
+            session_bytes: usize::MAX,
+            cache_bytes: per_session + per_session / 2,
+        });
+        cache.enforce_cache_budget();
+        assert!(cache.total_bytes() <= per_session + per_session / 2);
+        let held = |guid| {
+            cache
+                .sessions
+                .get(&guid)
+                .map(|session| session.bytes.load(Ordering::Relaxed))
+        };
+        assert_eq!(held(new), Some(per_session), "the recent session is whole");
+        assert!(held(old) < Some(per_session), "the older session paid");
+        cache.remove(old);
+        cache.remove(new);
+        assert_eq!(cache.total_bytes(), 0, "removal gives the bytes back");
     }
 
     #[test]
