@@ -15,6 +15,7 @@ mod properties;
 mod protocol;
 mod runtime_tools;
 mod secrets_in_logs;
+mod solution_file;
 mod support;
 mod tclient;
 mod tidy;

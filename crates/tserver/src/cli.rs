@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::solution::{RuntimeKey, SettingKey, SolutionDb};
+use crate::solution::{RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError};
 use crate::{Runtime, Server, ServerConfig};
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
@@ -256,6 +256,14 @@ pub async fn serve_on(
             "the open-file limit is below --max-connections; raise `ulimit -n`"
         );
     }
+    // One server per solution: a second would double the history and race the first.
+    let listen = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |address| address.to_string());
+    if !args.solution.exists() {
+        return Err(SolutionError::NotFound(args.solution.clone()).into());
+    }
+    let _lock = ServeLock::acquire(&args.solution, &listen)?;
     let runtime = Runtime::open(&args.solution)
         .with_context(|| format!("cannot open solution {}", args.solution.display()))?;
     let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);

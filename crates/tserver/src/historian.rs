@@ -162,6 +162,8 @@ impl Historian {
     /// Writes everything queued in one transaction and prunes rows older than the retention.
     /// Returns the number of rows written. On failure the rows stay queued for the next flush.
     pub fn flush(&self) -> Result<usize, SolutionError> {
+        // The kept writer would go on writing into a file that is gone: rows stay queued.
+        self.db.refuse_if_lost()?;
         let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let (samples, events, dropped) = {
             let mut queue = self.queue();
@@ -193,6 +195,12 @@ impl Historian {
                 Err(error.into())
             }
         }
+    }
+
+    /// Rows (samples and alarm events) queued and not yet written.
+    pub fn queued(&self) -> usize {
+        let queue = self.queue();
+        queue.samples.len() + queue.events.len()
     }
 
     /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most

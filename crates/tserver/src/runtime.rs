@@ -143,6 +143,13 @@ impl Runtime {
                 () = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            if let Some(reason) = self.db.check_file() {
+                tracing::error!(
+                    %reason,
+                    queued = self.plant.historian().queued(),
+                    "solution file lost: history is held in memory, nothing more is written; restart tserver"
+                );
+            }
             if simulate {
                 self.simulator.step(SystemTime::now());
             }
@@ -152,15 +159,30 @@ impl Runtime {
             }
         }
         self.flush_history().await;
+        if let Some(reason) = self.db.lost() {
+            tracing::error!(
+                %reason,
+                lost_rows = self.plant.historian().queued(),
+                "history recorded since the solution file was lost is not saved"
+            );
+        }
     }
 
     async fn flush_history(&self) {
         let historian = Arc::clone(self.plant.historian());
         match tokio::task::spawn_blocking(move || historian.flush()).await {
             Ok(Ok(_)) => {}
+            // Said once when it was noticed, and again at shutdown.
+            Ok(Err(SolutionError::FileLost(_))) => {}
             Ok(Err(error)) => tracing::warn!(%error, "history flush failed; rows stay queued"),
             Err(error) => tracing::error!(%error, "history flush panicked"),
         }
+    }
+
+    /// Why the solution file was lost while this runtime served it (removed, or replaced by
+    /// another file), if it was: the runtime is then not ready, and writes nothing more.
+    pub fn solution_lost(&self) -> Option<&str> {
+        self.db.lost()
     }
 
     /// The Local AI service of this solution (hooks attach here).

@@ -6,11 +6,14 @@
 
 mod admin;
 mod demo;
+mod guard;
 mod secrets;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+use guard::FileIdentity;
 
 use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -18,6 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 pub(crate) use admin::hash_password as admin_hash_password;
 pub(crate) use admin::parse_bool;
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
+pub use guard::{ServeLock, lock_path};
 pub use secrets::{KEY_ENV, key_file};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
@@ -92,6 +96,25 @@ pub enum SolutionError {
     /// A secret name that cannot be used in a `/secret:<Name>` token.
     #[error("invalid secret name {0:?}: use 1 to 128 letters, digits, '_', '-' or '.'")]
     InvalidSecretName(String),
+    /// Another `tserver serve` holds the solution.
+    #[error("{path} is already being served by {holder}; stop that server first (admin commands work beside it)", path = path.display())]
+    AlreadyServed {
+        /// The solution file.
+        path: PathBuf,
+        /// Who holds it, as its lock file says.
+        holder: String,
+    },
+    /// The lock file could not be opened or written.
+    #[error("cannot use the lock file {}: {source}", path.display())]
+    LockFile {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The solution file was removed or replaced while serving: nothing more is written to it.
+    #[error("{0}; nothing more is written to it (restart tserver on the file now at that path)")]
+    FileLost(String),
     /// A stored tag definition is invalid.
     #[error("tag {name:?} is invalid: {reason}")]
     InvalidTag {
@@ -116,6 +139,10 @@ pub struct UserRecord {
 pub struct SolutionDb {
     path: PathBuf,
     readers: Mutex<Vec<Connection>>,
+    /// The file the path named when it opened (`None` if that could not be read).
+    identity: Option<FileIdentity>,
+    /// Set once the path no longer names that file: why.
+    lost: OnceLock<String>,
 }
 
 impl SolutionDb {
@@ -164,7 +191,26 @@ impl SolutionDb {
         Ok(Self {
             path: path.to_owned(),
             readers: Mutex::new(vec![connection]),
+            identity: FileIdentity::of(path).ok(),
+            lost: OnceLock::new(),
         })
+    }
+
+    /// Checks that the path still names the file opened; the first time it does not, the
+    /// solution is marked lost and the reason returned (later calls return `None`). A lost
+    /// solution refuses every write, so nothing goes into a file that will vanish.
+    pub fn check_file(&self) -> Option<&str> {
+        if self.lost.get().is_some() {
+            return None;
+        }
+        let reason = self.identity?.lost_at(&self.path)?;
+        self.lost.set(reason).ok()?;
+        self.lost.get().map(String::as_str)
+    }
+
+    /// Why the solution file was lost, if it was (see [`check_file`](Self::check_file)).
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
     }
 
     /// The file this solution lives in.
@@ -192,9 +238,19 @@ impl SolutionDb {
         Ok(result?)
     }
 
-    /// A connection for a write; admin writes are rare, so each gets its own.
+    /// A connection for a write; admin writes are rare, so each gets its own. Refused once
+    /// the file was lost.
     pub(crate) fn writer(&self) -> Result<Connection, SolutionError> {
+        self.refuse_if_lost()?;
         open_connection(&self.path)
+    }
+
+    /// `FileLost` once the solution file was removed or replaced under this process.
+    pub(crate) fn refuse_if_lost(&self) -> Result<(), SolutionError> {
+        match self.lost() {
+            Some(reason) => Err(SolutionError::FileLost(reason.to_owned())),
+            None => Ok(()),
+        }
     }
 
     /// The `SolutionSettings` row, read afresh.
