@@ -130,6 +130,8 @@ impl AtomicPath {
             Err(reason) => return Envelope::precondition_error(format!("malformed query: {reason}")),
         };
         if let Some(metadata) = &query.metadata {
+            // The caller's own correlation data, cut so no query can flood the log.
+            let metadata: String = metadata.to_string().chars().take(200).collect();
             tracing::debug!(%metadata, "atomic call");
         }
         let started = Instant::now();
