@@ -199,10 +199,11 @@ const LAST_TRACE_VALUE_CAP: usize = 128;
 impl Envelope {
     /// The envelope cut to at most `max_bytes` of JSON (at least [`MIN_ENVELOPE_BYTES`]), so
     /// that it always fits where it must go (a reply frame, say). An envelope that fits is
-    /// returned as it is. Otherwise, in this order until it fits: long warnings are cut; each
-    /// tool trace value (arguments, result) is replaced by an excerpt of its JSON, with a cap
-    /// halved from 16 KiB down to 128 bytes; trace entries are dropped from the end; warnings
-    /// taking more than a quarter of the room are dropped from the end; the answer text is cut. A warning says what was cut, and an `ok` whose answer was cut
+    /// returned as it is. Otherwise, in this order until it fits: warnings longer than 2,000
+    /// bytes are cut to that; each tool trace value (arguments, result) is replaced by an
+    /// excerpt of its JSON, with a cap halved from 16 KiB down to 128 bytes; trace entries are
+    /// dropped from the end; warnings taking more than a quarter of the room are dropped from
+    /// the end; last, the answer text is cut. A warning says what was cut, and an `ok` whose answer was cut
     /// becomes `truncated` (its text is then a partial answer, as the status says).
     pub fn fit(mut self, max_bytes: usize) -> Self {
         let max = max_bytes.max(MIN_ENVELOPE_BYTES);
@@ -234,14 +235,9 @@ impl Envelope {
         if values_cut {
             cut.push("tool arguments and results".to_owned());
         }
-        // The answer is what the operator needs: the trace goes before the text is cut, as
-        // long as the text alone would fit.
+        // The answer is what the operator needs: the whole trace goes before the text is cut.
         let entries = self.tool_trace.len();
         while self.json_len() > budget && !self.tool_trace.is_empty() {
-            let text_alone = json_string_len(&self.text);
-            if text_alone > budget / 2 && self.json_len() - text_alone <= budget / 2 {
-                break;
-            }
             self.tool_trace.pop();
         }
         if self.tool_trace.len() < entries {
@@ -478,6 +474,26 @@ mod tests {
             );
             assert_eq!(Envelope::from_json(&json).expect("valid"), fitted);
         }
+    }
+
+    #[test]
+    fn an_answer_that_fits_alone_is_kept_whole_and_the_trace_goes() {
+        let max = 64 * 1024;
+        let text = "a".repeat(max - 1000);
+        let fitted = Envelope::ok(text.clone(), Duration::ZERO)
+            .with_tool_trace(
+                (0..20)
+                    .map(|_| trace_entry(json!({}), json!("r".repeat(500))))
+                    .collect(),
+            )
+            .fit(max);
+        assert!(fitted.to_json().len() <= max);
+        assert_eq!((fitted.status, fitted.text.len()), (Status::Ok, text.len()));
+        assert!(
+            fitted.warnings[0].contains("tool trace entries"),
+            "{:?}",
+            fitted.warnings
+        );
     }
 
     #[test]

@@ -95,6 +95,9 @@ struct Endpoint {
     url: reqwest::Url,
     shown_url: String,
     headers: Vec<(String, String)>,
+    /// The secrets it was resolved with, scrubbed from what a server sends back before any of
+    /// it is cut to an excerpt.
+    redactions: Redactions,
 }
 
 /// The atomic path of one solution.
@@ -183,11 +186,13 @@ impl AtomicPath {
             resolve_secrets(&settings.headers, solution, redactions).map_err(|e| format!("Headers: {e}"))?;
         let mut all = decode_headers(&headers).map_err(|e| e.to_string())?;
         all.extend(decode_authorization(&authorization).map_err(|e| e.to_string())?);
-        redactions.remember_credentials(&all);
+        redactions.remember_headers(&all);
+        redactions.remember_url_credentials(&url);
         Ok(Endpoint {
             url,
             shown_url,
             headers: all,
+            redactions: redactions.clone(),
         })
     }
 }
@@ -221,6 +226,7 @@ async fn post(
             status.canonical_reason().unwrap_or(""),
             location,
             shown,
+            &endpoint.redactions,
         ));
     }
     let mut bytes = Vec::new();
@@ -242,7 +248,7 @@ async fn post(
         return Err(format!(
             "LLM endpoint returned HTTP {} {reason}: {} ({shown})",
             status.as_u16(),
-            error_message(&bytes)
+            error_message(&bytes, &endpoint.redactions)
         ));
     }
     let value: Value =
@@ -278,7 +284,8 @@ pub(crate) fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
 }
 
 /// The message of an error body in OpenAI, Ollama, llama.cpp or vLLM shape, or an excerpt.
-pub(crate) fn error_message(body: &[u8]) -> String {
+/// It is scrubbed of the call's secrets before it is cut, so none leaks as a prefix.
+pub(crate) fn error_message(body: &[u8], redactions: &Redactions) -> String {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         let message = match value.get("error") {
             Some(Value::String(message)) => Some(message.as_str()),
@@ -286,7 +293,11 @@ pub(crate) fn error_message(body: &[u8]) -> String {
             _ => value.get("message").and_then(Value::as_str),
         };
         if let Some(message) = message {
-            return message.chars().take(MAX_QUOTED_BODY * 2).collect();
+            return redactions
+                .scrub(message)
+                .chars()
+                .take(MAX_QUOTED_BODY * 2)
+                .collect();
         }
     }
     let text = String::from_utf8_lossy(body);
@@ -296,7 +307,7 @@ pub(crate) fn error_message(body: &[u8]) -> String {
     } else if text.starts_with('<') {
         format!("(an HTML page of {} bytes)", body.len())
     } else {
-        text.chars().take(MAX_QUOTED_BODY).collect()
+        redactions.scrub(text).chars().take(MAX_QUOTED_BODY).collect()
     }
 }
 
@@ -400,7 +411,7 @@ mod tests {
             ("", "(empty body)"),
         ];
         for (body, expected) in cases {
-            assert_eq!(error_message(body.as_bytes()), expected);
+            assert_eq!(error_message(body.as_bytes(), &Redactions::default()), expected);
         }
     }
 

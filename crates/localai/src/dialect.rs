@@ -2,6 +2,8 @@
 //! its own POST, budget and orchestration, and reads the server's answer through here so the
 //! two never drift in what they tell the operator.
 
+use crate::secrets::Redactions;
+
 /// The longest `Location` quoted in a warning.
 const MAX_QUOTED_LOCATION: usize = 200;
 
@@ -9,10 +11,21 @@ const MAX_QUOTED_LOCATION: usize = 200;
 /// following a 301, 302 or 303 turns the POST into a GET without its body (what browsers and
 /// HTTP clients do), whose answer means nothing, and a 307/308 to another origin would carry
 /// the Authorization header where it was not configured to go. The user fixes the URL once.
-pub(crate) fn redirect_warning(status: u16, reason: &str, location: Option<&str>, shown_url: &str) -> String {
+/// The `Location` is scrubbed of secrets before it is cut, so no secret leaks as a prefix.
+pub(crate) fn redirect_warning(
+    status: u16,
+    reason: &str,
+    location: Option<&str>,
+    shown_url: &str,
+    redactions: &Redactions,
+) -> String {
     let target = location
         .map(|location| {
-            let quoted: String = location.chars().take(MAX_QUOTED_LOCATION).collect();
+            let quoted: String = redactions
+                .scrub(location)
+                .chars()
+                .take(MAX_QUOTED_LOCATION)
+                .collect();
             format!(" to {quoted}")
         })
         .unwrap_or_default();
@@ -28,11 +41,13 @@ mod tests {
 
     #[test]
     fn a_redirect_warning_names_the_status_the_target_and_the_fix() {
+        let none = Redactions::default();
         let warning = redirect_warning(
             302,
             "Found",
             Some("https://gpu-box/v1/chat/completions"),
             "http://gpu-box/v1",
+            &none,
         );
         assert_eq!(
             warning,
@@ -40,7 +55,7 @@ mod tests {
              model POSTs are never redirected; set URL to the final address (http://gpu-box/v1)"
         );
         let long = "x".repeat(1000);
-        assert!(redirect_warning(308, "Permanent Redirect", Some(&long), "u").len() < 400);
-        assert!(redirect_warning(307, "Temporary Redirect", None, "u").contains("a redirect: "));
+        assert!(redirect_warning(308, "Permanent Redirect", Some(&long), "u", &none).len() < 400);
+        assert!(redirect_warning(307, "Temporary Redirect", None, "u", &none).contains("a redirect: "));
     }
 }

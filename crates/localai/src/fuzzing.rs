@@ -36,8 +36,9 @@ pub fn queries(text: &str) {
 /// Both paths' readers of an LLM response body, success and error shapes alike. Every tool
 /// call read has an id and a name; error quotes stay short.
 pub fn llm_response(body: &[u8]) {
-    assert!(chat::llm::quoted_error(body).chars().count() <= 1_000);
-    assert!(atomic::error_message(body).chars().count() <= 1_000);
+    let none = crate::secrets::Redactions::default();
+    assert!(chat::llm::quoted_error(body, &none).chars().count() <= 1_000);
+    assert!(atomic::error_message(body, &none).chars().count() <= 1_000);
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return;
     };

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use crate::{Solution, SolutionError};
 
@@ -61,15 +61,26 @@ pub enum SecretError {
 /// Each value is scrubbed in every form it was sent in: as it is, percent-encoded the ways a
 /// URL carries it (a server echoing its request line shows `%20`, not a space), and inside the
 /// base64 of Basic credentials (a 401 body echoing the `Authorization` header).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Redactions {
+    /// The values as resolved, with their tokens.
+    values: Vec<(String, String)>,
     /// (form, what replaces it), longest form first.
     forms: Vec<(String, String)>,
 }
 
+/// The shortest form scrubbed: a secret of one to three characters would rewrite ordinary
+/// words of every answer, and is no secret.
+const MIN_SCRUBBED_LEN: usize = 4;
+
 impl fmt::Debug for Redactions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Redactions({} forms)", self.forms.len())
+        write!(
+            f,
+            "Redactions({} values, {} forms)",
+            self.values.len(),
+            self.forms.len()
+        )
     }
 }
 
@@ -83,6 +94,18 @@ const QUERY: &AsciiSet = &CONTROLS
     .add(b'\'');
 /// What a URL encodes in a path segment.
 const PATH: &AsciiSet = &QUERY.add(b'`').add(b'?').add(b'{').add(b'}');
+/// What a URL encodes in its user info (`user:password@`).
+const USERINFO: &AsciiSet = &PATH
+    .add(b'/')
+    .add(b':')
+    .add(b';')
+    .add(b'=')
+    .add(b'@')
+    .add(b'[')
+    .add(b'\\')
+    .add(b']')
+    .add(b'^')
+    .add(b'|');
 
 impl Redactions {
     /// Whether nothing was resolved (then scrubbing is a copy).
@@ -142,46 +165,92 @@ impl Redactions {
         envelope
     }
 
-    /// Remembers the base64 of Basic credentials that hold a resolved secret, so an echo of
-    /// the `Authorization` header is scrubbed too. Call it with the decoded headers.
-    pub fn remember_credentials(&mut self, headers: &[(String, String)]) {
-        use base64::Engine;
+    /// Remembers what the decoded request headers carry of the resolved secrets: a header
+    /// value cut from a secret that held a whole line (`CustomAuth` + `/secret:HeaderLine`),
+    /// and the base64 of Basic credentials holding a secret, so an echo of either is scrubbed.
+    pub fn remember_headers(&mut self, headers: &[(String, String)]) {
         for (_, value) in headers {
-            let Some(encoded) = value.strip_prefix("Basic ") else {
-                continue;
-            };
-            let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
-                continue;
-            };
-            let decoded = String::from_utf8_lossy(&decoded);
-            let tokens: Vec<&str> = self
-                .forms
-                .iter()
-                .filter(|(form, _)| decoded.contains(form.as_str()))
-                .map(|(_, token)| token.as_str())
-                .collect();
-            if let Some(token) = tokens.first() {
-                let label = format!("<BasicAuth credentials with {token}>");
-                self.add(encoded.to_owned(), label);
+            if let Some(encoded) = value.strip_prefix("Basic ") {
+                self.remember_basic(encoded);
+            } else if let Some(token) = self.token_containing(value) {
+                self.remember_form(value, &token);
             }
         }
     }
 
+    /// Remembers the Basic credentials an HTTP client makes of a URL's user info (its
+    /// percent-decoded user and password), when they hold a resolved secret.
+    pub fn remember_url_credentials(&mut self, url: &reqwest::Url) {
+        use base64::Engine;
+        if url.username().is_empty() && url.password().is_none() {
+            return;
+        }
+        let decode = |text: &str| percent_decode_str(text).decode_utf8_lossy().into_owned();
+        let credentials = format!(
+            "{}:{}",
+            decode(url.username()),
+            url.password().map(decode).unwrap_or_default()
+        );
+        self.remember_basic(&base64::engine::general_purpose::STANDARD.encode(credentials));
+    }
+
+    /// Remembers `encoded` (base64 of `user:password`) when what it encodes holds a secret.
+    fn remember_basic(&mut self, encoded: &str) {
+        use base64::Engine;
+        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
+            return;
+        };
+        let decoded = String::from_utf8_lossy(&decoded);
+        let token = self
+            .values
+            .iter()
+            .find(|(value, _)| value.len() >= MIN_SCRUBBED_LEN && decoded.contains(value.trim()))
+            .map(|(_, token)| token.clone());
+        if let Some(token) = token {
+            self.add(
+                encoded.to_owned(),
+                format!("<BasicAuth credentials with {token}>"),
+            );
+        }
+    }
+
+    /// The token of a resolved secret that contains `part` (a piece cut from it), if any.
+    fn token_containing(&self, part: &str) -> Option<String> {
+        if part.len() < MIN_SCRUBBED_LEN {
+            return None;
+        }
+        self.values
+            .iter()
+            .find(|(value, _)| value.contains(part))
+            .map(|(_, token)| token.clone())
+    }
+
     fn remember(&mut self, value: &str, name: &str) {
         let token = format!("{TOKEN_PREFIX}{name}");
+        if !self.values.iter().any(|(known, _)| known == value) {
+            self.values.push((value.to_owned(), token.clone()));
+        }
+        self.remember_form(value, &token);
+        // Headers are sent trimmed.
+        self.remember_form(value.trim(), &token);
+    }
+
+    /// Remembers `value` as it is and in each percent-encoding a URL gives it.
+    fn remember_form(&mut self, value: &str, token: &str) {
         let forms = [
             value.to_owned(),
             utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
             utf8_percent_encode(value, QUERY).to_string(),
             utf8_percent_encode(value, PATH).to_string(),
+            utf8_percent_encode(value, USERINFO).to_string(),
         ];
         for form in forms {
-            self.add(form, token.clone());
+            self.add(form, token.to_owned());
         }
     }
 
     fn add(&mut self, form: String, token: String) {
-        if form.is_empty() || self.forms.iter().any(|(known, _)| *known == form) {
+        if form.len() < MIN_SCRUBBED_LEN || self.forms.iter().any(|(known, _)| *known == form) {
             return;
         }
         self.forms.push((form, token));
@@ -241,7 +310,13 @@ mod tests {
             Ok(crate::SettingsRow::default())
         }
         fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
-            Ok((name == "Key").then(|| SecretValue::new("sk ü/x-1".to_owned())))
+            Ok(match name {
+                "Key" => Some(SecretValue::new("sk ü/x-1".to_owned())),
+                "Line" => Some(SecretValue::new("X-Api-Key:  line-secret-77 ".to_owned())),
+                "Pin" => Some(SecretValue::new("42".to_owned())),
+                "Pass" => Some(SecretValue::new("p@ss wörd-9".to_owned())),
+                _ => None,
+            })
         }
         fn tag_text(&self, _name: &str) -> Option<String> {
             None
@@ -257,7 +332,7 @@ mod tests {
         let auth =
             resolve_secrets("BasicAuth\npanel\n/secret:Key", &OneSecret, &mut redactions).expect("resolves");
         let headers = crate::auth::decode_authorization(&auth).expect("decodes");
-        redactions.remember_credentials(&headers);
+        redactions.remember_headers(&headers);
         let basic = headers[0].1.strip_prefix("Basic ").expect("basic").to_owned();
         let leaks = [
             "sk ü/x-1".to_owned(),
@@ -287,5 +362,40 @@ mod tests {
             json.contains("<BasicAuth credentials with /secret:Key>"),
             "{json}"
         );
+    }
+
+    #[test]
+    fn header_lines_user_info_and_short_values_are_handled() {
+        use base64::Engine;
+        let mut redactions = Redactions::default();
+        // A secret holding a whole header line: the value sent is what a server echoes.
+        let auth =
+            resolve_secrets("CustomAuth\n/secret:Line", &OneSecret, &mut redactions).expect("resolves");
+        redactions.remember_headers(&crate::auth::decode_authorization(&auth).expect("decodes"));
+        assert_eq!(
+            redactions.scrub("got line-secret-77, bad"),
+            "got /secret:Line, bad"
+        );
+        // A secret in the URL's user info, sent as Basic credentials by the HTTP client.
+        let url = resolve_secrets(
+            "http://panel:/secret:Pass@gpu-box/v1",
+            &OneSecret,
+            &mut redactions,
+        )
+        .expect("resolves");
+        let url = reqwest::Url::parse(&url).expect("a URL");
+        redactions.remember_url_credentials(&url);
+        let basic = base64::engine::general_purpose::STANDARD.encode("panel:p@ss wörd-9");
+        assert!(!redactions.scrub(&format!("Basic {basic}")).contains(&basic));
+        // The URL as sent carries the password in its user-info encoding.
+        assert!(url.as_str().contains("p%40ss%20w%C3%B6rd-9"), "{url}");
+        assert!(
+            !redactions.scrub(url.as_str()).contains("rd-9"),
+            "{}",
+            redactions.scrub(url.as_str())
+        );
+        // A two-character secret is no secret, and scrubbing it would mangle every answer.
+        resolve_secrets("/secret:Pin", &OneSecret, &mut redactions).expect("resolves");
+        assert_eq!(redactions.scrub("42 pumps"), "42 pumps");
     }
 }

@@ -246,8 +246,8 @@ impl ModelSettings {
 /// Headers value the decoder refuses. The admin command refuses a change that adds one.
 pub fn editing_issues(raw: Option<&str>) -> Vec<SettingIssue> {
     let (settings, mut issues) = ModelSettings::parse_checked(raw);
-    let is_default = |key: &str| issues.iter().any(|issue| issue.key == key);
-    if !is_default(keys::URL) && !url_shape_is_valid(&settings.url) {
+    let has_issue = |key: &str| issues.iter().any(|issue| issue.key == key);
+    if !has_issue(keys::URL) && !url_shape_is_valid(&settings.url) {
         issues.push(SettingIssue::new(
             keys::URL,
             "is not an http:// or https:// URL with a host; every call would fail",

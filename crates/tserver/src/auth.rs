@@ -17,6 +17,7 @@
 //! verified (200 MiB after a guessing burst); instead each verifier thread makes its buffer
 //! once and reuses it, so login memory is bounded by the slots.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -77,12 +78,17 @@ fn fingerprint(record: &UserRecord) -> u64 {
     hasher.finish()
 }
 
+/// The `Users` table as the watcher last read it: each user's stored name and the
+/// fingerprint of its credentials.
+pub(crate) type UserFingerprints = HashMap<String, u64>;
+
 /// Checks user names and passwords against the solution's `Users` table.
 #[derive(Debug)]
 pub(crate) struct Authenticator {
     db: Arc<SolutionDb>,
-    /// Bumped when the `Users` table changes; each logged-in connection then checks its login.
-    users_changed: watch::Sender<u64>,
+    /// The `Users` table, sent again whenever it changes; each logged-in connection then
+    /// checks its login against it.
+    users: watch::Sender<Arc<UserFingerprints>>,
     verifications: Arc<Semaphore>,
     dummy_hash: String,
     throttle: LoginThrottle,
@@ -104,7 +110,7 @@ impl Authenticator {
             admin_hash_password("timing-equaliser").map_err(|e| LoginError::Internal(e.to_string()))?;
         Ok(Self {
             db,
-            users_changed: watch::Sender::new(0),
+            users: watch::Sender::new(Arc::default()),
             verifications: Arc::new(Semaphore::new(max_concurrent)),
             dummy_hash,
             throttle: LoginThrottle::new(throttle),
@@ -113,15 +119,15 @@ impl Authenticator {
     }
 
     /// A receiver told each time the `Users` table changes (see [`watch_users`](Self::watch_users)).
-    pub(crate) fn users_changed(&self) -> watch::Receiver<u64> {
-        self.users_changed.subscribe()
+    pub(crate) fn users(&self) -> watch::Receiver<Arc<UserFingerprints>> {
+        self.users.subscribe()
     }
 
-    /// Reads the `Users` table every second until `shutdown` and tells the receivers of
-    /// [`users_changed`](Self::users_changed) when it differs, so an admin's `users remove` or
-    /// `passwd` (another process, same file) reaches the sessions that user holds.
+    /// Reads the `Users` table every second until `shutdown` and sends it to the receivers of
+    /// [`users`](Self::users) when it differs, so an admin's `users remove` or `passwd`
+    /// (another process, same file) reaches the sessions that user holds.
     pub(crate) async fn watch_users(&self, shutdown: CancellationToken) {
-        let mut last = None;
+        let mut last: Option<UserFingerprints> = None;
         let mut tick = tokio::time::interval(USERS_POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -129,30 +135,36 @@ impl Authenticator {
                 () = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let table = match self.db.users() {
-                Ok(users) => {
-                    let mut hasher = DefaultHasher::new();
-                    users
-                        .iter()
-                        .map(fingerprint)
-                        .for_each(|user| user.hash(&mut hasher));
-                    hasher.finish()
-                }
+            let table: UserFingerprints = match self.db.users() {
+                Ok(users) => users
+                    .iter()
+                    .map(|user| (user.name.clone(), fingerprint(user)))
+                    .collect(),
                 Err(error) => {
                     tracing::warn!(%error, "cannot read the users; logged-in sessions are not re-checked");
                     continue;
                 }
             };
-            if last.is_some_and(|last| last != table) {
-                self.users_changed.send_modify(|version| *version += 1);
+            if last.as_ref().is_some_and(|last| *last != table) {
+                self.users.send_replace(Arc::new(table.clone()));
             }
             last = Some(table);
         }
     }
 
+    /// Whether `login` still stands against the table the watcher sent. Only a login the
+    /// table disagrees with reads its own row, since the table may predate it (a user added,
+    /// or a password set, just before this login): the row decides.
+    pub(crate) fn recheck(&self, login: &Login, users: &UserFingerprints) -> LoginStanding {
+        if users.get(&*login.name) == Some(&login.fingerprint) {
+            return LoginStanding::Valid;
+        }
+        self.standing(login)
+    }
+
     /// Whether `login` still stands: the user exists with the credentials it logged in with.
     /// A database failure keeps the login (logged): a session is not ended on a guess.
-    pub(crate) fn standing(&self, login: &Login) -> LoginStanding {
+    fn standing(&self, login: &Login) -> LoginStanding {
         match self.db.user(&login.name) {
             Ok(Some(record)) if fingerprint(&record) == login.fingerprint => LoginStanding::Valid,
             Ok(Some(_)) => LoginStanding::PasswordChanged,

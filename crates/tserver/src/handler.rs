@@ -18,7 +18,7 @@ use tracing::Instrument;
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, server_frame};
 use tserver_proto::{Decoded, FrameError};
 
-use crate::auth::LoginStanding;
+use crate::auth::{LoginStanding, UserFingerprints};
 use crate::cmd::{self, CallError, error_frame, reply};
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
@@ -133,8 +133,8 @@ pub(crate) struct Handler {
     login_span: tracing::Span,
     /// The log lines this connection may still cause this minute.
     log_budget: LogBudget,
-    /// Told when the `Users` table changes: the login is checked again.
-    users_changed: tokio::sync::watch::Receiver<u64>,
+    /// The `Users` table, sent again when it changes: the login is checked against it.
+    users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
@@ -179,7 +179,7 @@ impl Handler {
             connection_span: tracing::Span::none(),
             login_span: tracing::Span::none(),
             log_budget: LogBudget::default(),
-            users_changed: shared.auth.users_changed(),
+            users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,
         }
@@ -280,9 +280,10 @@ impl Handler {
                 () = self.shutdown.cancelled(), if !self.draining => {
                     self.draining = true;
                 }
-                Ok(()) = self.users_changed.changed(), if self.context.login.is_some() => {
+                Ok(()) = self.users.changed(), if self.context.login.is_some() => {
+                    let users = Arc::clone(&self.users.borrow_and_update());
                     if let Some(login) = &self.context.login {
-                        let standing = self.shared.auth.standing(login);
+                        let standing = self.shared.auth.recheck(login, &users);
                         if standing != LoginStanding::Valid {
                             tracing::info!(?standing, "login revoked by an admin change");
                             return Close::LoginRevoked(standing);

@@ -114,7 +114,8 @@ impl LoginThrottle {
     /// up, the first lockout at the last free one (so the next Hello is throttled), then
     /// doubled per further failure, capped.
     fn lockout_after(&self, count: u32) -> Option<Duration> {
-        let over = count.checked_sub(self.config.free_failures)?;
+        // With no free failures, the first failure earns the first lockout, not twice it.
+        let over = count.checked_sub(self.config.free_failures.max(1))?;
         let factor = 1u32.checked_shl(over.min(31)).unwrap_or(u32::MAX);
         Some(
             self.config
@@ -177,6 +178,16 @@ mod tests {
         assert_eq!(throttle.check(ip(2)), Ok(()), "other addresses are not affected");
         tokio::time::advance(Duration::from_secs(35)).await;
         assert_eq!(throttle.check(ip(1)), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_free_failures_the_first_failure_earns_the_first_lockout() {
+        let throttle = LoginThrottle::new(LoginThrottleConfig {
+            free_failures: 0,
+            ..config()
+        });
+        assert_eq!(throttle.failed(ip(1)).1, Some(Duration::from_secs(10)));
+        assert_eq!(throttle.failed(ip(1)).1, Some(Duration::from_secs(20)));
     }
 
     #[tokio::test(start_paused = true)]

@@ -95,6 +95,9 @@ pub(crate) struct Endpoint {
     /// The URL as configured (tokens unresolved), the only form warnings show.
     pub(crate) shown_url: String,
     headers: HeaderMap,
+    /// The secrets this endpoint was resolved with, scrubbed from what a server sends back
+    /// before any of it is cut to an excerpt.
+    redactions: Redactions,
 }
 
 /// The chat-completions request body: `model`, the system message (`system`, already JSON
@@ -161,7 +164,8 @@ impl Endpoint {
         let authorization = resolve_secrets(&settings.authorization, solution, redactions)
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
-        redactions.remember_credentials(&headers);
+        redactions.remember_headers(&headers);
+        redactions.remember_url_credentials(&url);
         let headers = header_map(&headers)?;
         let pooled = PooledTarget::of(&url, &shown_url)?;
         Ok(Self {
@@ -169,6 +173,7 @@ impl Endpoint {
             pooled,
             shown_url,
             headers,
+            redactions: redactions.clone(),
         })
     }
 
@@ -191,6 +196,7 @@ impl Endpoint {
                 status.canonical_reason().unwrap_or(""),
                 location.as_deref(),
                 shown,
+                &self.redactions,
             ));
         }
         if !status.is_success() {
@@ -198,7 +204,7 @@ impl Endpoint {
                 "LLM endpoint returned HTTP {} {}: {} ({shown})",
                 status.as_u16(),
                 status.canonical_reason().unwrap_or(""),
-                quoted_error(&bytes)
+                quoted_error(&bytes, &self.redactions)
             ));
         }
         serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))
@@ -338,7 +344,8 @@ fn transport_error(error: &reqwest::Error) -> String {
 }
 
 /// The message inside an error body of any known server shape, or a short excerpt.
-pub(crate) fn quoted_error(body: &[u8]) -> String {
+/// The message is scrubbed of the call's secrets before it is cut, so none leaks as a prefix.
+pub(crate) fn quoted_error(body: &[u8], redactions: &Redactions) -> String {
     if let Ok(value) = serde_json::from_slice::<Value>(body) {
         let message = match value.get("error") {
             Some(Value::String(message)) => Some(message.as_str()),
@@ -346,14 +353,14 @@ pub(crate) fn quoted_error(body: &[u8]) -> String {
             _ => value.get("message").and_then(Value::as_str),
         };
         if let Some(message) = message {
-            return message.chars().take(MAX_QUOTED).collect();
+            return redactions.scrub(message).chars().take(MAX_QUOTED).collect();
         }
     }
     let text = String::from_utf8_lossy(body);
     match text.trim() {
         "" => "(empty body)".to_owned(),
         html if html.starts_with('<') => format!("(an HTML page of {} bytes)", body.len()),
-        other => other.chars().take(MAX_QUOTED).collect(),
+        other => redactions.scrub(other).chars().take(MAX_QUOTED).collect(),
     }
 }
 

@@ -226,6 +226,7 @@ impl ChatPath {
             )
             .await;
         self.transcripts.settle(&session, transcript.bytes());
+        self.transcripts.touch(&session);
         drop(transcript);
         self.transcripts.enforce_cache_budget();
         envelope

@@ -222,16 +222,29 @@ impl TranscriptCache {
         self.total_bytes.load(Ordering::Relaxed)
     }
 
-    /// Records that `session`'s transcript now holds `bytes` and was just used.
+    /// Records that `session`'s transcript now holds `bytes`. A removed session counts for
+    /// nothing, whoever settles it last: the check comes after the swap, so of a removal and
+    /// a settle racing each other, one sees the other's work.
     pub(crate) fn settle(&self, session: &Session, bytes: usize) {
-        let before = session.bytes.swap(bytes, Ordering::Relaxed);
-        if bytes >= before {
-            self.total_bytes.fetch_add(bytes - before, Ordering::Relaxed);
-        } else {
-            self.total_bytes.fetch_sub(before - bytes, Ordering::Relaxed);
+        self.account(session, bytes);
+        if session.closed.is_cancelled() {
+            self.account(session, 0);
         }
+    }
+
+    /// Marks `session` as used now (a turn of it just ended), for the cache's eviction order.
+    pub(crate) fn touch(&self, session: &Session) {
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         session.last_used.store(now, Ordering::Relaxed);
+    }
+
+    fn account(&self, session: &Session, bytes: usize) {
+        let before = session.bytes.swap(bytes, Ordering::SeqCst);
+        if bytes >= before {
+            self.total_bytes.fetch_add(bytes - before, Ordering::SeqCst);
+        } else {
+            self.total_bytes.fetch_sub(before - bytes, Ordering::SeqCst);
+        }
     }
 
     /// Past the cache budget, drops whole oldest turns of the least recently used sessions
@@ -278,9 +291,20 @@ impl TranscriptCache {
 /// assistant message with `tool_calls` keeps the `tool` messages answering it (servers answer
 /// 400 to a history that breaks either rule). The newest turn is kept whole even when it
 /// alone has more than `max` messages, but not when it alone has more than `max_bytes`: then
-/// nothing is kept, and this returns `true` (memory is bounded by bytes whatever a turn holds).
+/// it alone is dropped, and this returns `true` (memory is bounded by bytes whatever a turn
+/// holds).
 pub(crate) fn truncate(messages: &mut Vec<HistoryMessage>, max: usize, max_bytes: usize) -> bool {
     let is_turn_start = |messages: &[HistoryMessage], index: &usize| messages[*index].starts_turn;
+    // A newest turn too large to keep goes alone: the earlier turns that fit stay.
+    let newest = (0..messages.len())
+        .rev()
+        .find(|index| is_turn_start(messages, index))
+        .unwrap_or(0);
+    let newest_bytes: usize = messages[newest..].iter().map(|message| message.json.len()).sum();
+    let newest_dropped = newest_bytes > max_bytes;
+    if newest_dropped {
+        messages.truncate(newest);
+    }
     let mut cut = 0;
     if messages.len() > max {
         let earliest = messages.len() - max;
@@ -300,7 +324,6 @@ pub(crate) fn truncate(messages: &mut Vec<HistoryMessage>, max: usize, max_bytes
             .sum::<usize>();
         cut = next;
     }
-    let newest_dropped = cut == messages.len() && cut > 0;
     messages.drain(..cut);
     newest_dropped
 }
@@ -407,6 +430,7 @@ mod tests {
                 .collect();
             let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
             let last_bytes: usize = last_turn.iter().map(|m| m.to_string().len()).sum();
+            let before: Vec<HistoryMessage> = kept.clone();
             let dropped_newest = truncate(&mut kept, usize::MAX, max_bytes);
             let bytes: usize = kept.iter().map(|message| message.json().len()).sum();
             prop_assert!(bytes <= max_bytes);
@@ -416,7 +440,11 @@ mod tests {
                 .map(|message| serde_json::from_str(message.json()).expect("the JSON it was made from"))
                 .collect();
             assert_valid(&messages)?;
-            if !dropped_newest {
+            if dropped_newest {
+                // What is kept is the end of the history before the newest turn.
+                let earlier = &before[..before.len() - last_turn.len()];
+                prop_assert!(earlier.ends_with(&kept));
+            } else {
                 prop_assert!(messages.ends_with(&last_turn));
             }
         }
@@ -428,13 +456,17 @@ mod tests {
         let message = |text: &str| HistoryMessage::new(&serde_json::json!({"role": "user", "content": text}));
         let big = "x".repeat(1000);
         let (old, new) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut sessions = Vec::new();
         for guid in [old, new] {
             let ticket = cache.ticket(guid);
             let session = Arc::clone(ticket.session());
+            sessions.push(Arc::clone(&session));
             let mut transcript = session.transcript.try_lock().expect("free");
             transcript.messages = (0..4).map(|_| message(&big)).collect();
             let bytes = transcript.bytes();
             cache.settle(&session, bytes);
+            cache.touch(&session);
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let per_session = cache.total_bytes() / 2;
         cache.set_budget(TranscriptBudget {
@@ -452,6 +484,9 @@ mod tests {
         assert_eq!(held(new), Some(per_session), "the recent session is whole");
         assert!(held(old) < Some(per_session), "the older session paid");
         cache.remove(old);
+        // A turn of the removed session ending late must not put its bytes back.
+        cache.settle(&sessions[0], 4000);
+        assert_eq!(cache.total_bytes(), per_session);
         cache.remove(new);
         assert_eq!(cache.total_bytes(), 0, "removal gives the bytes back");
     }

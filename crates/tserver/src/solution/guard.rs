@@ -60,9 +60,10 @@ impl ServeLock {
             "tserver pid {} on {host}, serving since {since}, listening on {listen}\n",
             std::process::id()
         );
-        file.set_len(0)
-            .and_then(|()| file.rewind())
+        // Written over the old text, then cut to length: a reader never sees it empty.
+        file.rewind()
             .and_then(|()| file.write_all(holder.as_bytes()))
+            .and_then(|()| file.set_len(holder.len() as u64))
             .map_err(failed)?;
         Ok(Self { _file: file })
     }

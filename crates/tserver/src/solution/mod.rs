@@ -227,7 +227,11 @@ impl SolutionDb {
         let pooled = self.readers.lock().map(|mut pool| pool.pop()).unwrap_or(None);
         let connection = match pooled {
             Some(connection) => connection,
-            None => open_connection(&self.path)?,
+            None => {
+                // The path may name another file now: only connections to the lost one serve.
+                self.refuse_if_lost()?;
+                open_connection(&self.path)?
+            }
         };
         let result = read(&connection);
         if let Ok(mut pool) = self.readers.lock()
