@@ -194,7 +194,9 @@ impl Authenticator {
                 tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: unknown user or wrong password");
             }
             Err(LoginError::Throttled(wait)) => {
-                tracing::warn!(%peer, user = %ClientText(user_name), retry_in = ?wait, "login refused: address locked out");
+                // The failure that earned the lockout was logged at warn, with the lockout; a
+                // locked-out address retrying in a loop must not fill the log.
+                tracing::debug!(%peer, user = %ClientText(user_name), retry_in = ?wait, "login refused: address locked out");
             }
             Err(LoginError::Internal(_)) => {}
         }

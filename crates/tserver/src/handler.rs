@@ -178,7 +178,7 @@ impl Handler {
             seat: Some(slots.seat),
             connection_span: tracing::Span::none(),
             login_span: tracing::Span::none(),
-            log_budget: LogBudget::default(),
+            log_budget: LogBudget::new("this connection"),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,

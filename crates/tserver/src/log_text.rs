@@ -37,27 +37,29 @@ const LINES_PER_WINDOW: u32 = 20;
 /// The window of [`LINES_PER_WINDOW`].
 const WINDOW: Duration = Duration::from_secs(60);
 
-/// A connection's allowance of log lines it causes (logins, logouts, refusals): a burst of
-/// [`LINES_PER_WINDOW`] per minute, then one line saying the rest is suppressed, and at the
-/// next window a count of what was.
+/// An allowance of log lines for one source (a connection, or the accept loop's refusals): a
+/// burst of [`LINES_PER_WINDOW`] per minute, then one line saying the rest are counted, and at
+/// the next window the count.
 #[derive(Debug)]
 pub(crate) struct LogBudget {
+    /// What causes the lines, as the suppression notices name it ("this connection").
+    source: &'static str,
     window_start: Instant,
     used: u32,
     suppressed: u64,
 }
 
-impl Default for LogBudget {
-    fn default() -> Self {
+impl LogBudget {
+    /// A full allowance for `source`.
+    pub(crate) fn new(source: &'static str) -> Self {
         Self {
+            source,
             window_start: Instant::now(),
             used: 0,
             suppressed: 0,
         }
     }
-}
 
-impl LogBudget {
     /// Whether the next line may be written; says so in the log when lines start or stop
     /// being suppressed.
     pub(crate) fn allow(&mut self) -> bool {
@@ -66,14 +68,11 @@ impl LogBudget {
             if self.suppressed > 0 {
                 tracing::warn!(
                     suppressed = self.suppressed,
-                    "log lines of this connection were suppressed (more than {LINES_PER_WINDOW} a minute)"
+                    "log lines of {} were suppressed (more than {LINES_PER_WINDOW} a minute)",
+                    self.source
                 );
             }
-            *self = Self {
-                window_start: now,
-                used: 0,
-                suppressed: 0,
-            };
+            *self = Self::new(self.source);
         }
         self.used = self.used.saturating_add(1);
         if self.used <= LINES_PER_WINDOW {
@@ -81,7 +80,8 @@ impl LogBudget {
         }
         if self.suppressed == 0 {
             tracing::warn!(
-                "this connection logs more than {LINES_PER_WINDOW} lines a minute; the rest of this minute's are counted, not written"
+                "{} logs more than {LINES_PER_WINDOW} lines a minute; the rest of this minute's are counted, not written",
+                self.source
             );
         }
         self.suppressed += 1;
@@ -108,7 +108,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_logs_a_burst_per_minute_then_is_counted() {
-        let mut budget = LogBudget::default();
+        let mut budget = LogBudget::new("this connection");
         let allowed = (0..100).filter(|_| budget.allow()).count();
         assert_eq!(allowed, LINES_PER_WINDOW as usize);
         assert_eq!(budget.suppressed, 100 - u64::from(LINES_PER_WINDOW));

@@ -17,6 +17,7 @@ use crate::cmd::error_frame;
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::handler::{Handler, Slots};
+use crate::log_text::LogBudget;
 use crate::waiting::WaitingRoom;
 use crate::{Runtime, ServerConfig};
 
@@ -106,6 +107,7 @@ impl Server {
             tracker: TaskTracker::new(),
             shutdown,
             hard_stop: CancellationToken::new(),
+            refusals_logged: std::sync::Mutex::new(LogBudget::new("refused connections")),
         };
         listener.run().await;
     }
@@ -122,6 +124,8 @@ struct Listener {
     shutdown: CancellationToken,
     /// Cancelled when the grace period ends.
     hard_stop: CancellationToken,
+    /// The log lines refused connections may cause: a connection flood must not fill the disk.
+    refusals_logged: std::sync::Mutex<LogBudget>,
 }
 
 impl Listener {
@@ -173,10 +177,19 @@ impl Listener {
         tracing::info!("shut down");
     }
 
+    /// Whether a refusal may be logged now (see `refusals_logged`).
+    fn refusal_may_log(&self) -> bool {
+        self.refusals_logged
+            .lock()
+            .map_or(true, |mut budget| budget.allow())
+    }
+
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
-            tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
+            if self.refusal_may_log() {
+                tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
+            }
             let message = format!(
                 "too many connections (limit {}); try again later",
                 config.max_connections
@@ -186,7 +199,9 @@ impl Listener {
             return;
         };
         let Some(seat) = self.shared.waiting.enter() else {
-            tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: every connection waiting to log in is saying Hello");
+            if self.refusal_may_log() {
+                tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: every connection waiting to log in is saying Hello");
+            }
             let message = format!(
                 "too many connections waiting to log in (limit {}); try again later",
                 config.max_unauthenticated
