@@ -257,7 +257,7 @@ async fn bodies_that_are_not_answers_are_errors() {
         "not JSON",
         "no choices",
         "no answer content",
-        "reading the response failed",
+        "the response could not be read",
     ];
     let llm = ScriptedLlm::start(replies).await.expect("llm");
     let solution = solution_for(&llm.url());

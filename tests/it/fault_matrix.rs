@@ -340,6 +340,32 @@ fn cases() -> Vec<Case> {
             atomic: ok("token limit"),
         },
         Case {
+            name: "cut by the content filter",
+            upstream: || {
+                script(vec![Reply::status(
+                    200,
+                    json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "The pump"}, "finish_reason": "content_filter"}]}),
+                )])
+            },
+            chat: ok("finish_reason: content_filter"),
+            kept: 2,
+            trace: &[],
+            atomic: ok("finish_reason: content_filter"),
+        },
+        Case {
+            name: "500 with a long message",
+            upstream: || {
+                script(vec![Reply::status(
+                    500,
+                    json!({"error": {"message": format!("overloaded {}", "x".repeat(2000))}}),
+                )])
+            },
+            chat: error("HTTP 500 Internal Server Error: overloaded xxx"),
+            kept: 0,
+            trace: &[],
+            atomic: error("HTTP 500 Internal Server Error: overloaded xxx"),
+        },
+        Case {
             name: "tool calls forever",
             upstream: || {
                 script(
@@ -570,6 +596,11 @@ async fn every_upstream_fault_gives_the_right_envelope_on_both_paths() {
         let started = Instant::now();
         let envelope = client.chat_envelope("How is Pump 1?").await.expect("an envelope");
         check(case.name, "chat", case.chat, &envelope, started.elapsed());
+        // Each path gets its own server: the URL is the one part that may differ.
+        let chat_warning = envelope
+            .warnings
+            .first()
+            .map(|warning| warning.replace(&url, "URL"));
         let statuses: Vec<ToolStatus> = envelope.tool_trace.iter().map(|entry| entry.status).collect();
         assert_eq!(statuses, case.trace, "{} / chat trace: {envelope:?}", case.name);
 
@@ -601,6 +632,23 @@ async fn every_upstream_fault_gives_the_right_envelope_on_both_paths() {
         let json = toolkit.ai_execute_async("How is Pump 1?").await;
         let envelope: Envelope = serde_json::from_str(&json).expect("an envelope");
         check(case.name, "atomic", case.atomic, &envelope, started.elapsed());
+        // Both paths read the server through one dialect: what they tell the operator about
+        // the same answer is the same, word for word (the budget warnings name their budget).
+        let worded_alike = case.chat.warning == case.atomic.warning
+            && !case.chat.warning.is_empty()
+            && !case.chat.slow
+            && case.trace.is_empty();
+        if worded_alike {
+            assert_eq!(
+                chat_warning,
+                envelope
+                    .warnings
+                    .first()
+                    .map(|warning| warning.replace(&url, "URL")),
+                "{}: the paths word it differently",
+                case.name
+            );
+        }
         if let Some(llm) = llm {
             let posts = llm.requests();
             assert!(posts.len() <= 1, "{} / atomic retried", case.name);

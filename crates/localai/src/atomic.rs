@@ -2,11 +2,11 @@
 //!
 //! Gate 1, parse the query, read fresh settings, resolve secrets and `{Tag.X}`, decode the
 //! auth, build one `messages` array, POST once within the wall-clock budget, read
-//! `choices[0].message.content`. No tools, no transcript, no hooks, no retry. Everything here,
-//! the HTTP POST included, belongs to this path alone: the chat path has its own copy, so the
-//! two can diverge without coupling (the spec locks their independence).
+//! `choices[0].message.content`. No tools, no transcript, no hooks, no retry. The execution,
+//! the HTTP POST included, belongs to this path alone: the chat path has its own, so the two
+//! run independently (the spec locks that). What the server answers is read through
+//! [`crate::dialect`], as the chat path reads it, so the two never word it differently.
 
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,16 +14,14 @@ use ai_envelope::Envelope;
 use serde_json::{Value, json};
 
 use crate::auth::{decode_authorization, decode_headers};
+use crate::dialect::{
+    MAX_RESPONSE_BYTES, parse_json, read_reply, reqwest_failure, status_warning, too_large,
+    transport_warning, unreadable_warning,
+};
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
 use crate::settings::ModelSettings;
 use crate::{Solution, gates};
-
-/// The most response bytes read; a larger body is an error, never an unbounded allocation.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-
-/// The longest excerpt of a non-JSON error body quoted in a warning.
-const MAX_QUOTED_BODY: usize = 200;
 
 /// A script's query: plain text, or `{"system", "user", "context", "metadata"}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,7 +212,7 @@ async fn post(
     let mut response = request
         .send()
         .await
-        .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", describe(&error)))?;
+        .map_err(|error| transport_warning(&reqwest_failure(&error), shown))?;
     let status = response.status();
     if status.is_redirection() {
         let location = response
@@ -230,113 +228,37 @@ async fn post(
         ));
     }
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|error| {
-        format!(
-            "LLM endpoint HTTP error: reading the response failed: {} ({shown})",
-            describe(&error)
-        )
-    })? {
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| unreadable_warning(&reqwest_failure(&error), shown))?
+    {
         if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(format!(
-                "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
-            ));
+            return Err(too_large(shown));
         }
         bytes.extend_from_slice(&chunk);
     }
     if !status.is_success() {
-        let reason = status.canonical_reason().unwrap_or("");
-        return Err(format!(
-            "LLM endpoint returned HTTP {} {reason}: {} ({shown})",
-            status.as_u16(),
-            error_message(&bytes, &endpoint.redactions)
-        ));
+        return Err(status_warning(status, &bytes, shown, &endpoint.redactions));
     }
-    let value: Value =
-        serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))?;
-    answer(&value)
+    answer(&parse_json(&bytes)?)
 }
 
-/// `choices[0].message.content`, never a reasoning field, plus warnings about the answer.
+/// The answer of a chat-completions response, read as the chat path reads one (never a
+/// reasoning field), plus the warning about why the model stopped, if any. The atomic path
+/// offers no tools, so a reply that asks for some has no answer.
 pub(crate) fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
-    let choice = value
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first())
-        .ok_or("LLM response has no choices")?;
-    let message = choice
-        .get("message")
-        .ok_or("LLM response choice has no message")?;
-    let mut warnings = Vec::new();
-    match choice.get("finish_reason").and_then(Value::as_str) {
-        Some("length") => warnings
-            .push("the answer was cut short by the model's token limit (finish_reason: length)".to_owned()),
-        Some("content_filter") => warnings
-            .push("the model's content filter cut the answer (finish_reason: content_filter)".to_owned()),
-        _ => {}
+    let mut unnamed = 0_u32;
+    let reply = read_reply(value, &[], &mut || {
+        unnamed += 1;
+        format!("call_{unnamed}")
+    })?;
+    if !reply.calls.is_empty() {
+        return Err("the model asked for tool calls, but the atomic path offers no tools".to_owned());
     }
-    match message.get("content") {
-        Some(Value::String(text)) => Ok((text.clone(), warnings)),
-        _ if message.get("tool_calls").is_some() => {
-            Err("the model asked for tool calls, but the atomic path offers no tools".to_owned())
-        }
-        _ => Err("LLM response has no answer content".to_owned()),
-    }
-}
-
-/// The message of an error body in OpenAI, Ollama, llama.cpp or vLLM shape, or an excerpt.
-/// It is scrubbed of the call's secrets before it is cut, so none leaks as a prefix.
-pub(crate) fn error_message(body: &[u8], redactions: &Redactions) -> String {
-    if let Ok(value) = serde_json::from_slice::<Value>(body) {
-        let message = match value.get("error") {
-            Some(Value::String(message)) => Some(message.as_str()),
-            Some(Value::Object(error)) => error.get("message").and_then(Value::as_str),
-            _ => value.get("message").and_then(Value::as_str),
-        };
-        if let Some(message) = message {
-            return redactions
-                .scrub(message)
-                .chars()
-                .take(MAX_QUOTED_BODY * 2)
-                .collect();
-        }
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() {
-        "(empty body)".to_owned()
-    } else if text.starts_with('<') {
-        format!("(an HTML page of {} bytes)", body.len())
-    } else {
-        redactions.scrub(text).chars().take(MAX_QUOTED_BODY).collect()
-    }
-}
-
-/// A transport error in plain words, without the URL (which may hold resolved secrets).
-fn describe(error: &reqwest::Error) -> String {
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionRefused => "Connection refused".to_owned(),
-                std::io::ErrorKind::ConnectionReset => "Connection reset by the server".to_owned(),
-                std::io::ErrorKind::ConnectionAborted => "Connection aborted".to_owned(),
-                std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".to_owned(),
-                _ => io.to_string(),
-            };
-        }
-        let text = cause.to_string();
-        if text.contains("dns error") || text.contains("failed to lookup address") {
-            return "cannot resolve the host name".to_owned();
-        }
-        source = cause.source();
-    }
-    if error.is_connect() {
-        "cannot connect".to_owned()
-    } else if error.is_body() || error.is_decode() {
-        "the response body could not be read (the connection closed early)".to_owned()
-    } else {
-        "the request could not be completed".to_owned()
-    }
+    let text = reply.content.ok_or("LLM response has no answer content")?;
+    let warnings = reply.finish.warning().map(str::to_owned).into_iter().collect();
+    Ok((text, warnings))
 }
 
 #[cfg(test)]
@@ -382,36 +304,6 @@ mod tests {
             "   ",
         ] {
             assert!(AtomicQuery::parse(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn error_bodies_of_every_server_shape_give_their_message() {
-        let cases = [
-            (
-                r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
-                "Incorrect API key",
-            ),
-            (
-                r#"{"error":"model 'llama9' not found"}"#,
-                "model 'llama9' not found",
-            ),
-            (
-                r#"{"error":{"code":400,"message":"context too long","type":"exceed_context_size_error"}}"#,
-                "context too long",
-            ),
-            (
-                r#"{"object":"error","message":"max_tokens too large","type":"BadRequestError","code":400}"#,
-                "max_tokens too large",
-            ),
-            (
-                "<html><body>502 Bad Gateway</body></html>",
-                "(an HTML page of 41 bytes)",
-            ),
-            ("", "(empty body)"),
-        ];
-        for (body, expected) in cases {
-            assert_eq!(error_message(body.as_bytes(), &Redactions::default()), expected);
         }
     }
 

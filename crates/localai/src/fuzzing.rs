@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use crate::settings::{ModelSettings, SettingsDocument};
-use crate::{atomic, auth, chat};
+use crate::{atomic, auth, chat, dialect};
 
 /// Tool names offered to the reply reader, as a chat turn with every category on would.
 const OFFERED: &[&str] = &[
@@ -37,8 +37,7 @@ pub fn queries(text: &str) {
 /// call read has an id and a name; error quotes stay short.
 pub fn llm_response(body: &[u8]) {
     let none = crate::secrets::Redactions::default();
-    assert!(chat::llm::quoted_error(body, &none).chars().count() <= 1_000);
-    assert!(atomic::error_message(body, &none).chars().count() <= 1_000);
+    assert!(dialect::error_message(body, &none).chars().count() <= 1_000);
     let Ok(value) = serde_json::from_slice::<Value>(body) else {
         return;
     };
@@ -48,7 +47,7 @@ pub fn llm_response(body: &[u8]) {
         next += 1;
         format!("call_{next}")
     };
-    if let Ok(reply) = chat::llm::read_reply(&value, OFFERED, &mut new_id) {
+    if let Ok(reply) = dialect::read_reply(&value, OFFERED, &mut new_id) {
         for call in &reply.calls {
             assert!(!call.id.is_empty(), "a tool call without an id");
             assert!(!call.name.is_empty(), "a tool call without a name");

@@ -6,7 +6,8 @@
 //!
 //! The anchors are the settings accessors ([`settings`]), the master gates ([`gates`]), the
 //! secret resolver ([`secrets`]), the tag expression resolver ([`expressions`]), the
-//! Authorization decoder ([`auth`]) and the reply envelope ([`ai_envelope`]). This crate never
+//! Authorization decoder ([`auth`]), the reader of what model servers send (`dialect`: replies,
+//! tool calls, usage, errors) and the reply envelope ([`ai_envelope`]). This crate never
 //! sees a socket, a protobuf message or a database: the host implements [`Solution`] to give it
 //! settings, secrets and tag values.
 
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
 pub use chat::transcript::TranscriptBudget;
+pub use dialect::Usage;
 use futures::FutureExt;
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
 use uuid::Uuid;

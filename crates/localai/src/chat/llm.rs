@@ -1,31 +1,27 @@
-//! The chat path's own conversation with the model: endpoint resolution, the POST, and a
-//! tolerant reading of what real OpenAI-compatible servers send back (see
-//! `local-ai-facts.md`). This is deliberately a separate copy from the atomic path's: the spec
-//! keeps the two paths' HTTP code apart so they can diverge without coupling.
+//! The chat path's own conversation with the model: endpoint resolution, the request body and
+//! the POST, on its own pool or reqwest. The spec keeps the two paths' execution apart; what
+//! the server answers is read through `crate::dialect`, as the atomic path reads it.
 
-use std::error::Error;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::connections::{Exchange, ExchangeError, ModelConnections, Origin, location};
 use super::transcript::HistoryMessage;
 
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
+use crate::dialect::{
+    MAX_RESPONSE_BYTES, parse_json, plain_cause, reqwest_failure, status_warning, too_large,
+    transport_warning, unreadable_warning,
+};
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
 use crate::settings::ModelSettings;
 use crate::tools::ToolDefinition;
-
-/// The most response bytes read from one POST.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-
-/// The longest excerpt of an error body quoted in a warning.
-const MAX_QUOTED: usize = 300;
 
 /// The chat path's two ways to a model server: its own pool for plain-HTTP servers reached
 /// directly (see `connections.rs` for why), reqwest for HTTPS and for anything behind a proxy.
@@ -200,14 +196,9 @@ impl Endpoint {
             ));
         }
         if !status.is_success() {
-            return Err(format!(
-                "LLM endpoint returned HTTP {} {}: {} ({shown})",
-                status.as_u16(),
-                status.canonical_reason().unwrap_or(""),
-                quoted_error(&bytes, &self.redactions)
-            ));
+            return Err(status_warning(status, &bytes, shown, &self.redactions));
         }
-        serde_json::from_slice(&bytes).map_err(|error| format!("LLM response is not JSON: {error}"))
+        parse_json(&bytes)
     }
 
     /// The POST on the chat path's own pool.
@@ -229,17 +220,14 @@ impl Endpoint {
         }
         match pool.exchange(&target.origin, request, MAX_RESPONSE_BYTES).await {
             Ok(exchange) => Ok(exchange),
-            Err(ExchangeError::TooLarge) => Err(format!(
-                "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
-            )),
+            Err(ExchangeError::TooLarge) => Err(too_large(shown)),
             Err(error) => {
-                let stage = match error {
-                    ExchangeError::Body(_) => "the response could not be read: ",
-                    _ => "",
-                };
                 let cause =
                     plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned());
-                Err(format!("LLM endpoint HTTP error: {stage}{cause} ({shown})"))
+                Err(match error {
+                    ExchangeError::Body(_) => unreadable_warning(&cause, shown),
+                    _ => transport_warning(&cause, shown),
+                })
             }
         }
     }
@@ -254,22 +242,18 @@ impl Endpoint {
             .body(body)
             .send()
             .await
-            .map_err(|error| format!("LLM endpoint HTTP error: {} ({shown})", transport_error(&error)))?;
+            .map_err(|error| transport_warning(&reqwest_failure(&error), shown))?;
         let status = response.status();
         let location = location(response.headers());
         let mut bytes = Vec::new();
         loop {
-            let chunk = response.chunk().await.map_err(|error| {
-                format!(
-                    "LLM endpoint HTTP error: the response could not be read: {} ({shown})",
-                    transport_error(&error)
-                )
-            })?;
+            let chunk = response
+                .chunk()
+                .await
+                .map_err(|error| unreadable_warning(&reqwest_failure(&error), shown))?;
             let Some(chunk) = chunk else { break };
             if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(format!(
-                    "LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown})"
-                ));
+                return Err(too_large(shown));
             }
             bytes.extend_from_slice(&chunk);
         }
@@ -295,299 +279,11 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, String> {
     Ok(map)
 }
 
-/// The first cause in an error's chain that says something a reader can act on, in plain
-/// words; `None` when no cause does.
-fn plain_cause(error: &(dyn Error + 'static)) -> Option<String> {
-    let mut cause = Some(error);
-    while let Some(inner) = cause {
-        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            return Some(match io.kind() {
-                std::io::ErrorKind::ConnectionRefused => "Connection refused".to_owned(),
-                std::io::ErrorKind::ConnectionReset => "Connection reset by the server".to_owned(),
-                std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".to_owned(),
-                _ => io.to_string(),
-            });
-        }
-        if inner
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_incomplete_message)
-        {
-            return Some("the server closed the connection early".to_owned());
-        }
-        if matches!(
-            inner.downcast_ref::<ExchangeError>(),
-            Some(ExchangeError::Resolve)
-        ) {
-            return Some("cannot resolve the host name".to_owned());
-        }
-        let text = inner.to_string();
-        if text.contains("dns error") || text.contains("failed to lookup address") {
-            return Some("cannot resolve the host name".to_owned());
-        }
-        cause = inner.source();
-    }
-    None
-}
-
-/// A reqwest failure in plain words, never quoting the (possibly secret-bearing) URL that the
-/// error's own text carries: only its causes are read.
-fn transport_error(error: &reqwest::Error) -> String {
-    if let Some(cause) = error.source().and_then(plain_cause) {
-        cause
-    } else if error.is_connect() {
-        "cannot connect".to_owned()
-    } else if error.is_body() || error.is_decode() {
-        "the connection closed before the whole response arrived".to_owned()
-    } else {
-        "the request could not be completed".to_owned()
-    }
-}
-
-/// The message inside an error body of any known server shape, or a short excerpt.
-/// The message is scrubbed of the call's secrets before it is cut, so none leaks as a prefix.
-pub(crate) fn quoted_error(body: &[u8], redactions: &Redactions) -> String {
-    if let Ok(value) = serde_json::from_slice::<Value>(body) {
-        let message = match value.get("error") {
-            Some(Value::String(message)) => Some(message.as_str()),
-            Some(Value::Object(error)) => error.get("message").and_then(Value::as_str),
-            _ => value.get("message").and_then(Value::as_str),
-        };
-        if let Some(message) = message {
-            return redactions.scrub(message).chars().take(MAX_QUOTED).collect();
-        }
-    }
-    let text = String::from_utf8_lossy(body);
-    match text.trim() {
-        "" => "(empty body)".to_owned(),
-        html if html.starts_with('<') => format!("(an HTML page of {} bytes)", body.len()),
-        other => redactions.scrub(other).chars().take(MAX_QUOTED).collect(),
-    }
-}
-
-/// How the model asked for tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Channel {
-    /// The `tool_calls` field of the assistant message.
-    Native,
-    /// Written into `content`: `<tool_call>{...}</tool_call>` or a bare JSON object.
-    Text,
-}
-
-/// A tool call's arguments as the model sent them.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Arguments {
-    /// A JSON object (sent as an object or as a string holding one).
-    Object(Value),
-    /// Anything else: answered to the model as an error, never echoed into the history.
-    Unparsable(String),
-}
-
-/// One tool call.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolCall {
-    /// The call id (generated when the server sent none).
-    pub(crate) id: String,
-    /// The tool asked for.
-    pub(crate) name: String,
-    /// Its arguments.
-    pub(crate) arguments: Arguments,
-}
-
-impl ToolCall {
-    /// The call as the history holds it: arguments always a valid JSON object string.
-    pub(crate) fn history_entry(&self) -> Value {
-        let arguments = match &self.arguments {
-            Arguments::Object(object) => object.to_string(),
-            Arguments::Unparsable(_) => "{}".to_owned(),
-        };
-        json!({"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}})
-    }
-}
-
-/// The assistant's reply, read tolerantly.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct AssistantReply {
-    /// The answer text (never a reasoning field); `None` when absent or null.
-    pub(crate) content: Option<String>,
-    /// The tool calls, from whichever channel carried them.
-    pub(crate) calls: Vec<ToolCall>,
-    /// Which channel that was (meaningful when `calls` is not empty).
-    pub(crate) channel: Channel,
-    /// Whether the model stopped at its token limit.
-    pub(crate) cut_at_length: bool,
-}
-
-/// Reads `choices[0]` of a chat-completions response. Text-channel tool calls are looked for
-/// only when tools were offered (`offered` holds their names); `new_id` names calls that came
-/// without an id.
-pub(crate) fn read_reply(
-    response: &Value,
-    offered: &[&str],
-    new_id: &mut dyn FnMut() -> String,
-) -> Result<AssistantReply, String> {
-    let choice = response
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first())
-        .ok_or("LLM response has no choices")?;
-    let message = choice
-        .get("message")
-        .ok_or("LLM response choice has no message")?;
-    let cut_at_length = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
-    let content = message.get("content").and_then(Value::as_str).map(str::to_owned);
-    let native: Vec<ToolCall> = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .map(|calls| {
-            calls
-                .iter()
-                .filter_map(|call| native_call(call, new_id))
-                .collect()
-        })
-        .unwrap_or_default();
-    if !native.is_empty() {
-        return Ok(AssistantReply {
-            content: content.filter(|text| !text.trim().is_empty()),
-            calls: native,
-            channel: Channel::Native,
-            cut_at_length,
-        });
-    }
-    if !offered.is_empty()
-        && let Some(text) = &content
-        && let Some((calls, rest)) = text_calls(text, offered, new_id)
-    {
-        return Ok(AssistantReply {
-            content: Some(rest).filter(|rest| !rest.trim().is_empty()),
-            calls,
-            channel: Channel::Text,
-            cut_at_length,
-        });
-    }
-    Ok(AssistantReply {
-        content,
-        calls: Vec::new(),
-        channel: Channel::Native,
-        cut_at_length,
-    })
-}
-
-fn native_call(call: &Value, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
-    let function = call.get("function")?;
-    let name = function.get("name").and_then(Value::as_str)?.to_owned();
-    let id = call
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .map_or_else(&mut *new_id, str::to_owned);
-    Some(ToolCall {
-        id,
-        name,
-        arguments: arguments(function.get("arguments")),
-    })
-}
-
-/// Arguments sent as an object, a string holding an object, or nothing (an empty object).
-fn arguments(raw: Option<&Value>) -> Arguments {
-    match raw {
-        None | Some(Value::Null) => Arguments::Object(json!({})),
-        Some(object @ Value::Object(_)) => Arguments::Object(object.clone()),
-        Some(Value::String(text)) if text.trim().is_empty() => Arguments::Object(json!({})),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(object @ Value::Object(_)) => Arguments::Object(object),
-            _ => Arguments::Unparsable(text.clone()),
-        },
-        Some(other) => Arguments::Unparsable(other.to_string()),
-    }
-}
-
-/// Tool calls written as text: `<tool_call>{"name", "arguments"}</tool_call>` blocks (any
-/// name: the model clearly meant a call), or content that is only a JSON object (or array of
-/// objects) naming offered tools. Returns the calls and the text outside them.
-fn text_calls(
-    text: &str,
-    offered: &[&str],
-    new_id: &mut dyn FnMut() -> String,
-) -> Option<(Vec<ToolCall>, String)> {
-    const OPEN: &str = "<tool_call>";
-    const CLOSE: &str = "</tool_call>";
-    if text.contains(OPEN) {
-        let mut calls = Vec::new();
-        let mut rest = String::new();
-        let mut remaining = text;
-        while let Some(start) = remaining.find(OPEN) {
-            rest.push_str(&remaining[..start]);
-            let after = &remaining[start + OPEN.len()..];
-            // A model cut short may never write the closing tag.
-            let (inner, next) = match after.find(CLOSE) {
-                Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
-                None => (after, ""),
-            };
-            let call = serde_json::from_str::<Value>(strip_fence(inner))
-                .ok()
-                .and_then(|value| named_call(&value, new_id));
-            match call {
-                Some(call) => calls.push(call),
-                // An unreadable block: a call the model meant but we cannot name. Answered
-                // to the model as an error under a placeholder name, never echoed back.
-                None => calls.push(ToolCall {
-                    id: new_id(),
-                    name: "unreadable_tool_call".to_owned(),
-                    arguments: Arguments::Unparsable(inner.trim().to_owned()),
-                }),
-            }
-            remaining = next;
-        }
-        rest.push_str(remaining);
-        return Some((calls, rest.trim().to_owned()));
-    }
-    let value: Value = serde_json::from_str(strip_fence(text)).ok()?;
-    let candidates = match &value {
-        Value::Array(items) if !items.is_empty() => items.iter().collect(),
-        Value::Object(_) => vec![&value],
-        _ => return None,
-    };
-    let calls: Vec<ToolCall> = candidates
-        .into_iter()
-        .map(|candidate| named_call(candidate, new_id).filter(|call| offered.contains(&call.name.as_str())))
-        .collect::<Option<_>>()?;
-    Some((calls, String::new()))
-}
-
-/// `{"name": "...", "arguments" | "parameters": ...}`, optionally wrapped as
-/// `{"function": {...}}`.
-fn named_call(value: &Value, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
-    let value = value.get("function").filter(|f| f.is_object()).unwrap_or(value);
-    let name = value.get("name").and_then(Value::as_str)?.trim().to_owned();
-    if name.is_empty() {
-        return None;
-    }
-    Some(ToolCall {
-        id: new_id(),
-        name,
-        arguments: arguments(value.get("arguments").or_else(|| value.get("parameters"))),
-    })
-}
-
-/// The text inside a Markdown code fence, if it is one.
-fn strip_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(inner) = trimmed.strip_prefix("```") else {
-        return trimmed;
-    };
-    let inner = inner.strip_suffix("```").unwrap_or(inner);
-    // Drop the language tag on the opening line (```json).
-    match inner.split_once('\n') {
-        Some((tag, body)) if !tag.trim().starts_with('{') && !tag.trim().starts_with('[') => body.trim(),
-        _ => inner.trim(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use serde_json::json;
 
-    const OFFERED: &[&str] = &["runtime_get_value", "runtime_search_uns"];
+    use super::*;
 
     #[test]
     fn the_request_body_is_the_json_value_it_stands_for() {
@@ -630,129 +326,5 @@ mod tests {
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})
         );
-    }
-
-    fn read(response: Value, offered: &[&str]) -> AssistantReply {
-        let mut n = 0;
-        read_reply(&response, offered, &mut || {
-            n += 1;
-            format!("gen_{n}")
-        })
-        .expect("reads")
-    }
-
-    fn message(message: Value) -> Value {
-        json!({"choices": [{"message": message, "finish_reason": "stop"}]})
-    }
-
-    #[test]
-    fn native_calls_with_string_or_object_arguments_and_missing_ids() {
-        let reply = read(
-            message(json!({"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "runtime_get_value", "arguments": "{\"tag\":\"Pump1.FlowRate\"}"}},
-                {"function": {"name": "runtime_get_value", "arguments": {"tag": "Tank1.Level"}}},
-                {"function": {"name": "runtime_get_value", "arguments": "{not json"}},
-            ]})),
-            OFFERED,
-        );
-        assert_eq!(reply.channel, Channel::Native);
-        assert_eq!(reply.content, None);
-        let ids: Vec<&str> = reply.calls.iter().map(|call| call.id.as_str()).collect();
-        assert_eq!(ids, ["call_1", "gen_1", "gen_2"]);
-        assert_eq!(
-            reply.calls[0].arguments,
-            Arguments::Object(json!({"tag": "Pump1.FlowRate"}))
-        );
-        assert_eq!(
-            reply.calls[1].arguments,
-            Arguments::Object(json!({"tag": "Tank1.Level"}))
-        );
-        assert_eq!(
-            reply.calls[2].arguments,
-            Arguments::Unparsable("{not json".into())
-        );
-        assert_eq!(
-            reply.calls[2].history_entry()["function"]["arguments"],
-            "{}",
-            "malformed arguments never reach the history"
-        );
-    }
-
-    #[test]
-    fn hermes_tool_call_blocks_in_content() {
-        let reply = read(
-            message(json!({"role": "assistant", "content":
-                "Let me check.\n<tool_call>\n{\"name\": \"runtime_get_value\", \"arguments\": {\"tag\": \"Pump1.MotorCurrent\"}}\n</tool_call>"})),
-            OFFERED,
-        );
-        assert_eq!(reply.channel, Channel::Text);
-        assert_eq!(reply.calls.len(), 1);
-        assert_eq!(reply.calls[0].name, "runtime_get_value");
-        assert_eq!(reply.content.as_deref(), Some("Let me check."));
-        let unclosed = read(
-            message(
-                json!({"role": "assistant", "content": "<tool_call>{\"name\": \"runtime_search_uns\", \"parameters\": {\"query\": \"pump\"}}"}),
-            ),
-            OFFERED,
-        );
-        assert_eq!(
-            unclosed.calls[0].arguments,
-            Arguments::Object(json!({"query": "pump"}))
-        );
-        let garbage = read(
-            message(json!({"role": "assistant", "content": "<tool_call>not json</tool_call>"})),
-            OFFERED,
-        );
-        assert_eq!(garbage.calls[0].name, "unreadable_tool_call");
-    }
-
-    #[test]
-    fn bare_json_counts_only_when_it_names_an_offered_tool() {
-        let fenced = read(
-            message(
-                json!({"role": "assistant", "content": "```json\n{\"name\": \"runtime_get_value\", \"arguments\": \"{\\\"tag\\\": \\\"Tank2.Level\\\"}\"}\n```"}),
-            ),
-            OFFERED,
-        );
-        assert_eq!(fenced.channel, Channel::Text);
-        assert_eq!(
-            fenced.calls[0].arguments,
-            Arguments::Object(json!({"tag": "Tank2.Level"}))
-        );
-        let answer = read(
-            message(json!({"role": "assistant", "content": "{\"name\": \"Pump 1\", \"status\": \"ok\"}"})),
-            OFFERED,
-        );
-        assert!(
-            answer.calls.is_empty(),
-            "JSON that names no offered tool is an answer"
-        );
-        let no_tools = read(
-            message(
-                json!({"role": "assistant", "content": "<tool_call>{\"name\": \"runtime_get_value\"}</tool_call>"}),
-            ),
-            &[],
-        );
-        assert!(
-            no_tools.calls.is_empty(),
-            "no tools offered, no text-channel calls"
-        );
-    }
-
-    #[test]
-    fn reasoning_is_never_the_answer_and_length_is_noted() {
-        let reply = read(
-            json!({"choices": [{"message": {"role": "assistant", "content": "12.4 A",
-                "reasoning": "hmm", "reasoning_content": "hmm"}, "finish_reason": "length"}]}),
-            OFFERED,
-        );
-        assert_eq!(reply.content.as_deref(), Some("12.4 A"));
-        assert!(reply.cut_at_length);
-        let only_reasoning = read(
-            message(json!({"role": "assistant", "reasoning_content": "thinking"})),
-            OFFERED,
-        );
-        assert_eq!(only_reasoning.content, None);
-        assert!(read_reply(&json!({"choices": []}), OFFERED, &mut String::new).is_err());
     }
 }

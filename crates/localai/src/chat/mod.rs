@@ -3,8 +3,8 @@
 //! budget, and the `OnAfterChatReply` hooks.
 //!
 //! It shares no orchestration or HTTP code with the atomic path (its POST lives in `llm.rs`);
-//! the shared anchors are the settings accessors, gates, secret resolver, auth decoder and
-//! envelope.
+//! the shared anchors are the settings accessors, gates, secret resolver, auth decoder,
+//! envelope, and the `dialect` that reads what the model server sends.
 
 mod connections;
 pub(crate) mod llm;
@@ -20,12 +20,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::dialect::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
 use crate::hooks::HookChain;
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
-use llm::{Arguments, AssistantReply, Channel, Endpoint, ToolCall, Transport};
+use llm::{Endpoint, Transport};
 use transcript::{HistoryMessage, Ticket, Transcript, TranscriptCache, truncate};
 
 /// The most one tool dispatch may take (less when the turn's budget has less left).
@@ -368,11 +369,9 @@ impl ChatPath {
             let body = llm::request_body(&settings.name, &system, history, &turn.messages, offered)?;
             let response = endpoint.post(http, body).await?;
             let offered: &[&str] = if last_chance { &[] } else { &names };
-            let reply = llm::read_reply(&response, offered, &mut new_call_id)?;
-            if reply.cut_at_length {
-                turn.warnings.push(
-                    "the model's answer was cut short by its token limit (finish_reason: length)".to_owned(),
-                );
+            let reply = read_reply(&response, offered, &mut new_call_id)?;
+            if let Some(warning) = reply.finish.warning() {
+                turn.warnings.push(warning.to_owned());
             }
             if let Some(text) = reply.content.as_deref().filter(|text| !text.trim().is_empty()) {
                 turn.partial = text.to_owned();

@@ -1,6 +1,20 @@
-//! What a model server's answers mean, worded once for both Local AI paths: each path keeps
-//! its own POST, budget and orchestration, and reads the server's answer through here so the
-//! two never drift in what they tell the operator.
+//! What a model server's answers mean, read and worded once for both Local AI paths: each path
+//! keeps its own POST, budget and orchestration, and reads the server's answer through here
+//! (the reply, its tool calls, why it stopped, its token usage, error bodies, transport
+//! failures, redirects) so the two never drift in what they tell the operator.
+
+mod errors;
+mod reply;
+mod usage;
+
+#[cfg(feature = "fuzzing")]
+pub(crate) use errors::error_message;
+pub(crate) use errors::{
+    MAX_RESPONSE_BYTES, parse_json, plain_cause, reqwest_failure, status_warning, too_large,
+    transport_warning, unreadable_warning,
+};
+pub(crate) use reply::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
+pub use usage::Usage;
 
 use crate::secrets::Redactions;
 

@@ -1,0 +1,189 @@
+//! What went wrong on the way to or from a model server, worded once for both paths: error
+//! bodies of every server dialect quoted the same way, and transport failures in the same plain
+//! words, never quoting a URL (it may hold resolved secrets).
+
+use std::error::Error;
+
+use serde_json::Value;
+
+use crate::secrets::Redactions;
+
+/// The most response bytes either path reads from one POST; a larger body is an error, never
+/// an unbounded allocation.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The longest excerpt of an error body quoted in a warning.
+const MAX_QUOTED: usize = 300;
+
+/// The message inside an error body of the OpenAI, Ollama, llama.cpp or vLLM shape, or a
+/// short excerpt of any other body (an HTML page is described, not quoted). The message is
+/// scrubbed of the call's secrets before it is cut, so none leaks as a prefix.
+pub(crate) fn error_message(body: &[u8], redactions: &Redactions) -> String {
+    if let Ok(value) = serde_json::from_slice::<Value>(body) {
+        let message = match value.get("error") {
+            Some(Value::String(message)) => Some(message.as_str()),
+            Some(Value::Object(error)) => error.get("message").and_then(Value::as_str),
+            _ => value.get("message").and_then(Value::as_str),
+        };
+        if let Some(message) = message {
+            return redactions.scrub(message).chars().take(MAX_QUOTED).collect();
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    match text.trim() {
+        "" => "(empty body)".to_owned(),
+        html if html.starts_with('<') => format!("(an HTML page of {} bytes)", body.len()),
+        other => redactions.scrub(other).chars().take(MAX_QUOTED).collect(),
+    }
+}
+
+/// The warning for a POST that failed before its response arrived.
+pub(crate) fn transport_warning(cause: &str, shown_url: &str) -> String {
+    format!("LLM endpoint HTTP error: {cause} ({shown_url})")
+}
+
+/// The warning for a response whose body could not be read whole.
+pub(crate) fn unreadable_warning(cause: &str, shown_url: &str) -> String {
+    format!("LLM endpoint HTTP error: the response could not be read: {cause} ({shown_url})")
+}
+
+/// The warning for a response with a status other than 2xx (3xx has its own: redirects).
+pub(crate) fn status_warning(
+    status: reqwest::StatusCode,
+    body: &[u8],
+    shown_url: &str,
+    redactions: &Redactions,
+) -> String {
+    format!(
+        "LLM endpoint returned HTTP {} {}: {} ({shown_url})",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        error_message(body, redactions)
+    )
+}
+
+/// A 2xx body as JSON.
+pub(crate) fn parse_json(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|error| format!("LLM response is not JSON: {error}"))
+}
+
+/// The warning for a response body past [`MAX_RESPONSE_BYTES`].
+pub(crate) fn too_large(shown_url: &str) -> String {
+    format!("LLM response exceeds {MAX_RESPONSE_BYTES} bytes ({shown_url})")
+}
+
+/// The first cause in an error's chain that says something a reader can act on, in plain
+/// words; `None` when no cause does.
+pub(crate) fn plain_cause(error: &(dyn Error + 'static)) -> Option<String> {
+    let mut cause = Some(error);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return Some(match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "Connection refused".to_owned(),
+                std::io::ErrorKind::ConnectionReset => "Connection reset by the server".to_owned(),
+                std::io::ErrorKind::ConnectionAborted => "Connection aborted".to_owned(),
+                std::io::ErrorKind::UnexpectedEof => "the server closed the connection early".to_owned(),
+                _ => io.to_string(),
+            });
+        }
+        if inner
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return Some("the server closed the connection early".to_owned());
+        }
+        let text = inner.to_string();
+        if text.contains("dns error")
+            || text.contains("failed to lookup address")
+            || text.contains("cannot resolve the host name")
+        {
+            return Some("cannot resolve the host name".to_owned());
+        }
+        cause = inner.source();
+    }
+    None
+}
+
+/// A reqwest failure in plain words, never quoting the (possibly secret-bearing) URL that the
+/// error's own text carries: only its causes are read.
+pub(crate) fn reqwest_failure(error: &reqwest::Error) -> String {
+    if let Some(cause) = error.source().and_then(plain_cause) {
+        cause
+    } else if error.is_connect() {
+        "cannot connect".to_owned()
+    } else if error.is_body() || error.is_decode() {
+        "the connection closed before the whole response arrived".to_owned()
+    } else {
+        "the request could not be completed".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_every_server_shape_give_their_message() {
+        let cases = [
+            (
+                r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+                "Incorrect API key",
+            ),
+            (
+                r#"{"error":"model 'llama9' not found"}"#,
+                "model 'llama9' not found",
+            ),
+            (
+                r#"{"error":{"code":400,"message":"context too long","type":"exceed_context_size_error"}}"#,
+                "context too long",
+            ),
+            (
+                r#"{"object":"error","message":"max_tokens too large","type":"BadRequestError","code":400}"#,
+                "max_tokens too large",
+            ),
+            (
+                "<html><body>502 Bad Gateway</body></html>",
+                "(an HTML page of 41 bytes)",
+            ),
+            ("", "(empty body)"),
+            ("upstream timed out", "upstream timed out"),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(error_message(body.as_bytes(), &Redactions::default()), expected);
+        }
+    }
+
+    #[test]
+    fn messages_and_excerpts_are_quoted_at_one_length() {
+        let long = "e".repeat(5000);
+        let json = serde_json::json!({"error": {"message": long}}).to_string();
+        for body in [json.as_bytes(), long.as_bytes()] {
+            assert_eq!(
+                error_message(body, &Redactions::default()).chars().count(),
+                MAX_QUOTED
+            );
+        }
+    }
+
+    #[test]
+    fn every_connection_failure_kind_is_worded_alike() {
+        use std::io::{Error as IoError, ErrorKind};
+        let worded = |kind| plain_cause(&IoError::from(kind));
+        assert_eq!(
+            worded(ErrorKind::ConnectionRefused).as_deref(),
+            Some("Connection refused")
+        );
+        assert_eq!(
+            worded(ErrorKind::ConnectionReset).as_deref(),
+            Some("Connection reset by the server")
+        );
+        assert_eq!(
+            worded(ErrorKind::ConnectionAborted).as_deref(),
+            Some("Connection aborted")
+        );
+        assert_eq!(
+            worded(ErrorKind::UnexpectedEof).as_deref(),
+            Some("the server closed the connection early")
+        );
+    }
+}
