@@ -1044,3 +1044,64 @@ async fn transcripts_are_bounded_by_bytes_per_connection_and_for_the_whole_cache
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_turns_token_usage_is_summed_over_its_posts_and_carried_beside_the_envelope() {
+    let with_usage = |mut body: Value, usage: Value| {
+        body["usage"] = usage;
+        Reply::status(200, body)
+    };
+    let rig = ChatRig::start(
+        vec![
+            with_usage(
+                scripted_llm::tool_calls_completion(&[(
+                    "c1".into(),
+                    "runtime_get_value".into(),
+                    r#"{"tag": "Pump1.MotorCurrent"}"#.into(),
+                )]),
+                json!({"prompt_tokens": 300, "completion_tokens": 20,
+                       "prompt_tokens_details": {"cached_tokens": 256}}),
+            ),
+            // Ollama's own counters, in the shape of its native API: no `usage` object.
+            Reply::status(200, {
+                let mut body = scripted_llm::completion("Pump 1 draws 12.4 A.");
+                body.as_object_mut().map(|object| object.remove("usage"));
+                body["prompt_eval_count"] = json!(350);
+                body["eval_count"] = json!(12);
+                body
+            }),
+            // `usage: {}` counts nothing, but the request still counts.
+            with_usage(scripted_llm::completion("Still fine."), json!({})),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let reply = client.chat_reply("How is Pump 1?").await.expect("reply");
+    let usage = reply.usage.expect("the turn reached the model");
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            usage.reasoning_tokens,
+            usage.model_requests
+        ),
+        (650, 32, 256, 0, 2)
+    );
+    let envelope = Envelope::from_json(&reply.reply_json).expect("the envelope");
+    assert_eq!(envelope.text, "Pump 1 draws 12.4 A.");
+    let zero = client
+        .chat_reply("And now?")
+        .await
+        .expect("reply")
+        .usage
+        .expect("usage");
+    assert_eq!((zero.prompt_tokens, zero.model_requests), (0, 1));
+
+    // A turn refused at the gate never reached the model: no usage at all.
+    let path = rig.solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "ModelEnabled", "false"], "");
+    assert_eq!(client.chat_reply("Closed?").await.expect("reply").usage, None);
+    rig.stop().await;
+}

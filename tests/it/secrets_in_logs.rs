@@ -313,6 +313,12 @@ fn no_envelope_field_or_log_line_carries_a_secret_in_any_form_it_was_sent_in() {
         logs.contains("chat POST"),
         "the capture saw the chat path:\n{logs}"
     );
+    assert!(
+        logs.lines().any(|line| line.contains("chat turn")
+            && line.contains("prompt_tokens=")
+            && line.contains("posts=2")),
+        "each turn is logged with what it cost:\n{logs}"
+    );
     for form in forms {
         assert!(!logs.contains(form), "{form:?} leaked into the logs:\n{logs}");
     }

@@ -72,10 +72,22 @@ pub struct ChatCaller {
 /// A chat turn as [`LocalAi::execute_chat`] starts it.
 pub enum ChatTurn {
     /// Answered at once (a closed gate, unreadable settings, a malformed query): the envelope
-    /// JSON.
+    /// JSON. Nothing was asked of the model.
     Answered(String),
-    /// Admitted: the turn runs when this future is polled and yields the envelope JSON.
-    Running(Pin<Box<dyn Future<Output = String> + Send + 'static>>),
+    /// Admitted: the turn runs when this future is polled.
+    Running(Pin<Box<dyn Future<Output = ChatOutcome> + Send + 'static>>),
+}
+
+/// What an admitted chat turn returns: the envelope JSON, and what the turn cost, carried
+/// beside the envelope (whose five fields the schema fixes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatOutcome {
+    /// The reply envelope JSON.
+    pub envelope: String,
+    /// The tokens the turn's POSTs cost, summed, as the model server reported them.
+    pub usage: Usage,
+    /// How many POSTs the turn made to the model server.
+    pub model_requests: u32,
 }
 
 impl ChatTurn {
@@ -83,7 +95,7 @@ impl ChatTurn {
     pub async fn reply(self) -> String {
         match self {
             Self::Answered(json) => json,
-            Self::Running(turn) => turn.await,
+            Self::Running(turn) => turn.await.envelope,
         }
     }
 }
@@ -99,7 +111,7 @@ impl std::fmt::Debug for ChatTurn {
 
 /// The largest envelope either path returns unless the host says otherwise: a 1 MiB frame
 /// less room for the frame around it.
-pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024 - 64;
+pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024 - 128;
 
 /// The Local AI service of one solution: the entry points of both paths.
 #[derive(Debug, Clone)]
@@ -155,10 +167,18 @@ impl LocalAi {
                 let chat = Arc::clone(&self.chat);
                 let max = Arc::clone(&self.max_envelope_bytes);
                 ChatTurn::Running(Box::pin(async move {
-                    AssertUnwindSafe(chat.execute(admitted))
-                        .catch_unwind()
-                        .await
-                        .map_or_else(|_| panicked(), |envelope| Self::reply_json(&max, &envelope))
+                    match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
+                        Ok(end) => ChatOutcome {
+                            envelope: Self::reply_json(&max, &end.envelope),
+                            usage: end.usage,
+                            model_requests: end.posts,
+                        },
+                        Err(_) => ChatOutcome {
+                            envelope: panicked(),
+                            usage: Usage::default(),
+                            model_requests: 0,
+                        },
+                    }
                 }))
             }
             Ok(Err(refused)) => ChatTurn::Answered(refused.to_json()),

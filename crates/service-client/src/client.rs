@@ -14,8 +14,8 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
-    ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest, ServerFrame, TagReading,
-    client_frame, server_frame,
+    ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest, ServerFrame,
+    TagReading, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -215,20 +215,26 @@ impl Client {
 
     /// One chat turn; returns the reply envelope JSON exactly as the server sent it.
     pub async fn chat(&self, query: &str) -> Result<String, ClientError> {
-        let request = ChatRequest {
-            query_json: query.to_owned(),
-        };
-        match self.call(client_frame::Body::Chat(request)).await? {
-            server_frame::Body::Chat(reply) => Ok(reply.reply_json),
-            _ => Err(ClientError::UnexpectedReply {
-                expected: "ChatReply",
-            }),
-        }
+        Ok(self.chat_reply(query).await?.reply_json)
     }
 
     /// One chat turn, with the envelope parsed (all five fields required).
     pub async fn chat_envelope(&self, query: &str) -> Result<Envelope, ClientError> {
         Ok(Envelope::from_json(&self.chat(query).await?)?)
+    }
+
+    /// One chat turn as the server sent it: the envelope JSON and, when the turn reached the
+    /// model server, the tokens it cost there.
+    pub async fn chat_reply(&self, query: &str) -> Result<ChatReply, ClientError> {
+        let request = ChatRequest {
+            query_json: query.to_owned(),
+        };
+        match self.call(client_frame::Body::Chat(request)).await? {
+            server_frame::Body::Chat(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ChatReply",
+            }),
+        }
     }
 
     /// Current values of tags, one reading per name in order.

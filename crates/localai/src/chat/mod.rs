@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::dialect::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
+use crate::dialect::{Arguments, AssistantReply, Channel, ToolCall, Usage, read_reply};
 use crate::hooks::HookChain;
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
@@ -115,6 +115,52 @@ struct Turn {
     dispatches: usize,
     /// The latest text the model produced this turn.
     partial: String,
+    /// The tokens the turn's POSTs cost, as the server reported them.
+    usage: Usage,
+    /// The POSTs the turn made.
+    posts: u32,
+}
+
+/// How a turn ended: its envelope, and what it cost (carried beside the envelope).
+#[derive(Debug)]
+pub(crate) struct TurnEnd {
+    pub(crate) envelope: Envelope,
+    /// The tokens its POSTs cost, as the server reported them.
+    pub(crate) usage: Usage,
+    /// The POSTs it made.
+    pub(crate) posts: u32,
+}
+
+impl TurnEnd {
+    /// A turn that ended before any POST.
+    fn before_any_post(envelope: Envelope) -> Self {
+        Self {
+            envelope,
+            usage: Usage::default(),
+            posts: 0,
+        }
+    }
+}
+
+/// A turn as it was asked: the query (after the `OnBeforeChat` hooks), the settings read when
+/// it arrived, and when it started (its budget counts from there).
+struct TurnRequest {
+    query: ChatQuery,
+    settings: ModelSettings,
+    options: ModelOptions,
+    started: Instant,
+}
+
+/// What the tool loop talks to, resolved once when the turn starts.
+struct TurnContext<'a> {
+    endpoint: &'a Endpoint,
+    http: &'a Transport,
+    settings: &'a ModelSettings,
+    /// The system message as JSON text.
+    system: String,
+    tools: &'a [ToolDefinition],
+    /// When the turn's budget runs out.
+    deadline: Instant,
 }
 
 /// A turn that passed the gates: who asked, the settings it runs with, the query, and its
@@ -168,7 +214,7 @@ impl ChatPath {
         })
     }
 
-    pub(crate) async fn execute(&self, admitted: Admitted) -> Envelope {
+    pub(crate) async fn execute(&self, admitted: Admitted) -> TurnEnd {
         let Admitted {
             caller,
             row,
@@ -183,31 +229,26 @@ impl ChatPath {
             .before_chat
             .run("OnBeforeChat", query.user.clone(), &mut warnings)
             .await;
-        let query = ChatQuery {
-            user: user_text,
-            ..query
+        let request = TurnRequest {
+            query: ChatQuery {
+                user: user_text,
+                ..query
+            },
+            settings,
+            options,
+            started,
         };
         let Some(ticket) = ticket else {
             // History off: a fresh local session, the cache neither read nor written, and no
             // wait for the connection's other turns.
             let mut scratch = Transcript::default();
             let never = CancellationToken::new();
-            return self
-                .turn(
-                    &query,
-                    &settings,
-                    options,
-                    &mut scratch,
-                    &never,
-                    started,
-                    warnings,
-                )
-                .await;
+            return self.turn(&request, warnings, &mut scratch, &never).await;
         };
         let session = Arc::clone(ticket.session());
         tokio::select! {
             () = ticket.wait_turn() => {}
-            () = session.closed.cancelled() => return disconnected(started, warnings),
+            () = session.closed.cancelled() => return TurnEnd::before_any_post(disconnected(started, warnings)),
         }
         let mut transcript = session.transcript.lock().await;
         if transcript.user.as_deref() != Some(&*caller.user_name) {
@@ -215,51 +256,45 @@ impl ChatPath {
             transcript.messages.clear();
             transcript.user = Some(Arc::clone(&caller.user_name));
         }
-        let envelope = self
-            .turn(
-                &query,
-                &settings,
-                options,
-                &mut transcript,
-                &session.closed,
-                started,
-                warnings,
-            )
+        let end = self
+            .turn(&request, warnings, &mut transcript, &session.closed)
             .await;
         self.transcripts.settle(&session, transcript.bytes());
         self.transcripts.touch(&session);
         drop(transcript);
         self.transcripts.enforce_cache_budget();
-        envelope
+        end
     }
 
     /// One turn over `transcript`, which it updates only when the turn keeps something.
-    #[allow(clippy::too_many_arguments)]
+    /// `warnings` are those the turn starts with (from the `OnBeforeChat` hooks).
     async fn turn(
         &self,
-        query: &ChatQuery,
-        settings: &ModelSettings,
-        options: ModelOptions,
+        request: &TurnRequest,
+        warnings: Vec<String>,
         transcript: &mut Transcript,
         closed: &CancellationToken,
-        started: Instant,
-        warnings: Vec<String>,
-    ) -> Envelope {
+    ) -> TurnEnd {
+        let TurnRequest { query, settings, .. } = request;
+        let started = request.started;
         let mut redactions = Redactions::default();
         let endpoint = match Endpoint::resolve(settings, &self.solution, &mut redactions) {
             Ok(endpoint) => endpoint,
             Err(warning) => {
-                return Envelope::error(redactions.scrub(&warning), started.elapsed())
-                    .with_warnings(warnings);
+                return TurnEnd::before_any_post(
+                    Envelope::error(redactions.scrub(&warning), started.elapsed()).with_warnings(warnings),
+                );
             }
         };
         let http = match &self.http {
             Ok(http) => http,
             Err(warning) => {
-                return Envelope::error(warning.clone(), started.elapsed()).with_warnings(warnings);
+                return TurnEnd::before_any_post(
+                    Envelope::error(warning.clone(), started.elapsed()).with_warnings(warnings),
+                );
             }
         };
-        let tools = self.solution.tools().offered(options);
+        let tools = self.solution.tools().offered(request.options);
         let mut system = if tools.is_empty() {
             SYSTEM_PROMPT_WITHOUT_TOOLS.to_owned()
         } else {
@@ -276,19 +311,35 @@ impl ChatPath {
             warnings,
             dispatches: 0,
             partial: String::new(),
+            usage: Usage::default(),
+            posts: 0,
         };
         turn.messages.push(json!({"role": "user", "content": query.user}));
         turn.valid = turn.messages.len();
         let history = &transcript.messages;
         let history_len = history.len();
         let budget = settings.timeout;
-        let deadline = started + budget;
+        let context = TurnContext {
+            endpoint: &endpoint,
+            http,
+            settings,
+            // Encoded once: every POST of the turn starts with the same system message.
+            system: json!({"role": "system", "content": system}).to_string(),
+            tools: &tools,
+            deadline: started + budget,
+        };
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(
-                deadline.into(),
-                self.tool_loop(&mut turn, history, &endpoint, http, settings, &system, &tools, deadline),
+                context.deadline.into(),
+                self.tool_loop(&mut turn, history, &context),
             ) => outcome,
-            () = closed.cancelled() => return disconnected(started, turn.warnings),
+            () = closed.cancelled() => {
+                return TurnEnd {
+                    envelope: disconnected(started, turn.warnings),
+                    usage: turn.usage,
+                    posts: turn.posts,
+                };
+            }
         };
         let envelope = match outcome {
             Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text))) => {
@@ -344,32 +395,52 @@ impl ChatPath {
                 "This turn is larger than a connection's transcript budget ({session_budget} bytes) and is not remembered: the next question starts without it."
             ));
         }
-        redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings))
+        let envelope =
+            redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings));
+        let usage = turn.usage;
+        tracing::info!(
+            status = envelope.status.as_str(),
+            latency_ms = envelope.latency_ms,
+            posts = turn.posts,
+            tools = envelope.tool_trace.len(),
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            cached_tokens = usage.cached_tokens,
+            reasoning_tokens = usage.reasoning_tokens,
+            "chat turn"
+        );
+        TurnEnd {
+            envelope,
+            usage,
+            posts: turn.posts,
+        }
     }
 
     /// POST, dispatch, repeat until the model answers in plain content or the cap ends it.
-    #[allow(clippy::too_many_arguments)]
     async fn tool_loop(
         &self,
         turn: &mut Turn,
         history: &[HistoryMessage],
-        endpoint: &Endpoint,
-        http: &Transport,
-        settings: &ModelSettings,
-        system: &str,
-        tools: &[ToolDefinition],
-        deadline: Instant,
+        context: &TurnContext<'_>,
     ) -> Result<LoopEnd, String> {
+        let TurnContext {
+            endpoint,
+            http,
+            settings,
+            system,
+            tools,
+            deadline,
+        } = context;
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         let mut last_chance = false;
-        // Encoded once: every POST of the turn starts with the same system message.
-        let system = json!({"role": "system", "content": system}).to_string();
         loop {
-            let offered = (!tools.is_empty() && !last_chance).then_some(tools);
-            let body = llm::request_body(&settings.name, &system, history, &turn.messages, offered)?;
+            let offered = (!tools.is_empty() && !last_chance).then_some(*tools);
+            let body = llm::request_body(&settings.name, system, history, &turn.messages, offered)?;
+            turn.posts += 1;
             let response = endpoint.post(http, body).await?;
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = read_reply(&response, offered, &mut new_call_id)?;
+            turn.usage += reply.usage;
             if let Some(warning) = reply.finish.warning() {
                 turn.warnings.push(warning.to_owned());
             }
@@ -404,7 +475,7 @@ impl ChatPath {
                 calls = reply.calls.len(),
                 "the model asked for tools"
             );
-            let over_cap = self.dispatch_round(turn, reply, tools, settings, deadline).await;
+            let over_cap = self.dispatch_round(turn, reply, tools, settings, *deadline).await;
             if over_cap {
                 turn.warnings.push(cap_warning(settings, true));
                 last_chance = true;

@@ -3,13 +3,14 @@
 use std::future::Future;
 
 use localai::{ChatCaller, ChatTurn, LocalAi};
-use tserver_proto::v1::{ChatReply, ChatRequest, server_frame};
+use tserver_proto::v1::{ChatReply, ChatRequest, TokenUsage, server_frame};
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
-/// (a tag and up to 10 varint bytes), the `chat` field's tag and length (up to 5 bytes), and
-/// `reply_json`'s tag and length (up to 5 bytes). The envelope limit is the frame limit less
-/// this, so every chat reply fits its frame.
-pub(crate) const REPLY_FRAME_OVERHEAD: usize = 32;
+/// (a tag and up to 10 varint bytes), the `chat` field's tag and length (up to 5 bytes),
+/// `reply_json`'s tag and length (up to 5 bytes), and the token usage (a tag and length, and
+/// five counts of up to 11 bytes each): at most 79, rounded up. The envelope limit is the frame
+/// limit less this, so every chat reply fits its frame.
+pub(crate) const REPLY_FRAME_OVERHEAD: usize = 128;
 
 /// How a chat call goes on: answered now (a closed gate, a malformed query), or a turn to run
 /// in a task of its own.
@@ -28,10 +29,24 @@ pub(crate) fn apply(
     caller: &ChatCaller,
     local_ai: &LocalAi,
 ) -> ChatCall<impl Future<Output = server_frame::Body> + Send + 'static> {
-    let body = |reply_json| server_frame::Body::Chat(ChatReply { reply_json });
     match local_ai.execute_chat(caller, &request.query_json) {
-        ChatTurn::Answered(json) => ChatCall::Answered(body(json)),
-        ChatTurn::Running(turn) => ChatCall::Running(async move { body(turn.await) }),
+        ChatTurn::Answered(reply_json) => ChatCall::Answered(server_frame::Body::Chat(ChatReply {
+            reply_json,
+            usage: None,
+        })),
+        ChatTurn::Running(turn) => ChatCall::Running(async move {
+            let outcome = turn.await;
+            server_frame::Body::Chat(ChatReply {
+                reply_json: outcome.envelope,
+                usage: Some(TokenUsage {
+                    prompt_tokens: outcome.usage.prompt_tokens,
+                    completion_tokens: outcome.usage.completion_tokens,
+                    cached_tokens: outcome.usage.cached_tokens,
+                    reasoning_tokens: outcome.usage.reasoning_tokens,
+                    model_requests: outcome.model_requests,
+                }),
+            })
+        }),
     }
 }
 
@@ -48,7 +63,16 @@ mod tests {
             let reply_json = "x".repeat(max_frame - REPLY_FRAME_OVERHEAD);
             let frame = ServerFrame {
                 call_id: u64::MAX,
-                body: Some(server_frame::Body::Chat(ChatReply { reply_json })),
+                body: Some(server_frame::Body::Chat(ChatReply {
+                    reply_json,
+                    usage: Some(TokenUsage {
+                        prompt_tokens: u64::MAX,
+                        completion_tokens: u64::MAX,
+                        cached_tokens: u64::MAX,
+                        reasoning_tokens: u64::MAX,
+                        model_requests: u32::MAX,
+                    }),
+                })),
             };
             assert!(
                 frame.encoded_len() <= max_frame,
