@@ -265,7 +265,8 @@ async fn the_budget_trips_inside_a_slow_tool_and_a_panicking_tool_is_an_error_re
         vec![
             calls(&[("p1", "panicky", json!({}))]),
             Reply::tool_call("slow", json!({})),
-            Reply::text("never reached"),
+            // Asked again after the slow tool timed out, the model is slower than what is left.
+            Reply::text("never reached").after(Duration::from_millis(500)),
         ],
         &[("TimeoutSeconds", "1.5"), ("ModelOptions", "0xBE")],
     )
@@ -298,6 +299,10 @@ async fn the_budget_trips_inside_a_slow_tool_and_a_panicking_tool_is_an_error_re
     );
     assert_eq!(panicked.result["type"], "internal");
     assert_eq!(tool_message_content(&rig.posts()[1], "p1")["ok"], false);
+    // The slow tool ran the budget out: it is in the trace as timed out, not lost with the turn.
+    let slow = &envelope.tool_trace[1];
+    assert_eq!((slow.name.as_str(), slow.status), ("slow", ToolStatus::Error));
+    assert_eq!(slow.result["type"], "timeout");
     rig.stop().await;
 }
 
@@ -1103,5 +1108,145 @@ async fn a_turns_token_usage_is_summed_over_its_posts_and_carried_beside_the_env
     let path = rig.solution.path.to_str().expect("utf-8");
     admin(&["settings", path, "set", "ModelEnabled", "false"], "");
     assert_eq!(client.chat_reply("Closed?").await.expect("reply").usage, None);
+    rig.stop().await;
+}
+
+/// The chunks of a streamed turn that calls `runtime_get_value` in fragments.
+fn streamed_tool_call() -> Reply {
+    let chunk = |delta: Value| json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    Reply::sse(&[
+        chunk(json!({"role": "assistant", "content": null})),
+        chunk(
+            json!({"tool_calls": [{"index": 0, "id": "s1", "type": "function", "function": {"name": "runtime_get_value", "arguments": ""}}]}),
+        ),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"tag\": \"Pump1"}}]})),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": ".MotorCurrent\"}"}}]})),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        json!({"choices": [], "usage": {"prompt_tokens": 200, "completion_tokens": 15}}),
+    ])
+}
+
+/// The chunks of a streamed answer.
+fn streamed_answer(text: &str) -> Reply {
+    let words: Vec<Value> = text
+        .split_inclusive(' ')
+        .map(|word| json!({"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]}))
+        .chain([json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 260, "completion_tokens": 9}})])
+        .collect();
+    Reply::sse(&words)
+}
+
+#[tokio::test]
+async fn a_streamed_turn_gives_the_envelope_a_plain_one_gives() {
+    let rig = ChatRig::start(
+        vec![
+            streamed_tool_call(),
+            streamed_answer("Pump 1 draws 12.4 A."),
+            Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+            Reply::text("Pump 1 draws 12.4 A."),
+        ],
+        &[],
+    )
+    .await;
+    let streamed_client = rig.server.guest().await;
+    let streamed = streamed_client.chat_reply("How is Pump 1?").await.expect("reply");
+    let plain_client = rig.server.guest().await;
+    let plain = plain_client.chat_reply("How is Pump 1?").await.expect("reply");
+    let streamed_envelope = Envelope::from_json(&streamed.reply_json).expect("envelope");
+    let plain_envelope = Envelope::from_json(&plain.reply_json).expect("envelope");
+    let comparable = |envelope: &Envelope| {
+        (
+            envelope.text.clone(),
+            envelope.status,
+            envelope.warnings.clone(),
+            envelope
+                .tool_trace
+                .iter()
+                .map(|entry| (entry.name.clone(), entry.args.clone(), entry.status))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(comparable(&streamed_envelope), comparable(&plain_envelope));
+    assert_eq!(streamed_envelope.text, "Pump 1 draws 12.4 A.");
+    assert_eq!(
+        streamed.usage.map(|usage| usage.prompt_tokens),
+        Some(460),
+        "usage from the streams"
+    );
+    let posts = rig.posts();
+    assert_eq!(posts[0]["stream"], true, "the chat path asks for a stream");
+    assert_eq!(posts[0]["stream_options"]["include_usage"], true);
+    // The streamed call went into the history as a whole call, for the next POST.
+    assert_eq!(
+        posts[1]["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        "{\"tag\":\"Pump1.MotorCurrent\"}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn ollamas_native_stream_is_read_too() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::ndjson(&[json!({"message": {"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "runtime_get_value", "arguments": {"tag": "Tank1.Level"}}}]}, "done": true,
+                "done_reason": "stop", "prompt_eval_count": 30, "eval_count": 5})]),
+            Reply::ndjson(&[
+                json!({"message": {"role": "assistant", "content": "Tank 1 is "}, "done": false}),
+                json!({"message": {"role": "assistant", "content": "filling."}, "done": true, "prompt_eval_count": 50, "eval_count": 4}),
+            ]),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let reply = client.chat_reply("Tank 1?").await.expect("reply");
+    let envelope = Envelope::from_json(&reply.reply_json).expect("envelope");
+    assert_eq!(
+        (envelope.status, envelope.text.as_str()),
+        (Status::Ok, "Tank 1 is filling.")
+    );
+    assert_eq!(envelope.tool_trace[0].args, json!({"tag": "Tank1.Level"}));
+    assert_eq!(
+        reply
+            .usage
+            .map(|usage| (usage.prompt_tokens, usage.completion_tokens)),
+        Some((80, 9))
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_will_not_stream_with_tools_is_asked_without_streaming_from_then_on() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::status(500, json!({"error": {"code": 500, "message": "Cannot use tools with stream", "type": "server_error"}})),
+            Reply::text("Answered without streaming."),
+            Reply::text("Again without streaming."),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let first = client.chat_reply("How is Pump 1?").await.expect("reply");
+    let envelope = Envelope::from_json(&first.reply_json).expect("envelope");
+    assert_eq!(
+        (envelope.status, envelope.text.as_str()),
+        (Status::Ok, "Answered without streaming.")
+    );
+    assert!(
+        envelope.warnings.is_empty(),
+        "a fallback is no news to the operator: {:?}",
+        envelope.warnings
+    );
+    assert_eq!(first.usage.map(|usage| usage.model_requests), Some(2));
+    let second = client.chat_envelope("And now?").await.expect("reply");
+    assert_eq!(second.text, "Again without streaming.");
+    let streams: Vec<Value> = rig.posts().iter().map(|post| post["stream"].clone()).collect();
+    assert_eq!(
+        streams,
+        [json!(true), json!(false), json!(false)],
+        "remembered for the next turn"
+    );
     rig.stop().await;
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use scripted_llm::{Reply, ScriptedLlm};
+use scripted_llm::{Reply, ScriptedLlm, StreamEnd};
 use serde_json::{Value, json};
 use service_client::{Client, Envelope, Status, ToolStatus};
 use tserver::ServerConfig;
@@ -411,7 +411,9 @@ fn cases() -> Vec<Case> {
             upstream: || {
                 script(vec![
                     Reply::ToolCalls(vec![("c1".into(), "hangs".into(), "{}".into())]),
-                    Reply::text("never reached"),
+                    // The tool times out just before the budget; the model, asked again, is
+                    // slower than what is left.
+                    Reply::text("never reached").after(Duration::from_millis(500)),
                 ])
             },
             chat: budget_exceeded(),
@@ -432,6 +434,84 @@ fn cases() -> Vec<Case> {
             kept: 4,
             trace: &[ToolError],
             atomic: error(NO_TOOLS),
+        },
+        // Streams (the chat path asks for one; the atomic path reads one it did not ask for).
+        Case {
+            name: "stream cut mid-way",
+            upstream: || {
+                script(vec![stream(
+                    &["data: {\"choices\": [{\"delta\": {\"content\": \"The pump\"}}]}\n\n"],
+                    StreamEnd::Cut,
+                    0,
+                )])
+            },
+            chat: error("the response could not be read"),
+            kept: 0,
+            trace: &[],
+            atomic: error("the response could not be read"),
+        },
+        Case {
+            name: "stream with a garbage line",
+            upstream: || {
+                script(vec![stream(
+                    &[
+                        "data: {\"choices\": [{\"delta\": {\"content\": \"The\"}}]}\n\n",
+                        "data: {garbage\n\n",
+                        "data: [DONE]\n\n",
+                    ],
+                    StreamEnd::Complete,
+                    0,
+                )])
+            },
+            chat: error("LLM stream carried a line that is not JSON"),
+            kept: 0,
+            trace: &[],
+            atomic: error("LLM stream carried a line that is not JSON"),
+        },
+        Case {
+            name: "stream with an error event",
+            upstream: || {
+                script(vec![stream(
+                    &["data: {\"error\": {\"message\": \"model overloaded\", \"code\": 503}}\n\n"],
+                    StreamEnd::Complete,
+                    0,
+                )])
+            },
+            chat: error("LLM stream error: model overloaded"),
+            kept: 0,
+            trace: &[],
+            atomic: error("LLM stream error: model overloaded"),
+        },
+        Case {
+            name: "endless stream",
+            upstream: || {
+                script(vec![stream(
+                    &["data: {\"choices\": [{\"delta\": {\"content\": \".\"}}]}\n\n"],
+                    StreamEnd::Endless,
+                    50,
+                )])
+            },
+            chat: budget_exceeded(),
+            kept: 0,
+            trace: &[],
+            atomic: budget_exceeded(),
+        },
+        Case {
+            name: "slow first chunk within the budget",
+            upstream: || {
+                script(vec![stream(
+                    &[
+                        "data: {\"choices\": [{\"delta\": {\"content\": \"The pump is fine.\"}}]}\n\n",
+                        "data: [DONE]\n\n",
+                    ],
+                    StreamEnd::Complete,
+                    400,
+                )])
+            },
+            chat: ok(""),
+            kept: 2,
+            trace: &[],
+            atomic: ok(""),
         },
         // Redirects: never followed, on either path. A followed 302 would be a GET without
         // the body, which this server would answer with the completion after it.
@@ -466,6 +546,16 @@ fn cases() -> Vec<Case> {
             atomic: error("HTTP 308 Permanent Redirect, a redirect: "),
         },
     ]
+}
+
+/// A streamed 200: these lines, one every `every_ms`, then `end`.
+fn stream(lines: &[&str], end: StreamEnd, every_ms: u64) -> Reply {
+    Reply::Stream {
+        content_type: "text/event-stream".into(),
+        lines: lines.iter().map(|line| (*line).to_owned()).collect(),
+        every: Duration::from_millis(every_ms),
+        end,
+    }
 }
 
 fn redirect(status: u16, location: &str) -> Reply {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, parse_json, read_reply, reqwest_failure, status_warning, too_large,
+    MAX_RESPONSE_BYTES, read_reply, read_response, reqwest_failure, status_warning, too_large,
     transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
@@ -241,7 +241,7 @@ async fn post(
     if !status.is_success() {
         return Err(status_warning(status, &bytes, shown, &endpoint.redactions));
     }
-    answer(&parse_json(&bytes)?)
+    answer(&read_response(&bytes)?)
 }
 
 /// The answer of a chat-completions response, read as the chat path reads one (never a

@@ -74,6 +74,18 @@ pub enum Reply {
         /// Pause between chunks.
         every: Duration,
     },
+    /// A 200 streamed in chunked transfer encoding, one line (an SSE event or an NDJSON line,
+    /// its line ends included) per chunk, one every `every`, then `end`.
+    Stream {
+        /// The `content-type` header (`text/event-stream`, `application/x-ndjson`).
+        content_type: String,
+        /// The lines, in order.
+        lines: Vec<String>,
+        /// The pause before each line.
+        every: Duration,
+        /// How the stream ends.
+        end: StreamEnd,
+    },
     /// Closes the connection without answering.
     Close,
     /// Never answers and never closes (until the server stops).
@@ -82,7 +94,40 @@ pub enum Reply {
     Reset,
 }
 
+/// How a [`Reply::Stream`] ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The terminating chunk: the response is complete.
+    Complete,
+    /// The connection closes without the terminating chunk: a stream cut mid-way.
+    Cut,
+    /// The last line is sent again and again until the client goes away.
+    Endless,
+}
+
 impl Reply {
+    /// OpenAI-style server-sent events: each chunk as a `data:` event, then `data: [DONE]`.
+    pub fn sse(chunks: &[Value]) -> Self {
+        let mut lines: Vec<String> = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
+        lines.push("data: [DONE]\n\n".to_owned());
+        Self::Stream {
+            content_type: "text/event-stream".to_owned(),
+            lines,
+            every: Duration::ZERO,
+            end: StreamEnd::Complete,
+        }
+    }
+
+    /// Ollama's native stream: one JSON object a line.
+    pub fn ndjson(lines: &[Value]) -> Self {
+        Self::Stream {
+            content_type: "application/x-ndjson".to_owned(),
+            lines: lines.iter().map(|line| format!("{line}\n")).collect(),
+            every: Duration::ZERO,
+            end: StreamEnd::Complete,
+        }
+    }
+
     /// A normal answer.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Content(text.into())
@@ -559,6 +604,44 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
                     delayed += every;
                 }
                 return Ok((true, delayed));
+            }
+            Reply::Stream {
+                content_type,
+                lines,
+                every,
+                end,
+            } => {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n"
+                );
+                socket.write_all(head.as_bytes()).await?;
+                let chunk = |line: &str| format!("{:x}\r\n{line}\r\n", line.len());
+                for line in &lines {
+                    tokio::time::sleep(every).await;
+                    delayed += every;
+                    socket.write_all(chunk(line).as_bytes()).await?;
+                }
+                match end {
+                    StreamEnd::Complete => {
+                        socket.write_all(b"0\r\n\r\n").await?;
+                        return Ok((true, delayed));
+                    }
+                    StreamEnd::Cut => {
+                        socket.shutdown().await?;
+                        return Ok((false, delayed));
+                    }
+                    StreamEnd::Endless => {
+                        let last = lines
+                            .last()
+                            .cloned()
+                            .unwrap_or_else(|| ": keep-alive\n\n".to_owned());
+                        let pause = every.max(Duration::from_millis(10));
+                        loop {
+                            tokio::time::sleep(pause).await;
+                            socket.write_all(chunk(&last).as_bytes()).await?;
+                        }
+                    }
+                }
             }
             Reply::Close => return Ok((false, delayed)),
             Reply::Reset => {

@@ -15,8 +15,8 @@ use super::transcript::HistoryMessage;
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, parse_json, plain_cause, reqwest_failure, status_warning, too_large,
-    transport_warning, unreadable_warning,
+    MAX_RESPONSE_BYTES, error_message, plain_cause, read_response, reqwest_failure, status_warning,
+    too_large, transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
@@ -81,6 +81,31 @@ impl PooledTarget {
     }
 }
 
+/// Why a POST gave no response to read.
+#[derive(Debug)]
+pub(crate) enum PostFailure {
+    /// The server refused a streamed request (older llama.cpp will not stream with tools): the
+    /// same request without streaming may well work. Carries the warning.
+    StreamRefused(String),
+    /// Anything else: the warning.
+    Failed(String),
+}
+
+impl PostFailure {
+    /// The warning, whatever the failure.
+    pub(crate) fn into_warning(self) -> String {
+        match self {
+            Self::StreamRefused(warning) | Self::Failed(warning) => warning,
+        }
+    }
+}
+
+impl From<String> for PostFailure {
+    fn from(warning: String) -> Self {
+        Self::Failed(warning)
+    }
+}
+
 /// Where and how to POST, after secrets and `{Tag.X}` are resolved.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
@@ -97,7 +122,8 @@ pub(crate) struct Endpoint {
 }
 
 /// The chat-completions request body: `model`, the system message (`system`, already JSON
-/// text), the history then this turn's messages, `stream` false, and `tools` when offered.
+/// text), the history then this turn's messages, `stream` (with `include_usage`, so a stream
+/// reports its tokens), and `tools` when offered.
 /// Written straight from borrowed parts: the history messages and the tool specs are JSON text
 /// encoded once and copied in as bytes, never built into a request value first.
 pub(crate) fn request_body(
@@ -106,6 +132,7 @@ pub(crate) fn request_body(
     history: &[HistoryMessage],
     messages: &[Value],
     tools: Option<&[ToolDefinition]>,
+    stream: bool,
 ) -> Result<Vec<u8>, String> {
     let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
     let mut body = Vec::with_capacity(1024);
@@ -121,7 +148,11 @@ pub(crate) fn request_body(
         body.push(b',');
         serde_json::to_writer(&mut body, message).map_err(failed)?;
     }
-    body.extend_from_slice(b"],\"stream\":false");
+    body.extend_from_slice(if stream {
+        b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}".as_slice()
+    } else {
+        b"],\"stream\":false".as_slice()
+    });
     if let Some(tools) = tools {
         body.extend_from_slice(b",\"tools\":[");
         for (index, tool) in tools.iter().enumerate() {
@@ -175,9 +206,16 @@ impl Endpoint {
 
     /// POSTs `body` (JSON bytes) and returns the response JSON; a failure of any kind is a
     /// warning.
-    pub(crate) async fn post(&self, transport: &Transport, body: Vec<u8>) -> Result<Value, String> {
+    /// POSTs `body` (JSON bytes; `streamed` when it asks for a stream) and returns the response
+    /// as the JSON of a non-streamed one, whether the server streamed it or not.
+    pub(crate) async fn post(
+        &self,
+        transport: &Transport,
+        body: Vec<u8>,
+        streamed: bool,
+    ) -> Result<Value, PostFailure> {
         let shown = &self.shown_url;
-        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), "chat POST");
+        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), streamed, "chat POST");
         let Exchange {
             status,
             location,
@@ -187,18 +225,29 @@ impl Endpoint {
             None => self.post_reqwest(&transport.reqwest, body).await?,
         };
         if status.is_redirection() {
-            return Err(crate::dialect::redirect_warning(
+            return Err(PostFailure::Failed(crate::dialect::redirect_warning(
                 status.as_u16(),
                 status.canonical_reason().unwrap_or(""),
                 location.as_deref(),
                 shown,
                 &self.redactions,
-            ));
+            )));
         }
         if !status.is_success() {
-            return Err(status_warning(status, &bytes, shown, &self.redactions));
+            let warning = status_warning(status, &bytes, shown, &self.redactions);
+            // Older llama.cpp answers 500 "Cannot use tools with stream".
+            let refuses_streaming = streamed
+                && (status.is_client_error() || status.is_server_error())
+                && error_message(&bytes, &self.redactions)
+                    .to_ascii_lowercase()
+                    .contains("stream");
+            return Err(if refuses_streaming {
+                PostFailure::StreamRefused(warning)
+            } else {
+                PostFailure::Failed(warning)
+            });
         }
-        parse_json(&bytes)
+        Ok(read_response(&bytes)?)
     }
 
     /// The POST on the chat path's own pool.
@@ -313,15 +362,16 @@ mod tests {
             .collect();
         let kept: Vec<HistoryMessage> = history.iter().map(HistoryMessage::new).collect();
         let system_json = system.to_string();
-        let with_tools = request_body("m:7b", &system_json, &kept, &messages, Some(&tools)).expect("encodes");
+        let with_tools =
+            request_body("m:7b", &system_json, &kept, &messages, Some(&tools), true).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",
                    "messages": [system.clone(), history[0].clone(), history[1].clone(),
                                 messages[0].clone(), messages[1].clone()],
-                   "stream": false, "tools": specs})
+                   "stream": true, "stream_options": {"include_usage": true}, "tools": specs})
         );
-        let without = request_body("m", &system_json, &[], &[], None).expect("encodes");
+        let without = request_body("m", &system_json, &[], &[], None, false).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})

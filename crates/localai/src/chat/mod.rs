@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ai_envelope::{Envelope, ToolStatus, ToolTraceEntry};
+use dashmap::DashMap;
 use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -26,8 +27,14 @@ use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
-use llm::{Endpoint, Transport};
+use llm::{Endpoint, PostFailure, Transport};
 use transcript::{HistoryMessage, Ticket, Transcript, TranscriptCache, truncate};
+
+/// How much sooner than the turn's budget a tool's own timeout fires.
+const TOOL_DEADLINE_MARGIN: Duration = Duration::from_millis(10);
+
+/// How long an endpoint that refused to stream is asked without streaming.
+const NO_STREAMING_FOR: Duration = Duration::from_secs(600);
 
 /// The most one tool dispatch may take (less when the turn's budget has less left).
 pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,6 +97,9 @@ pub(crate) struct ChatPath {
     pub(crate) after_reply: HookChain,
     transcripts: TranscriptCache,
     http: Result<Transport, String>,
+    /// Endpoints (as configured) that refused a streamed request, and when: asked without
+    /// streaming until `NO_STREAMING_FOR` has passed (the server may be upgraded meanwhile).
+    no_streaming: DashMap<String, Instant>,
 }
 
 /// How the tool loop ended, when it did not fail.
@@ -188,6 +198,7 @@ impl ChatPath {
             after_reply: HookChain::default(),
             transcripts: TranscriptCache::default(),
             http,
+            no_streaming: DashMap::new(),
         }
     }
 
@@ -435,9 +446,26 @@ impl ChatPath {
         let mut last_chance = false;
         loop {
             let offered = (!tools.is_empty() && !last_chance).then_some(*tools);
-            let body = llm::request_body(&settings.name, system, history, &turn.messages, offered)?;
+            let stream = !self.refuses_streaming(&endpoint.shown_url);
+            let body = llm::request_body(&settings.name, system, history, &turn.messages, offered, stream)?;
             turn.posts += 1;
-            let response = endpoint.post(http, body).await?;
+            let response = match endpoint.post(http, body, stream).await {
+                Ok(response) => response,
+                Err(PostFailure::StreamRefused(warning)) => {
+                    // The same request without streaming, now and for a while.
+                    tracing::info!(url = %endpoint.shown_url, %warning, "the model server refuses to stream; asking without streaming");
+                    self.no_streaming
+                        .insert(endpoint.shown_url.clone(), Instant::now());
+                    let body =
+                        llm::request_body(&settings.name, system, history, &turn.messages, offered, false)?;
+                    turn.posts += 1;
+                    endpoint
+                        .post(http, body, false)
+                        .await
+                        .map_err(PostFailure::into_warning)?
+                }
+                Err(PostFailure::Failed(warning)) => return Err(warning),
+            };
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = read_reply(&response, offered, &mut new_call_id)?;
             turn.usage += reply.usage;
@@ -539,6 +567,18 @@ impl ChatPath {
         over_cap
     }
 
+    /// Whether the endpoint refused a streamed request lately (see `NO_STREAMING_FOR`).
+    fn refuses_streaming(&self, shown_url: &str) -> bool {
+        match self.no_streaming.get(shown_url).map(|since| since.elapsed()) {
+            Some(elapsed) if elapsed < NO_STREAMING_FOR => true,
+            Some(_) => {
+                self.no_streaming.remove(shown_url);
+                false
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn sessions(&self) -> usize {
         self.transcripts.len()
     }
@@ -582,7 +622,13 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
             "the arguments are not a JSON object; call the tool again with a JSON object that follows its schema",
         )),
         (Some(tool), Arguments::Object(arguments)) => {
-            let limit = TOOL_TIMEOUT.min(deadline.saturating_duration_since(Instant::now()));
+            // The tool's own timeout fires just before the turn's, so a tool that runs the
+            // budget out is in the trace as timed out rather than lost with the turn: with the
+            // same instant for both, the turn's timer could win the race.
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(TOOL_DEADLINE_MARGIN);
+            let limit = TOOL_TIMEOUT.min(left);
             let run = AssertUnwindSafe(tool.invoke(arguments.clone())).catch_unwind();
             match tokio::time::timeout(limit, run).await {
                 Ok(Ok(result)) => result,

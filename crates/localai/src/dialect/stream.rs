@@ -1,0 +1,442 @@
+//! Reading a streamed chat completion: OpenAI-style server-sent events (OpenAI, vLLM,
+//! llama.cpp, Ollama's `/v1`) and Ollama's native NDJSON lines, assembled into the response a
+//! non-streamed request would have had, so one reader ([`super::read_reply`]) reads both.
+//!
+//! The assembler follows what real servers send: a tool-call fragment goes to the call with its
+//! id, else to the latest call with its index, else to the call in progress; a call's name is
+//! set once and never concatenated (some servers repeat it); argument fragments are appended
+//! and parsed only at the end (by the reader); a whole call may come in one delta, with its
+//! arguments as a string or an object. `finish_reason: ""`, `usage: {}`, a last chunk with
+//! empty `choices` and only `usage`, unknown fields, and a stream that ends without `[DONE]`
+//! are all accepted; a line that is not JSON, or an error event, is an error.
+
+use serde_json::{Map, Value, json};
+
+use super::parse_json;
+
+/// A response body as the JSON of a non-streamed response, whether the server streamed it
+/// (server-sent events, or Ollama's NDJSON) or not: a server that ignores `stream: true` is
+/// read as well as one that honours it.
+pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
+    let start = body.trim_ascii_start();
+    let is_sse = start.starts_with(b"data:") || start.starts_with(b":") || start.starts_with(b"event:");
+    if !is_sse {
+        match parse_json(body) {
+            // Ollama's native shape (a one-line stream, or its non-streamed answer): read as
+            // its stream is.
+            Ok(value) if value.get("choices").is_none() && value.get("message").is_some() => {
+                let mut assembler = StreamAssembler::default();
+                assembler.push_chunk(&value)?;
+                return Ok(assembler.into_response());
+            }
+            Ok(value) => return Ok(value),
+            // Not one JSON document, but maybe one a line: Ollama's native stream.
+            Err(error) if !start.starts_with(b"{") || !body.trim_ascii_end().contains(&b'\n') => {
+                return Err(error);
+            }
+            Err(_) => {}
+        }
+    }
+    let mut assembler = StreamAssembler::default();
+    assembler.push_body(body)?;
+    if assembler.is_empty() {
+        return Err("LLM stream ended before its first chunk".to_owned());
+    }
+    Ok(assembler.into_response())
+}
+
+/// One tool call being assembled.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    index: Option<u64>,
+    name: Option<String>,
+    /// Argument fragments appended in order.
+    arguments: String,
+    /// Arguments sent whole as an object (Ollama), which replace any fragments.
+    arguments_object: Option<Value>,
+}
+
+/// Assembles the chunks of one streamed response.
+#[derive(Debug, Default)]
+struct StreamAssembler {
+    content: String,
+    saw_content: bool,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    /// Ollama's native counters, from its `done` line.
+    ollama_counts: Map<String, Value>,
+    /// Chunks taken so far.
+    chunks: usize,
+}
+
+impl StreamAssembler {
+    /// Takes every complete line of a streamed body (SSE `data:` lines or NDJSON), in order.
+    /// Returns an error for a line that is not JSON, or for an error event.
+    fn push_body(&mut self, body: &[u8]) -> Result<(), String> {
+        for line in body.split(|byte| *byte == b'\n') {
+            let line = String::from_utf8_lossy(line);
+            let line = line.trim_end_matches('\r');
+            let payload = match line.strip_prefix("data:") {
+                Some(data) => data.trim_start(),
+                // Blank separators, `event:`, `id:`, `retry:` and `:` comments carry nothing.
+                None if line.trim().is_empty() || !line.trim_start().starts_with('{') => continue,
+                // Ollama's native stream: one JSON object a line.
+                None => line.trim(),
+            };
+            if payload == "[DONE]" {
+                break;
+            }
+            let chunk: Value = serde_json::from_str(payload).map_err(|error| {
+                format!(
+                    "LLM stream carried a line that is not JSON ({error}) after {} chunks",
+                    self.chunks
+                )
+            })?;
+            self.push_chunk(&chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Takes one chunk (an OpenAI `chat.completion.chunk` or an Ollama line).
+    fn push_chunk(&mut self, chunk: &Value) -> Result<(), String> {
+        if let Some(error) = chunk.get("error") {
+            let message = match error {
+                Value::String(message) => message.clone(),
+                other => other
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| other.to_string(), str::to_owned),
+            };
+            let message: String = message.chars().take(300).collect();
+            return Err(format!("LLM stream error: {message}"));
+        }
+        self.chunks += 1;
+        if let Some(usage) = chunk
+            .get("usage")
+            .filter(|usage| usage.as_object().is_some_and(|u| !u.is_empty()))
+        {
+            self.usage = Some(usage.clone());
+        }
+        for key in ["prompt_eval_count", "eval_count"] {
+            if let Some(count) = chunk.get(key) {
+                self.ollama_counts.insert(key.to_owned(), count.clone());
+            }
+        }
+        if let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|choices| choices.first())
+        {
+            if let Some(reason) = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+            {
+                self.finish_reason = Some(reason.to_owned());
+            }
+            if let Some(delta) = choice.get("delta") {
+                self.push_delta(delta);
+            }
+        } else if let Some(message) = chunk.get("message") {
+            // Ollama's native line: a message piece, and `done_reason` on the last line.
+            self.push_delta(message);
+            if let Some(reason) = chunk
+                .get("done_reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+            {
+                self.finish_reason = Some(reason.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn push_delta(&mut self, delta: &Value) {
+        if let Some(piece) = delta.get("content").and_then(Value::as_str) {
+            self.content.push_str(piece);
+            self.saw_content = true;
+        }
+        let Some(fragments) = delta.get("tool_calls").and_then(Value::as_array) else {
+            return;
+        };
+        for fragment in fragments {
+            let id = fragment
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty());
+            let index = fragment.get("index").and_then(Value::as_u64);
+            let slot = match (id, index) {
+                (Some(id), _) => self.calls.iter().position(|call| call.id.as_deref() == Some(id)),
+                (None, Some(index)) => self.calls.iter().rposition(|call| call.index == Some(index)),
+                (None, None) => self.calls.len().checked_sub(1),
+            };
+            let slot = slot.unwrap_or_else(|| {
+                self.calls.push(PartialCall {
+                    id: id.map(str::to_owned),
+                    index,
+                    ..PartialCall::default()
+                });
+                self.calls.len() - 1
+            });
+            let call = &mut self.calls[slot];
+            let Some(function) = fragment.get("function") else {
+                continue;
+            };
+            if call.name.is_none()
+                && let Some(name) = function
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|name| !name.is_empty())
+            {
+                call.name = Some(name.to_owned());
+            }
+            match function.get("arguments") {
+                Some(Value::String(piece)) => call.arguments.push_str(piece),
+                Some(object @ Value::Object(_)) => call.arguments_object = Some(object.clone()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether any chunk arrived.
+    fn is_empty(&self) -> bool {
+        self.chunks == 0
+    }
+
+    /// The response a non-streamed request would have had.
+    fn into_response(self) -> Value {
+        let calls: Vec<Value> = self
+            .calls
+            .into_iter()
+            .map(|call| {
+                let arguments = call.arguments_object.unwrap_or(Value::String(call.arguments));
+                let mut entry =
+                    json!({"type": "function", "function": {"name": call.name, "arguments": arguments}});
+                if let Some(id) = call.id {
+                    entry["id"] = Value::String(id);
+                }
+                entry
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": self.saw_content.then_some(self.content)});
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls);
+        }
+        let mut response =
+            json!({"choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}]});
+        match self.usage {
+            Some(usage) => response["usage"] = usage,
+            None => {
+                for (key, count) in self.ollama_counts {
+                    response[key] = count;
+                }
+            }
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reply::Finish;
+    use super::super::{Arguments, AssistantReply, Usage, read_reply};
+    use super::*;
+
+    fn assemble(body: &str) -> Result<AssistantReply, String> {
+        let mut assembler = StreamAssembler::default();
+        assembler.push_body(body.as_bytes())?;
+        let mut n = 0;
+        read_reply(
+            &assembler.into_response(),
+            &["runtime_get_value", "runtime_search_uns"],
+            &mut || {
+                n += 1;
+                format!("gen_{n}")
+            },
+        )
+    }
+
+    fn sse(chunks: &[Value]) -> String {
+        let mut body: String = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
+        body.push_str("data: [DONE]\n\n");
+        body
+    }
+
+    fn delta(delta: Value) -> Value {
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    }
+
+    #[test]
+    fn text_pieces_finish_reason_and_a_usage_only_last_chunk() {
+        let body = sse(&[
+            delta(json!({"role": "assistant", "content": ""})),
+            delta(json!({"content": "Pump 1 "})),
+            delta(json!({"content": "draws 12.4 A."})),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 7}}),
+        ]);
+        let reply = assemble(&body).expect("reads");
+        assert_eq!(reply.content.as_deref(), Some("Pump 1 draws 12.4 A."));
+        assert_eq!(reply.finish, Finish::Length);
+        assert_eq!(
+            reply.usage,
+            Usage {
+                prompt_tokens: 40,
+                completion_tokens: 7,
+                ..Usage::default()
+            }
+        );
+    }
+
+    #[test]
+    fn fragments_are_routed_by_id_then_index_then_the_call_in_progress() {
+        let body = sse(&[
+            // The first fragment names the call; later ones only append arguments.
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "runtime_get_value", "arguments": ""}}]}),
+            ),
+            delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"tag\":"}}]})),
+            // A name repeated in a later fragment is never concatenated.
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "runtime_get_value", "arguments": "\"Pump1.FlowRate\"}"}}]}),
+            ),
+            // Ollama's /v1: a parallel call at index 0 again, with another id.
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "b", "function": {"name": "runtime_search_uns", "arguments": "{\"query\""}}]}),
+            ),
+            // No id, no index (Gemini): the call in progress.
+            delta(json!({"tool_calls": [{"function": {"arguments": ": \"tank\"}"}}]})),
+            // vLLM: a whole call in one delta, arguments as an object.
+            delta(
+                json!({"tool_calls": [{"index": 2, "id": "c", "function": {"name": "runtime_get_value", "arguments": {"tag": "Tank1.Level"}}}]}),
+            ),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": ""}], "usage": {}}),
+        ]);
+        let reply = assemble(&body).expect("reads");
+        let calls: Vec<(&str, &str, &Arguments)> = reply
+            .calls
+            .iter()
+            .map(|call| (call.id.as_str(), call.name.as_str(), &call.arguments))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    "a",
+                    "runtime_get_value",
+                    &Arguments::Object(json!({"tag": "Pump1.FlowRate"}))
+                ),
+                (
+                    "b",
+                    "runtime_search_uns",
+                    &Arguments::Object(json!({"query": "tank"}))
+                ),
+                (
+                    "c",
+                    "runtime_get_value",
+                    &Arguments::Object(json!({"tag": "Tank1.Level"}))
+                ),
+            ]
+        );
+        assert_eq!(
+            reply.finish,
+            Finish::Complete,
+            "an empty finish_reason is no reason"
+        );
+        assert!(reply.usage.is_empty());
+    }
+
+    #[test]
+    fn fragments_without_ids_get_one_and_bad_arguments_are_kept_unparsable() {
+        let body = sse(&[
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "runtime_get_value", "arguments": "{\"tag\": "}}]}),
+            ),
+            delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "oops"}}]})),
+        ]);
+        let reply = assemble(&body).expect("reads");
+        assert_eq!(reply.calls[0].id, "gen_1");
+        assert_eq!(
+            reply.calls[0].arguments,
+            Arguments::Unparsable("{\"tag\": oops".to_owned())
+        );
+    }
+
+    #[test]
+    fn ollama_native_lines_and_a_stream_without_done() {
+        let body = [
+            json!({"model": "qwen2.5", "message": {"role": "assistant", "content": "Tank 1 "}, "done": false}),
+            json!({"model": "qwen2.5", "message": {"role": "assistant", "content": "is full."}, "done": false}),
+            json!({"model": "qwen2.5", "message": {"role": "assistant", "content": ""}, "done": true,
+                   "done_reason": "stop", "prompt_eval_count": 26, "eval_count": 9}),
+        ]
+        .iter()
+        .map(|line| format!("{line}\n"))
+        .collect::<String>();
+        let reply = assemble(&body).expect("reads");
+        assert_eq!(reply.content.as_deref(), Some("Tank 1 is full."));
+        assert_eq!(
+            (reply.usage.prompt_tokens, reply.usage.completion_tokens),
+            (26, 9)
+        );
+        let calls = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "runtime_get_value", "arguments": {"tag": "Pump1.Mode"}}}]}, "done": true});
+        let reply = assemble(&format!("{calls}\n")).expect("reads");
+        assert_eq!(
+            reply.calls[0].arguments,
+            Arguments::Object(json!({"tag": "Pump1.Mode"}))
+        );
+        // An SSE stream cut cleanly before `[DONE]` still gives what arrived.
+        let cut = format!("data: {}\n\n", delta(json!({"content": "partial"})));
+        assert_eq!(assemble(&cut).expect("reads").content.as_deref(), Some("partial"));
+    }
+
+    #[test]
+    fn comments_crlf_and_unknown_fields_are_ignored_garbage_and_error_events_are_errors() {
+        let body = format!(
+            ": keep-alive\r\nevent: message\r\ndata: {}\r\n\r\ndata: [DONE]\r\n",
+            json!({"choices": [{"delta": {"content": "ok", "x_vendor": 1}, "logprobs": null}], "system_fingerprint": "fp"})
+        );
+        assert_eq!(assemble(&body).expect("reads").content.as_deref(), Some("ok"));
+        let garbage = format!(
+            "data: {}\n\ndata: {{not json\n\n",
+            delta(json!({"content": "ok"}))
+        );
+        assert!(
+            assemble(&garbage)
+                .is_err_and(|error| error.contains("not JSON") && error.contains("after 1 chunks"))
+        );
+        let error = "data: {\"error\": {\"message\": \"model overloaded\", \"code\": 503}}\n\n";
+        assert_eq!(
+            assemble(error).expect_err("an error"),
+            "LLM stream error: model overloaded"
+        );
+    }
+
+    #[test]
+    fn a_body_is_read_whether_it_was_streamed_or_not() {
+        let plain = json!({"choices": [{"message": {"role": "assistant", "content": "plain"}}]});
+        assert_eq!(read_response(plain.to_string().as_bytes()), Ok(plain));
+        let streamed = sse(&[delta(json!({"content": "streamed"}))]);
+        let value = read_response(streamed.as_bytes()).expect("reads");
+        assert_eq!(value["choices"][0]["message"]["content"], "streamed");
+        let ndjson = format!(
+            "{}\n{}\n",
+            json!({"message": {"content": "a"}, "done": false}),
+            json!({"message": {"content": "b"}, "done": true})
+        );
+        let value = read_response(ndjson.as_bytes()).expect("reads");
+        assert_eq!(value["choices"][0]["message"]["content"], "ab");
+        let native =
+            json!({"message": {"role": "assistant", "content": "whole"}, "done": true, "eval_count": 3});
+        let value = read_response(native.to_string().as_bytes()).expect("reads");
+        assert_eq!(value["choices"][0]["message"]["content"], "whole");
+        assert_eq!(value["eval_count"], 3);
+        assert!(read_response(b"{not json").is_err_and(|error| error.contains("not JSON")));
+        assert!(
+            read_response(b"data: [DONE]\n\n").is_err_and(|error| error.contains("before its first chunk"))
+        );
+    }
+}
