@@ -1250,3 +1250,73 @@ async fn a_server_that_will_not_stream_with_tools_is_asked_without_streaming_fro
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn a_cancelled_turn_stops_at_once_answers_truncated_and_the_connection_goes_on() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::tool_call("runtime_get_value", json!({"tag": "Pump1.MotorCurrent"})),
+            // The model thinks for a long time: the cancel arrives meanwhile.
+            Reply::text("far too late").after(Duration::from_secs(20)),
+            Reply::text("Next answer."),
+        ],
+        &[],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    let pending = client.send_chat("How is Pump 1?").await.expect("sent");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rig.llm.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the second POST arrives");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    assert!(
+        client.cancel(pending.call_id).await.expect("cancel answered"),
+        "it was in flight"
+    );
+    let reply = match pending
+        .reply()
+        .await
+        .expect("the cancelled call is still answered")
+    {
+        tserver_proto::v1::server_frame::Body::Chat(reply) => reply,
+        other => panic!("expected a chat reply, got {other:?}"),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped at once, not after the model"
+    );
+    let envelope = Envelope::from_json(&reply.reply_json).expect("envelope");
+    assert_eq!(envelope.status, Status::Truncated, "{envelope:?}");
+    assert!(
+        envelope
+            .warnings
+            .iter()
+            .any(|w| w.contains("cancelled by the client")),
+        "{envelope:?}"
+    );
+    assert_eq!(
+        envelope.tool_trace.len(),
+        1,
+        "the dispatch done before the cancel is reported"
+    );
+    assert_eq!(reply.usage.map(|usage| usage.model_requests), Some(2));
+    // Cancelling it again, or a call that never was, cancels nothing.
+    assert!(!client.cancel(pending_id_of_nothing()).await.expect("answered"));
+    // The connection goes on; the transcript kept the completed tool exchange, as a turn cut
+    // short keeps it.
+    let next = client.chat_envelope("And now?").await.expect("reply");
+    assert_eq!(next.text, "Next answer.");
+    assert_eq!(
+        roles(&rig.posts()[2]),
+        ["system", "user", "assistant", "tool", "user"],
+        "the question and its completed exchange were kept"
+    );
+    rig.stop().await;
+}
+
+/// A call id no call of the test uses.
+fn pending_id_of_nothing() -> u64 {
+    u64::MAX - 7
+}

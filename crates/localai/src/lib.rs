@@ -36,6 +36,7 @@ pub use chat::transcript::TranscriptBudget;
 pub use dialect::Usage;
 use futures::FutureExt;
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
+pub use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// A failure of the host while reading the solution.
@@ -161,8 +162,20 @@ impl LocalAi {
     /// arrival order gets the turns of one connection answered in that order, however its
     /// tasks are scheduled.
     pub fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> ChatTurn {
+        self.execute_chat_cancellable(caller, query_json, CancellationToken::new())
+    }
+
+    /// [`execute_chat`](Self::execute_chat) for a turn the client may cancel: when `cancel` is
+    /// cancelled, the POST or tool dispatch in flight is dropped and the turn ends `truncated`
+    /// with a warning saying so, keeping in the transcript what a turn cut short keeps.
+    pub fn execute_chat_cancellable(
+        &self,
+        caller: &ChatCaller,
+        query_json: &str,
+        cancel: CancellationToken,
+    ) -> ChatTurn {
         let panicked = || Envelope::precondition_error("internal error: the chat turn panicked").to_json();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json, cancel))) {
             Ok(Ok(admitted)) => {
                 let chat = Arc::clone(&self.chat);
                 let max = Arc::clone(&self.max_envelope_bytes);

@@ -14,8 +14,8 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
-    ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest, ServerFrame,
-    TagReading, client_frame, server_frame,
+    Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest,
+    ServerFrame, TagReading, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -250,9 +250,40 @@ impl Client {
         }
     }
 
+    /// Sends a chat turn without waiting for its reply, so it can be cancelled
+    /// ([`cancel`](Self::cancel) with its [`PendingCall::call_id`]) while it runs.
+    pub async fn send_chat(&self, query: &str) -> Result<PendingCall, ClientError> {
+        let request = ChatRequest {
+            query_json: query.to_owned(),
+        };
+        self.send(client_frame::Body::Chat(request)).await
+    }
+
+    /// Asks the server to stop a call of this connection still in flight (a chat turn sent
+    /// with [`send_chat`](Self::send_chat)); that call is still answered, its envelope saying
+    /// it was cancelled. Returns whether the call was in flight.
+    pub async fn cancel(&self, call_id: u64) -> Result<bool, ClientError> {
+        match self
+            .call(client_frame::Body::Cancel(Cancel {
+                target_call_id: call_id,
+            }))
+            .await?
+        {
+            server_frame::Body::Cancel(reply) => Ok(reply.cancelled),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "CancelReply",
+            }),
+        }
+    }
+
     /// Sends any call and returns the reply body; protocol errors become
     /// [`ClientError::Server`].
     pub async fn call(&self, body: client_frame::Body) -> Result<server_frame::Body, ClientError> {
+        self.send(body).await?.reply().await
+    }
+
+    /// Sends a call; its reply is awaited with [`PendingCall::reply`].
+    async fn send(&self, body: client_frame::Body) -> Result<PendingCall, ClientError> {
         let call_id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
         let (slot, reply) = oneshot::channel();
         self.pending().insert(call_id, slot);
@@ -264,13 +295,54 @@ impl Client {
             self.pending().remove(&call_id);
             return Err(self.lost());
         }
-        let frame = match tokio::time::timeout(self.call_timeout, reply).await {
+        Ok(PendingCall {
+            call_id,
+            reply,
+            client: self.clone(),
+        })
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
+        lock(&self.shared.pending)
+    }
+
+    fn lost(&self) -> ClientError {
+        ClientError::ConnectionLost {
+            reason: self.close_reason().unwrap_or(CloseReason::ServerClosed),
+        }
+    }
+
+    /// Why the connection ended, if it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.shared.close_reason.get().cloned()
+    }
+}
+
+/// A call sent and not yet answered.
+#[derive(Debug)]
+pub struct PendingCall {
+    /// The call's id, as [`Client::cancel`] takes it.
+    pub call_id: u64,
+    reply: oneshot::Receiver<ServerFrame>,
+    client: Client,
+}
+
+impl PendingCall {
+    /// Waits for the reply body (within the client's call timeout); protocol errors become
+    /// [`ClientError::Server`].
+    pub async fn reply(self) -> Result<server_frame::Body, ClientError> {
+        let Self {
+            call_id,
+            reply,
+            client,
+        } = self;
+        let frame = match tokio::time::timeout(client.call_timeout, reply).await {
             Ok(Ok(frame)) => frame,
-            Ok(Err(_)) => return Err(self.lost()),
+            Ok(Err(_)) => return Err(client.lost()),
             Err(_) => {
-                self.pending().remove(&call_id);
+                client.pending().remove(&call_id);
                 return Err(ClientError::Timeout {
-                    after: self.call_timeout,
+                    after: client.call_timeout,
                 });
             }
         };
@@ -283,21 +355,6 @@ impl Client {
             None => Err(ClientError::UnexpectedReply {
                 expected: "a reply body",
             }),
-        }
-    }
-
-    /// Why the connection ended, if it has.
-    pub fn close_reason(&self) -> Option<CloseReason> {
-        self.shared.close_reason.get().cloned()
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
-        lock(&self.shared.pending)
-    }
-
-    fn lost(&self) -> ClientError {
-        ClientError::ConnectionLost {
-            reason: self.close_reason().unwrap_or(CloseReason::ServerClosed),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! Chat runs in a task so many turns can be in flight, and its reply comes back over a channel
 //! holding the call's in-flight permit, so the count of calls in flight is exact.
 
+use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,6 +134,9 @@ pub(crate) struct Handler {
     login_span: tracing::Span,
     /// The log lines this connection may still cause this minute.
     log_budget: LogBudget,
+    /// The cancellation of each call running in a task, by call id, until its reply is
+    /// written (at most the in-flight cap of them).
+    running: HashMap<u64, CancellationToken>,
     /// The `Users` table, sent again when it changes: the login is checked against it.
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
@@ -179,6 +183,7 @@ impl Handler {
             connection_span: tracing::Span::none(),
             login_span: tracing::Span::none(),
             log_budget: LogBudget::new("this connection"),
+            running: HashMap::new(),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,
@@ -411,10 +416,19 @@ impl Handler {
                     client_guid: self.context.guid,
                     user_name: user,
                 };
-                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai()) {
+                let cancel = CancellationToken::new();
+                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai(), cancel.clone()) {
                     cmd::chat::ChatCall::Answered(body) => self.answer(reply(call_id, body)).await?,
-                    cmd::chat::ChatCall::Running(turn) => self.spawn_call(call_id, "chat", turn).await?,
+                    cmd::chat::ChatCall::Running(turn) => {
+                        if self.spawn_call(call_id, "chat", turn).await? {
+                            self.running.insert(call_id, cancel);
+                        }
+                    }
                 }
+            }
+            client_frame::Body::Cancel(request) => {
+                self.answer(reply(call_id, cmd::cancel::apply(&request, &self.running)))
+                    .await?;
             }
         }
         Ok(None)
@@ -449,12 +463,13 @@ impl Handler {
     }
 
     /// Runs a call in its own task under the in-flight cap; past the cap, answers `busy`.
+    /// Returns whether the call runs.
     async fn spawn_call<F>(
         &mut self,
         call_id: u64,
         call: &'static str,
         work: F,
-    ) -> Result<(), crate::connection::WriteError>
+    ) -> Result<bool, crate::connection::WriteError>
     where
         F: Future<Output = server_frame::Body> + Send + 'static,
     {
@@ -463,7 +478,9 @@ impl Handler {
                 "too many calls in flight on this connection (limit {})",
                 self.shared.config.max_calls_in_flight
             );
-            return self.answer(error_frame(call_id, ErrorCode::Busy, message)).await;
+            self.answer(error_frame(call_id, ErrorCode::Busy, message))
+                .await?;
+            return Ok(false);
         };
         let cap = self.shared.config.max_calls_in_flight;
         let (replies, _) = self.replies.get_or_insert_with(|| mpsc::channel(cap));
@@ -484,7 +501,7 @@ impl Handler {
             }
             .instrument(span),
         );
-        Ok(())
+        Ok(true)
     }
 
     /// Queues an inline answer and flushes unless more input is already waiting.
@@ -495,8 +512,10 @@ impl Handler {
 
     /// Writes a task's reply plus any others already waiting, then flushes once.
     async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
+        self.running.remove(&first.frame.call_id);
         self.connection.queue(first.frame).await?;
         while let Some(Ok(next)) = self.replies.as_mut().map(|(_, receiver)| receiver.try_recv()) {
+            self.running.remove(&next.frame.call_id);
             self.connection.queue(next.frame).await?;
         }
         self.last_activity = Instant::now();

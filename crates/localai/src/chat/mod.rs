@@ -181,6 +181,8 @@ pub(crate) struct Admitted {
     row: SettingsRow,
     query: ChatQuery,
     ticket: Option<Ticket>,
+    /// Cancelled when the client cancels this turn.
+    cancel: CancellationToken,
 }
 
 impl ChatPath {
@@ -206,7 +208,12 @@ impl ChatPath {
     /// Reads the settings, checks the gates and parses the query, synchronously at arrival.
     /// A turn refused here is answered at once; an admitted turn holds its place in the
     /// connection's queue (history on) from this moment.
-    pub(crate) fn admit(&self, caller: &ChatCaller, query_json: &str) -> Result<Admitted, Envelope> {
+    pub(crate) fn admit(
+        &self,
+        caller: &ChatCaller,
+        query_json: &str,
+        cancel: CancellationToken,
+    ) -> Result<Admitted, Envelope> {
         let row = self.solution.settings().map_err(|error| {
             Envelope::precondition_error(format!("could not read SolutionSettings: {error}"))
         })?;
@@ -222,6 +229,7 @@ impl ChatPath {
             row,
             query,
             ticket,
+            cancel,
         })
     }
 
@@ -231,6 +239,7 @@ impl ChatPath {
             row,
             query,
             ticket,
+            cancel,
         } = admitted;
         let started = Instant::now();
         let options = row.options();
@@ -254,12 +263,13 @@ impl ChatPath {
             // wait for the connection's other turns.
             let mut scratch = Transcript::default();
             let never = CancellationToken::new();
-            return self.turn(&request, warnings, &mut scratch, &never).await;
+            return self.turn(&request, warnings, &mut scratch, &never, &cancel).await;
         };
         let session = Arc::clone(ticket.session());
         tokio::select! {
             () = ticket.wait_turn() => {}
             () = session.closed.cancelled() => return TurnEnd::before_any_post(disconnected(started, warnings)),
+            () = cancel.cancelled() => return TurnEnd::before_any_post(cancelled(String::new(), started, warnings)),
         }
         let mut transcript = session.transcript.lock().await;
         if transcript.user.as_deref() != Some(&*caller.user_name) {
@@ -268,7 +278,7 @@ impl ChatPath {
             transcript.user = Some(Arc::clone(&caller.user_name));
         }
         let end = self
-            .turn(&request, warnings, &mut transcript, &session.closed)
+            .turn(&request, warnings, &mut transcript, &session.closed, &cancel)
             .await;
         self.transcripts.settle(&session, transcript.bytes());
         self.transcripts.touch(&session);
@@ -278,13 +288,15 @@ impl ChatPath {
     }
 
     /// One turn over `transcript`, which it updates only when the turn keeps something.
-    /// `warnings` are those the turn starts with (from the `OnBeforeChat` hooks).
+    /// `warnings` are those the turn starts with (from the `OnBeforeChat` hooks). `closed` ends
+    /// it with the connection, `cancel` when the client cancels it.
     async fn turn(
         &self,
         request: &TurnRequest,
         warnings: Vec<String>,
         transcript: &mut Transcript,
         closed: &CancellationToken,
+        cancel: &CancellationToken,
     ) -> TurnEnd {
         let TurnRequest { query, settings, .. } = request;
         let started = request.started;
@@ -343,7 +355,10 @@ impl ChatPath {
             outcome = tokio::time::timeout_at(
                 context.deadline.into(),
                 self.tool_loop(&mut turn, history, &context),
-            ) => outcome,
+            ) => Some(outcome),
+            // Cancelled by the client: the POST or tool in flight is dropped, and the turn ends
+            // as one cut short does.
+            () = cancel.cancelled() => None,
             () = closed.cancelled() => {
                 return TurnEnd {
                     envelope: disconnected(started, turn.warnings),
@@ -353,7 +368,11 @@ impl ChatPath {
             }
         };
         let envelope = match outcome {
-            Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text))) => {
+            None => {
+                keep_valid_prefix(transcript, &mut turn);
+                cancelled(turn.partial.clone(), started, Vec::new())
+            }
+            Some(Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text)))) => {
                 let text = self
                     .after_reply
                     .run("OnAfterChatReply", text, &mut turn.warnings)
@@ -370,7 +389,7 @@ impl ChatPath {
                     .extend(turn.messages.iter().map(HistoryMessage::new));
                 Envelope::ok(text, started.elapsed())
             }
-            Ok(Ok(LoopEnd::CapWithoutAnswer)) => {
+            Some(Ok(Ok(LoopEnd::CapWithoutAnswer))) => {
                 keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(
                     turn.partial.clone(),
@@ -378,11 +397,11 @@ impl ChatPath {
                     started.elapsed(),
                 )
             }
-            Ok(Err(warning)) => {
+            Some(Ok(Err(warning))) => {
                 // An error leaves the transcript as it was before the turn.
                 Envelope::error(warning, started.elapsed())
             }
-            Err(_) => {
+            Some(Err(_)) => {
                 keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(
                     turn.partial.clone(),
@@ -678,6 +697,16 @@ fn cap_warning(settings: &ModelSettings, answered_later: bool) -> String {
     } else {
         format!("Tool-dispatch cap ({cap} per turn) reached and the model gave no final answer.")
     }
+}
+
+/// A turn the client cancelled: `truncated`, with whatever answer text there was.
+fn cancelled(partial: String, started: Instant, warnings: Vec<String>) -> Envelope {
+    Envelope::truncated(
+        partial,
+        "The turn was cancelled by the client.",
+        started.elapsed(),
+    )
+    .with_warnings(warnings)
 }
 
 fn disconnected(started: Instant, warnings: Vec<String>) -> Envelope {

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use localai::{ChatCaller, ChatTurn, LocalAi};
+use localai::{CancellationToken, ChatCaller, ChatTurn, LocalAi};
 use tserver_proto::v1::{ChatReply, ChatRequest, TokenUsage, server_frame};
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
@@ -24,12 +24,14 @@ pub(crate) enum ChatCall<F> {
 /// Starts the turn: the gates are checked and the turn queued now (so a connection's turns
 /// are answered in the order their frames arrived). Never fails at protocol level: model
 /// problems are envelope statuses.
+/// `cancel` stops the turn when the client cancels it (its reply then says so).
 pub(crate) fn apply(
     request: &ChatRequest,
     caller: &ChatCaller,
     local_ai: &LocalAi,
+    cancel: CancellationToken,
 ) -> ChatCall<impl Future<Output = server_frame::Body> + Send + 'static> {
-    match local_ai.execute_chat(caller, &request.query_json) {
+    match local_ai.execute_chat_cancellable(caller, &request.query_json, cancel) {
         ChatTurn::Answered(reply_json) => ChatCall::Answered(server_frame::Body::Chat(ChatReply {
             reply_json,
             usage: None,

@@ -1,6 +1,7 @@
 //! One module per call. Each turns a typed request into the body of its reply; adding a call
 //! is one module here and one match arm in the handler.
 
+pub(crate) mod cancel;
 pub(crate) mod chat;
 pub(crate) mod hello;
 pub(crate) mod logout;
