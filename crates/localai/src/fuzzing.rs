@@ -4,8 +4,6 @@
 //! panic (the fuzzer sees that), and the invariants the callers rely on (asserted here, so a
 //! violation is a crash the fuzzer reports).
 
-use serde_json::Value;
-
 use crate::settings::{ModelSettings, SettingsDocument};
 use crate::{atomic, auth, chat, dialect};
 
@@ -33,12 +31,13 @@ pub fn queries(text: &str) {
     }
 }
 
-/// Both paths' readers of an LLM response body, success and error shapes alike. Every tool
-/// call read has an id and a name; error quotes stay short.
+/// Both paths' readers of an LLM response body, streamed or not, success and error shapes
+/// alike. Every tool call read has an id and a name; error quotes stay short.
 pub fn llm_response(body: &[u8]) {
     let none = crate::secrets::Redactions::default();
     assert!(dialect::error_message(body, &none).chars().count() <= 1_000);
-    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+    // Streamed or not, the body is read as one response (server-sent events, NDJSON, JSON).
+    let Ok(value) = dialect::read_response(body) else {
         return;
     };
     let _ = atomic::answer(&value);

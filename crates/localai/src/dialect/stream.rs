@@ -439,4 +439,68 @@ mod tests {
             read_response(b"data: [DONE]\n\n").is_err_and(|error| error.contains("before its first chunk"))
         );
     }
+
+    /// `text` cut into pieces at the given character positions.
+    fn pieces(text: &str, cuts: &[usize]) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut % (chars.len() + 1)).collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for cut in cuts.into_iter().chain([chars.len()]) {
+            pieces.push(chars[from..cut].iter().collect());
+            from = cut;
+        }
+        pieces
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_split_of_a_reply_reads_as_the_whole_reply(
+            text in "[a-zA-Z .,é\"]{0,40}",
+            cuts in proptest::collection::vec(0_usize..80, 0..6),
+            tags in proptest::collection::vec("[A-Za-z0-9.\"]{1,12}", 1..4),
+            with_index in proptest::bool::ANY,
+            repeat_name in proptest::bool::ANY,
+        ) {
+            let calls: Vec<(String, String)> = tags
+                .iter()
+                .enumerate()
+                .map(|(i, tag)| (format!("c{i}"), json!({"tag": tag}).to_string()))
+                .collect();
+            let whole = json!({"choices": [{"message": {"role": "assistant", "content": text,
+                "tool_calls": calls.iter().map(|(id, arguments)| json!({"id": id, "type": "function",
+                    "function": {"name": "runtime_get_value", "arguments": arguments}})).collect::<Vec<_>>()}}]});
+            let mut chunks: Vec<Value> = pieces(&text, &cuts)
+                .into_iter()
+                .filter(|piece| !piece.is_empty())
+                .map(|piece| delta(json!({"content": piece})))
+                .collect();
+            for (index, (id, arguments)) in calls.iter().enumerate() {
+                for (n, piece) in pieces(arguments, &cuts).into_iter().enumerate() {
+                    let mut fragment = json!({"function": {"arguments": piece}});
+                    if n == 0 {
+                        fragment["id"] = json!(id);
+                        fragment["type"] = json!("function");
+                    }
+                    if n == 0 || repeat_name {
+                        fragment["function"]["name"] = json!("runtime_get_value");
+                    }
+                    if with_index {
+                        fragment["index"] = json!(index);
+                    }
+                    chunks.push(delta(json!({"tool_calls": [fragment]})));
+                }
+            }
+            let mut n = 0;
+            let mut new_id = || {
+                n += 1;
+                format!("gen_{n}")
+            };
+            let expected = read_reply(&whole, &[], &mut new_id).expect("reads");
+            let streamed = assemble(&sse(&chunks)).expect("reads");
+            proptest::prop_assert_eq!(streamed, expected);
+        }
+    }
 }
