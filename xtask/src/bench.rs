@@ -16,7 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::processes::{Process, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port};
+use crate::processes::{
+    Process, cpu_seconds, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port,
+};
 
 /// How long and how hard each scenario runs.
 #[derive(Debug, Clone, Copy)]
@@ -447,6 +449,38 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         "added latency of a 1-tool turn by turns in flight".to_owned(),
         by_in_flight.into(),
     );
+
+    // The same turn with the stand-in streaming its answers (the chat path asks for a stream):
+    // tserver's CPU per turn beside the non-streamed one, 16 turns in flight each.
+    let (_streaming_llm, streaming_url) = start_announcing(
+        "scripted LLM (0 ms, one tool call per turn, streamed)",
+        Command::new(bench.tool("scripted-llm")).args(["--mode", "tool", "--stream"]),
+    )?;
+    let mut cpu_per_turn = Vec::new();
+    for (name, url) in [("plain", &fast_url), ("streamed", &streaming_url)] {
+        bench.settings("URL", url)?;
+        let before = cpu_seconds(tserver.pid()).unwrap_or(0.0);
+        let run = bench.tool_turns(url, 16, plan.tool_turns / 2)?;
+        let spent = cpu_seconds(tserver.pid()).unwrap_or(0.0) - before;
+        let turns = run.report["calls"].as_u64().unwrap_or(0).max(1);
+        let us = spent * 1e6 / turns as f64;
+        eprintln!(
+            "{:<28} {:>9.0} calls/s  tserver CPU {us:>6.1} us/turn  errors {}",
+            format!("tserver chat 1 tool {name}"),
+            rps(&run.report),
+            error_count(&run.report)
+        );
+        cpu_per_turn.push((name, us, error_count(&run.report)));
+    }
+    results.insert(
+        "tserver CPU per 1-tool turn, plain and streamed model".to_owned(),
+        cpu_per_turn
+            .iter()
+            .map(|(name, us, errors)| ((*name).to_owned(), json!({"cpuUsPerTurn": us, "errors": errors})))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    );
+    bench.settings("URL", &fast_url)?;
     verdicts.push(Verdict {
         what: format!("model-server connections over {calls} turns at 64 in flight"),
         measured: opened.to_string(),

@@ -77,6 +77,17 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time a process has used so far (user and system), in seconds. `/proc` counts it in
+/// clock ticks of `USER_HZ`, which Linux fixes at 100 for this interface.
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces: count fields after its end.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |index: usize| fields.get(index)?.parse::<u64>().ok();
+    // utime and stime are fields 14 and 15 of the line, so 11 and 12 after the name.
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+}
+
 /// Runs `program` with `args` to completion, its standard output dropped (for admin commands
 /// such as `tserver init` and `tserver settings set`); an error when it fails.
 pub(crate) fn run_quietly(program: &Path, args: &[&str]) -> anyhow::Result<()> {

@@ -26,6 +26,10 @@ struct Args {
     /// How each chat turn goes.
     #[arg(long, value_enum, default_value_t = Mode::Text)]
     mode: Mode,
+    /// Answer as a stream of server-sent events (the tool call in fragments, the text in
+    /// words, a usage chunk last), as OpenAI, vLLM and llama.cpp do for `stream: true`.
+    #[arg(long)]
+    stream: bool,
 }
 
 /// How the stand-in answers.
@@ -54,14 +58,23 @@ struct Role<'a> {
     role: Cow<'a, str>,
 }
 
-fn respond(mode: Mode, latency: Duration, request: &RecordedRequest) -> Reply {
+fn respond(mode: Mode, stream: bool, latency: Duration, request: &RecordedRequest) -> Reply {
+    let text = |text: &str| {
+        if stream {
+            streamed_text(text)
+        } else {
+            Reply::text(text)
+        }
+    };
     let reply = match mode {
-        Mode::Text => Reply::text("ok"),
+        Mode::Text => text("ok"),
         Mode::Tool => {
             let roles = serde_json::from_slice::<Roles<'_>>(&request.body).ok();
             let last_role = roles.as_ref().and_then(|roles| roles.messages.last());
             if last_role.is_some_and(|message| message.role == "tool") {
-                Reply::text("Pump1.MotorCurrent is normal.")
+                text("Pump1.MotorCurrent is normal.")
+            } else if stream {
+                streamed_tool_call()
             } else {
                 Reply::tool_call(
                     "runtime_get_value",
@@ -77,6 +90,49 @@ fn respond(mode: Mode, latency: Duration, request: &RecordedRequest) -> Reply {
     }
 }
 
+/// One chunk of a streamed completion carrying `delta`.
+fn chunk(delta: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+}
+
+/// The last chunks of a stream: why it stopped, then the usage alone.
+fn stream_end(reason: &str) -> [serde_json::Value; 2] {
+    [
+        serde_json::json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}),
+        serde_json::json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10}}),
+    ]
+}
+
+/// `text` streamed a word at a time.
+fn streamed_text(text: &str) -> Reply {
+    let mut chunks = vec![chunk(serde_json::json!({"role": "assistant", "content": ""}))];
+    chunks.extend(
+        text.split_inclusive(' ')
+            .map(|word| chunk(serde_json::json!({"content": word}))),
+    );
+    chunks.extend(stream_end("stop"));
+    Reply::sse(&chunks)
+}
+
+/// A `runtime_get_value` call streamed as its name, then its arguments in two fragments.
+fn streamed_tool_call() -> Reply {
+    let mut chunks = vec![
+        chunk(serde_json::json!({"role": "assistant", "content": null})),
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "runtime_get_value", "arguments": ""}}]}),
+        ),
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"tag\": \"Pump1."}}]}),
+        ),
+        chunk(
+            serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "MotorCurrent\"}"}}]}),
+        ),
+    ];
+    chunks.extend(stream_end("tool_calls"));
+    Reply::sse(&chunks)
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -88,10 +144,10 @@ fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let latency = Duration::from_millis(args.latency_ms);
-        let mode = args.mode;
+        let (mode, stream) = (args.mode, args.stream);
         let server = ScriptedLlm::serve_on(
             listener,
-            move |request: &RecordedRequest| respond(mode, latency, request),
+            move |request: &RecordedRequest| respond(mode, stream, latency, request),
             false,
         )?;
         println!("listening on {}", server.url());
@@ -128,22 +184,30 @@ mod tests {
             {"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}]}"#;
         assert!(asks_for_the_tool(&respond(
             Mode::Tool,
+            false,
             Duration::ZERO,
             &post(turn_start)
         )));
         assert!(matches!(
-            respond(Mode::Tool, Duration::ZERO, &post(after_tool)),
+            respond(Mode::Tool, false, Duration::ZERO, &post(after_tool)),
             Reply::Content(text) if text.contains("normal")
         ));
         // A body that is not a chat request starts a turn too: the stand-in never fails.
         assert!(asks_for_the_tool(&respond(
             Mode::Tool,
+            false,
             Duration::ZERO,
             &post("not json")
         )));
         assert!(matches!(
-            respond(Mode::Text, Duration::ZERO, &post(after_tool)),
+            respond(Mode::Text, false, Duration::ZERO, &post(after_tool)),
             Reply::Content(text) if text == "ok"
+        ));
+        // Streamed, the same turn reads the same through the chat path's reader.
+        assert!(matches!(
+            respond(Mode::Tool, true, Duration::ZERO, &post(turn_start)),
+            Reply::Stream { lines, .. } if lines.iter().any(|line| line.contains("runtime_get_value"))
+                && lines.last().is_some_and(|line| line.contains("[DONE]"))
         ));
     }
 }
