@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, read_reply, read_response, reqwest_failure, status_warning, too_large,
+    MAX_RESPONSE_BYTES, Usage, read_reply, read_response, reqwest_failure, status_warning, too_large,
     transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
@@ -150,7 +150,10 @@ impl AtomicPath {
         let budget = settings.timeout;
         tracing::debug!(url = %endpoint.shown_url, model = %settings.name, ?budget, "atomic POST");
         let outcome = tokio::time::timeout(budget, post(http, &endpoint, &body)).await;
-        tracing::debug!(elapsed = ?started.elapsed(), ok = matches!(outcome, Ok(Ok(_))), "atomic POST done");
+        let usage = match &outcome {
+            Ok(Ok(answer)) => answer.usage,
+            _ => Usage::default(),
+        };
         let envelope = match outcome {
             Err(_) => Envelope::truncated(
                 "",
@@ -161,8 +164,17 @@ impl AtomicPath {
                 started.elapsed().max(budget),
             ),
             Ok(Err(warning)) => Envelope::error(warning, started.elapsed()),
-            Ok(Ok((text, warnings))) => Envelope::ok(text, started.elapsed()).with_warnings(warnings),
+            Ok(Ok(answer)) => Envelope::ok(answer.text, started.elapsed()).with_warnings(answer.warnings),
         };
+        tracing::debug!(
+            status = envelope.status.as_str(),
+            latency_ms = envelope.latency_ms,
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            cached_tokens = usage.cached_tokens,
+            reasoning_tokens = usage.reasoning_tokens,
+            "atomic call"
+        );
         // A server (or the model) may echo a secret anywhere: the answer included.
         redactions.scrub_envelope(envelope)
     }
@@ -196,11 +208,7 @@ impl AtomicPath {
 }
 
 /// One POST and the whole response body, then the answer. Errors are warnings.
-async fn post(
-    http: &reqwest::Client,
-    endpoint: &Endpoint,
-    body: &Value,
-) -> Result<(String, Vec<String>), String> {
+async fn post(http: &reqwest::Client, endpoint: &Endpoint, body: &Value) -> Result<Answer, String> {
     let mut request = http
         .post(endpoint.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -247,7 +255,7 @@ async fn post(
 /// The answer of a chat-completions response, read as the chat path reads one (never a
 /// reasoning field), plus the warning about why the model stopped, if any. The atomic path
 /// offers no tools, so a reply that asks for some has no answer.
-pub(crate) fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
+pub(crate) fn answer(value: &Value) -> Result<Answer, String> {
     let mut unnamed = 0_u32;
     let reply = read_reply(value, &[], &mut || {
         unnamed += 1;
@@ -258,7 +266,19 @@ pub(crate) fn answer(value: &Value) -> Result<(String, Vec<String>), String> {
     }
     let text = reply.content.ok_or("LLM response has no answer content")?;
     let warnings = reply.finish.warning().map(str::to_owned).into_iter().collect();
-    Ok((text, warnings))
+    Ok(Answer {
+        text,
+        warnings,
+        usage: reply.usage,
+    })
+}
+
+/// What one atomic call got: the answer, the warnings about it, and the tokens it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    text: String,
+    warnings: Vec<String>,
+    usage: Usage,
 }
 
 #[cfg(test)]
@@ -311,7 +331,12 @@ mod tests {
     fn reasoning_is_never_the_answer() {
         let value = json!({"choices": [{"message": {"role": "assistant", "content": "42",
             "reasoning": "thinking...", "reasoning_content": "more thinking"}, "finish_reason": "length"}]});
-        let (text, warnings) = answer(&value).expect("answer");
+        let Answer {
+            text,
+            warnings,
+            usage,
+        } = answer(&value).expect("answer");
+        assert!(usage.is_empty());
         assert_eq!(text, "42");
         assert_eq!(warnings.len(), 1);
         let only_reasoning =
