@@ -318,7 +318,10 @@ impl Client {
     }
 }
 
-/// A call sent and not yet answered.
+/// A call sent and not yet answered. Its call timeout starts at [`PendingCall::reply`]. Dropped
+/// unanswered, the call goes on at the server and its reply is discarded on arrival; when every
+/// handle of the connection is gone with replies still due, the connection closes with a reset,
+/// which tells the server to stop the calls (see the proto's half-close rule).
 #[derive(Debug)]
 pub struct PendingCall {
     /// The call's id, as [`Client::cancel`] takes it.

@@ -15,7 +15,7 @@ use super::transcript::HistoryMessage;
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, error_message, plain_cause, read_response, reqwest_failure, status_warning,
+    MAX_RESPONSE_BYTES, plain_cause, read_response, refuses_streaming, reqwest_failure, status_warning,
     too_large, transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
@@ -204,8 +204,6 @@ impl Endpoint {
         })
     }
 
-    /// POSTs `body` (JSON bytes) and returns the response JSON; a failure of any kind is a
-    /// warning.
     /// POSTs `body` (JSON bytes; `streamed` when it asks for a stream) and returns the response
     /// as the JSON of a non-streamed one, whether the server streamed it or not.
     pub(crate) async fn post(
@@ -235,17 +233,13 @@ impl Endpoint {
         }
         if !status.is_success() {
             let warning = status_warning(status, &bytes, shown, &self.redactions);
-            // Older llama.cpp answers 500 "Cannot use tools with stream".
-            let refuses_streaming = streamed
-                && (status.is_client_error() || status.is_server_error())
-                && error_message(&bytes, &self.redactions)
-                    .to_ascii_lowercase()
-                    .contains("stream");
-            return Err(if refuses_streaming {
-                PostFailure::StreamRefused(warning)
-            } else {
-                PostFailure::Failed(warning)
-            });
+            return Err(
+                if streamed && refuses_streaming(status, &bytes, &self.redactions) {
+                    PostFailure::StreamRefused(warning)
+                } else {
+                    PostFailure::Failed(warning)
+                },
+            );
         }
         Ok(read_response(&bytes)?)
     }

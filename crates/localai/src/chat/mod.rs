@@ -428,7 +428,9 @@ impl ChatPath {
         let envelope =
             redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings));
         let usage = turn.usage;
-        tracing::info!(
+        // Debug, not info: a client chatting in a loop must not fill the log (each turn is
+        // bounded by the model's pace, not by the connection's log allowance).
+        tracing::debug!(
             status = envelope.status.as_str(),
             latency_ms = envelope.latency_ms,
             posts = turn.posts,

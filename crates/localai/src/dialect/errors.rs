@@ -62,6 +62,18 @@ pub(crate) fn status_warning(
     )
 }
 
+/// Whether an error answer says the server will not stream (older llama.cpp: 500 "Cannot use
+/// tools with stream"), so the same request without streaming may work. Only the statuses a
+/// server itself gives for a request it refuses count (never a gateway's 502/503/504), and
+/// "stream" must be a word of the message ("upstream connect error" is no refusal).
+pub(crate) fn refuses_streaming(status: reqwest::StatusCode, body: &[u8], redactions: &Redactions) -> bool {
+    matches!(status.as_u16(), 400 | 422 | 500 | 501)
+        && error_message(body, redactions)
+            .to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| matches!(word, "stream" | "streaming"))
+}
+
 /// A 2xx body as JSON.
 pub(crate) fn parse_json(body: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(body).map_err(|error| format!("LLM response is not JSON: {error}"))
@@ -163,6 +175,32 @@ mod tests {
                 MAX_QUOTED
             );
         }
+    }
+
+    #[test]
+    fn only_a_server_refusing_to_stream_counts_as_one() {
+        use reqwest::StatusCode;
+        let none = Redactions::default();
+        let refuses = |status: u16, message: &str| {
+            let body = serde_json::json!({"error": {"message": message}}).to_string();
+            refuses_streaming(
+                StatusCode::from_u16(status).expect("a status"),
+                body.as_bytes(),
+                &none,
+            )
+        };
+        assert!(refuses(500, "Cannot use tools with stream"));
+        assert!(refuses(400, "streaming is not supported for this model"));
+        assert!(!refuses(
+            503,
+            "upstream connect error or disconnect/reset before headers"
+        ));
+        assert!(!refuses(500, "upstream request timeout"));
+        assert!(
+            !refuses(502, "Cannot use tools with stream"),
+            "a gateway's status is not the server's refusal"
+        );
+        assert!(!refuses(500, "model overloaded"));
     }
 
     #[test]

@@ -8,9 +8,11 @@ mod reply;
 mod stream;
 mod usage;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use errors::error_message;
 pub(crate) use errors::{
-    MAX_RESPONSE_BYTES, error_message, parse_json, plain_cause, reqwest_failure, status_warning, too_large,
-    transport_warning, unreadable_warning,
+    MAX_RESPONSE_BYTES, parse_json, plain_cause, refuses_streaming, reqwest_failure, status_warning,
+    too_large, transport_warning, unreadable_warning,
 };
 pub(crate) use reply::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
 pub(crate) use stream::read_response;

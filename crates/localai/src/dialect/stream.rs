@@ -18,13 +18,21 @@ use super::parse_json;
 /// (server-sent events, or Ollama's NDJSON) or not: a server that ignores `stream: true` is
 /// read as well as one that honours it.
 pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
-    let start = body.trim_ascii_start();
-    let is_sse = start.starts_with(b"data:") || start.starts_with(b":") || start.starts_with(b"event:");
+    let start = body
+        .strip_prefix("\u{feff}".as_bytes())
+        .unwrap_or(body)
+        .trim_ascii_start();
+    let is_sse = [&b"data:"[..], b":", b"event:", b"id:", b"retry:"]
+        .iter()
+        .any(|field| start.starts_with(field));
+    let mut json_error = None;
     if !is_sse {
         match parse_json(body) {
             // Ollama's native shape (a one-line stream, or its non-streamed answer): read as
             // its stream is.
-            Ok(value) if value.get("choices").is_none() && value.get("message").is_some() => {
+            Ok(value)
+                if value.get("choices").is_none() && value.get("message").is_some_and(Value::is_object) =>
+            {
                 let mut assembler = StreamAssembler::default();
                 assembler.push_chunk(&value)?;
                 return Ok(assembler.into_response());
@@ -34,15 +42,21 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
             Err(error) if !start.starts_with(b"{") || !body.trim_ascii_end().contains(&b'\n') => {
                 return Err(error);
             }
-            Err(_) => {}
+            Err(error) => json_error = Some(error),
         }
     }
     let mut assembler = StreamAssembler::default();
-    assembler.push_body(body)?;
-    if assembler.is_empty() {
-        return Err("LLM stream ended before its first chunk".to_owned());
+    match assembler.push_body(start) {
+        Ok(()) if assembler.is_empty() => {
+            Err(json_error.unwrap_or_else(|| "LLM stream ended before its first chunk".to_owned()))
+        }
+        Ok(()) => Ok(assembler.into_response()),
+        // Not a stream after all, but a JSON document that does not parse: say that.
+        Err(error) => Err(match json_error {
+            Some(json_error) if assembler.is_empty() => json_error,
+            _ => error,
+        }),
     }
-    Ok(assembler.into_response())
 }
 
 /// One tool call being assembled.
@@ -72,8 +86,9 @@ struct StreamAssembler {
 }
 
 impl StreamAssembler {
-    /// Takes every complete line of a streamed body (SSE `data:` lines or NDJSON), in order.
-    /// Returns an error for a line that is not JSON, or for an error event.
+    /// Takes every line of a streamed body (SSE `data:` lines or NDJSON), in order, the last
+    /// one even without its line end. Returns an error for a line that is not JSON, or for an
+    /// error event.
     fn push_body(&mut self, body: &[u8]) -> Result<(), String> {
         for line in body.split(|byte| *byte == b'\n') {
             let line = String::from_utf8_lossy(line);
@@ -101,6 +116,17 @@ impl StreamAssembler {
 
     /// Takes one chunk (an OpenAI `chat.completion.chunk` or an Ollama line).
     fn push_chunk(&mut self, chunk: &Value) -> Result<(), String> {
+        // vLLM's older error event: `{"object": "error", "message": ...}`.
+        if chunk.get("object").and_then(Value::as_str) == Some("error") {
+            let message: String = chunk
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .chars()
+                .take(300)
+                .collect();
+            return Err(format!("LLM stream error: {message}"));
+        }
         if let Some(error) = chunk.get("error") {
             let message = match error {
                 Value::String(message) => message.clone(),
@@ -137,11 +163,12 @@ impl StreamAssembler {
                 self.finish_reason = Some(reason.to_owned());
             }
             if let Some(delta) = choice.get("delta") {
-                self.push_delta(delta);
+                self.push_delta(delta, false);
             }
-        } else if let Some(message) = chunk.get("message") {
-            // Ollama's native line: a message piece, and `done_reason` on the last line.
-            self.push_delta(message);
+        } else if let Some(message) = chunk.get("message").filter(|message| message.is_object()) {
+            // Ollama's native line: a message piece (its tool calls each whole), and
+            // `done_reason` on the last line.
+            self.push_delta(message, true);
             if let Some(reason) = chunk
                 .get("done_reason")
                 .and_then(Value::as_str)
@@ -153,7 +180,9 @@ impl StreamAssembler {
         Ok(())
     }
 
-    fn push_delta(&mut self, delta: &Value) {
+    /// Takes a delta. With `whole_calls`, every tool call in it is a call of its own (Ollama's
+    /// native stream sends each call whole, without id or index).
+    fn push_delta(&mut self, delta: &Value, whole_calls: bool) {
         if let Some(piece) = delta.get("content").and_then(Value::as_str) {
             self.content.push_str(piece);
             self.saw_content = true;
@@ -167,10 +196,18 @@ impl StreamAssembler {
                 .and_then(Value::as_str)
                 .filter(|id| !id.is_empty());
             let index = fragment.get("index").and_then(Value::as_u64);
+            // Arguments sent as an object are a whole call's, never a fragment of one.
+            let whole = whole_calls
+                || fragment
+                    .pointer("/function/arguments")
+                    .is_some_and(Value::is_object);
             let slot = match (id, index) {
                 (Some(id), _) => self.calls.iter().position(|call| call.id.as_deref() == Some(id)),
-                (None, Some(index)) => self.calls.iter().rposition(|call| call.index == Some(index)),
-                (None, None) => self.calls.len().checked_sub(1),
+                (None, Some(index)) if !whole => {
+                    self.calls.iter().rposition(|call| call.index == Some(index))
+                }
+                (None, None) if !whole => self.calls.len().checked_sub(1),
+                (None, _) => None,
             };
             let slot = slot.unwrap_or_else(|| {
                 self.calls.push(PartialCall {
@@ -382,8 +419,19 @@ mod tests {
             (26, 9)
         );
         let calls = json!({"message": {"role": "assistant", "content": "", "tool_calls": [
-            {"function": {"name": "runtime_get_value", "arguments": {"tag": "Pump1.Mode"}}}]}, "done": true});
+            {"function": {"name": "runtime_get_value", "arguments": {"tag": "Pump1.Mode"}}},
+            {"function": {"name": "runtime_search_uns", "arguments": {"query": "tank"}}}]}, "done": true});
         let reply = assemble(&format!("{calls}\n")).expect("reads");
+        let names: Vec<&str> = reply.calls.iter().map(|call| call.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["runtime_get_value", "runtime_search_uns"],
+            "parallel whole calls stay apart"
+        );
+        assert_eq!(
+            reply.calls[1].arguments,
+            Arguments::Object(json!({"query": "tank"}))
+        );
         assert_eq!(
             reply.calls[0].arguments,
             Arguments::Object(json!({"tag": "Pump1.Mode"}))
@@ -435,6 +483,27 @@ mod tests {
         assert_eq!(value["choices"][0]["message"]["content"], "whole");
         assert_eq!(value["eval_count"], 3);
         assert!(read_response(b"{not json").is_err_and(|error| error.contains("not JSON")));
+        // A JSON document spread over lines that does not parse is said to be bad JSON.
+        assert!(
+            read_response(b"{\n  \"choices\": [\n")
+                .is_err_and(|error| error.starts_with("LLM response is not JSON"))
+        );
+        // Any SSE field may come first, and a byte-order mark before it.
+        let with_id = format!("\u{feff}id: 1\n{streamed}");
+        assert_eq!(
+            read_response(with_id.as_bytes()).expect("reads")["choices"][0]["message"]["content"],
+            "streamed"
+        );
+        // vLLM's older error event; a message that is text is no Ollama message.
+        assert_eq!(
+            read_response(b"data: {\"object\": \"error\", \"message\": \"too long\"}\n\n"),
+            Err("LLM stream error: too long".to_owned())
+        );
+        let text_message = json!({"message": "hello"});
+        assert_eq!(
+            read_response(text_message.to_string().as_bytes()),
+            Ok(text_message)
+        );
         assert!(
             read_response(b"data: [DONE]\n\n").is_err_and(|error| error.contains("before its first chunk"))
         );

@@ -44,11 +44,12 @@ impl Usage {
 }
 
 impl std::ops::AddAssign for Usage {
+    /// Saturating: the counts come from the server, which may send any number.
     fn add_assign(&mut self, other: Self) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
+        self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }
 
@@ -84,5 +85,7 @@ mod tests {
         let mut turn = openai;
         turn += ollama;
         assert_eq!(turn.prompt_tokens, 146);
+        turn += Usage::of(&json!({"usage": {"prompt_tokens": u64::MAX}}));
+        assert_eq!(turn.prompt_tokens, u64::MAX, "saturates, never wraps");
     }
 }

@@ -38,9 +38,12 @@ pub(crate) fn apply(
         })),
         ChatTurn::Running(turn) => ChatCall::Running(async move {
             let outcome = turn.await;
+            // A turn that never reached the model (its endpoint did not resolve, it was
+            // cancelled while queued) carries no usage, as the proto says.
+            let reached_model = outcome.model_requests > 0;
             server_frame::Body::Chat(ChatReply {
                 reply_json: outcome.envelope,
-                usage: Some(TokenUsage {
+                usage: reached_model.then_some(TokenUsage {
                     prompt_tokens: outcome.usage.prompt_tokens,
                     completion_tokens: outcome.usage.completion_tokens,
                     cached_tokens: outcome.usage.cached_tokens,
