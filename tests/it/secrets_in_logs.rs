@@ -36,6 +36,17 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
+/// A subscriber writing every event, trace level included, into the returned capture.
+fn trace_capture() -> (Captured, impl tracing::Subscriber + Send + Sync) {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .finish();
+    (captured, subscriber)
+}
+
 /// Points the solution's endpoint at `url` with the secret in its query and Authorization.
 fn point_at_with_secret(path: &str, url: &str) {
     let url = format!("{url}?k=/secret:ApiKey");
@@ -54,12 +65,7 @@ fn point_at_with_secret(path: &str, url: &str) {
 
 #[test]
 fn no_path_prints_a_secret_even_at_trace_level() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
+    let (captured, subscriber) = trace_capture();
     let mut envelopes = Vec::new();
     let mut admin_output = String::new();
     let solution = Solution::demo();
@@ -218,12 +224,7 @@ const ODD_CANARY: &str = "sk canary ü-40e7";
 #[test]
 fn no_envelope_field_or_log_line_carries_a_secret_in_any_form_it_was_sent_in() {
     use base64::Engine;
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
+    let (captured, subscriber) = trace_capture();
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("panel:{ODD_CANARY}"));
     let encoded = "sk%20canary%20%C3%BC-40e7";
     let forms = [ODD_CANARY, encoded, basic.as_str()];

@@ -354,6 +354,18 @@ mod tests {
         messages
     }
 
+    /// The history of these turns (rounds of calls each, as [`turn`] takes them), and its
+    /// newest turn as values.
+    fn history(turns: &[Vec<usize>]) -> (Vec<HistoryMessage>, Vec<Value>) {
+        let messages = turns
+            .iter()
+            .enumerate()
+            .flat_map(|(i, rounds)| turn(i, rounds))
+            .map(|message| HistoryMessage::new(&message))
+            .collect();
+        (messages, turn(turns.len() - 1, &turns[turns.len() - 1]))
+    }
+
     /// The rules servers enforce: starts with a user message; every tool message answers a
     /// call of the assistant message before it; every call is answered.
     fn assert_valid(messages: &[Value]) -> Result<(), TestCaseError> {
@@ -394,13 +406,7 @@ mod tests {
             turns in proptest::collection::vec(proptest::collection::vec(1_usize..4, 0..4), 1..12),
             max in 2_usize..60,
         ) {
-            let mut kept: Vec<HistoryMessage> = turns
-                .iter()
-                .enumerate()
-                .flat_map(|(i, rounds)| turn(i, rounds))
-                .map(|message| HistoryMessage::new(&message))
-                .collect();
-            let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
+            let (mut kept, last_turn) = history(&turns);
             let before = kept.len();
             truncate(&mut kept, max, usize::MAX);
             let messages: Vec<Value> = kept
@@ -422,13 +428,7 @@ mod tests {
             turns in proptest::collection::vec(proptest::collection::vec(1_usize..4, 0..4), 1..12),
             max_bytes in 0_usize..4000,
         ) {
-            let mut kept: Vec<HistoryMessage> = turns
-                .iter()
-                .enumerate()
-                .flat_map(|(i, rounds)| turn(i, rounds))
-                .map(|message| HistoryMessage::new(&message))
-                .collect();
-            let last_turn = turn(turns.len() - 1, &turns[turns.len() - 1]);
+            let (mut kept, last_turn) = history(&turns);
             let last_bytes: usize = last_turn.iter().map(|m| m.to_string().len()).sum();
             let before: Vec<HistoryMessage> = kept.clone();
             let dropped_newest = truncate(&mut kept, usize::MAX, max_bytes);
