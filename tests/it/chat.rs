@@ -11,14 +11,14 @@ use tserver::ServerConfig;
 use crate::support::{RawConnection, ServerProcess, Solution, TestServer, admin};
 
 /// A demo solution served with the model on and pointed at a scripted LLM.
-struct ChatRig {
-    llm: ScriptedLlm,
-    solution: Solution,
-    server: TestServer,
+pub(crate) struct ChatRig {
+    pub(crate) llm: ScriptedLlm,
+    pub(crate) solution: Solution,
+    pub(crate) server: TestServer,
 }
 
 impl ChatRig {
-    async fn start(script: Vec<Reply>, settings: &[(&str, &str)]) -> Self {
+    pub(crate) async fn start(script: Vec<Reply>, settings: &[(&str, &str)]) -> Self {
         Self::serving(ScriptedLlm::start(script).await.expect("llm"), settings).await
     }
 
@@ -39,7 +39,7 @@ impl ChatRig {
         }
     }
 
-    fn posts(&self) -> Vec<Value> {
+    pub(crate) fn posts(&self) -> Vec<Value> {
         self.llm
             .requests()
             .iter()
@@ -47,10 +47,22 @@ impl ChatRig {
             .collect()
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.stop().await;
         drop(self.solution);
     }
+}
+
+/// Asserts the envelope is that of a turn the client cancelled.
+pub(crate) fn assert_cancelled(envelope: &Envelope) {
+    assert_eq!(envelope.status, Status::Truncated, "{envelope:?}");
+    assert!(
+        envelope
+            .warnings
+            .iter()
+            .any(|w| w.contains("cancelled by the client")),
+        "{envelope:?}"
+    );
 }
 
 fn roles(post: &Value) -> Vec<&str> {
@@ -535,7 +547,7 @@ async fn tclient_repl_chats_with_tools_against_the_demo_plant() {
         &cli,
         &mut "What is the motor current of Pump 1?\nThanks.\n".as_bytes(),
         &mut output,
-        false,
+        Default::default(),
     )
     .await
     .expect("repl runs");
@@ -611,6 +623,7 @@ async fn turns_of_one_connection_run_one_at_a_time_in_arrival_order() {
     for (call_id, text) in [(1, "one"), (2, "two"), (3, "three")] {
         let body = client_frame::Body::Chat(ChatRequest {
             query_json: text.to_owned(),
+            stream: false,
         });
         raw.send(call_id, body).await;
     }
@@ -876,6 +889,7 @@ async fn a_half_closed_client_still_gets_its_chat_replies() {
         2,
         tserver_proto::v1::client_frame::Body::Chat(tserver_proto::v1::ChatRequest {
             query_json: "How is Pump 1?".into(),
+            stream: false,
         }),
     )
     .await;
@@ -929,6 +943,7 @@ async fn a_client_that_is_gone_stops_costing_model_time_once_a_reply_bounces() {
             call_id,
             tserver_proto::v1::client_frame::Body::Chat(tserver_proto::v1::ChatRequest {
                 query_json: question.into(),
+                stream: false,
             }),
         )
         .await;
@@ -1112,7 +1127,7 @@ async fn a_turns_token_usage_is_summed_over_its_posts_and_carried_beside_the_env
 }
 
 /// The chunks of a streamed turn that calls `runtime_get_value` in fragments.
-fn streamed_tool_call() -> Reply {
+pub(crate) fn streamed_tool_call() -> Reply {
     let chunk = |delta: Value| json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
     Reply::sse(&[
         chunk(json!({"role": "assistant", "content": null})),
@@ -1127,7 +1142,7 @@ fn streamed_tool_call() -> Reply {
 }
 
 /// The chunks of a streamed answer.
-fn streamed_answer(text: &str) -> Reply {
+pub(crate) fn streamed_answer(text: &str) -> Reply {
     let words: Vec<Value> = text
         .split_inclusive(' ')
         .map(|word| json!({"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": null}]}))
@@ -1288,14 +1303,7 @@ async fn a_cancelled_turn_stops_at_once_answers_truncated_and_the_connection_goe
         "stopped at once, not after the model"
     );
     let envelope = Envelope::from_json(&reply.reply_json).expect("envelope");
-    assert_eq!(envelope.status, Status::Truncated, "{envelope:?}");
-    assert!(
-        envelope
-            .warnings
-            .iter()
-            .any(|w| w.contains("cancelled by the client")),
-        "{envelope:?}"
-    );
+    assert_cancelled(&envelope);
     assert_eq!(
         envelope.tool_trace.len(),
         1,

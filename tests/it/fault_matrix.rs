@@ -492,7 +492,8 @@ fn cases() -> Vec<Case> {
                 )])
             },
             chat: budget_exceeded(),
-            kept: 0,
+            // The answer as far as it streamed: the question and that partial answer.
+            kept: 2,
             trace: &[],
             atomic: budget_exceeded(),
         },

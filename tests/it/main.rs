@@ -16,6 +16,7 @@ mod protocol;
 mod runtime_tools;
 mod secrets_in_logs;
 mod solution_file;
+mod streaming;
 mod support;
 mod tclient;
 mod tidy;

@@ -15,6 +15,7 @@ use crate::support::{RawConnection, Solution, TestServer, admin, error_of, hello
 fn chat(text: &str) -> client_frame::Body {
     client_frame::Body::Chat(ChatRequest {
         query_json: text.to_owned(),
+        stream: false,
     })
 }
 

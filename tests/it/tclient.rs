@@ -1,15 +1,28 @@
 //! `tclient` against a real server, run in process through its command-line entry.
 
 use clap::Parser;
-use service_client::cli::{Cli, run};
+use service_client::cli::{Cli, Terminals, run};
 use tserver::ServerConfig;
 
 use crate::support::{Solution, TestServer, admin};
 
 async fn tclient(args: &[&str], stdin: &str, interactive: bool) -> anyhow::Result<String> {
+    tclient_on(
+        args,
+        stdin,
+        Terminals {
+            input: interactive,
+            output: false,
+        },
+    )
+    .await
+}
+
+/// `tclient` with its input and output on a terminal or not, as `terminals` says.
+async fn tclient_on(args: &[&str], stdin: &str, terminals: Terminals) -> anyhow::Result<String> {
     let cli = Cli::try_parse_from(std::iter::once("tclient").chain(args.iter().copied()))?;
     let mut output = Vec::new();
-    run(&cli, &mut stdin.as_bytes(), &mut output, interactive).await?;
+    run(&cli, &mut stdin.as_bytes(), &mut output, terminals).await?;
     Ok(String::from_utf8(output).expect("utf-8"))
 }
 

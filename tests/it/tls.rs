@@ -123,7 +123,7 @@ async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls()
     ])
     .expect("tclient arguments parse");
     let mut output = Vec::new();
-    service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, false)
+    service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, Default::default())
         .await
         .expect("tclient pings over TLS");
     assert!(String::from_utf8_lossy(&output).starts_with("pong from"));

@@ -53,6 +53,8 @@ pub struct DemoOptions {
     pub questions: Vec<String>,
     /// After the questions, read more from the input until an empty line or end of input.
     pub interactive: bool,
+    /// Print each answer as it arrives (for a terminal) rather than when it is whole.
+    pub stream: bool,
 }
 
 impl Default for DemoOptions {
@@ -68,6 +70,7 @@ impl Default for DemoOptions {
                 .map(|&question| question.to_owned())
                 .collect(),
             interactive: false,
+            stream: false,
         }
     }
 }
@@ -195,10 +198,10 @@ async fn chat(
     };
     for question in &options.questions {
         writeln!(output, "you> {question}")?;
-        ask(&client, question, &mut report, output).await?;
+        ask(&client, question, options.stream, &mut report, output).await?;
     }
     if options.interactive {
-        let more = service_client::cli::chat_interactively(&client, input, output).await?;
+        let more = service_client::cli::chat_interactively(&client, input, output, options.stream).await?;
         report.envelopes.extend(more);
     }
     Ok(report)
@@ -207,11 +210,17 @@ async fn chat(
 async fn ask(
     client: &Client,
     question: &str,
+    stream: bool,
     report: &mut DemoReport,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let envelope = client.chat_envelope(question).await?;
-    service_client::cli::write_readable(&envelope, output)?;
+    let envelope = if stream {
+        service_client::cli::chat_streamed(client, question, output).await?
+    } else {
+        let envelope = client.chat_envelope(question).await?;
+        service_client::cli::write_readable(&envelope, output)?;
+        envelope
+    };
     writeln!(output)?;
     output.flush()?;
     report.envelopes.push(envelope);

@@ -66,6 +66,11 @@ impl HookChain {
         )
     }
 
+    /// Whether no handler is attached.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.snapshot().is_empty()
+    }
+
     /// Runs the chain over `text`; failures are appended to `warnings` as
     /// `"<hook> handler '<name>' failed: ..."`.
     pub(crate) async fn run(&self, hook: &str, text: String, warnings: &mut Vec<String>) -> String {

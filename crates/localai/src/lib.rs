@@ -24,6 +24,7 @@ mod dialect;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hooks;
+pub mod progress;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -32,9 +33,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
+pub use chat::TurnControls;
 pub use chat::transcript::TranscriptBudget;
 pub use dialect::Usage;
 use futures::FutureExt;
+pub use progress::{ChatProgress, ProgressFeed, ProgressTap, progress_feed};
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
 pub use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -162,20 +165,23 @@ impl LocalAi {
     /// arrival order gets the turns of one connection answered in that order, however its
     /// tasks are scheduled.
     pub fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> ChatTurn {
-        self.execute_chat_cancellable(caller, query_json, CancellationToken::new())
+        self.execute_chat_with(caller, query_json, TurnControls::default())
     }
 
-    /// [`execute_chat`](Self::execute_chat) for a turn the client may cancel: when `cancel` is
-    /// cancelled, the POST or tool dispatch in flight is dropped and the turn ends `truncated`
-    /// with a warning saying so, keeping in the transcript what a turn cut short keeps.
-    pub fn execute_chat_cancellable(
+    /// [`execute_chat`](Self::execute_chat) for a turn the client steers: when
+    /// `controls.cancel` is cancelled, the POST or tool dispatch in flight is dropped and the
+    /// turn ends `truncated` with a warning saying so (and the answer text received so far),
+    /// keeping in the transcript what a turn cut short keeps; with `controls.progress`, the turn
+    /// reports answer text as the model writes it and each tool dispatch as it starts and
+    /// ends. The envelope is the same whether the turn is watched or not.
+    pub fn execute_chat_with(
         &self,
         caller: &ChatCaller,
         query_json: &str,
-        cancel: CancellationToken,
+        controls: TurnControls,
     ) -> ChatTurn {
         let panicked = || Envelope::precondition_error("internal error: the chat turn panicked").to_json();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json, cancel))) {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json, controls))) {
             Ok(Ok(admitted)) => {
                 let chat = Arc::clone(&self.chat);
                 let max = Arc::clone(&self.max_envelope_bytes);

@@ -165,6 +165,46 @@ impl Redactions {
         envelope
     }
 
+    /// Where text arriving piece by piece can be cut now and shown (scrubbed), counting from
+    /// `from` (what was shown already): before any tail that begins a secret's form, which
+    /// more text could complete, and never inside a whole form, which scrubbing the pieces
+    /// apart would miss. The rest waits for more text, or for the end.
+    pub(crate) fn settled_end(&self, text: &str, from: usize) -> usize {
+        let bytes = text.as_bytes();
+        let mut end = bytes.len();
+        let Some(longest) = self.forms.first().map(|(form, _)| form.len()) else {
+            return end;
+        };
+        // Forms are UTF-8, so a byte match starts on a character boundary.
+        for at in bytes.len().saturating_sub(longest - 1).max(from)..bytes.len() {
+            let tail = &bytes[at..];
+            if self
+                .forms
+                .iter()
+                .any(|(form, _)| form.as_bytes().starts_with(tail))
+            {
+                end = at;
+                break;
+            }
+        }
+        'settle: loop {
+            for (form, _) in &self.forms {
+                let form = form.as_bytes();
+                let low = end.saturating_sub(form.len() - 1).max(from);
+                let high = (end + form.len() - 1).min(bytes.len());
+                // Every match in this window starts before `end` and ends after it.
+                if let Some(found) = bytes[low..high]
+                    .windows(form.len())
+                    .position(|window| window == form)
+                {
+                    end = low + found;
+                    continue 'settle;
+                }
+            }
+            return end;
+        }
+    }
+
     /// Remembers what the decoded request headers carry of the resolved secrets: a header
     /// value cut from a secret that held a whole line (`CustomAuth` + `/secret:HeaderLine`),
     /// and the base64 of Basic credentials holding a secret, so an echo of either is scrubbed.
@@ -223,6 +263,12 @@ impl Redactions {
             .iter()
             .find(|(value, _)| value.contains(part))
             .map(|(_, token)| token.clone())
+    }
+
+    /// Remembers `value` as the secret `name` resolved to, for tests outside this module.
+    #[cfg(test)]
+    pub(crate) fn remember_for_test(&mut self, value: &str, name: &str) {
+        self.remember(value, name);
     }
 
     fn remember(&mut self, value: &str, name: &str) {
@@ -362,6 +408,34 @@ mod tests {
             json.contains("<BasicAuth credentials with /secret:Key>"),
             "{json}"
         );
+    }
+
+    #[test]
+    fn text_shown_piece_by_piece_never_splits_a_secret() {
+        let mut redactions = Redactions::default();
+        redactions.remember("sk-live-1234", "ApiKey");
+        // Cut before a tail that may become the secret, and before a whole one across the end.
+        assert_eq!(redactions.settled_end("Your key is sk-li", 0), 12);
+        assert_eq!(redactions.settled_end("Your key is s", 0), 12);
+        assert_eq!(redactions.settled_end("Your key is x", 0), 13);
+        assert_eq!(redactions.settled_end("a sk-live-1234 b", 0), 16);
+        assert_eq!(Redactions::default().settled_end("sk-li", 0), 5);
+        // Pieces cut at every point and shown as they settle read as the whole text scrubbed.
+        let text = "key sk-live-1234, again sk-live-1234 and sk-live-12 end";
+        for step in 1..text.len() {
+            let (mut shown, mut from, mut upto) = (String::new(), 0, 0);
+            while upto < text.len() {
+                upto = (upto + step).min(text.len());
+                while !text.is_char_boundary(upto) {
+                    upto += 1;
+                }
+                let end = redactions.settled_end(&text[..upto], from);
+                shown.push_str(&redactions.scrub(&text[from..end]));
+                from = end;
+            }
+            shown.push_str(&redactions.scrub(&text[from..]));
+            assert_eq!(shown, redactions.scrub(text), "step {step}");
+        }
     }
 
     #[test]

@@ -227,6 +227,7 @@ mod tests {
             call_id: 1,
             body: Some(client_frame::Body::Chat(crate::v1::ChatRequest {
                 query_json: "x".repeat(100),
+                stream: false,
             })),
         };
         let mut out = BytesMut::new();

@@ -128,6 +128,25 @@ impl Reply {
         }
     }
 
+    /// A stream with its lines one every `every` (other replies are returned as they are).
+    #[must_use]
+    pub fn paced(self, every: Duration) -> Self {
+        match self {
+            Self::Stream {
+                content_type,
+                lines,
+                end,
+                ..
+            } => Self::Stream {
+                content_type,
+                lines,
+                every,
+                end,
+            },
+            other => other,
+        }
+    }
+
     /// A normal answer.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Content(text.into())

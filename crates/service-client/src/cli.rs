@@ -1,8 +1,9 @@
 //! The `tclient` command line: ping, one chat turn, or a chat REPL.
 //!
-//! `chat` prints exactly the reply envelope JSON on one line on stdout. `repl` is interactive
-//! on a terminal; with stdin not a terminal it reads one query per line and prints one envelope
-//! line per query, all on one connection.
+//! `chat` prints exactly the reply envelope JSON on one line on stdout; on a terminal it
+//! prints the answer as it arrives instead, readably (`--no-stream`: the JSON line). `repl` is
+//! interactive on a terminal (streaming likewise); with stdin not a terminal it reads one query
+//! per line and prints one envelope line per query, all on one connection.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -11,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
-use crate::{Client, ClientOptions, Envelope, ToolStatus};
+use crate::{ChatEvent, Client, ClientOptions, Envelope, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
 #[derive(Debug, Parser)]
@@ -36,6 +37,9 @@ pub struct Cli {
     /// Seconds to wait for each reply.
     #[arg(long, default_value_t = 90.0, global = true)]
     pub timeout_secs: f64,
+    /// On a terminal, wait for each whole reply instead of printing the answer as it arrives.
+    #[arg(long, global = true)]
+    pub no_stream: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -65,21 +69,33 @@ pub fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let interactive = std::io::stdin().is_terminal();
+    let terminals = Terminals {
+        input: std::io::stdin().is_terminal(),
+        output: std::io::stdout().is_terminal(),
+    };
     runtime.block_on(run(
         &cli,
         &mut std::io::stdin().lock(),
         &mut std::io::stdout().lock(),
-        interactive,
+        terminals,
     ))
 }
 
-/// Runs the command. `interactive` says whether `input` is a terminal.
+/// Which of a command's input and output are terminals (a person), not pipes or files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Terminals {
+    /// Input: `repl` is interactive.
+    pub input: bool,
+    /// Output: answers print as they arrive, readably, unless `--no-stream`.
+    pub output: bool,
+}
+
+/// Runs the command.
 pub async fn run(
     cli: &Cli,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-    interactive: bool,
+    terminals: Terminals,
 ) -> anyhow::Result<()> {
     let call_timeout = Duration::try_from_secs_f64(cli.timeout_secs)
         .ok()
@@ -127,6 +143,7 @@ pub async fn run(
     }
     let client = Client::connect(cli.addr.as_str(), options).await?;
     client.login(&cli.user, &password).await?;
+    let stream = terminals.output && !cli.no_stream;
 
     match &cli.command {
         Command::Ping => {
@@ -138,11 +155,14 @@ pub async fn run(
                 round_trip.as_secs_f64() * 1000.0
             )?;
         }
+        Command::Chat { text } if stream => {
+            chat_streamed(&client, text, output).await?;
+        }
         Command::Chat { text } => {
             writeln!(output, "{}", client.chat(text).await?)?;
         }
-        Command::Repl if interactive => {
-            chat_interactively(&client, input, output).await?;
+        Command::Repl if terminals.input => {
+            chat_interactively(&client, input, output, stream).await?;
         }
         // Bench ran above on connections of its own.
         Command::Bench(_) => {}
@@ -166,11 +186,13 @@ pub async fn run(
 }
 
 /// Chats with a person: prompts, sends each line as a chat turn and prints the envelope
-/// readably, until an empty line or the end of input. Returns the envelopes received.
+/// readably (with `stream`, the answer as it arrives), until an empty line or the end of input.
+/// Returns the envelopes received.
 pub async fn chat_interactively(
     client: &Client,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
+    stream: bool,
 ) -> anyhow::Result<Vec<Envelope>> {
     writeln!(
         output,
@@ -185,16 +207,70 @@ pub async fn chat_interactively(
         if input.read_line(&mut line)? == 0 || line.trim().is_empty() {
             break;
         }
-        let json = client.chat(line.trim()).await?;
-        match Envelope::from_json(&json) {
-            Ok(envelope) => {
-                write_readable(&envelope, output)?;
-                envelopes.push(envelope);
-            }
-            Err(error) => bail!("the server sent an invalid envelope ({error}): {json}"),
+        if stream {
+            envelopes.push(chat_streamed(client, line.trim(), output).await?);
+            continue;
         }
+        let envelope = parse_envelope(&client.chat(line.trim()).await?)?;
+        write_readable(&envelope, output)?;
+        envelopes.push(envelope);
     }
     Ok(envelopes)
+}
+
+fn parse_envelope(json: &str) -> anyhow::Result<Envelope> {
+    Envelope::from_json(json).with_context(|| format!("the server sent an invalid envelope: {json}"))
+}
+
+/// One chat turn printed for a person as it happens: each tool dispatch as it starts and
+/// ends, the answer as the model writes it, then (from the envelope) the answer again if it
+/// is not what streamed, the warnings, status and latency. Returns the envelope.
+pub async fn chat_streamed(client: &Client, query: &str, output: &mut dyn Write) -> anyhow::Result<Envelope> {
+    let mut stream = client.chat_stream(query).await?;
+    // The answer text printed since the last tool dispatch, and whether a line is open.
+    let mut streamed = String::new();
+    let mut line_open = false;
+    while let Some(event) = stream.next_event().await {
+        match event {
+            ChatEvent::Text(text) => {
+                if !line_open {
+                    write!(output, "ai> ")?;
+                    line_open = true;
+                }
+                write!(output, "{text}")?;
+                streamed.push_str(&text);
+            }
+            ChatEvent::ToolStarted(started) => {
+                if line_open {
+                    writeln!(output)?;
+                }
+                write!(
+                    output,
+                    "  [tool] {}({})",
+                    started.name,
+                    cut_chars(&started.arguments_json)
+                )?;
+                line_open = true;
+                streamed.clear();
+            }
+            ChatEvent::ToolFinished(finished) => {
+                let mark = if finished.ok { "ok" } else { "error" };
+                writeln!(output, " -> {mark}, {} ms", finished.elapsed_ms)?;
+                line_open = false;
+            }
+        }
+        output.flush()?;
+    }
+    if line_open {
+        writeln!(output)?;
+    }
+    let envelope = parse_envelope(&stream.reply().await?.reply_json)?;
+    if envelope.text != streamed && !envelope.text.is_empty() {
+        writeln!(output, "ai> {}", envelope.text)?;
+    }
+    write_footer(&envelope, output)?;
+    output.flush()?;
+    Ok(envelope)
 }
 
 /// How much of a tool's arguments or result the readable form shows; the JSON form has all.
@@ -203,13 +279,7 @@ const READABLE_JSON_CHARS: usize = 160;
 /// Prints an envelope for a person: each tool call (arguments and result cut to a line), the
 /// answer, warnings, then status and latency.
 pub fn write_readable(envelope: &Envelope, output: &mut dyn Write) -> std::io::Result<()> {
-    let cut = |value: &serde_json::Value| {
-        let text = value.to_string();
-        match text.char_indices().nth(READABLE_JSON_CHARS) {
-            Some((at, _)) => format!("{}…", &text[..at]),
-            None => text,
-        }
-    };
+    let cut = |value: &serde_json::Value| cut_chars(&value.to_string());
     for entry in &envelope.tool_trace {
         let mark = match entry.status {
             ToolStatus::Ok => "ok",
@@ -227,6 +297,19 @@ pub fn write_readable(envelope: &Envelope, output: &mut dyn Write) -> std::io::R
     if !envelope.text.is_empty() {
         writeln!(output, "ai> {}", envelope.text)?;
     }
+    write_footer(envelope, output)
+}
+
+/// JSON text cut to a line for a person.
+fn cut_chars(text: &str) -> String {
+    match text.char_indices().nth(READABLE_JSON_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// An envelope's warnings, then its status and latency.
+fn write_footer(envelope: &Envelope, output: &mut dyn Write) -> std::io::Result<()> {
     for warning in &envelope.warnings {
         writeln!(output, "  [warning] {warning}")?;
     }

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
     Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest,
-    ServerFrame, TagReading, client_frame, server_frame,
+    ServerFrame, TagReading, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -67,7 +67,17 @@ pub struct LoginInfo {
     pub user_name: String,
 }
 
-type Pending = Mutex<HashMap<u64, oneshot::Sender<ServerFrame>>>;
+/// What waits for a call's frames.
+#[derive(Debug)]
+struct Waiter {
+    /// Where the one answer goes.
+    reply: oneshot::Sender<ServerFrame>,
+    /// Where a streamed chat turn's progress goes until its answer arrives. Unbounded, so the
+    /// connection's reader never waits for one caller: it holds at most one turn's progress.
+    progress: Option<mpsc::UnboundedSender<chat_event::Event>>,
+}
+
+type Pending = Mutex<HashMap<u64, Waiter>>;
 
 #[derive(Debug)]
 struct Shared {
@@ -228,6 +238,7 @@ impl Client {
     pub async fn chat_reply(&self, query: &str) -> Result<ChatReply, ClientError> {
         let request = ChatRequest {
             query_json: query.to_owned(),
+            stream: false,
         };
         match self.call(client_frame::Body::Chat(request)).await? {
             server_frame::Body::Chat(reply) => Ok(reply),
@@ -255,8 +266,30 @@ impl Client {
     pub async fn send_chat(&self, query: &str) -> Result<PendingCall, ClientError> {
         let request = ChatRequest {
             query_json: query.to_owned(),
+            stream: false,
         };
-        self.send(client_frame::Body::Chat(request)).await
+        self.send(client_frame::Body::Chat(request), None).await
+    }
+
+    /// Sends a chat turn that streams: its progress (answer text as the model writes it, tool
+    /// dispatches as they start and finish) comes from [`ChatStream::next_event`], then its
+    /// reply, the same as [`chat_reply`](Self::chat_reply) would give, from
+    /// [`ChatStream::reply`]. It can be cancelled with [`cancel`](Self::cancel) and
+    /// [`ChatStream::call_id`].
+    pub async fn chat_stream(&self, query: &str) -> Result<ChatStream, ClientError> {
+        let request = ChatRequest {
+            query_json: query.to_owned(),
+            stream: true,
+        };
+        let (progress, events) = mpsc::unbounded_channel();
+        let pending = self
+            .send(client_frame::Body::Chat(request), Some(progress))
+            .await?;
+        Ok(ChatStream {
+            deadline: tokio::time::Instant::now() + self.call_timeout,
+            events,
+            pending,
+        })
     }
 
     /// Asks the server to stop a call of this connection still in flight (a chat turn sent
@@ -279,14 +312,25 @@ impl Client {
     /// Sends any call and returns the reply body; protocol errors become
     /// [`ClientError::Server`].
     pub async fn call(&self, body: client_frame::Body) -> Result<server_frame::Body, ClientError> {
-        self.send(body).await?.reply().await
+        self.send(body, None).await?.reply().await
     }
 
-    /// Sends a call; its reply is awaited with [`PendingCall::reply`].
-    async fn send(&self, body: client_frame::Body) -> Result<PendingCall, ClientError> {
+    /// Sends a call; its reply is awaited with [`PendingCall::reply`], and its progress, if
+    /// it streams, goes to `progress`.
+    async fn send(
+        &self,
+        body: client_frame::Body,
+        progress: Option<mpsc::UnboundedSender<chat_event::Event>>,
+    ) -> Result<PendingCall, ClientError> {
         let call_id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
         let (slot, reply) = oneshot::channel();
-        self.pending().insert(call_id, slot);
+        self.pending().insert(
+            call_id,
+            Waiter {
+                reply: slot,
+                progress,
+            },
+        );
         let frame = ClientFrame {
             call_id,
             body: Some(body),
@@ -302,7 +346,7 @@ impl Client {
         })
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiter>> {
         lock(&self.shared.pending)
     }
 
@@ -334,12 +378,18 @@ impl PendingCall {
     /// Waits for the reply body (within the client's call timeout); protocol errors become
     /// [`ClientError::Server`].
     pub async fn reply(self) -> Result<server_frame::Body, ClientError> {
+        let deadline = tokio::time::Instant::now() + self.client.call_timeout;
+        self.reply_by(deadline).await
+    }
+
+    /// Waits for the reply body until `deadline`.
+    async fn reply_by(self, deadline: tokio::time::Instant) -> Result<server_frame::Body, ClientError> {
         let Self {
             call_id,
             reply,
             client,
         } = self;
-        let frame = match tokio::time::timeout(client.call_timeout, reply).await {
+        let frame = match tokio::time::timeout_at(deadline, reply).await {
             Ok(Ok(frame)) => frame,
             Ok(Err(_)) => return Err(client.lost()),
             Err(_) => {
@@ -362,6 +412,41 @@ impl PendingCall {
     }
 }
 
+/// A streamed chat turn in flight (see [`Client::chat_stream`]). Its call timeout counts from
+/// when it was sent. Dropped, it is as a dropped [`PendingCall`].
+#[derive(Debug)]
+pub struct ChatStream {
+    deadline: tokio::time::Instant,
+    events: mpsc::UnboundedReceiver<chat_event::Event>,
+    pending: PendingCall,
+}
+
+impl ChatStream {
+    /// The call's id, as [`Client::cancel`] takes it.
+    pub fn call_id(&self) -> u64 {
+        self.pending.call_id
+    }
+
+    /// The turn's next progress event; `None` once the turn has been answered (or the call
+    /// timed out, or the connection ended): then [`reply`](Self::reply) says how it ended.
+    pub async fn next_event(&mut self) -> Option<chat_event::Event> {
+        tokio::time::timeout_at(self.deadline, self.events.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The turn's reply, once its progress has been read or is no longer wanted.
+    pub async fn reply(self) -> Result<ChatReply, ClientError> {
+        match self.pending.reply_by(self.deadline).await? {
+            server_frame::Body::Chat(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ChatReply",
+            }),
+        }
+    }
+}
+
 /// The host part of `host:port`, `[v6]:port` or a bare host.
 fn host_of(addr: &str) -> &str {
     let host = match addr.rsplit_once(':') {
@@ -375,7 +460,7 @@ fn host_of(addr: &str) -> &str {
 
 /// Locks the pending map; a panic while holding it cannot leave it inconsistent (single
 /// inserts and removes), so a poisoned lock is used as is.
-fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<ServerFrame>>> {
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<u64, Waiter>> {
     pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -415,9 +500,20 @@ async fn drive(
                         });
                     }
                 }
+                Some(Ok(Decoded::Message(ServerFrame {
+                    call_id,
+                    body: Some(server_frame::Body::ChatProgress(progress)),
+                }))) => {
+                    if let Some(Waiter { progress: Some(events), .. }) = lock(&shared.pending).get(&call_id) {
+                        for event in progress.events.into_iter().filter_map(|event| event.event) {
+                            let _ = events.send(event);
+                        }
+                    }
+                }
                 Some(Ok(Decoded::Message(frame))) => {
-                    if let Some(slot) = lock(&shared.pending).remove(&frame.call_id) {
-                        let _ = slot.send(frame);
+                    // The waiter goes, and with it the progress sender: its stream ends.
+                    if let Some(waiter) = lock(&shared.pending).remove(&frame.call_id) {
+                        let _ = waiter.reply.send(frame);
                     }
                 }
                 Some(Ok(Decoded::Malformed(error))) => break CloseReason::Protocol(error.to_string()),

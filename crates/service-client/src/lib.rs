@@ -27,6 +27,9 @@ mod client;
 mod error;
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
-pub use client::{Client, ClientOptions, ClientTls, LoginInfo, PendingCall};
+pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall};
 pub use error::{ClientError, CloseReason};
-pub use tserver_proto::v1::{ErrorCode, TagReading, tag_reading::Value as TagValue};
+pub use tserver_proto::v1::{
+    ChatReply, ErrorCode, TagReading, TokenUsage, ToolFinished, ToolStarted, chat_event::Event as ChatEvent,
+    tag_reading::Value as TagValue,
+};

@@ -20,6 +20,7 @@ use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, serve
 use tserver_proto::{Decoded, FrameError};
 
 use crate::auth::{LoginStanding, UserFingerprints};
+use crate::chat_streams::ChatStreams;
 use crate::cmd::{self, CallError, error_frame, reply};
 use crate::connection::Connection;
 use crate::context::ConnectionContext;
@@ -137,6 +138,8 @@ pub(crate) struct Handler {
     /// The cancellation of each call running in a task, by call id, until its reply is
     /// written (at most the in-flight cap of them).
     running: HashMap<u64, CancellationToken>,
+    /// The streamed chat turns in flight, and their progress on its way out.
+    streams: ChatStreams,
     /// The `Users` table, sent again when it changes: the login is checked against it.
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
@@ -184,6 +187,7 @@ impl Handler {
             login_span: tracing::Span::none(),
             log_budget: LogBudget::new("this connection"),
             running: HashMap::new(),
+            streams: ChatStreams::new(shared.config.max_frame),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,
@@ -297,6 +301,11 @@ impl Handler {
                 }
                 Some(reply) = next_reply(&mut self.replies) => {
                     if let Err(error) = self.write_replies(reply).await {
+                        return Close::Transport(error.to_string());
+                    }
+                }
+                () = self.streams.ready() => {
+                    if let Err(error) = self.write_progress().await {
                         return Close::Transport(error.to_string());
                     }
                 }
@@ -417,11 +426,20 @@ impl Handler {
                     user_name: user,
                 };
                 let cancel = CancellationToken::new();
-                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai(), cancel.clone()) {
-                    cmd::chat::ChatCall::Answered(body) => self.answer(reply(call_id, body)).await?,
+                let controls = localai::TurnControls {
+                    cancel: cancel.clone(),
+                    progress: request.stream.then(|| self.streams.open(call_id)),
+                };
+                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai(), controls) {
+                    cmd::chat::ChatCall::Answered(body) => {
+                        self.streams.close(call_id);
+                        self.answer(reply(call_id, body)).await?;
+                    }
                     cmd::chat::ChatCall::Running(turn) => {
                         if self.spawn_call(call_id, "chat", turn).await? {
                             self.running.insert(call_id, cancel);
+                        } else {
+                            self.streams.close(call_id);
                         }
                     }
                 }
@@ -510,13 +528,34 @@ impl Handler {
         self.connection.flush_unless_more_input().await
     }
 
-    /// Writes a task's reply plus any others already waiting, then flushes once.
+    /// Writes a task's reply plus any others already waiting, then flushes once. A streamed
+    /// turn's last progress goes out just before its reply.
     async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
-        self.running.remove(&first.frame.call_id);
-        self.connection.queue(first.frame).await?;
+        self.queue_reply(first).await?;
         while let Some(Ok(next)) = self.replies.as_mut().map(|(_, receiver)| receiver.try_recv()) {
-            self.running.remove(&next.frame.call_id);
-            self.connection.queue(next.frame).await?;
+            self.queue_reply(next).await?;
+        }
+        self.last_activity = Instant::now();
+        self.connection.flush_unless_more_input().await
+    }
+
+    async fn queue_reply(&mut self, reply: CallReply) -> Result<(), crate::connection::WriteError> {
+        let call_id = reply.frame.call_id;
+        self.running.remove(&call_id);
+        for progress in self.streams.close(call_id) {
+            self.connection.queue(progress).await?;
+        }
+        self.connection.queue(reply.frame).await
+    }
+
+    /// Writes the progress frames due, then flushes once.
+    async fn write_progress(&mut self) -> Result<(), crate::connection::WriteError> {
+        let frames = self.streams.due_frames(Instant::now());
+        if frames.is_empty() {
+            return Ok(());
+        }
+        for frame in frames {
+            self.connection.queue(frame).await?;
         }
         self.last_activity = Instant::now();
         self.connection.flush_unless_more_input().await

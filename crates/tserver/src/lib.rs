@@ -18,6 +18,7 @@ pub mod solution;
 pub mod tools;
 
 mod auth;
+mod chat_streams;
 mod cmd;
 mod connection;
 mod context;

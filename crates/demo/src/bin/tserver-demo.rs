@@ -63,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         solution: args.solution,
         questions,
         interactive: args.interactive,
+        stream: std::io::stdout().is_terminal(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

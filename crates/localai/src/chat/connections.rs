@@ -1,5 +1,6 @@
 //! The chat path's keep-alive connections to plain-HTTP model servers: a pool that takes a
-//! connection back in the same step that reads a response's last byte.
+//! connection back in the same step that reads a response's last byte, and hands the body over
+//! as it arrives (a streamed answer is read a chunk at a time).
 //!
 //! reqwest's pool (hyper-util) takes a connection back from a task of its own after a response
 //! ends, and a POST that finds the pool empty meanwhile opens another connection. A turn's next
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -86,18 +88,39 @@ pub(crate) enum ExchangeError {
     /// The connection failed while the response's body was read.
     #[error("the response body could not be read: {0}")]
     Body(#[source] hyper::Error),
-    /// The response body passed the cap.
-    #[error("the response passed the size cap")]
-    TooLarge,
 }
 
-/// A response read whole.
+/// A response whose body is read as it arrives. Its connection goes back to the pool when the
+/// body has been read to its end; dropped before that, the connection is closed.
 #[derive(Debug)]
-pub(crate) struct Exchange {
+pub(crate) struct PooledResponse<'a> {
     pub(crate) status: StatusCode,
     /// The `Location` header, for the warning about a redirect (never followed).
     pub(crate) location: Option<String>,
-    pub(crate) body: Vec<u8>,
+    body: Incoming,
+    /// The connection, until the body's end returns it to `pool`.
+    connection: Option<Sender>,
+    pool: &'a ModelConnections,
+    origin: &'a Origin,
+}
+
+impl PooledResponse<'_> {
+    /// The next bytes of the body, `None` at its end (when the connection goes back to the
+    /// pool, in the same step).
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, ExchangeError> {
+        while let Some(frame) = self.body.frame().await {
+            let frame = frame.map_err(ExchangeError::Body)?;
+            if let Ok(data) = frame.into_data()
+                && !data.is_empty()
+            {
+                return Ok(Some(data));
+            }
+        }
+        if let Some(sender) = self.connection.take() {
+            self.pool.checkin(self.origin, sender);
+        }
+        Ok(None)
+    }
 }
 
 /// An idle connection and since when.
@@ -114,15 +137,13 @@ pub(crate) struct ModelConnections {
 }
 
 impl ModelConnections {
-    /// Sends `request` on an idle connection to `origin` (or a new one) and reads the whole
-    /// response, up to `max_body` bytes. The connection goes back to the pool only when the
-    /// response was read to its end; any failure drops it, which closes it.
-    pub(crate) async fn exchange(
-        &self,
-        origin: &Origin,
+    /// Sends `request` on an idle connection to `origin` (or a new one) and returns the
+    /// response once its head has arrived; its body is read with [`PooledResponse::chunk`].
+    pub(crate) async fn send<'a>(
+        &'a self,
+        origin: &'a Origin,
         mut request: Request<Full<Bytes>>,
-        max_body: usize,
-    ) -> Result<Exchange, ExchangeError> {
+    ) -> Result<PooledResponse<'a>, ExchangeError> {
         let (sender, response) = loop {
             let (mut sender, reused) = match self.checkout(origin).await {
                 Some(sender) => (sender, true),
@@ -138,24 +159,13 @@ impl ModelConnections {
                 },
             }
         };
-        let status = response.status();
-        let location = location(response.headers());
-        let mut incoming = response.into_body();
-        let mut body = Vec::new();
-        while let Some(frame) = incoming.frame().await {
-            let frame = frame.map_err(ExchangeError::Body)?;
-            if let Ok(data) = frame.into_data() {
-                if body.len() + data.len() > max_body {
-                    return Err(ExchangeError::TooLarge);
-                }
-                body.extend_from_slice(&data);
-            }
-        }
-        self.checkin(origin, sender);
-        Ok(Exchange {
-            status,
-            location,
-            body,
+        Ok(PooledResponse {
+            status: response.status(),
+            location: location(response.headers()),
+            body: response.into_body(),
+            connection: Some(sender),
+            pool: self,
+            origin,
         })
     }
 
@@ -236,6 +246,16 @@ mod tests {
         Origin::of(&reqwest::Url::parse(url).expect("a URL")).expect("an http origin")
     }
 
+    /// Sends a POST and reads its whole body.
+    async fn exchange(pool: &ModelConnections, origin: &Origin) -> (StatusCode, Vec<u8>) {
+        let mut response = pool.send(origin, post(origin)).await.expect("a response");
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.expect("a body") {
+            body.extend_from_slice(&chunk);
+        }
+        (response.status, body)
+    }
+
     fn post(origin: &Origin) -> Request<Full<Bytes>> {
         Request::post("/v1/chat/completions")
             .header(hyper::header::HOST, origin.host_header())
@@ -276,12 +296,9 @@ mod tests {
         let origin = origin_of(&llm.url());
         let pool = ModelConnections::default();
         for _ in 0..3 {
-            let exchange = pool
-                .exchange(&origin, post(&origin), 1 << 20)
-                .await
-                .expect("a reply");
-            assert_eq!(exchange.status, StatusCode::OK);
-            assert!(String::from_utf8_lossy(&exchange.body).contains("chat.completion"));
+            let (status, body) = exchange(&pool, &origin).await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(String::from_utf8_lossy(&body).contains("chat.completion"));
         }
         assert_eq!(llm.connections(), 1);
         llm.stop().await;
@@ -302,11 +319,8 @@ mod tests {
         let origin = origin_of(&llm.url());
         let pool = ModelConnections::default();
         for text in ["closing", "fresh"] {
-            let exchange = pool
-                .exchange(&origin, post(&origin), 1 << 20)
-                .await
-                .expect("a reply");
-            assert!(String::from_utf8_lossy(&exchange.body).contains(text));
+            let (_, body) = exchange(&pool, &origin).await;
+            assert!(String::from_utf8_lossy(&body).contains(text));
         }
         assert_eq!(llm.connections(), 2);
         llm.stop().await;
@@ -342,36 +356,26 @@ mod tests {
         });
         let origin = origin_of(&url);
         let pool = ModelConnections::default();
-        let first = pool
-            .exchange(&origin, post(&origin), 1 << 20)
-            .await
-            .expect("a reply");
-        assert_eq!(first.body, b"{\"ok\":true}");
+        let (_, first) = exchange(&pool, &origin).await;
+        assert_eq!(first, b"{\"ok\":true}");
         // Let the pooled connection see the hang-up before the next POST.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let second = pool
-            .exchange(&origin, post(&origin), 1 << 20)
-            .await
-            .expect("a reply");
-        assert_eq!(second.body, b"{\"ok\":true}");
+        let (_, second) = exchange(&pool, &origin).await;
+        assert_eq!(second, b"{\"ok\":true}");
         assert_eq!(server.await.expect("the server task"), 2);
     }
 
     #[tokio::test]
-    async fn a_body_past_the_cap_fails_and_its_connection_is_not_kept() {
+    async fn a_response_dropped_before_its_end_does_not_give_its_connection_back() {
         let llm = ScriptedLlm::start(vec![Reply::text("a long enough answer"), Reply::text("b")])
             .await
             .expect("llm");
         let origin = origin_of(&llm.url());
         let pool = ModelConnections::default();
-        let error = pool
-            .exchange(&origin, post(&origin), 16)
-            .await
-            .expect_err("too large");
-        assert!(matches!(error, ExchangeError::TooLarge), "{error:?}");
-        pool.exchange(&origin, post(&origin), 1 << 20)
-            .await
-            .expect("a reply");
+        let response = pool.send(&origin, post(&origin)).await.expect("a response");
+        assert_eq!(response.status, StatusCode::OK);
+        drop(response);
+        exchange(&pool, &origin).await;
         assert_eq!(llm.connections(), 2);
         llm.stop().await;
     }

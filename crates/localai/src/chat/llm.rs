@@ -9,13 +9,13 @@ use http_body_util::Full;
 use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use super::connections::{Exchange, ExchangeError, ModelConnections, Origin, location};
+use super::connections::{ExchangeError, ModelConnections, Origin, PooledResponse, location};
 use super::transcript::HistoryMessage;
 
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, plain_cause, read_response, refuses_streaming, reqwest_failure, status_warning,
+    MAX_RESPONSE_BYTES, ResponseReader, plain_cause, refuses_streaming, reqwest_failure, status_warning,
     too_large, transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
@@ -205,33 +205,39 @@ impl Endpoint {
     }
 
     /// POSTs `body` (JSON bytes; `streamed` when it asks for a stream) and returns the response
-    /// as the JSON of a non-streamed one, whether the server streamed it or not.
+    /// as the JSON of a non-streamed one, whether the server streamed it or not. The answer
+    /// text of a streamed response goes to `on_text` piece by piece as it arrives.
     pub(crate) async fn post(
         &self,
         transport: &Transport,
         body: Vec<u8>,
         streamed: bool,
+        on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Value, PostFailure> {
         let shown = &self.shown_url;
         tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), streamed, "chat POST");
-        let Exchange {
-            status,
-            location,
-            body: bytes,
-        } = match &self.pooled {
-            Some(target) => self.post_pooled(&transport.pooled, target, body).await?,
-            None => self.post_reqwest(&transport.reqwest, body).await?,
+        let mut response = match &self.pooled {
+            Some(target) => self.send_pooled(&transport.pooled, target, body).await?,
+            None => self.send_reqwest(&transport.reqwest, body).await?,
         };
+        let status = response.status();
         if status.is_redirection() {
             return Err(PostFailure::Failed(crate::dialect::redirect_warning(
                 status.as_u16(),
                 status.canonical_reason().unwrap_or(""),
-                location.as_deref(),
+                response.location().as_deref(),
                 shown,
                 &self.redactions,
             )));
         }
         if !status.is_success() {
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response.chunk(shown).await? {
+                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(too_large(shown).into());
+                }
+                bytes.extend_from_slice(&chunk);
+            }
             let warning = status_warning(status, &bytes, shown, &self.redactions);
             return Err(
                 if streamed && refuses_streaming(status, &bytes, &self.redactions) {
@@ -241,17 +247,25 @@ impl Endpoint {
                 },
             );
         }
-        Ok(read_response(&bytes)?)
+        let mut reader = ResponseReader::default();
+        let mut received = 0;
+        while let Some(chunk) = response.chunk(shown).await? {
+            received += chunk.len();
+            if received > MAX_RESPONSE_BYTES {
+                return Err(too_large(shown).into());
+            }
+            reader.push(&chunk, on_text)?;
+        }
+        Ok(reader.finish()?)
     }
 
-    /// The POST on the chat path's own pool.
-    async fn post_pooled(
+    /// Sends the POST on the chat path's own pool.
+    async fn send_pooled<'a>(
         &self,
-        pool: &ModelConnections,
-        target: &PooledTarget,
+        pool: &'a ModelConnections,
+        target: &'a PooledTarget,
         body: Vec<u8>,
-    ) -> Result<Exchange, String> {
-        let shown = &self.shown_url;
+    ) -> Result<ModelResponse<'a>, String> {
         let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = hyper::Method::POST;
         *request.uri_mut() = target.path.clone();
@@ -261,50 +275,73 @@ impl Endpoint {
         for (name, value) in &self.headers {
             headers.append(name, value.clone());
         }
-        match pool.exchange(&target.origin, request, MAX_RESPONSE_BYTES).await {
-            Ok(exchange) => Ok(exchange),
-            Err(ExchangeError::TooLarge) => Err(too_large(shown)),
-            Err(error) => {
-                let cause =
-                    plain_cause(&error).unwrap_or_else(|| "the request could not be completed".to_owned());
-                Err(match error {
-                    ExchangeError::Body(_) => unreadable_warning(&cause, shown),
-                    _ => transport_warning(&cause, shown),
-                })
-            }
-        }
+        pool.send(&target.origin, request)
+            .await
+            .map(ModelResponse::Pooled)
+            .map_err(|error| pooled_warning(&error, &self.shown_url))
     }
 
-    /// The POST through reqwest.
-    async fn post_reqwest(&self, http: &reqwest::Client, body: Vec<u8>) -> Result<Exchange, String> {
-        let shown = &self.shown_url;
-        let mut response = http
-            .post(self.url.clone())
+    /// Sends the POST through reqwest.
+    async fn send_reqwest(
+        &self,
+        http: &reqwest::Client,
+        body: Vec<u8>,
+    ) -> Result<ModelResponse<'static>, String> {
+        http.post(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .headers(self.headers.clone())
             .body(body)
             .send()
             .await
-            .map_err(|error| transport_warning(&reqwest_failure(&error), shown))?;
-        let status = response.status();
-        let location = location(response.headers());
-        let mut bytes = Vec::new();
-        loop {
-            let chunk = response
+            .map(ModelResponse::Reqwest)
+            .map_err(|error| transport_warning(&reqwest_failure(&error), &self.shown_url))
+    }
+}
+
+/// A model server's response, its body read as it arrives, from either transport.
+#[derive(Debug)]
+enum ModelResponse<'a> {
+    Pooled(PooledResponse<'a>),
+    Reqwest(reqwest::Response),
+}
+
+impl ModelResponse<'_> {
+    fn status(&self) -> hyper::StatusCode {
+        match self {
+            Self::Pooled(response) => response.status,
+            Self::Reqwest(response) => response.status(),
+        }
+    }
+
+    fn location(&self) -> Option<String> {
+        match self {
+            Self::Pooled(response) => response.location.clone(),
+            Self::Reqwest(response) => location(response.headers()),
+        }
+    }
+
+    /// The next bytes of the body, `None` at its end; a failure is the warning.
+    async fn chunk(&mut self, shown: &str) -> Result<Option<Bytes>, String> {
+        match self {
+            Self::Pooled(response) => response
                 .chunk()
                 .await
-                .map_err(|error| unreadable_warning(&reqwest_failure(&error), shown))?;
-            let Some(chunk) = chunk else { break };
-            if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(too_large(shown));
-            }
-            bytes.extend_from_slice(&chunk);
+                .map_err(|error| pooled_warning(&error, shown)),
+            Self::Reqwest(response) => response
+                .chunk()
+                .await
+                .map_err(|error| unreadable_warning(&reqwest_failure(&error), shown)),
         }
-        Ok(Exchange {
-            status,
-            location,
-            body: bytes,
-        })
+    }
+}
+
+/// The warning for a failure of the pool: a body cut short reads as unreadable, anything
+/// earlier as a transport failure.
+fn pooled_warning(error: &ExchangeError, shown: &str) -> String {
+    let cause = plain_cause(error).unwrap_or_else(|| "the request could not be completed".to_owned());
+    match error {
+        ExchangeError::Body(_) => unreadable_warning(&cause, shown),
+        _ => transport_warning(&cause, shown),
     }
 }
 

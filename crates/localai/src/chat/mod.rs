@@ -8,6 +8,7 @@
 
 mod connections;
 pub(crate) mod llm;
+mod preview;
 pub(crate) mod transcript;
 
 use std::panic::AssertUnwindSafe;
@@ -23,11 +24,13 @@ use uuid::Uuid;
 
 use crate::dialect::{Arguments, AssistantReply, Channel, ToolCall, Usage, read_reply};
 use crate::hooks::HookChain;
+use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
 use crate::tools::{ToolDefinition, ToolError, success_content};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
+use preview::AnswerPreview;
 use transcript::{HistoryMessage, Ticket, Transcript, TranscriptCache, truncate};
 
 /// How much sooner than the turn's budget a tool's own timeout fires.
@@ -125,6 +128,8 @@ struct Turn {
     dispatches: usize,
     /// The latest text the model produced this turn.
     partial: String,
+    /// The text of the reply being received, as it streams in (empty between POSTs).
+    receiving: String,
     /// The tokens the turn's POSTs cost, as the server reported them.
     usage: Usage,
     /// The POSTs the turn made.
@@ -139,6 +144,20 @@ pub(crate) struct TurnEnd {
     pub(crate) usage: Usage,
     /// The POSTs it made.
     pub(crate) posts: u32,
+}
+
+impl Turn {
+    /// The answer text of a turn cut short (cancelled, out of budget): the reply that was
+    /// streaming in when it was cut, unless it may be a tool call written as text, else the
+    /// latest whole reply's text.
+    fn text_cut_short(&self) -> String {
+        let receiving = self.receiving.trim_start();
+        if receiving.is_empty() || receiving.starts_with(['{', '[']) || receiving.contains("<tool_call>") {
+            self.partial.clone()
+        } else {
+            self.receiving.clone()
+        }
+    }
 }
 
 impl TurnEnd {
@@ -159,6 +178,8 @@ struct TurnRequest {
     settings: ModelSettings,
     options: ModelOptions,
     started: Instant,
+    /// Where the turn reports its progress, when the client watches it.
+    progress: Option<ProgressFeed>,
 }
 
 /// What the tool loop talks to, resolved once when the turn starts.
@@ -171,6 +192,12 @@ struct TurnContext<'a> {
     tools: &'a [ToolDefinition],
     /// When the turn's budget runs out.
     deadline: Instant,
+    /// Where the turn reports its progress, when the caller watches it.
+    progress: Option<&'a ProgressFeed>,
+    /// Whether answer text is previewed: not when `OnAfterChatReply` handlers may rewrite it.
+    preview_text: bool,
+    /// The secrets the endpoint was resolved with, scrubbed from whatever is shown.
+    redactions: &'a Redactions,
 }
 
 /// A turn that passed the gates: who asked, the settings it runs with, the query, and its
@@ -183,6 +210,18 @@ pub(crate) struct Admitted {
     ticket: Option<Ticket>,
     /// Cancelled when the client cancels this turn.
     cancel: CancellationToken,
+    /// Where the turn reports its progress, when the client watches it.
+    progress: Option<ProgressFeed>,
+}
+
+/// How the caller steers a chat turn: cancelling it, and watching its progress.
+#[derive(Debug, Default)]
+pub struct TurnControls {
+    /// Cancelled when the client cancels the turn: the POST or tool dispatch in flight is
+    /// dropped and the turn ends `truncated`, saying so.
+    pub cancel: CancellationToken,
+    /// Where the turn reports its progress ([`crate::progress_feed`]); `None`: not watched.
+    pub progress: Option<ProgressFeed>,
 }
 
 impl ChatPath {
@@ -212,7 +251,7 @@ impl ChatPath {
         &self,
         caller: &ChatCaller,
         query_json: &str,
-        cancel: CancellationToken,
+        controls: TurnControls,
     ) -> Result<Admitted, Envelope> {
         let row = self.solution.settings().map_err(|error| {
             Envelope::precondition_error(format!("could not read SolutionSettings: {error}"))
@@ -229,7 +268,8 @@ impl ChatPath {
             row,
             query,
             ticket,
-            cancel,
+            cancel: controls.cancel,
+            progress: controls.progress,
         })
     }
 
@@ -240,6 +280,7 @@ impl ChatPath {
             query,
             ticket,
             cancel,
+            progress,
         } = admitted;
         let started = Instant::now();
         let options = row.options();
@@ -257,6 +298,7 @@ impl ChatPath {
             settings,
             options,
             started,
+            progress,
         };
         let Some(ticket) = ticket else {
             // History off: a fresh local session, the cache neither read nor written, and no
@@ -334,6 +376,7 @@ impl ChatPath {
             warnings,
             dispatches: 0,
             partial: String::new(),
+            receiving: String::new(),
             usage: Usage::default(),
             posts: 0,
         };
@@ -350,6 +393,9 @@ impl ChatPath {
             system: json!({"role": "system", "content": system}).to_string(),
             tools: &tools,
             deadline: started + budget,
+            progress: request.progress.as_ref(),
+            preview_text: self.after_reply.is_empty(),
+            redactions: &redactions,
         };
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(
@@ -369,6 +415,7 @@ impl ChatPath {
         };
         let envelope = match outcome {
             None => {
+                turn.partial = turn.text_cut_short();
                 keep_valid_prefix(transcript, &mut turn);
                 cancelled(turn.partial.clone(), started, Vec::new())
             }
@@ -402,6 +449,7 @@ impl ChatPath {
                 Envelope::error(warning, started.elapsed())
             }
             Some(Err(_)) => {
+                turn.partial = turn.text_cut_short();
                 keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(
                     turn.partial.clone(),
@@ -461,7 +509,10 @@ impl ChatPath {
             settings,
             system,
             tools,
-            deadline,
+            deadline: _,
+            progress,
+            preview_text,
+            redactions,
         } = context;
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         let mut last_chance = false;
@@ -470,7 +521,18 @@ impl ChatPath {
             let stream = !self.refuses_streaming(&endpoint.shown_url);
             let body = llm::request_body(&settings.name, system, history, &turn.messages, offered, stream)?;
             turn.posts += 1;
-            let response = match endpoint.post(http, body, stream).await {
+            let mut preview = progress
+                .filter(|_| *preview_text)
+                .map(|feed| AnswerPreview::new(feed, redactions, offered.is_some()));
+            turn.receiving.clear();
+            let receiving = &mut turn.receiving;
+            let mut on_text = |piece: &str| {
+                receiving.push_str(piece);
+                if let Some(preview) = &mut preview {
+                    preview.push(piece);
+                }
+            };
+            let response = match endpoint.post(http, body, stream, &mut on_text).await {
                 Ok(response) => response,
                 Err(PostFailure::StreamRefused(warning)) => {
                     // The same request without streaming, now and for a while.
@@ -481,7 +543,7 @@ impl ChatPath {
                         llm::request_body(&settings.name, system, history, &turn.messages, offered, false)?;
                     turn.posts += 1;
                     endpoint
-                        .post(http, body, false)
+                        .post(http, body, false, &mut on_text)
                         .await
                         .map_err(PostFailure::into_warning)?
                 }
@@ -489,6 +551,15 @@ impl ChatPath {
             };
             let offered: &[&str] = if last_chance { &[] } else { &names };
             let reply = read_reply(&response, offered, &mut new_call_id)?;
+            turn.receiving.clear();
+            if let Some(preview) = preview {
+                preview.finish(
+                    reply
+                        .calls
+                        .is_empty()
+                        .then_some(reply.content.as_deref().unwrap_or_default()),
+                );
+            }
             turn.usage += reply.usage;
             if let Some(warning) = reply.finish.warning() {
                 turn.warnings.push(warning.to_owned());
@@ -524,7 +595,7 @@ impl ChatPath {
                 calls = reply.calls.len(),
                 "the model asked for tools"
             );
-            let over_cap = self.dispatch_round(turn, reply, tools, settings, *deadline).await;
+            let over_cap = self.dispatch_round(turn, reply, context).await;
             if over_cap {
                 turn.warnings.push(cap_warning(settings, true));
                 last_chance = true;
@@ -538,10 +609,16 @@ impl ChatPath {
         &self,
         turn: &mut Turn,
         reply: AssistantReply,
-        tools: &[ToolDefinition],
-        settings: &ModelSettings,
-        deadline: Instant,
+        context: &TurnContext<'_>,
     ) -> bool {
+        let TurnContext {
+            tools,
+            settings,
+            deadline,
+            progress,
+            redactions,
+            ..
+        } = context;
         let known = |name: &str| tools.iter().any(|tool| tool.name() == name);
         let entries: Vec<Value> = reply
             .calls
@@ -574,7 +651,20 @@ impl ChatPath {
                 .to_content()
             } else {
                 turn.dispatches += 1;
-                let (entry, content) = dispatch(call, tools, deadline).await;
+                if let Some(feed) = progress {
+                    feed.event(ChatProgress::ToolStarted {
+                        name: redactions.scrub(&trace_name(&call.name)),
+                        arguments: redactions.scrub(&call.arguments.as_json()),
+                    });
+                }
+                let (entry, content) = dispatch(call, tools, *deadline).await;
+                if let Some(feed) = progress {
+                    feed.event(ChatProgress::ToolFinished {
+                        name: redactions.scrub(&entry.name),
+                        status: entry.status,
+                        elapsed: Duration::from_millis(entry.elapsed_ms),
+                    });
+                }
                 turn.trace.push(entry);
                 content
             };
@@ -665,8 +755,7 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
             }
         }
     };
-    // The trace shows what the model asked for, cut to a sane length (it is model output).
-    let name: String = call.name.chars().take(64).collect();
+    let name = trace_name(&call.name);
     let (result, status, content) = match outcome {
         Ok(result) => (result.clone(), ToolStatus::Ok, success_content(result)),
         Err(error) => {
@@ -676,6 +765,12 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
     };
     let entry = ToolTraceEntry::new(name, traced_args, result, status, started_at, started.elapsed());
     (entry, content)
+}
+
+/// A tool's name as the trace and the progress show it: what the model asked for, cut to a sane
+/// length (it is model output).
+fn trace_name(name: &str) -> String {
+    name.chars().take(64).collect()
 }
 
 /// A history keeps only complete tool exchanges. A truncated turn keeps the question, the

@@ -15,7 +15,7 @@ pub(crate) use errors::{
     too_large, transport_warning, unreadable_warning,
 };
 pub(crate) use reply::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
-pub(crate) use stream::read_response;
+pub(crate) use stream::{ResponseReader, read_response};
 pub use usage::Usage;
 
 use crate::secrets::Redactions;

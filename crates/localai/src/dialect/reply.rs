@@ -26,6 +26,16 @@ pub(crate) enum Arguments {
     Unparsable(String),
 }
 
+impl Arguments {
+    /// The arguments as JSON text: the object, or the unparsable text as a JSON string.
+    pub(crate) fn as_json(&self) -> String {
+        match self {
+            Self::Object(object) => object.to_string(),
+            Self::Unparsable(raw) => Value::String(raw.clone()).to_string(),
+        }
+    }
+}
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ToolCall {

@@ -16,15 +16,144 @@ use super::parse_json;
 
 /// A response body as the JSON of a non-streamed response, whether the server streamed it
 /// (server-sent events, or Ollama's NDJSON) or not: a server that ignores `stream: true` is
-/// read as well as one that honours it.
+/// read as well as one that honours it. The whole body at once; [`ResponseReader`] reads the
+/// same as it arrives.
 pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
-    let start = body
-        .strip_prefix("\u{feff}".as_bytes())
+    let mut reader = ResponseReader::default();
+    reader.push(body, &mut |_| {})?;
+    reader.finish()
+}
+
+/// The fields a server-sent event line may start with.
+const SSE_FIELDS: [&[u8]; 5] = [b"data:", b":", b"event:", b"id:", b"retry:"];
+
+/// What a body turned out to be, once its first bytes told.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    /// Too little has arrived to tell.
+    #[default]
+    Undecided,
+    /// Server-sent events: read a line at a time.
+    Events,
+    /// Ollama's native stream, one JSON chunk a line: read a line at a time.
+    Lines,
+    /// One JSON document (a server that did not stream), or something no stream starts with:
+    /// kept whole and read at the end.
+    Document,
+}
+
+/// Reads a response body as it arrives: a streamed one a line at a time, handing each piece of
+/// answer text to the caller as it comes (so it can be shown before the model has finished),
+/// and holding only the line in progress; anything else whole, read at the end. What it reads
+/// is exactly what [`read_response`] reads from the whole body, however the body is cut.
+#[derive(Debug, Default)]
+pub(crate) struct ResponseReader {
+    kind: BodyKind,
+    /// The undecided start, the line in progress, or the whole document.
+    buffer: Vec<u8>,
+    assembler: StreamAssembler,
+    /// `[DONE]` arrived: whatever follows is ignored.
+    done: bool,
+}
+
+impl ResponseReader {
+    /// Takes the next bytes of the body. `on_text` gets each piece of answer text a streamed
+    /// body carries, in order. An error (a line that is not JSON, an error event) ends the read.
+    pub(crate) fn push(&mut self, bytes: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<(), String> {
+        if self.done {
+            return Ok(());
+        }
+        self.buffer.extend_from_slice(bytes);
+        if self.kind == BodyKind::Undecided {
+            self.kind = decide(&self.buffer);
+            if matches!(self.kind, BodyKind::Events | BodyKind::Lines) {
+                // Lines are read from the first field or brace on.
+                let start = self.buffer.len() - body_start(&self.buffer).len();
+                self.buffer.drain(..start);
+            }
+        }
+        if !matches!(self.kind, BodyKind::Events | BodyKind::Lines) {
+            return Ok(());
+        }
+        let mut taken = 0;
+        while let Some(end) = self.buffer[taken..].iter().position(|byte| *byte == b'\n') {
+            let line = &self.buffer[taken..taken + end];
+            taken += end + 1;
+            if self.assembler.push_line(line, on_text)? {
+                self.done = true;
+                self.buffer.clear();
+                return Ok(());
+            }
+        }
+        self.buffer.drain(..taken);
+        Ok(())
+    }
+
+    /// The response a non-streamed request would have had, once the body has ended.
+    pub(crate) fn finish(mut self) -> Result<Value, String> {
+        match self.kind {
+            BodyKind::Events | BodyKind::Lines => {
+                if !self.done {
+                    let last = std::mem::take(&mut self.buffer);
+                    self.assembler.push_line(&last, &mut |_| {})?;
+                }
+                if self.assembler.is_empty() {
+                    return Err("LLM stream ended before its first chunk".to_owned());
+                }
+                Ok(self.assembler.into_response())
+            }
+            BodyKind::Undecided | BodyKind::Document => read_whole(&self.buffer),
+        }
+    }
+}
+
+/// The body from its first meaningful byte: past a byte-order mark and leading white space.
+fn body_start(body: &[u8]) -> &[u8] {
+    body.strip_prefix("\u{feff}".as_bytes())
         .unwrap_or(body)
-        .trim_ascii_start();
-    let is_sse = [&b"data:"[..], b":", b"event:", b"id:", b"retry:"]
-        .iter()
-        .any(|field| start.starts_with(field));
+        .trim_ascii_start()
+}
+
+/// What a body is, from its start: undecided while an SSE field name or the first line of a
+/// JSON object is still incomplete.
+fn decide(body: &[u8]) -> BodyKind {
+    let start = body_start(body);
+    if start.is_empty() {
+        return BodyKind::Undecided;
+    }
+    if SSE_FIELDS.iter().any(|field| start.starts_with(field)) {
+        return BodyKind::Events;
+    }
+    if SSE_FIELDS.iter().any(|field| field.starts_with(start)) {
+        return BodyKind::Undecided;
+    }
+    if !start.starts_with(b"{") {
+        return BodyKind::Document;
+    }
+    let Some(end) = start.iter().position(|byte| *byte == b'\n') else {
+        return BodyKind::Undecided;
+    };
+    // A first line that is a stream chunk by itself makes a stream of lines; a pretty-printed
+    // document's first line is not JSON, and a compact document's has no `delta`.
+    match serde_json::from_slice::<Value>(&start[..end]) {
+        Ok(chunk) if is_stream_chunk(&chunk) => BodyKind::Lines,
+        _ => BodyKind::Document,
+    }
+}
+
+/// Whether a JSON value is one chunk of a stream: an OpenAI chunk (its choice has a `delta`) or
+/// an Ollama native line (a `message`, no `choices`).
+fn is_stream_chunk(chunk: &Value) -> bool {
+    match chunk.get("choices") {
+        Some(choices) => choices.pointer("/0/delta").is_some(),
+        None => chunk.get("message").is_some_and(Value::is_object),
+    }
+}
+
+/// A whole body that did not start as a stream of lines.
+fn read_whole(body: &[u8]) -> Result<Value, String> {
+    let start = body_start(body);
+    let is_sse = SSE_FIELDS.iter().any(|field| start.starts_with(field));
     let mut json_error = None;
     if !is_sse {
         match parse_json(body) {
@@ -34,7 +163,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
                 if value.get("choices").is_none() && value.get("message").is_some_and(Value::is_object) =>
             {
                 let mut assembler = StreamAssembler::default();
-                assembler.push_chunk(&value)?;
+                assembler.push_chunk(&value, &mut |_| {})?;
                 return Ok(assembler.into_response());
             }
             Ok(value) => return Ok(value),
@@ -91,31 +220,39 @@ impl StreamAssembler {
     /// error event.
     fn push_body(&mut self, body: &[u8]) -> Result<(), String> {
         for line in body.split(|byte| *byte == b'\n') {
-            let line = String::from_utf8_lossy(line);
-            let line = line.trim_end_matches('\r');
-            let payload = match line.strip_prefix("data:") {
-                Some(data) => data.trim_start(),
-                // Blank separators, `event:`, `id:`, `retry:` and `:` comments carry nothing.
-                None if line.trim().is_empty() || !line.trim_start().starts_with('{') => continue,
-                // Ollama's native stream: one JSON object a line.
-                None => line.trim(),
-            };
-            if payload == "[DONE]" {
+            if self.push_line(line, &mut |_| {})? {
                 break;
             }
-            let chunk: Value = serde_json::from_str(payload).map_err(|error| {
-                format!(
-                    "LLM stream carried a line that is not JSON ({error}) after {} chunks",
-                    self.chunks
-                )
-            })?;
-            self.push_chunk(&chunk)?;
         }
         Ok(())
     }
 
+    /// Takes one line of a stream (without its `\n`); returns whether it was `[DONE]`.
+    fn push_line(&mut self, line: &[u8], on_text: &mut dyn FnMut(&str)) -> Result<bool, String> {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches('\r');
+        let payload = match line.strip_prefix("data:") {
+            Some(data) => data.trim_start(),
+            // Blank separators, `event:`, `id:`, `retry:` and `:` comments carry nothing.
+            None if line.trim().is_empty() || !line.trim_start().starts_with('{') => return Ok(false),
+            // Ollama's native stream: one JSON object a line.
+            None => line.trim(),
+        };
+        if payload == "[DONE]" {
+            return Ok(true);
+        }
+        let chunk: Value = serde_json::from_str(payload).map_err(|error| {
+            format!(
+                "LLM stream carried a line that is not JSON ({error}) after {} chunks",
+                self.chunks
+            )
+        })?;
+        self.push_chunk(&chunk, on_text)?;
+        Ok(false)
+    }
+
     /// Takes one chunk (an OpenAI `chat.completion.chunk` or an Ollama line).
-    fn push_chunk(&mut self, chunk: &Value) -> Result<(), String> {
+    fn push_chunk(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) -> Result<(), String> {
         // vLLM's older error event: `{"object": "error", "message": ...}`.
         if chunk.get("object").and_then(Value::as_str) == Some("error") {
             let message: String = chunk
@@ -163,12 +300,12 @@ impl StreamAssembler {
                 self.finish_reason = Some(reason.to_owned());
             }
             if let Some(delta) = choice.get("delta") {
-                self.push_delta(delta, false);
+                self.push_delta(delta, false, on_text);
             }
         } else if let Some(message) = chunk.get("message").filter(|message| message.is_object()) {
             // Ollama's native line: a message piece (its tool calls each whole), and
             // `done_reason` on the last line.
-            self.push_delta(message, true);
+            self.push_delta(message, true, on_text);
             if let Some(reason) = chunk
                 .get("done_reason")
                 .and_then(Value::as_str)
@@ -182,10 +319,13 @@ impl StreamAssembler {
 
     /// Takes a delta. With `whole_calls`, every tool call in it is a call of its own (Ollama's
     /// native stream sends each call whole, without id or index).
-    fn push_delta(&mut self, delta: &Value, whole_calls: bool) {
+    fn push_delta(&mut self, delta: &Value, whole_calls: bool, on_text: &mut dyn FnMut(&str)) {
         if let Some(piece) = delta.get("content").and_then(Value::as_str) {
             self.content.push_str(piece);
             self.saw_content = true;
+            if !piece.is_empty() {
+                on_text(piece);
+            }
         }
         let Some(fragments) = delta.get("tool_calls").and_then(Value::as_array) else {
             return;
@@ -524,6 +664,87 @@ mod tests {
         pieces
     }
 
+    /// Reads `body` pushed in pieces cut at `cuts` (byte positions), and the text handed out.
+    fn read_in_pieces(body: &[u8], cuts: &[usize]) -> (Result<Value, String>, String) {
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut % (body.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut reader = ResponseReader::default();
+        let mut text = String::new();
+        let mut from = 0;
+        for cut in cuts.into_iter().chain([body.len()]) {
+            if let Err(error) = reader.push(&body[from..cut], &mut |piece| text.push_str(piece)) {
+                return (Err(error), text);
+            }
+            from = cut;
+        }
+        (reader.finish(), text)
+    }
+
+    #[test]
+    fn bodies_read_as_they_arrive_read_as_the_whole_body() {
+        let answer = delta(json!({"content": "Pump 1 is fine."}));
+        let bodies: Vec<Vec<u8>> = vec![
+            sse(&[
+                delta(json!({"content": "Pump 1 "})),
+                delta(json!({"content": "is fine."})),
+            ])
+            .into_bytes(),
+            format!("\u{feff}\r\n: keep-alive\r\n\r\ndata: {answer}\r\n\r\ndata: [DONE]\r\n\r\ngarbage")
+                .into_bytes(),
+            format!(
+                "{}\n{}\n",
+                json!({"message": {"content": "Pump 1 "}}),
+                json!({"message": {"content": "is fine."}, "done": true, "done_reason": "stop"})
+            )
+            .into_bytes(),
+            serde_json::to_vec_pretty(&json!({"choices": [{"message": {"content": "Pump 1 is fine."}}]}))
+                .expect("json"),
+            json!({"choices": [{"message": {"content": "Pump 1 is fine."}}]})
+                .to_string()
+                .into_bytes(),
+            json!({"message": {"content": "Pump 1 is fine."}, "done": true})
+                .to_string()
+                .into_bytes(),
+            format!(
+                "{}\n{}\n",
+                json!({"error": "model not found"}),
+                json!({"error": "again"})
+            )
+            .into_bytes(),
+            b"data: {\"choices\": [{\"delta\": {\"content\": \"a\"}}]}\n\ndata: {not json\n\n".to_vec(),
+            b"{\"choices\": [\n".to_vec(),
+            b"data: [DONE]\n\n".to_vec(),
+            b"".to_vec(),
+            b"   \n".to_vec(),
+            b"<html>502 Bad Gateway</html>".to_vec(),
+        ];
+        for body in &bodies {
+            let whole = read_response(body);
+            for cuts in [vec![], vec![1], vec![3, 4, 5], (0..body.len()).collect()] {
+                let (read, text) = read_in_pieces(body, &cuts);
+                assert_eq!(read, whole, "{} cut at {cuts:?}", String::from_utf8_lossy(body));
+                if let Ok(value) = &read
+                    && !text.is_empty()
+                {
+                    assert_eq!(
+                        Some(text.as_str()),
+                        value
+                            .pointer("/choices/0/message/content")
+                            .and_then(Value::as_str)
+                    );
+                }
+            }
+        }
+        // The text of a stream is handed out as it arrives, before the body ends.
+        let mut reader = ResponseReader::default();
+        let mut text = String::new();
+        let first = format!("data: {}\n\n", delta(json!({"content": "Pump"})));
+        reader
+            .push(first.as_bytes(), &mut |piece| text.push_str(piece))
+            .expect("reads");
+        assert_eq!(text, "Pump");
+    }
+
     proptest::proptest! {
         #[test]
         fn any_split_of_a_reply_reads_as_the_whole_reply(
@@ -568,8 +789,14 @@ mod tests {
                 format!("gen_{n}")
             };
             let expected = read_reply(&whole, &[], &mut new_id).expect("reads");
-            let streamed = assemble(&sse(&chunks)).expect("reads");
-            proptest::prop_assert_eq!(streamed, expected);
+            let body = sse(&chunks);
+            let streamed = assemble(&body).expect("reads");
+            proptest::prop_assert_eq!(&streamed, &expected);
+            // Arriving in any pieces, it reads the same, and its text comes out whole.
+            let (read, shown) = read_in_pieces(body.as_bytes(), &cuts);
+            let read = read_reply(&read.expect("reads"), &[], &mut new_id).expect("reads");
+            proptest::prop_assert_eq!(&read.content, &expected.content);
+            proptest::prop_assert_eq!(shown, text);
         }
     }
 }

@@ -2,8 +2,11 @@
 
 use std::future::Future;
 
-use localai::{CancellationToken, ChatCaller, ChatTurn, LocalAi};
-use tserver_proto::v1::{ChatReply, ChatRequest, TokenUsage, server_frame};
+use localai::{ChatCaller, ChatTurn, LocalAi, ToolStatus, TurnControls};
+use tserver_proto::v1::{
+    ChatEvent, ChatProgress, ChatReply, ChatRequest, TokenUsage, ToolFinished, ToolStarted, chat_event,
+    server_frame,
+};
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
 /// (a tag and up to 10 varint bytes), the `chat` field's tag and length (up to 5 bytes),
@@ -24,14 +27,15 @@ pub(crate) enum ChatCall<F> {
 /// Starts the turn: the gates are checked and the turn queued now (so a connection's turns
 /// are answered in the order their frames arrived). Never fails at protocol level: model
 /// problems are envelope statuses.
-/// `cancel` stops the turn when the client cancels it (its reply then says so).
+/// `controls` cancel the turn when the client cancels it (its reply then says so) and, for a
+/// streamed call, carry where its progress goes.
 pub(crate) fn apply(
     request: &ChatRequest,
     caller: &ChatCaller,
     local_ai: &LocalAi,
-    cancel: CancellationToken,
+    controls: TurnControls,
 ) -> ChatCall<impl Future<Output = server_frame::Body> + Send + 'static> {
-    match local_ai.execute_chat_cancellable(caller, &request.query_json, cancel) {
+    match local_ai.execute_chat_with(caller, &request.query_json, controls) {
         ChatTurn::Answered(reply_json) => ChatCall::Answered(server_frame::Body::Chat(ChatReply {
             reply_json,
             usage: None,
@@ -53,6 +57,34 @@ pub(crate) fn apply(
             })
         }),
     }
+}
+
+/// The body of a progress frame: the events as the wire carries them.
+pub(crate) fn progress_body(events: Vec<localai::ChatProgress>) -> server_frame::Body {
+    let events = events
+        .into_iter()
+        .map(|event| ChatEvent {
+            event: Some(match event {
+                localai::ChatProgress::Text(text) => chat_event::Event::Text(text),
+                localai::ChatProgress::ToolStarted { name, arguments } => {
+                    chat_event::Event::ToolStarted(ToolStarted {
+                        name,
+                        arguments_json: arguments,
+                    })
+                }
+                localai::ChatProgress::ToolFinished {
+                    name,
+                    status,
+                    elapsed,
+                } => chat_event::Event::ToolFinished(ToolFinished {
+                    name,
+                    ok: status == ToolStatus::Ok,
+                    elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                }),
+            }),
+        })
+        .collect();
+    server_frame::Body::ChatProgress(ChatProgress { events })
 }
 
 #[cfg(test)]
