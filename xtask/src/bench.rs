@@ -141,12 +141,23 @@ impl Bench {
     /// per connection and no warm-up, so that every POST the stand-in at `llm_url` counts
     /// between its two counter reads belongs to a measured turn.
     fn tool_turns(&self, llm_url: &str, connections: usize, turns: u64) -> anyhow::Result<ToolRun> {
+        self.tool_turns_as("chat", llm_url, connections, turns)
+    }
+
+    /// [`tool_turns`](Self::tool_turns) in the client scenario given (`chat`, `chat-stream`).
+    fn tool_turns_as(
+        &self,
+        scenario: &str,
+        llm_url: &str,
+        connections: usize,
+        turns: u64,
+    ) -> anyhow::Result<ToolRun> {
         let before = llm_stats(llm_url)?;
         let (connections, turns) = (connections.to_string(), turns.to_string());
         let report = self.client(
             &self.tserver_addr,
             &[
-                "chat",
+                scenario,
                 "-c",
                 &connections,
                 "-n",
@@ -450,17 +461,22 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         by_in_flight.into(),
     );
 
-    // The same turn with the stand-in streaming its answers (the chat path asks for a stream):
-    // tserver's CPU per turn beside the non-streamed one, 16 turns in flight each.
+    // The same turn with the stand-in streaming its answers (the chat path asks for a stream),
+    // and then streamed on to the panel too: tserver's CPU per turn beside the non-streamed
+    // one, 16 turns in flight each.
     let (_streaming_llm, streaming_url) = start_announcing(
-        "scripted LLM (0 ms, one tool call per turn, streamed)",
-        Command::new(bench.tool("scripted-llm")).args(["--mode", "tool", "--stream"]),
+        "scripted LLM (0 ms, one tool call per turn, streamed, stamped)",
+        Command::new(bench.tool("scripted-llm")).args(["--mode", "tool", "--stream", "--stamp"]),
     )?;
     let mut cpu_per_turn = Vec::new();
-    for (name, url) in [("plain", &fast_url), ("streamed", &streaming_url)] {
+    for (name, scenario, url) in [
+        ("plain", "chat", &fast_url),
+        ("streamed model", "chat", &streaming_url),
+        ("streamed model and panel", "chat-stream", &streaming_url),
+    ] {
         bench.settings("URL", url)?;
         let before = cpu_seconds(tserver.pid()).unwrap_or(0.0);
-        let run = bench.tool_turns(url, 16, plan.tool_turns / 2)?;
+        let run = bench.tool_turns_as(scenario, url, 16, plan.tool_turns / 2)?;
         let spent = cpu_seconds(tserver.pid()).unwrap_or(0.0) - before;
         let turns = run.report["calls"].as_u64().unwrap_or(0).max(1);
         let us = spent * 1e6 / turns as f64;
@@ -472,8 +488,39 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         );
         cpu_per_turn.push((name, us, error_count(&run.report)));
     }
+    // From the model's first chunk of the answer to the panel's first text.
+    bench.settings("URL", &streaming_url)?;
+    let mut first_text = serde_json::Map::new();
+    for connections in [1, 16] {
+        let run = bench.tool_turns_as("chat-stream", &streaming_url, connections, plan.tool_turns / 2)?;
+        let quantile = |q: &str| run.report["firstTextUs"][q].as_f64().unwrap_or(f64::NAN);
+        eprintln!(
+            "{:<28} first text p50 {:>7.1} us  p99 {:>7.1} us  errors {}",
+            format!("tserver chat-stream c={connections}"),
+            quantile("p50"),
+            quantile("p99"),
+            error_count(&run.report)
+        );
+        if connections == 1 {
+            verdicts.push(Verdict {
+                what: "model's first chunk to the panel's first text, 1 in flight, p99".to_owned(),
+                measured: format!("{:.0} us (p50 {:.0} us)", quantile("p99"), quantile("p50")),
+                target: "<= 300 us".to_owned(),
+                met: quantile("p99") <= 300.0 && error_count(&run.report) == 0,
+            });
+        }
+        first_text.insert(
+            connections.to_string(),
+            json!({"p50Us": quantile("p50"), "p99Us": quantile("p99"), "turns": run.report["firstTextUs"]["count"],
+                   "errors": error_count(&run.report)}),
+        );
+    }
     results.insert(
-        "tserver CPU per 1-tool turn, plain and streamed model".to_owned(),
+        "model's first chunk to the panel's first text, by turns in flight".to_owned(),
+        first_text.into(),
+    );
+    results.insert(
+        "tserver CPU per 1-tool turn, plain, streamed model, streamed model and panel".to_owned(),
         cpu_per_turn
             .iter()
             .map(|(name, us, errors)| ((*name).to_owned(), json!({"cpuUsPerTurn": us, "errors": errors})))

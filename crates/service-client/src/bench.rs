@@ -37,6 +37,10 @@ pub enum Scenario {
     Ping,
     /// A chat turn (whatever the server's Local AI settings make of it: the gate, a model).
     Chat,
+    /// A streamed chat turn, read to its reply. Against a model that stamps its answers
+    /// (`scripted-llm --stream --stamp`), also the time from the model's first chunk of the
+    /// answer to its first text at this client.
+    ChatStream,
     /// A display read of tag values.
     Tags,
     /// Log in, hold the connections idle for the duration, then ping each once.
@@ -48,6 +52,7 @@ impl Scenario {
         match self {
             Self::Ping => "ping",
             Self::Chat => "chat",
+            Self::ChatStream => "chat-stream",
             Self::Tags => "tags",
             Self::Idle => "idle",
         }
@@ -115,6 +120,9 @@ pub struct BenchReport {
     rate: Option<f64>,
     elapsed: Duration,
     latency: Histogram<u64>,
+    /// For `chat-stream` against a stamping model: from the answer's first chunk at the
+    /// model to its first text here.
+    first_text: Histogram<u64>,
     /// Replies by outcome: `ok` for ping and tags, the envelope status for chat.
     outcomes: BTreeMap<String, u64>,
     /// Failed calls and connections by kind.
@@ -138,6 +146,11 @@ impl BenchReport {
     pub fn to_json(&self) -> Value {
         let quantile = |q: f64| self.latency.value_at_quantile(q) as f64 / 1000.0;
         let seconds = self.elapsed.as_secs_f64();
+        let first_text = |q: f64| self.first_text.value_at_quantile(q) as f64 / 1000.0;
+        let first_text = (!self.first_text.is_empty()).then(|| {
+            json!({"count": self.first_text.len(), "p50": first_text(0.5), "p90": first_text(0.9),
+                   "p99": first_text(0.99), "max": self.first_text.max() as f64 / 1000.0})
+        });
         json!({
             "scenario": self.scenario.name(),
             "connections": self.connections,
@@ -155,6 +168,7 @@ impl BenchReport {
                 "max": self.latency.max() as f64 / 1000.0,
                 "mean": self.latency.mean() / 1000.0,
             },
+            "firstTextUs": first_text,
             "outcomes": self.outcomes,
             "errors": self.errors,
             "connectionsHeld": self.held,
@@ -194,6 +208,16 @@ impl BenchReport {
                 ms(self.latency.max())
             )?;
         }
+        if !self.first_text.is_empty() {
+            writeln!(
+                output,
+                "  1st text  p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms (from the model's first chunk)",
+                ms(self.first_text.value_at_quantile(0.5)),
+                ms(self.first_text.value_at_quantile(0.9)),
+                ms(self.first_text.value_at_quantile(0.99)),
+                ms(self.first_text.max())
+            )?;
+        }
         let list = |map: &BTreeMap<String, u64>| {
             if map.is_empty() {
                 "none".to_owned()
@@ -216,6 +240,7 @@ impl BenchReport {
 /// What a worker collected.
 struct Tally {
     latency: Histogram<u64>,
+    first_text: Histogram<u64>,
     outcomes: BTreeMap<String, u64>,
     errors: BTreeMap<String, u64>,
 }
@@ -223,8 +248,10 @@ struct Tally {
 impl Tally {
     fn new() -> anyhow::Result<Self> {
         let max = u64::try_from(MAX_RECORDED.as_nanos()).unwrap_or(u64::MAX);
+        let histogram = || Histogram::new_with_bounds(1, max, 3).context("cannot make a histogram");
         Ok(Self {
-            latency: Histogram::new_with_bounds(1, max, 3).context("cannot make a histogram")?,
+            latency: histogram()?,
+            first_text: histogram()?,
             outcomes: BTreeMap::new(),
             errors: BTreeMap::new(),
         })
@@ -244,6 +271,7 @@ impl Tally {
     fn merge(&mut self, other: Tally) {
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
+        let _ = self.first_text.add(&other.first_text);
         for (kind, count) in other.outcomes {
             *self.outcomes.entry(kind).or_default() += count;
         }
@@ -378,6 +406,7 @@ async fn hold_idle(args: &BenchArgs, clients: &[Client], hold: Duration, mut tal
         rate: None,
         elapsed: started.elapsed(),
         latency: tally.latency,
+        first_text: tally.first_text,
         outcomes: tally.outcomes,
         errors: tally.errors,
         held,
@@ -416,24 +445,62 @@ impl Run {
         }
     }
 
-    async fn call(&self, client: &Client) -> Result<String, String> {
+    /// One call: its outcome, and for a streamed turn against a stamping model the time from
+    /// the answer's first chunk to its first text here.
+    async fn call(&self, client: &Client) -> (Result<String, String>, Option<Duration>) {
+        if self.scenario == Scenario::ChatStream {
+            return match chat_streamed(client, &self.query).await {
+                Ok((status, first_text)) => (Ok(status), first_text),
+                Err(error) => (Err(error), None),
+            };
+        }
         let outcome = match self.scenario {
             Scenario::Ping | Scenario::Idle => client.ping().await.map(|_| "ok".to_owned()),
             Scenario::Tags => {
                 let names: Vec<&str> = self.tags.iter().map(String::as_str).collect();
                 client.read_tags(&names).await.map(|_| "ok".to_owned())
             }
-            Scenario::Chat => match client.chat(&self.query).await {
-                Ok(json) => {
-                    return Envelope::from_json(&json)
-                        .map(|envelope| envelope.status.as_str().to_owned())
-                        .map_err(|_| "invalid_envelope".to_owned());
-                }
+            Scenario::Chat | Scenario::ChatStream => match client.chat(&self.query).await {
+                Ok(json) => return (envelope_status(&json), None),
                 Err(error) => Err(error),
             },
         };
-        outcome.map_err(|error| error_kind(&error))
+        (outcome.map_err(|error| error_kind(&error)), None)
     }
+}
+
+/// A reply's outcome: its envelope's status.
+fn envelope_status(json: &str) -> Result<String, String> {
+    Envelope::from_json(json)
+        .map(|envelope| envelope.status.as_str().to_owned())
+        .map_err(|_| "invalid_envelope".to_owned())
+}
+
+/// A streamed chat turn read to its reply: the envelope's status, and how long after the
+/// model stamped its answer (`t=<Unix microseconds> `) the answer's first text arrived.
+async fn chat_streamed(client: &Client, query: &str) -> Result<(String, Option<Duration>), String> {
+    let mut stream = client
+        .chat_stream(query)
+        .await
+        .map_err(|error| error_kind(&error))?;
+    let mut first_text = None;
+    while let Some(event) = stream.next_event().await {
+        if let crate::ChatEvent::Text(text) = event
+            && first_text.is_none()
+        {
+            let now = std::time::SystemTime::now();
+            first_text = text
+                .strip_prefix("t=")
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|micros| micros.parse::<u64>().ok())
+                .and_then(|micros| {
+                    now.duration_since(std::time::UNIX_EPOCH + Duration::from_micros(micros))
+                        .ok()
+                });
+        }
+    }
+    let reply = stream.reply().await.map_err(|error| error_kind(&error))?;
+    Ok((envelope_status(&reply.reply_json)?, first_text))
 }
 
 async fn drive_load(
@@ -489,6 +556,7 @@ async fn drive_load(
         rate: args.rate,
         elapsed: measured_until.saturating_duration_since(run.measure_from),
         latency: tally.latency,
+        first_text: tally.first_text,
         outcomes: tally.outcomes,
         errors: tally.errors,
         held: clients.len(),
@@ -529,8 +597,12 @@ async fn worker(
         if !run.may_send(start) {
             break;
         }
-        let outcome = run.call(&client).await;
+        let (outcome, first_text) = run.call(&client).await;
         if start >= run.measure_from {
+            if let Some(first_text) = first_text {
+                let nanos = u64::try_from(first_text.as_nanos()).unwrap_or(u64::MAX);
+                tally.first_text.saturating_record(nanos.max(1));
+            }
             tally.record(start.elapsed(), outcome);
             run.done.fetch_add(1, Ordering::Relaxed);
         }

@@ -30,6 +30,20 @@ struct Args {
     /// words, a usage chunk last), as OpenAI, vLLM and llama.cpp do for `stream: true`.
     #[arg(long)]
     stream: bool,
+    /// Begin each streamed answer with `t=<microseconds since the Unix epoch> `, the time the
+    /// stand-in answered, so a client can time the model's first chunk to its first shown text
+    /// (`tclient bench chat-stream`).
+    #[arg(long, requires = "stream")]
+    stamp: bool,
+}
+
+/// How the stand-in streams.
+#[derive(Debug, Clone, Copy)]
+struct Streaming {
+    /// Answer as a stream.
+    on: bool,
+    /// Stamp each streamed answer with the time it was sent.
+    stamp: bool,
 }
 
 /// How the stand-in answers.
@@ -58,10 +72,10 @@ struct Role<'a> {
     role: Cow<'a, str>,
 }
 
-fn respond(mode: Mode, stream: bool, latency: Duration, request: &RecordedRequest) -> Reply {
+fn respond(mode: Mode, stream: Streaming, latency: Duration, request: &RecordedRequest) -> Reply {
     let text = |text: &str| {
-        if stream {
-            streamed_text(text)
+        if stream.on {
+            streamed_text(text, stream.stamp)
         } else {
             Reply::text(text)
         }
@@ -73,7 +87,7 @@ fn respond(mode: Mode, stream: bool, latency: Duration, request: &RecordedReques
             let last_role = roles.as_ref().and_then(|roles| roles.messages.last());
             if last_role.is_some_and(|message| message.role == "tool") {
                 text("Pump1.MotorCurrent is normal.")
-            } else if stream {
+            } else if stream.on {
                 streamed_tool_call()
             } else {
                 Reply::tool_call(
@@ -103,9 +117,15 @@ fn stream_end(reason: &str) -> [serde_json::Value; 2] {
     ]
 }
 
-/// `text` streamed a word at a time.
-fn streamed_text(text: &str) -> Reply {
+/// `text` streamed a word at a time; with `stamp`, after a first word saying when.
+fn streamed_text(text: &str, stamp: bool) -> Reply {
     let mut chunks = vec![chunk(serde_json::json!({"role": "assistant", "content": ""}))];
+    if stamp {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        chunks.push(chunk(serde_json::json!({"content": format!("t={} ", now.as_micros())})));
+    }
     chunks.extend(
         text.split_inclusive(' ')
             .map(|word| chunk(serde_json::json!({"content": word}))),
@@ -144,7 +164,11 @@ fn main() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let latency = Duration::from_millis(args.latency_ms);
-        let (mode, stream) = (args.mode, args.stream);
+        let mode = args.mode;
+        let stream = Streaming {
+            on: args.stream,
+            stamp: args.stamp,
+        };
         let server = ScriptedLlm::serve_on(
             listener,
             move |request: &RecordedRequest| respond(mode, stream, latency, request),
@@ -160,6 +184,15 @@ fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PLAIN: Streaming = Streaming {
+        on: false,
+        stamp: false,
+    };
+    const STAMPED: Streaming = Streaming {
+        on: true,
+        stamp: true,
+    };
 
     fn post(body: &str) -> RecordedRequest {
         RecordedRequest {
@@ -184,30 +217,35 @@ mod tests {
             {"role":"tool","tool_call_id":"c1","content":"{\"ok\":true}"}]}"#;
         assert!(asks_for_the_tool(&respond(
             Mode::Tool,
-            false,
+            PLAIN,
             Duration::ZERO,
             &post(turn_start)
         )));
         assert!(matches!(
-            respond(Mode::Tool, false, Duration::ZERO, &post(after_tool)),
+            respond(Mode::Tool, PLAIN, Duration::ZERO, &post(after_tool)),
             Reply::Content(text) if text.contains("normal")
         ));
         // A body that is not a chat request starts a turn too: the stand-in never fails.
         assert!(asks_for_the_tool(&respond(
             Mode::Tool,
-            false,
+            PLAIN,
             Duration::ZERO,
             &post("not json")
         )));
         assert!(matches!(
-            respond(Mode::Text, false, Duration::ZERO, &post(after_tool)),
+            respond(Mode::Text, PLAIN, Duration::ZERO, &post(after_tool)),
             Reply::Content(text) if text == "ok"
         ));
         // Streamed, the same turn reads the same through the chat path's reader.
         assert!(matches!(
-            respond(Mode::Tool, true, Duration::ZERO, &post(turn_start)),
+            respond(Mode::Tool, STAMPED, Duration::ZERO, &post(turn_start)),
             Reply::Stream { lines, .. } if lines.iter().any(|line| line.contains("runtime_get_value"))
                 && lines.last().is_some_and(|line| line.contains("[DONE]"))
+        ));
+        // The answer begins with when it was sent.
+        assert!(matches!(
+            respond(Mode::Tool, STAMPED, Duration::ZERO, &post(after_tool)),
+            Reply::Stream { lines, .. } if lines[1].contains("\"content\":\"t=")
         ));
     }
 }
