@@ -36,10 +36,31 @@ pub fn queries(text: &str) {
 pub fn llm_response(body: &[u8]) {
     let none = crate::secrets::Redactions::default();
     assert!(dialect::error_message(body, &none).chars().count() <= 1_000);
-    // Streamed or not, the body is read as one response (server-sent events, NDJSON, JSON).
-    let Ok(value) = dialect::read_response(body) else {
+    // Streamed or not, the body is read as one response (server-sent events, NDJSON, JSON),
+    // and read as it arrives, in pieces, it reads the same, its text handed out as it came.
+    let whole = dialect::read_response(body);
+    let cut = body
+        .first()
+        .map_or(0, |first| usize::from(*first) % (body.len() + 1));
+    let mut reader = dialect::ResponseReader::default();
+    let mut text = String::new();
+    let in_pieces = reader
+        .push(&body[..cut], &mut |piece| text.push_str(piece))
+        .and_then(|()| reader.push(&body[cut..], &mut |piece| text.push_str(piece)))
+        .and_then(|()| reader.finish());
+    assert_eq!(in_pieces, whole, "a body read in two pieces reads differently");
+    let Ok(value) = whole else {
         return;
     };
+    if !text.is_empty() {
+        assert_eq!(
+            value
+                .pointer("/choices/0/message/content")
+                .and_then(serde_json::Value::as_str),
+            Some(text.as_str()),
+            "the text handed out is not the answer"
+        );
+    }
     let _ = atomic::answer(&value);
     let mut next = 0u32;
     let mut new_id = || {

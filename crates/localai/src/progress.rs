@@ -143,6 +143,14 @@ impl ProgressTap {
         !self.board.pending().is_empty()
     }
 
+    /// Whether a tool event (anything but text) waits to be taken.
+    pub fn has_pending_event(&self) -> bool {
+        self.board
+            .pending()
+            .iter()
+            .any(|event| !matches!(event, ChatProgress::Text(_)))
+    }
+
     /// Takes what has gathered, in order, up to about `max_bytes` (at least one event): a
     /// text past the room left is split at a character boundary and its rest stays first in
     /// line for the next take.
@@ -216,11 +224,12 @@ mod tests {
         let (feed, tap) = progress_feed(Arc::new(Notify::new()));
         assert!(!tap.has_pending());
         feed.text("Let me ");
+        assert!(tap.has_pending() && !tap.has_pending_event());
         feed.text("check.");
         feed.event(started("runtime_get_value"));
         feed.text("Pump 1 ");
         feed.text("is fine.");
-        assert!(tap.has_pending());
+        assert!(tap.has_pending() && tap.has_pending_event());
         assert_eq!(
             tap.take(usize::MAX),
             [

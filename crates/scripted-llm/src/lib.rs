@@ -6,6 +6,7 @@
 //! so tests can assert on exactly what a client POSTed. The HTTP layer is hand-written over
 //! tokio on purpose: faults like a truncated body need control below any HTTP library.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -104,6 +105,10 @@ pub enum StreamEnd {
     /// The last line is sent again and again until the client goes away.
     Endless,
 }
+
+/// In a line of a [`Reply::Stream`], replaced by the Unix time in microseconds at the moment
+/// the line is written: a client can time a chunk from when the stand-in sent it.
+pub const NOW_MICROS: &str = "{now_micros}";
 
 impl Reply {
     /// OpenAI-style server-sent events: each chunk as a `data:` event, then `data: [DONE]`.
@@ -642,7 +647,15 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
                         tokio::time::sleep(every).await;
                         delayed += every;
                     }
-                    socket.write_all(chunk(line).as_bytes()).await?;
+                    let line = if line.contains(NOW_MICROS) {
+                        let now = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap_or_default();
+                        Cow::Owned(line.replace(NOW_MICROS, &now.as_micros().to_string()))
+                    } else {
+                        Cow::Borrowed(line.as_str())
+                    };
+                    socket.write_all(chunk(&line).as_bytes()).await?;
                 }
                 match end {
                     StreamEnd::Complete => {

@@ -1,11 +1,13 @@
 //! The progress of a connection's streamed chat turns on its way to the wire: which turns
 //! stream, when each may send its next progress frame, and the frames themselves.
 //!
-//! A turn's first progress goes out at once (the panel sees the model start without delay);
-//! after that a turn sends at most one frame per [`PROGRESS_INTERVAL`], and what gathers
-//! meanwhile merges in the turn's [`ProgressTap`]. The handler writes the frames; while a
-//! write waits for a slow reader nothing else is taken, so what waits is only the merged
-//! progress, never a queue of frames. A turn's last progress goes out just before its reply.
+//! A tool dispatch's start and end go out at once (a turn has few: the per-turn cap bounds
+//! them), and so does a turn's first answer text, so the panel sees the model start writing
+//! without delay; after that a turn sends text at most once per [`PROGRESS_INTERVAL`], and
+//! what gathers meanwhile merges in the turn's [`ProgressTap`]. The handler writes the frames;
+//! while a write waits for a slow reader nothing else is taken, so what waits is only the
+//! merged progress, never a queue of frames. A turn's last progress goes out just before its
+//! reply.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,15 +21,15 @@ use tserver_proto::v1::ServerFrame;
 use crate::cmd::chat::{REPLY_FRAME_OVERHEAD, progress_body};
 use crate::cmd::reply;
 
-/// The least time between two progress frames of one turn.
+/// The least time between two progress frames of one turn that carry text.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
 
 /// One streamed turn.
 #[derive(Debug)]
 struct StreamedTurn {
     tap: ProgressTap,
-    /// When its latest progress frame went out.
-    last_sent: Option<Instant>,
+    /// When its latest progress frame with text went out.
+    text_sent: Option<Instant>,
 }
 
 /// The streamed turns of one connection.
@@ -55,7 +57,7 @@ impl ChatStreams {
     /// Starts streaming the turn of `call_id`: its progress goes to the feed returned.
     pub(crate) fn open(&mut self, call_id: u64) -> ProgressFeed {
         let (feed, tap) = progress_feed(Arc::clone(&self.wake));
-        self.turns.insert(call_id, StreamedTurn { tap, last_sent: None });
+        self.turns.insert(call_id, StreamedTurn { tap, text_sent: None });
         feed
     }
 
@@ -81,11 +83,15 @@ impl ChatStreams {
             if !turn.tap.has_pending() {
                 continue;
             }
-            match turn.last_sent.map(|sent| sent + PROGRESS_INTERVAL) {
-                Some(next) if next > now => due = Some(due.map_or(next, |due| due.min(next))),
+            match turn.text_sent.map(|sent| sent + PROGRESS_INTERVAL) {
+                // Only text waits for its interval; a tool event takes the text with it.
+                Some(next) if next > now && !turn.tap.has_pending_event() => {
+                    due = Some(due.map_or(next, |due| due.min(next)));
+                }
                 _ => {
-                    drain(*call_id, &turn.tap, self.frame_room, &mut frames);
-                    turn.last_sent = Some(now);
+                    if drain(*call_id, &turn.tap, self.frame_room, &mut frames) {
+                        turn.text_sent = Some(now);
+                    }
                 }
             }
         }
@@ -104,13 +110,17 @@ impl ChatStreams {
     }
 }
 
-/// Frames of everything `tap` holds, each within `room`.
-fn drain(call_id: u64, tap: &ProgressTap, room: usize, frames: &mut Vec<ServerFrame>) {
+/// Frames of everything `tap` holds, each within `room`; returns whether any carried text.
+fn drain(call_id: u64, tap: &ProgressTap, room: usize, frames: &mut Vec<ServerFrame>) -> bool {
+    let mut text = false;
     loop {
         let events = tap.take(room);
         if events.is_empty() {
-            return;
+            return text;
         }
+        text |= events
+            .iter()
+            .any(|event| matches!(event, localai::ChatProgress::Text(_)));
         frames.push(reply(call_id, progress_body(events)));
     }
 }
@@ -161,9 +171,30 @@ mod tests {
         assert_eq!(streams.due, Some(start + PROGRESS_INTERVAL));
         let frames = streams.due_frames(start + PROGRESS_INTERVAL);
         assert_eq!(texts(&frames), ["1 is fine."]);
+        // A tool event goes at once, taking the text waiting with it; the interval then counts
+        // from there.
+        feed.text("Checking.");
+        feed.event(localai::ChatProgress::ToolFinished {
+            name: "t".into(),
+            status: localai::ToolStatus::Ok,
+            elapsed: Duration::from_millis(3),
+        });
+        let at = start + PROGRESS_INTERVAL + Duration::from_millis(1);
+        assert_eq!(streams.due_frames(at).len(), 1);
+        feed.event(localai::ChatProgress::ToolStarted {
+            name: "t".into(),
+            arguments: "{}".into(),
+        });
+        assert_eq!(
+            streams.due_frames(at).len(),
+            1,
+            "an event without text goes at once"
+        );
+        feed.text("more");
+        assert!(streams.due_frames(at + Duration::from_millis(1)).is_empty());
         // Closing sends what is left at once, and ends the stream.
         feed.text(" Done.");
-        assert_eq!(texts(&streams.close(7)), [" Done."]);
+        assert_eq!(texts(&streams.close(7)), ["more Done."]);
         assert!(streams.close(7).is_empty());
     }
 

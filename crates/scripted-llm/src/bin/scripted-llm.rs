@@ -31,7 +31,7 @@ struct Args {
     #[arg(long)]
     stream: bool,
     /// Begin each streamed answer with `t=<microseconds since the Unix epoch> `, the time the
-    /// stand-in answered, so a client can time the model's first chunk to its first shown text
+    /// stand-in wrote that first chunk, so a client can time it to its first shown text
     /// (`tclient bench chat-stream`).
     #[arg(long, requires = "stream")]
     stamp: bool,
@@ -121,10 +121,9 @@ fn stream_end(reason: &str) -> [serde_json::Value; 2] {
 fn streamed_text(text: &str, stamp: bool) -> Reply {
     let mut chunks = vec![chunk(serde_json::json!({"role": "assistant", "content": ""}))];
     if stamp {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        chunks.push(chunk(serde_json::json!({"content": format!("t={} ", now.as_micros())})));
+        chunks.push(chunk(
+            serde_json::json!({"content": format!("t={} ", scripted_llm::NOW_MICROS)}),
+        ));
     }
     chunks.extend(
         text.split_inclusive(' ')
