@@ -1,0 +1,440 @@
+//! The plant model file: a user's own plant (UNS folders, equipment types and instances, tags
+//! and alarms) described in TOML (or JSON), read with every problem reported at its line and
+//! field, and written back in the same layout.
+//!
+//! ```
+//! let text = r#"
+//! [[tags]]
+//! name = "Tank1.Level"
+//! path = "Plant/Area1/Tank1/Level"
+//! type = "number"
+//! unit = "%"
+//! min = 0
+//! max = 100
+//!
+//! [[alarms]]
+//! name = "Tank1.Level.Hi"
+//! tag = "Tank1.Level"
+//! condition = "Hi"
+//! limit = 90
+//! "#;
+//! let model = plant_model::read(text, plant_model::Format::Toml, "plant.toml").expect("valid");
+//! assert_eq!(model.expand().alarms[0].tag, "Tank1.Level");
+//! let typo = text.replace("limit = 90", "limit = \"9O\"");
+//! let errors = plant_model::read(&typo, plant_model::Format::Toml, "plant.toml").unwrap_err();
+//! assert_eq!(errors.to_string(), "plant.toml:14:9: alarms[0].limit: expected a number, found a string");
+//! ```
+//!
+//! This crate reads and checks; it knows nothing of databases or servers. `docs/PLANT.md`
+//! documents the format.
+
+mod document;
+mod model;
+mod reader;
+
+use std::fmt;
+use std::ops::Range;
+
+pub use document::Format;
+pub use model::{
+    AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
+    PlantInfo, PlantModel, SourceBinding, TagSpec, TagType,
+};
+
+/// The largest plant file read (a plant of tens of thousands of tags fits).
+pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
+
+/// One problem in a plant file, at its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlantError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// The field, e.g. `alarms[2].limit` (empty for the file as a whole).
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl PlantError {
+    /// An error at a byte range of `text`.
+    pub(crate) fn at(text: &str, span: Range<usize>, field: String, message: String) -> Self {
+        let start = span.start.min(text.len());
+        let before = text.get(..start).unwrap_or(text);
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |line| line.chars().count()) + 1;
+        Self {
+            line,
+            column,
+            field,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for PlantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: ", self.line, self.column)?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem of one file, in file order; nothing of the file is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PlantErrors {
+    /// The file as the user named it.
+    pub file: String,
+    /// The problems (at most 100).
+    pub errors: Vec<PlantError>,
+}
+
+impl fmt::Display for PlantErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, error) in self.errors.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{}:{error}", self.file)?;
+        }
+        if self.errors.len() >= reader::MAX_ERRORS {
+            write!(
+                f,
+                "\n{}: (stopped after {} errors)",
+                self.file,
+                reader::MAX_ERRORS
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads and checks a plant file. `file` names it in errors.
+pub fn read(text: &str, format: Format, file: &str) -> Result<PlantModel, PlantErrors> {
+    let fail = |errors: Vec<PlantError>| PlantErrors {
+        file: file.to_owned(),
+        errors,
+    };
+    if text.len() > MAX_FILE_BYTES {
+        return Err(fail(vec![PlantError {
+            line: 1,
+            column: 1,
+            field: String::new(),
+            message: format!(
+                "the file is {} bytes; a plant file may have at most {MAX_FILE_BYTES}",
+                text.len()
+            ),
+        }]));
+    }
+    let root = document::parse(text, format).map_err(|error| fail(vec![error]))?;
+    let mut reader = reader::Reader::new(text);
+    let model = reader.model(&root);
+    if let Some(model) = &model
+        && reader.errors.is_empty()
+    {
+        reader::check_model(&mut reader, model, &reader::Places::new(&root));
+    }
+    match model {
+        Some(model) if reader.errors.is_empty() => Ok(model),
+        _ => {
+            let mut errors = reader.errors;
+            errors.sort_by_key(|error| (error.line, error.column));
+            Err(fail(errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUMPS: &str = r#"
+[plant]
+name = "Pump station"
+
+[[folders]]
+path = "Plant/Area1"
+description = "Pump house"
+
+[[types]]
+name = "Pump"
+description = "A centrifugal pump"
+
+  [[types.tags]]
+  name = "MotorCurrent"
+  type = "number"
+  unit = "A"
+  description = "{label} motor current"
+  min = 0
+  max = 30
+  history_deadband = 0.1
+
+  [[types.tags]]
+  name = "Running"
+  type = "bool"
+  writable = true
+
+  [[types.alarms]]
+  name = "MotorCurrent.Hi"
+  tag = "MotorCurrent"
+  condition = "Hi"
+  limit = 20
+  deadband = 0.5
+  priority = 700
+  message = "{label} motor current high"
+
+  [[types.alarms]]
+  name = "Tripped"
+  tag = "Running"
+  condition = "Digital"
+  active_when = false
+
+[[equipment]]
+name = "Pump1"
+type = "Pump"
+path = "Plant/Area1/Pump1"
+label = "Pump 1"
+initial = { MotorCurrent = 12.4, Running = true }
+limits = { "MotorCurrent.Hi" = 22 }
+
+[[equipment]]
+name = "Pump2"
+type = "Pump"
+path = "Plant/Area1/Pump2"
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Area1/Tank1/Level"
+type = "number"
+unit = "%"
+initial = 62
+min = 0
+max = 100
+source = { broker = "site", topic = "tank1/level" }
+simulate = { amplitude = 30, period = 1800, noise = 0.2 }
+
+[[alarms]]
+name = "Tank1.Level.HiHi"
+tag = "Tank1.Level"
+condition = "HiHi"
+limit = 95
+priority = 900
+"#;
+
+    fn errors(text: &str, format: Format) -> Vec<String> {
+        read(text, format, "f")
+            .expect_err("refused")
+            .errors
+            .iter()
+            .map(|error| format!("f:{error}"))
+            .collect()
+    }
+
+    #[test]
+    fn types_expand_into_named_tags_and_alarms_at_their_paths() {
+        let model = read(PUMPS, Format::Toml, "pumps.toml").expect("valid");
+        let expanded = model.expand();
+        let names: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Pump1.MotorCurrent",
+                "Pump1.Running",
+                "Pump2.MotorCurrent",
+                "Pump2.Running",
+                "Tank1.Level"
+            ]
+        );
+        let current = &expanded.tags[0];
+        assert_eq!(current.path, "Plant/Area1/Pump1/MotorCurrent");
+        assert_eq!(current.description, "Pump 1 motor current");
+        assert_eq!(current.initial, Some(InitialValue::Number(12.4)));
+        assert_eq!(
+            expanded.tags[2].description, "Pump2 motor current",
+            "the name without a label"
+        );
+        assert_eq!(expanded.tags[2].initial, None);
+        assert!(expanded.tags[1].writable);
+        let alarms: Vec<(&str, &str, Option<f64>)> = expanded
+            .alarms
+            .iter()
+            .map(|alarm| (alarm.name.as_str(), alarm.tag.as_str(), alarm.limit))
+            .collect();
+        assert_eq!(
+            alarms,
+            [
+                ("Pump1.MotorCurrent.Hi", "Pump1.MotorCurrent", Some(22.0)),
+                ("Pump1.Tripped", "Pump1.Running", None),
+                ("Pump2.MotorCurrent.Hi", "Pump2.MotorCurrent", Some(20.0)),
+                ("Pump2.Tripped", "Pump2.Running", None),
+                ("Tank1.Level.HiHi", "Tank1.Level", Some(95.0)),
+            ]
+        );
+        assert_eq!(expanded.alarms[0].message, "Pump 1 motor current high");
+    }
+
+    #[test]
+    fn export_then_read_gives_the_same_model_and_the_same_text() {
+        let model = read(PUMPS, Format::Toml, "pumps.toml").expect("valid");
+        let exported = model.to_toml().expect("exports");
+        let again = read(&exported, Format::Toml, "exported.toml").expect("its own export reads");
+        assert_eq!(again, model);
+        assert_eq!(again.to_toml().expect("exports"), exported);
+        let stored = model.to_json().expect("stores");
+        assert_eq!(PlantModel::from_json(&stored).expect("loads"), model);
+        // The stored JSON is a plant file too.
+        assert_eq!(read(&stored, Format::Json, "stored.json").expect("reads"), model);
+    }
+
+    #[test]
+    fn every_mistake_is_reported_at_its_line_and_field_at_once() {
+        let text = r#"
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Tank1/Level"
+type = "numbr"
+colour = "blue"
+
+[[tags]]
+name = "Tank1.Temp"
+path = "Plant//Tank1/Temp"
+type = "number"
+min = 50
+max = 10
+initial = "warm"
+
+[[alarms]]
+name = "A"
+tag = "Tank1.Level"
+condition = "HIHI"
+limt = 95
+priority = 5000
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
+                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, source, simulate",
+                "f:8:1: tags[1].max: 10 is below min 50",
+                "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
+                "f:14:11: tags[1].initial: a number tag cannot start at a string",
+                "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
+                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message",
+                "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
+            ]
+        );
+    }
+
+    #[test]
+    fn parts_that_do_not_fit_together_are_reported_where_they_are_written() {
+        let text = r#"
+[[types]]
+name = "Valve"
+  [[types.tags]]
+  name = "Open"
+  type = "bool"
+
+[[equipment]]
+name = "V1"
+type = "Valv"
+path = "Plant/V1"
+
+[[equipment]]
+name = "V2"
+type = "Valve"
+path = "Plant/V2"
+initial = { Open = 3, Closed = true }
+
+[[tags]]
+name = "V2.Open"
+path = "Plant/Other"
+type = "number"
+
+[[alarms]]
+name = "Hot"
+tag = "Tank.Temp"
+condition = "Hi"
+limit = 1
+
+[[alarms]]
+name = "V2.Stuck"
+tag = "V2.Open"
+condition = "Hi"
+limit = 1
+"#;
+        let found = errors(text, Format::Toml);
+        assert_eq!(
+            found,
+            [
+                "f:10:8: equipment[0].type: no type named \"Valv\" (did you mean \"Valve\"?)",
+                "f:17:11: equipment[1].initial.Closed: type \"Valve\" has no tag \"Closed\"",
+                "f:17:11: equipment[1].initial.Open: Open is a bool tag",
+                "f:20:8: tags[0].name: tag name \"V2.Open\" is taken (by \"V2.Open\")",
+                "f:26:7: alarms[0].tag: no tag named \"Tank.Temp\"",
+                // V2.Open is first the member (a bool), so the second alarm's tag is that one.
+                "f:32:7: alarms[1].condition: a Hi alarm watches a number or integer tag, not a bool tag",
+            ],
+        );
+    }
+
+    #[test]
+    fn json_reads_as_toml_does_and_its_errors_have_lines_too() {
+        let json = r#"{
+  "tags": [
+    {"name": "Tank1.Level", "path": "Plant/Tank1/Level", "type": "number", "min": 0, "max": 100},
+  ],
+  // JSON files may carry comments.
+  "alarms": [
+    {"name": "Tank1.Level.Hi", "tag": "Tank1.Level", "condition": "Hi", "limit": 90}
+  ]
+}"#;
+        let model = read(json, Format::Json, "plant.json").expect("valid JSON");
+        assert_eq!(model.tags[0].max, Some(100.0));
+        let broken = json.replace("\"limit\": 90", "\"limit\": 90, \"limit\": 91");
+        assert_eq!(
+            errors(&broken, Format::Json),
+            ["f:7:86: alarms[0].limit: appears twice"]
+        );
+        let wrong = json.replace("\"max\": 100", "\"max\": true");
+        assert_eq!(
+            errors(&wrong, Format::Json),
+            ["f:3:93: tags[0].max: expected a number, found a boolean"]
+        );
+    }
+
+    #[test]
+    fn a_huge_file_is_refused_before_it_is_parsed() {
+        let huge = "#".repeat(MAX_FILE_BYTES + 1);
+        assert_eq!(errors(&huge, Format::Toml).len(), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_read_or_refused_never_a_panic(text in "\\PC{0,300}") {
+            for format in [Format::Toml, Format::Json] {
+                if let Err(errors) = read(&text, format, "f") {
+                    proptest::prop_assert!(!errors.errors.is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn edits_of_a_valid_file_are_read_or_refused_never_a_panic(
+            at in 0_usize..2000, cut in 0_usize..40, insert in "[ =\\[\\]{}\"a-z0-9.,\n]{0,12}"
+        ) {
+            let mut text = PUMPS.to_owned();
+            let at = at % text.len();
+            let end = (at + cut).min(text.len());
+            if text.is_char_boundary(at) && text.is_char_boundary(end) {
+                text.replace_range(at..end, &insert);
+                if let Ok(model) = read(&text, Format::Toml, "f") {
+                    let exported = model.to_toml().expect("exports");
+                    proptest::prop_assert_eq!(read(&exported, Format::Toml, "f").expect("reads"), model);
+                }
+            }
+        }
+    }
+}

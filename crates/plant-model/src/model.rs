@@ -1,0 +1,440 @@
+//! The plant model as the file describes it (types and instances not yet expanded), and its
+//! expansion into the tags and alarms the runtime holds.
+//!
+//! Serialized with serde it is the canonical form: what the solution stores and what export
+//! writes back as TOML, so export then import gives the same model.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A whole plant file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlantModel {
+    /// What the plant is called and what it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plant: Option<PlantInfo>,
+    /// UNS folders with a description (folders also exist wherever a path passes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folders: Vec<FolderSpec>,
+    /// Equipment types: templates of member tags and alarms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<EquipmentType>,
+    /// Equipment instances: a type placed at a path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equipment: Vec<Equipment>,
+    /// Tags outside any equipment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<TagSpec>,
+    /// Alarms on any tag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<AlarmSpec>,
+}
+
+/// `[plant]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlantInfo {
+    /// The plant's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// What it is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// `[[folders]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderSpec {
+    /// The UNS path, e.g. `Plant/Area1`.
+    pub path: String,
+    /// What is there.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// A tag's data type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagType {
+    /// A floating-point measurement.
+    Number,
+    /// A whole number (counters, states).
+    Integer,
+    /// A digital signal.
+    Bool,
+    /// Free text.
+    String,
+}
+
+impl TagType {
+    /// The names the file accepts.
+    pub const NAMES: [&'static str; 4] = ["number", "integer", "bool", "string"];
+
+    /// Reads a type name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "number" => Some(Self::Number),
+            "integer" => Some(Self::Integer),
+            "bool" => Some(Self::Bool),
+            "string" => Some(Self::String),
+            _ => None,
+        }
+    }
+
+    /// Whether values of this type are numbers (alarms, ranges, deadbands apply).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Self::Number | Self::Integer)
+    }
+
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Number => "number",
+            Self::Integer => "integer",
+            Self::Bool => "bool",
+            Self::String => "string",
+        }
+    }
+}
+
+/// A tag value as the file writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InitialValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// A whole number.
+    Integer(i64),
+    /// A number.
+    Number(f64),
+    /// Text.
+    String(String),
+}
+
+impl InitialValue {
+    /// Whether a tag of `kind` can hold this value (an integer is also a number).
+    pub fn fits(&self, kind: TagType) -> bool {
+        matches!(
+            (self, kind),
+            (Self::Bool(_), TagType::Bool)
+                | (Self::Integer(_), TagType::Integer | TagType::Number)
+                | (Self::Number(_), TagType::Number)
+                | (Self::String(_), TagType::String)
+        )
+    }
+
+    /// The value as a number, if it is one.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            // Initial values of plant integers are far below 2^53, where f64 is exact.
+            #[expect(clippy::cast_precision_loss, reason = "plant integers are far below 2^53")]
+            Self::Integer(value) => Some(*value as f64),
+            Self::Number(value) => Some(*value),
+            Self::Bool(_) | Self::String(_) => None,
+        }
+    }
+
+    /// The value as text, as the runtime stores initial values.
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::Bool(value) => value.to_string(),
+            Self::Integer(value) => value.to_string(),
+            Self::Number(value) => value.to_string(),
+            Self::String(value) => value.clone(),
+        }
+    }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[[tags]]`, and the member tags of a type (whose name is relative and path derived).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagSpec {
+    /// The dotted name, e.g. `Tank1.Level` (a member's: `Level`).
+    pub name: String,
+    /// The UNS path, e.g. `Plant/Area1/Tank1/Level` (empty for a member).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// The data type.
+    #[serde(rename = "type")]
+    pub kind: TagType,
+    /// Engineering unit.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub unit: String,
+    /// What it measures.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The value it starts with (without one it starts with Bad quality).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<InitialValue>,
+    /// The lower end of the engineering range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// The upper end of the engineering range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Whether its values are recorded.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub history: bool,
+    /// The least change recorded (numeric tags).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_deadband: f64,
+    /// Whether operators may write it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub writable: bool,
+    /// Where its values come from (the MQTT sources), when not from the runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceBinding>,
+    /// How the simulator moves it (numeric tags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulate: Option<Motion>,
+}
+
+/// `source = { broker = "...", topic = "..." }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceBinding {
+    /// The name of the source (a broker) the value comes from.
+    pub broker: String,
+    /// The topic, when not the tag's UNS path under the source's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+/// `simulate = { amplitude, period, phase, noise }`: the initial value plus a sine plus noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Motion {
+    /// Half the swing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub amplitude: f64,
+    /// Seconds per cycle.
+    pub period: f64,
+    /// Radians of shift.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub phase: f64,
+    /// Bounded random noise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub noise: f64,
+}
+
+/// An alarm condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Condition {
+    /// Value at or above the limit (the more urgent high).
+    HiHi,
+    /// Value at or above the limit.
+    Hi,
+    /// Value at or below the limit.
+    Lo,
+    /// Value at or below the limit (the more urgent low).
+    LoLo,
+    /// Value at least the limit away from the setpoint.
+    Deviation,
+    /// A bool tag at its abnormal state.
+    Digital,
+}
+
+impl Condition {
+    /// The names the file accepts.
+    pub const NAMES: [&'static str; 6] = ["HiHi", "Hi", "Lo", "LoLo", "Deviation", "Digital"];
+
+    /// Reads a condition name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "HiHi" => Some(Self::HiHi),
+            "Hi" => Some(Self::Hi),
+            "Lo" => Some(Self::Lo),
+            "LoLo" => Some(Self::LoLo),
+            "Deviation" => Some(Self::Deviation),
+            "Digital" => Some(Self::Digital),
+            _ => None,
+        }
+    }
+
+    /// The name the file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::HiHi => "HiHi",
+            Self::Hi => "Hi",
+            Self::Lo => "Lo",
+            Self::LoLo => "LoLo",
+            Self::Deviation => "Deviation",
+            Self::Digital => "Digital",
+        }
+    }
+}
+
+fn default_priority() -> u32 {
+    500
+}
+
+fn is_default_priority(priority: &u32) -> bool {
+    *priority == default_priority()
+}
+
+/// `[[alarms]]`, and the member alarms of a type (whose name and tag are relative).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlarmSpec {
+    /// The alarm's name, e.g. `Tank1.Level.HiHi`.
+    pub name: String,
+    /// The tag it watches.
+    pub tag: String,
+    /// When it is active.
+    pub condition: Condition,
+    /// The limit (every condition but `Digital`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// The setpoint a `Deviation` is measured from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setpoint: Option<f64>,
+    /// The abnormal state of a `Digital` alarm's tag (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_when: Option<bool>,
+    /// How far back inside the limit the value must come to clear.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deadband: f64,
+    /// 1 to 1000, higher is more urgent.
+    #[serde(default = "default_priority", skip_serializing_if = "is_default_priority")]
+    pub priority: u32,
+    /// What the operator reads.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `[[types]]`: what every instance of a kind of equipment has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EquipmentType {
+    /// The type's name, e.g. `Pump`.
+    pub name: String,
+    /// What it is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Member tags (relative names, no paths). `{label}` in a description becomes the
+    /// instance's label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<TagSpec>,
+    /// Member alarms (relative names, on member tags); `{label}` in a message likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<AlarmSpec>,
+}
+
+/// `[[equipment]]`: one instance of a type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Equipment {
+    /// The instance's name, the first part of its tags' names (`Pump1` -> `Pump1.MotorCurrent`).
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its UNS folder; its tags are below it.
+    pub path: String,
+    /// How people call it (default: its name); replaces `{label}`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
+    /// Initial values of member tags, by member name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub initial: BTreeMap<String, InitialValue>,
+    /// Limits of member alarms, by member alarm name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, f64>,
+}
+
+impl Equipment {
+    /// Its label, or its name without one.
+    pub fn label(&self) -> &str {
+        if self.label.is_empty() {
+            &self.name
+        } else {
+            &self.label
+        }
+    }
+}
+
+/// The runtime's view of a model: every tag and alarm with full names and paths.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpandedPlant {
+    /// Folders with descriptions.
+    pub folders: Vec<FolderSpec>,
+    /// Every tag, equipment members included, in file order.
+    pub tags: Vec<TagSpec>,
+    /// Every alarm, equipment members included, in file order.
+    pub alarms: Vec<AlarmSpec>,
+}
+
+impl PlantModel {
+    /// Every tag and alarm with full names and paths: each instance's members named
+    /// `<instance>.<member>` at `<instance path>/<member>`, then the plain tags and alarms.
+    /// Call on a model [`crate::read`] accepted (an instance of an unknown type adds nothing).
+    pub fn expand(&self) -> ExpandedPlant {
+        let mut expanded = ExpandedPlant {
+            folders: self.folders.clone(),
+            ..ExpandedPlant::default()
+        };
+        for instance in &self.equipment {
+            let Some(kind) = self.types.iter().find(|kind| kind.name == instance.kind) else {
+                continue;
+            };
+            let label = instance.label();
+            for member in &kind.tags {
+                let mut tag = member.clone();
+                tag.name = format!("{}.{}", instance.name, member.name);
+                tag.path = format!("{}/{}", instance.path, member.name);
+                tag.description = member.description.replace("{label}", label);
+                if let Some(initial) = instance.initial.get(&member.name) {
+                    tag.initial = Some(initial.clone());
+                }
+                expanded.tags.push(tag);
+            }
+            for member in &kind.alarms {
+                let mut alarm = member.clone();
+                alarm.name = format!("{}.{}", instance.name, member.name);
+                alarm.tag = format!("{}.{}", instance.name, member.tag);
+                alarm.message = member.message.replace("{label}", label);
+                if let Some(limit) = instance.limits.get(&member.name) {
+                    alarm.limit = Some(*limit);
+                }
+                expanded.alarms.push(alarm);
+            }
+        }
+        expanded.tags.extend(self.tags.iter().cloned());
+        expanded.alarms.extend(self.alarms.iter().cloned());
+        expanded
+    }
+
+    /// The model as TOML, in the documented layout (what `plant export` writes).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
+    }
+
+    /// The model as compact JSON (what the solution stores).
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// A model the solution stored with [`to_json`](Self::to_json).
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+}

@@ -1,0 +1,1086 @@
+//! Reads a plant file's tree into a [`PlantModel`], checking everything and collecting every
+//! problem with its place: the file's shape (unknown keys with a suggestion, wrong kinds of
+//! values, missing fields), each value (types, ranges, limits, priorities), and how the parts
+//! fit (duplicate names and paths, alarms on unknown or unsuitable tags, instances of unknown
+//! types). Nothing is accepted unless everything is.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use crate::PlantError;
+use crate::document::{Key, Node, Value};
+use crate::model::{
+    AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
+    SourceBinding, TagSpec, TagType,
+};
+
+/// The longest name or path accepted.
+const MAX_NAME: usize = 256;
+
+/// The most errors reported for one file (past that, the first ones are enough to go on).
+pub(crate) const MAX_ERRORS: usize = 100;
+
+/// Collects the problems of one file.
+pub(crate) struct Reader<'t> {
+    text: &'t str,
+    pub(crate) errors: Vec<PlantError>,
+}
+
+/// The entries of one table being read: which were used, so the rest can be reported.
+struct Fields<'n> {
+    entries: &'n [(Key, Node)],
+    used: Vec<bool>,
+    /// The table's own place and field path.
+    span: Range<usize>,
+    path: String,
+}
+
+impl<'n> Fields<'n> {
+    fn get(&mut self, key: &str) -> Option<&'n Node> {
+        let index = self.entries.iter().position(|(entry, _)| entry.name == key)?;
+        self.used[index] = true;
+        Some(&self.entries[index].1)
+    }
+
+    fn field(&self, key: &str) -> String {
+        join(&self.path, key)
+    }
+}
+
+/// `path.key`, or `key` at the top.
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl<'t> Reader<'t> {
+    pub(crate) fn new(text: &'t str) -> Self {
+        Self {
+            text,
+            errors: Vec::new(),
+        }
+    }
+
+    fn error(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
+        if self.errors.len() < MAX_ERRORS {
+            self.errors
+                .push(PlantError::at(self.text, span, field.into(), message.into()));
+        }
+    }
+
+    /// The entries of a table, or an error naming what is there instead.
+    fn table<'n>(&mut self, node: &'n Node, path: &str) -> Option<Fields<'n>> {
+        match &node.value {
+            Value::Table(entries) => {
+                // JSON objects may repeat a key (TOML refuses that itself).
+                for (index, (key, _)) in entries.iter().enumerate() {
+                    if entries[..index]
+                        .iter()
+                        .any(|(earlier, _)| earlier.name == key.name)
+                    {
+                        self.error(key.span.clone(), join(path, &key.name), "appears twice");
+                    }
+                }
+                Some(Fields {
+                    entries,
+                    used: vec![false; entries.len()],
+                    span: node.span.clone(),
+                    path: path.to_owned(),
+                })
+            }
+            other => {
+                self.error(
+                    node.span.clone(),
+                    path,
+                    format!("expected a table, found {}", other.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reports the keys of a table nothing read, with the nearest known key as a hint.
+    fn done(&mut self, fields: Fields<'_>, known: &[&str]) {
+        for (index, ((key, _), used)) in fields.entries.iter().zip(&fields.used).enumerate() {
+            // A repeated key was reported as such.
+            if *used
+                || fields.entries[..index]
+                    .iter()
+                    .any(|(earlier, _)| earlier.name == key.name)
+            {
+                continue;
+            }
+            let hint = nearest(&key.name, known)
+                .map(|near| format!(" (did you mean `{near}`?)"))
+                .unwrap_or_default();
+            self.error(
+                key.span.clone(),
+                fields.field(&key.name),
+                format!("unknown key{hint}; known keys: {}", known.join(", ")),
+            );
+        }
+    }
+
+    fn missing(&mut self, fields: &Fields<'_>, key: &str) {
+        self.error(fields.span.clone(), fields.field(key), "is required");
+    }
+
+    fn string(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        let node = fields.get(key)?;
+        match &node.value {
+            Value::String(text) => Some(text.clone()),
+            other => {
+                self.error(
+                    node.span.clone(),
+                    fields.field(key),
+                    format!("expected a string, found {}", other.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    fn required_string(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        if fields.entries.iter().all(|(entry, _)| entry.name != key) {
+            self.missing(fields, key);
+            return None;
+        }
+        self.string(fields, key)
+    }
+
+    fn number(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<f64> {
+        let node = fields.get(key)?;
+        self.number_in(node, &fields.field(key))
+    }
+
+    fn number_in(&mut self, node: &Node, field: &str) -> Option<f64> {
+        let value = match &node.value {
+            #[expect(clippy::cast_precision_loss, reason = "a limit or range is far below 2^53")]
+            Value::Integer(value) => *value as f64,
+            Value::Float(value) => *value,
+            other => {
+                self.error(
+                    node.span.clone(),
+                    field,
+                    format!("expected a number, found {}", other.kind()),
+                );
+                return None;
+            }
+        };
+        if !value.is_finite() {
+            self.error(node.span.clone(), field, "must be a finite number");
+            return None;
+        }
+        Some(value)
+    }
+
+    fn boolean(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<bool> {
+        let node = fields.get(key)?;
+        match &node.value {
+            Value::Bool(value) => Some(*value),
+            other => {
+                self.error(
+                    node.span.clone(),
+                    fields.field(key),
+                    format!("expected true or false, found {}", other.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    /// An array of tables (`[[tags]]`), each read by `read`.
+    fn list<T>(
+        &mut self,
+        fields: &mut Fields<'_>,
+        key: &str,
+        mut read: impl FnMut(&mut Self, &Node, &str) -> Option<T>,
+    ) -> Vec<T> {
+        let Some(node) = fields.get(key) else {
+            return Vec::new();
+        };
+        let field = fields.field(key);
+        match &node.value {
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(index, item)| read(self, item, &format!("{field}[{index}]")))
+                .collect(),
+            other => {
+                self.error(
+                    node.span.clone(),
+                    field,
+                    format!("expected an array of tables, found {}", other.kind()),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// A name: not empty, no white space or control characters, at most [`MAX_NAME`] bytes.
+    fn name(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        let span = fields
+            .entries
+            .iter()
+            .find(|(entry, _)| entry.name == key)
+            .map(|(_, node)| node.span.clone());
+        let name = self.required_string(fields, key)?;
+        let span = span.unwrap_or_else(|| fields.span.clone());
+        if name.is_empty()
+            || name.len() > MAX_NAME
+            || name.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            self.error(
+                span,
+                fields.field(key),
+                format!(
+                    "{name:?} is not a usable name: 1 to {MAX_NAME} bytes, no spaces or control characters"
+                ),
+            );
+            return None;
+        }
+        Some(name)
+    }
+
+    /// A UNS path: segments joined by `/`, none empty, no leading or trailing `/`.
+    fn path(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        let span = fields
+            .entries
+            .iter()
+            .find(|(entry, _)| entry.name == key)
+            .map(|(_, node)| node.span.clone());
+        let path = self.required_string(fields, key)?;
+        let span = span.unwrap_or_else(|| fields.span.clone());
+        if path.is_empty()
+            || path.len() > MAX_NAME
+            || path
+                .split('/')
+                .any(|segment| segment.trim().is_empty() || segment != segment.trim())
+            || path.chars().any(char::is_control)
+        {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{path:?} is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\""),
+            );
+            return None;
+        }
+        Some(path)
+    }
+
+    pub(crate) fn model(&mut self, root: &Node) -> Option<PlantModel> {
+        let mut fields = self.table(root, "")?;
+        let plant = match fields.get("plant") {
+            Some(node) => self.plant_info(node),
+            None => None,
+        };
+        let folders = self.list(&mut fields, "folders", Self::folder);
+        let types = self.list(&mut fields, "types", Self::equipment_type);
+        let equipment = self.list(&mut fields, "equipment", Self::equipment);
+        let tags = self.list(&mut fields, "tags", |reader, node, path| {
+            reader.tag(node, path, false)
+        });
+        let alarms = self.list(&mut fields, "alarms", Self::alarm);
+        self.done(
+            fields,
+            &["plant", "folders", "types", "equipment", "tags", "alarms"],
+        );
+        Some(PlantModel {
+            plant,
+            folders,
+            types,
+            equipment,
+            tags,
+            alarms,
+        })
+    }
+
+    fn plant_info(&mut self, node: &Node) -> Option<PlantInfo> {
+        let mut fields = self.table(node, "plant")?;
+        let name = self.string(&mut fields, "name").unwrap_or_default();
+        let description = self.string(&mut fields, "description").unwrap_or_default();
+        self.done(fields, &["name", "description"]);
+        Some(PlantInfo { name, description })
+    }
+
+    fn folder(&mut self, node: &Node, path: &str) -> Option<FolderSpec> {
+        let mut fields = self.table(node, path)?;
+        let folder = self.path(&mut fields, "path");
+        let description = self.string(&mut fields, "description").unwrap_or_default();
+        self.done(fields, &["path", "description"]);
+        Some(FolderSpec {
+            path: folder?,
+            description,
+        })
+    }
+
+    /// A tag; a `member` of a type has a relative name and no path.
+    fn tag(&mut self, node: &Node, path: &str, member: bool) -> Option<TagSpec> {
+        let mut fields = self.table(node, path)?;
+        let name = self.name(&mut fields, "name");
+        let tag_path = if member {
+            if let Some(node) = fields.get("path") {
+                self.error(
+                    node.span.clone(),
+                    fields.field("path"),
+                    "a type's tag takes its path from each instance: remove it",
+                );
+            }
+            Some(String::new())
+        } else {
+            self.path(&mut fields, "path")
+        };
+        let kind = self.tag_type(&mut fields);
+        let unit = self.string(&mut fields, "unit").unwrap_or_default();
+        let description = self.string(&mut fields, "description").unwrap_or_default();
+        let initial = fields
+            .get("initial")
+            .and_then(|node| self.initial_value(node, &fields.field("initial"), kind));
+        let min = self.number(&mut fields, "min");
+        let max = self.number(&mut fields, "max");
+        let history = self.boolean(&mut fields, "history").unwrap_or(true);
+        let history_deadband = self.number(&mut fields, "history_deadband").unwrap_or(0.0);
+        let writable = self.boolean(&mut fields, "writable").unwrap_or(false);
+        let source = fields
+            .get("source")
+            .and_then(|node| self.source(node, &fields.field("source")));
+        let simulate = fields
+            .get("simulate")
+            .and_then(|node| self.motion(node, &fields.field("simulate")));
+        let span = fields.span.clone();
+        let field = |key: &str| join(path, key);
+        if let Some(kind) = kind {
+            if !kind.is_numeric() {
+                for (key, set) in [
+                    ("min", min.is_some()),
+                    ("max", max.is_some()),
+                    ("history_deadband", history_deadband != 0.0),
+                    ("simulate", simulate.is_some()),
+                ] {
+                    if set {
+                        self.error(
+                            span.clone(),
+                            field(key),
+                            format!(
+                                "only number and integer tags have one; this is a {} tag",
+                                kind.name()
+                            ),
+                        );
+                    }
+                }
+            }
+            if let (Some(low), Some(high)) = (min, max)
+                && low > high
+            {
+                self.error(span.clone(), field("max"), format!("{high} is below min {low}"));
+            }
+            if let Some(value) = initial.as_ref().and_then(InitialValue::as_f64)
+                && (min.is_some_and(|low| value < low) || max.is_some_and(|high| value > high))
+            {
+                self.error(
+                    span.clone(),
+                    field("initial"),
+                    format!("{value} is outside the range {}..{}", show(min), show(max)),
+                );
+            }
+        }
+        if history_deadband < 0.0 {
+            self.error(span.clone(), field("history_deadband"), "cannot be negative");
+        }
+        self.done(
+            fields,
+            &[
+                "name",
+                "path",
+                "type",
+                "unit",
+                "description",
+                "initial",
+                "min",
+                "max",
+                "history",
+                "history_deadband",
+                "writable",
+                "source",
+                "simulate",
+            ],
+        );
+        Some(TagSpec {
+            name: name?,
+            path: tag_path?,
+            kind: kind?,
+            unit,
+            description,
+            initial,
+            min,
+            max,
+            history,
+            history_deadband,
+            writable,
+            source,
+            simulate,
+        })
+    }
+
+    fn tag_type(&mut self, fields: &mut Fields<'_>) -> Option<TagType> {
+        let span = fields
+            .entries
+            .iter()
+            .find(|(entry, _)| entry.name == "type")
+            .map(|(_, node)| node.span.clone());
+        let name = self.required_string(fields, "type")?;
+        let kind = TagType::parse(&name);
+        if kind.is_none() {
+            let hint = nearest(&name, &TagType::NAMES)
+                .map(|near| format!(" (did you mean {near:?}?)"))
+                .unwrap_or_default();
+            self.error(
+                span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("type"),
+                format!(
+                    "unknown type {name:?}{hint}; one of: {}",
+                    TagType::NAMES.join(", ")
+                ),
+            );
+        }
+        kind
+    }
+
+    /// A value for a tag of `kind` (when the kind is known, it must fit).
+    fn initial_value(&mut self, node: &Node, field: &str, kind: Option<TagType>) -> Option<InitialValue> {
+        let value = match &node.value {
+            Value::Bool(value) => InitialValue::Bool(*value),
+            Value::Integer(value) => InitialValue::Integer(*value),
+            Value::Float(value) if value.is_finite() => InitialValue::Number(*value),
+            Value::String(text) => InitialValue::String(text.clone()),
+            other => {
+                self.error(
+                    node.span.clone(),
+                    field,
+                    format!("expected a value, found {}", other.kind()),
+                );
+                return None;
+            }
+        };
+        if let Some(kind) = kind
+            && !value.fits(kind)
+        {
+            self.error(
+                node.span.clone(),
+                field,
+                format!("a {} tag cannot start at {}", kind.name(), node.value.kind()),
+            );
+            return None;
+        }
+        Some(value)
+    }
+
+    fn source(&mut self, node: &Node, path: &str) -> Option<SourceBinding> {
+        let mut fields = self.table(node, path)?;
+        let broker = self.name(&mut fields, "broker");
+        let topic = self.string(&mut fields, "topic");
+        self.done(fields, &["broker", "topic"]);
+        Some(SourceBinding {
+            broker: broker?,
+            topic,
+        })
+    }
+
+    fn motion(&mut self, node: &Node, path: &str) -> Option<Motion> {
+        let mut fields = self.table(node, path)?;
+        let amplitude = self.number(&mut fields, "amplitude").unwrap_or(0.0);
+        let period = self.number(&mut fields, "period");
+        if period.is_none() && fields.entries.iter().all(|(key, _)| key.name != "period") {
+            self.missing(&fields, "period");
+        }
+        let phase = self.number(&mut fields, "phase").unwrap_or(0.0);
+        let noise = self.number(&mut fields, "noise").unwrap_or(0.0);
+        let span = fields.span.clone();
+        if period.is_some_and(|period| period <= 0.0) {
+            self.error(span.clone(), join(path, "period"), "must be above 0 seconds");
+        }
+        if noise < 0.0 {
+            self.error(span, join(path, "noise"), "cannot be negative");
+        }
+        self.done(fields, &["amplitude", "period", "phase", "noise"]);
+        Some(Motion {
+            amplitude,
+            period: period?,
+            phase,
+            noise,
+        })
+    }
+
+    fn alarm(&mut self, node: &Node, path: &str) -> Option<AlarmSpec> {
+        let mut fields = self.table(node, path)?;
+        let name = self.name(&mut fields, "name");
+        let tag = self.name(&mut fields, "tag");
+        let condition_span = fields
+            .entries
+            .iter()
+            .find(|(key, _)| key.name == "condition")
+            .map(|(_, node)| node.span.clone());
+        let condition = self.required_string(&mut fields, "condition").and_then(|text| {
+            let condition = Condition::parse(&text);
+            if condition.is_none() {
+                let hint = nearest(&text, &Condition::NAMES)
+                    .map(|near| format!(" (did you mean {near:?}?)"))
+                    .unwrap_or_default();
+                self.error(
+                    condition_span.unwrap_or_else(|| fields.span.clone()),
+                    fields.field("condition"),
+                    format!(
+                        "unknown condition {text:?}{hint}; one of: {}",
+                        Condition::NAMES.join(", ")
+                    ),
+                );
+            }
+            condition
+        });
+        let limit = self.number(&mut fields, "limit");
+        let setpoint = self.number(&mut fields, "setpoint");
+        let active_when = self.boolean(&mut fields, "active_when");
+        let deadband = self.number(&mut fields, "deadband").unwrap_or(0.0);
+        let priority_node = fields.get("priority");
+        let priority = match priority_node {
+            None => Some(500),
+            Some(node) => match node.value {
+                Value::Integer(value) if (1..=1000).contains(&value) => u32::try_from(value).ok(),
+                _ => {
+                    self.error(
+                        node.span.clone(),
+                        fields.field("priority"),
+                        "must be a whole number from 1 to 1000",
+                    );
+                    None
+                }
+            },
+        };
+        let message = self.string(&mut fields, "message").unwrap_or_default();
+        let span = fields.span.clone();
+        if let Some(condition) = condition {
+            match condition {
+                Condition::Digital => {
+                    for (key, set) in [("limit", limit.is_some()), ("setpoint", setpoint.is_some())] {
+                        if set {
+                            self.error(
+                                span.clone(),
+                                join(path, key),
+                                "a Digital alarm has none (it watches a bool tag)",
+                            );
+                        }
+                    }
+                }
+                _ => {
+                    if limit.is_none() && fields.entries.iter().all(|(key, _)| key.name != "limit") {
+                        self.missing(&fields, "limit");
+                    }
+                    if active_when.is_some() {
+                        self.error(
+                            span.clone(),
+                            join(path, "active_when"),
+                            "only a Digital alarm has one",
+                        );
+                    }
+                }
+            }
+            if condition == Condition::Deviation
+                && setpoint.is_none()
+                && fields.entries.iter().all(|(key, _)| key.name != "setpoint")
+            {
+                self.missing(&fields, "setpoint");
+            }
+            if condition != Condition::Deviation && setpoint.is_some() && condition != Condition::Digital {
+                self.error(
+                    span.clone(),
+                    join(path, "setpoint"),
+                    "only a Deviation alarm has one",
+                );
+            }
+        }
+        if deadband < 0.0 {
+            self.error(span, join(path, "deadband"), "cannot be negative");
+        }
+        self.done(
+            fields,
+            &[
+                "name",
+                "tag",
+                "condition",
+                "limit",
+                "setpoint",
+                "active_when",
+                "deadband",
+                "priority",
+                "message",
+            ],
+        );
+        Some(AlarmSpec {
+            name: name?,
+            tag: tag?,
+            condition: condition?,
+            limit,
+            setpoint,
+            active_when,
+            deadband,
+            priority: priority?,
+            message,
+        })
+    }
+
+    fn equipment_type(&mut self, node: &Node, path: &str) -> Option<EquipmentType> {
+        let mut fields = self.table(node, path)?;
+        let name = self.name(&mut fields, "name");
+        let description = self.string(&mut fields, "description").unwrap_or_default();
+        let tags = self.list(&mut fields, "tags", |reader, node, path| {
+            reader.tag(node, path, true)
+        });
+        let alarms = self.list(&mut fields, "alarms", Self::alarm);
+        self.done(fields, &["name", "description", "tags", "alarms"]);
+        Some(EquipmentType {
+            name: name?,
+            description,
+            tags,
+            alarms,
+        })
+    }
+
+    fn equipment(&mut self, node: &Node, path: &str) -> Option<Equipment> {
+        let mut fields = self.table(node, path)?;
+        let name = self.name(&mut fields, "name");
+        let kind = self.name(&mut fields, "type");
+        let folder = self.path(&mut fields, "path");
+        let label = self.string(&mut fields, "label").unwrap_or_default();
+        let mut initial = BTreeMap::new();
+        if let Some(node) = fields.get("initial") {
+            let field = fields.field("initial");
+            if let Some(values) = self.table(node, &field) {
+                for (key, value) in values.entries {
+                    if let Some(value) = self.initial_value(value, &join(&field, &key.name), None) {
+                        initial.insert(key.name.clone(), value);
+                    }
+                }
+            }
+        }
+        let mut limits = BTreeMap::new();
+        if let Some(node) = fields.get("limits") {
+            let field = fields.field("limits");
+            if let Some(values) = self.table(node, &field) {
+                for (key, value) in values.entries {
+                    if let Some(limit) = self.number_in(value, &join(&field, &key.name)) {
+                        limits.insert(key.name.clone(), limit);
+                    }
+                }
+            }
+        }
+        self.done(fields, &["name", "type", "path", "label", "initial", "limits"]);
+        Some(Equipment {
+            name: name?,
+            kind: kind?,
+            path: folder?,
+            label,
+            initial,
+            limits,
+        })
+    }
+}
+
+/// `x`, or nothing for an open end.
+fn show(value: Option<f64>) -> String {
+    value.map(|value| value.to_string()).unwrap_or_default()
+}
+
+/// The known word closest to `word`, if it is close enough to be a typo.
+fn nearest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|candidate| {
+            (
+                distance(&word.to_ascii_lowercase(), &candidate.to_ascii_lowercase()),
+                *candidate,
+            )
+        })
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance between two short words.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            current[j + 1] = (previous[j] + usize::from(ca != *cb))
+                .min(previous[j + 1] + 1)
+                .min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// Where each part of a model was written, found again by field path for the checks that
+/// look across parts (the reader keeps no spans in the model itself).
+pub(crate) struct Places<'n> {
+    root: &'n Node,
+}
+
+impl<'n> Places<'n> {
+    pub(crate) fn new(root: &'n Node) -> Self {
+        Self { root }
+    }
+
+    /// The node at `section[index].key` (`key` empty: the entry itself), or the file start.
+    pub(crate) fn span(&self, section: &str, index: usize, key: &str) -> Range<usize> {
+        self.find(section, index, key)
+            .map_or(0..0, |node| node.span.clone())
+    }
+
+    /// The same inside a type: `types[type_index].section[index].key`.
+    pub(crate) fn member_span(
+        &self,
+        type_index: usize,
+        section: &str,
+        index: usize,
+        key: &str,
+    ) -> Range<usize> {
+        let Some(kind) = self.find("types", type_index, section) else {
+            return self.span("types", type_index, "");
+        };
+        item(kind, index)
+            .and_then(|entry| {
+                if key.is_empty() {
+                    Some(entry)
+                } else {
+                    lookup(entry, key)
+                }
+            })
+            .map_or(0..0, |node| node.span.clone())
+    }
+
+    fn find(&self, section: &str, index: usize, key: &str) -> Option<&'n Node> {
+        let list = lookup(self.root, section)?;
+        let entry = item(list, index)?;
+        if key.is_empty() {
+            Some(entry)
+        } else {
+            lookup(entry, key)
+        }
+    }
+}
+
+fn lookup<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
+    match &node.value {
+        Value::Table(entries) => entries
+            .iter()
+            .find(|(entry, _)| entry.name == key)
+            .map(|(_, node)| node),
+        _ => None,
+    }
+}
+
+fn item(node: &Node, index: usize) -> Option<&Node> {
+    match &node.value {
+        Value::Array(items) => items.get(index),
+        _ => None,
+    }
+}
+
+/// The checks across parts: unique names and paths (ignoring case, as lookups do), a tag path
+/// that is not also a folder of other tags, alarms on tags that exist and suit them,
+/// instances of types that exist, overrides of members that exist.
+pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) {
+    // Member names and alarms within each type.
+    for (type_index, kind) in model.types.iter().enumerate() {
+        let mut members: HashMap<String, usize> = HashMap::new();
+        for (index, tag) in kind.tags.iter().enumerate() {
+            if tag.name.contains('/') {
+                reader.error(
+                    places.member_span(type_index, "tags", index, "name"),
+                    format!("types[{type_index}].tags[{index}].name"),
+                    "a member's name becomes a path segment: no '/'",
+                );
+            }
+            if members.insert(tag.name.to_ascii_lowercase(), index).is_some() {
+                reader.error(
+                    places.member_span(type_index, "tags", index, "name"),
+                    format!("types[{type_index}].tags[{index}].name"),
+                    format!("type {:?} has two tags named {:?}", kind.name, tag.name),
+                );
+            }
+        }
+        let mut alarm_names: HashMap<String, usize> = HashMap::new();
+        for (index, alarm) in kind.alarms.iter().enumerate() {
+            if alarm_names
+                .insert(alarm.name.to_ascii_lowercase(), index)
+                .is_some()
+            {
+                reader.error(
+                    places.member_span(type_index, "alarms", index, "name"),
+                    format!("types[{type_index}].alarms[{index}].name"),
+                    format!("type {:?} has two alarms named {:?}", kind.name, alarm.name),
+                );
+            }
+            match kind.tags.iter().find(|tag| tag.name == alarm.tag) {
+                None => reader.error(
+                    places.member_span(type_index, "alarms", index, "tag"),
+                    format!("types[{type_index}].alarms[{index}].tag"),
+                    format!("type {:?} has no tag {:?}", kind.name, alarm.tag),
+                ),
+                Some(tag) => {
+                    if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
+                        reader.error(
+                            places.member_span(type_index, "alarms", index, "condition"),
+                            format!("types[{type_index}].alarms[{index}].condition"),
+                            problem,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let mut type_names: HashMap<String, usize> = HashMap::new();
+    for (index, kind) in model.types.iter().enumerate() {
+        if type_names.insert(kind.name.to_ascii_lowercase(), index).is_some() {
+            reader.error(
+                places.span("types", index, "name"),
+                format!("types[{index}].name"),
+                format!("two types named {:?}", kind.name),
+            );
+        }
+    }
+    // Instances: their type, and the members their overrides name.
+    let mut instance_names: HashMap<String, usize> = HashMap::new();
+    for (index, instance) in model.equipment.iter().enumerate() {
+        if instance_names
+            .insert(instance.name.to_ascii_lowercase(), index)
+            .is_some()
+        {
+            reader.error(
+                places.span("equipment", index, "name"),
+                format!("equipment[{index}].name"),
+                format!("two instances named {:?}", instance.name),
+            );
+        }
+        let Some(kind) = model.types.iter().find(|kind| kind.name == instance.kind) else {
+            let known: Vec<&str> = model.types.iter().map(|kind| kind.name.as_str()).collect();
+            let hint = nearest(&instance.kind, &known)
+                .map(|near| format!(" (did you mean {near:?}?)"))
+                .unwrap_or_default();
+            reader.error(
+                places.span("equipment", index, "type"),
+                format!("equipment[{index}].type"),
+                format!("no type named {:?}{hint}", instance.kind),
+            );
+            continue;
+        };
+        for (member, value) in &instance.initial {
+            match kind.tags.iter().find(|tag| &tag.name == member) {
+                None => reader.error(
+                    places.span("equipment", index, "initial"),
+                    format!("equipment[{index}].initial.{member}"),
+                    format!("type {:?} has no tag {member:?}", kind.name),
+                ),
+                Some(tag) if !value.fits(tag.kind) => reader.error(
+                    places.span("equipment", index, "initial"),
+                    format!("equipment[{index}].initial.{member}"),
+                    format!("{member} is a {} tag", tag.kind.name()),
+                ),
+                Some(_) => {}
+            }
+        }
+        for member in instance.limits.keys() {
+            match kind.alarms.iter().find(|alarm| &alarm.name == member) {
+                None => reader.error(
+                    places.span("equipment", index, "limits"),
+                    format!("equipment[{index}].limits.{member}"),
+                    format!("type {:?} has no alarm {member:?}", kind.name),
+                ),
+                Some(alarm) if alarm.condition == Condition::Digital => reader.error(
+                    places.span("equipment", index, "limits"),
+                    format!("equipment[{index}].limits.{member}"),
+                    "a Digital alarm has no limit",
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    // The expanded plant: names and paths unique, alarms on suitable tags. Each expanded
+    // item is traced back to where it was written.
+    let expanded = model.expand();
+    let origin_of_tag = |position: usize| -> (Range<usize>, String) {
+        let mut seen = 0;
+        for (index, instance) in model.equipment.iter().enumerate() {
+            let count = model
+                .types
+                .iter()
+                .find(|kind| kind.name == instance.kind)
+                .map_or(0, |kind| kind.tags.len());
+            if position < seen + count {
+                return (
+                    places.span("equipment", index, "name"),
+                    format!("equipment[{index}]"),
+                );
+            }
+            seen += count;
+        }
+        let index = position - seen;
+        (places.span("tags", index, "name"), format!("tags[{index}].name"))
+    };
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut paths: HashMap<String, usize> = HashMap::new();
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        if let Some(first) = names.insert(tag.name.to_ascii_lowercase(), position) {
+            let (span, field) = origin_of_tag(position);
+            let other = &expanded.tags[first].name;
+            reader.error(
+                span,
+                field,
+                format!("tag name {:?} is taken (by {other:?})", tag.name),
+            );
+        }
+        if let Some(first) = paths.insert(tag.path.to_ascii_lowercase(), position) {
+            let (span, field) = origin_of_tag(position);
+            let other = &expanded.tags[first].name;
+            reader.error(
+                span,
+                field,
+                format!("path {:?} is taken (by {other:?})", tag.path),
+            );
+        }
+    }
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        // A tag's path may not be the folder of another tag.
+        let prefix = format!("{}/", tag.path.to_ascii_lowercase());
+        if let Some(below) = expanded
+            .tags
+            .iter()
+            .find(|other| other.path.to_ascii_lowercase().starts_with(&prefix))
+        {
+            let (span, field) = origin_of_tag(position);
+            reader.error(
+                span,
+                field,
+                format!(
+                    "path {:?} is a tag, so it cannot also be the folder of {:?}",
+                    tag.path, below.path
+                ),
+            );
+        }
+    }
+    let origin_of_alarm = |position: usize| -> (Range<usize>, String) {
+        let mut seen = 0;
+        for (index, instance) in model.equipment.iter().enumerate() {
+            let count = model
+                .types
+                .iter()
+                .find(|kind| kind.name == instance.kind)
+                .map_or(0, |kind| kind.alarms.len());
+            if position < seen + count {
+                return (
+                    places.span("equipment", index, "name"),
+                    format!("equipment[{index}]"),
+                );
+            }
+            seen += count;
+        }
+        let index = position - seen;
+        (places.span("alarms", index, "tag"), format!("alarms[{index}]"))
+    };
+    let mut alarm_names: HashMap<String, usize> = HashMap::new();
+    for (position, alarm) in expanded.alarms.iter().enumerate() {
+        if alarm_names
+            .insert(alarm.name.to_ascii_lowercase(), position)
+            .is_some()
+        {
+            let (span, field) = origin_of_alarm(position);
+            reader.error(
+                span,
+                format!("{field}.name"),
+                format!("two alarms named {:?}", alarm.name),
+            );
+        }
+        match expanded.tags.iter().find(|tag| tag.name == alarm.tag) {
+            None => {
+                let (span, field) = origin_of_alarm(position);
+                let known: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
+                let hint = nearest(&alarm.tag, &known)
+                    .map(|near| format!(" (did you mean {near:?}?)"))
+                    .unwrap_or_default();
+                reader.error(
+                    span,
+                    format!("{field}.tag"),
+                    format!("no tag named {:?}{hint}", alarm.tag),
+                );
+            }
+            Some(tag) => {
+                if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
+                    let (span, field) = origin_of_alarm(position);
+                    reader.error(span, format!("{field}.condition"), problem);
+                }
+            }
+        }
+    }
+    let mut folder_paths: HashMap<String, usize> = HashMap::new();
+    for (index, folder) in model.folders.iter().enumerate() {
+        if folder_paths
+            .insert(folder.path.to_ascii_lowercase(), index)
+            .is_some()
+        {
+            reader.error(
+                places.span("folders", index, "path"),
+                format!("folders[{index}].path"),
+                format!("folder {:?} is described twice", folder.path),
+            );
+        }
+        if let Some(tag) = expanded
+            .tags
+            .iter()
+            .find(|tag| tag.path.eq_ignore_ascii_case(&folder.path))
+        {
+            reader.error(
+                places.span("folders", index, "path"),
+                format!("folders[{index}].path"),
+                format!(
+                    "{:?} is the path of tag {:?}, not a folder",
+                    folder.path, tag.name
+                ),
+            );
+        }
+    }
+}
+
+/// Why a condition cannot watch a tag of `kind`, if it cannot.
+fn unsuitable(condition: Condition, kind: TagType) -> Option<String> {
+    match (condition, kind) {
+        (Condition::Digital, TagType::Bool) => None,
+        (Condition::Digital, other) => Some(format!(
+            "a Digital alarm watches a bool tag, not a {} tag",
+            other.name()
+        )),
+        (_, kind) if kind.is_numeric() => None,
+        (condition, other) => Some(format!(
+            "a {} alarm watches a number or integer tag, not a {} tag",
+            condition.name(),
+            other.name()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_get_the_nearest_known_word() {
+        assert_eq!(nearest("limt", &["limit", "tag"]), Some("limit"));
+        assert_eq!(nearest("HIHI", &Condition::NAMES), Some("HiHi"));
+        assert_eq!(nearest("colour", &["limit", "tag"]), None);
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+}
