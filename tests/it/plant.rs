@@ -14,12 +14,13 @@ use tserver::{Runtime, ServerConfig};
 use crate::runtime_tools::call;
 use crate::support::{Solution, TestServer, admin};
 
-fn motion<'a>(runtime: &'a Runtime, tag: &str) -> &'a TagMotion {
+fn motion(runtime: &Runtime, tag: &str) -> TagMotion {
     runtime
         .simulator()
         .motions()
         .iter()
         .find(|motion| motion.tag == tag)
+        .cloned()
         .unwrap_or_else(|| panic!("{tag} is simulated"))
 }
 
@@ -43,7 +44,7 @@ fn rfc3339(time: SystemTime) -> String {
 async fn simulator_steps_move_values_trip_and_clear_an_alarm_and_record_history() {
     let solution = Solution::demo();
     let runtime = Runtime::open(&solution.path).expect("opens");
-    let level = motion(&runtime, "Tank1.Level").clone();
+    let level = motion(&runtime, "Tank1.Level");
     // Six hours back: clear of the two hours of history `init --demo` seeded.
     let origin = SystemTime::now() - Duration::from_secs(6 * 3600);
     let second = Duration::from_secs(1);

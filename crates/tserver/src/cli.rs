@@ -71,6 +71,43 @@ pub enum Command {
         #[command(subcommand)]
         action: UsersAction,
     },
+    /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
+    /// server picks an import up within about a second).
+    Plant {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: PlantAction,
+    },
+}
+
+/// `tserver plant` actions.
+#[derive(Debug, Subcommand)]
+pub enum PlantAction {
+    /// Replace the plant with a plant file (TOML, or JSON by its `.json` extension), checking
+    /// all of it first: on any error nothing changes. Prints what was added, changed and
+    /// removed.
+    Import {
+        /// The plant file (docs/PLANT.md).
+        file: PathBuf,
+        /// Check and say what would change, without changing anything.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Write the plant model as a TOML plant file (to standard output without FILE).
+    Export {
+        /// Where to write it.
+        file: Option<PathBuf>,
+    },
+    /// Summarize the plant: counts, equipment, folders.
+    Show,
+    /// Delete the recorded history of a tag that is no longer in the plant (history of
+    /// removed tags is otherwise kept until `HistoryRetentionHours` ages it out).
+    PurgeHistory {
+        /// The tag's dotted name.
+        tag: String,
+    },
 }
 
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
@@ -357,6 +394,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                 }
             }
         }
+        Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
         Command::Users { path, action } => {
             let db = SolutionDb::open(path)?;
             match action {
@@ -386,6 +424,134 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Runs a `tserver plant` action.
+fn plant_command(db: &SolutionDb, action: &PlantAction, output: &mut dyn Write) -> anyhow::Result<()> {
+    match action {
+        PlantAction::Import { file, dry_run } => {
+            let shown = file.display().to_string();
+            let size = std::fs::metadata(file)
+                .with_context(|| format!("cannot read {shown}"))?
+                .len();
+            if size > plant_model::MAX_FILE_BYTES as u64 {
+                bail!(
+                    "{shown} is {size} bytes; a plant file may have at most {}",
+                    plant_model::MAX_FILE_BYTES
+                );
+            }
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {shown} as UTF-8 text"))?;
+            let model =
+                plant_model::read(&text, plant_model::Format::of_file(&shown), &shown).map_err(|errors| {
+                    anyhow::anyhow!(
+                        "{errors}
+nothing changed: fix the errors above and import again"
+                    )
+                })?;
+            let changes = db.import_plant(&model, &shown, *dry_run)?;
+            write_changes(&changes, *dry_run, output)?;
+            if *dry_run {
+                writeln!(output, "nothing changed (dry run)")?;
+            } else {
+                writeln!(output, "imported {shown}")?;
+            }
+        }
+        PlantAction::Export { file } => {
+            let text = db
+                .plant_model()?
+                .to_toml()
+                .context("the plant model cannot be written as TOML")?;
+            match file {
+                Some(file) => {
+                    std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?;
+                    writeln!(output, "exported the plant model to {}", file.display())?;
+                }
+                None => output.write_all(text.as_bytes())?,
+            }
+        }
+        PlantAction::Show => {
+            let model = db.plant_model()?;
+            let expanded = model.expand();
+            if let Some(plant) = &model.plant {
+                writeln!(output, "{} ({})", plant.name, plant.description)?;
+            }
+            writeln!(
+                output,
+                "revision {}: {} tags, {} alarms, {} equipment of {} types, {} described folders",
+                db.plant_revision()?,
+                expanded.tags.len(),
+                expanded.alarms.len(),
+                model.equipment.len(),
+                model.types.len(),
+                model.folders.len()
+            )?;
+            for instance in &model.equipment {
+                writeln!(
+                    output,
+                    "  {} ({}) at {}",
+                    instance.name, instance.kind, instance.path
+                )?;
+            }
+            let mut by_folder: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+            for tag in &expanded.tags {
+                let folder = tag.path.rsplit_once('/').map_or("", |(folder, _)| folder);
+                *by_folder.entry(folder).or_default() += 1;
+            }
+            for (folder, count) in by_folder {
+                writeln!(output, "  {folder}/: {count} tags")?;
+            }
+        }
+        PlantAction::PurgeHistory { tag } => {
+            let removed = db.purge_tag_history(tag)?;
+            writeln!(output, "deleted {removed} history samples of {tag}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What an import changed (or would), one line per kind and one per name.
+fn write_changes(
+    changes: &crate::solution::PlantChanges,
+    dry_run: bool,
+    output: &mut dyn Write,
+) -> std::io::Result<()> {
+    if changes.is_empty() {
+        return writeln!(
+            output,
+            "no changes: the plant is already as the file describes it"
+        );
+    }
+    let verb = if dry_run { "would be " } else { "" };
+    for (kind, list) in [
+        ("tags", &changes.tags),
+        ("alarms", &changes.alarms),
+        ("folders", &changes.folders),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        writeln!(
+            output,
+            "{kind}: {} {verb}added, {} {verb}changed, {} {verb}removed",
+            list.added.len(),
+            list.changed.len(),
+            list.removed.len()
+        )?;
+        for (mark, names) in [("+", &list.added), ("~", &list.changed), ("-", &list.removed)] {
+            for name in names {
+                writeln!(output, "  {mark} {name}")?;
+            }
+        }
+    }
+    if !changes.tags.removed.is_empty() {
+        writeln!(
+            output,
+            "the history of removed tags is kept until HistoryRetentionHours ages it out; \
+             `tserver plant PATH purge-history TAG` deletes it now"
+        )?;
     }
     Ok(())
 }

@@ -416,7 +416,7 @@ impl Handler {
                 }
             }
             client_frame::Body::ReadTags(request) => {
-                let body = cmd::read_tags::apply(&request, self.shared.runtime.objects())
+                let body = cmd::read_tags::apply(&request, &self.shared.runtime.objects())
                     .unwrap_or_else(CallError::into_body);
                 self.answer(reply(call_id, body)).await?;
             }

@@ -80,7 +80,7 @@ struct Queue {
     samples: Vec<QueuedSample>,
     events: Vec<AlarmEvent>,
     /// The time and quality of the last sample recorded per tag, for [`SAMPLE_INTERVAL`].
-    last_recorded: HashMap<Arc<str>, (SystemTime, Quality)>,
+    last_recorded: HashMap<Arc<str>, (SystemTime, Quality, Option<f64>)>,
     dropped: u64,
 }
 
@@ -115,16 +115,21 @@ impl Historian {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues a tag sample, unless the tag was recorded less than [`SAMPLE_INTERVAL`] before
-    /// with the same quality.
-    pub fn record(&self, tag: &str, sample: &TagSample) {
+    /// Queues a tag sample, unless, with the same quality as the last one recorded, it comes
+    /// less than [`SAMPLE_INTERVAL`] after it or its value moved less than `deadband` from it.
+    pub fn record(&self, tag: &str, sample: &TagSample, deadband: f64) {
         let mut queue = self.queue();
-        if let Some((last_time, last_quality)) = queue.last_recorded.get(tag) {
+        let value = sample.value.as_f64();
+        if let Some((last_time, last_quality, last_value)) = queue.last_recorded.get(tag) {
             let recent = sample
                 .timestamp
                 .duration_since(*last_time)
                 .is_ok_and(|since| since < SAMPLE_INTERVAL);
-            if recent && *last_quality == sample.quality {
+            let within_deadband = match (value, last_value) {
+                (Some(value), Some(last)) => (value - last).abs() < deadband,
+                _ => false,
+            };
+            if (recent || within_deadband) && *last_quality == sample.quality {
                 return;
             }
         }
@@ -134,7 +139,7 @@ impl Historian {
         };
         queue
             .last_recorded
-            .insert(Arc::clone(&tag), (sample.timestamp, sample.quality));
+            .insert(Arc::clone(&tag), (sample.timestamp, sample.quality, value));
         queue.samples.push(QueuedSample {
             tag,
             time: sample.timestamp,

@@ -1,9 +1,12 @@
 //! The live plant: the object model and the historian together, so that every write, from the
 //! simulator, a script or a client, updates the value, evaluates alarms and is recorded the
-//! same way.
+//! same way. The object model can be replaced whole (a new plant file was imported): readers
+//! hold the snapshot they took, writers go to the current one.
 
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
 
 use crate::historian::Historian;
 use crate::objects::{AcknowledgeError, AlarmEvent, ObjectModel, Quality, TagSample, TagValue, WriteError};
@@ -11,19 +14,29 @@ use crate::objects::{AcknowledgeError, AlarmEvent, ObjectModel, Quality, TagSamp
 /// The object model with its historian. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct Plant {
-    objects: Arc<ObjectModel>,
+    objects: Arc<ArcSwap<ObjectModel>>,
     historian: Arc<Historian>,
 }
 
 impl Plant {
     /// Joins a loaded object model to its historian.
     pub fn new(objects: Arc<ObjectModel>, historian: Arc<Historian>) -> Self {
-        Self { objects, historian }
+        Self {
+            objects: Arc::new(ArcSwap::new(objects)),
+            historian,
+        }
     }
 
-    /// The live tags and alarms.
-    pub fn objects(&self) -> &Arc<ObjectModel> {
-        &self.objects
+    /// The live tags and alarms, as they are now (a snapshot: a reload does not change it).
+    pub fn objects(&self) -> Arc<ObjectModel> {
+        self.objects.load_full()
+    }
+
+    /// Replaces the object model (a new plant definition), after it took over the live values
+    /// and alarm states of the tags and alarms it shares with the current one.
+    pub fn replace_objects(&self, next: ObjectModel) {
+        next.adopt_live_state(&self.objects.load());
+        self.objects.store(Arc::new(next));
     }
 
     /// The history store.
@@ -50,9 +63,14 @@ impl Plant {
             quality,
             timestamp: time,
         };
-        let events = self.objects.write_at(tag, value, quality, time)?;
-        if let Some(written) = self.objects.tag(tag) {
-            self.historian.record(&written.definition().name, &sample);
+        let objects = self.objects.load();
+        let events = objects.write_at(tag, value, quality, time)?;
+        if let Some(written) = objects.tag(tag) {
+            let definition = written.definition();
+            if definition.history {
+                self.historian
+                    .record(&definition.name, &sample, definition.history_deadband);
+            }
         }
         self.historian.record_events(events.iter().cloned());
         Ok(events)
@@ -60,7 +78,7 @@ impl Plant {
 
     /// Acknowledges an alarm for `user` now; `Ok(false)` when it had nothing to acknowledge.
     pub fn acknowledge(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {
-        let event = self.objects.acknowledge(alarm, user, SystemTime::now())?;
+        let event = self.objects.load().acknowledge(alarm, user, SystemTime::now())?;
         let acknowledged = event.is_some();
         self.historian.record_events(event);
         Ok(acknowledged)

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use localai::LocalAi;
@@ -35,6 +36,8 @@ pub struct Runtime {
     simulator: Simulator,
     tools: Arc<ToolCatalog>,
     local_ai: LocalAi,
+    /// The plant model revision loaded (or last tried); an import bumps the stored one.
+    plant_revision: Arc<AtomicI64>,
 }
 
 impl Runtime {
@@ -42,10 +45,12 @@ impl Runtime {
     pub fn open(path: &Path) -> Result<Self, SolutionError> {
         let db = Arc::new(SolutionDb::open(path)?);
         let settings = db.runtime_settings()?;
-        let objects = Arc::new(ObjectModel::load(&db)?);
+        let revision = db.plant_revision()?;
+        let definitions = db.plant_definitions()?;
+        let objects = Arc::new(ObjectModel::from_definitions(&definitions)?);
         let historian = Arc::new(Historian::new(Arc::clone(&db), settings.history_retention));
         let plant = Plant::new(objects, historian);
-        let simulator = Simulator::load(&db, plant.clone())?;
+        let simulator = Simulator::new(plant.clone(), &definitions)?;
         let tools = Arc::new(runtime_catalog(&plant));
         let view = SolutionView {
             db: Arc::clone(&db),
@@ -60,6 +65,7 @@ impl Runtime {
             simulator,
             tools,
             local_ai,
+            plant_revision: Arc::new(AtomicI64::new(revision)),
         })
     }
 
@@ -78,8 +84,8 @@ impl Runtime {
         &self.plant
     }
 
-    /// The live object model.
-    pub fn objects(&self) -> &Arc<ObjectModel> {
+    /// The live object model, as it is now.
+    pub fn objects(&self) -> Arc<ObjectModel> {
         self.plant.objects()
     }
 
@@ -150,6 +156,7 @@ impl Runtime {
                     "solution file lost: history is held in memory, nothing more is written; restart tserver"
                 );
             }
+            self.reload_plant_if_imported();
             if simulate {
                 self.simulator.step(SystemTime::now());
             }
@@ -165,6 +172,45 @@ impl Runtime {
                 lost_rows = self.plant.historian().queued(),
                 "history recorded since the solution file was lost is not saved"
             );
+        }
+    }
+
+    /// Loads the plant anew when an import changed it since it was loaded: tags and alarms that
+    /// stay keep their live values and states, new ones start at their initial values, removed
+    /// ones are gone (readers holding the old model finish with it). Returns whether it did.
+    /// A definition that does not load leaves the running plant as it was, said once.
+    pub fn reload_plant_if_imported(&self) -> bool {
+        let stored = match self.db.plant_revision() {
+            Ok(stored) => stored,
+            Err(error) => {
+                tracing::debug!(%error, "cannot read the plant revision");
+                return false;
+            }
+        };
+        let loaded = self.plant_revision.swap(stored, Ordering::Relaxed);
+        if stored == loaded {
+            return false;
+        }
+        let reloaded = self.db.plant_definitions().and_then(|definitions| {
+            let objects = ObjectModel::from_definitions(&definitions)?;
+            self.simulator.reload(&definitions)?;
+            Ok((objects, definitions))
+        });
+        match reloaded {
+            Ok((objects, definitions)) => {
+                self.plant.replace_objects(objects);
+                tracing::info!(
+                    revision = stored,
+                    tags = definitions.tags.len(),
+                    alarms = definitions.alarms.len(),
+                    "plant reloaded after an import"
+                );
+                true
+            }
+            Err(error) => {
+                tracing::error!(revision = stored, %error, "the imported plant does not load; the running plant is unchanged");
+                false
+            }
         }
     }
 

@@ -1,4 +1,4 @@
-//! The plant simulator: moves the numeric tags listed in the solution's `Simulation` table
+//! The plant simulator: moves the numeric tags the plant file gives a `simulate` motion
 //! plausibly over time (a slow sine around the tag's initial value plus bounded noise, kept
 //! inside the tag's range), so that alarms trip and clear and the historian fills.
 //!
@@ -6,11 +6,15 @@
 //! [`Simulator::step`] at times of its choosing and knows what to expect, with no sleeping.
 
 use std::f64::consts::TAU;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use plant_model::ExpandedPlant;
 
 use crate::objects::{AlarmEvent, Quality, TagKind, TagValue};
 use crate::plant::Plant;
-use crate::solution::{SolutionDb, SolutionError};
+use crate::solution::SolutionError;
 
 /// How one tag moves.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,81 +55,41 @@ impl TagMotion {
     }
 }
 
-/// The simulator of one solution's plant.
+/// The simulator of one solution's plant. Clones share the motions, which a plant reload
+/// replaces.
 #[derive(Debug, Clone)]
 pub struct Simulator {
     plant: Plant,
-    motions: Vec<TagMotion>,
+    motions: Arc<ArcSwap<Vec<TagMotion>>>,
 }
 
 impl Simulator {
-    /// Reads the `Simulation` table; every row must name a numeric tag of the plant.
-    pub fn load(db: &SolutionDb, plant: Plant) -> Result<Self, SolutionError> {
-        let rows = db.read(|connection| {
-            connection
-                .prepare(
-                    "SELECT s.Tag, s.Amplitude, s.PeriodSeconds, s.Phase, s.Noise, t.InitialValue
-                     FROM Simulation s JOIN Tags t ON t.Name = s.Tag ORDER BY s.Tag",
-                )?
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, f64>(1)?,
-                        row.get::<_, f64>(2)?,
-                        row.get::<_, f64>(3)?,
-                        row.get::<_, f64>(4)?,
-                        row.get::<_, Option<String>>(5)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })?;
-        let mut motions = Vec::with_capacity(rows.len());
-        for (name, amplitude, period, phase, noise, initial) in rows {
-            let invalid = |reason: &str| SolutionError::InvalidTag {
-                name: name.clone(),
-                reason: format!("cannot be simulated: {reason}"),
-            };
-            let tag = plant
-                .objects()
-                .tag(&name)
-                .ok_or_else(|| invalid("not in the plant"))?;
-            let definition = tag.definition();
-            if !matches!(definition.kind, TagKind::Number | TagKind::Integer) {
-                return Err(invalid("only number and integer tags move"));
-            }
-            let base = initial
-                .as_deref()
-                .and_then(|text| text.trim().parse::<f64>().ok())
-                .filter(|value| value.is_finite())
-                .ok_or_else(|| invalid("it needs a numeric initial value to move around"))?;
-            let period = Duration::try_from_secs_f64(period)
-                .ok()
-                .filter(|period| !period.is_zero())
-                .ok_or_else(|| invalid("the period must be a positive number of seconds"))?;
-            motions.push(TagMotion {
-                tag: definition.name.clone(),
-                kind: definition.kind,
-                base,
-                amplitude,
-                period,
-                phase,
-                noise,
-                range: (definition.range_low, definition.range_high),
-            });
-        }
-        Ok(Self { plant, motions })
+    /// The simulator of the plant's definitions (the tags with a `simulate` motion); every such
+    /// tag must be a numeric tag of the plant with an initial value.
+    pub fn new(plant: Plant, definitions: &ExpandedPlant) -> Result<Self, SolutionError> {
+        let motions = motions_of(definitions)?;
+        Ok(Self {
+            plant,
+            motions: Arc::new(ArcSwap::from_pointee(motions)),
+        })
+    }
+
+    /// Takes the motions of new definitions (a plant reload).
+    pub fn reload(&self, definitions: &ExpandedPlant) -> Result<(), SolutionError> {
+        self.motions.store(Arc::new(motions_of(definitions)?));
+        Ok(())
     }
 
     /// The tags it moves.
-    pub fn motions(&self) -> &[TagMotion] {
-        &self.motions
+    pub fn motions(&self) -> Arc<Vec<TagMotion>> {
+        self.motions.load_full()
     }
 
     /// Moves every simulated tag to its value at `time` (Good quality), queuing history and
     /// returning the alarm transitions this caused.
     pub fn step(&self, time: SystemTime) -> Vec<AlarmEvent> {
         let mut events = Vec::new();
-        for motion in &self.motions {
+        for motion in self.motions.load().iter() {
             let value = motion.value_at(time);
             let value = match motion.kind {
                 // The range clamp keeps the value far inside i64.
@@ -154,6 +118,42 @@ impl Simulator {
         }
         steps
     }
+}
+
+/// The motions of the tags of `definitions` that have one.
+fn motions_of(definitions: &ExpandedPlant) -> Result<Vec<TagMotion>, SolutionError> {
+    let mut motions = Vec::new();
+    for tag in &definitions.tags {
+        let Some(motion) = &tag.simulate else { continue };
+        let invalid = |reason: &str| SolutionError::InvalidTag {
+            name: tag.name.clone(),
+            reason: format!("cannot be simulated: {reason}"),
+        };
+        let kind = TagKind::of(tag.kind);
+        if !matches!(kind, TagKind::Number | TagKind::Integer) {
+            return Err(invalid("only number and integer tags move"));
+        }
+        let base = tag
+            .initial
+            .as_ref()
+            .and_then(plant_model::InitialValue::as_f64)
+            .ok_or_else(|| invalid("it needs a numeric initial value to move around"))?;
+        let period = Duration::try_from_secs_f64(motion.period)
+            .ok()
+            .filter(|period| !period.is_zero())
+            .ok_or_else(|| invalid("the period must be a positive number of seconds"))?;
+        motions.push(TagMotion {
+            tag: tag.name.clone(),
+            kind,
+            base,
+            amplitude: motion.amplitude,
+            period,
+            phase: motion.phase,
+            noise: motion.noise,
+            range: (tag.min, tag.max),
+        });
+    }
+    Ok(motions)
 }
 
 /// Deterministic noise in [-1, 1] for a tag and a whole second (SplitMix64 of both).

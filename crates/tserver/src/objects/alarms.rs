@@ -22,10 +22,13 @@ pub enum AlarmCondition {
     LoLo,
     /// The value at least `limit` away from a setpoint, either way.
     Deviation,
+    /// A digital signal in its abnormal state (`active_when`).
+    Digital,
 }
 
 impl AlarmCondition {
-    /// Parses the name stored in the solution (`HiHi`, `Hi`, `Lo`, `LoLo`, `Deviation`).
+    /// Parses the name stored in the solution (`HiHi`, `Hi`, `Lo`, `LoLo`, `Deviation`,
+    /// `Digital`).
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "HiHi" => Some(Self::HiHi),
@@ -33,7 +36,20 @@ impl AlarmCondition {
             "Lo" => Some(Self::Lo),
             "LoLo" => Some(Self::LoLo),
             "Deviation" => Some(Self::Deviation),
+            "Digital" => Some(Self::Digital),
             _ => None,
+        }
+    }
+
+    /// The condition a plant file names.
+    pub fn of(condition: plant_model::Condition) -> Self {
+        match condition {
+            plant_model::Condition::HiHi => Self::HiHi,
+            plant_model::Condition::Hi => Self::Hi,
+            plant_model::Condition::Lo => Self::Lo,
+            plant_model::Condition::LoLo => Self::LoLo,
+            plant_model::Condition::Deviation => Self::Deviation,
+            plant_model::Condition::Digital => Self::Digital,
         }
     }
 
@@ -45,6 +61,7 @@ impl AlarmCondition {
             Self::Lo => "Lo",
             Self::LoLo => "LoLo",
             Self::Deviation => "Deviation",
+            Self::Digital => "Digital",
         }
     }
 }
@@ -58,10 +75,13 @@ pub struct AlarmDefinition {
     pub tag: String,
     /// What it watches for.
     pub condition: AlarmCondition,
-    /// The limit (for `Deviation`, the allowed distance from the setpoint).
+    /// The limit (for `Deviation`, the allowed distance from the setpoint; unused by
+    /// `Digital`).
     pub limit: f64,
     /// The setpoint of a `Deviation` alarm.
     pub setpoint: Option<f64>,
+    /// The abnormal state of a `Digital` alarm's signal.
+    pub active_when: bool,
     /// How far back inside the limit the value must come before the alarm clears, so a value
     /// hovering at the limit does not flood the history.
     pub deadband: f64,
@@ -83,6 +103,8 @@ impl AlarmDefinition {
                 let setpoint = self.setpoint.unwrap_or(0.0);
                 (value - setpoint).abs() >= self.limit - band
             }
+            // A signal has no band: it is in its abnormal state or not.
+            AlarmCondition::Digital => (value != 0.0) == self.active_when,
         }
     }
 }
@@ -220,6 +242,11 @@ impl Alarm {
         self.lock().clone()
     }
 
+    /// Takes over the state of the same alarm in a model being replaced.
+    pub(super) fn adopt_status(&self, previous: &Alarm) {
+        *self.lock() = previous.status();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, AlarmStatus> {
         // The state is plain data updated in one step, so a panic elsewhere cannot leave it
         // half-written; a poisoned lock is still usable.
@@ -305,10 +332,25 @@ mod tests {
             condition,
             limit,
             setpoint,
+            active_when: true,
             deadband: 1.0,
             priority: 700,
             message: "test".into(),
         })
+    }
+
+    #[test]
+    fn a_digital_alarm_follows_its_signal_without_a_band() {
+        let alarm = Alarm::new(AlarmDefinition {
+            condition: AlarmCondition::Digital,
+            active_when: false,
+            ..alarm(AlarmCondition::Hi, 0.0, None).definition().clone()
+        });
+        assert!(alarm.evaluate(1.0, at(0)).is_none(), "running is normal");
+        let tripped = alarm.evaluate(0.0, at(1)).expect("stopped trips it");
+        assert_eq!(tripped.kind, AlarmEventKind::Active);
+        let cleared = alarm.evaluate(1.0, at(2)).expect("running again clears it");
+        assert_eq!(cleared.kind, AlarmEventKind::Cleared);
     }
 
     fn at(seconds: u64) -> SystemTime {

@@ -20,6 +20,8 @@ pub use alarms::{
 };
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
+use plant_model::ExpandedPlant;
+
 use crate::solution::{SolutionDb, SolutionError};
 
 /// The data type of a tag.
@@ -36,6 +38,16 @@ pub enum TagKind {
 }
 
 impl TagKind {
+    /// The kind of a plant file's tag type.
+    pub fn of(kind: plant_model::TagType) -> Self {
+        match kind {
+            plant_model::TagType::Number => Self::Number,
+            plant_model::TagType::Integer => Self::Integer,
+            plant_model::TagType::Bool => Self::Bool,
+            plant_model::TagType::String => Self::Text,
+        }
+    }
+
     /// Parses the stored name (`number`, `integer`, `bool`, `text`).
     pub fn parse(text: &str) -> Option<Self> {
         match text {
@@ -175,6 +187,12 @@ pub struct TagDefinition {
     pub range_low: Option<f64>,
     /// The upper end of the normal range, if defined.
     pub range_high: Option<f64>,
+    /// Whether operators may write it.
+    pub writable: bool,
+    /// Whether its values are recorded.
+    pub history: bool,
+    /// The least change recorded.
+    pub history_deadband: f64,
 }
 
 /// One live tag.
@@ -226,48 +244,29 @@ pub struct ObjectModel {
 }
 
 impl ObjectModel {
-    /// Loads the tag and alarm definitions of a solution; each tag starts at its initial value
-    /// (Good) or, without one, at zero with Bad quality; each alarm starts normal.
+    /// Loads the tag and alarm definitions of a solution; see [`from_definitions`](Self::from_definitions).
     pub fn load(db: &SolutionDb) -> Result<Self, SolutionError> {
-        let rows = db.read(|connection| {
-            connection
-                .prepare(
-                    "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue
-                     FROM Tags ORDER BY Path",
-                )?
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, String>(4)?,
-                        row.get::<_, Option<f64>>(5)?,
-                        row.get::<_, Option<f64>>(6)?,
-                        row.get::<_, Option<String>>(7)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+        Self::from_definitions(&db.plant_definitions()?)
+    }
+
+    /// The model of a plant's definitions: each tag starts at its initial value (Good) or,
+    /// without one, at zero with Bad quality; each alarm starts normal.
+    pub fn from_definitions(plant: &ExpandedPlant) -> Result<Self, SolutionError> {
         let now = SystemTime::now();
         let mut model = Self::default();
-        for (name, path, kind, units, description, range_low, range_high, initial) in rows {
-            let kind = TagKind::parse(&kind).ok_or_else(|| SolutionError::InvalidTag {
-                name: name.clone(),
-                reason: format!("unknown type {kind:?}"),
-            })?;
-            let sample = match initial.as_deref().map(|text| TagValue::parse(kind, text)) {
-                Some(Some(value)) => TagSample {
-                    value,
+        for tag in &plant.tags {
+            let kind = TagKind::of(tag.kind);
+            let sample = match &tag.initial {
+                Some(initial) => TagSample {
+                    value: TagValue::parse(kind, &initial.to_text()).ok_or_else(|| {
+                        SolutionError::InvalidTag {
+                            name: tag.name.clone(),
+                            reason: format!("initial value is not a {kind:?}"),
+                        }
+                    })?,
                     quality: Quality::GOOD,
                     timestamp: now,
                 },
-                Some(None) => {
-                    return Err(SolutionError::InvalidTag {
-                        name,
-                        reason: format!("initial value is not a {kind:?}"),
-                    });
-                }
                 None => TagSample {
                     value: TagValue::zero(kind),
                     quality: Quality::BAD,
@@ -276,24 +275,60 @@ impl ObjectModel {
             };
             model.insert(
                 TagDefinition {
-                    name,
-                    path,
+                    name: tag.name.clone(),
+                    path: tag.path.clone(),
                     kind,
-                    units,
-                    description,
-                    range_low,
-                    range_high,
+                    units: tag.unit.clone(),
+                    description: tag.description.clone(),
+                    range_low: tag.min,
+                    range_high: tag.max,
+                    writable: tag.writable,
+                    history: tag.history,
+                    history_deadband: tag.history_deadband,
                 },
                 sample,
             );
         }
-        for definition in load_alarm_definitions(db)? {
-            let name = definition.name.clone();
+        for alarm in &plant.alarms {
+            let definition = AlarmDefinition {
+                name: alarm.name.clone(),
+                tag: alarm.tag.clone(),
+                condition: AlarmCondition::of(alarm.condition),
+                limit: alarm.limit.unwrap_or(0.0),
+                setpoint: alarm.setpoint,
+                active_when: alarm.active_when.unwrap_or(true),
+                deadband: alarm.deadband,
+                priority: alarm.priority,
+                message: alarm.message.clone(),
+            };
             model
                 .add_alarm(definition)
-                .map_err(|reason| SolutionError::InvalidTag { name, reason })?;
+                .map_err(|reason| SolutionError::InvalidTag {
+                    name: alarm.tag.clone(),
+                    reason,
+                })?;
         }
         Ok(model)
+    }
+
+    /// Takes over what `previous` knows live: the current sample of each tag with the same
+    /// name and type, and the state of each alarm defined the same. Called on a model not yet
+    /// in use, just before it replaces `previous`.
+    pub fn adopt_live_state(&self, previous: &ObjectModel) {
+        for (name, tag) in &self.by_name {
+            if let Some(old) = previous.by_name.get(name)
+                && old.definition.kind == tag.definition.kind
+            {
+                tag.current.store(old.current());
+            }
+        }
+        for (name, alarm) in &self.alarms_by_name {
+            if let Some(old) = previous.alarms_by_name.get(name)
+                && old.definition() == alarm.definition()
+            {
+                alarm.adopt_status(old);
+            }
+        }
     }
 
     /// Adds a tag (used by `load` and by tests that build a plant in memory).
@@ -451,48 +486,4 @@ impl ObjectModel {
             .ok_or_else(|| AcknowledgeError::UnknownAlarm(alarm.to_owned()))
             .map(|found| found.acknowledge(user, time))
     }
-}
-
-fn load_alarm_definitions(db: &SolutionDb) -> Result<Vec<AlarmDefinition>, SolutionError> {
-    let rows = db.read(|connection| {
-        connection
-            .prepare(
-                "SELECT Name, Tag, Condition, LimitValue, Setpoint, Deadband, Priority, Message
-                 FROM AlarmDefinitions ORDER BY Name",
-            )?
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, f64>(3)?,
-                    row.get::<_, Option<f64>>(4)?,
-                    row.get::<_, f64>(5)?,
-                    row.get::<_, u32>(6)?,
-                    row.get::<_, String>(7)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()
-    })?;
-    rows.into_iter()
-        .map(
-            |(name, tag, condition, limit, setpoint, deadband, priority, message)| {
-                let condition =
-                    AlarmCondition::parse(&condition).ok_or_else(|| SolutionError::InvalidTag {
-                        name: tag.clone(),
-                        reason: format!("alarm {name:?} has unknown condition {condition:?}"),
-                    })?;
-                Ok(AlarmDefinition {
-                    name,
-                    tag,
-                    condition,
-                    limit,
-                    setpoint,
-                    deadband,
-                    priority,
-                    message,
-                })
-            },
-        )
-        .collect()
 }

@@ -7,6 +7,7 @@
 mod admin;
 mod demo;
 mod guard;
+mod plant;
 mod secrets;
 
 use std::path::{Path, PathBuf};
@@ -22,14 +23,19 @@ pub(crate) use admin::hash_password as admin_hash_password;
 pub(crate) use admin::parse_bool;
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use guard::{ServeLock, lock_path};
+pub use plant::{Changes, PlantChanges};
 pub use secrets::{KEY_ENV, key_file};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("schema_v2.sql")];
+const MIGRATIONS: [&str; 3] = [
+    include_str!("schema.sql"),
+    include_str!("schema_v2.sql"),
+    include_str!("schema_v3.sql"),
+];
 
 /// How long a statement waits for another writer (an admin command, the server) to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -351,7 +357,7 @@ mod tests {
     fn newer_or_foreign_files_are_refused_untouched() {
         let dir = tempfile::tempdir().expect("temp dir");
         for path in [
-            file_at_version(dir.path(), 2, Some(3)),
+            file_at_version(dir.path(), 3, Some(4)),
             file_at_version(dir.path(), 0, None),
         ] {
             let error = SolutionDb::open(&path).expect_err("refused");

@@ -138,12 +138,12 @@ fn text_argument<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, ToolEr
 }
 
 /// The tag an argument names, or a `not_found` error suggesting close names.
-fn find_tag<'a>(plant: &'a Plant, name: &str) -> Result<&'a std::sync::Arc<Tag>, ToolError> {
-    plant.objects().tag(name).ok_or_else(|| {
+fn find_tag(plant: &Plant, name: &str) -> Result<std::sync::Arc<Tag>, ToolError> {
+    let objects = plant.objects();
+    objects.tag(name).cloned().ok_or_else(|| {
         let wanted = name.trim().to_ascii_lowercase();
         let last_word = wanted.rsplit(['.', '/']).next().unwrap_or(&wanted).to_owned();
-        let suggestions: Vec<&str> = plant
-            .objects()
+        let suggestions: Vec<&str> = objects
             .tags()
             .map(|tag| tag.definition().name.as_str())
             .filter(|known| !last_word.is_empty() && known.to_ascii_lowercase().contains(&last_word))

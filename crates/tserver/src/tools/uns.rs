@@ -50,7 +50,7 @@ pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
             }}),
             |plant, arguments| async move {
                 let tag = find_tag(&plant, text_argument(&arguments, "tag")?)?;
-                Ok(tag_reading(tag))
+                Ok(tag_reading(&tag))
             },
         ),
         plant_tool(
@@ -173,8 +173,8 @@ fn search(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
         ));
     }
     let cap = SEARCH_CAP.read(arguments);
-    let mut matches: Vec<(u32, &std::sync::Arc<crate::objects::Tag>)> = plant
-        .objects()
+    let objects = plant.objects();
+    let mut matches: Vec<(u32, &std::sync::Arc<crate::objects::Tag>)> = objects
         .tags()
         .filter_map(|tag| {
             let definition = tag.definition();

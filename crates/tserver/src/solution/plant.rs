@@ -1,0 +1,489 @@
+//! The plant model in the solution: the definitions the runtime loads, an import that writes a
+//! checked model in one transaction and says what it added, changed and removed, the model as
+//! last imported for export, and the revision a running server watches to reload.
+
+use std::collections::BTreeMap;
+
+use plant_model::{
+    AlarmSpec, Condition, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, SourceBinding,
+    TagSpec, TagType,
+};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{SolutionDb, SolutionError};
+
+/// What an import changes, by kind of thing, each list sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlantChanges {
+    /// Tags by dotted name.
+    pub tags: Changes,
+    /// Alarms by name.
+    pub alarms: Changes,
+    /// Described folders by path.
+    pub folders: Changes,
+}
+
+/// Names added, changed and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// New.
+    pub added: Vec<String>,
+    /// Defined differently.
+    pub changed: Vec<String>,
+    /// Gone (a removed tag's history stays in `TagHistory`).
+    pub removed: Vec<String>,
+}
+
+impl Changes {
+    fn between<T: PartialEq>(before: &BTreeMap<String, T>, after: &BTreeMap<String, T>) -> Self {
+        let mut changes = Self::default();
+        for (name, definition) in after {
+            match before.get(name) {
+                None => changes.added.push(name.clone()),
+                Some(old) if old != definition => changes.changed.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        changes.removed = before
+            .keys()
+            .filter(|name| !after.contains_key(*name))
+            .cloned()
+            .collect();
+        changes
+    }
+
+    /// Whether nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+impl PlantChanges {
+    /// Whether the import changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.alarms.is_empty() && self.folders.is_empty()
+    }
+}
+
+/// The stored name of a tag type (`text` for the file's `string`).
+fn stored_type(kind: TagType) -> &'static str {
+    match kind {
+        TagType::Number => "number",
+        TagType::Integer => "integer",
+        TagType::Bool => "bool",
+        TagType::String => "text",
+    }
+}
+
+fn type_of_stored(name: &str) -> Option<TagType> {
+    match name {
+        "number" => Some(TagType::Number),
+        "integer" => Some(TagType::Integer),
+        "bool" => Some(TagType::Bool),
+        "text" => Some(TagType::String),
+        _ => None,
+    }
+}
+
+/// An initial value as stored (text), read back as the tag's type.
+fn initial_of_stored(kind: TagType, text: &str) -> Option<InitialValue> {
+    let text = text.trim();
+    match kind {
+        TagType::Number => text.parse().ok().map(InitialValue::Number),
+        TagType::Integer => text.parse().ok().map(InitialValue::Integer),
+        TagType::Bool => match text.to_ascii_lowercase().as_str() {
+            "true" | "1" | "on" => Some(InitialValue::Bool(true)),
+            "false" | "0" | "off" => Some(InitialValue::Bool(false)),
+            _ => None,
+        },
+        TagType::String => Some(InitialValue::String(text.to_owned())),
+    }
+}
+
+/// A value of a number tag written as a whole number is the same number: compared and stored
+/// as a number, so writing `62` or `62.0` is no change.
+fn canonical(tag: &TagSpec) -> TagSpec {
+    let mut tag = tag.clone();
+    if tag.kind == TagType::Number
+        && let Some(value) = tag.initial.as_ref().and_then(InitialValue::as_f64)
+    {
+        tag.initial = Some(InitialValue::Number(value));
+    }
+    tag
+}
+
+fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
+    SolutionError::InvalidTag {
+        name: name.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+impl SolutionDb {
+    /// Every tag, alarm and described folder the solution defines, as the runtime loads them.
+    pub fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
+        self.read(read_definitions)?
+    }
+
+    /// The plant model as last imported, or for a solution never imported into (made before
+    /// plant files), its definitions as plain tags and alarms.
+    pub fn plant_model(&self) -> Result<PlantModel, SolutionError> {
+        let stored: Option<String> = self.read(|connection| {
+            connection
+                .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
+                .optional()
+        })?;
+        if let Some(json) = stored {
+            return PlantModel::from_json(&json).map_err(|error| {
+                invalid(
+                    "(plant model)",
+                    format!("the stored model does not read: {error}"),
+                )
+            });
+        }
+        let definitions = self.plant_definitions()?;
+        Ok(PlantModel {
+            folders: definitions.folders,
+            tags: definitions.tags,
+            alarms: definitions.alarms,
+            ..PlantModel::default()
+        })
+    }
+
+    /// The revision of the plant model: 0 before any import, one more with each import.
+    pub fn plant_revision(&self) -> Result<i64, SolutionError> {
+        self.read(|connection| {
+            connection
+                .query_row("SELECT Revision FROM PlantModel WHERE Id = 1", [], |row| {
+                    row.get(0)
+                })
+                .optional()
+                .map(Option::unwrap_or_default)
+        })
+    }
+
+    /// Deletes the recorded history of a tag no longer in the plant; returns the samples
+    /// deleted. A tag still in the plant is refused (its history is what tools read).
+    pub fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
+        let connection = self.writer()?;
+        let defined: bool = connection.query_row(
+            "SELECT EXISTS (SELECT 1 FROM Tags WHERE Name = ?1)",
+            [tag],
+            |row| row.get(0),
+        )?;
+        if defined {
+            return Err(invalid(
+                tag,
+                "it is still in the plant; remove it from the plant file and import first",
+            ));
+        }
+        Ok(connection.execute("DELETE FROM TagHistory WHERE Tag = ?1", [tag])?)
+    }
+
+    /// Replaces the plant with `model` (read and checked by `plant_model::read`) in one
+    /// transaction, and returns what changed. With `dry_run` the transaction is rolled back:
+    /// the changes are what it would make. A removed tag's history is kept.
+    pub fn import_plant(
+        &self,
+        model: &PlantModel,
+        source: &str,
+        dry_run: bool,
+    ) -> Result<PlantChanges, SolutionError> {
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changes = write_plant(&transaction, model, source)?;
+        if dry_run {
+            transaction.rollback()?;
+        } else {
+            transaction.commit()?;
+        }
+        Ok(changes)
+    }
+}
+
+/// Writes `model` over the plant in `transaction` and returns what changed.
+pub(super) fn write_plant(
+    transaction: &Transaction<'_>,
+    model: &PlantModel,
+    source: &str,
+) -> Result<PlantChanges, SolutionError> {
+    let before = read_definitions(transaction)??;
+    let after = model.expand();
+    let by_name_tags = |tags: &[TagSpec]| -> BTreeMap<String, TagSpec> {
+        tags.iter()
+            .map(|tag| (tag.name.clone(), canonical(tag)))
+            .collect()
+    };
+    let by_name_alarms = |alarms: &[AlarmSpec]| -> BTreeMap<String, AlarmSpec> {
+        alarms.iter().map(|a| (a.name.clone(), a.clone())).collect()
+    };
+    let by_path = |folders: &[FolderSpec]| -> BTreeMap<String, String> {
+        folders
+            .iter()
+            .map(|f| (f.path.clone(), f.description.clone()))
+            .collect()
+    };
+    let changes = PlantChanges {
+        tags: Changes::between(&by_name_tags(&before.tags), &by_name_tags(&after.tags)),
+        alarms: Changes::between(&by_name_alarms(&before.alarms), &by_name_alarms(&after.alarms)),
+        folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
+    };
+    // Alarms, motions and folders are rewritten whole; tags are updated in place (a removed
+    // tag's history stays: TagHistory has no reference to Tags).
+    transaction.execute("DELETE FROM AlarmDefinitions", [])?;
+    transaction.execute("DELETE FROM Simulation", [])?;
+    transaction.execute("DELETE FROM Folders", [])?;
+    for name in &changes.tags.removed {
+        transaction.execute("DELETE FROM Tags WHERE Name = ?1", [name])?;
+    }
+    {
+        let mut upsert = transaction.prepare(
+            "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+                               Writable, History, HistoryDeadband, Source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
+                 Units = excluded.Units, Description = excluded.Description,
+                 RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
+                 InitialValue = excluded.InitialValue, Writable = excluded.Writable,
+                 History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
+                 Source = excluded.Source",
+        )?;
+        // Paths are unique: a path that moves from one tag to another is freed first.
+        transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
+        let mut motions =
+            transaction.prepare("INSERT INTO Simulation (Tag, Amplitude, PeriodSeconds, Phase, Noise) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+        for tag in after.tags.iter().map(canonical) {
+            let source = tag
+                .source
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|error| invalid(&tag.name, format!("its source cannot be stored: {error}")))?;
+            upsert.execute(params![
+                tag.name,
+                tag.path,
+                stored_type(tag.kind),
+                tag.unit,
+                tag.description,
+                tag.min,
+                tag.max,
+                tag.initial.as_ref().map(InitialValue::to_text),
+                tag.writable,
+                tag.history,
+                tag.history_deadband,
+                source,
+            ])?;
+            if let Some(motion) = &tag.simulate {
+                motions.execute(params![
+                    tag.name,
+                    motion.amplitude,
+                    motion.period,
+                    motion.phase,
+                    motion.noise
+                ])?;
+            }
+        }
+    }
+    {
+        let mut insert = transaction.prepare(
+            "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        for alarm in &after.alarms {
+            insert.execute(params![
+                alarm.name,
+                alarm.tag,
+                alarm.condition.name(),
+                alarm.limit,
+                alarm.setpoint,
+                alarm.active_when,
+                alarm.deadband,
+                alarm.priority,
+                alarm.message,
+            ])?;
+        }
+        let mut folders = transaction.prepare("INSERT INTO Folders (Path, Description) VALUES (?1, ?2)")?;
+        for folder in &after.folders {
+            folders.execute(params![folder.path, folder.description])?;
+        }
+    }
+    let json = model
+        .to_json()
+        .map_err(|error| invalid("(plant model)", format!("the model cannot be stored: {error}")))?;
+    transaction.execute(
+        "INSERT INTO PlantModel (Id, Json, Revision, SourceName) VALUES (1, ?1, 1, ?2)
+         ON CONFLICT (Id) DO UPDATE SET Json = excluded.Json, Revision = Revision + 1,
+             SourceName = excluded.SourceName, ImportedAt = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+        params![json, source],
+    )?;
+    Ok(changes)
+}
+
+/// The definitions as stored; the outer error is SQLite's, the inner a row that does not read.
+fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<ExpandedPlant, SolutionError>> {
+    let motions: BTreeMap<String, Motion> = connection
+        .prepare("SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation")?
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                Motion {
+                    amplitude: row.get(1)?,
+                    period: row.get(2)?,
+                    phase: row.get(3)?,
+                    noise: row.get(4)?,
+                },
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    type TagRow = (
+        String,
+        String,
+        String,
+        String,
+        String,
+        Option<f64>,
+        Option<f64>,
+        Option<String>,
+        bool,
+        bool,
+        f64,
+        Option<String>,
+    );
+    let rows: Vec<TagRow> = connection
+        .prepare(
+            "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+                    Writable, History, HistoryDeadband, Source
+             FROM Tags ORDER BY Path",
+        )?
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                row.get(8)?,
+                row.get(9)?,
+                row.get(10)?,
+                row.get(11)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut tags = Vec::with_capacity(rows.len());
+    for (
+        name,
+        path,
+        kind,
+        unit,
+        description,
+        min,
+        max,
+        initial,
+        writable,
+        history,
+        history_deadband,
+        source,
+    ) in rows
+    {
+        let Some(kind) = type_of_stored(&kind) else {
+            return Ok(Err(invalid(&name, format!("unknown type {kind:?}"))));
+        };
+        let initial = match initial.as_deref().map(|text| initial_of_stored(kind, text)) {
+            None => None,
+            Some(Some(value)) => Some(value),
+            Some(None) => {
+                return Ok(Err(invalid(
+                    &name,
+                    format!("initial value is not a {}", kind.name()),
+                )));
+            }
+        };
+        let source = match source.as_deref().map(serde_json::from_str::<SourceBinding>) {
+            None => None,
+            Some(Ok(source)) => Some(source),
+            Some(Err(error)) => return Ok(Err(invalid(&name, format!("its source does not read: {error}")))),
+        };
+        tags.push(TagSpec {
+            simulate: motions.get(&name).cloned(),
+            name,
+            path,
+            kind,
+            unit,
+            description,
+            initial,
+            min,
+            max,
+            history,
+            history_deadband,
+            writable,
+            source,
+        });
+    }
+    type AlarmRow = (
+        String,
+        String,
+        String,
+        Option<f64>,
+        Option<f64>,
+        Option<bool>,
+        f64,
+        u32,
+        String,
+    );
+    let rows: Vec<AlarmRow> = connection
+        .prepare(
+            "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message
+             FROM AlarmDefinitions ORDER BY Name",
+        )?
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                row.get(8)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut alarms = Vec::with_capacity(rows.len());
+    for (name, tag, condition, limit, setpoint, active_when, deadband, priority, message) in rows {
+        let Some(condition) = Condition::parse(&condition) else {
+            return Ok(Err(invalid(
+                &tag,
+                format!("alarm {name:?} has unknown condition {condition:?}"),
+            )));
+        };
+        alarms.push(AlarmSpec {
+            name,
+            tag,
+            condition,
+            limit,
+            setpoint,
+            active_when,
+            deadband,
+            priority,
+            message,
+        });
+    }
+    let folders = connection
+        .prepare("SELECT Path, Description FROM Folders ORDER BY Path")?
+        .query_map([], |row| {
+            Ok(FolderSpec {
+                path: row.get(0)?,
+                description: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(Ok(ExpandedPlant {
+        folders,
+        tags,
+        alarms,
+    }))
+}
