@@ -11,6 +11,7 @@ mod fault_matrix;
 mod log_bounds;
 mod login_limits;
 mod plant;
+mod plant_file;
 mod properties;
 mod protocol;
 mod runtime_tools;

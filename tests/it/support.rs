@@ -37,6 +37,14 @@ impl Solution {
         admin(&["init", path.to_str().expect("utf-8 path"), "--demo"], "");
         Self { _dir: dir, path }
     }
+
+    /// `tserver init PATH`: no plant, no users.
+    pub(crate) fn empty() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plant.db");
+        admin(&["init", path.to_str().expect("utf-8 path")], "");
+        Self { _dir: dir, path }
+    }
 }
 
 /// Runs a `tserver` admin command in process, as the binary would, and returns its stdout.

@@ -17,6 +17,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "llm_response",
     "model_settings",
     "authorization",
+    "plant_file",
 ];
 
 /// Options of `cargo xtask fuzz`.

@@ -310,6 +310,13 @@ pub(super) fn write_plant(
     let json = model
         .to_json()
         .map_err(|error| invalid("(plant model)", format!("the model cannot be stored: {error}")))?;
+    let stored: Option<String> = transaction
+        .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
+        .optional()?;
+    if stored.as_deref() == Some(json.as_str()) {
+        // The same model again: nothing for a running server to reload.
+        return Ok(changes);
+    }
     transaction.execute(
         "INSERT INTO PlantModel (Id, Json, Revision, SourceName) VALUES (1, ?1, 1, ?2)
          ON CONFLICT (Id) DO UPDATE SET Json = excluded.Json, Revision = Revision + 1,

@@ -1,0 +1,307 @@
+//! The plant model file end to end: `tserver plant import|export|show|purge-history` on real
+//! solution files, errors that name their line and field and change nothing, the round trip,
+//! the larger example, and a running server picking an import up.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use service_client::{Client, ClientOptions, TagValue};
+
+use crate::support::{ServerProcess, Solution, admin, try_admin};
+
+/// A file of the repository's `examples/plants`.
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/plants")
+        .join(name)
+}
+
+fn path_of(solution: &Solution) -> &str {
+    solution.path.to_str().expect("utf-8 path")
+}
+
+/// The plant exported as TOML text.
+fn export(solution: &Solution) -> String {
+    admin(&["plant", path_of(solution), "export"], "")
+}
+
+/// Writes `text` next to the solution and returns its path.
+fn plant_file(solution: &Solution, name: &str, text: &str) -> String {
+    let path = solution.path.with_file_name(name);
+    std::fs::write(&path, text).expect("writes the plant file");
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+fn history_rows(solution: &Solution, tag: &str) -> i64 {
+    rusqlite::Connection::open(&solution.path)
+        .expect("opens")
+        .query_row("SELECT COUNT(*) FROM TagHistory WHERE Tag = ?1", [tag], |row| {
+            row.get(0)
+        })
+        .expect("counts")
+}
+
+#[test]
+fn an_import_with_mistakes_names_each_at_its_line_and_field_and_changes_nothing() {
+    let solution = Solution::demo();
+    let before = export(&solution);
+    let broken = before
+        .replacen("limit = 25.0", "limit = \"25\"", 1)
+        .replacen("unit = \"A\"", "units = \"A\"", 1)
+        .replacen("tag = \"Tank1.Level\"", "tag = \"Tank1.Levl\"", 1);
+    let file = plant_file(&solution, "broken.toml", &broken);
+    let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    let line_of = |needle: &str| {
+        broken
+            .lines()
+            .position(|line| line.contains(needle))
+            .map(|i| i + 1)
+    };
+    let units = line_of("units = \"A\"").expect("the typo is in the file");
+    let limit = line_of("limit = \"25\"").expect("the bad limit is in the file");
+    assert!(
+        error.contains(&format!(
+            "broken.toml:{units}:1: tags[0].units: unknown key (did you mean `unit`?)"
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!(
+            "broken.toml:{limit}:9: alarms[0].limit: expected a number, found a string"
+        )),
+        "{error}"
+    );
+    assert!(
+        error.ends_with("nothing changed: fix the errors above and import again"),
+        "{error}"
+    );
+    // The shape comes first: with it right, the unknown tag is the one problem left.
+    let typo_only = before.replacen("tag = \"Tank1.Level\"", "tag = \"Tank1.Levl\"", 1);
+    let file = plant_file(&solution, "typo.toml", &typo_only);
+    let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    let tag_line = typo_only
+        .lines()
+        .position(|line| line.contains("Tank1.Levl"))
+        .map(|i| i + 1)
+        .expect("in the file");
+    assert!(
+        error.contains(&format!(
+            "typo.toml:{tag_line}:7: alarms[6].tag: no tag named \"Tank1.Levl\" (did you mean \"Tank1.Level\"?)"
+        )),
+        "{error}"
+    );
+    assert_eq!(export(&solution), before, "nothing changed");
+    assert!(admin(&["plant", path_of(&solution), "show"], "").contains("revision 1:"));
+    // Not a plant file at all, and a file that is not there.
+    let file = plant_file(&solution, "notes.json", "{\"tags\": 3}");
+    let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("notes.json:1:10: tags: expected an array of tables, found an integer"),
+        "{error}"
+    );
+    let missing = solution.path.with_file_name("missing.toml");
+    let error = try_admin(
+        &[
+            "plant",
+            path_of(&solution),
+            "import",
+            missing.to_str().expect("utf-8"),
+        ],
+        "",
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(
+        error.contains("cannot read") && error.contains("missing.toml"),
+        "{error}"
+    );
+}
+
+#[test]
+fn export_then_import_is_no_change_and_a_reimport_says_what_it_adds_changes_and_removes() {
+    let solution = Solution::demo();
+    let path = path_of(&solution);
+    let exported = export(&solution);
+    let same = plant_file(&solution, "same.toml", &exported);
+    let output = admin(&["plant", path, "import", &same], "");
+    assert!(output.starts_with("no changes"), "{output}");
+
+    // Tank2.Temperature goes (with its alarm), Tank1.Level changes its unit, Tank3.Level comes.
+    let model = plant_model::read(&exported, plant_model::Format::Toml, "same.toml").expect("reads");
+    let mut edited = model.clone();
+    edited.tags.retain(|tag| tag.name != "Tank2.Temperature");
+    edited.alarms.retain(|alarm| alarm.tag != "Tank2.Temperature");
+    let level = edited
+        .tags
+        .iter_mut()
+        .find(|tag| tag.name == "Tank1.Level")
+        .expect("in the demo");
+    level.unit = "percent".to_owned();
+    let mut added = level.clone();
+    added.name = "Tank3.Level".to_owned();
+    added.path = "Plant/Area2/Tank3/Level".to_owned();
+    added.simulate = None;
+    edited.tags.push(added);
+    let file = plant_file(&solution, "edited.toml", &edited.to_toml().expect("writes"));
+    assert!(
+        history_rows(&solution, "Tank2.Temperature") > 0,
+        "the demo seeded history"
+    );
+
+    let dry = admin(&["plant", path, "import", &file, "--dry-run"], "");
+    let expected_lines = [
+        "tags: 1 would be added, 1 would be changed, 1 would be removed",
+        "  + Tank3.Level",
+        "  ~ Tank1.Level",
+        "  - Tank2.Temperature",
+        "alarms: 0 would be added, 0 would be changed, 1 would be removed",
+        "  - Tank2.Temperature.Hi",
+    ];
+    for line in expected_lines {
+        assert!(dry.lines().any(|printed| printed == line), "{line:?} in\n{dry}");
+    }
+    assert!(dry.ends_with("nothing changed (dry run)\n"), "{dry}");
+    assert_eq!(export(&solution), exported, "a dry run changes nothing");
+
+    let done = admin(&["plant", path, "import", &file], "");
+    assert!(
+        done.contains("  + Tank3.Level") && done.contains("purge-history"),
+        "{done}"
+    );
+    let now = plant_model::read(&export(&solution), plant_model::Format::Toml, "now").expect("reads");
+    assert_eq!(now, edited, "the solution holds the imported model");
+    assert!(admin(&["plant", path, "show"], "").contains("revision 2:"));
+
+    // The removed tag's history stays until purged; a tag in the plant cannot be purged.
+    assert!(history_rows(&solution, "Tank2.Temperature") > 0);
+    let purged = admin(&["plant", path, "purge-history", "Tank2.Temperature"], "");
+    assert!(purged.starts_with("deleted "), "{purged}");
+    assert_eq!(history_rows(&solution, "Tank2.Temperature"), 0);
+    let refused = try_admin(&["plant", path, "purge-history", "Tank1.Level"], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(refused.contains("still in the plant"), "{refused}");
+}
+
+#[test]
+fn the_water_treatment_example_imports_hundreds_of_tags_and_round_trips_as_toml_and_json() {
+    let solution = Solution::empty();
+    let path = path_of(&solution);
+    let file = example("water-treatment.toml");
+    let output = admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    assert!(
+        output.starts_with("tags: 315 added, 0 changed, 0 removed"),
+        "{output}"
+    );
+    let shown = admin(&["plant", path, "show"], "");
+    assert!(
+        shown.contains("315 tags") && shown.contains("57 equipment of 6 types"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  Filter07 (Filter) at Plant/Filtration/Filter07"),
+        "{shown}"
+    );
+    let exported = export(&solution);
+    let again = plant_file(&solution, "again.toml", &exported);
+    assert!(admin(&["plant", path, "import", &again], "").starts_with("no changes"));
+    let model = plant_model::read(&exported, plant_model::Format::Toml, "again.toml").expect("reads");
+    let json = plant_file(&solution, "again.json", &model.to_json().expect("json"));
+    assert!(admin(&["plant", path, "import", &json], "").starts_with("no changes"));
+    // Instances expand with their overrides.
+    let runtime = tserver::Runtime::open(&solution.path).expect("opens");
+    let objects = runtime.objects();
+    let tag = objects.tag("Filter07.DifferentialPressure").expect("expanded");
+    assert_eq!(
+        tag.definition().path,
+        "Plant/Filtration/Filter07/DifferentialPressure"
+    );
+    assert_eq!(tag.definition().description, "Filter 7 headloss across the media");
+    assert!(
+        objects
+            .tag("Plant/Filtration/Filter07/BackwashRequest")
+            .expect("by path")
+            .definition()
+            .writable
+    );
+    let limit = objects
+        .alarms()
+        .iter()
+        .find(|alarm| alarm.definition().name == "Filter07.DifferentialPressure.Hi")
+        .expect("expanded")
+        .definition()
+        .limit;
+    assert_eq!(limit, 230.0, "the instance's own limit");
+}
+
+async fn read_value(client: &Client, tag: &str) -> Option<TagValue> {
+    let reading = client.read_tags(&[tag]).await.expect("read").remove(0);
+    if reading.error.is_empty() {
+        reading.value
+    } else {
+        None
+    }
+}
+
+#[tokio::test]
+async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_that_stay() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    assert_eq!(
+        read_value(&client, "Tank3.Level").await,
+        None,
+        "not yet in the plant"
+    );
+
+    let mut model = plant_model::read(&export(&solution), plant_model::Format::Toml, "demo").expect("reads");
+    let mut tank3 = model
+        .tags
+        .iter()
+        .find(|tag| tag.name == "Tank1.Level")
+        .expect("in the demo")
+        .clone();
+    tank3.name = "Tank3.Level".to_owned();
+    tank3.path = "Plant/Area2/Tank3/Level".to_owned();
+    tank3.initial = Some(plant_model::InitialValue::Number(12.5));
+    tank3.simulate = None;
+    model.tags.push(tank3);
+    model.tags.retain(|tag| tag.name != "Pump2.Running");
+    let file = plant_file(&solution, "more.toml", &model.to_toml().expect("writes"));
+    let pump1_before = read_value(&client, "Pump1.Mode").await;
+    admin(&["plant", &path, "import", &file], "");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read_value(&client, "Tank3.Level").await.is_none() {
+        assert!(Instant::now() < deadline, "the server did not pick the import up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        read_value(&client, "Tank3.Level").await,
+        Some(TagValue::Number(12.5))
+    );
+    assert_eq!(read_value(&client, "Pump2.Running").await, None, "removed");
+    assert_eq!(
+        read_value(&client, "Pump1.Mode").await,
+        pump1_before,
+        "a tag that stays keeps its value"
+    );
+    assert!(
+        server
+            .log()
+            .lines
+            .iter()
+            .any(|line| line.contains("plant reloaded after an import")),
+        "the reload is logged"
+    );
+}
