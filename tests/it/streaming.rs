@@ -266,6 +266,8 @@ async fn tclient_on_a_terminal_prints_the_answer_as_it_arrives_and_a_pipe_gets_o
             streamed_answer(ANSWER),
             streamed_tool_call(),
             streamed_answer(ANSWER),
+            streamed_tool_call(),
+            streamed_answer(ANSWER),
         ],
         &[],
     )
@@ -284,6 +286,26 @@ async fn tclient_on_a_terminal_prints_the_answer_as_it_arrives_and_a_pipe_gets_o
     assert_eq!(lines[1], format!("ai> {ANSWER}"), "{printed}");
     assert!(lines[2].starts_with("  [ok in "), "{printed}");
     assert_eq!(lines.len(), 3, "the answer is not printed twice: {printed}");
+
+    // The REPL on a terminal streams each turn the same way.
+    let printed = {
+        let cli =
+            <Cli as clap::Parser>::try_parse_from(["tclient", "--addr", &addr, "repl"]).expect("arguments");
+        let mut output = Vec::new();
+        let both = Terminals {
+            input: true,
+            output: true,
+        };
+        service_client::cli::run(&cli, &mut "How is Pump 1?\n\n".as_bytes(), &mut output, both)
+            .await
+            .expect("the repl runs");
+        String::from_utf8(output).expect("utf-8")
+    };
+    assert!(printed.contains("you>   [tool] runtime_get_value("), "{printed}");
+    assert!(
+        printed.contains(&format!("\nai> {ANSWER}\n  [ok in ")),
+        "{printed}"
+    );
 
     // --no-stream on a terminal, and any pipe: one envelope line.
     for (args, terminals) in [
