@@ -28,7 +28,10 @@ fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
 fn the_demo_solution_has_a_passwordless_guest() {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8 path");
-    assert_eq!(admin(&["users", path, "list"], ""), "guest (passwordless)\n");
+    assert_eq!(
+        admin(&["users", path, "list"], ""),
+        "guest operator (passwordless)\n"
+    );
 }
 
 #[test]
@@ -37,7 +40,10 @@ fn users_are_stored_as_argon2_hashes_never_as_plaintext() {
     let path = solution.path.to_str().expect("utf-8 path");
     admin(&["users", path, "add", "operator"], "plaintext-canary-81\n");
     let listing = admin(&["users", path, "list"], "");
-    assert_eq!(listing, "guest (passwordless)\noperator\n");
+    assert_eq!(
+        listing, "guest operator (passwordless)\noperator viewer\n",
+        "viewer unless told"
+    );
     let bytes = std::fs::read(&solution.path).expect("read db");
     let wal = std::fs::read(solution.path.with_extension("db-wal")).unwrap_or_default();
     for file in [bytes, wal] {
@@ -47,8 +53,20 @@ fn users_are_stored_as_argon2_hashes_never_as_plaintext() {
     assert!(duplicate.to_string().contains("already exists"));
     let empty = try_admin(&["users", path, "add", "nopass"], "\n").expect_err("empty password");
     assert!(empty.to_string().contains("--no-password"));
+    assert_eq!(
+        admin(&["users", path, "role", "operator", "Operator"], ""),
+        "operator is now operator\n"
+    );
+    let bad = try_admin(&["users", path, "role", "operator", "root"], "").expect_err("no such role");
+    assert!(
+        bad.to_string().contains("not a role: viewer, operator or admin"),
+        "{bad}"
+    );
     admin(&["users", path, "remove", "operator"], "");
-    assert_eq!(admin(&["users", path, "list"], ""), "guest (passwordless)\n");
+    assert_eq!(
+        admin(&["users", path, "list"], ""),
+        "guest operator (passwordless)\n"
+    );
 }
 
 #[test]

@@ -232,7 +232,7 @@ async fn removing_a_user_or_changing_its_password_ends_its_sessions() {
     match closed_reason(&shift).await {
         service_client::CloseReason::Server { code, message } => {
             assert_eq!(code, ErrorCode::Unauthenticated);
-            assert!(message.contains("password was changed"), "{message}");
+            assert!(message.contains("password or role was changed"), "{message}");
         }
         other => panic!("expected the server's reason, got {other:?}"),
     }

@@ -313,3 +313,67 @@ async fn bench_draws_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe() {
     assert!(String::from_utf8_lossy(&piped.stdout).contains("calls"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let written = tclient(
+        &["--addr", &addr, "tags", "write", "Pump1.Mode=Manual"],
+        "",
+        false,
+    )
+    .await
+    .expect("the guest operates the demo");
+    assert_eq!(written, "Pump1.Mode: written\n");
+    let read = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tags",
+            "read",
+            "Pump1.Mode",
+            "Pump1.MotorCurrent",
+            "Nope",
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect("reads");
+    let lines: Vec<&str> = read.lines().collect();
+    assert_eq!(lines[0], "Pump1.Mode = \"Manual\" (Good)");
+    assert!(
+        lines[1].starts_with("Pump1.MotorCurrent = ") && lines[1].ends_with(" A (Good)"),
+        "{read}"
+    );
+    assert_eq!(lines[2], "Nope: unknown tag");
+    let refused = tclient(
+        &["--addr", &addr, "tags", "write", "Pump1.MotorCurrent=3"],
+        "",
+        false,
+    )
+    .await
+    .expect_err("not writable");
+    assert!(refused.to_string().contains("1 of 1 writes refused"), "{refused}");
+    let typed = tclient(
+        &["--addr", &addr, "tags", "write", "Pump1.StartCount=many"],
+        "",
+        false,
+    )
+    .await
+    .expect_err("not a number");
+    assert!(
+        typed.to_string().contains("Pump1.StartCount is an integer tag"),
+        "{typed}"
+    );
+    let ack = tclient(&["--addr", &addr, "alarms", "ack", "Tank1.Level.Hi"], "", false)
+        .await
+        .expect("answered");
+    assert_eq!(
+        ack, "Tank1.Level.Hi had nothing to acknowledge\n",
+        "the simulator is off: no alarm"
+    );
+    server.stop().await;
+}

@@ -59,6 +59,45 @@ pub enum Command {
     Repl,
     /// Load-test the server: ping, chat, tags or idle connections (see `tclient bench --help`).
     Bench(BenchArgs),
+    /// Read or write tag values.
+    Tags {
+        /// What to do.
+        #[command(subcommand)]
+        action: TagsAction,
+    },
+    /// Act on alarms.
+    Alarms {
+        /// What to do.
+        #[command(subcommand)]
+        action: AlarmsAction,
+    },
+}
+
+/// `tclient tags` actions.
+#[derive(Debug, Subcommand)]
+pub enum TagsAction {
+    /// Print the current values of tags (dotted names or UNS paths), one line each.
+    Read {
+        /// The tags.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Write tags (an operator's login): NAME=VALUE, the value read as the tag's type.
+    Write {
+        /// `Pump1.Mode=Manual`, `Filter01.BackwashRequest=true`, `Pump1.SpeedSetpoint=75`.
+        #[arg(required = true)]
+        assignments: Vec<String>,
+    },
+}
+
+/// `tclient alarms` actions.
+#[derive(Debug, Subcommand)]
+pub enum AlarmsAction {
+    /// Acknowledge an alarm (an operator's login).
+    Ack {
+        /// The alarm's name, e.g. `Tank1.Level.HiHi`.
+        name: String,
+    },
 }
 
 /// The whole `tclient` program: parses the process's command line and runs it on a runtime of
@@ -166,6 +205,26 @@ pub async fn run(
         }
         // Bench ran above on connections of its own.
         Command::Bench(_) => {}
+        Command::Tags {
+            action: TagsAction::Read { names },
+        } => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            for reading in client.read_tags(&names).await? {
+                writeln!(output, "{}", describe_reading(&reading))?;
+            }
+        }
+        Command::Tags {
+            action: TagsAction::Write { assignments },
+        } => write_tags(&client, assignments, output).await?,
+        Command::Alarms {
+            action: AlarmsAction::Ack { name },
+        } => {
+            if client.acknowledge_alarm(name).await? {
+                writeln!(output, "acknowledged {name}")?;
+            } else {
+                writeln!(output, "{name} had nothing to acknowledge")?;
+            }
+        }
         Command::Repl => {
             let mut line = String::new();
             loop {
@@ -181,6 +240,85 @@ pub async fn run(
                 output.flush()?;
             }
         }
+    }
+    Ok(())
+}
+
+/// One reading as a line: `name = value unit (quality)`, or `name: error`.
+fn describe_reading(reading: &crate::TagReading) -> String {
+    if !reading.error.is_empty() {
+        return format!("{}: {}", reading.name, reading.error);
+    }
+    let value = match &reading.value {
+        Some(crate::TagValue::Number(number)) => number.to_string(),
+        Some(crate::TagValue::Integer(integer)) => integer.to_string(),
+        Some(crate::TagValue::Boolean(boolean)) => boolean.to_string(),
+        Some(crate::TagValue::Text(text)) => format!("{text:?}"),
+        None => "(no value)".to_owned(),
+    };
+    let quality = match reading.quality {
+        192.. => "Good",
+        64..=191 => "Uncertain",
+        _ => "Bad",
+    };
+    let unit = if reading.units.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", reading.units)
+    };
+    format!("{} = {value}{unit} ({quality})", reading.name)
+}
+
+/// `tags write NAME=VALUE...`: each value is read as its tag's type (read first), so `75` goes
+/// to a number tag as a number and to a text tag as text. Fails when any write was refused,
+/// after printing every outcome.
+async fn write_tags(client: &Client, assignments: &[String], output: &mut dyn Write) -> anyhow::Result<()> {
+    let mut pairs = Vec::with_capacity(assignments.len());
+    for assignment in assignments {
+        let (name, value) = assignment
+            .split_once('=')
+            .with_context(|| format!("{assignment:?} is not NAME=VALUE"))?;
+        pairs.push((name.trim(), value));
+    }
+    let names: Vec<&str> = pairs.iter().map(|(name, _)| *name).collect();
+    let readings = client.read_tags(&names).await?;
+    let mut writes = Vec::with_capacity(pairs.len());
+    for ((name, text), reading) in pairs.iter().zip(&readings) {
+        let value = match &reading.value {
+            _ if !reading.error.is_empty() => bail!("{name}: {}", reading.error),
+            Some(crate::TagValue::Boolean(_)) => match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" => crate::WriteValue::Boolean(true),
+                "false" | "0" | "off" => crate::WriteValue::Boolean(false),
+                _ => bail!("{name} is a bool tag: give true or false, not {text:?}"),
+            },
+            Some(crate::TagValue::Integer(_)) => crate::WriteValue::Integer(
+                text.trim()
+                    .parse()
+                    .with_context(|| format!("{name} is an integer tag: {text:?} is not a whole number"))?,
+            ),
+            Some(crate::TagValue::Number(_)) => crate::WriteValue::Number(
+                text.trim()
+                    .parse()
+                    .with_context(|| format!("{name} is a number tag: {text:?} is not a number"))?,
+            ),
+            Some(crate::TagValue::Text(_)) | None => crate::WriteValue::Text((*text).to_owned()),
+        };
+        writes.push(crate::TagWrite {
+            name: (*name).to_owned(),
+            value: Some(value),
+        });
+    }
+    let results = client.write_tags(writes).await?;
+    let refused = results.iter().filter(|result| !result.error.is_empty()).count();
+    for result in &results {
+        if result.error.is_empty() {
+            writeln!(output, "{}: written", result.name)?;
+        } else {
+            writeln!(output, "{}: refused: {}", result.name, result.error)?;
+        }
+    }
+    if refused > 0 {
+        bail!("{refused} of {} writes refused", results.len());
     }
     Ok(())
 }

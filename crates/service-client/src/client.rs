@@ -14,8 +14,9 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
-    Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping, ReadTagsRequest,
-    ServerFrame, TagReading, chat_event, client_frame, server_frame,
+    AcknowledgeAlarmRequest, Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping,
+    ReadTagsRequest, ServerFrame, TagReading, TagWrite, TagWriteResult, WriteTagsRequest, chat_event,
+    client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -257,6 +258,34 @@ impl Client {
             server_frame::Body::ReadTags(reply) => Ok(reply.readings),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ReadTagsReply",
+            }),
+        }
+    }
+
+    /// Writes tag values (an operator's or admin's login); one result per write, in order,
+    /// each empty or saying why that write was refused. A viewer gets
+    /// [`ClientError::Server`] with `PermissionDenied`.
+    pub async fn write_tags(&self, writes: Vec<TagWrite>) -> Result<Vec<TagWriteResult>, ClientError> {
+        match self
+            .call(client_frame::Body::WriteTags(WriteTagsRequest { writes }))
+            .await?
+        {
+            server_frame::Body::WriteTags(reply) => Ok(reply.results),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "WriteTagsReply",
+            }),
+        }
+    }
+
+    /// Acknowledges an alarm; `false` when it had nothing to acknowledge.
+    pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
+        let request = AcknowledgeAlarmRequest {
+            alarm: alarm.to_owned(),
+        };
+        match self.call(client_frame::Body::AcknowledgeAlarm(request)).await? {
+            server_frame::Body::AcknowledgeAlarm(reply) => Ok(reply.acknowledged),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "AcknowledgeAlarmReply",
             }),
         }
     }

@@ -30,6 +30,6 @@ pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
 pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall};
 pub use error::{ClientError, CloseReason};
 pub use tserver_proto::v1::{
-    ChatReply, ErrorCode, TagReading, TokenUsage, ToolFinished, ToolStarted, chat_event::Event as ChatEvent,
-    tag_reading::Value as TagValue,
+    ChatReply, ErrorCode, TagReading, TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolStarted,
+    chat_event::Event as ChatEvent, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
 };

@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::log_text::ClientText;
-use crate::solution::{SolutionDb, UserRecord, admin_hash_password};
+use crate::solution::{Role, SolutionDb, UserRecord, admin_hash_password};
 use crate::throttle::{LoginThrottle, LoginThrottleConfig};
 
 /// Why a login did not succeed.
@@ -55,6 +55,8 @@ const USERS_POLL: Duration = Duration::from_secs(1);
 pub(crate) struct Login {
     /// The user name as stored.
     pub(crate) name: Arc<str>,
+    /// What the user may do, as stored when it logged in (a change ends the login).
+    pub(crate) role: Role,
     fingerprint: u64,
 }
 
@@ -65,16 +67,17 @@ pub(crate) enum LoginStanding {
     Valid,
     /// The user was removed.
     Removed,
-    /// The user's password was changed (or removed, or set).
+    /// The user's password (changed, removed or set) or role was changed.
     PasswordChanged,
 }
 
-/// A fingerprint of one user's credentials as stored (the PHC string carries a fresh salt, so
-/// even the same password set again changes it).
+/// A fingerprint of one user's credentials and role as stored (the PHC string carries a fresh
+/// salt, so even the same password set again changes it).
 fn fingerprint(record: &UserRecord) -> u64 {
     let mut hasher = DefaultHasher::new();
     record.name.hash(&mut hasher);
     record.password_hash.hash(&mut hasher);
+    record.role.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -215,6 +218,7 @@ impl Authenticator {
             .map_err(|error| LoginError::Internal(error.to_string()))?;
         let login = |record: &UserRecord| Login {
             name: Arc::from(record.name.as_str()),
+            role: record.role,
             fingerprint: fingerprint(record),
         };
         match &record {

@@ -71,6 +71,18 @@ pub enum Command {
         #[command(subcommand)]
         action: UsersAction,
     },
+    /// Print the audit trail: every tag write and alarm acknowledgement clients asked for.
+    Audit {
+        /// The solution file.
+        path: PathBuf,
+        /// Only entries since then: a time (RFC 3339, e.g. 2026-11-23T08:00:00Z) or an age
+        /// (e.g. 2h, 30min).
+        #[arg(long, value_parser = parse_since)]
+        since: Option<std::time::SystemTime>,
+        /// At most this many entries (the oldest first).
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+    },
     /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
     /// server picks an import up within about a second).
     Plant {
@@ -158,6 +170,21 @@ pub struct ServeArgs {
     pub simulator: Option<bool>,
 }
 
+fn parse_since(text: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        return Ok(time);
+    }
+    humantime::parse_duration(text)
+        .ok()
+        .and_then(|age| std::time::SystemTime::now().checked_sub(age))
+        .ok_or_else(|| format!("{text:?} is neither a time (2026-11-23T08:00:00Z) nor an age (2h)"))
+}
+
+fn parse_role(text: &str) -> Result<crate::solution::Role, String> {
+    crate::solution::Role::parse(text)
+        .ok_or_else(|| format!("{text:?} is not a role: viewer, operator or admin"))
+}
+
 fn parse_switch(text: &str) -> Result<bool, String> {
     crate::solution::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
 }
@@ -217,6 +244,18 @@ pub enum UsersAction {
         /// Create a passwordless user (logs in with an empty password).
         #[arg(long)]
         no_password: bool,
+        /// `viewer` (reads and chats), `operator` (also writes writable tags and acknowledges
+        /// alarms) or `admin`.
+        #[arg(long, default_value = "viewer", value_parser = parse_role)]
+        role: crate::solution::Role,
+    },
+    /// Change a user's role (the user's sessions end within about a second).
+    Role {
+        /// The user name.
+        name: String,
+        /// `viewer`, `operator` or `admin`.
+        #[arg(value_parser = parse_role)]
+        role: crate::solution::Role,
     },
     /// Change a user's password, read from the first line of standard input.
     Passwd {
@@ -395,13 +434,44 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             }
         }
         Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
+        Command::Audit { path, since, limit } => {
+            for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
+                let change = match (&entry.old_value, &entry.new_value) {
+                    (Some(old), Some(new)) => format!(" {old} -> {new}"),
+                    (None, Some(new)) => format!(" -> {new}"),
+                    _ => String::new(),
+                };
+                writeln!(
+                    output,
+                    "{} {} {} by {} ({} on {}){change}: {}",
+                    humantime::format_rfc3339_millis(entry.time),
+                    match entry.action {
+                        crate::solution::AuditAction::Write => "write",
+                        crate::solution::AuditAction::Acknowledge => "acknowledge",
+                    },
+                    entry.target,
+                    entry.user,
+                    entry.peer,
+                    entry.connection,
+                    entry.outcome
+                )?;
+            }
+        }
         Command::Users { path, action } => {
             let db = SolutionDb::open(path)?;
             match action {
-                UsersAction::Add { name, no_password } => {
+                UsersAction::Add {
+                    name,
+                    no_password,
+                    role,
+                } => {
                     let password = read_password(*no_password, input)?;
-                    db.add_user(name, password.as_deref())?;
-                    writeln!(output, "added user {name}")?;
+                    db.add_user(name, password.as_deref(), *role)?;
+                    writeln!(output, "added user {name} ({})", role.as_str())?;
+                }
+                UsersAction::Role { name, role } => {
+                    db.set_role(name, *role)?;
+                    writeln!(output, "{name} is now {}", role.as_str())?;
                 }
                 UsersAction::Passwd { name, no_password } => {
                     let password = read_password(*no_password, input)?;
@@ -419,7 +489,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                         } else {
                             " (passwordless)"
                         };
-                        writeln!(output, "{}{kind}", user.name)?;
+                        writeln!(output, "{} {}{kind}", user.name, user.role.as_str())?;
                     }
                 }
             }

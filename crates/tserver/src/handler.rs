@@ -238,7 +238,7 @@ impl Handler {
                 ErrorCode::Unauthenticated,
                 match standing {
                     LoginStanding::Removed => "the user was removed; closing",
-                    _ => "the user's password was changed; log in again",
+                    _ => "the user's password or role was changed; log in again",
                 }
                 .to_owned(),
             )),
@@ -442,6 +442,22 @@ impl Handler {
                             self.streams.close(call_id);
                         }
                     }
+                }
+            }
+            client_frame::Body::WriteTags(request) => {
+                match cmd::write_tags::apply(request, &self.context, &self.shared.runtime) {
+                    Ok(call) => {
+                        self.spawn_call(call_id, "write_tags", call).await?;
+                    }
+                    Err(error) => self.answer(reply(call_id, error.into_body())).await?,
+                }
+            }
+            client_frame::Body::AcknowledgeAlarm(request) => {
+                match cmd::acknowledge_alarm::apply(request, &self.context, &self.shared.runtime) {
+                    Ok(call) => {
+                        self.spawn_call(call_id, "acknowledge_alarm", call).await?;
+                    }
+                    Err(error) => self.answer(reply(call_id, error.into_body())).await?,
                 }
             }
             client_frame::Body::Cancel(request) => {

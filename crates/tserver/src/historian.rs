@@ -14,6 +14,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, params};
 
 use crate::objects::{AlarmCondition, AlarmEvent, AlarmEventKind, Quality, TagKind, TagSample, TagValue};
+use crate::plant::WriteCapability;
 use crate::solution::{SolutionDb, SolutionError};
 
 /// A tag is recorded at most once per this interval (sooner when its quality changes), which
@@ -117,7 +118,7 @@ impl Historian {
 
     /// Queues a tag sample, unless, with the same quality as the last one recorded, it comes
     /// less than [`SAMPLE_INTERVAL`] after it or its value moved less than `deadband` from it.
-    pub fn record(&self, tag: &str, sample: &TagSample, deadband: f64) {
+    pub fn record(&self, tag: &str, sample: &TagSample, deadband: f64, _: &WriteCapability) {
         let mut queue = self.queue();
         let value = sample.value.as_f64();
         if let Some((last_time, last_quality, last_value)) = queue.last_recorded.get(tag) {
@@ -154,7 +155,7 @@ impl Historian {
     }
 
     /// Queues alarm transitions.
-    pub fn record_events(&self, events: impl IntoIterator<Item = AlarmEvent>) {
+    pub fn record_events(&self, events: impl IntoIterator<Item = AlarmEvent>, _: &WriteCapability) {
         let mut queue = self.queue();
         queue.events.extend(events);
         if queue.events.len() > MAX_QUEUED {

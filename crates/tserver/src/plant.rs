@@ -2,6 +2,11 @@
 //! simulator, a script or a client, updates the value, evaluates alarms and is recorded the
 //! same way. The object model can be replaced whole (a new plant file was imported): readers
 //! hold the snapshot they took, writers go to the current one.
+//!
+//! Writing is a capability: every method that changes a value, an alarm or the history takes a
+//! [`WriteCapability`], which only this module can make and only [`Plant`] holds. The
+//! assistant's tools get a [`PlantReader`], which has none: they cannot write, by type, not by
+//! convention.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -11,11 +16,38 @@ use arc_swap::ArcSwap;
 use crate::historian::Historian;
 use crate::objects::{AcknowledgeError, AlarmEvent, ObjectModel, Quality, TagSample, TagValue, WriteError};
 
+/// The proof a caller may change the plant; only this module makes one.
+#[derive(Debug)]
+pub struct WriteCapability(());
+
+/// The one capability, held by every [`Plant`].
+static WRITE: WriteCapability = WriteCapability(());
+
 /// The object model with its historian. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct Plant {
     objects: Arc<ArcSwap<ObjectModel>>,
     historian: Arc<Historian>,
+}
+
+/// The plant as the assistant's tools see it: tags, alarms and history to read, nothing to
+/// write with. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PlantReader {
+    objects: Arc<ArcSwap<ObjectModel>>,
+    historian: Arc<Historian>,
+}
+
+impl PlantReader {
+    /// The live tags and alarms, as they are now.
+    pub fn objects(&self) -> Arc<ObjectModel> {
+        self.objects.load_full()
+    }
+
+    /// The history store, for its queries (its recording methods need a capability).
+    pub fn historian(&self) -> &Arc<Historian> {
+        &self.historian
+    }
 }
 
 impl Plant {
@@ -44,6 +76,14 @@ impl Plant {
         &self.historian
     }
 
+    /// A read-only view of this plant, for the assistant's tools.
+    pub fn reader(&self) -> PlantReader {
+        PlantReader {
+            objects: Arc::clone(&self.objects),
+            historian: Arc::clone(&self.historian),
+        }
+    }
+
     /// Writes a tag now; see [`write_at`](Self::write_at).
     pub fn write(&self, tag: &str, value: TagValue, quality: Quality) -> Result<Vec<AlarmEvent>, WriteError> {
         self.write_at(tag, value, quality, SystemTime::now())
@@ -64,23 +104,26 @@ impl Plant {
             timestamp: time,
         };
         let objects = self.objects.load();
-        let events = objects.write_at(tag, value, quality, time)?;
+        let events = objects.write_at(tag, value, quality, time, &WRITE)?;
         if let Some(written) = objects.tag(tag) {
             let definition = written.definition();
             if definition.history {
                 self.historian
-                    .record(&definition.name, &sample, definition.history_deadband);
+                    .record(&definition.name, &sample, definition.history_deadband, &WRITE);
             }
         }
-        self.historian.record_events(events.iter().cloned());
+        self.historian.record_events(events.iter().cloned(), &WRITE);
         Ok(events)
     }
 
     /// Acknowledges an alarm for `user` now; `Ok(false)` when it had nothing to acknowledge.
     pub fn acknowledge(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {
-        let event = self.objects.load().acknowledge(alarm, user, SystemTime::now())?;
+        let event = self
+            .objects
+            .load()
+            .acknowledge(alarm, user, SystemTime::now(), &WRITE)?;
         let acknowledged = event.is_some();
-        self.historian.record_events(event);
+        self.historian.record_events(event, &WRITE);
         Ok(acknowledged)
     }
 }

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::historian::Historian;
 use crate::objects::{ObjectModel, TagValue};
-use crate::plant::Plant;
+use crate::plant::{Plant, PlantReader};
 use crate::simulator::Simulator;
 use crate::solution::{RuntimeSettings, SolutionDb, SolutionError};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
@@ -51,10 +51,10 @@ impl Runtime {
         let historian = Arc::new(Historian::new(Arc::clone(&db), settings.history_retention));
         let plant = Plant::new(objects, historian);
         let simulator = Simulator::new(plant.clone(), &definitions)?;
-        let tools = Arc::new(runtime_catalog(&plant));
+        let tools = Arc::new(runtime_catalog(&plant.reader()));
         let view = SolutionView {
             db: Arc::clone(&db),
-            plant: plant.clone(),
+            plant: plant.reader(),
             tools: Arc::clone(&tools),
         };
         let local_ai = LocalAi::new(Arc::new(view));
@@ -268,7 +268,8 @@ impl Toolkit {
 #[derive(Debug)]
 struct SolutionView {
     db: Arc<SolutionDb>,
-    plant: Plant,
+    /// Local AI reads tag values (`{Tag.X}`); it never writes.
+    plant: PlantReader,
     tools: Arc<ToolCatalog>,
 }
 

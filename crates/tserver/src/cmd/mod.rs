@@ -1,12 +1,14 @@
 //! One module per call. Each turns a typed request into the body of its reply; adding a call
 //! is one module here and one match arm in the handler.
 
+pub(crate) mod acknowledge_alarm;
 pub(crate) mod cancel;
 pub(crate) mod chat;
 pub(crate) mod hello;
 pub(crate) mod logout;
 pub(crate) mod ping;
 pub(crate) mod read_tags;
+pub(crate) mod write_tags;
 
 use tserver_proto::v1::{Error, ErrorCode, ServerFrame, server_frame};
 
@@ -31,6 +33,31 @@ impl CallError {
             message: self.message,
         })
     }
+}
+
+/// Records audit entries on the blocking pool (a database write, off the connection's task).
+/// When they cannot be recorded, the error reply, starting with `refused` (what did not
+/// happen): an action is never taken unaudited.
+pub(crate) async fn record_audit(
+    runtime: &crate::Runtime,
+    entries: Vec<crate::solution::AuditEntry>,
+    refused: &str,
+) -> Result<(), server_frame::Body> {
+    let db = std::sync::Arc::clone(runtime.db());
+    let message = match tokio::task::spawn_blocking(move || db.record_audit(&entries)).await {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "{refused}: the audit could not be recorded");
+            format!("{refused}: the audit could not be recorded ({error})")
+        }
+        Err(_) => format!("{refused}: the audit failed"),
+    };
+    Err(CallError::new(ErrorCode::Internal, message).into_body())
+}
+
+/// Client text quoted in an error, cut to a sane length.
+pub(crate) fn short(text: &str) -> String {
+    text.chars().take(200).collect()
 }
 
 /// A frame answering `call_id` with `body`.

@@ -22,6 +22,7 @@ pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
 use plant_model::ExpandedPlant;
 
+use crate::plant::WriteCapability;
 use crate::solution::{SolutionDb, SolutionError};
 
 /// The data type of a tag.
@@ -429,25 +430,17 @@ impl ObjectModel {
         self.by_name.is_empty()
     }
 
-    /// Sets a tag's value now. See [`write_at`](Self::write_at).
-    pub fn write(
-        &self,
-        name_or_path: &str,
-        value: TagValue,
-        quality: Quality,
-    ) -> Result<Vec<AlarmEvent>, WriteError> {
-        self.write_at(name_or_path, value, quality, SystemTime::now())
-    }
-
     /// Sets a tag's value as of `time` and evaluates the tag's alarms (values of Bad quality
     /// are not evaluated: a broken sensor is not a process alarm). Readers see either the old
     /// or the new sample, never a mix. Returns the alarm transitions the value caused.
+    /// Only a holder of the plant's [`WriteCapability`] can call it (see `crate::plant`).
     pub fn write_at(
         &self,
         name_or_path: &str,
         value: TagValue,
         quality: Quality,
         time: SystemTime,
+        _: &WriteCapability,
     ) -> Result<Vec<AlarmEvent>, WriteError> {
         let tag = self
             .tag(name_or_path)
@@ -480,6 +473,7 @@ impl ObjectModel {
         alarm: &str,
         user: &str,
         time: SystemTime,
+        _: &WriteCapability,
     ) -> Result<Option<AlarmEvent>, AcknowledgeError> {
         self.alarms_by_name
             .get(alarm)

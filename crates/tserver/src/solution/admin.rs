@@ -11,7 +11,7 @@ use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
 use localai::settings::{ModelSettings, SettingIssue, SettingsDocument, editing_issues, keys};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::{SolutionDb, SolutionError, UserRecord};
+use super::{Role, SolutionDb, SolutionError, UserRecord};
 
 /// A key the `settings` admin command understands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,14 +303,14 @@ impl SolutionDb {
         Ok(())
     }
 
-    /// Adds a user. `password` `None` makes a passwordless user.
-    pub fn add_user(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+    /// Adds a user with a role. `password` `None` makes a passwordless user.
+    pub fn add_user(&self, name: &str, password: Option<&str>, role: Role) -> Result<(), SolutionError> {
         validate_user_name(name)?;
         let hash = password.map(hash_password).transpose()?;
         let connection = self.writer()?;
         match connection.execute(
-            "INSERT INTO Users (Name, PasswordHash) VALUES (?1, ?2)",
-            params![name, hash],
+            "INSERT INTO Users (Name, PasswordHash, Role) VALUES (?1, ?2, ?3)",
+            params![name, hash, role.as_str()],
         ) {
             Ok(_) => Ok(()),
             Err(rusqlite::Error::SqliteFailure(error, _))
@@ -335,6 +335,18 @@ impl SolutionDb {
         Ok(())
     }
 
+    /// Changes a user's role (its sessions end: they were granted the old one).
+    pub fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
+        let changed = self.writer()?.execute(
+            "UPDATE Users SET Role = ?2 WHERE Name = ?1",
+            params![name, role.as_str()],
+        )?;
+        if changed == 0 {
+            return Err(SolutionError::UnknownUser(name.to_owned()));
+        }
+        Ok(())
+    }
+
     /// Removes a user.
     pub fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         let changed = self
@@ -350,11 +362,12 @@ impl SolutionDb {
     pub fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
         self.read(|connection| {
             connection
-                .prepare("SELECT Name, PasswordHash FROM Users ORDER BY Name")?
+                .prepare("SELECT Name, PasswordHash, Role FROM Users ORDER BY Name")?
                 .query_map([], |row| {
                     Ok(UserRecord {
                         name: row.get(0)?,
                         password_hash: row.get(1)?,
+                        role: super::role_of_stored(&row.get::<_, String>(2)?),
                     })
                 })?
                 .collect()

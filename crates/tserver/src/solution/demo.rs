@@ -15,7 +15,7 @@ const DEMO_PLANT_FILE: &str = "examples/plants/demo.toml";
 /// Writes the demo plant into a freshly created solution.
 pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionError> {
     transaction.execute(
-        "INSERT INTO Users (Name, PasswordHash) VALUES ('guest', NULL)",
+        "INSERT INTO Users (Name, PasswordHash, Role) VALUES ('guest', NULL, 'operator')",
         [],
     )?;
     // Tools and chat history on; the model itself stays off until the user points the

@@ -5,6 +5,7 @@
 //! the next call without a restart.
 
 mod admin;
+mod audit;
 mod demo;
 mod guard;
 mod plant;
@@ -22,6 +23,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 pub(crate) use admin::hash_password as admin_hash_password;
 pub(crate) use admin::parse_bool;
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
+pub use audit::{AuditAction, AuditEntry};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
 pub use secrets::{KEY_ENV, key_file};
@@ -131,6 +133,43 @@ pub enum SolutionError {
     },
 }
 
+/// What a user may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Reads tags, alarms and history, and chats.
+    Viewer,
+    /// Also writes writable tags and acknowledges alarms.
+    Operator,
+    /// Also whatever admin calls the wire offers.
+    Admin,
+}
+
+impl Role {
+    /// Every role, least powerful first.
+    pub const ALL: [Self; 3] = [Self::Viewer, Self::Operator, Self::Admin];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Viewer => "viewer",
+            Self::Operator => "operator",
+            Self::Admin => "admin",
+        }
+    }
+
+    /// Reads a stored or typed name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|role| role.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether it may write tags and acknowledge alarms.
+    pub fn can_operate(self) -> bool {
+        matches!(self, Self::Operator | Self::Admin)
+    }
+}
+
 /// A user as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserRecord {
@@ -138,6 +177,14 @@ pub struct UserRecord {
     pub name: String,
     /// The argon2 PHC hash, or `None` for a passwordless user.
     pub password_hash: Option<String>,
+    /// What the user may do.
+    pub role: Role,
+}
+
+/// A stored role name as a role; the column's CHECK admits no other, so anything else is read
+/// as the least powerful.
+pub(crate) fn role_of_stored(name: &str) -> Role {
+    Role::parse(name).unwrap_or(Role::Viewer)
 }
 
 /// An open solution file.
@@ -284,11 +331,12 @@ impl SolutionDb {
     pub fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
         self.read(|connection| {
             connection
-                .prepare_cached("SELECT Name, PasswordHash FROM Users WHERE Name = ?1")?
+                .prepare_cached("SELECT Name, PasswordHash, Role FROM Users WHERE Name = ?1")?
                 .query_row([name], |row| {
                     Ok(UserRecord {
                         name: row.get(0)?,
                         password_hash: row.get(1)?,
+                        role: role_of_stored(&row.get::<_, String>(2)?),
                     })
                 })
                 .optional()

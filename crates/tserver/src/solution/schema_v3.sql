@@ -1,7 +1,8 @@
--- Schema version 3: the plant model file. Tags gain what the file describes (writable, history
--- options, a source binding); alarms gain the Digital condition; folders get descriptions; and
--- the model as last imported is kept whole, so export gives back what was imported and a
--- running server sees a new import by its revision.
+-- Schema version 3: the plant model file, and operators who act on it. Tags gain what the file
+-- describes (writable, history options, a source binding); alarms gain the Digital condition;
+-- folders get descriptions; the model as last imported is kept whole, so export gives back what
+-- was imported and a running server sees a new import by its revision. Users get a role, and
+-- every write and acknowledgement is audited.
 
 ALTER TABLE Tags ADD COLUMN Writable INTEGER NOT NULL DEFAULT 0 CHECK (Writable IN (0, 1));
 ALTER TABLE Tags ADD COLUMN History INTEGER NOT NULL DEFAULT 1 CHECK (History IN (0, 1));
@@ -44,5 +45,26 @@ CREATE TABLE PlantModel (
     SourceName TEXT    NOT NULL,
     ImportedAt TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
+
+-- What a user may do: viewer (read), operator (also write writable tags and acknowledge
+-- alarms), admin (also what later admin calls allow). Users of an older solution become
+-- viewers: that is all they could do before, so an upgrade gives nobody new powers.
+ALTER TABLE Users ADD COLUMN Role TEXT NOT NULL DEFAULT 'viewer' CHECK (Role IN ('viewer', 'operator', 'admin'));
+
+-- Every write and acknowledgement a client asked for, accepted or refused. Time is Unix
+-- milliseconds; values are JSON text (old: before the write; new: asked for).
+CREATE TABLE Audit (
+    Id         INTEGER PRIMARY KEY,
+    Time       INTEGER NOT NULL,
+    UserName   TEXT    NOT NULL,
+    Connection TEXT    NOT NULL,
+    Peer       TEXT    NOT NULL,
+    Action     TEXT    NOT NULL CHECK (Action IN ('write', 'acknowledge')),
+    Target     TEXT    NOT NULL,
+    OldValue   TEXT    NULL,
+    NewValue   TEXT    NULL,
+    Outcome    TEXT    NOT NULL
+);
+CREATE INDEX AuditByTime ON Audit (Time);
 
 PRAGMA user_version = 3;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema};
 use crate::objects::{AlarmEvent, AlarmState, is_below, normalize_path};
-use crate::plant::Plant;
+use crate::plant::PlantReader;
 
 const ACTIVE_CAP: Cap = Cap {
     name: "max_results",
@@ -24,7 +24,7 @@ const HISTORY_CAP: Cap = Cap {
 /// The alarm history window when the model gives none: the last day.
 const HISTORY_DEFAULT_MINUTES: u64 = 1440;
 
-pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
+pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     let alarms = ModelOptions::ALARM_TOOLS;
     let mut history_properties = serde_json::Map::new();
     history_properties.insert(
@@ -63,7 +63,7 @@ pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
     ]
 }
 
-fn active_alarms(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let objects = plant.objects();
     let scope = arguments.get("path").and_then(Value::as_str).map(normalize_path);
     // A scope is a folder (alarms of tags below it) or one tag.
@@ -147,7 +147,7 @@ fn active_alarms(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
     ))
 }
 
-async fn alarm_history(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+async fn alarm_history(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let tag = match arguments.get("tag").and_then(Value::as_str) {
         Some(asked) => Some(find_tag(plant, asked)?.definition().name.clone()),
         None => None,

@@ -7,7 +7,7 @@ use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema};
-use crate::plant::Plant;
+use crate::plant::PlantReader;
 
 const SAMPLES_CAP: Cap = Cap {
     name: "max_samples",
@@ -18,7 +18,7 @@ const SAMPLES_CAP: Cap = Cap {
 /// The window when the model gives none: the last hour.
 const DEFAULT_MINUTES: u64 = 60;
 
-pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
+pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     let mut properties = serde_json::Map::new();
     properties.insert(
         "tag".into(),
@@ -38,7 +38,7 @@ pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
     )]
 }
 
-async fn tag_history(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let tag = find_tag(plant, text_argument(arguments, "tag")?)?;
     let definition = tag.definition().clone();
     let window = read_window(arguments, DEFAULT_MINUTES, SystemTime::now())?;

@@ -20,7 +20,7 @@ use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use crate::objects::Tag;
-use crate::plant::Plant;
+use crate::plant::PlantReader;
 
 /// The most JSON one tool result may hold (about 4,000 tokens).
 pub const MAX_RESULT_BYTES: usize = 16 * 1024;
@@ -29,7 +29,7 @@ pub const MAX_RESULT_BYTES: usize = 16 * 1024;
 pub const RESERVED_PREFIX: &str = "runtime_";
 
 /// A catalog holding every runtime tool of `plant`.
-pub fn runtime_catalog(plant: &Plant) -> ToolCatalog {
+pub fn runtime_catalog(plant: &PlantReader) -> ToolCatalog {
     let catalog = ToolCatalog::default();
     for tool in uns::tools(plant)
         .into_iter()
@@ -138,7 +138,7 @@ fn text_argument<'a>(arguments: &'a Value, name: &str) -> Result<&'a str, ToolEr
 }
 
 /// The tag an argument names, or a `not_found` error suggesting close names.
-fn find_tag(plant: &Plant, name: &str) -> Result<std::sync::Arc<Tag>, ToolError> {
+fn find_tag(plant: &PlantReader, name: &str) -> Result<std::sync::Arc<Tag>, ToolError> {
     let objects = plant.objects();
     objects.tag(name).cloned().ok_or_else(|| {
         let wanted = name.trim().to_ascii_lowercase();
@@ -230,7 +230,7 @@ async fn blocking<T: Send + 'static>(
 
 /// A `ToolDefinition` whose handler gets a clone of the plant.
 fn plant_tool<F, Fut>(
-    plant: &Plant,
+    plant: &PlantReader,
     name: &str,
     category: u32,
     description: &str,
@@ -238,7 +238,7 @@ fn plant_tool<F, Fut>(
     handler: F,
 ) -> ToolDefinition
 where
-    F: Fn(Plant, Value) -> Fut + Send + Sync + 'static,
+    F: Fn(PlantReader, Value) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
 {
     let plant = plant.clone();

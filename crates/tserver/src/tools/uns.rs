@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Cap, bounded_list, find_tag, plant_tool, short_text, tag_reading, text_argument};
 use crate::objects::{Folder, is_below, join_path, mask_matches, normalize_path};
-use crate::plant::Plant;
+use crate::plant::PlantReader;
 
 const BROWSE_CAP: Cap = Cap {
     name: "max_results",
@@ -35,7 +35,7 @@ const LISTED_TAG_NAMES: usize = 50;
 /// Active alarms named in a folder's description (all are counted).
 const LISTED_ALARMS: usize = 10;
 
-pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
+pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     let uns = ModelOptions::UNS_TOOLS;
     vec![
         plant_tool(
@@ -107,7 +107,7 @@ pub(super) fn tools(plant: &Plant) -> Vec<ToolDefinition> {
     ]
 }
 
-fn browse(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+fn browse(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let asked = arguments.get("path").and_then(Value::as_str).unwrap_or("");
     let objects = plant.objects();
     let Some((path, folder)) = objects.folder(asked) else {
@@ -160,7 +160,7 @@ fn browse(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
     ))
 }
 
-fn search(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+fn search(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let query = text_argument(arguments, "query")?;
     let words: Vec<String> = query
         .split(|c: char| c.is_whitespace() || matches!(c, '.' | '/' | ',' | '_'))
@@ -218,7 +218,7 @@ fn search(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
     ))
 }
 
-fn describe(plant: &Plant, asked: &str) -> Result<Value, ToolError> {
+fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
     let objects = plant.objects();
     if let Some(tag) = objects.tag(asked) {
         let definition = tag.definition();
@@ -302,7 +302,7 @@ fn describe(plant: &Plant, asked: &str) -> Result<Value, ToolError> {
     }))
 }
 
-fn list_instances(plant: &Plant, arguments: &Value) -> Result<Value, ToolError> {
+fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
     let mask = arguments
         .get("name_mask")
         .and_then(Value::as_str)

@@ -1,0 +1,74 @@
+//! AcknowledgeAlarm: an operator acknowledges an alarm; audited like a write, before it
+//! happens.
+
+use std::future::Future;
+use std::time::SystemTime;
+
+use tserver_proto::v1::{AcknowledgeAlarmReply, AcknowledgeAlarmRequest, ErrorCode, server_frame};
+
+use super::CallError;
+use crate::Runtime;
+use crate::context::ConnectionContext;
+use crate::solution::{AuditAction, AuditEntry};
+
+/// Checks the call now; the returned future audits, then acknowledges.
+pub(crate) fn apply(
+    request: AcknowledgeAlarmRequest,
+    context: &ConnectionContext,
+    runtime: &Runtime,
+) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
+    let login = context
+        .login
+        .as_ref()
+        .ok_or_else(|| CallError::new(ErrorCode::Unauthenticated, "log in with Hello first"))?;
+    let known = runtime
+        .objects()
+        .alarms()
+        .iter()
+        .any(|alarm| alarm.definition().name == request.alarm);
+    if !known {
+        return Err(CallError::new(
+            ErrorCode::InvalidArgument,
+            format!("no alarm named {:?}", super::short(&request.alarm)),
+        ));
+    }
+    let role = login.role;
+    let entry = AuditEntry {
+        time: SystemTime::now(),
+        user: login.name.to_string(),
+        connection: context.guid.to_string(),
+        peer: context.peer.to_string(),
+        action: AuditAction::Acknowledge,
+        target: request.alarm.clone(),
+        old_value: None,
+        new_value: None,
+        outcome: if role.can_operate() {
+            "ok"
+        } else {
+            "permission denied"
+        }
+        .to_owned(),
+    };
+    let user = login.name.to_string();
+    let runtime = runtime.clone();
+    Ok(async move {
+        if let Err(refusal) = super::record_audit(&runtime, vec![entry], "not acknowledged").await {
+            return refusal;
+        }
+        if !role.can_operate() {
+            return CallError::new(
+                ErrorCode::PermissionDenied,
+                format!(
+                    "a {} may not acknowledge alarms; an admin can make the user an operator",
+                    role.as_str()
+                ),
+            )
+            .into_body();
+        }
+        match runtime.plant().acknowledge(&request.alarm, &user) {
+            Ok(acknowledged) => server_frame::Body::AcknowledgeAlarm(AcknowledgeAlarmReply { acknowledged }),
+            // A reload removed it meanwhile.
+            Err(error) => CallError::new(ErrorCode::InvalidArgument, error.to_string()).into_body(),
+        }
+    })
+}

@@ -1,0 +1,269 @@
+//! Operators acting on the plant: WriteTags checked write by write, AcknowledgeAlarm, roles
+//! enforced for every acting call, and the audit trail of everything asked for.
+
+use service_client::{ClientError, ErrorCode, TagValue, TagWrite, WriteValue};
+use tserver::ServerConfig;
+use tserver::objects::{Quality, TagValue as PlantValue};
+
+use crate::support::{Solution, TestServer, admin, try_admin};
+
+/// The demo plant with Pump1.Mode, Tank1.Level and Pump1.StartCount writable.
+fn solution_with_writable_tags() -> Solution {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let exported = admin(&["plant", &path, "export"], "");
+    let mut model = plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads");
+    for tag in &mut model.tags {
+        if ["Pump1.Mode", "Tank1.Level", "Pump1.StartCount"].contains(&tag.name.as_str()) {
+            tag.writable = true;
+        }
+    }
+    let file = solution.path.with_file_name("writable.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    solution
+}
+
+fn write(name: &str, value: WriteValue) -> TagWrite {
+    TagWrite {
+        name: name.to_owned(),
+        value: Some(value),
+    }
+}
+
+#[tokio::test]
+async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
+    let solution = solution_with_writable_tags();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    let results = client
+        .write_tags(vec![
+            write("Pump1.Mode", WriteValue::Text("Manual".into())),
+            write("Tank1.Level", WriteValue::Number(150.0)),
+            write("Pump1.MotorCurrent", WriteValue::Number(5.0)),
+            write("No.Such.Tag", WriteValue::Integer(1)),
+            write("Tank1.Level", WriteValue::Boolean(true)),
+            write("Pump1.StartCount", WriteValue::Number(1300.0)),
+            write("Pump1.StartCount", WriteValue::Number(1300.5)),
+            TagWrite {
+                name: "Pump1.Mode".into(),
+                value: None,
+            },
+            write("Plant/Area1/Tank1/Level", WriteValue::Integer(40)),
+        ])
+        .await
+        .expect("answered");
+    let outcomes: Vec<(&str, &str)> = results
+        .iter()
+        .map(|result| (result.name.as_str(), result.error.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("Pump1.Mode", ""),
+            ("Tank1.Level", "150 is outside the range 0..100"),
+            ("Pump1.MotorCurrent", "not writable"),
+            ("No.Such.Tag", "unknown tag"),
+            ("Tank1.Level", "a number tag cannot take the bool true"),
+            ("Pump1.StartCount", ""),
+            ("Pump1.StartCount", "an integer tag cannot take the number 1300.5"),
+            ("Pump1.Mode", "no value given"),
+            ("Plant/Area1/Tank1/Level", ""),
+        ]
+    );
+    let readings = client
+        .read_tags(&["Pump1.Mode", "Pump1.StartCount", "Tank1.Level"])
+        .await
+        .expect("reads");
+    let values: Vec<Option<TagValue>> = readings.into_iter().map(|reading| reading.value).collect();
+    assert_eq!(
+        values,
+        [
+            Some(TagValue::Text("Manual".into())),
+            Some(TagValue::Integer(1300)),
+            Some(TagValue::Number(40.0)),
+        ]
+    );
+    // No write at all, or too many, is refused whole.
+    let error = client.write_tags(Vec::new()).await.expect_err("refused");
+    assert!(
+        matches!(
+            error,
+            ClientError::Server {
+                code: ErrorCode::InvalidArgument,
+                ..
+            }
+        ),
+        "{error}"
+    );
+
+    let audit = admin(&["audit", solution.path.to_str().expect("utf-8")], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    assert_eq!(lines.len(), 9, "{audit}");
+    assert!(
+        lines[0].contains(" write Pump1.Mode by guest (127.0.0.1:")
+            && lines[0].ends_with(" \"Auto\" -> \"Manual\": ok"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].ends_with("-> 150.0: 150 is outside the range 0..100"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[3].contains(" write No.Such.Tag by guest") && lines[3].ends_with(" -> 1: unknown tag"),
+        "{}",
+        lines[3]
+    );
+    let since_later = admin(
+        &[
+            "audit",
+            solution.path.to_str().expect("utf-8"),
+            "--since",
+            "2999-01-01T00:00:00Z",
+        ],
+        "",
+    );
+    assert_eq!(since_later, "", "nothing after a time to come");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_viewer_may_read_but_not_act_and_a_new_role_takes_effect_at_once() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["users", &path, "add", "watcher"], "pw\n");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let viewer = server.client().await;
+    viewer.login("watcher", "pw").await.expect("logs in");
+    assert_eq!(viewer.read_tags(&["Pump1.Mode"]).await.expect("reads").len(), 1);
+    let refused = viewer
+        .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+        .await
+        .expect_err("a viewer may not write");
+    assert!(
+        matches!(&refused, ClientError::Server { code: ErrorCode::PermissionDenied, message }
+            if message.contains("a viewer may not write tags")),
+        "{refused}"
+    );
+    let refused = viewer
+        .acknowledge_alarm("Tank1.Level.Hi")
+        .await
+        .expect_err("a viewer may not acknowledge");
+    assert!(
+        matches!(
+            refused,
+            ClientError::Server {
+                code: ErrorCode::PermissionDenied,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert_eq!(
+        server
+            .runtime
+            .objects()
+            .tag("Pump1.Mode")
+            .expect("tag")
+            .current()
+            .value,
+        PlantValue::Text("Auto".into()),
+        "nothing was written"
+    );
+    let audit = admin(&["audit", &path], "");
+    assert!(
+        audit
+            .lines()
+            .filter(|line| line.ends_with(": permission denied"))
+            .count()
+            == 2,
+        "{audit}"
+    );
+
+    // Made an operator, the user must log in again to act as one.
+    admin(&["users", &path, "role", "watcher", "operator"], "");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while viewer.ping().await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old login was not ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let operator = server.client().await;
+    operator.login("watcher", "pw").await.expect("logs in again");
+    let results = operator
+        .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+        .await
+        .expect("an operator writes");
+    assert_eq!(results[0].error, "");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn operators_acknowledge_alarms_and_each_acknowledgement_is_audited() {
+    let solution = solution_with_writable_tags();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    server
+        .runtime
+        .plant()
+        .write("Tank1.Level", PlantValue::Number(90.0), Quality::GOOD)
+        .expect("trips Tank1.Level.Hi");
+    let client = server.guest().await;
+    assert!(
+        client
+            .acknowledge_alarm("Tank1.Level.Hi")
+            .await
+            .expect("answered")
+    );
+    assert!(
+        !client
+            .acknowledge_alarm("Tank1.Level.Hi")
+            .await
+            .expect("answered"),
+        "once is enough"
+    );
+    let unknown = client
+        .acknowledge_alarm("Tank9.Level.Hi")
+        .await
+        .expect_err("unknown");
+    assert!(
+        matches!(&unknown, ClientError::Server { code: ErrorCode::InvalidArgument, message } if message.contains("Tank9")),
+        "{unknown}"
+    );
+    let status = server
+        .runtime
+        .objects()
+        .alarms()
+        .iter()
+        .find(|alarm| alarm.definition().name == "Tank1.Level.Hi")
+        .expect("alarm")
+        .status();
+    assert_eq!(
+        status.acknowledged.map(|(_, user)| user),
+        Some("guest".to_owned())
+    );
+    let audit = admin(&["audit", solution.path.to_str().expect("utf-8")], "");
+    assert_eq!(
+        audit
+            .lines()
+            .filter(|line| line.contains(" acknowledge Tank1.Level.Hi by guest"))
+            .count(),
+        2,
+        "{audit}"
+    );
+    let bad = try_admin(
+        &[
+            "audit",
+            solution.path.to_str().expect("utf-8"),
+            "--since",
+            "yesterday-ish",
+        ],
+        "",
+    )
+    .expect_err("refused");
+    assert!(bad.to_string().contains("neither a time"), "{bad}");
+    server.stop().await;
+}
