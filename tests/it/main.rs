@@ -19,6 +19,7 @@ mod runtime_tools;
 mod secrets_in_logs;
 mod solution_file;
 mod streaming;
+mod subscriptions;
 mod support;
 mod tclient;
 mod tidy;

@@ -263,6 +263,13 @@ async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_t
         None,
         "not yet in the plant"
     );
+    let mut subscription = client
+        .subscribe(service_client::SubscribeRequest {
+            names: vec!["Pump2.Running".to_owned()],
+            ..service_client::SubscribeRequest::default()
+        })
+        .await
+        .expect("subscribed");
 
     let mut model = plant_model::read(&export(&solution), plant_model::Format::Toml, "demo").expect("reads");
     let mut tank3 = model
@@ -303,5 +310,17 @@ async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_t
             .iter()
             .any(|line| line.contains("plant reloaded after an import")),
         "the reload is logged"
+    );
+    // A subscription follows the reload: the removed tag comes once more, with its error.
+    let update = tokio::time::timeout(Duration::from_secs(10), subscription.next_update())
+        .await
+        .expect("an update")
+        .expect("open");
+    assert_eq!(
+        (
+            update.readings[0].name.as_str(),
+            update.readings[0].error.as_str()
+        ),
+        ("Pump2.Running", "unknown tag")
     );
 }

@@ -88,11 +88,28 @@ pub enum TagsAction {
         #[arg(required = true)]
         assignments: Vec<String>,
     },
+    /// Print tags as they change: each NAME a tag, each FOLDER every tag below it.
+    Watch {
+        /// Tag names, UNS paths or folders (e.g. `Plant/Area1`).
+        #[arg(required = true)]
+        items: Vec<String>,
+        /// Leave out numeric changes smaller than this.
+        #[arg(long, default_value_t = 0.0)]
+        deadband: f64,
+        /// The most updates a second per subscription (at most 100).
+        #[arg(long, default_value_t = 10)]
+        rate: u32,
+        /// Stop after this many updates (default: until interrupted).
+        #[arg(long)]
+        updates: Option<u64>,
+    },
 }
 
 /// `tclient alarms` actions.
 #[derive(Debug, Subcommand)]
 pub enum AlarmsAction {
+    /// Print the alarms that are not normal, most urgent first.
+    List,
     /// Acknowledge an alarm (an operator's login).
     Ack {
         /// The alarm's name, e.g. `Tank1.Level.HiHi`.
@@ -216,6 +233,45 @@ pub async fn run(
         Command::Tags {
             action: TagsAction::Write { assignments },
         } => write_tags(&client, assignments, output).await?,
+        Command::Tags {
+            action:
+                TagsAction::Watch {
+                    items,
+                    deadband,
+                    rate,
+                    updates,
+                },
+        } => watch_tags(&client, items, *deadband, *rate, *updates, output).await?,
+        Command::Alarms {
+            action: AlarmsAction::List,
+        } => {
+            let snapshot = client
+                .subscribe(crate::SubscribeRequest {
+                    // The root folder: every tag, so every alarm.
+                    folder: "/".to_owned(),
+                    alarms: true,
+                    ..crate::SubscribeRequest::default()
+                })
+                .await?;
+            let mut alarms: Vec<&crate::AlarmState> = snapshot
+                .initial()
+                .alarms
+                .iter()
+                .filter(|alarm| alarm.state != "normal")
+                .collect();
+            alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+            if alarms.is_empty() {
+                writeln!(output, "no alarms")?;
+            }
+            for alarm in alarms {
+                writeln!(
+                    output,
+                    "{} [{}] {} (priority {}): {}",
+                    alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
+                )?;
+            }
+            snapshot.unsubscribe().await?;
+        }
         Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
@@ -267,6 +323,79 @@ fn describe_reading(reading: &crate::TagReading) -> String {
         format!(" {}", reading.units)
     };
     format!("{} = {value}{unit} ({quality})", reading.name)
+}
+
+/// `tags watch`: one subscription for the items that are tags, one per item that is a folder;
+/// prints the current readings, then every update as it comes.
+async fn watch_tags(
+    client: &Client,
+    items: &[String],
+    deadband: f64,
+    rate: u32,
+    updates: Option<u64>,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let names: Vec<&str> = items.iter().map(String::as_str).collect();
+    let readings = client.read_tags(&names).await?;
+    let mut tags = Vec::new();
+    let mut folders = Vec::new();
+    for (item, reading) in items.iter().zip(&readings) {
+        if reading.error.is_empty() {
+            tags.push(item.clone());
+        } else {
+            folders.push(item.clone());
+        }
+    }
+    let request = |names: Vec<String>, folder: String| crate::SubscribeRequest {
+        names,
+        folder,
+        deadband,
+        max_rate: rate,
+        alarms: false,
+    };
+    let mut subscriptions = Vec::new();
+    if !tags.is_empty() {
+        subscriptions.push(client.subscribe(request(tags, String::new())).await?);
+    }
+    for folder in folders {
+        subscriptions.push(
+            client
+                .subscribe(request(Vec::new(), folder.clone()))
+                .await
+                .with_context(|| format!("{folder:?} is neither a tag nor a folder"))?,
+        );
+    }
+    for subscription in &subscriptions {
+        for reading in &subscription.initial().readings {
+            writeln!(output, "{}", describe_reading(reading))?;
+        }
+    }
+    output.flush()?;
+    let (sender, mut merged) = tokio::sync::mpsc::unbounded_channel();
+    for mut subscription in subscriptions {
+        let sender = sender.clone();
+        tokio::spawn(async move {
+            while let Some(update) = subscription.next_update().await {
+                if sender.send(update).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(sender);
+    let mut seen = 0;
+    while updates.is_none_or(|limit| seen < limit) {
+        let Some(update) = merged.recv().await else { break };
+        seen += 1;
+        for reading in &update.readings {
+            writeln!(output, "{}", describe_reading(reading))?;
+        }
+        if update.skipped > 0 {
+            writeln!(output, "  ({} changes merged into these values)", update.skipped)?;
+        }
+        output.flush()?;
+    }
+    Ok(())
 }
 
 /// `tags write NAME=VALUE...`: each value is read as its tag's type (read first), so `75` goes

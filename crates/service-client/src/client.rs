@@ -15,8 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping,
-    ReadTagsRequest, ServerFrame, TagReading, TagWrite, TagWriteResult, WriteTagsRequest, chat_event,
-    client_frame, server_frame,
+    ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, TagWrite,
+    TagWriteResult, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -80,9 +80,13 @@ struct Waiter {
 
 type Pending = Mutex<HashMap<u64, Waiter>>;
 
+/// Where each subscription's updates go, by its call id.
+type Subscribed = Mutex<HashMap<u64, mpsc::UnboundedSender<TagUpdate>>>;
+
 #[derive(Debug)]
 struct Shared {
     pending: Pending,
+    subscribed: Subscribed,
     next_call_id: AtomicU64,
     close_reason: OnceLock<CloseReason>,
     client_name: String,
@@ -157,6 +161,7 @@ impl Client {
         let (outgoing, requests) = mpsc::channel(256);
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
+            subscribed: Mutex::new(HashMap::new()),
             next_call_id: AtomicU64::new(1),
             close_reason: OnceLock::new(),
             client_name: options.client_name,
@@ -287,6 +292,56 @@ impl Client {
             _ => Err(ClientError::UnexpectedReply {
                 expected: "AcknowledgeAlarmReply",
             }),
+        }
+    }
+
+    /// Subscribes to tag changes: the reply holds every tag's current reading, then
+    /// [`TagSubscription::next_update`] gives each change the server sends (merged, at most
+    /// `max_rate` a second). Updates the application has not read yet are held in memory.
+    pub async fn subscribe(&self, request: SubscribeRequest) -> Result<TagSubscription, ClientError> {
+        let (sender, updates) = mpsc::unbounded_channel();
+        let call_id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
+        // Registered before the call goes out: the first update may follow the reply at once.
+        lock_subscribed(&self.shared.subscribed).insert(call_id, sender);
+        let (slot, reply) = oneshot::channel();
+        self.pending().insert(
+            call_id,
+            Waiter {
+                reply: slot,
+                progress: None,
+            },
+        );
+        let frame = ClientFrame {
+            call_id,
+            body: Some(client_frame::Body::Subscribe(request)),
+        };
+        let pending = PendingCall {
+            call_id,
+            reply,
+            client: self.clone(),
+        };
+        let answer = if self.outgoing.send(frame).await.is_err() {
+            self.pending().remove(&call_id);
+            Err(self.lost())
+        } else {
+            pending.reply().await
+        };
+        match answer {
+            Ok(server_frame::Body::Subscribe(initial)) => Ok(TagSubscription {
+                call_id,
+                initial,
+                updates,
+                client: self.clone(),
+            }),
+            other => {
+                lock_subscribed(&self.shared.subscribed).remove(&call_id);
+                match other {
+                    Err(error) => Err(error),
+                    Ok(_) => Err(ClientError::UnexpectedReply {
+                        expected: "SubscribeReply",
+                    }),
+                }
+            }
         }
     }
 
@@ -441,6 +496,59 @@ impl PendingCall {
     }
 }
 
+/// A live subscription (see [`Client::subscribe`]). Dropping it leaves the server sending
+/// until [`unsubscribe`](Self::unsubscribe) or the connection closes (updates are then
+/// discarded on arrival).
+#[derive(Debug)]
+pub struct TagSubscription {
+    call_id: u64,
+    initial: SubscribeReply,
+    updates: mpsc::UnboundedReceiver<TagUpdate>,
+    client: Client,
+}
+
+impl TagSubscription {
+    /// The subscription's id (its Subscribe call's).
+    pub fn id(&self) -> u64 {
+        self.call_id
+    }
+
+    /// The readings (and alarm states) when it started.
+    pub fn initial(&self) -> &SubscribeReply {
+        &self.initial
+    }
+
+    /// The next update; `None` once the connection has ended.
+    pub async fn next_update(&mut self) -> Option<TagUpdate> {
+        self.updates.recv().await
+    }
+
+    /// Stops the subscription; whether the server still had it.
+    pub async fn unsubscribe(self) -> Result<bool, ClientError> {
+        lock_subscribed(&self.client.shared.subscribed).remove(&self.call_id);
+        match self
+            .client
+            .call(client_frame::Body::Unsubscribe(UnsubscribeRequest {
+                subscription: self.call_id,
+            }))
+            .await?
+        {
+            server_frame::Body::Unsubscribe(reply) => Ok(reply.unsubscribed),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "UnsubscribeReply",
+            }),
+        }
+    }
+}
+
+fn lock_subscribed(
+    subscribed: &Subscribed,
+) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::UnboundedSender<TagUpdate>>> {
+    subscribed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A streamed chat turn in flight (see [`Client::chat_stream`]). Its call timeout counts from
 /// when it was sent. Dropped, it is as a dropped [`PendingCall`].
 #[derive(Debug)]
@@ -531,6 +639,14 @@ async fn drive(
                 }
                 Some(Ok(Decoded::Message(ServerFrame {
                     call_id,
+                    body: Some(server_frame::Body::TagUpdate(update)),
+                }))) => {
+                    if let Some(updates) = lock_subscribed(&shared.subscribed).get(&call_id) {
+                        let _ = updates.send(update);
+                    }
+                }
+                Some(Ok(Decoded::Message(ServerFrame {
+                    call_id,
                     body: Some(server_frame::Body::ChatProgress(progress)),
                 }))) => {
                     if let Some(Waiter { progress: Some(events), .. }) = lock(&shared.pending).get(&call_id) {
@@ -562,6 +678,8 @@ async fn drive(
     // Refuse new requests first, then fail the waiting ones, so no call is left waiting.
     requests.close();
     lock(&shared.pending).clear();
+    // Subscribers see the end: their streams return `None`.
+    lock_subscribed(&shared.subscribed).clear();
 }
 
 #[cfg(test)]

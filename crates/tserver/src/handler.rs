@@ -26,6 +26,7 @@ use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::log_text::{ClientText, LogBudget};
 use crate::server::Shared;
+use crate::subscriptions::Subscriptions;
 use crate::waiting::Seat;
 
 /// How long last words (an error frame before a close) may take to send.
@@ -140,6 +141,8 @@ pub(crate) struct Handler {
     running: HashMap<u64, CancellationToken>,
     /// The streamed chat turns in flight, and their progress on its way out.
     streams: ChatStreams,
+    /// The live tag subscriptions, and their update frames on their way out.
+    subscriptions: Subscriptions,
     /// The `Users` table, sent again when it changes: the login is checked against it.
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the handler is dropped.
@@ -188,6 +191,7 @@ impl Handler {
             log_budget: LogBudget::new("this connection"),
             running: HashMap::new(),
             streams: ChatStreams::new(shared.config.max_frame),
+            subscriptions: Subscriptions::default(),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,
@@ -306,6 +310,12 @@ impl Handler {
                 }
                 () = self.streams.ready() => {
                     if let Err(error) = self.write_progress().await {
+                        return Close::Transport(error.to_string());
+                    }
+                }
+                Some(update) = self.subscriptions.next_frame() => {
+                    self.last_activity = Instant::now();
+                    if let Err(error) = self.answer(update).await {
                         return Close::Transport(error.to_string());
                     }
                 }
@@ -459,6 +469,20 @@ impl Handler {
                     }
                     Err(error) => self.answer(reply(call_id, error.into_body())).await?,
                 }
+            }
+            client_frame::Body::Subscribe(request) => {
+                let plant = self.shared.runtime.plant().reader();
+                let body = self
+                    .subscriptions
+                    .subscribe(call_id, request, &plant, &self.calls)
+                    .unwrap_or_else(CallError::into_body);
+                self.answer(reply(call_id, body)).await?;
+            }
+            client_frame::Body::Unsubscribe(request) => {
+                let unsubscribed = self.subscriptions.unsubscribe(request.subscription);
+                let body =
+                    server_frame::Body::Unsubscribe(tserver_proto::v1::UnsubscribeReply { unsubscribed });
+                self.answer(reply(call_id, body)).await?;
             }
             client_frame::Body::Cancel(request) => {
                 self.answer(reply(call_id, cmd::cancel::apply(&request, &self.running)))

@@ -27,6 +27,7 @@ mod log_text;
 mod plant;
 mod runtime;
 mod server;
+mod subscriptions;
 mod throttle;
 mod waiting;
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
+use tokio::sync::watch;
 
 use crate::historian::Historian;
 use crate::objects::{AcknowledgeError, AlarmEvent, ObjectModel, Quality, TagSample, TagValue, WriteError};
@@ -28,6 +29,8 @@ static WRITE: WriteCapability = WriteCapability(());
 pub struct Plant {
     objects: Arc<ArcSwap<ObjectModel>>,
     historian: Arc<Historian>,
+    /// Counts every change (a write, an acknowledgement, a reload); subscribers wait on it.
+    changes: Arc<watch::Sender<u64>>,
 }
 
 /// The plant as the assistant's tools see it: tags, alarms and history to read, nothing to
@@ -36,6 +39,7 @@ pub struct Plant {
 pub struct PlantReader {
     objects: Arc<ArcSwap<ObjectModel>>,
     historian: Arc<Historian>,
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl PlantReader {
@@ -48,6 +52,12 @@ impl PlantReader {
     pub fn historian(&self) -> &Arc<Historian> {
         &self.historian
     }
+
+    /// A receiver that is told whenever the plant changes (a write, an acknowledgement, a
+    /// reload); what changed is for the receiver to look up.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
 }
 
 impl Plant {
@@ -56,7 +66,12 @@ impl Plant {
         Self {
             objects: Arc::new(ArcSwap::new(objects)),
             historian,
+            changes: Arc::new(watch::Sender::new(0)),
         }
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|count| *count = count.wrapping_add(1));
     }
 
     /// The live tags and alarms, as they are now (a snapshot: a reload does not change it).
@@ -69,6 +84,7 @@ impl Plant {
     pub fn replace_objects(&self, next: ObjectModel) {
         next.adopt_live_state(&self.objects.load());
         self.objects.store(Arc::new(next));
+        self.changed();
     }
 
     /// The history store.
@@ -81,6 +97,7 @@ impl Plant {
         PlantReader {
             objects: Arc::clone(&self.objects),
             historian: Arc::clone(&self.historian),
+            changes: Arc::clone(&self.changes),
         }
     }
 
@@ -113,6 +130,7 @@ impl Plant {
             }
         }
         self.historian.record_events(events.iter().cloned(), &WRITE);
+        self.changed();
         Ok(events)
     }
 
@@ -124,6 +142,9 @@ impl Plant {
             .acknowledge(alarm, user, SystemTime::now(), &WRITE)?;
         let acknowledged = event.is_some();
         self.historian.record_events(event, &WRITE);
+        if acknowledged {
+            self.changed();
+        }
         Ok(acknowledged)
     }
 }

@@ -5,7 +5,7 @@ use std::time::UNIX_EPOCH;
 use tserver_proto::v1::{ErrorCode, ReadTagsReply, ReadTagsRequest, TagReading, server_frame, tag_reading};
 
 use super::CallError;
-use crate::objects::{ObjectModel, TagValue};
+use crate::objects::{ObjectModel, Tag, TagSample, TagValue};
 
 /// The most names one call may ask for (stated in `proto/tserver.proto`).
 pub(crate) const MAX_NAMES: usize = 1000;
@@ -34,14 +34,23 @@ pub(crate) fn apply(
 }
 
 fn reading(name: &str, objects: &ObjectModel) -> TagReading {
-    let Some(tag) = objects.tag(name) else {
-        return TagReading {
-            name: name.to_owned(),
-            error: "unknown tag".to_owned(),
-            ..TagReading::default()
-        };
-    };
-    let sample = tag.current();
+    match objects.tag(name) {
+        Some(tag) => sample_reading(name, tag, &tag.current()),
+        None => unknown_reading(name),
+    }
+}
+
+/// The reading of a name no tag has.
+pub(crate) fn unknown_reading(name: &str) -> TagReading {
+    TagReading {
+        name: name.to_owned(),
+        error: "unknown tag".to_owned(),
+        ..TagReading::default()
+    }
+}
+
+/// A tag's sample as a display reads it, under the name it was asked by.
+pub(crate) fn sample_reading(name: &str, tag: &Tag, sample: &TagSample) -> TagReading {
     let value = match &sample.value {
         TagValue::Number(value) => tag_reading::Value::Number(*value),
         TagValue::Integer(value) => tag_reading::Value::Integer(*value),

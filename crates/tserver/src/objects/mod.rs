@@ -10,6 +10,7 @@ mod uns;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
@@ -201,6 +202,8 @@ pub struct TagDefinition {
 pub struct Tag {
     definition: TagDefinition,
     current: ArcSwap<TagSample>,
+    /// Writes so far: a subscriber that saw version `v` and now sees `w` missed `w - v - 1`.
+    version: AtomicU64,
 }
 
 impl Tag {
@@ -212,6 +215,12 @@ impl Tag {
     /// The current sample, without blocking any writer.
     pub fn current(&self) -> Arc<TagSample> {
         self.current.load_full()
+    }
+
+    /// How many times it was written (0 for its initial value). Read after
+    /// [`current`](Self::current), a version never claims a sample older than the one read.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
     }
 }
 
@@ -321,6 +330,7 @@ impl ObjectModel {
                 && old.definition.kind == tag.definition.kind
             {
                 tag.current.store(old.current());
+                tag.version.store(old.version(), Ordering::Release);
             }
         }
         for (name, alarm) in &self.alarms_by_name {
@@ -337,6 +347,7 @@ impl ObjectModel {
         let tag = Arc::new(Tag {
             current: ArcSwap::from_pointee(sample),
             definition,
+            version: AtomicU64::new(0),
         });
         self.folders.add_tag(&tag.definition.path);
         self.by_folded
@@ -457,6 +468,7 @@ impl ObjectModel {
             quality,
             timestamp: time,
         }));
+        tag.version.fetch_add(1, Ordering::Release);
         let Some(number) = number else {
             return Ok(Vec::new());
         };

@@ -1,0 +1,350 @@
+//! Live tag subscriptions of one connection: each subscription is a task that wakes when the
+//! plant changes, waits out its rate, and sends one `TagUpdate` with the latest reading of
+//! each subscribed tag that changed since its previous frame.
+//!
+//! Nothing queues per change: a subscription keeps, per tag, only the version it last sent, so
+//! changes that come faster than it sends (or than the panel reads) merge into the next frame
+//! (latest value wins) and are counted as skipped. At most one frame per subscription waits
+//! for the connection; memory follows the number of subscribed tags, never the rate of change.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tserver_proto::v1::{
+    AlarmState, ErrorCode, ServerFrame, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, server_frame,
+};
+
+use crate::cmd::CallError;
+use crate::cmd::read_tags::{sample_reading, unknown_reading};
+use crate::objects::{Alarm, AlarmStatus, ObjectModel, Tag};
+use crate::plant::PlantReader;
+
+/// Subscriptions one connection may hold.
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;
+
+/// Tags one subscription may watch.
+pub(crate) const MAX_TAGS: usize = 10_000;
+
+/// Frames a second unless the client asks otherwise, and the most it may ask for.
+const DEFAULT_RATE: u32 = 10;
+const MAX_RATE: u32 = 100;
+
+/// What a subscription asked for, kept to follow a plant reload.
+#[derive(Debug, Clone)]
+struct Wanted {
+    names: Vec<String>,
+    folder: Option<String>,
+    deadband: f64,
+    alarms: bool,
+}
+
+/// One watched tag.
+#[derive(Debug)]
+struct Watched {
+    /// The name as asked (a folder's tags: their dotted name).
+    name: String,
+    tag: Option<Arc<Tag>>,
+    /// The version last sent; `None`: send the next time whatever it is.
+    sent_version: Option<u64>,
+    /// The numeric value last sent, for the deadband.
+    sent_value: Option<f64>,
+}
+
+/// One watched alarm and the state last sent.
+#[derive(Debug)]
+struct WatchedAlarm {
+    alarm: Arc<Alarm>,
+    sent: Option<AlarmStatus>,
+}
+
+/// The tags and alarms one subscription watches in one object model.
+#[derive(Debug)]
+struct Watch {
+    wanted: Wanted,
+    tags: Vec<Watched>,
+    alarms: Vec<WatchedAlarm>,
+}
+
+impl Watch {
+    fn bind(wanted: Wanted, objects: &ObjectModel) -> Result<Self, CallError> {
+        let mut tags: Vec<Watched> = wanted
+            .names
+            .iter()
+            .map(|name| Watched {
+                name: name.clone(),
+                tag: objects.tag(name).cloned(),
+                sent_version: None,
+                sent_value: None,
+            })
+            .collect();
+        if let Some(folder) = &wanted.folder {
+            let (path, _) = objects.folder(folder).ok_or_else(|| {
+                CallError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("no folder {:?}", crate::cmd::short(folder)),
+                )
+            })?;
+            let prefix = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{path}/")
+            };
+            tags.extend(
+                objects
+                    .tags()
+                    .filter(|tag| tag.definition().path.starts_with(&prefix))
+                    .map(|tag| Watched {
+                        name: tag.definition().name.clone(),
+                        tag: Some(Arc::clone(tag)),
+                        sent_version: None,
+                        sent_value: None,
+                    }),
+            );
+        }
+        if tags.is_empty() {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "nothing to subscribe to: name tags or a folder",
+            ));
+        }
+        if tags.len() > MAX_TAGS {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                format!("{} tags: a subscription may watch at most {MAX_TAGS}", tags.len()),
+            ));
+        }
+        let alarms = if wanted.alarms {
+            tags.iter()
+                .filter_map(|watched| watched.tag.as_ref())
+                .flat_map(|tag| objects.alarms_of(&tag.definition().name))
+                .map(|alarm| WatchedAlarm {
+                    alarm: Arc::clone(alarm),
+                    sent: None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Self { wanted, tags, alarms })
+    }
+
+    /// The readings and alarm states that changed since they were last sent (everything the
+    /// first time), and how many value changes were merged away.
+    fn collect(&mut self) -> (Vec<TagReading>, u64, Vec<AlarmState>) {
+        let mut readings = Vec::new();
+        let mut skipped = 0u64;
+        for watched in &mut self.tags {
+            let Some(tag) = &watched.tag else {
+                if watched.sent_version.is_none() {
+                    watched.sent_version = Some(0);
+                    readings.push(unknown_reading(&watched.name));
+                }
+                continue;
+            };
+            // The sample before the version: a version never claims a sample older than the
+            // one sent (at worst a sample goes twice).
+            let sample = tag.current();
+            let version = tag.version();
+            if watched.sent_version == Some(version) {
+                continue;
+            }
+            let value = sample.value.as_f64();
+            if let (Some(sent), Some(previous), Some(now)) = (watched.sent_version, watched.sent_value, value)
+            {
+                skipped += version.saturating_sub(sent).saturating_sub(1);
+                if (now - previous).abs() < self.wanted.deadband {
+                    watched.sent_version = Some(version);
+                    continue;
+                }
+            } else if let Some(sent) = watched.sent_version {
+                skipped += version.saturating_sub(sent).saturating_sub(1);
+            }
+            watched.sent_version = Some(version);
+            watched.sent_value = value;
+            readings.push(sample_reading(&watched.name, tag, &sample));
+        }
+        let mut alarms = Vec::new();
+        for watched in &mut self.alarms {
+            let status = watched.alarm.status();
+            if watched.sent.as_ref() != Some(&status) {
+                alarms.push(alarm_state(&watched.alarm, &status));
+                watched.sent = Some(status);
+            }
+        }
+        (readings, skipped, alarms)
+    }
+}
+
+fn alarm_state(alarm: &Alarm, status: &AlarmStatus) -> AlarmState {
+    let definition = alarm.definition();
+    AlarmState {
+        name: definition.name.clone(),
+        tag: definition.tag.clone(),
+        state: status.state.label().to_owned(),
+        priority: definition.priority,
+        message: definition.message.clone(),
+    }
+}
+
+/// The subscriptions of one connection, and the frames they send.
+#[derive(Debug)]
+pub(crate) struct Subscriptions {
+    running: HashMap<u64, CancellationToken>,
+    sender: mpsc::Sender<ServerFrame>,
+    frames: mpsc::Receiver<ServerFrame>,
+}
+
+impl Default for Subscriptions {
+    fn default() -> Self {
+        let (sender, frames) = mpsc::channel(MAX_SUBSCRIPTIONS);
+        Self {
+            running: HashMap::new(),
+            sender,
+            frames,
+        }
+    }
+}
+
+impl Subscriptions {
+    /// Starts a subscription under `call_id` (its frames carry that id); returns the reply
+    /// with the current readings. It stops on [`unsubscribe`](Self::unsubscribe) or when
+    /// `connection` is cancelled.
+    pub(crate) fn subscribe(
+        &mut self,
+        call_id: u64,
+        request: SubscribeRequest,
+        plant: &PlantReader,
+        connection: &CancellationToken,
+    ) -> Result<server_frame::Body, CallError> {
+        self.running.retain(|_, cancel| !cancel.is_cancelled());
+        if self.running.len() >= MAX_SUBSCRIPTIONS {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "this connection has {MAX_SUBSCRIPTIONS} subscriptions already; unsubscribe one first"
+                ),
+            ));
+        }
+        if self.running.contains_key(&call_id) {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                format!("subscription {call_id} exists: use another call_id"),
+            ));
+        }
+        if !request.deadband.is_finite() || request.deadband < 0.0 {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "the deadband must be 0 or more",
+            ));
+        }
+        let rate = match request.max_rate {
+            0 => DEFAULT_RATE,
+            rate => rate.min(MAX_RATE),
+        };
+        let folder = Some(request.folder.trim().to_owned()).filter(|folder| !folder.is_empty());
+        let wanted = Wanted {
+            names: request.names,
+            folder,
+            deadband: request.deadband,
+            alarms: request.alarms,
+        };
+        let objects = plant.objects();
+        let mut watch = Watch::bind(wanted, &objects)?;
+        let (readings, _, alarms) = watch.collect();
+        let cancel = connection.child_token();
+        self.running.insert(call_id, cancel.clone());
+        let task = Subscription {
+            call_id,
+            watch,
+            objects,
+            plant: plant.clone(),
+            interval: Duration::from_secs(1) / rate,
+            frames: self.sender.clone(),
+        };
+        tokio::spawn(task.run(cancel));
+        Ok(server_frame::Body::Subscribe(SubscribeReply { readings, alarms }))
+    }
+
+    /// Stops a subscription; whether it was running.
+    pub(crate) fn unsubscribe(&mut self, call_id: u64) -> bool {
+        match self.running.remove(&call_id) {
+            Some(cancel) => {
+                let was_running = !cancel.is_cancelled();
+                cancel.cancel();
+                was_running
+            }
+            None => false,
+        }
+    }
+
+    /// The next update frame of a subscription still running (a frame sent just before its
+    /// Unsubscribe is dropped); pending while there is none.
+    pub(crate) async fn next_frame(&mut self) -> Option<ServerFrame> {
+        loop {
+            let frame = self.frames.recv().await?;
+            if self.running.contains_key(&frame.call_id) {
+                return Some(frame);
+            }
+        }
+    }
+}
+
+/// One running subscription.
+struct Subscription {
+    call_id: u64,
+    watch: Watch,
+    /// The model the watch is bound to.
+    objects: Arc<ObjectModel>,
+    plant: PlantReader,
+    interval: Duration,
+    frames: mpsc::Sender<ServerFrame>,
+}
+
+impl Subscription {
+    async fn run(mut self, cancel: CancellationToken) {
+        let mut changes = self.plant.changes();
+        let mut next_allowed = Instant::now() + self.interval;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = changes.changed() => if changed.is_err() { return },
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep_until(next_allowed) => {}
+            }
+            // Everything up to now is looked at below; a change after this wakes the next round.
+            changes.borrow_and_update();
+            let current = self.plant.objects();
+            if !Arc::ptr_eq(&current, &self.objects) {
+                // A reload: watch the new model's tags, and send them all once.
+                match Watch::bind(self.watch.wanted.clone(), &current) {
+                    Ok(watch) => self.watch = watch,
+                    Err(error) => tracing::debug!(?error, "a subscription's tags are all gone"),
+                }
+                self.objects = current;
+            }
+            let (readings, skipped, alarms) = self.watch.collect();
+            if readings.is_empty() && alarms.is_empty() {
+                continue;
+            }
+            let frame = ServerFrame {
+                call_id: self.call_id,
+                body: Some(server_frame::Body::TagUpdate(TagUpdate {
+                    readings,
+                    skipped,
+                    alarms,
+                })),
+            };
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                sent = self.frames.send(frame) => if sent.is_err() { return },
+            }
+            next_allowed = Instant::now() + self.interval;
+        }
+    }
+}
