@@ -300,3 +300,26 @@ async fn tclient_watches_tags_and_lists_alarms() {
     assert_eq!(lines.last(), Some(&"Tank2.Level = 12.5 % (Good)"), "{watched}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_closed_connection_leaves_no_subscription_running() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    let mut held = Vec::new();
+    for folder in ["Plant/Area1", "Plant/Area2", "/"] {
+        held.push(client.subscribe(request(&[], folder)).await.expect("subscribed"));
+    }
+    assert_eq!(server.runtime.plant().change_watchers(), 3);
+    drop(held);
+    drop(client);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.runtime.plant().change_watchers() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "subscriptions outlived their connection"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop().await;
+}

@@ -92,6 +92,11 @@ impl Plant {
         &self.historian
     }
 
+    /// How many are watching the plant's changes now (one per live subscription).
+    pub fn change_watchers(&self) -> usize {
+        self.changes.receiver_count()
+    }
+
     /// A read-only view of this plant, for the assistant's tools.
     pub fn reader(&self) -> PlantReader {
         PlantReader {
