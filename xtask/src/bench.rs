@@ -32,6 +32,12 @@ struct Plan {
     idle_connections: usize,
     idle_hold: &'static str,
     hostile: usize,
+    /// Panels subscribed in the fan-out scenario.
+    panels: usize,
+    /// Tags they subscribe to, each written 10 times a second.
+    bench_tags: usize,
+    /// Writes per round-trip measurement.
+    writes: u64,
 }
 
 const FULL: Plan = Plan {
@@ -44,6 +50,9 @@ const FULL: Plan = Plan {
     idle_connections: 10_000,
     idle_hold: "5s",
     hostile: 1_000,
+    panels: 50,
+    bench_tags: 1_000,
+    writes: 5_000,
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -57,6 +66,9 @@ const SMOKE: Plan = Plan {
     idle_connections: 50,
     idle_hold: "300ms",
     hostile: 30,
+    panels: 3,
+    bench_tags: 50,
+    writes: 50,
 };
 
 /// Options of `cargo xtask bench`.
@@ -298,6 +310,8 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
             "--demo",
         ],
     )?;
+
+    crate::plant_bench::import_bench_plant(&bin.join("tserver"), &solution, plan.bench_tags)?;
 
     // The reference server is this harness itself, rebuilt in the same profile.
     let mut xtask_build = vec!["build", "-p", "xtask"];
@@ -608,6 +622,90 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         let given = bench.client(&bench.tserver_addr, &strings(&bench.timed("chat", 4, &[])))?;
         record(&mut results, format!("tserver chat vs {url}"), &given);
     }
+
+    // The write round trip (one tag, audited) at 1 and 16 in flight, beside ping.
+    let mut writes = serde_json::Map::new();
+    for connections in [1, 16] {
+        let (connections_text, count) = (connections.to_string(), plan.writes.to_string());
+        let tag = format!("{}.T0000", crate::plant_bench::BENCH_FOLDER);
+        let report = bench.client(
+            &bench.tserver_addr,
+            &[
+                "write",
+                "-c",
+                &connections_text,
+                "-n",
+                &count,
+                "--warmup",
+                "0s",
+                "--tags",
+                &tag,
+            ],
+        )?;
+        let ping = &results[&format!("tserver ping c={connections}")];
+        eprintln!(
+            "{:<28} {:>9.0} calls/s  p50 {:>8.1} us  p99 {:>8.1} us  (ping p50 {:.1} us, p99 {:.1} us)  errors {}",
+            format!("tserver write c={connections}"),
+            rps(&report),
+            latency(&report, "p50"),
+            latency(&report, "p99"),
+            latency(ping, "p50"),
+            latency(ping, "p99"),
+            error_count(&report)
+        );
+        writes.insert(
+            connections.to_string(),
+            json!({"p50Us": latency(&report, "p50"), "p99Us": latency(&report, "p99"), "writesPerSecond": rps(&report),
+                   "errors": error_count(&report), "pingP50Us": latency(ping, "p50"), "pingP99Us": latency(ping, "p99")}),
+        );
+    }
+    results.insert(
+        "write round trip by writes in flight, beside ping".to_owned(),
+        writes.into(),
+    );
+
+    // Subscription fan-out: panels subscribed to the bench tags while all of them change ten
+    // times a second.
+    let fan_out = crate::plant_bench::fan_out(
+        &bench.tool("tclient"),
+        &bench.tserver_addr,
+        tserver.pid(),
+        &crate::plant_bench::FanOutPlan {
+            panels: plan.panels,
+            tags: plan.bench_tags,
+            rate: 10,
+            warmup: plan.warmup,
+            duration: plan.duration,
+        },
+    )?;
+    let expected = (plan.panels * plan.bench_tags * 10) as f64;
+    eprintln!(
+        "{:<28} {:>9.0} readings/s of {expected:.0} changed  p50 {:>8.1} us  p99 {:>8.1} us  merged {}  tserver CPU {:.2} us/reading",
+        format!("tserver fan-out x{}", plan.panels),
+        fan_out.readings_per_second(),
+        latency(&fan_out.watch, "p50"),
+        latency(&fan_out.watch, "p99"),
+        fan_out.watch["skipped"],
+        fan_out.cpu_us_per_reading()
+    );
+    verdicts.push(Verdict {
+        what: format!(
+            "{} panels x {} tags changing 10/s: change to frame, p99",
+            plan.panels, plan.bench_tags
+        ),
+        measured: format!(
+            "{:.0} us (p50 {:.0} us), {:.0} of {expected:.0} readings/s, {:.2} us tserver CPU each",
+            latency(&fan_out.watch, "p99"),
+            latency(&fan_out.watch, "p50"),
+            fan_out.readings_per_second(),
+            fan_out.cpu_us_per_reading()
+        ),
+        target: "<= 500 ms (no growing lag), no errors".to_owned(),
+        met: latency(&fan_out.watch, "p99") <= 500_000.0
+            && error_count(&fan_out.watch) == 0
+            && error_count(&fan_out.write) == 0,
+    });
+    results.insert("subscription fan-out".to_owned(), fan_out.to_json());
 
     // Idle logged-in connections: memory growth of tserver while they are held.
     let baseline = rss_bytes(tserver.pid()).unwrap_or(0);

@@ -16,6 +16,7 @@ use anyhow::{Context, bail};
 
 mod bench;
 mod fuzz;
+mod plant_bench;
 mod processes;
 mod reference;
 mod soak;

@@ -43,6 +43,12 @@ pub enum Scenario {
     ChatStream,
     /// A display read of tag values.
     Tags,
+    /// Write every tag of `--tags` (an operator's login) with the current time in Unix
+    /// microseconds as its value, so `watch` clients can time each change.
+    Write,
+    /// Subscribe to `--folder` at `--max-rate` frames a second for the duration, and time each
+    /// stamped change (see `write`) from its write to its arrival here.
+    Watch,
     /// Log in, hold the connections idle for the duration, then ping each once.
     Idle,
 }
@@ -54,6 +60,8 @@ impl Scenario {
             Self::Chat => "chat",
             Self::ChatStream => "chat-stream",
             Self::Tags => "tags",
+            Self::Write => "write",
+            Self::Watch => "watch",
             Self::Idle => "idle",
         }
     }
@@ -86,13 +94,20 @@ pub struct BenchArgs {
     /// The chat query (plain text or a JSON query object).
     #[arg(long, default_value = "What is the value of Pump1.MotorCurrent?")]
     pub query: String,
-    /// The tags each `tags` call reads.
+    /// The tags each `tags` call reads and each `write` call writes; `Prefix*N` stands for
+    /// `Prefix0000` to `Prefix{N-1}` (four digits).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "Pump1.MotorCurrent,Pump1.FlowRate,Tank1.Level"
     )]
     pub tags: Vec<String>,
+    /// The folder `watch` subscribes to.
+    #[arg(long, default_value = "/")]
+    pub folder: String,
+    /// The frames a second each `watch` subscription may get (at most 100).
+    #[arg(long, default_value_t = 100)]
+    pub max_rate: u32,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +144,8 @@ pub struct BenchReport {
     errors: BTreeMap<String, u64>,
     /// Connections that logged in (for `idle`, those still answering at the end).
     held: usize,
+    /// For `watch`: changes the server merged away (a slow reader, or faster than the rate).
+    skipped: u64,
 }
 
 impl BenchReport {
@@ -172,6 +189,7 @@ impl BenchReport {
             "outcomes": self.outcomes,
             "errors": self.errors,
             "connectionsHeld": self.held,
+            "skipped": self.skipped,
         })
     }
 
@@ -329,10 +347,10 @@ pub async fn run(args: &BenchArgs, target: &Target, output: &mut dyn Write) -> a
     });
 
     let (clients, setup) = connect_all(args.connections, target).await?;
-    let report = if args.scenario == Scenario::Idle {
-        hold_idle(args, &clients, measure_for, setup).await
-    } else {
-        drive_load(args, &clients, measure_for, setup).await?
+    let report = match args.scenario {
+        Scenario::Idle => hold_idle(args, &clients, measure_for, setup).await,
+        Scenario::Watch => watch_load(args, &clients, measure_for, setup).await?,
+        _ => drive_load(args, &clients, measure_for, setup).await?,
     };
     if args.json {
         writeln!(output, "{}", report.to_json())?;
@@ -410,7 +428,118 @@ async fn hold_idle(args: &BenchArgs, clients: &[Client], hold: Duration, mut tal
         outcomes: tally.outcomes,
         errors: tally.errors,
         held,
+        skipped: 0,
     }
+}
+
+/// Microseconds since the Unix epoch now: the stamp `write` puts in each value.
+fn now_micros() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64() * 1e6)
+}
+
+/// Subscribes on every connection and times each stamped change until the duration is over.
+async fn watch_load(
+    args: &BenchArgs,
+    clients: &[Client],
+    measure_for: Duration,
+    setup: Tally,
+) -> anyhow::Result<BenchReport> {
+    let started = Instant::now();
+    let measure_from = started + args.warmup;
+    let until = tokio::time::Instant::from_std(measure_from + measure_for);
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in clients {
+        let client = client.clone();
+        let request = crate::SubscribeRequest {
+            folder: args.folder.clone(),
+            max_rate: args.max_rate,
+            ..crate::SubscribeRequest::default()
+        };
+        tasks.spawn(async move {
+            let mut tally = Tally::new()?;
+            let mut skipped = 0u64;
+            let mut subscription = match client.subscribe(request).await {
+                Ok(subscription) => subscription,
+                Err(error) => {
+                    tally.record(Duration::ZERO, Err(error_kind(&error)));
+                    return Ok::<_, anyhow::Error>((tally, skipped));
+                }
+            };
+            loop {
+                let update = tokio::select! {
+                    () = tokio::time::sleep_until(until) => break,
+                    update = subscription.next_update() => update,
+                };
+                let Some(update) = update else {
+                    tally.record(Duration::ZERO, Err("connection_lost".to_owned()));
+                    break;
+                };
+                if Instant::now() < measure_from {
+                    continue;
+                }
+                skipped += update.skipped;
+                let now = now_micros();
+                for reading in &update.readings {
+                    // Only values `write` stamped (this century, in microseconds).
+                    if let Some(crate::TagValue::Number(stamp)) = reading.value
+                        && stamp > 1.0e15
+                        && stamp <= now
+                    {
+                        tally.record(
+                            Duration::from_secs_f64((now - stamp) / 1e6),
+                            Ok("reading".to_owned()),
+                        );
+                    }
+                }
+            }
+            let _ = subscription.unsubscribe().await;
+            Ok((tally, skipped))
+        });
+    }
+    let progress = Progress::start(args.warmup + measure_for);
+    let no_calls = AtomicU64::new(0);
+    let mut tally = setup;
+    let mut skipped = 0;
+    tokio::select! {
+        () = tokio::time::sleep_until(until) => {}
+        () = progress.tick(&no_calls) => {}
+    }
+    while let Some(joined) = tasks.join_next().await {
+        let (part, part_skipped) = joined.context("a watch task failed")??;
+        tally.merge(part);
+        skipped += part_skipped;
+    }
+    progress.finish();
+    Ok(BenchReport {
+        scenario: args.scenario,
+        connections: args.connections,
+        in_flight: 1,
+        rate: None,
+        elapsed: measure_for,
+        latency: tally.latency,
+        first_text: tally.first_text,
+        outcomes: tally.outcomes,
+        errors: tally.errors,
+        held: clients.len(),
+        skipped,
+    })
+}
+
+/// `--tags` with every `Prefix*N` expanded.
+fn expand_tags(tags: &[String]) -> Vec<String> {
+    let mut names = Vec::new();
+    for tag in tags {
+        match tag
+            .rsplit_once('*')
+            .and_then(|(prefix, count)| Some((prefix, count.parse::<usize>().ok()?)))
+        {
+            Some((prefix, count)) => names.extend((0..count).map(|index| format!("{prefix}{index:04}"))),
+            None => names.push(tag.clone()),
+        }
+    }
+    names
 }
 
 /// Shared state of the workers of one run.
@@ -455,10 +584,29 @@ impl Run {
             };
         }
         let outcome = match self.scenario {
-            Scenario::Ping | Scenario::Idle => client.ping().await.map(|_| "ok".to_owned()),
+            // Idle and watch run on their own (`hold_idle`, `watch_load`); a call of theirs is a ping.
+            Scenario::Ping | Scenario::Idle | Scenario::Watch => client.ping().await.map(|_| "ok".to_owned()),
             Scenario::Tags => {
                 let names: Vec<&str> = self.tags.iter().map(String::as_str).collect();
                 client.read_tags(&names).await.map(|_| "ok".to_owned())
+            }
+            Scenario::Write => {
+                let stamp = now_micros();
+                let writes = self
+                    .tags
+                    .iter()
+                    .map(|name| crate::TagWrite {
+                        name: name.clone(),
+                        value: Some(crate::WriteValue::Number(stamp)),
+                    })
+                    .collect();
+                client.write_tags(writes).await.map(|results| {
+                    if results.iter().all(|result| result.error.is_empty()) {
+                        "ok".to_owned()
+                    } else {
+                        "refused".to_owned()
+                    }
+                })
             }
             Scenario::Chat | Scenario::ChatStream => match client.chat(&self.query).await {
                 Ok(json) => return (envelope_status(&json), None),
@@ -513,7 +661,7 @@ async fn drive_load(
     let run = Arc::new(Run {
         scenario: args.scenario,
         query: args.query.clone(),
-        tags: args.tags.clone(),
+        tags: expand_tags(&args.tags),
         measure_from: started + args.warmup,
         remaining: args
             .count
@@ -560,6 +708,7 @@ async fn drive_load(
         outcomes: tally.outcomes,
         errors: tally.errors,
         held: clients.len(),
+        skipped: 0,
     })
 }
 

@@ -1,0 +1,158 @@
+//! The plant scenarios of `cargo xtask bench`: the write round trip beside ping, and
+//! subscription fan-out (many panels subscribed to many tags changing fast).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::processes::{cpu_seconds, run_quietly};
+
+/// The folder and name prefix of the bench's own tags.
+pub(crate) const BENCH_FOLDER: &str = "Bench";
+
+/// The demo plant plus `count` writable number tags `Bench.T0000`.. at `Bench/T0000`.., as a
+/// plant file next to the solution, imported into it.
+pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) -> anyhow::Result<()> {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants/demo.toml");
+    let mut text =
+        std::fs::read_to_string(&demo).with_context(|| format!("cannot read {}", demo.display()))?;
+    for index in 0..count {
+        text.push_str(&format!(
+            "\n[[tags]]\nname = \"{BENCH_FOLDER}.T{index:04}\"\npath = \"{BENCH_FOLDER}/T{index:04}\"\ntype = \"number\"\nwritable = true\n"
+        ));
+    }
+    let file = solution.with_file_name("bench-plant.toml");
+    std::fs::write(&file, text)?;
+    let solution = solution.to_str().context("a UTF-8 solution path")?;
+    let file = file.to_str().context("a UTF-8 plant path")?;
+    run_quietly(tserver, &["plant", solution, "import", file])
+}
+
+/// Starts `tclient bench ...` without waiting; its JSON report comes from [`finish`].
+fn start_client(tclient: &Path, addr: &str, args: &[String]) -> anyhow::Result<std::process::Child> {
+    Command::new(tclient)
+        .args(["--addr", addr, "--timeout-secs", "30", "bench"])
+        .args(args)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("cannot run tclient")
+}
+
+fn finish(child: std::process::Child, what: &str) -> anyhow::Result<Value> {
+    let output = child.wait_with_output().context("tclient did not finish")?;
+    if !output.status.success() {
+        bail!("tclient bench {what} failed");
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// What the fan-out run measured.
+pub(crate) struct FanOut {
+    /// The watchers' report: per-reading change-to-frame latency, readings, skipped.
+    pub(crate) watch: Value,
+    /// The writer's report.
+    pub(crate) write: Value,
+    /// tserver's CPU seconds over the run.
+    pub(crate) cpu_seconds: f64,
+}
+
+impl FanOut {
+    /// Readings delivered per second, all panels together.
+    pub(crate) fn readings_per_second(&self) -> f64 {
+        let readings = self.watch["calls"].as_f64().unwrap_or(0.0);
+        readings / self.watch["seconds"].as_f64().unwrap_or(1.0).max(f64::EPSILON)
+    }
+
+    /// tserver CPU microseconds per reading delivered.
+    pub(crate) fn cpu_us_per_reading(&self) -> f64 {
+        self.cpu_seconds * 1e6 / self.watch["calls"].as_f64().unwrap_or(0.0).max(1.0)
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        json!({"watch": self.watch, "write": self.write, "tserverCpuSeconds": self.cpu_seconds,
+               "readingsPerSecond": self.readings_per_second(), "cpuUsPerReading": self.cpu_us_per_reading()})
+    }
+}
+
+/// The shape of a fan-out run.
+pub(crate) struct FanOutPlan<'a> {
+    /// Connections subscribed to the bench folder.
+    pub(crate) panels: usize,
+    /// Bench tags, all written by one writer...
+    pub(crate) tags: usize,
+    /// ...this many times a second.
+    pub(crate) rate: u32,
+    /// Before measuring, and how long to measure (`500ms`, `5s`).
+    pub(crate) warmup: &'a str,
+    pub(crate) duration: &'a str,
+}
+
+/// Runs `plan` against tserver at `addr` (process `tserver_pid`) with the `tclient` binary.
+pub(crate) fn fan_out(
+    tclient: &Path,
+    addr: &str,
+    tserver_pid: u32,
+    plan: &FanOutPlan<'_>,
+) -> anyhow::Result<FanOut> {
+    let FanOutPlan {
+        panels,
+        tags,
+        rate,
+        warmup,
+        duration,
+    } = *plan;
+    let owned = |args: &[&str]| -> Vec<String> { args.iter().map(|arg| (*arg).to_owned()).collect() };
+    let watchers = start_client(
+        tclient,
+        addr,
+        &owned(&[
+            "watch",
+            "-c",
+            &panels.to_string(),
+            "--folder",
+            BENCH_FOLDER,
+            "--max-rate",
+            "100",
+            "-d",
+            duration,
+            "--warmup",
+            warmup,
+        ]),
+    )?;
+    // The watchers subscribe during their warm-up; the writer runs a little past both ends.
+    std::thread::sleep(Duration::from_millis(300));
+    let total = humantime::parse_duration(warmup)? + humantime::parse_duration(duration)?;
+    let writer = start_client(
+        tclient,
+        addr,
+        &owned(&[
+            "write",
+            "-c",
+            "1",
+            "--rate",
+            &rate.to_string(),
+            "--tags",
+            &format!("{BENCH_FOLDER}.T*{tags}"),
+            "-d",
+            &humantime::format_duration(total).to_string(),
+            "--warmup",
+            "0s",
+        ]),
+    )?;
+    // CPU from the end of the watchers' warm-up to the end of their measurement.
+    std::thread::sleep(humantime::parse_duration(warmup)?);
+    let before = cpu_seconds(tserver_pid).unwrap_or(0.0);
+    let watch = finish(watchers, "watch")?;
+    let cpu = cpu_seconds(tserver_pid).unwrap_or(0.0) - before;
+    let write = finish(writer, "write")?;
+    Ok(FanOut {
+        watch,
+        write,
+        cpu_seconds: cpu,
+    })
+}
