@@ -138,6 +138,14 @@ async fn a_viewer_may_read_but_not_act_and_a_new_role_takes_effect_at_once() {
     let viewer = server.client().await;
     viewer.login("watcher", "pw").await.expect("logs in");
     assert_eq!(viewer.read_tags(&["Pump1.Mode"]).await.expect("reads").len(), 1);
+    let watching = viewer
+        .subscribe(service_client::SubscribeRequest {
+            names: vec!["Pump1.Mode".to_owned()],
+            ..service_client::SubscribeRequest::default()
+        })
+        .await
+        .expect("a viewer may subscribe");
+    assert_eq!(watching.initial().readings.len(), 1);
     let refused = viewer
         .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
         .await

@@ -91,6 +91,14 @@ async fn a_subscription_gives_current_readings_then_merged_changes_and_alarms() 
         .collect();
     assert_eq!(states, [("Tank1.Level.Hi", "active")]);
 
+    // The same updates as a stream.
+    number(&server, "Tank1.Level", 91.0);
+    let streamed = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("an update")
+        .expect("open");
+    assert_eq!(streamed.readings[0].value, Some(WireValue::Number(91.0)));
+
     // Unsubscribed, nothing more comes.
     assert!(subscription.unsubscribe().await.expect("answered"));
     let mut again = client

@@ -541,6 +541,18 @@ impl TagSubscription {
     }
 }
 
+/// The updates as a stream (what [`TagSubscription::next_update`] gives, one by one).
+impl futures::Stream for TagSubscription {
+    type Item = TagUpdate;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<TagUpdate>> {
+        self.updates.poll_recv(context)
+    }
+}
+
 fn lock_subscribed(
     subscribed: &Subscribed,
 ) -> std::sync::MutexGuard<'_, HashMap<u64, mpsc::UnboundedSender<TagUpdate>>> {

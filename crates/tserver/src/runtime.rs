@@ -18,7 +18,7 @@ use crate::historian::Historian;
 use crate::objects::{ObjectModel, TagValue};
 use crate::plant::{Plant, PlantReader};
 use crate::simulator::Simulator;
-use crate::solution::{RuntimeSettings, SolutionDb, SolutionError};
+use crate::solution::{AuditLog, RuntimeSettings, SolutionDb, SolutionError};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
 
 /// How often the simulator moves the plant.
@@ -38,6 +38,8 @@ pub struct Runtime {
     local_ai: LocalAi,
     /// The plant model revision loaded (or last tried); an import bumps the stored one.
     plant_revision: Arc<AtomicI64>,
+    /// Where writes and acknowledgements are audited, committed together.
+    audit: AuditLog,
 }
 
 impl Runtime {
@@ -58,6 +60,10 @@ impl Runtime {
             tools: Arc::clone(&tools),
         };
         let local_ai = LocalAi::new(Arc::new(view));
+        let audit = AuditLog::start(Arc::clone(&db)).map_err(|source| SolutionError::Thread {
+            what: "audit writer",
+            source,
+        })?;
         Ok(Self {
             db,
             settings,
@@ -66,12 +72,18 @@ impl Runtime {
             tools,
             local_ai,
             plant_revision: Arc::new(AtomicI64::new(revision)),
+            audit,
         })
     }
 
     /// The solution database.
     pub fn db(&self) -> &Arc<SolutionDb> {
         &self.db
+    }
+
+    /// The audit trail of writes and acknowledgements.
+    pub fn audit_log(&self) -> &AuditLog {
+        &self.audit
     }
 
     /// The runtime settings read when the solution was opened.

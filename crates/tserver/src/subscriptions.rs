@@ -191,22 +191,12 @@ fn alarm_state(alarm: &Alarm, status: &AlarmStatus) -> AlarmState {
 }
 
 /// The subscriptions of one connection, and the frames they send.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
     running: HashMap<u64, CancellationToken>,
-    sender: mpsc::Sender<ServerFrame>,
-    frames: mpsc::Receiver<ServerFrame>,
-}
-
-impl Default for Subscriptions {
-    fn default() -> Self {
-        let (sender, frames) = mpsc::channel(MAX_SUBSCRIPTIONS);
-        Self {
-            running: HashMap::new(),
-            sender,
-            frames,
-        }
-    }
+    /// Where the tasks send their frames. Made at the first subscription: most connections
+    /// never subscribe, and an idle channel still holds a block of frame slots.
+    frames: Option<(mpsc::Sender<ServerFrame>, mpsc::Receiver<ServerFrame>)>,
 }
 
 impl Subscriptions {
@@ -257,13 +247,16 @@ impl Subscriptions {
         let (readings, _, alarms) = watch.collect();
         let cancel = connection.child_token();
         self.running.insert(call_id, cancel.clone());
+        let (sender, _) = self
+            .frames
+            .get_or_insert_with(|| mpsc::channel(MAX_SUBSCRIPTIONS));
         let task = Subscription {
             call_id,
             watch,
             objects,
             plant: plant.clone(),
             interval: Duration::from_secs(1) / rate,
-            frames: self.sender.clone(),
+            frames: sender.clone(),
         };
         tokio::spawn(task.run(cancel));
         Ok(server_frame::Body::Subscribe(SubscribeReply { readings, alarms }))
@@ -284,8 +277,11 @@ impl Subscriptions {
     /// The next update frame of a subscription still running (a frame sent just before its
     /// Unsubscribe is dropped); pending while there is none.
     pub(crate) async fn next_frame(&mut self) -> Option<ServerFrame> {
+        let Some((_, frames)) = &mut self.frames else {
+            return std::future::pending().await;
+        };
         loop {
-            let frame = self.frames.recv().await?;
+            let frame = frames.recv().await?;
             if self.running.contains_key(&frame.call_id) {
                 return Some(frame);
             }

@@ -35,7 +35,7 @@ impl CallError {
     }
 }
 
-/// Records audit entries on the blocking pool (a database write, off the connection's task).
+/// Records audit entries (committed together with other calls' on the audit writer's thread).
 /// When they cannot be recorded, the error reply, starting with `refused` (what did not
 /// happen): an action is never taken unaudited.
 pub(crate) async fn record_audit(
@@ -43,16 +43,14 @@ pub(crate) async fn record_audit(
     entries: Vec<crate::solution::AuditEntry>,
     refused: &str,
 ) -> Result<(), server_frame::Body> {
-    let db = std::sync::Arc::clone(runtime.db());
-    let message = match tokio::task::spawn_blocking(move || db.record_audit(&entries)).await {
-        Ok(Ok(())) => return Ok(()),
-        Ok(Err(error)) => {
-            tracing::error!(%error, "{refused}: the audit could not be recorded");
-            format!("{refused}: the audit could not be recorded ({error})")
-        }
-        Err(_) => format!("{refused}: the audit failed"),
-    };
-    Err(CallError::new(ErrorCode::Internal, message).into_body())
+    runtime.audit_log().record(entries).await.map_err(|error| {
+        tracing::error!(%error, "{refused}: the audit could not be recorded");
+        CallError::new(
+            ErrorCode::Internal,
+            format!("{refused}: the audit could not be recorded ({error})"),
+        )
+        .into_body()
+    })
 }
 
 /// Client text quoted in an error, cut to a sane length.

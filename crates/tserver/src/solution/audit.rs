@@ -1,9 +1,11 @@
 //! The audit trail: every tag write and alarm acknowledgement a client asked for, who asked,
 //! from which connection, the value before and the value asked for, and what came of it.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::params;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{SolutionDb, SolutionError};
 
@@ -63,6 +65,11 @@ fn millis(time: SystemTime) -> i64 {
 impl SolutionDb {
     /// Records entries in one transaction: all of them, or (on an error) none.
     pub fn record_audit(&self, entries: &[AuditEntry]) -> Result<(), SolutionError> {
+        self.record_audit_batches(&[entries])
+    }
+
+    /// Records several callers' entries in one transaction (one commit, one sync to disk).
+    fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction()?;
         {
@@ -70,7 +77,7 @@ impl SolutionDb {
                 "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
-            for entry in entries {
+            for entry in batches.iter().flat_map(|batch| batch.iter()) {
                 insert.execute(params![
                     millis(entry.time),
                     entry.user,
@@ -114,5 +121,60 @@ impl SolutionDb {
                 })?
                 .collect()
         })
+    }
+}
+
+/// The most callers' entries committed together.
+const MAX_BATCHES_PER_COMMIT: usize = 256;
+
+/// One caller's entries and where its outcome goes.
+type AuditJob = (Vec<AuditEntry>, oneshot::Sender<Result<(), String>>);
+
+/// Audit entries from concurrent calls, committed together: a thread of its own takes every
+/// caller waiting and commits all their entries in one transaction (group commit), so calls in
+/// flight share one sync to disk instead of queuing for one each.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    jobs: mpsc::UnboundedSender<AuditJob>,
+}
+
+impl AuditLog {
+    /// Starts the writer thread; it ends when the last handle is dropped.
+    pub fn start(db: Arc<SolutionDb>) -> std::io::Result<Self> {
+        let (jobs, mut waiting) = mpsc::unbounded_channel::<AuditJob>();
+        std::thread::Builder::new()
+            .name("audit-writer".to_owned())
+            .spawn(move || {
+                while let Some(first) = waiting.blocking_recv() {
+                    let mut jobs = vec![first];
+                    while jobs.len() < MAX_BATCHES_PER_COMMIT {
+                        match waiting.try_recv() {
+                            Ok(job) => jobs.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    let batches: Vec<&[AuditEntry]> =
+                        jobs.iter().map(|(entries, _)| entries.as_slice()).collect();
+                    let outcome = db
+                        .record_audit_batches(&batches)
+                        .map_err(|error| error.to_string());
+                    for (_, reply) in jobs {
+                        let _ = reply.send(outcome.clone());
+                    }
+                }
+            })?;
+        Ok(Self { jobs })
+    }
+
+    /// Records `entries`, committed with whatever other calls are recording now; the error
+    /// says why they could not be.
+    pub async fn record(&self, entries: Vec<AuditEntry>) -> Result<(), String> {
+        let (reply, outcome) = oneshot::channel();
+        self.jobs
+            .send((entries, reply))
+            .map_err(|_| "the audit writer has stopped".to_owned())?;
+        outcome
+            .await
+            .unwrap_or_else(|_| Err("the audit writer stopped".to_owned()))
     }
 }

@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 pub(crate) use admin::hash_password as admin_hash_password;
 pub(crate) use admin::parse_bool;
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
-pub use audit::{AuditAction, AuditEntry};
+pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
 pub use secrets::{KEY_ENV, key_file};
@@ -123,6 +123,14 @@ pub enum SolutionError {
     /// The solution file was removed or replaced while serving: nothing more is written to it.
     #[error("{0}; nothing more is written to it (restart tserver on the file now at that path)")]
     FileLost(String),
+    /// A thread the solution needs (the audit writer) could not start.
+    #[error("cannot start the {what} thread: {source}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A stored tag definition is invalid.
     #[error("tag {name:?} is invalid: {reason}")]
     InvalidTag {
@@ -399,6 +407,22 @@ mod tests {
         );
         drop(db);
         SolutionDb::open(&path).expect("opens again without migrating twice");
+    }
+
+    #[test]
+    fn users_of_an_older_file_become_viewers() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file_at_version(dir.path(), 2, None);
+        Connection::open(&path)
+            .expect("opens")
+            .execute(
+                "INSERT INTO Users (Name, PasswordHash) VALUES ('shift', NULL)",
+                [],
+            )
+            .expect("a user of schema 2");
+        let db = SolutionDb::open(&path).expect("opens and upgrades");
+        let user = db.user("shift").expect("reads").expect("kept");
+        assert_eq!(user.role, Role::Viewer, "an upgrade gives nobody new powers");
     }
 
     #[test]
