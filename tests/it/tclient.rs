@@ -349,6 +349,14 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
         "{read}"
     );
     assert_eq!(lines[2], "Nope: unknown tag");
+    let pair = tclient(
+        &["--addr", &addr, "tags", "write", "Pump1.Mode", "Off"],
+        "",
+        false,
+    )
+    .await
+    .expect("NAME VALUE works too");
+    assert_eq!(pair, "Pump1.Mode: written\n");
     let refused = tclient(
         &["--addr", &addr, "tags", "write", "Pump1.MotorCurrent=3"],
         "",

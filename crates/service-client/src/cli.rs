@@ -82,10 +82,11 @@ pub enum TagsAction {
         #[arg(required = true)]
         names: Vec<String>,
     },
-    /// Write tags (an operator's login): NAME=VALUE, the value read as the tag's type.
+    /// Write tags (an operator's login): `NAME VALUE` pairs or `NAME=VALUE`, each value read
+    /// as its tag's type.
     Write {
-        /// `Pump1.Mode=Manual`, `Filter01.BackwashRequest=true`, `Pump1.SpeedSetpoint=75`.
-        #[arg(required = true)]
+        /// `Pump1.Mode Manual`, `Filter01.BackwashRequest=true`, `Pump1.SpeedSetpoint 75`.
+        #[arg(required = true, allow_hyphen_values = true)]
         assignments: Vec<String>,
     },
     /// Print tags as they change: each NAME a tag, each FOLDER every tag below it.
@@ -403,11 +404,17 @@ async fn watch_tags(
 /// after printing every outcome.
 async fn write_tags(client: &Client, assignments: &[String], output: &mut dyn Write) -> anyhow::Result<()> {
     let mut pairs = Vec::with_capacity(assignments.len());
-    for assignment in assignments {
-        let (name, value) = assignment
-            .split_once('=')
-            .with_context(|| format!("{assignment:?} is not NAME=VALUE"))?;
-        pairs.push((name.trim(), value));
+    let mut arguments = assignments.iter();
+    while let Some(argument) = arguments.next() {
+        match argument.split_once('=') {
+            Some((name, value)) => pairs.push((name.trim(), value)),
+            None => {
+                let value = arguments
+                    .next()
+                    .with_context(|| format!("{argument:?} has no value: write NAME VALUE or NAME=VALUE"))?;
+                pairs.push((argument.trim(), value.as_str()));
+            }
+        }
     }
     let names: Vec<&str> = pairs.iter().map(|(name, _)| *name).collect();
     let readings = client.read_tags(&names).await?;

@@ -344,7 +344,9 @@ impl Handler {
                         }
                         Some(Ok(Decoded::Message(frame))) => {
                             let span = self.login_span.clone();
-                            match self.dispatch(frame).instrument(span).await {
+                            // Boxed: the dispatch of any call is a large future, and an idle
+                            // connection should not carry room for it (per-connection memory).
+                            match Box::pin(self.dispatch(frame)).instrument(span).await {
                                 Ok(Some(close)) => return close,
                                 Ok(None) => Ok(()),
                                 Err(error) => Err(error),
