@@ -38,7 +38,7 @@ use std::ops::Range;
 pub use document::Format;
 pub use model::{
     AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
-    PlantInfo, PlantModel, SourceBinding, TagSpec, TagType,
+    PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
@@ -214,6 +214,12 @@ initial = 62
 min = 0
 max = 100
 source = { broker = "site", topic = "tank1/level" }
+
+[[tags]]
+name = "Tank1.Inflow"
+path = "Plant/Area1/Tank1/Inflow"
+type = "number"
+initial = 40
 simulate = { amplitude = 30, period = 1800, noise = 0.2 }
 
 [[alarms]]
@@ -222,6 +228,13 @@ tag = "Tank1.Level"
 condition = "HiHi"
 limit = 95
 priority = 900
+
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1:1883"
+root = "Riverside"
+password = "/secret:BrokerPassword"
+username = "tserver"
 "#;
 
     fn errors(text: &str, format: Format) -> Vec<String> {
@@ -245,7 +258,8 @@ priority = 900
                 "Pump1.Running",
                 "Pump2.MotorCurrent",
                 "Pump2.Running",
-                "Tank1.Level"
+                "Tank1.Level",
+                "Tank1.Inflow"
             ]
         );
         let current = &expanded.tags[0];
@@ -402,6 +416,29 @@ limit = 1
         assert_eq!(
             errors(&wrong, Format::Json),
             ["f:3:93: tags[0].max: expected a number, found a boolean"]
+        );
+    }
+
+    #[test]
+    fn sources_are_checked_and_tags_name_only_sources_that_exist() {
+        let model = read(PUMPS, Format::Toml, "pumps.toml").expect("valid");
+        let site = &model.sources[0];
+        assert_eq!(site.client_id(), "tserver-site");
+        assert_eq!(site.keep_alive, 30);
+        assert_eq!(site.topic_of("Plant/Area1/Tank1/Level"), "Riverside/Plant/Area1/Tank1/Level");
+        let bad = PUMPS
+            .replace("url = \"mqtt://127.0.0.1:1883\"", "url = \"http://broker\"")
+            .replace("password = \"/secret:BrokerPassword\"", "password = \"hunter2\"");
+        let found = errors(&bad, Format::Toml);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("sources[0].url: \"http://broker\" is not a broker address"), "{found:?}");
+        assert!(found[1].contains("sources[0].password: give a /secret:<Name> token"), "{found:?}");
+        assert!(!found[1].contains("hunter2"), "a password is never repeated");
+        let unknown = PUMPS.replace("broker = \"site\"", "broker = \"sit\"");
+        let found = errors(&unknown, Format::Toml);
+        assert!(
+            found[0].contains("names source \"sit\", which no [[sources]] entry defines (did you mean \"site\"?)"),
+            "{found:?}"
         );
     }
 

@@ -30,6 +30,74 @@ pub struct PlantModel {
     /// Alarms on any tag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms: Vec<AlarmSpec>,
+    /// Where live values come from: MQTT brokers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceSpec>,
+}
+
+fn default_keep_alive() -> u64 {
+    30
+}
+
+fn is_default_keep_alive(seconds: &u64) -> bool {
+    *seconds == default_keep_alive()
+}
+
+/// `[[sources]]`: an MQTT broker holding a Unified Namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// The name tags' `source = { broker = ... }` use.
+    pub name: String,
+    /// `mqtt://host:port` or `mqtts://host:port` (default ports 1883 and 8883).
+    pub url: String,
+    /// The MQTT client id (default: `tserver-<name>`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    /// The user name, if the broker wants one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub username: String,
+    /// The password, as a `/secret:<Name>` token (never in the clear).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub password: String,
+    /// A PEM file of the CA that signed the broker's certificate (`mqtts://`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ca_file: String,
+    /// Seconds between keep-alive pings.
+    #[serde(default = "default_keep_alive", skip_serializing_if = "is_default_keep_alive")]
+    pub keep_alive: u64,
+    /// The topic prefix of the tags' UNS paths: a tag at `Plant/Area1/Pump1/Current` is on
+    /// `<root>/Plant/Area1/Pump1/Current` unless it names its own topic.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub root: String,
+    /// Seconds without an update after which a tag of this source is Uncertain (0: never).
+    #[serde(default, skip_serializing_if = "is_zero_seconds")]
+    pub stale_after: u64,
+}
+
+fn is_zero_seconds(seconds: &u64) -> bool {
+    *seconds == 0
+}
+
+impl SourceSpec {
+    /// The client id, or its default.
+    pub fn client_id(&self) -> String {
+        if self.client_id.is_empty() {
+            format!("tserver-{}", self.name)
+        } else {
+            self.client_id.clone()
+        }
+    }
+
+    /// The topic a tag at `path` is on, unless it names its own.
+    pub fn topic_of(&self, path: &str) -> String {
+        let root = self.root.trim_matches('/');
+        if root.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{root}/{path}")
+        }
+    }
 }
 
 /// `[plant]`.
@@ -381,6 +449,8 @@ pub struct ExpandedPlant {
     pub tags: Vec<TagSpec>,
     /// Every alarm, equipment members included, in file order.
     pub alarms: Vec<AlarmSpec>,
+    /// The MQTT sources.
+    pub sources: Vec<SourceSpec>,
 }
 
 impl PlantModel {
@@ -420,6 +490,7 @@ impl PlantModel {
         }
         expanded.tags.extend(self.tags.iter().cloned());
         expanded.alarms.extend(self.alarms.iter().cloned());
+        expanded.sources = self.sources.clone();
         expanded
     }
 

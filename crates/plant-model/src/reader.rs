@@ -11,7 +11,7 @@ use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
     AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
-    SourceBinding, TagSpec, TagType,
+    SourceBinding, SourceSpec, TagSpec, TagType,
 };
 
 /// The longest name or path accepted.
@@ -284,9 +284,10 @@ impl<'t> Reader<'t> {
             reader.tag(node, path, false)
         });
         let alarms = self.list(&mut fields, "alarms", Self::alarm);
+        let sources = self.list(&mut fields, "sources", Self::source_spec);
         self.done(
             fields,
-            &["plant", "folders", "types", "equipment", "tags", "alarms"],
+            &["plant", "folders", "types", "equipment", "tags", "alarms", "sources"],
         );
         Some(PlantModel {
             plant,
@@ -295,6 +296,7 @@ impl<'t> Reader<'t> {
             equipment,
             tags,
             alarms,
+            sources,
         })
     }
 
@@ -487,6 +489,95 @@ impl<'t> Reader<'t> {
             broker: broker?,
             topic,
         })
+    }
+
+    fn source_spec(&mut self, node: &Node, path: &str) -> Option<SourceSpec> {
+        let mut fields = self.table(node, path)?;
+        let name = self.name(&mut fields, "name");
+        let url_span = span_of(&fields, "url");
+        let url = self.required_string(&mut fields, "url");
+        if let Some(url) = &url {
+            let scheme_ok = url.starts_with("mqtt://") || url.starts_with("mqtts://");
+            let host = url.split_once("://").map_or("", |(_, rest)| rest.trim_end_matches('/'));
+            if !scheme_ok || host.is_empty() || host.contains('/') || host.contains('@') {
+                self.error(
+                    url_span.unwrap_or_else(|| fields.span.clone()),
+                    fields.field("url"),
+                    format!(
+                        "{url:?} is not a broker address: mqtt://host[:port] or mqtts://host[:port], \
+                         credentials in username and password"
+                    ),
+                );
+            }
+        }
+        let client_id = self.string(&mut fields, "client_id").unwrap_or_default();
+        let username = self.string(&mut fields, "username").unwrap_or_default();
+        let password_span = span_of(&fields, "password");
+        let password = self.string(&mut fields, "password").unwrap_or_default();
+        if !password.is_empty() && !password.starts_with("/secret:") {
+            self.error(
+                password_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("password"),
+                "give a /secret:<Name> token (tserver secrets PATH set <Name>), never the password itself",
+            );
+        }
+        let ca_file = self.string(&mut fields, "ca_file").unwrap_or_default();
+        let keep_alive = self.seconds(&mut fields, "keep_alive", 5..=3600, 30);
+        let root = self.string(&mut fields, "root").unwrap_or_default();
+        let stale_after = self.seconds(&mut fields, "stale_after", 0..=86_400, 0);
+        self.done(
+            fields,
+            &[
+                "name",
+                "url",
+                "client_id",
+                "username",
+                "password",
+                "ca_file",
+                "keep_alive",
+                "root",
+                "stale_after",
+            ],
+        );
+        Some(SourceSpec {
+            name: name?,
+            url: url?,
+            client_id,
+            username,
+            password,
+            ca_file,
+            keep_alive: keep_alive?,
+            root,
+            stale_after: stale_after?,
+        })
+    }
+
+    /// A whole number of seconds within `range`, `default` when absent.
+    fn seconds(
+        &mut self,
+        fields: &mut Fields<'_>,
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+        default: u64,
+    ) -> Option<u64> {
+        let Some(node) = fields.get(key) else {
+            return Some(default);
+        };
+        match node.value {
+            Value::Integer(seconds) if range.contains(&seconds) => u64::try_from(seconds).ok(),
+            _ => {
+                self.error(
+                    node.span.clone(),
+                    fields.field(key),
+                    format!(
+                        "must be a whole number of seconds from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
+        }
     }
 
     fn motion(&mut self, node: &Node, path: &str) -> Option<Motion> {
@@ -686,6 +777,15 @@ impl<'t> Reader<'t> {
             limits,
         })
     }
+}
+
+/// Where the value of `key` was written, if it was.
+fn span_of(fields: &Fields<'_>, key: &str) -> Option<Range<usize>> {
+    fields
+        .entries
+        .iter()
+        .find(|(entry, _)| entry.name == key)
+        .map(|(_, node)| node.span.clone())
 }
 
 /// `x`, or nothing for an open end.
@@ -1024,6 +1124,44 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
                     reader.error(span, format!("{field}.condition"), problem);
                 }
             }
+        }
+    }
+    let mut source_names: HashMap<String, usize> = HashMap::new();
+    for (index, source) in model.sources.iter().enumerate() {
+        if source_names.insert(source.name.to_ascii_lowercase(), index).is_some() {
+            reader.error(
+                places.span("sources", index, "name"),
+                format!("sources[{index}].name"),
+                format!("two sources named {:?}", source.name),
+            );
+        }
+    }
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        let Some(binding) = &tag.source else { continue };
+        let (span, field) = origin_of_tag(position);
+        if !model.sources.iter().any(|source| source.name == binding.broker) {
+            let known: Vec<&str> = model.sources.iter().map(|source| source.name.as_str()).collect();
+            let hint = nearest(&binding.broker, &known)
+                .map(|near| format!(" (did you mean {near:?}?)"))
+                .unwrap_or_default();
+            reader.error(
+                span.clone(),
+                field.clone(),
+                format!(
+                    "tag {:?} names source {:?}, which no [[sources]] entry defines{hint}",
+                    tag.name, binding.broker
+                ),
+            );
+        }
+        if tag.simulate.is_some() {
+            reader.error(
+                span,
+                field,
+                format!(
+                    "tag {:?} has a source and a simulation: its values come from one or the other",
+                    tag.name
+                ),
+            );
         }
     }
     let mut folder_paths: HashMap<String, usize> = HashMap::new();

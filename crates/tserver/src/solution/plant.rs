@@ -488,9 +488,11 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
+    // The sources live in the stored model only (`plant_model`).
     Ok(Ok(ExpandedPlant {
         folders,
         tags,
         alarms,
+        sources: Vec::new(),
     }))
 }
