@@ -425,19 +425,30 @@ limit = 1
         let site = &model.sources[0];
         assert_eq!(site.client_id(), "tserver-site");
         assert_eq!(site.keep_alive, 30);
-        assert_eq!(site.topic_of("Plant/Area1/Tank1/Level"), "Riverside/Plant/Area1/Tank1/Level");
+        assert_eq!(
+            site.topic_of("Plant/Area1/Tank1/Level"),
+            "Riverside/Plant/Area1/Tank1/Level"
+        );
         let bad = PUMPS
             .replace("url = \"mqtt://127.0.0.1:1883\"", "url = \"http://broker\"")
             .replace("password = \"/secret:BrokerPassword\"", "password = \"hunter2\"");
         let found = errors(&bad, Format::Toml);
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].contains("sources[0].url: \"http://broker\" is not a broker address"), "{found:?}");
-        assert!(found[1].contains("sources[0].password: give a /secret:<Name> token"), "{found:?}");
+        assert!(
+            found[0].contains("sources[0].url: \"http://broker\" is not a broker address"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].contains("sources[0].password: give a /secret:<Name> token"),
+            "{found:?}"
+        );
         assert!(!found[1].contains("hunter2"), "a password is never repeated");
         let unknown = PUMPS.replace("broker = \"site\"", "broker = \"sit\"");
         let found = errors(&unknown, Format::Toml);
         assert!(
-            found[0].contains("names source \"sit\", which no [[sources]] entry defines (did you mean \"site\"?)"),
+            found[0].contains(
+                "names source \"sit\", which no [[sources]] entry defines (did you mean \"site\"?)"
+            ),
             "{found:?}"
         );
     }

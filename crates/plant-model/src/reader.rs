@@ -287,7 +287,15 @@ impl<'t> Reader<'t> {
         let sources = self.list(&mut fields, "sources", Self::source_spec);
         self.done(
             fields,
-            &["plant", "folders", "types", "equipment", "tags", "alarms", "sources"],
+            &[
+                "plant",
+                "folders",
+                "types",
+                "equipment",
+                "tags",
+                "alarms",
+                "sources",
+            ],
         );
         Some(PlantModel {
             plant,
@@ -498,7 +506,9 @@ impl<'t> Reader<'t> {
         let url = self.required_string(&mut fields, "url");
         if let Some(url) = &url {
             let scheme_ok = url.starts_with("mqtt://") || url.starts_with("mqtts://");
-            let host = url.split_once("://").map_or("", |(_, rest)| rest.trim_end_matches('/'));
+            let host = url
+                .split_once("://")
+                .map_or("", |(_, rest)| rest.trim_end_matches('/'));
             if !scheme_ok || host.is_empty() || host.contains('/') || host.contains('@') {
                 self.error(
                     url_span.unwrap_or_else(|| fields.span.clone()),
@@ -1128,7 +1138,10 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut source_names: HashMap<String, usize> = HashMap::new();
     for (index, source) in model.sources.iter().enumerate() {
-        if source_names.insert(source.name.to_ascii_lowercase(), index).is_some() {
+        if source_names
+            .insert(source.name.to_ascii_lowercase(), index)
+            .is_some()
+        {
             reader.error(
                 places.span("sources", index, "name"),
                 format!("sources[{index}].name"),

@@ -349,6 +349,12 @@ pub async fn serve_on(
         simulator = simulate,
         "solution loaded"
     );
+    let sources = runtime
+        .start_sources(&shutdown)
+        .context("cannot start the plant's MQTT sources")?;
+    if sources > 0 {
+        tracing::info!(sources, "MQTT sources started");
+    }
     let background = tokio::spawn({
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();

@@ -27,6 +27,7 @@ mod log_text;
 mod plant;
 mod runtime;
 mod server;
+mod sources;
 mod subscriptions;
 mod throttle;
 mod waiting;
@@ -35,6 +36,7 @@ pub use config::ServerConfig;
 pub use plant::Plant;
 pub use runtime::{Runtime, Toolkit};
 pub use server::{Server, ServerError};
+pub use sources::SourceStatus;
 pub use throttle::LoginThrottleConfig;
 
 /// The product version reported in `HelloReply.server_version`.

@@ -40,6 +40,8 @@ pub struct Runtime {
     plant_revision: Arc<AtomicI64>,
     /// Where writes and acknowledgements are audited, committed together.
     audit: AuditLog,
+    /// What the MQTT sources have done.
+    sources: crate::sources::SourceBoard,
 }
 
 impl Runtime {
@@ -73,12 +75,24 @@ impl Runtime {
             local_ai,
             plant_revision: Arc::new(AtomicI64::new(revision)),
             audit,
+            sources: crate::sources::SourceBoard::default(),
         })
     }
 
     /// The solution database.
     pub fn db(&self) -> &Arc<SolutionDb> {
         &self.db
+    }
+
+    /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
+    /// returns how many it started. Call once, when serving starts.
+    pub fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
+        crate::sources::start(&self.db, &self.plant, &self.sources, shutdown)
+    }
+
+    /// Each MQTT source's connection state and counts.
+    pub fn source_statuses(&self) -> Vec<crate::SourceStatus> {
+        self.sources.statuses()
     }
 
     /// The audit trail of writes and acknowledgements.
