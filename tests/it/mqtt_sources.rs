@@ -58,6 +58,15 @@ async fn until(runtime: &Runtime, tag: &str, wanted: impl Fn(&TagValue, Quality)
     }
 }
 
+/// Waits until the source is connected.
+async fn until_connected(runtime: &Runtime) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !runtime.source_statuses()[0].connected {
+        assert!(Instant::now() < deadline, "the source did not connect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn level_topic(tank: u8) -> String {
     format!("{ROOT}/Plant/Area{tank}/Tank{tank}/Level")
 }
@@ -144,11 +153,7 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
         "was Bad before any value",
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !runtime.source_statuses()[0].connected {
-        assert!(Instant::now() < deadline, "the source never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_connected(&runtime).await;
     publisher.publish(&level_topic(2), "42", false).await;
     until(
         &runtime,
@@ -182,11 +187,7 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
     assert!(!runtime.source_statuses()[0].connected);
 
     broker.resume();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !runtime.source_statuses()[0].connected {
-        assert!(Instant::now() < deadline, "the source did not reconnect");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_connected(&runtime).await;
     let publisher = Publisher::connect(broker.port).await;
     publisher.publish(&level_topic(2), "43", false).await;
     until(
