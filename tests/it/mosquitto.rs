@@ -10,6 +10,7 @@ use rumqttc::{AsyncClient, MqttOptions, QoS};
 
 /// Where Debian's package puts the broker.
 const MOSQUITTO: &str = "/usr/sbin/mosquitto";
+const MOSQUITTO_PASSWD: &str = "/usr/bin/mosquitto_passwd";
 
 /// A broker process of this test.
 pub(crate) struct Mosquitto {
@@ -20,9 +21,23 @@ pub(crate) struct Mosquitto {
     _dir: tempfile::TempDir,
 }
 
+/// How a test's broker is set up beyond a plain anonymous listener.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerOptions {
+    /// Only this user, with this password, may connect.
+    pub(crate) user: Option<(String, String)>,
+    /// TLS with this CA, server certificate and key (PEM texts).
+    pub(crate) tls: Option<(String, String, String)>,
+}
+
 impl Mosquitto {
     /// Starts a broker on a free loopback port.
     pub(crate) fn start() -> Self {
+        Self::start_with(BrokerOptions::default())
+    }
+
+    /// Starts a broker with `options` on a free loopback port.
+    pub(crate) fn start_with(options: BrokerOptions) -> Self {
         assert!(
             std::path::Path::new(MOSQUITTO).exists(),
             "{MOSQUITTO} is missing: install the broker with `apt-get install -y mosquitto` (.ci/run does)"
@@ -33,11 +48,36 @@ impl Mosquitto {
             .port();
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mosquitto.conf");
-        std::fs::write(
-            &config,
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest none\n"),
-        )
-        .expect("writes the config");
+        let mut text = format!("listener {port} 127.0.0.1\npersistence false\nlog_dest none\n");
+        match &options.user {
+            None => text.push_str("allow_anonymous true\n"),
+            Some((user, password)) => {
+                let file = dir.path().join("passwords");
+                let made = Command::new(MOSQUITTO_PASSWD)
+                    .args(["-c", "-b"])
+                    .arg(&file)
+                    .args([user, password])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .expect("mosquitto_passwd runs (it comes with the mosquitto package)");
+                assert!(made.success(), "mosquitto_passwd made the password file");
+                text.push_str(&format!(
+                    "allow_anonymous false\npassword_file {}\n",
+                    file.display()
+                ));
+            }
+        }
+        if let Some((ca, certificate, key)) = &options.tls {
+            for (name, pem) in [("ca.pem", ca), ("cert.pem", certificate), ("key.pem", key)] {
+                std::fs::write(dir.path().join(name), pem).expect("writes PEM");
+            }
+            text.push_str(&format!(
+                "cafile {0}/ca.pem\ncertfile {0}/cert.pem\nkeyfile {0}/key.pem\n",
+                dir.path().display()
+            ));
+        }
+        std::fs::write(&config, text).expect("writes the config");
         let mut broker = Self {
             child: None,
             port,
@@ -90,25 +130,60 @@ impl Drop for Mosquitto {
     }
 }
 
-/// A publisher: a real MQTT client whose event loop runs in a task of its own.
+/// A field-side client: a real MQTT client whose event loop runs in a task of its own,
+/// handing the messages of its subscriptions to the test.
 pub(crate) struct Publisher {
     client: AsyncClient,
-    _events: tokio::task::JoinHandle<()>,
+    received: tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>)>,
+    events: tokio::task::JoinHandle<()>,
 }
 
 impl Publisher {
     pub(crate) async fn connect(port: u16) -> Self {
+        Self::connect_with_will(port, None).await
+    }
+
+    /// Connects leaving `will` (topic, payload) for the broker to publish if the connection
+    /// drops without a goodbye.
+    pub(crate) async fn connect_with_will(port: u16, will: Option<(String, Vec<u8>)>) -> Self {
         let mut options = MqttOptions::new(
             format!("test-publisher-{}", uuid::Uuid::new_v4().simple()),
             "127.0.0.1",
             port,
         );
         options.set_keep_alive(Duration::from_secs(5));
+        options.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+        if let Some((topic, payload)) = will {
+            options.set_last_will(rumqttc::LastWill::new(topic, payload, QoS::AtLeastOnce, false));
+        }
         let (client, mut events) = AsyncClient::new(options, 1024);
-        let events = tokio::spawn(async move { while events.poll().await.is_ok() {} });
+        let (deliver, received) = tokio::sync::mpsc::unbounded_channel();
+        let (connected, is_connected) = tokio::sync::oneshot::channel();
+        let events = tokio::spawn(async move {
+            let mut connected = Some(connected);
+            loop {
+                match events.poll().await {
+                    Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_))) => {
+                        if let Some(connected) = connected.take() {
+                            let _ = connected.send(());
+                        }
+                    }
+                    Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(message))) => {
+                        let _ = deliver.send((message.topic.clone(), message.payload.to_vec()));
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), is_connected)
+            .await
+            .expect("the test client connects within 10 s")
+            .expect("the test client connects");
         Self {
             client,
-            _events: events,
+            received,
+            events,
         }
     }
 
@@ -118,5 +193,40 @@ impl Publisher {
             .publish(topic, QoS::AtLeastOnce, retain, payload.into())
             .await
             .expect("queued for the broker");
+    }
+
+    /// Subscribes to `filter` and waits until the broker has it.
+    pub(crate) async fn subscribe(&mut self, filter: &str) {
+        self.client
+            .subscribe(filter, QoS::AtLeastOnce)
+            .await
+            .expect("queued for the broker");
+        // A round trip through the broker: our own message on a private topic comes back
+        // only after the subscription before it is in place.
+        let marker = format!("test-marker/{}", uuid::Uuid::new_v4().simple());
+        self.client
+            .subscribe(&marker, QoS::AtLeastOnce)
+            .await
+            .expect("queued");
+        self.publish(&marker, "", false).await;
+        loop {
+            let (topic, _) = self.next().await;
+            if topic == marker {
+                return;
+            }
+        }
+    }
+
+    /// The next message of the subscriptions, within 15 s.
+    pub(crate) async fn next(&mut self) -> (String, Vec<u8>) {
+        tokio::time::timeout(Duration::from_secs(15), self.received.recv())
+            .await
+            .expect("a message within 15 s")
+            .expect("the client is running")
+    }
+
+    /// Drops the connection without a goodbye, so the broker publishes the will.
+    pub(crate) fn vanish(self) {
+        self.events.abort();
     }
 }

@@ -4,33 +4,25 @@
 
 use std::time::{Duration, Instant};
 
+use service_client::{TagWrite, WriteValue};
 use tokio_util::sync::CancellationToken;
-use tserver::Runtime;
 use tserver::objects::{Quality, TagValue};
+use tserver::{Runtime, ServerConfig};
 
-use crate::mosquitto::{Mosquitto, Publisher};
-use crate::support::{Solution, admin};
+use crate::mosquitto::{BrokerOptions, Mosquitto, Publisher};
+use crate::support::{Solution, TestServer, admin};
 
-const ROOT: &str = "Riverside";
+pub(crate) const ROOT: &str = "Riverside";
 
-/// The demo plant with Tank1.Level and Tank2.Level fed by the broker (their motions dropped).
-fn solution_fed_by(broker: &Mosquitto) -> Solution {
+/// The demo plant with source `site` on `url` (its root [`ROOT`]), edited by `edit`.
+pub(crate) fn plant_with(url: &str, edit: impl FnOnce(&mut plant_model::PlantModel)) -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let exported = admin(&["plant", &path, "export"], "");
     let mut model = plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads");
-    for tag in &mut model.tags {
-        if tag.name == "Tank1.Level" || tag.name == "Tank2.Level" {
-            tag.simulate = None;
-            tag.source = Some(plant_model::SourceBinding {
-                broker: "site".to_owned(),
-                topic: None,
-            });
-        }
-    }
     model.sources.push(plant_model::SourceSpec {
         name: "site".to_owned(),
-        url: broker.url(),
+        url: url.to_owned(),
         client_id: String::new(),
         username: String::new(),
         password: String::new(),
@@ -39,14 +31,51 @@ fn solution_fed_by(broker: &Mosquitto) -> Solution {
         root: ROOT.to_owned(),
         stale_after: 0,
     });
+    edit(&mut model);
     let file = solution.path.with_file_name("fed.toml");
     std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
     admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
     solution
 }
 
+/// Binds tag `name` to `binding` (dropping its motion).
+pub(crate) fn bind(model: &mut plant_model::PlantModel, name: &str, binding: plant_model::SourceBinding) {
+    let tag = model
+        .tags
+        .iter_mut()
+        .find(|tag| tag.name == name)
+        .expect("a demo tag");
+    tag.simulate = None;
+    tag.source = Some(binding);
+}
+
+/// Feeds `name` from its UNS topic on source `site`.
+fn uns(model: &mut plant_model::PlantModel, name: &str) {
+    bind(
+        model,
+        name,
+        plant_model::SourceBinding {
+            broker: "site".to_owned(),
+            ..plant_model::SourceBinding::default()
+        },
+    );
+}
+
+/// The demo plant with Tank1.Level and Tank2.Level fed by the broker (their motions dropped).
+fn solution_fed_by(broker: &Mosquitto) -> Solution {
+    plant_with(&broker.url(), |model| {
+        uns(model, "Tank1.Level");
+        uns(model, "Tank2.Level");
+    })
+}
+
 /// Waits until `tag` reads as `wanted`.
-async fn until(runtime: &Runtime, tag: &str, wanted: impl Fn(&TagValue, Quality) -> bool, what: &str) {
+pub(crate) async fn until(
+    runtime: &Runtime,
+    tag: &str,
+    wanted: impl Fn(&TagValue, Quality) -> bool,
+    what: &str,
+) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let sample = runtime.objects().tag(tag).expect("in the plant").current();
@@ -59,7 +88,7 @@ async fn until(runtime: &Runtime, tag: &str, wanted: impl Fn(&TagValue, Quality)
 }
 
 /// Waits until the source is connected.
-async fn until_connected(runtime: &Runtime) {
+pub(crate) async fn until_connected(runtime: &Runtime) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !runtime.source_statuses()[0].connected {
         assert!(Instant::now() < deadline, "the source did not connect");
@@ -197,5 +226,364 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
         "recovered",
     )
     .await;
+    shutdown.cancel();
+}
+
+/// Waits until the source's status satisfies `wanted`.
+async fn until_status(runtime: &Runtime, wanted: impl Fn(&tserver::SourceStatus) -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = runtime.source_statuses().remove(0);
+        if wanted(&status) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the source never {what}: {status:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_back() {
+    let mut broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        uns(model, "Tank1.Level");
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                tag.writable = true;
+            }
+        }
+    });
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let shutdown = CancellationToken::new();
+    server.runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&server.runtime).await;
+    let mut field = Publisher::connect(broker.port).await;
+    let command = format!("{}/set", level_topic(1));
+    field.subscribe(&command).await;
+    field.publish(&level_topic(1), "50", false).await;
+    until(
+        &server.runtime,
+        "Tank1.Level",
+        |value, _| *value == TagValue::Number(50.0),
+        "took 50",
+    )
+    .await;
+
+    let client = server.guest().await;
+    let written = client
+        .write_tags(vec![TagWrite {
+            name: "Tank1.Level".to_owned(),
+            value: Some(WriteValue::Number(70.5)),
+        }])
+        .await
+        .expect("answered");
+    assert_eq!(written[0].error, "", "published to the field");
+    let (topic, payload) = field.next().await;
+    assert_eq!(
+        (topic.as_str(), payload.as_slice()),
+        (command.as_str(), b"70.5".as_slice())
+    );
+    assert_eq!(
+        server
+            .runtime
+            .objects()
+            .tag("Tank1.Level")
+            .expect("tag")
+            .current()
+            .value,
+        TagValue::Number(50.0),
+        "not shown before the field reports it"
+    );
+    // The field simulator echoes the command as its new value.
+    field.publish(&level_topic(1), payload, false).await;
+    until(
+        &server.runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(70.5) && quality == Quality::GOOD,
+        "showed the value the field reported",
+    )
+    .await;
+    assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+
+    broker.stop();
+    until_status(&server.runtime, |status| !status.connected, "saw the broker go").await;
+    let refused = client
+        .write_tags(vec![TagWrite {
+            name: "Tank1.Level".to_owned(),
+            value: Some(WriteValue::Number(10.0)),
+        }])
+        .await
+        .expect("answered");
+    assert!(
+        refused[0]
+            .error
+            .contains("not connected to its broker; nothing was written"),
+        "{refused:?}"
+    );
+    shutdown.cancel();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_value_not_updated_within_stale_after_turns_uncertain_and_the_tools_say_so() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        uns(model, "Tank2.Level");
+        model.sources[0].stale_after = 1;
+    });
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    let publisher = Publisher::connect(broker.port).await;
+    publisher.publish(&level_topic(2), "41", false).await;
+    until(
+        &runtime,
+        "Tank2.Level",
+        |value, quality| *value == TagValue::Number(41.0) && quality == Quality::GOOD,
+        "took 41",
+    )
+    .await;
+    let good = runtime.objects().tag("Tank2.Level").expect("tag").current();
+    until(
+        &runtime,
+        "Tank2.Level",
+        |_, quality| quality == Quality::UNCERTAIN,
+        "went stale",
+    )
+    .await;
+    let stale = runtime.objects().tag("Tank2.Level").expect("tag").current();
+    assert_eq!(
+        (&stale.value, stale.timestamp),
+        (&good.value, good.timestamp),
+        "the last value and its time stay"
+    );
+    let reading = crate::runtime_tools::call(
+        &runtime,
+        "runtime_get_value",
+        serde_json::json!({"tag": "Tank2.Level"}),
+    )
+    .await
+    .expect("reads");
+    assert_eq!(reading["quality"], "Uncertain", "{reading}");
+    assert!(
+        reading["note"]
+            .as_str()
+            .is_some_and(|note| note.contains("possibly stale")),
+        "{reading}"
+    );
+    publisher.publish(&level_topic(2), "42", false).await;
+    until(
+        &runtime,
+        "Tank2.Level",
+        |value, quality| *value == TagValue::Number(42.0) && quality == Quality::GOOD,
+        "was current again",
+    )
+    .await;
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn huge_payloads_binary_junk_and_a_topic_flood_are_counted_and_never_stall_the_source() {
+    let broker = Mosquitto::start();
+    let solution = solution_fed_by(&broker);
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    let publisher = Publisher::connect(broker.port).await;
+    // Read and refused: over the UNS limit (64 KiB), and not text.
+    publisher
+        .publish(&level_topic(1), vec![b'1'; 200 * 1024], false)
+        .await;
+    publisher
+        .publish(&level_topic(1), vec![0xff, 0xfe, 0x00], false)
+        .await;
+    // Over the connection's packet limit: the broker drops it for this client.
+    publisher
+        .publish(&level_topic(1), vec![b'1'; 3 * 1024 * 1024], false)
+        .await;
+    const FLOOD: u64 = 5_000;
+    for index in 0..FLOOD {
+        publisher
+            .publish(&format!("{ROOT}/Plant/Flood/T{}", index % 500), "1", false)
+            .await;
+    }
+    publisher.publish(&level_topic(1), "12.5", false).await;
+    until(
+        &runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(12.5) && quality == Quality::GOOD,
+        "took the value after the flood",
+    )
+    .await;
+    until_status(
+        &runtime,
+        |status| status.errors.get("unbound") == Some(&FLOOD),
+        "counted the flood",
+    )
+    .await;
+    let status = runtime.source_statuses().remove(0);
+    assert_eq!(status.errors.get("too_large"), Some(&1), "{status:?}");
+    assert_eq!(status.errors.get("not_text"), Some(&1), "{status:?}");
+    assert_eq!(
+        status.errors.get("connection"),
+        None,
+        "the connection never dropped: {status:?}"
+    );
+    assert!(status.connected);
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn broker_credentials_come_from_a_secret_and_a_wrong_one_is_refused_without_being_shown() {
+    const PASSWORD: &str = "broker-pw-7f3a9c";
+    let broker = Mosquitto::start_with(BrokerOptions {
+        user: Some(("plant".to_owned(), PASSWORD.to_owned())),
+        tls: None,
+    });
+    let solution = plant_with(&broker.url(), |model| {
+        uns(model, "Tank1.Level");
+        model.sources[0].username = "plant".to_owned();
+        model.sources[0].password = "/secret:BrokerPassword".to_owned();
+    });
+    let path = solution.path.to_str().expect("utf-8");
+    admin(
+        &["secrets", path, "set", "BrokerPassword"],
+        &format!("{PASSWORD}\n"),
+    );
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    shutdown.cancel();
+
+    admin(&["secrets", path, "set", "BrokerPassword"], "not-the-password\n");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_status(
+        &runtime,
+        |status| status.errors.get("connection").is_some(),
+        "was refused",
+    )
+    .await;
+    let status = runtime.source_statuses().remove(0);
+    assert!(!status.connected);
+    let shown = format!("{status:?}");
+    assert!(
+        !shown.contains("not-the-password") && !shown.contains(PASSWORD),
+        "{shown}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn tls_to_the_broker_checks_its_certificate_against_the_sources_ca_file() {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Test Broker CA");
+    let ca = ca_params.self_signed(&ca_key).expect("CA");
+    let server_key = rcgen::KeyPair::generate().expect("key");
+    let server_params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let server = server_params.signed_by(&server_key, &issuer).expect("signed");
+    let broker = Mosquitto::start_with(BrokerOptions {
+        user: None,
+        tls: Some((ca.pem(), server.pem(), server_key.serialize_pem())),
+    });
+    let dir = tempfile::tempdir().expect("dir");
+    let ca_file = dir.path().join("broker-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).expect("writes");
+    let url = format!("mqtts://localhost:{}", broker.port);
+    let solution = plant_with(&url, |model| {
+        uns(model, "Tank1.Level");
+        model.sources[0].ca_file = ca_file.to_str().expect("utf-8").to_owned();
+    });
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    shutdown.cancel();
+
+    // A CA that did not sign the broker's certificate: refused, and said why.
+    let other_key = rcgen::KeyPair::generate().expect("key");
+    let other = ca_params.self_signed(&other_key).expect("CA");
+    std::fs::write(&ca_file, other.pem()).expect("writes");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_status(
+        &runtime,
+        |status| status.errors.get("connection").is_some(),
+        "was refused",
+    )
+    .await;
+    let status = runtime.source_statuses().remove(0);
+    assert!(!status.connected);
+    let (_, reason) = status.last_error.expect("a reason");
+    assert!(
+        reason.contains("certificate") || reason.contains("TLS"),
+        "{reason}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_thousand_tags_take_their_values_live() {
+    const TAGS: usize = 1_000;
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        let template = model
+            .tags
+            .iter()
+            .find(|tag| tag.name == "Tank2.Level")
+            .expect("a demo tag")
+            .clone();
+        for index in 0..TAGS {
+            let mut tag = template.clone();
+            tag.name = format!("Bulk.T{index:04}");
+            tag.path = format!("Plant/Bulk/T{index:04}");
+            tag.min = None;
+            tag.max = None;
+            tag.simulate = None;
+            tag.history = false;
+            tag.source = Some(plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                ..plant_model::SourceBinding::default()
+            });
+            model.tags.push(tag);
+        }
+    });
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    let publisher = Publisher::connect(broker.port).await;
+    for index in 0..TAGS {
+        publisher
+            .publish(
+                &format!("{ROOT}/Plant/Bulk/T{index:04}"),
+                index.to_string(),
+                false,
+            )
+            .await;
+    }
+    until_status(&runtime, |status| status.messages >= TAGS as u64, "read them all").await;
+    let objects = runtime.objects();
+    for index in 0..TAGS {
+        let sample = objects.tag(&format!("Bulk.T{index:04}")).expect("tag").current();
+        #[expect(clippy::cast_precision_loss, reason = "small test numbers")]
+        let wanted = TagValue::Number(index as f64);
+        assert_eq!(
+            (sample.value.clone(), sample.quality),
+            (wanted, Quality::GOOD),
+            "Bulk.T{index:04}"
+        );
+    }
+    assert_eq!(runtime.source_statuses()[0].tags, TAGS);
     shutdown.cancel();
 }

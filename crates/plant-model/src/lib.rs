@@ -454,6 +454,57 @@ limit = 1
     }
 
     #[test]
+    fn sparkplug_bindings_name_a_node_or_device_and_a_metric() {
+        let sparkplug = PUMPS.replace(
+            "source = { broker = \"site\", topic = \"tank1/level\" }",
+            "source = { broker = \"site\", sparkplug = \"Riverside/Edge1/Tank1\", metric = \"Level\" }",
+        );
+        let model = read(&sparkplug, Format::Toml, "f").expect("valid");
+        let binding = model.tags[0].source.as_ref().expect("bound");
+        assert_eq!(
+            binding.sparkplug_target(),
+            Some(("Riverside", "Edge1", Some("Tank1")))
+        );
+        assert_eq!(
+            read(&model.to_toml().expect("writes"), Format::Toml, "f").expect("reads back"),
+            model
+        );
+        let cases = [
+            (
+                "sparkplug = \"Riverside\", metric = \"Level\"",
+                "tags[0].source.sparkplug: \"Riverside\" is not an edge node or device",
+            ),
+            (
+                "sparkplug = \"Riverside/Edge1\"",
+                "tags[0].source.metric: is required",
+            ),
+            (
+                "metric = \"Level\"",
+                "tags[0].source.metric: metric names a Sparkplug B metric",
+            ),
+            (
+                "sparkplug = \"A/B\", metric = \"Level\", topic = \"x\"",
+                "tags[0].source.topic: a Sparkplug metric has no topic of its own",
+            ),
+            (
+                "topic = \"Riverside/+/Level\"",
+                "tags[0].source.topic: \"Riverside/+/Level\" is not a topic",
+            ),
+        ];
+        for (fields, wanted) in cases {
+            let text = PUMPS.replace(
+                "source = { broker = \"site\", topic = \"tank1/level\" }",
+                &format!("source = {{ broker = \"site\", {fields} }}"),
+            );
+            let found = errors(&text, Format::Toml);
+            assert!(
+                found.iter().any(|error| error.contains(wanted)),
+                "{fields}: {found:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_huge_file_is_refused_before_it_is_parsed() {
         let huge = "#".repeat(MAX_FILE_BYTES + 1);
         assert_eq!(errors(&huge, Format::Toml).len(), 1);

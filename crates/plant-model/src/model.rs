@@ -276,8 +276,10 @@ pub struct TagSpec {
     pub simulate: Option<Motion>,
 }
 
-/// `source = { broker = "...", topic = "..." }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `source = { broker = "...", topic = "..." }` for a plain UNS topic, or
+/// `source = { broker = "...", sparkplug = "Group/Node[/Device]", metric = "..." }` for a
+/// Sparkplug B metric.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceBinding {
     /// The name of the source (a broker) the value comes from.
@@ -285,6 +287,25 @@ pub struct SourceBinding {
     /// The topic, when not the tag's UNS path under the source's root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
+    /// Where writes go, when not `<topic>/set` (UNS tags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_topic: Option<String>,
+    /// The Sparkplug B edge node (`Group/Node`) or device (`Group/Node/Device`) publishing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sparkplug: Option<String>,
+    /// The Sparkplug B metric name, as its birth certificate declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+}
+
+impl SourceBinding {
+    /// The Sparkplug B group, node and device, when the tag is a Sparkplug metric.
+    pub fn sparkplug_target(&self) -> Option<(&str, &str, Option<&str>)> {
+        let mut levels = self.sparkplug.as_deref()?.split('/');
+        let group = levels.next()?;
+        let node = levels.next()?;
+        Some((group, node, levels.next()))
+    }
 }
 
 /// `simulate = { amplitude, period, phase, noise }`: the initial value plus a sine plus noise.

@@ -491,12 +491,64 @@ impl<'t> Reader<'t> {
     fn source(&mut self, node: &Node, path: &str) -> Option<SourceBinding> {
         let mut fields = self.table(node, path)?;
         let broker = self.name(&mut fields, "broker");
-        let topic = self.string(&mut fields, "topic");
-        self.done(fields, &["broker", "topic"]);
+        let topic = self.mqtt_name(&mut fields, "topic");
+        let command_topic = self.mqtt_name(&mut fields, "command_topic");
+        let sparkplug = self.mqtt_name(&mut fields, "sparkplug");
+        let metric = self.string(&mut fields, "metric");
+        if let Some(ids) = &sparkplug {
+            let levels = ids.split('/').count();
+            if !(2..=3).contains(&levels) || ids.split('/').any(str::is_empty) {
+                self.error(
+                    span_of(&fields, "sparkplug").unwrap_or_else(|| fields.span.clone()),
+                    fields.field("sparkplug"),
+                    format!("{ids:?} is not an edge node or device: Group/Node or Group/Node/Device"),
+                );
+            }
+            if metric.is_none() {
+                self.missing(&fields, "metric");
+            }
+            for key in ["topic", "command_topic"] {
+                if let Some(span) = span_of(&fields, key) {
+                    self.error(
+                        span,
+                        fields.field(key),
+                        "a Sparkplug metric has no topic of its own (values come in DATA messages, writes go out as NCMD/DCMD)",
+                    );
+                }
+            }
+        } else if let Some(span) = span_of(&fields, "metric") {
+            self.error(
+                span,
+                fields.field("metric"),
+                "metric names a Sparkplug B metric: give sparkplug = \"Group/Node[/Device]\" too",
+            );
+        }
+        self.done(
+            fields,
+            &["broker", "topic", "command_topic", "sparkplug", "metric"],
+        );
         Some(SourceBinding {
             broker: broker?,
             topic,
+            command_topic,
+            sparkplug,
+            metric,
         })
+    }
+
+    /// A topic or topic level: not empty, no wildcards (`+`, `#`), no NUL.
+    fn mqtt_name(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        let span = span_of(fields, key);
+        let text = self.string(fields, key)?;
+        if text.is_empty() || text.contains(['+', '#', '\0']) {
+            self.error(
+                span.unwrap_or_else(|| fields.span.clone()),
+                fields.field(key),
+                format!("{text:?} is not a topic: not empty, and no + or # wildcards"),
+            );
+            return None;
+        }
+        Some(text)
     }
 
     fn source_spec(&mut self, node: &Node, path: &str) -> Option<SourceSpec> {

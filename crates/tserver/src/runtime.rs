@@ -41,7 +41,7 @@ pub struct Runtime {
     /// Where writes and acknowledgements are audited, committed together.
     audit: AuditLog,
     /// What the MQTT sources have done.
-    sources: crate::sources::SourceBoard,
+    sources: crate::sources::Sources,
 }
 
 impl Runtime {
@@ -75,7 +75,7 @@ impl Runtime {
             local_ai,
             plant_revision: Arc::new(AtomicI64::new(revision)),
             audit,
-            sources: crate::sources::SourceBoard::default(),
+            sources: crate::sources::Sources::default(),
         })
     }
 
@@ -92,7 +92,17 @@ impl Runtime {
 
     /// Each MQTT source's connection state and counts.
     pub fn source_statuses(&self) -> Vec<crate::SourceStatus> {
-        self.sources.statuses()
+        self.sources.board.statuses()
+    }
+
+    /// Publishes an operator's write of `tag` to the field through `source`.
+    pub(crate) async fn write_to_field(
+        &self,
+        source: &str,
+        tag: &str,
+        value: TagValue,
+    ) -> Result<(), String> {
+        self.sources.write(source, tag, value).await
     }
 
     /// The audit trail of writes and acknowledgements.

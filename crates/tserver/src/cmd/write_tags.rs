@@ -28,6 +28,8 @@ struct Accepted {
     /// The tag's dotted name.
     tag: String,
     value: TagValue,
+    /// The MQTT source the write goes out through, for a tag fed by the field.
+    source: Option<String>,
 }
 
 /// Checks the call now; the returned future audits and writes (the audit is a database write,
@@ -67,8 +69,13 @@ pub(crate) fn apply(
             Err("permission denied".to_owned())
         };
         let outcome = match checked {
-            Ok((tag, value)) => {
-                accepted.push(Accepted { index, tag, value });
+            Ok((tag, value, source)) => {
+                accepted.push(Accepted {
+                    index,
+                    tag,
+                    value,
+                    source,
+                });
                 String::new()
             }
             Err(reason) => reason,
@@ -110,17 +117,26 @@ pub(crate) fn apply(
             .into_body();
         }
         for write in accepted {
-            // A reload between the check and now may have removed or retyped the tag.
-            if let Err(error) = runtime.plant().write(&write.tag, write.value, Quality::GOOD) {
-                results[write.index].error = error.to_string();
+            // A tag fed by the field changes when the field reports the new value back.
+            let outcome = match write.source {
+                Some(source) => runtime.write_to_field(&source, &write.tag, write.value).await,
+                // A reload between the check and now may have removed or retyped the tag.
+                None => runtime
+                    .plant()
+                    .write(&write.tag, write.value, Quality::GOOD)
+                    .map(drop)
+                    .map_err(|error| error.to_string()),
+            };
+            if let Err(error) = outcome {
+                results[write.index].error = error;
             }
         }
         server_frame::Body::WriteTags(WriteTagsReply { results })
     })
 }
 
-/// The tag and the value to write, or why not.
-fn check(write: &TagWrite, objects: &ObjectModel) -> Result<(String, TagValue), String> {
+/// The tag, the value to write and the source it goes out through, or why not.
+fn check(write: &TagWrite, objects: &ObjectModel) -> Result<(String, TagValue, Option<String>), String> {
     let tag = objects.tag(&write.name).ok_or("unknown tag")?;
     let definition = tag.definition();
     if !definition.writable {
@@ -172,7 +188,7 @@ fn check(write: &TagWrite, objects: &ObjectModel) -> Result<(String, TagValue), 
             end(definition.range_high)
         ));
     }
-    Ok((definition.name.clone(), value))
+    Ok((definition.name.clone(), value, definition.source.clone()))
 }
 
 /// A kind of tag with its article.

@@ -195,6 +195,8 @@ pub struct TagDefinition {
     pub history: bool,
     /// The least change recorded.
     pub history_deadband: f64,
+    /// The MQTT source feeding it, if any: writes go out to the field through it.
+    pub source: Option<String>,
 }
 
 /// One live tag.
@@ -295,6 +297,7 @@ impl ObjectModel {
                     writable: tag.writable,
                     history: tag.history,
                     history_deadband: tag.history_deadband,
+                    source: tag.source.as_ref().map(|binding| binding.broker.clone()),
                 },
                 sample,
             );

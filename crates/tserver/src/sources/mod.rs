@@ -1,24 +1,52 @@
 //! Live plant data from MQTT brokers: the plant file's `[[sources]]`, each a task holding one
-//! connection (rumqttc), reading the plain UNS messages of the tags bound to it into the plant
-//! with honest quality. While a broker is unreachable its tags are Bad, keeping their last value
-//! and its time; the task reconnects with a growing pause and subscribes again.
+//! MQTT 5 connection (rumqttc) that reads plain UNS messages and Sparkplug B metrics into the
+//! tags bound to it, with honest quality, and carries operators' writes out to the field.
+//!
+//! Quality: while a broker is unreachable, after a Sparkplug DEATH, or before a tag's first
+//! value, the tag is Bad; past its source's `stale_after` without an update it is Uncertain.
+//! Either way it keeps its last value and that value's time. The task reconnects with a
+//! growing pause and subscribes again; nothing it does blocks the server.
+//!
+//! Writes: a write to a source-bound tag is published to the field (`<topic>/set`, or a
+//! Sparkplug NCMD/DCMD) and does not change the tag: the tag shows the value when the field
+//! reports it back.
 //!
 //! Sources and bindings are read when the server starts serving (`tserver serve`); a plant
 //! import that changes them takes effect at the next start.
 
 mod mqtt;
 pub(crate) mod payload;
+mod sparkplug;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
 
 use plant_model::{PlantModel, SourceSpec};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::objects::TagKind;
+use crate::objects::{TagKind, TagValue};
 use crate::plant::Plant;
 use crate::solution::{SolutionDb, SolutionError};
+
+/// Writes waiting for one source's task; past this a write is refused as busy.
+const WRITE_QUEUE: usize = 1024;
+
+/// How long a write waits for its source's task to publish it.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where a bound tag's values come from and its writes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Address {
+    /// A plain UNS topic, and the topic writes are published to.
+    Uns { topic: String, command: String },
+    /// A Sparkplug B metric of an edge node or device.
+    Sparkplug {
+        target: ::sparkplug::Target,
+        metric: String,
+    },
+}
 
 /// A tag fed by a source.
 #[derive(Debug, Clone)]
@@ -26,6 +54,7 @@ pub(crate) struct Binding {
     /// The tag's dotted name.
     pub(crate) tag: String,
     pub(crate) kind: TagKind,
+    pub(crate) address: Address,
 }
 
 /// What one source has done, for `status`.
@@ -38,12 +67,17 @@ pub struct SourceStatus {
     /// Messages read into the plant.
     pub messages: u64,
     /// Messages refused, by kind (`wrong_type`, `bad_json`, `too_large`, `not_text`,
-    /// `unbound`) and connection failures (`connection`).
+    /// `unbound`, `bad_protobuf`, `bad_topic`, `unknown_alias`, `bad_metric`, `sequence_gap`,
+    /// `too_many_nodes`) and connection failures (`connection`).
     pub errors: BTreeMap<String, u64>,
     /// The last error, and when.
     pub last_error: Option<(SystemTime, String)>,
     /// Tags bound to it.
     pub tags: usize,
+    /// Rebirths asked of Sparkplug edge nodes.
+    pub rebirths_requested: u64,
+    /// Operator writes published to the field.
+    pub writes: u64,
 }
 
 /// The shared status of every source, updated by their tasks.
@@ -76,8 +110,59 @@ impl SourceBoard {
     }
 }
 
-/// The topic each tag of `source` is on, with the tag.
-fn bindings_of(model: &PlantModel, source: &SourceSpec) -> HashMap<String, Binding> {
+/// An operator's write on its way to the field.
+#[derive(Debug)]
+pub(crate) struct FieldWrite {
+    pub(crate) tag: String,
+    pub(crate) value: TagValue,
+    /// Published, or why not.
+    pub(crate) done: oneshot::Sender<Result<(), String>>,
+}
+
+/// The running sources: their status board and the inbox of each for writes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Sources {
+    pub(crate) board: SourceBoard,
+    inboxes: Arc<RwLock<HashMap<String, mpsc::Sender<FieldWrite>>>>,
+}
+
+impl Sources {
+    /// Publishes a write of `tag` to the field through source `source`.
+    pub(crate) async fn write(&self, source: &str, tag: &str, value: TagValue) -> Result<(), String> {
+        let inbox = self
+            .inboxes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(source)
+            .cloned()
+            .ok_or_else(|| format!("source {source:?} is not running; nothing was written"))?;
+        let (done, outcome) = oneshot::channel();
+        let write = FieldWrite {
+            tag: tag.to_owned(),
+            value,
+            done,
+        };
+        inbox.try_send(write).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => {
+                format!("source {source:?} has {WRITE_QUEUE} writes waiting; nothing was written")
+            }
+            mpsc::error::TrySendError::Closed(_) => {
+                format!("source {source:?} has stopped; nothing was written")
+            }
+        })?;
+        match tokio::time::timeout(WRITE_TIMEOUT, outcome).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(format!("source {source:?} stopped before publishing the write")),
+            Err(_) => Err(format!(
+                "source {source:?} did not publish the write within {} s",
+                WRITE_TIMEOUT.as_secs()
+            )),
+        }
+    }
+}
+
+/// The tags of `source`, with where each one's values come from.
+fn bindings_of(model: &PlantModel, source: &SourceSpec) -> Vec<Binding> {
     model
         .expand()
         .tags
@@ -87,66 +172,95 @@ fn bindings_of(model: &PlantModel, source: &SourceSpec) -> HashMap<String, Bindi
             if binding.broker != source.name {
                 return None;
             }
-            let topic = binding
-                .topic
-                .clone()
-                .unwrap_or_else(|| source.topic_of(&tag.path));
-            Some((
-                topic,
-                Binding {
-                    kind: TagKind::of(tag.kind),
-                    tag: tag.name,
+            let address = match (binding.sparkplug_target(), &binding.metric) {
+                (Some((group, node, device)), Some(metric)) => Address::Sparkplug {
+                    target: ::sparkplug::Target {
+                        group: group.to_owned(),
+                        node: node.to_owned(),
+                        device: device.map(str::to_owned),
+                    },
+                    metric: metric.clone(),
                 },
-            ))
+                _ => {
+                    let topic = binding
+                        .topic
+                        .clone()
+                        .unwrap_or_else(|| source.topic_of(&tag.path));
+                    let command = binding
+                        .command_topic
+                        .clone()
+                        .unwrap_or_else(|| format!("{topic}/set"));
+                    Address::Uns { topic, command }
+                }
+            };
+            Some(Binding {
+                kind: TagKind::of(tag.kind),
+                tag: tag.name,
+                address,
+            })
         })
         .collect()
 }
 
 /// Starts a task per source of the solution's plant; they stop with `shutdown`. A source that
-/// cannot start (a secret that does not resolve) is logged and counted, and the others run.
+/// cannot start (a secret that does not resolve, an unreadable CA file) is logged and counted,
+/// and the others run.
 pub(crate) fn start(
     db: &SolutionDb,
     plant: &Plant,
-    board: &SourceBoard,
+    sources: &Sources,
     shutdown: &CancellationToken,
 ) -> Result<usize, SolutionError> {
     let model = db.plant_model()?;
     for source in &model.sources {
         let bindings = bindings_of(&model, source);
-        let index = board.register(SourceStatus {
+        let index = sources.board.register(SourceStatus {
             name: source.name.clone(),
             tags: bindings.len(),
             ..SourceStatus::default()
         });
+        let refuse = |reason: String| {
+            tracing::error!(source = %source.name, %reason, "source not started");
+            sources.board.update(index, |status| {
+                *status.errors.entry("connection".to_owned()).or_default() += 1;
+                status.last_error = Some((SystemTime::now(), reason));
+            });
+        };
         let password = match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
             None => None,
             Some(name) => match db.secret(name) {
                 Ok(Some(secret)) => Some(secret.expose().to_owned()),
                 Ok(None) => {
-                    let reason = format!("the password names secret {name:?}, which is not stored");
-                    tracing::error!(source = %source.name, %reason, "source not started");
-                    board.update(index, |status| {
-                        status.last_error = Some((SystemTime::now(), reason))
-                    });
+                    refuse(format!("the password names secret {name:?}, which is not stored"));
                     continue;
                 }
                 Err(error) => {
-                    tracing::error!(source = %source.name, %error, "source not started");
-                    board.update(index, |status| {
-                        status.last_error = Some((SystemTime::now(), error.to_string()))
-                    });
+                    refuse(error.to_string());
                     continue;
                 }
             },
         };
-        let task = mqtt::SourceTask::new(
+        let (inbox, writes) = mpsc::channel(WRITE_QUEUE);
+        let task = match mqtt::SourceTask::new(
             source.clone(),
             password,
             bindings,
             plant.clone(),
-            board.clone(),
+            sources.board.clone(),
             index,
-        );
+            writes,
+        ) {
+            Ok(task) => task,
+            Err(reason) => {
+                refuse(reason);
+                continue;
+            }
+        };
+        sources
+            .inboxes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(source.name.clone(), inbox);
         tokio::spawn(task.run(shutdown.child_token()));
     }
     Ok(model.sources.len())

@@ -1,22 +1,41 @@
-//! One MQTT source: its connection (rumqttc's event loop, which reconnects when polled after
-//! a failure), the subscriptions made again on every connection, each message read into the
-//! plant, and the tags marked Bad while the broker is out of reach.
+//! One MQTT source: its MQTT 5 connection (rumqttc's event loop, which reconnects when polled
+//! after a failure), the subscriptions made again on every connection, each message read into
+//! the plant (plain UNS or Sparkplug B), staleness, and operators' writes published to the
+//! field.
+//!
+//! The connection tells the broker the largest packet it takes (MQTT 5's Maximum Packet
+//! Size), so the broker drops bigger messages instead of sending them: a huge message costs
+//! neither memory nor the connection.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use plant_model::SourceSpec;
-use rumqttc::{AsyncClient, Event, EventLoop, Incoming, MqttOptions, QoS};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use rumqttc::{TlsConfiguration, Transport};
+use sparkplug::{DecodeError, Decoded, MessageKind, NAMESPACE, RebirthReason, SparkplugDecoder, Target};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tserver_proto::rustls;
 
-use super::payload::{self, MAX_PAYLOAD_BYTES};
-use super::{Binding, SourceBoard};
-use crate::objects::Quality;
+use super::payload;
+use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
+use super::{Address, Binding, FieldWrite, SourceBoard};
+use crate::log_text::ClientText;
+use crate::objects::{Quality, TagValue};
 use crate::plant::Plant;
 
 /// The first pause before reconnecting, doubled after each failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The largest MQTT packet taken: a Sparkplug birth of many thousand metrics, with room for
+/// the topic and properties. The broker drops bigger ones for this client.
+const MAX_PACKET_BYTES: u32 = 1024 * 1024 + 64 * 1024;
 
 /// A topic's bad messages are logged at most this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
@@ -24,110 +43,206 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 /// Topics remembered for the log allowance (past that, the oldest are forgotten).
 const MAX_LOGGED_TOPICS: usize = 1024;
 
+/// Requests (subscriptions, writes, rebirth requests) waiting for the connection.
+const REQUEST_QUEUE: usize = 1024;
+
+/// A bound tag and when its source last updated it.
+#[derive(Debug)]
+struct Bound {
+    binding: Binding,
+    last_update: Option<Instant>,
+    /// Marked Uncertain for staleness since its last update.
+    stale: bool,
+}
+
 /// The task of one source.
 pub(crate) struct SourceTask {
     spec: SourceSpec,
-    password: Option<String>,
-    bindings: HashMap<String, Binding>,
+    options: MqttOptions,
+    tags: Vec<Bound>,
+    /// UNS topic → tag.
+    by_topic: HashMap<String, usize>,
+    /// Sparkplug node or device → metric name → tag.
+    by_target: HashMap<Target, HashMap<String, usize>>,
+    /// Tag name → tag, for writes.
+    by_tag: HashMap<String, usize>,
+    decoder: SparkplugDecoder,
     plant: Plant,
     board: SourceBoard,
     index: usize,
+    writes: mpsc::Receiver<FieldWrite>,
     /// When each topic last had a bad message logged.
     logged: HashMap<String, Instant>,
 }
 
+impl std::fmt::Debug for SourceTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The options hold the password: only the name is shown.
+        f.debug_struct("SourceTask")
+            .field("source", &self.spec.name)
+            .field("tags", &self.tags.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host, port and scheme of a source URL (`mqtt://` 1883, `mqtts://` 8883 by default).
+fn address(url: &str) -> Option<(String, u16, bool)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let tls = scheme == "mqtts";
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => (host, port.parse().ok()?),
+        _ => (rest, if tls { 8883 } else { 1883 }),
+    };
+    Some((host.trim_matches(['[', ']']).to_owned(), port, tls))
+}
+
+/// The client TLS configuration for `mqtts://`: the source's CA file, or the system's roots.
+fn tls_config(ca_file: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    if !ca_file.is_empty() {
+        return tserver_proto::client_config(Path::new(ca_file)).map_err(|error| error.to_string());
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for certificate in found.certs {
+        // A system certificate rustls cannot use is skipped, as browsers do.
+        let _ = roots.add(certificate);
+    }
+    if roots.is_empty() {
+        return Err("no ca_file is given and the system has no CA certificates".to_owned());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| error.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
 impl SourceTask {
+    /// The task of `spec` feeding `bindings`; refused when the URL or TLS setup is unusable.
     pub(crate) fn new(
         spec: SourceSpec,
         password: Option<String>,
-        bindings: HashMap<String, Binding>,
+        bindings: Vec<Binding>,
         plant: Plant,
         board: SourceBoard,
         index: usize,
-    ) -> Self {
-        Self {
+        writes: mpsc::Receiver<FieldWrite>,
+    ) -> Result<Self, String> {
+        let (host, port, tls) =
+            address(&spec.url).ok_or_else(|| format!("{:?} is not a broker address", spec.url))?;
+        let mut options = MqttOptions::new(spec.client_id(), host, port);
+        options.set_keep_alive(Duration::from_secs(spec.keep_alive.max(5)));
+        options.set_max_packet_size(Some(MAX_PACKET_BYTES));
+        if tls {
+            let config =
+                tls_config(&spec.ca_file).map_err(|reason| format!("TLS to the broker: {reason}"))?;
+            options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
+        }
+        if !spec.username.is_empty() {
+            options.set_credentials(spec.username.clone(), password.unwrap_or_default());
+        }
+        let mut task = Self {
             spec,
-            password,
-            bindings,
+            options,
+            tags: Vec::with_capacity(bindings.len()),
+            by_topic: HashMap::new(),
+            by_target: HashMap::new(),
+            by_tag: HashMap::new(),
+            decoder: SparkplugDecoder::new(),
             plant,
             board,
             index,
+            writes,
             logged: HashMap::new(),
-        }
-    }
-
-    /// The host and port of the source's URL (`mqtt://` 1883, `mqtts://` 8883 by default).
-    fn address(&self) -> Option<(String, u16, bool)> {
-        let (scheme, rest) = self.spec.url.split_once("://")?;
-        let tls = scheme == "mqtts";
-        let rest = rest.trim_end_matches('/');
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || rest.starts_with('[') => (host, port.parse().ok()?),
-            _ => (rest, if tls { 8883 } else { 1883 }),
         };
-        Some((host.trim_matches(['[', ']']).to_owned(), port, tls))
+        for (position, binding) in bindings.into_iter().enumerate() {
+            match &binding.address {
+                Address::Uns { topic, .. } => {
+                    task.by_topic.insert(topic.clone(), position);
+                }
+                Address::Sparkplug { target, metric } => {
+                    task.by_target
+                        .entry(target.clone())
+                        .or_default()
+                        .insert(metric.clone(), position);
+                }
+            }
+            task.by_tag.insert(binding.tag.clone(), position);
+            task.tags.push(Bound {
+                binding,
+                last_update: None,
+                stale: false,
+            });
+        }
+        Ok(task)
     }
 
-    /// The filters to subscribe to: the root's whole tree when every binding is under it, and
-    /// each topic that is not.
+    /// The filters to subscribe to: the root's whole tree, each UNS topic not under it, and
+    /// every message of each Sparkplug edge node bound (its devices' too).
     fn filters(&self) -> Vec<String> {
         let root = self.spec.root.trim_matches('/');
         let mut filters = Vec::new();
-        if !root.is_empty() {
+        if !root.is_empty() && !self.by_topic.is_empty() {
             filters.push(format!("{root}/#"));
         }
         let prefix = format!("{root}/");
         filters.extend(
-            self.bindings
+            self.by_topic
                 .keys()
                 .filter(|topic| root.is_empty() || !topic.starts_with(&prefix))
                 .cloned(),
         );
+        let mut nodes: Vec<String> = self
+            .by_target
+            .keys()
+            .map(|target| format!("{NAMESPACE}/{}/+/{}/#", target.group, target.node))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        filters.extend(nodes);
         filters
     }
 
-    fn connect(&self) -> Result<(AsyncClient, EventLoop), String> {
-        let (host, port, tls) = self
-            .address()
-            .ok_or_else(|| format!("{:?} is not a broker address", self.spec.url))?;
-        if tls {
-            // The plant file accepts mqtts:// now; TLS to brokers comes with its CA handling.
-            return Err("mqtts:// is not supported yet; use mqtt://".to_owned());
-        }
-        let mut options = MqttOptions::new(self.spec.client_id(), host, port);
-        options.set_keep_alive(Duration::from_secs(self.spec.keep_alive));
-        // A message larger than any payload read is refused by the client, unread.
-        options.set_max_packet_size(MAX_PAYLOAD_BYTES + 4096, 64 * 1024);
-        if !self.spec.username.is_empty() {
-            options.set_credentials(
-                self.spec.username.clone(),
-                self.password.clone().unwrap_or_default(),
-            );
-        }
-        Ok(AsyncClient::new(options, 64))
+    /// The Sparkplug edge nodes bound, once each.
+    fn nodes(&self) -> Vec<(String, String)> {
+        let mut nodes: Vec<(String, String)> = self
+            .by_target
+            .keys()
+            .map(|target| (target.group.clone(), target.node.clone()))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let (client, mut events) = match self.connect() {
-            Ok(connection) => connection,
-            Err(reason) => {
-                tracing::error!(source = %self.spec.name, %reason, "source not started");
-                self.note_error("connection", reason);
-                return;
-            }
-        };
+        let (client, mut events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
         // Until the broker says otherwise, nothing of it is current.
-        self.mark_bad();
+        self.mark_bad(|_| true);
         let filters = self.filters();
         let mut backoff = FIRST_BACKOFF;
         let mut connected = false;
+        let mut staleness = tokio::time::interval(self.staleness_tick());
+        staleness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => break,
                 event = events.poll() => event,
+                Some(write) = self.writes.recv() => {
+                    let outcome = self.publish_write(&client, connected, &write.tag, &write.value);
+                    let _ = write.done.send(outcome);
+                    continue;
+                }
+                _ = staleness.tick(), if self.spec.stale_after > 0 => {
+                    self.mark_stale();
+                    continue;
+                }
             };
             match event {
-                Ok(Event::Incoming(Incoming::ConnAck(_))) => {
+                Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     connected = true;
                     backoff = FIRST_BACKOFF;
                     self.board.update(self.index, |status| status.connected = true);
@@ -137,17 +252,32 @@ impl SourceTask {
                             self.note_error("connection", format!("cannot subscribe to {filter}: {error}"));
                         }
                     }
+                    // Births are not retained: what the edge nodes hold comes from asking.
+                    self.decoder = SparkplugDecoder::new();
+                    for (group, node) in self.nodes() {
+                        self.ask_rebirth(&client, &group, &node, "the server connected");
+                    }
                 }
-                Ok(Event::Incoming(Incoming::Publish(message))) => {
-                    self.apply(&message.topic, &message.payload);
-                }
+                Ok(Event::Incoming(Packet::Publish(message))) => match std::str::from_utf8(&message.topic) {
+                    Ok(topic)
+                        if topic.starts_with(NAMESPACE) && topic[NAMESPACE.len()..].starts_with('/') =>
+                    {
+                        let topic = topic.to_owned();
+                        self.apply_sparkplug(&client, &topic, &message.payload);
+                    }
+                    Ok(topic) => {
+                        let topic = topic.to_owned();
+                        self.apply_uns(&topic, &message.payload);
+                    }
+                    Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
+                },
                 Ok(_) => {}
                 Err(error) => {
                     if connected {
                         connected = false;
                         tracing::warn!(source = %self.spec.name, %error, "lost the broker; its tags are Bad until it is back");
                         self.board.update(self.index, |status| status.connected = false);
-                        self.mark_bad();
+                        self.mark_bad(|_| true);
                     }
                     self.note_error("connection", error.to_string());
                     tokio::select! {
@@ -161,43 +291,185 @@ impl SourceTask {
         let _ = client.try_disconnect();
     }
 
-    /// Reads one message into its tag.
-    fn apply(&mut self, topic: &str, bytes: &[u8]) {
-        let Some(binding) = self.bindings.get(topic) else {
+    /// How often staleness is checked: twice per `stale_after`, at most once a second.
+    fn staleness_tick(&self) -> Duration {
+        Duration::from_millis((self.spec.stale_after * 500).clamp(250, 1000))
+    }
+
+    /// Reads one plain UNS message into its tag.
+    fn apply_uns(&mut self, topic: &str, bytes: &[u8]) {
+        let Some(&position) = self.by_topic.get(topic) else {
             // Under the root but bound to no tag: counted, not an error to log.
-            self.board.update(self.index, |status| {
-                *status.errors.entry("unbound".to_owned()).or_default() += 1
-            });
+            self.count("unbound");
             return;
         };
-        match payload::read(bytes, binding.kind) {
+        let kind = self.tags[position].binding.kind;
+        match payload::read(bytes, kind) {
             Ok(reading) => {
                 let time = reading.timestamp.unwrap_or_else(SystemTime::now);
-                match self
-                    .plant
-                    .write_at(&binding.tag, reading.value, reading.quality, time)
-                {
-                    Ok(_) => self.board.update(self.index, |status| status.messages += 1),
-                    // A reload between the binding and now: the tag is gone or retyped.
-                    Err(error) => self.note_error("wrong_type", error.to_string()),
-                }
+                self.update(position, reading.value, reading.quality, time);
             }
+            Err(error) => self.refuse(topic, error.kind(), &error),
+        }
+    }
+
+    /// Reads one Sparkplug B message: its metrics into their tags, its deaths as Bad, and a
+    /// rebirth asked for when the decoder cannot trust what it has.
+    fn apply_sparkplug(&mut self, client: &AsyncClient, topic: &str, bytes: &[u8]) {
+        let decoded = match self.decoder.decode(topic, bytes, Instant::now()) {
+            Ok(decoded) => decoded,
             Err(error) => {
-                let now = Instant::now();
-                let due = self
-                    .logged
-                    .get(topic)
-                    .is_none_or(|last| now.duration_since(*last) >= LOG_EVERY);
-                if due {
-                    if self.logged.len() >= MAX_LOGGED_TOPICS {
-                        self.logged.clear();
-                    }
-                    self.logged.insert(topic.to_owned(), now);
-                    tracing::warn!(source = %self.spec.name, topic = %crate::log_text::ClientText(topic), %error, "message refused (logged at most once a minute per topic)");
-                }
-                self.note_error(error.kind(), format!("{topic}: {error}"));
+                let kind = match &error {
+                    DecodeError::TooLarge(_) => "too_large",
+                    DecodeError::Topic(_) => "bad_topic",
+                    DecodeError::Payload(_) => "bad_protobuf",
+                    DecodeError::TooMany(_) => "too_many_nodes",
+                };
+                self.refuse(topic, kind, &error);
+                return;
+            }
+        };
+        if decoded.stale_death {
+            tracing::debug!(source = %self.spec.name, topic = %ClientText(topic), "ignored the death of an earlier session");
+        }
+        if let Some(reason) = &decoded.rebirth {
+            if matches!(reason, RebirthReason::SequenceGap { .. }) {
+                self.note_error("sequence_gap", format!("{topic}: {reason}"));
+            }
+            let (group, node) = (decoded.target.group.clone(), decoded.target.node.clone());
+            self.ask_rebirth(client, &group, &node, &reason.to_string());
+        }
+        if decoded.offline {
+            self.mark_offline(&decoded);
+        }
+        for problem in &decoded.problems {
+            let kind = match problem {
+                sparkplug::MetricProblem::UnknownAlias(_) => "unknown_alias",
+                _ => "bad_metric",
+            };
+            self.refuse(topic, kind, problem);
+        }
+        let Some(metrics) = self.by_target.get(&decoded.target) else {
+            return;
+        };
+        let mut updates = Vec::new();
+        let mut wrong = Vec::new();
+        for metric in &decoded.metrics {
+            let Some(&position) = metrics.get(&metric.name) else {
+                continue;
+            };
+            let time = metric.timestamp.map_or_else(SystemTime::now, time_of);
+            let kind = self.tags[position].binding.kind;
+            match &metric.value {
+                sparkplug::MetricValue::Null => updates.push((position, None, time)),
+                value => match tag_value(value, kind) {
+                    Some(value) => updates.push((position, Some(value), time)),
+                    None => wrong.push(format!("metric {:?} is {value:?}, not a {kind:?}", metric.name)),
+                },
             }
         }
+        for (position, value, time) in updates {
+            match value {
+                Some(value) => self.update(position, value, Quality::GOOD, time),
+                // A null metric: the publisher has no value; keep the last one, Bad.
+                None => self.set_quality(position, Quality::BAD),
+            }
+        }
+        for reason in wrong {
+            self.refuse(topic, "wrong_type", &reason);
+        }
+    }
+
+    /// A new value for the tag at `position`.
+    fn update(&mut self, position: usize, value: TagValue, quality: Quality, time: SystemTime) {
+        let bound = &mut self.tags[position];
+        bound.last_update = Some(Instant::now());
+        bound.stale = false;
+        match self.plant.write_at(&bound.binding.tag, value, quality, time) {
+            Ok(_) => self.board.update(self.index, |status| status.messages += 1),
+            // A reload between the binding and now: the tag is gone or retyped.
+            Err(error) => self.note_error("wrong_type", error.to_string()),
+        }
+    }
+
+    /// Asks edge node `group`/`node` for its births again.
+    fn ask_rebirth(&self, client: &AsyncClient, group: &str, node: &str, why: &str) {
+        let (topic, payload) = sparkplug::rebirth_request(group, node, now_ms());
+        match client.try_publish(topic, QoS::AtLeastOnce, false, payload) {
+            Ok(()) => {
+                tracing::info!(source = %self.spec.name, group = %ClientText(group), node = %ClientText(node), why = %ClientText(why), "asked an edge node for a rebirth");
+                self.board
+                    .update(self.index, |status| status.rebirths_requested += 1);
+            }
+            Err(error) => self.note_error(
+                "connection",
+                format!("cannot ask {group}/{node} for a rebirth: {error}"),
+            ),
+        }
+    }
+
+    /// Publishes an operator's write of `tag` to the field.
+    fn publish_write(
+        &self,
+        client: &AsyncClient,
+        connected: bool,
+        tag: &str,
+        value: &TagValue,
+    ) -> Result<(), String> {
+        let source = &self.spec.name;
+        if !connected {
+            return Err(format!(
+                "source {source:?} is not connected to its broker; nothing was written"
+            ));
+        }
+        let position = *self
+            .by_tag
+            .get(tag)
+            .ok_or_else(|| format!("tag {tag:?} is not bound to source {source:?}; nothing was written"))?;
+        let (topic, payload) = match &self.tags[position].binding.address {
+            Address::Uns { command, .. } => {
+                let text = match value {
+                    TagValue::Text(text) => text.to_string(),
+                    other => other.to_json().to_string(),
+                };
+                (command.clone(), text.into_bytes())
+            }
+            Address::Sparkplug { target, metric } => {
+                let datatype = self.decoder.datatype_of(target, metric);
+                sparkplug::write_command(target, metric, &metric_value(value), datatype, now_ms())
+                    .ok_or_else(|| {
+                        format!("{value:?} does not fit metric {metric:?} as its birth declared it")
+                    })?
+            }
+        };
+        client
+            .try_publish(topic, QoS::AtLeastOnce, false, payload)
+            .map_err(|error| format!("source {source:?} could not publish the write: {error}"))?;
+        self.board.update(self.index, |status| status.writes += 1);
+        Ok(())
+    }
+
+    /// Counts (and logs, at most once a minute per topic) a refused message.
+    fn refuse(&mut self, topic: &str, kind: &str, error: &dyn std::fmt::Display) {
+        let now = Instant::now();
+        let due = self
+            .logged
+            .get(topic)
+            .is_none_or(|last| now.duration_since(*last) >= LOG_EVERY);
+        if due {
+            if self.logged.len() >= MAX_LOGGED_TOPICS {
+                self.logged.clear();
+            }
+            self.logged.insert(topic.to_owned(), now);
+            tracing::warn!(source = %self.spec.name, topic = %ClientText(topic), error = %ClientText(&error.to_string()), "message refused (logged at most once a minute per topic)");
+        }
+        self.note_error(kind, format!("{}: {error}", ClientText(topic)));
+    }
+
+    fn count(&self, kind: &str) {
+        self.board.update(self.index, |status| {
+            *status.errors.entry(kind.to_owned()).or_default() += 1
+        });
     }
 
     fn note_error(&self, kind: &str, message: String) {
@@ -207,21 +479,74 @@ impl SourceTask {
         });
     }
 
-    /// Marks every bound tag Bad, keeping its value and the time of that value.
-    fn mark_bad(&self) {
-        let objects = self.plant.objects();
-        for binding in self.bindings.values() {
-            if let Some(tag) = objects.tag(&binding.tag) {
-                let current = tag.current();
-                if current.quality != Quality::BAD {
-                    let _ = self.plant.write_at(
-                        &binding.tag,
-                        current.value.clone(),
-                        Quality::BAD,
-                        current.timestamp,
-                    );
-                }
+    /// The tags of a dead (or untrusted) node or device: Bad, keeping their values.
+    fn mark_offline(&self, decoded: &Decoded) {
+        let whole_node = decoded.kind == MessageKind::NDeath || decoded.target.device.is_none();
+        self.mark_bad(|address| match address {
+            Address::Sparkplug { target, .. } => {
+                target.group == decoded.target.group
+                    && target.node == decoded.target.node
+                    && (whole_node || target.device == decoded.target.device)
+            }
+            Address::Uns { .. } => false,
+        });
+    }
+
+    /// Marks the bound tags `which` picks Bad, keeping each one's value and its time.
+    fn mark_bad(&self, which: impl Fn(&Address) -> bool) {
+        for position in 0..self.tags.len() {
+            if which(&self.tags[position].binding.address) {
+                self.set_quality(position, Quality::BAD);
             }
         }
+    }
+
+    /// Tags past `stale_after` without an update: Uncertain, keeping value and time.
+    fn mark_stale(&mut self) {
+        let limit = Duration::from_secs(self.spec.stale_after);
+        let now = Instant::now();
+        for position in 0..self.tags.len() {
+            let bound = &mut self.tags[position];
+            let Some(last) = bound.last_update else { continue };
+            if bound.stale || now.duration_since(last) < limit {
+                continue;
+            }
+            bound.stale = true;
+            self.set_quality(position, Quality::UNCERTAIN);
+        }
+    }
+
+    /// Lowers the tag's quality to `quality` (never raises it), keeping value and time.
+    fn set_quality(&self, position: usize, quality: Quality) {
+        let name = &self.tags[position].binding.tag;
+        let objects = self.plant.objects();
+        if let Some(tag) = objects.tag(name) {
+            let current = tag.current();
+            if current.quality.0 > quality.0 {
+                let _ = self
+                    .plant
+                    .write_at(name, current.value.clone(), quality, current.timestamp);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_addresses_take_default_ports_and_bracketed_ipv6() {
+        assert_eq!(address("mqtt://broker"), Some(("broker".to_owned(), 1883, false)));
+        assert_eq!(address("mqtts://broker"), Some(("broker".to_owned(), 8883, true)));
+        assert_eq!(
+            address("mqtt://127.0.0.1:1999/"),
+            Some(("127.0.0.1".to_owned(), 1999, false))
+        );
+        assert_eq!(
+            address("mqtts://[::1]:8000"),
+            Some(("::1".to_owned(), 8000, true))
+        );
+        assert_eq!(address("mqtt://host:port"), None);
     }
 }

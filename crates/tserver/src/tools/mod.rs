@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use crate::objects::Tag;
+use crate::objects::{Quality, Tag};
 use crate::plant::PlantReader;
 
 /// The most JSON one tool result may hold (about 4,000 tokens).
@@ -125,6 +125,16 @@ fn tag_reading(tag: &Tag) -> Value {
     });
     if !definition.units.is_empty() {
         reading["units"] = json!(definition.units);
+    }
+    // A value that is not current must never read as current.
+    if sample.quality == Quality::BAD {
+        reading["note"] = json!(
+            "not a current reading: its source is unreachable or has no value; this is the last value known, taken at the timestamp"
+        );
+    } else if sample.quality == Quality::UNCERTAIN {
+        reading["note"] = json!(
+            "possibly stale: not updated within its source's time limit; this is the last value received, taken at the timestamp"
+        );
     }
     reading
 }
