@@ -20,6 +20,7 @@ mod protocol;
 mod runtime_tools;
 mod secrets_in_logs;
 mod solution_file;
+mod sparkplug_sources;
 mod streaming;
 mod subscriptions;
 mod support;

@@ -464,7 +464,7 @@ async fn broker_credentials_come_from_a_secret_and_a_wrong_one_is_refused_withou
     runtime.start_sources(&shutdown).expect("starts");
     until_status(
         &runtime,
-        |status| status.errors.get("connection").is_some(),
+        |status| status.errors.contains_key("connection"),
         "was refused",
     )
     .await;
@@ -518,7 +518,7 @@ async fn tls_to_the_broker_checks_its_certificate_against_the_sources_ca_file() 
     runtime.start_sources(&shutdown).expect("starts");
     until_status(
         &runtime,
-        |status| status.errors.get("connection").is_some(),
+        |status| status.errors.contains_key("connection"),
         "was refused",
     )
     .await;

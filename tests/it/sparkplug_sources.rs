@@ -1,0 +1,300 @@
+//! Sparkplug B from a real Mosquitto broker: an edge node simulator (a real MQTT client with
+//! its NDEATH as will) births a node metric and a device metric; tserver, started after the
+//! birth, asks for a rebirth and reads the births, aliased data, a sequence gap (answered with
+//! another rebirth request), a device death, a write round trip through DCMD/NCMD, and the
+//! node's will when its connection drops.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prost::Message as _;
+use service_client::{TagWrite, WriteValue};
+use sparkplug::edge::{EdgeNode, Reading};
+use sparkplug::proto::Payload;
+use sparkplug::proto::payload::metric::Value;
+use tokio_util::sync::CancellationToken;
+use tserver::ServerConfig;
+use tserver::objects::{Quality, TagValue};
+
+use crate::mosquitto::{Mosquitto, Publisher};
+use crate::mqtt_sources::{bind, plant_with, until, until_connected};
+use crate::support::TestServer;
+
+const GROUP: &str = "Riverside";
+const NODE: &str = "Edge1";
+const DEVICE: &str = "Pump1";
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("fits")
+}
+
+fn node_metrics(level: f64) -> Vec<Reading> {
+    vec![Reading::double("Tank1/Level", 1, level)]
+}
+
+fn device_metrics(current: f64) -> Vec<Reading> {
+    vec![Reading::double("Motor/Current", 7, current)]
+}
+
+/// The edge node's side: publishes as the node, and reads the commands sent to it.
+struct EdgeSimulator {
+    edge: EdgeNode,
+    client: Publisher,
+}
+
+impl EdgeSimulator {
+    async fn connect(port: u16) -> Self {
+        let edge = EdgeNode::new(GROUP, NODE);
+        let mut client = Publisher::connect_with_will(port, Some(edge.will())).await;
+        client.subscribe(&format!("spBv1.0/{GROUP}/NCMD/{NODE}")).await;
+        client.subscribe(&format!("spBv1.0/{GROUP}/DCMD/{NODE}/+")).await;
+        Self { edge, client }
+    }
+
+    async fn send(&self, message: (String, Vec<u8>)) {
+        self.client.publish(&message.0, message.1, false).await;
+    }
+
+    /// NBIRTH then DBIRTH, with the given values.
+    async fn birth(&mut self, level: f64, current: f64) {
+        let birth = self.edge.birth(&node_metrics(level), now_ms());
+        self.send(birth).await;
+        let device = self.edge.device_birth(DEVICE, &device_metrics(current), now_ms());
+        self.send(device).await;
+    }
+
+    /// The next command: its topic and its one metric's name and value.
+    async fn command(&mut self) -> (String, String, Option<Value>) {
+        let (topic, payload) = self.client.next().await;
+        let payload = Payload::decode(payload.as_slice()).expect("a Sparkplug payload");
+        let metric = payload.metrics.into_iter().next().expect("a metric");
+        (topic, metric.name.unwrap_or_default(), metric.value)
+    }
+
+    /// Waits for a rebirth request.
+    async fn rebirth_request(&mut self) {
+        let (topic, name, value) = self.command().await;
+        assert_eq!(topic, format!("spBv1.0/{GROUP}/NCMD/{NODE}"));
+        assert_eq!(name, sparkplug::REBIRTH_METRIC);
+        assert_eq!(value, Some(Value::BooleanValue(true)));
+    }
+}
+
+#[tokio::test]
+async fn births_aliases_gaps_deaths_and_writes_round_trip_through_a_sparkplug_edge_node() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}")),
+                metric: Some("Tank1/Level".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+        bind(
+            model,
+            "Pump1.MotorCurrent",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}/{DEVICE}")),
+                metric: Some("Motor/Current".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                tag.writable = true;
+            }
+        }
+    });
+    let mut edge = EdgeSimulator::connect(broker.port).await;
+    // Born before the server is there: the server must ask for what it missed.
+    edge.birth(60.0, 11.0).await;
+
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let runtime = &server.runtime;
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(runtime).await;
+    edge.rebirth_request().await;
+    edge.birth(61.0, 12.0).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(61.0) && quality == Quality::GOOD,
+        "took the node's birth",
+    )
+    .await;
+    until(
+        runtime,
+        "Pump1.MotorCurrent",
+        |value, quality| *value == TagValue::Number(12.0) && quality == Quality::GOOD,
+        "took the device's birth",
+    )
+    .await;
+
+    // Data by alias only.
+    let data = edge
+        .edge
+        .data(Some(DEVICE), &[Reading::double("", 7, 13.5)], now_ms());
+    edge.send(data).await;
+    until(
+        runtime,
+        "Pump1.MotorCurrent",
+        |value, _| *value == TagValue::Number(13.5),
+        "read the alias",
+    )
+    .await;
+
+    // Lost messages: the next one's seq does not follow, and a rebirth is asked for.
+    edge.edge.lose(3);
+    let data = edge.edge.data(None, &[Reading::double("", 1, 62.0)], now_ms());
+    edge.send(data).await;
+    edge.rebirth_request().await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, _| *value == TagValue::Number(62.0),
+        "still read the data",
+    )
+    .await;
+    let status = runtime.source_statuses().remove(0);
+    assert_eq!(status.errors.get("sequence_gap"), Some(&1), "{status:?}");
+    assert_eq!(status.rebirths_requested, 2, "{status:?}");
+    edge.birth(62.0, 13.5).await;
+
+    // A device death: its metrics are Bad, kept; the node's stay Good.
+    let death = edge.edge.device_death(DEVICE, now_ms());
+    edge.send(death).await;
+    until(
+        runtime,
+        "Pump1.MotorCurrent",
+        |value, quality| *value == TagValue::Number(13.5) && quality == Quality::BAD,
+        "went Bad with its device",
+    )
+    .await;
+    assert_eq!(
+        runtime
+            .objects()
+            .tag("Tank1.Level")
+            .expect("tag")
+            .current()
+            .quality,
+        Quality::GOOD
+    );
+
+    // A write goes out as an NCMD carrying the metric, typed as its birth declared it; the
+    // tag shows it when the node reports it.
+    let client = server.guest().await;
+    let written = client
+        .write_tags(vec![TagWrite {
+            name: "Tank1.Level".to_owned(),
+            value: Some(WriteValue::Number(33.0)),
+        }])
+        .await
+        .expect("answered");
+    assert_eq!(written[0].error, "");
+    let (topic, name, value) = edge.command().await;
+    assert_eq!(
+        (topic.as_str(), name.as_str(), value),
+        (
+            format!("spBv1.0/{GROUP}/NCMD/{NODE}").as_str(),
+            "Tank1/Level",
+            Some(Value::DoubleValue(33.0))
+        )
+    );
+    assert_eq!(
+        runtime.objects().tag("Tank1.Level").expect("tag").current().value,
+        TagValue::Number(62.0),
+        "not before the node reports it"
+    );
+    let data = edge.edge.data(None, &[Reading::double("", 1, 33.0)], now_ms());
+    edge.send(data).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, _| *value == TagValue::Number(33.0),
+        "showed the written value",
+    )
+    .await;
+
+    // The node's connection drops: the broker publishes its will, and every metric is Bad.
+    edge.client.vanish();
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(33.0) && quality == Quality::BAD,
+        "went Bad with its node",
+    )
+    .await;
+    shutdown.cancel();
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_aliases_wrong_types_and_junk_payloads_are_counted_by_kind() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}")),
+                metric: Some("Tank1/Level".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+    });
+    let mut edge = EdgeSimulator::connect(broker.port).await;
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let runtime = &server.runtime;
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(runtime).await;
+    edge.rebirth_request().await;
+    let birth = edge.edge.birth(&node_metrics(50.0), now_ms());
+    edge.send(birth).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, _| *value == TagValue::Number(50.0),
+        "took the birth",
+    )
+    .await;
+
+    let unknown = edge.edge.data(None, &[Reading::double("", 99, 1.0)], now_ms());
+    edge.send(unknown).await;
+    let wrong = edge.edge.data(None, &[Reading::boolean("", 1, true)], now_ms());
+    edge.send(wrong).await;
+    edge.client
+        .publish(&format!("spBv1.0/{GROUP}/NDATA/{NODE}"), vec![0xff_u8; 16], false)
+        .await;
+    let fine = edge.edge.data(None, &[Reading::double("", 1, 51.0)], now_ms());
+    edge.send(fine).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, _| *value == TagValue::Number(51.0),
+        "read the good message",
+    )
+    .await;
+    let status = runtime.source_statuses().remove(0);
+    assert_eq!(status.errors.get("unknown_alias"), Some(&1), "{status:?}");
+    assert_eq!(
+        status.errors.get("bad_metric"),
+        Some(&1),
+        "a Boolean value for a Double alias: {status:?}"
+    );
+    assert_eq!(status.errors.get("bad_protobuf"), Some(&1), "{status:?}");
+    shutdown.cancel();
+    server.stop().await;
+}
