@@ -587,3 +587,34 @@ async fn a_thousand_tags_take_their_values_live() {
     assert_eq!(runtime.source_statuses()[0].tags, TAGS);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn tserver_sources_status_shows_what_the_running_server_reports() {
+    let broker = Mosquitto::start();
+    let solution = solution_fed_by(&broker);
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let listed = admin(&["sources", &path, "list"], "");
+    assert!(
+        listed.contains(&format!("site  {}  root {ROOT}  2 tags", broker.url())),
+        "{listed}"
+    );
+    assert!(admin(&["sources", &path, "status"], "").contains("no reports"));
+
+    let server = crate::support::ServerProcess::start(&solution.path, &[], &[]);
+    let publisher = Publisher::connect(broker.port).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        publisher.publish(&level_topic(1), "oops", false).await;
+        publisher.publish(&level_topic(2), "40", false).await;
+        let status = admin(&["sources", &path, "status"], "");
+        if status.contains("site: connected") && status.contains("wrong_type") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no report: {status}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(status.contains("2 tags"), "{status}");
+    assert!(status.contains("last error at "), "{status}");
+    assert!(status.contains("is not a value for a number tag"), "{status}");
+    drop(server);
+}

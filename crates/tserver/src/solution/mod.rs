@@ -10,6 +10,7 @@ mod demo;
 mod guard;
 mod plant;
 mod secrets;
+mod source_reports;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -27,16 +28,18 @@ pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
 pub use secrets::{KEY_ENV, key_file};
+pub use source_reports::SourceReport;
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
+    include_str!("schema_v4.sql"),
 ];
 
 /// How long a statement waits for another writer (an admin command, the server) to finish.

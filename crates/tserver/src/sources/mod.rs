@@ -80,6 +80,49 @@ pub struct SourceStatus {
     pub writes: u64,
 }
 
+impl SourceStatus {
+    /// The report the running server stores for `tserver sources PATH status`.
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "connected": self.connected,
+            "messages": self.messages,
+            "errors": self.errors,
+            "last_error": self.last_error.as_ref().map(|(time, message)| {
+                serde_json::json!({"time": localai::iso8601_millis(*time), "message": message})
+            }),
+            "tags": self.tags,
+            "rebirths_requested": self.rebirths_requested,
+            "writes": self.writes,
+        })
+    }
+}
+
+/// How often the running server stores its sources' reports.
+const REPORT_EVERY: Duration = Duration::from_secs(2);
+
+/// Stores the board's statuses every [`REPORT_EVERY`] until `shutdown`, so another process
+/// (`tserver sources PATH status`) can read them.
+async fn report(db: Arc<SolutionDb>, board: SourceBoard, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(REPORT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let reports: Vec<(String, String)> = board
+            .statuses()
+            .iter()
+            .map(|status| (status.name.clone(), status.to_json().to_string()))
+            .collect();
+        let db = Arc::clone(&db);
+        let stored = tokio::task::spawn_blocking(move || db.replace_source_reports(&reports)).await;
+        if let Ok(Err(error)) = stored {
+            tracing::debug!(%error, "could not store the sources' reports");
+        }
+    }
+}
+
 /// The shared status of every source, updated by their tasks.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SourceBoard {
@@ -206,7 +249,7 @@ fn bindings_of(model: &PlantModel, source: &SourceSpec) -> Vec<Binding> {
 /// cannot start (a secret that does not resolve, an unreadable CA file) is logged and counted,
 /// and the others run.
 pub(crate) fn start(
-    db: &SolutionDb,
+    db: &Arc<SolutionDb>,
     plant: &Plant,
     sources: &Sources,
     shutdown: &CancellationToken,
@@ -262,6 +305,13 @@ pub(crate) fn start(
             .unwrap_or_else(PoisonError::into_inner)
             .insert(source.name.clone(), inbox);
         tokio::spawn(task.run(shutdown.child_token()));
+    }
+    if !model.sources.is_empty() {
+        tokio::spawn(report(
+            Arc::clone(db),
+            sources.board.clone(),
+            shutdown.child_token(),
+        ));
     }
     Ok(model.sources.len())
 }
