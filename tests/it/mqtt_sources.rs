@@ -618,3 +618,45 @@ async fn tserver_sources_status_shows_what_the_running_server_reports() {
     assert!(status.contains("is not a value for a number tag"), "{status}");
     drop(server);
 }
+
+#[tokio::test]
+async fn an_import_that_changes_the_sources_restarts_them_without_a_server_restart() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| uns(model, "Tank1.Level"));
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).expect("starts");
+    until_connected(&runtime).await;
+    assert_eq!(runtime.source_statuses()[0].tags, 1);
+
+    // The same plant with Tank2.Level bound too, imported while running.
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let exported = admin(&["plant", &path, "export"], "");
+    let mut model = plant_model::read(&exported, plant_model::Format::Toml, "x").expect("reads");
+    uns(&mut model, "Tank2.Level");
+    let file = solution.path.with_file_name("more.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    assert!(runtime.reload_plant_if_imported(), "the import is seen");
+    assert_eq!(
+        runtime.source_statuses()[0].tags,
+        2,
+        "restarted with the new bindings"
+    );
+    until_connected(&runtime).await;
+    let publisher = Publisher::connect(broker.port).await;
+    publisher.publish(&level_topic(2), "27", false).await;
+    until(
+        &runtime,
+        "Tank2.Level",
+        |value, quality| *value == TagValue::Number(27.0) && quality == Quality::GOOD,
+        "took its first value from the new binding",
+    )
+    .await;
+    // An import changing no source or binding leaves the tasks (and their counts) alone.
+    let messages = runtime.source_statuses()[0].messages;
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    runtime.reload_plant_if_imported();
+    assert_eq!(runtime.source_statuses()[0].messages, messages);
+    shutdown.cancel();
+}

@@ -87,12 +87,12 @@ impl Runtime {
     /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
     /// returns how many it started. Call once, when serving starts.
     pub fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
-        crate::sources::start(&self.db, &self.plant, &self.sources, shutdown)
+        self.sources.start(&self.db, &self.plant, shutdown)
     }
 
     /// Each MQTT source's connection state and counts.
     pub fn source_statuses(&self) -> Vec<crate::SourceStatus> {
-        self.sources.board.statuses()
+        self.sources.statuses()
     }
 
     /// Publishes an operator's write of `tag` to the field through `source`.
@@ -235,6 +235,7 @@ impl Runtime {
         match reloaded {
             Ok((objects, definitions)) => {
                 self.plant.replace_objects(objects);
+                self.sources.restart_if_changed(&self.db, &self.plant);
                 tracing::info!(
                     revision = stored,
                     tags = definitions.tags.len(),

@@ -432,7 +432,7 @@ mod tests {
     fn newer_or_foreign_files_are_refused_untouched() {
         let dir = tempfile::tempdir().expect("temp dir");
         for path in [
-            file_at_version(dir.path(), 3, Some(4)),
+            file_at_version(dir.path(), MIGRATIONS.len(), Some(SCHEMA_VERSION + 1)),
             file_at_version(dir.path(), 0, None),
         ] {
             let error = SolutionDb::open(&path).expect_err("refused");

@@ -12,14 +12,14 @@
 //! reports it back.
 //!
 //! Sources and bindings are read when the server starts serving (`tserver serve`); a plant
-//! import that changes them takes effect at the next start.
+//! import that changes them restarts every source task with the new ones (a generation).
 
 mod mqtt;
 pub(crate) mod payload;
 mod sparkplug;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use plant_model::{PlantModel, SourceSpec};
@@ -49,7 +49,7 @@ pub(crate) enum Address {
 }
 
 /// A tag fed by a source.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Binding {
     /// The tag's dotted name.
     pub(crate) tag: String,
@@ -162,20 +162,44 @@ pub(crate) struct FieldWrite {
     pub(crate) done: oneshot::Sender<Result<(), String>>,
 }
 
-/// The running sources: their status board and the inbox of each for writes.
+/// The running sources: their status board and the inbox of each for writes, replaced
+/// together when a plant import changes the sources (a new generation).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Sources {
-    pub(crate) board: SourceBoard,
-    inboxes: Arc<RwLock<HashMap<String, mpsc::Sender<FieldWrite>>>>,
+    generation: Arc<Mutex<Generation>>,
+}
+
+/// One set of source tasks, started from one plant model.
+#[derive(Debug, Default, Clone)]
+struct Generation {
+    board: SourceBoard,
+    inboxes: HashMap<String, mpsc::Sender<FieldWrite>>,
+    /// What it was started from: a reload that gives the same leaves it running.
+    started_from: Vec<(SourceSpec, Vec<Binding>)>,
+    /// Cancels this generation's tasks; `None` before the sources were started.
+    cancel: Option<CancellationToken>,
+    /// The server's shutdown, parent of every generation.
+    shutdown: Option<CancellationToken>,
 }
 
 impl Sources {
+    fn current(&self) -> Generation {
+        self.generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every source's status now.
+    pub(crate) fn statuses(&self) -> Vec<SourceStatus> {
+        self.current().board.statuses()
+    }
+
     /// Publishes a write of `tag` to the field through source `source`.
     pub(crate) async fn write(&self, source: &str, tag: &str, value: TagValue) -> Result<(), String> {
         let inbox = self
+            .current()
             .inboxes
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(source)
             .cloned()
             .ok_or_else(|| format!("source {source:?} is not running; nothing was written"))?;
@@ -202,6 +226,61 @@ impl Sources {
             )),
         }
     }
+
+    /// Starts a task per source of the solution's plant; they stop with `shutdown`. A source
+    /// that cannot start (a secret that does not resolve, an unreadable CA file) is logged and
+    /// counted, and the others run. Returns how many sources the plant declares.
+    pub(crate) fn start(
+        &self,
+        db: &Arc<SolutionDb>,
+        plant: &Plant,
+        shutdown: &CancellationToken,
+    ) -> Result<usize, SolutionError> {
+        let model = db.plant_model()?;
+        let count = model.sources.len();
+        let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
+        *generation = start_generation(db, plant, &model, shutdown);
+        Ok(count)
+    }
+
+    /// After a plant reload: when the sources or their bindings changed, stops the running
+    /// tasks and starts the new ones. Nothing happens before [`Sources::start`].
+    pub(crate) fn restart_if_changed(&self, db: &Arc<SolutionDb>, plant: &Plant) {
+        let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(shutdown) = generation.shutdown.clone() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let model = match db.plant_model() {
+            Ok(model) => model,
+            Err(error) => {
+                tracing::error!(%error, "cannot read the plant's sources; the running ones stay");
+                return;
+            }
+        };
+        if started_from(&model) == generation.started_from {
+            return;
+        }
+        if let Some(cancel) = generation.cancel.take() {
+            cancel.cancel();
+        }
+        *generation = start_generation(db, plant, &model, &shutdown);
+        tracing::info!(
+            sources = model.sources.len(),
+            "the plant's sources changed; restarted them"
+        );
+    }
+}
+
+/// Each source of `model` with its bindings.
+fn started_from(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
+    model
+        .sources
+        .iter()
+        .map(|source| (source.clone(), bindings_of(model, source)))
+        .collect()
 }
 
 /// The tags of `source`, with where each one's values come from.
@@ -245,26 +324,29 @@ fn bindings_of(model: &PlantModel, source: &SourceSpec) -> Vec<Binding> {
         .collect()
 }
 
-/// Starts a task per source of the solution's plant; they stop with `shutdown`. A source that
-/// cannot start (a secret that does not resolve, an unreadable CA file) is logged and counted,
-/// and the others run.
-pub(crate) fn start(
+/// Starts the tasks of every source of `model` under a new child of `shutdown`.
+fn start_generation(
     db: &Arc<SolutionDb>,
     plant: &Plant,
-    sources: &Sources,
+    model: &PlantModel,
     shutdown: &CancellationToken,
-) -> Result<usize, SolutionError> {
-    let model = db.plant_model()?;
-    for source in &model.sources {
-        let bindings = bindings_of(&model, source);
-        let index = sources.board.register(SourceStatus {
+) -> Generation {
+    let cancel = shutdown.child_token();
+    let mut generation = Generation {
+        started_from: started_from(model),
+        shutdown: Some(shutdown.clone()),
+        ..Generation::default()
+    };
+    for (source, bindings) in generation.started_from.clone() {
+        let board = &generation.board;
+        let index = board.register(SourceStatus {
             name: source.name.clone(),
             tags: bindings.len(),
             ..SourceStatus::default()
         });
         let refuse = |reason: String| {
             tracing::error!(source = %source.name, %reason, "source not started");
-            sources.board.update(index, |status| {
+            board.update(index, |status| {
                 *status.errors.entry("connection".to_owned()).or_default() += 1;
                 status.last_error = Some((SystemTime::now(), reason));
             });
@@ -284,12 +366,13 @@ pub(crate) fn start(
             },
         };
         let (inbox, writes) = mpsc::channel(WRITE_QUEUE);
+        let name = source.name.clone();
         let task = match mqtt::SourceTask::new(
             source.clone(),
             password,
             bindings,
             plant.clone(),
-            sources.board.clone(),
+            board.clone(),
             index,
             writes,
         ) {
@@ -299,19 +382,16 @@ pub(crate) fn start(
                 continue;
             }
         };
-        sources
-            .inboxes
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(source.name.clone(), inbox);
-        tokio::spawn(task.run(shutdown.child_token()));
+        generation.inboxes.insert(name, inbox);
+        tokio::spawn(task.run(cancel.child_token()));
     }
     if !model.sources.is_empty() {
         tokio::spawn(report(
             Arc::clone(db),
-            sources.board.clone(),
-            shutdown.child_token(),
+            generation.board.clone(),
+            cancel.child_token(),
         ));
     }
-    Ok(model.sources.len())
+    generation.cancel = Some(cancel);
+    generation
 }
