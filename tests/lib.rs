@@ -1,4 +1,6 @@
 //! Test support shared beyond the integration tests: the hostile clients the abuse test, the
-//! soak and the benchmark all turn loose on a server.
+//! soak and the benchmark all turn loose on a server, and the Mosquitto broker the MQTT tests
+//! and the benchmark start.
 
 pub mod hostile;
+pub mod mosquitto;

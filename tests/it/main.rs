@@ -10,7 +10,6 @@ mod envelope_limit;
 mod fault_matrix;
 mod log_bounds;
 mod login_limits;
-mod mosquitto;
 mod mqtt_sources;
 mod operator_writes;
 mod plant;

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
 use tserver::objects::{Quality, TagValue};
 
-use crate::mosquitto::{Mosquitto, Publisher};
 use crate::mqtt_sources::{bind, plant_with, until, until_connected};
 use crate::support::TestServer;
+use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
 const GROUP: &str = "Riverside";
 const NODE: &str = "Edge1";

@@ -38,6 +38,8 @@ struct Plan {
     bench_tags: usize,
     /// Writes per round-trip measurement.
     writes: u64,
+    /// The MQTT ingestion and freshness runs.
+    mqtt: crate::mqtt_bench::MqttPlan,
 }
 
 const FULL: Plan = Plan {
@@ -53,6 +55,12 @@ const FULL: Plan = Plan {
     panels: 50,
     bench_tags: 1_000,
     writes: 5_000,
+    mqtt: crate::mqtt_bench::MqttPlan {
+        tags: 100_000,
+        rate: 10_000,
+        seconds: 5.0,
+        rounds: 3,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -69,6 +77,12 @@ const SMOKE: Plan = Plan {
     panels: 3,
     bench_tags: 50,
     writes: 50,
+    mqtt: crate::mqtt_bench::MqttPlan {
+        tags: 500,
+        rate: 1_000,
+        seconds: 0.5,
+        rounds: 1,
+    },
 };
 
 /// Options of `cargo xtask bench`.
@@ -706,6 +720,75 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
             && error_count(&fan_out.write) == 0,
     });
     results.insert("subscription fan-out".to_owned(), fan_out.to_json());
+
+    // MQTT: one broker's retained values read by tserver's source beside a bare subscriber,
+    // and a steady stream read back through ReadTags.
+    let mqtt = crate::mqtt_bench::run(&bench.bin, &out_dir, plan.mqtt)?;
+    let (ours, bare) = (
+        mqtt["tserverUpdatesPerSecond"].as_f64().unwrap_or(0.0),
+        mqtt["bareUpdatesPerSecond"].as_f64().unwrap_or(f64::INFINITY),
+    );
+    let fresh = &mqtt["freshness"];
+    eprintln!(
+        "{:<28} {ours:>9.0} updates/s (bare rumqttc {bare:.0})  CPU {:.2} us/update  plant {:.0} B/tag, source {:.0} B/tag",
+        format!("tserver MQTT ingest x{}", plan.mqtt.tags),
+        mqtt["cpuUsPerUpdate"].as_f64().unwrap_or(0.0),
+        mqtt["plantBytes"].as_f64().unwrap_or(0.0) / plan.mqtt.tags as f64,
+        mqtt["sourceBytes"].as_f64().unwrap_or(0.0) / plan.mqtt.tags as f64,
+    );
+    eprintln!(
+        "{:<28} {:>9.0} updates/s published, {} applied  p50 {:>8.1} us  p99 {:>8.1} us  max {:.1} us",
+        "tserver MQTT to ReadTags",
+        fresh["publishedPerSecond"].as_f64().unwrap_or(0.0),
+        fresh["applied"],
+        fresh["p50Us"].as_f64().unwrap_or(0.0),
+        fresh["p99Us"].as_f64().unwrap_or(0.0),
+        fresh["maxUs"].as_f64().unwrap_or(0.0),
+    );
+    let ratio = ours / bare;
+    verdicts.push(Verdict {
+        what: format!("MQTT ingestion, {} retained values, one broker", plan.mqtt.tags),
+        measured: format!("{ours:.0} vs bare rumqttc {bare:.0} updates/s = {ratio:.2}x"),
+        target: ">= 0.8x bare subscriber".to_owned(),
+        met: ratio >= 0.8,
+    });
+    let applied_all = fresh["applied"].as_u64() == fresh["updates"].as_u64();
+    verdicts.push(Verdict {
+        what: format!("MQTT publish to ReadTags at {} updates/s, p99", plan.mqtt.rate),
+        measured: format!(
+            "{:.0} us (p50 {:.0} us), {} of {} applied",
+            fresh["p99Us"].as_f64().unwrap_or(0.0),
+            fresh["p50Us"].as_f64().unwrap_or(0.0),
+            fresh["applied"],
+            fresh["updates"]
+        ),
+        target: "<= 2 ms, none lost".to_owned(),
+        met: fresh["p99Us"].as_f64().unwrap_or(f64::INFINITY) <= 2_000.0 && applied_all,
+    });
+    let cpu_per_update = mqtt["cpuUsPerUpdate"].as_f64().unwrap_or(f64::INFINITY);
+    verdicts.push(Verdict {
+        what: "tserver CPU per MQTT update (ingestion)".to_owned(),
+        measured: format!("{cpu_per_update:.2} us"),
+        target: "<= 5 us".to_owned(),
+        met: cpu_per_update <= 5.0,
+    });
+    let bytes_per_tag = (mqtt["plantBytes"].as_f64().unwrap_or(f64::INFINITY)
+        + mqtt["sourceBytes"].as_f64().unwrap_or(f64::INFINITY))
+        / plan.mqtt.tags as f64;
+    verdicts.push(Verdict {
+        what: format!(
+            "memory for {} MQTT tags (plant + source + values)",
+            plan.mqtt.tags
+        ),
+        measured: format!(
+            "{:.0} B/tag ({:.0} MB in all)",
+            bytes_per_tag,
+            bytes_per_tag * plan.mqtt.tags as f64 / 1e6
+        ),
+        target: "<= 2 KiB/tag".to_owned(),
+        met: bytes_per_tag <= 2048.0,
+    });
+    results.insert("mqtt".to_owned(), mqtt);
 
     // Idle logged-in connections: memory growth of tserver while they are held.
     let baseline = rss_bytes(tserver.pid()).unwrap_or(0);

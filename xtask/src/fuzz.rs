@@ -18,6 +18,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "model_settings",
     "authorization",
     "plant_file",
+    "sparkplug",
 ];
 
 /// Options of `cargo xtask fuzz`.

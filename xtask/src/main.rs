@@ -9,6 +9,7 @@
 //! - `soak [--minutes N]`: a bounded mixed load against a release `tserver` (30 minutes by
 //!   default), reporting memory at the start and end and every error.
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
+//! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
 
 use std::process::Command;
 
@@ -16,6 +17,7 @@ use anyhow::{Context, bail};
 
 mod bench;
 mod fuzz;
+mod mqtt_bench;
 mod plant_bench;
 mod processes;
 mod reference;
@@ -30,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
+        Some("mqtt-bench") => mqtt_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             reference::run(

@@ -505,6 +505,37 @@ limit = 1
     }
 
     #[test]
+    fn a_tag_cannot_be_the_folder_of_another_and_a_folder_cannot_be_a_tag() {
+        let text = r#"
+[[folders]]
+path = "plant/area1/tank1/level"
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Area1/Tank1/Level"
+type = "number"
+
+[[tags]]
+name = "Tank1.Level.Raw"
+path = "Plant/Area1/Tank1/Level/Raw"
+type = "number"
+
+[[tags]]
+name = "Tank1.LevelX"
+path = "Plant/Area1/Tank1/LevelX"
+type = "number"
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:3:8: folders[0].path: \"plant/area1/tank1/level\" is the path of tag \"Tank1.Level\", not a folder",
+                "f:6:8: tags[0].name: path \"Plant/Area1/Tank1/Level\" is a tag, so it cannot also be the folder of \"Plant/Area1/Tank1/Level/Raw\"",
+            ],
+            "LevelX shares a prefix but not a folder"
+        );
+    }
+
+    #[test]
     fn a_huge_file_is_refused_before_it_is_parsed() {
         let huge = "#".repeat(MAX_FILE_BYTES + 1);
         assert_eq!(errors(&huge, Format::Toml).len(), 1);

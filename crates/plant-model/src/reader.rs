@@ -1075,24 +1075,15 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     // The expanded plant: names and paths unique, alarms on suitable tags. Each expanded
     // item is traced back to where it was written.
     let expanded = model.expand();
-    let origin_of_tag = |position: usize| -> (Range<usize>, String) {
-        let mut seen = 0;
-        for (index, instance) in model.equipment.iter().enumerate() {
-            let count = model
-                .types
-                .iter()
-                .find(|kind| kind.name == instance.kind)
-                .map_or(0, |kind| kind.tags.len());
-            if position < seen + count {
-                return (
-                    places.span("equipment", index, "name"),
-                    format!("equipment[{index}]"),
-                );
-            }
-            seen += count;
-        }
-        let index = position - seen;
-        (places.span("tags", index, "name"), format!("tags[{index}].name"))
+    let origin_of_tag = |position: usize| {
+        origin(
+            model,
+            places,
+            position,
+            |kind| kind.tags.len(),
+            ("tags", "name"),
+            |index| format!("tags[{index}].name"),
+        )
     };
     let mut names: HashMap<String, usize> = HashMap::new();
     let mut paths: HashMap<String, usize> = HashMap::new();
@@ -1116,44 +1107,43 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
     }
+    // A tag's path may not be the folder of another tag: every folder above a tag, with one
+    // tag below it (one pass, however many tags).
+    let mut folders_above: HashMap<String, usize> = HashMap::new();
     for (position, tag) in expanded.tags.iter().enumerate() {
-        // A tag's path may not be the folder of another tag.
-        let prefix = format!("{}/", tag.path.to_ascii_lowercase());
-        if let Some(below) = expanded
-            .tags
-            .iter()
-            .find(|other| other.path.to_ascii_lowercase().starts_with(&prefix))
-        {
+        let lower = tag.path.to_ascii_lowercase();
+        for (cut, _) in lower.match_indices('/') {
+            folders_above.entry(lower[..cut].to_owned()).or_insert(position);
+        }
+    }
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        if let Some(&below) = folders_above.get(&tag.path.to_ascii_lowercase()) {
             let (span, field) = origin_of_tag(position);
             reader.error(
                 span,
                 field,
                 format!(
                     "path {:?} is a tag, so it cannot also be the folder of {:?}",
-                    tag.path, below.path
+                    tag.path, expanded.tags[below].path
                 ),
             );
         }
     }
-    let origin_of_alarm = |position: usize| -> (Range<usize>, String) {
-        let mut seen = 0;
-        for (index, instance) in model.equipment.iter().enumerate() {
-            let count = model
-                .types
-                .iter()
-                .find(|kind| kind.name == instance.kind)
-                .map_or(0, |kind| kind.alarms.len());
-            if position < seen + count {
-                return (
-                    places.span("equipment", index, "name"),
-                    format!("equipment[{index}]"),
-                );
-            }
-            seen += count;
-        }
-        let index = position - seen;
-        (places.span("alarms", index, "tag"), format!("alarms[{index}]"))
+    let origin_of_alarm = |position: usize| {
+        origin(
+            model,
+            places,
+            position,
+            |kind| kind.alarms.len(),
+            ("alarms", "tag"),
+            |index| format!("alarms[{index}]"),
+        )
     };
+    // The first tag of each name, as the error for a taken name says.
+    let mut tags_by_name: HashMap<&str, &TagSpec> = HashMap::new();
+    for tag in &expanded.tags {
+        tags_by_name.entry(tag.name.as_str()).or_insert(tag);
+    }
     let mut alarm_names: HashMap<String, usize> = HashMap::new();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
         if alarm_names
@@ -1167,7 +1157,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
                 format!("two alarms named {:?}", alarm.name),
             );
         }
-        match expanded.tags.iter().find(|tag| tag.name == alarm.tag) {
+        match tags_by_name.get(alarm.tag.as_str()) {
             None => {
                 let (span, field) = origin_of_alarm(position);
                 let known: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
@@ -1203,8 +1193,12 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     for (position, tag) in expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
+        let known_source = model.sources.iter().any(|source| source.name == binding.broker);
+        if known_source && tag.simulate.is_none() {
+            continue;
+        }
         let (span, field) = origin_of_tag(position);
-        if !model.sources.iter().any(|source| source.name == binding.broker) {
+        if !known_source {
             let known: Vec<&str> = model.sources.iter().map(|source| source.name.as_str()).collect();
             let hint = nearest(&binding.broker, &known)
                 .map(|near| format!(" (did you mean {near:?}?)"))
@@ -1241,10 +1235,9 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
                 format!("folder {:?} is described twice", folder.path),
             );
         }
-        if let Some(tag) = expanded
-            .tags
-            .iter()
-            .find(|tag| tag.path.eq_ignore_ascii_case(&folder.path))
+        if let Some(tag) = paths
+            .get(&folder.path.to_ascii_lowercase())
+            .map(|&position| &expanded.tags[position])
         {
             reader.error(
                 places.span("folders", index, "path"),
@@ -1256,6 +1249,36 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
     }
+}
+
+/// Where the expanded tag or alarm at `position` was written: the equipment instance whose
+/// type made it (types give `members` each), or else its own entry in `section` (the plain
+/// items follow the instances' in the expanded plant).
+fn origin(
+    model: &PlantModel,
+    places: &Places<'_>,
+    position: usize,
+    members: impl Fn(&EquipmentType) -> usize,
+    (section, key): (&str, &str),
+    field: impl Fn(usize) -> String,
+) -> (Range<usize>, String) {
+    let mut seen = 0;
+    for (index, instance) in model.equipment.iter().enumerate() {
+        let count = model
+            .types
+            .iter()
+            .find(|kind| kind.name == instance.kind)
+            .map_or(0, &members);
+        if position < seen + count {
+            return (
+                places.span("equipment", index, "name"),
+                format!("equipment[{index}]"),
+            );
+        }
+        seen += count;
+    }
+    let index = position - seen;
+    (places.span(section, index, key), field(index))
 }
 
 /// Why a condition cannot watch a tag of `kind`, if it cannot.

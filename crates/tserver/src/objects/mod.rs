@@ -27,7 +27,7 @@ use crate::plant::WriteCapability;
 use crate::solution::{SolutionDb, SolutionError};
 
 /// The data type of a tag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TagKind {
     /// A floating-point measurement.
     Number,

@@ -37,10 +37,10 @@ const WRITE_QUEUE: usize = 1024;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where a bound tag's values come from and its writes go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Address {
-    /// A plain UNS topic, and the topic writes are published to.
-    Uns { topic: String, command: String },
+    /// A plain UNS topic, and the topic writes are published to when not `<topic>/set`.
+    Uns { topic: String, command: Option<String> },
     /// A Sparkplug B metric of an edge node or device.
     Sparkplug {
         target: ::sparkplug::Target,
@@ -49,7 +49,7 @@ pub(crate) enum Address {
 }
 
 /// A tag fed by a source.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Binding {
     /// The tag's dotted name.
     pub(crate) tag: String,
@@ -174,8 +174,9 @@ pub(crate) struct Sources {
 struct Generation {
     board: SourceBoard,
     inboxes: HashMap<String, mpsc::Sender<FieldWrite>>,
-    /// What it was started from: a reload that gives the same leaves it running.
-    started_from: Vec<(SourceSpec, Vec<Binding>)>,
+    /// The [`fingerprint`] of what it was started from: a reload that gives the same leaves
+    /// it running.
+    started_from: u64,
     /// Cancels this generation's tasks; `None` before the sources were started.
     cancel: Option<CancellationToken>,
     /// The server's shutdown, parent of every generation.
@@ -239,7 +240,7 @@ impl Sources {
         let model = db.plant_model()?;
         let count = model.sources.len();
         let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
-        *generation = start_generation(db, plant, &model, shutdown);
+        *generation = start_generation(db, plant, sources_of(&model), shutdown);
         Ok(count)
     }
 
@@ -260,13 +261,14 @@ impl Sources {
                 return;
             }
         };
-        if started_from(&model) == generation.started_from {
+        let sources = sources_of(&model);
+        if fingerprint(&sources) == generation.started_from {
             return;
         }
         if let Some(cancel) = generation.cancel.take() {
             cancel.cancel();
         }
-        *generation = start_generation(db, plant, &model, &shutdown);
+        *generation = start_generation(db, plant, sources, &shutdown);
         tracing::info!(
             sources = model.sources.len(),
             "the plant's sources changed; restarted them"
@@ -274,70 +276,76 @@ impl Sources {
     }
 }
 
-/// Each source of `model` with its bindings.
-fn started_from(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
+/// Each source of `model` with its bindings (the model expanded once, however many sources).
+fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
+    let mut bound: HashMap<&str, Vec<Binding>> = HashMap::new();
+    for tag in model.expand().tags {
+        let Some(binding) = &tag.source else { continue };
+        let Some(source) = model.sources.iter().find(|source| source.name == binding.broker) else {
+            continue;
+        };
+        let address = match (binding.sparkplug_target(), &binding.metric) {
+            (Some((group, node, device)), Some(metric)) => Address::Sparkplug {
+                target: ::sparkplug::Target {
+                    group: group.to_owned(),
+                    node: node.to_owned(),
+                    device: device.map(str::to_owned),
+                },
+                metric: metric.clone(),
+            },
+            _ => Address::Uns {
+                topic: binding
+                    .topic
+                    .clone()
+                    .unwrap_or_else(|| source.topic_of(&tag.path)),
+                command: binding.command_topic.clone(),
+            },
+        };
+        bound.entry(source.name.as_str()).or_default().push(Binding {
+            kind: TagKind::of(tag.kind),
+            tag: tag.name,
+            address,
+        });
+    }
     model
         .sources
         .iter()
-        .map(|source| (source.clone(), bindings_of(model, source)))
+        .map(|source| {
+            let bindings = bound.remove(source.name.as_str()).unwrap_or_default();
+            (source.clone(), bindings)
+        })
         .collect()
 }
 
-/// The tags of `source`, with where each one's values come from.
-fn bindings_of(model: &PlantModel, source: &SourceSpec) -> Vec<Binding> {
-    model
-        .expand()
-        .tags
-        .into_iter()
-        .filter_map(|tag| {
-            let binding = tag.source.as_ref()?;
-            if binding.broker != source.name {
-                return None;
-            }
-            let address = match (binding.sparkplug_target(), &binding.metric) {
-                (Some((group, node, device)), Some(metric)) => Address::Sparkplug {
-                    target: ::sparkplug::Target {
-                        group: group.to_owned(),
-                        node: node.to_owned(),
-                        device: device.map(str::to_owned),
-                    },
-                    metric: metric.clone(),
-                },
-                _ => {
-                    let topic = binding
-                        .topic
-                        .clone()
-                        .unwrap_or_else(|| source.topic_of(&tag.path));
-                    let command = binding
-                        .command_topic
-                        .clone()
-                        .unwrap_or_else(|| format!("{topic}/set"));
-                    Address::Uns { topic, command }
-                }
-            };
-            Some(Binding {
-                kind: TagKind::of(tag.kind),
-                tag: tag.name,
-                address,
-            })
-        })
-        .collect()
+/// A digest of the sources and bindings of `model`: a reload with the same one leaves the
+/// running sources alone (kept instead of a copy of every binding).
+fn fingerprint(sources: &[(SourceSpec, Vec<Binding>)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (source, bindings) in sources {
+        serde_json::to_string(source)
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        bindings.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// Starts the tasks of every source of `model` under a new child of `shutdown`.
 fn start_generation(
     db: &Arc<SolutionDb>,
     plant: &Plant,
-    model: &PlantModel,
+    sources: Vec<(SourceSpec, Vec<Binding>)>,
     shutdown: &CancellationToken,
 ) -> Generation {
     let cancel = shutdown.child_token();
+    let any = !sources.is_empty();
     let mut generation = Generation {
-        started_from: started_from(model),
+        started_from: fingerprint(&sources),
         shutdown: Some(shutdown.clone()),
         ..Generation::default()
     };
-    for (source, bindings) in generation.started_from.clone() {
+    for (source, bindings) in sources {
         let board = &generation.board;
         let index = board.register(SourceStatus {
             name: source.name.clone(),
@@ -385,7 +393,7 @@ fn start_generation(
         generation.inboxes.insert(name, inbox);
         tokio::spawn(task.run(cancel.child_token()));
     }
-    if !model.sources.is_empty() {
+    if any {
         tokio::spawn(report(
             Arc::clone(db),
             generation.board.clone(),

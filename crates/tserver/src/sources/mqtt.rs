@@ -247,8 +247,12 @@ impl SourceTask {
                     backoff = FIRST_BACKOFF;
                     self.board.update(self.index, |status| status.connected = true);
                     tracing::info!(source = %self.spec.name, "connected to the broker");
+                    // At most once: values are state (the latest counts, and the broker resends
+                    // retained ones on every subscription), and a broker queues QoS 1 messages
+                    // for a subscriber only up to a limit (Mosquitto: 1,000), dropping the
+                    // rest of a large retained tree.
                     for filter in &filters {
-                        if let Err(error) = client.try_subscribe(filter.clone(), QoS::AtLeastOnce) {
+                        if let Err(error) = client.try_subscribe(filter.clone(), QoS::AtMostOnce) {
                             self.note_error("connection", format!("cannot subscribe to {filter}: {error}"));
                         }
                     }
@@ -427,12 +431,13 @@ impl SourceTask {
             .get(tag)
             .ok_or_else(|| format!("tag {tag:?} is not bound to source {source:?}; nothing was written"))?;
         let (topic, payload) = match &self.tags[position].binding.address {
-            Address::Uns { command, .. } => {
+            Address::Uns { topic, command } => {
                 let text = match value {
                     TagValue::Text(text) => text.to_string(),
                     other => other.to_json().to_string(),
                 };
-                (command.clone(), text.into_bytes())
+                let command = command.clone().unwrap_or_else(|| format!("{topic}/set"));
+                (command, text.into_bytes())
             }
             Address::Sparkplug { target, metric } => {
                 let datatype = self.decoder.datatype_of(target, metric);

@@ -1,6 +1,7 @@
-//! A real Mosquitto broker for the tests: started on a free loopback port with a configuration
-//! of its own (so a test can stop and restart it on the same port), and a real MQTT client to
-//! publish with. Where the broker is not installed the tests fail saying how to install it.
+//! A real Mosquitto broker for the tests and the benchmark: started on a free loopback port with
+//! a configuration of its own (so a test can stop and restart it on the same port), and a real
+//! MQTT client to publish with. Where the broker is not installed it fails saying how to
+//! install it.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,31 +14,32 @@ const MOSQUITTO: &str = "/usr/sbin/mosquitto";
 const MOSQUITTO_PASSWD: &str = "/usr/bin/mosquitto_passwd";
 
 /// A broker process of this test.
-pub(crate) struct Mosquitto {
+#[derive(Debug)]
+pub struct Mosquitto {
     child: Option<Child>,
     /// Its port on 127.0.0.1.
-    pub(crate) port: u16,
+    pub port: u16,
     config: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 /// How a test's broker is set up beyond a plain anonymous listener.
 #[derive(Debug, Default)]
-pub(crate) struct BrokerOptions {
+pub struct BrokerOptions {
     /// Only this user, with this password, may connect.
-    pub(crate) user: Option<(String, String)>,
+    pub user: Option<(String, String)>,
     /// TLS with this CA, server certificate and key (PEM texts).
-    pub(crate) tls: Option<(String, String, String)>,
+    pub tls: Option<(String, String, String)>,
 }
 
 impl Mosquitto {
     /// Starts a broker on a free loopback port.
-    pub(crate) fn start() -> Self {
+    pub fn start() -> Self {
         Self::start_with(BrokerOptions::default())
     }
 
     /// Starts a broker with `options` on a free loopback port.
-    pub(crate) fn start_with(options: BrokerOptions) -> Self {
+    pub fn start_with(options: BrokerOptions) -> Self {
         assert!(
             std::path::Path::new(MOSQUITTO).exists(),
             "{MOSQUITTO} is missing: install the broker with `apt-get install -y mosquitto` (.ci/run does)"
@@ -89,7 +91,7 @@ impl Mosquitto {
     }
 
     /// Stops the broker (its clients see the connection drop).
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -97,7 +99,7 @@ impl Mosquitto {
     }
 
     /// Starts it again on the same port.
-    pub(crate) fn resume(&mut self) {
+    pub fn resume(&mut self) {
         let child = Command::new(MOSQUITTO)
             .arg("-c")
             .arg(&self.config)
@@ -119,7 +121,7 @@ impl Mosquitto {
     }
 
     /// The broker's URL, as a plant file writes it.
-    pub(crate) fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
 }
@@ -132,20 +134,22 @@ impl Drop for Mosquitto {
 
 /// A field-side client: a real MQTT client whose event loop runs in a task of its own,
 /// handing the messages of its subscriptions to the test.
-pub(crate) struct Publisher {
+#[derive(Debug)]
+pub struct Publisher {
     client: AsyncClient,
     received: tokio::sync::mpsc::UnboundedReceiver<(String, Vec<u8>)>,
     events: tokio::task::JoinHandle<()>,
 }
 
 impl Publisher {
-    pub(crate) async fn connect(port: u16) -> Self {
+    /// Connects to the broker on `port`.
+    pub async fn connect(port: u16) -> Self {
         Self::connect_with_will(port, None).await
     }
 
     /// Connects leaving `will` (topic, payload) for the broker to publish if the connection
     /// drops without a goodbye.
-    pub(crate) async fn connect_with_will(port: u16, will: Option<(String, Vec<u8>)>) -> Self {
+    pub async fn connect_with_will(port: u16, will: Option<(String, Vec<u8>)>) -> Self {
         let mut options = MqttOptions::new(
             format!("test-publisher-{}", uuid::Uuid::new_v4().simple()),
             "127.0.0.1",
@@ -188,7 +192,7 @@ impl Publisher {
     }
 
     /// Publishes at least once, retained when asked.
-    pub(crate) async fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>, retain: bool) {
+    pub async fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>, retain: bool) {
         self.client
             .publish(topic, QoS::AtLeastOnce, retain, payload.into())
             .await
@@ -196,7 +200,7 @@ impl Publisher {
     }
 
     /// Subscribes to `filter` and waits until the broker has it.
-    pub(crate) async fn subscribe(&mut self, filter: &str) {
+    pub async fn subscribe(&mut self, filter: &str) {
         self.client
             .subscribe(filter, QoS::AtLeastOnce)
             .await
@@ -218,7 +222,7 @@ impl Publisher {
     }
 
     /// The next message of the subscriptions, within 15 s.
-    pub(crate) async fn next(&mut self) -> (String, Vec<u8>) {
+    pub async fn next(&mut self) -> (String, Vec<u8>) {
         tokio::time::timeout(Duration::from_secs(15), self.received.recv())
             .await
             .expect("a message within 15 s")
@@ -226,7 +230,7 @@ impl Publisher {
     }
 
     /// Drops the connection without a goodbye, so the broker publishes the will.
-    pub(crate) fn vanish(self) {
+    pub fn vanish(self) {
         self.events.abort();
     }
 }

@@ -1,0 +1,362 @@
+//! The MQTT scenarios of `cargo xtask bench`: ingestion from one broker beside a bare rumqttc
+//! subscriber reading the same retained values, the server's CPU per update and memory for the
+//! plant's tags, and publish-to-ReadTags freshness under a steady stream.
+//!
+//! The measuring side runs in process (`xtask mqtt-bench`, started by `bench` from the build
+//! of the same profile), so the source's counters can be polled every millisecond and both
+//! readers run on the same runtime; the broker is a real Mosquitto started by the harness.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use serde_json::{Value, json};
+use service_client::{Client, ClientOptions, TagValue};
+use tokio_util::sync::CancellationToken;
+use tserver_tests::mosquitto::{Mosquitto, Publisher};
+
+use crate::processes::{cpu_seconds, rss_bytes, run_quietly};
+
+/// The topic root of the bench source.
+const ROOT: &str = "M";
+
+/// Tags the steady stream updates, and how many of them each ReadTags asks for.
+const STREAM_TAGS: usize = 1_000;
+const PROBE_TAGS: usize = 20;
+
+/// The packet limit tserver's sources tell the broker, used by the bare subscriber too.
+const MAX_PACKET_BYTES: u32 = 1024 * 1024 + 64 * 1024;
+
+/// The shape of the MQTT runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MqttPlan {
+    /// Tags bound to the broker, each with a retained value.
+    pub(crate) tags: usize,
+    /// Updates per second of the steady stream, and for how long.
+    pub(crate) rate: u32,
+    pub(crate) seconds: f64,
+    /// Ingestion rounds of each reader (the best counts).
+    pub(crate) rounds: usize,
+}
+
+fn tag_name(index: usize) -> String {
+    format!("M.T{index:06}")
+}
+
+fn topic(index: usize) -> String {
+    format!("{ROOT}/Bench/T{index:06}")
+}
+
+/// Starts a broker, prepares a solution of `plan.tags` MQTT-bound tags, and runs
+/// `xtask mqtt-bench` (the build in `bin`) against them; returns its JSON report.
+pub(crate) fn run(bin: &Path, out_dir: &Path, plan: MqttPlan) -> anyhow::Result<Value> {
+    let broker = Mosquitto::start();
+    let solution = out_dir.join("mqtt.db");
+    for stale in ["mqtt.db", "mqtt.db.key", "mqtt.db-wal", "mqtt.db-shm"] {
+        let _ = std::fs::remove_file(out_dir.join(stale));
+    }
+    let tserver = bin.join("tserver");
+    let path = solution.to_str().context("a UTF-8 solution path")?;
+    // The demo's guest user reads the tags; the plant is replaced by the bench's.
+    run_quietly(&tserver, &["init", path, "--demo"])?;
+    let mut text = format!(
+        "[[sources]]\nname = \"bench\"\nurl = \"{}\"\nroot = \"{ROOT}\"\n",
+        broker.url()
+    );
+    for index in 0..plan.tags {
+        text.push_str(&format!(
+            "\n[[tags]]\nname = \"{}\"\npath = \"Bench/T{index:06}\"\ntype = \"number\"\nhistory = false\nsource = {{ broker = \"bench\" }}\n",
+            tag_name(index)
+        ));
+    }
+    let file = out_dir.join("mqtt-plant.toml");
+    std::fs::write(&file, text)?;
+    run_quietly(
+        &tserver,
+        &["plant", path, "import", file.to_str().context("a UTF-8 path")?],
+    )?;
+    let output = Command::new(bin.join("xtask"))
+        .args([
+            "mqtt-bench",
+            path,
+            &broker.port.to_string(),
+            &plan.tags.to_string(),
+            &plan.rate.to_string(),
+            &plan.seconds.to_string(),
+            &plan.rounds.to_string(),
+        ])
+        .output()
+        .context("cannot run xtask mqtt-bench")?;
+    if !output.status.success() {
+        bail!(
+            "xtask mqtt-bench failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// `xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS`: the measuring side; prints a
+/// JSON report.
+pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
+    let [solution, port, tags, rate, seconds, rounds] = args else {
+        bail!("usage: xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS");
+    };
+    let plan = MqttPlan {
+        tags: tags.parse()?,
+        rate: rate.parse()?,
+        seconds: seconds.parse()?,
+        rounds: rounds.parse()?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(measure_all(PathBuf::from(solution), port.parse()?, plan))?;
+    println!("{report}");
+    Ok(())
+}
+
+async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Result<Value> {
+    let mut publisher = Publisher::connect(port).await;
+    eprintln!("mqtt-bench: publishing {} retained values", plan.tags);
+    for index in 0..plan.tags {
+        publisher.publish(&topic(index), index.to_string(), true).await;
+    }
+    // A round trip through the broker: every retained value is stored once it returns.
+    publisher.subscribe(&format!("{ROOT}-ready")).await;
+
+    let mut bare = Vec::new();
+    let mut ours = Vec::new();
+    let mut kept = None;
+    for round in 0..plan.rounds {
+        eprintln!("mqtt-bench: ingestion round {}", round + 1);
+        bare.push(bare_ingest(port, plan.tags, round).await?);
+        let last = round + 1 == plan.rounds;
+        let (run, runtime) = tserver_ingest(&solution, plan.tags, last).await?;
+        ours.push(run);
+        kept = runtime;
+    }
+    let best_bare = bare.iter().copied().fold(f64::INFINITY, f64::min);
+    let best_ours = ours.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
+    let first = ours.first().context("at least one round")?;
+    let (runtime, shutdown) = kept.context("the last round's server")?;
+    eprintln!("mqtt-bench: a steady stream of {} updates/s", plan.rate);
+    let freshness = freshness(&runtime, &publisher, plan).await?;
+    shutdown.cancel();
+    Ok(json!({
+        "tags": plan.tags,
+        "bareSeconds": bare,
+        "tserverSeconds": ours.iter().map(|run| run.seconds).collect::<Vec<_>>(),
+        "bareUpdatesPerSecond": plan.tags as f64 / best_bare,
+        "tserverUpdatesPerSecond": plan.tags as f64 / best_ours,
+        "cpuUsPerUpdate": ours.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
+        "plantBytes": first.plant_bytes,
+        "sourceBytes": first.source_bytes,
+        "freshness": freshness,
+    }))
+}
+
+/// A bare rumqttc subscriber (MQTT 5, the sources' options) reading every retained value:
+/// seconds from its connection to the last one.
+async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<f64> {
+    let mut options = MqttOptions::new(format!("bench-bare-{round}"), "127.0.0.1", port);
+    options.set_keep_alive(Duration::from_secs(30));
+    options.set_max_packet_size(Some(MAX_PACKET_BYTES));
+    let (client, mut events) = AsyncClient::new(options, 1024);
+    let mut started = None;
+    let mut received = 0;
+    while received < tags {
+        match events.poll().await.context("the bare subscriber's connection")? {
+            Event::Incoming(Packet::ConnAck(_)) => {
+                started = Some(Instant::now());
+                client.try_subscribe(format!("{ROOT}/#"), QoS::AtMostOnce)?;
+            }
+            Event::Incoming(Packet::Publish(_)) => received += 1,
+            _ => {}
+        }
+    }
+    let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
+    let _ = client.try_disconnect();
+    // Let the event loop send the disconnect before it is dropped.
+    let _ = tokio::time::timeout(Duration::from_millis(100), events.poll()).await;
+    Ok(seconds)
+}
+
+/// One tserver ingestion round.
+struct IngestRun {
+    seconds: f64,
+    cpu_us_per_update: f64,
+    /// Resident memory the opened plant added, and what the sources and values added after.
+    plant_bytes: u64,
+    source_bytes: u64,
+}
+
+/// Opens the solution in process, starts its source and waits until every retained value is
+/// applied; keeps the runtime running when `keep`.
+async fn tserver_ingest(
+    solution: &Path,
+    tags: usize,
+    keep: bool,
+) -> anyhow::Result<(IngestRun, Option<(tserver::Runtime, CancellationToken)>)> {
+    let pid = std::process::id();
+    let before_open = rss_bytes(pid).unwrap_or(0);
+    let runtime = tserver::Runtime::open(solution)?;
+    let opened = rss_bytes(pid).unwrap_or(0);
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown)?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut started = None;
+    let mut cpu_start = 0.0;
+    loop {
+        let status = runtime
+            .source_statuses()
+            .into_iter()
+            .next()
+            .context("the bench source")?;
+        if started.is_none() && status.connected {
+            started = Some(Instant::now());
+            cpu_start = cpu_seconds(pid).unwrap_or(0.0);
+        }
+        if status.messages >= tags as u64 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "tserver applied {} of {tags} values in 120 s: {status:?}",
+                status.messages
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
+    let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
+    let run = IngestRun {
+        seconds,
+        cpu_us_per_update: cpu * 1e6 / tags as f64,
+        plant_bytes: opened.saturating_sub(before_open),
+        source_bytes: rss_bytes(pid).unwrap_or(0).saturating_sub(opened),
+    };
+    if keep {
+        return Ok((run, Some((runtime, shutdown))));
+    }
+    shutdown.cancel();
+    Ok((run, None))
+}
+
+/// A steady stream of `plan.rate` updates a second over [`STREAM_TAGS`] tags, each value a
+/// sequence number; a panel polling ReadTags over the wire for [`PROBE_TAGS`] of them records,
+/// for every value it sees first, how long ago it was published.
+async fn freshness(
+    runtime: &tserver::Runtime,
+    publisher: &Publisher,
+    plan: MqttPlan,
+) -> anyhow::Result<Value> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let stop_server = CancellationToken::new();
+    let server = tserver::Server::new(runtime.clone(), tserver::ServerConfig::default())?;
+    let serving = tokio::spawn(server.run(listener, stop_server.clone()));
+    let panel = Client::connect(addr, ClientOptions::default()).await?;
+    panel.login("guest", "").await?;
+
+    let stream_tags = STREAM_TAGS.min(plan.tags);
+    let probes: Vec<String> = (0..PROBE_TAGS.min(stream_tags)).map(tag_name).collect();
+    let probe_names: Vec<&str> = probes.iter().map(String::as_str).collect();
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a bounded bench count"
+    )]
+    let total = (f64::from(plan.rate) * plan.seconds) as usize;
+    // Stream values start past the retained ones, so a retained value is never taken for one.
+    let offset = plan.tags;
+    let base = Instant::now();
+    let sent: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
+    let applied_before = runtime.source_statuses()[0].messages;
+    let done = CancellationToken::new();
+
+    let reader = {
+        let (sent, done) = (Arc::clone(&sent), done.clone());
+        async move {
+            let mut samples = Vec::new();
+            let mut last = vec![0_usize; probe_names.len()];
+            while !done.is_cancelled() {
+                let readings = panel.read_tags(&probe_names).await?;
+                let now = base.elapsed().as_nanos();
+                for (slot, reading) in readings.iter().enumerate() {
+                    let Some(TagValue::Number(value)) = reading.value else {
+                        continue;
+                    };
+                    #[expect(
+                        clippy::cast_possible_truncation,
+                        clippy::cast_sign_loss,
+                        reason = "sequence numbers the bench wrote"
+                    )]
+                    let sequence = value as usize;
+                    if sequence < offset || sequence <= last[slot] {
+                        continue;
+                    }
+                    last[slot] = sequence;
+                    let published = sent[sequence - offset].load(Ordering::Relaxed);
+                    if published > 0 {
+                        samples.push(u64::try_from(now).unwrap_or(u64::MAX).saturating_sub(published));
+                    }
+                }
+            }
+            anyhow::Ok(samples)
+        }
+    };
+    let writer = async {
+        let per_tick = (plan.rate / 1000).max(1) as usize;
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut next = 0;
+        while next < total {
+            tick.tick().await;
+            for _ in 0..per_tick.min(total - next) {
+                let stamp = u64::try_from(base.elapsed().as_nanos())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
+                sent[next].store(stamp, Ordering::Relaxed);
+                publisher
+                    .publish(&topic(next % stream_tags), (offset + next).to_string(), false)
+                    .await;
+                next += 1;
+            }
+        }
+        let published_in = base.elapsed().as_secs_f64();
+        // Let the last values arrive before the panel stops looking.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        done.cancel();
+        published_in
+    };
+    let (samples, published_in) = tokio::join!(reader, writer);
+    let mut samples = samples?;
+    samples.sort_unstable();
+    let applied = runtime.source_statuses()[0].messages - applied_before;
+    stop_server.cancel();
+    let _ = serving.await;
+    let quantile = |q: f64| -> f64 {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "an index into the samples"
+        )]
+        let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
+        samples.get(index).map_or(0.0, |nanos| *nanos as f64 / 1000.0)
+    };
+    Ok(json!({
+        "updates": total,
+        "applied": applied,
+        "publishedPerSecond": total as f64 / published_in,
+        "samples": samples.len(),
+        "p50Us": quantile(0.5),
+        "p99Us": quantile(0.99),
+        "maxUs": quantile(1.0),
+    }))
+}
