@@ -227,12 +227,40 @@ async fn births_aliases_gaps_deaths_and_writes_round_trip_through_a_sparkplug_ed
     .await;
 
     // The node's connection drops: the broker publishes its will, and every metric is Bad.
-    edge.client.vanish();
+    let EdgeSimulator { mut edge, client } = edge;
+    client.vanish();
     until(
         runtime,
         "Tank1.Level",
         |value, quality| *value == TagValue::Number(33.0) && quality == Quality::BAD,
         "went Bad with its node",
+    )
+    .await;
+    until(
+        runtime,
+        "Pump1.MotorCurrent",
+        |_, quality| quality == Quality::BAD,
+        "went Bad with its node",
+    )
+    .await;
+
+    // It comes back with a new session (the next bdSeq) and is current again.
+    let _ = edge.death();
+    let client = Publisher::connect_with_will(broker.port, Some(edge.will())).await;
+    let mut edge = EdgeSimulator { edge, client };
+    edge.birth(34.0, 14.0).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(34.0) && quality == Quality::GOOD,
+        "was current after the rebirth",
+    )
+    .await;
+    until(
+        runtime,
+        "Pump1.MotorCurrent",
+        |value, quality| *value == TagValue::Number(14.0) && quality == Quality::GOOD,
+        "was current after the device's rebirth",
     )
     .await;
     shutdown.cancel();
