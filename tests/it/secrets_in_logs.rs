@@ -324,3 +324,74 @@ fn no_envelope_field_or_log_line_carries_a_secret_in_any_form_it_was_sent_in() {
         assert!(!logs.contains(form), "{form:?} leaked into the logs:\n{logs}");
     }
 }
+
+/// A broker password, right and wrong, never reaches the logs (every tserver line at trace
+/// level) nor the sources' status.
+#[test]
+fn a_broker_password_is_never_logged_whether_the_broker_takes_it_or_not() {
+    const BROKER_CANARY: &str = "mqtt-pw-canary-never-logged-7a2e";
+    const WRONG_CANARY: &str = "mqtt-wrong-canary-never-logged-c4d1";
+    let broker = tserver_tests::mosquitto::Mosquitto::start_with(tserver_tests::mosquitto::BrokerOptions {
+        user: Some(("plant".to_owned(), BROKER_CANARY.to_owned())),
+        tls: None,
+    });
+    let solution = crate::mqtt_sources::plant_with(&broker.url(), |model| {
+        model.sources[0].username = "plant".to_owned();
+        model.sources[0].password = "/secret:BrokerPw".to_owned();
+        crate::mqtt_sources::bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+    });
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let (captured, subscriber) = trace_capture();
+    let mut statuses = String::new();
+    // One thread, so the source tasks log into this capture.
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        runtime.block_on(async {
+            for (password, connects) in [(BROKER_CANARY, true), (WRONG_CANARY, false)] {
+                admin(&["secrets", &path, "set", "BrokerPw"], &format!("{password}\n"));
+                let runtime = Runtime::open(&solution.path).expect("opens");
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                runtime.start_sources(&shutdown).expect("starts");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+                loop {
+                    let status = runtime.source_statuses().remove(0);
+                    let settled = if connects {
+                        status.connected
+                    } else {
+                        status.errors.contains_key("connection")
+                    };
+                    if settled {
+                        statuses.push_str(&format!("{status:?}"));
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{status:?}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                shutdown.cancel();
+            }
+        });
+    });
+    let logged = String::from_utf8(captured.0.lock().expect("capture").clone()).expect("utf-8");
+    assert!(
+        logged.contains("connected to the broker"),
+        "the capture saw the source"
+    );
+    for canary in [BROKER_CANARY, WRONG_CANARY] {
+        assert!(!logged.contains(canary), "a broker password was logged");
+        assert!(
+            !statuses.contains(canary),
+            "a broker password is in a status: {statuses}"
+        );
+    }
+}
