@@ -264,6 +264,24 @@ struct Tally {
 }
 
 impl Tally {
+    /// The report of a run of `args` that measured for `elapsed` with `held` connections
+    /// logged in (a scenario with its own in-flight count, rate or merges sets them after).
+    fn into_report(self, args: &BenchArgs, elapsed: Duration, held: usize) -> BenchReport {
+        BenchReport {
+            scenario: args.scenario,
+            connections: args.connections,
+            in_flight: args.in_flight,
+            rate: args.rate,
+            elapsed,
+            latency: self.latency,
+            first_text: self.first_text,
+            outcomes: self.outcomes,
+            errors: self.errors,
+            held,
+            skipped: 0,
+        }
+    }
+
     fn new() -> anyhow::Result<Self> {
         let max = u64::try_from(MAX_RECORDED.as_nanos()).unwrap_or(u64::MAX);
         let histogram = || Histogram::new_with_bounds(1, max, 3).context("cannot make a histogram");
@@ -418,17 +436,8 @@ async fn hold_idle(args: &BenchArgs, clients: &[Client], hold: Duration, mut tal
         );
     }
     BenchReport {
-        scenario: args.scenario,
-        connections: args.connections,
-        in_flight: args.in_flight,
         rate: None,
-        elapsed: started.elapsed(),
-        latency: tally.latency,
-        first_text: tally.first_text,
-        outcomes: tally.outcomes,
-        errors: tally.errors,
-        held,
-        skipped: 0,
+        ..tally.into_report(args, started.elapsed(), held)
     }
 }
 
@@ -513,17 +522,10 @@ async fn watch_load(
     }
     progress.finish();
     Ok(BenchReport {
-        scenario: args.scenario,
-        connections: args.connections,
         in_flight: 1,
         rate: None,
-        elapsed: measure_for,
-        latency: tally.latency,
-        first_text: tally.first_text,
-        outcomes: tally.outcomes,
-        errors: tally.errors,
-        held: clients.len(),
         skipped,
+        ..tally.into_report(args, measure_for, clients.len())
     })
 }
 
@@ -697,19 +699,11 @@ async fn drive_load(
         tally.merge(joined.context("a load worker failed")??);
     }
     progress.finish();
-    Ok(BenchReport {
-        scenario: args.scenario,
-        connections: args.connections,
-        in_flight: args.in_flight,
-        rate: args.rate,
-        elapsed: measured_until.saturating_duration_since(run.measure_from),
-        latency: tally.latency,
-        first_text: tally.first_text,
-        outcomes: tally.outcomes,
-        errors: tally.errors,
-        held: clients.len(),
-        skipped: 0,
-    })
+    Ok(tally.into_report(
+        args,
+        measured_until.saturating_duration_since(run.measure_from),
+        clients.len(),
+    ))
 }
 
 /// One caller: closed loop without `interval`, open loop (fixed schedule) with it.
