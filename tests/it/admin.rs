@@ -198,3 +198,51 @@ fn settings_that_would_not_be_used_as_given_are_refused_and_stored_ones_are_repo
         "{shown}"
     );
 }
+
+#[test]
+fn tokens_are_shown_once_listed_without_their_secret_and_revoked_by_id_or_label() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    let text = admin(
+        &[
+            "tokens",
+            path,
+            "create",
+            "--user",
+            "guest",
+            "--name",
+            "vs code",
+            "--expires",
+            "30",
+        ],
+        "",
+    );
+    let token = text.trim();
+    assert!(token.starts_with(tserver::solution::TOKEN_PREFIX), "{text}");
+    let listed = admin(&["tokens", path, "list"], "");
+    let secret = token.rsplit('_').next().expect("a secret part");
+    assert!(
+        !listed.contains(secret),
+        "a listing never shows the token: {listed}"
+    );
+    assert!(listed.contains("\"vs code\"  user guest  created "), "{listed}");
+    assert!(!listed.contains("expires never"), "30 days: {listed}");
+    let id = listed.split_whitespace().next().expect("an id");
+    assert!(token.contains(id), "the id is part of the token");
+
+    let error = try_admin(&["tokens", path, "create", "--user", "nobody"], "").expect_err("refused");
+    assert!(error.to_string().contains("no user named \"nobody\""), "{error}");
+    let error = try_admin(
+        &["tokens", path, "create", "--user", "guest", "--expires", "0"],
+        "",
+    )
+    .expect_err("refused");
+    assert!(error.to_string().contains("0 is not in 1..=3650"), "{error}");
+
+    assert!(
+        admin(&["tokens", path, "revoke", "vs code"], "").contains(&format!("revoked token {id} of guest"))
+    );
+    assert_eq!(admin(&["tokens", path, "list"], ""), "no tokens\n");
+    let error = try_admin(&["tokens", path, "revoke", id], "").expect_err("gone");
+    assert!(error.to_string().contains("no token with id or name"), "{error}");
+}

@@ -101,6 +101,39 @@ pub enum Command {
         #[command(subcommand)]
         action: SourcesAction,
     },
+    /// API tokens for the HTTP surface (RuntimeMCP): each acts as a user, with that user's role.
+    Tokens {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: TokensAction,
+    },
+}
+
+/// `tserver tokens` actions.
+#[derive(Debug, Subcommand)]
+pub enum TokensAction {
+    /// Make a token and print it, once: only a digest of it is stored.
+    Create {
+        /// The user it acts as.
+        #[arg(long)]
+        user: String,
+        /// Days until it stops working (default: never).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3650))]
+        expires: Option<u32>,
+        /// A label to recognise it by in `list` (and revoke it by).
+        #[arg(long, default_value = "")]
+        name: String,
+    },
+    /// Every token: id, label, user, when made and when it expires (never the token).
+    List,
+    /// Revoke a token by its id (or its label, when no other token has it); it stops working
+    /// at its next use.
+    Revoke {
+        /// The token's id or label.
+        token: String,
+    },
 }
 
 /// `tserver sources` actions.
@@ -463,6 +496,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         }
         Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
         Command::Sources { path, action } => sources_command(&SolutionDb::open(path)?, action, output)?,
+        Command::Tokens { path, action } => tokens_command(&SolutionDb::open(path)?, action, output)?,
         Command::Audit { path, since, limit } => {
             for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
                 let change = match (&entry.old_value, &entry.new_value) {
@@ -528,6 +562,51 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
 }
 
 /// Runs a `tserver plant` action.
+fn tokens_command(db: &SolutionDb, action: &TokensAction, output: &mut dyn Write) -> anyhow::Result<()> {
+    let when = |time: std::time::SystemTime| localai::iso8601_millis(time);
+    match action {
+        TokensAction::Create { user, expires, name } => {
+            let valid_for = expires.map(|days| std::time::Duration::from_secs(u64::from(days) * 86_400));
+            let (token, text) = db.create_token(user, name, valid_for)?;
+            writeln!(output, "{text}")?;
+            let until = token.expires_at.map_or_else(
+                || "never expires".to_owned(),
+                |time| format!("expires {}", when(time)),
+            );
+            eprintln!(
+                "token {} for {} ({until}); it is shown only now: store it where it is needed",
+                token.id, token.user
+            );
+        }
+        TokensAction::List => {
+            let tokens = db.tokens()?;
+            if tokens.is_empty() {
+                writeln!(output, "no tokens")?;
+            }
+            for token in tokens {
+                let until = token.expires_at.map_or_else(|| "never".to_owned(), when);
+                let label = if token.name.is_empty() {
+                    String::new()
+                } else {
+                    format!("  {:?}", token.name)
+                };
+                writeln!(
+                    output,
+                    "{}{label}  user {}  created {}  expires {until}",
+                    token.id,
+                    token.user,
+                    when(token.created_at)
+                )?;
+            }
+        }
+        TokensAction::Revoke { token } => {
+            let revoked = db.revoke_token(token)?;
+            writeln!(output, "revoked token {} of {}", revoked.id, revoked.user)?;
+        }
+    }
+    Ok(())
+}
+
 fn sources_command(db: &SolutionDb, action: &SourcesAction, output: &mut dyn Write) -> anyhow::Result<()> {
     match action {
         SourcesAction::List => {

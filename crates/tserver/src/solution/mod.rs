@@ -11,6 +11,7 @@ mod guard;
 mod plant;
 mod secrets;
 mod source_reports;
+mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -29,17 +30,19 @@ pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;
+pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
+    include_str!("schema_v5.sql"),
 ];
 
 /// How long a statement waits for another writer (an admin command, the server) to finish.
@@ -88,6 +91,9 @@ pub enum SolutionError {
         /// Why the value does not fit.
         reason: String,
     },
+    /// An API token request that cannot be carried out (a bad label, no such token).
+    #[error("{0}")]
+    Token(String),
     /// A `ModelSettings` change whose values would not be used as given (fallen back or
     /// clamped) or would fail every call.
     #[error("refused, nothing changed: {0}")]
