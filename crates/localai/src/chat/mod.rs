@@ -11,13 +11,11 @@ pub(crate) mod llm;
 mod preview;
 pub(crate) mod transcript;
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use ai_envelope::{Envelope, ToolStatus, ToolTraceEntry};
 use dashmap::DashMap;
-use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -27,7 +25,7 @@ use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
-use crate::tools::{ToolDefinition, ToolError, success_content};
+use crate::tools::{TOOL_TIMEOUT, ToolDefinition, ToolError, success_content, unknown_tool};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
 use preview::AnswerPreview;
@@ -38,9 +36,6 @@ const TOOL_DEADLINE_MARGIN: Duration = Duration::from_millis(10);
 
 /// How long an endpoint that refused to stream is asked without streaming.
 const NO_STREAMING_FOR: Duration = Duration::from_secs(600);
-
-/// The most one tool dispatch may take (less when the turn's budget has less left).
-pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the model is told about its job when tools are offered.
 const SYSTEM_PROMPT_WITH_TOOLS: &str = "You are the plant assistant of an industrial automation \
@@ -718,17 +713,7 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
     };
     let tool = tools.iter().find(|tool| tool.name() == call.name);
     let outcome = match (tool, &call.arguments) {
-        (None, _) => Err(ToolError::new(
-            "unknown_tool",
-            format!(
-                "that tool does not exist; the tools offered are: {}",
-                tools
-                    .iter()
-                    .map(ToolDefinition::name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
+        (None, _) => Err(unknown_tool(tools)),
         (Some(_), Arguments::Unparsable(_)) => Err(ToolError::invalid_arguments(
             "the arguments are not a JSON object; call the tool again with a JSON object that follows its schema",
         )),
@@ -739,20 +724,7 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(TOOL_DEADLINE_MARGIN);
-            let limit = TOOL_TIMEOUT.min(left);
-            let run = AssertUnwindSafe(tool.invoke(arguments.clone())).catch_unwind();
-            match tokio::time::timeout(limit, run).await {
-                Ok(Ok(result)) => result,
-                Ok(Err(_)) => {
-                    tracing::error!(tool = tool.name(), "tool panicked");
-                    Err(ToolError::new("internal", "the tool failed unexpectedly"))
-                }
-                Err(_) => Err(ToolError::new(
-                    "timeout",
-                    format!("the tool did not answer within {} ms", limit.as_millis()),
-                )
-                .retryable()),
-            }
+            tool.call(arguments.clone(), TOOL_TIMEOUT.min(left)).await
         }
     };
     let name = trace_name(&call.name);

@@ -11,13 +11,20 @@
 mod schema;
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::{Value, json};
 
 use crate::settings::ModelOptions;
 pub use schema::validate_arguments;
+
+/// The most one tool call may take, whichever transport asked (the chat path gives less when
+/// its turn's budget has less left).
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The future a tool handler returns.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -156,6 +163,40 @@ impl ToolDefinition {
         validate_arguments(&self.parameters, &arguments)?;
         (self.handler)(arguments).await
     }
+
+    /// One call as every transport runs it (the chat path, MCP, the framed protocol): the
+    /// arguments checked, the handler given at most `limit`, a panic isolated and reported as
+    /// an `internal` failure, a timeout as a retryable `timeout`.
+    pub async fn call(&self, arguments: Value, limit: Duration) -> Result<Value, ToolError> {
+        let run = AssertUnwindSafe(self.invoke(arguments)).catch_unwind();
+        match tokio::time::timeout(limit, run).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => {
+                tracing::error!(tool = self.name(), "tool panicked");
+                Err(ToolError::new("internal", "the tool failed unexpectedly"))
+            }
+            Err(_) => Err(ToolError::new(
+                "timeout",
+                format!("the tool did not answer within {} ms", limit.as_millis()),
+            )
+            .retryable()),
+        }
+    }
+}
+
+/// The failure for a call of a tool that is not offered: it names the ones that are.
+pub fn unknown_tool(offered: &[ToolDefinition]) -> ToolError {
+    ToolError::new(
+        "unknown_tool",
+        format!(
+            "that tool does not exist; the tools offered are: {}",
+            offered
+                .iter()
+                .map(ToolDefinition::name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
 }
 
 /// Why a tool could not be registered.
@@ -263,6 +304,47 @@ mod tests {
             json!({"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]}),
             |arguments| async move { Ok(arguments) },
         )
+    }
+
+    #[tokio::test]
+    async fn a_call_checks_its_arguments_and_survives_slow_and_panicking_handlers() {
+        let fine = echo("fine", ModelOptions::UNS_TOOLS);
+        assert_eq!(
+            fine.call(json!({"tag": "x"}), TOOL_TIMEOUT).await,
+            Ok(json!({"tag": "x"}))
+        );
+        let refused = fine.call(json!({}), TOOL_TIMEOUT).await.expect_err("refused");
+        assert_eq!(refused.kind, "invalid_arguments");
+        let slow = ToolDefinition::new(
+            "slow",
+            ModelOptions::UNS_TOOLS,
+            "",
+            json!({"type": "object"}),
+            |_| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(json!(null))
+            },
+        );
+        let timed_out = slow
+            .call(json!({}), Duration::from_millis(20))
+            .await
+            .expect_err("timed out");
+        assert_eq!((timed_out.kind.as_str(), timed_out.retryable), ("timeout", true));
+        let broken = ToolDefinition::new(
+            "broken",
+            ModelOptions::UNS_TOOLS,
+            "",
+            json!({"type": "object"}),
+            |arguments: Value| async move {
+                assert!(arguments.is_null(), "a handler bug");
+                Ok(arguments)
+            },
+        );
+        let failed = broken.call(json!({}), TOOL_TIMEOUT).await.expect_err("isolated");
+        assert_eq!((failed.kind.as_str(), failed.retryable), ("internal", false));
+        let unknown = unknown_tool(&[fine, slow]);
+        assert_eq!(unknown.kind, "unknown_tool");
+        assert!(unknown.message.ends_with("fine, slow"), "{}", unknown.message);
     }
 
     fn catalog() -> ToolCatalog {
