@@ -86,7 +86,7 @@ fn tool_names(post: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-fn tool_message_content(post: &Value, call_id: &str) -> Value {
+pub(crate) fn tool_message_content(post: &Value, call_id: &str) -> Value {
     let message = post["messages"]
         .as_array()
         .expect("messages")

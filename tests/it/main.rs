@@ -26,3 +26,4 @@ mod support;
 mod tclient;
 mod tidy;
 mod tls;
+mod tool_calls;

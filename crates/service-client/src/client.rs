@@ -14,9 +14,10 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tserver_proto::v1::{
-    AcknowledgeAlarmRequest, Cancel, ChatReply, ChatRequest, ClientFrame, ErrorCode, Hello, Logout, Ping,
-    ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, TagWrite,
-    TagWriteResult, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
+    AcknowledgeAlarmRequest, CallToolReply, CallToolRequest, Cancel, ChatReply, ChatRequest, ClientFrame,
+    ErrorCode, Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
+    SubscribeRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
+    WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
 
@@ -250,6 +251,38 @@ impl Client {
             server_frame::Body::Chat(reply) => Ok(reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ChatReply",
+            }),
+        }
+    }
+
+    /// The runtime tools this login may call now (see TOOLS in `proto/tserver.proto`).
+    pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
+        match self
+            .call(client_frame::Body::ListTools(ListToolsRequest {}))
+            .await?
+        {
+            server_frame::Body::ListTools(reply) => Ok(reply.tools),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ListToolsReply",
+            }),
+        }
+    }
+
+    /// Runs one runtime tool with `arguments` (a JSON object); the reply holds the canonical
+    /// content a model would read, and whether it is a failure.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<CallToolReply, ClientError> {
+        let request = CallToolRequest {
+            name: name.to_owned(),
+            arguments_json: arguments.to_string(),
+        };
+        match self.call(client_frame::Body::CallTool(request)).await? {
+            server_frame::Body::CallTool(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "CallToolReply",
             }),
         }
     }

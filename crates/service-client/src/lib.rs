@@ -30,7 +30,7 @@ pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
 pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall, TagSubscription};
 pub use error::{ClientError, CloseReason};
 pub use tserver_proto::v1::{
-    AlarmState, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, TagWrite,
-    TagWriteResult, TokenUsage, ToolFinished, ToolStarted, chat_event::Event as ChatEvent,
-    tag_reading::Value as TagValue, tag_write::Value as WriteValue,
+    AlarmState, CallToolReply, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate,
+    TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted,
+    chat_event::Event as ChatEvent, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
 };

@@ -490,6 +490,14 @@ impl Handler {
                 self.answer(reply(call_id, cmd::cancel::apply(&request, &self.running)))
                     .await?;
             }
+            client_frame::Body::ListTools(_) => {
+                let body = cmd::list_tools::apply(&self.shared.runtime).unwrap_or_else(CallError::into_body);
+                self.answer(reply(call_id, body)).await?;
+            }
+            client_frame::Body::CallTool(request) => {
+                let call = cmd::call_tool::apply(request, &self.shared.runtime);
+                self.spawn_call(call_id, "call_tool", call).await?;
+            }
         }
         Ok(None)
     }

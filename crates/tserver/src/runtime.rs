@@ -273,12 +273,49 @@ impl Runtime {
         &self.local_ai
     }
 
+    /// The runtime tools clients may use now (MCP, the framed ListTools/CallTool): the gates
+    /// are read afresh at every call, as a chat turn reads them.
+    pub fn offered_tools(&self) -> Result<Vec<ToolDefinition>, ToolsClosed> {
+        let options = self.db.settings_row()?.options();
+        if !options.contains(ModelOptions::ENABLE_RUNTIME_MCP) {
+            return Err(ToolsClosed::Disabled);
+        }
+        Ok(self.tools.offered(options))
+    }
+
+    /// Runs one tool call for a client, as a chat turn's dispatch runs it: an unknown or
+    /// unoffered tool and bad arguments are tool failures, not errors of the call.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<Result<Value, ToolError>, ToolsClosed> {
+        let offered = self.offered_tools()?;
+        Ok(match offered.iter().find(|tool| tool.name() == name) {
+            Some(tool) => tool.call(arguments, localai::tools::TOOL_TIMEOUT).await,
+            None => Err(localai::tools::unknown_tool(&offered)),
+        })
+    }
+
     /// The script toolkit (`TK`) for scripts running in this process.
     pub fn toolkit(&self) -> Toolkit {
         Toolkit {
             local_ai: self.local_ai.clone(),
         }
     }
+}
+
+/// Why the runtime tools are not offered to clients now.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolsClosed {
+    /// ModelOptions bit 0x02 (EnableRuntimeMCP) is off.
+    #[error(
+        "the runtime tools are off for clients: the solution's ModelOptions bit 0x02 (EnableRuntimeMCP) is not set"
+    )]
+    Disabled,
+    /// The settings could not be read.
+    #[error("cannot read the solution's settings: {0}")]
+    Settings(#[from] SolutionError),
 }
 
 /// The in-process script API: what `TK.*` is to a server script.

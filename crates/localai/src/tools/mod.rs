@@ -100,6 +100,8 @@ pub struct ToolDefinition {
     /// carries it.
     spec: Arc<str>,
     category: u32,
+    /// Whether the tool only reads (MCP's `readOnlyHint`).
+    read_only: bool,
     handler: Arc<Handler>,
 }
 
@@ -129,8 +131,20 @@ impl ToolDefinition {
             parameters: Arc::new(parameters),
             spec: Arc::from(spec.to_string()),
             category,
+            read_only: false,
             handler: Arc::new(move |arguments| Box::pin(handler(arguments)) as ToolFuture),
         }
+    }
+
+    /// Marks the tool as one that only reads (the runtime's own tools all do).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether the tool only reads.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The tool's name.

@@ -2,9 +2,11 @@
 //! is one module here and one match arm in the handler.
 
 pub(crate) mod acknowledge_alarm;
+pub(crate) mod call_tool;
 pub(crate) mod cancel;
 pub(crate) mod chat;
 pub(crate) mod hello;
+pub(crate) mod list_tools;
 pub(crate) mod logout;
 pub(crate) mod ping;
 pub(crate) mod read_tags;

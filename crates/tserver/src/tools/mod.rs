@@ -252,9 +252,11 @@ where
     Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
 {
     let plant = plant.clone();
+    // A runtime tool holds a plant reader only: it cannot write.
     ToolDefinition::new(name, category, description, parameters, move |arguments| {
         handler(plant.clone(), arguments)
     })
+    .read_only()
 }
 
 #[cfg(test)]
