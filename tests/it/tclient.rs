@@ -385,3 +385,61 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn tools_list_and_call_from_the_command_line() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let listed = tclient(&["--addr", &addr, "tools", "list"], "", false)
+        .await
+        .expect("listed");
+    assert!(listed.starts_with("runtime_get_value [0x04] "), "{listed}");
+    assert_eq!(listed.lines().count(), 8, "{listed}");
+    let called = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tools",
+            "call",
+            "runtime_get_value",
+            r#"{"tag": "Tank1.Level"}"#,
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect("called");
+    let content: serde_json::Value = serde_json::from_str(called.trim()).expect("one JSON line");
+    assert_eq!(content["ok"], true, "{content}");
+    assert_eq!(content["result"]["tag"], "Tank1.Level", "{content}");
+    let failed = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tools",
+            "call",
+            "runtime_get_value",
+            r#"{"tag": "Nope"}"#,
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect_err("a tool failure is an error");
+    assert!(
+        failed
+            .to_string()
+            .contains("runtime_get_value reported a failure"),
+        "{failed}"
+    );
+    let bad = tclient(
+        &["--addr", &addr, "tools", "call", "runtime_get_value", "{tag"],
+        "",
+        false,
+    )
+    .await
+    .expect_err("not JSON");
+    assert!(bad.to_string().contains("are not JSON"), "{bad}");
+    server.stop().await;
+}

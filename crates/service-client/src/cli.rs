@@ -71,6 +71,29 @@ pub enum Command {
         #[command(subcommand)]
         action: AlarmsAction,
     },
+    /// Use the runtime tools the assistant uses (when the solution offers them to clients:
+    /// ModelOptions bit 0x02).
+    Tools {
+        /// What to do.
+        #[command(subcommand)]
+        action: ToolsAction,
+    },
+}
+
+/// `tclient tools` actions.
+#[derive(Debug, Subcommand)]
+pub enum ToolsAction {
+    /// Print the tools offered now: name, category and the first line of the description.
+    List,
+    /// Call a tool and print its result as one JSON line (the exit status is 1 when the tool
+    /// reports a failure).
+    Call {
+        /// The tool, e.g. `runtime_get_value`.
+        name: String,
+        /// Its arguments as a JSON object, e.g. '{"tag": "Pump1.MotorCurrent"}'.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
 }
 
 /// `tclient tags` actions.
@@ -272,6 +295,25 @@ pub async fn run(
                 )?;
             }
             snapshot.unsubscribe().await?;
+        }
+        Command::Tools {
+            action: ToolsAction::List,
+        } => {
+            for tool in client.list_tools().await? {
+                let summary = tool.description.lines().next().unwrap_or_default();
+                writeln!(output, "{} [{:#04x}] {summary}", tool.name, tool.category)?;
+            }
+        }
+        Command::Tools {
+            action: ToolsAction::Call { name, arguments },
+        } => {
+            let arguments: serde_json::Value = serde_json::from_str(arguments)
+                .with_context(|| format!("the arguments {arguments:?} are not JSON"))?;
+            let reply = client.call_tool(name, &arguments).await?;
+            writeln!(output, "{}", reply.content_json)?;
+            if reply.is_error {
+                anyhow::bail!("{name} reported a failure");
+            }
         }
         Command::Alarms {
             action: AlarmsAction::Ack { name },
