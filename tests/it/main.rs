@@ -10,6 +10,7 @@ mod envelope_limit;
 mod fault_matrix;
 mod log_bounds;
 mod login_limits;
+mod mcp;
 mod mqtt_sources;
 mod operator_writes;
 mod plant;

@@ -183,6 +183,14 @@ pub struct ServeArgs {
     /// The solution file to serve.
     #[arg(long)]
     pub solution: PathBuf,
+    /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
+    /// tokens from `tserver tokens`). Off by default.
+    #[arg(long)]
+    pub http: Option<SocketAddr>,
+    /// A host name the HTTP surface answers to beside the loopback names (its `Host` header
+    /// is checked, against DNS rebinding); repeat for several.
+    #[arg(long = "http-allow-host")]
+    pub http_allow_hosts: Vec<String>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub listen: SocketAddr,
@@ -409,6 +417,21 @@ pub async fn serve_on(
         .context("cannot start the plant's MQTT sources")?;
     if sources > 0 {
         tracing::info!(sources, "MQTT sources started");
+    }
+    if let Some(address) = args.http {
+        let listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen for HTTP on {address}"))?;
+        let mut http = crate::http_surface::HttpConfig::default();
+        http.allowed_hosts.extend(args.http_allow_hosts.iter().cloned());
+        tracing::info!(address = %listener.local_addr().unwrap_or(address), "serving HTTP (RuntimeMCP at /mcp)");
+        let runtime = runtime.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = crate::http_surface::serve(listener, runtime, http, shutdown).await {
+                tracing::error!(%error, "the HTTP surface stopped");
+            }
+        });
     }
     let background = tokio::spawn({
         let runtime = runtime.clone();

@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod config;
 pub mod historian;
+pub mod http_surface;
 pub mod objects;
 pub mod simulator;
 pub mod solution;

@@ -1,0 +1,104 @@
+//! RuntimeMCP: the runtime tools as an MCP server (rmcp), from the same catalog, gates and
+//! runner as the chat path, so `tools/call` answers exactly the content a model reads.
+
+use std::sync::Arc;
+
+use localai::tools::success_content;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::solution::TokenUser;
+use crate::{Runtime, ToolsClosed};
+
+/// One MCP session's handler (sessions share the runtime).
+#[derive(Debug, Clone)]
+pub(super) struct RuntimeMcp {
+    runtime: Runtime,
+}
+
+impl RuntimeMcp {
+    pub(super) fn new(runtime: Runtime) -> Self {
+        Self { runtime }
+    }
+}
+
+/// The MCP error for tools that are not offered.
+fn closed(error: &ToolsClosed) -> ErrorData {
+    match error {
+        ToolsClosed::Disabled => ErrorData::invalid_request(error.to_string(), None),
+        ToolsClosed::Settings(_) => ErrorData::internal_error(error.to_string(), None),
+    }
+}
+
+/// Who the request's token acts as (the HTTP layer put it there; stdio has none).
+fn caller(context: &RequestContext<RoleServer>) -> Option<TokenUser> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .extensions
+        .get::<TokenUser>()
+        .cloned()
+}
+
+impl ServerHandler for RuntimeMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("tserver", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Read the live plant of this TServer: tag values with their quality and time, the UNS \
+                 tree, equipment, alarms and history. Values whose quality is not Good are not current.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let offered = self.runtime.offered_tools().map_err(|error| closed(&error))?;
+        let tools = offered
+            .iter()
+            .map(|tool| {
+                let schema: JsonObject = match tool.parameters() {
+                    Value::Object(schema) => schema.clone(),
+                    _ => JsonObject::new(),
+                };
+                Tool::new(
+                    tool.name().to_owned(),
+                    tool.description().to_owned(),
+                    Arc::new(schema),
+                )
+                .with_annotations(ToolAnnotations::new().read_only(tool.is_read_only()))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if caller(&context).is_none() {
+            return Err(ErrorData::invalid_request("no verified caller", None));
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let outcome = self
+            .runtime
+            .call_tool(&request.name, arguments)
+            .await
+            .map_err(|error| closed(&error))?;
+        let result = match outcome {
+            Ok(result) => {
+                CallToolResult::success(vec![ContentBlock::text(success_content(result).to_string())])
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_content().to_string())]),
+        };
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,69 @@
+//! The server's HTTP surface, the one place HTTP enters the server (axum): RuntimeMCP at
+//! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport).
+//! Metrics, health checks and the web panel mount here later.
+//!
+//! Every request needs a bearer token (`tserver tokens`), checked before anything else; the
+//! `Host` header must name an allowed host (default: the loopback names), against DNS
+//! rebinding. Invariants: no route runs without a verified token; a token never reaches a log.
+
+mod auth;
+mod mcp;
+
+use std::sync::Arc;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::Runtime;
+
+/// The host names `Host` may carry by default (any port).
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// How the HTTP surface is set up.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Host names (optionally `name:port`) the `Host` header may carry.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: LOOPBACK_HOSTS.iter().map(|host| (*host).to_owned()).collect(),
+        }
+    }
+}
+
+/// The routes, ready to serve.
+pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationToken) -> Router {
+    let handler_runtime = runtime.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(mcp::RuntimeMcp::new(handler_runtime.clone())),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default()
+            .with_allowed_hosts(config.allowed_hosts.clone())
+            .with_cancellation_token(shutdown.child_token()),
+    );
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            runtime.clone(),
+            auth::bearer,
+        ))
+}
+
+/// Serves the HTTP surface on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    runtime: Runtime,
+    config: HttpConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = router(&runtime, &config, &shutdown);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}

@@ -1,0 +1,247 @@
+//! RuntimeMCP over Streamable HTTP with a real MCP client (rmcp): the runtime tools listed and
+//! called with a bearer token, answering what the framed protocol and a chat turn answer; the
+//! gates read at every request; tokens missing, wrong, revoked or expired refused with 401;
+//! a foreign Host refused; an unknown session told to start again (404).
+
+use std::net::SocketAddr;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+use tserver::ServerConfig;
+use tserver::http_surface::{HttpConfig, serve};
+
+use crate::support::{Solution, TestServer, admin};
+
+/// A demo solution served on the framed protocol and over HTTP, with a token for `guest`.
+struct McpRig {
+    solution: Solution,
+    server: TestServer,
+    http: SocketAddr,
+    token: String,
+    stop_http: CancellationToken,
+}
+
+impl McpRig {
+    async fn start() -> Self {
+        let solution = Solution::demo();
+        let path = solution.path.to_str().expect("utf-8").to_owned();
+        let token = admin(
+            &["tokens", &path, "create", "--user", "guest", "--name", "test"],
+            "",
+        )
+        .trim()
+        .to_owned();
+        let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let http = listener.local_addr().expect("address");
+        let stop_http = CancellationToken::new();
+        tokio::spawn(serve(
+            listener,
+            server.runtime.clone(),
+            HttpConfig::default(),
+            stop_http.clone(),
+        ));
+        Self {
+            solution,
+            server,
+            http,
+            token,
+            stop_http,
+        }
+    }
+
+    fn path(&self) -> String {
+        self.solution.path.to_str().expect("utf-8").to_owned()
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.http.port())
+    }
+
+    async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(self.token.clone()),
+        );
+        ().serve(transport).await.expect("the MCP client initializes")
+    }
+
+    /// One raw HTTP/1.1 POST to /mcp: the status and the whole response.
+    async fn post(&self, host: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let mut stream = tokio::net::TcpStream::connect(self.http).await.expect("connects");
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).await.expect("writes");
+        let mut response = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_string(&mut response),
+        )
+        .await
+        .expect("answered within 10 s")
+        .expect("reads");
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status line");
+        (status, response)
+    }
+
+    async fn stop(self) {
+        self.stop_http.cancel();
+        self.server.stop().await;
+    }
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+fn arguments(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The text of a tool result's one content block, as JSON.
+fn content_of(result: &rmcp::model::CallToolResult) -> Value {
+    let text = result.content[0].as_text().expect("a text block").text.clone();
+    serde_json::from_str(&text).expect("canonical JSON content")
+}
+
+#[tokio::test]
+async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_protocol_do() {
+    let rig = McpRig::start().await;
+    let client = rig.client().await;
+    let tools = client.list_all_tools().await.expect("listed");
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names[0], "runtime_get_value");
+    assert!(
+        tools
+            .iter()
+            .all(|tool| tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true)),
+        "every runtime tool says it only reads"
+    );
+    assert_eq!(tools[0].input_schema["required"], json!(["tag"]));
+
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("runtime_get_value")
+                .with_arguments(arguments(json!({"tag": "Tank1.Level"}))),
+        )
+        .await
+        .expect("called");
+    assert_eq!(result.is_error, Some(false));
+    let over_mcp = content_of(&result);
+    let framed = rig.server.guest().await;
+    let over_frames = framed
+        .call_tool("runtime_get_value", &json!({"tag": "Tank1.Level"}))
+        .await
+        .expect("called");
+    let over_frames: Value = serde_json::from_str(&over_frames.content_json).expect("JSON");
+    assert_eq!(over_mcp, over_frames, "the same call, the same content");
+
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("runtime_launch_rocket"))
+        .await
+        .expect("answered");
+    assert_eq!(unknown.is_error, Some(true));
+    assert_eq!(content_of(&unknown)["error"]["type"], "unknown_tool");
+    let bad = client
+        .call_tool(
+            CallToolRequestParams::new("runtime_get_value").with_arguments(arguments(json!({"tag": 1}))),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(content_of(&bad)["error"]["type"], "invalid_arguments");
+
+    // The gates are read at every request.
+    admin(&["settings", &rig.path(), "set", "ModelOptions", "0x06"], "");
+    let uns_only = client.list_all_tools().await.expect("listed");
+    assert!(uns_only.iter().all(|tool| !tool.name.contains("alarm")));
+    admin(&["settings", &rig.path(), "set", "ModelOptions", "0x1c"], "");
+    let disabled = client.list_all_tools().await.expect_err("disabled");
+    assert!(disabled.to_string().contains("bit 0x02"), "{disabled}");
+    client.cancel().await.expect("closes");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_or_from_a_foreign_host_are_refused() {
+    let rig = McpRig::start().await;
+    let host = format!("127.0.0.1:{}", rig.http.port());
+    let bearer = format!("Bearer {}", rig.token);
+
+    let (status, response) = rig.post(&host, &[], INITIALIZE).await;
+    assert_eq!(status, 401, "{response}");
+    assert!(
+        response
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer realm=\"tserver\""),
+        "{response}"
+    );
+    let (status, response) = rig
+        .post(&host, &[("Authorization", "Bearer tst_0000_0000")], INITIALIZE)
+        .await;
+    assert_eq!(status, 401);
+    assert!(response.contains("error=\"invalid_token\""), "{response}");
+
+    let (status, response) = rig.post(&host, &[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 200, "{response}");
+    let (status, response) = rig
+        .post("evil.example", &[("Authorization", &bearer)], INITIALIZE)
+        .await;
+    assert_eq!(status, 403, "DNS rebinding: {response}");
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    let (status, response) = rig
+        .post(
+            &host,
+            &[("Authorization", &bearer), ("Mcp-Session-Id", "no-such-session")],
+            list,
+        )
+        .await;
+    assert_eq!(status, 404, "an unknown session starts again: {response}");
+
+    admin(&["tokens", &rig.path(), "revoke", "test"], "");
+    let (status, _) = rig.post(&host, &[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 401, "revoked");
+    assert!(!response.contains(&rig.token), "a token is never echoed");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refused_saying_so() {
+    let rig = McpRig::start().await;
+    let expired = {
+        let db = tserver::solution::SolutionDb::open(&rig.solution.path).expect("opens");
+        let (_, text) = db
+            .create_token("guest", "short", Some(std::time::Duration::from_millis(1)))
+            .expect("made");
+        text
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let host = format!("127.0.0.1:{}", rig.http.port());
+    let (status, response) = rig
+        .post(
+            &host,
+            &[("Authorization", &format!("Bearer {expired}"))],
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(status, 401);
+    assert!(response.contains("the token has expired"), "{response}");
+    rig.stop().await;
+}
