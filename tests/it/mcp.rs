@@ -28,6 +28,10 @@ struct McpRig {
 
 impl McpRig {
     async fn start() -> Self {
+        Self::start_with(HttpConfig::default()).await
+    }
+
+    async fn start_with(config: HttpConfig) -> Self {
         let solution = Solution::demo();
         let path = solution.path.to_str().expect("utf-8").to_owned();
         let token = admin(
@@ -40,12 +44,7 @@ impl McpRig {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let http = listener.local_addr().expect("address");
         let stop_http = CancellationToken::new();
-        tokio::spawn(serve(
-            listener,
-            server.runtime.clone(),
-            HttpConfig::default(),
-            stop_http.clone(),
-        ));
+        tokio::spawn(serve(listener, server.runtime.clone(), config, stop_http.clone()));
         Self {
             solution,
             server,
@@ -243,5 +242,34 @@ async fn an_expired_token_is_refused_saying_so() {
         .await;
     assert_eq!(status, 401);
     assert!(response.contains("the token has expired"), "{response}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_past_its_requests_per_second_is_told_to_wait() {
+    let rig = McpRig::start_with(HttpConfig {
+        requests_per_second: 3,
+        ..HttpConfig::default()
+    })
+    .await;
+    let host = format!("127.0.0.1:{}", rig.http.port());
+    let bearer = format!("Bearer {}", rig.token);
+    let mut statuses = Vec::new();
+    // Three a second are allowed: the fourth within the window is refused. (A window that
+    // turns over between requests on a very slow machine only moves the refusal later.)
+    for _ in 0..8 {
+        let (status, response) = rig.post(&host, &[("Authorization", &bearer)], INITIALIZE).await;
+        statuses.push(status);
+        if status == 429 {
+            assert!(
+                response.to_ascii_lowercase().contains("retry-after: 1"),
+                "{response}"
+            );
+            break;
+        }
+        assert_eq!(status, 200, "{response}");
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert!(statuses.len() >= 4, "at least three allowed first: {statuses:?}");
     rig.stop().await;
 }

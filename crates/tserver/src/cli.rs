@@ -191,6 +191,9 @@ pub struct ServeArgs {
     /// is checked, against DNS rebinding); repeat for several.
     #[arg(long = "http-allow-host")]
     pub http_allow_hosts: Vec<String>,
+    /// Requests one API token may make per second on the HTTP surface (then 429).
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_REQUESTS_PER_SECOND)]
+    pub http_requests_per_second: u32,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub listen: SocketAddr,
@@ -424,6 +427,7 @@ pub async fn serve_on(
             .with_context(|| format!("cannot listen for HTTP on {address}"))?;
         let mut http = crate::http_surface::HttpConfig::default();
         http.allowed_hosts.extend(args.http_allow_hosts.iter().cloned());
+        http.requests_per_second = args.http_requests_per_second;
         tracing::info!(address = %listener.local_addr().unwrap_or(address), "serving HTTP (RuntimeMCP at /mcp)");
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();

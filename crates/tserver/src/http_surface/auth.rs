@@ -1,6 +1,11 @@
 //! Bearer tokens on every HTTP request: a missing, unknown, revoked or expired token is
-//! answered 401 with `WWW-Authenticate` before any route runs; a valid one puts its
-//! [`TokenUser`] in the request's extensions for the routes.
+//! answered 401 with `WWW-Authenticate` before any route runs; a token past its requests per
+//! second gets 429; a valid one puts its [`TokenUser`] in the request's extensions for the
+//! routes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -10,8 +15,53 @@ use http::{HeaderValue, StatusCode, header};
 use crate::Runtime;
 use crate::solution::{TokenRefusal, TokenUser};
 
+/// What the middleware needs: the solution (tokens) and the per-token request budget.
+#[derive(Debug, Clone)]
+pub(super) struct Gate {
+    pub(super) runtime: Runtime,
+    pub(super) budget: Arc<RequestBudget>,
+}
+
+/// Requests each token may make per second (a fixed one-second window per token).
+#[derive(Debug)]
+pub(super) struct RequestBudget {
+    per_second: u32,
+    windows: Mutex<HashMap<String, (Instant, u32)>>,
+}
+
+/// Tokens remembered before windows that have ended are dropped.
+const REMEMBERED_TOKENS: usize = 10_000;
+
+impl RequestBudget {
+    pub(super) fn new(per_second: u32) -> Self {
+        Self {
+            per_second,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts one request of `token`; refused with the wait until its next window.
+    fn admit(&self, token: &str, now: Instant) -> Result<(), Duration> {
+        let second = Duration::from_secs(1);
+        let mut windows = self.windows.lock().unwrap_or_else(PoisonError::into_inner);
+        if windows.len() >= REMEMBERED_TOKENS {
+            windows.retain(|_, (start, _)| now.duration_since(*start) < second);
+        }
+        let window = windows.entry(token.to_owned()).or_insert((now, 0));
+        if now.duration_since(window.0) >= second {
+            *window = (now, 0);
+        }
+        if window.1 >= self.per_second {
+            return Err(second.saturating_sub(now.duration_since(window.0)));
+        }
+        window.1 += 1;
+        Ok(())
+    }
+}
+
 /// Checks the request's bearer token, then runs the route as its user.
-pub(super) async fn bearer(State(runtime): State<Runtime>, mut request: Request, next: Next) -> Response {
+pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let runtime = &gate.runtime;
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -30,6 +80,18 @@ pub(super) async fn bearer(State(runtime): State<Runtime>, mut request: Request,
     };
     match runtime.db().verify_token(token) {
         Ok(Ok(user)) => {
+            if let Err(wait) = gate.budget.admit(&user.token_id, Instant::now()) {
+                let mut response = (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "this token's requests per second are used up; try again shortly",
+                )
+                    .into_response();
+                let seconds = wait.as_secs().max(1).to_string();
+                if let Ok(value) = HeaderValue::from_str(&seconds) {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                return response;
+            }
             request.extensions_mut().insert::<TokenUser>(user);
             next.run(request).await
         }
@@ -54,4 +116,20 @@ fn refuse(challenge: &'static str, message: &'static str) -> Response {
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_gets_its_requests_per_second_and_then_waits_for_the_next_window() {
+        let budget = RequestBudget::new(2);
+        let start = Instant::now();
+        assert_eq!(budget.admit("a", start), Ok(()));
+        assert_eq!(budget.admit("a", start), Ok(()));
+        assert!(budget.admit("a", start + Duration::from_millis(400)).is_err());
+        assert_eq!(budget.admit("b", start), Ok(()), "another token has its own");
+        assert_eq!(budget.admit("a", start + Duration::from_secs(1)), Ok(()));
+    }
 }

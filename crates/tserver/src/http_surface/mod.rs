@@ -22,17 +22,23 @@ use crate::Runtime;
 /// The host names `Host` may carry by default (any port).
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
+/// Requests one token may make per second, by default.
+pub const DEFAULT_REQUESTS_PER_SECOND: u32 = 1_000;
+
 /// How the HTTP surface is set up.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Host names (optionally `name:port`) the `Host` header may carry.
     pub allowed_hosts: Vec<String>,
+    /// Requests one token may make per second; past it, 429 with `Retry-After`.
+    pub requests_per_second: u32,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             allowed_hosts: LOOPBACK_HOSTS.iter().map(|host| (*host).to_owned()).collect(),
+            requests_per_second: DEFAULT_REQUESTS_PER_SECOND,
         }
     }
 }
@@ -50,7 +56,10 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
-            runtime.clone(),
+            auth::Gate {
+                runtime: runtime.clone(),
+                budget: Arc::new(auth::RequestBudget::new(config.requests_per_second)),
+            },
             auth::bearer,
         ))
 }
