@@ -273,3 +273,42 @@ async fn a_token_past_its_requests_per_second_is_told_to_wait() {
     assert!(statuses.len() >= 4, "at least three allowed first: {statuses:?}");
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    let rig = McpRig::start().await;
+    let addr = rig.server.addr.to_string();
+    let bridge = TokioChildProcess::new(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test")).configure(|command| {
+            command.args(["--addr", &addr, "--user", "guest", "mcp"]);
+        }),
+    )
+    .expect("tclient starts");
+    let client = ().serve(bridge).await.expect("the bridge initializes");
+    let tools = client.list_all_tools().await.expect("listed");
+    assert_eq!(tools.len(), 8);
+    assert_eq!(
+        tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("runtime_get_value")
+                .with_arguments(arguments(json!({"tag": "Tank1.Level"}))),
+        )
+        .await
+        .expect("called");
+    let framed = rig.server.guest().await;
+    let direct = framed
+        .call_tool("runtime_get_value", &json!({"tag": "Tank1.Level"}))
+        .await
+        .expect("called");
+    let direct: Value = serde_json::from_str(&direct.content_json).expect("JSON");
+    assert_eq!(content_of(&result), direct, "the bridge adds nothing");
+    admin(&["settings", &rig.path(), "set", "ModelOptions", "0x1c"], "");
+    let disabled = client.list_all_tools().await.expect_err("disabled");
+    assert!(disabled.to_string().contains("bit 0x02"), "{disabled}");
+    client.cancel().await.expect("closes");
+    rig.stop().await;
+}

@@ -71,6 +71,10 @@ pub enum Command {
         #[command(subcommand)]
         action: AlarmsAction,
     },
+    /// Serve MCP on standard input and output, answering from the server's runtime tools (for
+    /// MCP clients that launch a command, e.g. Claude Desktop). The password, if any, comes
+    /// from the TCLIENT_PASSWORD environment variable (standard input carries MCP).
+    Mcp,
     /// Use the runtime tools the assistant uses (when the solution offers them to clients:
     /// ModelOptions bit 0x02).
     Tools {
@@ -153,6 +157,10 @@ pub fn main() -> anyhow::Result<()> {
         input: std::io::stdin().is_terminal(),
         output: std::io::stdout().is_terminal(),
     };
+    if matches!(cli.command, Command::Mcp) {
+        // MCP owns standard input and output: nothing here may hold them.
+        return runtime.block_on(run(&cli, &mut std::io::empty(), &mut std::io::sink(), terminals));
+    }
     runtime.block_on(run(
         &cli,
         &mut std::io::stdin().lock(),
@@ -186,7 +194,12 @@ pub async fn run(
                 cli.timeout_secs
             )
         })?;
-    let password = if cli.password_stdin {
+    let password = if matches!(cli.command, Command::Mcp) {
+        if cli.password_stdin {
+            bail!("tclient mcp reads MCP on standard input: give the password in TCLIENT_PASSWORD");
+        }
+        std::env::var("TCLIENT_PASSWORD").unwrap_or_default()
+    } else if cli.password_stdin {
         let mut line = String::new();
         input
             .read_line(&mut line)
@@ -246,6 +259,7 @@ pub async fn run(
         }
         // Bench ran above on connections of its own.
         Command::Bench(_) => {}
+        Command::Mcp => crate::mcp_bridge::serve_stdio(client).await?,
         Command::Tags {
             action: TagsAction::Read { names },
         } => {

@@ -25,6 +25,7 @@ pub mod cli;
 
 mod client;
 mod error;
+mod mcp_bridge;
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
 pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall, TagSubscription};
