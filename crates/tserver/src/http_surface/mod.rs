@@ -51,6 +51,10 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default()
             .with_allowed_hosts(config.allowed_hosts.clone())
+            // A browser's request carries its page's Origin: only pages of the allowed hosts
+            // may call (clients that send no Origin, as MCP clients do, are not browsers).
+            .with_allowed_origins(allowed_origins(&config.allowed_hosts))
+            .enforce_origin_validation()
             .with_cancellation_token(shutdown.child_token()),
     );
     Router::new()
@@ -62,6 +66,33 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             },
             auth::bearer,
         ))
+}
+
+/// The origins of pages on the allowed hosts, any port, http or https.
+fn allowed_origins(hosts: &[String]) -> Vec<String> {
+    hosts
+        .iter()
+        .map(|host| {
+            host.rsplit_once(':')
+                .filter(|_| !host.contains("::"))
+                .map_or(host.as_str(), |(name, _)| name)
+        })
+        .map(|name| {
+            if name.contains(':') {
+                format!("[{name}]")
+            } else {
+                name.to_owned()
+            }
+        })
+        .flat_map(|name| {
+            [
+                format!("http://{name}:*"),
+                format!("https://{name}:*"),
+                format!("http://{name}"),
+                format!("https://{name}"),
+            ]
+        })
+        .collect()
 }
 
 /// Serves the HTTP surface on `listener` until `shutdown`.
