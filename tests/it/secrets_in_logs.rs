@@ -395,3 +395,61 @@ fn a_broker_password_is_never_logged_whether_the_broker_takes_it_or_not() {
         );
     }
 }
+
+/// An API token, valid or not, never reaches the logs (every line at trace level, rmcp's and
+/// axum's included) while it is used on the HTTP surface.
+#[test]
+fn an_api_token_is_never_logged_when_used_or_refused() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    const WRONG_TOKEN: &str = "tst_abcdef012345_wrong-token-canary-never-logged-0b7e";
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let token = admin(&["tokens", &path, "create", "--user", "guest"], "")
+        .trim()
+        .to_owned();
+    let secret = token.rsplit('_').next().expect("a secret part").to_owned();
+    let (captured, subscriber) = trace_capture();
+    // One thread, so the server's tasks log into this capture.
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        runtime.block_on(async {
+            let served = Runtime::open(&solution.path).expect("opens");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+            let port = listener.local_addr().expect("address").port();
+            let stop = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(tserver::http_surface::serve(
+                listener,
+                served,
+                tserver::http_surface::HttpConfig::default(),
+                stop.clone(),
+            ));
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            for presented in [token.as_str(), WRONG_TOKEN] {
+                let transport = StreamableHttpClientTransport::from_config(
+                    StreamableHttpClientTransportConfig::with_uri(url.clone())
+                        .auth_header(presented.to_owned()),
+                );
+                match ().serve(transport).await {
+                    Ok(client) => {
+                        client.list_all_tools().await.expect("listed");
+                        client.cancel().await.expect("closes");
+                    }
+                    Err(error) => assert!(presented == WRONG_TOKEN, "the valid token failed: {error}"),
+                }
+            }
+            stop.cancel();
+        });
+    });
+    let logged = String::from_utf8(captured.0.lock().expect("capture").clone()).expect("utf-8");
+    assert!(logged.contains("rmcp"), "the capture saw rmcp serve the requests");
+    for canary in [secret.as_str(), "wrong-token-canary-never-logged-0b7e"] {
+        assert!(!logged.contains(canary), "a token was logged");
+    }
+}
