@@ -40,6 +40,8 @@ struct Plan {
     writes: u64,
     /// The MQTT ingestion and freshness runs.
     mqtt: crate::mqtt_bench::MqttPlan,
+    /// Seconds of each RuntimeMCP run.
+    mcp_seconds: f64,
 }
 
 const FULL: Plan = Plan {
@@ -61,6 +63,7 @@ const FULL: Plan = Plan {
         seconds: 5.0,
         rounds: 3,
     },
+    mcp_seconds: 5.0,
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -83,6 +86,7 @@ const SMOKE: Plan = Plan {
         seconds: 0.5,
         rounds: 1,
     },
+    mcp_seconds: 0.5,
 };
 
 /// Options of `cargo xtask bench`.
@@ -347,6 +351,19 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     )?;
     let port = free_port()?;
     let tserver_addr = format!("127.0.0.1:{port}");
+    let http_addr = format!("127.0.0.1:{}", free_port()?);
+    let token = {
+        let solution = solution.to_str().context("a UTF-8 solution path")?;
+        let output = Command::new(bin.join("tserver"))
+            .args(["tokens", solution, "create", "--user", "guest", "--name", "bench"])
+            .stderr(Stdio::null())
+            .output()
+            .context("cannot run tserver tokens")?;
+        if !output.status.success() {
+            bail!("tserver tokens create failed");
+        }
+        String::from_utf8(output.stdout)?.trim().to_owned()
+    };
     let log = std::fs::File::create(out_dir.join("tserver.log"))?;
     let tserver = Process {
         name: "tserver",
@@ -363,6 +380,8 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
                 "12000",
             ])
             .args(["--max-calls-in-flight", "64"])
+            // RuntimeMCP beside the framed protocol; the bench's token may call without limit.
+            .args(["--http", &http_addr, "--http-requests-per-second", "100000000"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)
@@ -789,6 +808,48 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         met: bytes_per_tag <= 2048.0,
     });
     results.insert("mqtt".to_owned(), mqtt);
+
+    // RuntimeMCP: tools/call runtime_get_value over Streamable HTTP, one MCP session per call
+    // in flight.
+    let mcp_url = format!("http://{http_addr}/mcp");
+    let mut mcp_runs = serde_json::Map::new();
+    for in_flight in [1, 16] {
+        let report = crate::mcp_bench::run(
+            &bench.tool("xtask"),
+            &mcp_url,
+            &token,
+            in_flight,
+            plan.mcp_seconds,
+        )?;
+        let (p50, p99, per_second) = (
+            report["p50Us"].as_f64().unwrap_or(0.0),
+            report["p99Us"].as_f64().unwrap_or(f64::INFINITY),
+            report["callsPerSecond"].as_f64().unwrap_or(0.0),
+        );
+        eprintln!(
+            "{:<28} {per_second:>9.0} calls/s  p50 {p50:>8.1} us  p99 {p99:>8.1} us  errors {}",
+            format!("tserver MCP tools/call c={in_flight}"),
+            report["errors"]
+        );
+        let clean = report["errors"].as_u64() == Some(0);
+        if in_flight == 1 {
+            verdicts.push(Verdict {
+                what: "MCP tools/call runtime_get_value, 1 in flight, p99".to_owned(),
+                measured: format!("{p99:.0} us (p50 {p50:.0} us), {per_second:.0} calls/s"),
+                target: "<= 1 ms, no errors".to_owned(),
+                met: p99 <= 1000.0 && clean,
+            });
+        } else {
+            verdicts.push(Verdict {
+                what: format!("MCP tools/call runtime_get_value, {in_flight} in flight"),
+                measured: format!("{per_second:.0} calls/s, p99 {p99:.0} us"),
+                target: ">= 5,000 calls/s, no errors".to_owned(),
+                met: per_second >= 5000.0 && clean,
+            });
+        }
+        mcp_runs.insert(in_flight.to_string(), report);
+    }
+    results.insert("mcp tools/call by calls in flight".to_owned(), mcp_runs.into());
 
     // Idle logged-in connections: memory growth of tserver while they are held.
     let baseline = rss_bytes(tserver.pid()).unwrap_or(0);

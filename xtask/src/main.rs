@@ -10,6 +10,7 @@
 //!   default), reporting memory at the start and end and every error.
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
+//! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 
 use std::process::Command;
 
@@ -17,6 +18,7 @@ use anyhow::{Context, bail};
 
 mod bench;
 mod fuzz;
+mod mcp_bench;
 mod mqtt_bench;
 mod plant_bench;
 mod processes;
@@ -33,6 +35,7 @@ fn main() -> anyhow::Result<()> {
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => mqtt_bench::measure(&args[1..]),
+        Some("mcp-bench") => mcp_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             reference::run(
