@@ -1,7 +1,8 @@
 //! RuntimeMCP over Streamable HTTP with a real MCP client (rmcp): the runtime tools listed and
 //! called with a bearer token, answering what the framed protocol and a chat turn answer; the
 //! gates read at every request; tokens missing, wrong, revoked or expired refused with 401;
-//! a foreign Host refused; an unknown session told to start again (404).
+//! a foreign Host refused; an unknown or idle-expired session told to start again (404);
+//! sessions past their cap refused (503); HTTPS with the TCP listener's certificate.
 
 use std::net::SocketAddr;
 
@@ -23,6 +24,8 @@ struct McpRig {
     server: TestServer,
     http: SocketAddr,
     token: String,
+    /// `Authorization`'s value with the token.
+    bearer: String,
     stop_http: CancellationToken,
 }
 
@@ -49,6 +52,7 @@ impl McpRig {
             solution,
             server,
             http,
+            bearer: format!("Bearer {token}"),
             token,
             stop_http,
         }
@@ -99,6 +103,35 @@ impl McpRig {
         (status, response)
     }
 
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.http.port())
+    }
+
+    /// Opens a session by hand (initialize, then the `initialized` notification): its id.
+    async fn open_session(&self) -> Result<String, (u16, String)> {
+        let (status, response) = self
+            .post(&self.host(), &[("Authorization", &self.bearer)], INITIALIZE)
+            .await;
+        if status != 200 {
+            return Err((status, response));
+        }
+        let session = header(&response, "mcp-session-id").expect("a session id");
+        let (status, response) = self
+            .post(&self.host(), &self.in_session(&session), INITIALIZED)
+            .await;
+        assert_eq!(status, 202, "{response}");
+        Ok(session)
+    }
+
+    /// Headers of a request in `session`.
+    fn in_session<'a>(&'a self, session: &'a str) -> [(&'a str, &'a str); 3] {
+        [
+            ("Authorization", &self.bearer),
+            ("Mcp-Session-Id", session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ]
+    }
+
     async fn stop(self) {
         self.stop_http.cancel();
         self.server.stop().await;
@@ -106,6 +139,19 @@ impl McpRig {
 }
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+/// A header's value in a raw HTTP response.
+fn header(response: &str, name: &str) -> Option<String> {
+    let head = response.split("\r\n\r\n").next()?;
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| value.trim().to_owned())
+    })
+}
 
 fn arguments(value: Value) -> JsonObject {
     match value {
@@ -310,5 +356,207 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     let disabled = client.list_all_tools().await.expect_err("disabled");
     assert!(disabled.to_string().contains("bit 0x02"), "{disabled}");
     client.cancel().await.expect("closes");
+    rig.stop().await;
+}
+
+/// Every runtime tool with arguments it answers without a failure (history windows fixed in
+/// the past, so two calls read the same samples).
+fn every_tool_call() -> Vec<(&'static str, Value)> {
+    let end = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    let start = end - std::time::Duration::from_secs(2 * 3600);
+    let (start, end) = (
+        humantime::format_rfc3339_seconds(start).to_string(),
+        humantime::format_rfc3339_seconds(end).to_string(),
+    );
+    vec![
+        ("runtime_get_value", json!({"tag": "Tank1.Level"})),
+        ("runtime_browse_object_model", json!({"path": "Plant/Area1"})),
+        ("runtime_search_uns", json!({"query": "pump current"})),
+        ("runtime_describe_object", json!({"path": "Plant/Area1/Pump1"})),
+        ("runtime_list_instances", json!({"name_mask": "Pump*"})),
+        ("runtime_get_active_alarms", json!({})),
+        ("runtime_query_alarm_history", json!({"start": start, "end": end})),
+        (
+            "runtime_get_tag_history",
+            json!({"tag": "Tank1.Level", "start": start, "end": end}),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_runtime_tool_answers_over_mcp_what_it_answers_over_the_framed_protocol() {
+    let rig = McpRig::start().await;
+    let client = rig.client().await;
+    let framed = rig.server.guest().await;
+    let calls = every_tool_call();
+    let listed = client.list_all_tools().await.expect("listed");
+    assert_eq!(listed.len(), calls.len(), "the test calls every tool listed");
+    for (name, args) in calls {
+        let result = client
+            .call_tool(CallToolRequestParams::new(name).with_arguments(arguments(args.clone())))
+            .await
+            .expect("called");
+        let over_mcp = content_of(&result);
+        assert_eq!(result.is_error, Some(false), "{name}: {over_mcp}");
+        assert!(over_mcp.get("ok").is_some(), "{name}: {over_mcp}");
+        let direct = framed.call_tool(name, &args).await.expect("called");
+        let direct: Value = serde_json::from_str(&direct.content_json).expect("JSON");
+        assert_eq!(over_mcp, direct, "{name}: the same call, the same content");
+    }
+    client.cancel().await.expect("closes");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_category_bits_decide_which_tools_are_listed_and_callable() {
+    let rig = McpRig::start().await;
+    let client = rig.client().await;
+    let all: Vec<&str> = every_tool_call().into_iter().map(|(name, _)| name).collect();
+    let (uns, rest) = all.split_at(5);
+    let (alarms, history) = rest.split_at(2);
+    for (options, offered) in [
+        ("0x06", uns.to_vec()),
+        ("0x0a", alarms.to_vec()),
+        ("0x12", history.to_vec()),
+        ("0x1e", all.clone()),
+        ("0x02", Vec::new()),
+    ] {
+        admin(&["settings", &rig.path(), "set", "ModelOptions", options], "");
+        let listed = client.list_all_tools().await.expect("listed");
+        let names: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+        assert_eq!(names, offered, "ModelOptions {options}");
+        for (name, args) in every_tool_call() {
+            let result = client
+                .call_tool(CallToolRequestParams::new(name).with_arguments(arguments(args)))
+                .await
+                .expect("answered");
+            let content = content_of(&result);
+            if offered.contains(&name) {
+                assert_eq!(result.is_error, Some(false), "{options} {name}: {content}");
+            } else {
+                assert_eq!(result.is_error, Some(true), "{options} {name}: {content}");
+                assert_eq!(content["error"]["type"], "unknown_tool", "{options} {name}");
+            }
+        }
+    }
+    client.cancel().await.expect("closes");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_session_ends_and_its_id_is_then_told_to_start_again() {
+    let rig = McpRig::start_with(HttpConfig {
+        session_idle: std::time::Duration::from_millis(500),
+        ..HttpConfig::default()
+    })
+    .await;
+    let session = rig.open_session().await.expect("opens");
+    let (status, response) = rig.post(&rig.host(), &rig.in_session(&session), LIST).await;
+    assert_eq!(status, 200, "a live session answers: {response}");
+    assert!(response.contains("runtime_get_value"), "{response}");
+    // Silent for longer than its limit (500 ms): the session has ended. (Retried, so that a
+    // machine too slow to keep the sleep short of the deadline still sees the end.)
+    let deadline = tokio::time::Instant::now() + crate::support::PATIENCE;
+    let mut status = 200;
+    while status == 200 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(750)).await;
+        status = rig.post(&rig.host(), &rig.in_session(&session), LIST).await.0;
+    }
+    assert_eq!(status, 404, "an expired session starts again");
+    rig.open_session().await.expect("a new session opens");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn sessions_past_the_cap_are_refused_until_one_closes() {
+    let rig = McpRig::start_with(HttpConfig {
+        max_sessions: 2,
+        ..HttpConfig::default()
+    })
+    .await;
+    let first = rig.open_session().await.expect("opens");
+    let _second = rig.client().await;
+    let (status, response) = rig.open_session().await.expect_err("a third is refused");
+    assert_eq!(status, 503, "{response}");
+    assert!(response.contains("--http-max-sessions"), "{response}");
+    assert!(header(&response, "retry-after").is_some(), "{response}");
+    // Requests within open sessions go on.
+    let (status, _) = rig.post(&rig.host(), &rig.in_session(&first), LIST).await;
+    assert_eq!(status, 200);
+    // Closing one (DELETE) makes room.
+    let mut stream = tokio::net::TcpStream::connect(rig.http).await.expect("connects");
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {}\r\nMcp-Session-Id: {first}\r\n\
+         MCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n",
+        rig.host(),
+        rig.bearer
+    );
+    stream.write_all(delete.as_bytes()).await.expect("writes");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("reads");
+    assert!(answer.starts_with("HTTP/1.1 2"), "{answer}");
+    rig.open_session().await.expect("room again");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn with_a_certificate_the_http_surface_speaks_https_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("certificate");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).expect("write cert");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("write key");
+    let rig = McpRig::start_with(HttpConfig {
+        tls: Some(tserver_proto::server_config(&cert, &key).expect("TLS config")),
+        ..HttpConfig::default()
+    })
+    .await;
+
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(made.cert.pem().as_bytes()).expect("PEM"))
+        .build()
+        .expect("client");
+    let url = format!("https://localhost:{}/mcp", rig.http.port());
+    let post = |body: &'static str, session: Option<String>| {
+        let mut request = client
+            .post(&url)
+            .header("Authorization", &rig.bearer)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .body(body);
+        if let Some(session) = session {
+            request = request.header("Mcp-Session-Id", session);
+        }
+        request.send()
+    };
+    let initialized = post(INITIALIZE, None).await.expect("HTTPS answers");
+    assert_eq!(initialized.status(), 200);
+    let session = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    assert!(initialized.text().await.expect("body").contains("tserver"));
+    let notified = post(INITIALIZED, Some(session.clone())).await.expect("answers");
+    assert_eq!(notified.status(), 202);
+    let listed = post(LIST, Some(session)).await.expect("answers");
+    assert_eq!(listed.status(), 200);
+    assert!(listed.text().await.expect("body").contains("runtime_get_value"));
+
+    // Plain HTTP to the HTTPS port gets no HTTP answer.
+    let (plain, _) = tokio::time::timeout(crate::support::PATIENCE, async {
+        let mut stream = tokio::net::TcpStream::connect(rig.http).await.expect("connects");
+        stream
+            .write_all(format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n\r\n", rig.host()).as_bytes())
+            .await
+            .expect("writes");
+        let mut answer = Vec::new();
+        let read = stream.read_to_end(&mut answer).await;
+        (answer, read)
+    })
+    .await
+    .expect("the server closes in time");
+    assert!(!plain.starts_with(b"HTTP/"), "no plain HTTP on an HTTPS port");
     rig.stop().await;
 }

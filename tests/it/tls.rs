@@ -47,9 +47,11 @@ fn tls_options(ca: &Path, server_name: Option<&str>) -> ClientOptions {
     }
 }
 
-/// `tserver serve` with TLS, parsed from its command line, on a listener bound to port 0.
+/// `tserver serve` with TLS, parsed from its command line, on a listener bound to port 0, and
+/// its HTTP surface (`--http`) on a port that was free a moment before.
 struct TlsServe {
     addr: std::net::SocketAddr,
+    http: std::net::SocketAddr,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -57,6 +59,10 @@ struct TlsServe {
 impl TlsServe {
     async fn start(solution: &Path, certificate: &Certificate) -> Self {
         let (cert, key) = (certificate.cert(), certificate.key());
+        let http = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|free| free.local_addr())
+            .expect("a free port");
+        let http_text = http.to_string();
         let args = [
             "tserver",
             "serve",
@@ -68,6 +74,8 @@ impl TlsServe {
             key.to_str().expect("utf-8"),
             "--simulator",
             "off",
+            "--http",
+            &http_text,
         ];
         let cli = tserver::cli::Cli::try_parse_from(args).expect("arguments parse");
         let tserver::cli::Command::Serve(serve) = cli.command else {
@@ -80,7 +88,12 @@ impl TlsServe {
             let shutdown = shutdown.clone();
             async move { tserver::cli::serve_on(&serve, listener, shutdown).await }
         });
-        Self { addr, shutdown, task }
+        Self {
+            addr,
+            http,
+            shutdown,
+            task,
+        }
     }
 
     async fn stop(self) {
@@ -127,6 +140,28 @@ async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls()
         .await
         .expect("tclient pings over TLS");
     assert!(String::from_utf8_lossy(&output).starts_with("pong from"));
+
+    // The HTTP surface speaks HTTPS with the same certificate (and wants its token).
+    let https = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(certificate.cert()).expect("PEM")).expect("PEM"),
+        )
+        .build()
+        .expect("client");
+    let url = format!("https://localhost:{}/mcp", server.http.port());
+    let mut answer = Err(None);
+    for _ in 0..50 {
+        match https.post(&url).send().await {
+            Ok(response) => {
+                answer = Ok(response.status());
+                break;
+            }
+            // The HTTP listener starts beside the TCP one; give it a moment.
+            Err(error) => answer = Err(Some(error)),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer.expect("HTTPS answers"), reqwest::StatusCode::UNAUTHORIZED);
     server.stop().await;
 }
 

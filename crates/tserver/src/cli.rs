@@ -184,7 +184,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub solution: PathBuf,
     /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
-    /// tokens from `tserver tokens`). Off by default.
+    /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
+    /// with the same certificate.
     #[arg(long)]
     pub http: Option<SocketAddr>,
     /// A host name the HTTP surface answers to beside the loopback names (its `Host` header
@@ -194,6 +195,12 @@ pub struct ServeArgs {
     /// Requests one API token may make per second on the HTTP surface (then 429).
     #[arg(long, default_value_t = crate::http_surface::DEFAULT_REQUESTS_PER_SECOND)]
     pub http_requests_per_second: u32,
+    /// MCP sessions open at once on the HTTP surface (then 503 until one closes).
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_MAX_SESSIONS)]
+    pub http_max_sessions: usize,
+    /// Seconds an MCP session may sit idle before it ends (its client then initializes again).
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_SESSION_IDLE.as_secs_f64())]
+    pub http_session_idle_secs: f64,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub listen: SocketAddr,
@@ -428,7 +435,18 @@ pub async fn serve_on(
         let mut http = crate::http_surface::HttpConfig::default();
         http.allowed_hosts.extend(args.http_allow_hosts.iter().cloned());
         http.requests_per_second = args.http_requests_per_second;
-        tracing::info!(address = %listener.local_addr().unwrap_or(address), "serving HTTP (RuntimeMCP at /mcp)");
+        anyhow::ensure!(
+            args.http_max_sessions > 0,
+            "--http-max-sessions must be at least 1"
+        );
+        http.max_sessions = args.http_max_sessions;
+        http.session_idle = seconds("--http-session-idle-secs", args.http_session_idle_secs)?;
+        http.tls.clone_from(&tls);
+        tracing::info!(
+            address = %listener.local_addr().unwrap_or(address),
+            tls = http.tls.is_some(),
+            "serving HTTP (RuntimeMCP at /mcp)"
+        );
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {

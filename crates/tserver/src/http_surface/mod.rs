@@ -4,18 +4,25 @@
 //!
 //! Every request needs a bearer token (`tserver tokens`), checked before anything else; the
 //! `Host` header must name an allowed host (default: the loopback names), against DNS
-//! rebinding. Invariants: no route runs without a verified token; a token never reaches a log.
+//! rebinding. With the TCP listener's certificate it serves HTTPS only. Invariants: no route
+//! runs without a verified token; a token never reaches a log; MCP sessions never exceed
+//! their cap.
 
 mod auth;
 mod mcp;
+mod sessions;
+mod tls;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tserver_proto::rustls;
 
 use crate::Runtime;
 
@@ -25,6 +32,12 @@ pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// Requests one token may make per second, by default.
 pub const DEFAULT_REQUESTS_PER_SECOND: u32 = 1_000;
 
+/// MCP sessions open at once, by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+
+/// How long an MCP session may sit idle before it ends, by default (rmcp's own default).
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
+
 /// How the HTTP surface is set up.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
@@ -32,6 +45,12 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// Requests one token may make per second; past it, 429 with `Retry-After`.
     pub requests_per_second: u32,
+    /// MCP sessions open at once; past it, a new one gets 503 with `Retry-After`.
+    pub max_sessions: usize,
+    /// How long an MCP session may sit idle; then it ends and its id gets 404.
+    pub session_idle: Duration,
+    /// Serve HTTPS with this configuration (the TCP listener's certificate), else plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for HttpConfig {
@@ -39,6 +58,9 @@ impl Default for HttpConfig {
         Self {
             allowed_hosts: LOOPBACK_HOSTS.iter().map(|host| (*host).to_owned()).collect(),
             requests_per_second: DEFAULT_REQUESTS_PER_SECOND,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle: DEFAULT_SESSION_IDLE,
+            tls: None,
         }
     }
 }
@@ -46,9 +68,16 @@ impl Default for HttpConfig {
 /// The routes, ready to serve.
 pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationToken) -> Router {
     let handler_runtime = runtime.clone();
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive = Some(config.session_idle);
+    let session_manager = Arc::new(session_manager);
+    let cap = Arc::new(sessions::SessionCap::new(
+        Arc::clone(&session_manager),
+        config.max_sessions,
+    ));
     let mcp = StreamableHttpService::new(
         move || Ok(mcp::RuntimeMcp::new(handler_runtime.clone())),
-        Arc::new(LocalSessionManager::default()),
+        session_manager,
         StreamableHttpServerConfig::default()
             .with_allowed_hosts(config.allowed_hosts.clone())
             // A browser's request carries its page's Origin: only pages of the allowed hosts
@@ -57,8 +86,10 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             .enforce_origin_validation()
             .with_cancellation_token(shutdown.child_token()),
     );
+    // Layers wrap what is above them: the token is checked first, then the session cap.
     Router::new()
         .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(cap, sessions::cap_sessions))
         .layer(axum::middleware::from_fn_with_state(
             auth::Gate {
                 runtime: runtime.clone(),
@@ -103,7 +134,23 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = router(&runtime, &config, &shutdown);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    match &config.tls {
+        Some(tls) => {
+            let listener = tls::TlsListener::new(listener, tls, shutdown.clone())?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await
+        }
+        None => {
+            // Small JSON-RPC answers must not wait for Nagle's algorithm.
+            let listener = listener.tap_io(|socket| {
+                if let Err(error) = socket.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY");
+                }
+            });
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await
+        }
+    }
 }
