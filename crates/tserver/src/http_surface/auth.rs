@@ -2,24 +2,77 @@
 //! answered 401 with `WWW-Authenticate` before any route runs; a token past its requests per
 //! second gets 429; a valid one puts its [`TokenUser`] in the request's extensions for the
 //! routes.
+//!
+//! A verified token is remembered for [`RECHECK_AFTER`] (by the SHA-256 of its text, never the
+//! text), so a client calling many times a second costs one solution read a second, not one a
+//! call; a revoke or a removed user is therefore seen within that time, and an expiry exactly.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
+use sha2::{Digest, Sha256};
 
 use crate::Runtime;
-use crate::solution::{TokenRefusal, TokenUser};
+use crate::solution::{SolutionError, TokenRefusal, TokenUser};
 
-/// What the middleware needs: the solution (tokens) and the per-token request budget.
+/// What the middleware needs: the solution (tokens), the tokens verified lately and the
+/// per-token request budget.
 #[derive(Debug, Clone)]
 pub(super) struct Gate {
     pub(super) runtime: Runtime,
+    pub(super) verified: Arc<VerifiedTokens>,
     pub(super) budget: Arc<RequestBudget>,
+}
+
+/// How long a verified token is taken as valid without reading the solution again.
+pub(super) const RECHECK_AFTER: Duration = Duration::from_secs(1);
+
+/// Tokens verified within [`RECHECK_AFTER`], by the SHA-256 of the presented text.
+#[derive(Debug, Default)]
+pub(super) struct VerifiedTokens {
+    entries: Mutex<HashMap<[u8; 32], (TokenUser, Instant)>>,
+}
+
+impl VerifiedTokens {
+    /// The token's user, from memory while fresh, else from the solution.
+    fn verify(
+        &self,
+        runtime: &Runtime,
+        token: &str,
+    ) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        {
+            let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((user, checked)) = entries.get(&key)
+                && now.duration_since(*checked) < RECHECK_AFTER
+            {
+                if user.expires.is_some_and(|expires| expires <= SystemTime::now()) {
+                    return Ok(Err(TokenRefusal::Expired));
+                }
+                return Ok(Ok(user.clone()));
+            }
+        }
+        let verdict = runtime.db().verify_token(token)?;
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        match &verdict {
+            Ok(user) => {
+                if entries.len() >= REMEMBERED_TOKENS {
+                    entries.retain(|_, (_, checked)| now.duration_since(*checked) < RECHECK_AFTER);
+                }
+                entries.insert(key, (user.clone(), now));
+            }
+            Err(_) => {
+                entries.remove(&key);
+            }
+        }
+        Ok(verdict)
+    }
 }
 
 /// Requests each token may make per second (a fixed one-second window per token).
@@ -78,7 +131,7 @@ pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next:
             "a bearer token is required (tserver tokens PATH create --user NAME)",
         );
     };
-    match runtime.db().verify_token(token) {
+    match gate.verified.verify(runtime, token) {
         Ok(Ok(user)) => {
             if let Err(wait) = gate.budget.admit(&user.token_id, Instant::now()) {
                 let mut response = (

@@ -70,6 +70,7 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
     let handler_runtime = runtime.clone();
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(config.session_idle);
+    session_manager.session_config.sse_retry = None;
     let session_manager = Arc::new(session_manager);
     let cap = Arc::new(sessions::SessionCap::new(
         Arc::clone(&session_manager),
@@ -84,6 +85,7 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             // may call (clients that send no Origin, as MCP clients do, are not browsers).
             .with_allowed_origins(allowed_origins(&config.allowed_hosts))
             .enforce_origin_validation()
+            .with_sse_retry(None)
             .with_cancellation_token(shutdown.child_token()),
     );
     // Layers wrap what is above them: the token is checked first, then the session cap.
@@ -93,6 +95,7 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         .layer(axum::middleware::from_fn_with_state(
             auth::Gate {
                 runtime: runtime.clone(),
+                verified: Arc::default(),
                 budget: Arc::new(auth::RequestBudget::new(config.requests_per_second)),
             },
             auth::bearer,

@@ -42,6 +42,8 @@ pub struct TokenUser {
     pub user: String,
     /// The user's role now.
     pub role: Role,
+    /// When the token stops being valid, if ever.
+    pub expires: Option<SystemTime>,
 }
 
 /// Why a presented token is not accepted (deliberately coarse: the caller answers 401 for
@@ -190,13 +192,15 @@ impl SolutionDb {
         if !same(stored.as_bytes(), digest(secret).as_bytes()) {
             return Ok(Err(TokenRefusal::Invalid));
         }
-        if expires_at.is_some_and(|expires_at| time_of(expires_at) <= SystemTime::now()) {
+        let expires = expires_at.map(time_of);
+        if expires.is_some_and(|expires| expires <= SystemTime::now()) {
             return Ok(Err(TokenRefusal::Expired));
         }
         Ok(Ok(TokenUser {
             token_id: id.to_owned(),
             user,
             role: role_of_stored(&role),
+            expires,
         }))
     }
 }
