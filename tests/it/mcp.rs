@@ -86,15 +86,21 @@ impl McpRig {
         }
         request.push_str("\r\n");
         request.push_str(body);
-        stream.write_all(request.as_bytes()).await.expect("writes");
+        // Writing and reading at once: the server may answer (413) before it has read all.
+        let (mut reader, mut writer) = stream.into_split();
+        let writing = tokio::spawn(async move {
+            let _ = writer.write_all(request.as_bytes()).await;
+            writer
+        });
         let mut response = String::new();
         tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            stream.read_to_string(&mut response),
+            reader.read_to_string(&mut response),
         )
         .await
         .expect("answered within 10 s")
         .expect("reads");
+        drop(writing.await);
         let status = response
             .split_whitespace()
             .nth(1)
@@ -250,6 +256,30 @@ async fn requests_without_a_valid_token_or_from_a_foreign_host_are_refused() {
         .post("evil.example", &[("Authorization", &bearer)], INITIALIZE)
         .await;
     assert_eq!(status, 403, "DNS rebinding: {response}");
+    // A browser page may call only from a page on an allowed host.
+    let (status, response) = rig
+        .post(
+            &host,
+            &[("Authorization", &bearer), ("Origin", "http://evil.example")],
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(status, 403, "a foreign page: {response}");
+    let (status, response) = rig
+        .post(
+            &host,
+            &[("Authorization", &bearer), ("Origin", "http://localhost:5173")],
+            INITIALIZE,
+        )
+        .await;
+    assert_eq!(status, 200, "a page on an allowed host: {response}");
+    // A body past 4 MiB is refused whole.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(4 * 1024 * 1024 + 1)
+    );
+    let (status, _) = rig.post(&host, &[("Authorization", &bearer)], &huge).await;
+    assert_eq!(status, 413, "a body past the limit");
     let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
     let (status, response) = rig
         .post(
