@@ -18,6 +18,7 @@ mod plant_file;
 mod properties;
 mod protocol;
 mod runtime_tools;
+mod scripts;
 mod secrets_in_logs;
 mod solution_file;
 mod sparkplug_sources;

@@ -75,7 +75,7 @@ impl McpRig {
 
     /// One raw HTTP/1.1 POST to /mcp: the status and the whole response.
     async fn post(&self, host: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-        let mut stream = tokio::net::TcpStream::connect(self.http).await.expect("connects");
+        let stream = tokio::net::TcpStream::connect(self.http).await.expect("connects");
         let mut request = format!(
             "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nConnection: close\r\nContent-Length: {}\r\n",

@@ -109,6 +109,14 @@ pub enum Command {
         #[command(subcommand)]
         action: TokensAction,
     },
+    /// Solution scripts (Rhai): tasks, tag and alarm callbacks, and classes, run in the server.
+    Scripts {
+        /// The solution file.
+        path: PathBuf,
+        /// The action.
+        #[command(subcommand)]
+        action: crate::scripts::ScriptsAction,
+    },
 }
 
 /// `tserver tokens` actions.
@@ -542,6 +550,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
         Command::Sources { path, action } => sources_command(&SolutionDb::open(path)?, action, output)?,
         Command::Tokens { path, action } => tokens_command(&SolutionDb::open(path)?, action, output)?,
+        Command::Scripts { path, action } => crate::scripts::scripts_command(path, action, output)?,
         Command::Audit { path, since, limit } => {
             for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
                 let change = match (&entry.old_value, &entry.new_value) {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod historian;
 pub mod http_surface;
 pub mod objects;
+pub mod scripts;
 pub mod simulator;
 pub mod solution;
 pub mod tools;

@@ -2,12 +2,12 @@
 //! from which connection, the value before and the value asked for, and what came of it.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use rusqlite::params;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SolutionDb, SolutionError};
+use super::{SolutionDb, SolutionError, millis, time_of};
 
 /// What was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +58,6 @@ pub struct AuditEntry {
     pub outcome: String,
 }
 
-fn millis(time: SystemTime) -> i64 {
-    i64::try_from(time.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
-}
-
 impl SolutionDb {
     /// Records entries in one transaction: all of them, or (on an error) none.
     pub fn record_audit(&self, entries: &[AuditEntry]) -> Result<(), SolutionError> {
@@ -108,7 +104,7 @@ impl SolutionDb {
                 .query_map(params![since, limit], |row| {
                     let time: i64 = row.get(0)?;
                     Ok(AuditEntry {
-                        time: UNIX_EPOCH + Duration::from_millis(u64::try_from(time).unwrap_or_default()),
+                        time: time_of(time),
                         user: row.get(1)?,
                         connection: row.get(2)?,
                         peer: row.get(3)?,

@@ -9,6 +9,7 @@ mod audit;
 mod demo;
 mod guard;
 mod plant;
+mod scripts;
 mod secrets;
 mod source_reports;
 mod tokens;
@@ -28,22 +29,39 @@ pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
+pub use scripts::{ScriptRecord, ScriptRun, StoredScript};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
+    include_str!("schema_v6.sql"),
 ];
+
+/// A time as stored: whole milliseconds since the Unix epoch.
+fn millis(time: std::time::SystemTime) -> i64 {
+    i64::try_from(
+        time.duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis(),
+    )
+    .unwrap_or(i64::MAX)
+}
+
+/// A stored time back.
+fn time_of(millis: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
 
 /// How long a statement waits for another writer (an admin command, the server) to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -94,6 +112,10 @@ pub enum SolutionError {
     /// An API token request that cannot be carried out (a bad label, no such token).
     #[error("{0}")]
     Token(String),
+    /// A script request that cannot be carried out (a bad name, no such script, a source that
+    /// does not compile).
+    #[error("{0}")]
+    Script(String),
     /// A `ModelSettings` change whose values would not be used as given (fallen back or
     /// clamped) or would fail every call.
     #[error("refused, nothing changed: {0}")]

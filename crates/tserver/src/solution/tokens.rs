@@ -3,14 +3,14 @@
 //! digest of the secret is stored, so neither the file nor a listing can give a token back.
 //! The token text itself is shown once, when it is created.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use chacha20poly1305::aead::OsRng;
 use chacha20poly1305::aead::rand_core::RngCore;
 use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use super::{Role, SolutionDb, SolutionError, role_of_stored};
+use super::{Role, SolutionDb, SolutionError, millis, role_of_stored, time_of};
 
 /// What every token starts with (so secret scanners and people can tell one).
 pub const TOKEN_PREFIX: &str = "tst_";
@@ -54,14 +54,6 @@ pub enum TokenRefusal {
     Invalid,
     /// Its expiry has passed.
     Expired,
-}
-
-fn millis(time: SystemTime) -> i64 {
-    i64::try_from(time.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis()).unwrap_or(i64::MAX)
-}
-
-fn time_of(millis: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
 }
 
 fn digest(secret: &str) -> String {

@@ -1,0 +1,147 @@
+//! `tserver scripts PATH add|update|remove|list|show|enable|disable|status`: scripts stored in
+//! the solution, each compiled before it is stored (a syntax error names its line and column).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Subcommand;
+use solution_scripts::Trigger;
+
+use crate::solution::SolutionDb;
+
+/// `tserver scripts` actions.
+#[derive(Debug, Subcommand)]
+pub enum ScriptsAction {
+    /// Store a new script (compiled first).
+    Add {
+        /// Its name: a letter or '_' then letters, digits or '_' (classes are imported by it).
+        name: String,
+        /// The Rhai source file.
+        #[arg(long, value_name = "F.rhai")]
+        file: PathBuf,
+        /// When it runs: startup, every:<duration>, tag:<name>, alarm:<name>, alarm:* or class.
+        #[arg(long, value_parser = parse_trigger)]
+        trigger: Trigger,
+    },
+    /// Change a script's source, trigger or both (a running server takes it up at once).
+    Update {
+        /// The script.
+        name: String,
+        /// The new Rhai source file.
+        #[arg(long, value_name = "F.rhai")]
+        file: Option<PathBuf>,
+        /// The new trigger.
+        #[arg(long, value_parser = parse_trigger)]
+        trigger: Option<Trigger>,
+    },
+    /// Remove a script and its run record.
+    Remove {
+        /// The script.
+        name: String,
+    },
+    /// Every script: name, trigger, enabled or not.
+    List,
+    /// A script's trigger and source.
+    Show {
+        /// The script.
+        name: String,
+    },
+    /// Let a script's trigger fire again.
+    Enable {
+        /// The script.
+        name: String,
+    },
+    /// Stop a script's trigger from firing (its source stays).
+    Disable {
+        /// The script.
+        name: String,
+    },
+    /// Each script's runs: count, failures, skipped triggers, and the last run's time,
+    /// duration, outcome and error.
+    Status,
+}
+
+fn parse_trigger(text: &str) -> Result<Trigger, String> {
+    text.parse()
+        .map_err(|error: solution_scripts::TriggerError| error.to_string())
+}
+
+fn read_source(file: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("cannot read the script file {}", file.display()))
+}
+
+/// Runs a `tserver scripts` action on the solution at `path`.
+pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Write) -> anyhow::Result<()> {
+    let db = SolutionDb::open(path)?;
+    match action {
+        ScriptsAction::Add { name, file, trigger } => {
+            let script = db.add_script(name, trigger, &read_source(file)?)?;
+            writeln!(output, "added script {} ({})", script.name, script.trigger)?;
+        }
+        ScriptsAction::Update { name, file, trigger } => {
+            anyhow::ensure!(
+                file.is_some() || trigger.is_some(),
+                "nothing to change: give --file, --trigger or both"
+            );
+            let source = file.as_deref().map(read_source).transpose()?;
+            let script = db.update_script(name, trigger.as_ref(), source.as_deref())?;
+            writeln!(output, "updated script {} ({})", script.name, script.trigger)?;
+        }
+        ScriptsAction::Remove { name } => {
+            let script = db.remove_script(name)?;
+            writeln!(output, "removed script {}", script.name)?;
+        }
+        ScriptsAction::List => {
+            let scripts = db.scripts()?;
+            if scripts.is_empty() {
+                writeln!(output, "no scripts")?;
+            }
+            for script in scripts {
+                let state = if script.enabled { "enabled" } else { "disabled" };
+                writeln!(output, "{}  {}  {state}", script.name, script.trigger)?;
+            }
+        }
+        ScriptsAction::Show { name } => {
+            let script = db
+                .script(name)?
+                .with_context(|| format!("no script named {name:?}"))?;
+            let state = if script.enabled { "enabled" } else { "disabled" };
+            writeln!(output, "// {} ({}, {state})", script.name, script.trigger)?;
+            writeln!(output, "{}", script.source.trim_end())?;
+        }
+        ScriptsAction::Enable { name } | ScriptsAction::Disable { name } => {
+            let enabled = matches!(action, ScriptsAction::Enable { .. });
+            let script = db.set_script_enabled(name, enabled)?;
+            let state = if script.enabled { "enabled" } else { "disabled" };
+            writeln!(output, "script {} is {state}", script.name)?;
+        }
+        ScriptsAction::Status => {
+            let records = db.script_records()?;
+            if records.is_empty() {
+                writeln!(output, "no scripts")?;
+            }
+            for record in records {
+                let state = if record.enabled { "enabled" } else { "disabled" };
+                let last = record.last.map_or_else(
+                    || "never run".to_owned(),
+                    |run| {
+                        let error = run.error.map(|error| format!(": {error}")).unwrap_or_default();
+                        format!(
+                            "last {} took {:.1} ms, {}{error}",
+                            localai::iso8601_millis(run.started_at),
+                            run.duration.as_secs_f64() * 1000.0,
+                            run.outcome
+                        )
+                    },
+                );
+                writeln!(
+                    output,
+                    "{}  {}  {state}  runs {}  failures {}  skipped {}  {last}",
+                    record.name, record.trigger, record.runs, record.failures, record.skipped
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
