@@ -8,7 +8,7 @@ use tserver::objects::{Quality, TagValue as PlantValue};
 use crate::support::{Solution, TestServer, admin, try_admin};
 
 /// The demo plant with Pump1.Mode, Tank1.Level and Pump1.StartCount writable.
-fn solution_with_writable_tags() -> Solution {
+pub(crate) fn solution_with_writable_tags() -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let exported = admin(&["plant", &path, "export"], "");

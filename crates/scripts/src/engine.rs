@@ -100,8 +100,9 @@ pub struct RunOutcome {
 /// Where a run starts.
 #[derive(Debug, Clone, Copy)]
 pub enum Entry<'a> {
-    /// The script's top level.
-    Main,
+    /// The script's top level, with what fired it as the constant `event` (a map: `trigger`,
+    /// and the tag or alarm for those triggers).
+    Main(&'a Value),
     /// One of its functions, with one argument (an alarm, an AI reply envelope).
     Function(&'a str, &'a Value),
 }
@@ -355,7 +356,10 @@ impl ScriptEngine {
         let _run = RunGuard::enter(script, self.limits.wall_clock);
         let mut scope = Scope::new();
         let result = match entry {
-            Entry::Main => self.engine.run_ast_with_scope(&mut scope, ast),
+            Entry::Main(event) => to_script(event).and_then(|event| {
+                scope.push_constant("event", event);
+                self.engine.run_ast_with_scope(&mut scope, ast)
+            }),
             Entry::Function(function, argument) => to_script(argument).and_then(|argument| {
                 self.engine
                     .call_fn::<Dynamic>(&mut scope, ast, function, (argument,))
@@ -363,7 +367,7 @@ impl ScriptEngine {
             }),
         };
         let function = match entry {
-            Entry::Main => None,
+            Entry::Main(_) => None,
             Entry::Function(function, _) => Some(function),
         };
         RunOutcome {
@@ -460,7 +464,9 @@ mod tests {
 
     fn run(engine: &ScriptEngine, source: &str) -> Result<(), RunError> {
         let ast = engine.compile(source).expect("compiles");
-        engine.run("test", &ast, Entry::Main).result
+        engine
+            .run("test", &ast, Entry::Main(&json!({"trigger": "startup"})))
+            .result
     }
 
     #[test]

@@ -13,4 +13,6 @@ mod trigger;
 
 pub use engine::{CompileError, Entry, RunError, RunOutcome, ScriptEngine, ScriptLimits, compile_check};
 pub use host::{HostError, ScriptHost};
+/// A compiled script.
+pub use rhai::AST as Ast;
 pub use trigger::{MIN_PERIOD, Trigger, TriggerError};

@@ -31,6 +31,7 @@ mod runtime;
 mod server;
 mod sources;
 mod subscriptions;
+mod tag_writes;
 mod throttle;
 mod waiting;
 

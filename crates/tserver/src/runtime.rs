@@ -90,6 +90,13 @@ impl Runtime {
         self.sources.start(&self.db, &self.plant, shutdown)
     }
 
+    /// Starts the solution's scripts (their triggers, runs on blocking threads, run records),
+    /// taking up changed scripts within a second, until `shutdown`. Call once, when serving
+    /// starts, from within the Tokio runtime.
+    pub fn start_scripts(&self, shutdown: &CancellationToken) {
+        crate::scripts::start(self, shutdown);
+    }
+
     /// Each MQTT source's connection state and counts.
     pub fn source_statuses(&self) -> Vec<crate::SourceStatus> {
         self.sources.statuses()

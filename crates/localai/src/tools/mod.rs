@@ -295,6 +295,17 @@ impl ToolCatalog {
             .collect()
     }
 
+    /// The tool named `name`, whatever the gates: for in-process callers the category bits do
+    /// not govern (solution scripts read tags through the same tools the model does).
+    pub fn get(&self, name: &str) -> Option<ToolDefinition> {
+        self.tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|tool| &*tool.name == name)
+            .cloned()
+    }
+
     /// Every registered tool's name.
     pub fn names(&self) -> Vec<String> {
         let tools = self

@@ -1,6 +1,11 @@
-//! Solution scripts in the server: the admin commands that store them (`tserver scripts`).
-//! Running them on their triggers comes with the script runner.
+//! Solution scripts in the server: the admin commands that store them (`tserver scripts`),
+//! the script API answered by the runtime (`host.rs`), and the runner that fires their
+//! triggers in a serving tserver (`runner.rs`, one entry: `start`). Invariants: a script never
+//! runs on an async worker; a script never runs twice at once; no SQL here.
 
 mod admin;
+mod host;
+mod runner;
 
 pub use admin::{ScriptsAction, scripts_command};
+pub(crate) use runner::start;

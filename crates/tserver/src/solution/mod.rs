@@ -29,7 +29,7 @@ pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
-pub use scripts::{ScriptRecord, ScriptRun, StoredScript};
+pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};

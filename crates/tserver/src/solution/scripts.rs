@@ -43,6 +43,19 @@ pub struct ScriptRun {
     pub error: Option<String>,
 }
 
+/// Runs of one script since the last record, to add to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScriptTally {
+    /// Runs that ended.
+    pub runs: u64,
+    /// Of them, runs that did not end well.
+    pub failures: u64,
+    /// Triggers dropped because a run was under way and another waiting.
+    pub skipped: u64,
+    /// The last of the runs.
+    pub last: Option<ScriptRun>,
+}
+
 /// A script's run record, as `status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScriptRecord {
@@ -256,27 +269,32 @@ impl SolutionDb {
         })
     }
 
-    /// Records runs and skipped triggers of scripts, in one transaction.
-    pub fn record_script_runs(&self, runs: &[(String, Option<ScriptRun>, u64)]) -> Result<(), SolutionError> {
+    /// Adds runs and skipped triggers to the scripts' records, in one transaction.
+    pub fn record_script_runs(&self, tallies: &[(String, ScriptTally)]) -> Result<(), SolutionError> {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let mut writer = self.writer()?;
         let transaction = writer.transaction()?;
-        for (name, run, skipped) in runs {
+        for (name, tally) in tallies {
             transaction.execute(
                 "INSERT INTO ScriptRuns (Name) VALUES (?1) ON CONFLICT (Name) DO NOTHING",
                 [name],
             )?;
-            let skipped = i64::try_from(*skipped).unwrap_or(i64::MAX);
             transaction.execute(
-                "UPDATE ScriptRuns SET Skipped = Skipped + ?2 WHERE Name = ?1",
-                params![name, skipped],
+                "UPDATE ScriptRuns SET Runs = Runs + ?2, Failures = Failures + ?3, Skipped = Skipped + ?4 \
+                 WHERE Name = ?1",
+                params![
+                    name,
+                    count(tally.runs),
+                    count(tally.failures),
+                    count(tally.skipped)
+                ],
             )?;
-            if let Some(run) = run {
+            if let Some(run) = &tally.last {
                 transaction.execute(
-                    "UPDATE ScriptRuns SET Runs = Runs + 1, Failures = Failures + ?2, LastRunAt = ?3, \
-                     LastMicros = ?4, LastOutcome = ?5, LastError = ?6 WHERE Name = ?1",
+                    "UPDATE ScriptRuns SET LastRunAt = ?2, LastMicros = ?3, LastOutcome = ?4, LastError = ?5 \
+                     WHERE Name = ?1",
                     params![
                         name,
-                        i64::from(run.outcome != "ok"),
                         millis(run.started_at),
                         i64::try_from(run.duration.as_micros()).unwrap_or(i64::MAX),
                         run.outcome,
@@ -344,19 +362,23 @@ mod tests {
                 .enabled
         );
         assert_eq!(db.scripts().expect("lists").len(), 1);
-        db.record_script_runs(&[(
-            "Heartbeat".into(),
-            Some(ScriptRun {
+        let tally = ScriptTally {
+            runs: 3,
+            failures: 1,
+            skipped: 2,
+            last: Some(ScriptRun {
                 started_at: time_of(1_000),
                 duration: Duration::from_micros(1500),
                 outcome: "timeout".into(),
                 error: Some("stopped after 5s".into()),
             }),
-            2,
-        )])
-        .expect("recorded");
+        };
+        db.record_script_runs(&[("Heartbeat".into(), tally.clone())])
+            .expect("recorded");
+        db.record_script_runs(&[("Heartbeat".into(), tally)])
+            .expect("recorded again");
         let record = &db.script_records().expect("records")[0];
-        assert_eq!((record.runs, record.failures, record.skipped), (1, 1, 2));
+        assert_eq!((record.runs, record.failures, record.skipped), (6, 2, 4));
         assert_eq!(
             record.last.as_ref().map(|run| run.duration),
             Some(Duration::from_micros(1500))

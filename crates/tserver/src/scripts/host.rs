@@ -1,0 +1,195 @@
+//! The script API answered by the runtime. Reads go through the same runtime tools the model
+//! reads (so a script sees a tag, its alarms and its history exactly as the assistant does);
+//! writes are checked, audited and carried out as an operator's are, audited as the user
+//! `script:<Name>`; `ai_execute` is the atomic path (`TK.AIExecute`).
+//!
+//! Every method is called on a script's blocking thread and may block it (never an async
+//! worker), which is what makes a synchronous `ai_execute` safe.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use solution_scripts::{HostError, ScriptHost};
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
+
+use crate::Runtime;
+use crate::log_text::LogBudget;
+use crate::solution::{AuditAction, AuditEntry};
+use crate::tag_writes::{GivenValue, carry_out, check_write};
+
+/// The most characters of one script log line.
+const MAX_LOG_CHARS: usize = 500;
+
+/// An `ai_execute_async` call for the runner: ask, then run `callback` of `script` with the
+/// envelope.
+#[derive(Debug)]
+pub(crate) struct AsyncAiCall {
+    pub(crate) script: String,
+    pub(crate) query: String,
+    pub(crate) callback: String,
+}
+
+/// The runtime, as scripts reach it.
+#[derive(Debug, Clone)]
+pub(crate) struct RuntimeScriptHost {
+    runtime: Runtime,
+    handle: Handle,
+    /// Where `ai_execute_async` calls go (the runner; bounded).
+    async_calls: mpsc::Sender<AsyncAiCall>,
+    /// Each script's allowance of log lines.
+    log_budgets: Arc<Mutex<HashMap<String, LogBudget>>>,
+}
+
+impl RuntimeScriptHost {
+    /// A host answering from `runtime`, its async parts run on `handle`, its asynchronous AI
+    /// calls handed to `async_calls`.
+    pub(crate) fn new(runtime: Runtime, handle: Handle, async_calls: mpsc::Sender<AsyncAiCall>) -> Self {
+        Self {
+            runtime,
+            handle,
+            async_calls,
+            log_budgets: Arc::default(),
+        }
+    }
+
+    /// Runs a runtime tool by name and returns its result, or its failure's message.
+    fn tool(&self, name: &str, arguments: Value) -> Result<Value, HostError> {
+        let tool = self
+            .runtime
+            .tools()
+            .get(name)
+            .ok_or_else(|| HostError(format!("the runtime tool {name} is not registered")))?;
+        self.handle
+            .block_on(tool.call(arguments, localai::tools::TOOL_TIMEOUT))
+            .map_err(|error| {
+                HostError(
+                    error.to_content()["error"]["message"]
+                        .as_str()
+                        .unwrap_or("failed")
+                        .to_owned(),
+                )
+            })
+    }
+}
+
+impl ScriptHost for RuntimeScriptHost {
+    fn read_tag(&self, name: &str) -> Result<Value, HostError> {
+        self.tool("runtime_get_value", json!({"tag": name}))
+    }
+
+    fn write_tag(&self, script: &str, name: &str, value: Value) -> Result<(), HostError> {
+        let objects = self.runtime.objects();
+        let old_value = objects
+            .tag(name)
+            .map(|tag| tag.current().value.to_json().to_string());
+        let given = GivenValue::from_json(&value);
+        let checked = given
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|given| check_write(&objects, name, Some(*given)));
+        let audit = AuditEntry {
+            time: SystemTime::now(),
+            user: format!("script:{script}"),
+            connection: "script".to_owned(),
+            peer: "local".to_owned(),
+            action: AuditAction::Write,
+            target: name.to_owned(),
+            old_value,
+            new_value: given.as_ref().ok().map(GivenValue::json),
+            outcome: checked.as_ref().map_or_else(Clone::clone, |_| "ok".to_owned()),
+        };
+        self.handle.block_on(async {
+            self.runtime
+                .audit_log()
+                .record(vec![audit])
+                .await
+                .map_err(|error| {
+                    HostError(format!(
+                        "nothing was written: the audit could not be recorded ({error})"
+                    ))
+                })?;
+            let write = checked.map_err(|reason| HostError(format!("cannot write {name}: {reason}")))?;
+            carry_out(&self.runtime, write)
+                .await
+                .map_err(|reason| HostError(format!("cannot write {name}: {reason}")))
+        })
+    }
+
+    fn active_alarms(&self) -> Result<Value, HostError> {
+        self.tool("runtime_get_active_alarms", json!({}))
+    }
+
+    fn tag_history(&self, name: &str, minutes: u64) -> Result<Value, HostError> {
+        self.tool(
+            "runtime_get_tag_history",
+            json!({"tag": name, "minutes": minutes}),
+        )
+    }
+
+    fn log(&self, script: &str, message: &str) {
+        let _span = tracing::info_span!("script", name = script).entered();
+        let allowed = self
+            .log_budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(script.to_owned())
+            .or_insert_with(|| LogBudget::new("a script"))
+            .allow();
+        if allowed {
+            tracing::info!("{}", log_line(message));
+        }
+    }
+
+    fn ai_execute(&self, query: Value) -> Value {
+        envelope_value(&self.runtime.toolkit().ai_execute(&query_text(query)))
+    }
+
+    fn ai_execute_async(&self, script: &str, query: Value, callback: &str) -> Result<(), HostError> {
+        self.async_calls
+            .try_send(AsyncAiCall {
+                script: script.to_owned(),
+                query: query_text(query),
+                callback: callback.to_owned(),
+            })
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => {
+                    HostError("too many ai_execute_async calls are waiting; try again later".to_owned())
+                }
+                mpsc::error::TrySendError::Closed(_) => HostError("the server is stopping".to_owned()),
+            })
+    }
+}
+
+/// A script's message as one log line: control characters escaped (no forged lines), cut at
+/// [`MAX_LOG_CHARS`].
+fn log_line(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(MAX_LOG_CHARS));
+    for (shown, c) in message.chars().enumerate() {
+        if shown == MAX_LOG_CHARS {
+            line.push('…');
+            break;
+        }
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    line
+}
+
+/// A script's query as `TK.AIExecute` takes it: text as it is, the structured form as JSON.
+fn query_text(query: Value) -> String {
+    match query {
+        Value::String(text) => text,
+        structured => structured.to_string(),
+    }
+}
+
+/// The envelope JSON as a value (the atomic path always returns an envelope).
+pub(crate) fn envelope_value(envelope: &str) -> Value {
+    serde_json::from_str(envelope).unwrap_or_else(|_| json!({"status": "error", "reply": envelope}))
+}

@@ -1,0 +1,414 @@
+//! The script runner of a serving tserver: loads the solution's scripts, fires their triggers
+//! (`startup`, `every:`, `tag:`, `alarm:`), runs each run on a blocking thread, answers
+//! `ai_execute_async` calls, takes up changed scripts within a second, and records every run.
+//!
+//! A script runs at most once at a time. A trigger that fires while its script runs waits as
+//! the one pending run; a later one replaces it and the replaced one is counted as skipped, so
+//! triggers faster than the script never pile up.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use solution_scripts::{Ast, Entry, RunError, ScriptEngine, ScriptLimits, Trigger};
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
+use crate::Runtime;
+use crate::objects::AlarmState;
+use crate::solution::{ScriptRun, ScriptTally, StoredScript};
+
+/// How often the solution is looked at for changed scripts.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// How often run records are written to the solution.
+const RECORD_EVERY: Duration = Duration::from_secs(2);
+
+/// `ai_execute_async` calls waiting to be asked, and asked at once.
+const ASYNC_CALLS_WAITING: usize = 64;
+const ASYNC_CALLS_AT_ONCE: usize = 16;
+
+/// What a run starts from.
+#[derive(Debug, Clone)]
+enum Job {
+    /// The top level, with its event.
+    Main(Value),
+    /// A function (an `ai_execute_async` callback) with its argument.
+    Function(String, Value),
+}
+
+/// One script's runs: whether one is under way and the one waiting.
+#[derive(Debug, Default)]
+struct Slot {
+    running: bool,
+    pending: Option<Job>,
+}
+
+/// A loaded script.
+struct Loaded {
+    stored: StoredScript,
+    ast: Arc<Ast>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+/// Runs and skipped triggers not yet written to the solution, by script.
+type Unrecorded = HashMap<String, ScriptTally>;
+
+/// What the runner's tasks share.
+struct Shared {
+    engine: ScriptEngine,
+    /// The loaded scripts, by lower-case name.
+    scripts: Mutex<HashMap<String, Arc<Loaded>>>,
+    unrecorded: Mutex<Unrecorded>,
+}
+
+impl Shared {
+    fn loaded(&self, name: &str) -> Option<Arc<Loaded>> {
+        self.scripts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&name.to_lowercase())
+            .cloned()
+    }
+
+    fn skipped(&self, name: &str) {
+        let mut unrecorded = self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner);
+        unrecorded.entry(name.to_owned()).or_default().skipped += 1;
+    }
+
+    fn ran(&self, name: &str, run: ScriptRun) {
+        let mut unrecorded = self.unrecorded.lock().unwrap_or_else(PoisonError::into_inner);
+        let tally = unrecorded.entry(name.to_owned()).or_default();
+        tally.runs += 1;
+        tally.failures += u64::from(run.outcome != "ok");
+        tally.last = Some(run);
+    }
+}
+
+/// Fires `job` for the script `name`: runs it now on a blocking thread, or leaves it as the
+/// pending run (replacing, and counting as skipped, the one there).
+fn fire(shared: &Arc<Shared>, name: &str, job: Job) {
+    let Some(loaded) = shared.loaded(name) else {
+        return;
+    };
+    {
+        let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.running {
+            if slot.pending.replace(job).is_some() {
+                shared.skipped(&loaded.stored.name);
+            }
+            return;
+        }
+        slot.running = true;
+    }
+    let shared = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || run_until_idle(&shared, &loaded, job));
+}
+
+/// Runs `job`, then the pending runs as they come, then marks the script idle.
+fn run_until_idle(shared: &Shared, loaded: &Loaded, mut job: Job) {
+    let name = &loaded.stored.name;
+    loop {
+        let started_at = SystemTime::now();
+        let outcome = match &job {
+            Job::Main(event) => shared.engine.run(name, &loaded.ast, Entry::Main(event)),
+            Job::Function(function, argument) => {
+                shared
+                    .engine
+                    .run(name, &loaded.ast, Entry::Function(function, argument))
+            }
+        };
+        if let Err(error) = &outcome.result {
+            tracing::warn!(script = %name, %error, "script run stopped");
+        }
+        shared.ran(
+            name,
+            ScriptRun {
+                started_at,
+                duration: outcome.duration,
+                outcome: outcome_label(outcome.result.as_ref().err()).to_owned(),
+                error: outcome.result.err().map(|error| error.to_string()),
+            },
+        );
+        let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.pending.take() {
+            Some(next) => job = next,
+            None => {
+                slot.running = false;
+                return;
+            }
+        }
+    }
+}
+
+/// The recorded name of how a run ended.
+fn outcome_label(error: Option<&RunError>) -> &'static str {
+    match error {
+        None => "ok",
+        Some(RunError::TooManyOperations(_)) => "operations",
+        Some(RunError::TimedOut(_)) => "timeout",
+        Some(RunError::TooDeep(_)) => "depth",
+        Some(RunError::TooLarge(_)) => "size",
+        Some(RunError::NoFunction(_)) => "no-function",
+        Some(RunError::Failed { .. }) => "failed",
+    }
+}
+
+/// Starts the runner; it stops at `shutdown`.
+pub(crate) fn start(runtime: &Runtime, shutdown: &CancellationToken) {
+    let (async_calls, asked) = mpsc::channel(ASYNC_CALLS_WAITING);
+    let host = RuntimeScriptHost::new(runtime.clone(), tokio::runtime::Handle::current(), async_calls);
+    let shared = Arc::new(Shared {
+        engine: ScriptEngine::new(Arc::new(host), ScriptLimits::default()),
+        scripts: Mutex::default(),
+        unrecorded: Mutex::default(),
+    });
+    tokio::spawn(load_and_watch(
+        runtime.clone(),
+        Arc::clone(&shared),
+        shutdown.clone(),
+    ));
+    tokio::spawn(answer_async_calls(
+        runtime.clone(),
+        Arc::clone(&shared),
+        asked,
+        shutdown.clone(),
+    ));
+    tokio::spawn(record_runs(runtime.clone(), shared, shutdown.clone()));
+}
+
+/// Loads the scripts, and again whenever they change; each load starts their triggers anew.
+async fn load_and_watch(runtime: Runtime, shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut loaded: Option<Vec<StoredScript>> = None;
+    let mut generation = shutdown.child_token();
+    let mut ticks = tokio::time::interval(RELOAD_EVERY);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let db = Arc::clone(runtime.db());
+        let stored = match tokio::task::spawn_blocking(move || db.scripts()).await {
+            Ok(Ok(stored)) => stored,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot read the solution's scripts");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if loaded.as_ref() == Some(&stored) {
+            continue;
+        }
+        generation.cancel();
+        generation = shutdown.child_token();
+        let earlier = loaded.take().unwrap_or_default();
+        install(&runtime, &shared, &stored, &earlier, &generation);
+        loaded = Some(stored);
+    }
+}
+
+/// Compiles and installs `stored` in place of what was loaded, and starts their triggers;
+/// `startup` scripts run when new or changed.
+fn install(
+    runtime: &Runtime,
+    shared: &Arc<Shared>,
+    stored: &[StoredScript],
+    earlier: &[StoredScript],
+    generation: &CancellationToken,
+) {
+    let mut scripts = HashMap::new();
+    for script in stored {
+        let ast = match shared.engine.compile(&script.source) {
+            Ok(ast) => Arc::new(ast),
+            Err(error) => {
+                tracing::warn!(script = %script.name, %error, "script does not compile; not loaded");
+                continue;
+            }
+        };
+        if script.trigger == Trigger::Class {
+            if let Err(error) = shared.engine.set_class(&script.name, &ast) {
+                tracing::warn!(script = %script.name, %error, "class did not load");
+            }
+            continue;
+        }
+        // A script keeps its slot across loads, so a run under way still guards the next.
+        let slot = shared
+            .loaded(&script.name)
+            .map_or_else(Arc::default, |previous| Arc::clone(&previous.slot));
+        scripts.insert(
+            script.name.to_lowercase(),
+            Arc::new(Loaded {
+                stored: script.clone(),
+                ast,
+                slot,
+            }),
+        );
+    }
+    for gone in earlier.iter().filter(|old| {
+        old.trigger == Trigger::Class
+            && !stored
+                .iter()
+                .any(|new| new.name == old.name && new.trigger == Trigger::Class)
+    }) {
+        shared.engine.remove_class(&gone.name);
+    }
+    *shared.scripts.lock().unwrap_or_else(PoisonError::into_inner) = scripts;
+
+    let mut watched = Vec::new();
+    for script in stored.iter().filter(|script| script.enabled) {
+        match &script.trigger {
+            Trigger::Startup => {
+                if !earlier.contains(script) {
+                    fire(shared, &script.name, Job::Main(json!({"trigger": "startup"})));
+                }
+            }
+            Trigger::Every(period) => {
+                tokio::spawn(every(
+                    Arc::clone(shared),
+                    script.name.clone(),
+                    *period,
+                    generation.clone(),
+                ));
+            }
+            Trigger::Tag(_) | Trigger::Alarm(_) => watched.push(script.clone()),
+            Trigger::Class => {}
+        }
+    }
+    if !watched.is_empty() {
+        tokio::spawn(watch_plant(
+            runtime.clone(),
+            Arc::clone(shared),
+            watched,
+            generation.clone(),
+        ));
+    }
+}
+
+/// Fires `name` every `period` until the load ends.
+async fn every(shared: Arc<Shared>, name: String, period: Duration, generation: CancellationToken) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            () = generation.cancelled() => return,
+            _ = ticks.tick() => fire(&shared, &name, Job::Main(json!({"trigger": "every"}))),
+        }
+    }
+}
+
+/// Fires `tag:` scripts when their tag's value changes and `alarm:` scripts when their alarm
+/// becomes active, looking at the plant whenever it changes.
+async fn watch_plant(
+    runtime: Runtime,
+    shared: Arc<Shared>,
+    scripts: Vec<StoredScript>,
+    generation: CancellationToken,
+) {
+    let plant = runtime.plant().reader();
+    let mut changes = plant.changes();
+    // What was seen last: tag versions, and when each alarm last became active.
+    let mut versions: HashMap<String, u64> = HashMap::new();
+    let mut activations: HashMap<String, Option<SystemTime>> = HashMap::new();
+    let mut first = true;
+    loop {
+        let objects = plant.objects();
+        for script in &scripts {
+            match &script.trigger {
+                Trigger::Tag(name) => {
+                    let Some(tag) = objects.tag(name) else { continue };
+                    let version = tag.version();
+                    let seen = versions.insert(tag.definition().name.clone(), version);
+                    if !first && seen != Some(version) {
+                        let sample = tag.current();
+                        let event = json!({"trigger": "tag", "tag": tag.definition().name,
+                            "value": sample.value.to_json(), "quality": sample.quality.label()});
+                        fire(&shared, &script.name, Job::Main(event));
+                    }
+                }
+                Trigger::Alarm(wanted) => {
+                    for alarm in objects.alarms() {
+                        let definition = alarm.definition();
+                        let matches = wanted.as_ref().is_none_or(|wanted| {
+                            wanted.eq_ignore_ascii_case(&definition.name)
+                                || wanted.eq_ignore_ascii_case(&definition.tag)
+                        });
+                        if !matches {
+                            continue;
+                        }
+                        let status = alarm.status();
+                        let since = (status.state == AlarmState::Active)
+                            .then_some(status.active_since)
+                            .flatten();
+                        let key = format!("{}\u{0}{}", script.name, definition.name);
+                        let seen = activations.insert(key, since);
+                        if !first && since.is_some() && seen != Some(since) {
+                            let event = json!({"trigger": "alarm", "alarm": definition.name, "tag": definition.tag,
+                                "condition": definition.condition.as_str(), "priority": definition.priority,
+                                "message": definition.message, "value": status.trip_value});
+                            fire(&shared, &script.name, Job::Main(event));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        first = false;
+        tokio::select! {
+            () = generation.cancelled() => return,
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Asks the model for each `ai_execute_async` call and runs its callback with the envelope.
+async fn answer_async_calls(
+    runtime: Runtime,
+    shared: Arc<Shared>,
+    mut asked: mpsc::Receiver<AsyncAiCall>,
+    shutdown: CancellationToken,
+) {
+    let at_once = Arc::new(Semaphore::new(ASYNC_CALLS_AT_ONCE));
+    loop {
+        let call = tokio::select! {
+            () = shutdown.cancelled() => return,
+            call = asked.recv() => match call { Some(call) => call, None => return },
+        };
+        let Ok(permit) = Arc::clone(&at_once).acquire_owned().await else {
+            return;
+        };
+        let toolkit = runtime.toolkit();
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let envelope = envelope_value(&toolkit.ai_execute_async(&call.query).await);
+            drop(permit);
+            fire(&shared, &call.script, Job::Function(call.callback, envelope));
+        });
+    }
+}
+
+/// Writes the run records every few seconds, and once more at shutdown.
+async fn record_runs(runtime: Runtime, shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(RECORD_EVERY);
+    loop {
+        let stopping = tokio::select! {
+            () = shutdown.cancelled() => true,
+            _ = ticks.tick() => false,
+        };
+        let unrecorded =
+            std::mem::take(&mut *shared.unrecorded.lock().unwrap_or_else(PoisonError::into_inner));
+        if !unrecorded.is_empty() {
+            let rows: Vec<_> = unrecorded.into_iter().collect();
+            let db = Arc::clone(runtime.db());
+            match tokio::task::spawn_blocking(move || db.record_script_runs(&rows)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "cannot record script runs"),
+                Err(_) => {}
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}

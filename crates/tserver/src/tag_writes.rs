@@ -1,0 +1,153 @@
+//! Writes to tags, checked and carried out the same way whoever writes (an operator's
+//! WriteTags, a script's `write_tag`): the tag is known and writable, the value of its type and
+//! inside its range; a tag fed by the field gets the write through its source and changes only
+//! when the field reports the new value back.
+
+use serde_json::Value;
+
+use crate::Runtime;
+use crate::objects::{ObjectModel, Quality, TagKind, TagValue};
+
+/// The longest text written to a text tag, in characters.
+const MAX_TEXT_CHARS: usize = 4096;
+
+/// A value as the writer gave it, before it is fitted to the tag's type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum GivenValue<'a> {
+    Number(f64),
+    Integer(i64),
+    Bool(bool),
+    Text(&'a str),
+}
+
+impl<'a> GivenValue<'a> {
+    /// A JSON value as given (a script's value), or what kind of value cannot be written.
+    pub(crate) fn from_json(value: &'a Value) -> Result<Self, String> {
+        match value {
+            Value::Number(number) => Ok(number.as_i64().map_or_else(
+                || Self::Number(number.as_f64().unwrap_or(f64::NAN)),
+                Self::Integer,
+            )),
+            Value::Bool(boolean) => Ok(Self::Bool(*boolean)),
+            Value::String(text) => Ok(Self::Text(text)),
+            Value::Null => Err("no value given (unit)".to_owned()),
+            Value::Array(_) => Err("an array cannot be written to a tag".to_owned()),
+            Value::Object(_) => Err("a map cannot be written to a tag".to_owned()),
+        }
+    }
+
+    /// The value as JSON text, for the audit.
+    pub(crate) fn json(&self) -> String {
+        match self {
+            Self::Number(number) => serde_json::json!(number).to_string(),
+            Self::Integer(integer) => integer.to_string(),
+            Self::Bool(boolean) => boolean.to_string(),
+            Self::Text(text) => Value::String((*text).to_owned()).to_string(),
+        }
+    }
+
+    /// What was given, with its article, for a refusal.
+    fn described(&self) -> String {
+        match self {
+            Self::Number(number) if !number.is_finite() => "a value that is not a finite number".to_owned(),
+            Self::Number(number) => format!("the number {number}"),
+            Self::Integer(integer) => format!("the integer {integer}"),
+            Self::Bool(boolean) => format!("the bool {boolean}"),
+            Self::Text(_) => "text".to_owned(),
+        }
+    }
+}
+
+/// A write that passed its checks.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedWrite {
+    /// The tag's dotted name, as defined.
+    pub(crate) tag: String,
+    pub(crate) value: TagValue,
+    /// The MQTT source the write goes out through, for a tag fed by the field.
+    pub(crate) source: Option<String>,
+}
+
+/// Checks a write of `given` to the tag `name`: the write to carry out, or why not.
+pub(crate) fn check_write(
+    objects: &ObjectModel,
+    name: &str,
+    given: Option<GivenValue<'_>>,
+) -> Result<CheckedWrite, String> {
+    let tag = objects.tag(name).ok_or("unknown tag")?;
+    let definition = tag.definition();
+    if !definition.writable {
+        return Err("not writable".to_owned());
+    }
+    let given = given.ok_or("no value given")?;
+    let kind = definition.kind;
+    let value = match (kind, given) {
+        (TagKind::Number, GivenValue::Number(number)) if number.is_finite() => TagValue::Number(number),
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "an integer written to a number tag is a measurement"
+        )]
+        (TagKind::Number, GivenValue::Integer(integer)) => TagValue::Number(integer as f64),
+        (TagKind::Integer, GivenValue::Integer(integer)) => TagValue::Integer(integer),
+        (TagKind::Integer, GivenValue::Number(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
+        {
+            #[expect(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
+            TagValue::Integer(number as i64)
+        }
+        (TagKind::Bool, GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
+        (TagKind::Text, GivenValue::Text(text)) if text.chars().count() <= MAX_TEXT_CHARS => {
+            TagValue::Text(text.into())
+        }
+        (TagKind::Text, GivenValue::Text(_)) => {
+            return Err(format!("text longer than {MAX_TEXT_CHARS} characters"));
+        }
+        (kind, given) => {
+            return Err(format!(
+                "{} tag cannot take {}",
+                kind_name(kind),
+                given.described()
+            ));
+        }
+    };
+    if let Some(number) = value
+        .as_f64()
+        .filter(|_| matches!(kind, TagKind::Number | TagKind::Integer))
+        && (definition.range_low.is_some_and(|low| number < low)
+            || definition.range_high.is_some_and(|high| number > high))
+    {
+        let end = |bound: Option<f64>| bound.map(|value| value.to_string()).unwrap_or_default();
+        return Err(format!(
+            "{number} is outside the range {}..{}",
+            end(definition.range_low),
+            end(definition.range_high)
+        ));
+    }
+    Ok(CheckedWrite {
+        tag: definition.name.clone(),
+        value,
+        source: definition.source.clone(),
+    })
+}
+
+/// Carries out a checked write: to the field for a source-fed tag, else to the object model.
+pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<(), String> {
+    match write.source {
+        Some(source) => runtime.write_to_field(&source, &write.tag, write.value).await,
+        // A reload between the check and now may have removed or retyped the tag.
+        None => runtime
+            .plant()
+            .write(&write.tag, write.value, Quality::GOOD)
+            .map(drop)
+            .map_err(|error| error.to_string()),
+    }
+}
+
+/// A kind of tag with its article.
+fn kind_name(kind: TagKind) -> &'static str {
+    match kind {
+        TagKind::Number => "a number",
+        TagKind::Integer => "an integer",
+        TagKind::Bool => "a bool",
+        TagKind::Text => "a text",
+    }
+}
