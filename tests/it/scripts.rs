@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
+use scripted_llm::{Reply, ScriptedLlm};
 use service_client::WriteValue;
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
+use tserver::objects::{Quality, TagValue};
 
 use crate::operator_writes::solution_with_writable_tags;
 use crate::support::{PATIENCE, Solution, TestServer, admin, try_admin};
@@ -23,7 +25,8 @@ fn script_file(solution: &Solution, name: &str, source: &str) -> String {
 fn scripts_are_added_listed_shown_changed_switched_and_removed() {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
-    assert_eq!(admin(&["scripts", &path, "list"], ""), "no scripts\n");
+    let demo = "TankNote  alarm:Tank1.Level.Hi  enabled\n";
+    assert_eq!(admin(&["scripts", &path, "list"], ""), demo, "the demo's own");
     let note = script_file(
         &solution,
         "note.rhai",
@@ -34,7 +37,7 @@ fn scripts_are_added_listed_shown_changed_switched_and_removed() {
             "scripts",
             &path,
             "add",
-            "TankNote",
+            "LevelNote",
             "--file",
             &note,
             "--trigger",
@@ -42,7 +45,7 @@ fn scripts_are_added_listed_shown_changed_switched_and_removed() {
         ],
         "",
     );
-    assert_eq!(added, "added script TankNote (alarm:*)\n");
+    assert_eq!(added, "added script LevelNote (alarm:*)\n");
     let util = script_file(&solution, "util.rhai", "fn double(x) { x * 2 }\n");
     admin(
         &[
@@ -59,11 +62,11 @@ fn scripts_are_added_listed_shown_changed_switched_and_removed() {
     );
     assert_eq!(
         admin(&["scripts", &path, "list"], ""),
-        "TankNote  alarm:*  enabled\nUtil  class  enabled\n"
+        format!("LevelNote  alarm:*  enabled\n{demo}Util  class  enabled\n")
     );
-    let shown = admin(&["scripts", &path, "show", "tanknote"], "");
+    let shown = admin(&["scripts", &path, "show", "levelnote"], "");
     assert!(
-        shown.starts_with("// TankNote (alarm:*, enabled)\nfn on_alarm(alarm)"),
+        shown.starts_with("// LevelNote (alarm:*, enabled)\nfn on_alarm(alarm)"),
         "{shown}"
     );
 
@@ -73,7 +76,7 @@ fn scripts_are_added_listed_shown_changed_switched_and_removed() {
             "scripts",
             &path,
             "update",
-            "TankNote",
+            "LevelNote",
             "--file",
             &tick,
             "--trigger",
@@ -81,25 +84,25 @@ fn scripts_are_added_listed_shown_changed_switched_and_removed() {
         ],
         "",
     );
-    assert_eq!(updated, "updated script TankNote (every:5s)\n");
-    assert!(admin(&["scripts", &path, "show", "TankNote"], "").contains("log(\"tick\");"));
+    assert_eq!(updated, "updated script LevelNote (every:5s)\n");
+    assert!(admin(&["scripts", &path, "show", "LevelNote"], "").contains("log(\"tick\");"));
     assert_eq!(
-        admin(&["scripts", &path, "disable", "TankNote"], ""),
-        "script TankNote is disabled\n"
+        admin(&["scripts", &path, "disable", "LevelNote"], ""),
+        "script LevelNote is disabled\n"
     );
     let status = admin(&["scripts", &path, "status"], "");
     assert!(
-        status.contains("TankNote  every:5s  disabled  runs 0  failures 0  skipped 0  never run"),
+        status.contains("LevelNote  every:5s  disabled  runs 0  failures 0  skipped 0  never run"),
         "{status}"
     );
-    admin(&["scripts", &path, "enable", "TankNote"], "");
+    admin(&["scripts", &path, "enable", "LevelNote"], "");
     assert_eq!(
         admin(&["scripts", &path, "remove", "Util"], ""),
         "removed script Util\n"
     );
     assert_eq!(
         admin(&["scripts", &path, "list"], ""),
-        "TankNote  every:5s  enabled\n"
+        format!("LevelNote  every:5s  enabled\n{demo}")
     );
 }
 
@@ -158,8 +161,8 @@ fn bad_scripts_triggers_names_and_files_are_refused_saying_what_and_where() {
     assert!(format!("{error:#}").contains("nothing to change"), "{error:#}");
     assert_eq!(
         admin(&["scripts", &path, "list"], ""),
-        "no scripts\n",
-        "nothing was stored"
+        "TankNote  alarm:Tank1.Level.Hi  enabled\n",
+        "nothing was stored beside the demo's own"
     );
 }
 
@@ -174,7 +177,11 @@ struct ScriptRig {
 impl ScriptRig {
     /// Stores `scripts` (name, trigger, source), then serves with them running.
     async fn start(scripts: &[(&str, &str, &str)]) -> Self {
-        let solution = solution_with_writable_tags();
+        Self::start_on(solution_with_writable_tags(), scripts).await
+    }
+
+    /// [`start`](Self::start) on `solution`.
+    async fn start_on(solution: Solution, scripts: &[(&str, &str, &str)]) -> Self {
         let rig_path = solution.path.to_str().expect("utf-8").to_owned();
         for (name, trigger, source) in scripts {
             let file = script_file(&solution, &format!("{name}.rhai"), source);
@@ -194,7 +201,7 @@ impl ScriptRig {
         }
         let server = TestServer::start(&solution.path, ServerConfig::default()).await;
         let stop_scripts = CancellationToken::new();
-        server.runtime.start_scripts(&stop_scripts);
+        server.runtime.start_scripts(&stop_scripts).await;
         Self {
             solution,
             server,
@@ -220,7 +227,10 @@ impl ScriptRig {
     async fn until(&self, what: &str, check: impl Fn(&Self) -> bool) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         while !check(self) {
-            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+            if tokio::time::Instant::now() >= deadline {
+                let status = admin(&["scripts", &self.path(), "status"], "");
+                panic!("never: {what}; scripts:\n{status}");
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -354,5 +364,129 @@ async fn a_runaway_script_is_stopped_and_recorded_while_the_server_goes_on_and_a
     admin(&["scripts", &rig.path(), "update", "Spin", "--file", &fixed], "");
     rig.until("the fixed script ran", |rig| rig.value("Pump1.Mode") == "fixed")
         .await;
+    rig.stop().await;
+}
+
+/// The demo solution with its model on, pointed at `url`.
+fn demo_with_model(url: &str) -> Solution {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["settings", &path, "set", "URL", url], "");
+    admin(&["settings", &path, "set", "ModelEnabled", "true"], "");
+    solution
+}
+
+#[tokio::test]
+async fn the_demos_alarm_note_is_written_by_its_script_from_the_models_answer() {
+    let llm = ScriptedLlm::start([Reply::text("Tank 1 is nearly full: check the inlet valve.")])
+        .await
+        .expect("llm");
+    let rig = ScriptRig::start_on(demo_with_model(&llm.url()), &[]).await;
+    assert!(
+        admin(&["scripts", &rig.path(), "list"], "").contains("TankNote  alarm:Tank1.Level.Hi  enabled"),
+        "the demo ships its script"
+    );
+    assert_eq!(rig.value("Tank1.OperatorNote"), "");
+    // The field reports the tank running high.
+    rig.server
+        .runtime
+        .plant()
+        .write("Tank1.Level", TagValue::Number(95.0), Quality::GOOD)
+        .expect("written");
+    rig.until("the note is written", |rig| {
+        rig.value("Tank1.OperatorNote") == "Tank 1 is nearly full: check the inlet valve."
+    })
+    .await;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1, "one atomic call");
+    let body = requests[0].json().expect("JSON");
+    assert!(
+        body.get("tools").is_none(),
+        "the atomic path offers no tools: {body}"
+    );
+    assert!(body.to_string().contains("Tank 1 level is 95.0 %"), "{body}");
+    // A panel reads the note as any tag.
+    let client = rig.server.guest().await;
+    let readings = client.read_tags(&["Tank1.OperatorNote"]).await.expect("reads");
+    assert_eq!(readings.len(), 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn ai_execute_async_returns_at_once_and_later_runs_the_callback_with_the_envelope() {
+    let llm = ScriptedLlm::start([Reply::text("All pumps normal.")])
+        .await
+        .expect("llm");
+    let rig = ScriptRig::start_on(
+        demo_with_model(&llm.url()),
+        &[(
+            "Ask",
+            "startup",
+            "fn on_reply(envelope) { write_tag(\"Pump1.Mode\", envelope.status + \": \" + envelope.text); }\n\
+             ai_execute_async(#{ user: \"Summarize the pumps.\" }, \"on_reply\");\n\
+             write_tag(\"Tank1.OperatorNote\", \"asked\");",
+        )],
+    )
+    .await;
+    rig.until("the callback ran", |rig| {
+        rig.value("Pump1.Mode") == "ok: All pumps normal."
+    })
+    .await;
+    assert_eq!(
+        rig.value("Tank1.OperatorNote"),
+        "asked",
+        "the asking run went on at once"
+    );
+    let body = llm.requests()[0].json().expect("JSON");
+    assert!(body.get("tools").is_none(), "{body}");
+    assert_eq!(body["messages"][0]["content"], "Summarize the pumps.");
+    let line = rig.status_showing("Ask", "runs 2 ").await;
+    assert!(line.contains("failures 0"), "the run and its callback: {line}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_alarm_activations_never_piles_up_runs() {
+    // Each run takes a while (about 200,000 operations), far longer than the burst's steps.
+    let rig = ScriptRig::start(&[(
+        "Slow",
+        "alarm:Tank1.Level.Hi",
+        "let x = 0; while x < 50000 { x += 1; }\nlet n = read_tag(\"Pump1.StartCount\").value;\nwrite_tag(\"Pump1.StartCount\", n + 1);",
+    )])
+    .await;
+    let start = rig.value("Pump1.StartCount").as_i64().expect("an integer");
+    let plant = rig.server.runtime.plant().clone();
+    for _ in 0..100 {
+        plant
+            .write("Tank1.Level", TagValue::Number(99.0), Quality::GOOD)
+            .expect("high");
+        plant
+            .write("Tank1.Level", TagValue::Number(50.0), Quality::GOOD)
+            .expect("normal");
+        tokio::task::yield_now().await;
+    }
+    let client = rig.server.guest().await;
+    client.ping().await.expect("the server answers during the burst");
+    // Every run that started ends; the status adds up.
+    let line = rig.status_showing("Slow", "ok").await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let line_after = rig.status_showing("Slow", "ok").await;
+    let count = |line: &str, word: &str| -> u64 {
+        let after = line.split(word).nth(1).expect(word).trim_start();
+        after
+            .split_whitespace()
+            .next()
+            .expect("a number")
+            .parse()
+            .expect("a count")
+    };
+    let (runs, skipped) = (count(&line_after, "runs"), count(&line_after, "skipped"));
+    assert!(runs >= 1 && runs + skipped <= 100, "{line} / {line_after}");
+    let written = rig.value("Pump1.StartCount").as_i64().expect("an integer") - start;
+    assert_eq!(
+        u64::try_from(written).expect("grew"),
+        runs,
+        "each run wrote once: {line_after}"
+    );
     rig.stop().await;
 }

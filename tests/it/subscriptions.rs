@@ -59,7 +59,8 @@ async fn a_subscription_gives_current_readings_then_merged_changes_and_alarms() 
         [
             ("Pump1.MotorCurrent", ""),
             ("Nope", "unknown tag"),
-            ("Tank1.Level", "")
+            ("Tank1.Level", ""),
+            ("Tank1.OperatorNote", "")
         ]
     );
     let alarm_names: Vec<&str> = subscription

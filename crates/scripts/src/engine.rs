@@ -361,8 +361,10 @@ impl ScriptEngine {
                 self.engine.run_ast_with_scope(&mut scope, ast)
             }),
             Entry::Function(function, argument) => to_script(argument).and_then(|argument| {
+                // Only the function: the top level ran when the script was triggered.
+                let options = rhai::CallFnOptions::new().eval_ast(false).rewind_scope(true);
                 self.engine
-                    .call_fn::<Dynamic>(&mut scope, ast, function, (argument,))
+                    .call_fn_with_options::<Dynamic>(options, &mut scope, ast, function, (argument,))
                     .map(drop)
             }),
         };
@@ -609,12 +611,16 @@ mod tests {
     fn a_trigger_may_name_a_function_which_gets_its_argument() {
         let (host, engine) = engine_with(RecordingHost::default(), ScriptLimits::default());
         let ast = engine
-            .compile("fn on_alarm(alarm) { write_tag(\"Last\", alarm.tag); }")
+            .compile("write_tag(\"Top\", 1);\nfn on_alarm(alarm) { write_tag(\"Last\", alarm.tag); }")
             .expect("compiles");
         let alarm = json!({"tag": "Tank1.Level"});
         let outcome = engine.run("test", &ast, Entry::Function("on_alarm", &alarm));
         assert_eq!(outcome.result, Ok(()));
         assert_eq!(host.tags.lock().expect("lock")["Last"], json!("Tank1.Level"));
+        assert!(
+            !host.tags.lock().expect("lock").contains_key("Top"),
+            "the function alone ran"
+        );
         let missing = engine.run("test", &ast, Entry::Function("on_reply", &alarm));
         assert_eq!(missing.result, Err(RunError::NoFunction("on_reply".into())));
     }

@@ -436,7 +436,7 @@ pub async fn serve_on(
     if sources > 0 {
         tracing::info!(sources, "MQTT sources started");
     }
-    runtime.start_scripts(&shutdown);
+    runtime.start_scripts(&shutdown).await;
     if let Some(address) = args.http {
         let listener = TcpListener::bind(address)
             .await

@@ -91,10 +91,10 @@ impl Runtime {
     }
 
     /// Starts the solution's scripts (their triggers, runs on blocking threads, run records),
-    /// taking up changed scripts within a second, until `shutdown`. Call once, when serving
-    /// starts, from within the Tokio runtime.
-    pub fn start_scripts(&self, shutdown: &CancellationToken) {
-        crate::scripts::start(self, shutdown);
+    /// taking up changed scripts within a second, until `shutdown`; when it returns, the
+    /// scripts are loaded and their triggers armed. Call once, when serving starts.
+    pub async fn start_scripts(&self, shutdown: &CancellationToken) {
+        crate::scripts::start(self, shutdown).await;
     }
 
     /// Each MQTT source's connection state and counts.

@@ -1,7 +1,8 @@
 //! Writes to tags, checked and carried out the same way whoever writes (an operator's
-//! WriteTags, a script's `write_tag`): the tag is known and writable, the value of its type and
-//! inside its range; a tag fed by the field gets the write through its source and changes only
-//! when the field reports the new value back.
+//! WriteTags, a script's `write_tag`): the tag is known, the value of its type and inside its
+//! range; a tag fed by the field gets the write through its source and changes only when the
+//! field reports the new value back. A tag's `writable` flag is for operators: scripts are the
+//! integrator's code and may write any tag (a calculated value, a note).
 
 use serde_json::Value;
 
@@ -58,6 +59,15 @@ impl<'a> GivenValue<'a> {
     }
 }
 
+/// Who writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// An operator (WriteTags): only tags marked `writable`.
+    Operator,
+    /// A solution script: any tag.
+    Script,
+}
+
 /// A write that passed its checks.
 #[derive(Debug, Clone)]
 pub(crate) struct CheckedWrite {
@@ -71,12 +81,13 @@ pub(crate) struct CheckedWrite {
 /// Checks a write of `given` to the tag `name`: the write to carry out, or why not.
 pub(crate) fn check_write(
     objects: &ObjectModel,
+    writer: Writer,
     name: &str,
     given: Option<GivenValue<'_>>,
 ) -> Result<CheckedWrite, String> {
     let tag = objects.tag(name).ok_or("unknown tag")?;
     let definition = tag.definition();
-    if !definition.writable {
+    if writer == Writer::Operator && !definition.writable {
         return Err("not writable".to_owned());
     }
     let given = given.ok_or("no value given")?;

@@ -13,7 +13,7 @@ use super::CallError;
 use crate::Runtime;
 use crate::context::ConnectionContext;
 use crate::solution::{AuditAction, AuditEntry};
-use crate::tag_writes::{CheckedWrite, GivenValue, carry_out, check_write};
+use crate::tag_writes::{CheckedWrite, GivenValue, Writer, carry_out, check_write};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
 pub(crate) const MAX_WRITES: usize = 1000;
@@ -57,7 +57,7 @@ pub(crate) fn apply(
         let given = write.value.as_ref().map(given_value);
         let new_value = given.as_ref().map(GivenValue::json);
         let checked = if allowed {
-            check_write(&objects, &write.name, given)
+            check_write(&objects, Writer::Operator, &write.name, given)
         } else {
             Err("permission denied".to_owned())
         };

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use crate::Runtime;
 use crate::log_text::LogBudget;
 use crate::solution::{AuditAction, AuditEntry};
-use crate::tag_writes::{GivenValue, carry_out, check_write};
+use crate::tag_writes::{GivenValue, Writer, carry_out, check_write};
 
 /// The most characters of one script log line.
 const MAX_LOG_CHARS: usize = 500;
@@ -89,7 +89,7 @@ impl ScriptHost for RuntimeScriptHost {
         let checked = given
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|given| check_write(&objects, name, Some(*given)));
+            .and_then(|given| check_write(&objects, Writer::Script, name, Some(*given)));
         let audit = AuditEntry {
             time: SystemTime::now(),
             user: format!("script:{script}"),

@@ -12,12 +12,13 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use solution_scripts::{Ast, Entry, RunError, ScriptEngine, ScriptLimits, Trigger};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use crate::Runtime;
-use crate::objects::AlarmState;
+use crate::objects::ObjectModel;
+use crate::plant::PlantReader;
 use crate::solution::{ScriptRun, ScriptTally, StoredScript};
 
 /// How often the solution is looked at for changed scripts.
@@ -156,8 +157,9 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
     }
 }
 
-/// Starts the runner; it stops at `shutdown`.
-pub(crate) fn start(runtime: &Runtime, shutdown: &CancellationToken) {
+/// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
+/// at `shutdown`.
+pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
     let (async_calls, asked) = mpsc::channel(ASYNC_CALLS_WAITING);
     let host = RuntimeScriptHost::new(runtime.clone(), tokio::runtime::Handle::current(), async_calls);
     let shared = Arc::new(Shared {
@@ -165,11 +167,14 @@ pub(crate) fn start(runtime: &Runtime, shutdown: &CancellationToken) {
         scripts: Mutex::default(),
         unrecorded: Mutex::default(),
     });
-    tokio::spawn(load_and_watch(
-        runtime.clone(),
-        Arc::clone(&shared),
-        shutdown.clone(),
-    ));
+    let mut loader = Loader {
+        runtime: runtime.clone(),
+        shared: Arc::clone(&shared),
+        loaded: None,
+        generation: shutdown.child_token(),
+    };
+    loader.reload(shutdown).await;
+    tokio::spawn(loader.run(shutdown.clone()));
     tokio::spawn(answer_async_calls(
         runtime.clone(),
         Arc::clone(&shared),
@@ -179,33 +184,45 @@ pub(crate) fn start(runtime: &Runtime, shutdown: &CancellationToken) {
     tokio::spawn(record_runs(runtime.clone(), shared, shutdown.clone()));
 }
 
-/// Loads the scripts, and again whenever they change; each load starts their triggers anew.
-async fn load_and_watch(runtime: Runtime, shared: Arc<Shared>, shutdown: CancellationToken) {
-    let mut loaded: Option<Vec<StoredScript>> = None;
-    let mut generation = shutdown.child_token();
-    let mut ticks = tokio::time::interval(RELOAD_EVERY);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticks.tick() => {}
+/// Loads the scripts, and again whenever they change; each load arms their triggers anew.
+struct Loader {
+    runtime: Runtime,
+    shared: Arc<Shared>,
+    loaded: Option<Vec<StoredScript>>,
+    /// Ends the triggers of the current load.
+    generation: CancellationToken,
+}
+
+impl Loader {
+    async fn run(mut self, shutdown: CancellationToken) {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + RELOAD_EVERY, RELOAD_EVERY);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = ticks.tick() => self.reload(&shutdown).await,
+            }
         }
-        let db = Arc::clone(runtime.db());
+    }
+
+    /// Reads the scripts; installs them when they differ from those loaded.
+    async fn reload(&mut self, shutdown: &CancellationToken) {
+        let db = Arc::clone(self.runtime.db());
         let stored = match tokio::task::spawn_blocking(move || db.scripts()).await {
             Ok(Ok(stored)) => stored,
             Ok(Err(error)) => {
                 tracing::warn!(%error, "cannot read the solution's scripts");
-                continue;
+                return;
             }
-            Err(_) => continue,
+            Err(_) => return,
         };
-        if loaded.as_ref() == Some(&stored) {
-            continue;
+        if self.loaded.as_ref() == Some(&stored) {
+            return;
         }
-        generation.cancel();
-        generation = shutdown.child_token();
-        let earlier = loaded.take().unwrap_or_default();
-        install(&runtime, &shared, &stored, &earlier, &generation);
-        loaded = Some(stored);
+        self.generation.cancel();
+        self.generation = shutdown.child_token();
+        let earlier = self.loaded.take().unwrap_or_default();
+        install(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
+        self.loaded = Some(stored);
     }
 }
 
@@ -277,10 +294,20 @@ fn install(
         }
     }
     if !watched.is_empty() {
+        let plant = runtime.plant().reader();
+        // Subscribed before the first look, so no change between the two is missed.
+        let changes = plant.changes();
+        let mut watch = PlantWatch {
+            scripts: watched,
+            versions: HashMap::new(),
+            activations: HashMap::new(),
+        };
+        watch.look(&plant.objects(), shared, false);
         tokio::spawn(watch_plant(
-            runtime.clone(),
+            plant,
             Arc::clone(shared),
-            watched,
+            watch,
+            changes,
             generation.clone(),
         ));
     }
@@ -298,33 +325,30 @@ async fn every(shared: Arc<Shared>, name: String, period: Duration, generation: 
     }
 }
 
-/// Fires `tag:` scripts when their tag's value changes and `alarm:` scripts when their alarm
-/// becomes active, looking at the plant whenever it changes.
-async fn watch_plant(
-    runtime: Runtime,
-    shared: Arc<Shared>,
+/// The `tag:` and `alarm:` scripts of one load, with what they saw last: tag versions, and
+/// when each alarm last became active.
+struct PlantWatch {
     scripts: Vec<StoredScript>,
-    generation: CancellationToken,
-) {
-    let plant = runtime.plant().reader();
-    let mut changes = plant.changes();
-    // What was seen last: tag versions, and when each alarm last became active.
-    let mut versions: HashMap<String, u64> = HashMap::new();
-    let mut activations: HashMap<String, Option<SystemTime>> = HashMap::new();
-    let mut first = true;
-    loop {
-        let objects = plant.objects();
-        for script in &scripts {
+    versions: HashMap<String, u64>,
+    activations: HashMap<String, Option<SystemTime>>,
+}
+
+impl PlantWatch {
+    /// Looks at the plant: with `fire_changes`, fires the scripts whose tag changed or whose
+    /// alarm tripped since the last look (even if it cleared again since); without, only notes
+    /// how things are (the first look: what was so before the load is not news).
+    fn look(&mut self, objects: &ObjectModel, shared: &Arc<Shared>, fire_changes: bool) {
+        for script in &self.scripts {
             match &script.trigger {
                 Trigger::Tag(name) => {
                     let Some(tag) = objects.tag(name) else { continue };
                     let version = tag.version();
-                    let seen = versions.insert(tag.definition().name.clone(), version);
-                    if !first && seen != Some(version) {
+                    let seen = self.versions.insert(script.name.clone(), version);
+                    if fire_changes && seen != Some(version) {
                         let sample = tag.current();
                         let event = json!({"trigger": "tag", "tag": tag.definition().name,
                             "value": sample.value.to_json(), "quality": sample.quality.label()});
-                        fire(&shared, &script.name, Job::Main(event));
+                        fire(shared, &script.name, Job::Main(event));
                     }
                 }
                 Trigger::Alarm(wanted) => {
@@ -338,27 +362,38 @@ async fn watch_plant(
                             continue;
                         }
                         let status = alarm.status();
-                        let since = (status.state == AlarmState::Active)
-                            .then_some(status.active_since)
-                            .flatten();
+                        let since = status.active_since;
                         let key = format!("{}\u{0}{}", script.name, definition.name);
-                        let seen = activations.insert(key, since);
-                        if !first && since.is_some() && seen != Some(since) {
+                        let seen = self.activations.insert(key, since);
+                        if fire_changes && since.is_some() && seen != Some(since) {
                             let event = json!({"trigger": "alarm", "alarm": definition.name, "tag": definition.tag,
                                 "condition": definition.condition.as_str(), "priority": definition.priority,
                                 "message": definition.message, "value": status.trip_value});
-                            fire(&shared, &script.name, Job::Main(event));
+                            fire(shared, &script.name, Job::Main(event));
                         }
                     }
                 }
                 _ => {}
             }
         }
-        first = false;
+    }
+}
+
+/// Looks at the plant whenever it changes, until the load ends.
+async fn watch_plant(
+    plant: PlantReader,
+    shared: Arc<Shared>,
+    mut watch: PlantWatch,
+    mut changes: watch::Receiver<u64>,
+    generation: CancellationToken,
+) {
+    loop {
         tokio::select! {
             () = generation.cancelled() => return,
             changed = changes.changed() => if changed.is_err() { return },
         }
+        changes.borrow_and_update();
+        watch.look(&plant.objects(), &shared, true);
     }
 }
 

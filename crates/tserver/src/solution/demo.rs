@@ -12,6 +12,9 @@ const DEMO_PLANT: &str = include_str!("../../../../examples/plants/demo.toml");
 /// Where the demo plant file is in the repository (the import's source name).
 const DEMO_PLANT_FILE: &str = "examples/plants/demo.toml";
 
+/// The demo's script: an operator note from the assistant when Tank 1 runs high.
+const TANK_NOTE: &str = include_str!("../../../../examples/scripts/tank_note.rhai");
+
 /// Writes the demo plant into a freshly created solution.
 pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionError> {
     transaction.execute(
@@ -33,6 +36,10 @@ pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionErro
         "INSERT INTO RuntimeSettings (Key, Value) VALUES ('SimulatorEnabled', 'true')",
         [],
     )?;
+    transaction.execute(
+        "INSERT INTO Scripts (Name, Trigger, Source, Enabled, UpdatedAt) VALUES ('TankNote', 'alarm:Tank1.Level.Hi', ?1, 1, ?2)",
+        rusqlite::params![TANK_NOTE, super::millis(std::time::SystemTime::now())],
+    )?;
     Ok(())
 }
 
@@ -44,6 +51,11 @@ mod tests {
     fn the_demo_plant_file_reads() {
         let model = plant_model::read(DEMO_PLANT, plant_model::Format::Toml, DEMO_PLANT_FILE).expect("valid");
         let expanded = model.expand();
-        assert_eq!((expanded.tags.len(), expanded.alarms.len()), (13, 10));
+        assert_eq!((expanded.tags.len(), expanded.alarms.len()), (14, 10));
+    }
+
+    #[test]
+    fn the_demo_script_compiles() {
+        assert_eq!(solution_scripts::compile_check(TANK_NOTE), Ok(()));
     }
 }
