@@ -158,6 +158,8 @@ pub async fn run(
     writeln!(output, "  model     {}", model.describe())?;
 
     let shutdown = CancellationToken::new();
+    // The demo's script (TankNote) writes an operator note when Tank 1 runs high.
+    runtime.start_scripts(&shutdown).await;
     let server = Server::new(runtime.clone(), ServerConfig::default())?;
     let serving = tokio::spawn(server.run(listener, shutdown.clone()));
     let background = tokio::spawn({
