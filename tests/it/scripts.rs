@@ -254,9 +254,11 @@ impl ScriptRig {
         }
     }
 
-    async fn stop(self) {
+    /// Stops serving; the solution stays (until the returned value is dropped).
+    async fn stop(self) -> Solution {
         self.stop_scripts.cancel();
         self.server.stop().await;
+        self.solution
     }
 }
 
@@ -489,4 +491,54 @@ async fn a_burst_of_alarm_activations_never_piles_up_runs() {
         "each run wrote once: {line_after}"
     );
     rig.stop().await;
+}
+
+/// `tserver scripts PATH ARGS...` on the blocking pool (it waits, polling the solution, while
+/// the server under test runs on this test's runtime).
+async fn admin_beside_server(path: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut full = vec!["scripts".to_owned(), path.to_owned()];
+    full.extend(args.iter().map(|arg| (*arg).to_owned()));
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = full.iter().map(String::as_str).collect();
+        try_admin(&args, "")
+    })
+    .await
+    .expect("no panic")
+}
+
+#[tokio::test]
+async fn run_asks_the_serving_tserver_for_one_run_and_says_how_it_ended() {
+    let rig = ScriptRig::start(&[
+        ("Once", "every:1h", "write_tag(\"Pump1.Mode\", event.trigger);"),
+        ("Bad", "every:1h", "let a = 1;\nthrow \"no coffee\";"),
+        ("Lib", "class", "fn f() { 1 }"),
+    ])
+    .await;
+    let path = rig.path();
+    let ran = admin_beside_server(&path, &["run", "Once"]).await.expect("ran");
+    assert!(ran.starts_with("ran Once: ok in "), "{ran}");
+    assert_eq!(rig.value("Pump1.Mode"), "run");
+    let failed = admin_beside_server(&path, &["run", "bad"])
+        .await
+        .expect_err("failed");
+    let message = format!("{failed:#}");
+    assert!(
+        message.contains("Bad stopped after") && message.contains("(failed): line 2"),
+        "{message}"
+    );
+    assert!(message.contains("no coffee"), "{message}");
+    let class = admin_beside_server(&path, &["run", "Lib"])
+        .await
+        .expect_err("a class");
+    assert!(format!("{class:#}").contains("is a class"), "{class:#}");
+    let _solution = rig.stop().await;
+
+    // Nobody serving: the request is withdrawn, saying why.
+    let unserved = admin_beside_server(&path, &["run", "Once", "--wait-secs", "1"])
+        .await
+        .expect_err("nobody runs it");
+    assert!(
+        format!("{unserved:#}").contains("is a tserver serving this solution"),
+        "{unserved:#}"
+    );
 }

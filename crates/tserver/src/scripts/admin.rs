@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -60,6 +61,15 @@ pub enum ScriptsAction {
     /// Each script's runs: count, failures, skipped triggers, and the last run's time,
     /// duration, outcome and error.
     Status,
+    /// Run a script once in the tserver serving the solution (its top level, with
+    /// `event.trigger` "run"), wait for the run and print how it ended.
+    Run {
+        /// The script.
+        name: String,
+        /// Seconds to wait for the serving tserver to take the run and finish it.
+        #[arg(long, default_value_t = 30)]
+        wait_secs: u64,
+    },
 }
 
 fn parse_trigger(text: &str) -> Result<Trigger, String> {
@@ -116,6 +126,7 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
             let state = if script.enabled { "enabled" } else { "disabled" };
             writeln!(output, "script {} is {state}", script.name)?;
         }
+        ScriptsAction::Run { name, wait_secs } => run_in_server(&db, name, *wait_secs, output)?,
         ScriptsAction::Status => {
             let records = db.script_records()?;
             if records.is_empty() {
@@ -144,4 +155,42 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
         }
     }
     Ok(())
+}
+
+/// How often `run` looks for the run's record.
+const RUN_POLL: Duration = Duration::from_millis(100);
+
+/// Asks the serving tserver to run `name` and waits for the run's record.
+fn run_in_server(db: &SolutionDb, name: &str, wait_secs: u64, output: &mut dyn Write) -> anyhow::Result<()> {
+    let (script, requested_at) = db.request_script_run(name)?;
+    let deadline = Instant::now() + Duration::from_secs(wait_secs);
+    loop {
+        let record = db
+            .script_records()?
+            .into_iter()
+            .find(|record| record.name.eq_ignore_ascii_case(&script.name));
+        if let Some(run) = record
+            .and_then(|record| record.last)
+            .filter(|run| run.started_at >= requested_at)
+        {
+            let took = format!("{:.1} ms", run.duration.as_secs_f64() * 1000.0);
+            return match run.error {
+                None => {
+                    writeln!(output, "ran {}: {} in {took}", script.name, run.outcome)?;
+                    Ok(())
+                }
+                Some(error) => {
+                    anyhow::bail!("{} stopped after {took} ({}): {error}", script.name, run.outcome)
+                }
+            };
+        }
+        if Instant::now() >= deadline {
+            db.withdraw_script_run(&script.name)?;
+            anyhow::bail!(
+                "no run of {} was recorded within {wait_secs} s: is a tserver serving this solution (tserver serve --solution ...)?",
+                script.name
+            );
+        }
+        std::thread::sleep(RUN_POLL);
+    }
 }

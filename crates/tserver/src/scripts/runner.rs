@@ -19,7 +19,7 @@ use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use crate::Runtime;
 use crate::objects::ObjectModel;
 use crate::plant::PlantReader;
-use crate::solution::{ScriptRun, ScriptTally, StoredScript};
+use crate::solution::{ScriptRun, ScriptTally, SolutionError, StoredScript};
 
 /// How often the solution is looked at for changed scripts.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -204,25 +204,31 @@ impl Loader {
         }
     }
 
-    /// Reads the scripts; installs them when they differ from those loaded.
+    /// Reads the scripts; installs them when they differ from those loaded; then runs those
+    /// `tserver scripts run` asked for.
     async fn reload(&mut self, shutdown: &CancellationToken) {
         let db = Arc::clone(self.runtime.db());
-        let stored = match tokio::task::spawn_blocking(move || db.scripts()).await {
-            Ok(Ok(stored)) => stored,
+        let read = tokio::task::spawn_blocking(move || {
+            Ok::<_, SolutionError>((db.scripts()?, db.take_script_run_requests()?))
+        });
+        let (stored, requested) = match read.await {
+            Ok(Ok(read)) => read,
             Ok(Err(error)) => {
                 tracing::warn!(%error, "cannot read the solution's scripts");
                 return;
             }
             Err(_) => return,
         };
-        if self.loaded.as_ref() == Some(&stored) {
-            return;
+        if self.loaded.as_ref() != Some(&stored) {
+            self.generation.cancel();
+            self.generation = shutdown.child_token();
+            let earlier = self.loaded.take().unwrap_or_default();
+            install(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
+            self.loaded = Some(stored);
         }
-        self.generation.cancel();
-        self.generation = shutdown.child_token();
-        let earlier = self.loaded.take().unwrap_or_default();
-        install(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
-        self.loaded = Some(stored);
+        for name in requested {
+            fire(&self.shared, &name, Job::Main(json!({"trigger": "run"})));
+        }
     }
 }
 

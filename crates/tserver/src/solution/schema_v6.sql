@@ -22,4 +22,11 @@ CREATE TABLE ScriptRuns (
     LastError   TEXT    NULL
 );
 
+-- `tserver scripts PATH run NAME` asks the serving tserver for a run here; the server takes
+-- the request (deletes the row) when it starts the run.
+CREATE TABLE ScriptRunRequests (
+    Name        TEXT    NOT NULL PRIMARY KEY COLLATE NOCASE,
+    RequestedAt INTEGER NOT NULL
+);
+
 PRAGMA user_version = 6;

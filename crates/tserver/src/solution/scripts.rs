@@ -269,6 +269,54 @@ impl SolutionDb {
         })
     }
 
+    /// Asks the serving tserver to run `name` once; returns the script and when it was asked
+    /// (a run recorded from then on answers it).
+    pub fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
+        let script = self.existing_script(name)?;
+        if script.trigger == Trigger::Class {
+            return Err(SolutionError::Script(format!(
+                "{} is a class: it runs when a script imports it, not by itself",
+                script.name
+            )));
+        }
+        let requested_at = time_of(millis(SystemTime::now()));
+        self.writer()?.execute(
+            "INSERT INTO ScriptRunRequests (Name, RequestedAt) VALUES (?1, ?2) \
+             ON CONFLICT (Name) DO UPDATE SET RequestedAt = excluded.RequestedAt",
+            params![script.name, millis(requested_at)],
+        )?;
+        Ok((script, requested_at))
+    }
+
+    /// Withdraws a run request nobody took.
+    pub fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
+        self.writer()?
+            .execute("DELETE FROM ScriptRunRequests WHERE Name = ?1", [name])?;
+        Ok(())
+    }
+
+    /// Takes the waiting run requests (they are gone once taken): the scripts' names.
+    pub fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
+        // A read first: almost always there is nothing, and a read takes no write lock.
+        let waiting: i64 = self.read(|connection| {
+            connection
+                .prepare_cached("SELECT count(*) FROM ScriptRunRequests")?
+                .query_row([], |row| row.get(0))
+        })?;
+        if waiting == 0 {
+            return Ok(Vec::new());
+        }
+        let mut writer = self.writer()?;
+        let transaction = writer.transaction()?;
+        let names = transaction
+            .prepare("SELECT Name FROM ScriptRunRequests ORDER BY RequestedAt")?
+            .query_map([], |row| row.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        transaction.execute("DELETE FROM ScriptRunRequests", [])?;
+        transaction.commit()?;
+        Ok(names)
+    }
+
     /// Adds runs and skipped triggers to the scripts' records, in one transaction.
     pub fn record_script_runs(&self, tallies: &[(String, ScriptTally)]) -> Result<(), SolutionError> {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
