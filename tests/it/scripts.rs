@@ -310,6 +310,11 @@ async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
             "alarm:Tank1.Level.Hi",
             "write_tag(\"Pump1.StartCount\", if event.alarm == \"Tank1.Level.Hi\" { 7 } else { 0 });",
         ),
+        (
+            "AnyAlarm",
+            "alarm:*",
+            "write_tag(\"Tank1.OperatorNote\", `${event.alarm} at ${event.value}`);",
+        ),
     ])
     .await;
     let client = rig.server.guest().await;
@@ -328,6 +333,12 @@ async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
     client.write_tags(level(99.0)).await.expect("written");
     rig.until("the alarm script ran", |rig| rig.value("Pump1.StartCount") == 7)
         .await;
+    rig.until("the any-alarm script ran", |rig| {
+        rig.value("Tank1.OperatorNote")
+            .as_str()
+            .is_some_and(|note| note.starts_with("Tank1.Level.Hi") && note.ends_with(" at 99.0"))
+    })
+    .await;
     rig.until("the tag script saw 99", |rig| {
         rig.value("Pump1.Mode") == "level 99.0"
     })

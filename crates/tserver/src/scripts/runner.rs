@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use crate::Runtime;
+use crate::log_text::LogBudget;
 use crate::objects::ObjectModel;
 use crate::plant::PlantReader;
 use crate::solution::{ScriptRun, ScriptTally, SolutionError, StoredScript};
@@ -63,9 +64,21 @@ struct Shared {
     /// The loaded scripts, by lower-case name.
     scripts: Mutex<HashMap<String, Arc<Loaded>>>,
     unrecorded: Mutex<Unrecorded>,
+    /// Each script's allowance of "run stopped" warnings (a script failing every 100 ms must
+    /// not fill the log; `status` has every failure).
+    warnings: Mutex<HashMap<String, LogBudget>>,
 }
 
 impl Shared {
+    fn may_warn(&self, name: &str) -> bool {
+        self.warnings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(name.to_owned())
+            .or_insert_with(|| LogBudget::new("a script's failed runs"))
+            .allow()
+    }
+
     fn loaded(&self, name: &str) -> Option<Arc<Loaded>> {
         self.scripts
             .lock()
@@ -105,12 +118,14 @@ fn fire(shared: &Arc<Shared>, name: &str, job: Job) {
         slot.running = true;
     }
     let shared = Arc::clone(shared);
-    tokio::task::spawn_blocking(move || run_until_idle(&shared, &loaded, job));
+    tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job));
 }
 
-/// Runs `job`, then the pending runs as they come, then marks the script idle.
-fn run_until_idle(shared: &Shared, loaded: &Loaded, mut job: Job) {
-    let name = &loaded.stored.name;
+/// Runs `job`, then the pending runs as they come (each with the script as loaded then, so a
+/// change reaches the next run), then marks the script idle.
+fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, mut job: Job) {
+    let name = loaded.stored.name.clone();
+    let name = &name;
     loop {
         let started_at = SystemTime::now();
         let outcome = match &job {
@@ -121,7 +136,9 @@ fn run_until_idle(shared: &Shared, loaded: &Loaded, mut job: Job) {
                     .run(name, &loaded.ast, Entry::Function(function, argument))
             }
         };
-        if let Err(error) = &outcome.result {
+        if let Err(error) = &outcome.result
+            && shared.may_warn(name)
+        {
             tracing::warn!(script = %name, %error, "script run stopped");
         }
         shared.ran(
@@ -135,7 +152,13 @@ fn run_until_idle(shared: &Shared, loaded: &Loaded, mut job: Job) {
         );
         let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
         match slot.pending.take() {
-            Some(next) => job = next,
+            Some(next) => {
+                job = next;
+                drop(slot);
+                if let Some(current) = shared.loaded(name) {
+                    loaded = current;
+                }
+            }
             None => {
                 slot.running = false;
                 return;
@@ -166,6 +189,7 @@ pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
         engine: ScriptEngine::new(Arc::new(host), ScriptLimits::default()),
         scripts: Mutex::default(),
         unrecorded: Mutex::default(),
+        warnings: Mutex::default(),
     });
     let mut loader = Loader {
         runtime: runtime.clone(),
