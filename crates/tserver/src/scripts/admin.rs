@@ -77,6 +77,11 @@ fn parse_trigger(text: &str) -> Result<Trigger, String> {
         .map_err(|error: solution_scripts::TriggerError| error.to_string())
 }
 
+/// A script's switch, as listed.
+fn state(enabled: bool) -> &'static str {
+    if enabled { "enabled" } else { "disabled" }
+}
+
 fn read_source(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read the script file {}", file.display()))
 }
@@ -108,7 +113,7 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
                 writeln!(output, "no scripts")?;
             }
             for script in scripts {
-                let state = if script.enabled { "enabled" } else { "disabled" };
+                let state = state(script.enabled);
                 writeln!(output, "{}  {}  {state}", script.name, script.trigger)?;
             }
         }
@@ -116,14 +121,14 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
             let script = db
                 .script(name)?
                 .with_context(|| format!("no script named {name:?}"))?;
-            let state = if script.enabled { "enabled" } else { "disabled" };
+            let state = state(script.enabled);
             writeln!(output, "// {} ({}, {state})", script.name, script.trigger)?;
             writeln!(output, "{}", script.source.trim_end())?;
         }
         ScriptsAction::Enable { name } | ScriptsAction::Disable { name } => {
             let enabled = matches!(action, ScriptsAction::Enable { .. });
             let script = db.set_script_enabled(name, enabled)?;
-            let state = if script.enabled { "enabled" } else { "disabled" };
+            let state = state(script.enabled);
             writeln!(output, "script {} is {state}", script.name)?;
         }
         ScriptsAction::Run { name, wait_secs } => run_in_server(&db, name, *wait_secs, output)?,
@@ -133,7 +138,7 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
                 writeln!(output, "no scripts")?;
             }
             for record in records {
-                let state = if record.enabled { "enabled" } else { "disabled" };
+                let state = state(record.enabled);
                 let last = record.last.map_or_else(
                     || "never run".to_owned(),
                     |run| {

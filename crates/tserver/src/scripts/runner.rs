@@ -327,11 +327,7 @@ fn install(
         let plant = runtime.plant().reader();
         // Subscribed before the first look, so no change between the two is missed.
         let changes = plant.changes();
-        let mut watch = PlantWatch {
-            scripts: watched,
-            versions: HashMap::new(),
-            activations: HashMap::new(),
-        };
+        let mut watch = PlantWatch::new(watched);
         watch.look(&plant.objects(), shared, false);
         tokio::spawn(watch_plant(
             plant,
@@ -355,26 +351,41 @@ async fn every(shared: Arc<Shared>, name: String, period: Duration, generation: 
     }
 }
 
-/// The `tag:` and `alarm:` scripts of one load, with what they saw last: tag versions, and
-/// when each alarm last became active.
-struct PlantWatch {
-    scripts: Vec<StoredScript>,
-    versions: HashMap<String, u64>,
+/// What one `tag:` or `alarm:` script saw at the last look.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Its tag's version.
+    version: Option<u64>,
+    /// When each of its alarms last became active, by alarm name.
     activations: HashMap<String, Option<SystemTime>>,
 }
 
+/// The `tag:` and `alarm:` scripts of one load, each with what it saw last. A look runs at
+/// every plant change, so it allocates only for an alarm it has not seen before.
+struct PlantWatch {
+    scripts: Vec<(StoredScript, Seen)>,
+}
+
 impl PlantWatch {
+    fn new(scripts: Vec<StoredScript>) -> Self {
+        Self {
+            scripts: scripts
+                .into_iter()
+                .map(|script| (script, Seen::default()))
+                .collect(),
+        }
+    }
+
     /// Looks at the plant: with `fire_changes`, fires the scripts whose tag changed or whose
     /// alarm tripped since the last look (even if it cleared again since); without, only notes
     /// how things are (the first look: what was so before the load is not news).
     fn look(&mut self, objects: &ObjectModel, shared: &Arc<Shared>, fire_changes: bool) {
-        for script in &self.scripts {
+        for (script, seen) in &mut self.scripts {
             match &script.trigger {
                 Trigger::Tag(name) => {
                     let Some(tag) = objects.tag(name) else { continue };
                     let version = tag.version();
-                    let seen = self.versions.insert(script.name.clone(), version);
-                    if fire_changes && seen != Some(version) {
+                    if seen.version.replace(version) != Some(version) && fire_changes {
                         let sample = tag.current();
                         let event = json!({"trigger": "tag", "tag": tag.definition().name,
                             "value": sample.value.to_json(), "quality": sample.quality.label()});
@@ -393,9 +404,11 @@ impl PlantWatch {
                         }
                         let status = alarm.status();
                         let since = status.active_since;
-                        let key = format!("{}\u{0}{}", script.name, definition.name);
-                        let seen = self.activations.insert(key, since);
-                        if fire_changes && since.is_some() && seen != Some(since) {
+                        let before = match seen.activations.get_mut(definition.name.as_str()) {
+                            Some(last) => Some(std::mem::replace(last, since)),
+                            None => seen.activations.insert(definition.name.clone(), since),
+                        };
+                        if fire_changes && since.is_some() && before != Some(since) {
                             let event = json!({"trigger": "alarm", "alarm": definition.name, "tag": definition.tag,
                                 "condition": definition.condition.as_str(), "priority": definition.priority,
                                 "message": definition.message, "value": status.trip_value});
