@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use scripted_llm::{Reply, ScriptedLlm};
-use service_client::WriteValue;
+use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
+use service_client::{Envelope, Status, WriteValue};
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
 use tserver::objects::{Quality, TagValue};
@@ -263,13 +263,20 @@ impl ScriptRig {
 }
 
 #[tokio::test]
-async fn startup_and_every_scripts_run_and_their_runs_are_recorded() {
+async fn startup_and_every_scripts_run_with_their_classes_and_their_runs_are_recorded() {
     let rig = ScriptRig::start(&[
         (
             "Boot",
             "startup",
-            "write_tag(\"Pump1.Mode\", \"Auto-\" + event.trigger);",
+            "import \"Naming\" as naming;\nwrite_tag(\"Pump1.Mode\", naming::mode(event.trigger));",
         ),
+        // A class importing a class that comes after it by name.
+        (
+            "Naming",
+            "class",
+            "import \"Words\" as words;\nfn mode(trigger) { words::auto() + \"-\" + trigger }",
+        ),
+        ("Words", "class", "fn auto() { \"Auto\" }"),
         (
             "Count",
             "every:200ms",
@@ -347,21 +354,44 @@ async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
 }
 
 #[tokio::test]
-async fn a_runaway_script_is_stopped_and_recorded_while_the_server_goes_on_and_a_fix_runs_at_once() {
-    let rig = ScriptRig::start(&[
-        ("Spin", "startup", "loop { }"),
-        ("Deep", "startup", "fn f(n) { f(n + 1) }\nf(0);"),
-        ("Thrower", "startup", "let a = 1;\nthrow \"out of coffee\";"),
-    ])
+async fn runaway_scripts_are_stopped_and_recorded_while_chat_and_ping_go_on_and_a_fix_runs_at_once() {
+    let llm = ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("Pump 1 runs normally."))
+        .await
+        .expect("llm");
+    let rig = ScriptRig::start_on(
+        with_model(solution_with_writable_tags(), &llm.url()),
+        &[
+            ("Spin", "startup", "loop { }"),
+            // Always running (or about to), so the turns below meet it under way.
+            ("Again", "every:100ms", "loop { }"),
+            ("Deep", "startup", "fn f(n) { f(n + 1) }\nf(0);"),
+            ("Huge", "startup", "let s = \"xxxxxxxx\";\nloop { s += s; }"),
+            ("Thrower", "startup", "let a = 1;\nthrow \"out of coffee\";"),
+        ],
+    )
     .await;
     let client = rig.server.guest().await;
-    for _ in 0..5 {
+    for _ in 0..3 {
         client.ping().await.expect("ping answers while scripts run away");
+        let json = client
+            .chat("How is Pump 1?")
+            .await
+            .expect("chat answers while scripts run away");
+        let envelope = Envelope::from_json(&json).expect("an envelope");
+        assert_eq!(envelope.status, Status::Ok, "{json}");
+        assert_eq!(envelope.text, "Pump 1 runs normally.");
     }
     let spin = rig.status_showing("Spin", "operations").await;
     assert!(spin.contains("stopped after 1000000 operations"), "{spin}");
+    let again = rig.status_showing("Again", "operations").await;
+    assert_eq!(count_in(&again, "runs"), count_in(&again, "failures"), "{again}");
     let deep = rig.status_showing("Deep", "depth").await;
     assert!(deep.contains("nested deeper than 32 levels"), "{deep}");
+    let huge = rig.status_showing("Huge", "size").await;
+    assert!(
+        huge.contains("stopped: Length of string grew past its limit"),
+        "{huge}"
+    );
     let thrower = rig.status_showing("Thrower", "failed").await;
     assert!(
         thrower.contains("line 2") && thrower.contains("out of coffee"),
@@ -380,9 +410,56 @@ async fn a_runaway_script_is_stopped_and_recorded_while_the_server_goes_on_and_a
     rig.stop().await;
 }
 
-/// The demo solution with its model on, pointed at `url`.
-fn demo_with_model(url: &str) -> Solution {
-    let solution = Solution::demo();
+#[tokio::test]
+async fn a_script_slower_than_its_period_runs_back_to_back_and_counts_the_ticks_it_skipped() {
+    // Each run waits 450 ms for the model: four or five ticks of its trigger.
+    let llm =
+        ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("noted").after(Duration::from_millis(450)))
+            .await
+            .expect("llm");
+    let started = std::time::Instant::now();
+    let rig = ScriptRig::start_on(
+        with_model(solution_with_writable_tags(), &llm.url()),
+        &[(
+            "Slow",
+            "every:100ms",
+            "let reply = ai_execute(\"Anything new?\");\nwrite_tag(\"Pump1.Mode\", reply.text);",
+        )],
+    )
+    .await;
+    // Runs and skips are recorded every two seconds.
+    let line = loop {
+        let line = rig.status_showing("Slow", "runs").await;
+        if count_in(&line, "runs") >= 2 && count_in(&line, "skipped") >= 1 {
+            break line;
+        }
+        assert!(started.elapsed() < PATIENCE, "never two runs and a skip: {line}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (runs, skipped) = (count_in(&line, "runs"), count_in(&line, "skipped"));
+    // While a run waits, one tick waits behind it and the others are counted as skipped.
+    assert!(skipped >= runs, "{line}");
+    // One run at a time: no more model calls than 450 ms waits fit one after another.
+    let asked = f64::from(u32::try_from(llm.requests().len()).expect("a count"));
+    let most = started.elapsed().as_secs_f64() / 0.45 + 1.0;
+    assert!(asked <= most, "{asked} asked in {:?}: {line}", started.elapsed());
+    assert_eq!(rig.value("Pump1.Mode"), "noted");
+    rig.stop().await;
+}
+
+/// The number after `word` in a `scripts status` line.
+fn count_in(line: &str, word: &str) -> u64 {
+    let after = line.split(word).nth(1).expect(word).trim_start();
+    after
+        .split_whitespace()
+        .next()
+        .expect("a number")
+        .parse()
+        .expect("a count")
+}
+
+/// `solution` with its model on, pointed at `url`.
+fn with_model(solution: Solution, url: &str) -> Solution {
     let path = solution.path.to_str().expect("utf-8").to_owned();
     admin(&["settings", &path, "set", "URL", url], "");
     admin(&["settings", &path, "set", "ModelEnabled", "true"], "");
@@ -394,7 +471,7 @@ async fn the_demos_alarm_note_is_written_by_its_script_from_the_models_answer() 
     let llm = ScriptedLlm::start([Reply::text("Tank 1 is nearly full: check the inlet valve.")])
         .await
         .expect("llm");
-    let rig = ScriptRig::start_on(demo_with_model(&llm.url()), &[]).await;
+    let rig = ScriptRig::start_on(with_model(Solution::demo(), &llm.url()), &[]).await;
     assert!(
         admin(&["scripts", &rig.path(), "list"], "").contains("TankNote  alarm:Tank1.Level.Hi  enabled"),
         "the demo ships its script"
@@ -431,7 +508,7 @@ async fn ai_execute_async_returns_at_once_and_later_runs_the_callback_with_the_e
         .await
         .expect("llm");
     let rig = ScriptRig::start_on(
-        demo_with_model(&llm.url()),
+        with_model(Solution::demo(), &llm.url()),
         &[(
             "Ask",
             "startup",
@@ -484,16 +561,7 @@ async fn a_burst_of_alarm_activations_never_piles_up_runs() {
     let line = rig.status_showing("Slow", "ok").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let line_after = rig.status_showing("Slow", "ok").await;
-    let count = |line: &str, word: &str| -> u64 {
-        let after = line.split(word).nth(1).expect(word).trim_start();
-        after
-            .split_whitespace()
-            .next()
-            .expect("a number")
-            .parse()
-            .expect("a count")
-    };
-    let (runs, skipped) = (count(&line_after, "runs"), count(&line_after, "skipped"));
+    let (runs, skipped) = (count_in(&line_after, "runs"), count_in(&line_after, "skipped"));
     assert!(runs >= 1 && runs + skipped <= 100, "{line} / {line_after}");
     let written = rig.value("Pump1.StartCount").as_i64().expect("an integer") - start;
     assert_eq!(

@@ -43,6 +43,8 @@ struct Plan {
     mqtt: crate::mqtt_bench::MqttPlan,
     /// Seconds of each RuntimeMCP run.
     mcp_seconds: f64,
+    /// The solution-script runs.
+    scripts: crate::script_bench::ScriptPlan,
 }
 
 const FULL: Plan = Plan {
@@ -65,6 +67,12 @@ const FULL: Plan = Plan {
         rounds: 3,
     },
     mcp_seconds: 5.0,
+    scripts: crate::script_bench::ScriptPlan {
+        loaded: 1_000,
+        samples: 2_000,
+        trivial_scripts: 4,
+        seconds: 3.0,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -88,6 +96,12 @@ const SMOKE: Plan = Plan {
         rounds: 1,
     },
     mcp_seconds: 0.5,
+    scripts: crate::script_bench::ScriptPlan {
+        loaded: 20,
+        samples: 30,
+        trivial_scripts: 2,
+        seconds: 0.3,
+    },
 };
 
 /// Options of `cargo xtask bench`.
@@ -809,6 +823,58 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         met: bytes_per_tag <= 2048.0,
     });
     results.insert("mqtt".to_owned(), mqtt);
+
+    // Solution scripts: memory per loaded script, trigger to the script's first write for
+    // tag: and alarm: triggers, trivial runs a second under a storm of triggers.
+    let scripts = crate::script_bench::run(&bench.bin, &out_dir, plan.scripts)?;
+    let trivial = &scripts["trivial"];
+    let per_script = scripts["bytesPerLoadedScript"].as_f64().unwrap_or(f64::INFINITY);
+    for (label, kind) in [("tag:", "tagTrigger"), ("alarm:", "alarmTrigger")] {
+        let (start, echo) = (&scripts[kind]["toStart"], &scripts[kind]["toEcho"]);
+        let (p50, p99) = (
+            start["p50Us"].as_f64().unwrap_or(0.0),
+            start["p99Us"].as_f64().unwrap_or(f64::INFINITY),
+        );
+        eprintln!(
+            "{:<28} {:>9} samples  p50 {p50:>8.1} us  p99 {p99:>8.1} us  max {:.1} us  (to its write shown: p50 {:.1} us, p99 {:.1} us)",
+            format!("script {label} trigger to run"),
+            start["samples"],
+            start["maxUs"].as_f64().unwrap_or(0.0),
+            echo["p50Us"].as_f64().unwrap_or(0.0),
+            echo["p99Us"].as_f64().unwrap_or(0.0),
+        );
+        verdicts.push(Verdict {
+            what: format!("script {label} trigger to run start, p99"),
+            measured: format!("{p99:.0} us (p50 {p50:.0} us)"),
+            target: "<= 1 ms".to_owned(),
+            met: p99 <= 1000.0,
+        });
+    }
+    let runs_per_second = trivial["runsPerSecond"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "{:<28} {runs_per_second:>9.0} runs/s  {} skipped of {} triggers  CPU {:.1} us/run  {:.1} KiB/loaded script",
+        format!("script trivial x{}", plan.scripts.trivial_scripts),
+        trivial["skipped"],
+        trivial["triggers"],
+        trivial["cpuUsPerRun"].as_f64().unwrap_or(0.0),
+        per_script / 1024.0,
+    );
+    verdicts.push(Verdict {
+        what: format!(
+            "trivial script runs, {} scripts on one busy tag",
+            plan.scripts.trivial_scripts
+        ),
+        measured: format!("{runs_per_second:.0} runs/s"),
+        target: ">= 20,000 runs/s".to_owned(),
+        met: runs_per_second >= 20_000.0,
+    });
+    verdicts.push(Verdict {
+        what: format!("memory per loaded script, {} loaded", plan.scripts.loaded),
+        measured: format!("{:.1} KiB", per_script / 1024.0),
+        target: "<= 64 KiB".to_owned(),
+        met: per_script <= 64.0 * 1024.0,
+    });
+    results.insert("scripts".to_owned(), scripts);
 
     // RuntimeMCP: tools/call runtime_get_value over Streamable HTTP, one MCP session per call
     // in flight; the verdicts from a client that keeps its connection alive, and rmcp's own

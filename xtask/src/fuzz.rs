@@ -19,6 +19,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "authorization",
     "plant_file",
     "sparkplug",
+    "script_source",
 ];
 
 /// Options of `cargo xtask fuzz`.

@@ -11,6 +11,7 @@
 //! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
+//! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
 
 use std::process::Command;
 
@@ -18,11 +19,13 @@ use anyhow::{Context, bail};
 
 mod bench;
 mod fuzz;
+mod latencies;
 mod mcp_bench;
 mod mqtt_bench;
 mod plant_bench;
 mod processes;
 mod reference;
+mod script_bench;
 mod soak;
 
 const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR";
@@ -36,6 +39,7 @@ fn main() -> anyhow::Result<()> {
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => mqtt_bench::measure(&args[1..]),
         Some("mcp-bench") => mcp_bench::measure(&args[1..]),
+        Some("script-bench") => script_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             reference::run(

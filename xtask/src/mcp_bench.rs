@@ -8,7 +8,6 @@
 //! call); `rmcp` is rmcp's own client, which stops reading an answer's stream at the response
 //! and so opens a new TCP connection for every call (what an rmcp-based host pays).
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,6 +16,9 @@ use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
+
+use crate::latencies::Latencies;
+use crate::processes::measuring_side;
 
 /// Calls each session makes before its measurement starts.
 const WARMUP_CALLS: usize = 20;
@@ -50,24 +52,17 @@ pub(crate) fn run(
     in_flight: usize,
     seconds: f64,
 ) -> anyhow::Result<Value> {
-    let output = Command::new(xtask)
-        .args([
-            "mcp-bench",
+    measuring_side(
+        xtask,
+        "mcp-bench",
+        &[
             client.name(),
             url,
             token,
             &in_flight.to_string(),
             &seconds.to_string(),
-        ])
-        .output()
-        .context("cannot run xtask mcp-bench")?;
-    if !output.status.success() {
-        bail!(
-            "xtask mcp-bench failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&output.stdout)?)
+        ],
+    )
 }
 
 /// `xtask mcp-bench CLIENT URL TOKEN IN_FLIGHT SECONDS`: prints a JSON report.
@@ -253,30 +248,17 @@ fn report(in_flight: usize, results: &[SessionRun]) -> anyhow::Result<Value> {
         bail!("no session ran");
     };
     let elapsed = until.duration_since(from).as_secs_f64();
-    let mut latencies: Vec<u64> = results
+    let latencies: Latencies = results
         .iter()
         .flat_map(|result| result.0.iter().copied())
         .collect();
     let errors: u64 = results.iter().map(|result| result.1).sum();
-    latencies.sort_unstable();
-    let quantile = |q: f64| -> f64 {
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss,
-            reason = "an index into the samples"
-        )]
-        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        latencies.get(index).map_or(0.0, |nanos| *nanos as f64 / 1000.0)
-    };
     #[expect(clippy::cast_precision_loss, reason = "a call count")]
     let per_second = latencies.len() as f64 / elapsed.max(f64::EPSILON);
-    Ok(json!({
-        "inFlight": in_flight,
-        "calls": latencies.len(),
-        "errors": errors,
-        "callsPerSecond": per_second,
-        "p50Us": quantile(0.5),
-        "p99Us": quantile(0.99),
-    }))
+    let mut report = latencies.to_json();
+    report["inFlight"] = in_flight.into();
+    report["calls"] = latencies.len().into();
+    report["errors"] = errors.into();
+    report["callsPerSecond"] = per_second.into();
+    Ok(report)
 }

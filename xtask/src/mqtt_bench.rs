@@ -7,7 +7,6 @@
 //! readers run on the same runtime; the broker is a real Mosquitto started by the harness.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +20,8 @@ use service_client::{Client, ClientOptions, TagValue};
 use tokio_util::sync::CancellationToken;
 use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
-use crate::processes::{cpu_seconds, rss_bytes, run_quietly};
+use crate::latencies::Latencies;
+use crate::processes::{cpu_seconds, measuring_side, rss_bytes, run_quietly};
 
 /// The topic root of the bench source.
 const ROOT: &str = "M";
@@ -81,25 +81,18 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: MqttPlan) -> anyhow::Result<
         &tserver,
         &["plant", path, "import", file.to_str().context("a UTF-8 path")?],
     )?;
-    let output = Command::new(bin.join("xtask"))
-        .args([
-            "mqtt-bench",
+    measuring_side(
+        &bin.join("xtask"),
+        "mqtt-bench",
+        &[
             path,
             &broker.port.to_string(),
             &plan.tags.to_string(),
             &plan.rate.to_string(),
             &plan.seconds.to_string(),
             &plan.rounds.to_string(),
-        ])
-        .output()
-        .context("cannot run xtask mqtt-bench")?;
-    if !output.status.success() {
-        bail!(
-            "xtask mqtt-bench failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&output.stdout)?)
+        ],
+    )
 }
 
 /// `xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS`: the measuring side; prints a
@@ -282,7 +275,7 @@ async fn freshness(
     let reader = {
         let (sent, done) = (Arc::clone(&sent), done.clone());
         async move {
-            let mut samples = Vec::new();
+            let mut samples = Latencies::default();
             let mut last = vec![0_usize; probe_names.len()];
             while !done.is_cancelled() {
                 let readings = panel.read_tags(&probe_names).await?;
@@ -335,28 +328,12 @@ async fn freshness(
         published_in
     };
     let (samples, published_in) = tokio::join!(reader, writer);
-    let mut samples = samples?;
-    samples.sort_unstable();
+    let mut report = samples?.to_json();
     let applied = runtime.source_statuses()[0].messages - applied_before;
     stop_server.cancel();
     let _ = serving.await;
-    let quantile = |q: f64| -> f64 {
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss,
-            reason = "an index into the samples"
-        )]
-        let index = ((samples.len() as f64 - 1.0) * q).round() as usize;
-        samples.get(index).map_or(0.0, |nanos| *nanos as f64 / 1000.0)
-    };
-    Ok(json!({
-        "updates": total,
-        "applied": applied,
-        "publishedPerSecond": total as f64 / published_in,
-        "samples": samples.len(),
-        "p50Us": quantile(0.5),
-        "p99Us": quantile(0.99),
-        "maxUs": quantile(1.0),
-    }))
+    report["updates"] = total.into();
+    report["applied"] = applied.into();
+    report["publishedPerSecond"] = (total as f64 / published_in).into();
+    Ok(report)
 }

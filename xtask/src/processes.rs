@@ -101,3 +101,18 @@ pub(crate) fn run_quietly(program: &Path, args: &[&str]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Runs `xtask TASK ARGS...` (the in-process measuring side of a bench scenario, from the
+/// build in `xtask`) and returns the JSON report it prints; its progress goes to stderr, which
+/// the error carries when it fails.
+pub(crate) fn measuring_side(xtask: &Path, task: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let output = Command::new(xtask)
+        .arg(task)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run xtask {task}"))?;
+    if !output.status.success() {
+        bail!("xtask {task} failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}

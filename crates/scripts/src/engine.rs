@@ -330,15 +330,54 @@ impl ScriptEngine {
     /// Makes `ast` importable as `name` (replacing an earlier version); its top level runs
     /// now, under the same limits as any run.
     pub fn set_class(&self, name: &str, ast: &AST) -> Result<(), RunError> {
+        self.load_class(name, ast)
+            .map_err(|error| self.run_error(*error, None))
+    }
+
+    fn load_class(&self, name: &str, ast: &AST) -> Result<(), Box<EvalAltResult>> {
         let _run = RunGuard::enter(name, self.limits.wall_clock);
-        let module = Module::eval_ast_as_new(Scope::new(), ast, &self.engine)
-            .map_err(|error| self.run_error(*error, None))?;
+        let module = Module::eval_ast_as_new(Scope::new(), ast, &self.engine)?;
         self.classes
             .0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_owned(), Shared::new(module));
         Ok(())
+    }
+
+    /// [`set_class`](Self::set_class) for each of `classes`, those another imports first
+    /// whatever their order (a class's imports resolve as it loads); returns those that did
+    /// not load, each with why: its own failure, or an import of a class that did not load or
+    /// that imports it back.
+    pub fn set_classes<'a>(
+        &self,
+        classes: impl IntoIterator<Item = (&'a str, &'a AST)>,
+    ) -> Vec<(String, RunError)> {
+        let mut waiting: Vec<(&str, &AST)> = classes.into_iter().collect();
+        let mut failed = Vec::new();
+        // Each round loads at least one class more, or ends.
+        loop {
+            let mut loaded_some = false;
+            let mut unresolved = Vec::new();
+            for (name, ast) in waiting {
+                match self.load_class(name, ast) {
+                    Ok(()) => loaded_some = true,
+                    Err(error) if matches!(*error, EvalAltResult::ErrorModuleNotFound(..)) => {
+                        unresolved.push((name, ast, error));
+                    }
+                    Err(error) => failed.push((name.to_owned(), self.run_error(*error, None))),
+                }
+            }
+            if unresolved.is_empty() || !loaded_some {
+                failed.extend(
+                    unresolved
+                        .into_iter()
+                        .map(|(name, _, error)| (name.to_owned(), self.run_error(*error, None))),
+                );
+                return failed;
+            }
+            waiting = unresolved.into_iter().map(|(name, ast, _)| (name, ast)).collect();
+        }
     }
 
     /// Forgets the class `name`.
@@ -605,6 +644,44 @@ mod tests {
         );
         engine.remove_class("Util");
         assert!(run(&engine, "import \"Util\" as util;").is_err());
+    }
+
+    #[test]
+    fn classes_load_after_the_classes_they_import_whatever_their_order() {
+        let (host, engine) = engine_with(RecordingHost::default(), ScriptLimits::default());
+        let sources = [
+            (
+                "App",
+                "import \"Mid\" as mid;\nfn triple_double(x) { mid::triple(x) * 2 }",
+            ),
+            (
+                "Mid",
+                "import \"Base\" as base;\nfn triple(x) { base::one() * x * 3 }",
+            ),
+            ("Base", "fn one() { 1 }"),
+            ("Broken", "throw \"no\";"),
+            ("Ping", "import \"Pong\" as pong;"),
+            ("Pong", "import \"Ping\" as ping;"),
+            ("Orphan", "import \"Missing\" as missing;"),
+        ];
+        let asts: Vec<_> = sources
+            .iter()
+            .map(|(name, source)| (*name, engine.compile(source).expect("compiles")))
+            .collect();
+        let mut failed = engine.set_classes(asts.iter().map(|(name, ast)| (*name, ast)));
+        failed.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = failed.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["Broken", "Orphan", "Ping", "Pong"], "{failed:?}");
+        assert!(
+            matches!(&failed[1].1, RunError::Failed { message, .. } if message.contains("Missing")),
+            "{failed:?}"
+        );
+        run(
+            &engine,
+            "import \"App\" as app; write_tag(\"X\", app::triple_double(7));",
+        )
+        .expect("runs");
+        assert_eq!(host.tags.lock().expect("lock")["X"], json!(42));
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, mut job: Job) {
     let name = &name;
     loop {
         let started_at = SystemTime::now();
+        tracing::debug!(script = %name, "script run starts");
         let outcome = match &job {
             Job::Main(event) => shared.engine.run(name, &loaded.ast, Entry::Main(event)),
             Job::Function(function, argument) => {
@@ -265,7 +266,16 @@ fn install(
     earlier: &[StoredScript],
     generation: &CancellationToken,
 ) {
+    let is_class = |script: &StoredScript| script.trigger == Trigger::Class;
+    // A class gone is gone before the others load: none of them may still import it.
+    for gone in earlier
+        .iter()
+        .filter(|old| is_class(old) && !stored.iter().any(|new| new.name == old.name && is_class(new)))
+    {
+        shared.engine.remove_class(&gone.name);
+    }
     let mut scripts = HashMap::new();
+    let mut classes = Vec::new();
     for script in stored {
         let ast = match shared.engine.compile(&script.source) {
             Ok(ast) => Arc::new(ast),
@@ -274,10 +284,8 @@ fn install(
                 continue;
             }
         };
-        if script.trigger == Trigger::Class {
-            if let Err(error) = shared.engine.set_class(&script.name, &ast) {
-                tracing::warn!(script = %script.name, %error, "class did not load");
-            }
+        if is_class(script) {
+            classes.push((script.name.as_str(), ast));
             continue;
         }
         // A script keeps its slot across loads, so a run under way still guards the next.
@@ -293,13 +301,11 @@ fn install(
             }),
         );
     }
-    for gone in earlier.iter().filter(|old| {
-        old.trigger == Trigger::Class
-            && !stored
-                .iter()
-                .any(|new| new.name == old.name && new.trigger == Trigger::Class)
-    }) {
-        shared.engine.remove_class(&gone.name);
+    let failed = shared
+        .engine
+        .set_classes(classes.iter().map(|(name, ast)| (*name, ast.as_ref())));
+    for (name, error) in failed {
+        tracing::warn!(script = %name, %error, "class did not load");
     }
     *shared.scripts.lock().unwrap_or_else(PoisonError::into_inner) = scripts;
 
