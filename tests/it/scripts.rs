@@ -10,6 +10,7 @@ use service_client::{Envelope, Status, WriteValue};
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
 use tserver::objects::{Quality, TagValue};
+use tserver::solution::ServeLock;
 
 use crate::operator_writes::solution_with_writable_tags;
 use crate::support::{PATIENCE, Solution, TestServer, admin, try_admin};
@@ -167,11 +168,13 @@ fn bad_scripts_triggers_names_and_files_are_refused_saying_what_and_where() {
 }
 
 /// A serving tserver with its scripts running, on a demo plant whose Pump1.Mode,
-/// Tank1.Level and Pump1.StartCount are writable.
+/// Tank1.Level and Pump1.StartCount are writable. The rig holds the solution's serve lock, as
+/// `tserver serve` does.
 struct ScriptRig {
     solution: Solution,
     server: TestServer,
     stop_scripts: CancellationToken,
+    _serving: ServeLock,
 }
 
 impl ScriptRig {
@@ -200,12 +203,15 @@ impl ScriptRig {
             );
         }
         let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+        let serving =
+            ServeLock::acquire(&solution.path, &server.addr.to_string()).expect("not served elsewhere");
         let stop_scripts = CancellationToken::new();
         server.runtime.start_scripts(&stop_scripts).await;
         Self {
             solution,
             server,
             stop_scripts,
+            _serving: serving,
         }
     }
 
@@ -586,23 +592,32 @@ async fn admin_beside_server(path: &str, args: &[&str]) -> anyhow::Result<String
 }
 
 #[tokio::test]
-async fn run_asks_the_serving_tserver_for_one_run_and_says_how_it_ended() {
+async fn run_runs_in_the_serving_tserver_or_here_when_none_serves_and_says_which() {
     let rig = ScriptRig::start(&[
         ("Once", "every:1h", "write_tag(\"Pump1.Mode\", event.trigger);"),
         ("Bad", "every:1h", "let a = 1;\nthrow \"no coffee\";"),
         ("Lib", "class", "fn f() { 1 }"),
+        (
+            "Asks",
+            "every:1h",
+            // A callback runs alone: it imports what it uses itself.
+            "fn done(envelope) {\n    import \"Lib\" as lib;\n    write_tag(\"Pump1.Mode\", `callback ${envelope.status} ${lib::f()}`);\n}\nai_execute_async(\"hi\", \"done\");",
+        ),
     ])
     .await;
     let path = rig.path();
     let ran = admin_beside_server(&path, &["run", "Once"]).await.expect("ran");
-    assert!(ran.starts_with("ran Once: ok in "), "{ran}");
+    assert!(
+        ran.starts_with("ran Once in the serving tserver (tserver pid ") && ran.contains("): ok in "),
+        "{ran}"
+    );
     assert_eq!(rig.value("Pump1.Mode"), "run");
     let failed = admin_beside_server(&path, &["run", "bad"])
         .await
         .expect_err("failed");
     let message = format!("{failed:#}");
     assert!(
-        message.contains("Bad stopped after") && message.contains("(failed): line 2"),
+        message.contains("Bad ran in the serving tserver") && message.contains("(failed): line 2"),
         "{message}"
     );
     assert!(message.contains("no coffee"), "{message}");
@@ -612,12 +627,44 @@ async fn run_asks_the_serving_tserver_for_one_run_and_says_how_it_ended() {
     assert!(format!("{class:#}").contains("is a class"), "{class:#}");
     let _solution = rig.stop().await;
 
-    // Nobody serving: the request is withdrawn, saying why.
-    let unserved = admin_beside_server(&path, &["run", "Once", "--wait-secs", "1"])
+    // Nobody serving: the run happens here, against the file, and is recorded there.
+    let here = admin_beside_server(&path, &["run", "Once"])
         .await
-        .expect_err("nobody runs it");
+        .expect("ran here");
     assert!(
-        format!("{unserved:#}").contains("is a tserver serving this solution"),
-        "{unserved:#}"
+        here.starts_with("ran Once here, against the solution file (no tserver serves it): ok in "),
+        "{here}"
     );
+    let failed_here = admin_beside_server(&path, &["run", "Bad"])
+        .await
+        .expect_err("failed here");
+    let message = format!("{failed_here:#}");
+    assert!(
+        message.contains("Bad ran here, against the solution file") && message.contains("no coffee"),
+        "{message}"
+    );
+    // An asynchronous AI call's callback runs before the command ends (the model is off: the
+    // envelope says so), with the classes loaded.
+    let asks = admin_beside_server(&path, &["run", "Asks"])
+        .await
+        .expect("ran here");
+    assert!(
+        asks.contains("(then 1 ai_execute_async callback runs, 0 failed)"),
+        "{asks}"
+    );
+    let audit = admin(&["audit", &path], "");
+    assert!(
+        audit.contains("by script:Asks") && audit.contains("callback disabled 1"),
+        "{audit}"
+    );
+    let status = admin(&["scripts", &path, "status"], "");
+    let once = status
+        .lines()
+        .find(|line| line.starts_with("Once"))
+        .expect("Once");
+    assert!(once.contains("runs 2 "), "both runs recorded: {status}");
+    let class = admin_beside_server(&path, &["run", "Lib"])
+        .await
+        .expect_err("a class");
+    assert!(format!("{class:#}").contains("is a class"), "{class:#}");
 }

@@ -9,7 +9,9 @@ use anyhow::Context;
 use clap::Subcommand;
 use solution_scripts::Trigger;
 
-use crate::solution::SolutionDb;
+use super::runner::run_once;
+use crate::Runtime;
+use crate::solution::{ScriptRun, ServeLock, SolutionDb, SolutionError};
 
 /// `tserver scripts` actions.
 #[derive(Debug, Subcommand)]
@@ -61,12 +63,13 @@ pub enum ScriptsAction {
     /// Each script's runs: count, failures, skipped triggers, and the last run's time,
     /// duration, outcome and error.
     Status,
-    /// Run a script once in the tserver serving the solution (its top level, with
-    /// `event.trigger` "run"), wait for the run and print how it ended.
+    /// Run a script once (its top level, with `event.trigger` "run") in the tserver serving the
+    /// solution, or here against the solution file when none serves it; print which, and how
+    /// the run ended.
     Run {
         /// The script.
         name: String,
-        /// Seconds to wait for the serving tserver to take the run and finish it.
+        /// Seconds to wait for a serving tserver to take the run and finish it.
         #[arg(long, default_value_t = 30)]
         wait_secs: u64,
     },
@@ -131,7 +134,13 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
             let state = state(script.enabled);
             writeln!(output, "script {} is {state}", script.name)?;
         }
-        ScriptsAction::Run { name, wait_secs } => run_in_server(&db, name, *wait_secs, output)?,
+        ScriptsAction::Run { name, wait_secs } => match ServeLock::acquire_for_script_run(path, name) {
+            Ok(_lock) => run_here(path, name, output)?,
+            Err(SolutionError::AlreadyServed { holder, .. }) => {
+                run_in_server(&db, name, &holder, *wait_secs, output)?;
+            }
+            Err(error) => return Err(error.into()),
+        },
         ScriptsAction::Status => {
             let records = db.script_records()?;
             if records.is_empty() {
@@ -165,8 +174,70 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
 /// How often `run` looks for the run's record.
 const RUN_POLL: Duration = Duration::from_millis(100);
 
-/// Asks the serving tserver to run `name` and waits for the run's record.
-fn run_in_server(db: &SolutionDb, name: &str, wait_secs: u64, output: &mut dyn Write) -> anyhow::Result<()> {
+/// Runs `name` in this process against the solution file at `path` (its stored plant, its
+/// model settings), on a runtime of its own: the caller holds the solution's lock.
+fn run_here(path: &Path, name: &str, output: &mut dyn Write) -> anyhow::Result<()> {
+    let (path, wanted) = (path.to_owned(), name.to_owned());
+    // A thread of its own, so the command works from any caller, async or not.
+    let (run, tally) = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime")?;
+                runtime.block_on(async {
+                    let solution = Runtime::open(&path)?;
+                    Ok::<_, anyhow::Error>(run_once(&solution, &wanted).await?)
+                })
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the script run's thread failed"))?
+    })?;
+    let callbacks = match tally.runs.saturating_sub(1) {
+        0 => String::new(),
+        more => {
+            let failed = tally.failures.saturating_sub(u64::from(run.error.is_some()));
+            format!(" (then {more} ai_execute_async callback runs, {failed} failed)")
+        }
+    };
+    let place = "here, against the solution file (no tserver serves it)";
+    tell_run(name, place, run, &callbacks, output)
+}
+
+/// Prints how a run of `name` in `place` ended, or fails with its error.
+fn tell_run(
+    name: &str,
+    place: &str,
+    run: ScriptRun,
+    more: &str,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let took = format!("{:.1} ms", run.duration.as_secs_f64() * 1000.0);
+    match run.error {
+        None => {
+            writeln!(output, "ran {name} {place}: {} in {took}{more}", run.outcome)?;
+            Ok(())
+        }
+        Some(error) => {
+            anyhow::bail!(
+                "{name} ran {place} and stopped after {took} ({}): {error}{more}",
+                run.outcome
+            )
+        }
+    }
+}
+
+/// Asks the tserver serving the solution (`holder`, as its lock file says) to run `name` and
+/// waits for the run's record.
+fn run_in_server(
+    db: &SolutionDb,
+    name: &str,
+    holder: &str,
+    wait_secs: u64,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
     let (script, requested_at) = db.request_script_run(name)?;
     let deadline = Instant::now() + Duration::from_secs(wait_secs);
     loop {
@@ -178,21 +249,13 @@ fn run_in_server(db: &SolutionDb, name: &str, wait_secs: u64, output: &mut dyn W
             .and_then(|record| record.last)
             .filter(|run| run.started_at >= requested_at)
         {
-            let took = format!("{:.1} ms", run.duration.as_secs_f64() * 1000.0);
-            return match run.error {
-                None => {
-                    writeln!(output, "ran {}: {} in {took}", script.name, run.outcome)?;
-                    Ok(())
-                }
-                Some(error) => {
-                    anyhow::bail!("{} stopped after {took} ({}): {error}", script.name, run.outcome)
-                }
-            };
+            let place = format!("in the serving tserver ({holder})");
+            return tell_run(&script.name, &place, run, "", output);
         }
         if Instant::now() >= deadline {
             db.withdraw_script_run(&script.name)?;
             anyhow::bail!(
-                "no run of {} was recorded within {wait_secs} s: is a tserver serving this solution (tserver serve --solution ...)?",
+                "no run of {} was recorded within {wait_secs} s by the tserver serving the solution ({holder})",
                 script.name
             );
         }

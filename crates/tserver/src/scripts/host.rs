@@ -7,6 +7,7 @@
 //! worker), which is what makes a synchronous `ai_execute` safe.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
@@ -39,18 +40,26 @@ pub(crate) struct RuntimeScriptHost {
     handle: Handle,
     /// Where `ai_execute_async` calls go (the runner; bounded).
     async_calls: mpsc::Sender<AsyncAiCall>,
+    /// Calls made and not yet handed to their callbacks (counted down by the runner).
+    outstanding: Arc<AtomicUsize>,
     /// Each script's allowance of log lines.
     log_budgets: Arc<Mutex<HashMap<String, LogBudget>>>,
 }
 
 impl RuntimeScriptHost {
     /// A host answering from `runtime`, its async parts run on `handle`, its asynchronous AI
-    /// calls handed to `async_calls`.
-    pub(crate) fn new(runtime: Runtime, handle: Handle, async_calls: mpsc::Sender<AsyncAiCall>) -> Self {
+    /// calls handed to `async_calls` and counted in `outstanding`.
+    pub(crate) fn new(
+        runtime: Runtime,
+        handle: Handle,
+        async_calls: mpsc::Sender<AsyncAiCall>,
+        outstanding: Arc<AtomicUsize>,
+    ) -> Self {
         Self {
             runtime,
             handle,
             async_calls,
+            outstanding,
             log_budgets: Arc::default(),
         }
     }
@@ -148,11 +157,16 @@ impl ScriptHost for RuntimeScriptHost {
     }
 
     fn ai_execute_async(&self, script: &str, query: Value, callback: &str) -> Result<(), HostError> {
+        // Counted before it is handed over, so the call is never unseen while on its way.
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
         self.async_calls
             .try_send(AsyncAiCall {
                 script: script.to_owned(),
                 query: query_text(query),
                 callback: callback.to_owned(),
+            })
+            .inspect_err(|_| {
+                self.outstanding.fetch_sub(1, Ordering::AcqRel);
             })
             .map_err(|error| match error {
                 mpsc::error::TrySendError::Full(_) => {

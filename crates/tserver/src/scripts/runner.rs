@@ -7,6 +7,7 @@
 //! triggers faster than the script never pile up.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -67,9 +68,43 @@ struct Shared {
     /// Each script's allowance of "run stopped" warnings (a script failing every 100 ms must
     /// not fill the log; `status` has every failure).
     warnings: Mutex<HashMap<String, LogBudget>>,
+    /// `ai_execute_async` calls made and not yet handed to their callbacks (the host counts
+    /// one up as it is made, the answering task down once its callback is fired).
+    outstanding: Arc<AtomicUsize>,
 }
 
 impl Shared {
+    /// The runner's shared state with its host on `runtime`, and where the host's
+    /// `ai_execute_async` calls arrive.
+    fn new(runtime: &Runtime) -> (Arc<Self>, mpsc::Receiver<AsyncAiCall>) {
+        let (async_calls, asked) = mpsc::channel(ASYNC_CALLS_WAITING);
+        let outstanding = Arc::new(AtomicUsize::new(0));
+        let host = RuntimeScriptHost::new(
+            runtime.clone(),
+            tokio::runtime::Handle::current(),
+            async_calls,
+            Arc::clone(&outstanding),
+        );
+        let shared = Arc::new(Self {
+            engine: ScriptEngine::new(Arc::new(host), ScriptLimits::default()),
+            scripts: Mutex::default(),
+            unrecorded: Mutex::default(),
+            warnings: Mutex::default(),
+            outstanding,
+        });
+        (shared, asked)
+    }
+
+    /// Whether `name` has no run under way or waiting, and no callback to come.
+    fn idle(&self, name: &str) -> bool {
+        let quiet = self.loaded(name).is_none_or(|loaded| {
+            let slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
+            !slot.running && slot.pending.is_none()
+        });
+        // Read after the slot: a callback is fired (its slot busy) before it is counted down.
+        quiet && self.outstanding.load(Ordering::Acquire) == 0
+    }
+
     fn may_warn(&self, name: &str) -> bool {
         self.warnings
             .lock()
@@ -104,68 +139,73 @@ impl Shared {
 /// Fires `job` for the script `name`: runs it now on a blocking thread, or leaves it as the
 /// pending run (replacing, and counting as skipped, the one there).
 fn fire(shared: &Arc<Shared>, name: &str, job: Job) {
-    let Some(loaded) = shared.loaded(name) else {
-        return;
-    };
-    {
-        let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.running {
-            if slot.pending.replace(job).is_some() {
-                shared.skipped(&loaded.stored.name);
-            }
-            return;
-        }
-        slot.running = true;
+    if let Some((loaded, job)) = claim(shared, name, job) {
+        let shared = Arc::clone(shared);
+        tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job));
     }
-    let shared = Arc::clone(shared);
-    tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job));
+}
+
+/// Marks `name` running and hands back the script with `job` to run now; or, when a run is
+/// under way, leaves `job` as the pending run (replacing, and counting as skipped, the one
+/// there).
+fn claim(shared: &Shared, name: &str, job: Job) -> Option<(Arc<Loaded>, Job)> {
+    let loaded = shared.loaded(name)?;
+    let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if slot.running {
+        if slot.pending.replace(job).is_some() {
+            shared.skipped(&loaded.stored.name);
+        }
+        return None;
+    }
+    slot.running = true;
+    drop(slot);
+    Some((loaded, job))
 }
 
 /// Runs `job`, then the pending runs as they come (each with the script as loaded then, so a
-/// change reaches the next run), then marks the script idle.
-fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, mut job: Job) {
-    let name = loaded.stored.name.clone();
-    let name = &name;
+/// change reaches the next run), then marks the script idle. Returns the first run.
+fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, job: Job) -> ScriptRun {
+    let first = run_and_record(shared, &loaded, &job);
     loop {
-        let started_at = SystemTime::now();
-        tracing::debug!(script = %name, "script run starts");
-        let outcome = match &job {
-            Job::Main(event) => shared.engine.run(name, &loaded.ast, Entry::Main(event)),
-            Job::Function(function, argument) => {
-                shared
-                    .engine
-                    .run(name, &loaded.ast, Entry::Function(function, argument))
-            }
-        };
-        if let Err(error) = &outcome.result
-            && shared.may_warn(name)
-        {
-            tracing::warn!(script = %name, %error, "script run stopped");
-        }
-        shared.ran(
-            name,
-            ScriptRun {
-                started_at,
-                duration: outcome.duration,
-                outcome: outcome_label(outcome.result.as_ref().err()).to_owned(),
-                error: outcome.result.err().map(|error| error.to_string()),
-            },
-        );
         let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
-        match slot.pending.take() {
-            Some(next) => {
-                job = next;
-                drop(slot);
-                if let Some(current) = shared.loaded(name) {
-                    loaded = current;
-                }
-            }
-            None => {
-                slot.running = false;
-                return;
-            }
+        let Some(next) = slot.pending.take() else {
+            slot.running = false;
+            return first;
+        };
+        drop(slot);
+        if let Some(current) = shared.loaded(&loaded.stored.name) {
+            loaded = current;
         }
+        run_and_record(shared, &loaded, &next);
     }
+}
+
+/// Runs `job` of `loaded` on this thread and records how it went.
+fn run_and_record(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
+    let name = &loaded.stored.name;
+    let started_at = SystemTime::now();
+    tracing::debug!(script = %name, "script run starts");
+    let outcome = match job {
+        Job::Main(event) => shared.engine.run(name, &loaded.ast, Entry::Main(event)),
+        Job::Function(function, argument) => {
+            shared
+                .engine
+                .run(name, &loaded.ast, Entry::Function(function, argument))
+        }
+    };
+    if let Err(error) = &outcome.result
+        && shared.may_warn(name)
+    {
+        tracing::warn!(script = %name, %error, "script run stopped");
+    }
+    let run = ScriptRun {
+        started_at,
+        duration: outcome.duration,
+        outcome: outcome_label(outcome.result.as_ref().err()).to_owned(),
+        error: outcome.result.err().map(|error| error.to_string()),
+    };
+    shared.ran(name, run.clone());
+    run
 }
 
 /// The recorded name of how a run ended.
@@ -184,14 +224,7 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
 /// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
 /// at `shutdown`.
 pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
-    let (async_calls, asked) = mpsc::channel(ASYNC_CALLS_WAITING);
-    let host = RuntimeScriptHost::new(runtime.clone(), tokio::runtime::Handle::current(), async_calls);
-    let shared = Arc::new(Shared {
-        engine: ScriptEngine::new(Arc::new(host), ScriptLimits::default()),
-        scripts: Mutex::default(),
-        unrecorded: Mutex::default(),
-        warnings: Mutex::default(),
-    });
+    let (shared, asked) = Shared::new(runtime);
     let mut loader = Loader {
         runtime: runtime.clone(),
         shared: Arc::clone(&shared),
@@ -207,6 +240,73 @@ pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
         shutdown.clone(),
     ));
     tokio::spawn(record_runs(runtime.clone(), shared, shutdown.clone()));
+}
+
+/// How often a run outside a server is looked at for its end.
+const RUN_ONCE_POLL: Duration = Duration::from_millis(5);
+
+/// Runs the script `name` once in this process, outside any server: the solution's classes
+/// loaded, its top level run with `event.trigger == "run"`, then the callbacks of the
+/// `ai_execute_async` calls it made as their answers come. Its runs are recorded in the
+/// solution as a server's are; returns the first run and the tally of all.
+pub(crate) async fn run_once(
+    runtime: &Runtime,
+    name: &str,
+) -> Result<(ScriptRun, ScriptTally), SolutionError> {
+    let db = Arc::clone(runtime.db());
+    let stored = tokio::task::spawn_blocking(move || db.scripts())
+        .await
+        .map_err(|_| SolutionError::Script("reading the scripts stopped".to_owned()))??;
+    let script = stored
+        .iter()
+        .find(|script| script.name.eq_ignore_ascii_case(name))
+        .cloned()
+        .ok_or_else(|| SolutionError::Script(format!("no script named {name:?}")))?;
+    if script.trigger == Trigger::Class {
+        return Err(SolutionError::Script(format!(
+            "{} is a class: it runs when a script imports it, not by itself",
+            script.name
+        )));
+    }
+    let (shared, asked) = Shared::new(runtime);
+    let mut loaded: Vec<StoredScript> = stored
+        .into_iter()
+        .filter(|stored| stored.trigger == Trigger::Class)
+        .collect();
+    loaded.push(script.clone());
+    load(&shared, &loaded, &[]);
+    let answering = CancellationToken::new();
+    tokio::spawn(answer_async_calls(
+        runtime.clone(),
+        Arc::clone(&shared),
+        asked,
+        answering.clone(),
+    ));
+    let (loaded, job) = claim(&shared, &script.name, Job::Main(json!({"trigger": "run"})))
+        .ok_or_else(|| SolutionError::Script(format!("{} did not load", script.name)))?;
+    let first = {
+        let shared = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job))
+            .await
+            .map_err(|_| SolutionError::Script(format!("the run of {} stopped", script.name)))?
+    };
+    // Each callback is bounded by the model's timeout and the limits.
+    while !shared.idle(&script.name) {
+        tokio::time::sleep(RUN_ONCE_POLL).await;
+    }
+    answering.cancel();
+    let tally = shared
+        .unrecorded
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&script.name)
+        .unwrap_or_default();
+    let db = Arc::clone(runtime.db());
+    let rows = vec![(script.name.clone(), tally.clone())];
+    tokio::task::spawn_blocking(move || db.record_script_runs(&rows))
+        .await
+        .map_err(|_| SolutionError::Script("recording the run stopped".to_owned()))??;
+    Ok((first, tally))
 }
 
 /// Loads the scripts, and again whenever they change; each load arms their triggers anew.
@@ -266,6 +366,12 @@ fn install(
     earlier: &[StoredScript],
     generation: &CancellationToken,
 ) {
+    load(shared, stored, earlier);
+    arm(runtime, shared, stored, earlier, generation);
+}
+
+/// Compiles `stored` and makes them the loaded scripts and classes, in place of `earlier`.
+fn load(shared: &Shared, stored: &[StoredScript], earlier: &[StoredScript]) {
     let is_class = |script: &StoredScript| script.trigger == Trigger::Class;
     // A class gone is gone before the others load: none of them may still import it.
     for gone in earlier
@@ -308,7 +414,17 @@ fn install(
         tracing::warn!(script = %name, %error, "class did not load");
     }
     *shared.scripts.lock().unwrap_or_else(PoisonError::into_inner) = scripts;
+}
 
+/// Starts the triggers of the enabled scripts of `stored` until `generation` ends; runs the
+/// `startup` scripts not in `earlier` as they are.
+fn arm(
+    runtime: &Runtime,
+    shared: &Arc<Shared>,
+    stored: &[StoredScript],
+    earlier: &[StoredScript],
+    generation: &CancellationToken,
+) {
     let mut watched = Vec::new();
     for script in stored.iter().filter(|script| script.enabled) {
         match &script.trigger {
@@ -468,6 +584,7 @@ async fn answer_async_calls(
             let envelope = envelope_value(&toolkit.ai_execute_async(&call.query).await);
             drop(permit);
             fire(&shared, &call.script, Job::Function(call.callback, envelope));
+            shared.outstanding.fetch_sub(1, Ordering::Release);
         });
     }
 }

@@ -19,10 +19,26 @@ pub struct ServeLock {
 }
 
 impl ServeLock {
-    /// Takes the lock of `solution`, writing who holds it (this process, its host, its start
-    /// time and `listen`) into the lock file. Refused, naming the holder, when another process
-    /// holds it.
+    /// Takes the lock of `solution` for serving, writing who holds it (this process, its host,
+    /// its start time and `listen`) into the lock file. Refused, naming the holder, when
+    /// another process holds it.
     pub fn acquire(solution: &Path, listen: &str) -> Result<Self, SolutionError> {
+        let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        Self::take(solution, &format!("serving since {since}, listening on {listen}"))
+    }
+
+    /// Takes the lock of `solution` for a one-off run of the script `script` in this process
+    /// (no server may serve the solution meanwhile); refused as [`acquire`](Self::acquire) is.
+    pub fn acquire_for_script_run(solution: &Path, script: &str) -> Result<Self, SolutionError> {
+        let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        Self::take(
+            solution,
+            &format!("running the script {script} once, since {since}"),
+        )
+    }
+
+    /// Takes the lock, saying in its file that this process holds it, `doing` what.
+    fn take(solution: &Path, doing: &str) -> Result<Self, SolutionError> {
         let path = lock_path(solution);
         let failed = |source| SolutionError::LockFile {
             path: path.clone(),
@@ -55,11 +71,7 @@ impl ServeLock {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|name| name.trim().to_owned())
             .unwrap_or_else(|_| "this host".to_owned());
-        let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
-        let holder = format!(
-            "tserver pid {} on {host}, serving since {since}, listening on {listen}\n",
-            std::process::id()
-        );
+        let holder = format!("tserver pid {} on {host}, {doing}\n", std::process::id());
         // Written over the old text, then cut to length: a reader never sees it empty.
         file.rewind()
             .and_then(|()| file.write_all(holder.as_bytes()))
