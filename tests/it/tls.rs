@@ -1,5 +1,6 @@
 //! TLS for display clients: `tserver serve --tls-cert --tls-key` and `tclient --tls-ca`, end to
-//! end over real sockets, with certificates made for the test.
+//! end over real sockets, with certificates made for the test, by openssl as users make them,
+//! and by `tserver tls create`; each mistake answered by `tclient` (a process) in one sentence.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
 use tserver_proto::TlsError;
 
-use crate::support::{PATIENCE, Solution, TestServer};
+use crate::support::{PATIENCE, ServerProcess, Solution, TestServer, admin, try_admin};
 
 /// A self-signed certificate for `localhost` and 127.0.0.1, written as PEM files.
 struct Certificate {
@@ -240,4 +241,168 @@ fn bad_certificate_files_are_typed_errors_that_name_the_file() {
     let half =
         tserver::cli::Cli::try_parse_from(["tserver", "serve", "--solution", "x.db", "--tls-cert", "c.pem"]);
     assert!(half.is_err());
+}
+
+/// `tclient ARGS...` as a process: whether it succeeded, and what it printed.
+fn tclient_process(args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LIB_BACKTRACE", "0")
+        .output()
+        .expect("tclient runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// Runs `tclient --addr ADDR EXTRA... ping`, expecting it to fail saying `wanted`.
+fn ping_fails_saying(addr: &str, extra: &[&str], wanted: &str) {
+    let mut args = vec!["--addr", addr];
+    args.extend_from_slice(extra);
+    args.push("ping");
+    let (ok, said) = tclient_process(&args);
+    assert!(!ok, "{args:?} should fail: {said}");
+    assert!(said.contains(wanted), "{args:?}: {said}");
+    assert_eq!(said.trim().lines().count(), 1, "one sentence: {said}");
+}
+
+/// A self-signed certificate made as users make them with openssl (`CA:TRUE`, the default).
+fn openssl_self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ])
+        .output()
+        .expect("openssl runs: install it (apt-get install openssl)");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    (cert, key)
+}
+
+#[test]
+fn certificates_as_users_make_them_work_and_each_mistake_gets_one_sentence() {
+    let solution = Solution::demo();
+    let dir = tempfile::tempdir().expect("dir");
+    let text = |path: &Path| path.to_str().expect("utf-8").to_owned();
+
+    // openssl's default self-signed certificate, pinned by the client.
+    let (openssl_cert, openssl_key) = openssl_self_signed(dir.path());
+    let served = ServerProcess::start(
+        &solution.path,
+        &[
+            "--tls-cert",
+            &text(&openssl_cert),
+            "--tls-key",
+            &text(&openssl_key),
+        ],
+        &[],
+    );
+    let addr = served.addr.to_string();
+    let by_name = format!("localhost:{}", served.addr.port());
+    for target in [&addr, &by_name] {
+        let (ok, said) = tclient_process(&["--addr", target, "--tls-ca", &text(&openssl_cert), "ping"]);
+        assert!(ok && said.starts_with("pong from"), "{target}: {said}");
+    }
+    // A plain client, a name the certificate does not carry, a CA that did not sign it.
+    ping_fails_saying(&addr, &[], "the server speaks TLS on this port");
+    ping_fails_saying(
+        &addr,
+        &["--tls-ca", &text(&openssl_cert), "--tls-name", "plant.example"],
+        "is not made out to \"plant.example\" but to localhost, 127.0.0.1",
+    );
+    let made = dir.path().join("made");
+    let said = admin(
+        &[
+            "tls",
+            "create",
+            "--host",
+            "localhost",
+            "--host",
+            "127.0.0.1",
+            "--dir",
+            &text(&made),
+        ],
+        "",
+    );
+    assert!(said.contains("tclient --tls-ca"), "{said}");
+    ping_fails_saying(
+        &addr,
+        &["--tls-ca", &text(&made.join("ca.pem"))],
+        "is a CA certificate (as openssl's default self-signed one is) and not in the CA file",
+    );
+    drop(served);
+
+    // `tserver tls create`: a private CA and the server's certificate it signed.
+    let served = ServerProcess::start(
+        &solution.path,
+        &[
+            "--tls-cert",
+            &text(&made.join("server.pem")),
+            "--tls-key",
+            &text(&made.join("server-key.pem")),
+        ],
+        &[],
+    );
+    let addr = served.addr.to_string();
+    let (ok, said) = tclient_process(&["--addr", &addr, "--tls-ca", &text(&made.join("ca.pem")), "ping"]);
+    assert!(ok && said.starts_with("pong from"), "{said}");
+    ping_fails_saying(
+        &addr,
+        &["--tls-ca", &text(&openssl_cert)],
+        "is not signed by a certificate in the CA file",
+    );
+    // The files are never overwritten.
+    let again = try_admin(
+        &["tls", "create", "--host", "localhost", "--dir", &text(&made)],
+        "",
+    )
+    .expect_err("exists");
+    assert!(format!("{again:#}").contains("exists already"), "{again:#}");
+    drop(served);
+
+    // An expired certificate.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("params");
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let expired = params.self_signed(&key).expect("certificate");
+    let (expired_cert, expired_key) = (dir.path().join("expired.pem"), dir.path().join("expired-key.pem"));
+    std::fs::write(&expired_cert, expired.pem()).expect("writes");
+    std::fs::write(&expired_key, key.serialize_pem()).expect("writes");
+    let served = ServerProcess::start(
+        &solution.path,
+        &[
+            "--tls-cert",
+            &text(&expired_cert),
+            "--tls-key",
+            &text(&expired_key),
+        ],
+        &[],
+    );
+    ping_fails_saying(
+        &served.addr.to_string(),
+        &["--tls-ca", &text(&expired_cert)],
+        "the server's certificate has expired",
+    );
+    drop(served);
+
+    // A TLS client at a plain server.
+    let served = ServerProcess::start(&solution.path, &[], &[]);
+    ping_fails_saying(
+        &served.addr.to_string(),
+        &["--tls-ca", &text(&openssl_cert)],
+        "the server does not speak TLS on this port",
+    );
 }

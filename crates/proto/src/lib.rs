@@ -5,10 +5,15 @@
 //! server and the client library never depend on each other.
 
 mod codec;
+mod tls;
 mod transport;
 
 pub use codec::{Decoded, FrameCodec, FrameError};
-pub use transport::{TlsError, Transport, accept, client_config, connect, server_config, server_name};
+pub use tls::{
+    TlsError, accept, client_config, connect, handshake_failure, is_tls_record_start, server_config,
+    server_name,
+};
+pub use transport::Transport;
 
 /// rustls and tokio-rustls as this crate uses them, so both sides name the same versions.
 pub use {rustls, tokio_rustls};

@@ -19,7 +19,9 @@ use tserver_proto::v1::{
     SubscribeRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
     WriteTagsRequest, chat_event, client_frame, server_frame,
 };
-use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, PROTOCOL_VERSION, Transport, rustls};
+use tserver_proto::{
+    DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport, rustls,
+};
 
 use crate::{ClientError, CloseReason, Envelope};
 
@@ -133,6 +135,7 @@ impl Client {
                     .server_name
                     .clone()
                     .unwrap_or_else(|| host_of(&addr).to_owned());
+                let server_name_text = name.clone();
                 let name = tserver_proto::server_name(&name).map_err(|error| ClientError::Tls {
                     addr: addr.clone(),
                     reason: error.to_string(),
@@ -142,8 +145,8 @@ impl Client {
                     Ok(Ok(transport)) => transport,
                     Ok(Err(error)) => {
                         return Err(ClientError::Tls {
+                            reason: tserver_proto::handshake_failure(&error, &server_name_text),
                             addr,
-                            reason: error.to_string(),
                         });
                     }
                     Err(_) => {
@@ -707,6 +710,11 @@ async fn drive(
                     }
                 }
                 Some(Ok(Decoded::Malformed(error))) => break CloseReason::Protocol(error.to_string()),
+                Some(Err(FrameError::TooLarge { len, .. })) if tserver_proto::is_tls_record_start(len) => {
+                    break CloseReason::Protocol(
+                        "the server speaks TLS on this port: connect with its CA file or certificate (tclient --tls-ca FILE)".to_owned(),
+                    );
+                }
                 Some(Err(error)) => break CloseReason::Transport(error.to_string()),
                 None => break CloseReason::ServerClosed,
             }

@@ -117,6 +117,12 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::scripts::ScriptsAction,
     },
+    /// Make TLS certificates: a private CA and a server certificate it signed.
+    Tls {
+        /// The action.
+        #[command(subcommand)]
+        action: crate::certificates::TlsAction,
+    },
 }
 
 /// `tserver tokens` actions.
@@ -552,6 +558,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         Command::Sources { path, action } => sources_command(&SolutionDb::open(path)?, action, output)?,
         Command::Tokens { path, action } => tokens_command(&SolutionDb::open(path)?, action, output)?,
         Command::Scripts { path, action } => crate::scripts::scripts_command(path, action, output)?,
+        Command::Tls { action } => crate::certificates::tls_command(action, output)?,
         Command::Audit { path, since, limit } => {
             for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
                 let change = match (&entry.old_value, &entry.new_value) {
