@@ -12,6 +12,7 @@ mod log_bounds;
 mod login_limits;
 mod mcp;
 mod mqtt_sources;
+mod operations;
 mod operator_writes;
 mod plant;
 mod plant_file;

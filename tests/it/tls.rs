@@ -163,6 +163,17 @@ async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls()
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(answer.expect("HTTPS answers"), reqwest::StatusCode::UNAUTHORIZED);
+    // `serve` tells the HTTP surface whether its TCP listener accepts: ready, no token asked.
+    let ready = https
+        .get(format!("https://localhost:{}/readyz", server.http.port()))
+        .send()
+        .await
+        .expect("HTTPS answers");
+    assert_eq!(ready.status(), reqwest::StatusCode::OK);
+    assert!(
+        ready.text().await.expect("a body").contains("\"accepting\""),
+        "the listener accepts"
+    );
     server.stop().await;
 }
 

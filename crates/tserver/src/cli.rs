@@ -443,6 +443,7 @@ pub async fn serve_on(
         tracing::info!(sources, "MQTT sources started");
     }
     runtime.start_scripts(&shutdown).await;
+    let mut server = Server::new(runtime.clone(), config)?;
     if let Some(address) = args.http {
         let listener = TcpListener::bind(address)
             .await
@@ -457,10 +458,11 @@ pub async fn serve_on(
         http.max_sessions = args.http_max_sessions;
         http.session_idle = seconds("--http-session-idle-secs", args.http_session_idle_secs)?;
         http.tls.clone_from(&tls);
+        http.accepting = Some(server.accepting());
         tracing::info!(
             address = %listener.local_addr().unwrap_or(address),
             tls = http.tls.is_some(),
-            "serving HTTP (RuntimeMCP at /mcp)"
+            "serving HTTP (RuntimeMCP at /mcp, /healthz, /readyz)"
         );
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();
@@ -475,7 +477,6 @@ pub async fn serve_on(
         let shutdown = shutdown.clone();
         async move { runtime.run_background(simulate, shutdown).await }
     });
-    let mut server = Server::new(runtime, config)?;
     if let Some(tls) = tls {
         tracing::info!("serving TLS only");
         server = server.with_tls(tls);

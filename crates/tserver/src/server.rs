@@ -2,6 +2,7 @@
 //! graceful shutdown.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -61,6 +62,23 @@ impl Shared {
 #[derive(Debug)]
 pub struct Server {
     shared: Shared,
+    accepting: Accepting,
+}
+
+/// Whether a [`Server`] accepts connections now: from the start of its accept loop until
+/// shutdown begins (what `/readyz` reports). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Accepting(Arc<AtomicBool>);
+
+impl Accepting {
+    /// Whether the listener accepts connections now.
+    pub fn is_accepting(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn set(&self, accepting: bool) {
+        self.0.store(accepting, Ordering::Release);
+    }
 }
 
 impl Server {
@@ -85,7 +103,13 @@ impl Server {
                 auth,
                 tls: None,
             },
+            accepting: Accepting::default(),
         })
+    }
+
+    /// Whether this server accepts connections, as it changes.
+    pub fn accepting(&self) -> Accepting {
+        self.accepting.clone()
     }
 
     /// Serves TLS only (see [`tserver_proto::server_config`] to load a certificate and key).
@@ -108,6 +132,7 @@ impl Server {
             shutdown,
             hard_stop: CancellationToken::new(),
             refusals_logged: std::sync::Mutex::new(LogBudget::new("refused connections")),
+            accepting: self.accepting,
         };
         listener.run().await;
     }
@@ -126,6 +151,8 @@ struct Listener {
     hard_stop: CancellationToken,
     /// The log lines refused connections may cause: a connection flood must not fill the disk.
     refusals_logged: std::sync::Mutex<LogBudget>,
+    /// Set while the accept loop runs.
+    accepting: Accepting,
 }
 
 impl Listener {
@@ -140,6 +167,7 @@ impl Listener {
             tokio::spawn(async move { shared.auth.watch_users(stop).await })
         };
         let mut backoff = Duration::from_millis(5);
+        self.accepting.set(true);
         loop {
             let accepted = tokio::select! {
                 () = self.shutdown.cancelled() => break,
@@ -161,6 +189,7 @@ impl Listener {
                 }
             }
         }
+        self.accepting.set(false);
         drop(self.listener);
         tracing::info!(grace = ?self.shared.config.shutdown_grace, "shutting down: draining calls in flight");
         self.tracker.close();

@@ -1,14 +1,15 @@
 //! The server's HTTP surface, the one place HTTP enters the server (axum): RuntimeMCP at
-//! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport).
-//! Metrics, health checks and the web panel mount here later.
+//! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport),
+//! and `/healthz` and `/readyz` for load balancers. Metrics and the web panel mount here later.
 //!
-//! Every request needs a bearer token (`tserver tokens`), checked before anything else; the
-//! `Host` header must name an allowed host (default: the loopback names), against DNS
-//! rebinding. With the TCP listener's certificate it serves HTTPS only. Invariants: no route
-//! runs without a verified token; a token never reaches a log; MCP sessions never exceed
-//! their cap.
+//! Every request but the health checks needs a bearer token (`tserver tokens`), checked before
+//! anything else; MCP's `Host` header must name an allowed host (default: the loopback names),
+//! against DNS rebinding. With the TCP listener's certificate it serves HTTPS only.
+//! Invariants: no route but the health checks runs without a verified token (they read
+//! nothing of the plant); a token never reaches a log; MCP sessions never exceed their cap.
 
 mod auth;
+mod health;
 mod mcp;
 mod sessions;
 mod tls;
@@ -51,6 +52,8 @@ pub struct HttpConfig {
     pub session_idle: Duration,
     /// Serve HTTPS with this configuration (the TCP listener's certificate), else plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Whether the TCP listener accepts, for `/readyz` (never ready without one).
+    pub accepting: Option<crate::Accepting>,
 }
 
 impl Default for HttpConfig {
@@ -61,6 +64,7 @@ impl Default for HttpConfig {
             max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle: DEFAULT_SESSION_IDLE,
             tls: None,
+            accepting: None,
         }
     }
 }
@@ -100,6 +104,8 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             },
             auth::bearer,
         ))
+        // Merged after the layers above, so no token is asked of a load balancer's probe.
+        .merge(health::routes(runtime.clone(), config.accepting.clone()))
 }
 
 /// The origins of pages on the allowed hosts, any port, http or https.
