@@ -1,5 +1,6 @@
 //! Operations: `/healthz` and `/readyz` for load balancers, without a token; readiness follows
-//! the TCP listener (accepting or not) and the solution (open, or gone from under the server).
+//! the TCP listener (accepting or not) and the solution (open, or gone from under the server);
+//! JSON logs, one object a line with the connection's GUID and the call's id.
 
 use std::time::Duration;
 
@@ -8,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 use tserver::http_surface::{HttpConfig, serve};
 use tserver::{Runtime, Server, ServerConfig};
 
-use crate::support::{PATIENCE, Solution};
+use scripted_llm::{Reply, ScriptedLlm};
+use service_client::{Client, ClientOptions};
+
+use crate::support::{PATIENCE, ServerProcess, Solution, admin};
 
 /// `GET path` on `addr`: the status and the body.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
@@ -84,4 +88,73 @@ async fn readiness_follows_the_listener_and_the_solution_and_health_needs_no_tok
     assert_eq!(status, 503);
     assert!(body.contains("\"not accepting\""), "{body}");
     stop_http.cancel();
+}
+
+#[test]
+fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let llm = runtime
+        .block_on(ScriptedLlm::start([Reply::text("Pump 1 runs.")]))
+        .expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let served = ServerProcess::start(
+        &solution.path,
+        &["--log-format", "json"],
+        &[("RUST_LOG", "debug")],
+    );
+    runtime.block_on(async {
+        let client = Client::connect(served.addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        client.login("guest", "").await.expect("logs in");
+        client.ping().await.expect("pongs");
+        // The chat turn logs its model request (debug) inside its call.
+        client.chat("How is Pump 1?").await.expect("answers");
+        client.logout().await.expect("logs out");
+    });
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let lines = loop {
+        let lines = served.log().lines;
+        if lines.iter().any(|line| line.contains("logged out")) {
+            break lines;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never logged out: {lines:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect();
+    for event in &events {
+        assert!(
+            event["timestamp"].is_string() && event["level"].is_string() && event["message"].is_string(),
+            "{event}"
+        );
+    }
+    let logged_in = events
+        .iter()
+        .find(|event| event["message"] == "logged in")
+        .expect("a login line");
+    let spans = logged_in["spans"].as_array().expect("spans");
+    assert!(
+        spans
+            .iter()
+            .any(|span| span["name"] == "conn" && span["guid"].as_str().is_some_and(|guid| guid.len() == 36)),
+        "{logged_in}"
+    );
+    // A line logged during a call names the call.
+    assert!(
+        events
+            .iter()
+            .any(|event| event["spans"].as_array().is_some_and(|spans| spans
+                .iter()
+                .any(|span| span["name"] == "call" && span["call_id"].is_number()))),
+        "no line carries a call id: {events:#?}"
+    );
 }

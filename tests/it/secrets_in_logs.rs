@@ -1,6 +1,7 @@
 //! A secret never reaches the logs: every path that could print it (both Local AI paths, their
-//! errors, admin commands, failed logins) runs at trace level with the output captured, and the
-//! value appears nowhere in it, nor in any envelope, nor in the solution's database files.
+//! errors, admin commands, failed logins) runs at trace level with the output captured in both
+//! log formats (text and JSON), and the value appears nowhere in it, nor in any envelope, nor
+//! in the solution's database files.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use scripted_llm::{Reply, ScriptedLlm};
 use serde_json::json;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
 use tserver::Runtime;
+use tserver::cli::{LogFormat, log_layer};
 
 use crate::support::{Solution, TestServer, admin};
 
@@ -36,14 +39,14 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
-/// A subscriber writing every event, trace level included, into the returned capture.
+/// A subscriber writing every event, trace level included, into the returned capture, once
+/// in each log format the server writes (text, then JSON), built as the server builds them.
 fn trace_capture() -> (Captured, impl tracing::Subscriber + Send + Sync) {
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .finish();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::TRACE)
+        .with(log_layer(LogFormat::Text, captured.clone(), false))
+        .with(log_layer(LogFormat::Json, captured.clone(), false));
     (captured, subscriber)
 }
 
@@ -159,6 +162,12 @@ fn no_path_prints_a_secret_even_at_trace_level() {
     });
     let logs = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("utf-8");
     assert!(logs.contains("atomic POST"), "the capture saw the calls:\n{logs}");
+    let json_lines = logs
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .filter(|line| serde_json::from_str::<serde_json::Value>(line).is_ok())
+        .count();
+    assert!(json_lines > 10, "the JSON format wrote its lines too:\n{logs}");
     assert!(
         logs.contains("chat POST"),
         "the capture saw the chat path:\n{logs}"

@@ -260,11 +260,10 @@ impl ServerProcess {
         std::thread::spawn(move || {
             let mut found = Some(found);
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(address) = line.split("address=").nth(1)
-                    && line.contains("listening")
+                if let Some(address) = listening_address(&line)
                     && let Some(found) = found.take()
                 {
-                    let _ = found.send(address.trim().to_owned());
+                    let _ = found.send(address);
                 }
                 if let Ok(mut log) = kept.lock() {
                     log.bytes += line.len() + 1;
@@ -292,6 +291,20 @@ impl ServerProcess {
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// The address of a "listening" log line, in text (`... listening address=ADDR`) or JSON.
+fn listening_address(line: &str) -> Option<String> {
+    if line.starts_with('{') {
+        let event: serde_json::Value = serde_json::from_str(line).ok()?;
+        return (event["message"] == "listening")
+            .then(|| event["address"].as_str().map(str::to_owned))
+            .flatten();
+    }
+    line.contains("listening")
+        .then(|| line.split("address=").nth(1))
+        .flatten()
+        .map(|address| address.trim().to_owned())
 }
 
 impl Drop for ServerProcess {

@@ -11,7 +11,11 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::solution::{RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError};
 use crate::{Runtime, Server, ServerConfig};
@@ -20,9 +24,46 @@ use crate::{Runtime, Server, ServerConfig};
 #[derive(Debug, Parser)]
 #[command(name = "tserver", version, about)]
 pub struct Cli {
+    /// How log lines are written (to stderr, filtered by RUST_LOG): text for people, or json,
+    /// one object a line with the spans' fields (a connection's guid, a call's call_id).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, with its spans' fields before it.
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, the event's fields (`message`
+    /// among them) and `spans`, the fields of each span it happened in.
+    Json,
+}
+
+/// The layer that writes log lines in `format` to `writer` (text with ANSI colours when
+/// `ansi`). The server and the tests that check logs for secrets build it the same way.
+pub fn log_layer<S, W>(format: LogFormat, writer: W, ansi: bool) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(ansi)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_writer(writer)
+            .boxed(),
+    }
 }
 
 /// The `tserver` subcommands.
@@ -906,10 +947,13 @@ fn read_first_line(input: &mut dyn BufRead, what: &str, hint: &str) -> anyhow::R
 /// SIGTERM.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+    tracing_subscriber::registry()
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with(log_layer(
+            cli.log_format,
+            std::io::stderr,
+            std::io::stderr().is_terminal(),
+        ))
         .init();
 
     match &cli.command {

@@ -554,7 +554,8 @@ impl Handler {
         let (replies, _) = self.replies.get_or_insert_with(|| mpsc::channel(cap));
         let replies = replies.clone();
         let cancelled = self.calls.clone();
-        let span = tracing::debug_span!("call", call_id, call);
+        // At info level, so every line a call logs (at any level) carries its call id.
+        let span = tracing::info_span!("call", call_id, call);
         self.tracker.spawn(
             async move {
                 tokio::select! {
