@@ -158,3 +158,128 @@ fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id(
         "no line carries a call id: {events:#?}"
     );
 }
+
+/// The value of the sample `series` (its name and labels as rendered) in a scrape, if present.
+fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+#[test]
+fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let llm = runtime
+        .block_on(ScriptedLlm::start([Reply::text("Pump 1 runs.")]))
+        .expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let token = admin(
+        &[
+            "tokens",
+            path,
+            "create",
+            "--user",
+            "guest",
+            "--name",
+            "prometheus",
+        ],
+        "",
+    )
+    .trim()
+    .to_owned();
+    let http = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|free| free.local_addr())
+        .expect("a free port");
+    // A process of its own: its recorder counts this test's calls and nothing else.
+    let served = ServerProcess::start(&solution.path, &["--http", &http.to_string()], &[]);
+    let scrape = |with_token: bool| {
+        runtime.block_on(async {
+            let mut request = reqwest::Client::new().get(format!("http://{http}/metrics"));
+            if with_token {
+                request = request.bearer_auth(&token);
+            }
+            let response = request.send().await.expect("answers");
+            (response.status().as_u16(), response.text().await.expect("a body"))
+        })
+    };
+    let (_first, _second) = runtime.block_on(async {
+        let first = Client::connect(served.addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        first.login("guest", "").await.expect("logs in");
+        let second = Client::connect(served.addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        second.login("guest", "").await.expect("logs in");
+        let stranger = Client::connect(served.addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        stranger.login("nobody", "wrong").await.expect_err("refused");
+        for _ in 0..3 {
+            first.ping().await.expect("pongs");
+        }
+        first.read_tags(&["Pump1.MotorCurrent"]).await.expect("reads");
+        let reply = first
+            .call_tool(
+                "runtime_get_value",
+                &serde_json::json!({"tag": "Pump1.MotorCurrent"}),
+            )
+            .await
+            .expect("answers");
+        assert!(!reply.is_error, "{}", reply.content_json);
+        first.chat("How is Pump 1?").await.expect("answers");
+        (first, second)
+    });
+
+    assert_eq!(scrape(false).0, 401, "metrics need a token");
+    let (status, text) = scrape(true);
+    assert_eq!(status, 200);
+    let count = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}"));
+    assert_eq!(count("tserver_logins_total{outcome=\"ok\"}"), 2.0);
+    assert_eq!(count("tserver_logins_total{outcome=\"failed\"}"), 1.0);
+    assert_eq!(count("tserver_calls_total{call=\"ping\",outcome=\"ok\"}"), 3.0);
+    assert_eq!(
+        count("tserver_calls_total{call=\"read_tags\",outcome=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(
+        count("tserver_calls_total{call=\"call_tool\",outcome=\"ok\"}"),
+        1.0
+    );
+    assert_eq!(count("tserver_calls_total{call=\"chat\",outcome=\"ok\"}"), 1.0);
+    assert_eq!(
+        count("tserver_connections_open"),
+        2.0,
+        "the stranger's connection closed"
+    );
+    assert_eq!(
+        count("tserver_tool_duration_seconds_count{tool=\"runtime_get_value\",outcome=\"ok\"}"),
+        1.0
+    );
+    let model = "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"";
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with(model) && line.contains("status=\"ok\"} 1")),
+        "{text}"
+    );
+    // Histograms with the explicit buckets, never summaries.
+    for bound in ["0.0001", "0.001", "0.1", "1", "120", "+Inf"] {
+        let bucket = format!(
+            "tserver_tool_duration_seconds_bucket{{tool=\"runtime_get_value\",outcome=\"ok\",le=\"{bound}\"}}"
+        );
+        assert!(sample(&text, &bucket).is_some(), "no bucket {bound}:\n{text}");
+    }
+    assert!(!text.contains("quantile="), "a summary:\n{text}");
+    assert!(
+        text.contains("# TYPE gen_ai_client_operation_duration_seconds histogram"),
+        "{text}"
+    );
+    // Labels never carry a user, a GUID or a query.
+    for private in ["guest", "nobody", "How is Pump 1"] {
+        assert!(!text.contains(private), "{private} in:\n{text}");
+    }
+}

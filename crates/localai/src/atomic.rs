@@ -166,6 +166,13 @@ impl AtomicPath {
             Ok(Err(warning)) => Envelope::error(warning, started.elapsed()),
             Ok(Ok(answer)) => Envelope::ok(answer.text, started.elapsed()).with_warnings(answer.warnings),
         };
+        crate::telemetry::operation_ended(
+            "atomic",
+            &settings.name,
+            envelope.status.as_str(),
+            started.elapsed(),
+            &usage,
+        );
         tracing::debug!(
             status = envelope.status.as_str(),
             latency_ms = envelope.latency_ms,

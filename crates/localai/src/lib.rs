@@ -16,6 +16,7 @@ pub mod expressions;
 pub mod gates;
 pub mod secrets;
 pub mod settings;
+pub mod telemetry;
 pub mod tools;
 
 mod atomic;

@@ -386,6 +386,7 @@ impl Handler {
             .await?;
             return Ok(None);
         };
+        let kind = call_kind(&body);
         if self.draining {
             self.answer(error_frame(
                 call_id,
@@ -409,7 +410,7 @@ impl Handler {
         };
         match body {
             client_frame::Body::Hello(hello) => return self.hello(call_id, &hello).await,
-            client_frame::Body::Ping(ping) => self.answer(reply(call_id, cmd::ping::apply(ping))).await?,
+            client_frame::Body::Ping(ping) => self.answer_call(kind, call_id, cmd::ping::apply(ping)).await?,
             client_frame::Body::Logout(_) => {
                 if self.log_budget.allow() {
                     tracing::info!("logged out");
@@ -421,7 +422,7 @@ impl Handler {
                 self.deadline_moved = true;
                 self.connection
                     .set_max_frame(self.shared.config.login_frame_limit());
-                self.answer(reply(call_id, cmd::logout::apply())).await?;
+                self.answer_call(kind, call_id, cmd::logout::apply()).await?;
                 match self.shared.waiting.enter() {
                     Some(seat) => self.seat = Some(seat),
                     None => return Ok(Some(Close::NoLoginSlot)),
@@ -430,7 +431,7 @@ impl Handler {
             client_frame::Body::ReadTags(request) => {
                 let body = cmd::read_tags::apply(&request, &self.shared.runtime.objects())
                     .unwrap_or_else(CallError::into_body);
-                self.answer(reply(call_id, body)).await?;
+                self.answer_call(kind, call_id, body).await?;
             }
             client_frame::Body::Chat(request) => {
                 let caller = localai::ChatCaller {
@@ -445,7 +446,7 @@ impl Handler {
                 match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai(), controls) {
                     cmd::chat::ChatCall::Answered(body) => {
                         self.streams.close(call_id);
-                        self.answer(reply(call_id, body)).await?;
+                        self.answer_call(kind, call_id, body).await?;
                     }
                     cmd::chat::ChatCall::Running(turn) => {
                         if self.spawn_call(call_id, "chat", turn).await? {
@@ -461,7 +462,7 @@ impl Handler {
                     Ok(call) => {
                         self.spawn_call(call_id, "write_tags", call).await?;
                     }
-                    Err(error) => self.answer(reply(call_id, error.into_body())).await?,
+                    Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
                 }
             }
             client_frame::Body::AcknowledgeAlarm(request) => {
@@ -469,7 +470,7 @@ impl Handler {
                     Ok(call) => {
                         self.spawn_call(call_id, "acknowledge_alarm", call).await?;
                     }
-                    Err(error) => self.answer(reply(call_id, error.into_body())).await?,
+                    Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
                 }
             }
             client_frame::Body::Subscribe(request) => {
@@ -478,21 +479,21 @@ impl Handler {
                     .subscriptions
                     .subscribe(call_id, request, &plant, &self.calls)
                     .unwrap_or_else(CallError::into_body);
-                self.answer(reply(call_id, body)).await?;
+                self.answer_call(kind, call_id, body).await?;
             }
             client_frame::Body::Unsubscribe(request) => {
                 let unsubscribed = self.subscriptions.unsubscribe(request.subscription);
                 let body =
                     server_frame::Body::Unsubscribe(tserver_proto::v1::UnsubscribeReply { unsubscribed });
-                self.answer(reply(call_id, body)).await?;
+                self.answer_call(kind, call_id, body).await?;
             }
             client_frame::Body::Cancel(request) => {
-                self.answer(reply(call_id, cmd::cancel::apply(&request, &self.running)))
+                self.answer_call(kind, call_id, cmd::cancel::apply(&request, &self.running))
                     .await?;
             }
             client_frame::Body::ListTools(_) => {
                 let body = cmd::list_tools::apply(&self.shared.runtime).unwrap_or_else(CallError::into_body);
-                self.answer(reply(call_id, body)).await?;
+                self.answer_call(kind, call_id, body).await?;
             }
             client_frame::Body::CallTool(request) => {
                 let call = cmd::call_tool::apply(request, &self.shared.runtime);
@@ -510,7 +511,9 @@ impl Handler {
         if let Some(seat) = &self.seat {
             seat.hello_received();
         }
-        match cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await {
+        let outcome = cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await;
+        crate::telemetry::count_login(&outcome);
+        match outcome {
             Ok((login, body)) => {
                 self.login_span = tracing::info_span!(parent: &self.connection_span, "login", user = %ClientText(&login.name));
                 if self.log_budget.allow() {
@@ -563,6 +566,7 @@ impl Handler {
                     // The client is gone or the server stopped: drop the work unfinished.
                     () = cancelled.cancelled() => {}
                     body = work => {
+                        crate::telemetry::count_call(call, &body);
                         let frame = reply(call_id, body);
                         let _ = replies.send(CallReply { frame, _permit: permit }).await;
                     }
@@ -571,6 +575,17 @@ impl Handler {
             .instrument(span),
         );
         Ok(true)
+    }
+
+    /// Answers call `call_id` (a `kind` call) with `body` at once, counting it.
+    async fn answer_call(
+        &mut self,
+        kind: &'static str,
+        call_id: u64,
+        body: server_frame::Body,
+    ) -> Result<(), crate::connection::WriteError> {
+        crate::telemetry::count_call(kind, &body);
+        self.answer(reply(call_id, body)).await
     }
 
     /// Queues an inline answer and flushes unless more input is already waiting.
@@ -626,5 +641,23 @@ impl Handler {
             None => idle.min(self.login_deadline),
             Some(_) => idle,
         }
+    }
+}
+
+/// The name a call is counted under.
+fn call_kind(body: &client_frame::Body) -> &'static str {
+    match body {
+        client_frame::Body::Hello(_) => "hello",
+        client_frame::Body::Ping(_) => "ping",
+        client_frame::Body::Logout(_) => "logout",
+        client_frame::Body::ReadTags(_) => "read_tags",
+        client_frame::Body::Chat(_) => "chat",
+        client_frame::Body::WriteTags(_) => "write_tags",
+        client_frame::Body::AcknowledgeAlarm(_) => "acknowledge_alarm",
+        client_frame::Body::Subscribe(_) => "subscribe",
+        client_frame::Body::Unsubscribe(_) => "unsubscribe",
+        client_frame::Body::Cancel(_) => "cancel",
+        client_frame::Body::ListTools(_) => "list_tools",
+        client_frame::Body::CallTool(_) => "call_tool",
     }
 }

@@ -18,6 +18,7 @@ pub mod objects;
 pub mod scripts;
 pub mod simulator;
 pub mod solution;
+pub mod telemetry;
 pub mod tools;
 
 mod auth;

@@ -299,7 +299,15 @@ impl Runtime {
     ) -> Result<Result<Value, ToolError>, ToolsClosed> {
         let offered = self.offered_tools()?;
         Ok(match offered.iter().find(|tool| tool.name() == name) {
-            Some(tool) => tool.call(arguments, localai::tools::TOOL_TIMEOUT).await,
+            Some(tool) => {
+                let started = std::time::Instant::now();
+                let outcome = tool.call(arguments, localai::tools::TOOL_TIMEOUT).await;
+                // The tool's own name (from the catalog), never the caller's text.
+                let counted = if outcome.is_ok() { "ok" } else { "error" };
+                metrics::histogram!(crate::telemetry::TOOL_DURATION, "tool" => tool.name().to_owned(), "outcome" => counted)
+                    .record(started.elapsed().as_secs_f64());
+                outcome
+            }
             None => Err(localai::tools::unknown_tool(&offered)),
         })
     }

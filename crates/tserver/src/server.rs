@@ -84,6 +84,7 @@ impl Accepting {
 impl Server {
     /// A server for `runtime` with `config`'s limits.
     pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
+        crate::telemetry::recorder();
         // A chat reply's envelope must fit the frame it is sent in, whatever the model said.
         runtime
             .local_ai()
@@ -216,6 +217,8 @@ impl Listener {
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
+            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "connection_cap")
+                .increment(1);
             if self.refusal_may_log() {
                 tracing::warn!(%peer, limit = config.max_connections, "connection refused: at the connection cap");
             }
@@ -228,6 +231,7 @@ impl Listener {
             return;
         };
         let Some(seat) = self.shared.waiting.enter() else {
+            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "login_slots").increment(1);
             if self.refusal_may_log() {
                 tracing::warn!(%peer, limit = config.max_unauthenticated, "connection refused: every connection waiting to log in is saying Hello");
             }
@@ -250,6 +254,7 @@ impl Listener {
             seat,
         };
         let serve = async move {
+            let _open = crate::telemetry::OpenConnection::new();
             let login_timeout = shared.config.login_timeout;
             let transport = tokio::select! {
                 () = hard_stop.cancelled() => return,

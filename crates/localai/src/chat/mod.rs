@@ -471,6 +471,13 @@ impl ChatPath {
         let envelope =
             redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings));
         let usage = turn.usage;
+        crate::telemetry::operation_ended(
+            "chat",
+            &settings.name,
+            envelope.status.as_str(),
+            started.elapsed(),
+            &usage,
+        );
         // Debug, not info: a client chatting in a loop must not fill the log (each turn is
         // bounded by the model's pace, not by the connection's log allowance).
         tracing::debug!(

@@ -93,6 +93,8 @@ impl ServerHandler for RuntimeMcp {
             .call_tool(&request.name, arguments)
             .await
             .map_err(|error| closed(&error))?;
+        let counted = if outcome.is_ok() { "ok" } else { "error" };
+        metrics::counter!(crate::telemetry::MCP_CALLS, "outcome" => counted).increment(1);
         let result = match outcome {
             Ok(result) => {
                 CallToolResult::success(vec![ContentBlock::text(success_content(result).to_string())])

@@ -1,6 +1,7 @@
 //! The server's HTTP surface, the one place HTTP enters the server (axum): RuntimeMCP at
 //! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport),
-//! and `/healthz` and `/readyz` for load balancers. Metrics and the web panel mount here later.
+//! `/metrics` for Prometheus, and `/healthz` and `/readyz` for load balancers. The web panel
+//! mounts here later.
 //!
 //! Every request but the health checks needs a bearer token (`tserver tokens`), checked before
 //! anything else; MCP's `Host` header must name an allowed host (default: the loopback names),
@@ -96,6 +97,7 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(cap, sessions::cap_sessions))
+        .route("/metrics", axum::routing::get(metrics_text))
         .layer(axum::middleware::from_fn_with_state(
             auth::Gate {
                 runtime: runtime.clone(),
@@ -106,6 +108,17 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         ))
         // Merged after the layers above, so no token is asked of a load balancer's probe.
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
+}
+
+/// `/metrics`: every metric in Prometheus's text format (any valid token may scrape).
+async fn metrics_text() -> impl axum::response::IntoResponse {
+    (
+        [(
+            http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::telemetry::render(),
+    )
 }
 
 /// The origins of pages on the allowed hosts, any port, http or https.

@@ -198,10 +198,12 @@ fn run_and_record(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
     {
         tracing::warn!(script = %name, %error, "script run stopped");
     }
+    let label = outcome_label(outcome.result.as_ref().err());
+    metrics::counter!(crate::telemetry::SCRIPT_RUNS, "outcome" => label).increment(1);
     let run = ScriptRun {
         started_at,
         duration: outcome.duration,
-        outcome: outcome_label(outcome.result.as_ref().err()).to_owned(),
+        outcome: label.to_owned(),
         error: outcome.result.err().map(|error| error.to_string()),
     };
     shared.ran(name, run.clone());

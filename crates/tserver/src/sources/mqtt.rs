@@ -262,19 +262,22 @@ impl SourceTask {
                         self.ask_rebirth(&client, &group, &node, "the server connected");
                     }
                 }
-                Ok(Event::Incoming(Packet::Publish(message))) => match std::str::from_utf8(&message.topic) {
-                    Ok(topic)
-                        if topic.starts_with(NAMESPACE) && topic[NAMESPACE.len()..].starts_with('/') =>
-                    {
-                        let topic = topic.to_owned();
-                        self.apply_sparkplug(&client, &topic, &message.payload);
+                Ok(Event::Incoming(Packet::Publish(message))) => {
+                    metrics::counter!(crate::telemetry::MQTT_MESSAGES).increment(1);
+                    match std::str::from_utf8(&message.topic) {
+                        Ok(topic)
+                            if topic.starts_with(NAMESPACE) && topic[NAMESPACE.len()..].starts_with('/') =>
+                        {
+                            let topic = topic.to_owned();
+                            self.apply_sparkplug(&client, &topic, &message.payload);
+                        }
+                        Ok(topic) => {
+                            let topic = topic.to_owned();
+                            self.apply_uns(&topic, &message.payload);
+                        }
+                        Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
                     }
-                    Ok(topic) => {
-                        let topic = topic.to_owned();
-                        self.apply_uns(&topic, &message.payload);
-                    }
-                    Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
-                },
+                }
                 Ok(_) => {}
                 Err(error) => {
                     if connected {
@@ -456,6 +459,7 @@ impl SourceTask {
 
     /// Counts (and logs, at most once a minute per topic) a refused message.
     fn refuse(&mut self, topic: &str, kind: &str, error: &dyn std::fmt::Display) {
+        metrics::counter!(crate::telemetry::MQTT_BAD_PAYLOADS, "kind" => kind.to_owned()).increment(1);
         let now = Instant::now();
         let due = self
             .logged

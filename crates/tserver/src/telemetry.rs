@@ -1,0 +1,164 @@
+//! The server's metrics: one Prometheus recorder for the process, installed on first use, the
+//! name, help and buckets of every metric, and the text `/metrics` serves.
+//!
+//! The assistant's metrics follow OpenTelemetry's GenAI conventions in Prometheus spelling
+//! (`gen_ai_client_operation_duration_seconds`, recorded by `localai`); the server's own are
+//! `tserver_*`. Histograms have explicit buckets (never summaries). Labels stay
+//! low-cardinality: a call kind, an outcome, a status, a tool or script name from the
+//! solution; never a user, a GUID, a tag value or a query.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tserver_proto::v1::server_frame;
+
+/// Connections open now.
+pub(crate) const CONNECTIONS_OPEN: &str = "tserver_connections_open";
+/// Connections refused, by `reason` (`connection_cap`, `login_slots`).
+pub(crate) const CONNECTIONS_REFUSED: &str = "tserver_connections_refused_total";
+/// Logins, by `outcome` (`ok`, `failed`, `throttled`).
+pub(crate) const LOGINS: &str = "tserver_logins_total";
+/// Calls answered, by `call` and `outcome` (`ok` or the error code).
+pub(crate) const CALLS: &str = "tserver_calls_total";
+/// Script runs, by `outcome` (`ok`, `failed`, `operations`, `timeout`, ...).
+pub(crate) const SCRIPT_RUNS: &str = "tserver_script_runs_total";
+/// MCP tool calls over HTTP, by `outcome` (`ok`, `error`).
+pub(crate) const MCP_CALLS: &str = "tserver_mcp_tool_calls_total";
+/// MQTT messages received by the sources.
+pub(crate) const MQTT_MESSAGES: &str = "tserver_mqtt_messages_total";
+/// MQTT messages refused, by `kind` (`bad_payload`, `wrong_type`, ...: the source's error kinds).
+pub(crate) const MQTT_BAD_PAYLOADS: &str = "tserver_mqtt_refused_messages_total";
+
+/// Runtime tool calls (framed `CallTool` and RuntimeMCP), by `tool` and `outcome`.
+pub(crate) const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
+
+/// Bucket bounds in seconds for durations, from 100 us to 2 min.
+const SECONDS: [f64; 16] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+    120.0,
+];
+
+/// Bucket bounds for token counts, 1 to 4 Mi by powers of 4 (as OpenTelemetry advises).
+const TOKENS: [f64; 12] = [
+    1.0,
+    4.0,
+    16.0,
+    64.0,
+    256.0,
+    1_024.0,
+    4_096.0,
+    16_384.0,
+    65_536.0,
+    262_144.0,
+    1_048_576.0,
+    4_194_304.0,
+];
+
+/// How often histogram samples are folded into their buckets between scrapes.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process's recorder, once (later calls return the same handle). `None` when
+/// another recorder was installed first: metrics then go there, and `/metrics` says so.
+pub fn recorder() -> Option<&'static PrometheusHandle> {
+    HANDLE.get_or_init(install).as_ref()
+}
+
+fn install() -> Option<PrometheusHandle> {
+    let builder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &SECONDS)
+        .and_then(|builder| {
+            builder.set_buckets_for_metric(Matcher::Full(localai::telemetry::TOKEN_USAGE.to_owned()), &TOKENS)
+        });
+    let handle = match builder.and_then(PrometheusBuilder::install_recorder) {
+        Ok(handle) => handle,
+        Err(error) => {
+            tracing::warn!(%error, "metrics recorder not installed; /metrics will be empty");
+            return None;
+        }
+    };
+    describe();
+    let upkeep = handle.clone();
+    let spawned = std::thread::Builder::new()
+        .name("metrics-upkeep".to_owned())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_EVERY);
+                upkeep.run_upkeep();
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "no metrics upkeep thread; histograms fold at each scrape only");
+    }
+    Some(handle)
+}
+
+fn describe() {
+    describe_gauge!(CONNECTIONS_OPEN, "Display-client connections open now");
+    describe_counter!(CONNECTIONS_REFUSED, "Connections refused, by reason");
+    describe_counter!(LOGINS, "Logins, by outcome (ok, failed, throttled)");
+    describe_counter!(CALLS, "Framed-protocol calls answered, by call and outcome");
+    describe_counter!(SCRIPT_RUNS, "Solution script runs, by how they ended");
+    describe_counter!(MCP_CALLS, "RuntimeMCP tool calls over HTTP, by outcome");
+    describe_counter!(MQTT_MESSAGES, "MQTT messages the plant's sources received");
+    describe_counter!(
+        MQTT_BAD_PAYLOADS,
+        "MQTT messages refused (unreadable payload, wrong type...), by kind"
+    );
+    describe_histogram!(
+        TOOL_DURATION,
+        Unit::Seconds,
+        "Runtime tool calls from the framed protocol and RuntimeMCP, by tool and outcome"
+    );
+    localai::telemetry::describe();
+}
+
+/// The Prometheus text of every metric now.
+pub fn render() -> String {
+    recorder().map_or_else(
+        || "# another metrics recorder was installed first: its own exporter has the metrics\n".to_owned(),
+        |handle| {
+            handle.run_upkeep();
+            handle.render()
+        },
+    )
+}
+
+/// Counts a connection open while it lives.
+#[derive(Debug)]
+pub(crate) struct OpenConnection(());
+
+impl OpenConnection {
+    pub(crate) fn new() -> Self {
+        metrics::gauge!(CONNECTIONS_OPEN).increment(1.0);
+        Self(())
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        metrics::gauge!(CONNECTIONS_OPEN).decrement(1.0);
+    }
+}
+
+/// Counts a call answered with `body` (`ok`, or its error code).
+pub(crate) fn count_call(call: &'static str, body: &server_frame::Body) {
+    let outcome = match body {
+        server_frame::Body::Error(error) => error.code().as_str_name(),
+        _ => "ok",
+    };
+    metrics::counter!(CALLS, "call" => call, "outcome" => outcome).increment(1);
+}
+
+/// Counts a login by how it ended: `ok`, `throttled` or `failed`.
+pub(crate) fn count_login<T>(outcome: &Result<T, crate::cmd::CallError>) {
+    let outcome = match outcome {
+        Ok(_) => "ok",
+        Err(error) if error.code == tserver_proto::v1::ErrorCode::LoginThrottled => "throttled",
+        Err(_) => "failed",
+    };
+    metrics::counter!(LOGINS, "outcome" => outcome).increment(1);
+}
