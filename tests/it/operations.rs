@@ -90,16 +90,23 @@ async fn readiness_follows_the_listener_and_the_solution_and_health_needs_no_tok
     stop_http.cancel();
 }
 
-#[test]
-fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id() {
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+/// The demo solution with its model on, pointed at a stand-in (on `runtime`) answering `text`
+/// once.
+fn demo_answering(runtime: &tokio::runtime::Runtime, text: &str) -> (ScriptedLlm, Solution) {
     let llm = runtime
-        .block_on(ScriptedLlm::start([Reply::text("Pump 1 runs.")]))
+        .block_on(ScriptedLlm::start([Reply::text(text)]))
         .expect("llm");
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8");
     admin(&["settings", path, "set", "URL", &llm.url()], "");
     admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    (llm, solution)
+}
+
+#[test]
+fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (_llm, solution) = demo_answering(&runtime, "Pump 1 runs.");
     let served = ServerProcess::start(
         &solution.path,
         &["--log-format", "json"],
@@ -170,13 +177,8 @@ fn sample(scrape: &str, series: &str) -> Option<f64> {
 #[test]
 fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let llm = runtime
-        .block_on(ScriptedLlm::start([Reply::text("Pump 1 runs.")]))
-        .expect("llm");
-    let solution = Solution::demo();
+    let (_llm, solution) = demo_answering(&runtime, "Pump 1 runs.");
     let path = solution.path.to_str().expect("utf-8");
-    admin(&["settings", path, "set", "URL", &llm.url()], "");
-    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
     let token = admin(
         &[
             "tokens",
@@ -282,4 +284,35 @@ fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
     for private in ["guest", "nobody", "How is Pump 1"] {
         assert!(!text.contains(private), "{private} in:\n{text}");
     }
+}
+
+#[test]
+fn the_shipped_dashboard_reads_only_metrics_the_server_records() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/grafana-dashboard.json");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(file).expect("the dashboard is shipped"))
+            .expect("JSON");
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 8, "{dashboard}");
+    let mut used = 0;
+    for target in panels
+        .iter()
+        .flat_map(|panel| panel["targets"].as_array().into_iter().flatten())
+    {
+        let expr = target["expr"].as_str().expect("a query");
+        let words = expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+        // Metric names; labels (`gen_ai_operation_name`...) are not.
+        for word in words.filter(|word| word.starts_with("tserver_") || word.starts_with("gen_ai_client_")) {
+            let name = ["_bucket", "_count", "_sum"]
+                .iter()
+                .find_map(|suffix| word.strip_suffix(suffix))
+                .unwrap_or(word);
+            assert!(
+                tserver::telemetry::METRICS.contains(&name),
+                "{name} is not recorded by the server: {expr}"
+            );
+            used += 1;
+        }
+    }
+    assert!(used >= tserver::telemetry::METRICS.len(), "{used} uses");
 }

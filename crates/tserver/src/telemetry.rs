@@ -34,6 +34,21 @@ pub(crate) const MQTT_BAD_PAYLOADS: &str = "tserver_mqtt_refused_messages_total"
 /// Runtime tool calls (framed `CallTool` and RuntimeMCP), by `tool` and `outcome`.
 pub(crate) const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
 
+/// Every metric the server and its assistant record, by name (what dashboards may use).
+pub const METRICS: [&str; 11] = [
+    CONNECTIONS_OPEN,
+    CONNECTIONS_REFUSED,
+    LOGINS,
+    CALLS,
+    SCRIPT_RUNS,
+    MCP_CALLS,
+    MQTT_MESSAGES,
+    MQTT_BAD_PAYLOADS,
+    TOOL_DURATION,
+    localai::telemetry::OPERATION_DURATION,
+    localai::telemetry::TOKEN_USAGE,
+];
+
 /// Bucket bounds in seconds for durations, from 100 us to 2 min.
 const SECONDS: [f64; 16] = [
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
