@@ -29,7 +29,7 @@ pub(crate) const MCP_CALLS: &str = "tserver_mcp_tool_calls_total";
 /// MQTT messages received by the sources.
 pub(crate) const MQTT_MESSAGES: &str = "tserver_mqtt_messages_total";
 /// MQTT messages refused, by `kind` (`bad_payload`, `wrong_type`, ...: the source's error kinds).
-pub(crate) const MQTT_BAD_PAYLOADS: &str = "tserver_mqtt_refused_messages_total";
+pub(crate) const MQTT_REFUSED: &str = "tserver_mqtt_refused_messages_total";
 
 /// Runtime tool calls (framed `CallTool` and RuntimeMCP), by `tool` and `outcome`.
 pub(crate) const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
@@ -43,7 +43,7 @@ pub const METRICS: [&str; 11] = [
     SCRIPT_RUNS,
     MCP_CALLS,
     MQTT_MESSAGES,
-    MQTT_BAD_PAYLOADS,
+    MQTT_REFUSED,
     TOOL_DURATION,
     localai::telemetry::OPERATION_DURATION,
     localai::telemetry::TOKEN_USAGE,
@@ -120,7 +120,7 @@ fn describe() {
     describe_counter!(MCP_CALLS, "RuntimeMCP tool calls over HTTP, by outcome");
     describe_counter!(MQTT_MESSAGES, "MQTT messages the plant's sources received");
     describe_counter!(
-        MQTT_BAD_PAYLOADS,
+        MQTT_REFUSED,
         "MQTT messages refused (unreadable payload, wrong type...), by kind"
     );
     describe_histogram!(

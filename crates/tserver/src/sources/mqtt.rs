@@ -459,7 +459,7 @@ impl SourceTask {
 
     /// Counts (and logs, at most once a minute per topic) a refused message.
     fn refuse(&mut self, topic: &str, kind: &str, error: &dyn std::fmt::Display) {
-        metrics::counter!(crate::telemetry::MQTT_BAD_PAYLOADS, "kind" => kind.to_owned()).increment(1);
+        metrics::counter!(crate::telemetry::MQTT_REFUSED, "kind" => kind.to_owned()).increment(1);
         let now = Instant::now();
         let due = self
             .logged
