@@ -234,6 +234,8 @@ fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
             .expect("answers");
         assert!(!reply.is_error, "{}", reply.content_json);
         first.chat("How is Pump 1?").await.expect("answers");
+        // The stand-in's script is used up: it answers 500, an error envelope.
+        first.chat("And Pump 2?").await.expect("answers");
         (first, second)
     });
 
@@ -252,26 +254,32 @@ fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
         count("tserver_calls_total{call=\"call_tool\",outcome=\"ok\"}"),
         1.0
     );
-    assert_eq!(count("tserver_calls_total{call=\"chat\",outcome=\"ok\"}"), 1.0);
+    assert_eq!(count("tserver_calls_total{call=\"chat\",outcome=\"ok\"}"), 2.0);
+    assert_eq!(count("tserver_model_http_errors_total{class=\"5xx\"}"), 1.0);
     assert_eq!(
         count("tserver_connections_open"),
         2.0,
         "the stranger's connection closed"
     );
     assert_eq!(
-        count("tserver_tool_duration_seconds_count{tool=\"runtime_get_value\",outcome=\"ok\"}"),
+        count(
+            "tserver_tool_duration_seconds_count{tool=\"runtime_get_value\",caller=\"client\",outcome=\"ok\"}"
+        ),
         1.0
     );
     let model = "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"";
-    assert!(
-        text.lines()
-            .any(|line| line.starts_with(model) && line.contains("status=\"ok\"} 1")),
-        "{text}"
-    );
+    for status in ["ok", "error"] {
+        let ending = format!("status=\"{status}\"}} 1");
+        assert!(
+            text.lines()
+                .any(|line| line.starts_with(model) && line.ends_with(&ending)),
+            "{status}: {text}"
+        );
+    }
     // Histograms with the explicit buckets, never summaries.
     for bound in ["0.0001", "0.001", "0.1", "1", "120", "+Inf"] {
         let bucket = format!(
-            "tserver_tool_duration_seconds_bucket{{tool=\"runtime_get_value\",outcome=\"ok\",le=\"{bound}\"}}"
+            "tserver_tool_duration_seconds_bucket{{tool=\"runtime_get_value\",caller=\"client\",outcome=\"ok\",le=\"{bound}\"}}"
         );
         assert!(sample(&text, &bucket).is_some(), "no bucket {bound}:\n{text}");
     }
@@ -281,7 +289,7 @@ fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
         "{text}"
     );
     // Labels never carry a user, a GUID or a query.
-    for private in ["guest", "nobody", "How is Pump 1"] {
+    for private in ["guest", "nobody", "How is Pump 1", "And Pump 2"] {
         assert!(!text.contains(private), "{private} in:\n{text}");
     }
 }

@@ -417,3 +417,26 @@ fn certificates_as_users_make_them_work_and_each_mistake_gets_one_sentence() {
         "the server does not speak TLS on this port",
     );
 }
+
+#[tokio::test]
+async fn a_plain_port_tells_a_tls_client_it_speaks_plain_tcp() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let mut socket = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connects");
+    // The start of a TLS 1.2 ClientHello record, read by a plain port as a frame length.
+    socket
+        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc])
+        .await
+        .expect("writes");
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, socket.read_to_end(&mut answer))
+        .await
+        .expect("closed in time")
+        .expect("reads");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.contains("this port speaks plain TCP, not TLS"), "{answer}");
+    server.stop().await;
+}

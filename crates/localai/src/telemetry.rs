@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use metrics::{Unit, describe_histogram, histogram};
+use metrics::{Unit, counter, describe_counter, describe_histogram, histogram};
 
 use crate::dialect::Usage;
 
@@ -13,6 +13,14 @@ use crate::dialect::Usage;
 pub const OPERATION_DURATION: &str = "gen_ai_client_operation_duration_seconds";
 /// `gen_ai.client.token.usage`: tokens of one operation, by `gen_ai_token_type`.
 pub const TOKEN_USAGE: &str = "gen_ai_client_token_usage";
+/// `gen_ai.client.operation.time_to_first_chunk`: from a streamed POST to its first bytes.
+pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai_client_operation_time_to_first_chunk_seconds";
+/// Runtime tool executions, by `tool` (a catalog name, or `unknown`), `caller` (`chat` for the
+/// assistant's own calls, `client` for the framed protocol and RuntimeMCP) and `outcome`.
+pub const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
+/// Model-server requests that failed, by `class`: `transport` (no response), `unreadable`
+/// (a body cut off), `redirect`, `4xx`, `5xx`.
+pub const MODEL_HTTP_ERRORS: &str = "tserver_model_http_errors_total";
 
 /// Describes the metrics (once the host's recorder is installed).
 pub fn describe() {
@@ -26,6 +34,35 @@ pub fn describe() {
         Unit::Count,
         "Tokens of Local AI operations, by operation, model and token type (input, output)"
     );
+    describe_histogram!(
+        TIME_TO_FIRST_CHUNK,
+        Unit::Seconds,
+        "From a streamed chat POST to the first bytes of its answer"
+    );
+    describe_histogram!(
+        TOOL_DURATION,
+        Unit::Seconds,
+        "Runtime tool executions, by tool, caller (chat, client) and outcome"
+    );
+    describe_counter!(MODEL_HTTP_ERRORS, "Model-server requests that failed, by class");
+}
+
+/// Records a runtime tool's execution: `tool` is a name from the catalog (never what a model
+/// or client asked for that the catalog does not know).
+pub fn tool_ran(tool: &str, caller: &'static str, ok: bool, took: Duration) {
+    let outcome = if ok { "ok" } else { "error" };
+    histogram!(TOOL_DURATION, "tool" => tool.to_owned(), "caller" => caller, "outcome" => outcome)
+        .record(took.as_secs_f64());
+}
+
+/// Counts a failed model-server request of `class`.
+pub(crate) fn model_http_error(class: &'static str) {
+    counter!(MODEL_HTTP_ERRORS, "class" => class).increment(1);
+}
+
+/// Records how long a streamed POST waited for its first bytes.
+pub(crate) fn first_chunk(took: Duration) {
+    histogram!(TIME_TO_FIRST_CHUNK, "gen_ai_operation_name" => "chat").record(took.as_secs_f64());
 }
 
 /// Records one operation that reached its model settings: how long it took, how it ended and

@@ -209,6 +209,17 @@ impl Handler {
             .local_ai()
             .connection_closed(self.context.guid);
         let last_words = match &close {
+            Close::FrameTooLarge(FrameError::TooLarge { len, .. })
+                if tserver_proto::is_tls_record_start(*len) =>
+            {
+                // Routine for a misconfigured panel, not news: debug, and said to the client.
+                tracing::debug!("a client spoke TLS to this plain port");
+                Some((
+                    ErrorCode::FrameTooLarge,
+                    "this port speaks plain TCP, not TLS: connect without a CA file, or to the TLS port"
+                        .to_owned(),
+                ))
+            }
             Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
             Close::LoginDeadline => Some((
                 ErrorCode::Unauthenticated,

@@ -303,9 +303,7 @@ impl Runtime {
                 let started = std::time::Instant::now();
                 let outcome = tool.call(arguments, localai::tools::TOOL_TIMEOUT).await;
                 // The tool's own name (from the catalog), never the caller's text.
-                let counted = if outcome.is_ok() { "ok" } else { "error" };
-                metrics::histogram!(crate::telemetry::TOOL_DURATION, "tool" => tool.name().to_owned(), "outcome" => counted)
-                    .record(started.elapsed().as_secs_f64());
+                localai::telemetry::tool_ran(tool.name(), "client", outcome.is_ok(), started.elapsed());
                 outcome
             }
             None => Err(localai::tools::unknown_tool(&offered)),

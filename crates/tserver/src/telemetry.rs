@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics::{describe_counter, describe_gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tserver_proto::v1::server_frame;
 
@@ -31,11 +31,8 @@ pub(crate) const MQTT_MESSAGES: &str = "tserver_mqtt_messages_total";
 /// MQTT messages refused, by `kind` (`bad_payload`, `wrong_type`, ...: the source's error kinds).
 pub(crate) const MQTT_REFUSED: &str = "tserver_mqtt_refused_messages_total";
 
-/// Runtime tool calls (framed `CallTool` and RuntimeMCP), by `tool` and `outcome`.
-pub(crate) const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
-
 /// Every metric the server and its assistant record, by name (what dashboards may use).
-pub const METRICS: [&str; 11] = [
+pub const METRICS: [&str; 13] = [
     CONNECTIONS_OPEN,
     CONNECTIONS_REFUSED,
     LOGINS,
@@ -44,9 +41,11 @@ pub const METRICS: [&str; 11] = [
     MCP_CALLS,
     MQTT_MESSAGES,
     MQTT_REFUSED,
-    TOOL_DURATION,
     localai::telemetry::OPERATION_DURATION,
     localai::telemetry::TOKEN_USAGE,
+    localai::telemetry::TIME_TO_FIRST_CHUNK,
+    localai::telemetry::TOOL_DURATION,
+    localai::telemetry::MODEL_HTTP_ERRORS,
 ];
 
 /// Bucket bounds in seconds for durations, from 100 us to 2 min.
@@ -122,11 +121,6 @@ fn describe() {
     describe_counter!(
         MQTT_REFUSED,
         "MQTT messages refused (unreadable payload, wrong type...), by kind"
-    );
-    describe_histogram!(
-        TOOL_DURATION,
-        Unit::Seconds,
-        "Runtime tool calls from the framed protocol and RuntimeMCP, by tool and outcome"
     );
     localai::telemetry::describe();
 }

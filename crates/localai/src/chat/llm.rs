@@ -216,6 +216,7 @@ impl Endpoint {
     ) -> Result<Value, PostFailure> {
         let shown = &self.shown_url;
         tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), streamed, "chat POST");
+        let sent = std::time::Instant::now();
         let mut response = match &self.pooled {
             Some(target) => self.send_pooled(&transport.pooled, target, body).await?,
             None => self.send_reqwest(&transport.reqwest, body).await?,
@@ -250,6 +251,9 @@ impl Endpoint {
         let mut reader = ResponseReader::default();
         let mut received = 0;
         while let Some(chunk) = response.chunk(shown).await? {
+            if streamed && received == 0 {
+                crate::telemetry::first_chunk(sent.elapsed());
+            }
             received += chunk.len();
             if received > MAX_RESPONSE_BYTES {
                 return Err(too_large(shown).into());

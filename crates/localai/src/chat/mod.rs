@@ -731,7 +731,9 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(TOOL_DEADLINE_MARGIN);
-            tool.call(arguments.clone(), TOOL_TIMEOUT.min(left)).await
+            let outcome = tool.call(arguments.clone(), TOOL_TIMEOUT.min(left)).await;
+            crate::telemetry::tool_ran(tool.name(), "chat", outcome.is_ok(), started.elapsed());
+            outcome
         }
     };
     let name = trace_name(&call.name);

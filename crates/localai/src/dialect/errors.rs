@@ -37,13 +37,16 @@ pub(crate) fn error_message(body: &[u8], redactions: &Redactions) -> String {
     }
 }
 
-/// The warning for a POST that failed before its response arrived.
+/// The warning for a POST that failed before its response arrived (counted: each call is one
+/// failed request).
 pub(crate) fn transport_warning(cause: &str, shown_url: &str) -> String {
+    crate::telemetry::model_http_error("transport");
     format!("LLM endpoint HTTP error: {cause} ({shown_url})")
 }
 
-/// The warning for a response whose body could not be read whole.
+/// The warning for a response whose body could not be read whole (counted, as above).
 pub(crate) fn unreadable_warning(cause: &str, shown_url: &str) -> String {
+    crate::telemetry::model_http_error("unreadable");
     format!("LLM endpoint HTTP error: the response could not be read: {cause} ({shown_url})")
 }
 
@@ -54,6 +57,7 @@ pub(crate) fn status_warning(
     shown_url: &str,
     redactions: &Redactions,
 ) -> String {
+    crate::telemetry::model_http_error(if status.is_server_error() { "5xx" } else { "4xx" });
     format!(
         "LLM endpoint returned HTTP {} {}: {} ({shown_url})",
         status.as_u16(),

@@ -35,6 +35,7 @@ pub(crate) fn redirect_warning(
     shown_url: &str,
     redactions: &Redactions,
 ) -> String {
+    crate::telemetry::model_http_error("redirect");
     let target = location
         .map(|location| {
             let quoted: String = redactions
