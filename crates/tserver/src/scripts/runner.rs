@@ -165,7 +165,8 @@ fn claim(shared: &Shared, name: &str, job: Job) -> Option<(Arc<Loaded>, Job)> {
 /// Runs `job`, then the pending runs as they come (each with the script as loaded then, so a
 /// change reaches the next run), then marks the script idle. Returns the first run.
 fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, job: Job) -> ScriptRun {
-    let first = run_and_record(shared, &loaded, &job);
+    let first = run_job(shared, &loaded, &job);
+    shared.ran(&loaded.stored.name, first.clone());
     loop {
         let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(next) = slot.pending.take() else {
@@ -176,12 +177,13 @@ fn run_until_idle(shared: &Shared, mut loaded: Arc<Loaded>, job: Job) -> ScriptR
         if let Some(current) = shared.loaded(&loaded.stored.name) {
             loaded = current;
         }
-        run_and_record(shared, &loaded, &next);
+        let run = run_job(shared, &loaded, &next);
+        shared.ran(&loaded.stored.name, run);
     }
 }
 
-/// Runs `job` of `loaded` on this thread and records how it went.
-fn run_and_record(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
+/// Runs `job` of `loaded` on this thread and says how it went (the caller records it).
+fn run_job(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
     let name = &loaded.stored.name;
     let started_at = SystemTime::now();
     tracing::debug!(script = %name, "script run starts");
@@ -200,14 +202,12 @@ fn run_and_record(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
     }
     let label = outcome_label(outcome.result.as_ref().err());
     metrics::counter!(crate::telemetry::SCRIPT_RUNS, "outcome" => label).increment(1);
-    let run = ScriptRun {
+    ScriptRun {
         started_at,
         duration: outcome.duration,
         outcome: label.to_owned(),
         error: outcome.result.err().map(|error| error.to_string()),
-    };
-    shared.ran(name, run.clone());
-    run
+    }
 }
 
 /// The recorded name of how a run ended.
