@@ -174,40 +174,62 @@ fn sample(scrape: &str, series: &str) -> Option<f64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// A tserver process of its own serving `solution` with HTTP (its recorder counts one test's
+/// calls and nothing else), and a token to scrape it with.
+struct ScrapedServer {
+    served: ServerProcess,
+    http: std::net::SocketAddr,
+    token: String,
+}
+
+impl ScrapedServer {
+    fn start(solution: &Solution, extra: &[&str]) -> Self {
+        let path = solution.path.to_str().expect("utf-8");
+        let token = admin(
+            &[
+                "tokens",
+                path,
+                "create",
+                "--user",
+                "guest",
+                "--name",
+                "prometheus",
+            ],
+            "",
+        )
+        .trim()
+        .to_owned();
+        let http = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|free| free.local_addr())
+            .expect("a free port");
+        let mut args = vec!["--http".to_owned(), http.to_string()];
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Self {
+            served: ServerProcess::start(&solution.path, &args, &[]),
+            http,
+            token,
+        }
+    }
+
+    /// `GET /metrics`, with the token or without: the status and the body.
+    async fn scrape(&self, with_token: bool) -> (u16, String) {
+        let mut request = reqwest::Client::new().get(format!("http://{}/metrics", self.http));
+        if with_token {
+            request = request.bearer_auth(&self.token);
+        }
+        let response = request.send().await.expect("answers");
+        (response.status().as_u16(), response.text().await.expect("a body"))
+    }
+}
+
 #[test]
 fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (_llm, solution) = demo_answering(&runtime, "Pump 1 runs.");
-    let path = solution.path.to_str().expect("utf-8");
-    let token = admin(
-        &[
-            "tokens",
-            path,
-            "create",
-            "--user",
-            "guest",
-            "--name",
-            "prometheus",
-        ],
-        "",
-    )
-    .trim()
-    .to_owned();
-    let http = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|free| free.local_addr())
-        .expect("a free port");
-    // A process of its own: its recorder counts this test's calls and nothing else.
-    let served = ServerProcess::start(&solution.path, &["--http", &http.to_string()], &[]);
-    let scrape = |with_token: bool| {
-        runtime.block_on(async {
-            let mut request = reqwest::Client::new().get(format!("http://{http}/metrics"));
-            if with_token {
-                request = request.bearer_auth(&token);
-            }
-            let response = request.send().await.expect("answers");
-            (response.status().as_u16(), response.text().await.expect("a body"))
-        })
-    };
+    let scraped = ScrapedServer::start(&solution, &[]);
+    let served = &scraped.served;
+    let scrape = |with_token: bool| runtime.block_on(scraped.scrape(with_token));
     let (_first, _second) = runtime.block_on(async {
         let first = Client::connect(served.addr, ClientOptions::default())
             .await
@@ -294,6 +316,137 @@ fn metrics_count_a_known_mix_of_calls_in_histograms_with_buckets() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_chat_turns_by_status_the_tool_cap_the_budget_and_coalesced_updates() {
+    let llm = ScriptedLlm::start([
+        // Two calls where the cap allows one, then the tool-less last chance's answer.
+        Reply::ToolCalls(vec![
+            (
+                "call_1".to_owned(),
+                "runtime_get_value".to_owned(),
+                r#"{"tag":"Pump1.MotorCurrent"}"#.to_owned(),
+            ),
+            (
+                "call_2".to_owned(),
+                "runtime_get_value".to_owned(),
+                r#"{"tag":"Pump1.FlowRate"}"#.to_owned(),
+            ),
+        ]),
+        Reply::text("Pump 1 runs."),
+        // Later than the turn's 1 s budget.
+        Reply::text("too late").after(Duration::from_secs(3)),
+    ])
+    .await
+    .expect("llm");
+    let solution = crate::operator_writes::solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8");
+    for (key, value) in [
+        ("URL", llm.url().as_str()),
+        ("ModelEnabled", "true"),
+        ("MaxToolDispatchesPerTurn", "1"),
+        ("TimeoutSeconds", "1"),
+    ] {
+        admin(&["settings", path, "set", key, value], "");
+    }
+    let scraped = ScrapedServer::start(&solution, &[]);
+    let client = Client::connect(scraped.served.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+
+    let capped: Value =
+        serde_json::from_str(&client.chat("How is Pump 1?").await.expect("answers")).expect("an envelope");
+    assert_eq!(capped["status"], "ok", "{capped}");
+    let late: Value =
+        serde_json::from_str(&client.chat("And now?").await.expect("answers")).expect("an envelope");
+    assert_eq!(late["status"], "truncated", "{late}");
+    admin(&["settings", path, "set", "ModelEnabled", "false"], "");
+    let refused: Value =
+        serde_json::from_str(&client.chat("Still there?").await.expect("answers")).expect("an envelope");
+    assert_eq!(refused["status"], "disabled", "{refused}");
+
+    // One subscription at 2 updates a second while Tank1.Level is written 30 times at once:
+    // the changes merge, and the frames' `skipped` counts are what the counter adds up.
+    let mut subscription = client
+        .subscribe(service_client::SubscribeRequest {
+            names: vec!["Tank1.Level".to_owned()],
+            max_rate: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("subscribes");
+    for level in 1..=30 {
+        let written = client
+            .write_tags(vec![service_client::TagWrite {
+                name: "Tank1.Level".to_owned(),
+                value: Some(service_client::WriteValue::Number(f64::from(level))),
+            }])
+            .await
+            .expect("writes");
+        assert_eq!(written[0].error, "", "{written:?}");
+    }
+    let (mut frames, mut skipped) = (0, 0);
+    loop {
+        let update = tokio::time::timeout(PATIENCE, subscription.next_update())
+            .await
+            .expect("an update in time")
+            .expect("the subscription lives");
+        frames += 1;
+        skipped += update.skipped;
+        if update
+            .readings
+            .iter()
+            .any(|reading| reading.value == Some(service_client::TagValue::Number(30.0)))
+        {
+            break;
+        }
+    }
+    assert!(skipped > 0, "30 writes at 2 updates a second merge");
+
+    let (status, text) = scraped.scrape(true).await;
+    assert_eq!(status, 200);
+    let count = |series: &str| sample(&text, series).unwrap_or_else(|| panic!("no {series} in:\n{text}"));
+    assert_eq!(count("tserver_chat_turns_total{status=\"ok\"}"), 1.0);
+    assert_eq!(count("tserver_chat_turns_total{status=\"truncated\"}"), 1.0);
+    assert_eq!(count("tserver_chat_turns_total{status=\"disabled\"}"), 1.0);
+    assert_eq!(count("tserver_chat_tool_cap_reached_total"), 1.0);
+    assert_eq!(
+        count("tserver_budget_exhausted_total{gen_ai_operation_name=\"chat\"}"),
+        1.0
+    );
+    assert_eq!(count("tserver_subscription_updates_total"), f64::from(frames));
+    #[expect(clippy::cast_precision_loss, reason = "a few dozen")]
+    let skipped = skipped as f64;
+    assert_eq!(count("tserver_subscription_updates_coalesced_total"), skipped);
+    assert_eq!(
+        count("tserver_calls_total{call=\"write_tags\",outcome=\"ok\"}"),
+        30.0
+    );
+    llm.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_with_metrics_off_records_nothing_and_says_so_at_metrics() {
+    let solution = Solution::demo();
+    let scraped = ScrapedServer::start(&solution, &["--metrics", "off"]);
+    let client = Client::connect(scraped.served.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    client.ping().await.expect("pongs");
+    let (status, text) = scraped.scrape(true).await;
+    assert_eq!(status, 404, "{text}");
+    assert_eq!(
+        text.trim(),
+        "metrics are off on this server (tserver serve --metrics off)"
+    );
+    assert_eq!(
+        get(scraped.http, "/healthz").await.0,
+        200,
+        "health is not a metric"
+    );
+}
+
 #[test]
 fn the_shipped_dashboard_reads_only_metrics_the_server_records() {
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/grafana-dashboard.json");
@@ -302,7 +455,7 @@ fn the_shipped_dashboard_reads_only_metrics_the_server_records() {
             .expect("JSON");
     let panels = dashboard["panels"].as_array().expect("panels");
     assert!(panels.len() >= 8, "{dashboard}");
-    let mut used = 0;
+    let mut used = std::collections::BTreeSet::new();
     for target in panels
         .iter()
         .flat_map(|panel| panel["targets"].as_array().into_iter().flatten())
@@ -319,8 +472,12 @@ fn the_shipped_dashboard_reads_only_metrics_the_server_records() {
                 tserver::telemetry::METRICS.contains(&name),
                 "{name} is not recorded by the server: {expr}"
             );
-            used += 1;
+            used.insert(name);
         }
     }
-    assert!(used >= tserver::telemetry::METRICS.len(), "{used} uses");
+    let unshown: Vec<&str> = tserver::telemetry::METRICS
+        .into_iter()
+        .filter(|name| !used.contains(name))
+        .collect();
+    assert!(unshown.is_empty(), "not on the dashboard: {unshown:?}");
 }

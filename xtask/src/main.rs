@@ -26,6 +26,7 @@ mod plant_bench;
 mod processes;
 mod reference;
 mod script_bench;
+mod server_cost;
 mod soak;
 
 const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR";

@@ -155,14 +155,17 @@ impl AtomicPath {
             _ => Usage::default(),
         };
         let envelope = match outcome {
-            Err(_) => Envelope::truncated(
-                "",
-                format!(
-                    "LLM POST wall-clock budget ({}) exceeded.",
-                    settings.timeout_label()
-                ),
-                started.elapsed().max(budget),
-            ),
+            Err(_) => {
+                crate::telemetry::budget_exhausted("atomic");
+                Envelope::truncated(
+                    "",
+                    format!(
+                        "LLM POST wall-clock budget ({}) exceeded.",
+                        settings.timeout_label()
+                    ),
+                    started.elapsed().max(budget),
+                )
+            }
             Ok(Err(warning)) => Envelope::error(warning, started.elapsed()),
             Ok(Ok(answer)) => Envelope::ok(answer.text, started.elapsed()).with_warnings(answer.warnings),
         };

@@ -188,21 +188,33 @@ impl LocalAi {
                 let max = Arc::clone(&self.max_envelope_bytes);
                 ChatTurn::Running(Box::pin(async move {
                     match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
-                        Ok(end) => ChatOutcome {
-                            envelope: Self::reply_json(&max, &end.envelope),
-                            usage: end.usage,
-                            model_requests: end.posts,
-                        },
-                        Err(_) => ChatOutcome {
-                            envelope: panicked(),
-                            usage: Usage::default(),
-                            model_requests: 0,
-                        },
+                        Ok(end) => {
+                            telemetry::chat_turn(end.envelope.status.as_str());
+                            ChatOutcome {
+                                envelope: Self::reply_json(&max, &end.envelope),
+                                usage: end.usage,
+                                model_requests: end.posts,
+                            }
+                        }
+                        Err(_) => {
+                            telemetry::chat_turn(Status::Error.as_str());
+                            ChatOutcome {
+                                envelope: panicked(),
+                                usage: Usage::default(),
+                                model_requests: 0,
+                            }
+                        }
                     }
                 }))
             }
-            Ok(Err(refused)) => ChatTurn::Answered(refused.to_json()),
-            Err(_) => ChatTurn::Answered(panicked()),
+            Ok(Err(refused)) => {
+                telemetry::chat_turn(refused.status.as_str());
+                ChatTurn::Answered(refused.to_json())
+            }
+            Err(_) => {
+                telemetry::chat_turn(Status::Error.as_str());
+                ChatTurn::Answered(panicked())
+            }
         }
     }
 

@@ -18,6 +18,13 @@ pub const TIME_TO_FIRST_CHUNK: &str = "gen_ai_client_operation_time_to_first_chu
 /// Runtime tool executions, by `tool` (a catalog name, or `unknown`), `caller` (`chat` for the
 /// assistant's own calls, `client` for the framed protocol and RuntimeMCP) and `outcome`.
 pub const TOOL_DURATION: &str = "tserver_tool_duration_seconds";
+/// Chat turns answered, by envelope `status`: every turn, those stopped at the gates (model
+/// disabled, query unreadable) included, which never reach [`OPERATION_DURATION`].
+pub const CHAT_TURNS: &str = "tserver_chat_turns_total";
+/// Chat turns whose model asked for more tool calls than `MaxToolDispatchesPerTurn` allows.
+pub const TOOL_CAP_REACHED: &str = "tserver_chat_tool_cap_reached_total";
+/// Operations cut short by their wall-clock budget, by `gen_ai_operation_name`.
+pub const BUDGET_EXHAUSTED: &str = "tserver_budget_exhausted_total";
 /// Model-server requests that failed, by `class`: `transport` (no response), `unreadable`
 /// (a body cut off), `redirect`, `4xx`, `5xx`.
 pub const MODEL_HTTP_ERRORS: &str = "tserver_model_http_errors_total";
@@ -45,6 +52,33 @@ pub fn describe() {
         "Runtime tool executions, by tool, caller (chat, client) and outcome"
     );
     describe_counter!(MODEL_HTTP_ERRORS, "Model-server requests that failed, by class");
+    describe_counter!(
+        CHAT_TURNS,
+        "Chat turns answered, by envelope status (gate refusals included)"
+    );
+    describe_counter!(
+        TOOL_CAP_REACHED,
+        "Chat turns whose model asked for more tool calls than the per-turn cap allows"
+    );
+    describe_counter!(
+        BUDGET_EXHAUSTED,
+        "Local AI operations cut short by their wall-clock budget, by operation"
+    );
+}
+
+/// Counts a chat turn answered with `status`.
+pub(crate) fn chat_turn(status: &'static str) {
+    counter!(CHAT_TURNS, "status" => status).increment(1);
+}
+
+/// Counts a chat turn that reached its tool-call cap.
+pub(crate) fn tool_cap_reached() {
+    counter!(TOOL_CAP_REACHED).increment(1);
+}
+
+/// Counts an operation (`chat`, `atomic`) its wall-clock budget cut short.
+pub(crate) fn budget_exhausted(operation: &'static str) {
+    counter!(BUDGET_EXHAUSTED, "gen_ai_operation_name" => operation).increment(1);
 }
 
 /// Records a runtime tool's execution: `tool` is a name from the catalog (never what a model

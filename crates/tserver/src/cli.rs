@@ -296,6 +296,10 @@ pub struct ServeArgs {
     /// setting (on in demo solutions).
     #[arg(long, value_name = "on|off", value_parser = parse_switch)]
     pub simulator: Option<bool>,
+    /// Record metrics for `/metrics` on the HTTP surface (`on`/`off`). Off, nothing is
+    /// recorded and `/metrics` answers 404.
+    #[arg(long, value_name = "on|off", value_parser = parse_switch, default_value = "on", action = clap::ArgAction::Set)]
+    pub metrics: bool,
 }
 
 fn parse_since(text: &str) -> Result<std::time::SystemTime, String> {
@@ -406,6 +410,7 @@ impl ServeArgs {
     /// The server limits these options describe.
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
         Ok(ServerConfig::default()
+            .with_metrics(self.metrics)
             .with_max_connections(self.max_connections)
             .with_max_unauthenticated(self.max_unauthenticated)
             .with_max_frame(self.max_frame_bytes)

@@ -27,6 +27,7 @@ pub struct ServerConfig {
     pub(crate) max_unauthenticated: usize,
     pub(crate) login_throttle: LoginThrottleConfig,
     pub(crate) transcripts: TranscriptBudget,
+    pub(crate) metrics: bool,
 }
 
 impl Default for ServerConfig {
@@ -45,11 +46,19 @@ impl Default for ServerConfig {
             max_unauthenticated: 256,
             login_throttle: LoginThrottleConfig::default(),
             transcripts: TranscriptBudget::default(),
+            metrics: true,
         }
     }
 }
 
 impl ServerConfig {
+    /// Whether the process's metrics recorder is installed (what `/metrics` serves). Off, every
+    /// metric is dropped where it is recorded and `/metrics` answers 404. Default on.
+    pub fn with_metrics(mut self, on: bool) -> Self {
+        self.metrics = on;
+        self
+    }
+
     /// Largest protobuf body of one frame, both directions. Default 1 MiB; at least 4 KiB
     /// (smaller values are raised), so a reply envelope always has room to say what it cut.
     pub fn with_max_frame(mut self, bytes: usize) -> Self {

@@ -84,7 +84,9 @@ impl Accepting {
 impl Server {
     /// A server for `runtime` with `config`'s limits.
     pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
-        crate::telemetry::recorder();
+        if config.metrics {
+            crate::telemetry::recorder();
+        }
         // A chat reply's envelope must fit the frame it is sent in, whatever the model said.
         runtime
             .local_ai()

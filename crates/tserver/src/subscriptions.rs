@@ -328,6 +328,10 @@ impl Subscription {
             if readings.is_empty() && alarms.is_empty() {
                 continue;
             }
+            metrics::counter!(crate::telemetry::SUBSCRIPTION_UPDATES).increment(1);
+            if skipped > 0 {
+                metrics::counter!(crate::telemetry::SUBSCRIPTION_COALESCED).increment(skipped);
+            }
             let frame = ServerFrame {
                 call_id: self.call_id,
                 body: Some(server_frame::Body::TagUpdate(TagUpdate {

@@ -31,8 +31,13 @@ pub(crate) const MQTT_MESSAGES: &str = "tserver_mqtt_messages_total";
 /// MQTT messages refused, by `kind` (`bad_payload`, `wrong_type`, ...: the source's error kinds).
 pub(crate) const MQTT_REFUSED: &str = "tserver_mqtt_refused_messages_total";
 
+/// `TagUpdate` frames sent to subscribed panels.
+pub(crate) const SUBSCRIPTION_UPDATES: &str = "tserver_subscription_updates_total";
+/// Tag changes merged into a later `TagUpdate` (latest value wins) instead of sent alone.
+pub(crate) const SUBSCRIPTION_COALESCED: &str = "tserver_subscription_updates_coalesced_total";
+
 /// Every metric the server and its assistant record, by name (what dashboards may use).
-pub const METRICS: [&str; 13] = [
+pub const METRICS: [&str; 18] = [
     CONNECTIONS_OPEN,
     CONNECTIONS_REFUSED,
     LOGINS,
@@ -41,6 +46,11 @@ pub const METRICS: [&str; 13] = [
     MCP_CALLS,
     MQTT_MESSAGES,
     MQTT_REFUSED,
+    SUBSCRIPTION_UPDATES,
+    SUBSCRIPTION_COALESCED,
+    localai::telemetry::CHAT_TURNS,
+    localai::telemetry::TOOL_CAP_REACHED,
+    localai::telemetry::BUDGET_EXHAUSTED,
     localai::telemetry::OPERATION_DURATION,
     localai::telemetry::TOKEN_USAGE,
     localai::telemetry::TIME_TO_FIRST_CHUNK,
@@ -76,7 +86,8 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the process's recorder, once (later calls return the same handle). `None` when
-/// another recorder was installed first: metrics then go there, and `/metrics` says so.
+/// another recorder was installed first: metrics then go there, and `/metrics` says so. Until
+/// it is called, metrics are dropped where they are recorded (the facade's no-op recorder).
 pub fn recorder() -> Option<&'static PrometheusHandle> {
     HANDLE.get_or_init(install).as_ref()
 }
@@ -122,18 +133,25 @@ fn describe() {
         MQTT_REFUSED,
         "MQTT messages refused (unreadable payload, wrong type...), by kind"
     );
+    describe_counter!(SUBSCRIPTION_UPDATES, "Tag updates sent to subscribed panels");
+    describe_counter!(
+        SUBSCRIPTION_COALESCED,
+        "Tag changes merged into a later update (latest value wins) instead of sent alone"
+    );
     localai::telemetry::describe();
 }
 
-/// The Prometheus text of every metric now.
-pub fn render() -> String {
-    recorder().map_or_else(
+/// The Prometheus text of every metric now; `None` when no recorder was installed (a server
+/// started with metrics off).
+pub fn render() -> Option<String> {
+    let installed = HANDLE.get()?;
+    Some(installed.as_ref().map_or_else(
         || "# another metrics recorder was installed first: its own exporter has the metrics\n".to_owned(),
         |handle| {
             handle.run_upkeep();
             handle.render()
         },
-    )
+    ))
 }
 
 /// Counts a connection open while it lives.

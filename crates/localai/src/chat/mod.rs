@@ -408,6 +408,12 @@ impl ChatPath {
                 };
             }
         };
+        if matches!(
+            outcome,
+            Some(Ok(Ok(LoopEnd::CapThenAnswer(_) | LoopEnd::CapWithoutAnswer)))
+        ) {
+            crate::telemetry::tool_cap_reached();
+        }
         let envelope = match outcome {
             None => {
                 turn.partial = turn.text_cut_short();
@@ -444,6 +450,7 @@ impl ChatPath {
                 Envelope::error(warning, started.elapsed())
             }
             Some(Err(_)) => {
+                crate::telemetry::budget_exhausted("chat");
                 turn.partial = turn.text_cut_short();
                 keep_valid_prefix(transcript, &mut turn);
                 Envelope::truncated(

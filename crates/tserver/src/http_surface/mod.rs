@@ -110,15 +110,25 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
 }
 
-/// `/metrics`: every metric in Prometheus's text format (any valid token may scrape).
-async fn metrics_text() -> impl axum::response::IntoResponse {
-    (
-        [(
-            http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        crate::telemetry::render(),
-    )
+/// `/metrics`: every metric in Prometheus's text format (any valid token may scrape); 404
+/// from a server started with `--metrics off`.
+async fn metrics_text() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match crate::telemetry::render() {
+        Some(text) => (
+            [(
+                http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        None => (
+            http::StatusCode::NOT_FOUND,
+            "metrics are off on this server (tserver serve --metrics off)\n",
+        )
+            .into_response(),
+    }
 }
 
 /// The origins of pages on the allowed hosts, any port, http or https.
