@@ -76,7 +76,7 @@ const FULL: Plan = Plan {
         trivial_scripts: 4,
         seconds: 3.0,
     },
-    cost_calls: 300_000,
+    cost_calls: 200_000,
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -395,7 +395,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         xtask_build.push("--release");
     }
     crate::cargo(&xtask_build)?;
-    let (_reference, reference_addr) = start_announcing(
+    let (reference_server, reference_addr) = start_announcing(
         "reference server",
         Command::new(bin.join("xtask")).args(["reference-server", "127.0.0.1:0"]),
     )?;
@@ -527,10 +527,27 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         addr: &unmetered_addr,
         pid: unmetered.pid(),
     };
+    // The reference server's CPU per ping says how fast this machine is today.
+    let reference_cpu = server_cost::cpu_per_call(
+        &bench,
+        Measured {
+            addr: &bench.reference_addr,
+            pid: reference_server.pid(),
+        },
+        "ping",
+        plan.cost_calls,
+    )?;
+    eprintln!(
+        "{:<28} {:>9.0} calls/s  reference CPU {:>5.1} us/call",
+        "reference ping c=16 (CPU)",
+        reference_cpu.calls_per_second(),
+        reference_cpu.cpu_us_per_call()
+    );
     let mut costs = serde_json::Map::new();
+    costs.insert("reference ping".to_owned(), reference_cpu.to_json());
     for (scenario, name) in [("ping", "ping"), ("chat", "chat gate")] {
         let cost =
-            server_cost::metrics_cost(&bench, scenario, plan.cost_calls, metered, unmetered_server, 2)?;
+            server_cost::metrics_cost(&bench, scenario, plan.cost_calls, metered, unmetered_server, 4)?;
         eprintln!(
             "{:<28} {:>9.0} vs {:>9.0} calls/s metrics on/off = {:.3}x  tserver CPU {:>5.1} vs {:>5.1} us/call",
             format!("tserver {name} c=16"),
@@ -578,7 +595,8 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     verdicts.push(Verdict {
         what: "tserver CPU per 1-tool turn, 64 in flight".to_owned(),
         measured: format!(
-            "{cpu_per_tool_turn:.1} us ({:.0} turns/s, {} errors)",
+            "{cpu_per_tool_turn:.1} us = {:.1} reference pings ({:.0} turns/s, {} errors)",
+            cpu_per_tool_turn / reference_cpu.cpu_us_per_call(),
             rps(&tool.report),
             error_count(&tool.report)
         ),

@@ -39,7 +39,7 @@ impl Spent {
         self.errors
     }
 
-    fn to_json(self) -> Value {
+    pub(crate) fn to_json(self) -> Value {
         json!({"calls": self.calls, "callsPerSecond": self.calls_per_second(),
                "cpuUsPerCall": self.cpu_us_per_call(), "errors": self.errors})
     }
@@ -57,6 +57,24 @@ fn measure(bench: &Bench, server: Measured<'_>, args: &[&str], spent: &mut Spent
     spent.cpu_seconds += after - before;
     spent.errors += crate::bench::error_count(&report);
     Ok(report)
+}
+
+/// `scenario` at 16 connections, `calls` calls, on `server` alone: what it spends per call.
+pub(crate) fn cpu_per_call(
+    bench: &Bench,
+    server: Measured<'_>,
+    scenario: &str,
+    calls: u64,
+) -> anyhow::Result<Spent> {
+    let calls = calls.to_string();
+    let mut spent = Spent::default();
+    measure(
+        bench,
+        server,
+        &[scenario, "-c", "16", "-n", &calls, "--warmup", "0s"],
+        &mut spent,
+    )?;
+    Ok(spent)
 }
 
 /// One scenario on the server with metrics and on the one without, alternated over `rounds`
