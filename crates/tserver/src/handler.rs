@@ -83,6 +83,15 @@ async fn seat_evicted(seat: &Option<Seat>) {
     }
 }
 
+/// Waits for the users table to change, and hands the receiver back for the next wait with
+/// whether the table can still change.
+async fn users_changed(
+    mut users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
+) -> (tokio::sync::watch::Receiver<Arc<UserFingerprints>>, bool) {
+    let open = users.changed().await.is_ok();
+    (users, open)
+}
+
 /// The next reply of a call running in a task; pending while no call has run in one.
 async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
     match replies {
@@ -278,6 +287,13 @@ impl Handler {
 
     async fn serve(&mut self) -> Close {
         let mut deadline = pin!(sleep_until(self.next_deadline()));
+        // Made once and polled again on every turn of the loop: a fresh `cancelled()` or
+        // `changed()` each turn would register with (and leave) its token's or channel's
+        // waiter list at every frame.
+        let mut hard_stop = pin!(self.hard_stop.clone().cancelled_owned());
+        let mut shutdown = pin!(self.shutdown.clone().cancelled_owned());
+        let mut users_change = pin!(users_changed(self.users.clone()));
+        let mut users_open = true;
         loop {
             if self.draining && self.calls_in_flight() == 0 {
                 // Calls that already arrived are answered too, so none goes unanswered.
@@ -299,13 +315,15 @@ impl Handler {
             }
             tokio::select! {
                 biased;
-                () = self.hard_stop.cancelled() => return Close::HardStop,
+                () = &mut hard_stop => return Close::HardStop,
                 () = seat_evicted(&self.seat) => return Close::Evicted,
-                () = self.shutdown.cancelled(), if !self.draining => {
+                () = &mut shutdown, if !self.draining => {
                     self.draining = true;
                 }
-                Ok(()) = self.users.changed(), if self.context.login.is_some() => {
-                    let users = Arc::clone(&self.users.borrow_and_update());
+                (mut receiver, open) = &mut users_change, if users_open && self.context.login.is_some() => {
+                    users_open = open;
+                    let users = Arc::clone(&receiver.borrow_and_update());
+                    users_change.set(users_changed(receiver));
                     if let Some(login) = &self.context.login {
                         let standing = self.shared.auth.recheck(login, &users);
                         if standing != LoginStanding::Valid {
@@ -409,7 +427,7 @@ impl Handler {
         }
         let Some(user) = self.context.login.as_ref().map(|login| Arc::clone(&login.name)) else {
             if let client_frame::Body::Hello(hello) = &body {
-                return self.hello(call_id, hello).await;
+                return Box::pin(self.hello(call_id, hello)).await;
             }
             self.answer(error_frame(
                 call_id,
@@ -420,7 +438,7 @@ impl Handler {
             return Ok(None);
         };
         match body {
-            client_frame::Body::Hello(hello) => return self.hello(call_id, &hello).await,
+            client_frame::Body::Hello(hello) => return Box::pin(self.hello(call_id, &hello)).await,
             client_frame::Body::Ping(ping) => self.answer_call(kind, call_id, cmd::ping::apply(ping)).await?,
             client_frame::Body::Logout(_) => {
                 if self.log_budget.allow() {
@@ -459,19 +477,23 @@ impl Handler {
                         self.streams.close(call_id);
                         self.answer_call(kind, call_id, body).await?;
                     }
-                    cmd::chat::ChatCall::Running(turn) => {
-                        if self.spawn_call(call_id, "chat", turn).await? {
+                    cmd::chat::ChatCall::Running(turn) => match self.start_call(call_id, "chat", turn) {
+                        Ok(()) => {
                             self.running.insert(call_id, cancel);
-                        } else {
-                            self.streams.close(call_id);
                         }
-                    }
+                        Err(busy) => {
+                            self.streams.close(call_id);
+                            self.answer(busy).await?;
+                        }
+                    },
                 }
             }
             client_frame::Body::WriteTags(request) => {
                 match cmd::write_tags::apply(request, &self.context, &self.shared.runtime) {
                     Ok(call) => {
-                        self.spawn_call(call_id, "write_tags", call).await?;
+                        if let Err(busy) = self.start_call(call_id, "write_tags", call) {
+                            self.answer(busy).await?;
+                        }
                     }
                     Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
                 }
@@ -479,7 +501,9 @@ impl Handler {
             client_frame::Body::AcknowledgeAlarm(request) => {
                 match cmd::acknowledge_alarm::apply(request, &self.context, &self.shared.runtime) {
                     Ok(call) => {
-                        self.spawn_call(call_id, "acknowledge_alarm", call).await?;
+                        if let Err(busy) = self.start_call(call_id, "acknowledge_alarm", call) {
+                            self.answer(busy).await?;
+                        }
                     }
                     Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
                 }
@@ -508,7 +532,9 @@ impl Handler {
             }
             client_frame::Body::CallTool(request) => {
                 let call = cmd::call_tool::apply(request, &self.shared.runtime);
-                self.spawn_call(call_id, "call_tool", call).await?;
+                if let Err(busy) = self.start_call(call_id, "call_tool", call) {
+                    self.answer(busy).await?;
+                }
             }
         }
         Ok(None)
@@ -544,14 +570,10 @@ impl Handler {
         }
     }
 
-    /// Runs a call in its own task under the in-flight cap; past the cap, answers `busy`.
-    /// Returns whether the call runs.
-    async fn spawn_call<F>(
-        &mut self,
-        call_id: u64,
-        call: &'static str,
-        work: F,
-    ) -> Result<bool, crate::connection::WriteError>
+    /// Spawns `work` as call `call_id`'s task, or gives back the `busy` refusal to answer.
+    /// Not async: `work` (a large future for some calls) is moved into its task at once and
+    /// never held in the connection's own future, which stays small for every call.
+    fn start_call<F>(&mut self, call_id: u64, call: &'static str, work: F) -> Result<(), ServerFrame>
     where
         F: Future<Output = server_frame::Body> + Send + 'static,
     {
@@ -560,9 +582,7 @@ impl Handler {
                 "too many calls in flight on this connection (limit {})",
                 self.shared.config.max_calls_in_flight
             );
-            self.answer(error_frame(call_id, ErrorCode::Busy, message))
-                .await?;
-            return Ok(false);
+            return Err(error_frame(call_id, ErrorCode::Busy, message));
         };
         let cap = self.shared.config.max_calls_in_flight;
         let (replies, _) = self.replies.get_or_insert_with(|| mpsc::channel(cap));
@@ -585,7 +605,7 @@ impl Handler {
             }
             .instrument(span),
         );
-        Ok(true)
+        Ok(())
     }
 
     /// Answers call `call_id` (a `kind` call) with `body` at once, counting it.
@@ -655,6 +675,22 @@ impl Handler {
     }
 }
 
+/// Every name [`call_kind`] gives.
+pub(crate) const CALL_KINDS: [&str; 12] = [
+    "hello",
+    "ping",
+    "logout",
+    "read_tags",
+    "chat",
+    "write_tags",
+    "acknowledge_alarm",
+    "subscribe",
+    "unsubscribe",
+    "cancel",
+    "list_tools",
+    "call_tool",
+];
+
 /// The name a call is counted under.
 fn call_kind(body: &client_frame::Body) -> &'static str {
     match body {
@@ -670,5 +706,35 @@ fn call_kind(body: &client_frame::Body) -> &'static str {
         client_frame::Body::Cancel(_) => "cancel",
         client_frame::Body::ListTools(_) => "list_tools",
         client_frame::Body::CallTool(_) => "call_tool",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tserver_proto::v1::{
+        AcknowledgeAlarmRequest, CallToolRequest, Cancel, ChatRequest, Hello, ListToolsRequest, Logout, Ping,
+        ReadTagsRequest, SubscribeRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
+    };
+
+    use super::{CALL_KINDS, call_kind};
+
+    #[test]
+    fn every_call_kind_is_listed_for_its_counter() {
+        let bodies = [
+            Body::Hello(Hello::default()),
+            Body::Ping(Ping::default()),
+            Body::Logout(Logout::default()),
+            Body::ReadTags(ReadTagsRequest::default()),
+            Body::Chat(ChatRequest::default()),
+            Body::WriteTags(WriteTagsRequest::default()),
+            Body::AcknowledgeAlarm(AcknowledgeAlarmRequest::default()),
+            Body::Subscribe(SubscribeRequest::default()),
+            Body::Unsubscribe(UnsubscribeRequest::default()),
+            Body::Cancel(Cancel::default()),
+            Body::ListTools(ListToolsRequest::default()),
+            Body::CallTool(CallToolRequest::default()),
+        ];
+        let kinds: Vec<&str> = bodies.iter().map(call_kind).collect();
+        assert_eq!(kinds, CALL_KINDS);
     }
 }
