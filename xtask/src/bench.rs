@@ -546,8 +546,14 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     let mut costs = serde_json::Map::new();
     costs.insert("reference ping".to_owned(), reference_cpu.to_json());
     for (scenario, name) in [("ping", "ping"), ("chat", "chat gate")] {
-        let cost =
-            server_cost::metrics_cost(&bench, scenario, plan.cost_calls, metered, unmetered_server, 4)?;
+        let cost = server_cost::metrics_cost(
+            &bench,
+            scenario,
+            plan.cost_calls / 2,
+            metered,
+            unmetered_server,
+            8,
+        )?;
         eprintln!(
             "{:<28} {:>9.0} vs {:>9.0} calls/s metrics on/off = {:.3}x  tserver CPU {:>5.1} vs {:>5.1} us/call",
             format!("tserver {name} c=16"),
@@ -560,7 +566,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         verdicts.push(Verdict {
             what: format!("{name} calls/s with metrics vs without, 16 connections"),
             measured: format!(
-                "{:.0} vs {:.0} = {:.3}x (tserver CPU {:.1} vs {:.1} us per call)",
+                "{:.0} vs {:.0}, median of 8 paired rounds {:.3}x (tserver CPU {:.1} vs {:.1} us per call)",
                 cost.on.calls_per_second(),
                 cost.off.calls_per_second(),
                 cost.ratio(),

@@ -39,6 +39,13 @@ impl Spent {
         self.errors
     }
 
+    fn add(&mut self, other: Self) {
+        self.calls += other.calls;
+        self.seconds += other.seconds;
+        self.cpu_seconds += other.cpu_seconds;
+        self.errors += other.errors;
+    }
+
     pub(crate) fn to_json(self) -> Value {
         json!({"calls": self.calls, "callsPerSecond": self.calls_per_second(),
                "cpuUsPerCall": self.cpu_us_per_call(), "errors": self.errors})
@@ -77,21 +84,32 @@ pub(crate) fn cpu_per_call(
     Ok(spent)
 }
 
-/// One scenario on the server with metrics and on the one without, alternated over `rounds`
-/// (each round in the other order) so that a drift of the machine's speed falls on both.
+/// One scenario on the server with metrics and on the one without, alternated over rounds
+/// (each round in the other order). This VM's speed drifts by several percent within seconds,
+/// more than the metrics cost, so the verdict is the median of each round's own ratio (two
+/// runs seconds apart), not the ratio of the sums.
 pub(crate) struct MetricsCost {
     pub(crate) on: Spent,
     pub(crate) off: Spent,
+    /// Each round's calls/s with metrics over calls/s without.
+    round_ratios: Vec<f64>,
 }
 
 impl MetricsCost {
-    /// Throughput with metrics as a fraction of throughput without.
+    /// Throughput with metrics as a fraction of throughput without: the median round.
     pub(crate) fn ratio(&self) -> f64 {
-        self.on.calls_per_second() / self.off.calls_per_second().max(f64::MIN_POSITIVE)
+        let mut ratios = self.round_ratios.clone();
+        ratios.sort_by(f64::total_cmp);
+        match ratios.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => ratios[n / 2],
+            n => f64::midpoint(ratios[n / 2 - 1], ratios[n / 2]),
+        }
     }
 
     pub(crate) fn to_json(&self) -> Value {
-        json!({"metricsOn": self.on.to_json(), "metricsOff": self.off.to_json(), "ratio": self.ratio()})
+        json!({"metricsOn": self.on.to_json(), "metricsOff": self.off.to_json(),
+               "roundRatios": self.round_ratios, "medianRatio": self.ratio()})
     }
 }
 
@@ -110,15 +128,22 @@ pub(crate) fn metrics_cost(
     let mut cost = MetricsCost {
         on: Spent::default(),
         off: Spent::default(),
+        round_ratios: Vec::with_capacity(rounds),
     };
     for round in 0..rounds {
-        let mut order = [(on, &mut cost.on), (off, &mut cost.off)];
+        let mut on_round = Spent::default();
+        let mut off_round = Spent::default();
+        let mut order = [(on, &mut on_round), (off, &mut off_round)];
         if round % 2 == 1 {
             order.reverse();
         }
         for (server, spent) in order {
             measure(bench, server, &args, spent)?;
         }
+        cost.round_ratios
+            .push(on_round.calls_per_second() / off_round.calls_per_second().max(f64::MIN_POSITIVE));
+        cost.on.add(on_round);
+        cost.off.add(off_round);
     }
     Ok(cost)
 }
