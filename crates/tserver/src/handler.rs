@@ -427,6 +427,8 @@ impl Handler {
         }
         let Some(user) = self.context.login.as_ref().map(|login| Arc::clone(&login.name)) else {
             if let client_frame::Body::Hello(hello) = &body {
+                // Boxed, as below: a login's future is large and rare, and every call's
+                // dispatch future would carry room for it.
                 return Box::pin(self.hello(call_id, hello)).await;
             }
             self.answer(error_frame(
