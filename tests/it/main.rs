@@ -7,6 +7,7 @@ mod chat;
 mod chat_gate;
 mod demo;
 mod envelope_limit;
+mod failover;
 mod fault_matrix;
 mod log_bounds;
 mod login_limits;

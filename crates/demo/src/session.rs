@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use scripted_llm::ScriptedLlm;
-use service_client::{Client, ClientOptions, Envelope};
+use service_client::{ClientOptions, Envelope, FailoverClient};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tserver::solution::{SettingKey, SolutionDb};
@@ -184,8 +184,8 @@ async fn chat(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> anyhow::Result<DemoReport> {
-    let client = Client::connect(
-        addr,
+    let client = FailoverClient::connect(
+        &[addr.to_string()],
         ClientOptions {
             client_name: format!("tserver-demo {}", env!("CARGO_PKG_VERSION")),
             ..ClientOptions::default()
@@ -210,7 +210,7 @@ async fn chat(
 }
 
 async fn ask(
-    client: &Client,
+    client: &FailoverClient,
     question: &str,
     stream: bool,
     report: &mut DemoReport,

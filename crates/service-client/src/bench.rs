@@ -322,6 +322,8 @@ fn error_kind(error: &ClientError) -> String {
     match error {
         ClientError::Connect { .. } => "connect".to_owned(),
         ClientError::ConnectTimeout { .. } => "connect_timeout".to_owned(),
+        ClientError::NoAddress => "no_address".to_owned(),
+        ClientError::Unreachable { .. } => "unreachable".to_owned(),
         ClientError::Tls { .. } => "tls".to_owned(),
         ClientError::LoginRefused { .. } => "login_refused".to_owned(),
         ClientError::Server { code, .. } => format!("server_{}", code.as_str_name().to_lowercase()),

@@ -12,13 +12,15 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
-use crate::{ChatEvent, Client, ClientOptions, Envelope, ToolStatus};
+use crate::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
 #[derive(Debug, Parser)]
 #[command(name = "tclient", version, about)]
 pub struct Cli {
-    /// The server address.
+    /// The server address, or several separated by commas (`a:3101,b:3101`): the client
+    /// uses the first that answers and moves to the next when its server goes away, logging in
+    /// and subscribing again there.
     #[arg(long, default_value = "127.0.0.1:3101", global = true)]
     pub addr: String,
     /// The user to log in as.
@@ -221,9 +223,16 @@ pub async fn run(
         tls,
         ..ClientOptions::default()
     };
+    let addrs = server_addrs(&cli.addr)?;
     if let Command::Bench(args) = &cli.command {
+        let [addr] = addrs.as_slice() else {
+            bail!(
+                "tclient bench measures one server: give one --addr, not {:?}",
+                cli.addr
+            );
+        };
         let target = Target {
-            addr: cli.addr.clone(),
+            addr: addr.clone(),
             user: cli.user.clone(),
             password,
             options,
@@ -234,7 +243,7 @@ pub async fn run(
         }
         return Ok(());
     }
-    let client = Client::connect(cli.addr.as_str(), options).await?;
+    let client = FailoverClient::connect(&addrs, options).await?;
     client.login(&cli.user, &password).await?;
     let stream = terminals.output && !cli.no_stream;
 
@@ -244,7 +253,7 @@ pub async fn run(
             writeln!(
                 output,
                 "pong from {} in {:.3} ms",
-                cli.addr,
+                client.current_addr().unwrap_or(&cli.addr),
                 round_trip.as_secs_f64() * 1000.0
             )?;
         }
@@ -357,6 +366,19 @@ pub async fn run(
     Ok(())
 }
 
+/// The addresses of `--addr`: one, or several separated by commas.
+fn server_addrs(list: &str) -> anyhow::Result<Vec<String>> {
+    let addrs: Vec<String> = list.split(',').map(|addr| addr.trim().to_owned()).collect();
+    if let Some(position) = addrs.iter().position(String::is_empty) {
+        bail!(
+            "--addr {list:?}: address {} of {} is empty (give host:port, or several separated by commas)",
+            position + 1,
+            addrs.len()
+        );
+    }
+    Ok(addrs)
+}
+
 /// One reading as a line: `name = value unit (quality)`, or `name: error`.
 fn describe_reading(reading: &crate::TagReading) -> String {
     if !reading.error.is_empty() {
@@ -385,7 +407,7 @@ fn describe_reading(reading: &crate::TagReading) -> String {
 /// `tags watch`: one subscription for the items that are tags, one per item that is a folder;
 /// prints the current readings, then every update as it comes.
 async fn watch_tags(
-    client: &Client,
+    client: &FailoverClient,
     items: &[String],
     deadband: f64,
     rate: u32,
@@ -458,7 +480,11 @@ async fn watch_tags(
 /// `tags write NAME=VALUE...`: each value is read as its tag's type (read first), so `75` goes
 /// to a number tag as a number and to a text tag as text. Fails when any write was refused,
 /// after printing every outcome.
-async fn write_tags(client: &Client, assignments: &[String], output: &mut dyn Write) -> anyhow::Result<()> {
+async fn write_tags(
+    client: &FailoverClient,
+    assignments: &[String],
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
     let mut pairs = Vec::with_capacity(assignments.len());
     let mut arguments = assignments.iter();
     while let Some(argument) = arguments.next() {
@@ -519,7 +545,7 @@ async fn write_tags(client: &Client, assignments: &[String], output: &mut dyn Wr
 /// readably (with `stream`, the answer as it arrives), until an empty line or the end of input.
 /// Returns the envelopes received.
 pub async fn chat_interactively(
-    client: &Client,
+    client: &FailoverClient,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
     stream: bool,
@@ -555,7 +581,11 @@ fn parse_envelope(json: &str) -> anyhow::Result<Envelope> {
 /// One chat turn printed for a person as it happens: each tool dispatch as it starts and
 /// ends, the answer as the model writes it, then (from the envelope) the answer again if it
 /// is not what streamed, the warnings, status and latency. Returns the envelope.
-pub async fn chat_streamed(client: &Client, query: &str, output: &mut dyn Write) -> anyhow::Result<Envelope> {
+pub async fn chat_streamed(
+    client: &FailoverClient,
+    query: &str,
+    output: &mut dyn Write,
+) -> anyhow::Result<Envelope> {
     let mut stream = client.chat_stream(query).await?;
     // The answer text printed since the last tool dispatch, and whether a line is open.
     let mut streamed = String::new();

@@ -13,6 +13,7 @@ use futures::{SinkExt, StreamExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, CallToolReply, CallToolRequest, Cancel, ChatReply, ChatRequest, ClientFrame,
     ErrorCode, Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
@@ -92,6 +93,8 @@ struct Shared {
     subscribed: Subscribed,
     next_call_id: AtomicU64,
     close_reason: OnceLock<CloseReason>,
+    /// Cancelled once the connection has ended and every waiting call has been told.
+    closed: CancellationToken,
     client_name: String,
 }
 
@@ -168,6 +171,7 @@ impl Client {
             subscribed: Mutex::new(HashMap::new()),
             next_call_id: AtomicU64::new(1),
             close_reason: OnceLock::new(),
+            closed: CancellationToken::new(),
             client_name: options.client_name,
         });
         tokio::spawn(drive(framed, requests, Arc::clone(&shared)));
@@ -336,9 +340,25 @@ impl Client {
     /// `max_rate` a second). Updates the application has not read yet are held in memory.
     pub async fn subscribe(&self, request: SubscribeRequest) -> Result<TagSubscription, ClientError> {
         let (sender, updates) = mpsc::unbounded_channel();
+        let (call_id, initial) = self.subscribe_into(request, sender).await?;
+        Ok(TagSubscription {
+            call_id,
+            initial,
+            updates,
+            client: self.clone(),
+        })
+    }
+
+    /// Subscribes with the updates going to `updates`; returns the subscription's id and its
+    /// initial readings.
+    pub(crate) async fn subscribe_into(
+        &self,
+        request: SubscribeRequest,
+        updates: mpsc::UnboundedSender<TagUpdate>,
+    ) -> Result<(u64, SubscribeReply), ClientError> {
         let call_id = self.shared.next_call_id.fetch_add(1, Ordering::Relaxed);
         // Registered before the call goes out: the first update may follow the reply at once.
-        lock_subscribed(&self.shared.subscribed).insert(call_id, sender);
+        lock_subscribed(&self.shared.subscribed).insert(call_id, updates);
         let (slot, reply) = oneshot::channel();
         self.pending().insert(
             call_id,
@@ -363,12 +383,7 @@ impl Client {
             pending.reply().await
         };
         match answer {
-            Ok(server_frame::Body::Subscribe(initial)) => Ok(TagSubscription {
-                call_id,
-                initial,
-                updates,
-                client: self.clone(),
-            }),
+            Ok(server_frame::Body::Subscribe(initial)) => Ok((call_id, initial)),
             other => {
                 lock_subscribed(&self.shared.subscribed).remove(&call_id);
                 match other {
@@ -378,6 +393,22 @@ impl Client {
                     }),
                 }
             }
+        }
+    }
+
+    /// Stops the subscription `id` of this connection; whether the server still had it.
+    pub(crate) async fn unsubscribe_id(&self, id: u64) -> Result<bool, ClientError> {
+        lock_subscribed(&self.shared.subscribed).remove(&id);
+        match self
+            .call(client_frame::Body::Unsubscribe(UnsubscribeRequest {
+                subscription: id,
+            }))
+            .await?
+        {
+            server_frame::Body::Unsubscribe(reply) => Ok(reply.unsubscribed),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "UnsubscribeReply",
+            }),
         }
     }
 
@@ -480,6 +511,17 @@ impl Client {
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.shared.close_reason.get().cloned()
     }
+
+    /// Waits until the connection has ended ([`close_reason`](Self::close_reason) then says
+    /// why).
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await;
+    }
+
+    /// Cancelled when the connection ends; holding it does not keep the connection open.
+    pub(crate) fn closed_signal(&self) -> CancellationToken {
+        self.shared.closed.clone()
+    }
 }
 
 /// A call sent and not yet answered. Its call timeout starts at [`PendingCall::reply`]. Dropped
@@ -561,19 +603,7 @@ impl TagSubscription {
 
     /// Stops the subscription; whether the server still had it.
     pub async fn unsubscribe(self) -> Result<bool, ClientError> {
-        lock_subscribed(&self.client.shared.subscribed).remove(&self.call_id);
-        match self
-            .client
-            .call(client_frame::Body::Unsubscribe(UnsubscribeRequest {
-                subscription: self.call_id,
-            }))
-            .await?
-        {
-            server_frame::Body::Unsubscribe(reply) => Ok(reply.unsubscribed),
-            _ => Err(ClientError::UnexpectedReply {
-                expected: "UnsubscribeReply",
-            }),
-        }
+        self.client.unsubscribe_id(self.call_id).await
     }
 }
 
@@ -733,6 +763,7 @@ async fn drive(
     lock(&shared.pending).clear();
     // Subscribers see the end: their streams return `None`.
     lock_subscribed(&shared.subscribed).clear();
+    shared.closed.cancel();
 }
 
 #[cfg(test)]

@@ -98,6 +98,15 @@ pub enum ClientError {
         /// The reply kind expected.
         expected: &'static str,
     },
+    /// A [`FailoverClient`](crate::FailoverClient) was given no address.
+    #[error("no server address given")]
+    NoAddress,
+    /// No server address answered (each with why), or none in time after a failover.
+    #[error("no server reachable: {tried}")]
+    Unreachable {
+        /// The addresses tried, with why each failed.
+        tried: String,
+    },
     /// A chat reply was not a valid Local AI envelope.
     #[error("the chat reply is not a valid envelope: {0}")]
     InvalidEnvelope(#[from] serde_json::Error),

@@ -25,11 +25,13 @@ pub mod cli;
 
 mod client;
 mod error;
+mod failover;
 mod mcp_bridge;
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
 pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall, TagSubscription};
 pub use error::{ClientError, CloseReason};
+pub use failover::{FailoverClient, FailoverSubscription};
 pub use tserver_proto::v1::{
     AlarmState, CallToolReply, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate,
     TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted,

@@ -12,12 +12,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use crate::{Client, ClientError, ErrorCode};
+use crate::{ClientError, ErrorCode, FailoverClient};
 
 /// The MCP side of the bridge.
 #[derive(Debug, Clone)]
 struct StdioBridge {
-    client: Arc<Client>,
+    client: FailoverClient,
 }
 
 /// The MCP error for a failed framed call.
@@ -83,10 +83,8 @@ impl ServerHandler for StdioBridge {
 }
 
 /// Serves MCP on standard input and output until the MCP client closes them.
-pub(crate) async fn serve_stdio(client: Client) -> anyhow::Result<()> {
-    let bridge = StdioBridge {
-        client: Arc::new(client),
-    };
+pub(crate) async fn serve_stdio(client: FailoverClient) -> anyhow::Result<()> {
+    let bridge = StdioBridge { client };
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
