@@ -48,6 +48,8 @@ struct Plan {
     scripts: crate::script_bench::ScriptPlan,
     /// Calls per run of the metrics-cost and CPU-per-call measurements.
     cost_calls: u64,
+    /// Node kills behind HAProxy.
+    failover: crate::failover_bench::FailoverPlan,
 }
 
 const FULL: Plan = Plan {
@@ -77,6 +79,7 @@ const FULL: Plan = Plan {
         seconds: 3.0,
     },
     cost_calls: 200_000,
+    failover: crate::failover_bench::FailoverPlan { kills: 20, panels: 8 },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -107,6 +110,7 @@ const SMOKE: Plan = Plan {
         seconds: 0.3,
     },
     cost_calls: 2_000,
+    failover: crate::failover_bench::FailoverPlan { kills: 2, panels: 2 },
 };
 
 /// Options of `cargo xtask bench`.
@@ -240,7 +244,7 @@ impl Bench {
 /// Starts `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for
 /// the idle connections, RuntimeMCP at `http` with no request limit for the bench's token,
 /// `extra` options, its log in `log`; returns once it accepts connections.
-fn serve(
+pub(crate) fn serve(
     bin: &Path,
     solution: &Path,
     addr: &str,
@@ -1008,6 +1012,28 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         met: per_script <= 64.0 * 1024.0,
     });
     results.insert("scripts".to_owned(), scripts);
+
+    // Failover: two nodes behind HAProxy (deploy/haproxy.cfg), panels reading through it, the
+    // node holding them killed again and again: the time until every panel has read again.
+    let failover = crate::failover_bench::run(&bench.bin, &out_dir, plan.failover)?;
+    let (p50, p99, read_errors) = (
+        failover["failover"]["p50Ms"].as_f64().unwrap_or(f64::INFINITY),
+        failover["failover"]["p99Ms"].as_f64().unwrap_or(f64::INFINITY),
+        failover["readErrors"].as_u64().unwrap_or(u64::MAX),
+    );
+    eprintln!(
+        "{:<28} {:>9} kills  p50 {p50:>8.1} ms  p99 {p99:>8.1} ms  max {:.1} ms  read errors {read_errors}",
+        format!("failover x{} panels", plan.failover.panels),
+        plan.failover.kills,
+        failover["failover"]["maxMs"].as_f64().unwrap_or(f64::NAN),
+    );
+    verdicts.push(Verdict {
+        what: format!("failover behind HAProxy, {} node kills, p99", plan.failover.kills),
+        measured: format!("{p99:.0} ms (p50 {p50:.0} ms), {read_errors} read errors"),
+        target: "<= 2 s, no read lost".to_owned(),
+        met: p99 <= 2000.0 && read_errors == 0,
+    });
+    results.insert("failover".to_owned(), failover);
 
     // RuntimeMCP: tools/call runtime_get_value over Streamable HTTP, one MCP session per call
     // in flight; the verdicts from a client that keeps its connection alive, and rmcp's own
