@@ -17,6 +17,7 @@ mod operations;
 mod operator_writes;
 mod plant;
 mod plant_file;
+mod postgres_store;
 mod properties;
 mod protocol;
 mod runtime_tools;

@@ -402,7 +402,7 @@ pub(crate) fn hash_password(password: &str) -> Result<String, SolutionError> {
         .map_err(|error| SolutionError::PasswordHash(error.to_string()))
 }
 
-fn validate_user_name(name: &str) -> Result<(), SolutionError> {
+pub(super) fn validate_user_name(name: &str) -> Result<(), SolutionError> {
     let valid = (1..=64).contains(&name.chars().count())
         && name.chars().all(|c| !c.is_whitespace() && !c.is_control());
     if valid {

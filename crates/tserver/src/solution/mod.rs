@@ -9,6 +9,7 @@ mod audit;
 mod demo;
 mod guard;
 mod plant;
+mod postgres;
 mod scripts;
 mod secrets;
 mod source_reports;
@@ -29,6 +30,7 @@ pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use plant::{Changes, PlantChanges};
+pub use postgres::{PG_SCHEMA_VERSION, PgStore, PostgresUrl};
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;
@@ -169,6 +171,33 @@ pub enum SolutionError {
         name: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A solution location that cannot be used (a malformed `postgres://` URL).
+    #[error("solution location {location}: {reason}")]
+    Location {
+        /// The location, its password replaced by `***`.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The PostgreSQL store failed (unreachable, refused, a statement failed).
+    #[error("solution store (PostgreSQL at {location}): {reason}")]
+    Postgres {
+        /// The location, its password replaced by `***`.
+        location: String,
+        /// The driver's error (never carries the password).
+        reason: String,
+    },
+    /// The PostgreSQL database holds a newer schema, or another program's `SchemaVersion`.
+    #[error(
+        "solution store (PostgreSQL at {location}) has schema version {found}; this build reads versions up to {} (or an empty database)",
+        postgres::PG_SCHEMA_VERSION
+    )]
+    PgSchemaVersion {
+        /// The location, its password replaced by `***`.
+        location: String,
+        /// The version found.
+        found: i64,
     },
 }
 

@@ -1,0 +1,279 @@
+//! A solution in PostgreSQL, for several tserver nodes sharing one: the location (a
+//! `postgres://` URL whose password never reaches a log or an error), the connection pool, and
+//! the schema, created and upgraded under a transaction-scoped advisory lock so nodes and admin
+//! commands starting together migrate exactly once.
+//!
+//! The tables mean what a SQLite solution's mean (`schema_v1.sql` says where they differ). The
+//! SQL of this backend lives here and in its submodules, as SQLite's lives in `solution/`.
+
+use std::time::Duration;
+
+use localai::settings::SettingsRow;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Row};
+
+use super::{Role, SolutionError, UserRecord, role_of_stored};
+
+/// The schema version this build reads and writes (`SchemaVersion.Version`).
+pub const PG_SCHEMA_VERSION: i64 = 1;
+
+/// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
+const MIGRATIONS: [&str; 1] = [include_str!("schema_v1.sql")];
+
+/// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared
+/// by all builds; this one spells "tserver" in ASCII.
+const MIGRATION_LOCK: i64 = 0x0074_7365_7276_6572;
+
+/// How long a call waits for a pooled connection (the database down or saturated) before it
+/// fails with an error naming the store.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connections a node keeps at most.
+const MAX_CONNECTIONS: u32 = 16;
+
+/// Where a PostgreSQL solution is: its connection options, and the URL as it may be shown
+/// (the password, if any, replaced by `***`).
+#[derive(Clone)]
+pub struct PostgresUrl {
+    options: PgConnectOptions,
+    shown: String,
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PostgresUrl").field(&self.shown).finish()
+    }
+}
+
+impl std::fmt::Display for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl PostgresUrl {
+    /// Whether `text` names a PostgreSQL solution rather than a file.
+    pub fn is_postgres(text: &str) -> bool {
+        text.starts_with("postgres://") || text.starts_with("postgresql://")
+    }
+
+    /// Reads a `postgres://user[:password]@host[:port]/database[?sslmode=...]` URL. Without a
+    /// password in the URL, libpq's `PGPASSWORD` (then `~/.pgpass`) applies, as for `psql`.
+    pub fn parse(text: &str) -> Result<Self, SolutionError> {
+        let shown = redacted(text);
+        let options: PgConnectOptions = text.parse().map_err(|error: sqlx::Error| {
+            SolutionError::Location {
+                location: shown.clone(),
+                // sqlx's configuration errors name the part, never echo the URL.
+                reason: error.to_string(),
+            }
+        })?;
+        // Statements are logged by tserver's own tracing, not sqlx's (which would log values).
+        let options = options.disable_statement_logging();
+        Ok(Self { options, shown })
+    }
+}
+
+/// `text` with the password of its user-info part, if any, replaced by `***`.
+fn redacted(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => match user_info.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => text.to_owned(),
+        },
+        None => text.to_owned(),
+    }
+}
+
+/// A PostgreSQL solution: a pool of connections to it.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    url: PostgresUrl,
+}
+
+impl PgStore {
+    /// Opens the solution at `url`: connects, then creates or upgrades its schema (a database
+    /// of a newer schema is refused untouched; one holding other tables named like ours fails
+    /// the migration, which rolls back whole).
+    pub async fn open(url: &PostgresUrl) -> Result<Self, SolutionError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(url.options.clone())
+            .await
+            .map_err(|error| store_error(url, error))?;
+        let store = Self {
+            pool,
+            url: url.clone(),
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Where the solution is, as it may be shown.
+    pub fn url(&self) -> &PostgresUrl {
+        &self.url
+    }
+
+    /// The schema version the database holds (after `open`, this build's).
+    pub async fn schema_version(&self) -> Result<i64, SolutionError> {
+        let version: i64 = sqlx::query_scalar("SELECT Version FROM SchemaVersion")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(version)
+    }
+
+    /// Creates or upgrades the schema in one transaction under the migration lock: a second
+    /// node or admin command opening at the same moment waits, then finds it done.
+    async fn migrate(&self) -> Result<(), SolutionError> {
+        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        sqlx::query("CREATE TABLE IF NOT EXISTS SchemaVersion (Version BIGINT NOT NULL)")
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        let found: Option<i64> = sqlx::query_scalar("SELECT Version FROM SchemaVersion")
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        let found = found.unwrap_or(0);
+        let known = usize::try_from(found)
+            .ok()
+            .filter(|version| *version <= MIGRATIONS.len());
+        let Some(version) = known else {
+            return Err(SolutionError::PgSchemaVersion {
+                location: self.url.to_string(),
+                found,
+            });
+        };
+        for migration in &MIGRATIONS[version..] {
+            sqlx::raw_sql(migration)
+                .execute(&mut *transaction)
+                .await
+                .map_err(|error| self.error(error))?;
+        }
+        sqlx::query("DELETE FROM SchemaVersion")
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        sqlx::query("INSERT INTO SchemaVersion (Version) VALUES ($1)")
+            .bind(PG_SCHEMA_VERSION)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        transaction.commit().await.map_err(|error| self.error(error))
+    }
+
+    /// The `SolutionSettings` row, read afresh.
+    pub async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
+        let row =
+            sqlx::query("SELECT ModelEnabled, ModelSettings, ModelOptions FROM SolutionSettings LIMIT 1")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|error| self.error(error))?;
+        Ok(SettingsRow {
+            model_enabled: row.try_get::<i32, _>(0).map_err(|error| self.error(error))? != 0,
+            model_settings: row.try_get(1).map_err(|error| self.error(error))?,
+            model_options: i64::from(row.try_get::<i32, _>(2).map_err(|error| self.error(error))?),
+        })
+    }
+
+    /// The user of that name (matched case-insensitively), if any.
+    pub async fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
+        let row = sqlx::query("SELECT Name, PasswordHash, Role FROM Users WHERE lower(Name) = lower($1)")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        row.map(|row| {
+            Ok(UserRecord {
+                name: row.try_get(0).map_err(|error| self.error(error))?,
+                password_hash: row.try_get(1).map_err(|error| self.error(error))?,
+                role: role_of_stored(&row.try_get::<String, _>(2).map_err(|error| self.error(error))?),
+            })
+        })
+        .transpose()
+    }
+
+    /// Adds a user with a role (`password` `None`: passwordless), as
+    /// [`SolutionDb::add_user`](super::SolutionDb::add_user) does; a name taken in any case is
+    /// refused.
+    pub async fn add_user(
+        &self,
+        name: &str,
+        password: Option<&str>,
+        role: Role,
+    ) -> Result<(), SolutionError> {
+        super::admin::validate_user_name(name)?;
+        let password_hash = match password {
+            // argon2 takes tens of milliseconds: off the async workers.
+            Some(password) => {
+                let password = password.to_owned();
+                let hashed = tokio::task::spawn_blocking(move || super::admin_hash_password(&password))
+                    .await
+                    .map_err(|error| SolutionError::PasswordHash(error.to_string()))??;
+                Some(hashed)
+            }
+            None => None,
+        };
+        let added = sqlx::query(
+            "INSERT INTO Users (Name, PasswordHash, Role) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(name)
+        .bind(password_hash)
+        .bind(role.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        if added.rows_affected() == 0 {
+            return Err(SolutionError::UserExists(name.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn error(&self, error: sqlx::Error) -> SolutionError {
+        store_error(&self.url, error)
+    }
+}
+
+/// A driver error as the store's: names the (redacted) location, never a password.
+fn store_error(url: &PostgresUrl, error: sqlx::Error) -> SolutionError {
+    SolutionError::Postgres {
+        location: url.to_string(),
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_password_in_the_url_is_never_shown() {
+        assert_eq!(
+            redacted("postgres://tserver:s3cret@db.plant:5432/plant?sslmode=require"),
+            "postgres://tserver:***@db.plant:5432/plant?sslmode=require"
+        );
+        assert_eq!(
+            redacted("postgres://tserver@db/plant"),
+            "postgres://tserver@db/plant"
+        );
+        assert_eq!(redacted("postgresql://db/plant"), "postgresql://db/plant");
+        // An @ in the password (percent-encoded or not) stays hidden.
+        assert_eq!(
+            redacted("postgres://u:p@ss@db/plant"),
+            "postgres://u:***@db/plant"
+        );
+    }
+}

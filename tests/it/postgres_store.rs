@@ -1,0 +1,159 @@
+//! The PostgreSQL solution store against the machine's real PostgreSQL (127.0.0.1:5432, trust,
+//! database `test`): each test in a database of its own, created and dropped here. The schema
+//! is created once however many open at the same moment, the URL's password never shows, and
+//! an unreachable server is a clear error naming the store.
+
+use std::time::Duration;
+
+use sqlx::Connection;
+use tserver::solution::{PG_SCHEMA_VERSION, PgStore, PostgresUrl, Role, SolutionError};
+
+/// The machine's PostgreSQL, as the admin account the tests create databases with.
+const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A database of this test's own, dropped (with its connections) when the test ends.
+struct TestDatabase {
+    name: String,
+}
+
+impl TestDatabase {
+    async fn create() -> Self {
+        let name = format!("tserver_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::PgConnection::connect(ADMIN_URL)
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "PostgreSQL must listen on 127.0.0.1:5432 with trust authentication for postgres \
+                 (Debian: apt-get install -y postgresql, then start it): {error}"
+                )
+            });
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("creates the test database");
+        Self { name }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any runtime's async context: a thread of its own with a small one.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                if let Ok(mut admin) = sqlx::PgConnection::connect(ADMIN_URL).await {
+                    let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut admin)
+                        .await;
+                }
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
+#[tokio::test]
+async fn a_new_database_gets_the_schema_once_however_many_open_it_at_once() {
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    // Four nodes starting together: one migrates under the advisory lock, the others wait and
+    // find it done (without the lock, the second CREATE TABLE would fail).
+    let opening = (0..4).map(|_| PgStore::open(&url));
+    let stores = futures::future::join_all(opening).await;
+    let stores: Vec<PgStore> = stores
+        .into_iter()
+        .map(|store| store.expect("every node opens"))
+        .collect();
+    for store in &stores {
+        assert_eq!(
+            store.schema_version().await.expect("a version"),
+            PG_SCHEMA_VERSION
+        );
+    }
+    let settings = stores[0].settings_row().await.expect("the settings row");
+    assert!(!settings.model_enabled);
+    assert_eq!((settings.model_settings, settings.model_options), (None, 0));
+
+    // Users: names are unique regardless of case, and found regardless of case.
+    stores[0]
+        .add_user("Operator1", Some("correct horse"), Role::Operator)
+        .await
+        .expect("added");
+    let taken = stores[1].add_user("OPERATOR1", None, Role::Viewer).await;
+    assert!(matches!(taken, Err(SolutionError::UserExists(_))), "{taken:?}");
+    let found = stores[2].user("operator1").await.expect("read").expect("found");
+    assert_eq!((found.name.as_str(), found.role), ("Operator1", Role::Operator));
+    assert!(
+        found
+            .password_hash
+            .is_some_and(|hash| hash.starts_with("$argon2") && !hash.contains("correct horse"))
+    );
+    let invalid = stores[0].add_user("two words", None, Role::Viewer).await;
+    assert!(
+        matches!(invalid, Err(SolutionError::InvalidUserName(_))),
+        "{invalid:?}"
+    );
+    assert!(stores[3].user("nobody").await.expect("read").is_none());
+}
+
+#[tokio::test]
+async fn a_database_of_a_newer_schema_is_refused_untouched() {
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens");
+    let mut connection = sqlx::PgConnection::connect(&database.url())
+        .await
+        .expect("connects");
+    sqlx::raw_sql("UPDATE SchemaVersion SET Version = 99")
+        .execute(&mut connection)
+        .await
+        .expect("updated");
+    drop(store);
+    let refused = PgStore::open(&url).await;
+    match refused {
+        Err(error @ SolutionError::PgSchemaVersion { found: 99, .. }) => {
+            let said = error.to_string();
+            assert!(said.contains(&database.name) && said.contains("99"), "{said}");
+        }
+        other => panic!("expected a schema version refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_store_is_a_clear_error_that_never_shows_the_password() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let url =
+        PostgresUrl::parse(&format!("postgres://tserver:Sup3rSecret@{free}/plant")).expect("a valid URL");
+    assert_eq!(url.to_string(), format!("postgres://tserver:***@{free}/plant"));
+    assert!(!format!("{url:?}").contains("Sup3rSecret"));
+    let started = std::time::Instant::now();
+    let error = PgStore::open(&url).await.expect_err("nothing listens there");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "fails in bounded time"
+    );
+    let said = error.to_string();
+    assert!(
+        said.contains("PostgreSQL") && said.contains(&free.to_string()),
+        "{said}"
+    );
+    assert!(!said.contains("Sup3rSecret"), "{said}");
+
+    let bad = PostgresUrl::parse("postgres://tserver:Sup3rSecret@db:notaport/plant");
+    let said = bad.expect_err("a bad port").to_string();
+    assert!(
+        said.contains("postgres://tserver:***@db:notaport/plant"),
+        "{said}"
+    );
+    assert!(!said.contains("Sup3rSecret"), "{said}");
+}
