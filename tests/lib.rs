@@ -1,7 +1,10 @@
 //! Test support shared beyond the integration tests: the hostile clients the abuse test, the
 //! soak and the benchmark all turn loose on a server, the Mosquitto broker the MQTT tests and
-//! the benchmark start, and HAProxy in front of several nodes.
+//! the benchmark start, HAProxy in front of several nodes, and a PostgreSQL server of a test's
+//! own to stop and restart.
 
 pub mod haproxy;
 pub mod hostile;
 pub mod mosquitto;
+#[cfg(target_os = "linux")]
+pub mod postgres;

@@ -1,12 +1,14 @@
 //! The PostgreSQL solution store against the machine's real PostgreSQL (127.0.0.1:5432, trust,
 //! database `test`): each test in a database of its own, created and dropped here. The schema
-//! is created once however many open at the same moment, the URL's password never shows, and
-//! an unreachable server is a clear error naming the store.
+//! is created once however many open at the same moment, the URL's password never shows, an
+//! unreachable server is a clear error naming the store, and a store whose server restarts
+//! (one of the test's own) recovers by itself.
 
 use std::time::Duration;
 
 use sqlx::Connection;
 use tserver::solution::{PG_SCHEMA_VERSION, PgStore, PostgresUrl, Role, SolutionError};
+use tserver_tests::postgres::PrivatePostgres;
 
 /// The machine's PostgreSQL, as the admin account the tests create databases with.
 const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -156,4 +158,66 @@ async fn an_unreachable_store_is_a_clear_error_that_never_shows_the_password() {
         "{said}"
     );
     assert!(!said.contains("Sup3rSecret"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recovers_by_itself() {
+    let mut server = tokio::task::spawn_blocking(PrivatePostgres::start)
+        .await
+        .expect("started");
+    let mut admin = sqlx::PgConnection::connect(&server.url("postgres"))
+        .await
+        .expect("connects");
+    sqlx::raw_sql("CREATE DATABASE plant")
+        .execute(&mut admin)
+        .await
+        .expect("creates the database");
+    drop(admin);
+    let url = PostgresUrl::parse(&server.url("plant")).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens");
+    store.settings_row().await.expect("read while up");
+
+    let mut server = tokio::task::spawn_blocking(move || {
+        server.stop();
+        server
+    })
+    .await
+    .expect("stopped");
+    let started = std::time::Instant::now();
+    let down = store.settings_row().await.expect_err("the server is down");
+    // The pool's 2 s to get a connection, and then some for a slow machine: never a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let said = down.to_string();
+    assert!(
+        said.starts_with("solution store (PostgreSQL at postgres://postgres@127.0.0.1:"),
+        "{said}"
+    );
+
+    let server = tokio::task::spawn_blocking(move || {
+        server.resume();
+        server
+    })
+    .await
+    .expect("restarted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match store.settings_row().await {
+            Ok(settings) => {
+                assert!(!settings.model_enabled);
+                break;
+            }
+            Err(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("the store did not recover within 10 s: {error}"),
+        }
+    }
+    drop(store);
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stopped");
 }
