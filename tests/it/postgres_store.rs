@@ -221,3 +221,106 @@ async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recove
         .await
         .expect("stopped");
 }
+
+/// Every row of every table of a SQLite solution, table by table, in row order.
+fn sqlite_rows(path: &std::path::Path) -> Vec<(String, Vec<Vec<rusqlite::types::Value>>)> {
+    let connection = rusqlite::Connection::open(path).expect("opens");
+    let tables: Vec<String> = connection
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("prepares")
+        .query_map([], |row| row.get(0))
+        .expect("lists")
+        .collect::<Result<_, _>>()
+        .expect("names");
+    tables
+        .into_iter()
+        .map(|table| {
+            let mut statement = connection
+                .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY rowid"))
+                .expect("prepares");
+            let columns = statement.column_count();
+            let rows = statement
+                .query_map([], |row| {
+                    (0..columns)
+                        .map(|index| row.get::<_, rusqlite::types::Value>(index))
+                        .collect()
+                })
+                .expect("reads")
+                .collect::<Result<Vec<Vec<_>>, _>>()
+                .expect("rows");
+            (table, rows)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secrets_readable() {
+    let database = TestDatabase::create().await;
+    let solution = crate::support::Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    crate::support::admin(&["secrets", path, "set", "ModelKey"], "s3cret-value\n");
+    crate::support::admin(
+        &["users", path, "add", "operator1", "--role", "operator"],
+        "a password\n",
+    );
+    crate::support::admin(
+        &["tokens", path, "create", "--user", "guest", "--name", "grafana"],
+        "",
+    );
+    crate::support::admin(&["settings", path, "set", "URL", "http://127.0.0.1:9/v1"], "");
+
+    let copied = crate::support::admin(&["solution", "copy", path, &database.url()], "");
+    assert!(
+        copied.contains("TagHistory: ") && copied.contains("Users: 2 rows"),
+        "{copied}"
+    );
+    assert!(
+        copied.contains("every server of postgres://postgres@127.0.0.1:5432/"),
+        "says the key must come along: {copied}"
+    );
+    // Into a database that holds a solution already: refused, nothing touched.
+    let again =
+        crate::support::try_admin(&["solution", "copy", path, &database.url()], "").expect_err("refused");
+    assert!(again.to_string().contains("holds a solution already"), "{again}");
+
+    // And back into a new file, by the real command line, with the key in the environment as
+    // the nodes would have it.
+    let key = std::fs::read_to_string(tserver::solution::key_file(&solution.path)).expect("the key file");
+    let back = solution.path.with_file_name("back.db");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(["solution", "copy", &database.url()])
+        .arg(&back)
+        .env(tserver::solution::KEY_ENV, key.trim())
+        .output()
+        .await
+        .expect("tserver runs");
+    assert!(output.status.success(), "{output:?}");
+
+    let (before, after) = (sqlite_rows(&solution.path), sqlite_rows(&back));
+    let carried = |rows: &[(String, Vec<Vec<rusqlite::types::Value>>)]| {
+        rows.iter()
+            // What a running server reports or waits for is the node's, not the solution's.
+            .filter(|(table, _)| !["SourceReports", "ScriptRunRequests"].contains(&table.as_str()))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (before, after) = (carried(&before), carried(&after));
+    assert_eq!(
+        before.iter().map(|(table, _)| table.as_str()).collect::<Vec<_>>(),
+        after.iter().map(|(table, _)| table.as_str()).collect::<Vec<_>>()
+    );
+    for ((table, rows), (_, copied_rows)) in before.iter().zip(&after) {
+        assert_eq!(rows, copied_rows, "table {table} differs after the round trip");
+    }
+    assert!(
+        before
+            .iter()
+            .any(|(table, rows)| table == "TagHistory" && rows.len() > 100)
+    );
+    let secret = tserver::solution::SolutionDb::open(&back)
+        .expect("opens")
+        .secret("ModelKey")
+        .expect("decrypts with the key the copy wrote")
+        .expect("present");
+    assert_eq!(secret.expose(), "s3cret-value");
+}

@@ -17,7 +17,10 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::solution::{RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError};
+use crate::solution::{
+    KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, copy_solution,
+    key_file,
+};
 use crate::{Runtime, Server, ServerConfig};
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
@@ -164,6 +167,48 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::certificates::TlsAction,
     },
+    /// Move a whole solution between a SQLite file and a PostgreSQL database.
+    Solution {
+        /// The action.
+        #[command(subcommand)]
+        action: SolutionAction,
+    },
+}
+
+/// `tserver solution` actions.
+#[derive(Debug, Subcommand)]
+pub enum SolutionAction {
+    /// Copy a solution into a destination that holds none yet: a file into a database
+    /// (`postgres://user@host/database`; the password from the URL, PGPASSWORD or ~/.pgpass),
+    /// or a database into a new file. Secrets stay encrypted: the destination needs the same
+    /// key (TSERVER_SECRETS_KEY, or the key file a copy out of a database writes from it).
+    Copy {
+        /// The solution to copy: a file or a `postgres://` URL.
+        from: SolutionLocation,
+        /// Where to copy it.
+        to: SolutionLocation,
+    },
+}
+
+/// Runs the future `make` makes to its end on a runtime of its own, in a thread of its own,
+/// so an admin command can use the async store from any caller, async or not.
+fn on_own_runtime<T: Send, E, F>(make: impl FnOnce() -> F + Send) -> anyhow::Result<T>
+where
+    F: Future<Output = Result<T, E>>,
+    anyhow::Error: From<E>,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime")?;
+                Ok(runtime.block_on(make())?)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the admin command's thread failed"))?
+    })
 }
 
 /// `tserver tokens` actions.
@@ -606,6 +651,25 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         Command::Tokens { path, action } => tokens_command(&SolutionDb::open(path)?, action, output)?,
         Command::Scripts { path, action } => crate::scripts::scripts_command(path, action, output)?,
         Command::Tls { action } => crate::certificates::tls_command(action, output)?,
+        Command::Solution {
+            action: SolutionAction::Copy { from, to },
+        } => {
+            let report = on_own_runtime(|| copy_solution(from, to))?;
+            for (table, rows) in &report.tables {
+                writeln!(output, "{table}: {rows} rows")?;
+            }
+            writeln!(output, "copied {from} to {to}")?;
+            if report.has_secrets {
+                let key = match from {
+                    SolutionLocation::File(path) => key_file(path).display().to_string(),
+                    SolutionLocation::Postgres(_) => KEY_ENV.to_owned(),
+                };
+                writeln!(
+                    output,
+                    "the secrets are copied encrypted: every server of {to} needs the key of {key} ({KEY_ENV})"
+                )?;
+            }
+        }
         Command::Audit { path, since, limit } => {
             for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
                 let change = match (&entry.old_value, &entry.new_value) {

@@ -28,11 +28,15 @@ pub fn key_file(solution: &Path) -> PathBuf {
 
 /// Creates the key file with a fresh random key, unless one exists already.
 pub(super) fn create_key_file(solution: &Path) -> Result<(), SolutionError> {
-    let path = key_file(solution);
-    if path.exists() {
+    if key_file(solution).exists() {
         return Ok(());
     }
-    let key = ChaCha20Poly1305::generate_key(&mut OsRng);
+    write_key_file(solution, &ChaCha20Poly1305::generate_key(&mut OsRng))
+}
+
+/// Writes `key` as a new key file, readable by its owner only.
+fn write_key_file(solution: &Path, key: &[u8]) -> Result<(), SolutionError> {
+    let path = key_file(solution);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -45,6 +49,21 @@ pub(super) fn create_key_file(solution: &Path) -> Result<(), SolutionError> {
         .map_err(|error| SolutionError::SecretsKey(format!("cannot create {}: {error}", path.display())))?;
     writeln!(file, "{}", hex::encode(key))
         .map_err(|error| SolutionError::SecretsKey(format!("cannot write {}: {error}", path.display())))
+}
+
+/// Writes the key of `TSERVER_SECRETS_KEY` into a new solution's key file (a copy out of
+/// PostgreSQL, whose nodes take their key from the environment).
+pub(super) fn write_key_file_from_env(solution: &Path) -> Result<(), SolutionError> {
+    let text = std::env::var(KEY_ENV).map_err(|_| {
+        SolutionError::SecretsKey(format!(
+            "the solution holds secrets: set {KEY_ENV} to their key (the nodes' key) so the new file can read them"
+        ))
+    })?;
+    let bytes = hex::decode(text.trim())
+        .ok()
+        .filter(|bytes| bytes.len() == 32)
+        .ok_or_else(|| SolutionError::SecretsKey(format!("{KEY_ENV} does not hold 64 hex digits")))?;
+    write_key_file(solution, &bytes)
 }
 
 /// Loads the key: the environment variable if set, else the key file.

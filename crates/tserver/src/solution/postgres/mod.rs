@@ -14,6 +14,10 @@ use sqlx::{ConnectOptions, Row};
 
 use super::{Role, SolutionError, UserRecord, role_of_stored};
 
+mod copy;
+
+pub use copy::{CopyReport, copy_solution};
+
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
 pub const PG_SCHEMA_VERSION: i64 = 1;
 
@@ -35,7 +39,8 @@ const MAX_CONNECTIONS: u32 = 16;
 /// (the password, if any, replaced by `***`).
 #[derive(Clone)]
 pub struct PostgresUrl {
-    options: PgConnectOptions,
+    /// Shared: the options are large, and every pool and copy clones the URL.
+    options: std::sync::Arc<PgConnectOptions>,
     shown: String,
 }
 
@@ -69,7 +74,7 @@ impl PostgresUrl {
             }
         })?;
         // Statements are logged by tserver's own tracing, not sqlx's (which would log values).
-        let options = options.disable_statement_logging();
+        let options = std::sync::Arc::new(options.disable_statement_logging());
         Ok(Self { options, shown })
     }
 }
@@ -105,7 +110,7 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(url.options.clone())
+            .connect_with(PgConnectOptions::clone(&url.options))
             .await
             .map_err(|error| store_error(url, error))?;
         let store = Self {
@@ -114,6 +119,22 @@ impl PgStore {
         };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// Whether the database at `url` holds a tserver schema already (one connection, closed
+    /// after).
+    pub async fn has_schema(url: &PostgresUrl) -> Result<bool, SolutionError> {
+        let mut connection = url
+            .options
+            .connect()
+            .await
+            .map_err(|error| store_error(url, error))?;
+        let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('schemaversion')::text")
+            .fetch_one(&mut connection)
+            .await
+            .map_err(|error| store_error(url, error))?;
+        let _ = sqlx::Connection::close(connection).await;
+        Ok(found.is_some())
     }
 
     /// Where the solution is, as it may be shown.
