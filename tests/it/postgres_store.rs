@@ -324,3 +324,70 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
         .expect("present");
     assert_eq!(secret.expose(), "s3cret-value");
 }
+
+#[tokio::test]
+async fn settings_and_users_admin_commands_work_on_a_postgres_solution_as_on_a_file() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    let file = crate::support::Solution::empty();
+    let path = file.path.to_str().expect("utf-8");
+    let (admin, try_admin) = (crate::support::admin, crate::support::try_admin);
+    // The same commands on both: the same answers.
+    for solution in [path, url.as_str()] {
+        admin(
+            &["settings", solution, "set", "URL", "http://127.0.0.1:11434/v1"],
+            "",
+        );
+        admin(&["settings", solution, "set", "ModelOptions", "0xffffffff"], "");
+        admin(&["settings", solution, "set", "ModelEnabled", "on"], "");
+        admin(&["settings", solution, "set", "HistoryRetentionHours", "48"], "");
+        admin(&["settings", solution, "set", "ModelSettings.Custom", "kept"], "");
+        admin(&["settings", solution, "unset", "ModelSettings.Custom"], "");
+        let refused =
+            try_admin(&["settings", solution, "set", "TimeoutSeconds", "-3"], "").expect_err("refused");
+        assert!(
+            refused.to_string().contains("refused, nothing changed"),
+            "{refused}"
+        );
+        admin(
+            &["users", solution, "add", "Operator1", "--role", "operator"],
+            "pw one\n",
+        );
+        admin(&["users", solution, "add", "viewer1", "--no-password"], "");
+        admin(&["users", solution, "role", "viewer1", "admin"], "");
+        admin(&["users", solution, "passwd", "OPERATOR1"], "pw two\n");
+        let taken = try_admin(&["users", solution, "add", "operator1"], "x\n").expect_err("taken");
+        assert!(taken.to_string().contains("already exists"), "{taken}");
+        let unknown = try_admin(&["users", solution, "remove", "nobody"], "").expect_err("unknown");
+        assert!(unknown.to_string().contains("no user named"), "{unknown}");
+    }
+    assert_eq!(
+        admin(&["settings", path, "show"], ""),
+        admin(&["settings", &url, "show"], ""),
+        "settings show reads alike"
+    );
+    assert_eq!(
+        admin(&["users", path, "list"], ""),
+        admin(&["users", &url, "list"], "")
+    );
+    assert_eq!(
+        admin(&["settings", &url, "get", "ModelOptions"], ""),
+        "0xffffffff\n"
+    );
+    assert_eq!(
+        admin(&["users", &url, "list"], ""),
+        "Operator1 operator\nviewer1 admin (passwordless)\n"
+    );
+
+    // The password stored is a hash of the new one, never the text.
+    let store = PgStore::open(&PostgresUrl::parse(&url).expect("valid"))
+        .await
+        .expect("opens");
+    let hash = store
+        .user("operator1")
+        .await
+        .expect("read")
+        .and_then(|user| user.password_hash)
+        .expect("a hash");
+    assert!(hash.starts_with("$argon2") && !hash.contains("pw two"));
+}

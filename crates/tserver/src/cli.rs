@@ -18,8 +18,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::solution::{
-    KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, copy_solution,
-    key_file,
+    KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, Store,
+    copy_solution, key_file,
 };
 use crate::{Runtime, Server, ServerConfig};
 
@@ -84,8 +84,8 @@ pub enum Command {
     },
     /// Read or change the Local AI settings (works while a server runs).
     Settings {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file, or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: SettingsAction,
@@ -109,8 +109,8 @@ pub enum Command {
     },
     /// Manage the users who may log in (works while a server runs).
     Users {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file, or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: UsersAction,
@@ -603,29 +603,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let kind = if *demo { "demo solution" } else { "solution" };
             writeln!(output, "created {kind} {}", path.display())?;
         }
-        Command::Settings { path, action } => {
-            let db = SolutionDb::open(path)?;
-            match action {
-                SettingsAction::Get { key } => writeln!(output, "{}", db.setting(&SettingKey::parse(key)?)?)?,
-                SettingsAction::Set { key, value } => db.set_setting(&SettingKey::parse(key)?, value)?,
-                SettingsAction::Unset { key } => db.unset_setting(&SettingKey::parse(key)?)?,
-                SettingsAction::Show => {
-                    for key in [
-                        SettingKey::ModelEnabled,
-                        SettingKey::ModelOptions,
-                        SettingKey::ModelSettings,
-                    ] {
-                        writeln!(output, "{key:?} = {}", db.setting(&key)?)?;
-                    }
-                    for key in RuntimeKey::ALL {
-                        let value = db.setting(&SettingKey::Runtime(key))?;
-                        writeln!(output, "{} = {value}", key.as_str())?;
-                    }
-                    for issue in db.settings_issues()? {
-                        writeln!(output, "warning: {issue}")?;
-                    }
-                }
-            }
+        Command::Settings { solution, action } => {
+            let lines = on_own_runtime(|| settings_command(solution, action))?;
+            output.write_all(lines.as_bytes())?;
         }
         Command::Secrets { path, action } => {
             let db = SolutionDb::open(path)?;
@@ -693,45 +673,88 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                 )?;
             }
         }
-        Command::Users { path, action } => {
-            let db = SolutionDb::open(path)?;
-            match action {
-                UsersAction::Add {
-                    name,
-                    no_password,
-                    role,
-                } => {
-                    let password = read_password(*no_password, input)?;
-                    db.add_user(name, password.as_deref(), *role)?;
-                    writeln!(output, "added user {name} ({})", role.as_str())?;
+        Command::Users { solution, action } => {
+            // The password is read here, before the store is: standard input is this thread's.
+            let password = match action {
+                UsersAction::Add { no_password, .. } | UsersAction::Passwd { no_password, .. } => {
+                    read_password(*no_password, input)?
                 }
-                UsersAction::Role { name, role } => {
-                    db.set_role(name, *role)?;
-                    writeln!(output, "{name} is now {}", role.as_str())?;
-                }
-                UsersAction::Passwd { name, no_password } => {
-                    let password = read_password(*no_password, input)?;
-                    db.set_password(name, password.as_deref())?;
-                    writeln!(output, "changed the password of {name}")?;
-                }
-                UsersAction::Remove { name } => {
-                    db.remove_user(name)?;
-                    writeln!(output, "removed user {name}")?;
-                }
-                UsersAction::List => {
-                    for user in db.users()? {
-                        let kind = if user.password_hash.is_some() {
-                            ""
-                        } else {
-                            " (passwordless)"
-                        };
-                        writeln!(output, "{} {}{kind}", user.name, user.role.as_str())?;
-                    }
-                }
-            }
+                UsersAction::Role { .. } | UsersAction::Remove { .. } | UsersAction::List => None,
+            };
+            let lines = on_own_runtime(|| users_command(solution, action, password.as_deref()))?;
+            output.write_all(lines.as_bytes())?;
         }
     }
     Ok(())
+}
+
+/// `tserver settings`, on either backend; returns what it prints.
+async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let store = Store::open(solution).await?;
+    let mut lines = String::new();
+    match action {
+        SettingsAction::Get { key } => writeln!(lines, "{}", store.setting(&SettingKey::parse(key)?).await?)?,
+        SettingsAction::Set { key, value } => store.set_setting(&SettingKey::parse(key)?, value).await?,
+        SettingsAction::Unset { key } => store.unset_setting(&SettingKey::parse(key)?).await?,
+        SettingsAction::Show => {
+            for key in [
+                SettingKey::ModelEnabled,
+                SettingKey::ModelOptions,
+                SettingKey::ModelSettings,
+            ] {
+                writeln!(lines, "{key:?} = {}", store.setting(&key).await?)?;
+            }
+            for key in RuntimeKey::ALL {
+                let value = store.setting(&SettingKey::Runtime(key)).await?;
+                writeln!(lines, "{} = {value}", key.as_str())?;
+            }
+            for issue in store.settings_issues().await? {
+                writeln!(lines, "warning: {issue}")?;
+            }
+        }
+    }
+    Ok(lines)
+}
+
+/// `tserver users`, on either backend, with the password already read; returns what it prints.
+async fn users_command(
+    solution: &SolutionLocation,
+    action: &UsersAction,
+    password: Option<&str>,
+) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let store = Store::open(solution).await?;
+    let mut lines = String::new();
+    match action {
+        UsersAction::Add { name, role, .. } => {
+            store.add_user(name, password, *role).await?;
+            writeln!(lines, "added user {name} ({})", role.as_str())?;
+        }
+        UsersAction::Role { name, role } => {
+            store.set_role(name, *role).await?;
+            writeln!(lines, "{name} is now {}", role.as_str())?;
+        }
+        UsersAction::Passwd { name, .. } => {
+            store.set_password(name, password).await?;
+            writeln!(lines, "changed the password of {name}")?;
+        }
+        UsersAction::Remove { name } => {
+            store.remove_user(name).await?;
+            writeln!(lines, "removed user {name}")?;
+        }
+        UsersAction::List => {
+            for user in store.users().await? {
+                let kind = if user.password_hash.is_some() {
+                    ""
+                } else {
+                    " (passwordless)"
+                };
+                writeln!(lines, "{} {}{kind}", user.name, user.role.as_str())?;
+            }
+        }
+    }
+    Ok(lines)
 }
 
 /// Runs a `tserver plant` action.

@@ -11,6 +11,8 @@ use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
 use localai::settings::{ModelSettings, SettingIssue, SettingsDocument, editing_issues, keys};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
+use localai::settings::SettingsRow;
+
 use super::{Role, SolutionDb, SolutionError, UserRecord};
 
 /// A key the `settings` admin command understands.
@@ -135,21 +137,7 @@ impl SolutionDb {
     /// The runtime settings, defaults applied for absent keys. A stored value that does not
     /// parse (hand-edited) is an error naming the key rather than a silent default.
     pub fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
-        let mut settings = RuntimeSettings::default();
-        for key in RuntimeKey::ALL {
-            let Some(stored) = self.runtime_value(key)? else {
-                continue;
-            };
-            let value = key.canonical(&stored)?;
-            match key {
-                RuntimeKey::SimulatorEnabled => settings.simulator_enabled = value == "true",
-                RuntimeKey::HistoryRetentionHours => {
-                    let hours: u64 = value.parse().unwrap_or(168);
-                    settings.history_retention = Duration::from_secs(hours * 3600);
-                }
-            }
-        }
-        Ok(settings)
+        RuntimeSettings::from_stored(|key| self.runtime_value(key))
     }
 
     fn runtime_value(&self, key: RuntimeKey) -> Result<Option<String>, SolutionError> {
@@ -164,105 +152,16 @@ impl SolutionDb {
     /// Reads one setting. A `ModelSettings` key reads its effective value, i.e. the default
     /// when the key is absent or invalid.
     pub fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
-        let settings_row = || self.settings_row();
-        Ok(match key {
-            SettingKey::Runtime(key) => {
-                let settings = self.runtime_settings()?;
-                SettingValue::Text(match key {
-                    RuntimeKey::SimulatorEnabled => settings.simulator_enabled.to_string(),
-                    RuntimeKey::HistoryRetentionHours => {
-                        (settings.history_retention.as_secs() / 3600).to_string()
-                    }
-                })
-            }
-            SettingKey::ModelEnabled => SettingValue::Text(settings_row()?.model_enabled.to_string()),
-            SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", settings_row()?.model_options)),
-            SettingKey::ModelSettings => settings_row()?
-                .model_settings
-                .map_or(SettingValue::Null, SettingValue::Text),
-            SettingKey::ModelSettingsKey(name) => {
-                let row = settings_row()?;
-                let effective = ModelSettings::parse(row.model_settings.as_deref());
-                match name.as_str() {
-                    keys::URL => SettingValue::Text(effective.url),
-                    keys::NAME => SettingValue::Text(effective.name),
-                    keys::AUTHORIZATION => SettingValue::Text(effective.authorization),
-                    keys::HEADERS => SettingValue::Text(effective.headers),
-                    keys::INFO => SettingValue::Text(effective.info),
-                    keys::TIMEOUT_SECONDS => SettingValue::Text(effective.timeout.as_secs_f64().to_string()),
-                    keys::MAX_TOOL_DISPATCHES => {
-                        SettingValue::Text(effective.max_tool_dispatches.to_string())
-                    }
-                    keys::MAX_HISTORY_MESSAGES => {
-                        SettingValue::Text(effective.max_history_messages.to_string())
-                    }
-                    other => SettingsDocument::from_column(row.model_settings.as_deref())?
-                        .get(other)
-                        .map_or(SettingValue::Null, |value| match value {
-                            serde_json::Value::String(text) => SettingValue::Text(text.clone()),
-                            value => SettingValue::Text(value.to_string()),
-                        }),
-                }
-            }
-        })
+        let runtime = match key {
+            SettingKey::Runtime(_) => self.runtime_settings()?,
+            _ => RuntimeSettings::default(),
+        };
+        setting_value(key, &self.settings_row()?, &runtime)
     }
 
     /// Writes one setting (see [`SettingKey`]). For `ModelSettings`, `NULL` clears the column.
     pub fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
-        let mut connection = self.writer()?;
-        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        match key {
-            SettingKey::Runtime(key) => {
-                transaction.execute(
-                    "INSERT INTO RuntimeSettings (Key, Value) VALUES (?1, ?2)
-                     ON CONFLICT (Key) DO UPDATE SET Value = excluded.Value",
-                    [key.as_str(), &key.canonical(value)?],
-                )?;
-            }
-            SettingKey::ModelEnabled => {
-                let enabled = parse_bool(value).ok_or_else(|| SolutionError::InvalidValue {
-                    key: "ModelEnabled".into(),
-                    reason: format!("{value:?} is not true/false, on/off, yes/no or 1/0"),
-                })?;
-                transaction.execute(
-                    "UPDATE SolutionSettings SET ModelEnabled = ?1",
-                    [i64::from(enabled)],
-                )?;
-            }
-            SettingKey::ModelOptions => {
-                let bits = parse_bits(value).ok_or_else(|| SolutionError::InvalidValue {
-                    key: "ModelOptions".into(),
-                    reason: format!("{value:?} is not a 32-bit mask such as 158 or 0x9e"),
-                })?;
-                transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [i64::from(bits)])?;
-            }
-            SettingKey::ModelSettings => {
-                let column = if value.trim().eq_ignore_ascii_case("null") {
-                    None
-                } else {
-                    let column = SettingsDocument::from_user_json(value)?.to_json();
-                    refuse_issues(editing_issues(Some(&column)))?;
-                    Some(column)
-                };
-                transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
-            }
-            SettingKey::ModelSettingsKey(name) => {
-                let stored = stored_model_settings(&transaction)?;
-                let mut document = SettingsDocument::from_column(stored.as_deref())?;
-                document.set_text(name, value);
-                let column = document.to_json();
-                // Only this key's problems: others already stored are `settings show`'s to report.
-                refuse_issues(
-                    editing_issues(Some(&column))
-                        .into_iter()
-                        .filter(|issue| issue.key == name.as_str())
-                        .collect(),
-                )?;
-                transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
-            }
-        }
-        transaction.commit()?;
-        Ok(())
+        self.write_setting(key, |stored| plan_set(key, value, stored))
     }
 
     /// What is wrong with the stored `ModelSettings`: each value not used as it is, and each
@@ -274,29 +173,45 @@ impl SolutionDb {
     /// Returns a setting to its default: `ModelEnabled` off, `ModelOptions` 0, `ModelSettings`
     /// NULL, one `ModelSettings` key removed (other keys kept), or a runtime key removed.
     pub fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
+        self.write_setting(key, |stored| plan_unset(key, stored))
+    }
+
+    /// One settings change in a `BEGIN IMMEDIATE` transaction: the stored `ModelSettings`
+    /// read (when the change edits it key by key), the change worked out, then written.
+    fn write_setting(
+        &self,
+        key: &SettingKey,
+        plan: impl FnOnce(Option<&str>) -> Result<SettingsWrite, SolutionError>,
+    ) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        match key {
-            SettingKey::Runtime(key) => {
+        let stored = if key.edits_stored_document() {
+            stored_model_settings(&transaction)?
+        } else {
+            None
+        };
+        match plan(stored.as_deref())? {
+            SettingsWrite::Runtime(key, Some(value)) => {
+                transaction.execute(
+                    "INSERT INTO RuntimeSettings (Key, Value) VALUES (?1, ?2)
+                     ON CONFLICT (Key) DO UPDATE SET Value = excluded.Value",
+                    [key.as_str(), &value],
+                )?;
+            }
+            SettingsWrite::Runtime(key, None) => {
                 transaction.execute("DELETE FROM RuntimeSettings WHERE Key = ?1", [key.as_str()])?;
             }
-            SettingKey::ModelEnabled => {
-                transaction.execute("UPDATE SolutionSettings SET ModelEnabled = 0", [])?;
-            }
-            SettingKey::ModelOptions => {
-                transaction.execute("UPDATE SolutionSettings SET ModelOptions = 0", [])?;
-            }
-            SettingKey::ModelSettings => {
-                transaction.execute("UPDATE SolutionSettings SET ModelSettings = NULL", [])?;
-            }
-            SettingKey::ModelSettingsKey(name) => {
-                let stored = stored_model_settings(&transaction)?;
-                let mut document = SettingsDocument::from_column(stored.as_deref())?;
-                document.remove(name);
+            SettingsWrite::ModelEnabled(enabled) => {
                 transaction.execute(
-                    "UPDATE SolutionSettings SET ModelSettings = ?1",
-                    [document.to_json()],
+                    "UPDATE SolutionSettings SET ModelEnabled = ?1",
+                    [i64::from(enabled)],
                 )?;
+            }
+            SettingsWrite::ModelOptions(bits) => {
+                transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [i64::from(bits)])?;
+            }
+            SettingsWrite::ModelSettings(column) => {
+                transaction.execute("UPDATE SolutionSettings SET ModelSettings = ?1", [column])?;
             }
         }
         transaction.commit()?;
@@ -373,6 +288,151 @@ impl SolutionDb {
                 .collect()
         })
     }
+}
+
+impl RuntimeSettings {
+    /// The settings from what `stored` gives for each key (`None`: absent, the default).
+    pub(super) fn from_stored(
+        mut stored: impl FnMut(RuntimeKey) -> Result<Option<String>, SolutionError>,
+    ) -> Result<Self, SolutionError> {
+        let mut settings = Self::default();
+        for key in RuntimeKey::ALL {
+            let Some(stored) = stored(key)? else {
+                continue;
+            };
+            let value = key.canonical(&stored)?;
+            match key {
+                RuntimeKey::SimulatorEnabled => settings.simulator_enabled = value == "true",
+                RuntimeKey::HistoryRetentionHours => {
+                    let hours: u64 = value.parse().unwrap_or(168);
+                    settings.history_retention = Duration::from_secs(hours * 3600);
+                }
+            }
+        }
+        Ok(settings)
+    }
+}
+
+impl SettingKey {
+    /// Whether working out a change of this key needs the stored `ModelSettings` column (it
+    /// edits one key of it).
+    pub(super) fn edits_stored_document(&self) -> bool {
+        matches!(self, Self::ModelSettingsKey(_))
+    }
+}
+
+/// What a settings change writes, worked out the same for either backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SettingsWrite {
+    /// A runtime key set (`Some`, as stored) or removed.
+    Runtime(RuntimeKey, Option<String>),
+    /// The `ModelEnabled` column.
+    ModelEnabled(bool),
+    /// The `ModelOptions` column.
+    ModelOptions(u32),
+    /// The whole `ModelSettings` column (`None`: NULL).
+    ModelSettings(Option<String>),
+}
+
+/// One setting's value, from the settings row and the runtime settings. A `ModelSettings` key
+/// reads its effective value (the default when absent or invalid).
+pub(super) fn setting_value(
+    key: &SettingKey,
+    row: &SettingsRow,
+    runtime: &RuntimeSettings,
+) -> Result<SettingValue, SolutionError> {
+    Ok(match key {
+        SettingKey::Runtime(key) => SettingValue::Text(match key {
+            RuntimeKey::SimulatorEnabled => runtime.simulator_enabled.to_string(),
+            RuntimeKey::HistoryRetentionHours => (runtime.history_retention.as_secs() / 3600).to_string(),
+        }),
+        SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
+        SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),
+        SettingKey::ModelSettings => row
+            .model_settings
+            .clone()
+            .map_or(SettingValue::Null, SettingValue::Text),
+        SettingKey::ModelSettingsKey(name) => {
+            let effective = ModelSettings::parse(row.model_settings.as_deref());
+            match name.as_str() {
+                keys::URL => SettingValue::Text(effective.url),
+                keys::NAME => SettingValue::Text(effective.name),
+                keys::AUTHORIZATION => SettingValue::Text(effective.authorization),
+                keys::HEADERS => SettingValue::Text(effective.headers),
+                keys::INFO => SettingValue::Text(effective.info),
+                keys::TIMEOUT_SECONDS => SettingValue::Text(effective.timeout.as_secs_f64().to_string()),
+                keys::MAX_TOOL_DISPATCHES => SettingValue::Text(effective.max_tool_dispatches.to_string()),
+                keys::MAX_HISTORY_MESSAGES => SettingValue::Text(effective.max_history_messages.to_string()),
+                other => SettingsDocument::from_column(row.model_settings.as_deref())?
+                    .get(other)
+                    .map_or(SettingValue::Null, |value| match value {
+                        serde_json::Value::String(text) => SettingValue::Text(text.clone()),
+                        value => SettingValue::Text(value.to_string()),
+                    }),
+            }
+        }
+    })
+}
+
+/// Works out `settings set KEY VALUE`; `stored` is the `ModelSettings` column when the key
+/// edits it ([`SettingKey::edits_stored_document`]).
+pub(super) fn plan_set(
+    key: &SettingKey,
+    value: &str,
+    stored: Option<&str>,
+) -> Result<SettingsWrite, SolutionError> {
+    Ok(match key {
+        SettingKey::Runtime(key) => SettingsWrite::Runtime(*key, Some(key.canonical(value)?)),
+        SettingKey::ModelEnabled => {
+            SettingsWrite::ModelEnabled(parse_bool(value).ok_or_else(|| SolutionError::InvalidValue {
+                key: "ModelEnabled".into(),
+                reason: format!("{value:?} is not true/false, on/off, yes/no or 1/0"),
+            })?)
+        }
+        SettingKey::ModelOptions => {
+            SettingsWrite::ModelOptions(parse_bits(value).ok_or_else(|| SolutionError::InvalidValue {
+                key: "ModelOptions".into(),
+                reason: format!("{value:?} is not a 32-bit mask such as 158 or 0x9e"),
+            })?)
+        }
+        SettingKey::ModelSettings => {
+            SettingsWrite::ModelSettings(if value.trim().eq_ignore_ascii_case("null") {
+                None
+            } else {
+                let column = SettingsDocument::from_user_json(value)?.to_json();
+                refuse_issues(editing_issues(Some(&column)))?;
+                Some(column)
+            })
+        }
+        SettingKey::ModelSettingsKey(name) => {
+            let mut document = SettingsDocument::from_column(stored)?;
+            document.set_text(name, value);
+            let column = document.to_json();
+            // Only this key's problems: others already stored are `settings show`'s to report.
+            refuse_issues(
+                editing_issues(Some(&column))
+                    .into_iter()
+                    .filter(|issue| issue.key == name.as_str())
+                    .collect(),
+            )?;
+            SettingsWrite::ModelSettings(Some(column))
+        }
+    })
+}
+
+/// Works out `settings unset KEY` (see [`plan_set`] for `stored`).
+pub(super) fn plan_unset(key: &SettingKey, stored: Option<&str>) -> Result<SettingsWrite, SolutionError> {
+    Ok(match key {
+        SettingKey::Runtime(key) => SettingsWrite::Runtime(*key, None),
+        SettingKey::ModelEnabled => SettingsWrite::ModelEnabled(false),
+        SettingKey::ModelOptions => SettingsWrite::ModelOptions(0),
+        SettingKey::ModelSettings => SettingsWrite::ModelSettings(None),
+        SettingKey::ModelSettingsKey(name) => {
+            let mut document = SettingsDocument::from_column(stored)?;
+            document.remove(name);
+            SettingsWrite::ModelSettings(Some(document.to_json()))
+        }
+    })
 }
 
 /// Refuses a settings change that would not be used as given.

@@ -14,6 +14,7 @@ mod postgres;
 mod scripts;
 mod secrets;
 mod source_reports;
+mod store;
 mod tokens;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub use postgres::{CopyReport, PG_SCHEMA_VERSION, PgStore, PostgresUrl, copy_sol
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;
+pub use store::Store;
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).

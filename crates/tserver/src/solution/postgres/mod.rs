@@ -14,6 +14,7 @@ use sqlx::{ConnectOptions, Row};
 
 use super::{Role, SolutionError, UserRecord, role_of_stored};
 
+mod admin;
 mod copy;
 
 pub use copy::{CopyReport, copy_solution};
@@ -206,7 +207,7 @@ impl PgStore {
         Ok(SettingsRow {
             model_enabled: row.try_get::<i32, _>(0).map_err(|error| self.error(error))? != 0,
             model_settings: row.try_get(1).map_err(|error| self.error(error))?,
-            model_options: i64::from(row.try_get::<i32, _>(2).map_err(|error| self.error(error))?),
+            model_options: row.try_get::<i64, _>(2).map_err(|error| self.error(error))?,
         })
     }
 
@@ -238,14 +239,7 @@ impl PgStore {
     ) -> Result<(), SolutionError> {
         super::admin::validate_user_name(name)?;
         let password_hash = match password {
-            // argon2 takes tens of milliseconds: off the async workers.
-            Some(password) => {
-                let password = password.to_owned();
-                let hashed = tokio::task::spawn_blocking(move || super::admin_hash_password(&password))
-                    .await
-                    .map_err(|error| SolutionError::PasswordHash(error.to_string()))??;
-                Some(hashed)
-            }
+            Some(password) => Some(hash_off_the_workers(password).await?),
             None => None,
         };
         let added = sqlx::query(
@@ -266,6 +260,15 @@ impl PgStore {
     fn error(&self, error: sqlx::Error) -> SolutionError {
         store_error(&self.url, error)
     }
+}
+
+/// Hashes a password (argon2 takes tens of milliseconds) on a blocking thread, off the async
+/// workers.
+async fn hash_off_the_workers(password: &str) -> Result<String, SolutionError> {
+    let password = password.to_owned();
+    tokio::task::spawn_blocking(move || super::admin_hash_password(&password))
+        .await
+        .map_err(|error| SolutionError::PasswordHash(error.to_string()))?
 }
 
 /// A driver error as the store's: names the (redacted) location, never a password.

@@ -10,7 +10,8 @@
 CREATE TABLE SolutionSettings (
     ModelEnabled  INTEGER NOT NULL DEFAULT 0 CHECK (ModelEnabled IN (0, 1)),
     ModelSettings TEXT    NULL,
-    ModelOptions  INTEGER NOT NULL DEFAULT 0
+    -- BIGINT: every bit of the 32-bit mask, as SQLite's 64-bit INTEGER holds it.
+    ModelOptions  BIGINT  NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX SolutionSettingsHoldsOneRow ON SolutionSettings ((TRUE));
 INSERT INTO SolutionSettings DEFAULT VALUES;

@@ -1,0 +1,162 @@
+//! Admin operations on a PostgreSQL solution: settings get/set/unset and user management, with
+//! the same rules as a file's (`solution/admin.rs` works each change out; this writes it). A
+//! key-by-key `ModelSettings` edit reads the column `FOR UPDATE`, so two editors on any nodes
+//! never lose each other's keys.
+
+use std::collections::HashMap;
+
+use localai::settings::{SettingIssue, editing_issues};
+use sqlx::Row;
+
+use super::super::admin::{SettingsWrite, plan_set, plan_unset, setting_value};
+use super::super::{
+    Role, RuntimeKey, RuntimeSettings, SettingKey, SettingValue, SolutionError, UserRecord, role_of_stored,
+};
+use super::PgStore;
+
+impl PgStore {
+    /// The runtime settings, defaults applied for absent keys (see
+    /// [`SolutionDb::runtime_settings`](super::super::SolutionDb::runtime_settings)).
+    pub async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
+        let rows = sqlx::query("SELECT Key, Value FROM RuntimeSettings")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        let mut stored = HashMap::new();
+        for row in rows {
+            let key: String = row.try_get(0).map_err(|error| self.error(error))?;
+            let value: String = row.try_get(1).map_err(|error| self.error(error))?;
+            stored.insert(key, value);
+        }
+        RuntimeSettings::from_stored(|key: RuntimeKey| Ok(stored.get(key.as_str()).cloned()))
+    }
+
+    /// Reads one setting (see [`SolutionDb::setting`](super::super::SolutionDb::setting)).
+    pub async fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
+        let runtime = match key {
+            SettingKey::Runtime(_) => self.runtime_settings().await?,
+            _ => RuntimeSettings::default(),
+        };
+        setting_value(key, &self.settings_row().await?, &runtime)
+    }
+
+    /// Writes one setting (see [`SolutionDb::set_setting`](super::super::SolutionDb::set_setting)).
+    pub async fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
+        self.write_setting(key, |stored| plan_set(key, value, stored))
+            .await
+    }
+
+    /// Returns a setting to its default (see
+    /// [`SolutionDb::unset_setting`](super::super::SolutionDb::unset_setting)).
+    pub async fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
+        self.write_setting(key, |stored| plan_unset(key, stored)).await
+    }
+
+    /// What is wrong with the stored `ModelSettings`.
+    pub async fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
+        Ok(editing_issues(
+            self.settings_row().await?.model_settings.as_deref(),
+        ))
+    }
+
+    async fn write_setting(
+        &self,
+        key: &SettingKey,
+        plan: impl FnOnce(Option<&str>) -> Result<SettingsWrite, SolutionError>,
+    ) -> Result<(), SolutionError> {
+        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        let stored: Option<String> = if key.edits_stored_document() {
+            sqlx::query_scalar("SELECT ModelSettings FROM SolutionSettings LIMIT 1 FOR UPDATE")
+                .fetch_one(&mut *transaction)
+                .await
+                .map_err(|error| self.error(error))?
+        } else {
+            None
+        };
+        let query = match plan(stored.as_deref())? {
+            SettingsWrite::Runtime(key, Some(value)) => sqlx::query(
+                "INSERT INTO RuntimeSettings (Key, Value) VALUES ($1, $2)
+                 ON CONFLICT (Key) DO UPDATE SET Value = excluded.Value",
+            )
+            .bind(key.as_str())
+            .bind(value),
+            SettingsWrite::Runtime(key, None) => {
+                sqlx::query("DELETE FROM RuntimeSettings WHERE Key = $1").bind(key.as_str())
+            }
+            SettingsWrite::ModelEnabled(enabled) => {
+                sqlx::query("UPDATE SolutionSettings SET ModelEnabled = $1").bind(i32::from(enabled))
+            }
+            SettingsWrite::ModelOptions(bits) => {
+                sqlx::query("UPDATE SolutionSettings SET ModelOptions = $1").bind(i64::from(bits))
+            }
+            SettingsWrite::ModelSettings(column) => {
+                sqlx::query("UPDATE SolutionSettings SET ModelSettings = $1").bind(column)
+            }
+        };
+        query
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        transaction.commit().await.map_err(|error| self.error(error))
+    }
+
+    /// Replaces a user's password (`None`: passwordless).
+    pub async fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+        let hash = match password {
+            Some(password) => Some(super::hash_off_the_workers(password).await?),
+            None => None,
+        };
+        let changed = sqlx::query("UPDATE Users SET PasswordHash = $2 WHERE lower(Name) = lower($1)")
+            .bind(name)
+            .bind(hash)
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        known_user(name, changed.rows_affected())
+    }
+
+    /// Changes a user's role.
+    pub async fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
+        let changed = sqlx::query("UPDATE Users SET Role = $2 WHERE lower(Name) = lower($1)")
+            .bind(name)
+            .bind(role.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        known_user(name, changed.rows_affected())
+    }
+
+    /// Removes a user (and, by the foreign key, their API tokens).
+    pub async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
+        let changed = sqlx::query("DELETE FROM Users WHERE lower(Name) = lower($1)")
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        known_user(name, changed.rows_affected())
+    }
+
+    /// Every user, by name.
+    pub async fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
+        let rows = sqlx::query("SELECT Name, PasswordHash, Role FROM Users ORDER BY lower(Name)")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        rows.iter()
+            .map(|row| {
+                Ok(UserRecord {
+                    name: row.try_get(0).map_err(|error| self.error(error))?,
+                    password_hash: row.try_get(1).map_err(|error| self.error(error))?,
+                    role: role_of_stored(&row.try_get::<String, _>(2).map_err(|error| self.error(error))?),
+                })
+            })
+            .collect()
+    }
+}
+
+fn known_user(name: &str, changed: u64) -> Result<(), SolutionError> {
+    if changed == 0 {
+        return Err(SolutionError::UnknownUser(name.to_owned()));
+    }
+    Ok(())
+}
