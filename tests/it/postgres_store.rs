@@ -391,3 +391,73 @@ async fn settings_and_users_admin_commands_work_on_a_postgres_solution_as_on_a_f
         .expect("a hash");
     assert!(hash.starts_with("$argon2") && !hash.contains("pw two"));
 }
+
+/// Waits (at most 5 s) until `count` nodes lead; how long that took.
+async fn until_leaders(nodes: &[tserver::solution::Leadership], count: usize) -> Duration {
+    let started = std::time::Instant::now();
+    loop {
+        let leading = nodes.iter().filter(|node| node.is_leader()).count();
+        if leading == count {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{leading} nodes lead, not {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_database_restarts() {
+    use tserver::solution::{Leadership, SCRIPTS_LEADER};
+    let server = tokio::task::spawn_blocking(PrivatePostgres::start)
+        .await
+        .expect("started");
+    let mut admin = sqlx::PgConnection::connect(&server.url("postgres"))
+        .await
+        .expect("connects");
+    sqlx::raw_sql("CREATE DATABASE plant")
+        .execute(&mut admin)
+        .await
+        .expect("creates the database");
+    drop(admin);
+    let url = PostgresUrl::parse(&server.url("plant")).expect("a valid URL");
+    let interval = Duration::from_millis(100);
+    let mut nodes: Vec<Leadership> = (0..3)
+        .map(|_| Leadership::campaign(&url, SCRIPTS_LEADER, interval))
+        .collect();
+    until_leaders(&nodes, 1).await;
+    // And it stays one: sampled for a second.
+    for _ in 0..20 {
+        assert_eq!(nodes.iter().filter(|node| node.is_leader()).count(), 1);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The leader goes (its connection closes with it): another takes over.
+    let leader = nodes.iter().position(Leadership::is_leader).expect("a leader");
+    drop(nodes.remove(leader));
+    let took = until_leaders(&nodes, 1).await;
+    assert!(took < Duration::from_secs(2), "taken over after {took:?}");
+
+    // The database restarts: nobody leads while it is away, one leads once it is back.
+    let mut server = tokio::task::spawn_blocking(move || {
+        let mut server = server;
+        server.stop();
+        server
+    })
+    .await
+    .expect("stopped");
+    until_leaders(&nodes, 0).await;
+    server = tokio::task::spawn_blocking(move || {
+        server.resume();
+        server
+    })
+    .await
+    .expect("restarted");
+    until_leaders(&nodes, 1).await;
+    drop(nodes);
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stopped");
+}

@@ -33,7 +33,9 @@ pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
 pub use location::SolutionLocation;
 pub use plant::{Changes, PlantChanges};
-pub use postgres::{CopyReport, PG_SCHEMA_VERSION, PgStore, PostgresUrl, copy_solution};
+pub use postgres::{
+    CopyReport, Leadership, PG_SCHEMA_VERSION, PgStore, PostgresUrl, SCRIPTS_LEADER, copy_solution,
+};
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, key_file};
 pub use source_reports::SourceReport;

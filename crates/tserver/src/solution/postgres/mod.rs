@@ -16,8 +16,10 @@ use super::{Role, SolutionError, UserRecord, role_of_stored};
 
 mod admin;
 mod copy;
+mod leadership;
 
 pub use copy::{CopyReport, copy_solution};
+pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
 pub const PG_SCHEMA_VERSION: i64 = 1;
