@@ -461,3 +461,69 @@ async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_datab
         .await
         .expect("stopped");
 }
+
+#[tokio::test]
+async fn failed_logins_count_across_nodes_on_the_database_clock() {
+    use std::net::IpAddr;
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let (node_a, node_b) = (
+        PgStore::open(&url).await.expect("opens"),
+        PgStore::open(&url).await.expect("opens"),
+    );
+    let config = tserver::LoginThrottleConfig {
+        free_failures: 2,
+        first_lockout: Duration::from_secs(10),
+        max_lockout: Duration::from_secs(35),
+        forget_after: Duration::from_millis(400),
+        max_tracked: 100,
+    };
+    let (peer, other): (IpAddr, IpAddr) = ([192, 0, 2, 7].into(), [192, 0, 2, 8].into());
+    // Failures on either node count together: the second (on the other node) locks.
+    assert_eq!(
+        node_a.record_login_failure(peer, &config).await.expect("counted"),
+        (1, None)
+    );
+    assert_eq!(node_a.login_lockout(peer).await.expect("read"), None);
+    let (count, lockout) = node_b.record_login_failure(peer, &config).await.expect("counted");
+    assert_eq!((count, lockout), (2, Some(Duration::from_secs(10))));
+    let wait = node_a
+        .login_lockout(peer)
+        .await
+        .expect("read")
+        .expect("locked on node A too");
+    assert!(
+        wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
+        "{wait:?}"
+    );
+    assert_eq!(
+        node_b.record_login_failure(peer, &config).await.expect("counted"),
+        (3, Some(Duration::from_secs(20)))
+    );
+    assert_eq!(
+        node_b.login_lockout(other).await.expect("read"),
+        None,
+        "per address"
+    );
+
+    // A success on either node wipes the record everywhere.
+    node_a.clear_login_failures(peer).await.expect("cleared");
+    assert_eq!(node_b.login_lockout(peer).await.expect("read"), None);
+
+    // A quiet spell longer than forget_after starts the count again.
+    assert_eq!(
+        node_a
+            .record_login_failure(other, &config)
+            .await
+            .expect("counted"),
+        (1, None)
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        node_b
+            .record_login_failure(other, &config)
+            .await
+            .expect("counted"),
+        (1, None)
+    );
+}

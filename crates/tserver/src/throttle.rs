@@ -39,6 +39,19 @@ impl Default for LoginThrottleConfig {
     }
 }
 
+impl LoginThrottleConfig {
+    /// The lockout earned by the `count`th failure: none before the free failures are used
+    /// up, the first lockout at the last free one (so the next Hello is throttled), then
+    /// doubled per further failure, capped. One rule for every node: the PostgreSQL store
+    /// counts failures across nodes with it too.
+    pub(crate) fn lockout_after(&self, count: u32) -> Option<Duration> {
+        // With no free failures, the first failure earns the first lockout, not twice it.
+        let over = count.checked_sub(self.free_failures.max(1))?;
+        let factor = 1u32.checked_shl(over.min(31)).unwrap_or(u32::MAX);
+        Some(self.first_lockout.saturating_mul(factor).min(self.max_lockout))
+    }
+}
+
 /// What one address has done lately.
 #[derive(Debug, Clone, Copy)]
 struct Failures {
@@ -96,7 +109,7 @@ impl LoginThrottle {
         }
         failures.count = failures.count.saturating_add(1);
         failures.last = now;
-        let lockout = self.lockout_after(failures.count);
+        let lockout = self.config.lockout_after(failures.count);
         failures.locked_until = lockout.map(|lockout| now + lockout);
         (failures.count, lockout)
     }
@@ -108,21 +121,6 @@ impl LoginThrottle {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         peers.remove(&peer);
-    }
-
-    /// The lockout earned by the `count`th failure: none before the free failures are used
-    /// up, the first lockout at the last free one (so the next Hello is throttled), then
-    /// doubled per further failure, capped.
-    fn lockout_after(&self, count: u32) -> Option<Duration> {
-        // With no free failures, the first failure earns the first lockout, not twice it.
-        let over = count.checked_sub(self.config.free_failures.max(1))?;
-        let factor = 1u32.checked_shl(over.min(31)).unwrap_or(u32::MAX);
-        Some(
-            self.config
-                .first_lockout
-                .saturating_mul(factor)
-                .min(self.config.max_lockout),
-        )
     }
 
     /// Drops every stale entry; when none is stale, the unlocked (else locked) one whose last

@@ -17,6 +17,7 @@ use super::{Role, SolutionError, UserRecord, role_of_stored};
 mod admin;
 mod copy;
 mod leadership;
+mod login_failures;
 
 pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
