@@ -160,9 +160,9 @@ async fn an_unreachable_store_is_a_clear_error_that_never_shows_the_password() {
     assert!(!said.contains("Sup3rSecret"), "{said}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recovers_by_itself() {
-    let mut server = tokio::task::spawn_blocking(PrivatePostgres::start)
+/// A PostgreSQL server of the test's own with a database `plant`, and that database's URL.
+async fn private_server_with_a_database() -> (PrivatePostgres, PostgresUrl) {
+    let server = tokio::task::spawn_blocking(PrivatePostgres::start)
         .await
         .expect("started");
     let mut admin = sqlx::PgConnection::connect(&server.url("postgres"))
@@ -172,17 +172,37 @@ async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recove
         .execute(&mut admin)
         .await
         .expect("creates the database");
-    drop(admin);
     let url = PostgresUrl::parse(&server.url("plant")).expect("a valid URL");
-    let store = PgStore::open(&url).await.expect("opens");
-    store.settings_row().await.expect("read while up");
+    (server, url)
+}
 
-    let mut server = tokio::task::spawn_blocking(move || {
+/// The server stopped (off the async workers: it waits for the process).
+async fn stopped(mut server: PrivatePostgres) -> PrivatePostgres {
+    tokio::task::spawn_blocking(move || {
         server.stop();
         server
     })
     .await
-    .expect("stopped");
+    .expect("stopped")
+}
+
+/// The server started again on its port.
+async fn resumed(mut server: PrivatePostgres) -> PrivatePostgres {
+    tokio::task::spawn_blocking(move || {
+        server.resume();
+        server
+    })
+    .await
+    .expect("restarted")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recovers_by_itself() {
+    let (server, url) = private_server_with_a_database().await;
+    let store = PgStore::open(&url).await.expect("opens");
+    store.settings_row().await.expect("read while up");
+
+    let server = stopped(server).await;
     let started = std::time::Instant::now();
     let down = store.settings_row().await.expect_err("the server is down");
     // The pool's 2 s to get a connection, and then some for a slow machine: never a hang.
@@ -197,12 +217,7 @@ async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recove
         "{said}"
     );
 
-    let server = tokio::task::spawn_blocking(move || {
-        server.resume();
-        server
-    })
-    .await
-    .expect("restarted");
+    let server = resumed(server).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match store.settings_row().await {
@@ -411,18 +426,7 @@ async fn until_leaders(nodes: &[tserver::solution::Leadership], count: usize) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_database_restarts() {
     use tserver::solution::{Leadership, SCRIPTS_LEADER};
-    let server = tokio::task::spawn_blocking(PrivatePostgres::start)
-        .await
-        .expect("started");
-    let mut admin = sqlx::PgConnection::connect(&server.url("postgres"))
-        .await
-        .expect("connects");
-    sqlx::raw_sql("CREATE DATABASE plant")
-        .execute(&mut admin)
-        .await
-        .expect("creates the database");
-    drop(admin);
-    let url = PostgresUrl::parse(&server.url("plant")).expect("a valid URL");
+    let (server, url) = private_server_with_a_database().await;
     let interval = Duration::from_millis(100);
     let mut nodes: Vec<Leadership> = (0..3)
         .map(|_| Leadership::campaign(&url, SCRIPTS_LEADER, interval))
@@ -441,20 +445,9 @@ async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_datab
     assert!(took < Duration::from_secs(2), "taken over after {took:?}");
 
     // The database restarts: nobody leads while it is away, one leads once it is back.
-    let mut server = tokio::task::spawn_blocking(move || {
-        let mut server = server;
-        server.stop();
-        server
-    })
-    .await
-    .expect("stopped");
+    let server = stopped(server).await;
     until_leaders(&nodes, 0).await;
-    server = tokio::task::spawn_blocking(move || {
-        server.resume();
-        server
-    })
-    .await
-    .expect("restarted");
+    let server = resumed(server).await;
     until_leaders(&nodes, 1).await;
     drop(nodes);
     tokio::task::spawn_blocking(move || drop(server))
