@@ -29,6 +29,16 @@ pub struct PrivatePostgres {
 impl PrivatePostgres {
     /// Makes a new cluster and starts it on a free loopback port.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Like [`start`](Self::start), but every connection must give `password` for user
+    /// `postgres` (SCRAM), as a production server would ask.
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_with(Some(password))
+    }
+
+    fn start_with(password: Option<&str>) -> Self {
         let bin = newest_bin().unwrap_or_else(|| {
             panic!("no PostgreSQL server binaries under {VERSIONS}: install them with `apt-get install -y postgresql`")
         });
@@ -52,11 +62,25 @@ impl PrivatePostgres {
             dir,
             run_as,
         };
-        let made = server
-            .command("initdb")
+        let mut initdb = server.command("initdb");
+        initdb
             .arg("-D")
             .arg(server.data())
-            .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .args(["-U", "postgres", "-E", "UTF8", "--no-sync"]);
+        match password {
+            None => initdb.arg("--auth=trust"),
+            Some(password) => {
+                let file = server.dir.path().join("password");
+                std::fs::write(&file, password).expect("writes the password file");
+                if let Some((uid, gid)) = server.run_as {
+                    std::os::unix::fs::chown(&file, Some(uid), Some(gid)).expect("hands it to postgres");
+                }
+                initdb
+                    .arg("--auth=scram-sha-256")
+                    .arg(format!("--pwfile={}", file.display()))
+            }
+        };
+        let made = initdb
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()

@@ -520,3 +520,70 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
         (1, None)
     );
 }
+
+/// `tserver ARGS` as a process, with `env` (and no password from the environment or
+/// `~/.pgpass` unless given): its success, standard output and standard error.
+async fn tserver_process(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let home = tempfile::tempdir().expect("an empty home");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(args)
+        .env_remove("PGPASSWORD")
+        .env("HOME", home.path())
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("tserver runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_password_may_come_from_the_environment_and_never_shows() {
+    const PASSWORD: &str = "Env-Pa55-7781";
+    let server = tokio::task::spawn_blocking(|| PrivatePostgres::start_with_password(PASSWORD))
+        .await
+        .expect("started");
+    let url = server.url("postgres");
+    let solution = crate::support::Solution::empty();
+    let path = solution.path.to_str().expect("utf-8");
+
+    // No password anywhere: refused by the server, said plainly, naming the store.
+    let (ok, _, said) = tserver_process(&["users", &url, "list"], &[]).await;
+    assert!(!ok);
+    assert!(
+        said.contains("solution store (PostgreSQL at postgres://postgres@127.0.0.1:"),
+        "{said}"
+    );
+
+    // From the environment, as psql takes it.
+    let (ok, copied, said) =
+        tserver_process(&["solution", "copy", path, &url], &[("PGPASSWORD", PASSWORD)]).await;
+    assert!(ok, "{said}");
+    let (ok, listed, _) = tserver_process(&["users", &url, "list"], &[("PGPASSWORD", PASSWORD)]).await;
+    assert!(ok && listed.is_empty(), "{listed}");
+
+    // In the URL: it works, and whatever is printed shows *** instead.
+    let with_password = url.replace("postgres@", &format!("postgres:{PASSWORD}@"));
+    let (ok, added, _) = tserver_process(&["users", &with_password, "add", "op", "--no-password"], &[]).await;
+    assert!(ok && added.starts_with("added user op"), "{added}");
+    let (ok, _, refused) = tserver_process(&["users", &with_password, "remove", "nobody"], &[]).await;
+    assert!(!ok && refused.contains("no user named"), "{refused}");
+    let wrong = url.replace("postgres@", "postgres:not-it@");
+    let (ok, _, denied) = tserver_process(&["users", &wrong, "list"], &[]).await;
+    assert!(
+        !ok && denied.contains("postgres://postgres:***@127.0.0.1:"),
+        "{denied}"
+    );
+    for printed in [&copied, &added, &refused, &denied, &said] {
+        assert!(
+            !printed.contains(PASSWORD) && !printed.contains("not-it"),
+            "{printed}"
+        );
+    }
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stopped");
+}
