@@ -17,6 +17,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use crate::own_runtime::on_own_runtime;
 use crate::solution::{
     KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, Store,
     copy_solution, key_file,
@@ -188,27 +189,6 @@ pub enum SolutionAction {
         /// Where to copy it.
         to: SolutionLocation,
     },
-}
-
-/// Runs the future `make` makes to its end on a runtime of its own, in a thread of its own,
-/// so an admin command can use the async store from any caller, async or not.
-fn on_own_runtime<T: Send, E, F>(make: impl FnOnce() -> F + Send) -> anyhow::Result<T>
-where
-    F: Future<Output = Result<T, E>>,
-    anyhow::Error: From<E>,
-{
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("cannot start the async runtime")?;
-                Ok(runtime.block_on(make())?)
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the admin command's thread failed"))?
-    })
 }
 
 /// `tserver tokens` actions.

@@ -28,6 +28,7 @@ mod connection;
 mod context;
 mod handler;
 mod log_text;
+mod own_runtime;
 mod plant;
 mod runtime;
 mod server;

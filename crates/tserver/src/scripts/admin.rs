@@ -11,6 +11,7 @@ use solution_scripts::Trigger;
 
 use super::runner::run_once;
 use crate::Runtime;
+use crate::own_runtime::on_own_runtime;
 use crate::solution::{ScriptRun, ServeLock, SolutionDb, SolutionError};
 
 /// `tserver scripts` actions.
@@ -177,23 +178,9 @@ const RUN_POLL: Duration = Duration::from_millis(100);
 /// Runs `name` in this process against the solution file at `path` (its stored plant, its
 /// model settings), on a runtime of its own: the caller holds the solution's lock.
 fn run_here(path: &Path, name: &str, output: &mut dyn Write) -> anyhow::Result<()> {
-    let (path, wanted) = (path.to_owned(), name.to_owned());
-    // A thread of its own, so the command works from any caller, async or not.
-    let (run, tally) = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .context("cannot start the async runtime")?;
-                runtime.block_on(async {
-                    let solution = Runtime::open(&path)?;
-                    Ok::<_, anyhow::Error>(run_once(&solution, &wanted).await?)
-                })
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("the script run's thread failed"))?
+    let (run, tally) = on_own_runtime(|| async {
+        let solution = Runtime::open(path)?;
+        Ok::<_, anyhow::Error>(run_once(&solution, name).await?)
     })?;
     let callbacks = match tally.runs.saturating_sub(1) {
         0 => String::new(),

@@ -244,10 +244,7 @@ impl SolutionDb {
             "UPDATE Users SET PasswordHash = ?2 WHERE Name = ?1",
             params![name, hash],
         )?;
-        if changed == 0 {
-            return Err(SolutionError::UnknownUser(name.to_owned()));
-        }
-        Ok(())
+        known_user(name, changed > 0)
     }
 
     /// Changes a user's role (its sessions end: they were granted the old one).
@@ -256,10 +253,7 @@ impl SolutionDb {
             "UPDATE Users SET Role = ?2 WHERE Name = ?1",
             params![name, role.as_str()],
         )?;
-        if changed == 0 {
-            return Err(SolutionError::UnknownUser(name.to_owned()));
-        }
-        Ok(())
+        known_user(name, changed > 0)
     }
 
     /// Removes a user.
@@ -267,10 +261,7 @@ impl SolutionDb {
         let changed = self
             .writer()?
             .execute("DELETE FROM Users WHERE Name = ?1", [name])?;
-        if changed == 0 {
-            return Err(SolutionError::UnknownUser(name.to_owned()));
-        }
-        Ok(())
+        known_user(name, changed > 0)
     }
 
     /// Every user, by name.
@@ -433,6 +424,14 @@ pub(super) fn plan_unset(key: &SettingKey, stored: Option<&str>) -> Result<Setti
             SettingsWrite::ModelSettings(Some(document.to_json()))
         }
     })
+}
+
+/// `Ok` when a change to user `name` found its row, else the user is unknown.
+pub(super) fn known_user(name: &str, found: bool) -> Result<(), SolutionError> {
+    if !found {
+        return Err(SolutionError::UnknownUser(name.to_owned()));
+    }
+    Ok(())
 }
 
 /// Refuses a settings change that would not be used as given.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use localai::settings::{SettingIssue, editing_issues};
 use sqlx::Row;
 
-use super::super::admin::{SettingsWrite, plan_set, plan_unset, setting_value};
+use super::super::admin::{SettingsWrite, known_user, plan_set, plan_unset, setting_value};
 use super::super::{
     Role, RuntimeKey, RuntimeSettings, SettingKey, SettingValue, SolutionError, UserRecord, role_of_stored,
 };
@@ -112,7 +112,7 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
-        known_user(name, changed.rows_affected())
+        known_user(name, changed.rows_affected() > 0)
     }
 
     /// Changes a user's role.
@@ -123,7 +123,7 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
-        known_user(name, changed.rows_affected())
+        known_user(name, changed.rows_affected() > 0)
     }
 
     /// Removes a user (and, by the foreign key, their API tokens).
@@ -133,7 +133,7 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
-        known_user(name, changed.rows_affected())
+        known_user(name, changed.rows_affected() > 0)
     }
 
     /// Every user, by name.
@@ -152,11 +152,4 @@ impl PgStore {
             })
             .collect()
     }
-}
-
-fn known_user(name: &str, changed: u64) -> Result<(), SolutionError> {
-    if changed == 0 {
-        return Err(SolutionError::UnknownUser(name.to_owned()));
-    }
-    Ok(())
 }

@@ -273,11 +273,7 @@ fn all_tables() -> impl Iterator<Item = &'static Table> {
 fn read_sqlite(source: &SolutionDb) -> Result<Rows, SolutionError> {
     let mut rows = Rows::new();
     for table in all_tables() {
-        let columns: Vec<String> = table
-            .columns
-            .iter()
-            .map(|(sqlite, _, _)| format!("\"{sqlite}\""))
-            .collect();
+        let columns = sqlite_names(table);
         let select = format!("SELECT {} FROM {} ORDER BY rowid", columns.join(", "), table.name);
         let read = source.read(|connection| {
             let mut statement = connection.prepare(&select)?;
@@ -291,6 +287,15 @@ fn read_sqlite(source: &SolutionDb) -> Result<Rows, SolutionError> {
         rows.push((table, read));
     }
     Ok(rows)
+}
+
+/// The table's columns as SQLite spells them, quoted (`Trigger` and `User` are keywords there).
+fn sqlite_names(table: &Table) -> Vec<String> {
+    table
+        .columns
+        .iter()
+        .map(|(sqlite, _, _)| format!("\"{sqlite}\""))
+        .collect()
 }
 
 fn cell_of_sqlite(value: ValueRef<'_>) -> Cell {
@@ -322,27 +327,17 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
             .enumerate()
             .map(|(index, (_, _, kind))| format!("${}::{}", index + 1, pg_type(*kind)))
             .collect();
-        let names: Vec<&str> = table.columns.iter().map(|(_, postgres, _)| *postgres).collect();
-        let statement = if table.name == SETTINGS.name {
-            let assignments: Vec<String> = names
-                .iter()
-                .zip(&placeholders)
-                .map(|(name, placeholder)| format!("{name} = {placeholder}"))
-                .collect();
-            format!("UPDATE SolutionSettings SET {}", assignments.join(", "))
+        let names: Vec<String> = table
+            .columns
+            .iter()
+            .map(|(_, postgres, _)| (*postgres).to_owned())
+            .collect();
+        let overriding = if table.identity {
+            "OVERRIDING SYSTEM VALUE "
         } else {
-            format!(
-                "INSERT INTO {} ({}) {}VALUES ({})",
-                table.name,
-                names.join(", "),
-                if table.identity {
-                    "OVERRIDING SYSTEM VALUE "
-                } else {
-                    ""
-                },
-                placeholders.join(", ")
-            )
+            ""
         };
+        let statement = write_statement(table, &names, &placeholders, overriding);
         for row in table_rows {
             let mut query = sqlx::query(&statement);
             for (cell, (_, _, kind)) in row.iter().zip(table.columns) {
@@ -372,6 +367,26 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
     }
     transaction.commit().await.map_err(|error| store.error(error))?;
     Ok(report)
+}
+
+/// The statement that writes one row of `table`: an UPDATE of the settings' one row, else an
+/// INSERT (`overriding`: PostgreSQL's clause for keeping copied identity ids).
+fn write_statement(table: &Table, names: &[String], placeholders: &[String], overriding: &str) -> String {
+    if table.name == SETTINGS.name {
+        let assignments: Vec<String> = names
+            .iter()
+            .zip(placeholders)
+            .map(|(name, placeholder)| format!("{name} = {placeholder}"))
+            .collect();
+        format!("UPDATE SolutionSettings SET {}", assignments.join(", "))
+    } else {
+        format!(
+            "INSERT INTO {} ({}) {overriding}VALUES ({})",
+            table.name,
+            names.join(", "),
+            placeholders.join(", ")
+        )
+    }
 }
 
 fn pg_type(kind: Kind) -> &'static str {
@@ -526,27 +541,9 @@ fn write_sqlite(path: &std::path::Path, rows: &Rows) -> Result<CopyReport, Solut
         ..CopyReport::default()
     };
     for (table, table_rows) in rows {
-        let names: Vec<String> = table
-            .columns
-            .iter()
-            .map(|(sqlite, _, _)| format!("\"{sqlite}\""))
-            .collect();
-        let statement = if table.name == SETTINGS.name {
-            let assignments: Vec<String> = names
-                .iter()
-                .enumerate()
-                .map(|(index, name)| format!("{name} = ?{}", index + 1))
-                .collect();
-            format!("UPDATE SolutionSettings SET {}", assignments.join(", "))
-        } else {
-            let placeholders: Vec<String> = (1..=names.len()).map(|index| format!("?{index}")).collect();
-            format!(
-                "INSERT INTO {} ({}) VALUES ({})",
-                table.name,
-                names.join(", "),
-                placeholders.join(", ")
-            )
-        };
+        let names = sqlite_names(table);
+        let placeholders: Vec<String> = (1..=names.len()).map(|index| format!("?{index}")).collect();
+        let statement = write_statement(table, &names, &placeholders, "");
         let mut insert = transaction.prepare(&statement)?;
         for row in table_rows {
             let values: Vec<SqliteValue> = row
