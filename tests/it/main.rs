@@ -23,6 +23,7 @@ mod protocol;
 mod runtime_tools;
 mod scripts;
 mod secrets_in_logs;
+mod several_nodes;
 mod solution_file;
 mod sparkplug_sources;
 mod streaming;

@@ -652,7 +652,7 @@ async fn an_import_that_changes_the_sources_restarts_them_without_a_server_resta
     let file = solution.path.with_file_name("more.toml");
     std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
     admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
-    assert!(runtime.reload_plant_if_imported(), "the import is seen");
+    assert!(runtime.reload_plant_if_imported().await, "the import is seen");
     assert_eq!(
         runtime.source_statuses()[0].tags,
         2,
@@ -671,7 +671,7 @@ async fn an_import_that_changes_the_sources_restarts_them_without_a_server_resta
     // An import changing no source or binding leaves the tasks (and their counts) alone.
     let messages = runtime.source_statuses()[0].messages;
     admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
-    runtime.reload_plant_if_imported();
+    runtime.reload_plant_if_imported().await;
     assert_eq!(runtime.source_statuses()[0].messages, messages);
     shutdown.cancel();
 }

@@ -14,12 +14,12 @@ use tserver_tests::postgres::PrivatePostgres;
 const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// A database of this test's own, dropped (with its connections) when the test ends.
-struct TestDatabase {
+pub(crate) struct TestDatabase {
     name: String,
 }
 
 impl TestDatabase {
-    async fn create() -> Self {
+    pub(crate) async fn create() -> Self {
         let name = format!("tserver_test_{}", uuid::Uuid::new_v4().simple());
         let mut admin = sqlx::PgConnection::connect(ADMIN_URL)
             .await
@@ -36,7 +36,7 @@ impl TestDatabase {
         Self { name }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
     }
 }
@@ -161,7 +161,7 @@ async fn an_unreachable_store_is_a_clear_error_that_never_shows_the_password() {
 }
 
 /// A PostgreSQL server of the test's own with a database `plant`, and that database's URL.
-async fn private_server_with_a_database() -> (PrivatePostgres, PostgresUrl) {
+pub(crate) async fn private_server_with_a_database() -> (PrivatePostgres, PostgresUrl) {
     let server = tokio::task::spawn_blocking(PrivatePostgres::start)
         .await
         .expect("started");
@@ -177,7 +177,7 @@ async fn private_server_with_a_database() -> (PrivatePostgres, PostgresUrl) {
 }
 
 /// The server stopped (off the async workers: it waits for the process).
-async fn stopped(mut server: PrivatePostgres) -> PrivatePostgres {
+pub(crate) async fn stopped(mut server: PrivatePostgres) -> PrivatePostgres {
     tokio::task::spawn_blocking(move || {
         server.stop();
         server
@@ -187,7 +187,7 @@ async fn stopped(mut server: PrivatePostgres) -> PrivatePostgres {
 }
 
 /// The server started again on its port.
-async fn resumed(mut server: PrivatePostgres) -> PrivatePostgres {
+pub(crate) async fn resumed(mut server: PrivatePostgres) -> PrivatePostgres {
     tokio::task::spawn_blocking(move || {
         server.resume();
         server

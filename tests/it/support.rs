@@ -86,7 +86,17 @@ pub(crate) struct TestServer {
 impl TestServer {
     /// Serves `solution` with `config`.
     pub(crate) async fn start(solution: &Path, config: ServerConfig) -> Self {
-        let runtime = Runtime::open(solution).expect("solution opens");
+        Self::serving(Runtime::open(solution).expect("solution opens"), config).await
+    }
+
+    /// Serves the solution at `location` (a file or a `postgres://` URL) with `config`.
+    pub(crate) async fn start_at(location: &str, config: ServerConfig) -> Self {
+        let location = location.parse().expect("a solution location");
+        let runtime = Runtime::open_at(&location).await.expect("solution opens");
+        Self::serving(runtime, config).await
+    }
+
+    async fn serving(runtime: Runtime, config: ServerConfig) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let shutdown = CancellationToken::new();

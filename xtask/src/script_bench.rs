@@ -218,7 +218,7 @@ async fn measure_all(solution: PathBuf, plan: ScriptPlan, starts: &RunStarts) ->
     let bytes_per_script = loaded_memory(&runtime, plan.loaded).await?;
 
     eprintln!("script-bench: {} tag: and alarm: triggers", plan.samples);
-    let db = runtime.db();
+    let db = runtime.db().context("the bench solution is a file")?;
     db.add_script(
         "TagEcho",
         &trigger("tag:Bench.In")?,
@@ -264,7 +264,7 @@ fn trigger(text: &str) -> anyhow::Result<Trigger> {
 /// starts a runner for them and returns the resident memory it added per script; then stops
 /// that runner and removes them.
 async fn loaded_memory(runtime: &Runtime, count: usize) -> anyhow::Result<f64> {
-    let db = runtime.db();
+    let db = runtime.db().context("the bench solution is a file")?;
     let idle = trigger("tag:Bench.Idle")?;
     for index in 0..count {
         db.add_script(&format!("Loaded{index}"), &idle, TYPICAL_SCRIPT)?;
@@ -367,6 +367,7 @@ async fn trivial_runs(runtime: &Runtime, plan: ScriptPlan) -> anyhow::Result<Val
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         let tally = runtime
             .db()
+            .context("the bench solution is a file")?
             .script_records()?
             .into_iter()
             .filter(|record| record.name.starts_with("Trivial"))

@@ -117,7 +117,7 @@ impl AtomicPath {
     }
 
     pub(crate) async fn execute(&self, query: &str) -> Envelope {
-        let row = match self.solution.settings() {
+        let row = match self.solution.settings().await {
             Ok(row) => row,
             Err(error) => {
                 return Envelope::precondition_error(format!("could not read SolutionSettings: {error}"));
@@ -138,7 +138,7 @@ impl AtomicPath {
         let started = Instant::now();
         let settings = row.model_settings();
         let mut redactions = Redactions::default();
-        let endpoint = match self.endpoint(&settings, &mut redactions) {
+        let endpoint = match self.endpoint(&settings, &mut redactions).await {
             Ok(endpoint) => endpoint,
             Err(warning) => return Envelope::error(redactions.scrub(&warning), started.elapsed()),
         };
@@ -191,19 +191,27 @@ impl AtomicPath {
 
     /// Resolves secrets and tag expressions and decodes the auth. Errors are warnings that
     /// quote the configured URL, never a resolved value.
-    fn endpoint(&self, settings: &ModelSettings, redactions: &mut Redactions) -> Result<Endpoint, String> {
+    async fn endpoint(
+        &self,
+        settings: &ModelSettings,
+        redactions: &mut Redactions,
+    ) -> Result<Endpoint, String> {
         let solution = self.solution.as_ref();
         let shown_url = settings.url.clone();
-        let url = resolve_secrets(&settings.url, solution, redactions).map_err(|e| format!("URL: {e}"))?;
+        let url = resolve_secrets(&settings.url, solution, redactions)
+            .await
+            .map_err(|e| format!("URL: {e}"))?;
         let url = resolve_tag_expressions(&url, solution).map_err(|e| format!("URL: {e}"))?;
         let url = reqwest::Url::parse(url.trim())
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
             .ok_or_else(|| format!("invalid LLM endpoint URL ({shown_url}): expected an http(s) URL"))?;
         let authorization = resolve_secrets(&settings.authorization, solution, redactions)
+            .await
             .map_err(|e| format!("Authorization: {e}"))?;
-        let headers =
-            resolve_secrets(&settings.headers, solution, redactions).map_err(|e| format!("Headers: {e}"))?;
+        let headers = resolve_secrets(&settings.headers, solution, redactions)
+            .await
+            .map_err(|e| format!("Headers: {e}"))?;
         let mut all = decode_headers(&headers).map_err(|e| e.to_string())?;
         all.extend(decode_authorization(&authorization).map_err(|e| e.to_string())?);
         redactions.remember_headers(&all);

@@ -32,6 +32,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
 pub use chat::TurnControls;
@@ -48,14 +49,24 @@ use uuid::Uuid;
 #[error("{0}")]
 pub struct SolutionError(pub String);
 
+/// A read of the solution's store: a store that answers at once (a local file) returns a
+/// ready future, one across the network (a database server) a future to await. Owned, so a
+/// call may carry it past the borrow it was started from.
+pub type StoreRead<T> = Pin<Box<dyn Future<Output = Result<T, SolutionError>> + Send + 'static>>;
+
+/// A store read already answered.
+pub fn store_read_ready<T: Send + 'static>(result: Result<T, SolutionError>) -> StoreRead<T> {
+    Box::pin(std::future::ready(result))
+}
+
 /// What Local AI needs from the solution it runs in. `tserver` implements it over its
 /// database; tests implement it in memory.
 pub trait Solution: Send + Sync + 'static {
     /// Reads the `SolutionSettings` row afresh. Called at the start of every call.
-    fn settings(&self) -> Result<SettingsRow, SolutionError>;
+    fn settings(&self) -> StoreRead<SettingsRow>;
 
     /// The decrypted value of a secret, `None` when no secret has that name.
-    fn secret(&self, name: &str) -> Result<Option<secrets::SecretValue>, SolutionError>;
+    fn secret(&self, name: &str) -> StoreRead<Option<secrets::SecretValue>>;
 
     /// A tag's current value as text (for `{Tag.X}`), `None` for an unknown tag.
     fn tag_text(&self, name: &str) -> Option<String>;
@@ -93,6 +104,17 @@ pub struct ChatOutcome {
     pub usage: Usage,
     /// How many POSTs the turn made to the model server.
     pub model_requests: u32,
+}
+
+impl ChatOutcome {
+    /// The outcome of a turn answered without asking the model.
+    fn answered(envelope: String) -> Self {
+        Self {
+            envelope,
+            usage: Usage::default(),
+            model_requests: 0,
+        }
+    }
 }
 
 impl ChatTurn {
@@ -181,41 +203,72 @@ impl LocalAi {
         query_json: &str,
         controls: TurnControls,
     ) -> ChatTurn {
-        let panicked = || Envelope::precondition_error("internal error: the chat turn panicked").to_json();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.chat.admit(caller, query_json, controls))) {
-            Ok(Ok(admitted)) => {
-                let chat = Arc::clone(&self.chat);
-                let max = Arc::clone(&self.max_envelope_bytes);
-                ChatTurn::Running(Box::pin(async move {
-                    match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
-                        Ok(end) => {
-                            telemetry::chat_turn(end.envelope.status.as_str());
-                            ChatOutcome {
-                                envelope: Self::reply_json(&max, &end.envelope),
-                                usage: end.usage,
-                                model_requests: end.posts,
-                            }
-                        }
-                        Err(_) => {
-                            telemetry::chat_turn(Status::Error.as_str());
-                            ChatOutcome {
-                                envelope: panicked(),
-                                usage: Usage::default(),
-                                model_requests: 0,
-                            }
-                        }
-                    }
-                }))
+        let arrival = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut read = self.chat.read_settings();
+            // A store that answers at once (a file) is read here, on the caller's thread: a
+            // refused turn then costs no task. One across the network keeps the turn's place
+            // in its connection's queue now and is read when the turn runs.
+            match read.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                Poll::Ready(row) => Ok(self.chat.admit(row, caller, query_json, controls, None)),
+                Poll::Pending => Err((read, self.chat.arrival_ticket(caller), controls)),
             }
-            Ok(Err(refused)) => {
+        }));
+        match arrival {
+            Ok(Ok(Ok(admitted))) => ChatTurn::Running(Box::pin(self.run_admitted(admitted))),
+            Ok(Ok(Err(refused))) => {
                 telemetry::chat_turn(refused.status.as_str());
                 ChatTurn::Answered(refused.to_json())
             }
-            Err(_) => {
-                telemetry::chat_turn(Status::Error.as_str());
-                ChatTurn::Answered(panicked())
+            Ok(Err((read, ticket, controls))) => {
+                let service = self.clone();
+                let caller = caller.clone();
+                let query_json = query_json.to_owned();
+                ChatTurn::Running(Box::pin(async move {
+                    let row = read.await;
+                    let admitted = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        service
+                            .chat
+                            .admit(row, &caller, &query_json, controls, Some(ticket))
+                    }));
+                    match admitted {
+                        Ok(Ok(admitted)) => service.run_admitted(admitted).await,
+                        Ok(Err(refused)) => {
+                            telemetry::chat_turn(refused.status.as_str());
+                            ChatOutcome::answered(refused.to_json())
+                        }
+                        Err(_) => Self::turn_panicked(),
+                    }
+                }))
+            }
+            Err(_) => ChatTurn::Answered(Self::turn_panicked().envelope),
+        }
+    }
+
+    /// Runs an admitted turn to its outcome; a panic inside becomes an `error` envelope.
+    fn run_admitted(&self, admitted: chat::Admitted) -> impl Future<Output = ChatOutcome> + Send + 'static {
+        let chat = Arc::clone(&self.chat);
+        let max = Arc::clone(&self.max_envelope_bytes);
+        async move {
+            match AssertUnwindSafe(chat.execute(admitted)).catch_unwind().await {
+                Ok(end) => {
+                    telemetry::chat_turn(end.envelope.status.as_str());
+                    ChatOutcome {
+                        envelope: Self::reply_json(&max, &end.envelope),
+                        usage: end.usage,
+                        model_requests: end.posts,
+                    }
+                }
+                Err(_) => Self::turn_panicked(),
             }
         }
+    }
+
+    /// What a chat turn that panicked answers (counted as an `error` turn).
+    fn turn_panicked() -> ChatOutcome {
+        telemetry::chat_turn(Status::Error.as_str());
+        ChatOutcome::answered(
+            Envelope::precondition_error("internal error: the chat turn panicked").to_json(),
+        )
     }
 
     /// One atomic call (the spec's `ExecuteAtomicAsync`, `TK.AIExecuteAsync` for scripts).
@@ -322,10 +375,10 @@ mod tests {
     struct Exploding;
 
     impl Solution for Exploding {
-        fn settings(&self) -> Result<SettingsRow, SolutionError> {
+        fn settings(&self) -> StoreRead<SettingsRow> {
             panic!("settings store exploded")
         }
-        fn secret(&self, _name: &str) -> Result<Option<secrets::SecretValue>, SolutionError> {
+        fn secret(&self, _name: &str) -> StoreRead<Option<secrets::SecretValue>> {
             panic!("secret store exploded")
         }
         fn tag_text(&self, _name: &str) -> Option<String> {
@@ -334,6 +387,85 @@ mod tests {
         fn tools(&self) -> &tools::ToolCatalog {
             panic!("tool catalog exploded")
         }
+    }
+
+    /// A store across the network: its first settings read takes a while, later ones answer
+    /// on their second poll; history is on and the model is `url`.
+    struct LaterStore {
+        url: String,
+        reads: std::sync::atomic::AtomicUsize,
+        tools: tools::ToolCatalog,
+    }
+
+    impl Solution for LaterStore {
+        fn settings(&self) -> StoreRead<SettingsRow> {
+            let first = self.reads.fetch_add(1, Ordering::Relaxed) == 0;
+            let row = SettingsRow {
+                model_enabled: true,
+                model_settings: Some(serde_json::json!({ "URL": self.url }).to_string()),
+                model_options: i64::from(ModelOptions::ENABLE_RUNTIME_MCP | ModelOptions::CHAT_HISTORY),
+            };
+            Box::pin(async move {
+                if first {
+                    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                Ok(row)
+            })
+        }
+        fn secret(&self, _name: &str) -> StoreRead<Option<secrets::SecretValue>> {
+            store_read_ready(Ok(None))
+        }
+        fn tag_text(&self, _name: &str) -> Option<String> {
+            None
+        }
+        fn tools(&self) -> &tools::ToolCatalog {
+            &self.tools
+        }
+    }
+
+    #[tokio::test]
+    async fn with_a_store_that_answers_later_a_connections_turns_keep_their_arrival_order() {
+        let llm = scripted_llm::ScriptedLlm::start(vec![
+            scripted_llm::Reply::text("first answer"),
+            scripted_llm::Reply::text("second answer"),
+        ])
+        .await
+        .expect("llm");
+        let service = LocalAi::new(Arc::new(LaterStore {
+            url: llm.url(),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+            tools: tools::ToolCatalog::default(),
+        }));
+        let caller = ChatCaller {
+            client_guid: Uuid::new_v4(),
+            user_name: Arc::from("operator"),
+        };
+        let one = service.execute_chat(&caller, "one");
+        let two = service.execute_chat(&caller, "two");
+        assert!(matches!(one, ChatTurn::Running(_)), "{one:?}");
+        // The second turn is polled first and its settings come sooner: it still waits.
+        let (two, one) = tokio::join!(two.reply(), one.reply());
+        let text = |json: &str| Envelope::from_json(json).expect("an envelope").text;
+        assert_eq!(
+            (text(&one), text(&two)),
+            ("first answer".to_owned(), "second answer".to_owned())
+        );
+        let second_post = llm.requests()[1].json().expect("a JSON body");
+        let users: Vec<&str> = second_post["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter(|message| message["role"] == "user")
+            .filter_map(|message| message["content"].as_str())
+            .collect();
+        assert_eq!(
+            users,
+            ["one", "two"],
+            "the second turn saw the first in its history"
+        );
+        llm.stop().await;
     }
 
     #[tokio::test]

@@ -311,7 +311,7 @@ fn is_name_char(c: char) -> bool {
 }
 
 /// Resolves every `/secret:<Name>` token in `text`, remembering the values in `redactions`.
-pub fn resolve_secrets(
+pub async fn resolve_secrets(
     text: &str,
     solution: &dyn Solution,
     redactions: &mut Redactions,
@@ -326,7 +326,7 @@ pub fn resolve_secrets(
         if name.is_empty() {
             return Err(SecretError::EmptyName);
         }
-        let value = match solution.secret(name) {
+        let value = match solution.secret(name).await {
             Ok(Some(value)) => value,
             Ok(None) => return Err(SecretError::Missing(name.to_owned())),
             Err(SolutionError(reason)) => {
@@ -352,17 +352,17 @@ mod tests {
     struct OneSecret;
 
     impl Solution for OneSecret {
-        fn settings(&self) -> Result<crate::SettingsRow, SolutionError> {
-            Ok(crate::SettingsRow::default())
+        fn settings(&self) -> crate::StoreRead<crate::SettingsRow> {
+            crate::store_read_ready(Ok(crate::SettingsRow::default()))
         }
-        fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
-            Ok(match name {
+        fn secret(&self, name: &str) -> crate::StoreRead<Option<SecretValue>> {
+            crate::store_read_ready(Ok(match name {
                 "Key" => Some(SecretValue::new("sk ü/x-1".to_owned())),
                 "Line" => Some(SecretValue::new("X-Api-Key:  line-secret-77 ".to_owned())),
                 "Pin" => Some(SecretValue::new("42".to_owned())),
                 "Pass" => Some(SecretValue::new("p@ss wörd-9".to_owned())),
                 _ => None,
-            })
+            }))
         }
         fn tag_text(&self, _name: &str) -> Option<String> {
             None
@@ -372,11 +372,18 @@ mod tests {
         }
     }
 
+    /// `resolve_secrets` over [`OneSecret`], whose reads answer at once.
+    fn resolve_at_once(text: &str, redactions: &mut Redactions) -> Result<String, SecretError> {
+        use futures::FutureExt;
+        resolve_secrets(text, &OneSecret, redactions)
+            .now_or_never()
+            .expect("an in-memory store answers at once")
+    }
+
     #[test]
     fn every_form_a_secret_was_sent_in_is_scrubbed_from_every_envelope_field() {
         let mut redactions = Redactions::default();
-        let auth =
-            resolve_secrets("BasicAuth\npanel\n/secret:Key", &OneSecret, &mut redactions).expect("resolves");
+        let auth = resolve_at_once("BasicAuth\npanel\n/secret:Key", &mut redactions).expect("resolves");
         let headers = crate::auth::decode_authorization(&auth).expect("decodes");
         redactions.remember_headers(&headers);
         let basic = headers[0].1.strip_prefix("Basic ").expect("basic").to_owned();
@@ -443,20 +450,14 @@ mod tests {
         use base64::Engine;
         let mut redactions = Redactions::default();
         // A secret holding a whole header line: the value sent is what a server echoes.
-        let auth =
-            resolve_secrets("CustomAuth\n/secret:Line", &OneSecret, &mut redactions).expect("resolves");
+        let auth = resolve_at_once("CustomAuth\n/secret:Line", &mut redactions).expect("resolves");
         redactions.remember_headers(&crate::auth::decode_authorization(&auth).expect("decodes"));
         assert_eq!(
             redactions.scrub("got line-secret-77, bad"),
             "got /secret:Line, bad"
         );
         // A secret in the URL's user info, sent as Basic credentials by the HTTP client.
-        let url = resolve_secrets(
-            "http://panel:/secret:Pass@gpu-box/v1",
-            &OneSecret,
-            &mut redactions,
-        )
-        .expect("resolves");
+        let url = resolve_at_once("http://panel:/secret:Pass@gpu-box/v1", &mut redactions).expect("resolves");
         let url = reqwest::Url::parse(&url).expect("a URL");
         redactions.remember_url_credentials(&url);
         let basic = base64::engine::general_purpose::STANDARD.encode("panel:p@ss wörd-9");
@@ -469,7 +470,7 @@ mod tests {
             redactions.scrub(url.as_str())
         );
         // A two-character secret is no secret, and scrubbing it would mangle every answer.
-        resolve_secrets("/secret:Pin", &OneSecret, &mut redactions).expect("resolves");
+        resolve_at_once("/secret:Pin", &mut redactions).expect("resolves");
         assert_eq!(redactions.scrub("42 pumps"), "42 pumps");
     }
 }

@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::log_text::ClientText;
-use crate::solution::{Role, SolutionDb, UserRecord, admin_hash_password};
+use crate::solution::{Role, Store, UserRecord, admin_hash_password};
 use crate::throttle::{LoginThrottle, LoginThrottleConfig};
 
 /// Why a login did not succeed.
@@ -88,7 +88,7 @@ pub(crate) type UserFingerprints = HashMap<String, u64>;
 /// Checks user names and passwords against the solution's `Users` table.
 #[derive(Debug)]
 pub(crate) struct Authenticator {
-    db: Arc<SolutionDb>,
+    store: Arc<Store>,
     /// The `Users` table, sent again whenever it changes; each logged-in connection then
     /// checks its login against it.
     users: watch::Sender<Arc<UserFingerprints>>,
@@ -105,14 +105,14 @@ type VerifyJob = (String, String, oneshot::Sender<Result<bool, LoginError>>);
 
 impl Authenticator {
     pub(crate) fn new(
-        db: Arc<SolutionDb>,
+        store: Arc<Store>,
         max_concurrent: usize,
         throttle: LoginThrottleConfig,
     ) -> Result<Self, LoginError> {
         let dummy_hash =
             admin_hash_password("timing-equaliser").map_err(|e| LoginError::Internal(e.to_string()))?;
         Ok(Self {
-            db,
+            store,
             users: watch::Sender::new(Arc::default()),
             verifications: Arc::new(Semaphore::new(max_concurrent)),
             dummy_hash,
@@ -138,7 +138,7 @@ impl Authenticator {
                 () = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let table: UserFingerprints = match self.db.users() {
+            let table: UserFingerprints = match self.store.users().await {
                 Ok(users) => users
                     .iter()
                     .map(|user| (user.name.clone(), fingerprint(user)))
@@ -158,17 +158,17 @@ impl Authenticator {
     /// Whether `login` still stands against the table the watcher sent. Only a login the
     /// table disagrees with reads its own row, since the table may predate it (a user added,
     /// or a password set, just before this login): the row decides.
-    pub(crate) fn recheck(&self, login: &Login, users: &UserFingerprints) -> LoginStanding {
+    pub(crate) async fn recheck(&self, login: &Login, users: &UserFingerprints) -> LoginStanding {
         if users.get(&*login.name) == Some(&login.fingerprint) {
             return LoginStanding::Valid;
         }
-        self.standing(login)
+        self.standing(login).await
     }
 
     /// Whether `login` still stands: the user exists with the credentials it logged in with.
     /// A database failure keeps the login (logged): a session is not ended on a guess.
-    fn standing(&self, login: &Login) -> LoginStanding {
-        match self.db.user(&login.name) {
+    async fn standing(&self, login: &Login) -> LoginStanding {
+        match self.store.user(&login.name).await {
             Ok(Some(record)) if fingerprint(&record) == login.fingerprint => LoginStanding::Valid,
             Ok(Some(_)) => LoginStanding::PasswordChanged,
             Ok(None) => LoginStanding::Removed,
@@ -213,8 +213,9 @@ impl Authenticator {
         password: &str,
     ) -> Result<Login, LoginError> {
         let record = self
-            .db
+            .store
             .user(user_name)
+            .await
             .map_err(|error| LoginError::Internal(error.to_string()))?;
         let login = |record: &UserRecord| Login {
             name: Arc::from(record.name.as_str()),

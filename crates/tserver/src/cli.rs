@@ -93,8 +93,8 @@ pub enum Command {
     },
     /// Manage the secrets that `/secret:<Name>` tokens refer to (values are write-only).
     Secrets {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL (its key then from TSERVER_SECRETS_KEY).
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: SecretsAction,
@@ -118,8 +118,8 @@ pub enum Command {
     },
     /// Print the audit trail: every tag write and alarm acknowledgement clients asked for.
     Audit {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL.
+        solution: SolutionLocation,
         /// Only entries since then: a time (RFC 3339, e.g. 2026-11-23T08:00:00Z) or an age
         /// (e.g. 2h, 30min).
         #[arg(long, value_parser = parse_since)]
@@ -260,9 +260,10 @@ pub enum PlantAction {
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The solution file to serve.
+    /// The solution to serve: a file, or a `postgres://` URL shared by several nodes (its
+    /// password from the URL, PGPASSWORD or ~/.pgpass; secrets' key from TSERVER_SECRETS_KEY).
     #[arg(long)]
-    pub solution: PathBuf,
+    pub solution: SolutionLocation,
     /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
     /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
     /// with the same certificate.
@@ -494,12 +495,19 @@ pub async fn serve_on(
     let listen = listener
         .local_addr()
         .map_or_else(|_| args.listen.to_string(), |address| address.to_string());
-    if !args.solution.exists() {
-        return Err(SolutionError::NotFound(args.solution.clone()).into());
-    }
-    let _lock = ServeLock::acquire(&args.solution, &listen)?;
-    let runtime = Runtime::open(&args.solution)
-        .with_context(|| format!("cannot open solution {}", args.solution.display()))?;
+    // A database is shared by design; a file is served by one server only.
+    let _lock = match &args.solution {
+        SolutionLocation::File(path) => {
+            if !path.exists() {
+                return Err(SolutionError::NotFound(path.clone()).into());
+            }
+            Some(ServeLock::acquire(path, &listen)?)
+        }
+        SolutionLocation::Postgres(_) => None,
+    };
+    let runtime = Runtime::open_at(&args.solution)
+        .await
+        .with_context(|| format!("cannot open solution {}", args.solution))?;
     let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);
     tracing::info!(
         tags = runtime.objects().len(),
@@ -587,24 +595,14 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let lines = on_own_runtime(|| settings_command(solution, action))?;
             output.write_all(lines.as_bytes())?;
         }
-        Command::Secrets { path, action } => {
-            let db = SolutionDb::open(path)?;
-            match action {
-                SecretsAction::Set { name } => {
-                    let value = read_first_line(input, "the secret value", "")?;
-                    db.set_secret(name, &value)?;
-                    writeln!(output, "stored secret {name}")?;
-                }
-                SecretsAction::List => {
-                    for name in db.secret_names()? {
-                        writeln!(output, "{name}")?;
-                    }
-                }
-                SecretsAction::Remove { name } => {
-                    db.remove_secret(name)?;
-                    writeln!(output, "removed secret {name}")?;
-                }
-            }
+        Command::Secrets { solution, action } => {
+            // The value is read here, before the store is: standard input is this thread's.
+            let value = match action {
+                SecretsAction::Set { .. } => Some(read_first_line(input, "the secret value", "")?),
+                SecretsAction::List | SecretsAction::Remove { .. } => None,
+            };
+            let lines = on_own_runtime(|| secrets_command(solution, action, value.as_deref()))?;
+            output.write_all(lines.as_bytes())?;
         }
         Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
         Command::Sources { path, action } => sources_command(&SolutionDb::open(path)?, action, output)?,
@@ -630,8 +628,14 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                 )?;
             }
         }
-        Command::Audit { path, since, limit } => {
-            for entry in SolutionDb::open(path)?.audit(*since, *limit)? {
+        Command::Audit {
+            solution,
+            since,
+            limit,
+        } => {
+            let entries =
+                on_own_runtime(|| async { Store::open(solution).await?.audit(*since, *limit).await })?;
+            for entry in entries {
                 let change = match (&entry.old_value, &entry.new_value) {
                     (Some(old), Some(new)) => format!(" {old} -> {new}"),
                     (None, Some(new)) => format!(" -> {new}"),
@@ -669,6 +673,30 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
 }
 
 /// `tserver settings`, on either backend; returns what it prints.
+async fn secrets_command(
+    solution: &SolutionLocation,
+    action: &SecretsAction,
+    value: Option<&str>,
+) -> anyhow::Result<String> {
+    let store = Store::open(solution).await?;
+    Ok(match action {
+        SecretsAction::Set { name } => {
+            store.set_secret(name, value.unwrap_or_default()).await?;
+            format!("stored secret {name}\n")
+        }
+        SecretsAction::List => store
+            .secret_names()
+            .await?
+            .iter()
+            .map(|name| format!("{name}\n"))
+            .collect(),
+        SecretsAction::Remove { name } => {
+            store.remove_secret(name).await?;
+            format!("removed secret {name}\n")
+        }
+    })
+}
+
 async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) -> anyhow::Result<String> {
     use std::fmt::Write as _;
     let store = Store::open(solution).await?;

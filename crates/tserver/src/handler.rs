@@ -325,7 +325,7 @@ impl Handler {
                     let users = Arc::clone(&receiver.borrow_and_update());
                     users_change.set(users_changed(receiver));
                     if let Some(login) = &self.context.login {
-                        let standing = self.shared.auth.recheck(login, &users);
+                        let standing = self.shared.auth.recheck(login, &users).await;
                         if standing != LoginStanding::Valid {
                             tracing::info!(?standing, "login revoked by an admin change");
                             return Close::LoginRevoked(standing);
@@ -529,7 +529,9 @@ impl Handler {
                     .await?;
             }
             client_frame::Body::ListTools(_) => {
-                let body = cmd::list_tools::apply(&self.shared.runtime).unwrap_or_else(CallError::into_body);
+                let body = cmd::list_tools::apply(&self.shared.runtime)
+                    .await
+                    .unwrap_or_else(CallError::into_body);
                 self.answer_call(kind, call_id, body).await?;
             }
             client_frame::Body::CallTool(request) => {

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params};
 
 use crate::objects::{AlarmCondition, AlarmEvent, AlarmEventKind, Quality, TagKind, TagSample, TagValue};
 use crate::plant::WriteCapability;
-use crate::solution::{SolutionDb, SolutionError};
+use crate::solution::{SolutionError, Store};
 
 /// A tag is recorded at most once per this interval (sooner when its quality changes), which
 /// bounds the table at a few hundred thousand rows per tag-year of one-second updates.
@@ -68,12 +68,13 @@ pub struct AlarmHistoryPage {
     pub total: usize,
 }
 
+/// A sample waiting to be written.
 #[derive(Debug)]
-struct QueuedSample {
-    tag: Arc<str>,
-    time: SystemTime,
-    value: TagValue,
-    quality: Quality,
+pub(crate) struct QueuedSample {
+    pub(crate) tag: Arc<str>,
+    pub(crate) time: SystemTime,
+    pub(crate) value: TagValue,
+    pub(crate) quality: Quality,
 }
 
 #[derive(Debug, Default)]
@@ -88,7 +89,7 @@ struct Queue {
 /// The historian of one solution.
 #[derive(Debug)]
 pub struct Historian {
-    db: Arc<SolutionDb>,
+    store: Arc<Store>,
     retention: Duration,
     queue: Mutex<Queue>,
     /// One writer connection, opened on first flush and kept; also serializes flushes.
@@ -96,10 +97,10 @@ pub struct Historian {
 }
 
 impl Historian {
-    /// A historian writing to `db`, keeping samples and events for `retention`.
-    pub fn new(db: Arc<SolutionDb>, retention: Duration) -> Self {
+    /// A historian writing to `store`, keeping samples and events for `retention`.
+    pub fn new(store: Arc<Store>, retention: Duration) -> Self {
         Self {
-            db,
+            store,
             retention,
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(None),
@@ -169,7 +170,9 @@ impl Historian {
     /// Returns the number of rows written. On failure the rows stay queued for the next flush.
     pub fn flush(&self) -> Result<usize, SolutionError> {
         // The kept writer would go on writing into a file that is gone: rows stay queued.
-        self.db.refuse_if_lost()?;
+        if let Store::File(db) = &*self.store {
+            db.refuse_if_lost()?;
+        }
         let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let (samples, events, dropped) = {
             let mut queue = self.queue();
@@ -182,14 +185,20 @@ impl Historian {
         if dropped > 0 {
             tracing::warn!(dropped, "historian queue overflowed; oldest rows were dropped");
         }
-        let connection = match writer.as_mut() {
-            Some(connection) => connection,
-            None => writer.insert(self.db.writer()?),
-        };
         let keep_after = SystemTime::now()
             .checked_sub(self.retention)
             .unwrap_or(UNIX_EPOCH);
-        match write_rows(connection, &samples, &events, keep_after) {
+        let written = match &*self.store {
+            Store::File(db) => match writer.as_mut() {
+                Some(connection) => write_rows(connection, &samples, &events, keep_after).map_err(Into::into),
+                None => db.writer().and_then(|connection| {
+                    let connection = writer.insert(connection);
+                    write_rows(connection, &samples, &events, keep_after).map_err(Into::into)
+                }),
+            },
+            Store::Postgres(pg) => pg.block_on(pg.write_history(&samples, &events, keep_after)),
+        };
+        match written {
             Ok(()) => Ok(samples.len() + events.len()),
             Err(error) => {
                 // Put the rows back in front of anything queued since, so none is lost.
@@ -198,7 +207,7 @@ impl Historian {
                 queue.samples.extend(newer_samples);
                 let newer_events = std::mem::replace(&mut queue.events, events);
                 queue.events.extend(newer_events);
-                Err(error.into())
+                Err(error)
             }
         }
     }
@@ -221,7 +230,11 @@ impl Historian {
     ) -> Result<HistoryPage, SolutionError> {
         self.flush()?;
         let (from, to) = (unix_millis(from), unix_millis(to));
-        self.db.read(|connection| {
+        let db = match &*self.store {
+            Store::File(db) => db,
+            Store::Postgres(pg) => return pg.block_on(pg.tag_history(tag, kind, (from, to), max_samples)),
+        };
+        db.read(|connection| {
             let (total, min, max, mean) = connection
                 .prepare_cached(
                     "SELECT COUNT(*), MIN(Value), MAX(Value), AVG(Value) FROM TagHistory
@@ -247,21 +260,11 @@ impl Historian {
             )?;
             let mut rows = statement.query(params![tag, from, to])?;
             let mut samples = Vec::with_capacity(total.min(max_samples));
-            let mut index = 0_usize;
-            let mut last_bucket = None;
+            let mut downsample = Downsample::new(total, max_samples);
             while let Some(row) = rows.next()? {
-                // With more rows than room, keep the first row of each of `max_samples` equal
-                // slices of the window, so the trend's shape survives.
-                let bucket = if total > max_samples {
-                    index * max_samples / total
-                } else {
-                    index
-                };
-                index += 1;
-                if last_bucket == Some(bucket) || samples.len() >= max_samples {
+                if !downsample.keep(samples.len()) {
                     continue;
                 }
-                last_bucket = Some(bucket);
                 let quality = Quality(u8::try_from(row.get::<_, i64>(2)?).unwrap_or(0));
                 samples.push(HistorySample {
                     time: from_unix_millis(row.get(0)?),
@@ -289,7 +292,11 @@ impl Historian {
         self.flush()?;
         let (from, to) = (unix_millis(from), unix_millis(to));
         let limit = i64::try_from(max_events).unwrap_or(i64::MAX);
-        self.db.read(|connection| {
+        let db = match &*self.store {
+            Store::File(db) => db,
+            Store::Postgres(pg) => return pg.block_on(pg.alarm_history(tag, (from, to), max_events)),
+        };
+        db.read(|connection| {
             let total: i64 = connection
                 .prepare_cached(
                     "SELECT COUNT(*) FROM AlarmHistory
@@ -303,24 +310,17 @@ impl Historian {
                      ORDER BY Time DESC, Id DESC LIMIT ?4",
                 )?
                 .query_map(params![from, to, tag, limit], |row| {
-                    let condition: String = row.get(3)?;
-                    let kind: String = row.get(4)?;
-                    Ok(AlarmEvent {
-                        time: from_unix_millis(row.get(0)?),
-                        alarm: row.get(1)?,
-                        tag: row.get(2)?,
-                        // The table's CHECK constraints keep both columns to known names.
-                        condition: AlarmCondition::parse(&condition).unwrap_or(AlarmCondition::Hi),
-                        kind: match kind.as_str() {
-                            "Active" => AlarmEventKind::Active,
-                            "Acknowledged" => AlarmEventKind::Acknowledged,
-                            _ => AlarmEventKind::Cleared,
-                        },
-                        value: row.get(5)?,
-                        priority: row.get(6)?,
-                        message: row.get(7)?,
-                        user: row.get(8)?,
-                    })
+                    Ok(alarm_event_of_stored(
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        &row.get::<_, String>(3)?,
+                        &row.get::<_, String>(4)?,
+                        row.get(5)?,
+                        row.get(6)?,
+                        row.get(7)?,
+                        row.get(8)?,
+                    ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(AlarmHistoryPage {
@@ -391,7 +391,7 @@ pub(crate) fn unix_millis(time: SystemTime) -> i64 {
     }
 }
 
-fn from_unix_millis(millis: i64) -> SystemTime {
+pub(crate) fn from_unix_millis(millis: i64) -> SystemTime {
     let magnitude = Duration::from_millis(millis.unsigned_abs());
     if millis >= 0 {
         UNIX_EPOCH + magnitude
@@ -411,7 +411,7 @@ fn as_f64(value: &SqlValue) -> Option<f64> {
 
 /// A stored value as the tag's type; a row that does not fit (the tag's type changed since it
 /// was recorded) reads as the type's zero rather than failing the whole query.
-fn to_tag_value(kind: TagKind, value: SqlValue) -> TagValue {
+pub(crate) fn to_tag_value(kind: TagKind, value: SqlValue) -> TagValue {
     let converted = match (kind, value) {
         (TagKind::Number, value) => as_f64(&value).map(TagValue::Number),
         (TagKind::Integer, SqlValue::Integer(value)) => Some(TagValue::Integer(value)),
@@ -420,4 +420,85 @@ fn to_tag_value(kind: TagKind, value: SqlValue) -> TagValue {
         _ => None,
     };
     converted.unwrap_or_else(|| TagValue::zero(kind))
+}
+
+/// Which rows of a window a history page keeps: all when they fit, else the first row of each
+/// of `max` equal slices of the window, so the trend's shape survives.
+#[derive(Debug)]
+pub(crate) struct Downsample {
+    total: usize,
+    max: usize,
+    index: usize,
+    last_bucket: Option<usize>,
+}
+
+impl Downsample {
+    /// For a window of `total` rows read in order, `max` of which fit on the page.
+    pub(crate) fn new(total: usize, max: usize) -> Self {
+        Self {
+            total,
+            max,
+            index: 0,
+            last_bucket: None,
+        }
+    }
+
+    /// Whether the next row is kept, `kept` rows being on the page so far.
+    pub(crate) fn keep(&mut self, kept: usize) -> bool {
+        let bucket = if self.total > self.max {
+            self.index * self.max / self.total
+        } else {
+            self.index
+        };
+        self.index += 1;
+        if self.last_bucket == Some(bucket) || kept >= self.max {
+            return false;
+        }
+        self.last_bucket = Some(bucket);
+        true
+    }
+}
+
+/// A history value stored as a JSON scalar (PostgreSQL's `TagHistory.Value`) as SQLite's
+/// untyped value: a whole number as an integer, any other number as a real, a string as text.
+pub(crate) fn sql_value_of_json(json: &str) -> SqlValue {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Number(number)) => number.as_i64().map_or_else(
+            || number.as_f64().map_or(SqlValue::Null, SqlValue::Real),
+            SqlValue::Integer,
+        ),
+        Ok(serde_json::Value::String(text)) => SqlValue::Text(text),
+        Ok(_) | Err(_) => SqlValue::Null,
+    }
+}
+
+/// An `AlarmHistory` row as an event; the table's CHECK constraints keep the condition and
+/// event columns to known names.
+#[expect(clippy::too_many_arguments, reason = "one argument per stored column")]
+pub(crate) fn alarm_event_of_stored(
+    time: i64,
+    alarm: String,
+    tag: String,
+    condition: &str,
+    kind: &str,
+    value: Option<f64>,
+    priority: u32,
+    message: String,
+    user: Option<String>,
+) -> AlarmEvent {
+    AlarmEvent {
+        time: from_unix_millis(time),
+        alarm,
+        tag,
+        condition: AlarmCondition::parse(condition).unwrap_or(AlarmCondition::Hi),
+        kind: match kind {
+            "Active" => AlarmEventKind::Active,
+            "Acknowledged" => AlarmEventKind::Acknowledged,
+            _ => AlarmEventKind::Cleared,
+        },
+        value,
+        priority,
+        message,
+        user,
+    }
 }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use localai::LocalAi;
 use localai::secrets::SecretValue;
 use localai::settings::{ModelOptions, SettingsRow};
 use localai::tools::{RegistrationError, ToolCatalog, ToolDefinition, ToolError};
+use localai::{LocalAi, StoreRead, store_read_ready};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +18,7 @@ use crate::historian::Historian;
 use crate::objects::{ObjectModel, TagValue};
 use crate::plant::{Plant, PlantReader};
 use crate::simulator::Simulator;
-use crate::solution::{AuditLog, RuntimeSettings, SolutionDb, SolutionError};
+use crate::solution::{AuditLog, RuntimeSettings, SolutionDb, SolutionError, SolutionLocation, Store};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
 
 /// How often the simulator moves the plant.
@@ -30,7 +30,7 @@ const HISTORY_FLUSH_EVERY: Duration = Duration::from_secs(5);
 /// A solution loaded into the process. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
 pub struct Runtime {
-    db: Arc<SolutionDb>,
+    store: Arc<Store>,
     settings: RuntimeSettings,
     plant: Plant,
     simulator: Simulator,
@@ -51,23 +51,42 @@ impl Runtime {
         let settings = db.runtime_settings()?;
         let revision = db.plant_revision()?;
         let definitions = db.plant_definitions()?;
-        let objects = Arc::new(ObjectModel::from_definitions(&definitions)?);
-        let historian = Arc::new(Historian::new(Arc::clone(&db), settings.history_retention));
+        Self::assemble(Arc::new(Store::File(db)), settings, revision, &definitions)
+    }
+
+    /// Opens the solution at `location` (a file, or a PostgreSQL database given tserver's
+    /// schema if it has none) and loads its plant and tools.
+    pub async fn open_at(location: &SolutionLocation) -> Result<Self, SolutionError> {
+        let store = Arc::new(Store::open(location).await?);
+        let settings = store.runtime_settings().await?;
+        let revision = store.plant_revision().await?;
+        let definitions = store.plant_definitions().await?;
+        Self::assemble(store, settings, revision, &definitions)
+    }
+
+    fn assemble(
+        store: Arc<Store>,
+        settings: RuntimeSettings,
+        revision: i64,
+        definitions: &plant_model::ExpandedPlant,
+    ) -> Result<Self, SolutionError> {
+        let objects = Arc::new(ObjectModel::from_definitions(definitions)?);
+        let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
-        let simulator = Simulator::new(plant.clone(), &definitions)?;
+        let simulator = Simulator::new(plant.clone(), definitions)?;
         let tools = Arc::new(runtime_catalog(&plant.reader()));
         let view = SolutionView {
-            db: Arc::clone(&db),
+            store: Arc::clone(&store),
             plant: plant.reader(),
             tools: Arc::clone(&tools),
         };
         let local_ai = LocalAi::new(Arc::new(view));
-        let audit = AuditLog::start(Arc::clone(&db)).map_err(|source| SolutionError::Thread {
+        let audit = AuditLog::start(Arc::clone(&store)).map_err(|source| SolutionError::Thread {
             what: "audit writer",
             source,
         })?;
         Ok(Self {
-            db,
+            store,
             settings,
             plant,
             simulator,
@@ -79,15 +98,29 @@ impl Runtime {
         })
     }
 
-    /// The solution database.
-    pub fn db(&self) -> &Arc<SolutionDb> {
-        &self.db
+    /// Where the solution is kept.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The solution file, when the solution is one (scripts, tokens, source reports and plant
+    /// imports are kept in files only so far).
+    pub fn db(&self) -> Option<&Arc<SolutionDb>> {
+        self.store.file()
+    }
+
+    /// The solution file for what only files hold so far (`what`), or an error saying so.
+    pub(crate) fn file_for(&self, what: &'static str) -> Result<Arc<SolutionDb>, SolutionError> {
+        self.db().map(Arc::clone).ok_or(SolutionError::FileOnly(what))
     }
 
     /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
     /// returns how many it started. Call once, when serving starts.
     pub fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
-        self.sources.start(&self.db, &self.plant, shutdown)
+        match self.db() {
+            Some(db) => self.sources.start(db, &self.plant, shutdown),
+            None => Ok(0),
+        }
     }
 
     /// Starts the solution's scripts (their triggers, runs on blocking threads, run records),
@@ -192,14 +225,14 @@ impl Runtime {
                 () = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if let Some(reason) = self.db.check_file() {
+            if let Some(reason) = self.db().and_then(|db| db.check_file()) {
                 tracing::error!(
                     %reason,
                     queued = self.plant.historian().queued(),
                     "solution file lost: history is held in memory, nothing more is written; restart tserver"
                 );
             }
-            self.reload_plant_if_imported();
+            self.reload_plant_if_imported().await;
             if simulate {
                 self.simulator.step(SystemTime::now());
             }
@@ -209,7 +242,7 @@ impl Runtime {
             }
         }
         self.flush_history().await;
-        if let Some(reason) = self.db.lost() {
+        if let Some(reason) = self.store.lost() {
             tracing::error!(
                 %reason,
                 lost_rows = self.plant.historian().queued(),
@@ -222,8 +255,8 @@ impl Runtime {
     /// stay keep their live values and states, new ones start at their initial values, removed
     /// ones are gone (readers holding the old model finish with it). Returns whether it did.
     /// A definition that does not load leaves the running plant as it was, said once.
-    pub fn reload_plant_if_imported(&self) -> bool {
-        let stored = match self.db.plant_revision() {
+    pub async fn reload_plant_if_imported(&self) -> bool {
+        let stored = match self.store.plant_revision().await {
             Ok(stored) => stored,
             Err(error) => {
                 tracing::debug!(%error, "cannot read the plant revision");
@@ -234,7 +267,7 @@ impl Runtime {
         if stored == loaded {
             return false;
         }
-        let reloaded = self.db.plant_definitions().and_then(|definitions| {
+        let reloaded = self.store.plant_definitions().await.and_then(|definitions| {
             let objects = ObjectModel::from_definitions(&definitions)?;
             self.simulator.reload(&definitions)?;
             Ok((objects, definitions))
@@ -242,7 +275,9 @@ impl Runtime {
         match reloaded {
             Ok((objects, definitions)) => {
                 self.plant.replace_objects(objects);
-                self.sources.restart_if_changed(&self.db, &self.plant);
+                if let Some(db) = self.db() {
+                    self.sources.restart_if_changed(db, &self.plant);
+                }
                 tracing::info!(
                     revision = stored,
                     tags = definitions.tags.len(),
@@ -272,7 +307,7 @@ impl Runtime {
     /// Why the solution file was lost while this runtime served it (removed, or replaced by
     /// another file), if it was: the runtime is then not ready, and writes nothing more.
     pub fn solution_lost(&self) -> Option<&str> {
-        self.db.lost()
+        self.store.lost()
     }
 
     /// The Local AI service of this solution (hooks attach here).
@@ -282,8 +317,8 @@ impl Runtime {
 
     /// The runtime tools clients may use now (MCP, the framed ListTools/CallTool): the gates
     /// are read afresh at every call, as a chat turn reads them.
-    pub fn offered_tools(&self) -> Result<Vec<ToolDefinition>, ToolsClosed> {
-        let options = self.db.settings_row()?.options();
+    pub async fn offered_tools(&self) -> Result<Vec<ToolDefinition>, ToolsClosed> {
+        let options = self.store.settings_row().await?.options();
         if !options.contains(ModelOptions::ENABLE_RUNTIME_MCP) {
             return Err(ToolsClosed::Disabled);
         }
@@ -297,7 +332,7 @@ impl Runtime {
         name: &str,
         arguments: Value,
     ) -> Result<Result<Value, ToolError>, ToolsClosed> {
-        let offered = self.offered_tools()?;
+        let offered = self.offered_tools().await?;
         Ok(match offered.iter().find(|tool| tool.name() == name) {
             Some(tool) => {
                 let started = std::time::Instant::now();
@@ -350,27 +385,40 @@ impl Toolkit {
     }
 }
 
-/// What Local AI sees of the solution: settings and secrets from the database, tag values
+/// What Local AI sees of the solution: settings and secrets from the store, tag values
 /// from the live object model, and the tool catalog.
 #[derive(Debug)]
 struct SolutionView {
-    db: Arc<SolutionDb>,
+    store: Arc<Store>,
     /// Local AI reads tag values (`{Tag.X}`); it never writes.
     plant: PlantReader,
     tools: Arc<ToolCatalog>,
 }
 
+/// A store failure as Local AI reports it.
+fn for_local_ai(error: SolutionError) -> localai::SolutionError {
+    localai::SolutionError(error.to_string())
+}
+
 impl localai::Solution for SolutionView {
-    fn settings(&self) -> Result<SettingsRow, localai::SolutionError> {
-        self.db
-            .settings_row()
-            .map_err(|error| localai::SolutionError(error.to_string()))
+    fn settings(&self) -> StoreRead<SettingsRow> {
+        match &*self.store {
+            Store::File(db) => store_read_ready(db.settings_row().map_err(for_local_ai)),
+            Store::Postgres(pg) => {
+                let pg = pg.clone();
+                Box::pin(async move { pg.settings_row().await.map_err(for_local_ai) })
+            }
+        }
     }
 
-    fn secret(&self, name: &str) -> Result<Option<SecretValue>, localai::SolutionError> {
-        self.db
-            .secret(name)
-            .map_err(|error| localai::SolutionError(error.to_string()))
+    fn secret(&self, name: &str) -> StoreRead<Option<SecretValue>> {
+        match &*self.store {
+            Store::File(db) => store_read_ready(db.secret(name).map_err(for_local_ai)),
+            Store::Postgres(pg) => {
+                let (pg, name) = (pg.clone(), name.to_owned());
+                Box::pin(async move { pg.secret(&name).await.map_err(for_local_ai) })
+            }
+        }
     }
 
     fn tag_text(&self, name: &str) -> Option<String> {

@@ -93,7 +93,7 @@ impl Server {
             .limit_envelope_bytes(config.max_frame - crate::cmd::chat::REPLY_FRAME_OVERHEAD);
         runtime.local_ai().set_transcript_budget(config.transcripts);
         let auth = Authenticator::new(
-            Arc::clone(runtime.db()),
+            Arc::clone(runtime.store()),
             config.max_concurrent_logins,
             config.login_throttle,
         )

@@ -169,7 +169,7 @@ pub(crate) fn request_body(
 
 impl Endpoint {
     /// Resolves the configured endpoint. Errors are warnings naming the configured URL.
-    pub(crate) fn resolve(
+    pub(crate) async fn resolve(
         settings: &ModelSettings,
         solution: &Arc<dyn Solution>,
         redactions: &mut Redactions,
@@ -177,6 +177,7 @@ impl Endpoint {
         let solution = solution.as_ref();
         let shown_url = settings.url.clone();
         let resolved = resolve_secrets(&settings.url, solution, redactions)
+            .await
             .map_err(|error| format!("URL: {error}"))
             .and_then(|url| {
                 resolve_tag_expressions(&url, solution).map_err(|error| format!("URL: {error}"))
@@ -186,9 +187,11 @@ impl Endpoint {
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
             .ok_or_else(|| format!("invalid LLM endpoint URL ({shown_url}): expected an http(s) URL"))?;
         let mut headers = resolve_secrets(&settings.headers, solution, redactions)
+            .await
             .map_err(|error| format!("Headers: {error}"))
             .and_then(|text| decode_headers(&text).map_err(|error| error.to_string()))?;
         let authorization = resolve_secrets(&settings.authorization, solution, redactions)
+            .await
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
         redactions.remember_headers(&headers);

@@ -238,26 +238,40 @@ impl ChatPath {
         }
     }
 
-    /// Takes the turn's place in its connection's queue: call it when the turn arrives.
-    /// Reads the settings, checks the gates and parses the query, synchronously at arrival.
-    /// A turn refused here is answered at once; an admitted turn holds its place in the
-    /// connection's queue (history on) from this moment.
+    /// Starts reading the settings row for a turn.
+    pub(crate) fn read_settings(&self) -> crate::StoreRead<SettingsRow> {
+        self.solution.settings()
+    }
+
+    /// A place in the connection's queue taken when a turn arrives, before its settings are
+    /// read (a store that answers later): the turn keeps its arrival order either way.
+    pub(crate) fn arrival_ticket(&self, caller: &ChatCaller) -> Ticket {
+        self.transcripts.ticket(caller.client_guid)
+    }
+
+    /// Admits a turn with the settings `row` read for it: checks the gates, parses the query
+    /// and, with history on, takes the turn's place in its connection's queue (`ticket`, when
+    /// taken at arrival, or now). A turn refused here is answered at once; an admitted turn
+    /// holds its place in the queue from this moment.
     pub(crate) fn admit(
         &self,
+        row: Result<SettingsRow, crate::SolutionError>,
         caller: &ChatCaller,
         query_json: &str,
         controls: TurnControls,
+        ticket: Option<Ticket>,
     ) -> Result<Admitted, Envelope> {
-        let row = self.solution.settings().map_err(|error| {
+        let row = row.map_err(|error| {
             Envelope::precondition_error(format!("could not read SolutionSettings: {error}"))
         })?;
         gates::model_enabled(&row).and_then(|()| gates::runtime_mcp(row.options()))?;
         let query = ChatQuery::parse(query_json)
             .map_err(|reason| Envelope::precondition_error(format!("malformed query: {reason}")))?;
+        // History off: the arrival ticket (if any) is dropped, so no later turn waits for it.
         let ticket = row
             .options()
             .contains(ModelOptions::CHAT_HISTORY)
-            .then(|| self.transcripts.ticket(caller.client_guid));
+            .then(|| ticket.unwrap_or_else(|| self.transcripts.ticket(caller.client_guid)));
         Ok(Admitted {
             caller: caller.clone(),
             row,
@@ -338,7 +352,7 @@ impl ChatPath {
         let TurnRequest { query, settings, .. } = request;
         let started = request.started;
         let mut redactions = Redactions::default();
-        let endpoint = match Endpoint::resolve(settings, &self.solution, &mut redactions) {
+        let endpoint = match Endpoint::resolve(settings, &self.solution, &mut redactions).await {
             Ok(endpoint) => endpoint,
             Err(warning) => {
                 return TurnEnd::before_any_post(

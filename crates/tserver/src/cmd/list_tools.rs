@@ -6,8 +6,8 @@ use tserver_proto::v1::{ErrorCode, ListToolsReply, ToolInfo, server_frame};
 use super::CallError;
 use crate::{Runtime, ToolsClosed};
 
-pub(crate) fn apply(runtime: &Runtime) -> Result<server_frame::Body, CallError> {
-    let tools = runtime.offered_tools().map_err(closed)?;
+pub(crate) async fn apply(runtime: &Runtime) -> Result<server_frame::Body, CallError> {
+    let tools = runtime.offered_tools().await.map_err(closed)?;
     let tools = tools
         .iter()
         .map(|tool| ToolInfo {

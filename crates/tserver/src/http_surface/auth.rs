@@ -58,7 +58,7 @@ impl VerifiedTokens {
                 return Ok(Ok(user.clone()));
             }
         }
-        let verdict = runtime.db().verify_token(token)?;
+        let verdict = runtime.file_for("API tokens")?.verify_token(token)?;
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         match &verdict {
             Ok(user) => {

@@ -60,7 +60,11 @@ impl ServerHandler for RuntimeMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let offered = self.runtime.offered_tools().map_err(|error| closed(&error))?;
+        let offered = self
+            .runtime
+            .offered_tools()
+            .await
+            .map_err(|error| closed(&error))?;
         let tools = offered
             .iter()
             .map(|tool| {

@@ -226,6 +226,10 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
 /// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
 /// at `shutdown`.
 pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
+    if let Err(error) = runtime.file_for("scripts") {
+        tracing::warn!(%error, "no scripts run");
+        return;
+    }
     let (shared, asked) = Shared::new(runtime);
     let mut loader = Loader {
         runtime: runtime.clone(),
@@ -255,7 +259,7 @@ pub(crate) async fn run_once(
     runtime: &Runtime,
     name: &str,
 ) -> Result<(ScriptRun, ScriptTally), SolutionError> {
-    let db = Arc::clone(runtime.db());
+    let db = runtime.file_for("scripts")?;
     let stored = tokio::task::spawn_blocking(move || db.scripts())
         .await
         .map_err(|_| SolutionError::Script("reading the scripts stopped".to_owned()))??;
@@ -303,7 +307,7 @@ pub(crate) async fn run_once(
         .unwrap_or_else(PoisonError::into_inner)
         .remove(&script.name)
         .unwrap_or_default();
-    let db = Arc::clone(runtime.db());
+    let db = runtime.file_for("scripts")?;
     let rows = vec![(script.name.clone(), tally.clone())];
     tokio::task::spawn_blocking(move || db.record_script_runs(&rows))
         .await
@@ -334,8 +338,9 @@ impl Loader {
     /// Reads the scripts; installs them when they differ from those loaded; then runs those
     /// `tserver scripts run` asked for.
     async fn reload(&mut self, shutdown: &CancellationToken) {
-        let db = Arc::clone(self.runtime.db());
+        let db = self.runtime.file_for("scripts");
         let read = tokio::task::spawn_blocking(move || {
+            let db = db?;
             Ok::<_, SolutionError>((db.scripts()?, db.take_script_run_requests()?))
         });
         let (stored, requested) = match read.await {
@@ -603,8 +608,8 @@ async fn record_runs(runtime: Runtime, shared: Arc<Shared>, shutdown: Cancellati
             std::mem::take(&mut *shared.unrecorded.lock().unwrap_or_else(PoisonError::into_inner));
         if !unrecorded.is_empty() {
             let rows: Vec<_> = unrecorded.into_iter().collect();
-            let db = Arc::clone(runtime.db());
-            match tokio::task::spawn_blocking(move || db.record_script_runs(&rows)).await {
+            let db = runtime.file_for("scripts");
+            match tokio::task::spawn_blocking(move || db?.record_script_runs(&rows)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => tracing::warn!(%error, "cannot record script runs"),
                 Err(_) => {}

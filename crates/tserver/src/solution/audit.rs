@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use rusqlite::params;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SolutionDb, SolutionError, millis, time_of};
+use super::{SolutionDb, SolutionError, Store, millis, time_of};
 
 /// What was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,14 +19,14 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Write => "write",
             Self::Acknowledge => "acknowledge",
         }
     }
 
-    fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         if text == "acknowledge" {
             Self::Acknowledge
         } else {
@@ -65,7 +65,7 @@ impl SolutionDb {
     }
 
     /// Records several callers' entries in one transaction (one commit, one sync to disk).
-    fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
+    pub(crate) fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction()?;
         {
@@ -136,7 +136,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread; it ends when the last handle is dropped.
-    pub fn start(db: Arc<SolutionDb>) -> std::io::Result<Self> {
+    pub fn start(store: Arc<Store>) -> std::io::Result<Self> {
         let (jobs, mut waiting) = mpsc::unbounded_channel::<AuditJob>();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
@@ -151,8 +151,8 @@ impl AuditLog {
                     }
                     let batches: Vec<&[AuditEntry]> =
                         jobs.iter().map(|(entries, _)| entries.as_slice()).collect();
-                    let outcome = db
-                        .record_audit_batches(&batches)
+                    let outcome = store
+                        .record_audit_blocking(&batches)
                         .map_err(|error| error.to_string());
                     for (_, reply) in jobs {
                         let _ = reply.send(outcome.clone());

@@ -186,6 +186,9 @@ pub enum SolutionError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Something a PostgreSQL solution does not hold yet (issue 22 moves it there).
+    #[error("{0} are kept in solution files only so far; this solution is in PostgreSQL")]
+    FileOnly(&'static str),
     /// The PostgreSQL store failed (unreachable, refused, a statement failed).
     #[error("solution store (PostgreSQL at {location}): {reason}")]
     Postgres {

@@ -133,21 +133,10 @@ impl SolutionDb {
                 .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
                 .optional()
         })?;
-        if let Some(json) = stored {
-            return PlantModel::from_json(&json).map_err(|error| {
-                invalid(
-                    "(plant model)",
-                    format!("the stored model does not read: {error}"),
-                )
-            });
+        match stored {
+            Some(json) => model_of_json(&json),
+            None => Ok(model_of_definitions(self.plant_definitions()?)),
         }
-        let definitions = self.plant_definitions()?;
-        Ok(PlantModel {
-            folders: definitions.folders,
-            tags: definitions.tags,
-            alarms: definitions.alarms,
-            ..PlantModel::default()
-        })
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
@@ -326,10 +315,89 @@ pub(super) fn write_plant(
     Ok(changes)
 }
 
+/// A `Tags` row as stored: Name, Path, Type, Units, Description, RangeLow, RangeHigh,
+/// InitialValue, Writable, History, HistoryDeadband, Source. Both backends read into it.
+pub(super) type TagRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<f64>,
+    Option<f64>,
+    Option<String>,
+    bool,
+    bool,
+    f64,
+    Option<String>,
+);
+
+/// An `AlarmDefinitions` row as stored: Name, Tag, Condition, LimitValue, Setpoint,
+/// ActiveWhen, Deadband, Priority, Message.
+pub(super) type AlarmRow = (
+    String,
+    String,
+    String,
+    Option<f64>,
+    Option<f64>,
+    Option<bool>,
+    f64,
+    u32,
+    String,
+);
+
+/// The stored rows of a plant, as either backend reads them.
+#[derive(Debug, Default)]
+pub(super) struct PlantRows {
+    /// `Simulation`, by tag.
+    pub(super) motions: BTreeMap<String, Motion>,
+    /// `Tags`, by path.
+    pub(super) tags: Vec<TagRow>,
+    /// `AlarmDefinitions`, by name.
+    pub(super) alarms: Vec<AlarmRow>,
+    /// `Folders`, by path.
+    pub(super) folders: Vec<FolderSpec>,
+}
+
+/// The statements that read a plant's rows, in the SQL both backends speak.
+pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
+/// See [`TagRow`].
+pub(super) const SELECT_TAGS: &str =
+    "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+        Writable, History, HistoryDeadband, Source
+ FROM Tags ORDER BY Path";
+/// See [`AlarmRow`].
+pub(super) const SELECT_ALARMS: &str =
+    "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message
+ FROM AlarmDefinitions ORDER BY Name";
+/// Folders by path.
+pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
+
+/// The stored model (`PlantModel.Json`), read back.
+pub(super) fn model_of_json(json: &str) -> Result<PlantModel, SolutionError> {
+    PlantModel::from_json(json).map_err(|error| {
+        invalid(
+            "(plant model)",
+            format!("the stored model does not read: {error}"),
+        )
+    })
+}
+
+/// The model of a solution never imported into (made before plant files): its definitions as
+/// plain tags and alarms.
+pub(super) fn model_of_definitions(definitions: ExpandedPlant) -> PlantModel {
+    PlantModel {
+        folders: definitions.folders,
+        tags: definitions.tags,
+        alarms: definitions.alarms,
+        ..PlantModel::default()
+    }
+}
+
 /// The definitions as stored; the outer error is SQLite's, the inner a row that does not read.
 fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<ExpandedPlant, SolutionError>> {
-    let motions: BTreeMap<String, Motion> = connection
-        .prepare("SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation")?
+    let motions = connection
+        .prepare(SELECT_MOTIONS)?
         .query_map([], |row| {
             Ok((
                 row.get::<_, String>(0)?,
@@ -342,26 +410,8 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    type TagRow = (
-        String,
-        String,
-        String,
-        String,
-        String,
-        Option<f64>,
-        Option<f64>,
-        Option<String>,
-        bool,
-        bool,
-        f64,
-        Option<String>,
-    );
-    let rows: Vec<TagRow> = connection
-        .prepare(
-            "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-                    Writable, History, HistoryDeadband, Source
-             FROM Tags ORDER BY Path",
-        )?
+    let tags = connection
+        .prepare(SELECT_TAGS)?
         .query_map([], |row| {
             Ok((
                 row.get(0)?,
@@ -379,7 +429,48 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let mut tags = Vec::with_capacity(rows.len());
+    let alarms = connection
+        .prepare(SELECT_ALARMS)?
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                row.get(8)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let folders = connection
+        .prepare(SELECT_FOLDERS)?
+        .query_map([], |row| {
+            Ok(FolderSpec {
+                path: row.get(0)?,
+                description: row.get(1)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(definitions_of_rows(PlantRows {
+        motions,
+        tags,
+        alarms,
+        folders,
+    }))
+}
+
+/// The plant definitions the stored rows describe; a row that does not read is named.
+pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, SolutionError> {
+    let PlantRows {
+        motions,
+        tags: tag_rows,
+        alarms: alarm_rows,
+        folders,
+    } = rows;
+    let mut tags = Vec::with_capacity(tag_rows.len());
     for (
         name,
         path,
@@ -393,25 +484,22 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
         history,
         history_deadband,
         source,
-    ) in rows
+    ) in tag_rows
     {
         let Some(kind) = type_of_stored(&kind) else {
-            return Ok(Err(invalid(&name, format!("unknown type {kind:?}"))));
+            return Err(invalid(&name, format!("unknown type {kind:?}")));
         };
         let initial = match initial.as_deref().map(|text| initial_of_stored(kind, text)) {
             None => None,
             Some(Some(value)) => Some(value),
             Some(None) => {
-                return Ok(Err(invalid(
-                    &name,
-                    format!("initial value is not a {}", kind.name()),
-                )));
+                return Err(invalid(&name, format!("initial value is not a {}", kind.name())));
             }
         };
         let source = match source.as_deref().map(serde_json::from_str::<SourceBinding>) {
             None => None,
             Some(Ok(source)) => Some(source),
-            Some(Err(error)) => return Ok(Err(invalid(&name, format!("its source does not read: {error}")))),
+            Some(Err(error)) => return Err(invalid(&name, format!("its source does not read: {error}"))),
         };
         tags.push(TagSpec {
             simulate: motions.get(&name).cloned(),
@@ -429,43 +517,13 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             source,
         });
     }
-    type AlarmRow = (
-        String,
-        String,
-        String,
-        Option<f64>,
-        Option<f64>,
-        Option<bool>,
-        f64,
-        u32,
-        String,
-    );
-    let rows: Vec<AlarmRow> = connection
-        .prepare(
-            "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message
-             FROM AlarmDefinitions ORDER BY Name",
-        )?
-        .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                row.get(8)?,
-            ))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut alarms = Vec::with_capacity(rows.len());
-    for (name, tag, condition, limit, setpoint, active_when, deadband, priority, message) in rows {
+    let mut alarms = Vec::with_capacity(alarm_rows.len());
+    for (name, tag, condition, limit, setpoint, active_when, deadband, priority, message) in alarm_rows {
         let Some(condition) = Condition::parse(&condition) else {
-            return Ok(Err(invalid(
+            return Err(invalid(
                 &tag,
                 format!("alarm {name:?} has unknown condition {condition:?}"),
-            )));
+            ));
         };
         alarms.push(AlarmSpec {
             name,
@@ -479,20 +537,11 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             message,
         });
     }
-    let folders = connection
-        .prepare("SELECT Path, Description FROM Folders ORDER BY Path")?
-        .query_map([], |row| {
-            Ok(FolderSpec {
-                path: row.get(0)?,
-                description: row.get(1)?,
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
     // The sources live in the stored model only (`plant_model`).
-    Ok(Ok(ExpandedPlant {
+    Ok(ExpandedPlant {
         folders,
         tags,
         alarms,
         sources: Vec::new(),
-    }))
+    })
 }

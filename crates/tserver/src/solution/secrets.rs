@@ -66,11 +66,17 @@ pub(super) fn write_key_file_from_env(solution: &Path) -> Result<(), SolutionErr
     write_key_file(solution, &bytes)
 }
 
-/// Loads the key: the environment variable if set, else the key file.
-fn load_key(solution: &Path) -> Result<Key, SolutionError> {
-    let (text, origin) = match std::env::var(KEY_ENV) {
-        Ok(text) => (text, KEY_ENV.to_owned()),
-        Err(_) => {
+/// Loads the key: the environment variable if set, else (for a solution file) its key file.
+/// A database keeps no key: its nodes take it from the environment.
+pub(super) fn load_key(solution: Option<&Path>) -> Result<Key, SolutionError> {
+    let (text, origin) = match (std::env::var(KEY_ENV), solution) {
+        (Ok(text), _) => (text, KEY_ENV.to_owned()),
+        (Err(_), None) => {
+            return Err(SolutionError::SecretsKey(format!(
+                "no secrets key: set {KEY_ENV} to the solution's key (a database keeps none)"
+            )));
+        }
+        (Err(_), Some(solution)) => {
             let path = key_file(solution);
             let text = std::fs::read_to_string(&path).map_err(|error| {
                 SolutionError::SecretsKey(format!(
@@ -88,26 +94,57 @@ fn load_key(solution: &Path) -> Result<Key, SolutionError> {
     Ok(*Key::from_slice(&bytes))
 }
 
+/// A secret's value sealed for storage: the nonce and the ciphertext, bound to its name.
+pub(super) fn seal(key: &Key, name: &str, value: &str) -> Result<(Vec<u8>, Vec<u8>), SolutionError> {
+    validate_secret_name(name)?;
+    let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
+    let ciphertext = ChaCha20Poly1305::new(key)
+        .encrypt(
+            &nonce,
+            Payload {
+                msg: value.as_bytes(),
+                aad: name.as_bytes(),
+            },
+        )
+        .map_err(|_| SolutionError::SecretsKey("encryption failed".into()))?;
+    Ok((nonce.to_vec(), ciphertext))
+}
+
+/// A stored secret opened: refused when it was sealed under another key or another name.
+pub(super) fn open_sealed(
+    key: &Key,
+    name: &str,
+    nonce: &[u8],
+    ciphertext: &[u8],
+) -> Result<SecretValue, SolutionError> {
+    if nonce.len() != 12 {
+        return Err(SolutionError::SecretsKey(format!(
+            "secret '{name}' is stored corrupted"
+        )));
+    }
+    let plaintext = ChaCha20Poly1305::new(key)
+        .decrypt(
+            Nonce::from_slice(nonce),
+            Payload {
+                msg: ciphertext,
+                aad: name.as_bytes(),
+            },
+        )
+        .map_err(|_| SolutionError::SecretsKey(format!("secret '{name}' does not decrypt with this key")))?;
+    let value = String::from_utf8(plaintext)
+        .map_err(|_| SolutionError::SecretsKey(format!("secret '{name}' is not UTF-8")))?;
+    Ok(SecretValue::new(value))
+}
+
 impl SolutionDb {
     /// Stores (or replaces) a secret, encrypted.
     pub fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
-        validate_secret_name(name)?;
-        let cipher = ChaCha20Poly1305::new(&load_key(self.path())?);
-        let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
-        let ciphertext = cipher
-            .encrypt(
-                &nonce,
-                Payload {
-                    msg: value.as_bytes(),
-                    aad: name.as_bytes(),
-                },
-            )
-            .map_err(|_| SolutionError::SecretsKey("encryption failed".into()))?;
+        let (nonce, ciphertext) = seal(&load_key(Some(self.path()))?, name, value)?;
         self.writer()?.execute(
             "INSERT INTO Secrets (Name, Nonce, Ciphertext) VALUES (?1, ?2, ?3)
              ON CONFLICT (Name) DO UPDATE SET Nonce = excluded.Nonce, Ciphertext = excluded.Ciphertext,
              UpdatedAt = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-            params![name, nonce.as_slice(), ciphertext],
+            params![name, nonce, ciphertext],
         )?;
         Ok(())
     }
@@ -125,26 +162,7 @@ impl SolutionDb {
         let Some((nonce, ciphertext)) = stored else {
             return Ok(None);
         };
-        if nonce.len() != 12 {
-            return Err(SolutionError::SecretsKey(format!(
-                "secret '{name}' is stored corrupted"
-            )));
-        }
-        let cipher = ChaCha20Poly1305::new(&load_key(self.path())?);
-        let plaintext = cipher
-            .decrypt(
-                Nonce::from_slice(&nonce),
-                Payload {
-                    msg: &ciphertext,
-                    aad: name.as_bytes(),
-                },
-            )
-            .map_err(|_| {
-                SolutionError::SecretsKey(format!("secret '{name}' does not decrypt with this key"))
-            })?;
-        let value = String::from_utf8(plaintext)
-            .map_err(|_| SolutionError::SecretsKey(format!("secret '{name}' is not UTF-8")))?;
-        Ok(Some(SecretValue::new(value)))
+        open_sealed(&load_key(Some(self.path()))?, name, &nonce, &ciphertext).map(Some)
     }
 
     /// The names of all secrets (never their values).

@@ -1,22 +1,28 @@
 //! `Store`: one solution behind one interface, in a SQLite file or in PostgreSQL. Each
 //! operation works the change out once (`admin.rs`) and writes it with its backend's SQL.
 //!
-//! It covers what the admin commands need of settings and users today; the rest of what a
-//! solution holds (plant, scripts, tokens, history, audit, throttling) joins it as serving
-//! from PostgreSQL is built (issue 22). A file's operations run inline (SQLite answers in
-//! microseconds); PostgreSQL's are awaited.
+//! It covers settings, users, secrets, the plant as loaded, history and the audit trail; the
+//! rest (plant imports, scripts, tokens, source reports) is still the file's alone (issue 22).
+//! A file's operations run inline (SQLite answers in microseconds); PostgreSQL's are awaited,
+//! or waited for on the blocking threads that call them (`*_blocking`).
 
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use localai::secrets::SecretValue;
 use localai::settings::{SettingIssue, SettingsRow};
+use plant_model::{ExpandedPlant, PlantModel};
 
 use super::{
-    PgStore, Role, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, UserRecord,
+    AuditEntry, PgStore, Role, RuntimeSettings, SettingKey, SettingValue, SolutionDb, SolutionError,
+    SolutionLocation, UserRecord,
 };
 
 /// A solution, wherever it is.
 #[derive(Debug)]
 pub enum Store {
     /// A SQLite solution file.
-    File(SolutionDb),
+    File(Arc<SolutionDb>),
     /// A PostgreSQL database.
     Postgres(PgStore),
 }
@@ -36,7 +42,7 @@ impl Store {
     /// if it has none).
     pub async fn open(location: &SolutionLocation) -> Result<Self, SolutionError> {
         Ok(match location {
-            SolutionLocation::File(path) => Self::File(SolutionDb::open(path)?),
+            SolutionLocation::File(path) => Self::File(Arc::new(SolutionDb::open(path)?)),
             SolutionLocation::Postgres(url) => Self::Postgres(PgStore::open(url).await?),
         })
     }
@@ -99,5 +105,83 @@ impl Store {
     /// Removes a user.
     pub async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         on_backend!(self, remove_user(name))
+    }
+
+    /// The settings the runtime reads when it opens.
+    pub async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
+        on_backend!(self, runtime_settings())
+    }
+
+    /// Reads and decrypts a secret; `None` when there is none of that name.
+    pub async fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
+        on_backend!(self, secret(name))
+    }
+
+    /// Stores (or replaces) a secret, encrypted.
+    pub async fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
+        on_backend!(self, set_secret(name, value))
+    }
+
+    /// The names of all secrets (never their values).
+    pub async fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
+        on_backend!(self, secret_names())
+    }
+
+    /// Removes a secret.
+    pub async fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
+        on_backend!(self, remove_secret(name))
+    }
+
+    /// The plant definitions the runtime loads.
+    pub async fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
+        on_backend!(self, plant_definitions())
+    }
+
+    /// The plant model as last imported.
+    pub async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
+        on_backend!(self, plant_model())
+    }
+
+    /// The revision of the plant model: 0 before any import, one more with each import.
+    pub async fn plant_revision(&self) -> Result<i64, SolutionError> {
+        on_backend!(self, plant_revision())
+    }
+
+    /// Audit entries from `since` on, oldest first, at most `limit`.
+    pub async fn audit(
+        &self,
+        since: Option<SystemTime>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, SolutionError> {
+        on_backend!(self, audit(since, limit))
+    }
+
+    /// Appends audit entries, all of them or none, from a thread that may block.
+    pub(crate) fn record_audit_blocking(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
+        match self {
+            Self::File(db) => db.record_audit_batches(batches),
+            Self::Postgres(pg) => pg.block_on(pg.record_audit_batches(batches)),
+        }
+    }
+
+    /// The solution file, when the solution is one.
+    pub fn file(&self) -> Option<&Arc<SolutionDb>> {
+        match self {
+            Self::File(db) => Some(db),
+            Self::Postgres(_) => None,
+        }
+    }
+
+    /// Why the solution file was lost while served, if it is a file and was.
+    pub fn lost(&self) -> Option<&str> {
+        self.file().and_then(|db| db.lost())
+    }
+
+    /// Where the solution is, as shown to people (a URL's password as `***`).
+    pub fn location(&self) -> String {
+        match self {
+            Self::File(db) => db.path().display().to_string(),
+            Self::Postgres(pg) => pg.url().to_string(),
+        }
     }
 }

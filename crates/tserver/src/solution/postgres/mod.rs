@@ -16,8 +16,10 @@ use super::{Role, SolutionError, UserRecord, role_of_stored};
 
 mod admin;
 mod copy;
+mod history;
 mod leadership;
 mod login_failures;
+mod plant;
 
 pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
@@ -104,6 +106,8 @@ fn redacted(text: &str) -> String {
 pub struct PgStore {
     pool: PgPool,
     url: PostgresUrl,
+    /// The runtime the pool's connections live on, for [`block_on`](Self::block_on).
+    runtime: tokio::runtime::Handle,
 }
 
 impl PgStore {
@@ -120,6 +124,7 @@ impl PgStore {
         let store = Self {
             pool,
             url: url.clone(),
+            runtime: tokio::runtime::Handle::current(),
         };
         store.migrate().await?;
         Ok(store)
@@ -182,12 +187,12 @@ impl PgStore {
                 found,
             });
         };
-        for migration in &MIGRATIONS[version..] {
-            sqlx::raw_sql(migration)
-                .execute(&mut *transaction)
-                .await
-                .map_err(|error| self.error(error))?;
-        }
+        // Through `Executor::execute`, not `RawSql::execute`: the latter's lifetime bounds
+        // make the future not provably `Send`, and serving spawns it.
+        let pending = MIGRATIONS[version..].concat();
+        sqlx::Executor::execute(&mut *transaction, sqlx::raw_sql(&pending))
+            .await
+            .map_err(|error| self.error(error))?;
         sqlx::query("DELETE FROM SchemaVersion")
             .execute(&mut *transaction)
             .await
@@ -262,6 +267,13 @@ impl PgStore {
 
     fn error(&self, error: sqlx::Error) -> SolutionError {
         store_error(&self.url, error)
+    }
+
+    /// Runs a store operation to its end for a thread that may block: the solution's blocking
+    /// threads (the historian's flush and queries on the blocking pool, the audit writer).
+    /// Never from an async task: that would stall a worker (and tokio refuses it).
+    pub(crate) fn block_on<F: std::future::Future>(&self, operation: F) -> F::Output {
+        self.runtime.block_on(operation)
     }
 }
 

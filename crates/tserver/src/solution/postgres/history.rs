@@ -1,0 +1,259 @@
+//! Tag history, alarm history and the audit trail of a solution in PostgreSQL: appended in
+//! one statement per table (arrays unnested server-side), read back with the historian's own
+//! downsampling and value reading, so both backends answer a query alike.
+
+use std::time::SystemTime;
+
+use futures::TryStreamExt;
+
+use super::PgStore;
+use crate::historian::{
+    AlarmHistoryPage, Downsample, HistoryPage, HistorySample, HistoryStats, QueuedSample,
+    alarm_event_of_stored, from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
+};
+use crate::objects::{AlarmEvent, Quality, TagKind, TagValue};
+use crate::solution::{AuditAction, AuditEntry, SolutionError, millis, time_of};
+
+impl PgStore {
+    /// Appends samples and alarm events in one transaction and prunes rows older than
+    /// `keep_after`.
+    pub(crate) async fn write_history(
+        &self,
+        samples: &[QueuedSample],
+        events: &[AlarmEvent],
+        keep_after: SystemTime,
+    ) -> Result<(), SolutionError> {
+        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        if !samples.is_empty() {
+            let tags: Vec<&str> = samples.iter().map(|sample| &*sample.tag).collect();
+            let times: Vec<i64> = samples.iter().map(|sample| unix_millis(sample.time)).collect();
+            let values: Vec<String> = samples
+                .iter()
+                .map(|sample| json_of_value(&sample.value))
+                .collect();
+            let qualities: Vec<i32> = samples.iter().map(|sample| i32::from(sample.quality.0)).collect();
+            sqlx::query(
+                "INSERT INTO TagHistory (Tag, Time, Value, Quality)
+                 SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[]::jsonb[], $4::integer[])",
+            )
+            .bind(tags)
+            .bind(times)
+            .bind(values)
+            .bind(qualities)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        }
+        if !events.is_empty() {
+            sqlx::query(
+                "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName)
+                 SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                      $6::float8[], $7::integer[], $8::text[], $9::text[])",
+            )
+            .bind(events.iter().map(|event| unix_millis(event.time)).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.alarm.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.tag.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.condition.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.kind.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.value).collect::<Vec<_>>())
+            .bind(
+                events
+                    .iter()
+                    .map(|event| i32::try_from(event.priority).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(events.iter().map(|event| event.message.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.user.as_deref()).collect::<Vec<_>>())
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        }
+        let cutoff = unix_millis(keep_after);
+        for prune in [
+            "DELETE FROM TagHistory WHERE Time < $1",
+            "DELETE FROM AlarmHistory WHERE Time < $1",
+        ] {
+            sqlx::query(prune)
+                .bind(cutoff)
+                .execute(&mut *transaction)
+                .await
+                .map_err(|error| self.error(error))?;
+        }
+        transaction.commit().await.map_err(|error| self.error(error))
+    }
+
+    /// Samples of `tag` between `from` and `to` (unix milliseconds) inclusive, as
+    /// `Historian::tag_history` answers.
+    pub(crate) async fn tag_history(
+        &self,
+        tag: &str,
+        kind: TagKind,
+        (from, to): (i64, i64),
+        max_samples: usize,
+    ) -> Result<HistoryPage, SolutionError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), MIN(Number), MAX(Number), AVG(Number) FROM (
+                 SELECT CASE WHEN jsonb_typeof(Value) = 'number' THEN (Value #>> '{}')::float8 END AS Number
+                 FROM TagHistory WHERE Tag = $1 AND Time BETWEEN $2 AND $3) AS Window",
+        )
+        .bind(tag)
+        .bind(from)
+        .bind(to)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        let total = usize::try_from(self.get::<i64>(&row, 0)?).unwrap_or(0);
+        let stats = match (
+            kind,
+            self.get::<Option<f64>>(&row, 1)?,
+            self.get::<Option<f64>>(&row, 2)?,
+            self.get::<Option<f64>>(&row, 3)?,
+        ) {
+            (TagKind::Text, ..) => None,
+            (_, Some(min), Some(max), Some(mean)) => Some(HistoryStats { min, max, mean }),
+            _ => None,
+        };
+        let mut rows = sqlx::query(
+            "SELECT Time, Value::text, Quality FROM TagHistory
+             WHERE Tag = $1 AND Time BETWEEN $2 AND $3 ORDER BY Time",
+        )
+        .bind(tag)
+        .bind(from)
+        .bind(to)
+        .fetch(&self.pool);
+        let mut samples = Vec::with_capacity(total.min(max_samples));
+        let mut downsample = Downsample::new(total, max_samples);
+        while let Some(row) = rows.try_next().await.map_err(|error| self.error(error))? {
+            if !downsample.keep(samples.len()) {
+                continue;
+            }
+            let value = self
+                .get::<Option<String>>(&row, 1)?
+                .map_or(rusqlite::types::Value::Null, |json| sql_value_of_json(&json));
+            samples.push(HistorySample {
+                time: from_unix_millis(self.get(&row, 0)?),
+                value: to_tag_value(kind, value),
+                quality: Quality(u8::try_from(self.get::<i32>(&row, 2)?).unwrap_or(0)),
+            });
+        }
+        Ok(HistoryPage {
+            samples,
+            total,
+            stats,
+        })
+    }
+
+    /// Alarm transitions between `from` and `to` (unix milliseconds), newest first, as
+    /// `Historian::alarm_history` answers.
+    pub(crate) async fn alarm_history(
+        &self,
+        tag: Option<&str>,
+        (from, to): (i64, i64),
+        max_events: usize,
+    ) -> Result<AlarmHistoryPage, SolutionError> {
+        let total: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM AlarmHistory WHERE Time BETWEEN $1 AND $2 AND ($3::text IS NULL OR Tag = $3)",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(tag)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        let rows = sqlx::query(
+            "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName
+             FROM AlarmHistory WHERE Time BETWEEN $1 AND $2 AND ($3::text IS NULL OR Tag = $3)
+             ORDER BY Time DESC, Id DESC LIMIT $4",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(tag)
+        .bind(i64::try_from(max_events).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            events.push(alarm_event_of_stored(
+                self.get(&row, 0)?,
+                self.get(&row, 1)?,
+                self.get(&row, 2)?,
+                &self.get::<String>(&row, 3)?,
+                &self.get::<String>(&row, 4)?,
+                self.get(&row, 5)?,
+                u32::try_from(self.get::<i32>(&row, 6)?).unwrap_or(0),
+                self.get(&row, 7)?,
+                self.get(&row, 8)?,
+            ));
+        }
+        Ok(AlarmHistoryPage {
+            events,
+            total: usize::try_from(total).unwrap_or(0),
+        })
+    }
+
+    /// Appends audit entries, all of them or none.
+    pub(crate) async fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
+        let entries = || batches.iter().flat_map(|batch| batch.iter());
+        sqlx::query(
+            "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome)
+             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                  $6::text[], $7::text[], $8::text[], $9::text[])",
+        )
+        .bind(entries().map(|entry| millis(entry.time)).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.user.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.connection.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.peer.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.action.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.target.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.old_value.as_deref()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.new_value.as_deref()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.outcome.as_str()).collect::<Vec<_>>())
+        .execute(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        Ok(())
+    }
+
+    /// Audit entries from `since` on, oldest first, at most `limit`.
+    pub async fn audit(
+        &self,
+        since: Option<SystemTime>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, SolutionError> {
+        let rows = sqlx::query(
+            "SELECT Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome
+             FROM Audit WHERE Time >= $1 ORDER BY Id LIMIT $2",
+        )
+        .bind(since.map_or(i64::MIN, millis))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditEntry {
+                    time: time_of(self.get(row, 0)?),
+                    user: self.get(row, 1)?,
+                    connection: self.get(row, 2)?,
+                    peer: self.get(row, 3)?,
+                    action: AuditAction::parse(&self.get::<String>(row, 4)?),
+                    target: self.get(row, 5)?,
+                    old_value: self.get(row, 6)?,
+                    new_value: self.get(row, 7)?,
+                    outcome: self.get(row, 8)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A sample's value as the JSON scalar stored (a bool as 0 or 1, as SQLite keeps it).
+fn json_of_value(value: &TagValue) -> String {
+    match value {
+        TagValue::Number(number) => serde_json::Value::from(*number).to_string(),
+        TagValue::Integer(integer) => integer.to_string(),
+        TagValue::Bool(flag) => i64::from(*flag).to_string(),
+        TagValue::Text(text) => serde_json::Value::String(text.to_string()).to_string(),
+    }
+}
