@@ -108,7 +108,7 @@ async fn uns_values_flow_in_retained_ones_first_and_bad_payloads_are_counted_not
     let solution = solution_fed_by(&broker);
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    assert_eq!(runtime.start_sources(&shutdown).expect("starts"), 1);
+    assert_eq!(runtime.start_sources(&shutdown).await.expect("starts"), 1);
 
     until(
         &runtime,
@@ -172,7 +172,7 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
     let solution = solution_fed_by(&broker);
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     let publisher = Publisher::connect(broker.port).await;
     // Before anything is published the tag is not current.
     until(
@@ -255,7 +255,7 @@ async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_
     });
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let shutdown = CancellationToken::new();
-    server.runtime.start_sources(&shutdown).expect("starts");
+    server.runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&server.runtime).await;
     let mut field = Publisher::connect(broker.port).await;
     let command = format!("{}/set", level_topic(1));
@@ -333,7 +333,7 @@ async fn a_value_not_updated_within_stale_after_turns_uncertain_and_the_tools_sa
     });
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&runtime).await;
     let publisher = Publisher::connect(broker.port).await;
     publisher.publish(&level_topic(2), "41", false).await;
@@ -389,7 +389,7 @@ async fn huge_payloads_binary_junk_and_a_topic_flood_are_counted_and_never_stall
     let solution = solution_fed_by(&broker);
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&runtime).await;
     let publisher = Publisher::connect(broker.port).await;
     // Read and refused: over the UNS limit (64 KiB), and not text.
@@ -454,14 +454,14 @@ async fn broker_credentials_come_from_a_secret_and_a_wrong_one_is_refused_withou
     );
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&runtime).await;
     shutdown.cancel();
 
     admin(&["secrets", path, "set", "BrokerPassword"], "not-the-password\n");
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_status(
         &runtime,
         |status| status.errors.contains_key("connection"),
@@ -505,7 +505,7 @@ async fn tls_to_the_broker_checks_its_certificate_against_the_sources_ca_file() 
     });
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&runtime).await;
     shutdown.cancel();
 
@@ -515,7 +515,7 @@ async fn tls_to_the_broker_checks_its_certificate_against_the_sources_ca_file() 
     std::fs::write(&ca_file, other.pem()).expect("writes");
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_status(
         &runtime,
         |status| status.errors.contains_key("connection"),
@@ -585,7 +585,7 @@ async fn two_thousand_tags_take_their_retained_values_at_startup_then_live_ones(
     publisher.subscribe("bulk-stored").await;
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     #[expect(clippy::cast_precision_loss, reason = "small test numbers")]
     until_bulk(&runtime, TAGS, |index| index as f64, "took its retained value").await;
     for index in 0..TAGS {
@@ -640,7 +640,7 @@ async fn an_import_that_changes_the_sources_restarts_them_without_a_server_resta
     let solution = plant_with(&broker.url(), |model| uns(model, "Tank1.Level"));
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(&runtime).await;
     assert_eq!(runtime.source_statuses()[0].tags, 1);
 

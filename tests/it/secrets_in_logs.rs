@@ -371,7 +371,7 @@ fn a_broker_password_is_never_logged_whether_the_broker_takes_it_or_not() {
                 admin(&["secrets", &path, "set", "BrokerPw"], &format!("{password}\n"));
                 let runtime = Runtime::open(&solution.path).expect("opens");
                 let shutdown = tokio_util::sync::CancellationToken::new();
-                runtime.start_sources(&shutdown).expect("starts");
+                runtime.start_sources(&shutdown).await.expect("starts");
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
                 loop {
                     let status = runtime.source_statuses().remove(0);

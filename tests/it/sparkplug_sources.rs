@@ -122,7 +122,7 @@ async fn births_aliases_gaps_deaths_and_writes_round_trip_through_a_sparkplug_ed
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let runtime = &server.runtime;
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(runtime).await;
     edge.rebirth_request().await;
     edge.birth(61.0, 12.0).await;
@@ -286,7 +286,7 @@ async fn unknown_aliases_wrong_types_and_junk_payloads_are_counted_by_kind() {
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let runtime = &server.runtime;
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).expect("starts");
+    runtime.start_sources(&shutdown).await.expect("starts");
     until_connected(runtime).await;
     edge.rebirth_request().await;
     let birth = edge.edge.birth(&node_metrics(50.0), now_ms());

@@ -200,7 +200,7 @@ async fn tserver_ingest(
     let runtime = tserver::Runtime::open(solution)?;
     let opened = rss_bytes(pid).unwrap_or(0);
     let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown)?;
+    runtime.start_sources(&shutdown).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut started = None;
     let mut cpu_start = 0.0;

@@ -77,8 +77,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create a new solution file.
     Init {
-        /// Where to create it; must not exist.
-        path: PathBuf,
+        /// Where to create it: a file that must not exist, or a `postgres://` URL of a database
+        /// that holds no solution yet.
+        solution: SolutionLocation,
         /// Add the demo plant and a passwordless `guest` user.
         #[arg(long)]
         demo: bool,
@@ -102,9 +103,9 @@ pub enum Command {
     /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
     /// print the reply envelope JSON on one line.
     AiExecute {
-        /// The solution file.
+        /// The solution: a file or a `postgres://` URL.
         #[arg(long)]
-        solution: PathBuf,
+        solution: SolutionLocation,
         /// The query: plain text, or a JSON object with system, user, context and metadata.
         query: String,
     },
@@ -131,8 +132,8 @@ pub enum Command {
     /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
     /// server picks an import up within about a second).
     Plant {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: PlantAction,
@@ -140,24 +141,24 @@ pub enum Command {
     /// The plant's MQTT sources: those the plant file declares, and what the running server's
     /// connections to them report.
     Sources {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: SourcesAction,
     },
     /// API tokens for the HTTP surface (RuntimeMCP): each acts as a user, with that user's role.
     Tokens {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: TokensAction,
     },
     /// Solution scripts (Rhai): tasks, tag and alarm callbacks, and classes, run in the server.
     Scripts {
-        /// The solution file.
-        path: PathBuf,
+        /// The solution: a file or a `postgres://` URL.
+        solution: SolutionLocation,
         /// The action.
         #[command(subcommand)]
         action: crate::scripts::ScriptsAction,
@@ -517,6 +518,7 @@ pub async fn serve_on(
     );
     let sources = runtime
         .start_sources(&shutdown)
+        .await
         .context("cannot start the plant's MQTT sources")?;
     if sources > 0 {
         tracing::info!(sources, "MQTT sources started");
@@ -568,9 +570,10 @@ pub async fn serve_on(
 }
 
 /// Runs `ai-execute`: one atomic call through the script toolkit, returning the envelope JSON.
-pub async fn ai_execute(solution: &std::path::Path, query: &str) -> anyhow::Result<String> {
-    let runtime =
-        Runtime::open(solution).with_context(|| format!("cannot open solution {}", solution.display()))?;
+pub async fn ai_execute(solution: &SolutionLocation, query: &str) -> anyhow::Result<String> {
+    let runtime = Runtime::open_at(solution)
+        .await
+        .with_context(|| format!("cannot open solution {solution}"))?;
     Ok(runtime.toolkit().ai_execute_async(query).await)
 }
 
@@ -583,13 +586,21 @@ const DEMO_HISTORY_STEP: Duration = Duration::from_secs(30);
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
-        Command::Init { path, demo } => {
-            SolutionDb::create(path, *demo)?;
-            if *demo {
-                Runtime::open(path)?.seed_history(DEMO_HISTORY_SPAN, DEMO_HISTORY_STEP)?;
+        Command::Init { solution, demo } => {
+            match solution {
+                SolutionLocation::File(path) => create_file_solution(path, *demo)?,
+                SolutionLocation::Postgres(url) => {
+                    // Made as a file first, so a database starts with what a file would.
+                    let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
+                    let path = scratch.path().join("new.db");
+                    create_file_solution(&path, *demo)?;
+                    let from = SolutionLocation::File(path);
+                    let to = SolutionLocation::Postgres(url.clone());
+                    on_own_runtime(|| copy_solution(&from, &to))?;
+                }
             }
             let kind = if *demo { "demo solution" } else { "solution" };
-            writeln!(output, "created {kind} {}", path.display())?;
+            writeln!(output, "created {kind} {solution}")?;
         }
         Command::Settings { solution, action } => {
             let lines = on_own_runtime(|| settings_command(solution, action))?;
@@ -604,10 +615,14 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let lines = on_own_runtime(|| secrets_command(solution, action, value.as_deref()))?;
             output.write_all(lines.as_bytes())?;
         }
-        Command::Plant { path, action } => plant_command(&SolutionDb::open(path)?, action, output)?,
-        Command::Sources { path, action } => sources_command(&SolutionDb::open(path)?, action, output)?,
-        Command::Tokens { path, action } => tokens_command(&SolutionDb::open(path)?, action, output)?,
-        Command::Scripts { path, action } => crate::scripts::scripts_command(path, action, output)?,
+        Command::Plant { solution, action } => plant_command(solution, action, output)?,
+        Command::Sources { solution, action } => {
+            output.write_all(on_own_runtime(|| sources_command(solution, action))?.as_bytes())?;
+        }
+        Command::Tokens { solution, action } => {
+            output.write_all(on_own_runtime(|| tokens_command(solution, action))?.as_bytes())?;
+        }
+        Command::Scripts { solution, action } => crate::scripts::scripts_command(solution, action, output)?,
         Command::Tls { action } => crate::certificates::tls_command(action, output)?,
         Command::Solution {
             action: SolutionAction::Copy { from, to },
@@ -673,6 +688,15 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
 }
 
 /// `tserver settings`, on either backend; returns what it prints.
+/// A new solution file, with the demo plant and its seeded history when `demo`.
+fn create_file_solution(path: &std::path::Path, demo: bool) -> anyhow::Result<()> {
+    SolutionDb::create(path, demo)?;
+    if demo {
+        Runtime::open(path)?.seed_history(DEMO_HISTORY_SPAN, DEMO_HISTORY_STEP)?;
+    }
+    Ok(())
+}
+
 async fn secrets_command(
     solution: &SolutionLocation,
     action: &SecretsAction,
@@ -766,12 +790,15 @@ async fn users_command(
 }
 
 /// Runs a `tserver plant` action.
-fn tokens_command(db: &SolutionDb, action: &TokensAction, output: &mut dyn Write) -> anyhow::Result<()> {
+async fn tokens_command(solution: &SolutionLocation, action: &TokensAction) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let store = Store::open(solution).await?;
+    let mut output = String::new();
     let when = |time: std::time::SystemTime| localai::iso8601_millis(time);
     match action {
         TokensAction::Create { user, expires, name } => {
             let valid_for = expires.map(|days| std::time::Duration::from_secs(u64::from(days) * 86_400));
-            let (token, text) = db.create_token(user, name, valid_for)?;
+            let (token, text) = store.create_token(user, name, valid_for).await?;
             writeln!(output, "{text}")?;
             let until = token.expires_at.map_or_else(
                 || "never expires".to_owned(),
@@ -783,7 +810,7 @@ fn tokens_command(db: &SolutionDb, action: &TokensAction, output: &mut dyn Write
             );
         }
         TokensAction::List => {
-            let tokens = db.tokens()?;
+            let tokens = store.tokens().await?;
             if tokens.is_empty() {
                 writeln!(output, "no tokens")?;
             }
@@ -804,17 +831,20 @@ fn tokens_command(db: &SolutionDb, action: &TokensAction, output: &mut dyn Write
             }
         }
         TokensAction::Revoke { token } => {
-            let revoked = db.revoke_token(token)?;
+            let revoked = store.revoke_token(token).await?;
             writeln!(output, "revoked token {} of {}", revoked.id, revoked.user)?;
         }
     }
-    Ok(())
+    Ok(output)
 }
 
-fn sources_command(db: &SolutionDb, action: &SourcesAction, output: &mut dyn Write) -> anyhow::Result<()> {
+async fn sources_command(solution: &SolutionLocation, action: &SourcesAction) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let store = Store::open(solution).await?;
+    let mut output = String::new();
     match action {
         SourcesAction::List => {
-            let model = db.plant_model()?;
+            let model = store.plant_model().await?;
             if model.sources.is_empty() {
                 writeln!(output, "no sources: the plant's values come from the runtime")?;
             }
@@ -838,7 +868,7 @@ fn sources_command(db: &SolutionDb, action: &SourcesAction, output: &mut dyn Wri
             }
         }
         SourcesAction::Status => {
-            let reports = db.source_reports()?;
+            let reports = store.source_reports().await?;
             if reports.is_empty() {
                 writeln!(
                     output,
@@ -862,9 +892,13 @@ fn sources_command(db: &SolutionDb, action: &SourcesAction, output: &mut dyn Wri
                 } else {
                     "NOT connected"
                 };
+                let node = report
+                    .node
+                    .as_ref()
+                    .map_or_else(String::new, |node| format!(" on {node}"));
                 writeln!(
                     output,
-                    "{}: {connected}, {} tags, {} messages read, {} writes, {} rebirths asked{when}",
+                    "{}{node}: {connected}, {} tags, {} messages read, {} writes, {} rebirths asked{when}",
                     report.name,
                     fields["tags"],
                     fields["messages"],
@@ -890,10 +924,14 @@ fn sources_command(db: &SolutionDb, action: &SourcesAction, output: &mut dyn Wri
             }
         }
     }
-    Ok(())
+    Ok(output)
 }
 
-fn plant_command(db: &SolutionDb, action: &PlantAction, output: &mut dyn Write) -> anyhow::Result<()> {
+fn plant_command(
+    solution: &SolutionLocation,
+    action: &PlantAction,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
     match action {
         PlantAction::Import { file, dry_run } => {
             let shown = file.display().to_string();
@@ -915,7 +953,12 @@ fn plant_command(db: &SolutionDb, action: &PlantAction, output: &mut dyn Write) 
 nothing changed: fix the errors above and import again"
                     )
                 })?;
-            let changes = db.import_plant(&model, &shown, *dry_run)?;
+            let changes = on_own_runtime(|| async {
+                Store::open(solution)
+                    .await?
+                    .import_plant(&model, &shown, *dry_run)
+                    .await
+            })?;
             write_changes(&changes, *dry_run, output)?;
             if *dry_run {
                 writeln!(output, "nothing changed (dry run)")?;
@@ -924,8 +967,7 @@ nothing changed: fix the errors above and import again"
             }
         }
         PlantAction::Export { file } => {
-            let text = db
-                .plant_model()?
+            let text = on_own_runtime(|| async { Store::open(solution).await?.plant_model().await })?
                 .to_toml()
                 .context("the plant model cannot be written as TOML")?;
             match file {
@@ -937,7 +979,10 @@ nothing changed: fix the errors above and import again"
             }
         }
         PlantAction::Show => {
-            let model = db.plant_model()?;
+            let (model, revision) = on_own_runtime(|| async {
+                let store = Store::open(solution).await?;
+                Ok::<_, SolutionError>((store.plant_model().await?, store.plant_revision().await?))
+            })?;
             let expanded = model.expand();
             if let Some(plant) = &model.plant {
                 writeln!(output, "{} ({})", plant.name, plant.description)?;
@@ -945,7 +990,7 @@ nothing changed: fix the errors above and import again"
             writeln!(
                 output,
                 "revision {}: {} tags, {} alarms, {} equipment of {} types, {} described folders",
-                db.plant_revision()?,
+                revision,
                 expanded.tags.len(),
                 expanded.alarms.len(),
                 model.equipment.len(),
@@ -969,7 +1014,8 @@ nothing changed: fix the errors above and import again"
             }
         }
         PlantAction::PurgeHistory { tag } => {
-            let removed = db.purge_tag_history(tag)?;
+            let removed =
+                on_own_runtime(|| async { Store::open(solution).await?.purge_tag_history(tag).await })?;
             writeln!(output, "deleted {removed} history samples of {tag}")?;
         }
     }

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use localai::secrets::SecretValue;
@@ -18,11 +18,16 @@ use crate::historian::Historian;
 use crate::objects::{ObjectModel, TagValue};
 use crate::plant::{Plant, PlantReader};
 use crate::simulator::Simulator;
-use crate::solution::{AuditLog, RuntimeSettings, SolutionDb, SolutionError, SolutionLocation, Store};
+use crate::solution::{
+    AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionDb, SolutionError, SolutionLocation, Store,
+};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
 
 /// How often the simulator moves the plant.
 const SIMULATOR_TICK: Duration = Duration::from_secs(1);
+
+/// How often a node on a shared database checks its leadership (and tries to take it).
+const LEADERSHIP_CHECK: Duration = Duration::from_millis(500);
 
 /// How often queued history is written to the database.
 const HISTORY_FLUSH_EVERY: Duration = Duration::from_secs(5);
@@ -42,6 +47,10 @@ pub struct Runtime {
     audit: AuditLog,
     /// What the MQTT sources have done.
     sources: crate::sources::Sources,
+    /// On a database several nodes share: whether this one leads (runs the scripts and the
+    /// simulator), campaigned for from the first time it matters. Unused for a file, whose one
+    /// server always leads.
+    leadership: Arc<OnceLock<Leadership>>,
 }
 
 impl Runtime {
@@ -95,7 +104,31 @@ impl Runtime {
             plant_revision: Arc::new(AtomicI64::new(revision)),
             audit,
             sources: crate::sources::Sources::default(),
+            leadership: Arc::default(),
         })
+    }
+
+    /// This node's leadership on a shared database (campaigning from the first call); `None`
+    /// for a file, whose one server always leads.
+    fn leadership_campaign(&self) -> Option<&Leadership> {
+        match &*self.store {
+            Store::File(_) => None,
+            Store::Postgres(pg) => Some(
+                self.leadership
+                    .get_or_init(|| Leadership::campaign(pg.url(), SCRIPTS_LEADER, LEADERSHIP_CHECK)),
+            ),
+        }
+    }
+
+    /// Whether this node runs what must run once (scripts, the simulator): always for a file;
+    /// on a shared database, while it holds the leadership.
+    pub fn leads(&self) -> bool {
+        self.leadership_campaign().is_none_or(Leadership::is_leader)
+    }
+
+    /// Told each time this node starts or stops leading; `None` for a file (it always leads).
+    pub(crate) fn leadership(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.leadership_campaign().map(Leadership::watch)
     }
 
     /// Where the solution is kept.
@@ -103,24 +136,15 @@ impl Runtime {
         &self.store
     }
 
-    /// The solution file, when the solution is one (scripts, tokens, source reports and plant
-    /// imports are kept in files only so far).
+    /// The solution file, when the solution is one.
     pub fn db(&self) -> Option<&Arc<SolutionDb>> {
         self.store.file()
     }
 
-    /// The solution file for what only files hold so far (`what`), or an error saying so.
-    pub(crate) fn file_for(&self, what: &'static str) -> Result<Arc<SolutionDb>, SolutionError> {
-        self.db().map(Arc::clone).ok_or(SolutionError::FileOnly(what))
-    }
-
     /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
     /// returns how many it started. Call once, when serving starts.
-    pub fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
-        match self.db() {
-            Some(db) => self.sources.start(db, &self.plant, shutdown),
-            None => Ok(0),
-        }
+    pub async fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
+        self.sources.start(&self.store, &self.plant, shutdown).await
     }
 
     /// Starts the solution's scripts (their triggers, runs on blocking threads, run records),
@@ -233,7 +257,7 @@ impl Runtime {
                 );
             }
             self.reload_plant_if_imported().await;
-            if simulate {
+            if simulate && self.leads() {
                 self.simulator.step(SystemTime::now());
             }
             if tokio::time::Instant::now() >= next_flush {
@@ -275,9 +299,7 @@ impl Runtime {
         match reloaded {
             Ok((objects, definitions)) => {
                 self.plant.replace_objects(objects);
-                if let Some(db) = self.db() {
-                    self.sources.restart_if_changed(db, &self.plant);
-                }
+                self.sources.restart_if_changed(&self.store, &self.plant).await;
                 tracing::info!(
                     revision = stored,
                     tags = definitions.tags.len(),

@@ -40,7 +40,7 @@ pub(super) struct VerifiedTokens {
 
 impl VerifiedTokens {
     /// The token's user, from memory while fresh, else from the solution.
-    fn verify(
+    async fn verify(
         &self,
         runtime: &Runtime,
         token: &str,
@@ -58,7 +58,7 @@ impl VerifiedTokens {
                 return Ok(Ok(user.clone()));
             }
         }
-        let verdict = runtime.file_for("API tokens")?.verify_token(token)?;
+        let verdict = runtime.store().verify_token(token).await?;
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         match &verdict {
             Ok(user) => {
@@ -131,7 +131,7 @@ pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next:
             "a bearer token is required (tserver tokens PATH create --user NAME)",
         );
     };
-    match gate.verified.verify(runtime, token) {
+    match gate.verified.verify(runtime, token).await {
         Ok(Ok(user)) => {
             if let Err(wait) = gate.budget.admit(&user.token_id, Instant::now()) {
                 let mut response = (

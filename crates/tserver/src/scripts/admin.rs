@@ -12,7 +12,7 @@ use solution_scripts::Trigger;
 use super::runner::run_once;
 use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{ScriptRun, ServeLock, SolutionDb, SolutionError};
+use crate::solution::{ScriptRun, ServeLock, SolutionError, SolutionLocation, Store};
 
 /// `tserver scripts` actions.
 #[derive(Debug, Subcommand)]
@@ -90,12 +90,44 @@ fn read_source(file: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(file).with_context(|| format!("cannot read the script file {}", file.display()))
 }
 
-/// Runs a `tserver scripts` action on the solution at `path`.
-pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Write) -> anyhow::Result<()> {
-    let db = SolutionDb::open(path)?;
+/// Runs a `tserver scripts` action on the solution at `location`.
+pub fn scripts_command(
+    location: &SolutionLocation,
+    action: &ScriptsAction,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let said = match (action, location) {
+        (ScriptsAction::Run { name, wait_secs }, SolutionLocation::File(path)) => {
+            match ServeLock::acquire_for_script_run(path, name) {
+                Ok(_lock) => run_here(path, name)?,
+                Err(SolutionError::AlreadyServed { holder, .. }) => {
+                    let place = format!("in the serving tserver ({holder})");
+                    on_own_runtime(|| run_in_server(location, name, place, *wait_secs))?
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        (ScriptsAction::Run { name, wait_secs }, SolutionLocation::Postgres(_)) => {
+            let place = "on the leading tserver node".to_owned();
+            on_own_runtime(|| run_in_server(location, name, place, *wait_secs))?
+        }
+        _ => on_own_runtime(|| stored_scripts_command(location, action))?,
+    };
+    output.write_all(said.as_bytes())?;
+    Ok(())
+}
+
+/// Every action but `run`: what it says.
+async fn stored_scripts_command(
+    location: &SolutionLocation,
+    action: &ScriptsAction,
+) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let store = Store::open(location).await?;
+    let mut output = String::new();
     match action {
         ScriptsAction::Add { name, file, trigger } => {
-            let script = db.add_script(name, trigger, &read_source(file)?)?;
+            let script = store.add_script(name, trigger, &read_source(file)?).await?;
             writeln!(output, "added script {} ({})", script.name, script.trigger)?;
         }
         ScriptsAction::Update { name, file, trigger } => {
@@ -104,15 +136,17 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
                 "nothing to change: give --file, --trigger or both"
             );
             let source = file.as_deref().map(read_source).transpose()?;
-            let script = db.update_script(name, trigger.as_ref(), source.as_deref())?;
+            let script = store
+                .update_script(name, trigger.as_ref(), source.as_deref())
+                .await?;
             writeln!(output, "updated script {} ({})", script.name, script.trigger)?;
         }
         ScriptsAction::Remove { name } => {
-            let script = db.remove_script(name)?;
+            let script = store.remove_script(name).await?;
             writeln!(output, "removed script {}", script.name)?;
         }
         ScriptsAction::List => {
-            let scripts = db.scripts()?;
+            let scripts = store.scripts().await?;
             if scripts.is_empty() {
                 writeln!(output, "no scripts")?;
             }
@@ -122,8 +156,9 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
             }
         }
         ScriptsAction::Show { name } => {
-            let script = db
-                .script(name)?
+            let script = store
+                .script(name)
+                .await?
                 .with_context(|| format!("no script named {name:?}"))?;
             let state = state(script.enabled);
             writeln!(output, "// {} ({}, {state})", script.name, script.trigger)?;
@@ -131,19 +166,13 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
         }
         ScriptsAction::Enable { name } | ScriptsAction::Disable { name } => {
             let enabled = matches!(action, ScriptsAction::Enable { .. });
-            let script = db.set_script_enabled(name, enabled)?;
+            let script = store.set_script_enabled(name, enabled).await?;
             let state = state(script.enabled);
             writeln!(output, "script {} is {state}", script.name)?;
         }
-        ScriptsAction::Run { name, wait_secs } => match ServeLock::acquire_for_script_run(path, name) {
-            Ok(_lock) => run_here(path, name, output)?,
-            Err(SolutionError::AlreadyServed { holder, .. }) => {
-                run_in_server(&db, name, &holder, *wait_secs, output)?;
-            }
-            Err(error) => return Err(error.into()),
-        },
+        ScriptsAction::Run { .. } => anyhow::bail!("a run is not a stored-scripts action"),
         ScriptsAction::Status => {
-            let records = db.script_records()?;
+            let records = store.script_records().await?;
             if records.is_empty() {
                 writeln!(output, "no scripts")?;
             }
@@ -169,7 +198,7 @@ pub fn scripts_command(path: &Path, action: &ScriptsAction, output: &mut dyn Wri
             }
         }
     }
-    Ok(())
+    Ok(output)
 }
 
 /// How often `run` looks for the run's record.
@@ -177,7 +206,7 @@ const RUN_POLL: Duration = Duration::from_millis(100);
 
 /// Runs `name` in this process against the solution file at `path` (its stored plant, its
 /// model settings), on a runtime of its own: the caller holds the solution's lock.
-fn run_here(path: &Path, name: &str, output: &mut dyn Write) -> anyhow::Result<()> {
+fn run_here(path: &Path, name: &str) -> anyhow::Result<String> {
     let (run, tally) = on_own_runtime(|| async {
         let solution = Runtime::open(path)?;
         Ok::<_, anyhow::Error>(run_once(&solution, name).await?)
@@ -190,23 +219,14 @@ fn run_here(path: &Path, name: &str, output: &mut dyn Write) -> anyhow::Result<(
         }
     };
     let place = "here, against the solution file (no tserver serves it)";
-    tell_run(name, place, run, &callbacks, output)
+    tell_run(name, place, run, &callbacks)
 }
 
 /// Prints how a run of `name` in `place` ended, or fails with its error.
-fn tell_run(
-    name: &str,
-    place: &str,
-    run: ScriptRun,
-    more: &str,
-    output: &mut dyn Write,
-) -> anyhow::Result<()> {
+fn tell_run(name: &str, place: &str, run: ScriptRun, more: &str) -> anyhow::Result<String> {
     let took = format!("{:.1} ms", run.duration.as_secs_f64() * 1000.0);
     match run.error {
-        None => {
-            writeln!(output, "ran {name} {place}: {} in {took}{more}", run.outcome)?;
-            Ok(())
-        }
+        None => Ok(format!("ran {name} {place}: {} in {took}{more}\n", run.outcome)),
         Some(error) => {
             anyhow::bail!(
                 "{name} ran {place} and stopped after {took} ({}): {error}{more}",
@@ -216,36 +236,36 @@ fn tell_run(
     }
 }
 
-/// Asks the tserver serving the solution (`holder`, as its lock file says) to run `name` and
-/// waits for the run's record.
-fn run_in_server(
-    db: &SolutionDb,
+/// Asks the tserver serving the solution (`place` says which) to run `name` and waits for the
+/// run's record.
+async fn run_in_server(
+    location: &SolutionLocation,
     name: &str,
-    holder: &str,
+    place: String,
     wait_secs: u64,
-    output: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let (script, requested_at) = db.request_script_run(name)?;
+) -> anyhow::Result<String> {
+    let store = Store::open(location).await?;
+    let (script, requested_at) = store.request_script_run(name).await?;
     let deadline = Instant::now() + Duration::from_secs(wait_secs);
     loop {
-        let record = db
-            .script_records()?
+        let record = store
+            .script_records()
+            .await?
             .into_iter()
             .find(|record| record.name.eq_ignore_ascii_case(&script.name));
         if let Some(run) = record
             .and_then(|record| record.last)
             .filter(|run| run.started_at >= requested_at)
         {
-            let place = format!("in the serving tserver ({holder})");
-            return tell_run(&script.name, &place, run, "", output);
+            return tell_run(&script.name, &place, run, "");
         }
         if Instant::now() >= deadline {
-            db.withdraw_script_run(&script.name)?;
+            store.withdraw_script_run(&script.name).await?;
             anyhow::bail!(
-                "no run of {} was recorded within {wait_secs} s by the tserver serving the solution ({holder})",
+                "no run of {} was recorded within {wait_secs} s {place}",
                 script.name
             );
         }
-        std::thread::sleep(RUN_POLL);
+        tokio::time::sleep(RUN_POLL).await;
     }
 }

@@ -226,10 +226,35 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
 /// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
 /// at `shutdown`.
 pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
-    if let Err(error) = runtime.file_for("scripts") {
-        tracing::warn!(%error, "no scripts run");
-        return;
-    }
+    let Some(mut leading) = runtime.leadership() else {
+        return start_here(runtime, shutdown).await;
+    };
+    // Several nodes on one database: the scripts run on the leading node only, from when it
+    // leads (its `startup` scripts then) until it no longer does.
+    let runtime = runtime.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                led = leading.wait_for(|leads| *leads) => if led.is_err() { return },
+            }
+            tracing::info!("this node leads: it runs the solution's scripts");
+            let term = shutdown.child_token();
+            start_here(&runtime, &term).await;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = leading.wait_for(|leads| !*leads) => {}
+            }
+            tracing::warn!("this node no longer leads: its scripts stop");
+            term.cancel();
+        }
+    });
+}
+
+/// Runs the solution's scripts in this process until `shutdown`; returns once they are
+/// loaded and their triggers armed.
+async fn start_here(runtime: &Runtime, shutdown: &CancellationToken) {
     let (shared, asked) = Shared::new(runtime);
     let mut loader = Loader {
         runtime: runtime.clone(),
@@ -259,10 +284,7 @@ pub(crate) async fn run_once(
     runtime: &Runtime,
     name: &str,
 ) -> Result<(ScriptRun, ScriptTally), SolutionError> {
-    let db = runtime.file_for("scripts")?;
-    let stored = tokio::task::spawn_blocking(move || db.scripts())
-        .await
-        .map_err(|_| SolutionError::Script("reading the scripts stopped".to_owned()))??;
+    let stored = runtime.store().scripts().await?;
     let script = stored
         .iter()
         .find(|script| script.name.eq_ignore_ascii_case(name))
@@ -307,11 +329,8 @@ pub(crate) async fn run_once(
         .unwrap_or_else(PoisonError::into_inner)
         .remove(&script.name)
         .unwrap_or_default();
-    let db = runtime.file_for("scripts")?;
     let rows = vec![(script.name.clone(), tally.clone())];
-    tokio::task::spawn_blocking(move || db.record_script_runs(&rows))
-        .await
-        .map_err(|_| SolutionError::Script("recording the run stopped".to_owned()))??;
+    runtime.store().record_script_runs(rows).await?;
     Ok((first, tally))
 }
 
@@ -338,18 +357,16 @@ impl Loader {
     /// Reads the scripts; installs them when they differ from those loaded; then runs those
     /// `tserver scripts run` asked for.
     async fn reload(&mut self, shutdown: &CancellationToken) {
-        let db = self.runtime.file_for("scripts");
-        let read = tokio::task::spawn_blocking(move || {
-            let db = db?;
-            Ok::<_, SolutionError>((db.scripts()?, db.take_script_run_requests()?))
-        });
+        let store = self.runtime.store();
+        let read = async {
+            Ok::<_, SolutionError>((store.scripts().await?, store.take_script_run_requests().await?))
+        };
         let (stored, requested) = match read.await {
-            Ok(Ok(read)) => read,
-            Ok(Err(error)) => {
+            Ok(read) => read,
+            Err(error) => {
                 tracing::warn!(%error, "cannot read the solution's scripts");
                 return;
             }
-            Err(_) => return,
         };
         if self.loaded.as_ref() != Some(&stored) {
             self.generation.cancel();
@@ -608,11 +625,8 @@ async fn record_runs(runtime: Runtime, shared: Arc<Shared>, shutdown: Cancellati
             std::mem::take(&mut *shared.unrecorded.lock().unwrap_or_else(PoisonError::into_inner));
         if !unrecorded.is_empty() {
             let rows: Vec<_> = unrecorded.into_iter().collect();
-            let db = runtime.file_for("scripts");
-            match tokio::task::spawn_blocking(move || db?.record_script_runs(&rows)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => tracing::warn!(%error, "cannot record script runs"),
-                Err(_) => {}
+            if let Err(error) = runtime.store().record_script_runs(rows).await {
+                tracing::warn!(%error, "cannot record script runs");
             }
         }
         if stopping {

@@ -186,6 +186,9 @@ pub enum SolutionError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Work on a blocking thread ended before it finished (the runtime is shutting down).
+    #[error("{0} stopped before it finished")]
+    Interrupted(&'static str),
     /// Something a PostgreSQL solution does not hold yet (issue 22 moves it there).
     #[error("{0} are kept in solution files only so far; this solution is in PostgreSQL")]
     FileOnly(&'static str),

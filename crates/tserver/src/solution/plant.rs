@@ -66,7 +66,7 @@ impl PlantChanges {
 }
 
 /// The stored name of a tag type (`text` for the file's `string`).
-fn stored_type(kind: TagType) -> &'static str {
+pub(super) fn stored_type(kind: TagType) -> &'static str {
     match kind {
         TagType::Number => "number",
         TagType::Integer => "integer",
@@ -102,7 +102,7 @@ fn initial_of_stored(kind: TagType, text: &str) -> Option<InitialValue> {
 
 /// A value of a number tag written as a whole number is the same number: compared and stored
 /// as a number, so writing `62` or `62.0` is no change.
-fn canonical(tag: &TagSpec) -> TagSpec {
+pub(super) fn canonical(tag: &TagSpec) -> TagSpec {
     let mut tag = tag.clone();
     if tag.kind == TagType::Number
         && let Some(value) = tag.initial.as_ref().and_then(InitialValue::as_f64)
@@ -112,7 +112,7 @@ fn canonical(tag: &TagSpec) -> TagSpec {
     tag
 }
 
-fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
+pub(super) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
     SolutionError::InvalidTag {
         name: name.to_owned(),
         reason: reason.into(),
@@ -198,25 +198,7 @@ pub(super) fn write_plant(
 ) -> Result<PlantChanges, SolutionError> {
     let before = read_definitions(transaction)??;
     let after = model.expand();
-    let by_name_tags = |tags: &[TagSpec]| -> BTreeMap<String, TagSpec> {
-        tags.iter()
-            .map(|tag| (tag.name.clone(), canonical(tag)))
-            .collect()
-    };
-    let by_name_alarms = |alarms: &[AlarmSpec]| -> BTreeMap<String, AlarmSpec> {
-        alarms.iter().map(|a| (a.name.clone(), a.clone())).collect()
-    };
-    let by_path = |folders: &[FolderSpec]| -> BTreeMap<String, String> {
-        folders
-            .iter()
-            .map(|f| (f.path.clone(), f.description.clone()))
-            .collect()
-    };
-    let changes = PlantChanges {
-        tags: Changes::between(&by_name_tags(&before.tags), &by_name_tags(&after.tags)),
-        alarms: Changes::between(&by_name_alarms(&before.alarms), &by_name_alarms(&after.alarms)),
-        folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
-    };
+    let changes = changes_between(&before, &after);
     // Alarms, motions and folders are rewritten whole; tags are updated in place (a removed
     // tag's history stays: TagHistory has no reference to Tags).
     transaction.execute("DELETE FROM AlarmDefinitions", [])?;
@@ -242,12 +224,7 @@ pub(super) fn write_plant(
         let mut motions =
             transaction.prepare("INSERT INTO Simulation (Tag, Amplitude, PeriodSeconds, Phase, Noise) VALUES (?1, ?2, ?3, ?4, ?5)")?;
         for tag in after.tags.iter().map(canonical) {
-            let source = tag
-                .source
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(|error| invalid(&tag.name, format!("its source cannot be stored: {error}")))?;
+            let source = stored_source(&tag)?;
             upsert.execute(params![
                 tag.name,
                 tag.path,
@@ -296,9 +273,7 @@ pub(super) fn write_plant(
             folders.execute(params![folder.path, folder.description])?;
         }
     }
-    let json = model
-        .to_json()
-        .map_err(|error| invalid("(plant model)", format!("the model cannot be stored: {error}")))?;
+    let json = model_json(model)?;
     let stored: Option<String> = transaction
         .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
         .optional()?;
@@ -372,6 +347,45 @@ pub(super) const SELECT_ALARMS: &str =
  FROM AlarmDefinitions ORDER BY Name";
 /// Folders by path.
 pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
+
+/// What replacing the plant `before` with `after` adds, changes and removes.
+pub(super) fn changes_between(before: &ExpandedPlant, after: &ExpandedPlant) -> PlantChanges {
+    let by_name_tags = |tags: &[TagSpec]| -> BTreeMap<String, TagSpec> {
+        tags.iter()
+            .map(|tag| (tag.name.clone(), canonical(tag)))
+            .collect()
+    };
+    let by_name_alarms = |alarms: &[AlarmSpec]| -> BTreeMap<String, AlarmSpec> {
+        alarms.iter().map(|a| (a.name.clone(), a.clone())).collect()
+    };
+    let by_path = |folders: &[FolderSpec]| -> BTreeMap<String, String> {
+        folders
+            .iter()
+            .map(|f| (f.path.clone(), f.description.clone()))
+            .collect()
+    };
+    PlantChanges {
+        tags: Changes::between(&by_name_tags(&before.tags), &by_name_tags(&after.tags)),
+        alarms: Changes::between(&by_name_alarms(&before.alarms), &by_name_alarms(&after.alarms)),
+        folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
+    }
+}
+
+/// A tag's source binding as stored (JSON), if it has one.
+pub(super) fn stored_source(tag: &TagSpec) -> Result<Option<String>, SolutionError> {
+    tag.source
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|error| invalid(&tag.name, format!("its source cannot be stored: {error}")))
+}
+
+/// The model as stored (`PlantModel.Json`).
+pub(super) fn model_json(model: &PlantModel) -> Result<String, SolutionError> {
+    model
+        .to_json()
+        .map_err(|error| invalid("(plant model)", format!("the model cannot be stored: {error}")))
+}
 
 /// The stored model (`PlantModel.Json`), read back.
 pub(super) fn model_of_json(json: &str) -> Result<PlantModel, SolutionError> {

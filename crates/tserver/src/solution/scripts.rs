@@ -75,7 +75,7 @@ pub struct ScriptRecord {
     pub last: Option<ScriptRun>,
 }
 
-fn check_name(name: &str) -> Result<(), SolutionError> {
+pub(super) fn check_name(name: &str) -> Result<(), SolutionError> {
     let mut chars = name.chars();
     let starts_well = chars
         .next()
@@ -92,7 +92,7 @@ fn check_name(name: &str) -> Result<(), SolutionError> {
     Ok(())
 }
 
-fn check_source(name: &str, source: &str) -> Result<(), SolutionError> {
+pub(super) fn check_source(name: &str, source: &str) -> Result<(), SolutionError> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(SolutionError::Script(format!(
             "script {name}: the source has {} bytes, more than the {MAX_SOURCE_BYTES} a script may have",
@@ -103,7 +103,31 @@ fn check_source(name: &str, source: &str) -> Result<(), SolutionError> {
         .map_err(|error| SolutionError::Script(format!("script {name} does not compile: {error}")))
 }
 
-fn trigger_of(name: &str, text: &str) -> Result<Trigger, SolutionError> {
+/// Why there is no script to act on.
+pub(super) fn no_script(name: &str) -> SolutionError {
+    SolutionError::Script(format!("no script named {name:?}"))
+}
+
+/// Why a script cannot be added under a name taken.
+pub(super) fn exists(existing: &StoredScript) -> SolutionError {
+    SolutionError::Script(format!(
+        "a script named {} exists already; change it with `update`",
+        existing.name
+    ))
+}
+
+/// The script, if it may be asked to run by itself (a class may not).
+pub(super) fn runnable(script: StoredScript) -> Result<StoredScript, SolutionError> {
+    if script.trigger == Trigger::Class {
+        return Err(SolutionError::Script(format!(
+            "{} is a class: it runs when a script imports it, not by itself",
+            script.name
+        )));
+    }
+    Ok(script)
+}
+
+pub(super) fn trigger_of(name: &str, text: &str) -> Result<Trigger, SolutionError> {
     text.parse()
         .map_err(|error| SolutionError::Script(format!("script {name}: stored trigger {text:?}: {error}")))
 }
@@ -119,10 +143,7 @@ impl SolutionDb {
         check_name(name)?;
         check_source(name, source)?;
         if let Some(existing) = self.script(name)? {
-            return Err(SolutionError::Script(format!(
-                "a script named {} exists already; change it with `update`",
-                existing.name
-            )));
+            return Err(exists(&existing));
         }
         let updated_at = time_of(millis(SystemTime::now()));
         self.writer()?.execute(
@@ -209,8 +230,7 @@ impl SolutionDb {
     }
 
     fn existing_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
-        self.script(name)?
-            .ok_or_else(|| SolutionError::Script(format!("no script named {name:?}")))
+        self.script(name)?.ok_or_else(|| no_script(name))
     }
 
     /// Every script, by name.
@@ -272,13 +292,7 @@ impl SolutionDb {
     /// Asks the serving tserver to run `name` once; returns the script and when it was asked
     /// (a run recorded from then on answers it).
     pub fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
-        let script = self.existing_script(name)?;
-        if script.trigger == Trigger::Class {
-            return Err(SolutionError::Script(format!(
-                "{} is a class: it runs when a script imports it, not by itself",
-                script.name
-            )));
-        }
+        let script = runnable(self.existing_script(name)?)?;
         let requested_at = time_of(millis(SystemTime::now()));
         self.writer()?.execute(
             "INSERT INTO ScriptRunRequests (Name, RequestedAt) VALUES (?1, ?2) \

@@ -12,6 +12,8 @@ use super::{SolutionDb, SolutionError};
 pub struct SourceReport {
     /// The source's name.
     pub name: String,
+    /// The node that wrote it (`None` for a solution file, which one server serves).
+    pub node: Option<String>,
     /// The report, as JSON.
     pub report: String,
     /// When the server wrote it.
@@ -50,6 +52,7 @@ impl SolutionDb {
                 let millis: i64 = row.get(2)?;
                 Ok(SourceReport {
                     name: row.get(0)?,
+                    node: None,
                     report: row.get(1)?,
                     reported_at: UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
                 })

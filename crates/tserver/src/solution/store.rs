@@ -7,15 +7,18 @@
 //! or waited for on the blocking threads that call them (`*_blocking`).
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use localai::secrets::SecretValue;
 use localai::settings::{SettingIssue, SettingsRow};
 use plant_model::{ExpandedPlant, PlantModel};
 
+use solution_scripts::Trigger;
+
 use super::{
-    AuditEntry, PgStore, Role, RuntimeSettings, SettingKey, SettingValue, SolutionDb, SolutionError,
-    SolutionLocation, UserRecord,
+    ApiToken, AuditEntry, PgStore, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally,
+    SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript,
+    TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -184,4 +187,158 @@ impl Store {
             Self::Postgres(pg) => pg.url().to_string(),
         }
     }
+
+    /// Creates an API token for `user`; returns it and its text, shown only now.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        name: &str,
+        valid_for: Option<Duration>,
+    ) -> Result<(ApiToken, String), SolutionError> {
+        on_backend!(self, create_token(user, name, valid_for))
+    }
+
+    /// Every API token, oldest first.
+    pub async fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
+        on_backend!(self, tokens())
+    }
+
+    /// Revokes the token `which` names.
+    pub async fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
+        on_backend!(self, revoke_token(which))
+    }
+
+    /// The user a presented token acts as, or why it is refused.
+    pub async fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
+        on_backend!(self, verify_token(text))
+    }
+
+    /// Replaces this node's stored source reports with `reports` (name, JSON).
+    pub(crate) async fn replace_source_reports(
+        &self,
+        reports: Vec<(String, String)>,
+    ) -> Result<(), SolutionError> {
+        match self {
+            Self::File(db) => {
+                on_file_thread(db, "storing the source reports", move |db| {
+                    db.replace_source_reports(&reports)
+                })
+                .await
+            }
+            Self::Postgres(pg) => pg.replace_source_reports(&reports).await,
+        }
+    }
+
+    /// The stored source reports, by name (and node).
+    pub async fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
+        on_backend!(self, source_reports())
+    }
+
+    /// Stores a new script (compiled first).
+    pub async fn add_script(
+        &self,
+        name: &str,
+        trigger: &Trigger,
+        source: &str,
+    ) -> Result<StoredScript, SolutionError> {
+        on_backend!(self, add_script(name, trigger, source))
+    }
+
+    /// Changes a script's source, trigger, or both.
+    pub async fn update_script(
+        &self,
+        name: &str,
+        trigger: Option<&Trigger>,
+        source: Option<&str>,
+    ) -> Result<StoredScript, SolutionError> {
+        on_backend!(self, update_script(name, trigger, source))
+    }
+
+    /// Enables or disables a script's trigger.
+    pub async fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
+        on_backend!(self, set_script_enabled(name, enabled))
+    }
+
+    /// Removes a script and its run record.
+    pub async fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
+        on_backend!(self, remove_script(name))
+    }
+
+    /// The script named `name` (any case), if stored.
+    pub async fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
+        on_backend!(self, script(name))
+    }
+
+    /// Every script's run record, by name.
+    pub async fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
+        on_backend!(self, script_records())
+    }
+
+    /// Asks a serving tserver (the leading node, on a database) to run `name` once.
+    pub async fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
+        on_backend!(self, request_script_run(name))
+    }
+
+    /// Withdraws a run request nobody took.
+    pub async fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
+        on_backend!(self, withdraw_script_run(name))
+    }
+
+    /// Every script, by name; a file is read on a blocking thread (the runner asks every second).
+    pub async fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
+        match self {
+            Self::File(db) => on_file_thread(db, "reading the scripts", |db| db.scripts()).await,
+            Self::Postgres(pg) => pg.scripts().await,
+        }
+    }
+
+    /// Takes the waiting run requests (gone once taken), oldest first.
+    pub async fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
+        match self {
+            Self::File(db) => {
+                on_file_thread(db, "taking the run requests", |db| db.take_script_run_requests()).await
+            }
+            Self::Postgres(pg) => pg.take_script_run_requests().await,
+        }
+    }
+
+    /// Adds runs and skipped triggers to the scripts' records.
+    pub async fn record_script_runs(&self, tallies: Vec<(String, ScriptTally)>) -> Result<(), SolutionError> {
+        match self {
+            Self::File(db) => {
+                on_file_thread(db, "recording script runs", move |db| {
+                    db.record_script_runs(&tallies)
+                })
+                .await
+            }
+            Self::Postgres(pg) => pg.record_script_runs(&tallies).await,
+        }
+    }
+
+    /// Replaces the plant with `model` in one transaction; with `dry_run` nothing is kept.
+    pub async fn import_plant(
+        &self,
+        model: &PlantModel,
+        source: &str,
+        dry_run: bool,
+    ) -> Result<PlantChanges, SolutionError> {
+        on_backend!(self, import_plant(model, source, dry_run))
+    }
+
+    /// Deletes the recorded history of a tag no longer in the plant.
+    pub async fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
+        on_backend!(self, purge_tag_history(tag))
+    }
+}
+
+/// Runs `work` on the file on a blocking thread, off the async workers.
+async fn on_file_thread<T: Send + 'static>(
+    db: &Arc<SolutionDb>,
+    what: &'static str,
+    work: impl FnOnce(&SolutionDb) -> Result<T, SolutionError> + Send + 'static,
+) -> Result<T, SolutionError> {
+    let db = Arc::clone(db);
+    tokio::task::spawn_blocking(move || work(&db))
+        .await
+        .map_err(|_| SolutionError::Interrupted(what))?
 }

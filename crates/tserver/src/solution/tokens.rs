@@ -71,47 +71,124 @@ fn random_hex(bytes: usize) -> String {
     hex::encode(buffer)
 }
 
+/// A token about to be stored: its id, the secret shown once, and the times.
+pub(super) struct NewToken {
+    pub(super) id: String,
+    secret: String,
+    pub(super) created_at: SystemTime,
+    pub(super) expires_at: Option<SystemTime>,
+}
+
+impl NewToken {
+    /// A fresh token named `name`, valid for `valid_for` (forever with `None`); refused when
+    /// the name is too long or holds control characters.
+    pub(super) fn make(name: &str, valid_for: Option<Duration>) -> Result<Self, SolutionError> {
+        if name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+            return Err(SolutionError::Token(format!(
+                "a token name has at most {MAX_NAME_CHARS} characters and no control characters"
+            )));
+        }
+        // Whole milliseconds, as stored, so the token returned is the token listed.
+        let created_at = time_of(millis(SystemTime::now()));
+        Ok(Self {
+            id: random_hex(6),
+            secret: random_hex(32),
+            created_at,
+            expires_at: valid_for.map(|valid_for| time_of(millis(created_at + valid_for))),
+        })
+    }
+
+    /// What is stored of the secret.
+    pub(super) fn digest(&self) -> String {
+        digest(&self.secret)
+    }
+
+    /// The token as listed, and its text (shown once), for `user` as stored.
+    pub(super) fn issued(self, name: &str, user: String) -> (ApiToken, String) {
+        let text = format!("{TOKEN_PREFIX}{}_{}", self.id, self.secret);
+        let token = ApiToken {
+            id: self.id,
+            name: name.to_owned(),
+            user,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+        };
+        (token, text)
+    }
+}
+
+/// The one token `which` (an id, or a name only one token has) names among `tokens`.
+pub(super) fn token_named(tokens: Vec<ApiToken>, which: &str) -> Result<ApiToken, SolutionError> {
+    let mut matching: Vec<ApiToken> = tokens
+        .into_iter()
+        .filter(|token| token.id == which || (!token.name.is_empty() && token.name == which))
+        .collect();
+    match matching.len() {
+        1 => Ok(matching.remove(0)),
+        0 => Err(SolutionError::Token(format!(
+            "no token with id or name {which:?}"
+        ))),
+        count => Err(SolutionError::Token(format!(
+            "{count} tokens are named {which:?}; revoke one by its id"
+        ))),
+    }
+}
+
+/// A presented token's id and secret, if it has the token's shape.
+pub(super) fn token_parts(text: &str) -> Option<(&str, &str)> {
+    text.strip_prefix(TOKEN_PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+}
+
+/// A token's row as stored with its user's: digest, expiry, user name and role.
+pub(super) type StoredToken = (String, Option<i64>, String, String);
+
+/// Whether the presented `secret` of token `id` opens `stored` (its row, if any).
+pub(super) fn judge_token(
+    id: &str,
+    secret: &str,
+    stored: Option<StoredToken>,
+) -> Result<TokenUser, TokenRefusal> {
+    let Some((stored, expires_at, user, role)) = stored else {
+        return Err(TokenRefusal::Invalid);
+    };
+    if !same(stored.as_bytes(), digest(secret).as_bytes()) {
+        return Err(TokenRefusal::Invalid);
+    }
+    let expires = expires_at.map(time_of);
+    if expires.is_some_and(|expires| expires <= SystemTime::now()) {
+        return Err(TokenRefusal::Expired);
+    }
+    Ok(TokenUser {
+        token_id: id.to_owned(),
+        user,
+        role: role_of_stored(&role),
+        expires,
+    })
+}
+
 impl SolutionDb {
-    /// Makes a token for `user` (labelled `name`, valid for `valid_for` or for ever); returns
-    /// it as listed and its text, which is shown this once.
+    /// Creates a token for `user` (matched case-insensitively), named `name` (may be empty),
+    /// valid for `valid_for` or until revoked. Returns it and its text, shown only now.
     pub fn create_token(
         &self,
         user: &str,
         name: &str,
         valid_for: Option<Duration>,
     ) -> Result<(ApiToken, String), SolutionError> {
-        if name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-            return Err(SolutionError::Token(format!(
-                "a token name has at most {MAX_NAME_CHARS} characters and no control characters"
-            )));
-        }
+        let new = NewToken::make(name, valid_for)?;
         let stored_user = self
             .user(user)?
             .ok_or_else(|| SolutionError::UnknownUser(user.to_owned()))?
             .name;
-        let id = random_hex(6);
-        let secret = random_hex(32);
-        // Whole milliseconds, as stored, so the token returned is the token listed.
-        let created_at = time_of(millis(SystemTime::now()));
-        let expires_at = valid_for.map(|valid_for| time_of(millis(created_at + valid_for)));
         self.writer()?.execute(
             "INSERT INTO ApiTokens (Id, Name, User, Digest, CreatedAt, ExpiresAt) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![id, name, stored_user, digest(&secret), millis(created_at), expires_at.map(millis)],
+            params![new.id, name, stored_user, new.digest(), millis(new.created_at), new.expires_at.map(millis)],
         )?;
-        let text = format!("{TOKEN_PREFIX}{id}_{secret}");
-        Ok((
-            ApiToken {
-                id,
-                name: name.to_owned(),
-                user: stored_user,
-                created_at,
-                expires_at,
-            },
-            text,
-        ))
+        Ok(new.issued(name, stored_user))
     }
 
-    /// Every token, oldest first.
+    /// Every token, oldest first (never a secret).
     pub fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
         self.read(|connection| {
             connection
@@ -129,71 +206,30 @@ impl SolutionDb {
         })
     }
 
-    /// Revokes the token with id (or, when unique, label) `which`; returns it.
+    /// Revokes the token `which` names: its id, or a name only one token has.
     pub fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
-        let matching: Vec<ApiToken> = self
-            .tokens()?
-            .into_iter()
-            .filter(|token| token.id == which || (!token.name.is_empty() && token.name == which))
-            .collect();
-        let token = match matching.as_slice() {
-            [token] => token.clone(),
-            [] => {
-                return Err(SolutionError::Token(format!(
-                    "no token with id or name {which:?}"
-                )));
-            }
-            _ => {
-                return Err(SolutionError::Token(format!(
-                    "{} tokens are named {which:?}; revoke one by its id",
-                    matching.len()
-                )));
-            }
-        };
+        let token = token_named(self.tokens()?, which)?;
         self.writer()?
             .execute("DELETE FROM ApiTokens WHERE Id = ?1", [&token.id])?;
         Ok(token)
     }
 
-    /// Who `text` acts as, if it is a valid token now.
+    /// The user a presented token acts as, or why it is refused.
     pub fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
-        let Some((id, secret)) = text
-            .strip_prefix(TOKEN_PREFIX)
-            .and_then(|rest| rest.split_once('_'))
-        else {
+        let Some((id, secret)) = token_parts(text) else {
             return Ok(Err(TokenRefusal::Invalid));
         };
-        let row = self.read(|connection| {
+        let stored = self.read(|connection| {
             connection
                 .prepare_cached(
                     "SELECT t.Digest, t.ExpiresAt, u.Name, u.Role FROM ApiTokens t JOIN Users u ON u.Name = t.User WHERE t.Id = ?1",
                 )?
                 .query_row([id], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, Option<i64>>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                    ))
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
                 })
                 .optional()
         })?;
-        let Some((stored, expires_at, user, role)) = row else {
-            return Ok(Err(TokenRefusal::Invalid));
-        };
-        if !same(stored.as_bytes(), digest(secret).as_bytes()) {
-            return Ok(Err(TokenRefusal::Invalid));
-        }
-        let expires = expires_at.map(time_of);
-        if expires.is_some_and(|expires| expires <= SystemTime::now()) {
-            return Ok(Err(TokenRefusal::Expired));
-        }
-        Ok(Ok(TokenUser {
-            token_id: id.to_owned(),
-            user,
-            role: role_of_stored(&role),
-            expires,
-        }))
+        Ok(judge_token(id, secret, stored))
     }
 }
 

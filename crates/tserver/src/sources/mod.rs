@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::objects::{TagKind, TagValue};
 use crate::plant::Plant;
-use crate::solution::{SolutionDb, SolutionError};
+use crate::solution::{SolutionError, Store};
 
 /// Writes waiting for one source's task; past this a write is refused as busy.
 const WRITE_QUEUE: usize = 1024;
@@ -102,7 +102,7 @@ const REPORT_EVERY: Duration = Duration::from_secs(2);
 
 /// Stores the board's statuses every [`REPORT_EVERY`] until `shutdown`, so another process
 /// (`tserver sources PATH status`) can read them.
-async fn report(db: Arc<SolutionDb>, board: SourceBoard, shutdown: CancellationToken) {
+async fn report(store: Arc<Store>, board: SourceBoard, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(REPORT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -115,9 +115,7 @@ async fn report(db: Arc<SolutionDb>, board: SourceBoard, shutdown: CancellationT
             .iter()
             .map(|status| (status.name.clone(), status.to_json().to_string()))
             .collect();
-        let db = Arc::clone(&db);
-        let stored = tokio::task::spawn_blocking(move || db.replace_source_reports(&reports)).await;
-        if let Ok(Err(error)) = stored {
+        if let Err(error) = store.replace_source_reports(reports).await {
             tracing::debug!(%error, "could not store the sources' reports");
         }
     }
@@ -231,30 +229,33 @@ impl Sources {
     /// Starts a task per source of the solution's plant; they stop with `shutdown`. A source
     /// that cannot start (a secret that does not resolve, an unreadable CA file) is logged and
     /// counted, and the others run. Returns how many sources the plant declares.
-    pub(crate) fn start(
+    pub(crate) async fn start(
         &self,
-        db: &Arc<SolutionDb>,
+        store: &Arc<Store>,
         plant: &Plant,
         shutdown: &CancellationToken,
     ) -> Result<usize, SolutionError> {
-        let model = db.plant_model()?;
+        let model = store.plant_model().await?;
         let count = model.sources.len();
+        let sources = sources_of(&model);
+        let passwords = passwords_of(store, &sources).await;
         let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
-        *generation = start_generation(db, plant, sources_of(&model), shutdown);
+        *generation = start_generation(store, plant, sources, passwords, shutdown);
         Ok(count)
     }
 
     /// After a plant reload: when the sources or their bindings changed, stops the running
-    /// tasks and starts the new ones. Nothing happens before [`Sources::start`].
-    pub(crate) fn restart_if_changed(&self, db: &Arc<SolutionDb>, plant: &Plant) {
-        let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(shutdown) = generation.shutdown.clone() else {
-            return;
+    /// tasks and starts the new ones. Nothing happens before [`Sources::start`]. One caller at
+    /// a time (the runtime's background loop).
+    pub(crate) async fn restart_if_changed(&self, store: &Arc<Store>, plant: &Plant) {
+        let started_from = {
+            let generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
+            if generation.shutdown.is_none() {
+                return;
+            }
+            generation.started_from
         };
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let model = match db.plant_model() {
+        let model = match store.plant_model().await {
             Ok(model) => model,
             Err(error) => {
                 tracing::error!(%error, "cannot read the plant's sources; the running ones stay");
@@ -262,18 +263,44 @@ impl Sources {
             }
         };
         let sources = sources_of(&model);
-        if fingerprint(&sources) == generation.started_from {
+        if fingerprint(&sources) == started_from {
             return;
         }
+        let passwords = passwords_of(store, &sources).await;
+        let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(shutdown) = generation.shutdown.clone() else {
+            return;
+        };
         if let Some(cancel) = generation.cancel.take() {
             cancel.cancel();
         }
-        *generation = start_generation(db, plant, sources, &shutdown);
+        *generation = start_generation(store, plant, sources, passwords, &shutdown);
         tracing::info!(
             sources = model.sources.len(),
             "the plant's sources changed; restarted them"
         );
     }
+}
+
+/// Each source's broker password: `None` without one, the secret's value for a `/secret:`
+/// token, or why it cannot be had (the source then does not start).
+async fn passwords_of(
+    store: &Store,
+    sources: &[(SourceSpec, Vec<Binding>)],
+) -> HashMap<String, Result<Option<String>, String>> {
+    let mut passwords = HashMap::with_capacity(sources.len());
+    for (source, _) in sources {
+        let password = match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
+            None => Ok(None),
+            Some(name) => match store.secret(name).await {
+                Ok(Some(secret)) => Ok(Some(secret.expose().to_owned())),
+                Ok(None) => Err(format!("the password names secret {name:?}, which is not stored")),
+                Err(error) => Err(error.to_string()),
+            },
+        };
+        passwords.insert(source.name.clone(), password);
+    }
+    passwords
 }
 
 /// Each source of `model` with its bindings (the model expanded once, however many sources).
@@ -333,9 +360,10 @@ fn fingerprint(sources: &[(SourceSpec, Vec<Binding>)]) -> u64 {
 
 /// Starts the tasks of every source of `model` under a new child of `shutdown`.
 fn start_generation(
-    db: &Arc<SolutionDb>,
+    store: &Arc<Store>,
     plant: &Plant,
     sources: Vec<(SourceSpec, Vec<Binding>)>,
+    mut passwords: HashMap<String, Result<Option<String>, String>>,
     shutdown: &CancellationToken,
 ) -> Generation {
     let cancel = shutdown.child_token();
@@ -359,19 +387,12 @@ fn start_generation(
                 status.last_error = Some((SystemTime::now(), reason));
             });
         };
-        let password = match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
-            None => None,
-            Some(name) => match db.secret(name) {
-                Ok(Some(secret)) => Some(secret.expose().to_owned()),
-                Ok(None) => {
-                    refuse(format!("the password names secret {name:?}, which is not stored"));
-                    continue;
-                }
-                Err(error) => {
-                    refuse(error.to_string());
-                    continue;
-                }
-            },
+        let password = match passwords.remove(&source.name).unwrap_or(Ok(None)) {
+            Ok(password) => password,
+            Err(reason) => {
+                refuse(reason);
+                continue;
+            }
         };
         let (inbox, writes) = mpsc::channel(WRITE_QUEUE);
         let name = source.name.clone();
@@ -395,7 +416,7 @@ fn start_generation(
     }
     if any {
         tokio::spawn(report(
-            Arc::clone(db),
+            Arc::clone(store),
             generation.board.clone(),
             cancel.child_token(),
         ));

@@ -38,6 +38,11 @@ impl Leadership {
         Self { leading, stop }
     }
 
+    /// A receiver told each time this node starts or stops leading.
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
     /// Whether this node leads now.
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()

@@ -20,6 +20,9 @@ mod history;
 mod leadership;
 mod login_failures;
 mod plant;
+mod scripts;
+mod sources;
+mod tokens;
 
 pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
@@ -108,6 +111,8 @@ pub struct PgStore {
     url: PostgresUrl,
     /// The runtime the pool's connections live on, for [`block_on`](Self::block_on).
     runtime: tokio::runtime::Handle,
+    /// This node's name where rows are kept per node (source reports).
+    node: String,
 }
 
 impl PgStore {
@@ -125,6 +130,7 @@ impl PgStore {
             pool,
             url: url.clone(),
             runtime: tokio::runtime::Handle::current(),
+            node: sources::node_name(),
         };
         store.migrate().await?;
         Ok(store)

@@ -3,17 +3,23 @@
 //! by `solution/secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
 
 use localai::secrets::SecretValue;
-use plant_model::{ExpandedPlant, FolderSpec, Motion, PlantModel};
+use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, TagSpec};
+use sqlx::PgConnection;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
+use crate::solution::PlantChanges;
 use crate::solution::SolutionError;
 use crate::solution::plant::{
-    PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, definitions_of_rows,
-    model_of_definitions, model_of_json,
+    PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, canonical, changes_between,
+    definitions_of_rows, invalid, model_json, model_of_definitions, model_of_json, stored_source,
+    stored_type,
 };
 use crate::solution::secrets::{load_key, open_sealed, seal};
+
+/// The advisory lock one import at a time holds (any 64-bit key not used for another purpose).
+const PLANT_IMPORT_LOCK: i64 = 0x0070_6c61_6e74_696d;
 
 impl PgStore {
     /// The plant definitions the runtime loads.
@@ -24,8 +30,15 @@ impl PgStore {
             .execute(&mut *transaction)
             .await
             .map_err(|error| self.error(error))?;
+        let rows = self.plant_rows(&mut transaction).await?;
+        transaction.commit().await.map_err(|error| self.error(error))?;
+        definitions_of_rows(rows)
+    }
+
+    /// The plant's rows, read on `connection` (inside the caller's transaction).
+    async fn plant_rows(&self, connection: &mut PgConnection) -> Result<PlantRows, SolutionError> {
         let mut rows = PlantRows::default();
-        for row in self.fetch(&mut transaction, SELECT_MOTIONS).await? {
+        for row in self.fetch(connection, SELECT_MOTIONS).await? {
             let motion = Motion {
                 amplitude: self.get(&row, 1)?,
                 period: self.get(&row, 2)?,
@@ -34,7 +47,7 @@ impl PgStore {
             };
             rows.motions.insert(self.get(&row, 0)?, motion);
         }
-        for row in self.fetch(&mut transaction, SELECT_TAGS).await? {
+        for row in self.fetch(connection, SELECT_TAGS).await? {
             rows.tags.push((
                 self.get(&row, 0)?,
                 self.get(&row, 1)?,
@@ -50,7 +63,7 @@ impl PgStore {
                 self.get(&row, 11)?,
             ));
         }
-        for row in self.fetch(&mut transaction, SELECT_ALARMS).await? {
+        for row in self.fetch(connection, SELECT_ALARMS).await? {
             rows.alarms.push((
                 self.get(&row, 0)?,
                 self.get(&row, 1)?,
@@ -64,14 +77,13 @@ impl PgStore {
                 self.get(&row, 8)?,
             ));
         }
-        for row in self.fetch(&mut transaction, SELECT_FOLDERS).await? {
+        for row in self.fetch(connection, SELECT_FOLDERS).await? {
             rows.folders.push(FolderSpec {
                 path: self.get(&row, 0)?,
                 description: self.get(&row, 1)?,
             });
         }
-        transaction.commit().await.map_err(|error| self.error(error))?;
-        definitions_of_rows(rows)
+        Ok(rows)
     }
 
     /// The plant model as last imported (see `SolutionDb::plant_model`).
@@ -93,6 +105,190 @@ impl PgStore {
             .await
             .map_err(|error| self.error(error))?;
         Ok(revision.unwrap_or_default())
+    }
+
+    /// Replaces the plant with `model` in one transaction (one import at a time), as
+    /// `SolutionDb::import_plant` does; with `dry_run` nothing is kept.
+    pub async fn import_plant(
+        &self,
+        model: &PlantModel,
+        source: &str,
+        dry_run: bool,
+    ) -> Result<PlantChanges, SolutionError> {
+        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        self.run(
+            &mut transaction,
+            sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(PLANT_IMPORT_LOCK),
+        )
+        .await?;
+        let before = definitions_of_rows(self.plant_rows(&mut transaction).await?)?;
+        let after = model.expand();
+        let changes = changes_between(&before, &after);
+        for statement in [
+            "DELETE FROM AlarmDefinitions",
+            "DELETE FROM Simulation",
+            "DELETE FROM Folders",
+            // Paths are unique: a path that moves from one tag to another is freed first.
+            "UPDATE Tags SET Path = ' ' || Name",
+        ] {
+            self.run(&mut transaction, sqlx::query(statement)).await?;
+        }
+        self.run(
+            &mut transaction,
+            sqlx::query("DELETE FROM Tags WHERE Name = ANY($1)").bind(&changes.tags.removed),
+        )
+        .await?;
+        let tags: Vec<TagSpec> = after.tags.iter().map(canonical).collect();
+        let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
+        self.run(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+                                   Writable, History, HistoryDeadband, Source)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[],
+                                      $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[])
+                 ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
+                     Units = excluded.Units, Description = excluded.Description,
+                     RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
+                     InitialValue = excluded.InitialValue, Writable = excluded.Writable,
+                     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
+                     Source = excluded.Source",
+            )
+            .bind(tags.iter().map(|tag| tag.name.as_str()).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.path.as_str()).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| stored_type(tag.kind)).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.unit.as_str()).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.description.as_str()).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.min).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.max).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.initial.as_ref().map(InitialValue::to_text)).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| i32::from(tag.history)).collect::<Vec<_>>())
+            .bind(tags.iter().map(|tag| tag.history_deadband).collect::<Vec<_>>())
+            .bind(sources),
+        )
+        .await?;
+        let moving: Vec<(&str, &Motion)> = tags
+            .iter()
+            .filter_map(|tag| Some((tag.name.as_str(), tag.simulate.as_ref()?)))
+            .collect();
+        self.run(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO Simulation (Tag, Amplitude, PeriodSeconds, Phase, Noise)
+                 SELECT * FROM UNNEST($1::text[], $2::float8[], $3::float8[], $4::float8[], $5::float8[])",
+            )
+            .bind(moving.iter().map(|(name, _)| *name).collect::<Vec<_>>())
+            .bind(
+                moving
+                    .iter()
+                    .map(|(_, motion)| motion.amplitude)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(moving.iter().map(|(_, motion)| motion.period).collect::<Vec<_>>())
+            .bind(moving.iter().map(|(_, motion)| motion.phase).collect::<Vec<_>>())
+            .bind(moving.iter().map(|(_, motion)| motion.noise).collect::<Vec<_>>()),
+        )
+        .await?;
+        let alarms = &after.alarms;
+        self.run(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[],
+                                      $6::integer[], $7::float8[], $8::integer[], $9::text[])",
+            )
+            .bind(alarms.iter().map(|alarm| alarm.name.as_str()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.tag.as_str()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.condition.name()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.limit).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.setpoint).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.active_when.map(i32::from)).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.deadband).collect::<Vec<_>>())
+            .bind(
+                alarms
+                    .iter()
+                    .map(|alarm| i32::try_from(alarm.priority).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(alarms.iter().map(|alarm| alarm.message.as_str()).collect::<Vec<_>>()),
+        )
+        .await?;
+        self.run(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO Folders (Path, Description) SELECT * FROM UNNEST($1::text[], $2::text[])",
+            )
+            .bind(
+                after
+                    .folders
+                    .iter()
+                    .map(|folder| folder.path.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                after
+                    .folders
+                    .iter()
+                    .map(|folder| folder.description.as_str())
+                    .collect::<Vec<_>>(),
+            ),
+        )
+        .await?;
+        // The same model again leaves the revision: nothing for the nodes to reload.
+        self.run(
+            &mut transaction,
+            sqlx::query(
+                "INSERT INTO PlantModel (Id, Json, Revision, SourceName) VALUES (1, $1, 1, $2)
+                 ON CONFLICT (Id) DO UPDATE SET Json = excluded.Json, Revision = PlantModel.Revision + 1,
+                     SourceName = excluded.SourceName, ImportedAt = now()
+                 WHERE PlantModel.Json IS DISTINCT FROM excluded.Json",
+            )
+            .bind(model_json(model)?)
+            .bind(source),
+        )
+        .await?;
+        if dry_run {
+            transaction.rollback().await.map_err(|error| self.error(error))?;
+        } else {
+            transaction.commit().await.map_err(|error| self.error(error))?;
+        }
+        Ok(changes)
+    }
+
+    /// Deletes the recorded history of a tag no longer in the plant; returns the samples
+    /// deleted. A tag still in the plant is refused.
+    pub async fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
+        let defined: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM Tags WHERE Name = $1)")
+            .bind(tag)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        if defined {
+            return Err(invalid(
+                tag,
+                "it is still in the plant; remove it from the plant file and import first",
+            ));
+        }
+        let deleted = sqlx::query("DELETE FROM TagHistory WHERE Tag = $1")
+            .bind(tag)
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(usize::try_from(deleted.rows_affected()).unwrap_or(usize::MAX))
+    }
+
+    /// Runs one statement on `connection`.
+    async fn run(
+        &self,
+        connection: &mut PgConnection,
+        query: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<(), SolutionError> {
+        query
+            .execute(connection)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(())
     }
 
     /// Stores (or replaces) a secret, sealed with the key of `TSERVER_SECRETS_KEY`.
@@ -147,14 +343,14 @@ impl PgStore {
         Ok(())
     }
 
-    /// Every row `sql` selects in `transaction`.
+    /// Every row `sql` selects on `connection`.
     async fn fetch(
         &self,
-        transaction: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        connection: &mut PgConnection,
         sql: &'static str,
     ) -> Result<Vec<PgRow>, SolutionError> {
         sqlx::query(sql)
-            .fetch_all(&mut **transaction)
+            .fetch_all(connection)
             .await
             .map_err(|error| self.error(error))
     }
