@@ -210,6 +210,15 @@ async fn tclient_takes_several_addresses_and_uses_the_first_that_answers() {
     server.stop().await;
 }
 
+/// A panel logged in as the demo's `guest` through HAProxy's front.
+pub(crate) async fn guest_through(haproxy: &Haproxy) -> FailoverClient {
+    let client = FailoverClient::connect(&[haproxy.front.to_string()], ClientOptions::default())
+        .await
+        .expect("connects through haproxy");
+    client.login("guest", "").await.expect("logs in");
+    client
+}
+
 /// A node process with its HTTP listener (for HAProxy's health check).
 fn node(solution: &Solution) -> (ServerProcess, Node) {
     let http = free_loopback_addr();
@@ -234,10 +243,7 @@ async fn behind_haproxy_clients_are_back_on_the_other_node_within_two_seconds_of
     let running = Arc::new(AtomicBool::new(true));
     let mut panels = Vec::new();
     for _ in 0..PANELS {
-        let client = FailoverClient::connect(&[haproxy.front.to_string()], ClientOptions::default())
-            .await
-            .expect("connects through haproxy");
-        client.login("guest", "").await.expect("logs in");
+        let client = guest_through(&haproxy).await;
         let running = Arc::clone(&running);
         panels.push(tokio::spawn(async move {
             let mut reads: Vec<(Instant, Result<(), String>)> = Vec::new();

@@ -587,3 +587,152 @@ async fn the_database_password_may_come_from_the_environment_and_never_shows() {
         .await
         .expect("stopped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solution_as_on_a_file() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    let (admin, try_admin) = (crate::support::admin, crate::support::try_admin);
+    assert_eq!(
+        admin(&["init", &url, "--demo"], ""),
+        format!("created demo solution {url}\n")
+    );
+    let again = try_admin(&["init", &url], "").expect_err("refused");
+    assert!(again.to_string().contains("holds a solution already"), "{again}");
+    let file = crate::support::Solution::demo();
+    let path = file.path.to_str().expect("utf-8");
+    let plant = file.path.with_file_name("writable.toml");
+    let mut model = plant_model::read(
+        &admin(&["plant", path, "export"], ""),
+        plant_model::Format::Toml,
+        "demo",
+    )
+    .expect("reads");
+    model.tags.retain(|tag| tag.name != "Motor1.Temperature");
+    model.alarms.retain(|alarm| alarm.tag != "Motor1.Temperature");
+    for tag in &mut model.tags {
+        tag.writable |= tag.name == "Pump1.Mode";
+    }
+    std::fs::write(&plant, model.to_toml().expect("toml")).expect("writes");
+    let plant = plant.to_str().expect("utf-8");
+    let script = file.path.with_file_name("tick.rhai");
+    std::fs::write(&script, "log(\"tick\");\n").expect("writes");
+    let script = script.to_str().expect("utf-8");
+
+    // The same commands on both: the same answers.
+    let mut said = Vec::new();
+    for solution in [path, url.as_str()] {
+        let mut answers = vec![
+            admin(&["plant", solution, "show"], ""),
+            admin(&["plant", solution, "import", plant, "--dry-run"], ""),
+            admin(&["plant", solution, "show"], ""),
+            admin(&["plant", solution, "import", plant], ""),
+            admin(&["plant", solution, "import", plant], ""),
+            admin(&["plant", solution, "show"], ""),
+            admin(&["plant", solution, "export"], ""),
+            admin(&["plant", solution, "purge-history", "Motor1.Temperature"], ""),
+            try_admin(&["plant", solution, "purge-history", "Pump1.Mode"], "")
+                .expect_err("still in the plant")
+                .to_string(),
+            admin(
+                &[
+                    "scripts",
+                    solution,
+                    "add",
+                    "Tick",
+                    "--file",
+                    script,
+                    "--trigger",
+                    "every:5s",
+                ],
+                "",
+            ),
+            admin(&["scripts", solution, "disable", "tick"], ""),
+            admin(&["scripts", solution, "list"], ""),
+            admin(&["scripts", solution, "show", "TICK"], ""),
+            admin(&["scripts", solution, "status"], ""),
+            try_admin(
+                &[
+                    "scripts",
+                    solution,
+                    "add",
+                    "tick",
+                    "--file",
+                    script,
+                    "--trigger",
+                    "startup",
+                ],
+                "",
+            )
+            .expect_err("taken")
+            .to_string(),
+            admin(&["scripts", solution, "remove", "Tick"], ""),
+            admin(&["sources", solution, "list"], ""),
+            admin(&["sources", solution, "status"], ""),
+            admin(&["tokens", solution, "list"], ""),
+        ];
+        let text = admin(
+            &["tokens", solution, "create", "--user", "guest", "--name", "panel"],
+            "",
+        );
+        answers.push(
+            admin(&["tokens", solution, "revoke", "panel"], "").replace(text.get(4..16).unwrap_or(""), "ID"),
+        );
+        answers.push(admin(&["tokens", solution, "list"], ""));
+        said.push(answers);
+    }
+    assert_eq!(said[0], said[1], "a file and a database answer alike");
+    let on_database = &said[1];
+    assert!(
+        on_database[1].ends_with("nothing changed (dry run)\n"),
+        "{}",
+        on_database[1]
+    );
+    assert_eq!(on_database[0], on_database[2], "a dry run changes nothing");
+    assert!(
+        on_database[3].contains("Motor1.Temperature")
+            && on_database[3].ends_with(&format!("imported {plant}\n")),
+        "{}",
+        on_database[3]
+    );
+    assert!(on_database[4].starts_with("no changes"), "{}", on_database[4]);
+    assert!(
+        on_database[5].starts_with("Demo") || on_database[5].contains("revision 2:"),
+        "{}",
+        on_database[5]
+    );
+    assert!(
+        on_database[8].contains("still in the plant"),
+        "{}",
+        on_database[8]
+    );
+    assert_eq!(
+        on_database[11],
+        "TankNote  alarm:Tank1.Level.Hi  enabled\nTick  every:5s  disabled\n"
+    );
+    assert!(on_database[14].contains("exists already"), "{}", on_database[14]);
+    assert!(on_database[17].starts_with("no reports"), "{}", on_database[17]);
+    assert_eq!(on_database[19], "revoked token ID of guest\n");
+    assert!(
+        on_database[7].starts_with("deleted ") && !on_database[7].starts_with("deleted 0 "),
+        "{}",
+        on_database[7]
+    );
+
+    // A token made on the database acts as its user until revoked.
+    let store = PgStore::open(&PostgresUrl::parse(&url).expect("valid"))
+        .await
+        .expect("opens");
+    let text = admin(&["tokens", &url, "create", "--user", "GUEST"], "");
+    let user = store
+        .verify_token(text.trim())
+        .await
+        .expect("reads")
+        .expect("valid");
+    assert_eq!(user.user, "guest");
+    admin(&["tokens", &url, "revoke", &user.token_id], "");
+    assert_eq!(
+        store.verify_token(text.trim()).await.expect("reads"),
+        Err(tserver::solution::TokenRefusal::Invalid)
+    );
+}

@@ -1,15 +1,21 @@
 //! Several tserver nodes serving one solution in PostgreSQL: what one node or an admin command
 //! changes is what every node uses at its next call (settings, users, secrets), operators'
 //! writes land in one audit trail, and a database restart is an error envelope naming the
-//! store, then nothing more.
+//! store, then nothing more. Behind HAProxy, a node killed under load loses no acknowledged
+//! write, and the scripts it ran move to the other node.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use scripted_llm::{Reply, ScriptedLlm};
 use service_client::{Client, ClientOptions, Status, TagWrite, WriteValue};
-use tserver::ServerConfig;
+use tserver::{LoginThrottleConfig, ServerConfig};
+use tserver_proto::v1::ErrorCode;
+use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 
+use crate::failover::guest_through;
 use crate::operator_writes::solution_with_writable_tags;
 use crate::postgres_store::{TestDatabase, private_server_with_a_database, resumed, stopped};
 use crate::support::{ServerProcess, Solution, TestServer, admin};
@@ -168,4 +174,221 @@ async fn while_the_database_restarts_a_chat_is_an_error_envelope_naming_the_stor
     tokio::task::spawn_blocking(move || drop(postgres))
         .await
         .expect("stopped");
+}
+
+/// A node process serving the database at `url`, with its HTTP listener for HAProxy's checks.
+fn node_on(url: &str) -> (ServerProcess, Node) {
+    let http = free_loopback_addr();
+    let process = ServerProcess::start(Path::new(url), &["--http", &http.to_string()], &[]);
+    let node = Node {
+        listen: process.addr,
+        http,
+    };
+    (process, node)
+}
+
+/// How many of `nodes` have logged that they lead (run the scripts) so far.
+fn leaders_logged(nodes: &[&ServerProcess]) -> Vec<bool> {
+    nodes
+        .iter()
+        .map(|node| {
+            node.log()
+                .lines
+                .iter()
+                .any(|line| line.contains("this node leads"))
+        })
+        .collect()
+}
+
+/// Waits (at most 5 s) until `wanted` says yes about the nodes' leadership logs.
+async fn until_logged(nodes: &[&ServerProcess], wanted: impl Fn(&[bool]) -> bool) -> Vec<bool> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let logged = leaders_logged(nodes);
+        if wanted(&logged) || Instant::now() > deadline {
+            return logged;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_haproxy_a_killed_node_loses_no_acknowledged_write_and_its_scripts_move_to_the_other() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8");
+    let tick = solution.path.with_file_name("tick.rhai");
+    std::fs::write(&tick, "log(\"tick\");\n").expect("writes the script");
+    admin(
+        &[
+            "scripts",
+            path,
+            "add",
+            "Tick",
+            "--file",
+            tick.to_str().expect("utf-8"),
+            "--trigger",
+            "every:200ms",
+        ],
+        "",
+    );
+    admin(&["solution", "copy", path, &url], "");
+    let (first, first_node) = node_on(&url);
+    let (second, second_node) = node_on(&url);
+    let haproxy = Haproxy::start([first_node, second_node]);
+    haproxy.wait_until_all_up().await;
+
+    // Exactly one node runs the scripts.
+    let logged = until_logged(&[&first, &second], |logged| logged.contains(&true)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        leaders_logged(&[&first, &second]),
+        logged,
+        "leadership held, not passed around"
+    );
+    assert_eq!(logged.iter().filter(|leads| **leads).count(), 1, "{logged:?}");
+    let (leader, follower) = if logged[0] {
+        (first, second)
+    } else {
+        (second, first)
+    };
+
+    // Four panels through HAProxy, each writing its own numbers in a loop.
+    const PANELS: i64 = 4;
+    let running = Arc::new(AtomicBool::new(true));
+    let mut panels = Vec::new();
+    for panel in 0..PANELS {
+        let client = guest_through(&haproxy).await;
+        let running = Arc::clone(&running);
+        panels.push(tokio::spawn(async move {
+            let mut writes: Vec<(Instant, i64, Result<(), String>)> = Vec::new();
+            let stop_at = Instant::now() + Duration::from_secs(20);
+            let mut count = panel * 1_000_000;
+            while running.load(Ordering::Relaxed) && Instant::now() < stop_at {
+                count += 1;
+                let written = client
+                    .write_tags(vec![TagWrite {
+                        name: "Pump1.StartCount".to_owned(),
+                        value: Some(WriteValue::Integer(count)),
+                    }])
+                    .await;
+                let outcome = match written {
+                    Ok(results) if results[0].error.is_empty() => Ok(()),
+                    Ok(results) => Err(results[0].error.clone()),
+                    Err(error) => Err(error.to_string()),
+                };
+                writes.push((Instant::now(), count, outcome));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            writes
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let killed = Instant::now();
+    drop(leader);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    running.store(false, Ordering::Relaxed);
+
+    let audit = admin(&["audit", &url], "");
+    let audited: std::collections::HashSet<&str> = audit
+        .lines()
+        .filter(|line| line.contains(" write Pump1.StartCount by guest ") && line.ends_with(": ok"))
+        .filter_map(|line| line.rsplit(" -> ").next()?.strip_suffix(": ok"))
+        .collect();
+    let mut acknowledged = 0;
+    for panel in panels {
+        let writes = panel.await.expect("the panel did not panic");
+        for (_, count, outcome) in &writes {
+            if outcome.is_ok() {
+                acknowledged += 1;
+                assert!(
+                    audited.contains(count.to_string().as_str()),
+                    "write {count} acknowledged, not audited"
+                );
+            }
+        }
+        // A write broken by the kill is not sent again (it may have been carried out): it
+        // fails, and the panel's next write goes to the other node within 2 s.
+        let failed: Vec<&String> = writes
+            .iter()
+            .filter_map(|(_, _, outcome)| outcome.as_ref().err())
+            .collect();
+        assert!(failed.len() <= 1, "{failed:?}");
+        let back = writes
+            .iter()
+            .find(|(at, _, outcome)| *at > killed && outcome.is_ok())
+            .map(|(at, _, _)| at.duration_since(killed))
+            .expect("a write succeeded after the kill");
+        assert!(back < Duration::from_secs(2), "a panel was back after {back:?}");
+    }
+    assert!(acknowledged > 100, "{acknowledged} writes");
+
+    // The other node took the scripts over.
+    let logged = until_logged(&[&follower], |logged| logged == [true]).await;
+    assert_eq!(logged, [true], "the surviving node leads");
+    let runs_then = tick_runs(&url);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        tick_runs(&url) > runs_then,
+        "Tick goes on running on the new leader"
+    );
+    drop(follower);
+}
+
+/// How many runs of `Tick` the records hold.
+fn tick_runs(url: &str) -> u64 {
+    let status = admin(&["scripts", url, "status"], "");
+    status
+        .lines()
+        .find(|line| line.starts_with("Tick "))
+        .and_then(|line| line.split("runs ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or_else(|| panic!("no run count for Tick in {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_on_one_node_lock_the_address_out_on_every_node() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    let lockout = Duration::from_secs(2);
+    let config = || {
+        ServerConfig::default().with_login_throttle(LoginThrottleConfig {
+            free_failures: 2,
+            first_lockout: lockout,
+            max_lockout: lockout * 4,
+            ..LoginThrottleConfig::default()
+        })
+    };
+    let one = TestServer::start_at(&url, config()).await;
+    let two = TestServer::start_at(&url, config()).await;
+    for _ in 0..2 {
+        let refused = one.client().await.login("guest", "not empty").await;
+        assert_eq!(
+            refused.expect_err("refused").server_code(),
+            Some(ErrorCode::LoginFailed)
+        );
+    }
+    // The other node has seen no failure of its own, yet the address is locked out there.
+    let locked = two.client().await.login("guest", "").await;
+    assert_eq!(
+        locked.expect_err("locked out").server_code(),
+        Some(ErrorCode::LoginThrottled)
+    );
+    tokio::time::sleep(lockout + Duration::from_millis(200)).await;
+    two.client()
+        .await
+        .login("guest", "")
+        .await
+        .expect("after the lockout");
+    // The success cleared the count on every node: two failures are free again on node one.
+    let refused = one.client().await.login("guest", "x").await;
+    assert_eq!(
+        refused.expect_err("refused").server_code(),
+        Some(ErrorCode::LoginFailed)
+    );
+    one.stop().await;
+    two.stop().await;
 }

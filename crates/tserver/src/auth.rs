@@ -187,12 +187,12 @@ impl Authenticator {
         user_name: &str,
         password: &str,
     ) -> Result<Login, LoginError> {
-        self.throttle.check(peer).map_err(LoginError::Throttled)?;
+        self.lockout(peer).await.map_err(LoginError::Throttled)?;
         let outcome = self.verify_unthrottled(peer, user_name, password).await;
         match &outcome {
-            Ok(_) => self.throttle.succeeded(peer),
+            Ok(_) => self.succeeded(peer).await,
             Err(LoginError::Refused) => {
-                let (failures, lockout) = self.throttle.failed(peer);
+                let (failures, lockout) = self.failed(peer).await;
                 // Never the password: only who tried, from where, and what it cost them.
                 tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: unknown user or wrong password");
             }
@@ -204,6 +204,45 @@ impl Authenticator {
             Err(LoginError::Internal(_)) => {}
         }
         outcome
+    }
+
+    /// `Err(wait)` while `peer` is locked out. On a shared database every node's failures
+    /// count; should the database not answer, this node's own count decides.
+    async fn lockout(&self, peer: IpAddr) -> Result<(), Duration> {
+        if let Store::Postgres(pg) = &*self.store {
+            match pg.login_lockout(peer).await {
+                Ok(Some(wait)) => return Err(wait),
+                Ok(None) => return Ok(()),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the shared login failures; this node's own count decides")
+                }
+            }
+        }
+        self.throttle.check(peer)
+    }
+
+    /// Counts a failed login of `peer`: how many in a row, and the lockout it earned.
+    async fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
+        let own = self.throttle.failed(peer);
+        if let Store::Postgres(pg) = &*self.store {
+            match pg.record_login_failure(peer, self.throttle.config()).await {
+                Ok(shared) => return shared,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot count the failed login in the shared store; this node's own count decides")
+                }
+            }
+        }
+        own
+    }
+
+    /// Forgets `peer`'s failures after it logged in.
+    async fn succeeded(&self, peer: IpAddr) {
+        self.throttle.succeeded(peer);
+        if let Store::Postgres(pg) = &*self.store
+            && let Err(error) = pg.clear_login_failures(peer).await
+        {
+            tracing::warn!(%error, "cannot clear the shared login failures");
+        }
     }
 
     async fn verify_unthrottled(

@@ -75,6 +75,11 @@ impl LoginThrottle {
         }
     }
 
+    /// The rule it counts by.
+    pub(crate) fn config(&self) -> &LoginThrottleConfig {
+        &self.config
+    }
+
     /// `Err(wait)` while `peer` is locked out: how long until it may try again.
     pub(crate) fn check(&self, peer: IpAddr) -> Result<(), Duration> {
         let now = Instant::now();
