@@ -577,7 +577,27 @@ async fn the_database_password_may_come_from_the_environment_and_never_shows() {
         !ok && denied.contains("postgres://postgres:***@127.0.0.1:"),
         "{denied}"
     );
-    for printed in [&copied, &added, &refused, &denied, &said] {
+    // As a credential the service manager gives (systemd's LoadCredential=), named in the URL.
+    let credentials = tempfile::tempdir().expect("a credentials directory");
+    std::fs::write(credentials.path().join("DbPass"), format!("{PASSWORD}\n")).expect("writes");
+    let with_token = url.replace("postgres@", "postgres:/secret:DbPass@");
+    let directory = credentials.path().to_str().expect("utf-8");
+    let (ok, listed, _) = tserver_process(
+        &["users", &with_token, "list"],
+        &[("CREDENTIALS_DIRECTORY", directory)],
+    )
+    .await;
+    assert!(ok && listed == "op viewer (passwordless)\n", "{listed}");
+    let (ok, _, unset) = tserver_process(&["users", &with_token, "list"], &[]).await;
+    assert!(
+        !ok && unset.contains("CREDENTIALS_DIRECTORY is not set"),
+        "{unset}"
+    );
+    assert!(
+        unset.contains("postgres://postgres:/secret:DbPass@127.0.0.1:"),
+        "{unset}"
+    );
+    for printed in [&copied, &added, &refused, &denied, &said, &listed, &unset] {
         assert!(
             !printed.contains(PASSWORD) && !printed.contains("not-it"),
             "{printed}"

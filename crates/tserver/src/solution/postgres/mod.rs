@@ -73,19 +73,70 @@ impl PostgresUrl {
 
     /// Reads a `postgres://user[:password]@host[:port]/database[?sslmode=...]` URL. Without a
     /// password in the URL, libpq's `PGPASSWORD` (then `~/.pgpass`) applies, as for `psql`.
+    /// A password written `/secret:NAME` is the credential `NAME` the service manager gives
+    /// the process (the file `$CREDENTIALS_DIRECTORY/NAME`, systemd's `LoadCredential=`): the
+    /// database's password cannot live in the solution that database holds.
     pub fn parse(text: &str) -> Result<Self, SolutionError> {
-        let shown = redacted(text);
-        let options: PgConnectOptions = text.parse().map_err(|error: sqlx::Error| {
-            SolutionError::Location {
-                location: shown.clone(),
-                // sqlx's configuration errors name the part, never echo the URL.
-                reason: error.to_string(),
-            }
-        })?;
+        let (text, credential) = match credential_token(text) {
+            Some((without, name)) => (without, Some(name)),
+            None => (text.to_owned(), None),
+        };
+        let shown = match &credential {
+            Some(name) => text.replacen('@', &format!(":{TOKEN}{name}@"), 1),
+            None => redacted(&text),
+        };
+        let refused = |reason: String| SolutionError::Location {
+            location: shown.clone(),
+            reason,
+        };
+        // sqlx's configuration errors name the part, never echo the URL.
+        let mut options: PgConnectOptions = text
+            .parse()
+            .map_err(|error: sqlx::Error| refused(error.to_string()))?;
+        if let Some(name) = &credential {
+            options = options.password(&read_credential(name).map_err(refused)?);
+        }
         // Statements are logged by tserver's own tracing, not sqlx's (which would log values).
         let options = std::sync::Arc::new(options.disable_statement_logging());
         Ok(Self { options, shown })
     }
+}
+
+/// The secret token a URL's password may be.
+const TOKEN: &str = localai::secrets::TOKEN_PREFIX;
+
+/// A URL whose password is `/secret:NAME`: the URL without a password, and `NAME`.
+fn credential_token(text: &str) -> Option<(String, String)> {
+    let (scheme, rest) = text.split_once("://")?;
+    // The user-info ends at the `@` that follows the token; the token itself holds a `/`.
+    let (user, after_user) = rest.split_once(':')?;
+    if user.contains(['/', '@', '?']) {
+        return None;
+    }
+    let (name, host) = after_user.strip_prefix(TOKEN)?.split_once('@')?;
+    Some((format!("{scheme}://{user}@{host}"), name.to_owned()))
+}
+
+/// The credential `name` the service manager gave the process, trimmed of its line end.
+fn read_credential(name: &str) -> Result<String, String> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(format!(
+            "the password token names credential {name:?}: use letters, digits, '_', '-' or '.'"
+        ));
+    }
+    let directory = std::env::var_os("CREDENTIALS_DIRECTORY").ok_or_else(|| {
+        format!(
+            "the password is credential {name:?}, but CREDENTIALS_DIRECTORY is not set (systemd's LoadCredential={name}:FILE sets it; or set it to a directory holding a file {name})"
+        )
+    })?;
+    let path = std::path::Path::new(&directory).join(name);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|error| format!("cannot read credential {name:?} from {}: {error}", path.display()))?;
+    Ok(text.trim_end_matches(['\r', '\n']).to_owned())
 }
 
 /// `text` with the password of its user-info part, if any, replaced by `***`.
@@ -302,7 +353,26 @@ fn store_error(url: &PostgresUrl, error: sqlx::Error) -> SolutionError {
 
 #[cfg(test)]
 mod tests {
-    use super::redacted;
+    use super::{credential_token, redacted};
+
+    #[test]
+    fn a_secret_token_as_the_password_is_taken_out_of_the_url() {
+        assert_eq!(
+            credential_token("postgres://tserver:/secret:DbPass@db.plant:5432/plant?sslmode=require"),
+            Some((
+                "postgres://tserver@db.plant:5432/plant?sslmode=require".to_owned(),
+                "DbPass".to_owned()
+            ))
+        );
+        for plain in [
+            "postgres://tserver:s3cret@db/plant",
+            "postgres://tserver@db/plant",
+            "postgres://db/plant",
+            "postgres://db:5432/secret:x@y",
+        ] {
+            assert_eq!(credential_token(plain), None, "{plain}");
+        }
+    }
 
     #[test]
     fn a_password_in_the_url_is_never_shown() {
