@@ -50,6 +50,8 @@ struct Plan {
     cost_calls: u64,
     /// Node kills behind HAProxy.
     failover: crate::failover_bench::FailoverPlan,
+    /// The same solution from a file and from PostgreSQL.
+    store: crate::store_bench::StorePlan,
 }
 
 const FULL: Plan = Plan {
@@ -80,6 +82,11 @@ const FULL: Plan = Plan {
     },
     cost_calls: 200_000,
     failover: crate::failover_bench::FailoverPlan { kills: 20, panels: 8 },
+    store: crate::store_bench::StorePlan {
+        duration: "5s",
+        warmup: "1s",
+        writes: 5_000,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -111,6 +118,11 @@ const SMOKE: Plan = Plan {
     },
     cost_calls: 2_000,
     failover: crate::failover_bench::FailoverPlan { kills: 2, panels: 2 },
+    store: crate::store_bench::StorePlan {
+        duration: "500ms",
+        warmup: "100ms",
+        writes: 50,
+    },
 };
 
 /// Options of `cargo xtask bench`.
@@ -178,17 +190,7 @@ impl Bench {
 
     /// Runs `tclient bench` and returns its JSON report.
     pub(crate) fn client(&self, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
-        let output = Command::new(self.tool("tclient"))
-            .args(["--addr", addr, "--timeout-secs", "30", "bench"])
-            .args(args)
-            .arg("--json")
-            .stderr(Stdio::inherit())
-            .output()
-            .context("cannot run tclient")?;
-        if !output.status.success() {
-            bail!("tclient bench {args:?} failed");
-        }
-        Ok(serde_json::from_slice(&output.stdout)?)
+        tclient_bench(&self.bin, addr, args)
     }
 
     /// Runs `turns` chat turns of one tool call each on `connections` connections, one in flight
@@ -241,6 +243,21 @@ impl Bench {
     }
 }
 
+/// Runs `tclient bench ARGS --json` against `addr` and returns its JSON report.
+pub(crate) fn tclient_bench(bin: &Path, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
+    let output = Command::new(bin.join("tclient"))
+        .args(["--addr", addr, "--timeout-secs", "30", "bench"])
+        .args(args)
+        .arg("--json")
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run tclient")?;
+    if !output.status.success() {
+        bail!("tclient bench {args:?} failed");
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
 /// Starts `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for
 /// the idle connections, RuntimeMCP at `http` with no request limit for the bench's token,
 /// `extra` options, its log in `log`; returns once it accepts connections.
@@ -288,7 +305,7 @@ fn strings(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-fn rps(report: &Value) -> f64 {
+pub(crate) fn rps(report: &Value) -> f64 {
     report["callsPerSecond"].as_f64().unwrap_or(0.0)
 }
 
@@ -1034,6 +1051,33 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         met: p99 <= 2000.0 && read_errors == 0,
     });
     results.insert("failover".to_owned(), failover);
+
+    // The store: the chat gate and the write round trip with the solution in PostgreSQL beside
+    // the same solution in a file.
+    let store = crate::store_bench::run(&bench.bin, &out_dir, plan.store)?;
+    for (row, what) in [("chatGateRatio", "chat gate"), ("writeRatio", "write round trip")] {
+        let key = if row == "chatGateRatio" {
+            "chatGatePerSecond"
+        } else {
+            "writesPerSecond"
+        };
+        let (file, database) = (
+            store["sqlite"][key].as_f64().unwrap_or(0.0),
+            store["postgres"][key].as_f64().unwrap_or(0.0),
+        );
+        let ratio = store[row].as_f64().unwrap_or(0.0);
+        eprintln!(
+            "{:<28} {database:>9.0} calls/s  beside SQLite {file:.0} calls/s = {ratio:.2}x",
+            format!("{what} on PostgreSQL c=16")
+        );
+        verdicts.push(Verdict {
+            what: format!("{what} on PostgreSQL vs SQLite, c=16"),
+            measured: format!("{database:.0} vs {file:.0} calls/s = {ratio:.2}x"),
+            target: ">= 0.5x".to_owned(),
+            met: ratio >= 0.5 && store["sqlite"]["errors"] == 0 && store["postgres"]["errors"] == 0,
+        });
+    }
+    results.insert("store".to_owned(), store);
 
     // RuntimeMCP: tools/call runtime_get_value over Streamable HTTP, one MCP session per call
     // in flight; the verdicts from a client that keeps its connection alive, and rmcp's own

@@ -29,6 +29,7 @@ mod reference;
 mod script_bench;
 mod server_cost;
 mod soak;
+mod store_bench;
 
 const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR";
 

@@ -1,0 +1,108 @@
+//! The store scenario of `cargo xtask bench`: the same solution served from a SQLite file and
+//! from PostgreSQL (a private server the harness starts from the system's binaries, on a free
+//! loopback port), measured in the same run: the chat gate (Local AI off, the settings read
+//! at every call) and the write round trip (one tag, audited), both at 16 in flight. The
+//! PostgreSQL rows are reported beside the file's, as ratios.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use tserver_tests::postgres::PrivatePostgres;
+
+use crate::processes::{free_port, run_quietly};
+
+/// The shape of the store runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StorePlan {
+    /// How long each chat-gate run lasts, and its warm-up (`tclient bench` durations).
+    pub(crate) duration: &'static str,
+    pub(crate) warmup: &'static str,
+    /// Writes per write run.
+    pub(crate) writes: u64,
+}
+
+/// Calls in flight in every run.
+const IN_FLIGHT: &str = "16";
+
+/// The measurements of one store.
+struct StoreRun {
+    gate_per_second: f64,
+    writes_per_second: f64,
+    errors: u64,
+}
+
+/// Runs the scenario with the build in `bin`, its files in `out_dir`; returns each store's
+/// rows and the ratios (PostgreSQL over the file).
+pub(crate) fn run(bin: &Path, out_dir: &Path, plan: StorePlan) -> anyhow::Result<Value> {
+    let tserver = bin.join("tserver");
+    let file = out_dir.join("store.db");
+    for stale in ["store.db", "store.db.key", "store.db-wal", "store.db-shm"] {
+        let _ = std::fs::remove_file(out_dir.join(stale));
+    }
+    let path = file.to_str().context("the bench directory is not UTF-8")?;
+    run_quietly(&tserver, &["init", path, "--demo"])?;
+    crate::plant_bench::import_bench_plant(&tserver, &file, 1)?;
+    let postgres = PrivatePostgres::start();
+    let url = postgres.url("postgres");
+    run_quietly(&tserver, &["solution", "copy", path, &url])?;
+
+    let on_file = measure(bin, out_dir, path, plan)?;
+    let on_database = measure(bin, out_dir, &url, plan)?;
+    drop(postgres);
+    let row = |run: &StoreRun| json!({"chatGatePerSecond": run.gate_per_second, "writesPerSecond": run.writes_per_second, "errors": run.errors});
+    Ok(json!({
+        "sqlite": row(&on_file),
+        "postgres": row(&on_database),
+        "chatGateRatio": on_database.gate_per_second / on_file.gate_per_second,
+        "writeRatio": on_database.writes_per_second / on_file.writes_per_second,
+    }))
+}
+
+/// Serves `solution` and runs the chat gate and the writes against it.
+fn measure(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) -> anyhow::Result<StoreRun> {
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let http = format!("127.0.0.1:{}", free_port()?);
+    let kind = if solution.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let log = std::fs::File::create(out_dir.join(format!("tserver-store-{kind}.log")))?;
+    let server = crate::bench::serve(bin, Path::new(solution), &addr, &http, &[], log)?;
+    let gate = crate::bench::tclient_bench(
+        bin,
+        &addr,
+        &[
+            "chat",
+            "-c",
+            IN_FLIGHT,
+            "-d",
+            plan.duration,
+            "--warmup",
+            plan.warmup,
+        ],
+    )?;
+    let tag = format!("{}.T0000", crate::plant_bench::BENCH_FOLDER);
+    let writes = crate::bench::tclient_bench(
+        bin,
+        &addr,
+        &[
+            "write",
+            "-c",
+            IN_FLIGHT,
+            "-n",
+            &plan.writes.to_string(),
+            "--warmup",
+            "0s",
+            "--tags",
+            &tag,
+        ],
+    )?;
+    drop(server);
+    Ok(StoreRun {
+        gate_per_second: crate::bench::rps(&gate),
+        writes_per_second: crate::bench::rps(&writes),
+        errors: crate::bench::error_count(&gate) + crate::bench::error_count(&writes),
+    })
+}
