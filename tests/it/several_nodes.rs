@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use scripted_llm::{Reply, ScriptedLlm};
 use service_client::{Client, ClientOptions, Status, TagWrite, WriteValue};
+use tserver::objects::{AlarmEventKind, Quality, TagKind, TagValue};
 use tserver::{LoginThrottleConfig, ServerConfig};
 use tserver_proto::v1::ErrorCode;
 use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
@@ -391,4 +392,83 @@ async fn failed_logins_on_one_node_lock_the_address_out_on_every_node() {
     );
     one.stop().await;
     two.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_acknowledgements_by_any() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    let location: tserver::solution::SolutionLocation = url.parse().expect("a location");
+    let one = tserver::Runtime::open_at(&location).await.expect("opens");
+    let two = tserver::Runtime::open_at(&location).await.expect("opens");
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut background = Vec::new();
+    for runtime in [&one, &two] {
+        let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
+        background.push(tokio::spawn(async move {
+            runtime.run_background(false, shutdown).await
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(one.leads() || two.leads()) {
+        assert!(Instant::now() < deadline, "nobody leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A tick of each background loop after the election, so each historian knows its part.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (leader, follower) = if one.leads() { (&one, &two) } else { (&two, &one) };
+    assert!(!follower.leads(), "one leader");
+    let write = |runtime: &tserver::Runtime, value: f64| {
+        runtime
+            .plant()
+            .write("Tank1.Level", TagValue::Number(value), Quality::GOOD)
+            .expect("written")
+    };
+    // The demo's seeded history ends when it was made: only what follows is looked at.
+    let since = std::time::SystemTime::now();
+    write(leader, 42.25);
+    let raised = write(follower, 91.5);
+    assert_eq!(
+        raised.len(),
+        1,
+        "Tank1.Level.Hi becomes active on the follower: {raised:?}"
+    );
+    assert!(
+        follower
+            .plant()
+            .acknowledge("Tank1.Level.Hi", "shift1")
+            .expect("known")
+    );
+    shutdown.cancel();
+    for task in background {
+        task.await.expect("the background loop ends with a last flush");
+    }
+
+    let historian = std::sync::Arc::clone(leader.plant().historian());
+    let (samples, events) = tokio::task::spawn_blocking(move || {
+        let now = std::time::SystemTime::now();
+        (
+            historian
+                .tag_history("Tank1.Level", TagKind::Number, since, now, 1000)
+                .expect("history reads"),
+            historian
+                .alarm_history(Some("Tank1.Level"), since, now, 100)
+                .expect("alarm history reads"),
+        )
+    })
+    .await
+    .expect("read");
+    let values: Vec<&TagValue> = samples.samples.iter().map(|sample| &sample.value).collect();
+    assert_eq!(values, [&TagValue::Number(42.25)], "the leader's sample only");
+    let kinds: Vec<(AlarmEventKind, Option<&str>)> = events
+        .events
+        .iter()
+        .map(|event| (event.kind, event.user.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [(AlarmEventKind::Acknowledged, Some("shift1"))],
+        "the follower's acknowledgement, not its view of the alarm"
+    );
 }

@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         Some("mqtt-bench") => mqtt_bench::measure(&args[1..]),
         Some("mcp-bench") => mcp_bench::measure(&args[1..]),
         Some("script-bench") => script_bench::measure(&args[1..]),
+        Some("store-bench") => store_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             reference::run(

@@ -47,8 +47,8 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: StorePlan) -> anyhow::Result
     let url = postgres.url("postgres");
     run_quietly(&tserver, &["solution", "copy", path, &url])?;
 
-    let on_file = measure(bin, out_dir, path, plan)?;
-    let on_database = measure(bin, out_dir, &url, plan)?;
+    let on_file = measure_store(bin, out_dir, path, plan)?;
+    let on_database = measure_store(bin, out_dir, &url, plan)?;
     drop(postgres);
     let row = |run: &StoreRun| json!({"chatGatePerSecond": run.gate_per_second, "writesPerSecond": run.writes_per_second, "errors": run.errors});
     Ok(json!({
@@ -60,7 +60,7 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: StorePlan) -> anyhow::Result
 }
 
 /// Serves `solution` and runs the chat gate and the writes against it.
-fn measure(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) -> anyhow::Result<StoreRun> {
+fn measure_store(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) -> anyhow::Result<StoreRun> {
     let addr = format!("127.0.0.1:{}", free_port()?);
     let http = format!("127.0.0.1:{}", free_port()?);
     let kind = if solution.starts_with("postgres") {
@@ -105,4 +105,19 @@ fn measure(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) -> anyho
         writes_per_second: crate::bench::rps(&writes),
         errors: crate::bench::error_count(&gate) + crate::bench::error_count(&writes),
     })
+}
+
+/// `cargo xtask store-bench BIN_DIR`: the store scenario alone, with the full plan, against the
+/// binaries in `BIN_DIR` (e.g. `target/release` after `cargo build --release --bins`).
+pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
+    let bin = Path::new(args.first().context("usage: cargo xtask store-bench BIN_DIR")?);
+    let out_dir = bin.join("..").join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let plan = StorePlan {
+        duration: "5s",
+        warmup: "1s",
+        writes: 5_000,
+    };
+    println!("{}", serde_json::to_string_pretty(&run(bin, &out_dir, plan)?)?);
+    Ok(())
 }

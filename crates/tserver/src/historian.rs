@@ -7,6 +7,7 @@
 //! Every method that touches SQLite blocks: async callers run it on the blocking pool.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -94,6 +95,10 @@ pub struct Historian {
     queue: Mutex<Queue>,
     /// One writer connection, opened on first flush and kept; also serializes flushes.
     writer: Mutex<Option<Connection>>,
+    /// Whether this node records what every node sees alike (samples, alarms becoming active
+    /// or clear): on a database several nodes share, only the leader does, so each sample is
+    /// stored once. What happens on this node alone (an acknowledgement) is always recorded.
+    records_shared: AtomicBool,
 }
 
 impl Historian {
@@ -104,7 +109,14 @@ impl Historian {
             retention,
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(None),
+            records_shared: AtomicBool::new(true),
         }
+    }
+
+    /// Whether this node stores the samples and alarm transitions every node sees alike (see
+    /// `records_shared`); set by the runtime from its leadership.
+    pub(crate) fn set_records_shared(&self, records: bool) {
+        self.records_shared.store(records, Ordering::Relaxed);
     }
 
     /// How long samples and events are kept.
@@ -174,13 +186,19 @@ impl Historian {
             db.refuse_if_lost()?;
         }
         let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let (samples, events, dropped) = {
+        let (samples, mut events, dropped) = {
             let mut queue = self.queue();
             (
                 std::mem::take(&mut queue.samples),
                 std::mem::take(&mut queue.events),
                 std::mem::take(&mut queue.dropped),
             )
+        };
+        let samples = if self.records_shared.load(Ordering::Relaxed) {
+            samples
+        } else {
+            events.retain(|event| event.kind == AlarmEventKind::Acknowledged);
+            Vec::new()
         };
         if dropped > 0 {
             tracing::warn!(dropped, "historian queue overflowed; oldest rows were dropped");

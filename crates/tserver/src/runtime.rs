@@ -257,7 +257,9 @@ impl Runtime {
                 );
             }
             self.reload_plant_if_imported().await;
-            if simulate && self.leads() {
+            let leads = self.leads();
+            self.plant.historian().set_records_shared(leads);
+            if simulate && leads {
                 self.simulator.step(SystemTime::now());
             }
             if tokio::time::Instant::now() >= next_flush {

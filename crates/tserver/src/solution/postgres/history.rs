@@ -94,7 +94,7 @@ impl PgStore {
         let row = sqlx::query(
             "SELECT COUNT(*), MIN(Number), MAX(Number), AVG(Number) FROM (
                  SELECT CASE WHEN jsonb_typeof(Value) = 'number' THEN (Value #>> '{}')::float8 END AS Number
-                 FROM TagHistory WHERE Tag = $1 AND Time BETWEEN $2 AND $3) AS Window",
+                 FROM TagHistory WHERE Tag = $1 AND Time BETWEEN $2 AND $3) AS Samples",
         )
         .bind(tag)
         .bind(from)

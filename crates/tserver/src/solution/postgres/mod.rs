@@ -21,6 +21,7 @@ mod leadership;
 mod login_failures;
 mod plant;
 mod scripts;
+mod settings_reads;
 mod sources;
 mod tokens;
 
@@ -43,6 +44,10 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Connections a node keeps at most.
 const MAX_CONNECTIONS: u32 = 16;
+
+/// Connections of the settings reader (one query out at a time; one more while a stale one
+/// is replaced).
+const SETTINGS_CONNECTIONS: u32 = 2;
 
 /// Where a PostgreSQL solution is: its connection options, and the URL as it may be shown
 /// (the password, if any, replaced by `***`).
@@ -164,6 +169,8 @@ pub struct PgStore {
     runtime: tokio::runtime::Handle,
     /// This node's name where rows are kept per node (source reports).
     node: String,
+    /// The settings row, read for every call with the reads of calls arriving together shared.
+    settings: settings_reads::SettingsReads,
 }
 
 impl PgStore {
@@ -178,10 +185,19 @@ impl PgStore {
             .await
             .map_err(|error| store_error(url, error))?;
         let store = Self {
-            pool,
+            pool: pool.clone(),
             url: url.clone(),
             runtime: tokio::runtime::Handle::current(),
             node: sources::node_name(),
+            settings: settings_reads::SettingsReads::start(
+                PgPoolOptions::new()
+                    .max_connections(SETTINGS_CONNECTIONS)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    // Checked by use instead: a read that fails on a stale connection is sent
+                    // again once on a new one (SettingsReads), so a call costs one round trip.
+                    .test_before_acquire(false)
+                    .connect_lazy_with(PgConnectOptions::clone(&url.options)),
+            ),
         };
         store.migrate().await?;
         Ok(store)
@@ -264,16 +280,13 @@ impl PgStore {
 
     /// The `SolutionSettings` row, read afresh.
     pub async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
-        let row =
-            sqlx::query("SELECT ModelEnabled, ModelSettings, ModelOptions FROM SolutionSettings LIMIT 1")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|error| self.error(error))?;
-        Ok(SettingsRow {
-            model_enabled: row.try_get::<i32, _>(0).map_err(|error| self.error(error))? != 0,
-            model_settings: row.try_get(1).map_err(|error| self.error(error))?,
-            model_options: row.try_get::<i64, _>(2).map_err(|error| self.error(error))?,
-        })
+        self.settings
+            .read()
+            .await
+            .map_err(|reason| SolutionError::Postgres {
+                location: self.url.to_string(),
+                reason,
+            })
     }
 
     /// The user of that name (matched case-insensitively), if any.

@@ -1,0 +1,74 @@
+//! `SettingsReads`: the settings row read at every call, with the reads of calls that arrive
+//! together shared. A call's read is answered by a query sent after the call arrived, so it
+//! sees every change committed before it (an admin's `settings set` is what the very next call
+//! uses, on every node), while a node taking many calls at once sends one query for all the
+//! calls that came in while the previous one was out, instead of one each.
+
+use localai::settings::SettingsRow;
+use sqlx::PgPool;
+use sqlx::Row;
+use tokio::sync::{mpsc, oneshot};
+
+/// Where one call's read is answered: the row, or why it could not be read.
+type Reply = oneshot::Sender<Result<SettingsRow, String>>;
+
+/// The reads waiting for the next query, and the task that sends it.
+#[derive(Debug, Clone)]
+pub(super) struct SettingsReads {
+    requests: mpsc::UnboundedSender<Reply>,
+}
+
+impl SettingsReads {
+    /// Starts the reader on the current runtime, reading through `pool` (its own, connections
+    /// not tested before use); it ends when every handle is dropped.
+    pub(super) fn start(pool: PgPool) -> Self {
+        let (requests, waiting) = mpsc::unbounded_channel();
+        tokio::spawn(reader(pool, waiting));
+        Self { requests }
+    }
+
+    /// The row as a query sent after this call began reads it.
+    pub(super) async fn read(&self) -> Result<SettingsRow, String> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(reply)
+            .map_err(|_| "the settings reader has stopped".to_owned())?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the settings reader has stopped".to_owned()))
+    }
+}
+
+/// Answers every read waiting when a query is sent with that query's row. The number waiting
+/// is bounded by the calls in flight.
+async fn reader(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Reply>) {
+    let mut waiting = Vec::new();
+    while let Some(first) = requests.recv().await {
+        waiting.push(first);
+        while let Ok(more) = requests.try_recv() {
+            waiting.push(more);
+        }
+        // A connection the database closed (it restarted) fails once: read again on a new one.
+        // (Not after waiting the acquire timeout for a connection: that wait is the budget.)
+        let row = match settings_row(&pool).await {
+            Err(error) if !matches!(error, sqlx::Error::PoolTimedOut) => settings_row(&pool).await,
+            read => read,
+        }
+        .map_err(|error| error.to_string());
+        for reply in waiting.drain(..) {
+            let _ = reply.send(row.clone());
+        }
+    }
+}
+
+/// One read of the `SolutionSettings` row.
+async fn settings_row(pool: &PgPool) -> Result<SettingsRow, sqlx::Error> {
+    let row = sqlx::query("SELECT ModelEnabled, ModelSettings, ModelOptions FROM SolutionSettings LIMIT 1")
+        .fetch_one(pool)
+        .await?;
+    Ok(SettingsRow {
+        model_enabled: row.try_get::<i32, _>(0)? != 0,
+        model_settings: row.try_get(1)?,
+        model_options: row.try_get::<i64, _>(2)?,
+    })
+}
