@@ -139,6 +139,20 @@ impl Plant {
         Ok(events)
     }
 
+    /// Applies an acknowledgement another node made (read from the shared history, where that
+    /// node recorded it): the live alarm becomes acknowledged here too, and nothing is recorded
+    /// again. Returns whether it had anything to acknowledge.
+    pub(crate) fn acknowledged_elsewhere(&self, alarm: &str, user: &str, at: SystemTime) -> bool {
+        let applied = matches!(
+            self.objects.load().acknowledge(alarm, user, at, &WRITE),
+            Ok(Some(_))
+        );
+        if applied {
+            self.changed();
+        }
+        applied
+    }
+
     /// Acknowledges an alarm for `user` now; `Ok(false)` when it had nothing to acknowledge.
     pub fn acknowledge(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {
         let event = self

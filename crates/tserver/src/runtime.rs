@@ -51,6 +51,9 @@ pub struct Runtime {
     /// simulator), campaigned for from the first time it matters. Unused for a file, whose one
     /// server always leads.
     leadership: Arc<OnceLock<Leadership>>,
+    /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acknowledgements;
+    /// negative before the first look.
+    acknowledgements_seen: Arc<AtomicI64>,
 }
 
 impl Runtime {
@@ -105,6 +108,7 @@ impl Runtime {
             audit,
             sources: crate::sources::Sources::default(),
             leadership: Arc::default(),
+            acknowledgements_seen: Arc::new(AtomicI64::new(-1)),
         })
     }
 
@@ -259,6 +263,7 @@ impl Runtime {
             self.reload_plant_if_imported().await;
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
+            self.take_acknowledgements_made_elsewhere().await;
             if simulate && leads {
                 self.simulator.step(SystemTime::now());
             }
@@ -314,6 +319,27 @@ impl Runtime {
                 tracing::error!(revision = stored, %error, "the imported plant does not load; the running plant is unchanged");
                 false
             }
+        }
+    }
+
+    /// On a database several nodes share: applies to the live alarms the acknowledgements the
+    /// other nodes recorded since the last look (as soon as their historian flushed them), so
+    /// an alarm acknowledged on one node is acknowledged on all.
+    async fn take_acknowledgements_made_elsewhere(&self) {
+        let Store::Postgres(pg) = &*self.store else {
+            return;
+        };
+        let after = self.acknowledgements_seen.load(Ordering::Relaxed);
+        let after = (after >= 0).then_some(after);
+        match pg.acknowledgements_since(after).await {
+            Ok((last, acknowledged)) => {
+                for (alarm, user, at) in acknowledged {
+                    // This node's own are already applied: nothing to acknowledge again.
+                    self.plant.acknowledged_elsewhere(&alarm, &user, at);
+                }
+                self.acknowledgements_seen.store(last, Ordering::Relaxed);
+            }
+            Err(error) => tracing::debug!(%error, "cannot read the acknowledgements made on other nodes"),
         }
     }
 

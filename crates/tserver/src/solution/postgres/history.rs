@@ -192,6 +192,42 @@ impl PgStore {
         })
     }
 
+    /// Acknowledgements recorded after the alarm event `after` (its `Id`), oldest first: the
+    /// event's id, the alarm, who acknowledged it and when. `None` for `after`: the last id
+    /// recorded so far, and no acknowledgement (where a node starts reading).
+    pub(crate) async fn acknowledgements_since(
+        &self,
+        after: Option<i64>,
+    ) -> Result<(i64, Vec<(String, String, SystemTime)>), SolutionError> {
+        let Some(after) = after else {
+            let last: Option<i64> = sqlx::query_scalar("SELECT max(Id) FROM AlarmHistory")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|error| self.error(error))?;
+            return Ok((last.unwrap_or(0), Vec::new()));
+        };
+        let rows = sqlx::query(
+            "SELECT Id, Alarm, UserName, Time FROM AlarmHistory
+             WHERE Id > $1 AND Event = 'Acknowledged' ORDER BY Id",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|error| self.error(error))?;
+        let mut last = after;
+        let mut acknowledged = Vec::with_capacity(rows.len());
+        for row in rows {
+            last = last.max(self.get(&row, 0)?);
+            let user: Option<String> = self.get(&row, 2)?;
+            acknowledged.push((
+                self.get(&row, 1)?,
+                user.unwrap_or_default(),
+                from_unix_millis(self.get(&row, 3)?),
+            ));
+        }
+        Ok((last, acknowledged))
+    }
+
     /// Appends audit entries, all of them or none.
     pub(crate) async fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         let entries = || batches.iter().flat_map(|batch| batch.iter());
