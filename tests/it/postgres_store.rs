@@ -393,6 +393,17 @@ async fn settings_and_users_admin_commands_work_on_a_postgres_solution_as_on_a_f
         admin(&["users", &url, "list"], ""),
         "Operator1 operator\nviewer1 admin (passwordless)\n"
     );
+    // The solution may be given as `--solution` too, on any admin command; not both ways.
+    assert_eq!(
+        admin(&["users", "--solution", &url, "list"], ""),
+        admin(&["users", &url, "list"], "")
+    );
+    assert_eq!(
+        admin(&["settings", "--solution", path, "get", "ModelOptions"], ""),
+        "0xffffffff\n"
+    );
+    let both = try_admin(&["users", path, "--solution", &url, "list"], "").expect_err("refused");
+    assert!(both.to_string().contains("cannot be used with"), "{both}");
 
     // The password stored is a hash of the new one, never the text.
     let store = PgStore::open(&PostgresUrl::parse(&url).expect("valid"))

@@ -285,6 +285,10 @@ async fn behind_haproxy_a_killed_node_loses_no_acknowledged_write_and_its_script
             writes
         }));
     }
+    // A panel chatting through HAProxy too: its node reads the settings from the database.
+    let chatting = guest_through(&haproxy).await;
+    let gate = chatting.chat_envelope("How is Pump 1?").await.expect("a reply");
+    assert_eq!(gate.status, Status::Disabled, "{gate:?}");
     tokio::time::sleep(Duration::from_millis(700)).await;
     let killed = Instant::now();
     drop(leader);
@@ -324,6 +328,17 @@ async fn behind_haproxy_a_killed_node_loses_no_acknowledged_write_and_its_script
         assert!(back < Duration::from_secs(2), "a panel was back after {back:?}");
     }
     assert!(acknowledged > 100, "{acknowledged} writes");
+
+    // The chatting panel chats on whichever node it is on now (a chat broken by the kill is
+    // not sent again; the next one is answered).
+    let after = match chatting.chat_envelope("And now?").await {
+        Ok(reply) => reply,
+        Err(_) => chatting
+            .chat_envelope("And now?")
+            .await
+            .expect("a reply after the failover"),
+    };
+    assert_eq!(after.status, Status::Disabled, "{after:?}");
 
     // The other node took the scripts over.
     let logged = until_logged(&[&follower], |logged| logged == [true]).await;

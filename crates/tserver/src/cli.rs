@@ -77,25 +77,27 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create a new solution file.
     Init {
-        /// Where to create it: a file that must not exist, or a `postgres://` URL of a database
-        /// that holds no solution yet.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// Add the demo plant and a passwordless `guest` user.
         #[arg(long)]
         demo: bool,
     },
     /// Read or change the Local AI settings (works while a server runs).
     Settings {
-        /// The solution: a file, or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: SettingsAction,
     },
     /// Manage the secrets that `/secret:<Name>` tokens refer to (values are write-only).
     Secrets {
-        /// The solution: a file or a `postgres://` URL (its key then from TSERVER_SECRETS_KEY).
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: SecretsAction,
@@ -111,16 +113,18 @@ pub enum Command {
     },
     /// Manage the users who may log in (works while a server runs).
     Users {
-        /// The solution: a file, or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: UsersAction,
     },
     /// Print the audit trail: every tag write and alarm acknowledgement clients asked for.
     Audit {
-        /// The solution: a file or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// Only entries since then: a time (RFC 3339, e.g. 2026-11-23T08:00:00Z) or an age
         /// (e.g. 2h, 30min).
         #[arg(long, value_parser = parse_since)]
@@ -132,8 +136,9 @@ pub enum Command {
     /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
     /// server picks an import up within about a second).
     Plant {
-        /// The solution: a file or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: PlantAction,
@@ -141,24 +146,27 @@ pub enum Command {
     /// The plant's MQTT sources: those the plant file declares, and what the running server's
     /// connections to them report.
     Sources {
-        /// The solution: a file or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: SourcesAction,
     },
     /// API tokens for the HTTP surface (RuntimeMCP): each acts as a user, with that user's role.
     Tokens {
-        /// The solution: a file or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: TokensAction,
     },
     /// Solution scripts (Rhai): tasks, tag and alarm callbacks, and classes, run in the server.
     Scripts {
-        /// The solution: a file or a `postgres://` URL.
-        solution: SolutionLocation,
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
         action: crate::scripts::ScriptsAction,
@@ -256,6 +264,41 @@ pub enum PlantAction {
         /// The tag's dotted name.
         tag: String,
     },
+}
+
+/// Where an admin command's solution is: a file, or a `postgres://` URL; given first
+/// (`tserver users plant.db list`) or as `--solution` (`tserver users --solution plant.db list`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SolutionArg {
+    /// The solution: a file, or a `postgres://` URL (`init`: one to create).
+    #[arg(
+        value_name = "SOLUTION",
+        required_unless_present = "solution",
+        conflicts_with = "solution"
+    )]
+    at: Option<SolutionLocation>,
+    /// The solution, as an option.
+    #[arg(long = "solution", value_name = "SOLUTION")]
+    solution: Option<SolutionLocation>,
+}
+
+impl SolutionArg {
+    /// The location given.
+    pub fn location(&self) -> anyhow::Result<&SolutionLocation> {
+        self.at
+            .as_ref()
+            .or(self.solution.as_ref())
+            .context("give the solution: a file or a postgres:// URL, first or as --solution")
+    }
+}
+
+impl From<SolutionLocation> for SolutionArg {
+    fn from(location: SolutionLocation) -> Self {
+        Self {
+            at: Some(location),
+            solution: None,
+        }
+    }
 }
 
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
@@ -587,6 +630,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
     match command {
         Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
         Command::Init { solution, demo } => {
+            let solution = solution.location()?;
             match solution {
                 SolutionLocation::File(path) => create_file_solution(path, *demo)?,
                 SolutionLocation::Postgres(url) => {
@@ -603,10 +647,12 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             writeln!(output, "created {kind} {solution}")?;
         }
         Command::Settings { solution, action } => {
+            let solution = solution.location()?;
             let lines = on_own_runtime(|| settings_command(solution, action))?;
             output.write_all(lines.as_bytes())?;
         }
         Command::Secrets { solution, action } => {
+            let solution = solution.location()?;
             // The value is read here, before the store is: standard input is this thread's.
             let value = match action {
                 SecretsAction::Set { .. } => Some(read_first_line(input, "the secret value", "")?),
@@ -615,14 +661,18 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let lines = on_own_runtime(|| secrets_command(solution, action, value.as_deref()))?;
             output.write_all(lines.as_bytes())?;
         }
-        Command::Plant { solution, action } => plant_command(solution, action, output)?,
+        Command::Plant { solution, action } => plant_command(solution.location()?, action, output)?,
         Command::Sources { solution, action } => {
+            let solution = solution.location()?;
             output.write_all(on_own_runtime(|| sources_command(solution, action))?.as_bytes())?;
         }
         Command::Tokens { solution, action } => {
+            let solution = solution.location()?;
             output.write_all(on_own_runtime(|| tokens_command(solution, action))?.as_bytes())?;
         }
-        Command::Scripts { solution, action } => crate::scripts::scripts_command(solution, action, output)?,
+        Command::Scripts { solution, action } => {
+            crate::scripts::scripts_command(solution.location()?, action, output)?;
+        }
         Command::Tls { action } => crate::certificates::tls_command(action, output)?,
         Command::Solution {
             action: SolutionAction::Copy { from, to },
@@ -648,6 +698,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             since,
             limit,
         } => {
+            let solution = solution.location()?;
             let entries =
                 on_own_runtime(|| async { Store::open(solution).await?.audit(*since, *limit).await })?;
             for entry in entries {
@@ -673,6 +724,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             }
         }
         Command::Users { solution, action } => {
+            let solution = solution.location()?;
             // The password is read here, before the store is: standard input is this thread's.
             let password = match action {
                 UsersAction::Add { no_password, .. } | UsersAction::Passwd { no_password, .. } => {
