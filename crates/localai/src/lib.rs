@@ -181,12 +181,14 @@ impl LocalAi {
     /// One operator chat turn (the spec's `ExecuteChatAsync`). Never fails: a panic anywhere
     /// inside becomes an `error` envelope.
     ///
-    /// The settings are read, the gates checked and the query parsed now, on the caller's
-    /// thread: a refused turn comes back [`ChatTurn::Answered`] with nothing to run (the gate
-    /// path costs one settings read and no task). An admitted turn takes its place in the
-    /// connection's queue now, not when its future first runs, so a host that calls this in
-    /// arrival order gets the turns of one connection answered in that order, however its
-    /// tasks are scheduled.
+    /// When the store answers at once (a file), the settings are read, the gates checked and
+    /// the query parsed now, on the caller's thread: a refused turn comes back
+    /// [`ChatTurn::Answered`] with nothing to run (the gate path costs one settings read and no
+    /// task). When the store answers later (a database), the turn comes back
+    /// [`ChatTurn::Running`] and reads the settings when it runs, refusals included. Either
+    /// way the turn takes its place in the connection's queue now, not when its future first
+    /// runs, so a host that calls this in arrival order gets the turns of one connection
+    /// answered in that order, however its tasks are scheduled.
     pub fn execute_chat(&self, caller: &ChatCaller, query_json: &str) -> ChatTurn {
         self.execute_chat_with(caller, query_json, TurnControls::default())
     }

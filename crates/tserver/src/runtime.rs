@@ -454,9 +454,9 @@ impl localai::Solution for SolutionView {
     fn settings(&self) -> StoreRead<SettingsRow> {
         match &*self.store {
             Store::File(db) => store_read_ready(db.settings_row().map_err(for_local_ai)),
-            Store::Postgres(pg) => {
-                let pg = pg.clone();
-                Box::pin(async move { pg.settings_row().await.map_err(for_local_ai) })
+            Store::Postgres(_) => {
+                let store = Arc::clone(&self.store);
+                Box::pin(async move { store.settings_row().await.map_err(for_local_ai) })
             }
         }
     }
@@ -464,9 +464,9 @@ impl localai::Solution for SolutionView {
     fn secret(&self, name: &str) -> StoreRead<Option<SecretValue>> {
         match &*self.store {
             Store::File(db) => store_read_ready(db.secret(name).map_err(for_local_ai)),
-            Store::Postgres(pg) => {
-                let (pg, name) = (pg.clone(), name.to_owned());
-                Box::pin(async move { pg.secret(&name).await.map_err(for_local_ai) })
+            Store::Postgres(_) => {
+                let (store, name) = (Arc::clone(&self.store), name.to_owned());
+                Box::pin(async move { store.secret(&name).await.map_err(for_local_ai) })
             }
         }
     }
