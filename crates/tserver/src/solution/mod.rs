@@ -1,8 +1,9 @@
-//! The solution database: one SQLite file holding settings, users and the plant definition.
+//! The solution: a SQLite file (`SolutionDb`, here and in the files beside this one) or a
+//! PostgreSQL database (`postgres/`), behind one `Store` (`store.rs`).
 //!
-//! The server keeps a few read connections in a pool and reads `SolutionSettings` at every
-//! call, so an admin change (made by another process on the same file, in WAL mode) is seen by
-//! the next call without a restart.
+//! A file's server keeps a few read connections in a pool and reads `SolutionSettings` at
+//! every call, so an admin change (made by another process on the same file, in WAL mode) is
+//! seen by the next call without a restart.
 
 mod admin;
 mod audit;
@@ -189,9 +190,6 @@ pub enum SolutionError {
     /// Work on a blocking thread ended before it finished (the runtime is shutting down).
     #[error("{0} stopped before it finished")]
     Interrupted(&'static str),
-    /// Something a PostgreSQL solution does not hold yet (issue 22 moves it there).
-    #[error("{0} are kept in solution files only so far; this solution is in PostgreSQL")]
-    FileOnly(&'static str),
     /// The PostgreSQL store failed (unreachable, refused, a statement failed).
     #[error("solution store (PostgreSQL at {location}): {reason}")]
     Postgres {

@@ -1,10 +1,11 @@
 //! `Store`: one solution behind one interface, in a SQLite file or in PostgreSQL. Each
 //! operation works the change out once (`admin.rs`) and writes it with its backend's SQL.
 //!
-//! It covers settings, users, secrets, the plant as loaded, history and the audit trail; the
-//! rest (plant imports, scripts, tokens, source reports) is still the file's alone (issue 22).
-//! A file's operations run inline (SQLite answers in microseconds); PostgreSQL's are awaited,
-//! or waited for on the blocking threads that call them (`*_blocking`).
+//! It covers everything a solution holds: settings, users, secrets, tokens, the plant, scripts
+//! and their runs, history, alarm events, the audit trail, source reports. A file's
+//! operations run inline (SQLite answers in microseconds; the runner's periodic ones on the
+//! blocking pool); PostgreSQL's are awaited, or waited for on the blocking threads that call
+//! them (`*_blocking`).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,5 +1,5 @@
 //! `Leadership`: which one of several nodes on a PostgreSQL solution does what must run once
-//! (scripts' `every:` and `alarm:` triggers, run requests, the simulator): the node holding a
+//! (the solution's scripts and their run requests, the simulator): the node holding a
 //! session-level advisory lock on a connection of its own.
 //!
 //! The lock lives as long as that connection: a node that dies, or loses the database, loses it
