@@ -517,3 +517,32 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
         "the leader's activation and the follower's acknowledgement, each once"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_nodes_simulator_gives_the_same_values_at_the_same_time() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    let location: tserver::solution::SolutionLocation = url.parse().expect("a location");
+    let one = tserver::Runtime::open_at(&location).await.expect("opens");
+    let two = tserver::Runtime::open_at(&location).await.expect("opens");
+    let motions = one.simulator().motions();
+    assert!(motions.len() > 3, "the demo simulates several tags");
+    for seconds in [0, 1, 7, 61] {
+        let at = std::time::SystemTime::now() + Duration::from_secs(seconds);
+        one.simulator().step(at);
+        two.simulator().step(at);
+        for motion in motions.iter() {
+            let value = |runtime: &tserver::Runtime| {
+                runtime
+                    .objects()
+                    .tag(&motion.tag)
+                    .expect("simulated tag")
+                    .current()
+                    .value
+                    .clone()
+            };
+            assert_eq!(value(&one), value(&two), "{} at +{seconds} s", motion.tag);
+        }
+    }
+}

@@ -47,8 +47,8 @@ pub struct Runtime {
     audit: AuditLog,
     /// What the MQTT sources have done.
     sources: crate::sources::Sources,
-    /// On a database several nodes share: whether this one leads (runs the scripts and the
-    /// simulator), campaigned for from the first time it matters. Unused for a file, whose one
+    /// On a database several nodes share: whether this one leads (runs the scripts and stores
+    /// what every node sees alike), campaigned for from the first time it matters. Unused for a file, whose one
     /// server always leads.
     leadership: Arc<OnceLock<Leadership>>,
     /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acknowledgements;
@@ -124,8 +124,8 @@ impl Runtime {
         }
     }
 
-    /// Whether this node runs what must run once (scripts, the simulator): always for a file;
-    /// on a shared database, while it holds the leadership.
+    /// Whether this node does what must be done once (run the scripts, store the history every
+    /// node sees alike): always for a file; on a shared database, while it holds the leadership.
     pub fn leads(&self) -> bool {
         self.leadership_campaign().is_none_or(Leadership::is_leader)
     }
@@ -264,7 +264,9 @@ impl Runtime {
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;
-            if simulate && leads {
+            // Every node simulates: the values are a function of the clock, the same on every
+            // node, as a broker's would be; the leader alone stores them (`records_shared`).
+            if simulate {
                 self.simulator.step(SystemTime::now());
             }
             if tokio::time::Instant::now() >= next_flush {

@@ -1,6 +1,6 @@
 //! `Leadership`: which one of several nodes on a PostgreSQL solution does what must run once
-//! (the solution's scripts and their run requests, the simulator): the node holding a
-//! session-level advisory lock on a connection of its own.
+//! (the solution's scripts and their run requests, storing the history every node sees): the
+//! node holding a session-level advisory lock on a connection of its own.
 //!
 //! The lock lives as long as that connection: a node that dies, or loses the database, loses it
 //! at once on the server's side, and another node's next try takes it. Each node tries every
