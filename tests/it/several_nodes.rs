@@ -409,14 +409,20 @@ async fn failed_logins_on_one_node_lock_the_address_out_on_every_node() {
     two.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowledgement_reaches_every_node() {
+/// A demo solution in a database of the test's own, opened by two runtimes (two nodes).
+async fn two_runtimes_on_a_demo_database() -> (TestDatabase, tserver::Runtime, tserver::Runtime) {
     let database = TestDatabase::create().await;
     let url = database.url();
     admin(&["init", &url, "--demo"], "");
     let location: tserver::solution::SolutionLocation = url.parse().expect("a location");
     let one = tserver::Runtime::open_at(&location).await.expect("opens");
     let two = tserver::Runtime::open_at(&location).await.expect("opens");
+    (database, one, two)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowledgement_reaches_every_node() {
+    let (_database, one, two) = two_runtimes_on_a_demo_database().await;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut background = Vec::new();
     for runtime in [&one, &two] {
@@ -520,12 +526,7 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_nodes_simulator_gives_the_same_values_at_the_same_time() {
-    let database = TestDatabase::create().await;
-    let url = database.url();
-    admin(&["init", &url, "--demo"], "");
-    let location: tserver::solution::SolutionLocation = url.parse().expect("a location");
-    let one = tserver::Runtime::open_at(&location).await.expect("opens");
-    let two = tserver::Runtime::open_at(&location).await.expect("opens");
+    let (_database, one, two) = two_runtimes_on_a_demo_database().await;
     let motions = one.simulator().motions();
     assert!(motions.len() > 3, "the demo simulates several tags");
     for seconds in [0, 1, 7, 61] {
