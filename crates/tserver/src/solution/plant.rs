@@ -208,17 +208,9 @@ pub(super) fn write_plant(
         transaction.execute("DELETE FROM Tags WHERE Name = ?1", [name])?;
     }
     {
-        let mut upsert = transaction.prepare(
-            "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-                               Writable, History, HistoryDeadband, Source)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
-                 Units = excluded.Units, Description = excluded.Description,
-                 RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
-                 InitialValue = excluded.InitialValue, Writable = excluded.Writable,
-                 History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
-                 Source = excluded.Source",
-        )?;
+        let mut upsert = transaction.prepare(&format!(
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) {UPDATE_TAGS}"
+        ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
         let mut motions =
@@ -333,6 +325,19 @@ pub(super) struct PlantRows {
     /// `Folders`, by path.
     pub(super) folders: Vec<FolderSpec>,
 }
+
+/// The start of a `Tags` insert, in the SQL both backends speak (the values are each's own).
+pub(super) const INSERT_TAGS: &str =
+    "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
+    InitialValue, Writable, History, HistoryDeadband, Source)";
+/// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
+pub(super) const UPDATE_TAGS: &str =
+    "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
+    Units = excluded.Units, Description = excluded.Description,
+    RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
+    InitialValue = excluded.InitialValue, Writable = excluded.Writable,
+    History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
+    Source = excluded.Source";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";

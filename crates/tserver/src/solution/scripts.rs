@@ -103,6 +103,46 @@ pub(super) fn check_source(name: &str, source: &str) -> Result<(), SolutionError
         .map_err(|error| SolutionError::Script(format!("script {name} does not compile: {error}")))
 }
 
+impl StoredScript {
+    /// A new script as it will be stored: its name and source checked (the source compiled),
+    /// enabled, stamped now. Whether the name is free is the store's to say.
+    pub(super) fn new_checked(name: &str, trigger: &Trigger, source: &str) -> Result<Self, SolutionError> {
+        check_name(name)?;
+        check_source(name, source)?;
+        Ok(Self {
+            name: name.to_owned(),
+            trigger: trigger.clone(),
+            source: source.to_owned(),
+            enabled: true,
+            updated_at: time_of(millis(SystemTime::now())),
+        })
+    }
+
+    /// The script with a new source (compiled first), trigger, or both, stamped now.
+    pub(super) fn changed(
+        mut self,
+        trigger: Option<&Trigger>,
+        source: Option<&str>,
+    ) -> Result<Self, SolutionError> {
+        if let Some(source) = source {
+            check_source(&self.name, source)?;
+            source.clone_into(&mut self.source);
+        }
+        if let Some(trigger) = trigger {
+            self.trigger = trigger.clone();
+        }
+        self.updated_at = time_of(millis(SystemTime::now()));
+        Ok(self)
+    }
+
+    /// The script switched on or off, stamped now.
+    pub(super) fn switched(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self.updated_at = time_of(millis(SystemTime::now()));
+        self
+    }
+}
+
 /// Why there is no script to act on.
 pub(super) fn no_script(name: &str) -> SolutionError {
     SolutionError::Script(format!("no script named {name:?}"))
@@ -140,23 +180,20 @@ impl SolutionDb {
         trigger: &Trigger,
         source: &str,
     ) -> Result<StoredScript, SolutionError> {
-        check_name(name)?;
-        check_source(name, source)?;
+        let script = StoredScript::new_checked(name, trigger, source)?;
         if let Some(existing) = self.script(name)? {
             return Err(exists(&existing));
         }
-        let updated_at = time_of(millis(SystemTime::now()));
         self.writer()?.execute(
             "INSERT INTO Scripts (Name, Trigger, Source, Enabled, UpdatedAt) VALUES (?1, ?2, ?3, 1, ?4)",
-            params![name, trigger.to_string(), source, millis(updated_at)],
+            params![
+                script.name,
+                script.trigger.to_string(),
+                script.source,
+                millis(script.updated_at)
+            ],
         )?;
-        Ok(StoredScript {
-            name: name.to_owned(),
-            trigger: trigger.clone(),
-            source: source.to_owned(),
-            enabled: true,
-            updated_at,
-        })
+        Ok(script)
     }
 
     /// Changes a script's source, trigger, or both (the source compiled first).
@@ -166,15 +203,7 @@ impl SolutionDb {
         trigger: Option<&Trigger>,
         source: Option<&str>,
     ) -> Result<StoredScript, SolutionError> {
-        let mut script = self.existing_script(name)?;
-        if let Some(source) = source {
-            check_source(&script.name, source)?;
-            source.clone_into(&mut script.source);
-        }
-        if let Some(trigger) = trigger {
-            script.trigger = trigger.clone();
-        }
-        script.updated_at = time_of(millis(SystemTime::now()));
+        let script = self.existing_script(name)?.changed(trigger, source)?;
         self.writer()?.execute(
             "UPDATE Scripts SET Trigger = ?2, Source = ?3, UpdatedAt = ?4 WHERE Name = ?1",
             params![
@@ -189,9 +218,7 @@ impl SolutionDb {
 
     /// Enables or disables a script's trigger.
     pub fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
-        let mut script = self.existing_script(name)?;
-        script.enabled = enabled;
-        script.updated_at = time_of(millis(SystemTime::now()));
+        let script = self.existing_script(name)?.switched(enabled);
         self.writer()?.execute(
             "UPDATE Scripts SET Enabled = ?2, UpdatedAt = ?3 WHERE Name = ?1",
             params![script.name, enabled, millis(script.updated_at)],

@@ -12,9 +12,9 @@ use super::PgStore;
 use crate::solution::PlantChanges;
 use crate::solution::SolutionError;
 use crate::solution::plant::{
-    PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, canonical, changes_between,
-    definitions_of_rows, invalid, model_json, model_of_definitions, model_of_json, stored_source,
-    stored_type,
+    INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, UPDATE_TAGS,
+    canonical, changes_between, definitions_of_rows, invalid, model_json, model_of_definitions,
+    model_of_json, stored_source, stored_type,
 };
 use crate::solution::secrets::{load_key, open_sealed, seal};
 
@@ -139,33 +139,35 @@ impl PgStore {
         )
         .await?;
         let tags: Vec<TagSpec> = after.tags.iter().map(canonical).collect();
+        let upsert_tags = format!(
+            "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                 $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[])
+             {UPDATE_TAGS}"
+        );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
         self.run(
             &mut transaction,
-            sqlx::query(
-                "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-                                   Writable, History, HistoryDeadband, Source)
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::float8[],
-                                      $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[])
-                 ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
-                     Units = excluded.Units, Description = excluded.Description,
-                     RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
-                     InitialValue = excluded.InitialValue, Writable = excluded.Writable,
-                     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
-                     Source = excluded.Source",
-            )
-            .bind(tags.iter().map(|tag| tag.name.as_str()).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.path.as_str()).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| stored_type(tag.kind)).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.unit.as_str()).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.description.as_str()).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.min).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.max).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.initial.as_ref().map(InitialValue::to_text)).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| i32::from(tag.history)).collect::<Vec<_>>())
-            .bind(tags.iter().map(|tag| tag.history_deadband).collect::<Vec<_>>())
-            .bind(sources),
+            sqlx::query(&upsert_tags)
+                .bind(tags.iter().map(|tag| tag.name.as_str()).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| tag.path.as_str()).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| stored_type(tag.kind)).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| tag.unit.as_str()).collect::<Vec<_>>())
+                .bind(
+                    tags.iter()
+                        .map(|tag| tag.description.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(tags.iter().map(|tag| tag.min).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| tag.max).collect::<Vec<_>>())
+                .bind(
+                    tags.iter()
+                        .map(|tag| tag.initial.as_ref().map(InitialValue::to_text))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| i32::from(tag.history)).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| tag.history_deadband).collect::<Vec<_>>())
+                .bind(sources),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags

@@ -9,7 +9,7 @@ use solution_scripts::Trigger;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::solution::scripts::{check_name, check_source, exists, no_script, runnable, trigger_of};
+use crate::solution::scripts::{exists, no_script, runnable, trigger_of};
 use crate::solution::{ScriptRecord, ScriptRun, ScriptTally, SolutionError, StoredScript, millis, time_of};
 
 /// The columns [`PgStore::script_of_row`] reads.
@@ -23,29 +23,21 @@ impl PgStore {
         trigger: &Trigger,
         source: &str,
     ) -> Result<StoredScript, SolutionError> {
-        check_name(name)?;
-        check_source(name, source)?;
+        let script = StoredScript::new_checked(name, trigger, source)?;
         if let Some(existing) = self.script(name).await? {
             return Err(exists(&existing));
         }
-        let updated_at = time_of(millis(SystemTime::now()));
         sqlx::query(
             "INSERT INTO Scripts (Name, Trigger, Source, Enabled, UpdatedAt) VALUES ($1, $2, $3, 1, $4)",
         )
-        .bind(name)
-        .bind(trigger.to_string())
-        .bind(source)
-        .bind(millis(updated_at))
+        .bind(&script.name)
+        .bind(script.trigger.to_string())
+        .bind(&script.source)
+        .bind(millis(script.updated_at))
         .execute(&self.pool)
         .await
         .map_err(|error| self.error(error))?;
-        Ok(StoredScript {
-            name: name.to_owned(),
-            trigger: trigger.clone(),
-            source: source.to_owned(),
-            enabled: true,
-            updated_at,
-        })
+        Ok(script)
     }
 
     /// See `SolutionDb::update_script`.
@@ -55,15 +47,7 @@ impl PgStore {
         trigger: Option<&Trigger>,
         source: Option<&str>,
     ) -> Result<StoredScript, SolutionError> {
-        let mut script = self.existing_script(name).await?;
-        if let Some(source) = source {
-            check_source(&script.name, source)?;
-            source.clone_into(&mut script.source);
-        }
-        if let Some(trigger) = trigger {
-            script.trigger = trigger.clone();
-        }
-        script.updated_at = time_of(millis(SystemTime::now()));
+        let script = self.existing_script(name).await?.changed(trigger, source)?;
         sqlx::query("UPDATE Scripts SET Trigger = $2, Source = $3, UpdatedAt = $4 WHERE Name = $1")
             .bind(&script.name)
             .bind(script.trigger.to_string())
@@ -77,9 +61,7 @@ impl PgStore {
 
     /// See `SolutionDb::set_script_enabled`.
     pub async fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
-        let mut script = self.existing_script(name).await?;
-        script.enabled = enabled;
-        script.updated_at = time_of(millis(SystemTime::now()));
+        let script = self.existing_script(name).await?.switched(enabled);
         sqlx::query("UPDATE Scripts SET Enabled = $2, UpdatedAt = $3 WHERE Name = $1")
             .bind(&script.name)
             .bind(i32::from(enabled))
