@@ -26,7 +26,7 @@ pub enum Status {
 
 impl Status {
     /// The wire spelling of this status.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
             Status::Error => "error",

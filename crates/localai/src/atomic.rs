@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, Usage, read_reply, read_response, reqwest_failure, status_warning, too_large,
-    transport_warning, unreadable_warning,
+    Completion, MAX_RESPONSE_BYTES, Usage, read_reply, read_response, reqwest_failure, status_warning,
+    too_large, transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
@@ -273,7 +273,7 @@ async fn post(http: &reqwest::Client, endpoint: &Endpoint, body: &Value) -> Resu
 /// The answer of a chat-completions response, read as the chat path reads one (never a
 /// reasoning field), plus the warning about why the model stopped, if any. The atomic path
 /// offers no tools, so a reply that asks for some has no answer.
-pub(crate) fn answer(value: &Value) -> Result<Answer, String> {
+pub(crate) fn answer(value: &Completion) -> Result<Answer, String> {
     let mut unnamed = 0_u32;
     let reply = read_reply(value, &[], &mut || {
         unnamed += 1;
@@ -353,13 +353,13 @@ mod tests {
             text,
             warnings,
             usage,
-        } = answer(&value).expect("answer");
+        } = answer(&Completion::from_value(value)).expect("answer");
         assert!(usage.is_empty());
         assert_eq!(text, "42");
         assert_eq!(warnings.len(), 1);
         let only_reasoning =
             json!({"choices": [{"message": {"role": "assistant", "reasoning_content": "hmm"}}]});
-        assert!(answer(&only_reasoning).is_err());
-        assert!(answer(&json!({"choices": []})).is_err());
+        assert!(answer(&Completion::from_value(only_reasoning)).is_err());
+        assert!(answer(&Completion::from_value(json!({"choices": []}))).is_err());
     }
 }

@@ -54,9 +54,7 @@ pub fn llm_response(body: &[u8]) {
     };
     if !text.is_empty() {
         assert_eq!(
-            value
-                .pointer("/choices/0/message/content")
-                .and_then(serde_json::Value::as_str),
+            value.content(),
             Some(text.as_str()),
             "the text handed out is not the answer"
         );

@@ -3,10 +3,11 @@
 //! `/metrics`), or nothing is recorded. Labels: the operation (`chat`, `atomic`), the model's
 //! configured name, the envelope status; never a user, a query or an answer.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
-use metrics::{Counter, Unit, counter, describe_counter, describe_histogram, histogram};
+use dashmap::DashMap;
+use metrics::{Counter, Histogram, Unit, counter, describe_counter, describe_histogram, histogram};
 
 use crate::Status;
 
@@ -36,12 +37,85 @@ pub const MODEL_HTTP_ERRORS: &str = "tserver_model_http_errors_total";
 /// macro builds and hashes its key at every increment, a measurable share of a gate call.
 static CHAT_TURNS_BY_STATUS: OnceLock<Vec<(&'static str, Counter)>> = OnceLock::new();
 
+/// The time-to-first-chunk histogram, registered by [`describe`].
+static FIRST_CHUNK: OnceLock<Histogram> = OnceLock::new();
+
+/// Histograms whose labels include a name from the configuration (a model, a tool), each
+/// registered the first time its label set is used, once [`describe`] has run: the
+/// `histogram!` macro builds, hashes and looks up its key (and copies the name) at every
+/// record, which was a twentieth of a tool-calling chat turn. `N` label sets per name, the
+/// fixed labels' combinations; at most [`MAX_CACHED_NAMES`] names are kept (the rest are
+/// recorded through the macro, correct, only dearer).
+#[derive(Debug)]
+struct Registered<const N: usize> {
+    by_name: LazyLock<DashMap<Box<str>, [OnceLock<Histogram>; N]>>,
+}
+
+/// Names [`Registered`] keeps handles for: models and tools are configured, not made up, so
+/// this bounds only a configuration that keeps renaming them.
+const MAX_CACHED_NAMES: usize = 256;
+
+impl<const N: usize> Registered<N> {
+    const fn new() -> Self {
+        Self {
+            by_name: LazyLock::new(DashMap::new),
+        }
+    }
+
+    /// Records `value` in the histogram of `name` and label set `slot` (see [`slot`]), made
+    /// by `register` the first time.
+    fn record(&self, name: &str, slot: Option<usize>, value: f64, register: impl FnOnce() -> Histogram) {
+        // Before a recorder is described a handle would record nowhere, ever; an unlisted
+        // label set or a name past the bound is recorded as the macro does.
+        let Some(slot) = slot.filter(|slot| *slot < N && CHAT_TURNS_BY_STATUS.get().is_some()) else {
+            return register().record(value);
+        };
+        if let Some(handles) = self.by_name.get(name) {
+            return handles[slot].get_or_init(register).record(value);
+        }
+        if self.by_name.len() >= MAX_CACHED_NAMES {
+            return register().record(value);
+        }
+        self.by_name
+            .entry(Box::from(name))
+            .or_insert_with(|| std::array::from_fn(|_| OnceLock::new()))[slot]
+            .get_or_init(register)
+            .record(value);
+    }
+}
+
+/// The index of a label set among the combinations of a histogram's fixed labels: `labels`
+/// are each label's value and the values it takes, in order; `None` for a value not listed.
+fn slot(labels: &[(&str, &[&str])]) -> Option<usize> {
+    labels.iter().try_fold(0, |slot, (value, values)| {
+        Some(slot * values.len() + values.iter().position(|known| known == value)?)
+    })
+}
+
+/// [`OPERATION_DURATION`] by model, then operation and status.
+static OPERATION_DURATIONS: Registered<{ OPERATIONS.len() * STATUSES.len() }> = Registered::new();
+/// [`TOKEN_USAGE`] by model, then operation and token type.
+static TOKEN_USAGES: Registered<{ OPERATIONS.len() * TOKEN_TYPES.len() }> = Registered::new();
+/// [`TOOL_DURATION`] by tool, then caller and outcome.
+static TOOL_DURATIONS: Registered<{ CALLERS.len() * OUTCOMES.len() }> = Registered::new();
+
+const OPERATIONS: [&str; 2] = ["chat", "atomic"];
+const STATUSES: [&str; 4] = [
+    Status::Ok.as_str(),
+    Status::Error.as_str(),
+    Status::Disabled.as_str(),
+    Status::Truncated.as_str(),
+];
+const TOKEN_TYPES: [&str; 2] = ["input", "output"];
+const CALLERS: [&str; 2] = ["chat", "client"];
+const OUTCOMES: [&str; 2] = ["ok", "error"];
+
 /// Describes the metrics and registers the counters whose labels are fixed; call it once the
 /// host's recorder is installed (until then they are counted through the macros).
 pub fn describe() {
+    FIRST_CHUNK.get_or_init(|| histogram!(TIME_TO_FIRST_CHUNK, "gen_ai_operation_name" => "chat"));
     CHAT_TURNS_BY_STATUS.get_or_init(|| {
-        [Status::Ok, Status::Error, Status::Disabled, Status::Truncated]
-            .map(Status::as_str)
+        STATUSES
             .into_iter()
             .map(|status| (status, counter!(CHAT_TURNS, "status" => status)))
             .collect()
@@ -106,8 +180,13 @@ pub(crate) fn budget_exhausted(operation: &'static str) {
 /// or client asked for that the catalog does not know).
 pub fn tool_ran(tool: &str, caller: &'static str, ok: bool, took: Duration) {
     let outcome = if ok { "ok" } else { "error" };
-    histogram!(TOOL_DURATION, "tool" => tool.to_owned(), "caller" => caller, "outcome" => outcome)
-        .record(took.as_secs_f64());
+    let slot = slot(&[(caller, &CALLERS), (outcome, &OUTCOMES)]);
+    TOOL_DURATIONS.record(
+        tool,
+        slot,
+        took.as_secs_f64(),
+        || histogram!(TOOL_DURATION, "tool" => tool.to_owned(), "caller" => caller, "outcome" => outcome),
+    );
 }
 
 /// Counts a failed model-server request of `class`.
@@ -117,7 +196,10 @@ pub(crate) fn model_http_error(class: &'static str) {
 
 /// Records how long a streamed POST waited for its first bytes.
 pub(crate) fn first_chunk(took: Duration) {
-    histogram!(TIME_TO_FIRST_CHUNK, "gen_ai_operation_name" => "chat").record(took.as_secs_f64());
+    match FIRST_CHUNK.get() {
+        Some(registered) => registered.record(took.as_secs_f64()),
+        None => histogram!(TIME_TO_FIRST_CHUNK, "gen_ai_operation_name" => "chat").record(took.as_secs_f64()),
+    }
 }
 
 /// Records one operation that reached its model settings: how long it took, how it ended and
@@ -129,17 +211,37 @@ pub(crate) fn operation_ended(
     took: Duration,
     usage: &Usage,
 ) {
-    let model = model.to_owned();
-    histogram!(OPERATION_DURATION, "gen_ai_operation_name" => operation, "gen_ai_request_model" => model.clone(), "status" => status)
-        .record(took.as_secs_f64());
+    let duration = || histogram!(OPERATION_DURATION, "gen_ai_operation_name" => operation, "gen_ai_request_model" => model.to_owned(), "status" => status);
+    let labels = slot(&[(operation, &OPERATIONS), (status, &STATUSES)]);
+    OPERATION_DURATIONS.record(model, labels, took.as_secs_f64(), duration);
     #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^52")]
     for (kind, tokens) in [
         ("input", usage.prompt_tokens),
         ("output", usage.completion_tokens),
     ] {
         if tokens > 0 {
-            histogram!(TOKEN_USAGE, "gen_ai_operation_name" => operation, "gen_ai_request_model" => model.clone(), "gen_ai_token_type" => kind)
-                .record(tokens as f64);
+            let labels = slot(&[(operation, &OPERATIONS), (kind, &TOKEN_TYPES)]);
+            TOKEN_USAGES.record(model, labels, tokens as f64, || {
+                histogram!(TOKEN_USAGE, "gen_ai_operation_name" => operation, "gen_ai_request_model" => model.to_owned(), "gen_ai_token_type" => kind)
+            });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fixed_label_set_has_its_own_slot_and_unlisted_values_have_none() {
+        let mut slots = Vec::new();
+        for operation in OPERATIONS {
+            for status in STATUSES {
+                slots.push(slot(&[(operation, &OPERATIONS), (status, &STATUSES)]).expect("listed"));
+            }
+        }
+        assert_eq!(slots, (0..OPERATIONS.len() * STATUSES.len()).collect::<Vec<_>>());
+        assert_eq!(slot(&[("chat", &OPERATIONS), ("cancelled", &STATUSES)]), None);
+        assert_eq!(slot(&[("script", &OPERATIONS), ("ok", &STATUSES)]), None);
     }
 }

@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use http_body_util::Full;
 use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
-use serde_json::Value;
 
 use super::connections::{ExchangeError, ModelConnections, Origin, PooledResponse, location};
 use super::transcript::HistoryMessage;
@@ -15,8 +14,8 @@ use super::transcript::HistoryMessage;
 use crate::Solution;
 use crate::auth::{decode_authorization, decode_headers};
 use crate::dialect::{
-    MAX_RESPONSE_BYTES, ResponseReader, plain_cause, refuses_streaming, reqwest_failure, status_warning,
-    too_large, transport_warning, unreadable_warning,
+    Completion, MAX_RESPONSE_BYTES, ResponseReader, plain_cause, refuses_streaming, reqwest_failure,
+    status_warning, too_large, transport_warning, unreadable_warning,
 };
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
@@ -130,7 +129,7 @@ pub(crate) fn request_body(
     model: &str,
     system: &str,
     history: &[HistoryMessage],
-    messages: &[Value],
+    messages: &[HistoryMessage],
     tools: Option<&[ToolDefinition]>,
     stream: bool,
 ) -> Result<Vec<u8>, String> {
@@ -140,13 +139,9 @@ pub(crate) fn request_body(
     serde_json::to_writer(&mut body, model).map_err(failed)?;
     body.extend_from_slice(b",\"messages\":[");
     body.extend_from_slice(system.as_bytes());
-    for message in history {
+    for message in history.iter().chain(messages) {
         body.push(b',');
         body.extend_from_slice(message.json().as_bytes());
-    }
-    for message in messages {
-        body.push(b',');
-        serde_json::to_writer(&mut body, message).map_err(failed)?;
     }
     body.extend_from_slice(if stream {
         b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}".as_slice()
@@ -216,7 +211,7 @@ impl Endpoint {
         body: Vec<u8>,
         streamed: bool,
         on_text: &mut (dyn FnMut(&str) + Send),
-    ) -> Result<Value, PostFailure> {
+    ) -> Result<Completion, PostFailure> {
         let shown = &self.shown_url;
         tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), streamed, "chat POST");
         let sent = std::time::Instant::now();
@@ -368,7 +363,7 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -399,9 +394,10 @@ mod tests {
             })
             .collect();
         let kept: Vec<HistoryMessage> = history.iter().map(HistoryMessage::new).collect();
+        let this_turn: Vec<HistoryMessage> = messages.iter().map(HistoryMessage::new).collect();
         let system_json = system.to_string();
         let with_tools =
-            request_body("m:7b", &system_json, &kept, &messages, Some(&tools), true).expect("encodes");
+            request_body("m:7b", &system_json, &kept, &this_turn, Some(&tools), true).expect("encodes");
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",

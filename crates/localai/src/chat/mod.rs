@@ -25,7 +25,7 @@ use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
-use crate::tools::{TOOL_TIMEOUT, ToolDefinition, ToolError, success_content, unknown_tool};
+use crate::tools::{TOOL_TIMEOUT, ToolDefinition, ToolError, success_content_text, unknown_tool};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
 use preview::AnswerPreview;
@@ -114,7 +114,7 @@ enum LoopEnd {
 /// The history stays in the transcript, borrowed, never copied: a turn only adds to it.
 struct Turn {
     /// This turn's messages: the question, then the exchanges that follow it.
-    messages: Vec<Value>,
+    messages: Vec<HistoryMessage>,
     /// How many leading messages of `messages` extend the history validly (complete tool
     /// exchanges only).
     valid: usize,
@@ -389,7 +389,7 @@ impl ChatPath {
             usage: Usage::default(),
             posts: 0,
         };
-        turn.messages.push(json!({"role": "user", "content": query.user}));
+        turn.messages.push(HistoryMessage::user(&query.user));
         turn.valid = turn.messages.len();
         let history = &transcript.messages;
         let history_len = history.len();
@@ -444,11 +444,9 @@ impl ChatPath {
                 let text = redactions.scrub(&text);
                 // The transcript keeps the answer the operator saw.
                 if let Some(last) = turn.messages.last_mut() {
-                    last["content"] = json!(text);
+                    *last = HistoryMessage::answer(&text);
                 }
-                transcript
-                    .messages
-                    .extend(turn.messages.iter().map(HistoryMessage::new));
+                transcript.messages.append(&mut turn.messages);
                 Envelope::ok(text, started.elapsed())
             }
             Some(Ok(Ok(LoopEnd::CapWithoutAnswer))) => {
@@ -598,7 +596,7 @@ impl ChatPath {
                     }
                     return Err("LLM response has no answer content".to_owned());
                 }
-                turn.messages.push(json!({"role": "assistant", "content": text}));
+                turn.messages.push(HistoryMessage::answer(&text));
                 turn.valid = turn.messages.len();
                 return Ok(if last_chance {
                     LoopEnd::CapThenAnswer(text)
@@ -643,23 +641,11 @@ impl ChatPath {
             ..
         } = context;
         let known = |name: &str| tools.iter().any(|tool| tool.name() == name);
-        let entries: Vec<Value> = reply
-            .calls
-            .iter()
-            .map(|call| {
-                let mut entry = call.history_entry();
-                if !known(&call.name) {
-                    // An unknown name is never echoed back into the history.
-                    entry["function"]["name"] = json!("unknown_tool");
-                }
-                entry
-            })
-            .collect();
-        turn.messages.push(json!({
-            "role": "assistant",
-            "content": reply.content,
-            "tool_calls": entries,
-        }));
+        turn.messages.push(HistoryMessage::tool_calls(
+            reply.content.as_deref(),
+            &reply.calls,
+            known,
+        ));
         let mut over_cap = false;
         for call in &reply.calls {
             let content = if turn.dispatches >= settings.max_tool_dispatches {
@@ -672,6 +658,7 @@ impl ChatPath {
                     ),
                 )
                 .to_content()
+                .to_string()
             } else {
                 turn.dispatches += 1;
                 if let Some(feed) = progress {
@@ -691,11 +678,8 @@ impl ChatPath {
                 turn.trace.push(entry);
                 content
             };
-            turn.messages.push(json!({
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": content.to_string(),
-            }));
+            turn.messages
+                .push(HistoryMessage::tool_result(&call.id, &content));
         }
         turn.valid = turn.messages.len();
         over_cap
@@ -732,7 +716,7 @@ impl ChatPath {
 
 /// Runs one tool call with its own timeout and panic isolation. Returns the trace entry and
 /// the canonical content for the model.
-async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) -> (ToolTraceEntry, Value) {
+async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) -> (ToolTraceEntry, String) {
     let started_at = SystemTime::now();
     let started = Instant::now();
     let traced_args = match &call.arguments {
@@ -759,10 +743,14 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
     };
     let name = trace_name(&call.name);
     let (result, status, content) = match outcome {
-        Ok(result) => (result.clone(), ToolStatus::Ok, success_content(result)),
+        Ok(result) => {
+            let content = success_content_text(&result);
+            (result, ToolStatus::Ok, content)
+        }
         Err(error) => {
-            let content = error.to_content();
-            (content["error"].clone(), ToolStatus::Error, content)
+            let mut content = error.to_content();
+            let text = content.to_string();
+            (content["error"].take(), ToolStatus::Error, text)
         }
     };
     let entry = ToolTraceEntry::new(name, traced_args, result, status, started_at, started.elapsed());
@@ -778,15 +766,15 @@ fn trace_name(name: &str) -> String {
 /// A history keeps only complete tool exchanges. A truncated turn keeps the question, the
 /// exchanges it completed and its partial answer, or nothing when it produced neither.
 fn keep_valid_prefix(transcript: &mut Transcript, turn: &mut Turn) {
-    let mut kept: Vec<Value> = turn.messages.drain(..turn.valid).collect();
+    turn.messages.truncate(turn.valid);
     // The question alone is not kept: it needs an exchange or an answer after it.
-    let exchanges_done = kept.len() > 1;
+    let exchanges_done = turn.messages.len() > 1;
     if !turn.partial.is_empty() {
-        kept.push(json!({"role": "assistant", "content": turn.partial}));
+        turn.messages.push(HistoryMessage::answer(&turn.partial));
     } else if !exchanges_done {
         return;
     }
-    transcript.messages.extend(kept.iter().map(HistoryMessage::new));
+    transcript.messages.append(&mut turn.messages);
 }
 
 fn cap_warning(settings: &ModelSettings, answered_later: bool) -> String {

@@ -17,10 +17,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use dashmap::DashMap;
+#[cfg(test)]
 use serde_json::Value;
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use crate::dialect::ToolCall;
 
 /// What a session remembers between turns.
 #[derive(Debug, Default)]
@@ -49,7 +52,126 @@ impl Transcript {
     }
 }
 
+/// The messages a turn adds, as the chat-completions API spells them: written once into their
+/// JSON text from borrowed parts, never built as a `serde_json::Value` first.
+mod wire {
+    use serde::Serialize;
+
+    #[derive(Serialize)]
+    pub(super) struct Text<'a> {
+        pub(super) role: &'static str,
+        pub(super) content: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct ToolCalls<'a> {
+        pub(super) role: &'static str,
+        /// `null` when the model wrote nothing beside its calls, as the API has it.
+        pub(super) content: Option<&'a str>,
+        pub(super) tool_calls: Vec<Call<'a>>,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Call<'a> {
+        pub(super) id: &'a str,
+        #[serde(rename = "type")]
+        pub(super) kind: &'static str,
+        pub(super) function: Function<'a>,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Function<'a> {
+        pub(super) name: &'a str,
+        /// A JSON object's text, as the API carries arguments.
+        pub(super) arguments: &'a str,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct ToolResult<'a> {
+        pub(super) role: &'static str,
+        pub(super) tool_call_id: &'a str,
+        pub(super) content: &'a str,
+    }
+}
+
+/// A message's JSON text. `serde_json` writing a struct of strings into memory has no way to
+/// fail (no I/O, no map keys that are not strings), so the `{}` arm is never taken.
+fn encode(message: &impl serde::Serialize) -> Box<str> {
+    serde_json::to_string(message).map_or_else(|_| Box::from("{}"), String::into_boxed_str)
+}
+
 impl HistoryMessage {
+    /// The operator's question: where a turn starts.
+    pub(crate) fn user(content: &str) -> Self {
+        Self {
+            json: encode(&wire::Text {
+                role: "user",
+                content,
+            }),
+            starts_turn: true,
+        }
+    }
+
+    /// The model's answer in plain text.
+    pub(crate) fn answer(content: &str) -> Self {
+        Self {
+            json: encode(&wire::Text {
+                role: "assistant",
+                content,
+            }),
+            starts_turn: false,
+        }
+    }
+
+    /// The model's request for tools: each call under its id with arguments that are always a
+    /// JSON object, and a name the turn offered (`known`) or `unknown_tool`, so nothing the
+    /// model made up is echoed back into the history.
+    pub(crate) fn tool_calls(
+        content: Option<&str>,
+        calls: &[ToolCall],
+        known: impl Fn(&str) -> bool,
+    ) -> Self {
+        let arguments: Vec<String> = calls.iter().map(ToolCall::history_arguments).collect();
+        let tool_calls = calls
+            .iter()
+            .zip(&arguments)
+            .map(|(call, arguments)| wire::Call {
+                id: &call.id,
+                kind: "function",
+                function: wire::Function {
+                    name: if known(&call.name) {
+                        &call.name
+                    } else {
+                        "unknown_tool"
+                    },
+                    arguments,
+                },
+            })
+            .collect();
+        Self {
+            json: encode(&wire::ToolCalls {
+                role: "assistant",
+                content,
+                tool_calls,
+            }),
+            starts_turn: false,
+        }
+    }
+
+    /// What a tool call gave, as the model reads it (`content` is the result's JSON text).
+    pub(crate) fn tool_result(tool_call_id: &str, content: &str) -> Self {
+        Self {
+            json: encode(&wire::ToolResult {
+                role: "tool",
+                tool_call_id,
+                content,
+            }),
+            starts_turn: false,
+        }
+    }
+
+    /// Any message, from its JSON value (the tests' way to write a history).
+    #[cfg(test)]
     pub(crate) fn new(message: &Value) -> Self {
         Self {
             json: message.to_string().into_boxed_str(),
@@ -333,6 +455,54 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn a_turns_messages_are_written_as_the_api_spells_them() {
+        let parse =
+            |message: &HistoryMessage| serde_json::from_str::<Value>(message.json()).expect("valid JSON");
+        let question = HistoryMessage::user("How is \"Pump 1\"?\n");
+        assert_eq!(
+            parse(&question),
+            json!({"role": "user", "content": "How is \"Pump 1\"?\n"})
+        );
+        assert!(question.starts_turn);
+        let answer = HistoryMessage::answer("fine ✓");
+        assert_eq!(parse(&answer), json!({"role": "assistant", "content": "fine ✓"}));
+        assert!(!answer.starts_turn);
+        let calls = [
+            ToolCall {
+                id: "call_1".into(),
+                name: "runtime_get_value".into(),
+                arguments: crate::dialect::Arguments::Object(json!({"tag": "Pump1.Speed"})),
+            },
+            ToolCall {
+                id: "call_2".into(),
+                name: "made_up".into(),
+                arguments: crate::dialect::Arguments::Unparsable("{not json".into()),
+            },
+        ];
+        let asked = HistoryMessage::tool_calls(None, &calls, |name| name == "runtime_get_value");
+        assert_eq!(
+            parse(&asked),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "runtime_get_value", "arguments": "{\"tag\":\"Pump1.Speed\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "unknown_tool", "arguments": "{}"}},
+            ]}),
+            "an unknown name and malformed arguments are never echoed back"
+        );
+        assert_eq!(
+            parse(&HistoryMessage::tool_calls(Some("checking"), &calls[..1], |_| {
+                true
+            }))["content"],
+            "checking"
+        );
+        let result = HistoryMessage::tool_result("call_1", r#"{"ok":true,"result":1}"#);
+        assert_eq!(
+            parse(&result),
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"ok\":true,\"result\":1}"})
+        );
+    }
 
     /// A turn: the user message, `rounds` tool rounds of `calls` calls each, and an answer.
     fn turn(index: usize, rounds: &[usize]) -> Vec<Value> {

@@ -78,9 +78,9 @@ pub(crate) fn refuses_streaming(status: reqwest::StatusCode, body: &[u8], redact
             .any(|word| matches!(word, "stream" | "streaming"))
 }
 
-/// A 2xx body as JSON.
-pub(crate) fn parse_json(body: &[u8]) -> Result<Value, String> {
-    serde_json::from_slice(body).map_err(|error| format!("LLM response is not JSON: {error}"))
+/// The warning for a 2xx body that is not JSON.
+pub(crate) fn not_json(error: &serde_json::Error) -> String {
+    format!("LLM response is not JSON: {error}")
 }
 
 /// The warning for a response body past [`MAX_RESPONSE_BYTES`].

@@ -7,16 +7,18 @@ mod errors;
 mod reply;
 mod stream;
 mod usage;
+mod wire;
 
 #[cfg(feature = "fuzzing")]
 pub(crate) use errors::error_message;
 pub(crate) use errors::{
-    MAX_RESPONSE_BYTES, parse_json, plain_cause, refuses_streaming, reqwest_failure, status_warning,
-    too_large, transport_warning, unreadable_warning,
+    MAX_RESPONSE_BYTES, not_json, plain_cause, refuses_streaming, reqwest_failure, status_warning, too_large,
+    transport_warning, unreadable_warning,
 };
 pub(crate) use reply::{Arguments, AssistantReply, Channel, ToolCall, read_reply};
 pub(crate) use stream::{ResponseReader, read_response};
 pub use usage::Usage;
+pub(crate) use wire::Completion;
 
 use crate::secrets::Redactions;
 

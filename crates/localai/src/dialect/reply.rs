@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 
 use super::Usage;
+use super::wire::{Choice, Completion, NativeCall};
 
 /// How the model asked for tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,13 +49,13 @@ pub(crate) struct ToolCall {
 }
 
 impl ToolCall {
-    /// The call as the history holds it: arguments always a valid JSON object string.
-    pub(crate) fn history_entry(&self) -> Value {
-        let arguments = match &self.arguments {
+    /// The arguments as the history holds them: always a valid JSON object's text (malformed
+    /// arguments are answered to the model as an error, never echoed back).
+    pub(crate) fn history_arguments(&self) -> String {
+        match &self.arguments {
             Arguments::Object(object) => object.to_string(),
             Arguments::Unparsable(_) => "{}".to_owned(),
-        };
-        json!({"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}})
+        }
     }
 }
 
@@ -85,8 +86,8 @@ pub(crate) enum Finish {
 }
 
 impl Finish {
-    fn of(choice: &Value) -> Self {
-        match choice.get("finish_reason").and_then(Value::as_str) {
+    fn of(choice: &Choice) -> Self {
+        match choice.finish_reason.get().map(String::as_str) {
             Some("length") => Self::Length,
             Some("content_filter") => Self::ContentFilter,
             _ => Self::Complete,
@@ -111,28 +112,20 @@ impl Finish {
 /// only when tools were offered (`offered` holds their names); `new_id` names calls that came
 /// without an id.
 pub(crate) fn read_reply(
-    response: &Value,
+    response: &Completion,
     offered: &[&str],
     new_id: &mut dyn FnMut() -> String,
 ) -> Result<AssistantReply, String> {
-    let choice = response
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|choices| choices.first())
-        .ok_or("LLM response has no choices")?;
-    let message = choice
-        .get("message")
-        .ok_or("LLM response choice has no message")?;
+    let (choice, message) = response.first_choice()?;
     let finish = Finish::of(choice);
     let usage = Usage::of(response);
-    let content = message.get("content").and_then(Value::as_str).map(str::to_owned);
+    let content = message.and_then(|message| message.content.get()).cloned();
     let native: Vec<ToolCall> = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
+        .and_then(|message| message.tool_calls.get())
         .map(|calls| {
             calls
                 .iter()
-                .filter_map(|call| native_call(call, new_id))
+                .filter_map(|call| native_call(call.get()?, new_id))
                 .collect()
         })
         .unwrap_or_default();
@@ -166,18 +159,18 @@ pub(crate) fn read_reply(
     })
 }
 
-fn native_call(call: &Value, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
-    let function = call.get("function")?;
-    let name = function.get("name").and_then(Value::as_str)?.to_owned();
+fn native_call(call: &NativeCall, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
+    let function = call.function.get()?;
+    let name = function.name.get()?.clone();
     let id = call
-        .get("id")
-        .and_then(Value::as_str)
+        .id
+        .get()
         .filter(|id| !id.is_empty())
-        .map_or_else(&mut *new_id, str::to_owned);
+        .map_or_else(&mut *new_id, String::clone);
     Some(ToolCall {
         id,
         name,
-        arguments: arguments(function.get("arguments")),
+        arguments: arguments(function.arguments.as_ref()),
     })
 }
 
@@ -287,7 +280,7 @@ mod tests {
 
     fn read(response: Value, offered: &[&str]) -> AssistantReply {
         let mut n = 0;
-        read_reply(&response, offered, &mut || {
+        read_reply(&Completion::from_value(response), offered, &mut || {
             n += 1;
             format!("gen_{n}")
         })
@@ -325,7 +318,7 @@ mod tests {
             Arguments::Unparsable("{not json".into())
         );
         assert_eq!(
-            reply.calls[2].history_entry()["function"]["arguments"],
+            reply.calls[2].history_arguments(),
             "{}",
             "malformed arguments never reach the history"
         );
@@ -406,7 +399,14 @@ mod tests {
             OFFERED,
         );
         assert_eq!(only_reasoning.content, None);
-        assert!(read_reply(&json!({"choices": []}), OFFERED, &mut String::new).is_err());
+        assert!(
+            read_reply(
+                &Completion::from_value(json!({"choices": []})),
+                OFFERED,
+                &mut String::new
+            )
+            .is_err()
+        );
     }
 
     #[test]

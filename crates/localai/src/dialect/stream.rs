@@ -10,15 +10,16 @@
 //! empty `choices` and only `usage`, unknown fields, and a stream that ends without `[DONE]`
 //! are all accepted; a line that is not JSON, or an error event, is an error.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::parse_json;
+use super::not_json;
+use super::wire::{Choice, Completion, Function, Loose, Message, NativeCall};
 
 /// A response body as the JSON of a non-streamed response, whether the server streamed it
 /// (server-sent events, or Ollama's NDJSON) or not: a server that ignores `stream: true` is
 /// read as well as one that honours it. The whole body at once; [`ResponseReader`] reads the
 /// same as it arrives.
-pub(crate) fn read_response(body: &[u8]) -> Result<Value, String> {
+pub(crate) fn read_response(body: &[u8]) -> Result<Completion, String> {
     let mut reader = ResponseReader::default();
     reader.push(body, &mut |_| {})?;
     reader.finish()
@@ -90,7 +91,7 @@ impl ResponseReader {
     }
 
     /// The response a non-streamed request would have had, once the body has ended.
-    pub(crate) fn finish(mut self) -> Result<Value, String> {
+    pub(crate) fn finish(mut self) -> Result<Completion, String> {
         match self.kind {
             BodyKind::Events | BodyKind::Lines => {
                 if !self.done {
@@ -100,7 +101,7 @@ impl ResponseReader {
                 if self.assembler.is_empty() {
                     return Err("LLM stream ended before its first chunk".to_owned());
                 }
-                Ok(self.assembler.into_response())
+                Ok(self.assembler.into_completion())
             }
             BodyKind::Undecided | BodyKind::Document => read_whole(&self.buffer),
         }
@@ -151,27 +152,30 @@ fn is_stream_chunk(chunk: &Value) -> bool {
 }
 
 /// A whole body that did not start as a stream of lines.
-fn read_whole(body: &[u8]) -> Result<Value, String> {
+fn read_whole(body: &[u8]) -> Result<Completion, String> {
     let start = body_start(body);
     let is_sse = SSE_FIELDS.iter().any(|field| start.starts_with(field));
     let mut json_error = None;
     if !is_sse {
-        match parse_json(body) {
-            // Ollama's native shape (a one-line stream, or its non-streamed answer): read as
-            // its stream is.
-            Ok(value)
-                if value.get("choices").is_none() && value.get("message").is_some_and(Value::is_object) =>
-            {
-                let mut assembler = StreamAssembler::default();
-                assembler.push_chunk(&value, &mut |_| {})?;
-                return Ok(assembler.into_response());
+        match Completion::from_json(body) {
+            Ok(completion) if completion.choices.is_present() => return Ok(completion),
+            Ok(completion) => {
+                // Ollama's native shape (a one-line stream, or its non-streamed answer): read
+                // as its stream is. Rare enough to read the body a second time, as a value.
+                if let Ok(value) = serde_json::from_slice::<Value>(body)
+                    && value.get("message").is_some_and(Value::is_object)
+                {
+                    let mut assembler = StreamAssembler::default();
+                    assembler.push_chunk(&value, &mut |_| {})?;
+                    return Ok(assembler.into_completion());
+                }
+                return Ok(completion);
             }
-            Ok(value) => return Ok(value),
             // Not one JSON document, but maybe one a line: Ollama's native stream.
             Err(error) if !start.starts_with(b"{") || !body.trim_ascii_end().contains(&b'\n') => {
-                return Err(error);
+                return Err(not_json(&error));
             }
-            Err(error) => json_error = Some(error),
+            Err(error) => json_error = Some(not_json(&error)),
         }
     }
     let mut assembler = StreamAssembler::default();
@@ -179,7 +183,7 @@ fn read_whole(body: &[u8]) -> Result<Value, String> {
         Ok(()) if assembler.is_empty() => {
             Err(json_error.unwrap_or_else(|| "LLM stream ended before its first chunk".to_owned()))
         }
-        Ok(()) => Ok(assembler.into_response()),
+        Ok(()) => Ok(assembler.into_completion()),
         // Not a stream after all, but a JSON document that does not parse: say that.
         Err(error) => Err(match json_error {
             Some(json_error) if assembler.is_empty() => json_error,
@@ -383,35 +387,52 @@ impl StreamAssembler {
     }
 
     /// The response a non-streamed request would have had.
-    fn into_response(self) -> Value {
-        let calls: Vec<Value> = self
+    fn into_completion(self) -> Completion {
+        let calls: Vec<Loose<NativeCall>> = self
             .calls
             .into_iter()
             .map(|call| {
-                let arguments = call.arguments_object.unwrap_or(Value::String(call.arguments));
-                let mut entry =
-                    json!({"type": "function", "function": {"name": call.name, "arguments": arguments}});
-                if let Some(id) = call.id {
-                    entry["id"] = Value::String(id);
-                }
-                entry
+                Loose::Is(NativeCall {
+                    id: call.id.map_or(Loose::Absent, Loose::Is),
+                    function: Loose::Is(Function {
+                        name: call.name.map_or(Loose::Other, Loose::Is),
+                        arguments: Some(call.arguments_object.unwrap_or(Value::String(call.arguments))),
+                    }),
+                })
             })
             .collect();
-        let mut message = json!({"role": "assistant", "content": self.saw_content.then_some(self.content)});
-        if !calls.is_empty() {
-            message["tool_calls"] = Value::Array(calls);
-        }
-        let mut response =
-            json!({"choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}]});
+        let message = Message {
+            content: if self.saw_content {
+                Loose::Is(self.content)
+            } else {
+                Loose::Other
+            },
+            tool_calls: if calls.is_empty() {
+                Loose::Absent
+            } else {
+                Loose::Is(calls)
+            },
+        };
+        let choice = Choice {
+            message: Loose::Is(message),
+            finish_reason: self.finish_reason.map_or(Loose::Other, Loose::Is),
+        };
+        let mut completion = Completion {
+            choices: Loose::Is(vec![Loose::Is(choice)]),
+            ..Completion::default()
+        };
         match self.usage {
-            Some(usage) => response["usage"] = usage,
+            Some(usage) => completion.usage = Loose::from_value(usage),
             None => {
                 for (key, count) in self.ollama_counts {
-                    response[key] = count;
+                    match key.as_str() {
+                        "prompt_eval_count" => completion.prompt_eval_count = Loose::from_value(count),
+                        _ => completion.eval_count = Loose::from_value(count),
+                    }
                 }
             }
         }
-        response
+        completion
     }
 }
 
@@ -420,13 +441,14 @@ mod tests {
     use super::super::reply::Finish;
     use super::super::{Arguments, AssistantReply, Usage, read_reply};
     use super::*;
+    use serde_json::json;
 
     fn assemble(body: &str) -> Result<AssistantReply, String> {
         let mut assembler = StreamAssembler::default();
         assembler.push_body(body.as_bytes())?;
         let mut n = 0;
         read_reply(
-            &assembler.into_response(),
+            &assembler.into_completion(),
             &["runtime_get_value", "runtime_search_uns"],
             &mut || {
                 n += 1;
@@ -606,22 +628,25 @@ mod tests {
     #[test]
     fn a_body_is_read_whether_it_was_streamed_or_not() {
         let plain = json!({"choices": [{"message": {"role": "assistant", "content": "plain"}}]});
-        assert_eq!(read_response(plain.to_string().as_bytes()), Ok(plain));
+        assert_eq!(
+            read_response(plain.to_string().as_bytes()),
+            Ok(Completion::from_value(plain))
+        );
         let streamed = sse(&[delta(json!({"content": "streamed"}))]);
         let value = read_response(streamed.as_bytes()).expect("reads");
-        assert_eq!(value["choices"][0]["message"]["content"], "streamed");
+        assert_eq!(value.content().expect("an answer"), "streamed");
         let ndjson = format!(
             "{}\n{}\n",
             json!({"message": {"content": "a"}, "done": false}),
             json!({"message": {"content": "b"}, "done": true})
         );
         let value = read_response(ndjson.as_bytes()).expect("reads");
-        assert_eq!(value["choices"][0]["message"]["content"], "ab");
+        assert_eq!(value.content().expect("an answer"), "ab");
         let native =
             json!({"message": {"role": "assistant", "content": "whole"}, "done": true, "eval_count": 3});
         let value = read_response(native.to_string().as_bytes()).expect("reads");
-        assert_eq!(value["choices"][0]["message"]["content"], "whole");
-        assert_eq!(value["eval_count"], 3);
+        assert_eq!(value.content().expect("an answer"), "whole");
+        assert_eq!(value.eval_count, Loose::Is(3));
         assert!(read_response(b"{not json").is_err_and(|error| error.contains("not JSON")));
         // A JSON document spread over lines that does not parse is said to be bad JSON.
         assert!(
@@ -631,8 +656,8 @@ mod tests {
         // Any SSE field may come first, and a byte-order mark before it.
         let with_id = format!("\u{feff}id: 1\n{streamed}");
         assert_eq!(
-            read_response(with_id.as_bytes()).expect("reads")["choices"][0]["message"]["content"],
-            "streamed"
+            read_response(with_id.as_bytes()).expect("reads").content(),
+            Some("streamed")
         );
         // vLLM's older error event; a message that is text is no Ollama message.
         assert_eq!(
@@ -642,7 +667,7 @@ mod tests {
         let text_message = json!({"message": "hello"});
         assert_eq!(
             read_response(text_message.to_string().as_bytes()),
-            Ok(text_message)
+            Ok(Completion::from_value(text_message))
         );
         assert!(
             read_response(b"data: [DONE]\n\n").is_err_and(|error| error.contains("before its first chunk"))
@@ -665,7 +690,7 @@ mod tests {
     }
 
     /// Reads `body` pushed in pieces cut at `cuts` (byte positions), and the text handed out.
-    fn read_in_pieces(body: &[u8], cuts: &[usize]) -> (Result<Value, String>, String) {
+    fn read_in_pieces(body: &[u8], cuts: &[usize]) -> (Result<Completion, String>, String) {
         let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut % (body.len() + 1)).collect();
         cuts.sort_unstable();
         let mut reader = ResponseReader::default();
@@ -726,12 +751,7 @@ mod tests {
                 if let Ok(value) = &read
                     && !text.is_empty()
                 {
-                    assert_eq!(
-                        Some(text.as_str()),
-                        value
-                            .pointer("/choices/0/message/content")
-                            .and_then(Value::as_str)
-                    );
+                    assert_eq!(Some(text.as_str()), value.content());
                 }
             }
         }
@@ -788,7 +808,7 @@ mod tests {
                 n += 1;
                 format!("gen_{n}")
             };
-            let expected = read_reply(&whole, &[], &mut new_id).expect("reads");
+            let expected = read_reply(&Completion::from_value(whole), &[], &mut new_id).expect("reads");
             let body = sse(&chunks);
             let streamed = assemble(&body).expect("reads");
             proptest::prop_assert_eq!(&streamed, &expected);

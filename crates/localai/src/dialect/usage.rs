@@ -2,7 +2,7 @@
 //! and the cloud APIs send it too, with cached and reasoning tokens where they count them) or
 //! Ollama's `prompt_eval_count`/`eval_count`. Summed over the POSTs of a turn.
 
-use serde_json::Value;
+use super::wire::{Completion, Loose, TokenDetails};
 
 /// Tokens of one reply, or of a turn's replies added up. A count a server did not give is 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,18 +20,21 @@ pub struct Usage {
 impl Usage {
     /// The usage a response body reports; zeros where it reports none (`usage: {}`, `null`,
     /// missing, negative or not a number).
-    pub(crate) fn of(response: &Value) -> Self {
-        let count = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
-        match response.get("usage").filter(|usage| usage.is_object()) {
+    pub(crate) fn of(response: &Completion) -> Self {
+        let count = |value: &Loose<u64>| value.get().copied().unwrap_or(0);
+        let detail = |details: &Loose<TokenDetails>, pick: fn(&TokenDetails) -> &Loose<u64>| {
+            details.get().map_or(0, |details| count(pick(details)))
+        };
+        match response.usage.get() {
             Some(usage) => Self {
-                prompt_tokens: count(usage.get("prompt_tokens")),
-                completion_tokens: count(usage.get("completion_tokens")),
-                cached_tokens: count(usage.pointer("/prompt_tokens_details/cached_tokens")),
-                reasoning_tokens: count(usage.pointer("/completion_tokens_details/reasoning_tokens")),
+                prompt_tokens: count(&usage.prompt_tokens),
+                completion_tokens: count(&usage.completion_tokens),
+                cached_tokens: detail(&usage.prompt_tokens_details, |d| &d.cached_tokens),
+                reasoning_tokens: detail(&usage.completion_tokens_details, |d| &d.reasoning_tokens),
             },
             None => Self {
-                prompt_tokens: count(response.get("prompt_eval_count")),
-                completion_tokens: count(response.get("eval_count")),
+                prompt_tokens: count(&response.prompt_eval_count),
+                completion_tokens: count(&response.eval_count),
                 ..Self::default()
             },
         }
@@ -55,13 +58,17 @@ impl std::ops::AddAssign for Usage {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    fn of(response: Value) -> Usage {
+        Usage::of(&Completion::from_value(response))
+    }
+
     #[test]
     fn usage_is_read_in_every_dialect_and_added_up() {
-        let openai = Usage::of(&json!({"usage": {"prompt_tokens": 120, "completion_tokens": 30,
+        let openai = of(json!({"usage": {"prompt_tokens": 120, "completion_tokens": 30,
             "prompt_tokens_details": {"cached_tokens": 100}, "completion_tokens_details": {"reasoning_tokens": 12}}}));
         assert_eq!(
             openai,
@@ -72,7 +79,7 @@ mod tests {
                 reasoning_tokens: 12
             }
         );
-        let ollama = Usage::of(&json!({"model": "qwen2.5:7b", "prompt_eval_count": 26, "eval_count": 290}));
+        let ollama = of(json!({"model": "qwen2.5:7b", "prompt_eval_count": 26, "eval_count": 290}));
         assert_eq!((ollama.prompt_tokens, ollama.completion_tokens), (26, 290));
         for nothing in [
             json!({}),
@@ -80,12 +87,12 @@ mod tests {
             json!({"usage": null}),
             json!({"usage": {"prompt_tokens": -1}}),
         ] {
-            assert!(Usage::of(&nothing).is_empty(), "{nothing}");
+            assert!(of(nothing.clone()).is_empty(), "{nothing}");
         }
         let mut turn = openai;
         turn += ollama;
         assert_eq!(turn.prompt_tokens, 146);
-        turn += Usage::of(&json!({"usage": {"prompt_tokens": u64::MAX}}));
+        turn += of(json!({"usage": {"prompt_tokens": u64::MAX}}));
         assert_eq!(turn.prompt_tokens, u64::MAX, "saturates, never wraps");
     }
 }

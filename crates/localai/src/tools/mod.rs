@@ -90,6 +90,12 @@ pub fn success_content(result: Value) -> Value {
     json!({"ok": true, "result": result})
 }
 
+/// [`success_content`] as the JSON text the model reads, written around the result without
+/// moving or copying it into a new value.
+pub fn success_content_text(result: &Value) -> String {
+    format!("{{\"ok\":true,\"result\":{result}}}")
+}
+
 /// One tool.
 #[derive(Clone)]
 pub struct ToolDefinition {
@@ -421,6 +427,12 @@ mod tests {
             assert!(content["error"].get(key).is_some(), "{key} in {content}");
         }
         assert_eq!(success_content(json!(1)), json!({"ok": true, "result": 1}));
+        let result = json!({"tag": "Pump1.Speed", "value": 1.5, "note": "a \"quoted\" word"});
+        assert_eq!(
+            success_content_text(&result),
+            success_content(result).to_string(),
+            "one content, whichever way it is written"
+        );
         let spec: Value = serde_json::from_str(tool.openai_spec()).expect("the spec is JSON");
         assert_eq!(
             spec,

@@ -1,5 +1,11 @@
 //! The `tserver` binary: parses the command line and runs it (see `tserver::cli::main`).
 
+/// mimalloc rather than the system allocator: a chat turn makes some three hundred short-lived
+/// allocations across the runtime's threads, and glibc's malloc spent about a third of the
+/// turn's instructions on them (docs/PERFORMANCE.md, issue 21).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     tserver::cli::main()
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use localai::tools::success_content;
+use localai::tools::success_content_text;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -100,9 +100,7 @@ impl ServerHandler for RuntimeMcp {
         let counted = if outcome.is_ok() { "ok" } else { "error" };
         metrics::counter!(crate::telemetry::MCP_CALLS, "outcome" => counted).increment(1);
         let result = match outcome {
-            Ok(result) => {
-                CallToolResult::success(vec![ContentBlock::text(success_content(result).to_string())])
-            }
+            Ok(result) => CallToolResult::success(vec![ContentBlock::text(success_content_text(&result))]),
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_content().to_string())]),
         };
         Ok(result.into())
