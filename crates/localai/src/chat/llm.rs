@@ -2,7 +2,7 @@
 //! the POST, on its own pool or reqwest. The spec keeps the two paths' execution apart; what
 //! the server answers is read through `crate::dialect`, as the atomic path reads it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -28,6 +28,9 @@ use crate::tools::ToolDefinition;
 pub(crate) struct Transport {
     pooled: ModelConnections,
     reqwest: reqwest::Client,
+    /// The endpoint URL parsed last: a turn's resolved URL nearly always equals the one before,
+    /// and parsing it (with its pooled request line) was a twentieth of a turn's work.
+    last_target: Mutex<Option<Arc<Target>>>,
 }
 
 impl Transport {
@@ -35,8 +38,41 @@ impl Transport {
         Self {
             pooled: ModelConnections::default(),
             reqwest,
+            last_target: Mutex::new(None),
         }
     }
+
+    /// The endpoint at `resolved` (the URL with secrets and tags resolved), parsed once for as
+    /// long as it stays the same. Errors name the configured URL (`shown`), never the resolved.
+    fn target(&self, resolved: &str, shown: &str) -> Result<Arc<Target>, String> {
+        let mut last = self.last_target.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(target) = last.as_ref().filter(|target| target.resolved == resolved) {
+            return Ok(Arc::clone(target));
+        }
+        let url = reqwest::Url::parse(resolved.trim())
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
+            .ok_or_else(|| format!("invalid LLM endpoint URL ({shown}): expected an http(s) URL"))?;
+        let pooled = PooledTarget::of(&url, shown)?;
+        let target = Arc::new(Target {
+            resolved: resolved.to_owned(),
+            url,
+            pooled,
+        });
+        *last = Some(Arc::clone(&target));
+        Ok(target)
+    }
+}
+
+/// An endpoint URL, parsed.
+#[derive(Debug)]
+struct Target {
+    /// The text it was parsed from.
+    resolved: String,
+    url: reqwest::Url,
+    /// Where the pool sends this endpoint's POSTs, when the pool serves it (plain HTTP, no
+    /// proxy, no user info).
+    pooled: Option<PooledTarget>,
 }
 
 /// Whether the environment names a proxy for plain-HTTP requests: reqwest honours it (and
@@ -108,10 +144,7 @@ impl From<String> for PostFailure {
 /// Where and how to POST, after secrets and `{Tag.X}` are resolved.
 #[derive(Debug)]
 pub(crate) struct Endpoint {
-    url: reqwest::Url,
-    /// Where the pool sends this endpoint's POSTs, when the pool serves it (plain HTTP, no
-    /// proxy, no user info).
-    pooled: Option<PooledTarget>,
+    target: Arc<Target>,
     /// The URL as configured (tokens unresolved), the only form warnings show.
     pub(crate) shown_url: String,
     headers: HeaderMap,
@@ -167,6 +200,7 @@ impl Endpoint {
     pub(crate) async fn resolve(
         settings: &ModelSettings,
         solution: &Arc<dyn Solution>,
+        transport: &Transport,
         redactions: &mut Redactions,
     ) -> Result<Self, String> {
         let solution = solution.as_ref();
@@ -177,10 +211,7 @@ impl Endpoint {
             .and_then(|url| {
                 resolve_tag_expressions(&url, solution).map_err(|error| format!("URL: {error}"))
             })?;
-        let url = reqwest::Url::parse(resolved.trim())
-            .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https") && url.host().is_some())
-            .ok_or_else(|| format!("invalid LLM endpoint URL ({shown_url}): expected an http(s) URL"))?;
+        let target = transport.target(&resolved, &shown_url)?;
         let mut headers = resolve_secrets(&settings.headers, solution, redactions)
             .await
             .map_err(|error| format!("Headers: {error}"))
@@ -190,12 +221,10 @@ impl Endpoint {
             .map_err(|error| format!("Authorization: {error}"))?;
         headers.extend(decode_authorization(&authorization).map_err(|error| error.to_string())?);
         redactions.remember_headers(&headers);
-        redactions.remember_url_credentials(&url);
+        redactions.remember_url_credentials(&target.url);
         let headers = header_map(&headers)?;
-        let pooled = PooledTarget::of(&url, &shown_url)?;
         Ok(Self {
-            url,
-            pooled,
+            target,
             shown_url,
             headers,
             redactions: redactions.clone(),
@@ -213,9 +242,9 @@ impl Endpoint {
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Completion, PostFailure> {
         let shown = &self.shown_url;
-        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.pooled.is_some(), streamed, "chat POST");
+        tracing::debug!(url = %shown, bytes = body.len(), pooled = self.target.pooled.is_some(), streamed, "chat POST");
         let sent = std::time::Instant::now();
-        let mut response = match &self.pooled {
+        let mut response = match &self.target.pooled {
             Some(target) => self.send_pooled(&transport.pooled, target, body).await?,
             None => self.send_reqwest(&transport.reqwest, body).await?,
         };
@@ -289,7 +318,7 @@ impl Endpoint {
         http: &reqwest::Client,
         body: Vec<u8>,
     ) -> Result<ModelResponse<'static>, String> {
-        http.post(self.url.clone())
+        http.post(self.target.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .headers(self.headers.clone())
             .body(body)
@@ -366,6 +395,41 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    #[test]
+    fn an_endpoint_url_is_parsed_once_while_it_stays_the_same() {
+        let transport = Transport::new(reqwest::Client::new());
+        let first = transport
+            .target("http://127.0.0.1:8080/v1/chat/completions", "shown")
+            .expect("parses");
+        let again = transport
+            .target("http://127.0.0.1:8080/v1/chat/completions", "shown")
+            .expect("parses");
+        assert!(Arc::ptr_eq(&first, &again), "the same text is not parsed again");
+        assert_eq!(
+            first.pooled.as_ref().map(|target| target.path.to_string()),
+            Some("/v1/chat/completions".to_owned())
+        );
+        let other = transport
+            .target("https://api.example.com/v1?x=1", "shown")
+            .expect("parses");
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(other.pooled.is_none(), "HTTPS goes through reqwest");
+        let refused = transport
+            .target("ftp://secret-host/", "{Tag.Url}")
+            .expect_err("not http");
+        assert_eq!(
+            refused, "invalid LLM endpoint URL ({Tag.Url}): expected an http(s) URL",
+            "the configured URL is named, never the resolved one"
+        );
+        let kept = transport
+            .target("https://api.example.com/v1?x=1", "shown")
+            .expect("parses");
+        assert!(
+            Arc::ptr_eq(&other, &kept),
+            "a refused URL leaves the last good one"
+        );
+    }
 
     #[test]
     fn the_request_body_is_the_json_value_it_stands_for() {

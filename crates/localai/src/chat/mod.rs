@@ -11,7 +11,8 @@ pub(crate) mod llm;
 mod preview;
 pub(crate) mod transcript;
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use ai_envelope::{Envelope, ToolStatus, ToolTraceEntry};
@@ -183,7 +184,7 @@ struct TurnContext<'a> {
     http: &'a Transport,
     settings: &'a ModelSettings,
     /// The system message as JSON text.
-    system: String,
+    system: Cow<'static, str>,
     tools: &'a [ToolDefinition],
     /// When the turn's budget runs out.
     deadline: Instant,
@@ -352,14 +353,6 @@ impl ChatPath {
         let TurnRequest { query, settings, .. } = request;
         let started = request.started;
         let mut redactions = Redactions::default();
-        let endpoint = match Endpoint::resolve(settings, &self.solution, &mut redactions).await {
-            Ok(endpoint) => endpoint,
-            Err(warning) => {
-                return TurnEnd::before_any_post(
-                    Envelope::error(redactions.scrub(&warning), started.elapsed()).with_warnings(warnings),
-                );
-            }
-        };
         let http = match &self.http {
             Ok(http) => http,
             Err(warning) => {
@@ -368,16 +361,15 @@ impl ChatPath {
                 );
             }
         };
-        let tools = self.solution.tools().offered(request.options);
-        let mut system = if tools.is_empty() {
-            SYSTEM_PROMPT_WITHOUT_TOOLS.to_owned()
-        } else {
-            SYSTEM_PROMPT_WITH_TOOLS.to_owned()
+        let endpoint = match Endpoint::resolve(settings, &self.solution, http, &mut redactions).await {
+            Ok(endpoint) => endpoint,
+            Err(warning) => {
+                return TurnEnd::before_any_post(
+                    Envelope::error(redactions.scrub(&warning), started.elapsed()).with_warnings(warnings),
+                );
+            }
         };
-        if let Some(extra) = &query.system {
-            system.push_str("\n\n");
-            system.push_str(extra);
-        }
+        let tools = self.solution.tools().offered(request.options);
         let mut turn = Turn {
             messages: Vec::new(),
             valid: 0,
@@ -398,8 +390,8 @@ impl ChatPath {
             endpoint: &endpoint,
             http,
             settings,
-            // Encoded once: every POST of the turn starts with the same system message.
-            system: json!({"role": "system", "content": system}).to_string(),
+            // Every POST of the turn starts with the same system message.
+            system: system_message(!tools.is_empty(), query.system.as_deref()),
             tools: &tools,
             deadline: started + budget,
             progress: request.progress.as_ref(),
@@ -711,6 +703,27 @@ impl ChatPath {
 
     pub(crate) fn forget(&self, client_guid: Uuid) {
         self.transcripts.remove(client_guid);
+    }
+}
+
+/// The system message's JSON text: the standard prompt (for a turn with tools or without),
+/// then the query's own instructions if it brings some. The standard ones are encoded once
+/// per process: every turn sends one.
+fn system_message(with_tools: bool, extra: Option<&str>) -> Cow<'static, str> {
+    fn encode(content: &str) -> String {
+        json!({"role": "system", "content": content}).to_string()
+    }
+    static WITH_TOOLS: LazyLock<String> = LazyLock::new(|| encode(SYSTEM_PROMPT_WITH_TOOLS));
+    static WITHOUT_TOOLS: LazyLock<String> = LazyLock::new(|| encode(SYSTEM_PROMPT_WITHOUT_TOOLS));
+    let prompt = if with_tools {
+        SYSTEM_PROMPT_WITH_TOOLS
+    } else {
+        SYSTEM_PROMPT_WITHOUT_TOOLS
+    };
+    match extra {
+        Some(extra) => Cow::Owned(encode(&format!("{prompt}\n\n{extra}"))),
+        None if with_tools => Cow::Borrowed(WITH_TOOLS.as_str()),
+        None => Cow::Borrowed(WITHOUT_TOOLS.as_str()),
     }
 }
 

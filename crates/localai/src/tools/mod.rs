@@ -93,7 +93,16 @@ pub fn success_content(result: Value) -> Value {
 /// [`success_content`] as the JSON text the model reads, written around the result without
 /// moving or copying it into a new value.
 pub fn success_content_text(result: &Value) -> String {
-    format!("{{\"ok\":true,\"result\":{result}}}")
+    #[derive(serde::Serialize)]
+    struct Success<'a> {
+        ok: bool,
+        result: &'a Value,
+    }
+    // Written through serde_json rather than `Display`, whose formatter machinery costs several
+    // times as much. Into memory it cannot fail (a `Value`'s keys are strings), so the
+    // fallback is never taken.
+    serde_json::to_string(&Success { ok: true, result })
+        .unwrap_or_else(|_| r#"{"ok":true,"result":null}"#.to_owned())
 }
 
 /// One tool.
