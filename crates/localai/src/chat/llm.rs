@@ -153,6 +153,9 @@ pub(crate) struct Endpoint {
     redactions: Redactions,
 }
 
+/// A request body's bytes besides its parts: keys, brackets, `stream`, the model's escapes.
+const REQUEST_FRAME_BYTES: usize = 128;
+
 /// The chat-completions request body: `model`, the system message (`system`, already JSON
 /// text), the history then this turn's messages, `stream` (with `include_usage`, so a stream
 /// reports its tokens), and `tools` when offered.
@@ -167,7 +170,11 @@ pub(crate) fn request_body(
     stream: bool,
 ) -> Result<Vec<u8>, String> {
     let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
-    let mut body = Vec::with_capacity(1024);
+    // Sized once: growing a 10 KB body by doubling copied it four times over.
+    let messages_len: usize = history.iter().chain(messages).map(|m| m.json().len() + 1).sum();
+    let tools_len: usize = tools.map_or(0, |tools| tools.iter().map(|t| t.openai_spec().len() + 1).sum());
+    let mut body =
+        Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + messages_len + tools_len);
     body.extend_from_slice(b"{\"model\":");
     serde_json::to_writer(&mut body, model).map_err(failed)?;
     body.extend_from_slice(b",\"messages\":[");
