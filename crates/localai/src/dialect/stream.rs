@@ -10,10 +10,10 @@
 //! empty `choices` and only `usage`, unknown fields, and a stream that ends without `[DONE]`
 //! are all accepted; a line that is not JSON, or an error event, is an error.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::not_json;
-use super::wire::{Choice, Completion, Function, Loose, Message, NativeCall};
+use super::wire::{Choice, Chunk, Completion, Delta, Fragment, Function, Loose, Message, NativeCall};
 
 /// A response body as the JSON of a non-streamed response, whether the server streamed it
 /// (server-sent events, or Ollama's NDJSON) or not: a server that ignores `stream: true` is
@@ -166,7 +166,10 @@ fn read_whole(body: &[u8]) -> Result<Completion, String> {
                     && value.get("message").is_some_and(Value::is_object)
                 {
                     let mut assembler = StreamAssembler::default();
-                    assembler.push_chunk(&value, &mut |_| {})?;
+                    let chunk = Loose::<Chunk>::from_value(value)
+                        .into_option()
+                        .unwrap_or_default();
+                    assembler.push_chunk(&chunk, &mut |_| {})?;
                     return Ok(assembler.into_completion());
                 }
                 return Ok(completion);
@@ -213,7 +216,8 @@ struct StreamAssembler {
     finish_reason: Option<String>,
     usage: Option<Value>,
     /// Ollama's native counters, from its `done` line.
-    ollama_counts: Map<String, Value>,
+    prompt_eval_count: Loose<u64>,
+    eval_count: Loose<u64>,
     /// Chunks taken so far.
     chunks: usize,
 }
@@ -245,7 +249,7 @@ impl StreamAssembler {
         if payload == "[DONE]" {
             return Ok(true);
         }
-        let chunk: Value = serde_json::from_str(payload).map_err(|error| {
+        let chunk = Chunk::from_json(payload).map_err(|error| {
             format!(
                 "LLM stream carried a line that is not JSON ({error}) after {} chunks",
                 self.chunks
@@ -256,11 +260,12 @@ impl StreamAssembler {
     }
 
     /// Takes one chunk (an OpenAI `chat.completion.chunk` or an Ollama line).
-    fn push_chunk(&mut self, chunk: &Value, on_text: &mut dyn FnMut(&str)) -> Result<(), String> {
+    fn push_chunk(&mut self, chunk: &Chunk, on_text: &mut dyn FnMut(&str)) -> Result<(), String> {
         // vLLM's older error event: `{"object": "error", "message": ...}`.
-        if chunk.get("object").and_then(Value::as_str) == Some("error") {
+        if chunk.object.get().is_some_and(|object| object == "error") {
             let message: String = chunk
-                .get("message")
+                .message
+                .get()
                 .and_then(Value::as_str)
                 .unwrap_or("(no message)")
                 .chars()
@@ -268,54 +273,52 @@ impl StreamAssembler {
                 .collect();
             return Err(format!("LLM stream error: {message}"));
         }
-        if let Some(error) = chunk.get("error") {
-            let message = match error {
-                Value::String(message) => message.clone(),
-                other => other
+        if chunk.error.is_present() {
+            let message = match chunk.error.get() {
+                Some(Value::String(message)) => message.clone(),
+                Some(other) => other
                     .get("message")
                     .and_then(Value::as_str)
                     .map_or_else(|| other.to_string(), str::to_owned),
+                None => "null".to_owned(),
             };
             let message: String = message.chars().take(300).collect();
             return Err(format!("LLM stream error: {message}"));
         }
         self.chunks += 1;
         if let Some(usage) = chunk
-            .get("usage")
+            .usage
+            .get()
             .filter(|usage| usage.as_object().is_some_and(|u| !u.is_empty()))
         {
             self.usage = Some(usage.clone());
         }
-        for key in ["prompt_eval_count", "eval_count"] {
-            if let Some(count) = chunk.get(key) {
-                self.ollama_counts.insert(key.to_owned(), count.clone());
-            }
+        if chunk.prompt_eval_count.is_present() {
+            self.prompt_eval_count = chunk.prompt_eval_count.clone();
         }
-        if let Some(choice) = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|choices| choices.first())
-        {
-            if let Some(reason) = choice
-                .get("finish_reason")
-                .and_then(Value::as_str)
-                .filter(|r| !r.is_empty())
-            {
-                self.finish_reason = Some(reason.to_owned());
+        if chunk.eval_count.is_present() {
+            self.eval_count = chunk.eval_count.clone();
+        }
+        if let Some(choice) = chunk.choices.get().and_then(|choices| choices.first()) {
+            // A first choice that is not an object carries nothing, but is still the choice.
+            let Some(choice) = choice.get() else {
+                return Ok(());
+            };
+            if let Some(reason) = choice.finish_reason.get().filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason.clone());
             }
-            if let Some(delta) = choice.get("delta") {
+            if let Some(delta) = choice.delta.get() {
                 self.push_delta(delta, false, on_text);
             }
-        } else if let Some(message) = chunk.get("message").filter(|message| message.is_object()) {
+        } else if let Some(message) = chunk.message.get().filter(|message| message.is_object()) {
             // Ollama's native line: a message piece (its tool calls each whole), and
             // `done_reason` on the last line.
-            self.push_delta(message, true, on_text);
-            if let Some(reason) = chunk
-                .get("done_reason")
-                .and_then(Value::as_str)
-                .filter(|r| !r.is_empty())
-            {
-                self.finish_reason = Some(reason.to_owned());
+            let delta = Loose::<Delta>::from_value(message.clone())
+                .into_option()
+                .unwrap_or_default();
+            self.push_delta(&delta, true, on_text);
+            if let Some(reason) = chunk.done_reason.get().filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason.clone());
             }
         }
         Ok(())
@@ -323,30 +326,29 @@ impl StreamAssembler {
 
     /// Takes a delta. With `whole_calls`, every tool call in it is a call of its own (Ollama's
     /// native stream sends each call whole, without id or index).
-    fn push_delta(&mut self, delta: &Value, whole_calls: bool, on_text: &mut dyn FnMut(&str)) {
-        if let Some(piece) = delta.get("content").and_then(Value::as_str) {
+    fn push_delta(&mut self, delta: &Delta, whole_calls: bool, on_text: &mut dyn FnMut(&str)) {
+        if let Some(piece) = delta.content.get() {
             self.content.push_str(piece);
             self.saw_content = true;
             if !piece.is_empty() {
                 on_text(piece);
             }
         }
-        let Some(fragments) = delta.get("tool_calls").and_then(Value::as_array) else {
+        let Some(fragments) = delta.tool_calls.get() else {
             return;
         };
+        let nothing = Fragment::default();
         for fragment in fragments {
-            let id = fragment
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty());
-            let index = fragment.get("index").and_then(Value::as_u64);
+            // A fragment that is not an object still stands for a call (as an empty one).
+            let fragment = fragment.get().unwrap_or(&nothing);
+            let id = fragment.id.get().filter(|id| !id.is_empty());
+            let index = fragment.index.get().copied();
+            let function = fragment.function.get();
             // Arguments sent as an object are a whole call's, never a fragment of one.
             let whole = whole_calls
-                || fragment
-                    .pointer("/function/arguments")
-                    .is_some_and(Value::is_object);
+                || function.is_some_and(|function| function.arguments.get().is_some_and(Value::is_object));
             let slot = match (id, index) {
-                (Some(id), _) => self.calls.iter().position(|call| call.id.as_deref() == Some(id)),
+                (Some(id), _) => self.calls.iter().position(|call| call.id.as_ref() == Some(id)),
                 (None, Some(index)) if !whole => {
                     self.calls.iter().rposition(|call| call.index == Some(index))
                 }
@@ -355,25 +357,22 @@ impl StreamAssembler {
             };
             let slot = slot.unwrap_or_else(|| {
                 self.calls.push(PartialCall {
-                    id: id.map(str::to_owned),
+                    id: id.cloned(),
                     index,
                     ..PartialCall::default()
                 });
                 self.calls.len() - 1
             });
             let call = &mut self.calls[slot];
-            let Some(function) = fragment.get("function") else {
+            let Some(function) = function else {
                 continue;
             };
             if call.name.is_none()
-                && let Some(name) = function
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|name| !name.is_empty())
+                && let Some(name) = function.name.get().filter(|name| !name.is_empty())
             {
-                call.name = Some(name.to_owned());
+                call.name = Some(name.clone());
             }
-            match function.get("arguments") {
+            match function.arguments.get() {
                 Some(Value::String(piece)) => call.arguments.push_str(piece),
                 Some(object @ Value::Object(_)) => call.arguments_object = Some(object.clone()),
                 _ => {}
@@ -424,12 +423,8 @@ impl StreamAssembler {
         match self.usage {
             Some(usage) => completion.usage = Loose::from_value(usage),
             None => {
-                for (key, count) in self.ollama_counts {
-                    match key.as_str() {
-                        "prompt_eval_count" => completion.prompt_eval_count = Loose::from_value(count),
-                        _ => completion.eval_count = Loose::from_value(count),
-                    }
-                }
+                completion.prompt_eval_count = self.prompt_eval_count;
+                completion.eval_count = self.eval_count;
             }
         }
         completion
@@ -623,6 +618,21 @@ mod tests {
             assemble(error).expect_err("an error"),
             "LLM stream error: model overloaded"
         );
+        for (event, said) in [
+            (r#"{"error": "too long"}"#, "too long"),
+            (r#"{"error": null}"#, "null"),
+            (r#"{"error": 7}"#, "7"),
+            (r#"{"object": "error"}"#, "(no message)"),
+        ] {
+            assert_eq!(
+                assemble(&format!("data: {event}\n\n")).expect_err("an error"),
+                format!("LLM stream error: {said}"),
+                "{event}"
+            );
+        }
+        // Chunks of odd shapes carry nothing, and break nothing: a repeated key keeps the last.
+        let odd = "data: [1]\n\ndata: {\"choices\": [7]}\n\ndata: {\"choices\": [{\"delta\": {\"content\": \"a\", \"content\": \"b\"}}]}\n\n";
+        assert_eq!(assemble(odd).expect("reads").content.as_deref(), Some("b"));
     }
 
     #[test]

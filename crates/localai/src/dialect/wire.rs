@@ -62,6 +62,8 @@ pub(crate) enum JsonType {
     Scalar,
     Array,
     Object,
+    /// Any JSON value but `null` (a field kept whole as a `Value`).
+    Any,
 }
 
 /// A type a [`Loose`] field holds: which JSON type it is read from.
@@ -79,6 +81,10 @@ impl Expected for u64 {
 
 impl<T> Expected for Vec<T> {
     const JSON_TYPE: JsonType = JsonType::Array;
+}
+
+impl Expected for Value {
+    const JSON_TYPE: JsonType = JsonType::Any;
 }
 
 impl<T: DeserializeOwned + Expected> Loose<T> {
@@ -150,7 +156,7 @@ impl<'de, T: Deserialize<'de> + Expected> Visitor<'de> for LooseVisitor<T> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        if T::JSON_TYPE == JsonType::Array {
+        if matches!(T::JSON_TYPE, JsonType::Array | JsonType::Any) {
             return T::deserialize(SeqAccessDeserializer::new(seq)).map(Loose::Is);
         }
         while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -158,7 +164,7 @@ impl<'de, T: Deserialize<'de> + Expected> Visitor<'de> for LooseVisitor<T> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        if T::JSON_TYPE == JsonType::Object {
+        if matches!(T::JSON_TYPE, JsonType::Object | JsonType::Any) {
             return T::deserialize(MapAccessDeserializer::new(map)).map(Loose::Is);
         }
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -233,21 +239,82 @@ objects! {
         cached_tokens: Loose<u64>,
         reasoning_tokens: Loose<u64>,
     }
+
+    /// One chunk of a stream: an OpenAI `chat.completion.chunk`, an error event, or a line of
+    /// Ollama's native stream.
+    Chunk {
+        /// `error` on vLLM's older error event.
+        object: Loose<String>,
+        /// The error event's text, or Ollama's message (an object read as a delta).
+        message: Loose<Value>,
+        error: Loose<Value>,
+        /// Kept whole: only a non-empty object counts, and it is read when the stream ends.
+        usage: Loose<Value>,
+        prompt_eval_count: Loose<u64>,
+        eval_count: Loose<u64>,
+        choices: Loose<Vec<Loose<ChunkChoice>>>,
+        /// Why Ollama's native stream stopped, on its last line.
+        done_reason: Loose<String>,
+    }
+
+    /// One of a chunk's `choices`.
+    ChunkChoice {
+        finish_reason: Loose<String>,
+        delta: Loose<Delta>,
+    }
+
+    /// A piece of the message: text and tool-call fragments.
+    Delta {
+        content: Loose<String>,
+        tool_calls: Loose<Vec<Loose<Fragment>>>,
+    }
+
+    /// A piece of a tool call.
+    Fragment {
+        id: Loose<String>,
+        index: Loose<u64>,
+        function: Loose<FragmentFunction>,
+    }
+
+    /// A fragment's `function`.
+    FragmentFunction {
+        name: Loose<String>,
+        /// A piece of the arguments' text, or the arguments whole as an object.
+        arguments: Loose<Value>,
+    }
+}
+
+/// A JSON document read as `T` (an object type): a body that is JSON but not an object reads as
+/// `T`'s default. `Err` carries the JSON error when it is not one JSON document.
+fn read_object<T>(text: &str) -> Result<T, serde_json::Error>
+where
+    T: DeserializeOwned + Expected + Default,
+{
+    match serde_json::from_str::<Loose<T>>(text) {
+        Ok(read) => Ok(read.into_option().unwrap_or_default()),
+        // A repeated key (the struct reader refuses one) or not JSON at all: a `Value` keeps
+        // the last of repeated keys and says what is wrong with bad JSON.
+        Err(_) => Ok(Loose::<T>::from_value(serde_json::from_str(text)?)
+            .into_option()
+            .unwrap_or_default()),
+    }
+}
+
+impl Chunk {
+    /// A stream's line (its `data:` payload) read as a chunk.
+    pub(crate) fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        read_object(text)
+    }
 }
 
 impl Completion {
     /// A body read as a completion. `Err` carries the JSON error when the body is not one JSON
     /// document.
     pub(crate) fn from_json(body: &[u8]) -> Result<Self, serde_json::Error> {
-        // Checked as UTF-8 once, the strings need no check each (a fifth of the parse).
-        let read = match std::str::from_utf8(body) {
-            Ok(text) => serde_json::from_str::<Loose<Self>>(text),
-            Err(_) => serde_json::from_slice::<Loose<Self>>(body),
-        };
-        match read {
-            Ok(completion) => Ok(completion.into_option().unwrap_or_default()),
-            // A repeated key (the struct reader refuses one) or not JSON at all: a `Value`
-            // keeps the last of repeated keys and says what is wrong with bad JSON.
+        // Checked as UTF-8 once, the strings need no check each (a fifth of the parse); a body
+        // that is not UTF-8 is not JSON, as the `Value` parser says.
+        match std::str::from_utf8(body) {
+            Ok(text) => read_object(text),
             Err(_) => Ok(Self::from_value(serde_json::from_slice(body)?)),
         }
     }
