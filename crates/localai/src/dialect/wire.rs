@@ -1,13 +1,13 @@
-//! A chat completion as the reader reads it: the few fields it uses, typed, each taken only when
-//! it has the JSON type the reader expects and skipped otherwise (as `Value::as_str` and
-//! friends read a value), every other field skipped unread. Read straight from the body, this
+//! A chat completion (and each chunk of a streamed one) as the reader reads it: the few fields
+//! it uses, typed, each taken only when it has the JSON type the reader expects and skipped
+//! otherwise (as `Value::as_str` and friends read a value), every other field skipped unread. Read straight from the body, this
 //! spends a fraction of what building a `serde_json::Value` tree costs (a map, a hash and an
 //! allocation per key), which was a fifth of the server's work in a tool-calling turn.
 //!
 //! Reading is as tolerant as it was over a `Value`: a field of another type is [`Loose::Other`],
 //! never an error. The one input a struct reader refuses that a `Value` accepts is a repeated
-//! key; [`Completion::from_json`] reads such a body through a `Value` (the last one wins, as
-//! before) with the same types, so every body reads one way.
+//! key; `from_json` reads such a body through a `Value` (the last one wins, as before) with
+//! the same types, so every body reads one way.
 
 use std::fmt;
 use std::marker::PhantomData;
