@@ -26,7 +26,7 @@ use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
-use crate::tools::{TOOL_TIMEOUT, ToolDefinition, ToolError, success_content_text, unknown_tool};
+use crate::tools::{SuccessContent, TOOL_TIMEOUT, ToolDefinition, ToolError, unknown_tool};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
 use preview::AnswerPreview;
@@ -639,18 +639,18 @@ impl ChatPath {
             known,
         ));
         let mut over_cap = false;
-        for call in &reply.calls {
-            let content = if turn.dispatches >= settings.max_tool_dispatches {
+        for call in reply.calls {
+            let message = if turn.dispatches >= settings.max_tool_dispatches {
                 over_cap = true;
-                ToolError::new(
+                let content = ToolError::new(
                     "cap_reached",
                     format!(
                         "not run: this turn already used its {} tool calls; answer with what you have",
                         settings.max_tool_dispatches
                     ),
                 )
-                .to_content()
-                .to_string()
+                .to_content();
+                HistoryMessage::tool_result(&call.id, &content)
             } else {
                 turn.dispatches += 1;
                 if let Some(feed) = progress {
@@ -659,7 +659,7 @@ impl ChatPath {
                         arguments: redactions.scrub(&call.arguments.as_json()),
                     });
                 }
-                let (entry, content) = dispatch(call, tools, *deadline).await;
+                let (entry, message) = dispatch(call, tools, *deadline).await;
                 if let Some(feed) = progress {
                     feed.event(ChatProgress::ToolFinished {
                         name: redactions.scrub(&entry.name),
@@ -668,10 +668,9 @@ impl ChatPath {
                     });
                 }
                 turn.trace.push(entry);
-                content
+                message
             };
-            turn.messages
-                .push(HistoryMessage::tool_result(&call.id, &content));
+            turn.messages.push(message);
         }
         turn.valid = turn.messages.len();
         over_cap
@@ -728,20 +727,18 @@ fn system_message(with_tools: bool, extra: Option<&str>) -> Cow<'static, str> {
 }
 
 /// Runs one tool call with its own timeout and panic isolation. Returns the trace entry and
-/// the canonical content for the model.
-async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) -> (ToolTraceEntry, String) {
+/// the tool message for the model (the canonical content under the call's id).
+async fn dispatch(
+    call: ToolCall,
+    tools: &[ToolDefinition],
+    deadline: Instant,
+) -> (ToolTraceEntry, HistoryMessage) {
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let traced_args = match &call.arguments {
-        Arguments::Object(object) => object.clone(),
-        Arguments::Unparsable(raw) => Value::String(raw.chars().take(1000).collect()),
-    };
-    let tool = tools.iter().find(|tool| tool.name() == call.name);
-    let outcome = match (tool, &call.arguments) {
-        (None, _) => Err(unknown_tool(tools)),
-        (Some(_), Arguments::Unparsable(_)) => Err(ToolError::invalid_arguments(
-            "the arguments are not a JSON object; call the tool again with a JSON object that follows its schema",
-        )),
+    let ToolCall { id, name, arguments } = call;
+    let tool = tools.iter().find(|tool| tool.name() == name);
+    // The trace keeps the arguments as the model sent them; the tool gets a copy.
+    let (traced_args, outcome) = match (tool, arguments) {
         (Some(tool), Arguments::Object(arguments)) => {
             // The tool's own timeout fires just before the turn's, so a tool that runs the
             // budget out is in the trace as timed out rather than lost with the turn: with the
@@ -751,29 +748,56 @@ async fn dispatch(call: &ToolCall, tools: &[ToolDefinition], deadline: Instant) 
                 .saturating_sub(TOOL_DEADLINE_MARGIN);
             let outcome = tool.call(arguments.clone(), TOOL_TIMEOUT.min(left)).await;
             crate::telemetry::tool_ran(tool.name(), "chat", outcome.is_ok(), started.elapsed());
-            outcome
+            (arguments, outcome)
         }
+        (None, arguments) => (traced(arguments), Err(unknown_tool(tools))),
+        (Some(_), unparsable @ Arguments::Unparsable(_)) => (
+            traced(unparsable),
+            Err(ToolError::invalid_arguments(
+                "the arguments are not a JSON object; call the tool again with a JSON object that follows its schema",
+            )),
+        ),
     };
-    let name = trace_name(&call.name);
-    let (result, status, content) = match outcome {
+    let (result, status, message) = match outcome {
         Ok(result) => {
-            let content = success_content_text(&result);
-            (result, ToolStatus::Ok, content)
+            let message = HistoryMessage::tool_result(&id, &SuccessContent(&result));
+            (result, ToolStatus::Ok, message)
         }
         Err(error) => {
             let mut content = error.to_content();
-            let text = content.to_string();
-            (content["error"].take(), ToolStatus::Error, text)
+            let message = HistoryMessage::tool_result(&id, &content);
+            (content["error"].take(), ToolStatus::Error, message)
         }
     };
-    let entry = ToolTraceEntry::new(name, traced_args, result, status, started_at, started.elapsed());
-    (entry, content)
+    let entry = ToolTraceEntry::new(
+        trace_name(&name),
+        traced_args,
+        result,
+        status,
+        started_at,
+        started.elapsed(),
+    );
+    (entry, message)
+}
+
+/// Arguments as the trace shows them: the object, or the unparsable text cut to 1000
+/// characters (it is model output).
+fn traced(arguments: Arguments) -> Value {
+    match arguments {
+        Arguments::Object(object) => object,
+        Arguments::Unparsable(raw) => Value::String(raw.chars().take(1000).collect()),
+    }
 }
 
 /// A tool's name as the trace and the progress show it: what the model asked for, cut to a sane
 /// length (it is model output).
 fn trace_name(name: &str) -> String {
-    name.chars().take(64).collect()
+    const MAX_CHARS: usize = 64;
+    // A name of at most 64 bytes has at most 64 characters: nearly every name, kept as it is.
+    if name.len() <= MAX_CHARS {
+        return name.to_owned();
+    }
+    name.chars().take(MAX_CHARS).collect()
 }
 
 /// A history keeps only complete tool exchanges. A truncated turn keeps the question, the

@@ -100,6 +100,46 @@ fn encode(message: &impl serde::Serialize) -> Box<str> {
     serde_json::to_string(message).map_or_else(|_| Box::from("{}"), String::into_boxed_str)
 }
 
+/// A `serde_json` formatter that writes JSON as the contents of a JSON string, already
+/// escaped (`{"a":"b"}` as `{\"a\":\"b\"}`): the API carries a tool's result as text in a
+/// string, and this writes it in one pass. Only strings change: their quotes and the escapes
+/// inside them get one more backslash; the text between escapes holds no quote or backslash.
+struct EscapedJson;
+
+impl serde_json::ser::Formatter for EscapedJson {
+    fn begin_string<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        writer.write_all(br#"\""#)
+    }
+
+    fn end_string<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        writer.write_all(br#"\""#)
+    }
+
+    fn write_char_escape<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        escape: serde_json::ser::CharEscape,
+    ) -> std::io::Result<()> {
+        use serde_json::ser::CharEscape;
+        let escaped: &[u8] = match escape {
+            CharEscape::Quote => br#"\\\""#,
+            CharEscape::ReverseSolidus => br"\\\\",
+            CharEscape::Solidus => br"\\/",
+            CharEscape::Backspace => br"\\b",
+            CharEscape::FormFeed => br"\\f",
+            CharEscape::LineFeed => br"\\n",
+            CharEscape::CarriageReturn => br"\\r",
+            CharEscape::Tab => br"\\t",
+            CharEscape::AsciiControl(byte) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let (high, low) = (HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xF)]);
+                return writer.write_all(&[b'\\', b'\\', b'u', b'0', b'0', high, low]);
+            }
+        };
+        writer.write_all(escaped)
+    }
+}
+
 impl HistoryMessage {
     /// The operator's question: where a turn starts.
     pub(crate) fn user(content: &str) -> Self {
@@ -158,14 +198,32 @@ impl HistoryMessage {
         }
     }
 
-    /// What a tool call gave, as the model reads it (`content` is the result's JSON text).
-    pub(crate) fn tool_result(tool_call_id: &str, content: &str) -> Self {
-        Self {
-            json: encode(&wire::ToolResult {
+    /// What a tool call gave, as the model reads it: `content` (the canonical success or
+    /// failure object) as JSON text in the message's `content` string. Written escaped as it is
+    /// serialized ([`EscapedJson`]), not written as text and then escaped again as a string.
+    pub(crate) fn tool_result(tool_call_id: &str, content: &impl serde::Serialize) -> Self {
+        let mut json = Vec::with_capacity(256);
+        json.extend_from_slice(br#"{"role":"tool","tool_call_id":"#);
+        let written = serde_json::to_writer(&mut json, tool_call_id).and_then(|()| {
+            json.extend_from_slice(br#","content":""#);
+            content.serialize(&mut serde_json::Serializer::with_formatter(
+                &mut json,
+                EscapedJson,
+            ))
+        });
+        json.extend_from_slice(br#""}"#);
+        // Writing into memory fails only for a map whose keys are not strings, which no
+        // content has; were it to, the message says the result could not be written.
+        let json = match (written, String::from_utf8(json)) {
+            (Ok(()), Ok(json)) => json.into_boxed_str(),
+            _ => encode(&wire::ToolResult {
                 role: "tool",
                 tool_call_id,
-                content,
+                content: r#"{"ok":false,"error":{"type":"internal","message":"the result could not be written"}}"#,
             }),
+        };
+        Self {
+            json,
             starts_turn: false,
         }
     }
@@ -497,7 +555,7 @@ mod tests {
             }))["content"],
             "checking"
         );
-        let result = HistoryMessage::tool_result("call_1", r#"{"ok":true,"result":1}"#);
+        let result = HistoryMessage::tool_result("call_1", &json!({"ok": true, "result": 1}));
         assert_eq!(
             parse(&result),
             json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"ok\":true,\"result\":1}"})
@@ -568,6 +626,41 @@ mod tests {
         }
         prop_assert!(pending.is_empty());
         Ok(())
+    }
+
+    /// The tool message as the API spells it: the content's JSON text, escaped as a string.
+    fn tool_message_written_twice(id: &str, content: &Value) -> String {
+        json!({"role": "tool", "tool_call_id": id, "content": content.to_string()}).to_string()
+    }
+
+    #[test]
+    fn a_tool_result_is_its_json_text_in_a_string_whatever_its_strings_hold() {
+        let every_escape: String = (0_u8..0x20)
+            .map(char::from)
+            .chain("\"\\/\u{7f}é😀".chars())
+            .collect();
+        for content in [
+            json!({"ok": true, "result": {"value": 42.5, "unit": "A", "quality": "Good"}}),
+            json!({"ok": true, "result": every_escape}),
+            json!({"ok": false, "error": {"type": "x\"y", "message": "a\\b\nc", "details": null, "retryable": false}}),
+            json!({"ok": true, "result": [1, -2, 3.5e300, true, null, {"k\"ey": ["\t"]}]}),
+        ] {
+            let message = HistoryMessage::tool_result("call_\"1", &content);
+            assert_eq!(&*message.json, tool_message_written_twice("call_\"1", &content));
+            let parsed: Value = serde_json::from_str(message.json()).expect("JSON");
+            let inner: Value =
+                serde_json::from_str(parsed["content"].as_str().expect("a string")).expect("JSON text");
+            assert_eq!(inner, content);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_tool_result_of_any_text_reads_back_as_it_was(key in "\\PC*", text in any::<String>()) {
+            let content = json!({"ok": true, "result": {key: text}});
+            let message = HistoryMessage::tool_result("call_1", &content);
+            prop_assert_eq!(&*message.json, tool_message_written_twice("call_1", &content));
+        }
     }
 
     proptest! {

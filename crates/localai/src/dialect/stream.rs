@@ -77,7 +77,7 @@ impl ResponseReader {
             return Ok(());
         }
         let mut taken = 0;
-        while let Some(end) = self.buffer[taken..].iter().position(|byte| *byte == b'\n') {
+        while let Some(end) = memchr::memchr(b'\n', &self.buffer[taken..]) {
             let line = &self.buffer[taken..taken + end];
             taken += end + 1;
             if self.assembler.push_line(line, on_text)? {
@@ -131,23 +131,28 @@ fn decide(body: &[u8]) -> BodyKind {
     if !start.starts_with(b"{") {
         return BodyKind::Document;
     }
-    let Some(end) = start.iter().position(|byte| *byte == b'\n') else {
+    let Some(end) = memchr::memchr(b'\n', start) else {
         return BodyKind::Undecided;
     };
     // A first line that is a stream chunk by itself makes a stream of lines; a pretty-printed
-    // document's first line is not JSON, and a compact document's has no `delta`.
-    match serde_json::from_slice::<Value>(&start[..end]) {
-        Ok(chunk) if is_stream_chunk(&chunk) => BodyKind::Lines,
+    // document's first line is not JSON, and a compact document's has no `delta`. Read as a
+    // chunk's typed fields: a compact document is one line, read again whole when it ends.
+    match std::str::from_utf8(&start[..end]).map(Chunk::from_json) {
+        Ok(Ok(chunk)) if is_stream_chunk(&chunk) => BodyKind::Lines,
         _ => BodyKind::Document,
     }
 }
 
-/// Whether a JSON value is one chunk of a stream: an OpenAI chunk (its choice has a `delta`) or
-/// an Ollama native line (a `message`, no `choices`).
-fn is_stream_chunk(chunk: &Value) -> bool {
-    match chunk.get("choices") {
-        Some(choices) => choices.pointer("/0/delta").is_some(),
-        None => chunk.get("message").is_some_and(Value::is_object),
+/// Whether a line is one chunk of a stream: an OpenAI chunk (its first choice has a `delta`,
+/// of any type) or an Ollama native line (a `message` object, no `choices`).
+fn is_stream_chunk(chunk: &Chunk) -> bool {
+    match &chunk.choices {
+        Loose::Absent => chunk.message.get().is_some_and(Value::is_object),
+        Loose::Other => false,
+        Loose::Is(choices) => choices
+            .first()
+            .and_then(Loose::get)
+            .is_some_and(|choice| choice.delta.is_present()),
     }
 }
 

@@ -90,18 +90,27 @@ pub fn success_content(result: Value) -> Value {
     json!({"ok": true, "result": result})
 }
 
-/// [`success_content`] as the JSON text the model reads, written around the result without
-/// moving or copying it into a new value.
-pub fn success_content_text(result: &Value) -> String {
-    #[derive(serde::Serialize)]
-    struct Success<'a> {
-        ok: bool,
-        result: &'a Value,
+/// [`success_content`] around a borrowed result, to be serialized where it goes without moving
+/// or copying the result into a new value.
+#[derive(Debug, Clone, Copy)]
+pub struct SuccessContent<'a>(pub &'a Value);
+
+impl serde::Serialize for SuccessContent<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut content = serializer.serialize_struct("SuccessContent", 2)?;
+        content.serialize_field("ok", &true)?;
+        content.serialize_field("result", self.0)?;
+        content.end()
     }
+}
+
+/// [`success_content`] as the JSON text the model reads.
+pub fn success_content_text(result: &Value) -> String {
     // Written through serde_json rather than `Display`, whose formatter machinery costs several
     // times as much. Into memory it cannot fail (a `Value`'s keys are strings), so the
     // fallback is never taken.
-    serde_json::to_string(&Success { ok: true, result })
+    serde_json::to_string(&SuccessContent(result))
         .unwrap_or_else(|_| r#"{"ok":true,"result":null}"#.to_owned())
 }
 
