@@ -20,7 +20,7 @@ use crate::dialect::{
 };
 use crate::expressions::resolve_tag_expressions;
 use crate::secrets::{Redactions, resolve_secrets};
-use crate::settings::ModelSettings;
+use crate::settings::{ModelSettings, SettingsParser};
 use crate::{Solution, gates};
 
 /// A script's query: plain text, or `{"system", "user", "context", "metadata"}`.
@@ -103,6 +103,7 @@ struct Endpoint {
 pub(crate) struct AtomicPath {
     solution: Arc<dyn Solution>,
     http: Result<reqwest::Client, String>,
+    settings: SettingsParser,
 }
 
 impl AtomicPath {
@@ -113,7 +114,11 @@ impl AtomicPath {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|error| format!("the HTTP client could not be built: {error}"));
-        Self { solution, http }
+        Self {
+            solution,
+            http,
+            settings: SettingsParser::default(),
+        }
     }
 
     pub(crate) async fn execute(&self, query: &str) -> Envelope {
@@ -136,7 +141,7 @@ impl AtomicPath {
             tracing::debug!(%metadata, "atomic call");
         }
         let started = Instant::now();
-        let settings = row.model_settings();
+        let settings = self.settings.settings(&row);
         let mut redactions = Redactions::default();
         let endpoint = match self.endpoint(&settings, &mut redactions).await {
             Ok(endpoint) => endpoint,

@@ -48,7 +48,7 @@ static FIRST_CHUNK: OnceLock<Histogram> = OnceLock::new();
 /// recorded through the macro, correct, only dearer).
 #[derive(Debug)]
 struct Registered<const N: usize> {
-    by_name: LazyLock<DashMap<Box<str>, [OnceLock<Histogram>; N]>>,
+    by_name: LazyLock<DashMap<Box<str>, [OnceLock<Histogram>; N], foldhash::fast::RandomState>>,
 }
 
 /// Names [`Registered`] keeps handles for: models and tools are configured, not made up, so
@@ -58,7 +58,7 @@ const MAX_CACHED_NAMES: usize = 256;
 impl<const N: usize> Registered<N> {
     const fn new() -> Self {
         Self {
-            by_name: LazyLock::new(DashMap::new),
+            by_name: LazyLock::new(DashMap::default),
         }
     }
 

@@ -369,7 +369,7 @@ impl Runtime {
 
     /// The runtime tools clients may use now (MCP, the framed ListTools/CallTool): the gates
     /// are read afresh at every call, as a chat turn reads them.
-    pub async fn offered_tools(&self) -> Result<Vec<ToolDefinition>, ToolsClosed> {
+    pub async fn offered_tools(&self) -> Result<Arc<[ToolDefinition]>, ToolsClosed> {
         let options = self.store.settings_row().await?.options();
         if !options.contains(ModelOptions::ENABLE_RUNTIME_MCP) {
             return Err(ToolsClosed::Disabled);

@@ -10,7 +10,6 @@
 //! needs to be ready again: the connections open to a server never outnumber the POSTs that
 //! were in flight at once.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -133,7 +132,7 @@ struct Idle {
 /// The pool: idle connections per origin, most recently used last.
 #[derive(Debug, Default)]
 pub(crate) struct ModelConnections {
-    idle: Mutex<HashMap<Origin, Vec<Idle>>>,
+    idle: Mutex<foldhash::HashMap<Origin, Vec<Idle>>>,
 }
 
 impl ModelConnections {

@@ -25,7 +25,7 @@ use crate::dialect::{Arguments, AssistantReply, Channel, ToolCall, Usage, read_r
 use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
-use crate::settings::{ModelOptions, ModelSettings, SettingsRow};
+use crate::settings::{ModelOptions, ModelSettings, SettingsParser, SettingsRow};
 use crate::tools::{SuccessContent, TOOL_TIMEOUT, ToolDefinition, ToolError, unknown_tool};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
@@ -95,10 +95,11 @@ pub(crate) struct ChatPath {
     /// `OnAfterChatReply` handlers.
     pub(crate) after_reply: HookChain,
     transcripts: TranscriptCache,
+    settings: SettingsParser,
     http: Result<Transport, String>,
     /// Endpoints (as configured) that refused a streamed request, and when: asked without
     /// streaming until `NO_STREAMING_FOR` has passed (the server may be upgraded meanwhile).
-    no_streaming: DashMap<String, Instant>,
+    no_streaming: DashMap<String, Instant, foldhash::fast::RandomState>,
 }
 
 /// How the tool loop ended, when it did not fail.
@@ -171,7 +172,7 @@ impl TurnEnd {
 /// it arrived, and when it started (its budget counts from there).
 struct TurnRequest {
     query: ChatQuery,
-    settings: ModelSettings,
+    settings: Arc<ModelSettings>,
     options: ModelOptions,
     started: Instant,
     /// Where the turn reports its progress, when the client watches it.
@@ -234,8 +235,9 @@ impl ChatPath {
             before_chat: HookChain::default(),
             after_reply: HookChain::default(),
             transcripts: TranscriptCache::default(),
+            settings: SettingsParser::default(),
             http,
-            no_streaming: DashMap::new(),
+            no_streaming: DashMap::default(),
         }
     }
 
@@ -294,7 +296,7 @@ impl ChatPath {
         } = admitted;
         let started = Instant::now();
         let options = row.options();
-        let settings = row.model_settings();
+        let settings = self.settings.settings(&row);
         let mut warnings = Vec::new();
         let user_text = self
             .before_chat

@@ -345,7 +345,7 @@ impl Default for TranscriptBudget {
 /// Every live session of a solution.
 #[derive(Debug)]
 pub(crate) struct TranscriptCache {
-    sessions: DashMap<Uuid, Arc<Session>>,
+    sessions: DashMap<Uuid, Arc<Session>, foldhash::fast::RandomState>,
     /// History bytes held by every session together, as each last settled them.
     total_bytes: AtomicUsize,
     session_budget: AtomicUsize,
@@ -357,7 +357,7 @@ impl Default for TranscriptCache {
     fn default() -> Self {
         let budget = TranscriptBudget::default();
         Self {
-            sessions: DashMap::new(),
+            sessions: DashMap::default(),
             total_bytes: AtomicUsize::new(0),
             session_budget: AtomicUsize::new(budget.session_bytes),
             cache_budget: AtomicUsize::new(budget.cache_bytes),

@@ -271,6 +271,11 @@ pub const CATEGORIES: [u32; 4] = [
 #[derive(Debug, Default)]
 pub struct ToolCatalog {
     tools: RwLock<Arc<Vec<ToolDefinition>>>,
+    /// The tools offered under each set of open categories asked for so far, kept until the
+    /// next registration: a turn takes its catalog as one shared slice instead of copying
+    /// every tool (five reference counts each) out of the list. At most one entry per set of
+    /// the four category bits.
+    offered: RwLock<Vec<(u32, Arc<[ToolDefinition]>)>>,
 }
 
 impl ToolCatalog {
@@ -300,23 +305,50 @@ impl ToolCatalog {
         let mut next = Vec::clone(&tools);
         next.push(tool);
         *tools = Arc::new(next);
+        // Still under the list's lock, so no catalog made from the old list is kept after it.
+        self.offered
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
         Ok(())
     }
 
     /// The tools offered under `options`: master bit 0x02 AND each tool's category bit, in
     /// registration order. Empty when the master bit is off.
-    pub fn offered(&self, options: ModelOptions) -> Vec<ToolDefinition> {
-        let tools = Arc::clone(
-            &self
-                .tools
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        tools
+    pub fn offered(&self, options: ModelOptions) -> Arc<[ToolDefinition]> {
+        let open = CATEGORIES
             .iter()
-            .filter(|tool| options.offers(tool.category))
+            .filter(|&&category| options.offers(category))
+            .fold(0, |open, category| open | category);
+        let cached = self
+            .offered
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|(categories, _)| *categories == open)
+            .map(|(_, tools)| Arc::clone(tools));
+        if let Some(tools) = cached {
+            return tools;
+        }
+        let tools = self
+            .tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let offered: Arc<[ToolDefinition]> = tools
+            .iter()
+            .filter(|tool| open & tool.category != 0)
             .cloned()
-            .collect()
+            .collect();
+        // Kept under the list's read lock: a registration (which takes its write lock) clears
+        // the cache after this, never before.
+        let mut cache = self
+            .offered
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !cache.iter().any(|(categories, _)| *categories == open) {
+            cache.push((open, Arc::clone(&offered)));
+        }
+        offered
     }
 
     /// The tool named `name`, whatever the gates: for in-process callers the category bits do
@@ -458,6 +490,25 @@ mod tests {
                 "name": "echo", "description": "Echoes its arguments.", "parameters": tool.parameters()
             }})
         );
+    }
+
+    #[test]
+    fn a_catalog_offered_before_a_registration_is_not_offered_after_it() {
+        let catalog = catalog();
+        let options = ModelOptions::new(ModelOptions::ENABLE_RUNTIME_MCP | 0x20);
+        let before = catalog.offered(options);
+        assert!(
+            Arc::ptr_eq(&before, &catalog.offered(options)),
+            "made once, then shared"
+        );
+        catalog.register(echo("custom_two", 0x20)).expect("registers");
+        let names: Vec<String> = catalog
+            .offered(options)
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        assert_eq!(names, ["custom", "custom_two"]);
+        assert_eq!(before.len(), 1, "the catalog a turn holds stays as it was");
     }
 
     proptest! {
