@@ -2,6 +2,8 @@
 //! the tag's current value as text, inserted as is (so a tag may hold a host, a port or a
 //! path segment).
 
+use std::sync::LazyLock;
+
 use crate::Solution;
 
 /// Why an expression could not be resolved.
@@ -17,11 +19,15 @@ pub enum ExpressionError {
 
 const OPEN: &str = "{Tag.";
 
+/// Finds [`OPEN`]: built once, as every POST's URL is searched for it.
+static OPEN_FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(OPEN));
+
 /// Replaces every `{Tag.Name}` in `text` with the tag's value.
 pub fn resolve_tag_expressions(text: &str, solution: &dyn Solution) -> Result<String, ExpressionError> {
     let mut resolved = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(start) = rest.find(OPEN) {
+    while let Some(start) = OPEN_FINDER.find(rest.as_bytes()) {
         resolved.push_str(&rest[..start]);
         let after = &rest[start + OPEN.len()..];
         let Some(end) = after.find('}') else {

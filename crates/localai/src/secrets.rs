@@ -6,6 +6,7 @@
 //! in any form it was sent in, out of every envelope field before it reaches a caller or a log.
 
 use std::fmt;
+use std::sync::LazyLock;
 
 use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
@@ -13,6 +14,11 @@ use crate::{Solution, SolutionError};
 
 /// The token that introduces a secret reference.
 pub const TOKEN_PREFIX: &str = "/secret:";
+
+/// Finds [`TOKEN_PREFIX`]: built once, as every POST's URL and headers are searched for it
+/// (`str::find` sets up a new searcher for each search).
+static TOKEN_FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(TOKEN_PREFIX));
 
 /// A secret value. Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -318,7 +324,7 @@ pub async fn resolve_secrets(
 ) -> Result<String, SecretError> {
     let mut resolved = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(start) = rest.find(TOKEN_PREFIX) {
+    while let Some(start) = TOKEN_FINDER.find(rest.as_bytes()) {
         resolved.push_str(&rest[..start]);
         let after = &rest[start + TOKEN_PREFIX.len()..];
         let name_len = after.find(|c: char| !is_name_char(c)).unwrap_or(after.len());

@@ -120,6 +120,8 @@ pub struct ToolDefinition {
     name: Arc<str>,
     description: Arc<str>,
     parameters: Arc<Value>,
+    /// `parameters` read for checking calls.
+    schema: Arc<schema::ArgumentSchema>,
     /// The OpenAI `tools[]` entry as JSON text, encoded once here because every POST of a turn
     /// carries it.
     spec: Arc<str>,
@@ -152,6 +154,7 @@ impl ToolDefinition {
         Self {
             name: Arc::from(name),
             description: Arc::from(description),
+            schema: Arc::new(schema::ArgumentSchema::new(&parameters)),
             parameters: Arc::new(parameters),
             spec: Arc::from(spec.to_string()),
             category,
@@ -198,7 +201,7 @@ impl ToolDefinition {
 
     /// Validates `arguments` against the schema, then runs the handler.
     pub async fn invoke(&self, arguments: Value) -> Result<Value, ToolError> {
-        validate_arguments(&self.parameters, &arguments)?;
+        self.schema.check(&arguments)?;
         (self.handler)(arguments).await
     }
 

@@ -3,87 +3,171 @@
 //! `minLength`, `maxLength` and `items`. Errors name the argument path, so a model can fix
 //! its call.
 
+use std::fmt;
+
 use serde_json::Value;
 
 use super::ToolError;
 
 /// Checks `arguments` against `schema`.
 pub fn validate_arguments(schema: &Value, arguments: &Value) -> Result<(), ToolError> {
-    check(schema, arguments, "arguments")
+    ArgumentSchema::new(schema).check(arguments)
 }
 
-fn check(schema: &Value, value: &Value, path: &str) -> Result<(), ToolError> {
-    let fail = |message: String| Err(ToolError::invalid_arguments(message));
-    if let Some(expected) = schema.get("type").and_then(Value::as_str) {
-        let matches = match expected {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            "null" => value.is_null(),
-            _ => true,
-        };
-        if !matches {
-            return fail(format!("{path} must be of type {expected}"));
+/// A tool's parameter schema, read once when the tool is defined: a call's check walks these
+/// fields rather than looking every keyword up in the schema's JSON at every level (a hash of
+/// the keyword each time). A keyword of the wrong JSON type is ignored, as it was when read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ArgumentSchema {
+    /// `type`: a type name (an unknown one accepts every value).
+    kind: Option<Box<str>>,
+    /// `enum`.
+    allowed: Option<Vec<Value>>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    /// `items`: the schema of an array's elements.
+    items: Option<Box<ArgumentSchema>>,
+    /// `properties`, in the schema's order.
+    properties: Option<Vec<(Box<str>, ArgumentSchema)>>,
+    /// `required`: the names that must be present.
+    required: Vec<Box<str>>,
+    /// `additionalProperties: false`.
+    closed: bool,
+}
+
+impl ArgumentSchema {
+    /// Reads `schema` (a value that is not an object accepts everything).
+    pub(crate) fn new(schema: &Value) -> Self {
+        let number = |key: &str| schema.get(key).and_then(Value::as_f64);
+        let count = |key: &str| schema.get(key).and_then(Value::as_u64);
+        Self {
+            kind: schema.get("type").and_then(Value::as_str).map(Box::from),
+            allowed: schema.get("enum").and_then(Value::as_array).cloned(),
+            minimum: number("minimum"),
+            maximum: number("maximum"),
+            min_length: count("minLength"),
+            max_length: count("maxLength"),
+            items: schema.get("items").map(|items| Box::new(Self::new(items))),
+            properties: schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| {
+                    properties
+                        .iter()
+                        .map(|(name, property)| (Box::from(name.as_str()), Self::new(property)))
+                        .collect()
+                }),
+            required: schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| names.iter().filter_map(Value::as_str).map(Box::from).collect())
+                .unwrap_or_default(),
+            closed: schema.get("additionalProperties") == Some(&Value::Bool(false)),
         }
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
-        && !allowed.contains(value)
-    {
-        return fail(format!("{path} must be one of {}", Value::Array(allowed.clone())));
+
+    /// Checks a call's `arguments`.
+    pub(crate) fn check(&self, arguments: &Value) -> Result<(), ToolError> {
+        self.check_at(arguments, &Path::Arguments)
     }
-    if let Some(number) = value.as_f64() {
-        if let Some(minimum) = schema.get("minimum").and_then(Value::as_f64)
-            && number < minimum
+
+    fn check_at(&self, value: &Value, path: &Path<'_>) -> Result<(), ToolError> {
+        let fail = |message: String| Err(ToolError::invalid_arguments(message));
+        if let Some(expected) = self.kind.as_deref() {
+            let matches = match expected {
+                "object" => value.is_object(),
+                "array" => value.is_array(),
+                "string" => value.is_string(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "number" => value.is_number(),
+                "boolean" => value.is_boolean(),
+                "null" => value.is_null(),
+                _ => true,
+            };
+            if !matches {
+                return fail(format!("{path} must be of type {expected}"));
+            }
+        }
+        if let Some(allowed) = &self.allowed
+            && !allowed.contains(value)
         {
-            return fail(format!("{path} must be at least {minimum}"));
+            return fail(format!("{path} must be one of {}", Value::Array(allowed.clone())));
         }
-        if let Some(maximum) = schema.get("maximum").and_then(Value::as_f64)
-            && number > maximum
+        if let Some(number) = value.as_f64() {
+            if let Some(minimum) = self.minimum
+                && number < minimum
+            {
+                return fail(format!("{path} must be at least {minimum}"));
+            }
+            if let Some(maximum) = self.maximum
+                && number > maximum
+            {
+                return fail(format!("{path} must be at most {maximum}"));
+            }
+        }
+        if let Some(text) = value.as_str()
+            && (self.min_length.is_some() || self.max_length.is_some())
         {
-            return fail(format!("{path} must be at most {maximum}"));
+            let length = text.chars().count() as u64;
+            if let Some(min) = self.min_length
+                && length < min
+            {
+                return fail(format!("{path} must have at least {min} characters"));
+            }
+            if let Some(max) = self.max_length
+                && length > max
+            {
+                return fail(format!("{path} must have at most {max} characters"));
+            }
         }
-    }
-    if let Some(text) = value.as_str() {
-        let length = text.chars().count() as u64;
-        if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-            && length < min
-        {
-            return fail(format!("{path} must have at least {min} characters"));
+        if let (Some(items), Some(elements)) = (&self.items, value.as_array()) {
+            for (index, element) in elements.iter().enumerate() {
+                items.check_at(element, &Path::Index(path, index))?;
+            }
         }
-        if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-            && length > max
-        {
-            return fail(format!("{path} must have at most {max} characters"));
-        }
-    }
-    if let (Some(items), Some(elements)) = (schema.get("items"), value.as_array()) {
-        for (index, element) in elements.iter().enumerate() {
-            check(items, element, &format!("{path}[{index}]"))?;
-        }
-    }
-    if let Some(object) = value.as_object() {
-        let properties = schema.get("properties").and_then(Value::as_object);
-        if let Some(required) = schema.get("required").and_then(Value::as_array) {
-            for name in required.iter().filter_map(Value::as_str) {
-                if !object.contains_key(name) {
+        if let Some(object) = value.as_object() {
+            for name in &self.required {
+                if !object.contains_key(&**name) {
                     return fail(format!("{path}.{name} is required"));
                 }
             }
-        }
-        for (name, element) in object {
-            match properties.and_then(|properties| properties.get(name)) {
-                Some(property) => check(property, element, &format!("{path}.{name}"))?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return fail(format!("{path}.{name} is not a known argument"));
+            for (name, element) in object {
+                let property = self.properties.as_ref().and_then(|properties| {
+                    properties
+                        .iter()
+                        .find(|(known, _)| **known == **name)
+                        .map(|(_, property)| property)
+                });
+                match property {
+                    Some(property) => property.check_at(element, &Path::Field(path, name))?,
+                    None if self.closed => {
+                        return fail(format!("{path}.{name} is not a known argument"));
+                    }
+                    None => {}
                 }
-                None => {}
             }
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Where in the arguments a value is, written out only for an error message.
+enum Path<'a> {
+    Arguments,
+    Field(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Arguments => f.write_str("arguments"),
+            Self::Field(parent, name) => write!(f, "{parent}.{name}"),
+            Self::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
 }
 
 #[cfg(test)]
