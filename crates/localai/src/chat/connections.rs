@@ -15,6 +15,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use bytes::buf::Chain;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -24,7 +25,10 @@ use hyper_util::rt::TokioIo;
 /// How long a connection may sit idle before it is closed (reqwest's default too).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-type Sender = SendRequest<Full<Bytes>>;
+/// A request body as it is sent: the part written for the request, then a shared part.
+pub(crate) type RequestBuf = Chain<Bytes, Bytes>;
+
+type Sender = SendRequest<Full<RequestBuf>>;
 
 /// Where connections go: the host and port of a plain-HTTP URL.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -141,7 +145,7 @@ impl ModelConnections {
     pub(crate) async fn send<'a>(
         &'a self,
         origin: &'a Origin,
-        mut request: Request<Full<Bytes>>,
+        mut request: Request<Full<RequestBuf>>,
     ) -> Result<PooledResponse<'a>, ExchangeError> {
         let (sender, response) = loop {
             let (mut sender, reused) = match self.checkout(origin).await {
@@ -255,12 +259,13 @@ mod tests {
         (response.status, body)
     }
 
-    fn post(origin: &Origin) -> Request<Full<Bytes>> {
+    fn post(origin: &Origin) -> Request<Full<RequestBuf>> {
+        use bytes::Buf;
+        let head = Bytes::from_static(b"{\"model\":\"m\",");
+        let tail = Bytes::from_static(b"\"messages\":[]}");
         Request::post("/v1/chat/completions")
             .header(hyper::header::HOST, origin.host_header())
-            .body(Full::new(Bytes::from_static(
-                b"{\"model\":\"m\",\"messages\":[]}",
-            )))
+            .body(Full::new(head.chain(tail)))
             .expect("a request")
     }
 

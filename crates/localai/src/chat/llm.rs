@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http_body_util::Full;
 use reqwest::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 
-use super::connections::{ExchangeError, ModelConnections, Origin, PooledResponse, location};
+use super::connections::{ExchangeError, ModelConnections, Origin, PooledResponse, RequestBuf, location};
 use super::transcript::HistoryMessage;
 
 use crate::Solution;
@@ -156,50 +156,94 @@ pub(crate) struct Endpoint {
 /// A request body's bytes besides its parts: keys, brackets, `stream`, the model's escapes.
 const REQUEST_FRAME_BYTES: usize = 128;
 
+/// A chat-completions request body in two parts: what is written for this POST (`model`, the
+/// messages, `stream`) and the `tools` member that ends it, written once per offered catalog
+/// and shared by every POST that offers it. Sent as the two buffers they are (one `writev`),
+/// never copied into one: the tools are most of a body's bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestBody {
+    head: Bytes,
+    /// The `tools` member and the closing brace, or nothing (the head then closes the body).
+    tail: Bytes,
+}
+
+impl RequestBody {
+    /// The body's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// The body as one buffer of its two parts, as hyper writes it.
+    pub(crate) fn into_buf(self) -> RequestBuf {
+        self.head.chain(self.tail)
+    }
+
+    /// The body in one piece.
+    pub(crate) fn into_vec(self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(self.len());
+        body.extend_from_slice(&self.head);
+        body.extend_from_slice(&self.tail);
+        body
+    }
+}
+
+/// The end of a request body that offers `tools`: `,"tools":[...]}`. The tool specs are JSON
+/// text encoded when each tool was defined.
+pub(crate) fn tools_tail(tools: &[ToolDefinition]) -> Bytes {
+    let specs_len: usize = tools.iter().map(|tool| tool.openai_spec().len() + 1).sum();
+    let mut tail = Vec::with_capacity(specs_len + 12);
+    tail.extend_from_slice(b",\"tools\":[");
+    for (index, tool) in tools.iter().enumerate() {
+        if index > 0 {
+            tail.push(b',');
+        }
+        tail.extend_from_slice(tool.openai_spec().as_bytes());
+    }
+    tail.extend_from_slice(b"]}");
+    Bytes::from(tail)
+}
+
 /// The chat-completions request body: `model`, the system message (`system`, already JSON
 /// text), the history then this turn's messages, `stream` (with `include_usage`, so a stream
-/// reports its tokens), and `tools` when offered.
-/// Written straight from borrowed parts: the history messages and the tool specs are JSON text
-/// encoded once and copied in as bytes, never built into a request value first.
+/// reports its tokens), and the tools when offered (`tools`, from [`tools_tail`]).
+/// Written straight from borrowed parts: the history messages are JSON text encoded once and
+/// copied in as bytes, never built into a request value first.
 pub(crate) fn request_body(
     model: &str,
     system: &str,
     history: &[HistoryMessage],
     messages: &[HistoryMessage],
-    tools: Option<&[ToolDefinition]>,
+    tools: Option<&Bytes>,
     stream: bool,
-) -> Result<Vec<u8>, String> {
+) -> Result<RequestBody, String> {
     let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
-    // Sized once: growing a 10 KB body by doubling copied it four times over.
+    // Sized once: growing a body by doubling copied it over and over.
     let messages_len: usize = history.iter().chain(messages).map(|m| m.json().len() + 1).sum();
-    let tools_len: usize = tools.map_or(0, |tools| tools.iter().map(|t| t.openai_spec().len() + 1).sum());
-    let mut body =
-        Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + messages_len + tools_len);
-    body.extend_from_slice(b"{\"model\":");
-    serde_json::to_writer(&mut body, model).map_err(failed)?;
-    body.extend_from_slice(b",\"messages\":[");
-    body.extend_from_slice(system.as_bytes());
+    let mut head = Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + messages_len);
+    head.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut head, model).map_err(failed)?;
+    head.extend_from_slice(b",\"messages\":[");
+    head.extend_from_slice(system.as_bytes());
     for message in history.iter().chain(messages) {
-        body.push(b',');
-        body.extend_from_slice(message.json().as_bytes());
+        head.push(b',');
+        head.extend_from_slice(message.json().as_bytes());
     }
-    body.extend_from_slice(if stream {
+    head.extend_from_slice(if stream {
         b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}".as_slice()
     } else {
         b"],\"stream\":false".as_slice()
     });
-    if let Some(tools) = tools {
-        body.extend_from_slice(b",\"tools\":[");
-        for (index, tool) in tools.iter().enumerate() {
-            if index > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(tool.openai_spec().as_bytes());
+    let tail = match tools {
+        Some(tools) => tools.clone(),
+        None => {
+            head.push(b'}');
+            Bytes::new()
         }
-        body.push(b']');
-    }
-    body.push(b'}');
-    Ok(body)
+    };
+    Ok(RequestBody {
+        head: Bytes::from(head),
+        tail,
+    })
 }
 
 impl Endpoint {
@@ -244,7 +288,7 @@ impl Endpoint {
     pub(crate) async fn post(
         &self,
         transport: &Transport,
-        body: Vec<u8>,
+        body: RequestBody,
         streamed: bool,
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Completion, PostFailure> {
@@ -302,9 +346,9 @@ impl Endpoint {
         &self,
         pool: &'a ModelConnections,
         target: &'a PooledTarget,
-        body: Vec<u8>,
+        body: RequestBody,
     ) -> Result<ModelResponse<'a>, String> {
-        let mut request = hyper::Request::new(Full::new(Bytes::from(body)));
+        let mut request = hyper::Request::new(Full::new(body.into_buf()));
         *request.method_mut() = hyper::Method::POST;
         *request.uri_mut() = target.path.clone();
         let headers = request.headers_mut();
@@ -323,12 +367,12 @@ impl Endpoint {
     async fn send_reqwest(
         &self,
         http: &reqwest::Client,
-        body: Vec<u8>,
+        body: RequestBody,
     ) -> Result<ModelResponse<'static>, String> {
         http.post(self.target.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .headers(self.headers.clone())
-            .body(body)
+            .body(body.into_vec())
             .send()
             .await
             .map(ModelResponse::Reqwest)
@@ -467,8 +511,10 @@ mod tests {
         let kept: Vec<HistoryMessage> = history.iter().map(HistoryMessage::new).collect();
         let this_turn: Vec<HistoryMessage> = messages.iter().map(HistoryMessage::new).collect();
         let system_json = system.to_string();
-        let with_tools =
-            request_body("m:7b", &system_json, &kept, &this_turn, Some(&tools), true).expect("encodes");
+        let tail = tools_tail(&tools);
+        let with_tools = request_body("m:7b", &system_json, &kept, &this_turn, Some(&tail), true)
+            .expect("encodes")
+            .into_vec();
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",
@@ -476,7 +522,9 @@ mod tests {
                                 messages[0].clone(), messages[1].clone()],
                    "stream": true, "stream_options": {"include_usage": true}, "tools": specs})
         );
-        let without = request_body("m", &system_json, &[], &[], None, false).expect("encodes");
+        let without = request_body("m", &system_json, &[], &[], None, false)
+            .expect("encodes")
+            .into_vec();
         assert_eq!(
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})

@@ -12,10 +12,11 @@ mod preview;
 pub(crate) mod transcript;
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use ai_envelope::{Envelope, ToolStatus, ToolTraceEntry};
+use bytes::Bytes;
 use dashmap::DashMap;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -96,6 +97,9 @@ pub(crate) struct ChatPath {
     pub(crate) after_reply: HookChain,
     transcripts: TranscriptCache,
     settings: SettingsParser,
+    /// The end of a request body for the catalog last offered: written once per catalog (the
+    /// catalog a turn gets is shared until a tool is registered).
+    last_tools_tail: Mutex<Option<(Arc<[ToolDefinition]>, Bytes)>>,
     http: Result<Transport, String>,
     /// Endpoints (as configured) that refused a streamed request, and when: asked without
     /// streaming until `NO_STREAMING_FOR` has passed (the server may be upgraded meanwhile).
@@ -187,6 +191,8 @@ struct TurnContext<'a> {
     /// The system message as JSON text.
     system: Cow<'static, str>,
     tools: &'a [ToolDefinition],
+    /// The end of a request body that offers `tools` ([`llm::tools_tail`]).
+    tools_tail: Bytes,
     /// When the turn's budget runs out.
     deadline: Instant,
     /// Where the turn reports its progress, when the caller watches it.
@@ -236,6 +242,7 @@ impl ChatPath {
             after_reply: HookChain::default(),
             transcripts: TranscriptCache::default(),
             settings: SettingsParser::default(),
+            last_tools_tail: Mutex::new(None),
             http,
             no_streaming: DashMap::default(),
         }
@@ -395,6 +402,7 @@ impl ChatPath {
             // Every POST of the turn starts with the same system message.
             system: system_message(!tools.is_empty(), query.system.as_deref()),
             tools: &tools,
+            tools_tail: self.tools_tail(&tools),
             deadline: started + budget,
             progress: request.progress.as_ref(),
             preview_text: self.after_reply.is_empty(),
@@ -524,6 +532,7 @@ impl ChatPath {
             settings,
             system,
             tools,
+            tools_tail,
             deadline: _,
             progress,
             preview_text,
@@ -532,7 +541,7 @@ impl ChatPath {
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         let mut last_chance = false;
         loop {
-            let offered = (!tools.is_empty() && !last_chance).then_some(*tools);
+            let offered = (!tools.is_empty() && !last_chance).then_some(tools_tail);
             let stream = !self.refuses_streaming(&endpoint.shown_url);
             let body = llm::request_body(&settings.name, system, history, &turn.messages, offered, stream)?;
             turn.posts += 1;
@@ -676,6 +685,22 @@ impl ChatPath {
         }
         turn.valid = turn.messages.len();
         over_cap
+    }
+
+    /// The end of a request body offering `tools`, written once for the catalog last offered.
+    fn tools_tail(&self, tools: &Arc<[ToolDefinition]>) -> Bytes {
+        let mut last = self
+            .last_tools_tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((offered, tail)) = &*last
+            && Arc::ptr_eq(offered, tools)
+        {
+            return tail.clone();
+        }
+        let tail = llm::tools_tail(tools);
+        *last = Some((Arc::clone(tools), tail.clone()));
+        tail
     }
 
     /// Whether the endpoint refused a streamed request lately (see `NO_STREAMING_FOR`).
