@@ -25,8 +25,8 @@ use hyper_util::rt::TokioIo;
 /// How long a connection may sit idle before it is closed (reqwest's default too).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A request body as it is sent: the part written for the request, then a shared part.
-pub(crate) type RequestBuf = Chain<Bytes, Bytes>;
+/// A request body as it is sent: its parts, one after another (see `llm::RequestBody`).
+pub(crate) type RequestBuf = Chain<Chain<Bytes, Bytes>, Bytes>;
 
 type Sender = SendRequest<Full<RequestBuf>>;
 
@@ -261,11 +261,12 @@ mod tests {
 
     fn post(origin: &Origin) -> Request<Full<RequestBuf>> {
         use bytes::Buf;
-        let head = Bytes::from_static(b"{\"model\":\"m\",");
-        let tail = Bytes::from_static(b"\"messages\":[]}");
+        let start = Bytes::from_static(b"{\"model\":\"m\",");
+        let own = Bytes::from_static(b"\"messages\":[]");
+        let tail = Bytes::from_static(b"}");
         Request::post("/v1/chat/completions")
             .header(hyper::header::HOST, origin.host_header())
-            .body(Full::new(head.chain(tail)))
+            .body(Full::new(start.chain(own).chain(tail)))
             .expect("a request")
     }
 

@@ -156,33 +156,37 @@ pub(crate) struct Endpoint {
 /// A request body's bytes besides its parts: keys, brackets, `stream`, the model's escapes.
 const REQUEST_FRAME_BYTES: usize = 128;
 
-/// A chat-completions request body in two parts: what is written for this POST (`model`, the
-/// messages, `stream`) and the `tools` member that ends it, written once per offered catalog
-/// and shared by every POST that offers it. Sent as the two buffers they are (one `writev`),
-/// never copied into one: the tools are most of a body's bytes.
+/// A chat-completions request body in three parts: its start (`model`, the system message
+/// and the history), written once per turn and shared by the turn's POSTs; what is written for
+/// this POST (the turn's own messages and `stream`); and the `tools` member that ends it,
+/// written once per offered catalog and shared by every POST that offers it. Sent as the
+/// buffers they are (one `writev`), never copied into one: the history and the tools are most
+/// of a body's bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct RequestBody {
-    head: Bytes,
-    /// The `tools` member and the closing brace, or nothing (the head then closes the body).
+    start: Bytes,
+    own: Bytes,
+    /// The `tools` member and the closing brace, or nothing (`own` then closes the body).
     tail: Bytes,
 }
 
 impl RequestBody {
     /// The body's length in bytes.
     pub(crate) fn len(&self) -> usize {
-        self.head.len() + self.tail.len()
+        self.start.len() + self.own.len() + self.tail.len()
     }
 
-    /// The body as one buffer of its two parts, as hyper writes it.
+    /// The body as one buffer of its parts, as hyper writes it.
     pub(crate) fn into_buf(self) -> RequestBuf {
-        self.head.chain(self.tail)
+        self.start.chain(self.own).chain(self.tail)
     }
 
     /// The body in one piece.
     pub(crate) fn into_vec(self) -> Vec<u8> {
         let mut body = Vec::with_capacity(self.len());
-        body.extend_from_slice(&self.head);
-        body.extend_from_slice(&self.tail);
+        for part in [&self.start, &self.own, &self.tail] {
+            body.extend_from_slice(part);
+        }
         body
     }
 }
@@ -203,32 +207,41 @@ pub(crate) fn tools_tail(tools: &[ToolDefinition]) -> Bytes {
     Bytes::from(tail)
 }
 
-/// The chat-completions request body: `model`, the system message (`system`, already JSON
-/// text), the history then this turn's messages, `stream` (with `include_usage`, so a stream
-/// reports its tokens), and the tools when offered (`tools`, from [`tools_tail`]).
-/// Written straight from borrowed parts: the history messages are JSON text encoded once and
-/// copied in as bytes, never built into a request value first.
+/// The start of a turn's request bodies: `model`, then the system message (`system`, already
+/// JSON text) and the history, in the `messages` array left open.
+pub(crate) fn request_start(model: &str, system: &str, history: &[HistoryMessage]) -> Result<Bytes, String> {
+    let history_len: usize = history.iter().map(|m| m.json().len() + 1).sum();
+    let mut start = Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + history_len);
+    start.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut start, model)
+        .map_err(|error| format!("the request could not be encoded: {error}"))?;
+    start.extend_from_slice(b",\"messages\":[");
+    start.extend_from_slice(system.as_bytes());
+    for message in history {
+        start.push(b',');
+        start.extend_from_slice(message.json().as_bytes());
+    }
+    Ok(Bytes::from(start))
+}
+
+/// A chat-completions request body: the turn's `start` ([`request_start`]), this turn's
+/// messages, `stream` (with `include_usage`, so a stream reports its tokens), and the tools
+/// when offered (`tools`, from [`tools_tail`]). Written straight from borrowed parts: the
+/// messages are JSON text encoded once and copied in as bytes, never built into a request
+/// value first.
 pub(crate) fn request_body(
-    model: &str,
-    system: &str,
-    history: &[HistoryMessage],
+    start: &Bytes,
     messages: &[HistoryMessage],
     tools: Option<&Bytes>,
     stream: bool,
-) -> Result<RequestBody, String> {
-    let failed = |error: serde_json::Error| format!("the request could not be encoded: {error}");
-    // Sized once: growing a body by doubling copied it over and over.
-    let messages_len: usize = history.iter().chain(messages).map(|m| m.json().len() + 1).sum();
-    let mut head = Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + messages_len);
-    head.extend_from_slice(b"{\"model\":");
-    serde_json::to_writer(&mut head, model).map_err(failed)?;
-    head.extend_from_slice(b",\"messages\":[");
-    head.extend_from_slice(system.as_bytes());
-    for message in history.iter().chain(messages) {
-        head.push(b',');
-        head.extend_from_slice(message.json().as_bytes());
+) -> RequestBody {
+    let messages_len: usize = messages.iter().map(|m| m.json().len() + 1).sum();
+    let mut own = Vec::with_capacity(REQUEST_FRAME_BYTES + messages_len);
+    for message in messages {
+        own.push(b',');
+        own.extend_from_slice(message.json().as_bytes());
     }
-    head.extend_from_slice(if stream {
+    own.extend_from_slice(if stream {
         b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}".as_slice()
     } else {
         b"],\"stream\":false".as_slice()
@@ -236,14 +249,15 @@ pub(crate) fn request_body(
     let tail = match tools {
         Some(tools) => tools.clone(),
         None => {
-            head.push(b'}');
+            own.push(b'}');
             Bytes::new()
         }
     };
-    Ok(RequestBody {
-        head: Bytes::from(head),
+    RequestBody {
+        start: start.clone(),
+        own: Bytes::from(own),
         tail,
-    })
+    }
 }
 
 impl Endpoint {
@@ -512,9 +526,8 @@ mod tests {
         let this_turn: Vec<HistoryMessage> = messages.iter().map(HistoryMessage::new).collect();
         let system_json = system.to_string();
         let tail = tools_tail(&tools);
-        let with_tools = request_body("m:7b", &system_json, &kept, &this_turn, Some(&tail), true)
-            .expect("encodes")
-            .into_vec();
+        let start = request_start("m:7b", &system_json, &kept).expect("encodes");
+        let with_tools = request_body(&start, &this_turn, Some(&tail), true).into_vec();
         assert_eq!(
             serde_json::from_slice::<Value>(&with_tools).expect("valid JSON"),
             json!({"model": "m:7b",
@@ -522,9 +535,8 @@ mod tests {
                                 messages[0].clone(), messages[1].clone()],
                    "stream": true, "stream_options": {"include_usage": true}, "tools": specs})
         );
-        let without = request_body("m", &system_json, &[], &[], None, false)
-            .expect("encodes")
-            .into_vec();
+        let start = request_start("m", &system_json, &[]).expect("encodes");
+        let without = request_body(&start, &[], None, false).into_vec();
         assert_eq!(
             serde_json::from_slice::<Value>(&without).expect("valid JSON"),
             json!({"model": "m", "messages": [system], "stream": false})

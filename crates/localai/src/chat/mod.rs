@@ -539,11 +539,13 @@ impl ChatPath {
             redactions,
         } = context;
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
+        // The same for every POST of the turn: the history only grows when the turn ends.
+        let start = llm::request_start(&settings.name, system, history)?;
         let mut last_chance = false;
         loop {
             let offered = (!tools.is_empty() && !last_chance).then_some(tools_tail);
             let stream = !self.refuses_streaming(&endpoint.shown_url);
-            let body = llm::request_body(&settings.name, system, history, &turn.messages, offered, stream)?;
+            let body = llm::request_body(&start, &turn.messages, offered, stream);
             turn.posts += 1;
             let mut preview = progress
                 .filter(|_| *preview_text)
@@ -563,8 +565,7 @@ impl ChatPath {
                     tracing::info!(url = %endpoint.shown_url, %warning, "the model server refuses to stream; asking without streaming");
                     self.no_streaming
                         .insert(endpoint.shown_url.clone(), Instant::now());
-                    let body =
-                        llm::request_body(&settings.name, system, history, &turn.messages, offered, false)?;
+                    let body = llm::request_body(&start, &turn.messages, offered, false);
                     turn.posts += 1;
                     endpoint
                         .post(http, body, false, &mut on_text)
