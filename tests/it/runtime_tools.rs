@@ -19,8 +19,9 @@ pub(crate) async fn call(runtime: &Runtime, name: &str, arguments: Value) -> Res
     let tool = runtime
         .tools()
         .offered(ModelOptions::new(ALL_TOOLS))
-        .into_iter()
+        .iter()
         .find(|tool| tool.name() == name)
+        .cloned()
         .unwrap_or_else(|| panic!("{name} is offered"));
     tool.invoke(arguments).await
 }
