@@ -62,8 +62,13 @@ pub(crate) struct ChatQuery {
 
 impl ChatQuery {
     pub(crate) fn parse(query: &str) -> Result<Self, String> {
-        let object = match serde_json::from_str::<Value>(query) {
-            Ok(Value::Object(object)) => object,
+        // Only an object is more than the question itself: other text is not parsed.
+        let parsed = query
+            .trim_start()
+            .starts_with('{')
+            .then(|| serde_json::from_str::<Value>(query));
+        let object = match parsed {
+            Some(Ok(Value::Object(object))) => object,
             _ if query.trim().is_empty() => return Err("the query is empty".to_owned()),
             _ => {
                 return Ok(Self {

@@ -230,7 +230,12 @@ fn text_calls(
         rest.push_str(remaining);
         return Some((calls, rest.trim().to_owned()));
     }
-    let value: Value = serde_json::from_str(strip_fence(text)).ok()?;
+    // Only an object or an array can be calls: plain text (nearly every answer) is not parsed.
+    let json = strip_fence(text);
+    if !json.starts_with(['{', '[']) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(json).ok()?;
     let candidates = match &value {
         Value::Array(items) if !items.is_empty() => items.iter().collect(),
         Value::Object(_) => vec![&value],
