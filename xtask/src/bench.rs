@@ -20,7 +20,7 @@ use crate::mcp_bench::McpClient;
 use crate::processes::{
     Process, cpu_seconds, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port,
 };
-use crate::server_cost::{self, Measured};
+use crate::server_cost::{self, Measured, median};
 
 /// How long and how hard each scenario runs.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +65,9 @@ const TOOL_TURN_CPU_IN_PINGS: f64 = 7.5;
 /// p99 on one connection in the same run: issue 21 set 300 us on a day that ping's p99 was
 /// 119 us (session 6's run), 2.5 times it.
 const TOOL_TURN_ADDED_P99_IN_PING_P99: f64 = 2.5;
+
+/// Rounds of (reference pings, then 1-tool turns) the CPU-per-turn verdict takes its median of.
+const TOOL_TURN_ROUNDS: usize = 5;
 
 const FULL: Plan = Plan {
     duration: "5s",
@@ -632,27 +635,55 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         "tserver chat 1 tool c=64 (cold)".to_owned(),
         &tool.report,
     );
-    let cpu_before = cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")?;
-    let warm = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
-    let cpu_per_tool_turn =
-        (cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")? - cpu_before) * 1e6
-            / warm.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+    // This VM's speed drifts by 10-30% within minutes, more than the margin the row is judged
+    // by, so each turn run is set against the reference ping measured just before it, over
+    // rounds: the verdict is the median round's ratio, as for the metrics rows.
+    let reference = Measured {
+        addr: &bench.reference_addr,
+        pid: reference_server.pid(),
+    };
+    let mut rounds = Vec::with_capacity(TOOL_TURN_ROUNDS);
+    let mut warm = None;
+    for _ in 0..TOOL_TURN_ROUNDS {
+        let ping = server_cost::cpu_per_call(&bench, reference, "ping", plan.cost_calls / 4)?;
+        let cpu_before = cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")?;
+        let run = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
+        let cpu_us = (cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")? - cpu_before)
+            * 1e6
+            / run.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        rounds.push((cpu_us, ping.cpu_us_per_call(), error_count(&run.report)));
+        warm = Some(run);
+    }
+    let warm = warm.context("no tool-turn round ran")?;
     record(&mut results, "tserver chat 1 tool c=64".to_owned(), &warm.report);
     results.insert(
         "model server during the tool scenario".to_owned(),
         json!({"posts": tool.posts, "postsPerTurn": tool.posts_per_turn, "meanServiceUs": tool.service_us,
                "connectionsOpened": tool.opened}),
     );
-    let tool_turn_in_pings = cpu_per_tool_turn / reference_cpu.cpu_us_per_call();
+    let tool_turn_in_pings = median(rounds.iter().map(|(turn, ping, _)| turn / ping));
+    let cpu_per_tool_turn = median(rounds.iter().map(|(turn, _, _)| *turn));
+    let round_errors: u64 = rounds.iter().map(|(_, _, errors)| errors).sum();
+    results.insert(
+        "tserver CPU per 1-tool turn, rounds beside the reference ping".to_owned(),
+        json!(rounds
+            .iter()
+            .map(|(turn, ping, errors)| json!({"turnCpuUs": turn, "referencePingCpuUs": ping, "errors": errors}))
+            .collect::<Vec<_>>()),
+    );
     verdicts.push(Verdict {
         what: "tserver CPU per 1-tool turn, 64 in flight".to_owned(),
         measured: format!(
-            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings ({:.0} turns/s, {} errors)",
+            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings, median of {TOOL_TURN_ROUNDS} rounds ({}; {:.0} turns/s, {round_errors} errors)",
+            rounds
+                .iter()
+                .map(|(turn, ping, _)| format!("{:.1}", turn / ping))
+                .collect::<Vec<_>>()
+                .join(", "),
             rps(&warm.report),
-            error_count(&warm.report)
         ),
         target: format!("<= {TOOL_TURN_CPU_IN_PINGS} reference pings (35 us)"),
-        met: tool_turn_in_pings <= TOOL_TURN_CPU_IN_PINGS && error_count(&warm.report) == 0,
+        met: tool_turn_in_pings <= TOOL_TURN_CPU_IN_PINGS && round_errors == 0,
     });
     let (calls, opened) = (tool.report["calls"].as_u64().unwrap_or(0), tool.opened);
     // The same turn with fewer in flight shows where queueing for the two cores sets in.

@@ -98,13 +98,7 @@ pub(crate) struct MetricsCost {
 impl MetricsCost {
     /// Throughput with metrics as a fraction of throughput without: the median round.
     pub(crate) fn ratio(&self) -> f64 {
-        let mut ratios = self.round_ratios.clone();
-        ratios.sort_by(f64::total_cmp);
-        match ratios.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => ratios[n / 2],
-            n => f64::midpoint(ratios[n / 2 - 1], ratios[n / 2]),
-        }
+        median(self.round_ratios.iter().copied())
     }
 
     pub(crate) fn to_json(&self) -> Value {
@@ -146,4 +140,15 @@ pub(crate) fn metrics_cost(
         cost.off.add(off_round);
     }
     Ok(cost)
+}
+
+/// The median of `values` (NaN when there are none).
+pub(crate) fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => f64::midpoint(values[n / 2 - 1], values[n / 2]),
+    }
 }
