@@ -4,7 +4,7 @@
 //! the parse is total: NULL, empty, malformed JSON, a missing key, an empty value or a value of
 //! the wrong type each fall back, key by key, to [`defaults`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -98,7 +98,7 @@ impl SettingsRow {
 /// would only give the same settings. A changed text is parsed and remembered in its place.
 #[derive(Debug, Default)]
 pub(crate) struct SettingsParser {
-    last: std::sync::Mutex<Option<Arc<ParsedColumn>>>,
+    last: Mutex<Option<Arc<ParsedColumn>>>,
 }
 
 /// A column's text and the settings it parsed to.
@@ -112,21 +112,14 @@ impl SettingsParser {
     /// The settings of `row`, as [`SettingsRow::model_settings`] parses them.
     pub(crate) fn settings(&self, row: &SettingsRow) -> Arc<ModelSettings> {
         let raw = row.model_settings.as_deref();
-        let last = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let last = self.last.lock().unwrap_or_else(PoisonError::into_inner).clone();
         if let Some(last) = last
             && last.text.as_deref() == raw
         {
             return Arc::clone(&last.settings);
         }
         let settings = Arc::new(ModelSettings::parse(raw));
-        *self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(ParsedColumn {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(ParsedColumn {
             text: raw.map(str::to_owned),
             settings: Arc::clone(&settings),
         }));
