@@ -210,18 +210,28 @@ pub(crate) fn tools_tail(tools: &[ToolDefinition]) -> Bytes {
 /// The start of a turn's request bodies: `model`, then the system message (`system`, already
 /// JSON text) and the history, in the `messages` array left open.
 pub(crate) fn request_start(model: &str, system: &str, history: &[HistoryMessage]) -> Result<Bytes, String> {
-    let history_len: usize = history.iter().map(|m| m.json().len() + 1).sum();
-    let mut start = Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + history_len);
+    let mut start =
+        Vec::with_capacity(REQUEST_FRAME_BYTES + model.len() + system.len() + messages_len(history));
     start.extend_from_slice(b"{\"model\":");
     serde_json::to_writer(&mut start, model)
         .map_err(|error| format!("the request could not be encoded: {error}"))?;
     start.extend_from_slice(b",\"messages\":[");
     start.extend_from_slice(system.as_bytes());
-    for message in history {
-        start.push(b',');
-        start.extend_from_slice(message.json().as_bytes());
-    }
+    push_messages(&mut start, history);
     Ok(Bytes::from(start))
+}
+
+/// The bytes [`push_messages`] writes for `messages`.
+fn messages_len(messages: &[HistoryMessage]) -> usize {
+    messages.iter().map(|message| message.json().len() + 1).sum()
+}
+
+/// Writes `messages` as they follow an earlier message in a body's `messages` array.
+fn push_messages(body: &mut Vec<u8>, messages: &[HistoryMessage]) {
+    for message in messages {
+        body.push(b',');
+        body.extend_from_slice(message.json().as_bytes());
+    }
 }
 
 /// A chat-completions request body: the turn's `start` ([`request_start`]), this turn's
@@ -235,12 +245,8 @@ pub(crate) fn request_body(
     tools: Option<&Bytes>,
     stream: bool,
 ) -> RequestBody {
-    let messages_len: usize = messages.iter().map(|m| m.json().len() + 1).sum();
-    let mut own = Vec::with_capacity(REQUEST_FRAME_BYTES + messages_len);
-    for message in messages {
-        own.push(b',');
-        own.extend_from_slice(message.json().as_bytes());
-    }
+    let mut own = Vec::with_capacity(REQUEST_FRAME_BYTES + messages_len(messages));
+    push_messages(&mut own, messages);
     own.extend_from_slice(if stream {
         b"],\"stream\":true,\"stream_options\":{\"include_usage\":true}".as_slice()
     } else {
