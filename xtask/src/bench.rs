@@ -343,6 +343,8 @@ struct ToolRun {
     service_us: f64,
     /// Connections the stand-in accepted during the run.
     opened: u64,
+    /// The mean body of a POST, in bytes.
+    body_bytes: u64,
 }
 
 impl ToolRun {
@@ -353,12 +355,14 @@ impl ToolRun {
         let posts = after.requests - before.requests;
         let service_us = (after.service_nanos - before.service_nanos) as f64 / posts.max(1) as f64 / 1000.0;
         let posts_per_turn = posts as f64 / report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        let body_bytes = (after.request_body_bytes - before.request_body_bytes) / posts.max(1);
         Self {
             report,
             posts,
             posts_per_turn,
             service_us,
             opened,
+            body_bytes,
         }
     }
 
@@ -370,6 +374,53 @@ impl ToolRun {
     /// The turn latency at `quantile` minus the stand-in's time per turn.
     fn added(&self, quantile: &str) -> f64 {
         latency(&self.report, quantile) - self.llm_time_us()
+    }
+}
+
+/// The do-nothing relay of a 1-tool turn (`xtask reference-server --relay`): the same frames
+/// from the same client, the same two POSTs of the same size to the same stand-in, and nothing
+/// else. What it costs is what the turn's process crossings cost on this machine; what a turn
+/// costs beyond it is TServer's own.
+struct TurnRelay {
+    process: Process,
+    addr: String,
+}
+
+impl TurnRelay {
+    fn start(bench: &Bench, llm_url: &str, body_bytes: u64) -> anyhow::Result<Self> {
+        let (process, addr) = start_announcing(
+            "reference relay",
+            Command::new(bench.tool("xtask")).args([
+                "reference-server",
+                "127.0.0.1:0",
+                "--relay",
+                llm_url,
+                &body_bytes.to_string(),
+            ]),
+        )?;
+        Ok(Self { process, addr })
+    }
+
+    /// `turns` relayed turns on `connections` connections, one in flight each, and the relay's
+    /// CPU microseconds per turn.
+    fn turns(
+        &self,
+        bench: &Bench,
+        llm_url: &str,
+        connections: usize,
+        turns: u64,
+    ) -> anyhow::Result<(ToolRun, f64)> {
+        let before = llm_stats(llm_url)?;
+        let cpu_before = cpu_seconds(self.process.pid()).context("the relay's CPU time is unreadable")?;
+        let (connections, count) = (connections.to_string(), turns.to_string());
+        let report = bench.client(
+            &self.addr,
+            &["ping", "-c", &connections, "-n", &count, "--warmup", "0s"],
+        )?;
+        let cpu = cpu_seconds(self.process.pid()).context("the relay's CPU time is unreadable")? - cpu_before;
+        let after = llm_stats(llm_url)?;
+        let cpu_us = cpu * 1e6 / report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        Ok((ToolRun::new(report, before, after), cpu_us))
     }
 }
 
@@ -642,16 +693,21 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         addr: &bench.reference_addr,
         pid: reference_server.pid(),
     };
+    // The relay's turns carry as many bytes as tserver's (their history has filled by now).
+    let relay = TurnRelay::start(&bench, &fast_url, tool.body_bytes)?;
     let mut rounds = Vec::with_capacity(TOOL_TURN_ROUNDS);
+    let mut relay_cpu_in_pings = Vec::with_capacity(TOOL_TURN_ROUNDS);
     let mut warm = None;
     for _ in 0..TOOL_TURN_ROUNDS {
         let ping = server_cost::cpu_per_call(&bench, reference, "ping", plan.cost_calls / 4)?;
+        let (_, relay_cpu_us) = relay.turns(&bench, &fast_url, 64, plan.tool_turns)?;
         let cpu_before = cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")?;
         let run = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
         let cpu_us = (cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")? - cpu_before)
             * 1e6
             / run.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
         rounds.push((cpu_us, ping.cpu_us_per_call(), error_count(&run.report)));
+        relay_cpu_in_pings.push(relay_cpu_us / ping.cpu_us_per_call());
         warm = Some(run);
     }
     let warm = warm.context("no tool-turn round ran")?;
@@ -668,19 +724,22 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         "tserver CPU per 1-tool turn, rounds beside the reference ping".to_owned(),
         json!(rounds
             .iter()
-            .map(|(turn, ping, errors)| json!({"turnCpuUs": turn, "referencePingCpuUs": ping, "errors": errors}))
+            .zip(&relay_cpu_in_pings)
+            .map(|((turn, ping, errors), relay)| json!({"turnCpuUs": turn, "referencePingCpuUs": ping, "errors": errors,
+                                                       "relayCpuInPings": relay}))
             .collect::<Vec<_>>()),
     );
     verdicts.push(Verdict {
         what: "tserver CPU per 1-tool turn, 64 in flight".to_owned(),
         measured: format!(
-            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings, median of {TOOL_TURN_ROUNDS} rounds ({}; {:.0} turns/s, {round_errors} errors)",
+            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings, median of {TOOL_TURN_ROUNDS} rounds ({}; {:.0} turns/s, {round_errors} errors); a do-nothing relay of the turn: {:.1} pings",
             rounds
                 .iter()
                 .map(|(turn, ping, _)| format!("{:.1}", turn / ping))
                 .collect::<Vec<_>>()
                 .join(", "),
             rps(&warm.report),
+            median(relay_cpu_in_pings.iter().copied()),
         ),
         target: format!("<= {TOOL_TURN_CPU_IN_PINGS} reference pings (35 us)"),
         met: tool_turn_in_pings <= TOOL_TURN_CPU_IN_PINGS && round_errors == 0,
@@ -716,6 +775,30 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
                 target: format!("<= {TOOL_TURN_ADDED_P99_IN_PING_P99}x reference ping p99 (300 us)"),
                 met: in_ping_p99s <= TOOL_TURN_ADDED_P99_IN_PING_P99 && error_count(&fewer.report) == 0,
             });
+            // The same turns through the relay: the latency the crossings add by themselves.
+            let (relayed, relay_cpu_us) = relay.turns(&bench, &fast_url, 1, plan.tool_turns / 2)?;
+            let over = fewer.added("p99") - relayed.added("p99");
+            verdicts.push(Verdict {
+                what: "added latency of a 1-tool turn over a do-nothing relay's, 1 in flight, p99".to_owned(),
+                measured: format!(
+                    "{over:.0} us = {:.2}x the reference ping's p99 ({:.0} us - the relay's {:.0} us, which alone is {:.2}x; relay p50 {:.0} us, {relay_cpu_us:.0} us CPU per turn)",
+                    over / reference_ping1_p99,
+                    fewer.added("p99"),
+                    relayed.added("p99"),
+                    relayed.added("p99") / reference_ping1_p99,
+                    relayed.added("p50"),
+                ),
+                target: format!("<= {TOOL_TURN_ADDED_P99_IN_PING_P99}x reference ping p99 (300 us)"),
+                met: over / reference_ping1_p99 <= TOOL_TURN_ADDED_P99_IN_PING_P99
+                    && error_count(&fewer.report) + error_count(&relayed.report) == 0,
+            });
+            results.insert(
+                "do-nothing relay of a 1-tool turn, 1 in flight".to_owned(),
+                json!({"turnsPerSecond": rps(&relayed.report), "errors": error_count(&relayed.report),
+                       "addedP50Us": relayed.added("p50"), "addedP99Us": relayed.added("p99"),
+                       "modelServerUsPerTurn": relayed.llm_time_us(), "postsPerTurn": relayed.posts_per_turn,
+                       "bodyBytes": relayed.body_bytes, "cpuUsPerTurn": relay_cpu_us}),
+            );
         }
         by_in_flight.insert(
             connections.to_string(),

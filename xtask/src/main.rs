@@ -8,7 +8,8 @@
 //!   (default 600) with `cargo fuzz`; CI runs a few seconds of each.
 //! - `soak [--minutes N]`: a bounded mixed load against a release `tserver` (30 minutes by
 //!   default), reporting memory at the start and end and every error.
-//! - `reference-server ADDR`: the minimal framed server `bench` compares with (run by `bench`).
+//! - `reference-server ADDR [--relay URL BODY_BYTES]`: the minimal framed server `bench`
+//!   compares with, or the minimal relay of a 1-tool turn's POSTs (both run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
@@ -31,7 +32,7 @@ mod server_cost;
 mod soak;
 mod store_bench;
 
-const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR";
+const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR [--relay URL BODY_BYTES]";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -46,10 +47,21 @@ fn main() -> anyhow::Result<()> {
         Some("store-bench") => store_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
+            let relay = match args.get(2..) {
+                None | Some([]) => None,
+                Some([flag, url, bytes]) if flag == "--relay" => Some(reference::Relay::new(
+                    url,
+                    bytes
+                        .parse()
+                        .with_context(|| format!("--relay: {bytes:?} is not a count of bytes"))?,
+                )?),
+                Some(_) => bail!("usage: cargo xtask reference-server ADDR [--relay URL BODY_BYTES]"),
+            };
             reference::run(
                 listen
                     .parse()
                     .with_context(|| format!("{listen:?} is not a socket address"))?,
+                relay,
             )
         }
         Some(other) => bail!("unknown task {other:?}; available: {TASKS}"),

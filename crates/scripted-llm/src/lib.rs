@@ -284,6 +284,8 @@ pub struct Stats {
     pub service_nanos: u64,
     /// The longest such time.
     pub max_service_nanos: u64,
+    /// Body bytes of the requests answered: what a client sent, for a bench that sends the same.
+    pub request_body_bytes: u64,
 }
 
 impl Stats {
@@ -294,6 +296,7 @@ impl Stats {
             "connections": self.connections,
             "serviceNanos": self.service_nanos,
             "maxServiceNanos": self.max_service_nanos,
+            "requestBodyBytes": self.request_body_bytes,
         })
     }
 
@@ -304,6 +307,7 @@ impl Stats {
             connections: value["connections"].as_u64()?,
             service_nanos: value["serviceNanos"].as_u64()?,
             max_service_nanos: value["maxServiceNanos"].as_u64()?,
+            request_body_bytes: value["requestBodyBytes"].as_u64()?,
         })
     }
 }
@@ -317,6 +321,7 @@ struct Recorder {
     answered: AtomicU64,
     service_nanos: AtomicU64,
     max_service_nanos: AtomicU64,
+    request_body_bytes: AtomicU64,
 }
 
 impl Recorder {
@@ -326,6 +331,7 @@ impl Recorder {
             connections: self.connections.load(Ordering::Relaxed) as u64,
             service_nanos: self.service_nanos.load(Ordering::Relaxed),
             max_service_nanos: self.max_service_nanos.load(Ordering::Relaxed),
+            request_body_bytes: self.request_body_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -482,6 +488,9 @@ async fn connection(
             continue;
         }
         let reply = responder.respond(&request);
+        recorder
+            .request_body_bytes
+            .fetch_add(request.body.len() as u64, Ordering::Relaxed);
         if recorder.keep_requests {
             recorder
                 .requests
