@@ -306,6 +306,11 @@ async fn unknown_aliases_wrong_types_and_junk_payloads_are_counted_by_kind() {
     edge.client
         .publish(&format!("spBv1.0/{GROUP}/NDATA/{NODE}"), vec![0xff_u8; 16], false)
         .await;
+    // Stamped in microseconds: year 57,000 and more, refused rather than shown.
+    let late = edge
+        .edge
+        .data(None, &[Reading::double("", 1, 77.0)], now_ms() * 1000);
+    edge.send(late).await;
     let fine = edge.edge.data(None, &[Reading::double("", 1, 51.0)], now_ms());
     edge.send(fine).await;
     until(
@@ -319,8 +324,8 @@ async fn unknown_aliases_wrong_types_and_junk_payloads_are_counted_by_kind() {
     assert_eq!(status.errors.get("unknown_alias"), Some(&1), "{status:?}");
     assert_eq!(
         status.errors.get("bad_metric"),
-        Some(&1),
-        "a Boolean value for a Double alias: {status:?}"
+        Some(&2),
+        "a Boolean value for a Double alias, a metric stamped in microseconds: {status:?}"
     );
     assert_eq!(status.errors.get("bad_protobuf"), Some(&1), "{status:?}");
     shutdown.cancel();

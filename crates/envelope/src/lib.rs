@@ -10,6 +10,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod time;
+
+pub use time::{LAST_RFC3339_MILLIS, iso8601_millis};
+
 /// The outcome of a Local AI call. Exactly these four values exist on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -361,11 +365,6 @@ fn shorten_value(value: &mut Value, cap: usize) -> bool {
 /// Whole milliseconds of a duration, saturating.
 pub fn millis(elapsed: Duration) -> u64 {
     u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Formats a time as ISO 8601 UTC with milliseconds, e.g. `2026-04-26T14:32:15.123Z`.
-pub fn iso8601_millis(time: SystemTime) -> String {
-    humantime::format_rfc3339_millis(time).to_string()
 }
 
 #[cfg(test)]

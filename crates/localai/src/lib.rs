@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
-pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
+pub use ai_envelope::{Envelope, LAST_RFC3339_MILLIS, Status, ToolStatus, ToolTraceEntry, iso8601_millis};
 pub use chat::TurnControls;
 pub use chat::transcript::TranscriptBudget;
 pub use dialect::Usage;

@@ -710,7 +710,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                 writeln!(
                     output,
                     "{} {} {} by {} ({} on {}){change}: {}",
-                    humantime::format_rfc3339_millis(entry.time),
+                    localai::iso8601_millis(entry.time),
                     match entry.action {
                         crate::solution::AuditAction::Write => "write",
                         crate::solution::AuditAction::Acknowledge => "acknowledge",

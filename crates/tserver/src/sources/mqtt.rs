@@ -361,10 +361,22 @@ impl SourceTask {
         };
         let mut updates = Vec::new();
         let mut wrong = Vec::new();
+        let mut late = Vec::new();
         for metric in &decoded.metrics {
             let Some(&position) = metrics.get(&metric.name) else {
                 continue;
             };
+            if let Some(millis) = metric
+                .timestamp
+                .filter(|&millis| millis > localai::LAST_RFC3339_MILLIS)
+            {
+                // Most likely micro- or nanoseconds: the reading would be millennia ahead.
+                late.push(format!(
+                    "metric {:?} is stamped {millis} Unix milliseconds, after the year 9999 (sent in micro- or nanoseconds?)",
+                    metric.name
+                ));
+                continue;
+            }
             let time = metric.timestamp.map_or_else(SystemTime::now, time_of);
             let kind = self.tags[position].binding.kind;
             match &metric.value {
@@ -384,6 +396,9 @@ impl SourceTask {
         }
         for reason in wrong {
             self.refuse(topic, "wrong_type", &reason);
+        }
+        for reason in late {
+            self.refuse(topic, "bad_metric", &reason);
         }
     }
 

@@ -142,12 +142,17 @@ fn timestamp(value: &Value) -> Result<SystemTime, PayloadError> {
                 excerpt(text)
             ))
         }),
-        Value::Number(number) => number
-            .as_u64()
-            .map(|millis| UNIX_EPOCH + Duration::from_millis(millis))
-            .ok_or_else(|| {
-                PayloadError::BadJson("has a \"timestamp\" that is not whole Unix milliseconds".to_owned())
-            }),
+        Value::Number(number) => match number.as_u64() {
+            // Past the last year a timestamp can be written with: most likely micro- or
+            // nanoseconds, which would put the reading millennia ahead.
+            Some(millis) if millis > localai::LAST_RFC3339_MILLIS => Err(PayloadError::BadJson(format!(
+                "has a \"timestamp\" of {millis} Unix milliseconds, after the year 9999 (sent in micro- or nanoseconds?)"
+            ))),
+            Some(millis) => Ok(UNIX_EPOCH + Duration::from_millis(millis)),
+            None => Err(PayloadError::BadJson(
+                "has a \"timestamp\" that is not whole Unix milliseconds".to_owned(),
+            )),
+        },
         _ => Err(PayloadError::BadJson(
             "has a \"timestamp\" that is neither RFC 3339 text nor Unix milliseconds".to_owned(),
         )),
@@ -230,6 +235,7 @@ mod tests {
         for (bad, kind) in [
             (&br#"{"val": 1}"#[..], "bad_json"),
             (br#"{"value": 1, "timestamp": "yesterday"}"#, "bad_json"),
+            (br#"{"value": 1, "timestamp": 1795420800250000}"#, "bad_json"),
             (br#"{"value": 1, "quality": "fine"}"#, "bad_json"),
             (br#"{"value": true}"#, "wrong_type"),
             (b"\xff\xfe", "not_text"),
@@ -237,6 +243,15 @@ mod tests {
             let error = read(bad, TagKind::Number).expect_err("refused");
             assert_eq!(error.kind(), kind, "{error}");
         }
+        let micros = read(br#"{"value": 1, "timestamp": 1795420800250000}"#, TagKind::Number)
+            .expect_err("a timestamp in microseconds is refused");
+        assert!(micros.to_string().contains("after the year 9999"), "{micros}");
+        let last = read(br#"{"value": 1, "timestamp": 253402300799999}"#, TagKind::Number)
+            .expect("the last millisecond of 9999 is a time");
+        assert_eq!(
+            last.timestamp.map(localai::iso8601_millis).as_deref(),
+            Some("9999-12-31T23:59:59.999Z")
+        );
         let huge = vec![b'1'; MAX_PAYLOAD_BYTES + 1];
         assert_eq!(
             read(&huge, TagKind::Number).map_err(|error| error.kind()),
