@@ -6,71 +6,60 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// milliseconds since the Unix epoch.
 pub const LAST_RFC3339_MILLIS: u64 = 253_402_300_799_999;
 
-const MILLIS_PER_DAY: i128 = 86_400_000;
-
 /// Formats a time as ISO 8601 UTC with milliseconds, e.g. `2026-04-26T14:32:15.123Z`. Any
 /// time formats: a year outside 0000-9999 (a publisher's clock gone wrong, a timestamp read as
 /// the wrong unit) takes ISO 8601's expanded form, a sign and at least six digits
 /// (`+011970-01-01T00:00:00.000Z`), where a formatting library refuses or panics.
 pub fn iso8601_millis(time: SystemTime) -> String {
-    let millis = match time.duration_since(UNIX_EPOCH) {
-        Ok(after) => i128::try_from(after.as_millis()).unwrap_or(i128::MAX),
-        // Before the epoch: the millisecond that holds the time, so -0.5 ms is -1 ms.
+    // Whole seconds and the millisecond within, both taken downwards (-0.5 ms is -1 ms).
+    let (seconds, millis) = match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => (
+            i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+            after.subsec_millis(),
+        ),
         Err(before) => {
             let before = before.duration();
-            let whole = i128::try_from(before.as_millis()).unwrap_or(i128::MAX);
-            -whole - i128::from(before.subsec_nanos() % 1_000_000 != 0)
+            let seconds = i64::try_from(before.as_secs()).unwrap_or(i64::MAX);
+            match before.subsec_nanos().div_ceil(1_000_000) {
+                0 => (-seconds, 0),
+                part => (-seconds - 1, 1000 - part),
+            }
         }
     };
-    let (days, of_day) = (
-        millis.div_euclid(MILLIS_PER_DAY),
-        millis.rem_euclid(MILLIS_PER_DAY),
-    );
+    let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     let (year, month, day) = civil_from_days(days);
-    let mut text = String::with_capacity(24);
-    if (0..=9999).contains(&year) {
-        push_digits(&mut text, year, 4);
-    } else {
-        text.push(if year < 0 { '-' } else { '+' });
-        push_digits(&mut text, year.abs(), 6);
+    let (hour, minute, second) = (second_of_day / 3600, second_of_day / 60 % 60, second_of_day % 60);
+    if !(0..=9999).contains(&year) {
+        let sign = if year < 0 { '-' } else { '+' };
+        return format!(
+            "{sign}{:06}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z",
+            year.unsigned_abs()
+        );
     }
-    for (separator, value, width) in [
-        ('-', month, 2),
-        ('-', day, 2),
-        ('T', of_day / 3_600_000, 2),
-        (':', of_day / 60_000 % 60, 2),
-        (':', of_day / 1000 % 60, 2),
-        ('.', of_day % 1000, 3),
+    // Every tool result and trace entry carries one: written into place, not through `fmt`.
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    for (at, width, value) in [
+        (0, 4, year),
+        (5, 2, month),
+        (8, 2, day),
+        (11, 2, hour),
+        (14, 2, minute),
+        (17, 2, second),
+        (20, 3, i64::from(millis)),
     ] {
-        text.push(separator);
-        push_digits(&mut text, value, width);
-    }
-    text.push('Z');
-    text
-}
-
-/// Appends `value` (not negative) in decimal, zero-padded to at least `width` digits.
-fn push_digits(text: &mut String, value: i128, width: usize) {
-    let mut digits = [b'0'; 40];
-    let mut at = digits.len();
-    let mut rest = value;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
+        let mut rest = value.unsigned_abs();
+        for digit in text[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (rest % 10) as u8;
+            rest /= 10;
         }
     }
-    let start = at.min(digits.len() - width.min(digits.len()));
-    for &digit in &digits[start..] {
-        text.push(char::from(digit));
-    }
+    String::from_utf8(text.to_vec()).unwrap_or_default()
 }
 
-/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01, for any
-/// count (Howard Hinnant's `civil_from_days`, in 400-year eras).
-fn civil_from_days(days: i128) -> (i128, i128, i128) {
+/// The proleptic Gregorian (year, month, day) of a count of days since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, in 400-year eras). Every `SystemTime` is in range: its seconds
+/// are an `i64`, so its days are under 2^47.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
@@ -83,7 +72,7 @@ fn civil_from_days(days: i128) -> (i128, i128, i128) {
     } else {
         shifted_month - 9
     };
-    let year = year_of_era + era * 400 + i128::from(month <= 2);
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
 
@@ -146,6 +135,24 @@ mod tests {
         let far = iso8601_millis(UNIX_EPOCH + Duration::from_millis(u64::MAX));
         assert!(far.starts_with("+584556019-"), "{far}");
         assert!(far.ends_with(".615Z"), "{far}");
+        // The ends of what a `SystemTime` holds here.
+        let extremes: Vec<SystemTime> = [
+            UNIX_EPOCH.checked_add(Duration::new(i64::MAX as u64, 999_999_999)),
+            UNIX_EPOCH.checked_sub(Duration::new(i64::MAX as u64, 0)),
+            UNIX_EPOCH.checked_sub(Duration::new(i64::MAX as u64 - 1, 1)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        assert_eq!(
+            extremes.len(),
+            3,
+            "a SystemTime holds i64 seconds on this platform"
+        );
+        for extreme in extremes {
+            let text = iso8601_millis(extreme);
+            assert!(text.starts_with(['+', '-']) && text.ends_with('Z'), "{text}");
+        }
     }
 
     proptest! {

@@ -116,27 +116,36 @@ fn short_text(text: &str, max_chars: usize) -> String {
 fn tag_reading(tag: &Tag) -> Value {
     let definition = tag.definition();
     let sample = tag.current();
-    let mut reading = json!({
-        "tag": definition.name,
-        "path": definition.path,
-        "value": sample.value.to_json(),
-        "quality": sample.quality.label(),
-        "timestamp": localai::iso8601_millis(sample.timestamp),
-    });
+    // Built with its room at once: a `json!` object grows (and rehashes) as keys go in, and
+    // this is every tool-calling turn's result.
+    let mut reading = serde_json::Map::with_capacity(7);
+    reading.insert("tag".to_owned(), Value::from(definition.name.as_str()));
+    reading.insert("path".to_owned(), Value::from(definition.path.as_str()));
+    reading.insert("value".to_owned(), sample.value.to_json());
+    reading.insert("quality".to_owned(), Value::from(sample.quality.label()));
+    reading.insert(
+        "timestamp".to_owned(),
+        Value::from(localai::iso8601_millis(sample.timestamp)),
+    );
     if !definition.units.is_empty() {
-        reading["units"] = json!(definition.units);
+        reading.insert("units".to_owned(), Value::from(definition.units.as_str()));
     }
     // A value that is not current must never read as current.
-    if sample.quality == Quality::BAD {
-        reading["note"] = json!(
-            "not a current reading: its source is unreachable or has no value; this is the last value known, taken at the timestamp"
-        );
+    let note = if sample.quality == Quality::BAD {
+        Some(
+            "not a current reading: its source is unreachable or has no value; this is the last value known, taken at the timestamp",
+        )
     } else if sample.quality == Quality::UNCERTAIN {
-        reading["note"] = json!(
-            "possibly stale: not updated within its source's time limit; this is the last value received, taken at the timestamp"
-        );
+        Some(
+            "possibly stale: not updated within its source's time limit; this is the last value received, taken at the timestamp",
+        )
+    } else {
+        None
+    };
+    if let Some(note) = note {
+        reading.insert("note".to_owned(), Value::from(note));
     }
-    reading
+    Value::Object(reading)
 }
 
 /// A required string argument (the schema has checked it is present and a string).
