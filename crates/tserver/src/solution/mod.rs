@@ -1,9 +1,10 @@
 //! The solution: a SQLite file (`SolutionDb`, here and in the files beside this one) or a
 //! PostgreSQL database (`postgres/`), behind one `Store` (`store.rs`).
 //!
-//! A file's server keeps a few read connections in a pool and reads `SolutionSettings` at
+//! A file's server keeps a few read connections in a pool and asks for `SolutionSettings` at
 //! every call, so an admin change (made by another process on the same file, in WAL mode) is
-//! seen by the next call without a restart.
+//! seen by the next call without a restart; the row read last serves for as long as the
+//! WAL-index says nothing was committed since (`wal_index.rs`).
 
 mod admin;
 mod audit;
@@ -17,12 +18,15 @@ mod secrets;
 mod source_reports;
 mod store;
 mod tokens;
+mod wal_index;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use guard::FileIdentity;
+use wal_index::{HeaderBytes, WalIndexHeader};
 
 use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -274,6 +278,12 @@ pub struct SolutionDb {
     identity: Option<FileIdentity>,
     /// Set once the path no longer names that file: why.
     lost: OnceLock<String>,
+    /// The file's WAL-index, which says whether anything was committed since a moment.
+    wal_index: Option<WalIndexHeader>,
+    /// The settings row read last, and the WAL-index header seen just before it was read.
+    settings: Mutex<Option<(HeaderBytes, SettingsRow)>>,
+    /// How many times the settings row was read from the file (not from `settings`).
+    settings_reads: AtomicU64,
 }
 
 impl SolutionDb {
@@ -324,6 +334,10 @@ impl SolutionDb {
             readers: Mutex::new(vec![connection]),
             identity: FileIdentity::of(path).ok(),
             lost: OnceLock::new(),
+            // Opened after the transaction above, which made the WAL-index of a WAL file.
+            wal_index: WalIndexHeader::open(path),
+            settings: Mutex::new(None),
+            settings_reads: AtomicU64::new(0),
         })
     }
 
@@ -388,8 +402,36 @@ impl SolutionDb {
         }
     }
 
-    /// The `SolutionSettings` row, read afresh.
+    /// The `SolutionSettings` row as it is now: the row read last while the WAL-index says
+    /// nothing was committed since, read afresh otherwise.
     pub fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
+        // Seen before the read: a commit landing meanwhile changes the header, so the row kept
+        // is never trusted past a commit it might not show.
+        let seen = self.wal_index.as_ref().and_then(WalIndexHeader::read);
+        if let Some(seen) = &seen
+            && let Ok(kept) = self.settings.lock()
+            && let Some((header, row)) = &*kept
+            && header == seen
+        {
+            return Ok(row.clone());
+        }
+        let row = self.read_settings_row()?;
+        if let Some(seen) = seen
+            && let Ok(mut kept) = self.settings.lock()
+        {
+            *kept = Some((seen, row.clone()));
+        }
+        Ok(row)
+    }
+
+    /// How many times [`settings_row`](Self::settings_row) read the file.
+    #[cfg(test)]
+    fn settings_reads(&self) -> u64 {
+        self.settings_reads.load(Ordering::Relaxed)
+    }
+
+    fn read_settings_row(&self) -> Result<SettingsRow, SolutionError> {
+        self.settings_reads.fetch_add(1, Ordering::Relaxed);
         self.read(|connection| {
             connection
                 .prepare_cached(
@@ -451,6 +493,69 @@ mod tests {
                 .expect("sets the version");
         }
         path
+    }
+
+    /// Sets `ModelOptions` through a connection of its own, as another process would.
+    fn set_options_elsewhere(path: &Path, options: i64) {
+        Connection::open(path)
+            .expect("opens")
+            .execute("UPDATE SolutionSettings SET ModelOptions = ?1", [options])
+            .expect("updates");
+    }
+
+    #[test]
+    fn the_settings_row_is_kept_until_anything_is_committed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("wal.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        for _ in 0..50 {
+            assert_eq!(db.settings_row().expect("reads").model_options, 0);
+        }
+        assert_eq!(
+            db.settings_reads(),
+            1,
+            "nothing committed: the row read once serves"
+        );
+
+        set_options_elsewhere(&path, 7);
+        assert_eq!(db.settings_row().expect("reads").model_options, 7);
+        assert_eq!(db.settings_row().expect("reads").model_options, 7);
+        assert_eq!(db.settings_reads(), 2);
+
+        // A commit to another table says nothing of the row, but is a commit: read again.
+        Connection::open(&path)
+            .expect("opens")
+            .execute("INSERT INTO Users (Name) VALUES ('ann')", [])
+            .expect("inserts");
+        assert_eq!(db.settings_row().expect("reads").model_options, 7);
+        assert_eq!(db.settings_reads(), 3);
+
+        // The WAL checkpointed and restarted (new salts, frames from 0): still seen.
+        let other = Connection::open(&path).expect("opens");
+        let _: i64 = other
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+            .expect("checkpoints");
+        set_options_elsewhere(&path, 7);
+        set_options_elsewhere(&path, 9);
+        assert_eq!(db.settings_row().expect("reads").model_options, 9);
+
+        // This process's own writes are commits like any other.
+        db.set_setting(&SettingKey::parse("ModelOptions").expect("a key"), "0x3")
+            .expect("writes");
+        assert_eq!(db.settings_row().expect("reads").model_options, 3);
+    }
+
+    #[test]
+    fn a_file_without_a_wal_index_is_read_at_every_call() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file_at_version(dir.path(), MIGRATIONS.len(), None);
+        let db = SolutionDb::open(&path).expect("opens");
+        assert!(db.wal_index.is_none(), "a rollback-journal file has no WAL-index");
+        assert_eq!(db.settings_row().expect("reads").model_options, 0);
+        set_options_elsewhere(&path, 5);
+        assert_eq!(db.settings_row().expect("reads").model_options, 5);
+        assert_eq!(db.settings_reads(), 2);
     }
 
     #[test]
