@@ -272,13 +272,13 @@ async fn post(http: &reqwest::Client, endpoint: &Endpoint, body: &Value) -> Resu
     if !status.is_success() {
         return Err(status_warning(status, &bytes, shown, &endpoint.redactions));
     }
-    answer(&read_response(&bytes)?)
+    answer(read_response(&bytes)?)
 }
 
 /// The answer of a chat-completions response, read as the chat path reads one (never a
 /// reasoning field), plus the warning about why the model stopped, if any. The atomic path
 /// offers no tools, so a reply that asks for some has no answer.
-pub(crate) fn answer(value: &Completion) -> Result<Answer, String> {
+pub(crate) fn answer(value: Completion) -> Result<Answer, String> {
     let mut unnamed = 0_u32;
     let reply = read_reply(value, &[], &mut || {
         unnamed += 1;
@@ -358,13 +358,13 @@ mod tests {
             text,
             warnings,
             usage,
-        } = answer(&Completion::from_value(value)).expect("answer");
+        } = answer(Completion::from_value(value)).expect("answer");
         assert!(usage.is_empty());
         assert_eq!(text, "42");
         assert_eq!(warnings.len(), 1);
         let only_reasoning =
             json!({"choices": [{"message": {"role": "assistant", "reasoning_content": "hmm"}}]});
-        assert!(answer(&Completion::from_value(only_reasoning)).is_err());
-        assert!(answer(&Completion::from_value(json!({"choices": []}))).is_err());
+        assert!(answer(Completion::from_value(only_reasoning)).is_err());
+        assert!(answer(Completion::from_value(json!({"choices": []}))).is_err());
     }
 }

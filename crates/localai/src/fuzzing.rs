@@ -59,13 +59,13 @@ pub fn llm_response(body: &[u8]) {
             "the text handed out is not the answer"
         );
     }
-    let _ = atomic::answer(&value);
+    let _ = atomic::answer(value.clone());
     let mut next = 0u32;
     let mut new_id = || {
         next += 1;
         format!("call_{next}")
     };
-    if let Ok(reply) = dialect::read_reply(&value, OFFERED, &mut new_id) {
+    if let Ok(reply) = dialect::read_reply(value, OFFERED, &mut new_id) {
         for call in &reply.calls {
             assert!(!call.id.is_empty(), "a tool call without an id");
             assert!(!call.name.is_empty(), "a tool call without a name");

@@ -289,9 +289,11 @@ impl Handler {
         let mut deadline = pin!(sleep_until(self.next_deadline()));
         // Made once and polled again on every turn of the loop: a fresh `cancelled()` or
         // `changed()` each turn would register with (and leave) its token's or channel's
-        // waiter list at every frame.
-        let mut hard_stop = pin!(self.hard_stop.clone().cancelled_owned());
-        let mut shutdown = pin!(self.shutdown.clone().cancelled_owned());
+        // waiter list at every frame. Children of the server's tokens, because a poll locks
+        // its token: a child's lock is this connection's alone, where the server's is taken by
+        // every connection on every core.
+        let mut hard_stop = pin!(self.hard_stop.child_token().cancelled_owned());
+        let mut shutdown = pin!(self.shutdown.child_token().cancelled_owned());
         let mut users_change = pin!(users_changed(self.users.clone()));
         let mut users_open = true;
         loop {

@@ -193,14 +193,23 @@ impl ModelConnections {
     fn checkin(&self, origin: &Origin, sender: Sender) {
         let now = Instant::now();
         let mut pools = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let idle = pools.entry(origin.clone()).or_default();
-        // Oldest first: the expired ones are a prefix.
-        let expired = idle
-            .iter()
-            .take_while(|entry| now.duration_since(entry.since) > IDLE_TIMEOUT)
-            .count();
-        idle.drain(..expired);
-        idle.push(Idle { sender, since: now });
+        let checked_in = Idle { sender, since: now };
+        // Looked up before inserting: `entry` would take an owned key, a copy of the origin at
+        // every response.
+        match pools.get_mut(origin) {
+            Some(idle) => {
+                // Oldest first: the expired ones are a prefix.
+                let expired = idle
+                    .iter()
+                    .take_while(|entry| now.duration_since(entry.since) > IDLE_TIMEOUT)
+                    .count();
+                idle.drain(..expired);
+                idle.push(checked_in);
+            }
+            None => {
+                pools.insert(origin.clone(), vec![checked_in]);
+            }
+        }
     }
 }
 

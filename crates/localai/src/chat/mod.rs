@@ -580,7 +580,7 @@ impl ChatPath {
                 Err(PostFailure::Failed(warning)) => return Err(warning),
             };
             let offered: &[&str] = if last_chance { &[] } else { &names };
-            let reply = read_reply(&response, offered, &mut new_call_id)?;
+            let reply = read_reply(response, offered, &mut new_call_id)?;
             turn.receiving.clear();
             if let Some(preview) = preview {
                 preview.finish(

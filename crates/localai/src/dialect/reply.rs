@@ -114,20 +114,23 @@ impl Finish {
 /// only when tools were offered (`offered` holds their names); `new_id` names calls that came
 /// without an id.
 pub(crate) fn read_reply(
-    response: &Completion,
+    response: Completion,
     offered: &[&str],
     new_id: &mut dyn FnMut() -> String,
 ) -> Result<AssistantReply, String> {
-    let (choice, message) = response.first_choice()?;
-    let finish = Finish::of(choice);
-    let usage = Usage::of(response);
-    let content = message.and_then(|message| message.content.get()).cloned();
-    let native: Vec<ToolCall> = message
-        .and_then(|message| message.tool_calls.get())
+    let usage = Usage::of(&response);
+    // Taken apart rather than copied out of: the strings move into the reply.
+    let (choice, message) = response.into_first_choice()?;
+    let finish = Finish::of(&choice);
+    let (content, calls) = match message {
+        Some(message) => (message.content.into_option(), message.tool_calls.into_option()),
+        None => (None, None),
+    };
+    let native: Vec<ToolCall> = calls
         .map(|calls| {
             calls
-                .iter()
-                .filter_map(|call| native_call(call.get()?, new_id))
+                .into_iter()
+                .filter_map(|call| native_call(call.into_option()?, new_id))
                 .collect()
         })
         .unwrap_or_default();
@@ -161,30 +164,30 @@ pub(crate) fn read_reply(
     })
 }
 
-fn native_call(call: &NativeCall, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
-    let function = call.function.get()?;
-    let name = function.name.get()?.clone();
+fn native_call(call: NativeCall, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
+    let function = call.function.into_option()?;
+    let name = function.name.into_option()?;
     let id = call
         .id
-        .get()
+        .into_option()
         .filter(|id| !id.is_empty())
-        .map_or_else(&mut *new_id, String::clone);
+        .unwrap_or_else(new_id);
     Some(ToolCall {
         id,
         name,
-        arguments: arguments(function.arguments.as_ref()),
+        arguments: arguments(function.arguments),
     })
 }
 
 /// Arguments sent as an object, a string holding an object, or nothing (an empty object).
-fn arguments(raw: Option<&Value>) -> Arguments {
+fn arguments(raw: Option<Value>) -> Arguments {
     match raw {
         None | Some(Value::Null) => Arguments::Object(json!({})),
-        Some(object @ Value::Object(_)) => Arguments::Object(object.clone()),
+        Some(object @ Value::Object(_)) => Arguments::Object(object),
         Some(Value::String(text)) if text.trim().is_empty() => Arguments::Object(json!({})),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(object @ Value::Object(_)) => Arguments::Object(object),
-            _ => Arguments::Unparsable(text.clone()),
+            _ => Arguments::Unparsable(text),
         },
         Some(other) => Arguments::Unparsable(other.to_string()),
     }
@@ -259,7 +262,12 @@ fn named_call(value: &Value, new_id: &mut dyn FnMut() -> String) -> Option<ToolC
     Some(ToolCall {
         id: new_id(),
         name,
-        arguments: arguments(value.get("arguments").or_else(|| value.get("parameters"))),
+        arguments: arguments(
+            value
+                .get("arguments")
+                .or_else(|| value.get("parameters"))
+                .cloned(),
+        ),
     })
 }
 
@@ -287,7 +295,7 @@ mod tests {
 
     fn read(response: Value, offered: &[&str]) -> AssistantReply {
         let mut n = 0;
-        read_reply(&Completion::from_value(response), offered, &mut || {
+        read_reply(Completion::from_value(response), offered, &mut || {
             n += 1;
             format!("gen_{n}")
         })
@@ -408,7 +416,7 @@ mod tests {
         assert_eq!(only_reasoning.content, None);
         assert!(
             read_reply(
-                &Completion::from_value(json!({"choices": []})),
+                Completion::from_value(json!({"choices": []})),
                 OFFERED,
                 &mut String::new
             )

@@ -448,7 +448,7 @@ mod tests {
         assembler.push_body(body.as_bytes())?;
         let mut n = 0;
         read_reply(
-            &assembler.into_completion(),
+            assembler.into_completion(),
             &["runtime_get_value", "runtime_search_uns"],
             &mut || {
                 n += 1;
@@ -823,13 +823,13 @@ mod tests {
                 n += 1;
                 format!("gen_{n}")
             };
-            let expected = read_reply(&Completion::from_value(whole), &[], &mut new_id).expect("reads");
+            let expected = read_reply(Completion::from_value(whole), &[], &mut new_id).expect("reads");
             let body = sse(&chunks);
             let streamed = assemble(&body).expect("reads");
             proptest::prop_assert_eq!(&streamed, &expected);
             // Arriving in any pieces, it reads the same, and its text comes out whole.
             let (read, shown) = read_in_pieces(body.as_bytes(), &cuts);
-            let read = read_reply(&read.expect("reads"), &[], &mut new_id).expect("reads");
+            let read = read_reply(read.expect("reads"), &[], &mut new_id).expect("reads");
             proptest::prop_assert_eq!(&read.content, &expected.content);
             proptest::prop_assert_eq!(shown, text);
         }

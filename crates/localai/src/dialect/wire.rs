@@ -341,6 +341,20 @@ impl Completion {
         Ok((choice, choice.message.get()))
     }
 
+    /// [`first_choice`](Self::first_choice), taken out of the completion: the choice (its
+    /// `message` left absent) and its message.
+    pub(crate) fn into_first_choice(self) -> Result<(Choice, Option<Message>), &'static str> {
+        self.first_choice()?;
+        let mut choice = self
+            .choices
+            .into_option()
+            .and_then(|choices| choices.into_iter().next())
+            .and_then(Loose::into_option)
+            .ok_or("LLM response has no choices")?;
+        let message = std::mem::take(&mut choice.message).into_option();
+        Ok((choice, message))
+    }
+
     /// The first choice's answer text, if it has one.
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn content(&self) -> Option<&str> {
