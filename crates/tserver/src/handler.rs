@@ -121,9 +121,8 @@ pub(crate) struct Handler {
     replies: Option<ReplyChannel>,
     /// Graceful shutdown of the server: stop taking calls, finish those in flight.
     shutdown: CancellationToken,
-    /// The end of the grace period: stop now.
-    hard_stop: CancellationToken,
-    /// Cancelled when this connection ends, so its calls in flight stop spending work.
+    /// Cancelled when this connection ends, so its calls in flight stop spending work, or at
+    /// the end of the server's grace period (a child of its hard stop): stop now.
     calls: CancellationToken,
     tracker: TaskTracker,
     draining: bool,
@@ -186,7 +185,6 @@ impl Handler {
             replies: None,
             shutdown,
             calls: hard_stop.child_token(),
-            hard_stop: hard_stop.clone(),
             tracker,
             draining: false,
             last_activity: now,
@@ -289,11 +287,12 @@ impl Handler {
         let mut deadline = pin!(sleep_until(self.next_deadline()));
         // Made once and polled again on every turn of the loop: a fresh `cancelled()` or
         // `changed()` each turn would register with (and leave) its token's or channel's
-        // waiter list at every frame. Children of the server's tokens, because a poll locks
-        // its token: a child's lock is this connection's alone, where the server's is taken by
-        // every connection on every core.
-        let mut hard_stop = pin!(self.hard_stop.child_token().cancelled_owned());
-        let mut shutdown = pin!(self.shutdown.child_token().cancelled_owned());
+        // waiter list at every frame. The hard stop is watched through `calls`, this
+        // connection's child of it (cancelled by nothing else while this loop runs), because a
+        // poll locks its token: a child's lock is this connection's alone, where the server's
+        // is taken by every connection on every core.
+        let mut hard_stop = pin!(self.calls.clone().cancelled_owned());
+        let mut shutdown = pin!(self.shutdown.clone().cancelled_owned());
         let mut users_change = pin!(users_changed(self.users.clone()));
         let mut users_open = true;
         loop {
