@@ -329,13 +329,18 @@ impl SolutionDb {
             transaction.execute_batch(migration)?;
         }
         transaction.commit()?;
+        // Opened after the transaction above, which made the WAL-index of a WAL file, and
+        // named after the database as SQLite resolved it (a symbolic link followed), as
+        // SQLite names it.
+        let wal_index = connection
+            .path()
+            .and_then(|resolved| WalIndexHeader::open(Path::new(resolved)));
         Ok(Self {
             path: path.to_owned(),
             readers: Mutex::new(vec![connection]),
             identity: FileIdentity::of(path).ok(),
             lost: OnceLock::new(),
-            // Opened after the transaction above, which made the WAL-index of a WAL file.
-            wal_index: WalIndexHeader::open(path),
+            wal_index,
             settings: Mutex::new(None),
             settings_reads: AtomicU64::new(0),
         })
@@ -544,6 +549,28 @@ mod tests {
         db.set_setting(&SettingKey::parse("ModelOptions").expect("a key"), "0x3")
             .expect("writes");
         assert_eq!(db.settings_row().expect("reads").model_options, 3);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_opened_through_a_symbolic_link_watches_the_wal_index_sqlite_uses() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("real.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&path, &link).expect("links");
+        // A stale WAL-index beside the link (initialized, its copies agreeing), which SQLite
+        // never uses: were it read, nothing would ever seem committed.
+        let mut stale = [0_u8; 96];
+        stale[12] = 1;
+        stale[60] = 1;
+        std::fs::write(dir.path().join("link.db-shm"), stale).expect("writes");
+        let db = SolutionDb::open(&link).expect("opens");
+        assert_eq!(db.settings_row().expect("reads").model_options, 0);
+        set_options_elsewhere(&link, 4);
+        assert_eq!(db.settings_row().expect("reads").model_options, 4);
+        assert_eq!(db.settings_row().expect("reads").model_options, 4);
+        assert_eq!(db.settings_reads(), 2, "the real WAL-index is watched");
     }
 
     #[test]
