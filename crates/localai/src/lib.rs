@@ -62,7 +62,8 @@ pub fn store_read_ready<T: Send + 'static>(result: Result<T, SolutionError>) -> 
 /// What Local AI needs from the solution it runs in. `tserver` implements it over its
 /// database; tests implement it in memory.
 pub trait Solution: Send + Sync + 'static {
-    /// Reads the `SolutionSettings` row afresh. Called at the start of every call.
+    /// The `SolutionSettings` row as it is now: every change committed before the call is in
+    /// it. Called at the start of every call.
     fn settings(&self) -> StoreRead<SettingsRow>;
 
     /// The decrypted value of a secret, `None` when no secret has that name.
