@@ -5,8 +5,9 @@
 //! calls that came in while the previous one was out, instead of one each.
 
 use localai::settings::SettingsRow;
-use sqlx::PgPool;
 use sqlx::Row;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 /// Where one call's read is answered: the row, or why it could not be read.
@@ -40,9 +41,11 @@ impl SettingsReads {
 }
 
 /// Answers every read waiting when a query is sent with that query's row. The number waiting
-/// is bounded by the calls in flight.
+/// is bounded by the calls in flight. The queries go on one connection held from query to
+/// query: taking one from the pool for each was a quarter of the PostgreSQL gate's throughput.
 async fn reader(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Reply>) {
     let mut waiting = Vec::new();
+    let mut held: Option<PoolConnection<Postgres>> = None;
     while let Some(first) = requests.recv().await {
         waiting.push(first);
         while let Ok(more) = requests.try_recv() {
@@ -50,8 +53,8 @@ async fn reader(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Reply>) {
         }
         // A connection the database closed (it restarted) fails once: read again on a new one.
         // (Not after waiting the acquire timeout for a connection: that wait is the budget.)
-        let row = match settings_row(&pool).await {
-            Err(error) if !matches!(error, sqlx::Error::PoolTimedOut) => settings_row(&pool).await,
+        let row = match settings_row(&pool, &mut held).await {
+            Err(error) if !matches!(error, sqlx::Error::PoolTimedOut) => settings_row(&pool, &mut held).await,
             read => read,
         }
         .map_err(|error| error.to_string());
@@ -61,11 +64,20 @@ async fn reader(pool: PgPool, mut requests: mpsc::UnboundedReceiver<Reply>) {
     }
 }
 
-/// One read of the `SolutionSettings` row.
-async fn settings_row(pool: &PgPool) -> Result<SettingsRow, sqlx::Error> {
+/// One read of the `SolutionSettings` row, on the connection held (taken from the pool when
+/// none is; dropped when a read on it fails).
+async fn settings_row(
+    pool: &PgPool,
+    held: &mut Option<PoolConnection<Postgres>>,
+) -> Result<SettingsRow, sqlx::Error> {
+    let connection = match held {
+        Some(connection) => connection,
+        None => held.insert(pool.acquire().await?),
+    };
     let row = sqlx::query("SELECT ModelEnabled, ModelSettings, ModelOptions FROM SolutionSettings LIMIT 1")
-        .fetch_one(pool)
-        .await?;
+        .fetch_one(&mut **connection)
+        .await
+        .inspect_err(|_| *held = None)?;
     Ok(SettingsRow {
         model_enabled: row.try_get::<i32, _>(0)? != 0,
         model_settings: row.try_get(1)?,
