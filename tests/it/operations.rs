@@ -13,6 +13,7 @@ use scripted_llm::{Reply, ScriptedLlm};
 use service_client::{Client, ClientOptions};
 
 use crate::support::{PATIENCE, ServerProcess, Solution, admin};
+use tserver_tests::haproxy::free_loopback_addr;
 
 /// `GET path` on `addr`: the status and the body.
 async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
@@ -107,9 +108,11 @@ fn demo_answering(runtime: &tokio::runtime::Runtime, text: &str) -> (ScriptedLlm
 fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (_llm, solution) = demo_answering(&runtime, "Pump 1 runs.");
+    // With the HTTP listener too: a clean start and session of the whole server warn of nothing.
+    let http = free_loopback_addr().to_string();
     let served = ServerProcess::start(
         &solution.path,
-        &["--log-format", "json"],
+        &["--log-format", "json", "--http", &http],
         &[("RUST_LOG", "debug")],
     );
     runtime.block_on(async {
@@ -154,6 +157,14 @@ fn json_logs_are_one_object_a_line_carrying_the_connection_guid_and_the_call_id(
             .iter()
             .any(|span| span["name"] == "conn" && span["guid"].as_str().is_some_and(|guid| guid.len() == 36)),
         "{logged_in}"
+    );
+    let warnings: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["level"] != "DEBUG" && event["level"] != "INFO" && event["level"] != "TRACE")
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "a clean start and session warned: {warnings:#?}"
     );
     // A line logged during a call names the call.
     assert!(

@@ -131,7 +131,9 @@ async fn metrics_text() -> axum::response::Response {
     }
 }
 
-/// The origins of pages on the allowed hosts, any port, http or https.
+/// The origins of pages on the allowed hosts, any port (the scheme's default included), http or
+/// https. Only `:*` entries: rmcp warns at every start about an entry without a port, whose
+/// "any port" meaning it is changing to "the default port".
 fn allowed_origins(hosts: &[String]) -> Vec<String> {
     hosts
         .iter()
@@ -147,14 +149,7 @@ fn allowed_origins(hosts: &[String]) -> Vec<String> {
                 name.to_owned()
             }
         })
-        .flat_map(|name| {
-            [
-                format!("http://{name}:*"),
-                format!("https://{name}:*"),
-                format!("http://{name}"),
-                format!("https://{name}"),
-            ]
-        })
+        .flat_map(|name| [format!("http://{name}:*"), format!("https://{name}:*")])
         .collect()
 }
 
