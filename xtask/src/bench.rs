@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_bench::McpClient;
 use crate::processes::{
-    Process, cpu_seconds, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port,
+    Process, cpu_seconds, cpu_time, free_port, rss_bytes, run_quietly, start_announcing, wait_for_port,
 };
 use crate::server_cost::{self, Measured, median};
 
@@ -424,6 +424,13 @@ impl TurnRelay {
     }
 }
 
+/// The shares of a round's CPU time spent in user space, by tserver's turns and by the
+/// reference server's pings.
+struct UserShares {
+    turn: f64,
+    ping: f64,
+}
+
 /// One row of the targets table.
 struct Verdict {
     what: String,
@@ -698,16 +705,26 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     let mut rounds = Vec::with_capacity(TOOL_TURN_ROUNDS);
     let mut relay_cpu_in_pings = Vec::with_capacity(TOOL_TURN_ROUNDS);
     let mut warm = None;
+    // Each side's time in user space and in the kernel apart: a ping is mostly the kernel's
+    // work, a turn much less, so a machine whose user-space pace differs moves the ratio.
+    let mut splits = Vec::with_capacity(TOOL_TURN_ROUNDS);
     for _ in 0..TOOL_TURN_ROUNDS {
+        let ping_before = cpu_time(reference.pid).context("the reference server's CPU time is unreadable")?;
         let ping = server_cost::cpu_per_call(&bench, reference, "ping", plan.cost_calls / 4)?;
+        let ping_split =
+            cpu_time(reference.pid).context("the reference server's CPU time is unreadable")? - ping_before;
         let (_, relay_cpu_us) = relay.turns(&bench, &fast_url, 64, plan.tool_turns)?;
-        let cpu_before = cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")?;
+        let turn_before = cpu_time(tserver.pid()).context("tserver's CPU time is unreadable")?;
         let run = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
-        let cpu_us = (cpu_seconds(tserver.pid()).context("tserver's CPU time is unreadable")? - cpu_before)
-            * 1e6
-            / run.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        let turn_split = cpu_time(tserver.pid()).context("tserver's CPU time is unreadable")? - turn_before;
+        let turns = run.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
+        let cpu_us = (turn_split.user + turn_split.system) * 1e6 / turns;
         rounds.push((cpu_us, ping.cpu_us_per_call(), error_count(&run.report)));
         relay_cpu_in_pings.push(relay_cpu_us / ping.cpu_us_per_call());
+        splits.push(UserShares {
+            turn: turn_split.user / (turn_split.user + turn_split.system).max(f64::MIN_POSITIVE),
+            ping: ping_split.user / (ping_split.user + ping_split.system).max(f64::MIN_POSITIVE),
+        });
         warm = Some(run);
     }
     let warm = warm.context("no tool-turn round ran")?;
@@ -725,14 +742,16 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         json!(rounds
             .iter()
             .zip(&relay_cpu_in_pings)
-            .map(|((turn, ping, errors), relay)| json!({"turnCpuUs": turn, "referencePingCpuUs": ping, "errors": errors,
-                                                       "relayCpuInPings": relay}))
+            .zip(&splits)
+            .map(|(((turn, ping, errors), relay), shares)| json!({"turnCpuUs": turn, "referencePingCpuUs": ping, "errors": errors,
+                                                       "relayCpuInPings": relay, "turnUserShare": shares.turn,
+                                                       "referencePingUserShare": shares.ping}))
             .collect::<Vec<_>>()),
     );
     verdicts.push(Verdict {
         what: "tserver CPU per 1-tool turn, 64 in flight".to_owned(),
         measured: format!(
-            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings, median of {TOOL_TURN_ROUNDS} rounds ({}; {:.0} turns/s, {round_errors} errors); a do-nothing relay of the turn: {:.1} pings",
+            "{cpu_per_tool_turn:.1} us = {tool_turn_in_pings:.1} reference pings, median of {TOOL_TURN_ROUNDS} rounds ({}; {:.0} turns/s, {round_errors} errors); a do-nothing relay of the turn: {:.1} pings; in user space: {:.0}% of the turn, {:.0}% of the ping",
             rounds
                 .iter()
                 .map(|(turn, ping, _)| format!("{:.1}", turn / ping))
@@ -740,6 +759,8 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
                 .join(", "),
             rps(&warm.report),
             median(relay_cpu_in_pings.iter().copied()),
+            100.0 * median(splits.iter().map(|shares| shares.turn)),
+            100.0 * median(splits.iter().map(|shares| shares.ping)),
         ),
         target: format!("<= {TOOL_TURN_CPU_IN_PINGS} reference pings (35 us)"),
         met: tool_turn_in_pings <= TOOL_TURN_CPU_IN_PINGS && round_errors == 0,

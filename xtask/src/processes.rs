@@ -77,15 +77,41 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// CPU time a process has used so far (user and system), in seconds. `/proc` counts it in
-/// clock ticks of `USER_HZ`, which Linux fixes at 100 for this interface.
+/// CPU time a process has used so far (user and system), in seconds.
 pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+    cpu_time(pid).map(|time| time.user + time.system)
+}
+
+/// CPU time a process has used so far, in seconds, in user space and in the kernel apart.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CpuTime {
+    pub(crate) user: f64,
+    pub(crate) system: f64,
+}
+
+impl std::ops::Sub for CpuTime {
+    type Output = Self;
+
+    fn sub(self, earlier: Self) -> Self {
+        Self {
+            user: self.user - earlier.user,
+            system: self.system - earlier.system,
+        }
+    }
+}
+
+/// A process's [`CpuTime`] so far. `/proc` counts it in clock ticks of `USER_HZ`, which Linux
+/// fixes at 100 for this interface.
+pub(crate) fn cpu_time(pid: u32) -> Option<CpuTime> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name, in parentheses, may hold spaces: count fields after its end.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |index: usize| fields.get(index)?.parse::<u64>().ok();
+    let seconds = |index: usize| Some(fields.get(index)?.parse::<u64>().ok()? as f64 / 100.0);
     // utime and stime are fields 14 and 15 of the line, so 11 and 12 after the name.
-    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+    Some(CpuTime {
+        user: seconds(11)?,
+        system: seconds(12)?,
+    })
 }
 
 /// Runs `program` with `args` to completion, its standard output dropped (for admin commands
@@ -115,4 +141,27 @@ pub(crate) fn measuring_side(xtask: &Path, task: &str, args: &[&str]) -> anyhow:
         bail!("xtask {task} failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_work_is_counted_as_user_time_and_the_total_is_its_sum() {
+        let pid = std::process::id();
+        let before = cpu_time(pid).expect("this process's CPU time");
+        // A tenth of a second of work in user space (several of /proc's 10 ms ticks).
+        let started = Instant::now();
+        let mut x = 1u64;
+        while started.elapsed() < Duration::from_millis(100) {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+        let spent = cpu_time(pid).expect("this process's CPU time") - before;
+        assert!(spent.user >= 0.03, "{spent:?}");
+        assert!(spent.system >= 0.0, "{spent:?}");
+        let now = cpu_time(pid).expect("this process's CPU time");
+        let total = cpu_seconds(pid).expect("this process's CPU time");
+        assert!(total >= now.user + now.system, "{total} vs {now:?}");
+    }
 }
