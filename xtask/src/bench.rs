@@ -718,12 +718,12 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         let run = bench.tool_turns(&fast_url, 64, plan.tool_turns)?;
         let turn_split = cpu_time(tserver.pid()).context("tserver's CPU time is unreadable")? - turn_before;
         let turns = run.report["calls"].as_u64().unwrap_or(0).max(1) as f64;
-        let cpu_us = (turn_split.user + turn_split.system) * 1e6 / turns;
+        let cpu_us = turn_split.total() * 1e6 / turns;
         rounds.push((cpu_us, ping.cpu_us_per_call(), error_count(&run.report)));
         relay_cpu_in_pings.push(relay_cpu_us / ping.cpu_us_per_call());
         splits.push(UserShares {
-            turn: turn_split.user / (turn_split.user + turn_split.system).max(f64::MIN_POSITIVE),
-            ping: ping_split.user / (ping_split.user + ping_split.system).max(f64::MIN_POSITIVE),
+            turn: turn_split.user_share(),
+            ping: ping_split.user_share(),
         });
         warm = Some(run);
     }

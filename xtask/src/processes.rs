@@ -79,7 +79,7 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
 
 /// CPU time a process has used so far (user and system), in seconds.
 pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
-    cpu_time(pid).map(|time| time.user + time.system)
+    cpu_time(pid).map(CpuTime::total)
 }
 
 /// CPU time a process has used so far, in seconds, in user space and in the kernel apart.
@@ -87,6 +87,18 @@ pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
 pub(crate) struct CpuTime {
     pub(crate) user: f64,
     pub(crate) system: f64,
+}
+
+impl CpuTime {
+    /// User and system time together.
+    pub(crate) fn total(self) -> f64 {
+        self.user + self.system
+    }
+
+    /// The share of the time spent in user space (0 when no time was spent).
+    pub(crate) fn user_share(self) -> f64 {
+        self.user / self.total().max(f64::MIN_POSITIVE)
+    }
 }
 
 impl std::ops::Sub for CpuTime {
@@ -168,6 +180,6 @@ mod tests {
         assert!(spent.system >= 0.0, "{spent:?}");
         let now = cpu_time(pid).expect("this process's CPU time");
         let total = cpu_seconds(pid).expect("this process's CPU time");
-        assert!(total >= now.user + now.system, "{total} vs {now:?}");
+        assert!(total >= now.total(), "{total} vs {now:?}");
     }
 }
