@@ -1,20 +1,28 @@
 //! `Handler`: one client connection, from accept to close.
 //!
 //! The handler owns the connection and runs one loop over four events: a frame from the
-//! client, a reply from a call running in its own task, the connection's deadline (login or
-//! idle), and server shutdown. Quick calls (Hello, Ping, Logout, ReadTags) are answered inline;
-//! Chat runs in a task so many turns can be in flight, and its reply comes back over a channel
-//! holding the call's in-flight permit, so the count of calls in flight is exact.
+//! client, the end of a call in flight, the connection's deadline (login or idle), and server
+//! shutdown. Quick calls (Hello, Ping, Logout, ReadTags) are answered inline; Chat (and the
+//! other calls that wait on something) runs beside the loop, in the connection's own task, so
+//! many turns can be in flight, each holding its in-flight permit until its reply is queued,
+//! so the count of calls in flight is exact.
+//!
+//! Why not a task per call: handing a reply from another task back to the connection's task
+//! wakes it while tokio's LIFO slot holds the model connection's task (woken by the reply's
+//! last body read), so the scheduler also woke the idle worker thread for every turn, which
+//! then found nothing to do and slept again (docs/DECISIONS.md).
 
 use std::collections::HashMap;
-use std::pin::pin;
+use std::panic::AssertUnwindSafe;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use futures::FutureExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, server_frame};
 use tserver_proto::{Decoded, FrameError};
@@ -36,7 +44,7 @@ const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 /// not destroyed by a reset.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
-/// The reply of a call that ran in its own task, with the permit it held.
+/// The reply of a call that ran beside the loop, with the permit it held.
 #[derive(Debug)]
 struct CallReply {
     frame: ServerFrame,
@@ -72,8 +80,8 @@ enum Close {
     HardStop,
 }
 
-/// Where calls running in tasks send their replies, and where the connection takes them.
-type ReplyChannel = (mpsc::Sender<CallReply>, mpsc::Receiver<CallReply>);
+/// A call in flight: its work, then its reply.
+type CallInFlight = Pin<Box<dyn Future<Output = CallReply> + Send>>;
 
 /// Completes when this connection's waiting-room seat was taken; pending while logged in.
 async fn seat_evicted(seat: &Option<Seat>) {
@@ -92,12 +100,21 @@ async fn users_changed(
     (users, open)
 }
 
-/// The next reply of a call running in a task; pending while no call has run in one.
-async fn next_reply(replies: &mut Option<ReplyChannel>) -> Option<CallReply> {
-    match replies {
-        Some((_, receiver)) => receiver.recv().await,
-        None => std::future::pending().await,
-    }
+/// The reply of the next call in flight to end; pending while none is in flight.
+///
+/// Every call is polled at each wake: they are few (at most the in-flight cap), and
+/// `FuturesUnordered` wakes its task again whenever it has polled all of its futures, which
+/// tokio takes for a yield and answers by waking an idle worker to look for work.
+fn next_reply(calls: &mut Vec<CallInFlight>) -> impl Future<Output = CallReply> + '_ {
+    std::future::poll_fn(move |cx| {
+        for index in 0..calls.len() {
+            if let Poll::Ready(reply) = calls[index].as_mut().poll(cx) {
+                drop(calls.swap_remove(index));
+                return Poll::Ready(reply);
+            }
+        }
+        Poll::Pending
+    })
 }
 
 /// The permits a new connection was admitted with.
@@ -113,18 +130,15 @@ pub(crate) struct Handler {
     shared: Arc<Shared>,
     connection: Connection,
     context: ConnectionContext,
-    /// One permit per call running in a task; its size is the in-flight cap.
+    /// One permit per call in flight; its size is the in-flight cap.
     in_flight: Arc<Semaphore>,
-    /// Where calls running in tasks send their replies. Made at the first such call: most
-    /// connections are displays that read tags and rarely chat, and an idle channel still
-    /// holds a block of reply slots.
-    replies: Option<ReplyChannel>,
+    /// The calls in flight, polled by this connection's loop.
+    calls_in_flight: Vec<CallInFlight>,
     /// Graceful shutdown of the server: stop taking calls, finish those in flight.
     shutdown: CancellationToken,
-    /// Cancelled when this connection ends, so its calls in flight stop spending work, or at
-    /// the end of the server's grace period (a child of its hard stop): stop now.
+    /// Cancelled when this connection ends, or at the end of the server's grace period (a
+    /// child of its hard stop): stop now.
     calls: CancellationToken,
-    tracker: TaskTracker,
     draining: bool,
     last_activity: Instant,
     login_deadline: Instant,
@@ -144,8 +158,8 @@ pub(crate) struct Handler {
     login_span: tracing::Span,
     /// The log lines this connection may still cause this minute.
     log_budget: LogBudget,
-    /// The cancellation of each call running in a task, by call id, until its reply is
-    /// written (at most the in-flight cap of them).
+    /// The cancellation of each call in flight, by call id, until its reply is written (at
+    /// most the in-flight cap of them).
     running: HashMap<u64, CancellationToken>,
     /// The streamed chat turns in flight, and their progress on its way out.
     streams: ChatStreams,
@@ -172,7 +186,6 @@ impl Handler {
         context: ConnectionContext,
         shutdown: CancellationToken,
         hard_stop: &CancellationToken,
-        tracker: TaskTracker,
         slots: Slots,
     ) -> Self {
         let cap = shared.config.max_calls_in_flight;
@@ -182,10 +195,9 @@ impl Handler {
             connection,
             context,
             in_flight: Arc::new(Semaphore::new(cap)),
-            replies: None,
+            calls_in_flight: Vec::new(),
             shutdown,
             calls: hard_stop.child_token(),
-            tracker,
             draining: false,
             last_activity: now,
             login_deadline,
@@ -210,6 +222,8 @@ impl Handler {
         // The server runs this inside the connection's span.
         self.connection_span = tracing::Span::current();
         let close = self.serve().await;
+        // The calls still in flight stop here: nobody will read their replies.
+        self.calls_in_flight = Vec::new();
         self.calls.cancel();
         self.shared
             .runtime
@@ -333,7 +347,7 @@ impl Handler {
                         }
                     }
                 }
-                Some(reply) = next_reply(&mut self.replies) => {
+                reply = next_reply(&mut self.calls_in_flight) => {
                     if let Err(error) = self.write_replies(reply).await {
                         return Close::Transport(error.to_string());
                     }
@@ -575,9 +589,11 @@ impl Handler {
         }
     }
 
-    /// Spawns `work` as call `call_id`'s task, or gives back the `busy` refusal to answer.
-    /// Not async: `work` (a large future for some calls) is moved into its task at once and
-    /// never held in the connection's own future, which stays small for every call.
+    /// Puts `work` in flight as call `call_id`, or gives back the `busy` refusal to answer.
+    /// Not async: `work` (a large future for some calls) is boxed at once and never held in
+    /// the connection's own future, which stays small for every call. When the connection
+    /// ends, its calls in flight are dropped unfinished (the client is gone or the server
+    /// stopped).
     fn start_call<F>(&mut self, call_id: u64, call: &'static str, work: F) -> Result<(), ServerFrame>
     where
         F: Future<Output = server_frame::Body> + Send + 'static,
@@ -589,27 +605,25 @@ impl Handler {
             );
             return Err(error_frame(call_id, ErrorCode::Busy, message));
         };
-        let cap = self.shared.config.max_calls_in_flight;
-        let (replies, _) = self.replies.get_or_insert_with(|| mpsc::channel(cap));
-        let replies = replies.clone();
-        let cancelled = self.calls.clone();
         // At info level, so every line a call logs (at any level) carries its call id.
         let span = tracing::info_span!("call", call_id, call);
-        self.tracker.spawn(
-            async move {
-                tokio::select! {
-                    biased;
-                    // The client is gone or the server stopped: drop the work unfinished.
-                    () = cancelled.cancelled() => {}
-                    body = work => {
-                        crate::telemetry::count_call(call, &body);
-                        let frame = reply(call_id, body);
-                        let _ = replies.send(CallReply { frame, _permit: permit }).await;
-                    }
+        let call = async move {
+            // A panic stays this call's: it answers `internal`, and the connection and its
+            // other calls go on (as they did when each call was a task of its own).
+            let body = match AssertUnwindSafe(work).catch_unwind().await {
+                Ok(body) => body,
+                Err(_) => {
+                    tracing::error!("the call panicked");
+                    CallError::new(ErrorCode::Internal, "internal error: the call panicked").into_body()
                 }
+            };
+            crate::telemetry::count_call(call, &body);
+            CallReply {
+                frame: reply(call_id, body),
+                _permit: permit,
             }
-            .instrument(span),
-        );
+        };
+        self.calls_in_flight.push(Box::pin(call.instrument(span)));
         Ok(())
     }
 
@@ -630,11 +644,11 @@ impl Handler {
         self.connection.flush_unless_more_input().await
     }
 
-    /// Writes a task's reply plus any others already waiting, then flushes once. A streamed
-    /// turn's last progress goes out just before its reply.
+    /// Writes a call's reply plus those of any others that end meanwhile, then flushes once. A
+    /// streamed turn's last progress goes out just before its reply.
     async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
         self.queue_reply(first).await?;
-        while let Some(Ok(next)) = self.replies.as_mut().map(|(_, receiver)| receiver.try_recv()) {
+        while let Poll::Ready(next) = futures::poll!(next_reply(&mut self.calls_in_flight)) {
             self.queue_reply(next).await?;
         }
         self.last_activity = Instant::now();

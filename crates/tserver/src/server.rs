@@ -250,7 +250,6 @@ impl Listener {
         let shared = Arc::clone(&self.shared);
         let shutdown = self.shutdown.clone();
         let hard_stop = self.hard_stop.clone();
-        let tracker = self.tracker.clone();
         let slots = Slots {
             connection: permit,
             seat,
@@ -264,7 +263,7 @@ impl Listener {
             };
             let Some(transport) = transport else { return };
             let connection = shared.connection(transport);
-            Handler::new(shared, connection, context, shutdown, &hard_stop, tracker, slots)
+            Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
                 .run()
                 .await;
         };
