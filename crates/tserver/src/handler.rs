@@ -133,7 +133,7 @@ pub(crate) struct Handler {
     /// One permit per call in flight; its size is the in-flight cap.
     in_flight: Arc<Semaphore>,
     /// The calls in flight, polled by this connection's loop.
-    calls_in_flight: Vec<CallInFlight>,
+    ongoing_calls: Vec<CallInFlight>,
     /// Graceful shutdown of the server: stop taking calls, finish those in flight.
     shutdown: CancellationToken,
     /// Cancelled when this connection ends, or at the end of the server's grace period (a
@@ -195,7 +195,7 @@ impl Handler {
             connection,
             context,
             in_flight: Arc::new(Semaphore::new(cap)),
-            calls_in_flight: Vec::new(),
+            ongoing_calls: Vec::new(),
             shutdown,
             calls: hard_stop.child_token(),
             draining: false,
@@ -223,7 +223,7 @@ impl Handler {
         self.connection_span = tracing::Span::current();
         let close = self.serve().await;
         // The calls still in flight stop here: nobody will read their replies.
-        self.calls_in_flight = Vec::new();
+        self.ongoing_calls = Vec::new();
         self.calls.cancel();
         self.shared
             .runtime
@@ -347,7 +347,7 @@ impl Handler {
                         }
                     }
                 }
-                reply = next_reply(&mut self.calls_in_flight) => {
+                reply = next_reply(&mut self.ongoing_calls) => {
                     if let Err(error) = self.write_replies(reply).await {
                         return Close::Transport(error.to_string());
                     }
@@ -623,7 +623,7 @@ impl Handler {
                 _permit: permit,
             }
         };
-        self.calls_in_flight.push(Box::pin(call.instrument(span)));
+        self.ongoing_calls.push(Box::pin(call.instrument(span)));
         Ok(())
     }
 
@@ -648,7 +648,7 @@ impl Handler {
     /// streamed turn's last progress goes out just before its reply.
     async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
         self.queue_reply(first).await?;
-        while let Poll::Ready(next) = futures::poll!(next_reply(&mut self.calls_in_flight)) {
+        while let Poll::Ready(next) = futures::poll!(next_reply(&mut self.ongoing_calls)) {
             self.queue_reply(next).await?;
         }
         self.last_activity = Instant::now();
