@@ -50,7 +50,11 @@ impl Mosquitto {
             .port();
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mosquitto.conf");
-        let mut text = format!("listener {port} 127.0.0.1\npersistence false\nlog_dest none\n");
+        // `set_tcp_nodelay`, as docs/PLANT.md tells users to set it: with Mosquitto's default
+        // (Nagle's algorithm on), a subscriber at QoS 0 gets each message only once the previous
+        // one is acknowledged, and it acknowledges late (delayed ACKs), up to tens of ms.
+        let mut text =
+            format!("listener {port} 127.0.0.1\npersistence false\nlog_dest none\nset_tcp_nodelay true\n");
         match &options.user {
             None => text.push_str("allow_anonymous true\n"),
             Some((user, password)) => {
@@ -161,6 +165,10 @@ impl Publisher {
             options.set_last_will(rumqttc::LastWill::new(topic, payload, QoS::AtLeastOnce, false));
         }
         let (client, mut events) = AsyncClient::new(options, 1024);
+        // Each publish goes out at once, as a field device's would.
+        let mut network = rumqttc::NetworkOptions::new();
+        network.set_tcp_nodelay(true);
+        events.set_network_options(network);
         let (deliver, received) = tokio::sync::mpsc::unbounded_channel();
         let (connected, is_connected) = tokio::sync::oneshot::channel();
         let events = tokio::spawn(async move {

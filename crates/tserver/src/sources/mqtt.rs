@@ -16,7 +16,7 @@ use plant_model::SourceSpec;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
-use rumqttc::{TlsConfiguration, Transport};
+use rumqttc::{NetworkOptions, TlsConfiguration, Transport};
 use sparkplug::{DecodeError, Decoded, MessageKind, NAMESPACE, RebirthReason, SparkplugDecoder, Target};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -136,6 +136,11 @@ impl SourceTask {
         let mut options = MqttOptions::new(spec.client_id(), host, port);
         options.set_keep_alive(Duration::from_secs(spec.keep_alive.max(5)));
         options.set_max_packet_size(Some(MAX_PACKET_BYTES));
+        // A write to the field is a small packet an operator waits for: sent at once, not held
+        // back (Nagle) until the broker acknowledges what went before.
+        let mut network = NetworkOptions::new();
+        network.set_tcp_nodelay(true);
+        options.set_network_options(network);
         if tls {
             let config =
                 tls_config(&spec.ca_file).map_err(|reason| format!("TLS to the broker: {reason}"))?;
