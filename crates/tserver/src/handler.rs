@@ -218,82 +218,92 @@ impl Handler {
     }
 
     /// Serves the connection until it closes, then releases everything it held.
-    pub(crate) async fn run(mut self) {
-        // The server runs this inside the connection's span.
-        self.connection_span = tracing::Span::current();
-        let close = self.serve().await;
-        // The calls still in flight stop here: nobody will read their replies.
-        self.ongoing_calls = Vec::new();
-        self.calls.cancel();
-        self.shared
-            .runtime
-            .local_ai()
-            .connection_closed(self.context.guid);
-        let last_words = match &close {
-            Close::FrameTooLarge(FrameError::TooLarge { len, .. })
-                if tserver_proto::is_tls_record_start(*len) =>
-            {
-                // Routine for a misconfigured panel, not news: debug, and said to the client.
-                tracing::debug!("a client spoke TLS to this plain port");
-                Some((
-                    ErrorCode::FrameTooLarge,
-                    "this port speaks plain TCP, not TLS: connect without a CA file, or to the TLS port"
-                        .to_owned(),
-                ))
-            }
-            Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
-            Close::LoginDeadline => Some((
-                ErrorCode::Unauthenticated,
-                format!("no Hello within {:?}; closing", self.shared.config.login_timeout),
-            )),
-            Close::Drained | Close::HardStop => {
-                Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
-            }
-            Close::TooChattyBeforeLogin => Some((
-                ErrorCode::Unauthenticated,
-                format!(
-                    "more than {} frames before logging in; closing",
-                    self.shared.config.max_frames_before_login
-                ),
-            )),
-            Close::Evicted => Some((
-                ErrorCode::Busy,
-                format!(
-                    "too many connections waiting to log in (limit {}); the longest silent one is closed",
-                    self.shared.config.max_unauthenticated
-                ),
-            )),
-            Close::NoLoginSlot => Some((
-                ErrorCode::Busy,
-                format!(
-                    "too many connections waiting to log in (limit {}); closing",
-                    self.shared.config.max_unauthenticated
-                ),
-            )),
-            Close::LoginRevoked(standing) => Some((
-                ErrorCode::Unauthenticated,
-                match standing {
-                    LoginStanding::Removed => "the user was removed; closing",
-                    _ => "the user's password or role was changed; log in again",
+    ///
+    /// An `async move` block rather than an `async fn`: an `async fn` taking `mut self` keeps
+    /// the handler twice in its future (the argument, and the `mut` binding it is moved into),
+    /// and this future is each connection's task, idle or not, for as long as it is open.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn would hold the handler twice in every connection's task"
+    )]
+    pub(crate) fn run(mut self) -> impl Future<Output = ()> {
+        async move {
+            // The server runs this inside the connection's span.
+            self.connection_span = tracing::Span::current();
+            let close = self.serve().await;
+            // The calls still in flight stop here: nobody will read their replies.
+            self.ongoing_calls = Vec::new();
+            self.calls.cancel();
+            self.shared
+                .runtime
+                .local_ai()
+                .connection_closed(self.context.guid);
+            let last_words = match &close {
+                Close::FrameTooLarge(FrameError::TooLarge { len, .. })
+                    if tserver_proto::is_tls_record_start(*len) =>
+                {
+                    // Routine for a misconfigured panel, not news: debug, and said to the client.
+                    tracing::debug!("a client spoke TLS to this plain port");
+                    Some((
+                        ErrorCode::FrameTooLarge,
+                        "this port speaks plain TCP, not TLS: connect without a CA file, or to the TLS port"
+                            .to_owned(),
+                    ))
                 }
-                .to_owned(),
-            )),
-            Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
-        };
-        // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
-        // out first, then the reason for closing, each bounded so a stalled client cannot hold us.
-        let _ = tokio::time::timeout(FINAL_WRITE_LIMIT, self.connection.flush()).await;
-        if let Some((code, message)) = last_words {
-            self.connection
-                .send_final(error_frame(0, code, message), FINAL_WRITE_LIMIT)
-                .await;
-        }
-        if !matches!(close, Close::ClientClosed | Close::Transport(_)) {
-            self.connection.close_gracefully(CLOSE_LINGER).await;
-        }
-        match &close {
-            Close::Transport(error) => tracing::debug!(%error, "connection failed"),
-            close => tracing::debug!(reason = ?close, "connection closed"),
+                Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
+                Close::LoginDeadline => Some((
+                    ErrorCode::Unauthenticated,
+                    format!("no Hello within {:?}; closing", self.shared.config.login_timeout),
+                )),
+                Close::Drained | Close::HardStop => {
+                    Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
+                }
+                Close::TooChattyBeforeLogin => Some((
+                    ErrorCode::Unauthenticated,
+                    format!(
+                        "more than {} frames before logging in; closing",
+                        self.shared.config.max_frames_before_login
+                    ),
+                )),
+                Close::Evicted => Some((
+                    ErrorCode::Busy,
+                    format!(
+                        "too many connections waiting to log in (limit {}); the longest silent one is closed",
+                        self.shared.config.max_unauthenticated
+                    ),
+                )),
+                Close::NoLoginSlot => Some((
+                    ErrorCode::Busy,
+                    format!(
+                        "too many connections waiting to log in (limit {}); closing",
+                        self.shared.config.max_unauthenticated
+                    ),
+                )),
+                Close::LoginRevoked(standing) => Some((
+                    ErrorCode::Unauthenticated,
+                    match standing {
+                        LoginStanding::Removed => "the user was removed; closing",
+                        _ => "the user's password or role was changed; log in again",
+                    }
+                    .to_owned(),
+                )),
+                Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
+            };
+            // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
+            // out first, then the reason for closing, each bounded so a stalled client cannot hold us.
+            let _ = tokio::time::timeout(FINAL_WRITE_LIMIT, self.connection.flush()).await;
+            if let Some((code, message)) = last_words {
+                self.connection
+                    .send_final(error_frame(0, code, message), FINAL_WRITE_LIMIT)
+                    .await;
+            }
+            if !matches!(close, Close::ClientClosed | Close::Transport(_)) {
+                self.connection.close_gracefully(CLOSE_LINGER).await;
+            }
+            match &close {
+                Close::Transport(error) => tracing::debug!(%error, "connection failed"),
+                close => tracing::debug!(reason = ?close, "connection closed"),
+            }
         }
     }
 
@@ -348,7 +358,9 @@ impl Handler {
                     }
                 }
                 reply = next_reply(&mut self.ongoing_calls) => {
-                    if let Err(error) = self.write_replies(reply).await {
+                    // Boxed: the largest await of this loop, and an idle connection should
+                    // not carry room for it (per-connection memory).
+                    if let Err(error) = Box::pin(self.write_replies(reply)).await {
                         return Close::Transport(error.to_string());
                     }
                 }
