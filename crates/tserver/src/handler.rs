@@ -238,57 +238,7 @@ impl Handler {
                 .runtime
                 .local_ai()
                 .connection_closed(self.context.guid);
-            let last_words = match &close {
-                Close::FrameTooLarge(FrameError::TooLarge { len, .. })
-                    if tserver_proto::is_tls_record_start(*len) =>
-                {
-                    // Routine for a misconfigured panel, not news: debug, and said to the client.
-                    tracing::debug!("a client spoke TLS to this plain port");
-                    Some((
-                        ErrorCode::FrameTooLarge,
-                        "this port speaks plain TCP, not TLS: connect without a CA file, or to the TLS port"
-                            .to_owned(),
-                    ))
-                }
-                Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
-                Close::LoginDeadline => Some((
-                    ErrorCode::Unauthenticated,
-                    format!("no Hello within {:?}; closing", self.shared.config.login_timeout),
-                )),
-                Close::Drained | Close::HardStop => {
-                    Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
-                }
-                Close::TooChattyBeforeLogin => Some((
-                    ErrorCode::Unauthenticated,
-                    format!(
-                        "more than {} frames before logging in; closing",
-                        self.shared.config.max_frames_before_login
-                    ),
-                )),
-                Close::Evicted => Some((
-                    ErrorCode::Busy,
-                    format!(
-                        "too many connections waiting to log in (limit {}); the longest silent one is closed",
-                        self.shared.config.max_unauthenticated
-                    ),
-                )),
-                Close::NoLoginSlot => Some((
-                    ErrorCode::Busy,
-                    format!(
-                        "too many connections waiting to log in (limit {}); closing",
-                        self.shared.config.max_unauthenticated
-                    ),
-                )),
-                Close::LoginRevoked(standing) => Some((
-                    ErrorCode::Unauthenticated,
-                    match standing {
-                        LoginStanding::Removed => "the user was removed; closing",
-                        _ => "the user's password or role was changed; log in again",
-                    }
-                    .to_owned(),
-                )),
-                Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
-            };
+            let last_words = self.last_words(&close);
             // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
             // out first, then the reason for closing, each bounded so a stalled client cannot hold us.
             let _ = tokio::time::timeout(FINAL_WRITE_LIMIT, self.connection.flush()).await;
@@ -304,6 +254,61 @@ impl Handler {
                 Close::Transport(error) => tracing::debug!(%error, "connection failed"),
                 close => tracing::debug!(reason = ?close, "connection closed"),
             }
+        }
+    }
+
+    /// What the client is told when the connection closes for `close`, if anything.
+    fn last_words(&self, close: &Close) -> Option<(ErrorCode, String)> {
+        match close {
+            Close::FrameTooLarge(FrameError::TooLarge { len, .. })
+                if tserver_proto::is_tls_record_start(*len) =>
+            {
+                // Routine for a misconfigured panel, not news: debug, and said to the client.
+                tracing::debug!("a client spoke TLS to this plain port");
+                Some((
+                    ErrorCode::FrameTooLarge,
+                    "this port speaks plain TCP, not TLS: connect without a CA file, or to the TLS port"
+                        .to_owned(),
+                ))
+            }
+            Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
+            Close::LoginDeadline => Some((
+                ErrorCode::Unauthenticated,
+                format!("no Hello within {:?}; closing", self.shared.config.login_timeout),
+            )),
+            Close::Drained | Close::HardStop => {
+                Some((ErrorCode::ShuttingDown, "the server is shutting down".to_owned()))
+            }
+            Close::TooChattyBeforeLogin => Some((
+                ErrorCode::Unauthenticated,
+                format!(
+                    "more than {} frames before logging in; closing",
+                    self.shared.config.max_frames_before_login
+                ),
+            )),
+            Close::Evicted => Some((
+                ErrorCode::Busy,
+                format!(
+                    "too many connections waiting to log in (limit {}); the longest silent one is closed",
+                    self.shared.config.max_unauthenticated
+                ),
+            )),
+            Close::NoLoginSlot => Some((
+                ErrorCode::Busy,
+                format!(
+                    "too many connections waiting to log in (limit {}); closing",
+                    self.shared.config.max_unauthenticated
+                ),
+            )),
+            Close::LoginRevoked(standing) => Some((
+                ErrorCode::Unauthenticated,
+                match standing {
+                    LoginStanding::Removed => "the user was removed; closing",
+                    _ => "the user's password or role was changed; log in again",
+                }
+                .to_owned(),
+            )),
+            Close::LoginFailed | Close::ClientClosed | Close::Transport(_) | Close::Idle => None,
         }
     }
 
