@@ -165,10 +165,6 @@ impl Publisher {
             options.set_last_will(rumqttc::LastWill::new(topic, payload, QoS::AtLeastOnce, false));
         }
         let (client, mut events) = AsyncClient::new(options, 1024);
-        // Each publish goes out at once, as a field device's would.
-        let mut network = rumqttc::NetworkOptions::new();
-        network.set_tcp_nodelay(true);
-        events.set_network_options(network);
         let (deliver, received) = tokio::sync::mpsc::unbounded_channel();
         let (connected, is_connected) = tokio::sync::oneshot::channel();
         let events = tokio::spawn(async move {
