@@ -18,6 +18,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+mod baseline;
 mod bench;
 mod failover_bench;
 mod fuzz;
