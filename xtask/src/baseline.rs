@@ -93,9 +93,7 @@ fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
             .args(["archive", "--format=tar", COMMIT])
             .stdout(Stdio::piped())
             .spawn()
-            .context(
-                "cannot run git (the CPU row builds session 6's commit from this repository's history)",
-            )?;
+            .context("cannot run git (the bench builds session 6's commit from this repository's history)")?;
         let tar_input = archive.stdout.take().context("git archive has no output")?;
         let unpacked = Command::new("tar")
             .arg("-x")
@@ -107,7 +105,7 @@ fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
         let archived = archive.wait()?;
         if !archived.success() {
             bail!(
-                "git archive {COMMIT} failed: the CPU row needs session 6's commit in this repository's history (a full clone, not a shallow one)"
+                "git archive {COMMIT} failed: the bench needs session 6's commit in this repository's history (a full clone, not a shallow one)"
             );
         }
         if !unpacked.success() {

@@ -798,7 +798,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         "<= {:.3}x session 6's build (35 of its 59 us)",
         crate::baseline::TARGET_SHARE
     );
-    verdicts.push(if baseline_cpu_us.is_empty() {
+    verdicts.push(if baseline.is_none() {
         Verdict {
             what: "tserver CPU per 1-tool turn, 64 in flight".to_owned(),
             measured: format!("{in_pings}; session 6's build is not built in a smoke run"),
