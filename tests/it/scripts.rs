@@ -174,6 +174,7 @@ struct ScriptRig {
     solution: Solution,
     server: TestServer,
     stop_scripts: CancellationToken,
+    runs: tserver::scripts::ScriptRuns,
     _serving: ServeLock,
 }
 
@@ -206,11 +207,12 @@ impl ScriptRig {
         let serving =
             ServeLock::acquire(&solution.path, &server.addr.to_string()).expect("not served elsewhere");
         let stop_scripts = CancellationToken::new();
-        server.runtime.start_scripts(&stop_scripts).await;
+        let runs = server.runtime.start_scripts(&stop_scripts).await;
         Self {
             solution,
             server,
             stop_scripts,
+            runs,
             _serving: serving,
         }
     }
@@ -413,6 +415,119 @@ async fn runaway_scripts_are_stopped_and_recorded_while_chat_and_ping_go_on_and_
     admin(&["scripts", &rig.path(), "update", "Spin", "--file", &fixed], "");
     rig.until("the fixed script ran", |rig| rig.value("Pump1.Mode") == "fixed")
         .await;
+    rig.stop().await;
+}
+
+/// Whether `request` is a script's atomic call asking `query`.
+fn asks(request: &RecordedRequest, query: &str) -> bool {
+    request.json().is_some_and(|body| {
+        body["messages"]
+            .as_array()
+            .and_then(|messages| messages.last())
+            .is_some_and(|last| last["content"] == query)
+    })
+}
+
+#[tokio::test]
+async fn scripts_built_to_crash_the_server_or_flood_the_model_are_stopped_while_it_serves() {
+    let llm = ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("Pump 1 runs normally."))
+        .await
+        .expect("llm");
+    let rig = ScriptRig::start_on(
+        with_model(solution_with_writable_tags(), &llm.url()),
+        &[
+            // Each of these overflowed a worker's stack and aborted the process.
+            (
+                "DeepMap",
+                "startup",
+                "let m = #{};\nfor i in 0..20000 { m = #{a: m}; }",
+            ),
+            ("DeepArray", "startup", "let a = [];\nloop { a = [a]; }"),
+            (
+                "Chain",
+                "startup",
+                "let f = || 0;\nfor i in 0..100000 { let g = f; f = || g.call() + 1; }\nf.call();",
+            ),
+            (
+                "DeepWrite",
+                "startup",
+                "let a = 1;\nfor i in 0..1000 { a = [a]; }\nwrite_tag(\"Pump1.Mode\", a);",
+            ),
+            // This one sent the model tens of thousands of requests a second.
+            ("Flood", "startup", "loop { ai_execute(\"flood\"); }"),
+        ],
+    )
+    .await;
+    let client = rig.server.guest().await;
+    client.ping().await.expect("ping answers beside the scripts");
+    let json = client.chat("How is Pump 1?").await.expect("chat answers");
+    assert_eq!(
+        Envelope::from_json(&json).expect("an envelope").status,
+        Status::Ok,
+        "{json}"
+    );
+
+    let deep_map = rig.status_showing("DeepMap", "failures 1").await;
+    assert!(
+        deep_map.contains("size") || deep_map.contains("timeout"),
+        "{deep_map}"
+    );
+    let deep_array = rig.status_showing("DeepArray", "failures 1").await;
+    assert!(
+        deep_array.contains("size") || deep_array.contains("timeout"),
+        "{deep_array}"
+    );
+    let chain = rig.status_showing("Chain", "failed").await;
+    assert!(
+        chain.contains("not found: g"),
+        "a closure captures nothing: {chain}"
+    );
+    let deep_write = rig.status_showing("DeepWrite", "size").await;
+    assert!(deep_write.contains("deeper than 32 levels"), "{deep_write}");
+    let flood = rig.status_showing("Flood", "model-calls").await;
+    assert!(flood.contains("more than 10 model calls in one run"), "{flood}");
+    assert_eq!(
+        llm.requests()
+            .iter()
+            .filter(|request| asks(request, "flood"))
+            .count(),
+        10,
+        "the run's allowance of model calls"
+    );
+    client.ping().await.expect("the server is still up");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_stop_ends_a_run_waiting_for_the_model_at_once() {
+    // The model would answer in ten minutes.
+    let llm =
+        ScriptedLlm::start_with(|_: &RecordedRequest| Reply::text("late").after(Duration::from_secs(600)))
+            .await
+            .expect("llm");
+    let rig = ScriptRig::start_on(
+        with_model(solution_with_writable_tags(), &llm.url()),
+        &[("Wait", "startup", "loop { ai_execute(\"wait\"); }")],
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !llm.requests().iter().any(|request| asks(request, "wait")) {
+        assert!(tokio::time::Instant::now() < deadline, "the script never asked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rig.stop_scripts.cancel();
+    assert!(
+        rig.runs.ended(PATIENCE).await,
+        "the run waiting for the model ended at the stop"
+    );
+    assert_eq!(
+        llm.requests()
+            .iter()
+            .filter(|request| asks(request, "wait"))
+            .count(),
+        1,
+        "and asked nothing more"
+    );
     rig.stop().await;
 }
 

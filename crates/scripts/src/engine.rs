@@ -1,10 +1,12 @@
 //! The sandboxed engine: one Rhai [`Engine`] with the host's API registered, no `eval`, no
-//! file modules (only the solution's classes import), print and debug into the host's log,
-//! and limits on every run, the wall-clock one checked as the script runs.
+//! closures or currying, no file modules (only the solution's classes import), print and debug
+//! into the host's log, and limits on every run, the wall-clock one and a stop checked as the
+//! script runs, the model's calls counted per run and per script.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use rhai::{AST, Dynamic, Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, Shared};
@@ -12,8 +14,17 @@ use serde_json::Value;
 
 use crate::host::{HostError, ScriptHost};
 
-/// Operations between two looks at the clock (a look costs a clock read).
+/// Operations between two looks at the clock and the stop (a look costs a clock read).
 const CLOCK_EVERY: u64 = 1024;
+
+/// The window of [`ScriptLimits::model_calls_per_minute`].
+const MODEL_WINDOW: Duration = Duration::from_secs(60);
+
+/// Why a run was terminated, as the value Rhai carries in `ErrorTerminated` (never catchable).
+const PAST_WALL_CLOCK: &str = "wall-clock limit";
+const STOPPING: &str = "stopping";
+const MODEL_CALLS_PER_RUN: &str = "model calls per run";
+const MODEL_CALLS_PER_MINUTE: &str = "model calls per minute";
 
 /// What one run may use.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +41,15 @@ pub struct ScriptLimits {
     pub max_array_len: usize,
     /// Entries of one map.
     pub max_map_len: usize,
+    /// Nesting of a value handed to the host (a tag's value, a query): arrays and maps within
+    /// each other.
+    pub max_value_depth: usize,
     /// Wall-clock time, not counting time spent waiting for the model (`ai_execute`).
     pub wall_clock: Duration,
+    /// Model calls (`ai_execute` and `ai_execute_async`) one run may make.
+    pub max_model_calls: u32,
+    /// Model calls one script may make in a minute, over all its runs.
+    pub model_calls_per_minute: u32,
 }
 
 impl Default for ScriptLimits {
@@ -43,7 +61,10 @@ impl Default for ScriptLimits {
             max_string_bytes: 1024 * 1024,
             max_array_len: 100_000,
             max_map_len: 10_000,
+            max_value_depth: 32,
             wall_clock: Duration::from_secs(5),
+            max_model_calls: 10,
+            model_calls_per_minute: 60,
         }
     }
 }
@@ -78,6 +99,15 @@ pub enum RunError {
     /// The function the trigger names is not in the script.
     #[error("the script has no function {0}")]
     NoFunction(String),
+    /// Past [`ScriptLimits::max_model_calls`] in this run.
+    #[error("stopped: more than {0} model calls in one run")]
+    TooManyModelCalls(u32),
+    /// Past [`ScriptLimits::model_calls_per_minute`] for this script.
+    #[error("stopped: the script asked the model more than {0} times in a minute")]
+    ModelCallsTooFast(u32),
+    /// The server is stopping (or this node no longer runs the scripts).
+    #[error("stopped: the server is stopping")]
+    Stopped,
     /// The script failed (a thrown value, a type error, a failed host call not caught).
     #[error("line {line}: {message}")]
     Failed {
@@ -111,6 +141,7 @@ pub enum Entry<'a> {
 struct RunState {
     script: String,
     deadline: Instant,
+    model_calls: u32,
 }
 
 thread_local! {
@@ -136,6 +167,7 @@ impl RunGuard {
             *run.borrow_mut() = Some(RunState {
                 script: script.to_owned(),
                 deadline: Instant::now() + wall_clock,
+                model_calls: 0,
             });
         });
         Self
@@ -177,10 +209,98 @@ impl ModuleResolver for Classes {
     }
 }
 
+/// Counts a model call of the running script against its run's allowance; the name of the
+/// allowance it is past, if it is.
+fn count_model_call(max_per_run: u32) -> Result<(), &'static str> {
+    RUN.with(|run| {
+        let mut run = run.borrow_mut();
+        let Some(state) = run.as_mut() else {
+            return Ok(());
+        };
+        state.model_calls = state.model_calls.saturating_add(1);
+        if state.model_calls > max_per_run {
+            Err(MODEL_CALLS_PER_RUN)
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// Ends the run: `why` is one of the terminations [`ScriptEngine::run_error`] tells apart.
+fn terminate(why: &'static str) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorTerminated(Dynamic::from(why), Position::NONE).into()
+}
+
+/// What a model call must pass: the run's and the script's allowances, and no stop.
+#[derive(Debug)]
+struct ModelCallGate {
+    per_run: u32,
+    per_minute: u32,
+    windows: ModelWindows,
+    stopping: Arc<AtomicBool>,
+}
+
+impl ModelCallGate {
+    /// Counts a call of the running script, or ends the run.
+    fn admit(&self) -> Result<(), Box<EvalAltResult>> {
+        self.still_running()?;
+        count_model_call(self.per_run).map_err(terminate)?;
+        if !self.windows.admit(&current_script(), self.per_minute) {
+            return Err(terminate(MODEL_CALLS_PER_MINUTE));
+        }
+        Ok(())
+    }
+
+    /// Ends the run when the engine is stopping (a model call the stop cut short answers, and
+    /// the script must not go on with it).
+    fn still_running(&self) -> Result<(), Box<EvalAltResult>> {
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err(terminate(STOPPING));
+        }
+        Ok(())
+    }
+}
+
+/// Each script's model calls in its current one-minute window.
+#[derive(Debug, Default)]
+struct ModelWindows(Mutex<HashMap<String, (Instant, u32)>>);
+
+impl ModelWindows {
+    /// Counts one call of `script`; false past `per_minute` in its window.
+    fn admit(&self, script: &str, per_minute: u32) -> bool {
+        let now = Instant::now();
+        let mut windows = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(window) = windows.get_mut(script) {
+            if now.duration_since(window.0) >= MODEL_WINDOW {
+                *window = (now, 0);
+            }
+            window.1 = window.1.saturating_add(1);
+            return window.1 <= per_minute;
+        }
+        windows.insert(script.to_owned(), (now, 1));
+        per_minute >= 1
+    }
+}
+
+/// Whether `value` nests arrays and maps at most `levels` deep (an array of numbers is one
+/// level). Recurses at most `levels + 1` frames, however deep the value goes.
+fn nests_within(value: &Dynamic, levels: usize) -> bool {
+    if let Ok(array) = value.as_array_ref() {
+        levels > 0 && array.iter().all(|item| nests_within(item, levels - 1))
+    } else if let Ok(map) = value.as_map_ref() {
+        levels > 0 && map.values().all(|item| nests_within(item, levels - 1))
+    } else {
+        true
+    }
+}
+
 /// A Rhai engine with the sandbox's settings and limits, and no host API.
-fn sandboxed(limits: &ScriptLimits) -> Engine {
+fn sandboxed(limits: &ScriptLimits, stopping: Arc<AtomicBool>) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
+    // A curried function holds copies of its arguments, which no size limit counts: currying
+    // a function with itself doubles it each time.
+    engine.disable_symbol("curry");
     engine.set_max_operations(limits.max_operations);
     engine.set_max_call_levels(limits.max_call_levels);
     engine.set_max_expr_depths(limits.max_expr_depth, limits.max_expr_depth);
@@ -191,16 +311,19 @@ fn sandboxed(limits: &ScriptLimits) -> Engine {
     engine.set_module_resolver(rhai::module_resolvers::DummyModuleResolver::new());
     engine.on_print(|_| {});
     engine.on_debug(|_, _, _| {});
-    engine.on_progress(|operations| {
+    engine.on_progress(move |operations| {
         if operations % CLOCK_EVERY != 0 {
             return None;
+        }
+        if stopping.load(Ordering::Relaxed) {
+            return Some(Dynamic::from(STOPPING));
         }
         let late = RUN.with(|run| {
             run.borrow()
                 .as_ref()
                 .is_some_and(|state| Instant::now() > state.deadline)
         });
-        late.then(|| Dynamic::from("wall-clock limit"))
+        late.then(|| Dynamic::from(PAST_WALL_CLOCK))
     });
     engine
 }
@@ -208,7 +331,7 @@ fn sandboxed(limits: &ScriptLimits) -> Engine {
 /// Compiles `source` with the sandbox's syntax (no `eval`): for checking a script before it
 /// is stored.
 pub fn compile_check(source: &str) -> Result<(), CompileError> {
-    compile_with(&sandboxed(&ScriptLimits::default()), source).map(drop)
+    compile_with(&sandboxed(&ScriptLimits::default(), Arc::default()), source).map(drop)
 }
 
 fn compile_with(engine: &Engine, source: &str) -> Result<AST, CompileError> {
@@ -228,7 +351,16 @@ fn to_script(value: &Value) -> Result<Dynamic, Box<EvalAltResult>> {
     rhai::serde::to_dynamic(value)
 }
 
-fn from_script(value: &Dynamic) -> Result<Value, Box<EvalAltResult>> {
+/// A script's value as the host takes it, refused when it nests deeper than `max_depth` (the
+/// host's JSON is read and dropped on threads with ordinary stacks).
+fn from_script(value: &Dynamic, max_depth: usize) -> Result<Value, Box<EvalAltResult>> {
+    if !nests_within(value, max_depth) {
+        return Err(EvalAltResult::ErrorDataTooLarge(
+            format!("a value handed to the host nested deeper than {max_depth} levels"),
+            Position::NONE,
+        )
+        .into());
+    }
     rhai::serde::from_dynamic(value)
 }
 
@@ -237,6 +369,8 @@ pub struct ScriptEngine {
     engine: Engine,
     classes: Classes,
     limits: ScriptLimits,
+    /// Set once: every run under way ends at its next look, and no new one starts.
+    stopping: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -250,7 +384,15 @@ impl std::fmt::Debug for ScriptEngine {
 impl ScriptEngine {
     /// An engine whose scripts reach the plant through `host`.
     pub fn new(host: Arc<dyn ScriptHost>, limits: ScriptLimits) -> Self {
-        let mut engine = sandboxed(&limits);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut engine = sandboxed(&limits, Arc::clone(&stopping));
+        let depth = limits.max_value_depth;
+        let model_calls = Arc::new(ModelCallGate {
+            per_run: limits.max_model_calls,
+            per_minute: limits.model_calls_per_minute,
+            windows: ModelWindows::default(),
+            stopping: Arc::clone(&stopping),
+        });
         let classes = Classes::default();
         engine.set_module_resolver(classes.clone());
         {
@@ -268,7 +410,7 @@ impl ScriptEngine {
         engine.register_fn(
             "write_tag",
             move |name: &str, value: Dynamic| -> Result<(), Box<EvalAltResult>> {
-                api.write_tag(&current_script(), name, from_script(&value)?)
+                api.write_tag(&current_script(), name, from_script(&value, depth)?)
                     .map_err(thrown)
             },
         );
@@ -291,22 +433,28 @@ impl ScriptEngine {
             humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
         });
         let api = Arc::clone(&host);
+        let gate = Arc::clone(&model_calls);
         engine.register_fn(
             "ai_execute",
             move |query: Dynamic| -> Result<Dynamic, Box<EvalAltResult>> {
-                let query = from_script(&query)?;
+                let query = from_script(&query, depth)?;
+                gate.admit()?;
                 let asked = Instant::now();
                 let envelope = api.ai_execute(query);
                 // Waiting for the model is the AI budget's, not the script's running time.
                 extend_deadline(asked.elapsed());
+                gate.still_running()?;
                 to_script(&envelope)
             },
         );
         let api = host;
+        let gate = model_calls;
         engine.register_fn(
             "ai_execute_async",
             move |query: Dynamic, callback: &str| -> Result<(), Box<EvalAltResult>> {
-                api.ai_execute_async(&current_script(), from_script(&query)?, callback)
+                let query = from_script(&query, depth)?;
+                gate.admit()?;
+                api.ai_execute_async(&current_script(), query, callback)
                     .map_err(thrown)
             },
         );
@@ -314,7 +462,15 @@ impl ScriptEngine {
             engine,
             classes,
             limits,
+            stopping,
         }
+    }
+
+    /// Ends every run under way at its next look (within [`CLOCK_EVERY`] operations, or when
+    /// the host call it waits on returns) and every run started after, as
+    /// [`RunError::Stopped`]. For a server's shutdown; there is no undoing it.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
     }
 
     /// The limits every run has.
@@ -392,6 +548,12 @@ impl ScriptEngine {
     /// Runs `script` (compiled as `ast`) from `entry` on this thread, within the limits.
     pub fn run(&self, script: &str, ast: &AST, entry: Entry<'_>) -> RunOutcome {
         let started = Instant::now();
+        if self.stopping.load(Ordering::Relaxed) {
+            return RunOutcome {
+                duration: Duration::ZERO,
+                result: Err(RunError::Stopped),
+            };
+        }
         let _run = RunGuard::enter(script, self.limits.wall_clock);
         let mut scope = Scope::new();
         let result = match entry {
@@ -422,7 +584,12 @@ impl ScriptEngine {
             EvalAltResult::ErrorTooManyOperations(_) => {
                 RunError::TooManyOperations(self.limits.max_operations)
             }
-            EvalAltResult::ErrorTerminated(_, _) => RunError::TimedOut(self.limits.wall_clock),
+            EvalAltResult::ErrorTerminated(why, _) => match why.into_immutable_string().as_deref() {
+                Ok(STOPPING) => RunError::Stopped,
+                Ok(MODEL_CALLS_PER_RUN) => RunError::TooManyModelCalls(self.limits.max_model_calls),
+                Ok(MODEL_CALLS_PER_MINUTE) => RunError::ModelCallsTooFast(self.limits.model_calls_per_minute),
+                _ => RunError::TimedOut(self.limits.wall_clock),
+            },
             EvalAltResult::ErrorStackOverflow(_) => RunError::TooDeep(self.limits.max_call_levels),
             EvalAltResult::ErrorDataTooLarge(what, _) => RunError::TooLarge(what),
             EvalAltResult::ErrorFunctionNotFound(signature, _)

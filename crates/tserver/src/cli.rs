@@ -566,7 +566,8 @@ pub async fn serve_on(
     if sources > 0 {
         tracing::info!(sources, "MQTT sources started");
     }
-    runtime.start_scripts(&shutdown).await;
+    let scripts = runtime.start_scripts(&shutdown).await;
+    let grace = config.shutdown_grace;
     let mut server = Server::new(runtime.clone(), config)?;
     if let Some(address) = args.http {
         let listener = TcpListener::bind(address)
@@ -606,8 +607,11 @@ pub async fn serve_on(
         server = server.with_tls(tls);
     }
     server.run(listener, shutdown).await;
-    // The server has stopped; the background task saw the same cancellation and is writing
-    // its last history.
+    // The server has stopped; the scripts were told to stop with it, and the background task
+    // saw the same cancellation and is writing its last history.
+    if !scripts.ended(grace).await {
+        tracing::warn!("script runs still under way after the grace period are abandoned");
+    }
     background.await.context("the background task failed")?;
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! writes are checked, audited and carried out as an operator's are, audited as the user
 //! `script:<Name>`; `ai_execute` is the atomic path (`TK.AIExecute`).
 //!
-//! Every method is called on a script's blocking thread and may block it (never an async
-//! worker), which is what makes a synchronous `ai_execute` safe.
+//! Every method is called on a script's run thread and may block it (never an async worker),
+//! which is what makes a synchronous `ai_execute` safe; a wait for the model ends at the stop.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use solution_scripts::{HostError, ScriptHost};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::Runtime;
 use crate::log_text::LogBudget;
@@ -44,16 +45,19 @@ pub(crate) struct RuntimeScriptHost {
     outstanding: Arc<AtomicUsize>,
     /// Each script's allowance of log lines.
     log_budgets: Arc<Mutex<HashMap<String, LogBudget>>>,
+    /// The scripts' stop: a wait for the model ends there.
+    stop: CancellationToken,
 }
 
 impl RuntimeScriptHost {
     /// A host answering from `runtime`, its async parts run on `handle`, its asynchronous AI
-    /// calls handed to `async_calls` and counted in `outstanding`.
+    /// calls handed to `async_calls` and counted in `outstanding`, until `stop`.
     pub(crate) fn new(
         runtime: Runtime,
         handle: Handle,
         async_calls: mpsc::Sender<AsyncAiCall>,
         outstanding: Arc<AtomicUsize>,
+        stop: CancellationToken,
     ) -> Self {
         Self {
             runtime,
@@ -61,6 +65,7 @@ impl RuntimeScriptHost {
             async_calls,
             outstanding,
             log_budgets: Arc::default(),
+            stop,
         }
     }
 
@@ -153,7 +158,15 @@ impl ScriptHost for RuntimeScriptHost {
     }
 
     fn ai_execute(&self, query: Value) -> Value {
-        envelope_value(&self.runtime.toolkit().ai_execute(&query_text(query)))
+        let toolkit = self.runtime.toolkit();
+        let query = query_text(query);
+        self.handle.block_on(async {
+            tokio::select! {
+                envelope = toolkit.ai_execute_async(&query) => envelope_value(&envelope),
+                // The engine ends the run when this returns: what it returns is never seen.
+                () = self.stop.cancelled() => Value::Null,
+            }
+        })
     }
 
     fn ai_execute_async(&self, script: &str, query: Value, callback: &str) -> Result<(), HostError> {

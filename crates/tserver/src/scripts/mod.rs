@@ -9,4 +9,5 @@ mod host;
 mod runner;
 
 pub use admin::{ScriptsAction, scripts_command};
+pub use runner::ScriptRuns;
 pub(crate) use runner::start;

@@ -1,6 +1,7 @@
 //! The script runner of a serving tserver: loads the solution's scripts, fires their triggers
-//! (`startup`, `every:`, `tag:`, `alarm:`), runs each run on a blocking thread, answers
-//! `ai_execute_async` calls, takes up changed scripts within a second, and records every run.
+//! (`startup`, `every:`, `tag:`, `alarm:`), runs each run on a run thread (its stack sized for
+//! the deepest value a script may build), answers `ai_execute_async` calls, takes up changed
+//! scripts within a second, records every run, and at shutdown stops every run under way.
 //!
 //! A script runs at most once at a time. A trigger that fires while its script runs waits as
 //! the one pending run; a later one replaces it and the replaced one is counted as skipped, so
@@ -12,9 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use solution_scripts::{Ast, Entry, RunError, ScriptEngine, ScriptLimits, Trigger};
-use tokio::sync::{Semaphore, mpsc, watch};
+use solution_scripts::{Ast, Entry, RunError, ScriptEngine, ScriptLimits, Trigger, spawn_run_thread};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use crate::Runtime;
@@ -71,12 +73,19 @@ struct Shared {
     /// `ai_execute_async` calls made and not yet handed to their callbacks (the host counts
     /// one up as it is made, the answering task down once its callback is fired).
     outstanding: Arc<AtomicUsize>,
+    /// The run threads, each holding a token until it ends.
+    runs: TaskTracker,
 }
 
 impl Shared {
-    /// The runner's shared state with its host on `runtime`, and where the host's
-    /// `ai_execute_async` calls arrive.
-    fn new(runtime: &Runtime) -> (Arc<Self>, mpsc::Receiver<AsyncAiCall>) {
+    /// The runner's shared state with its host on `runtime`, its run threads counted in
+    /// `runs`, and where the host's `ai_execute_async` calls arrive. At `stop`, every run under
+    /// way ends and no other starts.
+    fn new(
+        runtime: &Runtime,
+        runs: &TaskTracker,
+        stop: &CancellationToken,
+    ) -> (Arc<Self>, mpsc::Receiver<AsyncAiCall>) {
         let (async_calls, asked) = mpsc::channel(ASYNC_CALLS_WAITING);
         let outstanding = Arc::new(AtomicUsize::new(0));
         let host = RuntimeScriptHost::new(
@@ -84,6 +93,7 @@ impl Shared {
             tokio::runtime::Handle::current(),
             async_calls,
             Arc::clone(&outstanding),
+            stop.clone(),
         );
         let shared = Arc::new(Self {
             engine: ScriptEngine::new(Arc::new(host), ScriptLimits::default()),
@@ -91,6 +101,13 @@ impl Shared {
             unrecorded: Mutex::default(),
             warnings: Mutex::default(),
             outstanding,
+            runs: runs.clone(),
+        });
+        let stopping = Arc::clone(&shared);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            stopping.engine.stop();
         });
         (shared, asked)
     }
@@ -136,13 +153,64 @@ impl Shared {
     }
 }
 
-/// Fires `job` for the script `name`: runs it now on a blocking thread, or leaves it as the
+/// Fires `job` for the script `name`: runs it now on a run thread, or leaves it as the
 /// pending run (replacing, and counting as skipped, the one there).
 fn fire(shared: &Arc<Shared>, name: &str, job: Job) {
     if let Some((loaded, job)) = claim(shared, name, job) {
-        let shared = Arc::clone(shared);
-        tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job));
+        start_runs(shared, loaded, job, |_| {});
     }
+}
+
+/// Runs `job` of the claimed `loaded`, then its pending runs, on a run thread of their own;
+/// `first` gets the first run. Without a thread, the run is recorded as failed and the script
+/// freed for its next trigger.
+fn start_runs(
+    shared: &Arc<Shared>,
+    loaded: Arc<Loaded>,
+    job: Job,
+    first: impl FnOnce(ScriptRun) + Send + 'static,
+) {
+    let token = shared.runs.token();
+    let on_thread = Arc::clone(shared);
+    let claimed = Arc::clone(&loaded);
+    let started = spawn_run_thread("script-run", move || {
+        let _counted = token;
+        first(run_until_idle(&on_thread, claimed, job));
+    });
+    if let Err(error) = started {
+        let mut slot = loaded.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.running = false;
+        slot.pending = None;
+        drop(slot);
+        let name = &loaded.stored.name;
+        if shared.may_warn(name) {
+            tracing::warn!(script = %name, %error, "no thread for a script run");
+        }
+        shared.ran(
+            name,
+            ScriptRun {
+                started_at: SystemTime::now(),
+                duration: Duration::ZERO,
+                outcome: "failed".to_owned(),
+                error: Some(format!("no thread for the run: {error}")),
+            },
+        );
+    }
+}
+
+/// Runs `work` on a run thread (never an async worker: a class's top level is a script's run
+/// like any other) and waits for it; `None` when no thread could be had.
+async fn on_run_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (done, result) = oneshot::channel();
+    let started = spawn_run_thread("script-run", move || {
+        // The waiter may be gone (shutdown): nobody wants the result then.
+        let _ = done.send(work());
+    });
+    if let Err(error) = started {
+        tracing::warn!(%error, "no thread to load the scripts on");
+        return None;
+    }
+    result.await.ok()
 }
 
 /// Marks `name` running and hands back the script with `job` to run now; or, when a run is
@@ -219,20 +287,39 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
         Some(RunError::TooDeep(_)) => "depth",
         Some(RunError::TooLarge(_)) => "size",
         Some(RunError::NoFunction(_)) => "no-function",
+        Some(RunError::TooManyModelCalls(_) | RunError::ModelCallsTooFast(_)) => "model-calls",
+        Some(RunError::Stopped) => "stopped",
         Some(RunError::Failed { .. }) => "failed",
     }
 }
 
+/// The run threads of a server's scripts, to wait for at shutdown.
+#[derive(Debug, Clone)]
+pub struct ScriptRuns(TaskTracker);
+
+impl ScriptRuns {
+    /// Waits, at most `within`, until every run has ended (the shutdown stops them: a run ends
+    /// at its next look at the stop, or when the host call it waits on returns); whether they
+    /// all did.
+    pub async fn ended(&self, within: Duration) -> bool {
+        self.0.close();
+        tokio::time::timeout(within, self.0.wait()).await.is_ok()
+    }
+}
+
 /// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
-/// at `shutdown`.
-pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
+/// at `shutdown`, which also stops every run under way.
+pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) -> ScriptRuns {
+    let runs = TaskTracker::new();
     let Some(mut leading) = runtime.leadership() else {
-        return start_here(runtime, shutdown).await;
+        start_here(runtime, &runs, shutdown).await;
+        return ScriptRuns(runs);
     };
     // Several nodes on one database: the scripts run on the leading node only, from when it
     // leads (its `startup` scripts then) until it no longer does.
     let runtime = runtime.clone();
     let shutdown = shutdown.clone();
+    let tracked = runs.clone();
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -241,7 +328,7 @@ pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
             }
             tracing::info!("this node leads: it runs the solution's scripts");
             let term = shutdown.child_token();
-            start_here(&runtime, &term).await;
+            start_here(&runtime, &tracked, &term).await;
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 _ = leading.wait_for(|leads| !*leads) => {}
@@ -250,12 +337,13 @@ pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) {
             term.cancel();
         }
     });
+    ScriptRuns(runs)
 }
 
 /// Runs the solution's scripts in this process until `shutdown`; returns once they are
 /// loaded and their triggers armed.
-async fn start_here(runtime: &Runtime, shutdown: &CancellationToken) {
-    let (shared, asked) = Shared::new(runtime);
+async fn start_here(runtime: &Runtime, runs: &TaskTracker, shutdown: &CancellationToken) {
+    let (shared, asked) = Shared::new(runtime, runs, shutdown);
     let mut loader = Loader {
         runtime: runtime.clone(),
         shared: Arc::clone(&shared),
@@ -296,14 +384,14 @@ pub(crate) async fn run_once(
             script.name
         )));
     }
-    let (shared, asked) = Shared::new(runtime);
+    let answering = CancellationToken::new();
+    let (shared, asked) = Shared::new(runtime, &TaskTracker::new(), &answering);
     let mut loaded: Vec<StoredScript> = stored
         .into_iter()
         .filter(|stored| stored.trigger == Trigger::Class)
         .collect();
     loaded.push(script.clone());
-    load(&shared, &loaded, &[]);
-    let answering = CancellationToken::new();
+    load_on_run_thread(&shared, loaded, Vec::new()).await;
     tokio::spawn(answer_async_calls(
         runtime.clone(),
         Arc::clone(&shared),
@@ -312,11 +400,21 @@ pub(crate) async fn run_once(
     ));
     let (loaded, job) = claim(&shared, &script.name, Job::Main(json!({"trigger": "run"})))
         .ok_or_else(|| SolutionError::Script(format!("{} did not load", script.name)))?;
-    let first = {
-        let shared = Arc::clone(&shared);
-        tokio::task::spawn_blocking(move || run_until_idle(&shared, loaded, job))
-            .await
-            .map_err(|_| SolutionError::Script(format!("the run of {} stopped", script.name)))?
+    let (done, first) = oneshot::channel();
+    start_runs(&shared, loaded, job, move |run| {
+        // Nobody waits only when this call was dropped: the run is recorded all the same.
+        let _ = done.send(run);
+    });
+    let first = match first.await {
+        Ok(first) => first,
+        // No thread for the run: it was recorded as failed with why.
+        Err(_) => shared
+            .unrecorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&script.name)
+            .and_then(|tally| tally.last.clone())
+            .ok_or_else(|| SolutionError::Script(format!("the run of {} stopped", script.name)))?,
     };
     // Each callback is bounded by the model's timeout and the limits.
     while !shared.idle(&script.name) {
@@ -372,7 +470,8 @@ impl Loader {
             self.generation.cancel();
             self.generation = shutdown.child_token();
             let earlier = self.loaded.take().unwrap_or_default();
-            install(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
+            load_on_run_thread(&self.shared, stored.clone(), earlier.clone()).await;
+            arm(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
             self.loaded = Some(stored);
         }
         for name in requested {
@@ -381,17 +480,10 @@ impl Loader {
     }
 }
 
-/// Compiles and installs `stored` in place of what was loaded, and starts their triggers;
-/// `startup` scripts run when new or changed.
-fn install(
-    runtime: &Runtime,
-    shared: &Arc<Shared>,
-    stored: &[StoredScript],
-    earlier: &[StoredScript],
-    generation: &CancellationToken,
-) {
-    load(shared, stored, earlier);
-    arm(runtime, shared, stored, earlier, generation);
+/// [`load`] on a run thread: a class's top level runs as it loads.
+async fn load_on_run_thread(shared: &Arc<Shared>, stored: Vec<StoredScript>, earlier: Vec<StoredScript>) {
+    let shared = Arc::clone(shared);
+    on_run_thread(move || load(&shared, &stored, &earlier)).await;
 }
 
 /// Compiles `stored` and makes them the loaded scripts and classes, in place of `earlier`.
