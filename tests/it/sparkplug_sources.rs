@@ -16,7 +16,7 @@ use tserver::ServerConfig;
 use tserver::objects::{Quality, TagValue};
 
 use crate::mqtt_sources::{bind, plant_with, until, until_connected};
-use crate::support::TestServer;
+use crate::support::{PATIENCE, TestServer};
 use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
 const GROUP: &str = "Riverside";
@@ -329,5 +329,107 @@ async fn unknown_aliases_wrong_types_and_junk_payloads_are_counted_by_kind() {
     );
     assert_eq!(status.errors.get("bad_protobuf"), Some(&1), "{status:?}");
     shutdown.cancel();
+    server.stop().await;
+}
+
+/// A broker that accepts every connection, answers CONNACK, reads what the client sends for a
+/// moment and closes: what it saw.
+#[derive(Debug, Default)]
+struct FlappingBrokerLog {
+    connections: usize,
+    rebirth_requests: usize,
+}
+
+/// Serves a flapping broker on `listener` until dropped, counting into `log`.
+async fn serve_flapping_broker(
+    listener: tokio::net::TcpListener,
+    log: std::sync::Arc<std::sync::Mutex<FlappingBrokerLog>>,
+) {
+    use rumqttc::v5::mqttbytes::v5::{ConnAck, ConnectReturnCode, Packet};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        log.lock().expect("lock").connections += 1;
+        let log = std::sync::Arc::clone(&log);
+        tokio::spawn(async move {
+            let mut read = bytes::BytesMut::new();
+            let mut answered = false;
+            let until = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+            loop {
+                while let Ok(packet) = Packet::read(&mut read, None) {
+                    match packet {
+                        Packet::Connect(..) if !answered => {
+                            let mut out = bytes::BytesMut::new();
+                            Packet::ConnAck(ConnAck {
+                                session_present: false,
+                                code: ConnectReturnCode::Success,
+                                properties: None,
+                            })
+                            .write(&mut out, None)
+                            .expect("a CONNACK");
+                            if socket.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            answered = true;
+                        }
+                        Packet::Publish(publish)
+                            if publish.topic.ends_with(format!("NCMD/{NODE}").as_bytes()) =>
+                        {
+                            log.lock().expect("lock").rebirth_requests += 1;
+                        }
+                        _ => {}
+                    }
+                }
+                let mut chunk = [0_u8; 4096];
+                match tokio::time::timeout_at(until, socket.read(&mut chunk)).await {
+                    Ok(Ok(read_bytes)) if read_bytes > 0 => read.extend_from_slice(&chunk[..read_bytes]),
+                    // Closed by the client, or our moment is over: close.
+                    _ => return,
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_broker_that_accepts_and_closes_is_retried_with_a_growing_pause_and_rebirths_stay_paced() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("mqtt://{}", listener.local_addr().expect("addr"));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(FlappingBrokerLog::default()));
+    let broker = tokio::spawn(serve_flapping_broker(listener, std::sync::Arc::clone(&log)));
+    let solution = plant_with(&url, |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}")),
+                metric: Some("Tank1/Level".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+    });
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let shutdown = CancellationToken::new();
+    server.runtime.start_sources(&shutdown).await.expect("starts");
+    // Pauses of 0.2, 0.4, 0.8 and 1.6 s fill the first 3 s after the first connection: five
+    // connections at most (a back-off reset at every CONNACK connected every 0.2 s, fifteen).
+    let first = tokio::time::Instant::now() + PATIENCE;
+    while log.lock().expect("lock").connections == 0 {
+        assert!(tokio::time::Instant::now() < first, "the source never connected");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let (connections, rebirth_requests) = {
+        let seen = log.lock().expect("lock");
+        (seen.connections, seen.rebirth_requests)
+    };
+    assert!((2..=5).contains(&connections), "{connections} connections");
+    // One rebirth request per node in 5 s, however often the connection comes back.
+    assert_eq!(rebirth_requests, 1, "{connections} connections");
+    shutdown.cancel();
+    broker.abort();
     server.stop().await;
 }

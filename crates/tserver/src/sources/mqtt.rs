@@ -33,6 +33,10 @@ use crate::plant::Plant;
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// How long a connection must live before its loss starts the back-off anew: a broker that
+/// accepts and at once closes is failing, not recovering.
+const STABLE_CONNECTION: Duration = Duration::from_secs(30);
+
 /// The largest MQTT packet taken: a Sparkplug birth of many thousand metrics, with room for
 /// the topic and properties. The broker drops bigger ones for this client.
 const MAX_PACKET_BYTES: u32 = 1024 * 1024 + 64 * 1024;
@@ -73,6 +77,9 @@ pub(crate) struct SourceTask {
     writes: mpsc::Receiver<FieldWrite>,
     /// When each topic last had a bad message logged.
     logged: HashMap<String, Instant>,
+    /// When each edge node was last asked for a rebirth (the decoder's own pacing starts anew
+    /// with each connection; this one outlives them).
+    rebirths_asked: HashMap<(String, String), Instant>,
 }
 
 impl std::fmt::Debug for SourceTask {
@@ -162,6 +169,7 @@ impl SourceTask {
             index,
             writes,
             logged: HashMap::new(),
+            rebirths_asked: HashMap::new(),
         };
         for (position, binding) in bindings.into_iter().enumerate() {
             match &binding.address {
@@ -230,6 +238,7 @@ impl SourceTask {
         let filters = self.filters();
         let mut backoff = FIRST_BACKOFF;
         let mut connected = false;
+        let mut connected_since: Option<Instant> = None;
         let mut staleness = tokio::time::interval(self.staleness_tick());
         staleness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -249,7 +258,7 @@ impl SourceTask {
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     connected = true;
-                    backoff = FIRST_BACKOFF;
+                    connected_since = Some(Instant::now());
                     self.board.update(self.index, |status| status.connected = true);
                     tracing::info!(source = %self.spec.name, "connected to the broker");
                     // At most once: values are state (the latest counts, and the broker resends
@@ -292,6 +301,12 @@ impl SourceTask {
                         self.mark_bad(|_| true);
                     }
                     self.note_error("connection", error.to_string());
+                    if connected_since
+                        .take()
+                        .is_some_and(|since| since.elapsed() >= STABLE_CONNECTION)
+                    {
+                        backoff = FIRST_BACKOFF;
+                    }
                     tokio::select! {
                         () = shutdown.cancelled() => break,
                         () = tokio::time::sleep(backoff) => {}
@@ -419,8 +434,23 @@ impl SourceTask {
         }
     }
 
-    /// Asks edge node `group`/`node` for its births again.
-    fn ask_rebirth(&self, client: &AsyncClient, group: &str, node: &str, why: &str) {
+    /// Asks edge node `group`/`node` for its births again, unless it was asked less than
+    /// [`sparkplug::REBIRTH_PAUSE`] ago (its births may still be on their way).
+    fn ask_rebirth(&mut self, client: &AsyncClient, group: &str, node: &str, why: &str) {
+        let now = Instant::now();
+        let key = (group.to_owned(), node.to_owned());
+        if self
+            .rebirths_asked
+            .get(&key)
+            .is_some_and(|asked| now.duration_since(*asked) < sparkplug::REBIRTH_PAUSE)
+        {
+            return;
+        }
+        if self.rebirths_asked.len() >= sparkplug::MAX_NODES {
+            self.rebirths_asked
+                .retain(|_, asked| now.duration_since(*asked) < sparkplug::REBIRTH_PAUSE);
+        }
+        self.rebirths_asked.insert(key, now);
         let (topic, payload) = sparkplug::rebirth_request(group, node, now_ms());
         match client.try_publish(topic, QoS::AtLeastOnce, false, payload) {
             Ok(()) => {
