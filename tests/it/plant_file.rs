@@ -324,3 +324,192 @@ async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_t
         ("Pump2.Running", "unknown tag")
     );
 }
+
+/// A boiler whose temperature starts past its high limit and whose pressure does not.
+const BOILER: &str = r#"
+[[tags]]
+name = "Boiler.Temp"
+path = "Plant/Boiler/Temp"
+type = "number"
+initial = 100.0
+writable = true
+
+[[tags]]
+name = "Boiler.Pressure"
+path = "Plant/Boiler/Pressure"
+type = "number"
+initial = 5.0
+
+[[alarms]]
+name = "Boiler.Temp.Hi"
+tag = "Boiler.Temp"
+condition = "Hi"
+limit = 92
+
+[[alarms]]
+name = "Boiler.Pressure.Hi"
+tag = "Boiler.Pressure"
+condition = "Hi"
+limit = 10
+"#;
+
+/// The state of each alarm below `folder`, by name, as a panel's subscription first sees it.
+async fn alarm_states(client: &Client, folder: &str) -> std::collections::BTreeMap<String, String> {
+    let subscription = client
+        .subscribe(service_client::SubscribeRequest {
+            folder: folder.to_owned(),
+            alarms: true,
+            ..service_client::SubscribeRequest::default()
+        })
+        .await
+        .expect("subscribed");
+    let states = subscription
+        .initial()
+        .alarms
+        .iter()
+        .map(|alarm| (alarm.name.clone(), alarm.state.clone()))
+        .collect();
+    subscription.unsubscribe().await.expect("unsubscribed");
+    states
+}
+
+fn alarm_events(solution: &Solution, alarm: &str) -> Vec<String> {
+    let connection = rusqlite::Connection::open(&solution.path).expect("opens");
+    let mut query = connection
+        .prepare("SELECT Event FROM AlarmHistory WHERE Alarm = ?1 ORDER BY Id")
+        .expect("prepares");
+    query
+        .query_map([alarm], |row| row.get(0))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("reads")
+}
+
+#[tokio::test]
+async fn an_alarm_past_its_limit_at_startup_is_raised_and_its_acknowledgement_survives_a_restart() {
+    use crate::support::TestServer;
+    let solution = Solution::demo();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let states = alarm_states(&client, "Plant/Boiler").await;
+    assert_eq!(
+        states["Boiler.Temp.Hi"], "active",
+        "100 is past 92 from the start"
+    );
+    assert_eq!(states["Boiler.Pressure.Hi"], "normal");
+    assert!(
+        client
+            .acknowledge_alarm("Boiler.Temp.Hi")
+            .await
+            .expect("acknowledges")
+    );
+    // The real server flushes its history on the way out (`run_background`'s last flush).
+    server.runtime.plant().historian().flush().expect("flushes");
+    drop(client);
+    server.stop().await;
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let states = alarm_states(&client, "Plant/Boiler").await;
+    assert_eq!(
+        states["Boiler.Temp.Hi"], "acknowledged",
+        "a restart does not ask again for an acknowledgement already given"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    assert_eq!(
+        alarm_events(&solution, "Boiler.Temp.Hi"),
+        ["Active", "Acknowledged"],
+        "one trip, recorded once, however often the server starts"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_alarm_cleared_unacknowledged_is_still_listed_after_a_restart() {
+    use crate::support::TestServer;
+    let solution = Solution::demo();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let written = client
+        .write_tags(vec![service_client::TagWrite {
+            name: "Boiler.Temp".to_owned(),
+            value: Some(service_client::WriteValue::Number(50.0)),
+        }])
+        .await
+        .expect("writes");
+    assert!(written[0].error.is_empty(), "{written:?}");
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "normal-unacked"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    drop(client);
+    server.stop().await;
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    // The temperature is back at its initial 100: the alarm trips again, unacknowledged.
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "active"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    assert_eq!(
+        alarm_events(&solution, "Boiler.Temp.Hi"),
+        ["Active", "Cleared", "Active"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_import_raises_the_alarms_its_new_definitions_and_initial_values_are_past() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", &path, "import", &file], "");
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Pressure.Hi"],
+        "normal"
+    );
+
+    // The pressure alarm's limit comes down below the value, and a new tag starts past a new
+    // alarm's limit.
+    let changed = BOILER.replacen("limit = 10", "limit = 4", 1)
+        + r#"
+[[tags]]
+name = "Boiler.Level"
+path = "Plant/Boiler/Level"
+type = "number"
+initial = 2.0
+
+[[alarms]]
+name = "Boiler.Level.Lo"
+tag = "Boiler.Level"
+condition = "Lo"
+limit = 10
+"#;
+    let file = plant_file(&solution, "boiler2.toml", &changed);
+    admin(&["plant", &path, "import", &file], "");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let states = alarm_states(&client, "Plant/Boiler").await;
+        if states.get("Boiler.Level.Lo").is_some() {
+            assert_eq!(states["Boiler.Level.Lo"], "active", "{states:?}");
+            assert_eq!(states["Boiler.Pressure.Hi"], "active", "{states:?}");
+            assert_eq!(states["Boiler.Temp.Hi"], "active", "kept as it was: {states:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not pick the import up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -345,6 +345,34 @@ impl ObjectModel {
         }
     }
 
+    /// Takes up what the alarm history recorded of each alarm since its last trip (oldest
+    /// first): whether it is still in alarm, since when, and whether it was acknowledged. Called
+    /// on a model not yet in use, when a server starts, so a restart neither forgets an
+    /// unacknowledged alarm nor asks again for an acknowledgement already given. Events of
+    /// alarms no longer defined are skipped.
+    pub fn restore_alarm_states(&self, recorded: &[AlarmEvent]) {
+        for event in recorded {
+            if let Some(alarm) = self.alarms_by_name.get(&event.alarm) {
+                alarm.replay(event);
+            }
+        }
+    }
+
+    /// Evaluates every alarm against its tag's current value (not one of Bad quality), as a
+    /// write would: how an alarm whose tag is already past its limit is raised when the model
+    /// starts, when a reload brings a new or changed alarm, or a new tag with its initial value.
+    /// Returns the transitions, for the alarm history.
+    pub fn evaluate_alarms(&self, time: SystemTime, _: &WriteCapability) -> Vec<AlarmEvent> {
+        self.alarms
+            .iter()
+            .filter_map(|alarm| {
+                let sample = self.by_name.get(&alarm.definition().tag)?.current();
+                let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD)?;
+                alarm.evaluate(number, time)
+            })
+            .collect()
+    }
+
     /// Adds a tag (used by `load` and by tests that build a plant in memory).
     pub fn insert(&mut self, definition: TagDefinition, sample: TagSample) {
         let tag = Arc::new(Tag {
