@@ -77,7 +77,14 @@ fn an_import_with_mistakes_names_each_at_its_line_and_field_and_changes_nothing(
         error.ends_with("nothing changed: fix the errors above and import again"),
         "{error}"
     );
-    // The shape comes first: with it right, the unknown tag is the one problem left.
+    // Every problem at once: the unknown tag too, beside the mistakes of shape.
+    let levl = line_of("Tank1.Levl").expect("the unknown tag is in the file");
+    assert!(
+        error.contains(&format!(
+            "broken.toml:{levl}:7: alarms[6].tag: no tag named \"Tank1.Levl\" (did you mean \"Tank1.Level\"?)"
+        )),
+        "{error}"
+    );
     let typo_only = before.replacen("tag = \"Tank1.Level\"", "tag = \"Tank1.Levl\"", 1);
     let file = plant_file(&solution, "typo.toml", &typo_only);
     let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
@@ -512,4 +519,36 @@ limit = 10
         assert!(Instant::now() < deadline, "the server did not pick the import up");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[test]
+fn an_instance_override_outside_its_types_range_is_refused_at_its_own_place() {
+    let solution = Solution::demo();
+    let before = export(&solution);
+    let text = r#"
+[[types]]
+name = "Compressor"
+  [[types.tags]]
+  name = "DischargeTemp"
+  type = "number"
+  min = 0
+  max = 130
+
+[[equipment]]
+name = "K1"
+type = "Compressor"
+path = "Plant/K1"
+initial = { DischargeTemp = 190.0 }
+"#;
+    let file = plant_file(&solution, "compressor.toml", text);
+    let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains(
+            "compressor.toml:14:29: equipment[0].initial.DischargeTemp: 190 is outside DischargeTemp's range 0..130 (type \"Compressor\")"
+        ),
+        "{error}"
+    );
+    assert_eq!(export(&solution), before, "nothing changed");
 }

@@ -132,10 +132,10 @@ pub fn read(text: &str, format: Format, file: &str) -> Result<PlantModel, PlantE
     let root = document::parse(text, format).map_err(|error| fail(vec![error]))?;
     let mut reader = reader::Reader::new(text);
     let model = reader.model(&root);
-    if let Some(model) = &model
-        && reader.errors.is_empty()
-    {
-        reader::check_model(&mut reader, model, &reader::Places::new(&root));
+    if let Some(model) = &model {
+        // On what could be read, so the checks across parts are reported with the rest.
+        let places = reader::Places::new(&root, &mut reader);
+        reader::check_model(&mut reader, model, &places);
     }
     match model {
         Some(model) if reader.errors.is_empty() => Ok(model),
@@ -332,8 +332,8 @@ priority = 5000
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
                 "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, source, simulate",
-                "f:8:1: tags[1].max: 10 is below min 50",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
+                "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
                 "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message",
@@ -384,13 +384,100 @@ limit = 1
             found,
             [
                 "f:10:8: equipment[0].type: no type named \"Valv\" (did you mean \"Valve\"?)",
-                "f:17:11: equipment[1].initial.Closed: type \"Valve\" has no tag \"Closed\"",
-                "f:17:11: equipment[1].initial.Open: Open is a bool tag",
+                "f:17:20: equipment[1].initial.Open: Open is a bool tag (type \"Valve\"): it cannot start at 3",
+                "f:17:32: equipment[1].initial.Closed: type \"Valve\" has no tag \"Closed\"",
                 "f:20:8: tags[0].name: tag name \"V2.Open\" is taken (by \"V2.Open\")",
                 "f:26:7: alarms[0].tag: no tag named \"Tank.Temp\"",
                 // V2.Open is first the member (a bool), so the second alarm's tag is that one.
                 "f:32:7: alarms[1].condition: a Hi alarm watches a number or integer tag, not a bool tag",
             ],
+        );
+    }
+
+    #[test]
+    fn an_instance_override_is_checked_as_the_types_own_value_is() {
+        let text = r#"
+[[types]]
+name = "Compressor"
+  [[types.tags]]
+  name = "DischargeTemp"
+  type = "number"
+  max = 130
+  [[types.tags]]
+  name = "Starts"
+  type = "integer"
+  min = 0
+  [[types.alarms]]
+  name = "Tripped"
+  tag = "Starts"
+  condition = "Hi"
+  limit = 10
+
+[[equipment]]
+name = "C1"
+type = "Compressor"
+path = "Plant/C1"
+initial = { DischargeTemp = 190.0, Starts = 85.5 }
+
+[[equipment]]
+name = "C2"
+type = "Compressor"
+path = "Plant/C2"
+initial = { DischargeTemp = 120, Starts = -1 }
+
+[[tags]]
+name = "Tank.Level"
+path = "Plant/Tank/Level"
+type = "number"
+min = 0
+max = 100
+initial = 140
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:22:29: equipment[0].initial.DischargeTemp: 190 is outside DischargeTemp's range ..130 (type \"Compressor\")",
+                "f:22:45: equipment[0].initial.Starts: Starts is an integer tag (type \"Compressor\"): it cannot start at 85.5",
+                "f:28:43: equipment[1].initial.Starts: -1 is outside Starts's range 0.. (type \"Compressor\")",
+                "f:36:11: tags[0].initial: 140 is outside the range 0..100",
+            ]
+        );
+    }
+
+    #[test]
+    fn problems_of_shape_and_of_fit_are_reported_together_without_a_cascade() {
+        let text = r#"
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Tank1/Level"
+type = "numbr"
+
+[[tags]]
+name = "Tank1.Temp"
+path = "Plant/Tank1/Temp"
+type = "number"
+unit = 5
+
+[[alarms]]
+name = "Tank1.Level.Hi"
+tag = "Tank1.Level"
+condition = "Hi"
+limit = 90
+
+[[alarms]]
+name = "Tank1.Temp.Hi"
+tag = "Tank1.Tmp"
+condition = "Hi"
+limit = 90
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
+                "f:11:8: tags[1].unit: expected a string, found an integer",
+                // Not "no tag named Tank1.Level": that tag is there, with its own error.
+                "f:21:7: alarms[1].tag: no tag named \"Tank1.Tmp\" (did you mean \"Tank1.Temp\"?)",
+            ]
         );
     }
 
