@@ -510,7 +510,7 @@ limit = 10
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let states = alarm_states(&client, "Plant/Boiler").await;
-        if states.get("Boiler.Level.Lo").is_some() {
+        if states.contains_key("Boiler.Level.Lo") {
             assert_eq!(states["Boiler.Level.Lo"], "active", "{states:?}");
             assert_eq!(states["Boiler.Pressure.Hi"], "active", "{states:?}");
             assert_eq!(states["Boiler.Temp.Hi"], "active", "kept as it was: {states:?}");
@@ -550,5 +550,79 @@ initial = { DischargeTemp = 190.0 }
         ),
         "{error}"
     );
+    assert_eq!(export(&solution), before, "nothing changed");
+}
+
+#[test]
+fn an_import_reads_at_most_the_file_bound_from_a_device_or_a_fifo() {
+    let solution = Solution::demo();
+    let bound = plant_model::MAX_FILE_BYTES;
+    let error = try_admin(&["plant", path_of(&solution), "import", "/dev/zero"], "")
+        .expect_err("refused")
+        .to_string();
+    assert_eq!(
+        error,
+        format!("/dev/zero has more than {bound} bytes; a plant file may have at most {bound}")
+    );
+
+    // A FIFO whose writer never stops.
+    let fifo = solution.path.with_file_name("endless.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs (coreutils)");
+    assert!(made.success(), "mkfifo makes the FIFO");
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .expect("opens the FIFO");
+        let line = b"# a comment that goes on and on\n".repeat(1024);
+        // Ends when the reader closes its end (a broken pipe).
+        while pipe.write_all(&line).is_ok() {}
+    });
+    let shown = fifo.to_str().expect("utf-8 path").to_owned();
+    let error = try_admin(&["plant", path_of(&solution), "import", &shown], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("a plant file may have at most"), "{error}");
+    writer.join().expect("the writer stops");
+}
+
+#[test]
+fn a_small_file_that_expands_past_the_tag_bound_is_refused_and_changes_nothing() {
+    use std::fmt::Write as _;
+    let solution = Solution::demo();
+    let before = export(&solution);
+    // 1,000 members times 1,000 instances: a million tags from a file of about 100 KB.
+    let mut text = String::from("[[types]]\nname = \"Cell\"\n");
+    for member in 0..1000 {
+        write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
+    }
+    for instance in 0..1000 {
+        write!(
+            text,
+            "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
+        )
+        .expect("writes");
+    }
+    assert!(text.len() < 120_000, "{}", text.len());
+    let file = plant_file(&solution, "million.toml", &text);
+    for dry_run in [true, false] {
+        let mut args = vec!["plant", path_of(&solution), "import", &file];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let error = try_admin(&args, "").expect_err("refused").to_string();
+        assert!(
+            error.contains(
+                "equipment[100].type: the plant would have 1000000 tags (1000000 of equipment instances, 0 of its own); \
+                 a plant may have at most 100000"
+            ),
+            "{error}"
+        );
+    }
     assert_eq!(export(&solution), before, "nothing changed");
 }

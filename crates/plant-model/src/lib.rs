@@ -44,6 +44,13 @@ pub use model::{
 /// The largest plant file read (a plant of tens of thousands of tags fits).
 pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most tags a plant may have, expanded (each instance's members and the plain tags): a
+/// small file of types and instances can describe millions, which a server would then hold.
+pub const MAX_TAGS: usize = 100_000;
+
+/// The most alarms a plant may have, expanded.
+pub const MAX_ALARMS: usize = 100_000;
+
 /// One problem in a plant file, at its place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlantError {
@@ -133,9 +140,12 @@ pub fn read(text: &str, format: Format, file: &str) -> Result<PlantModel, PlantE
     let mut reader = reader::Reader::new(text);
     let model = reader.model(&root);
     if let Some(model) = &model {
-        // On what could be read, so the checks across parts are reported with the rest.
+        // On what could be read, so the checks across parts are reported with the rest; the
+        // plant's size first, counted without expanding it, as the checks across parts expand.
         let places = reader::Places::new(&root, &mut reader);
-        reader::check_model(&mut reader, model, &places);
+        if reader::within_bounds(&mut reader, model, &places) {
+            reader::check_model(&mut reader, model, &places);
+        }
     }
     match model {
         Some(model) if reader.errors.is_empty() => Ok(model),
@@ -478,6 +488,51 @@ limit = 90
                 // Not "no tag named Tank1.Level": that tag is there, with its own error.
                 "f:21:7: alarms[1].tag: no tag named \"Tank1.Tmp\" (did you mean \"Tank1.Temp\"?)",
             ]
+        );
+    }
+
+    #[test]
+    fn a_plant_expanding_past_the_bound_is_refused_before_it_is_expanded() {
+        use std::fmt::Write as _;
+        // 1,000 members times 1,000 instances: a million tags from a small file.
+        let mut text = String::from("[[types]]\nname = \"Cell\"\n");
+        for member in 0..1000 {
+            write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
+        }
+        for instance in 0..1000 {
+            write!(
+                text,
+                "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
+            )
+            .expect("writes");
+        }
+        let found = errors(&text, Format::Toml);
+        // The 101st instance takes the plant past 100,000 tags.
+        let line = text
+            .lines()
+            .position(|line| line == "name = \"C100\"")
+            .map(|index| index + 2)
+            .expect("in the file");
+        assert_eq!(
+            found,
+            [format!(
+                "f:{line}:8: equipment[100].type: the plant would have 1000000 tags (1000000 of equipment instances, 0 of its own); \
+                 a plant may have at most 100000: this is where it passes the bound"
+            )]
+        );
+        // At the bound itself, it reads.
+        let at_bound: String = text
+            .split("[[equipment]]\nname = \"C100\"")
+            .next()
+            .expect("a part")
+            .to_owned();
+        assert_eq!(
+            read(&at_bound, Format::Toml, "f")
+                .expect("valid")
+                .expand()
+                .tags
+                .len(),
+            MAX_TAGS
         );
     }
 

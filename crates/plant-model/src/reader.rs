@@ -1397,6 +1397,72 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
 }
 
+/// Whether what the model expands to (instances times their type's members, plus the plain
+/// tags and alarms) stays within [`MAX_TAGS`](crate::MAX_TAGS) and
+/// [`MAX_ALARMS`](crate::MAX_ALARMS), counted without expanding it; past a bound, one error
+/// at the entry where the count passes it, saying what the whole would be.
+pub(crate) fn within_bounds(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) -> bool {
+    let mut members: HashMap<&str, (usize, usize)> = HashMap::new();
+    for kind in &model.types {
+        members
+            .entry(kind.name.as_str())
+            .or_insert((kind.tags.len(), kind.alarms.len()));
+    }
+    let per_instance: Vec<(usize, usize)> = model
+        .equipment
+        .iter()
+        .map(|instance| members.get(instance.kind.as_str()).copied().unwrap_or_default())
+        .collect();
+    let mut within = true;
+    for (what, bound, member_count, plain, section, key) in [
+        ("tags", crate::MAX_TAGS, 0, model.tags.len(), "tags", "name"),
+        (
+            "alarms",
+            crate::MAX_ALARMS,
+            1,
+            model.alarms.len(),
+            "alarms",
+            "name",
+        ),
+    ] {
+        let count = |pair: &(usize, usize)| if member_count == 0 { pair.0 } else { pair.1 };
+        let of_instances = per_instance
+            .iter()
+            .map(count)
+            .fold(0_usize, usize::saturating_add);
+        let total = of_instances.saturating_add(plain);
+        if total <= bound {
+            continue;
+        }
+        within = false;
+        let message = format!(
+            "the plant would have {total} {what} ({of_instances} of equipment instances, {plain} of its own); \
+             a plant may have at most {bound}: this is where it passes the bound"
+        );
+        let mut running = 0_usize;
+        let crossing = per_instance.iter().position(|pair| {
+            running = running.saturating_add(count(pair));
+            running > bound
+        });
+        match crossing {
+            Some(index) => reader.error(
+                places.span("equipment", index, "type"),
+                format!("{}.type", places.field("equipment", index)),
+                message,
+            ),
+            None => {
+                let index = bound - of_instances;
+                reader.error(
+                    places.span(section, index, key),
+                    places.field(section, index),
+                    message,
+                );
+            }
+        }
+    }
+    within
+}
+
 /// Where the expanded tag or alarm at `position` was written: the equipment instance whose
 /// type made it (types give `members` each), or else its own entry in `section` (the plain
 /// items follow the instances' in the expanded plant).
