@@ -626,3 +626,75 @@ fn a_small_file_that_expands_past_the_tag_bound_is_refused_and_changes_nothing()
     }
     assert_eq!(export(&solution), before, "nothing changed");
 }
+
+#[tokio::test]
+async fn names_are_one_form_and_case_beyond_ascii_and_hidden_characters_or_wildcards_are_refused() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let before = export(&solution);
+    // TOML's own escapes, so what each name holds is plain to see.
+    let refused = r#"
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1:1883"
+
+[[tags]]
+name = "Tank\u202E1.Level"
+path = "Plant/Tank1/Level"
+type = "number"
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank#2/Level"
+type = "number"
+source = { broker = "site" }
+"#;
+    let file = plant_file(&solution, "refused.toml", refused);
+    let error = try_admin(&["plant", &path, "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains(
+            "refused.toml:7:8: tags[0].name: \"Tank\\u{202e}1.Level\" is not a usable name: character 5 is U+202E \
+             (RIGHT-TO-LEFT OVERRIDE), which hides or reorders what a name shows"
+        ),
+        "{error}"
+    );
+    assert!(
+        error.contains(
+            "refused.toml:13:8: tags[1].path: path \"Plant/Tank#2/Level\" of tag \"Tank2.Level\" has the MQTT wildcard '#'"
+        ),
+        "{error}"
+    );
+    assert_eq!(export(&solution), before, "nothing changed");
+
+    // A decomposed accent is stored composed, and found whatever the case and the form.
+    let accepted = r#"
+[[tags]]
+name = "Cafe\u0301.Temp"
+path = "Plant/Cafe\u0301/Temp"
+type = "number"
+initial = 21.5
+"#;
+    let file = plant_file(&solution, "accepted.toml", accepted);
+    admin(&["plant", &path, "import", &file], "");
+    assert!(
+        export(&solution).contains("name = \"Caf\u{e9}.Temp\""),
+        "stored in NFC"
+    );
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    for asked in [
+        "Caf\u{e9}.Temp",
+        "CAFE\u{301}.TEMP",
+        "caf\u{c9}.temp",
+        "PLANT/CAF\u{c9}/TEMP",
+    ] {
+        assert_eq!(
+            read_value(&client, asked).await,
+            Some(TagValue::Number(21.5)),
+            "{asked:?}"
+        );
+    }
+    server.stop().await;
+}

@@ -30,6 +30,7 @@
 
 mod document;
 mod model;
+mod names;
 mod reader;
 
 use std::fmt;
@@ -40,6 +41,7 @@ pub use model::{
     AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
     PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
+pub use names::{fold, normalize};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
 pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
@@ -533,6 +535,143 @@ limit = 90
                 .tags
                 .len(),
             MAX_TAGS
+        );
+    }
+
+    #[test]
+    fn names_that_look_the_same_are_one_name_and_hidden_characters_are_named() {
+        // TOML's own escapes (`\u00e9`), so what each name holds is plain to see.
+        let text = r#"
+[[tags]]
+name = "Caf\u00e9.Temp"
+path = "Plant/Cafe/Temp"
+type = "number"
+
+[[tags]]
+name = "CAFE\u0301.TEMP"
+path = "Plant/Cafe/Temp2"
+type = "number"
+
+[[tags]]
+name = "Kiln.Temp"
+path = "Plant/Kiln/Temp"
+type = "number"
+
+[[tags]]
+name = "\u212Ailn.Temp"
+path = "Plant/Kiln/Temp3"
+type = "number"
+
+[[tags]]
+name = "TOP.Level"
+path = "Plant/Top/Level"
+type = "number"
+
+[[tags]]
+name = "\u0422\u041e\u0420.Level"
+path = "Plant/Top2/Level"
+type = "number"
+
+[[tags]]
+name = "Pump1.Level"
+path = "Plant/Pump1/Level"
+type = "number"
+
+[[tags]]
+name = "P\u0443mp2.Level"
+path = "Plant/Pump2/Level"
+type = "number"
+
+[[tags]]
+name = "Tank\u202E1.Level"
+path = "Plant/Tank1/Level"
+type = "number"
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank\u200B2/Level"
+type = "number"
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:8:8: tags[1].name: tag name \"CAF\u{c9}.TEMP\" is taken (by \"Caf\u{e9}.Temp\")"
+                    .to_owned(),
+                "f:18:8: tags[3].name: tag name \"Kiln.Temp\" is taken (by \"Kiln.Temp\")".to_owned(),
+                format!(
+                    "f:28:8: tags[5].name: tag name {:?} looks the same as \"TOP.Level\" (of \"TOP.Level\"): \
+                     a character of another script, or one that looks like another, makes a name people cannot tell apart",
+                    "\u{422}\u{41e}\u{420}.Level"
+                ),
+                format!(
+                    "f:38:8: tags[7].name: {:?} is not a usable name: {:?} mixes scripts (Latin, Cyrillic), \
+                     so it can look like another name: write each part in one script",
+                    "P\u{443}mp2.Level", "P\u{443}mp2"
+                ),
+                format!(
+                    "f:43:8: tags[8].name: {:?} is not a usable name: character 5 is U+202E (RIGHT-TO-LEFT OVERRIDE), \
+                     which hides or reorders what a name shows",
+                    "Tank\u{202E}1.Level"
+                ),
+                format!(
+                    "f:49:8: tags[9].path: {:?} is not a usable UNS path: character 11 is U+200B (ZERO WIDTH SPACE), \
+                     which hides or reorders what a name shows",
+                    "Plant/Tank\u{200B}2/Level"
+                ),
+            ]
+        );
+        // Stored as written in NFC.
+        let model = read(
+            "[[tags]]\nname = \"Cafe\\u0301.Temp\"\npath = \"Plant/Cafe\\u0301\"\ntype = \"number\"\n",
+            Format::Toml,
+            "f",
+        )
+        .expect("valid");
+        assert_eq!(model.tags[0].name, "Caf\u{e9}.Temp");
+        assert_eq!(model.tags[0].path, "Plant/Caf\u{e9}");
+    }
+
+    #[test]
+    fn a_tag_path_with_an_mqtt_wildcard_is_refused_on_a_plain_mqtt_source() {
+        let text = r#"
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1"
+root = "Site/#"
+
+[[types]]
+name = "Cell"
+  [[types.tags]]
+  name = "Volts"
+  type = "number"
+  source = { broker = "site" }
+
+[[equipment]]
+name = "C1"
+type = "Cell"
+path = "Plant/+/C1"
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Tank#1/Level"
+type = "number"
+source = { broker = "site" }
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank#2/Level"
+type = "number"
+source = { broker = "site", topic = "Plant/Tank2/Level" }
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:5:8: sources[0].root: \"Site/#\" is not a topic prefix: no + or # wildcards",
+                "f:17:8: equipment[0].path: path \"Plant/+/C1/Volts\" of tag \"C1.Volts\" has the MQTT wildcard '+', \
+                 and the tag's topic on source \"site\" is its path: give the tag source.topic, or a path without '+' and '#'",
+                "f:21:8: tags[0].path: path \"Plant/Tank#1/Level\" of tag \"Tank1.Level\" has the MQTT wildcard '#', \
+                 and the tag's topic on source \"site\" is its path: give the tag source.topic, or a path without '+' and '#'",
+            ]
         );
     }
 

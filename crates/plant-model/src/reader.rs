@@ -13,6 +13,7 @@ use crate::model::{
     AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
     SourceBinding, SourceSpec, TagSpec, TagType,
 };
+use crate::names;
 
 /// The longest name or path accepted.
 const MAX_NAME: usize = 256;
@@ -251,18 +252,23 @@ impl<'t> Reader<'t> {
             .iter()
             .find(|(entry, _)| entry.name == key)
             .map(|(_, node)| node.span.clone());
-        let name = self.required_string(fields, key)?;
+        let name = names::normalize(&self.required_string(fields, key)?);
         let span = span.unwrap_or_else(|| fields.span.clone());
-        if name.is_empty()
-            || name.len() > MAX_NAME
-            || name.chars().any(|c| c.is_whitespace() || c.is_control())
-        {
+        if name.is_empty() || name.len() > MAX_NAME {
             self.error(
                 span,
                 fields.field(key),
                 format!(
                     "{name:?} is not a usable name: 1 to {MAX_NAME} bytes, no spaces or control characters"
                 ),
+            );
+            return None;
+        }
+        if let Some(problem) = names::problem(&name, false) {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{name:?} is not a usable name: {problem}"),
             );
             return None;
         }
@@ -276,8 +282,16 @@ impl<'t> Reader<'t> {
             .iter()
             .find(|(entry, _)| entry.name == key)
             .map(|(_, node)| node.span.clone());
-        let path = self.required_string(fields, key)?;
+        let path = names::normalize(&self.required_string(fields, key)?);
         let span = span.unwrap_or_else(|| fields.span.clone());
+        if let Some(problem) = names::problem(&path, true) {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{path:?} is not a usable UNS path: {problem}"),
+            );
+            return None;
+        }
         if path.is_empty()
             || path.len() > MAX_NAME
             || path
@@ -614,7 +628,15 @@ impl<'t> Reader<'t> {
         }
         let ca_file = self.string(&mut fields, "ca_file").unwrap_or_default();
         let keep_alive = self.seconds(&mut fields, "keep_alive", 5..=3600, 30);
+        let root_span = span_of(&fields, "root");
         let root = self.string(&mut fields, "root").unwrap_or_default();
+        if root.contains(['+', '#', '\0']) {
+            self.error(
+                root_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("root"),
+                format!("{root:?} is not a topic prefix: no + or # wildcards"),
+            );
+        }
         let stale_after = self.seconds(&mut fields, "stale_after", 0..=86_400, 0);
         self.done(
             fields,
@@ -842,7 +864,7 @@ impl<'t> Reader<'t> {
             if let Some(values) = self.table(node, &field) {
                 for (key, value) in values.entries {
                     if let Some(value) = self.initial_value(value, &join(&field, &key.name), None) {
-                        initial.insert(key.name.clone(), value);
+                        initial.insert(names::normalize(&key.name), value);
                     }
                 }
             }
@@ -853,7 +875,7 @@ impl<'t> Reader<'t> {
             if let Some(values) = self.table(node, &field) {
                 for (key, value) in values.entries {
                     if let Some(limit) = self.number_in(value, &join(&field, &key.name)) {
-                        limits.insert(key.name.clone(), limit);
+                        limits.insert(names::normalize(&key.name), limit);
                     }
                 }
             }
@@ -965,9 +987,10 @@ impl<'n> Places<'n> {
     /// or its name could not be read).
     pub(crate) fn dropped_named(&self, list: &str, name: &str) -> bool {
         self.dropped.get(list).is_some_and(|dropped| {
-            dropped
-                .iter()
-                .any(|left| left.as_ref().is_none_or(|left| left.eq_ignore_ascii_case(name)))
+            dropped.iter().any(|left| {
+                left.as_ref()
+                    .is_none_or(|left| names::fold(left) == names::fold(name))
+            })
         })
     }
 
@@ -1057,7 +1080,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
                     "a member's name becomes a path segment: no '/'",
                 );
             }
-            if members.insert(tag.name.to_ascii_lowercase(), index).is_some() {
+            if members.insert(names::fold(&tag.name), index).is_some() {
                 reader.error(
                     places.member_span(type_index, "tags", index, "name"),
                     format!("{}.name", places.member_field(type_index, "tags", index)),
@@ -1068,10 +1091,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
         let mut alarm_names: HashMap<String, usize> = HashMap::new();
         for (index, alarm) in kind.alarms.iter().enumerate() {
             let field = places.member_field(type_index, "alarms", index);
-            if alarm_names
-                .insert(alarm.name.to_ascii_lowercase(), index)
-                .is_some()
-            {
+            if alarm_names.insert(names::fold(&alarm.name), index).is_some() {
                 reader.error(
                     places.member_span(type_index, "alarms", index, "name"),
                     format!("{field}.name"),
@@ -1099,7 +1119,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut type_names: HashMap<String, usize> = HashMap::new();
     for (index, kind) in model.types.iter().enumerate() {
-        if type_names.insert(kind.name.to_ascii_lowercase(), index).is_some() {
+        if type_names.insert(names::fold(&kind.name), index).is_some() {
             reader.error(
                 places.span("types", index, "name"),
                 format!("{}.name", places.field("types", index)),
@@ -1113,7 +1133,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     for (index, instance) in model.equipment.iter().enumerate() {
         let field = places.field("equipment", index);
         if instance_names
-            .insert(instance.name.to_ascii_lowercase(), index)
+            .insert(names::fold(&instance.name), index)
             .is_some()
         {
             reader.error(
@@ -1228,39 +1248,35 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             |index| format!("{}.name", places.field("tags", index)),
         )
     };
-    let mut names: HashMap<String, usize> = HashMap::new();
+    // Names and paths are unique by how they look: ignoring case, and with look-alike
+    // characters of other scripts taken as the ones they look like.
+    let mut look_alike_names: HashMap<String, usize> = HashMap::new();
+    let mut look_alike_paths: HashMap<String, usize> = HashMap::new();
     let mut paths: HashMap<String, usize> = HashMap::new();
     for (position, tag) in expanded.tags.iter().enumerate() {
-        if let Some(first) = names.insert(tag.name.to_ascii_lowercase(), position) {
+        if let Some(first) = look_alike_names.insert(names::look_alike(&tag.name), position) {
             let (span, field) = origin_of_tag(position);
             let other = &expanded.tags[first].name;
-            reader.error(
-                span,
-                field,
-                format!("tag name {:?} is taken (by {other:?})", tag.name),
-            );
+            reader.error(span, field, taken("tag name", &tag.name, other, other));
         }
-        if let Some(first) = paths.insert(tag.path.to_ascii_lowercase(), position) {
+        paths.entry(names::fold(&tag.path)).or_insert(position);
+        if let Some(first) = look_alike_paths.insert(names::look_alike(&tag.path), position) {
             let (span, field) = origin_of_tag(position);
-            let other = &expanded.tags[first].name;
-            reader.error(
-                span,
-                field,
-                format!("path {:?} is taken (by {other:?})", tag.path),
-            );
+            let other = &expanded.tags[first];
+            reader.error(span, field, taken("path", &tag.path, &other.path, &other.name));
         }
     }
     // A tag's path may not be the folder of another tag: every folder above a tag, with one
     // tag below it (one pass, however many tags).
     let mut folders_above: HashMap<String, usize> = HashMap::new();
     for (position, tag) in expanded.tags.iter().enumerate() {
-        let lower = tag.path.to_ascii_lowercase();
-        for (cut, _) in lower.match_indices('/') {
-            folders_above.entry(lower[..cut].to_owned()).or_insert(position);
+        let folded = names::fold(&tag.path);
+        for (cut, _) in folded.match_indices('/') {
+            folders_above.entry(folded[..cut].to_owned()).or_insert(position);
         }
     }
     for (position, tag) in expanded.tags.iter().enumerate() {
-        if let Some(&below) = folders_above.get(&tag.path.to_ascii_lowercase()) {
+        if let Some(&below) = folders_above.get(&names::fold(&tag.path)) {
             let (span, field) = origin_of_tag(position);
             reader.error(
                 span,
@@ -1289,15 +1305,13 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut alarm_names: HashMap<String, usize> = HashMap::new();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
-        if alarm_names
-            .insert(alarm.name.to_ascii_lowercase(), position)
-            .is_some()
-        {
+        if let Some(first) = alarm_names.insert(names::look_alike(&alarm.name), position) {
             let (span, field) = origin_of_alarm(position);
+            let other = &expanded.alarms[first].name;
             reader.error(
                 span,
                 format!("{field}.name"),
-                format!("two alarms named {:?}", alarm.name),
+                taken("alarm name", &alarm.name, other, other),
             );
         }
         match tags_by_name.get(alarm.tag.as_str()) {
@@ -1324,10 +1338,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut source_names: HashMap<String, usize> = HashMap::new();
     for (index, source) in model.sources.iter().enumerate() {
-        if source_names
-            .insert(source.name.to_ascii_lowercase(), index)
-            .is_some()
-        {
+        if source_names.insert(names::fold(&source.name), index).is_some() {
             reader.error(
                 places.span("sources", index, "name"),
                 format!("{}.name", places.field("sources", index)),
@@ -1337,6 +1348,33 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     for (position, tag) in expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
+        // A plain UNS binding without a topic of its own is on `<root>/<path>`: a path with
+        // a wildcard would subscribe to other tags' topics and cannot be published to.
+        if binding.sparkplug.is_none()
+            && binding.topic.is_none()
+            && let Some(wildcard) = tag.path.chars().find(|c| matches!(c, '+' | '#'))
+        {
+            // At the path the wildcard is in: the instance's, or the tag's own.
+            let (span, field) = match entry_of(model, position, |kind| kind.tags.len()) {
+                Ok(instance) => (
+                    places.span("equipment", instance, "path"),
+                    format!("{}.path", places.field("equipment", instance)),
+                ),
+                Err(index) => (
+                    places.span("tags", index, "path"),
+                    format!("{}.path", places.field("tags", index)),
+                ),
+            };
+            reader.error(
+                span,
+                field,
+                format!(
+                    "path {:?} of tag {:?} has the MQTT wildcard '{wildcard}', and the tag's topic on source {:?} \
+                     is its path: give the tag source.topic, or a path without '+' and '#'",
+                    tag.path, tag.name, binding.broker
+                ),
+            );
+        }
         let known_source = model.sources.iter().any(|source| source.name == binding.broker)
             || places.dropped_named("sources", &binding.broker);
         if known_source && tag.simulate.is_none() {
@@ -1371,10 +1409,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     let mut folder_paths: HashMap<String, usize> = HashMap::new();
     for (index, folder) in model.folders.iter().enumerate() {
         let field = format!("{}.path", places.field("folders", index));
-        if folder_paths
-            .insert(folder.path.to_ascii_lowercase(), index)
-            .is_some()
-        {
+        if folder_paths.insert(names::fold(&folder.path), index).is_some() {
             reader.error(
                 places.span("folders", index, "path"),
                 field.clone(),
@@ -1382,7 +1417,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
         if let Some(tag) = paths
-            .get(&folder.path.to_ascii_lowercase())
+            .get(&names::fold(&folder.path))
             .map(|&position| &expanded.tags[position])
         {
             reader.error(
@@ -1463,6 +1498,19 @@ pub(crate) fn within_bounds(reader: &mut Reader<'_>, model: &PlantModel, places:
     within
 }
 
+/// Why `what` `name` is refused beside `other` (the first with its key, of `owner`): the
+/// same ignoring case, or only looking the same.
+fn taken(what: &str, name: &str, other: &str, owner: &str) -> String {
+    if names::fold(name) == names::fold(other) {
+        format!("{what} {name:?} is taken (by {owner:?})")
+    } else {
+        format!(
+            "{what} {name:?} looks the same as {other:?} (of {owner:?}): a character of another script, \
+             or one that looks like another, makes a name people cannot tell apart"
+        )
+    }
+}
+
 /// Where the expanded tag or alarm at `position` was written: the equipment instance whose
 /// type made it (types give `members` each), or else its own entry in `section` (the plain
 /// items follow the instances' in the expanded plant).
@@ -1474,6 +1522,22 @@ fn origin(
     (section, key): (&str, &str),
     field: impl Fn(usize) -> String,
 ) -> (Range<usize>, String) {
+    match entry_of(model, position, members) {
+        Ok(instance) => (
+            places.span("equipment", instance, "name"),
+            places.field("equipment", instance),
+        ),
+        Err(index) => (places.span(section, index, key), field(index)),
+    }
+}
+
+/// The equipment instance (`Ok`) whose type made the expanded item at `position` (types give
+/// `members` each), or else the index of the plain item (`Err`).
+fn entry_of(
+    model: &PlantModel,
+    position: usize,
+    members: impl Fn(&EquipmentType) -> usize,
+) -> Result<usize, usize> {
     let mut seen = 0;
     for (index, instance) in model.equipment.iter().enumerate() {
         let count = model
@@ -1482,15 +1546,11 @@ fn origin(
             .find(|kind| kind.name == instance.kind)
             .map_or(0, &members);
         if position < seen + count {
-            return (
-                places.span("equipment", index, "name"),
-                places.field("equipment", index),
-            );
+            return Ok(index);
         }
         seen += count;
     }
-    let index = position - seen;
-    (places.span(section, index, key), field(index))
+    Err(position - seen)
 }
 
 /// Why a condition cannot watch a tag of `kind`, if it cannot.
