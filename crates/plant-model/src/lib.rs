@@ -676,6 +676,45 @@ source = { broker = "site", topic = "Plant/Tank2/Level" }
     }
 
     #[test]
+    fn a_simulated_tag_needs_an_initial_value_from_its_entry_its_type_or_its_instance() {
+        let text = r#"
+[[types]]
+name = "Cell"
+  [[types.tags]]
+  name = "Volts"
+  type = "number"
+  simulate = { amplitude = 1, period = 60 }
+
+[[equipment]]
+name = "C1"
+type = "Cell"
+path = "Plant/C1"
+initial = { Volts = 3.6 }
+
+[[equipment]]
+name = "C2"
+type = "Cell"
+path = "Plant/C2"
+
+[[tags]]
+name = "Tank.Level"
+path = "Plant/Tank/Level"
+type = "number"
+simulate = { amplitude = 1, period = 1e300 }
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:16:8: equipment[1].initial: tag \"C2.Volts\" is simulated around its initial value and has none: \
+                 give it one here or in type \"Cell\"",
+                "f:24:12: tags[0].initial: tag \"Tank.Level\" is simulated around its initial value and has none: \
+                 give it one to the tag",
+                "f:24:38: tags[0].simulate.period: must be above 0 seconds (and a span of time a clock can hold)",
+            ]
+        );
+    }
+
+    #[test]
     fn json_reads_as_toml_does_and_its_errors_have_lines_too() {
         let json = r#"{
   "tags": [

@@ -703,8 +703,14 @@ impl<'t> Reader<'t> {
         let phase = self.number(&mut fields, "phase").unwrap_or(0.0);
         let noise = self.number(&mut fields, "noise").unwrap_or(0.0);
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
-        if period.is_some_and(|period| period <= 0.0) {
-            self.error(at("period"), join(path, "period"), "must be above 0 seconds");
+        if period
+            .is_some_and(|period| period <= 0.0 || std::time::Duration::try_from_secs_f64(period).is_err())
+        {
+            self.error(
+                at("period"),
+                join(path, "period"),
+                "must be above 0 seconds (and a span of time a clock can hold)",
+            );
         }
         if noise < 0.0 {
             self.error(at("noise"), join(path, "noise"), "cannot be negative");
@@ -1335,6 +1341,33 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
                 }
             }
         }
+    }
+    // A motion moves around the tag's initial value: the expanded tag must have one, from
+    // its own entry, its type or its instance.
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        if tag.simulate.is_none() || tag.initial.as_ref().and_then(InitialValue::as_f64).is_some() {
+            continue;
+        }
+        let (span, field, whose) = match entry_of(model, position, |kind| kind.tags.len()) {
+            Ok(instance) => (
+                places.span("equipment", instance, "name"),
+                format!("{}.initial", places.field("equipment", instance)),
+                format!("here or in type {:?}", model.equipment[instance].kind),
+            ),
+            Err(index) => (
+                places.span_at("tags", index, &["simulate"]),
+                format!("{}.initial", places.field("tags", index)),
+                "to the tag".to_owned(),
+            ),
+        };
+        reader.error(
+            span,
+            field,
+            format!(
+                "tag {:?} is simulated around its initial value and has none: give it one {whose}",
+                tag.name
+            ),
+        );
     }
     let mut source_names: HashMap<String, usize> = HashMap::new();
     for (index, source) in model.sources.iter().enumerate() {
