@@ -333,7 +333,7 @@ async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_t
 }
 
 /// A boiler whose temperature starts past its high limit and whose pressure does not.
-const BOILER: &str = r#"
+pub(crate) const BOILER: &str = r#"
 [[tags]]
 name = "Boiler.Temp"
 path = "Plant/Boiler/Temp"
@@ -361,7 +361,10 @@ limit = 10
 "#;
 
 /// The state of each alarm below `folder`, by name, as a panel's subscription first sees it.
-async fn alarm_states(client: &Client, folder: &str) -> std::collections::BTreeMap<String, String> {
+pub(crate) async fn alarm_states(
+    client: &Client,
+    folder: &str,
+) -> std::collections::BTreeMap<String, String> {
     let subscription = client
         .subscribe(service_client::SubscribeRequest {
             folder: folder.to_owned(),
