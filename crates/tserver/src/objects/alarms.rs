@@ -448,6 +448,49 @@ mod tests {
         assert_eq!(alarm.status(), AlarmStatus::NORMAL);
     }
 
+    fn recorded(alarm: &Alarm, kind: AlarmEventKind, seconds: u64) -> AlarmEvent {
+        let user = (kind == AlarmEventKind::Acknowledged).then(|| "ops".to_owned());
+        alarm.event(kind, at(seconds), Some(90.0), user)
+    }
+
+    #[test]
+    fn the_recorded_history_puts_an_alarm_back_where_it_was() {
+        use AlarmEventKind::{Acknowledged, Active, Cleared};
+        let replayed = |kinds: &[AlarmEventKind]| {
+            let source = alarm(AlarmCondition::Hi, 80.0, None);
+            let restored = alarm(AlarmCondition::Hi, 80.0, None);
+            for (second, kind) in (0..).zip(kinds) {
+                restored.replay(&recorded(&source, *kind, second));
+            }
+            restored.status()
+        };
+        let acknowledged = replayed(&[Active, Acknowledged]);
+        assert_eq!(acknowledged.state, AlarmState::Acknowledged);
+        assert_eq!(acknowledged.active_since, Some(at(0)));
+        assert_eq!(acknowledged.acknowledged, Some((at(1), "ops".to_owned())));
+        assert_eq!(replayed(&[Active, Cleared]).state, AlarmState::NormalUnacked);
+        assert_eq!(
+            replayed(&[Active, Cleared, Acknowledged]).state,
+            AlarmState::Normal
+        );
+        assert_eq!(
+            replayed(&[Active, Acknowledged, Cleared]).state,
+            AlarmState::Normal
+        );
+
+        // Then judged against the value now: still in alarm and acknowledged, no new trip.
+        let restored = alarm(AlarmCondition::Hi, 80.0, None);
+        restored.replay(&recorded(&restored, Active, 0));
+        restored.replay(&recorded(&restored, Acknowledged, 1));
+        assert_eq!(restored.evaluate(95.0, at(2)), None);
+        assert_eq!(restored.status().state, AlarmState::Acknowledged);
+
+        // Recorded when the alarm watched for something else: not this alarm's past.
+        let redefined = alarm(AlarmCondition::Lo, 20.0, None);
+        redefined.replay(&recorded(&alarm(AlarmCondition::Hi, 80.0, None), Active, 0));
+        assert_eq!(redefined.status(), AlarmStatus::NORMAL);
+    }
+
     #[test]
     fn a_deviation_alarm_trips_on_either_side_of_its_setpoint() {
         let alarm = alarm(AlarmCondition::Deviation, 15.0, Some(85.0));
