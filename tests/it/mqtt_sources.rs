@@ -675,3 +675,45 @@ async fn an_import_that_changes_the_sources_restarts_them_without_a_server_resta
     assert_eq!(runtime.source_statuses()[0].messages, messages);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn a_sources_first_value_past_a_limit_raises_its_alarm_at_once() {
+    let broker = Mosquitto::start();
+    let publisher = Publisher::connect(broker.port).await;
+    // Retained before the server starts: the first value the source reports is past the
+    // Hi limit (85) of Tank1.Level.
+    publisher.publish(&level_topic(1), "95", true).await;
+    let solution = plant_with(&broker.url(), |model| {
+        uns(model, "Tank1.Level");
+        if let Some(tag) = model.tags.iter_mut().find(|tag| tag.name == "Tank1.Level") {
+            tag.initial = None;
+        }
+    });
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let alarm_state = |runtime: &Runtime| {
+        runtime
+            .objects()
+            .alarms()
+            .iter()
+            .find(|alarm| alarm.definition().name == "Tank1.Level.Hi")
+            .expect("in the demo")
+            .status()
+            .state
+    };
+    assert_eq!(
+        alarm_state(&runtime),
+        tserver::objects::AlarmState::Normal,
+        "no value yet (Bad quality): nothing to judge"
+    );
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).await.expect("starts");
+    until(
+        &runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(95.0) && quality == Quality::GOOD,
+        "took the retained value",
+    )
+    .await;
+    assert_eq!(alarm_state(&runtime), tserver::objects::AlarmState::Active);
+    shutdown.cancel();
+}

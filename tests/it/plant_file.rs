@@ -77,7 +77,14 @@ fn an_import_with_mistakes_names_each_at_its_line_and_field_and_changes_nothing(
         error.ends_with("nothing changed: fix the errors above and import again"),
         "{error}"
     );
-    // The shape comes first: with it right, the unknown tag is the one problem left.
+    // Every problem at once: the unknown tag too, beside the mistakes of shape.
+    let levl = line_of("Tank1.Levl").expect("the unknown tag is in the file");
+    assert!(
+        error.contains(&format!(
+            "broken.toml:{levl}:7: alarms[6].tag: no tag named \"Tank1.Levl\" (did you mean \"Tank1.Level\"?)"
+        )),
+        "{error}"
+    );
     let typo_only = before.replacen("tag = \"Tank1.Level\"", "tag = \"Tank1.Levl\"", 1);
     let file = plant_file(&solution, "typo.toml", &typo_only);
     let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
@@ -323,4 +330,374 @@ async fn a_running_server_picks_up_an_import_and_keeps_the_live_values_of_tags_t
         ),
         ("Pump2.Running", "unknown tag")
     );
+}
+
+/// A boiler whose temperature starts past its high limit and whose pressure does not.
+pub(crate) const BOILER: &str = r#"
+[[tags]]
+name = "Boiler.Temp"
+path = "Plant/Boiler/Temp"
+type = "number"
+initial = 100.0
+writable = true
+
+[[tags]]
+name = "Boiler.Pressure"
+path = "Plant/Boiler/Pressure"
+type = "number"
+initial = 5.0
+
+[[alarms]]
+name = "Boiler.Temp.Hi"
+tag = "Boiler.Temp"
+condition = "Hi"
+limit = 92
+
+[[alarms]]
+name = "Boiler.Pressure.Hi"
+tag = "Boiler.Pressure"
+condition = "Hi"
+limit = 10
+"#;
+
+/// The state of each alarm below `folder`, by name, as a panel's subscription first sees it.
+pub(crate) async fn alarm_states(
+    client: &Client,
+    folder: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let subscription = client
+        .subscribe(service_client::SubscribeRequest {
+            folder: folder.to_owned(),
+            alarms: true,
+            ..service_client::SubscribeRequest::default()
+        })
+        .await
+        .expect("subscribed");
+    let states = subscription
+        .initial()
+        .alarms
+        .iter()
+        .map(|alarm| (alarm.name.clone(), alarm.state.clone()))
+        .collect();
+    subscription.unsubscribe().await.expect("unsubscribed");
+    states
+}
+
+fn alarm_events(solution: &Solution, alarm: &str) -> Vec<String> {
+    let connection = rusqlite::Connection::open(&solution.path).expect("opens");
+    let mut query = connection
+        .prepare("SELECT Event FROM AlarmHistory WHERE Alarm = ?1 ORDER BY Id")
+        .expect("prepares");
+    query
+        .query_map([alarm], |row| row.get(0))
+        .expect("queries")
+        .collect::<Result<_, _>>()
+        .expect("reads")
+}
+
+#[tokio::test]
+async fn an_alarm_past_its_limit_at_startup_is_raised_and_its_acknowledgement_survives_a_restart() {
+    use crate::support::TestServer;
+    let solution = Solution::demo();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let states = alarm_states(&client, "Plant/Boiler").await;
+    assert_eq!(
+        states["Boiler.Temp.Hi"], "active",
+        "100 is past 92 from the start"
+    );
+    assert_eq!(states["Boiler.Pressure.Hi"], "normal");
+    assert!(
+        client
+            .acknowledge_alarm("Boiler.Temp.Hi")
+            .await
+            .expect("acknowledges")
+    );
+    // The real server flushes its history on the way out (`run_background`'s last flush).
+    server.runtime.plant().historian().flush().expect("flushes");
+    drop(client);
+    server.stop().await;
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let states = alarm_states(&client, "Plant/Boiler").await;
+    assert_eq!(
+        states["Boiler.Temp.Hi"], "acknowledged",
+        "a restart does not ask again for an acknowledgement already given"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    assert_eq!(
+        alarm_events(&solution, "Boiler.Temp.Hi"),
+        ["Active", "Acknowledged"],
+        "one trip, recorded once, however often the server starts"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_alarm_cleared_unacknowledged_is_still_listed_after_a_restart() {
+    use crate::support::TestServer;
+    let solution = Solution::demo();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    let written = client
+        .write_tags(vec![service_client::TagWrite {
+            name: "Boiler.Temp".to_owned(),
+            value: Some(service_client::WriteValue::Number(50.0)),
+        }])
+        .await
+        .expect("writes");
+    assert!(written[0].error.is_empty(), "{written:?}");
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "normal-unacked"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    drop(client);
+    server.stop().await;
+
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    // The temperature is back at its initial 100: the alarm trips again, unacknowledged.
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "active"
+    );
+    server.runtime.plant().historian().flush().expect("flushes");
+    assert_eq!(
+        alarm_events(&solution, "Boiler.Temp.Hi"),
+        ["Active", "Cleared", "Active"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_import_raises_the_alarms_its_new_definitions_and_initial_values_are_past() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let file = plant_file(&solution, "boiler.toml", BOILER);
+    admin(&["plant", &path, "import", &file], "");
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Pressure.Hi"],
+        "normal"
+    );
+
+    // The pressure alarm's limit comes down below the value, and a new tag starts past a new
+    // alarm's limit.
+    let changed = BOILER.replacen("limit = 10", "limit = 4", 1)
+        + r#"
+[[tags]]
+name = "Boiler.Level"
+path = "Plant/Boiler/Level"
+type = "number"
+initial = 2.0
+
+[[alarms]]
+name = "Boiler.Level.Lo"
+tag = "Boiler.Level"
+condition = "Lo"
+limit = 10
+"#;
+    let file = plant_file(&solution, "boiler2.toml", &changed);
+    admin(&["plant", &path, "import", &file], "");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let states = alarm_states(&client, "Plant/Boiler").await;
+        if states.contains_key("Boiler.Level.Lo") {
+            assert_eq!(states["Boiler.Level.Lo"], "active", "{states:?}");
+            assert_eq!(states["Boiler.Pressure.Hi"], "active", "{states:?}");
+            assert_eq!(states["Boiler.Temp.Hi"], "active", "kept as it was: {states:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not pick the import up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn an_instance_override_outside_its_types_range_is_refused_at_its_own_place() {
+    let solution = Solution::demo();
+    let before = export(&solution);
+    let text = r#"
+[[types]]
+name = "Compressor"
+  [[types.tags]]
+  name = "DischargeTemp"
+  type = "number"
+  min = 0
+  max = 130
+
+[[equipment]]
+name = "K1"
+type = "Compressor"
+path = "Plant/K1"
+initial = { DischargeTemp = 190.0 }
+"#;
+    let file = plant_file(&solution, "compressor.toml", text);
+    let error = try_admin(&["plant", path_of(&solution), "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains(
+            "compressor.toml:14:29: equipment[0].initial.DischargeTemp: 190 is outside DischargeTemp's range 0..130 (type \"Compressor\")"
+        ),
+        "{error}"
+    );
+    assert_eq!(export(&solution), before, "nothing changed");
+}
+
+#[test]
+fn an_import_reads_at_most_the_file_bound_from_a_device_or_a_fifo() {
+    let solution = Solution::demo();
+    let bound = plant_model::MAX_FILE_BYTES;
+    let error = try_admin(&["plant", path_of(&solution), "import", "/dev/zero"], "")
+        .expect_err("refused")
+        .to_string();
+    assert_eq!(
+        error,
+        format!("/dev/zero has more than {bound} bytes; a plant file may have at most {bound}")
+    );
+
+    // A FIFO whose writer never stops.
+    let fifo = solution.path.with_file_name("endless.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs (coreutils)");
+    assert!(made.success(), "mkfifo makes the FIFO");
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .expect("opens the FIFO");
+        let line = b"# a comment that goes on and on\n".repeat(1024);
+        // Ends when the reader closes its end (a broken pipe).
+        while pipe.write_all(&line).is_ok() {}
+    });
+    let shown = fifo.to_str().expect("utf-8 path").to_owned();
+    let error = try_admin(&["plant", path_of(&solution), "import", &shown], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("a plant file may have at most"), "{error}");
+    writer.join().expect("the writer stops");
+}
+
+#[test]
+fn a_small_file_that_expands_past_the_tag_bound_is_refused_and_changes_nothing() {
+    use std::fmt::Write as _;
+    let solution = Solution::demo();
+    let before = export(&solution);
+    // 1,000 members times 1,000 instances: a million tags from a file of about 100 KB.
+    let mut text = String::from("[[types]]\nname = \"Cell\"\n");
+    for member in 0..1000 {
+        write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
+    }
+    for instance in 0..1000 {
+        write!(
+            text,
+            "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
+        )
+        .expect("writes");
+    }
+    assert!(text.len() < 120_000, "{}", text.len());
+    let file = plant_file(&solution, "million.toml", &text);
+    for dry_run in [true, false] {
+        let mut args = vec!["plant", path_of(&solution), "import", &file];
+        if dry_run {
+            args.push("--dry-run");
+        }
+        let error = try_admin(&args, "").expect_err("refused").to_string();
+        assert!(
+            error.contains(
+                "equipment[100].type: the plant would have 1000000 tags (1000000 of equipment instances, 0 of its own); \
+                 a plant may have at most 100000"
+            ),
+            "{error}"
+        );
+    }
+    assert_eq!(export(&solution), before, "nothing changed");
+}
+
+#[tokio::test]
+async fn names_are_one_form_and_case_beyond_ascii_and_hidden_characters_or_wildcards_are_refused() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let before = export(&solution);
+    // TOML's own escapes, so what each name holds is plain to see.
+    let refused = r#"
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1:1883"
+
+[[tags]]
+name = "Tank\u202E1.Level"
+path = "Plant/Tank1/Level"
+type = "number"
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank#2/Level"
+type = "number"
+source = { broker = "site" }
+"#;
+    let file = plant_file(&solution, "refused.toml", refused);
+    let error = try_admin(&["plant", &path, "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains(
+            "refused.toml:7:8: tags[0].name: \"Tank\\u{202e}1.Level\" is not a usable name: character 5 is U+202E \
+             (RIGHT-TO-LEFT OVERRIDE), which hides or reorders what a name shows"
+        ),
+        "{error}"
+    );
+    assert!(
+        error.contains(
+            "refused.toml:13:8: tags[1].path: path \"Plant/Tank#2/Level\" of tag \"Tank2.Level\" has the MQTT wildcard '#'"
+        ),
+        "{error}"
+    );
+    assert_eq!(export(&solution), before, "nothing changed");
+
+    // A decomposed accent is stored composed, and found whatever the case and the form.
+    let accepted = r#"
+[[tags]]
+name = "Cafe\u0301.Temp"
+path = "Plant/Cafe\u0301/Temp"
+type = "number"
+initial = 21.5
+"#;
+    let file = plant_file(&solution, "accepted.toml", accepted);
+    admin(&["plant", &path, "import", &file], "");
+    assert!(
+        export(&solution).contains("name = \"Caf\u{e9}.Temp\""),
+        "stored in NFC"
+    );
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    for asked in [
+        "Caf\u{e9}.Temp",
+        "CAFE\u{301}.TEMP",
+        "caf\u{c9}.temp",
+        "PLANT/CAF\u{c9}/TEMP",
+    ] {
+        assert_eq!(
+            read_value(&client, asked).await,
+            Some(TagValue::Number(21.5)),
+            "{asked:?}"
+        );
+    }
+    server.stop().await;
 }

@@ -767,3 +767,45 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
         Err(tserver::solution::TokenRefusal::Invalid)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_postgres_keeps_an_acknowledged_alarm_acknowledged() {
+    use crate::plant_file::{BOILER, alarm_states};
+    use crate::support::{TestServer, admin};
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("boiler.toml");
+    std::fs::write(&file, BOILER).expect("writes");
+    admin(&["plant", &url, "import", file.to_str().expect("utf-8")], "");
+
+    let flush = |server: &TestServer| {
+        let historian = std::sync::Arc::clone(server.runtime.plant().historian());
+        tokio::task::spawn_blocking(move || historian.flush().expect("flushes"))
+    };
+    let server = TestServer::start_at(&url, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "active"
+    );
+    assert!(
+        client
+            .acknowledge_alarm("Boiler.Temp.Hi")
+            .await
+            .expect("acknowledges")
+    );
+    flush(&server).await.expect("flushed");
+    drop(client);
+    server.stop().await;
+
+    let server = TestServer::start_at(&url, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    assert_eq!(
+        alarm_states(&client, "Plant/Boiler").await["Boiler.Temp.Hi"],
+        "acknowledged"
+    );
+    drop(client);
+    server.stop().await;
+}

@@ -30,6 +30,7 @@
 
 mod document;
 mod model;
+mod names;
 mod reader;
 
 use std::fmt;
@@ -40,9 +41,17 @@ pub use model::{
     AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
     PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
+pub use names::{fold, normalize};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
 pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The most tags a plant may have, expanded (each instance's members and the plain tags): a
+/// small file of types and instances can describe millions, which a server would then hold.
+pub const MAX_TAGS: usize = 100_000;
+
+/// The most alarms a plant may have, expanded.
+pub const MAX_ALARMS: usize = 100_000;
 
 /// One problem in a plant file, at its place.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,10 +141,13 @@ pub fn read(text: &str, format: Format, file: &str) -> Result<PlantModel, PlantE
     let root = document::parse(text, format).map_err(|error| fail(vec![error]))?;
     let mut reader = reader::Reader::new(text);
     let model = reader.model(&root);
-    if let Some(model) = &model
-        && reader.errors.is_empty()
-    {
-        reader::check_model(&mut reader, model, &reader::Places::new(&root));
+    if let Some(model) = &model {
+        // On what could be read, so the checks across parts are reported with the rest; the
+        // plant's size first, counted without expanding it, as the checks across parts expand.
+        let places = reader::Places::new(&root, &mut reader);
+        if reader::within_bounds(&mut reader, model, &places) {
+            reader::check_model(&mut reader, model, &places);
+        }
     }
     match model {
         Some(model) if reader.errors.is_empty() => Ok(model),
@@ -332,8 +344,8 @@ priority = 5000
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
                 "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, source, simulate",
-                "f:8:1: tags[1].max: 10 is below min 50",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
+                "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
                 "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message",
@@ -384,13 +396,321 @@ limit = 1
             found,
             [
                 "f:10:8: equipment[0].type: no type named \"Valv\" (did you mean \"Valve\"?)",
-                "f:17:11: equipment[1].initial.Closed: type \"Valve\" has no tag \"Closed\"",
-                "f:17:11: equipment[1].initial.Open: Open is a bool tag",
+                "f:17:20: equipment[1].initial.Open: Open is a bool tag (type \"Valve\"): it cannot start at 3",
+                "f:17:32: equipment[1].initial.Closed: type \"Valve\" has no tag \"Closed\"",
                 "f:20:8: tags[0].name: tag name \"V2.Open\" is taken (by \"V2.Open\")",
                 "f:26:7: alarms[0].tag: no tag named \"Tank.Temp\"",
                 // V2.Open is first the member (a bool), so the second alarm's tag is that one.
                 "f:32:7: alarms[1].condition: a Hi alarm watches a number or integer tag, not a bool tag",
             ],
+        );
+    }
+
+    #[test]
+    fn an_instance_override_is_checked_as_the_types_own_value_is() {
+        let text = r#"
+[[types]]
+name = "Compressor"
+  [[types.tags]]
+  name = "DischargeTemp"
+  type = "number"
+  max = 130
+  [[types.tags]]
+  name = "Starts"
+  type = "integer"
+  min = 0
+  [[types.alarms]]
+  name = "Tripped"
+  tag = "Starts"
+  condition = "Hi"
+  limit = 10
+
+[[equipment]]
+name = "C1"
+type = "Compressor"
+path = "Plant/C1"
+initial = { DischargeTemp = 190.0, Starts = 85.5 }
+
+[[equipment]]
+name = "C2"
+type = "Compressor"
+path = "Plant/C2"
+initial = { DischargeTemp = 120, Starts = -1 }
+
+[[tags]]
+name = "Tank.Level"
+path = "Plant/Tank/Level"
+type = "number"
+min = 0
+max = 100
+initial = 140
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:22:29: equipment[0].initial.DischargeTemp: 190 is outside DischargeTemp's range ..130 (type \"Compressor\")",
+                "f:22:45: equipment[0].initial.Starts: Starts is an integer tag (type \"Compressor\"): it cannot start at 85.5",
+                "f:28:43: equipment[1].initial.Starts: -1 is outside Starts's range 0.. (type \"Compressor\")",
+                "f:36:11: tags[0].initial: 140 is outside the range 0..100",
+            ]
+        );
+    }
+
+    #[test]
+    fn problems_of_shape_and_of_fit_are_reported_together_without_a_cascade() {
+        let text = r#"
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Tank1/Level"
+type = "numbr"
+
+[[tags]]
+name = "Tank1.Temp"
+path = "Plant/Tank1/Temp"
+type = "number"
+unit = 5
+
+[[alarms]]
+name = "Tank1.Level.Hi"
+tag = "Tank1.Level"
+condition = "Hi"
+limit = 90
+
+[[alarms]]
+name = "Tank1.Temp.Hi"
+tag = "Tank1.Tmp"
+condition = "Hi"
+limit = 90
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
+                "f:11:8: tags[1].unit: expected a string, found an integer",
+                // Not "no tag named Tank1.Level": that tag is there, with its own error.
+                "f:21:7: alarms[1].tag: no tag named \"Tank1.Tmp\" (did you mean \"Tank1.Temp\"?)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plant_expanding_past_the_bound_is_refused_before_it_is_expanded() {
+        use std::fmt::Write as _;
+        // 1,000 members times 1,000 instances: a million tags from a small file.
+        let mut text = String::from("[[types]]\nname = \"Cell\"\n");
+        for member in 0..1000 {
+            write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
+        }
+        for instance in 0..1000 {
+            write!(
+                text,
+                "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
+            )
+            .expect("writes");
+        }
+        let found = errors(&text, Format::Toml);
+        // The 101st instance takes the plant past 100,000 tags.
+        let line = text
+            .lines()
+            .position(|line| line == "name = \"C100\"")
+            .map(|index| index + 2)
+            .expect("in the file");
+        assert_eq!(
+            found,
+            [format!(
+                "f:{line}:8: equipment[100].type: the plant would have 1000000 tags (1000000 of equipment instances, 0 of its own); \
+                 a plant may have at most 100000: this is where it passes the bound"
+            )]
+        );
+        // At the bound itself, it reads.
+        let at_bound: String = text
+            .split("[[equipment]]\nname = \"C100\"")
+            .next()
+            .expect("a part")
+            .to_owned();
+        assert_eq!(
+            read(&at_bound, Format::Toml, "f")
+                .expect("valid")
+                .expand()
+                .tags
+                .len(),
+            MAX_TAGS
+        );
+    }
+
+    #[test]
+    fn names_that_look_the_same_are_one_name_and_hidden_characters_are_named() {
+        // TOML's own escapes (`\u00e9`), so what each name holds is plain to see.
+        let text = r#"
+[[tags]]
+name = "Caf\u00e9.Temp"
+path = "Plant/Cafe/Temp"
+type = "number"
+
+[[tags]]
+name = "CAFE\u0301.TEMP"
+path = "Plant/Cafe/Temp2"
+type = "number"
+
+[[tags]]
+name = "Kiln.Temp"
+path = "Plant/Kiln/Temp"
+type = "number"
+
+[[tags]]
+name = "\u212Ailn.Temp"
+path = "Plant/Kiln/Temp3"
+type = "number"
+
+[[tags]]
+name = "TOP.Level"
+path = "Plant/Top/Level"
+type = "number"
+
+[[tags]]
+name = "\u0422\u041e\u0420.Level"
+path = "Plant/Top2/Level"
+type = "number"
+
+[[tags]]
+name = "Pump1.Level"
+path = "Plant/Pump1/Level"
+type = "number"
+
+[[tags]]
+name = "P\u0443mp2.Level"
+path = "Plant/Pump2/Level"
+type = "number"
+
+[[tags]]
+name = "Tank\u202E1.Level"
+path = "Plant/Tank1/Level"
+type = "number"
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank\u200B2/Level"
+type = "number"
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:8:8: tags[1].name: tag name \"CAF\u{c9}.TEMP\" is taken (by \"Caf\u{e9}.Temp\")"
+                    .to_owned(),
+                "f:18:8: tags[3].name: tag name \"Kiln.Temp\" is taken (by \"Kiln.Temp\")".to_owned(),
+                format!(
+                    "f:28:8: tags[5].name: tag name {:?} looks the same as \"TOP.Level\" (of \"TOP.Level\"): \
+                     a character of another script, or one that looks like another, makes a name people cannot tell apart",
+                    "\u{422}\u{41e}\u{420}.Level"
+                ),
+                format!(
+                    "f:38:8: tags[7].name: {:?} is not a usable name: {:?} mixes scripts (Latin, Cyrillic), \
+                     so it can look like another name: write each part in one script",
+                    "P\u{443}mp2.Level", "P\u{443}mp2"
+                ),
+                format!(
+                    "f:43:8: tags[8].name: {:?} is not a usable name: character 5 is U+202E (RIGHT-TO-LEFT OVERRIDE), \
+                     which hides or reorders what a name shows",
+                    "Tank\u{202E}1.Level"
+                ),
+                format!(
+                    "f:49:8: tags[9].path: {:?} is not a usable UNS path: character 11 is U+200B (ZERO WIDTH SPACE), \
+                     which hides or reorders what a name shows",
+                    "Plant/Tank\u{200B}2/Level"
+                ),
+            ]
+        );
+        // Stored as written in NFC.
+        let model = read(
+            "[[tags]]\nname = \"Cafe\\u0301.Temp\"\npath = \"Plant/Cafe\\u0301\"\ntype = \"number\"\n",
+            Format::Toml,
+            "f",
+        )
+        .expect("valid");
+        assert_eq!(model.tags[0].name, "Caf\u{e9}.Temp");
+        assert_eq!(model.tags[0].path, "Plant/Caf\u{e9}");
+    }
+
+    #[test]
+    fn a_tag_path_with_an_mqtt_wildcard_is_refused_on_a_plain_mqtt_source() {
+        let text = r#"
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1"
+root = "Site/#"
+
+[[types]]
+name = "Cell"
+  [[types.tags]]
+  name = "Volts"
+  type = "number"
+  source = { broker = "site" }
+
+[[equipment]]
+name = "C1"
+type = "Cell"
+path = "Plant/+/C1"
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Tank#1/Level"
+type = "number"
+source = { broker = "site" }
+
+[[tags]]
+name = "Tank2.Level"
+path = "Plant/Tank#2/Level"
+type = "number"
+source = { broker = "site", topic = "Plant/Tank2/Level" }
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:5:8: sources[0].root: \"Site/#\" is not a topic prefix: no + or # wildcards",
+                "f:17:8: equipment[0].path: path \"Plant/+/C1/Volts\" of tag \"C1.Volts\" has the MQTT wildcard '+', \
+                 and the tag's topic on source \"site\" is its path: give the tag source.topic, or a path without '+' and '#'",
+                "f:21:8: tags[0].path: path \"Plant/Tank#1/Level\" of tag \"Tank1.Level\" has the MQTT wildcard '#', \
+                 and the tag's topic on source \"site\" is its path: give the tag source.topic, or a path without '+' and '#'",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_simulated_tag_needs_an_initial_value_from_its_entry_its_type_or_its_instance() {
+        let text = r#"
+[[types]]
+name = "Cell"
+  [[types.tags]]
+  name = "Volts"
+  type = "number"
+  simulate = { amplitude = 1, period = 60 }
+
+[[equipment]]
+name = "C1"
+type = "Cell"
+path = "Plant/C1"
+initial = { Volts = 3.6 }
+
+[[equipment]]
+name = "C2"
+type = "Cell"
+path = "Plant/C2"
+
+[[tags]]
+name = "Tank.Level"
+path = "Plant/Tank/Level"
+type = "number"
+simulate = { amplitude = 1, period = 1e300 }
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:16:8: equipment[1].initial: tag \"C2.Volts\" is simulated around its initial value and has none: \
+                 give it one here or in type \"Cell\"",
+                "f:24:12: tags[0].initial: tag \"Tank.Level\" is simulated around its initial value and has none: \
+                 give it one to the tag",
+                "f:24:38: tags[0].simulate.period: must be above 0 seconds (and a span of time a clock can hold)",
+            ]
         );
     }
 

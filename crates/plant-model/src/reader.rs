@@ -13,6 +13,7 @@ use crate::model::{
     AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
     SourceBinding, SourceSpec, TagSpec, TagType,
 };
+use crate::names;
 
 /// The longest name or path accepted.
 const MAX_NAME: usize = 256;
@@ -24,6 +25,13 @@ pub(crate) const MAX_ERRORS: usize = 100;
 pub(crate) struct Reader<'t> {
     text: &'t str,
     pub(crate) errors: Vec<PlantError>,
+    /// For each list read (`tags`, `types[0].alarms`, ...), the file index of each entry kept
+    /// in the model: entries with a broken name, path or kind are left out, and the checks
+    /// across parts still name the others where they are written.
+    kept: HashMap<String, Vec<usize>>,
+    /// For each list, the names of the entries left out (`None`: no readable name), so a
+    /// reference to one of them is not reported as a reference to nothing.
+    dropped: HashMap<String, Vec<Option<String>>>,
 }
 
 /// The entries of one table being read: which were used, so the rest can be reported.
@@ -61,6 +69,8 @@ impl<'t> Reader<'t> {
         Self {
             text,
             errors: Vec::new(),
+            kept: HashMap::new(),
+            dropped: HashMap::new(),
         }
     }
 
@@ -204,11 +214,26 @@ impl<'t> Reader<'t> {
         };
         let field = fields.field(key);
         match &node.value {
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .filter_map(|(index, item)| read(self, item, &format!("{field}[{index}]")))
-                .collect(),
+            Value::Array(items) => {
+                let mut read_items = Vec::with_capacity(items.len());
+                let mut kept = Vec::with_capacity(items.len());
+                let mut dropped = Vec::new();
+                for (index, item) in items.iter().enumerate() {
+                    match read(self, item, &format!("{field}[{index}]")) {
+                        Some(value) => {
+                            read_items.push(value);
+                            kept.push(index);
+                        }
+                        None => dropped.push(match lookup(item, "name").map(|name| &name.value) {
+                            Some(Value::String(name)) => Some(name.clone()),
+                            _ => None,
+                        }),
+                    }
+                }
+                self.kept.insert(field.clone(), kept);
+                self.dropped.insert(field, dropped);
+                read_items
+            }
             other => {
                 self.error(
                     node.span.clone(),
@@ -227,18 +252,23 @@ impl<'t> Reader<'t> {
             .iter()
             .find(|(entry, _)| entry.name == key)
             .map(|(_, node)| node.span.clone());
-        let name = self.required_string(fields, key)?;
+        let name = names::normalize(&self.required_string(fields, key)?);
         let span = span.unwrap_or_else(|| fields.span.clone());
-        if name.is_empty()
-            || name.len() > MAX_NAME
-            || name.chars().any(|c| c.is_whitespace() || c.is_control())
-        {
+        if name.is_empty() || name.len() > MAX_NAME {
             self.error(
                 span,
                 fields.field(key),
                 format!(
                     "{name:?} is not a usable name: 1 to {MAX_NAME} bytes, no spaces or control characters"
                 ),
+            );
+            return None;
+        }
+        if let Some(problem) = names::problem(&name, false) {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{name:?} is not a usable name: {problem}"),
             );
             return None;
         }
@@ -252,8 +282,16 @@ impl<'t> Reader<'t> {
             .iter()
             .find(|(entry, _)| entry.name == key)
             .map(|(_, node)| node.span.clone());
-        let path = self.required_string(fields, key)?;
+        let path = names::normalize(&self.required_string(fields, key)?);
         let span = span.unwrap_or_else(|| fields.span.clone());
+        if let Some(problem) = names::problem(&path, true) {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{path:?} is not a usable UNS path: {problem}"),
+            );
+            return None;
+        }
         if path.is_empty()
             || path.len() > MAX_NAME
             || path
@@ -360,7 +398,8 @@ impl<'t> Reader<'t> {
         let simulate = fields
             .get("simulate")
             .and_then(|node| self.motion(node, &fields.field("simulate")));
-        let span = fields.span.clone();
+        // Each problem at the value it is about (the table's own span is its header, or nothing).
+        let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         let field = |key: &str| join(path, key);
         if let Some(kind) = kind {
             if !kind.is_numeric() {
@@ -372,7 +411,7 @@ impl<'t> Reader<'t> {
                 ] {
                     if set {
                         self.error(
-                            span.clone(),
+                            at(key),
                             field(key),
                             format!(
                                 "only number and integer tags have one; this is a {} tag",
@@ -385,20 +424,24 @@ impl<'t> Reader<'t> {
             if let (Some(low), Some(high)) = (min, max)
                 && low > high
             {
-                self.error(span.clone(), field("max"), format!("{high} is below min {low}"));
+                self.error(at("max"), field("max"), format!("{high} is below min {low}"));
             }
             if let Some(value) = initial.as_ref().and_then(InitialValue::as_f64)
                 && (min.is_some_and(|low| value < low) || max.is_some_and(|high| value > high))
             {
                 self.error(
-                    span.clone(),
+                    at("initial"),
                     field("initial"),
                     format!("{value} is outside the range {}..{}", show(min), show(max)),
                 );
             }
         }
         if history_deadband < 0.0 {
-            self.error(span.clone(), field("history_deadband"), "cannot be negative");
+            self.error(
+                at("history_deadband"),
+                field("history_deadband"),
+                "cannot be negative",
+            );
         }
         self.done(
             fields,
@@ -585,7 +628,15 @@ impl<'t> Reader<'t> {
         }
         let ca_file = self.string(&mut fields, "ca_file").unwrap_or_default();
         let keep_alive = self.seconds(&mut fields, "keep_alive", 5..=3600, 30);
+        let root_span = span_of(&fields, "root");
         let root = self.string(&mut fields, "root").unwrap_or_default();
+        if root.contains(['+', '#', '\0']) {
+            self.error(
+                root_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("root"),
+                format!("{root:?} is not a topic prefix: no + or # wildcards"),
+            );
+        }
         let stale_after = self.seconds(&mut fields, "stale_after", 0..=86_400, 0);
         self.done(
             fields,
@@ -651,12 +702,18 @@ impl<'t> Reader<'t> {
         }
         let phase = self.number(&mut fields, "phase").unwrap_or(0.0);
         let noise = self.number(&mut fields, "noise").unwrap_or(0.0);
-        let span = fields.span.clone();
-        if period.is_some_and(|period| period <= 0.0) {
-            self.error(span.clone(), join(path, "period"), "must be above 0 seconds");
+        let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
+        if period
+            .is_some_and(|period| period <= 0.0 || std::time::Duration::try_from_secs_f64(period).is_err())
+        {
+            self.error(
+                at("period"),
+                join(path, "period"),
+                "must be above 0 seconds (and a span of time a clock can hold)",
+            );
         }
         if noise < 0.0 {
-            self.error(span, join(path, "noise"), "cannot be negative");
+            self.error(at("noise"), join(path, "noise"), "cannot be negative");
         }
         self.done(fields, &["amplitude", "period", "phase", "noise"]);
         Some(Motion {
@@ -713,14 +770,14 @@ impl<'t> Reader<'t> {
             },
         };
         let message = self.string(&mut fields, "message").unwrap_or_default();
-        let span = fields.span.clone();
+        let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         if let Some(condition) = condition {
             match condition {
                 Condition::Digital => {
                     for (key, set) in [("limit", limit.is_some()), ("setpoint", setpoint.is_some())] {
                         if set {
                             self.error(
-                                span.clone(),
+                                at(key),
                                 join(path, key),
                                 "a Digital alarm has none (it watches a bool tag)",
                             );
@@ -733,7 +790,7 @@ impl<'t> Reader<'t> {
                     }
                     if active_when.is_some() {
                         self.error(
-                            span.clone(),
+                            at("active_when"),
                             join(path, "active_when"),
                             "only a Digital alarm has one",
                         );
@@ -748,14 +805,14 @@ impl<'t> Reader<'t> {
             }
             if condition != Condition::Deviation && setpoint.is_some() && condition != Condition::Digital {
                 self.error(
-                    span.clone(),
+                    at("setpoint"),
                     join(path, "setpoint"),
                     "only a Deviation alarm has one",
                 );
             }
         }
         if deadband < 0.0 {
-            self.error(span, join(path, "deadband"), "cannot be negative");
+            self.error(at("deadband"), join(path, "deadband"), "cannot be negative");
         }
         self.done(
             fields,
@@ -813,7 +870,7 @@ impl<'t> Reader<'t> {
             if let Some(values) = self.table(node, &field) {
                 for (key, value) in values.entries {
                     if let Some(value) = self.initial_value(value, &join(&field, &key.name), None) {
-                        initial.insert(key.name.clone(), value);
+                        initial.insert(names::normalize(&key.name), value);
                     }
                 }
             }
@@ -824,7 +881,7 @@ impl<'t> Reader<'t> {
             if let Some(values) = self.table(node, &field) {
                 for (key, value) in values.entries {
                     if let Some(limit) = self.number_in(value, &join(&field, &key.name)) {
-                        limits.insert(key.name.clone(), limit);
+                        limits.insert(names::normalize(&key.name), limit);
                     }
                 }
             }
@@ -887,20 +944,82 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// Where each part of a model was written, found again by field path for the checks that
-/// look across parts (the reader keeps no spans in the model itself).
+/// look across parts (the reader keeps no spans in the model itself). Indices are the
+/// model's; each is turned back into the index of the entry in the file.
 pub(crate) struct Places<'n> {
     root: &'n Node,
+    kept: HashMap<String, Vec<usize>>,
+    dropped: HashMap<String, Vec<Option<String>>>,
 }
 
 impl<'n> Places<'n> {
-    pub(crate) fn new(root: &'n Node) -> Self {
-        Self { root }
+    /// The places of `root`, with what `reader` kept and left out of each list.
+    pub(crate) fn new(root: &'n Node, reader: &mut Reader<'_>) -> Self {
+        Self {
+            root,
+            kept: std::mem::take(&mut reader.kept),
+            dropped: std::mem::take(&mut reader.dropped),
+        }
+    }
+
+    /// The file index of the model's entry `index` of the list `list` (`tags`,
+    /// `types[0].alarms`).
+    fn file_index(&self, list: &str, index: usize) -> usize {
+        self.kept
+            .get(list)
+            .and_then(|kept| kept.get(index))
+            .copied()
+            .unwrap_or(index)
+    }
+
+    /// `section[index]` as the file has it.
+    pub(crate) fn field(&self, section: &str, index: usize) -> String {
+        format!("{section}[{}]", self.file_index(section, index))
+    }
+
+    /// `types[type_index].section[index]` as the file has it.
+    pub(crate) fn member_field(&self, type_index: usize, section: &str, index: usize) -> String {
+        let kind = self.file_index("types", type_index);
+        let list = format!("types[{kind}].{section}");
+        format!("{list}[{}]", self.file_index(&list, index))
+    }
+
+    /// Whether the list `list` had entries left out.
+    pub(crate) fn dropped_any(&self, list: &str) -> bool {
+        self.dropped.get(list).is_some_and(|dropped| !dropped.is_empty())
+    }
+
+    /// Whether an entry left out of `list` may have been named `name` (it was, ignoring case,
+    /// or its name could not be read).
+    pub(crate) fn dropped_named(&self, list: &str, name: &str) -> bool {
+        self.dropped.get(list).is_some_and(|dropped| {
+            dropped.iter().any(|left| {
+                left.as_ref()
+                    .is_none_or(|left| names::fold(left) == names::fold(name))
+            })
+        })
     }
 
     /// The node at `section[index].key` (`key` empty: the entry itself), or the file start.
     pub(crate) fn span(&self, section: &str, index: usize, key: &str) -> Range<usize> {
-        self.find(section, index, key)
-            .map_or(0..0, |node| node.span.clone())
+        self.span_at(section, index, &[key])
+    }
+
+    /// The node at `section[index]` and then the keys of `path` (`["initial", "Temp"]`),
+    /// falling back to the deepest of them that is there.
+    pub(crate) fn span_at(&self, section: &str, index: usize, path: &[&str]) -> Range<usize> {
+        let Some(mut node) =
+            lookup(self.root, section).and_then(|list| item(list, self.file_index(section, index)))
+        else {
+            return 0..0;
+        };
+        for key in path.iter().filter(|key| !key.is_empty()) {
+            match lookup(node, key) {
+                Some(inner) => node = inner,
+                None => break,
+            }
+        }
+        node.span.clone()
     }
 
     /// The same inside a type: `types[type_index].section[index].key`.
@@ -911,10 +1030,15 @@ impl<'n> Places<'n> {
         index: usize,
         key: &str,
     ) -> Range<usize> {
-        let Some(kind) = self.find("types", type_index, section) else {
-            return self.span("types", type_index, "");
+        let file_type = self.file_index("types", type_index);
+        let Some(kind) = lookup(self.root, "types").and_then(|types| item(types, file_type)) else {
+            return 0..0;
         };
-        item(kind, index)
+        let Some(list) = lookup(kind, section) else {
+            return kind.span.clone();
+        };
+        let index = self.file_index(&format!("types[{file_type}].{section}"), index);
+        item(list, index)
             .and_then(|entry| {
                 if key.is_empty() {
                     Some(entry)
@@ -923,16 +1047,6 @@ impl<'n> Places<'n> {
                 }
             })
             .map_or(0..0, |node| node.span.clone())
-    }
-
-    fn find(&self, section: &str, index: usize, key: &str) -> Option<&'n Node> {
-        let list = lookup(self.root, section)?;
-        let entry = item(list, index)?;
-        if key.is_empty() {
-            Some(entry)
-        } else {
-            lookup(entry, key)
-        }
     }
 }
 
@@ -955,50 +1069,53 @@ fn item(node: &Node, index: usize) -> Option<&Node> {
 
 /// The checks across parts: unique names and paths (ignoring case, as lookups do), a tag path
 /// that is not also a folder of other tags, alarms on tags that exist and suit them,
-/// instances of types that exist, overrides of members that exist.
+/// instances of types that exist, overrides of members that exist and fit them as the type's
+/// own values must. They run on what could be read, so every problem of a file is reported
+/// at once; a reference to an entry that could not be read is not reported as a reference to
+/// nothing (its own error says what is wrong with it).
 pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) {
     // Member names and alarms within each type.
     for (type_index, kind) in model.types.iter().enumerate() {
         let mut members: HashMap<String, usize> = HashMap::new();
+        let tags_list = format!("types[{}].tags", places.file_index("types", type_index));
         for (index, tag) in kind.tags.iter().enumerate() {
             if tag.name.contains('/') {
                 reader.error(
                     places.member_span(type_index, "tags", index, "name"),
-                    format!("types[{type_index}].tags[{index}].name"),
+                    format!("{}.name", places.member_field(type_index, "tags", index)),
                     "a member's name becomes a path segment: no '/'",
                 );
             }
-            if members.insert(tag.name.to_ascii_lowercase(), index).is_some() {
+            if members.insert(names::fold(&tag.name), index).is_some() {
                 reader.error(
                     places.member_span(type_index, "tags", index, "name"),
-                    format!("types[{type_index}].tags[{index}].name"),
+                    format!("{}.name", places.member_field(type_index, "tags", index)),
                     format!("type {:?} has two tags named {:?}", kind.name, tag.name),
                 );
             }
         }
         let mut alarm_names: HashMap<String, usize> = HashMap::new();
         for (index, alarm) in kind.alarms.iter().enumerate() {
-            if alarm_names
-                .insert(alarm.name.to_ascii_lowercase(), index)
-                .is_some()
-            {
+            let field = places.member_field(type_index, "alarms", index);
+            if alarm_names.insert(names::fold(&alarm.name), index).is_some() {
                 reader.error(
                     places.member_span(type_index, "alarms", index, "name"),
-                    format!("types[{type_index}].alarms[{index}].name"),
+                    format!("{field}.name"),
                     format!("type {:?} has two alarms named {:?}", kind.name, alarm.name),
                 );
             }
             match kind.tags.iter().find(|tag| tag.name == alarm.tag) {
+                None if places.dropped_named(&tags_list, &alarm.tag) => {}
                 None => reader.error(
                     places.member_span(type_index, "alarms", index, "tag"),
-                    format!("types[{type_index}].alarms[{index}].tag"),
+                    format!("{field}.tag"),
                     format!("type {:?} has no tag {:?}", kind.name, alarm.tag),
                 ),
                 Some(tag) => {
                     if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
                         reader.error(
                             places.member_span(type_index, "alarms", index, "condition"),
-                            format!("types[{type_index}].alarms[{index}].condition"),
+                            format!("{field}.condition"),
                             problem,
                         );
                     }
@@ -1008,70 +1125,122 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut type_names: HashMap<String, usize> = HashMap::new();
     for (index, kind) in model.types.iter().enumerate() {
-        if type_names.insert(kind.name.to_ascii_lowercase(), index).is_some() {
+        if type_names.insert(names::fold(&kind.name), index).is_some() {
             reader.error(
                 places.span("types", index, "name"),
-                format!("types[{index}].name"),
+                format!("{}.name", places.field("types", index)),
                 format!("two types named {:?}", kind.name),
             );
         }
     }
-    // Instances: their type, and the members their overrides name.
+    // Instances: their type, and the members their overrides name, each value checked as the
+    // type's own would be.
     let mut instance_names: HashMap<String, usize> = HashMap::new();
     for (index, instance) in model.equipment.iter().enumerate() {
+        let field = places.field("equipment", index);
         if instance_names
-            .insert(instance.name.to_ascii_lowercase(), index)
+            .insert(names::fold(&instance.name), index)
             .is_some()
         {
             reader.error(
                 places.span("equipment", index, "name"),
-                format!("equipment[{index}].name"),
+                format!("{field}.name"),
                 format!("two instances named {:?}", instance.name),
             );
         }
-        let Some(kind) = model.types.iter().find(|kind| kind.name == instance.kind) else {
-            let known: Vec<&str> = model.types.iter().map(|kind| kind.name.as_str()).collect();
-            let hint = nearest(&instance.kind, &known)
-                .map(|near| format!(" (did you mean {near:?}?)"))
-                .unwrap_or_default();
-            reader.error(
-                places.span("equipment", index, "type"),
-                format!("equipment[{index}].type"),
-                format!("no type named {:?}{hint}", instance.kind),
-            );
+        let Some((type_index, kind)) = model
+            .types
+            .iter()
+            .enumerate()
+            .find(|(_, kind)| kind.name == instance.kind)
+        else {
+            if !places.dropped_named("types", &instance.kind) {
+                let known: Vec<&str> = model.types.iter().map(|kind| kind.name.as_str()).collect();
+                let hint = nearest(&instance.kind, &known)
+                    .map(|near| format!(" (did you mean {near:?}?)"))
+                    .unwrap_or_default();
+                reader.error(
+                    places.span("equipment", index, "type"),
+                    format!("{field}.type"),
+                    format!("no type named {:?}{hint}", instance.kind),
+                );
+            }
             continue;
         };
+        let file_type = places.file_index("types", type_index);
         for (member, value) in &instance.initial {
+            let span = places.span_at("equipment", index, &["initial", member]);
+            let member_field = format!("{field}.initial.{member}");
             match kind.tags.iter().find(|tag| &tag.name == member) {
+                None if places.dropped_named(&format!("types[{file_type}].tags"), member) => {}
                 None => reader.error(
-                    places.span("equipment", index, "initial"),
-                    format!("equipment[{index}].initial.{member}"),
+                    span,
+                    member_field,
                     format!("type {:?} has no tag {member:?}", kind.name),
                 ),
-                Some(tag) if !value.fits(tag.kind) => reader.error(
-                    places.span("equipment", index, "initial"),
-                    format!("equipment[{index}].initial.{member}"),
-                    format!("{member} is a {} tag", tag.kind.name()),
-                ),
-                Some(_) => {}
+                Some(tag) if !value.fits(tag.kind) => {
+                    let kind_name = tag.kind.name();
+                    let article = if kind_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                        "an"
+                    } else {
+                        "a"
+                    };
+                    reader.error(
+                        span,
+                        member_field,
+                        format!(
+                            "{member} is {article} {kind_name} tag (type {:?}): it cannot start at {}",
+                            kind.name,
+                            value.to_text()
+                        ),
+                    );
+                }
+                Some(tag) => {
+                    if let Some(number) = value.as_f64()
+                        && (tag.min.is_some_and(|low| number < low)
+                            || tag.max.is_some_and(|high| number > high))
+                    {
+                        reader.error(
+                            span,
+                            member_field,
+                            format!(
+                                "{number} is outside {member}'s range {}..{} (type {:?})",
+                                show(tag.min),
+                                show(tag.max),
+                                kind.name
+                            ),
+                        );
+                    }
+                }
             }
         }
         for member in instance.limits.keys() {
+            let span = places.span_at("equipment", index, &["limits", member]);
+            let member_field = format!("{field}.limits.{member}");
             match kind.alarms.iter().find(|alarm| &alarm.name == member) {
+                None if places.dropped_named(&format!("types[{file_type}].alarms"), member) => {}
                 None => reader.error(
-                    places.span("equipment", index, "limits"),
-                    format!("equipment[{index}].limits.{member}"),
+                    span,
+                    member_field,
                     format!("type {:?} has no alarm {member:?}", kind.name),
                 ),
-                Some(alarm) if alarm.condition == Condition::Digital => reader.error(
-                    places.span("equipment", index, "limits"),
-                    format!("equipment[{index}].limits.{member}"),
-                    "a Digital alarm has no limit",
-                ),
+                Some(alarm) if alarm.condition == Condition::Digital => {
+                    reader.error(span, member_field, "a Digital alarm has no limit");
+                }
                 Some(_) => {}
             }
         }
     }
+    // Whether a missing tag may be one that could not be read: left out of the plain tags, or
+    // of a type's members, or an instance (or its type) left out.
+    let tag_may_be_unread = |name: &str| {
+        places.dropped_named("tags", name)
+            || places.dropped_any("equipment")
+            || places.dropped_any("types")
+            || (0..model.types.len()).any(|index| {
+                places.dropped_any(&format!("types[{}].tags", places.file_index("types", index)))
+            })
+    };
     // The expanded plant: names and paths unique, alarms on suitable tags. Each expanded
     // item is traced back to where it was written.
     let expanded = model.expand();
@@ -1082,42 +1251,38 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             position,
             |kind| kind.tags.len(),
             ("tags", "name"),
-            |index| format!("tags[{index}].name"),
+            |index| format!("{}.name", places.field("tags", index)),
         )
     };
-    let mut names: HashMap<String, usize> = HashMap::new();
+    // Names and paths are unique by how they look: ignoring case, and with look-alike
+    // characters of other scripts taken as the ones they look like.
+    let mut look_alike_names: HashMap<String, usize> = HashMap::new();
+    let mut look_alike_paths: HashMap<String, usize> = HashMap::new();
     let mut paths: HashMap<String, usize> = HashMap::new();
     for (position, tag) in expanded.tags.iter().enumerate() {
-        if let Some(first) = names.insert(tag.name.to_ascii_lowercase(), position) {
+        if let Some(first) = look_alike_names.insert(names::look_alike(&tag.name), position) {
             let (span, field) = origin_of_tag(position);
             let other = &expanded.tags[first].name;
-            reader.error(
-                span,
-                field,
-                format!("tag name {:?} is taken (by {other:?})", tag.name),
-            );
+            reader.error(span, field, taken("tag name", &tag.name, other, other));
         }
-        if let Some(first) = paths.insert(tag.path.to_ascii_lowercase(), position) {
+        paths.entry(names::fold(&tag.path)).or_insert(position);
+        if let Some(first) = look_alike_paths.insert(names::look_alike(&tag.path), position) {
             let (span, field) = origin_of_tag(position);
-            let other = &expanded.tags[first].name;
-            reader.error(
-                span,
-                field,
-                format!("path {:?} is taken (by {other:?})", tag.path),
-            );
+            let other = &expanded.tags[first];
+            reader.error(span, field, taken("path", &tag.path, &other.path, &other.name));
         }
     }
     // A tag's path may not be the folder of another tag: every folder above a tag, with one
     // tag below it (one pass, however many tags).
     let mut folders_above: HashMap<String, usize> = HashMap::new();
     for (position, tag) in expanded.tags.iter().enumerate() {
-        let lower = tag.path.to_ascii_lowercase();
-        for (cut, _) in lower.match_indices('/') {
-            folders_above.entry(lower[..cut].to_owned()).or_insert(position);
+        let folded = names::fold(&tag.path);
+        for (cut, _) in folded.match_indices('/') {
+            folders_above.entry(folded[..cut].to_owned()).or_insert(position);
         }
     }
     for (position, tag) in expanded.tags.iter().enumerate() {
-        if let Some(&below) = folders_above.get(&tag.path.to_ascii_lowercase()) {
+        if let Some(&below) = folders_above.get(&names::fold(&tag.path)) {
             let (span, field) = origin_of_tag(position);
             reader.error(
                 span,
@@ -1136,7 +1301,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             position,
             |kind| kind.alarms.len(),
             ("alarms", "tag"),
-            |index| format!("alarms[{index}]"),
+            |index| places.field("alarms", index),
         )
     };
     // The first tag of each name, as the error for a taken name says.
@@ -1146,18 +1311,17 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut alarm_names: HashMap<String, usize> = HashMap::new();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
-        if alarm_names
-            .insert(alarm.name.to_ascii_lowercase(), position)
-            .is_some()
-        {
+        if let Some(first) = alarm_names.insert(names::look_alike(&alarm.name), position) {
             let (span, field) = origin_of_alarm(position);
+            let other = &expanded.alarms[first].name;
             reader.error(
                 span,
                 format!("{field}.name"),
-                format!("two alarms named {:?}", alarm.name),
+                taken("alarm name", &alarm.name, other, other),
             );
         }
         match tags_by_name.get(alarm.tag.as_str()) {
+            None if tag_may_be_unread(&alarm.tag) => {}
             None => {
                 let (span, field) = origin_of_alarm(position);
                 let known: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
@@ -1178,22 +1342,74 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             }
         }
     }
+    // A motion moves around the tag's initial value: the expanded tag must have one, from
+    // its own entry, its type or its instance.
+    for (position, tag) in expanded.tags.iter().enumerate() {
+        if tag.simulate.is_none() || tag.initial.as_ref().and_then(InitialValue::as_f64).is_some() {
+            continue;
+        }
+        let (span, field, whose) = match entry_of(model, position, |kind| kind.tags.len()) {
+            Ok(instance) => (
+                places.span("equipment", instance, "name"),
+                format!("{}.initial", places.field("equipment", instance)),
+                format!("here or in type {:?}", model.equipment[instance].kind),
+            ),
+            Err(index) => (
+                places.span_at("tags", index, &["simulate"]),
+                format!("{}.initial", places.field("tags", index)),
+                "to the tag".to_owned(),
+            ),
+        };
+        reader.error(
+            span,
+            field,
+            format!(
+                "tag {:?} is simulated around its initial value and has none: give it one {whose}",
+                tag.name
+            ),
+        );
+    }
     let mut source_names: HashMap<String, usize> = HashMap::new();
     for (index, source) in model.sources.iter().enumerate() {
-        if source_names
-            .insert(source.name.to_ascii_lowercase(), index)
-            .is_some()
-        {
+        if source_names.insert(names::fold(&source.name), index).is_some() {
             reader.error(
                 places.span("sources", index, "name"),
-                format!("sources[{index}].name"),
+                format!("{}.name", places.field("sources", index)),
                 format!("two sources named {:?}", source.name),
             );
         }
     }
     for (position, tag) in expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
-        let known_source = model.sources.iter().any(|source| source.name == binding.broker);
+        // A plain UNS binding without a topic of its own is on `<root>/<path>`: a path with
+        // a wildcard would subscribe to other tags' topics and cannot be published to.
+        if binding.sparkplug.is_none()
+            && binding.topic.is_none()
+            && let Some(wildcard) = tag.path.chars().find(|c| matches!(c, '+' | '#'))
+        {
+            // At the path the wildcard is in: the instance's, or the tag's own.
+            let (span, field) = match entry_of(model, position, |kind| kind.tags.len()) {
+                Ok(instance) => (
+                    places.span("equipment", instance, "path"),
+                    format!("{}.path", places.field("equipment", instance)),
+                ),
+                Err(index) => (
+                    places.span("tags", index, "path"),
+                    format!("{}.path", places.field("tags", index)),
+                ),
+            };
+            reader.error(
+                span,
+                field,
+                format!(
+                    "path {:?} of tag {:?} has the MQTT wildcard '{wildcard}', and the tag's topic on source {:?} \
+                     is its path: give the tag source.topic, or a path without '+' and '#'",
+                    tag.path, tag.name, binding.broker
+                ),
+            );
+        }
+        let known_source = model.sources.iter().any(|source| source.name == binding.broker)
+            || places.dropped_named("sources", &binding.broker);
         if known_source && tag.simulate.is_none() {
             continue;
         }
@@ -1225,29 +1441,106 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     }
     let mut folder_paths: HashMap<String, usize> = HashMap::new();
     for (index, folder) in model.folders.iter().enumerate() {
-        if folder_paths
-            .insert(folder.path.to_ascii_lowercase(), index)
-            .is_some()
-        {
+        let field = format!("{}.path", places.field("folders", index));
+        if folder_paths.insert(names::fold(&folder.path), index).is_some() {
             reader.error(
                 places.span("folders", index, "path"),
-                format!("folders[{index}].path"),
+                field.clone(),
                 format!("folder {:?} is described twice", folder.path),
             );
         }
         if let Some(tag) = paths
-            .get(&folder.path.to_ascii_lowercase())
+            .get(&names::fold(&folder.path))
             .map(|&position| &expanded.tags[position])
         {
             reader.error(
                 places.span("folders", index, "path"),
-                format!("folders[{index}].path"),
+                field,
                 format!(
                     "{:?} is the path of tag {:?}, not a folder",
                     folder.path, tag.name
                 ),
             );
         }
+    }
+}
+
+/// Whether what the model expands to (instances times their type's members, plus the plain
+/// tags and alarms) stays within [`MAX_TAGS`](crate::MAX_TAGS) and
+/// [`MAX_ALARMS`](crate::MAX_ALARMS), counted without expanding it; past a bound, one error
+/// at the entry where the count passes it, saying what the whole would be.
+pub(crate) fn within_bounds(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) -> bool {
+    let mut members: HashMap<&str, (usize, usize)> = HashMap::new();
+    for kind in &model.types {
+        members
+            .entry(kind.name.as_str())
+            .or_insert((kind.tags.len(), kind.alarms.len()));
+    }
+    let per_instance: Vec<(usize, usize)> = model
+        .equipment
+        .iter()
+        .map(|instance| members.get(instance.kind.as_str()).copied().unwrap_or_default())
+        .collect();
+    let mut within = true;
+    for (what, bound, member_count, plain, section, key) in [
+        ("tags", crate::MAX_TAGS, 0, model.tags.len(), "tags", "name"),
+        (
+            "alarms",
+            crate::MAX_ALARMS,
+            1,
+            model.alarms.len(),
+            "alarms",
+            "name",
+        ),
+    ] {
+        let count = |pair: &(usize, usize)| if member_count == 0 { pair.0 } else { pair.1 };
+        let of_instances = per_instance
+            .iter()
+            .map(count)
+            .fold(0_usize, usize::saturating_add);
+        let total = of_instances.saturating_add(plain);
+        if total <= bound {
+            continue;
+        }
+        within = false;
+        let message = format!(
+            "the plant would have {total} {what} ({of_instances} of equipment instances, {plain} of its own); \
+             a plant may have at most {bound}: this is where it passes the bound"
+        );
+        let mut running = 0_usize;
+        let crossing = per_instance.iter().position(|pair| {
+            running = running.saturating_add(count(pair));
+            running > bound
+        });
+        match crossing {
+            Some(index) => reader.error(
+                places.span("equipment", index, "type"),
+                format!("{}.type", places.field("equipment", index)),
+                message,
+            ),
+            None => {
+                let index = bound - of_instances;
+                reader.error(
+                    places.span(section, index, key),
+                    places.field(section, index),
+                    message,
+                );
+            }
+        }
+    }
+    within
+}
+
+/// Why `what` `name` is refused beside `other` (the first with its key, of `owner`): the
+/// same ignoring case, or only looking the same.
+fn taken(what: &str, name: &str, other: &str, owner: &str) -> String {
+    if names::fold(name) == names::fold(other) {
+        format!("{what} {name:?} is taken (by {owner:?})")
+    } else {
+        format!(
+            "{what} {name:?} looks the same as {other:?} (of {owner:?}): a character of another script, \
+             or one that looks like another, makes a name people cannot tell apart"
+        )
     }
 }
 
@@ -1262,6 +1555,22 @@ fn origin(
     (section, key): (&str, &str),
     field: impl Fn(usize) -> String,
 ) -> (Range<usize>, String) {
+    match entry_of(model, position, members) {
+        Ok(instance) => (
+            places.span("equipment", instance, "name"),
+            places.field("equipment", instance),
+        ),
+        Err(index) => (places.span(section, index, key), field(index)),
+    }
+}
+
+/// The equipment instance (`Ok`) whose type made the expanded item at `position` (types give
+/// `members` each), or else the index of the plain item (`Err`).
+fn entry_of(
+    model: &PlantModel,
+    position: usize,
+    members: impl Fn(&EquipmentType) -> usize,
+) -> Result<usize, usize> {
     let mut seen = 0;
     for (index, instance) in model.equipment.iter().enumerate() {
         let count = model
@@ -1270,15 +1579,11 @@ fn origin(
             .find(|kind| kind.name == instance.kind)
             .map_or(0, &members);
         if position < seen + count {
-            return (
-                places.span("equipment", index, "name"),
-                format!("equipment[{index}]"),
-            );
+            return Ok(index);
         }
         seen += count;
     }
-    let index = position - seen;
-    (places.span(section, index, key), field(index))
+    Err(position - seen)
 }
 
 /// Why a condition cannot watch a tag of `kind`, if it cannot.

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -983,6 +983,29 @@ async fn sources_command(solution: &SolutionLocation, action: &SourcesAction) ->
     Ok(output)
 }
 
+/// A plant file's text: at most [`plant_model::MAX_FILE_BYTES`] are read from whatever the
+/// path names (a regular file, a device such as `/dev/zero`, a FIFO), so no file makes an
+/// import read for ever or hold more than the bound.
+fn read_plant_file(file: &Path, shown: &str) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let limit = plant_model::MAX_FILE_BYTES;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .with_context(|| format!("cannot read {shown}"))?
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {shown}"))?;
+    if bytes.len() > limit {
+        bail!("{shown} has more than {limit} bytes; a plant file may have at most {limit}");
+    }
+    String::from_utf8(bytes).map_err(|error| {
+        anyhow::anyhow!(
+            "{shown} is not UTF-8 text (byte {} is not)",
+            error.utf8_error().valid_up_to()
+        )
+    })
+}
+
 fn plant_command(
     solution: &SolutionLocation,
     action: &PlantAction,
@@ -991,17 +1014,7 @@ fn plant_command(
     match action {
         PlantAction::Import { file, dry_run } => {
             let shown = file.display().to_string();
-            let size = std::fs::metadata(file)
-                .with_context(|| format!("cannot read {shown}"))?
-                .len();
-            if size > plant_model::MAX_FILE_BYTES as u64 {
-                bail!(
-                    "{shown} is {size} bytes; a plant file may have at most {}",
-                    plant_model::MAX_FILE_BYTES
-                );
-            }
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {shown} as UTF-8 text"))?;
+            let text = read_plant_file(file, &shown)?;
             let model =
                 plant_model::read(&text, plant_model::Format::of_file(&shown), &shown).map_err(|errors| {
                     anyhow::anyhow!(

@@ -61,8 +61,11 @@ impl PlantReader {
 }
 
 impl Plant {
-    /// Joins a loaded object model to its historian.
+    /// Joins a loaded object model to its historian, and raises the alarms its tags' values
+    /// are already past (recorded like any other transition).
     pub fn new(objects: Arc<ObjectModel>, historian: Arc<Historian>) -> Self {
+        let events = objects.evaluate_alarms(SystemTime::now(), &WRITE);
+        historian.record_events(events, &WRITE);
         Self {
             objects: Arc::new(ArcSwap::new(objects)),
             historian,
@@ -80,9 +83,13 @@ impl Plant {
     }
 
     /// Replaces the object model (a new plant definition), after it took over the live values
-    /// and alarm states of the tags and alarms it shares with the current one.
+    /// and alarm states of the tags and alarms it shares with the current one; then every alarm
+    /// is evaluated against the value its tag has now, so a new alarm, an alarm defined anew
+    /// or a new tag's initial value raises what it is past at once.
     pub fn replace_objects(&self, next: ObjectModel) {
         next.adopt_live_state(&self.objects.load());
+        let events = next.evaluate_alarms(SystemTime::now(), &WRITE);
+        self.historian.record_events(events, &WRITE);
         self.objects.store(Arc::new(next));
         self.changed();
     }

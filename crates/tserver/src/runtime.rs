@@ -63,7 +63,14 @@ impl Runtime {
         let settings = db.runtime_settings()?;
         let revision = db.plant_revision()?;
         let definitions = db.plant_definitions()?;
-        Self::assemble(Arc::new(Store::File(db)), settings, revision, &definitions)
+        let alarm_record = db.alarm_events_since_last_trip()?;
+        Self::assemble(
+            Arc::new(Store::File(db)),
+            settings,
+            revision,
+            &definitions,
+            &alarm_record,
+        )
     }
 
     /// Opens the solution at `location` (a file, or a PostgreSQL database given tserver's
@@ -73,7 +80,8 @@ impl Runtime {
         let settings = store.runtime_settings().await?;
         let revision = store.plant_revision().await?;
         let definitions = store.plant_definitions().await?;
-        Self::assemble(store, settings, revision, &definitions)
+        let alarm_record = store.alarm_events_since_last_trip().await?;
+        Self::assemble(store, settings, revision, &definitions, &alarm_record)
     }
 
     fn assemble(
@@ -81,8 +89,13 @@ impl Runtime {
         settings: RuntimeSettings,
         revision: i64,
         definitions: &plant_model::ExpandedPlant,
+        alarm_record: &[crate::objects::AlarmEvent],
     ) -> Result<Self, SolutionError> {
-        let objects = Arc::new(ObjectModel::from_definitions(definitions)?);
+        let objects = ObjectModel::from_definitions(definitions)?;
+        // Alarms take up where the last server left them (tripped, acknowledged), then the
+        // plant judges each against its tag's value now.
+        objects.restore_alarm_states(alarm_record);
+        let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
         let simulator = Simulator::new(plant.clone(), definitions)?;
@@ -234,11 +247,19 @@ impl Runtime {
     }
 
     /// Fills the historian with what the simulator would have recorded over the `span` before
-    /// now, one step `every`: how a new demo solution starts with history to look at.
+    /// now, one step `every`: how a new demo solution starts with history to look at. The
+    /// alarms the replay left listed are acknowledged (as `demo`), so a server starting on the
+    /// new solution, which takes its alarms up from the history, starts calm.
     pub fn seed_history(&self, span: Duration, every: Duration) -> Result<usize, SolutionError> {
         let now = SystemTime::now();
         let from = now.checked_sub(span).unwrap_or(SystemTime::UNIX_EPOCH);
         self.simulator.replay(from, now, every);
+        for alarm in self.plant.objects().alarms() {
+            if alarm.status().state != crate::objects::AlarmState::Normal {
+                // Just listed, so it is known: nothing to report.
+                let _ = self.plant.acknowledge(&alarm.definition().name, "demo");
+            }
+        }
         self.plant.historian().flush()
     }
 

@@ -216,6 +216,44 @@ pub enum AcknowledgeError {
     UnknownAlarm(String),
 }
 
+/// The condition tripped at `time` (on `value`): in alarm, unacknowledged.
+fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
+    *status = AlarmStatus {
+        state: AlarmState::Active,
+        active_since: Some(time),
+        trip_value: value,
+        cleared_at: None,
+        acknowledged: None,
+    };
+}
+
+/// The condition cleared at `time`: an acknowledged alarm is done with, an unacknowledged one
+/// stays listed until it is acknowledged.
+fn clear(status: &mut AlarmStatus, time: SystemTime) {
+    if status.state == AlarmState::Acknowledged {
+        *status = AlarmStatus::NORMAL;
+    } else {
+        status.state = AlarmState::NormalUnacked;
+        status.cleared_at = Some(time);
+    }
+}
+
+/// An acknowledgement by `user` at `time`; whether there was anything to acknowledge.
+fn acknowledge(status: &mut AlarmStatus, user: &str, time: SystemTime) -> bool {
+    match status.state {
+        AlarmState::Active => {
+            status.state = AlarmState::Acknowledged;
+            status.acknowledged = Some((time, user.to_owned()));
+            true
+        }
+        AlarmState::NormalUnacked => {
+            *status = AlarmStatus::NORMAL;
+            true
+        }
+        AlarmState::Normal | AlarmState::Acknowledged => false,
+    }
+}
+
 /// One alarm: its definition and live state. The state sits behind its own short lock, so a
 /// write to one tag never waits for another tag's alarms.
 #[derive(Debug)]
@@ -262,22 +300,11 @@ impl Alarm {
         let in_alarm = self.definition.in_alarm(value, was_in_alarm);
         let kind = match (was_in_alarm, in_alarm) {
             (false, true) => {
-                *status = AlarmStatus {
-                    state: AlarmState::Active,
-                    active_since: Some(time),
-                    trip_value: Some(value),
-                    cleared_at: None,
-                    acknowledged: None,
-                };
+                trip(&mut status, time, Some(value));
                 AlarmEventKind::Active
             }
             (true, false) => {
-                if status.state == AlarmState::Acknowledged {
-                    *status = AlarmStatus::NORMAL;
-                } else {
-                    status.state = AlarmState::NormalUnacked;
-                    status.cleared_at = Some(time);
-                }
+                clear(&mut status, time);
                 AlarmEventKind::Cleared
             }
             _ => return None,
@@ -287,16 +314,34 @@ impl Alarm {
 
     /// Acknowledges the alarm; `None` when there was nothing to acknowledge.
     pub(super) fn acknowledge(&self, user: &str, time: SystemTime) -> Option<AlarmEvent> {
-        let mut status = self.lock();
-        match status.state {
-            AlarmState::Active => {
-                status.state = AlarmState::Acknowledged;
-                status.acknowledged = Some((time, user.to_owned()));
-            }
-            AlarmState::NormalUnacked => *status = AlarmStatus::NORMAL,
-            AlarmState::Normal | AlarmState::Acknowledged => return None,
+        acknowledge(&mut self.lock(), user, time)
+            .then(|| self.event(AlarmEventKind::Acknowledged, time, None, Some(user.to_owned())))
+    }
+
+    /// Replays a transition the alarm history recorded for this alarm (in the order recorded),
+    /// without judging it against the value: how a restarted server takes up the trips and
+    /// acknowledgements of before. A transition of another condition (the alarm was defined
+    /// differently when it was recorded) is skipped.
+    pub(super) fn replay(&self, recorded: &AlarmEvent) {
+        if recorded.condition != self.definition.condition {
+            return;
         }
-        Some(self.event(AlarmEventKind::Acknowledged, time, None, Some(user.to_owned())))
+        let mut status = self.lock();
+        match recorded.kind {
+            AlarmEventKind::Active => trip(&mut status, recorded.time, recorded.value),
+            AlarmEventKind::Cleared => {
+                if status.state.in_alarm() {
+                    clear(&mut status, recorded.time);
+                }
+            }
+            AlarmEventKind::Acknowledged => {
+                acknowledge(
+                    &mut status,
+                    recorded.user.as_deref().unwrap_or_default(),
+                    recorded.time,
+                );
+            }
+        }
     }
 
     fn event(
@@ -401,6 +446,49 @@ mod tests {
             Some(AlarmEventKind::Cleared)
         );
         assert_eq!(alarm.status(), AlarmStatus::NORMAL);
+    }
+
+    fn recorded(alarm: &Alarm, kind: AlarmEventKind, seconds: u64) -> AlarmEvent {
+        let user = (kind == AlarmEventKind::Acknowledged).then(|| "ops".to_owned());
+        alarm.event(kind, at(seconds), Some(90.0), user)
+    }
+
+    #[test]
+    fn the_recorded_history_puts_an_alarm_back_where_it_was() {
+        use AlarmEventKind::{Acknowledged, Active, Cleared};
+        let replayed = |kinds: &[AlarmEventKind]| {
+            let source = alarm(AlarmCondition::Hi, 80.0, None);
+            let restored = alarm(AlarmCondition::Hi, 80.0, None);
+            for (second, kind) in (0..).zip(kinds) {
+                restored.replay(&recorded(&source, *kind, second));
+            }
+            restored.status()
+        };
+        let acknowledged = replayed(&[Active, Acknowledged]);
+        assert_eq!(acknowledged.state, AlarmState::Acknowledged);
+        assert_eq!(acknowledged.active_since, Some(at(0)));
+        assert_eq!(acknowledged.acknowledged, Some((at(1), "ops".to_owned())));
+        assert_eq!(replayed(&[Active, Cleared]).state, AlarmState::NormalUnacked);
+        assert_eq!(
+            replayed(&[Active, Cleared, Acknowledged]).state,
+            AlarmState::Normal
+        );
+        assert_eq!(
+            replayed(&[Active, Acknowledged, Cleared]).state,
+            AlarmState::Normal
+        );
+
+        // Then judged against the value now: still in alarm and acknowledged, no new trip.
+        let restored = alarm(AlarmCondition::Hi, 80.0, None);
+        restored.replay(&recorded(&restored, Active, 0));
+        restored.replay(&recorded(&restored, Acknowledged, 1));
+        assert_eq!(restored.evaluate(95.0, at(2)), None);
+        assert_eq!(restored.status().state, AlarmState::Acknowledged);
+
+        // Recorded when the alarm watched for something else: not this alarm's past.
+        let redefined = alarm(AlarmCondition::Lo, 20.0, None);
+        redefined.replay(&recorded(&alarm(AlarmCondition::Hi, 80.0, None), Active, 0));
+        assert_eq!(redefined.status(), AlarmStatus::NORMAL);
     }
 
     #[test]

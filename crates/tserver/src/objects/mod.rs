@@ -243,7 +243,7 @@ pub enum WriteError {
 }
 
 /// Every live tag and alarm of a solution. Tags are addressable by dotted name or UNS path,
-/// exactly or ignoring ASCII case.
+/// exactly or ignoring case (Unicode NFC and case folding, as the plant file's names are unique).
 #[derive(Debug, Default)]
 pub struct ObjectModel {
     by_name: HashMap<String, Arc<Tag>>,
@@ -345,6 +345,34 @@ impl ObjectModel {
         }
     }
 
+    /// Takes up what the alarm history recorded of each alarm since its last trip (oldest
+    /// first): whether it is still in alarm, since when, and whether it was acknowledged. Called
+    /// on a model not yet in use, when a server starts, so a restart neither forgets an
+    /// unacknowledged alarm nor asks again for an acknowledgement already given. Events of
+    /// alarms no longer defined are skipped.
+    pub fn restore_alarm_states(&self, recorded: &[AlarmEvent]) {
+        for event in recorded {
+            if let Some(alarm) = self.alarms_by_name.get(&event.alarm) {
+                alarm.replay(event);
+            }
+        }
+    }
+
+    /// Evaluates every alarm against its tag's current value (not one of Bad quality), as a
+    /// write would: how an alarm whose tag is already past its limit is raised when the model
+    /// starts, when a reload brings a new or changed alarm, or a new tag with its initial value.
+    /// Returns the transitions, for the alarm history.
+    pub fn evaluate_alarms(&self, time: SystemTime, _: &WriteCapability) -> Vec<AlarmEvent> {
+        self.alarms
+            .iter()
+            .filter_map(|alarm| {
+                let sample = self.by_name.get(&alarm.definition().tag)?.current();
+                let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD)?;
+                alarm.evaluate(number, time)
+            })
+            .collect()
+    }
+
     /// Adds a tag (used by `load` and by tests that build a plant in memory).
     pub fn insert(&mut self, definition: TagDefinition, sample: TagSample) {
         let tag = Arc::new(Tag {
@@ -354,9 +382,9 @@ impl ObjectModel {
         });
         self.folders.add_tag(&tag.definition.path);
         self.by_folded
-            .insert(tag.definition.path.to_ascii_lowercase(), Arc::clone(&tag));
+            .insert(plant_model::fold(&tag.definition.path), Arc::clone(&tag));
         self.by_folded
-            .insert(tag.definition.name.to_ascii_lowercase(), Arc::clone(&tag));
+            .insert(plant_model::fold(&tag.definition.name), Arc::clone(&tag));
         self.by_path.insert(tag.definition.path.clone(), Arc::clone(&tag));
         self.by_name.insert(tag.definition.name.clone(), tag);
     }
@@ -386,7 +414,8 @@ impl ObjectModel {
     }
 
     /// The tag with that dotted name or UNS path, matched exactly first and then ignoring
-    /// ASCII case (operators and models do not always type the case right).
+    /// case and Unicode composition (operators and models do not always type the case right,
+    /// and keyboards differ in how they write an accent).
     pub fn tag(&self, name_or_path: &str) -> Option<&Arc<Tag>> {
         let name_or_path = name_or_path.trim();
         self.by_name
@@ -394,7 +423,7 @@ impl ObjectModel {
             .or_else(|| self.by_path.get(uns::normalize_path(name_or_path)))
             .or_else(|| {
                 self.by_folded
-                    .get(&uns::normalize_path(name_or_path).to_ascii_lowercase())
+                    .get(&plant_model::fold(uns::normalize_path(name_or_path)))
             })
     }
 
@@ -406,16 +435,17 @@ impl ObjectModel {
             .filter_map(|path| self.by_path.get(path))
     }
 
-    /// The folder at a UNS path (the root is `""`), matched exactly or ignoring ASCII case;
+    /// The folder at a UNS path (the root is `""`), matched exactly or ignoring case;
     /// returns the folder's canonical path with it.
     pub fn folder(&self, path: &str) -> Option<(&str, &Folder)> {
         let path = uns::normalize_path(path);
         if let Some((found, folder)) = self.folders.get(path) {
             return Some((found, folder));
         }
+        let folded = plant_model::fold(path);
         self.folders
             .iter()
-            .find(|(known, _)| known.eq_ignore_ascii_case(path))
+            .find(|(known, _)| plant_model::fold(known) == folded)
             .map(|(found, folder)| (found.as_str(), folder))
     }
 

@@ -12,6 +12,15 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use super::{SolutionDb, SolutionError};
 
+/// Each alarm's last `Active` event and every event of it after that, oldest first (the same
+/// text for SQLite and PostgreSQL).
+pub(crate) const ALARM_EVENTS_SINCE_LAST_TRIP: &str =
+    "SELECT h.Time, h.Alarm, h.Tag, h.Condition, h.Event, h.Value, h.Priority, h.Message, h.UserName
+     FROM AlarmHistory h
+     JOIN (SELECT Alarm, max(Id) AS Trip FROM AlarmHistory WHERE Event = 'Active' GROUP BY Alarm) t
+       ON h.Alarm = t.Alarm AND h.Id >= t.Trip
+     ORDER BY h.Id";
+
 /// What an import changes, by kind of thing, each list sorted by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlantChanges {
@@ -148,6 +157,30 @@ impl SolutionDb {
                 })
                 .optional()
                 .map(Option::unwrap_or_default)
+        })
+    }
+
+    /// What the alarm history recorded of each alarm since its last trip, oldest first: the
+    /// trip, then any acknowledgement and clearing after it (a server takes its alarms' states
+    /// up from these when it starts).
+    pub fn alarm_events_since_last_trip(&self) -> Result<Vec<crate::objects::AlarmEvent>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare(ALARM_EVENTS_SINCE_LAST_TRIP)?
+                .query_map([], |row| {
+                    Ok(crate::historian::alarm_event_of_stored(
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        &row.get::<_, String>(3)?,
+                        &row.get::<_, String>(4)?,
+                        row.get(5)?,
+                        row.get(6)?,
+                        row.get(7)?,
+                        row.get(8)?,
+                    ))
+                })?
+                .collect()
         })
     }
 

@@ -151,6 +151,13 @@ impl Store {
         on_backend!(self, plant_revision())
     }
 
+    /// What the alarm history recorded of each alarm since its last trip, oldest first.
+    pub async fn alarm_events_since_last_trip(
+        &self,
+    ) -> Result<Vec<crate::objects::AlarmEvent>, SolutionError> {
+        on_backend!(self, alarm_events_since_last_trip())
+    }
+
     /// Audit entries from `since` on, oldest first, at most `limit`.
     pub async fn audit(
         &self,

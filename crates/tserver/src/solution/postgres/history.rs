@@ -192,6 +192,30 @@ impl PgStore {
         })
     }
 
+    /// What the alarm history recorded of each alarm since its last trip, oldest first; see
+    /// `SolutionDb::alarm_events_since_last_trip`.
+    pub async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
+        let rows = sqlx::query(crate::solution::plant::ALARM_EVENTS_SINCE_LAST_TRIP)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        let mut events = Vec::with_capacity(rows.len());
+        for row in rows {
+            events.push(alarm_event_of_stored(
+                self.get(&row, 0)?,
+                self.get(&row, 1)?,
+                self.get(&row, 2)?,
+                &self.get::<String>(&row, 3)?,
+                &self.get::<String>(&row, 4)?,
+                self.get(&row, 5)?,
+                u32::try_from(self.get::<i32>(&row, 6)?).unwrap_or(0),
+                self.get(&row, 7)?,
+                self.get(&row, 8)?,
+            ));
+        }
+        Ok(events)
+    }
+
     /// Acknowledgements recorded after the alarm event `after` (its `Id`), oldest first: the
     /// event's id, the alarm, who acknowledged it and when. `None` for `after`: the last id
     /// recorded so far, and no acknowledgement (where a node starts reading).
