@@ -9,6 +9,7 @@ mod demo;
 mod envelope_limit;
 mod failover;
 mod fault_matrix;
+mod http_limits;
 mod log_bounds;
 mod login_limits;
 mod mcp;
