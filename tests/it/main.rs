@@ -21,6 +21,7 @@ mod plant_file;
 mod postgres_store;
 mod properties;
 mod protocol;
+mod proxy_protocol;
 mod runtime_tools;
 mod scripts;
 mod secrets_in_logs;

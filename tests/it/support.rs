@@ -153,6 +153,19 @@ impl RawConnection {
         }
     }
 
+    /// Connects from `source` (a loopback address other than 127.0.0.1 is another client).
+    #[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
+    pub(crate) async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .expect("binds the source address");
+        let socket = socket.connect(addr).await.expect("connects");
+        Self {
+            framed: Framed::new(socket, FrameCodec::new(DEFAULT_MAX_FRAME)),
+        }
+    }
+
     /// Connects and logs in as `guest`.
     pub(crate) async fn guest(addr: SocketAddr) -> Self {
         let mut connection = Self::connect(addr).await;

@@ -339,6 +339,13 @@ pub struct ServeArgs {
     /// Seconds a request's whole body may take to arrive on the HTTP surface (then 408).
     #[arg(long, default_value_t = crate::http_surface::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
     pub http_body_timeout_secs: f64,
+    /// A proxy (CIDR or address; repeat for several) whose word on the client's address is
+    /// believed: on the framed port its connections must start with a PROXY protocol header
+    /// (v1 or v2; HAProxy's send-proxy-v2) naming the client, which the login throttle, logs and
+    /// audit then use; on the HTTP surface its `Forwarded` / `X-Forwarded-For` name the client
+    /// in the logs. A PROXY header from any other address closes its connection.
+    #[arg(long = "trusted-proxy", value_name = "CIDR")]
+    pub trusted_proxies: Vec<crate::proxy::TrustedNetwork>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub listen: SocketAddr,
@@ -490,9 +497,15 @@ pub enum UsersAction {
 }
 
 impl ServeArgs {
+    /// `--trusted-proxy`, as one list.
+    pub fn trusted_proxies(&self) -> crate::proxy::TrustedProxies {
+        crate::proxy::TrustedProxies::new(self.trusted_proxies.iter().map(|network| network.0).collect())
+    }
+
     /// The server limits these options describe.
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
         Ok(ServerConfig::default()
+            .with_trusted_proxies(self.trusted_proxies())
             .with_metrics(self.metrics)
             .with_max_connections(self.max_connections)
             .with_max_unauthenticated(self.max_unauthenticated)
@@ -636,6 +649,7 @@ pub async fn serve_on(
         http.body_timeout = seconds("--http-body-timeout-secs", args.http_body_timeout_secs)?;
         http.tls.clone_from(&tls);
         http.accepting = Some(server.accepting());
+        http.trusted_proxies = args.trusted_proxies();
         tracing::info!(
             address = %listener.local_addr().unwrap_or(address),
             tls = http.tls.is_some(),

@@ -19,6 +19,7 @@ use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::handler::{Handler, Slots};
 use crate::log_text::LogBudget;
+use crate::proxy;
 use crate::waiting::WaitingRoom;
 use crate::{Runtime, ServerConfig};
 
@@ -46,9 +47,19 @@ pub(crate) struct Shared {
     pub(crate) waiting: Arc<WaitingRoom>,
     /// Set when clients must speak TLS.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
+    /// an untrusted address), all together: a flood of them must not fill the disk.
+    proxy_refusals_logged: std::sync::Mutex<LogBudget>,
 }
 
 impl Shared {
+    /// Whether a line about a refused PROXY header may be logged now.
+    pub(crate) fn proxy_refusal_may_log(&self) -> bool {
+        self.proxy_refusals_logged
+            .lock()
+            .map_or(true, |mut budget| budget.allow())
+    }
+
     /// A new connection over `transport`, reading only frames a client that has not logged
     /// in may send.
     fn connection(&self, transport: Transport) -> Connection {
@@ -105,6 +116,7 @@ impl Server {
                 config,
                 auth,
                 tls: None,
+                proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
             },
             accepting: Accepting::default(),
         })
@@ -245,8 +257,6 @@ impl Listener {
                 .spawn(refuse(Arc::clone(&self.shared), socket, message));
             return;
         };
-        let context = ConnectionContext::new(peer);
-        let span = tracing::info_span!("conn", guid = %context.guid, %peer);
         let shared = Arc::clone(&self.shared);
         let shutdown = self.shutdown.clone();
         let hard_stop = self.hard_stop.clone();
@@ -257,17 +267,47 @@ impl Listener {
         let serve = async move {
             let _open = crate::telemetry::OpenConnection::new();
             let login_timeout = shared.config.login_timeout;
-            let transport = tokio::select! {
-                () = hard_stop.cancelled() => return,
-                transport = open(&shared, socket, login_timeout) => transport,
+            let mut socket = socket;
+            // A trusted proxy names its client first; the header counts against the login
+            // deadline, like a TLS handshake.
+            let peer = if shared.config.trusted_proxies.contains(peer.ip()) {
+                let header = tokio::time::timeout(login_timeout, proxy::read_header(&mut socket));
+                let header = tokio::select! {
+                    () = hard_stop.cancelled() => return,
+                    header = header => header,
+                };
+                match header {
+                    Ok(Ok(client)) => client.unwrap_or(peer),
+                    Ok(Err(error)) => {
+                        if shared.proxy_refusal_may_log() {
+                            tracing::warn!(proxy = %peer, %error, "connection from a trusted proxy closed");
+                        }
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(proxy = %peer, "no PROXY protocol header within the login deadline");
+                        return;
+                    }
+                }
+            } else {
+                peer
             };
-            let Some(transport) = transport else { return };
-            let connection = shared.connection(transport);
-            Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
-                .run()
-                .await;
+            let context = ConnectionContext::new(peer);
+            let span = tracing::info_span!("conn", guid = %context.guid, %peer);
+            let connected = async move {
+                let transport = tokio::select! {
+                    () = hard_stop.cancelled() => return,
+                    transport = open(&shared, socket, login_timeout) => transport,
+                };
+                let Some(transport) = transport else { return };
+                let connection = shared.connection(transport);
+                Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
+                    .run()
+                    .await;
+            };
+            connected.instrument(span).await;
         };
-        self.tracker.spawn(serve.instrument(span));
+        self.tracker.spawn(serve);
     }
 }
 

@@ -83,6 +83,9 @@ pub struct HttpConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Whether the TCP listener accepts, for `/readyz` (never ready without one).
     pub accepting: Option<crate::Accepting>,
+    /// Reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client (for the logs);
+    /// from anyone else those headers are ignored.
+    pub trusted_proxies: crate::proxy::TrustedProxies,
 }
 
 impl Default for HttpConfig {
@@ -97,6 +100,7 @@ impl Default for HttpConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             tls: None,
             accepting: None,
+            trusted_proxies: crate::proxy::TrustedProxies::default(),
         }
     }
 }
@@ -146,7 +150,38 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         ))
         // Merged after the layers above, so no token is asked of a load balancer's probe.
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
+        // Outermost: every request's log lines name its client.
+        .layer(axum::middleware::from_fn_with_state(
+            config.trusted_proxies.clone(),
+            client_address,
+        ))
 }
+
+/// The client of a request: its peer, or behind a trusted reverse proxy the address the proxy
+/// forwards for. In the request's extensions ([`ClientAddress`]) and the span of its log lines.
+async fn client_address(
+    axum::extract::State(trusted): axum::extract::State<crate::proxy::TrustedProxies>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let Some(peer) = peer else {
+        return next.run(request).await;
+    };
+    let client = crate::proxy::forwarded_client(&trusted, peer, request.headers());
+    request.extensions_mut().insert(ClientAddress(client));
+    next.run(request)
+        .instrument(tracing::info_span!("http", %client))
+        .await
+}
+
+/// The client's address of an HTTP request (see `client_address`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
 
 /// `/metrics`: every metric in Prometheus's text format (any valid token may scrape); 404
 /// from a server started with `--metrics off`.
