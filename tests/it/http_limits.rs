@@ -1,6 +1,6 @@
 //! The HTTP surface's connection limits, over real sockets: silent connections past the cap
 //! never stop a display-port login nor `/healthz` (in a process held to a small open-file
-//! limit, as a plant's would be), serve refuses to start when the caps do not fit that limit,
+//! limit, as a plant's would be), nor does a flood past the display port's cap; serve refuses to start when the caps do not fit that limit,
 //! a slowloris head and a body trickling a byte at a time are closed within their timeouts,
 //! an idle keep-alive connection is closed, and connections past the cap while every seat
 //! answers a request still get the health checks, and 503 for the rest.
@@ -131,7 +131,7 @@ async fn silent_http_connections_past_the_cap_leave_the_display_port_and_healthz
     let solution = Solution::demo();
     let http = tserver_tests::haproxy::free_loopback_addr();
     let http_arg = http.to_string();
-    // 100 + 50 + 16 overflow + 128 reserved = 294 descriptors of 400: without the cap, 1,000
+    // 100 + 50 + 16 overflow + 256 reserved = 422 descriptors of 500: without the cap, 1,000
     // silent connections took them all and the framed port's accept failed (EMFILE).
     let server = ServerProcess::start_with_open_files(
         &solution.path,
@@ -146,7 +146,7 @@ async fn silent_http_connections_past_the_cap_leave_the_display_port_and_healthz
             "--http-header-timeout-secs",
             "120",
         ],
-        400,
+        500,
     );
     let silent = 1_000;
     let mut closes = silent_connections(http, silent).await;
@@ -167,6 +167,101 @@ async fn silent_http_connections_past_the_cap_leave_the_display_port_and_healthz
         .count();
     assert_eq!(failures, 0, "no accept ran out of file descriptors");
     drop(closes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_past_the_display_ports_cap_leaves_logins_and_healthz_answering() {
+    let solution = Solution::demo();
+    let certificates = tempfile::tempdir().expect("a temporary directory");
+    let dir = certificates.path().to_str().expect("utf-8").to_owned();
+    admin(&["tls", "create", "--host", "localhost", "--dir", &dir], "");
+    let (cert, key, ca) = (
+        format!("{dir}/server.pem"),
+        format!("{dir}/server-key.pem"),
+        format!("{dir}/ca.pem"),
+    );
+    let http = tserver_tests::haproxy::free_loopback_addr();
+    let http_arg = http.to_string();
+    // 2 + 50 + 16 + 256 = 324 descriptors of 400. A refusal on a TLS port waits up to a second
+    // for the handshake that carries it: unbounded, silent ones took every descriptor left.
+    let server = ServerProcess::start_with_open_files(
+        &solution.path,
+        &[
+            "--http",
+            &http_arg,
+            "--max-connections",
+            "2",
+            "--http-max-connections",
+            "50",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ],
+        400,
+    );
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(TcpStream::connect(server.addr).await.expect("connects"));
+    }
+    // Made all at once, so their refusals overlap.
+    let addr = server.addr;
+    let refused: Vec<TcpStream> = futures::future::join_all((0..1_500).map(|_| TcpStream::connect(addr)))
+        .await
+        .into_iter()
+        .map(|stream| stream.expect("connects"))
+        .collect();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(&ca).expect("reads the CA")).expect("a CA"),
+        )
+        .resolve("localhost", http)
+        .timeout(PATIENCE)
+        .build()
+        .expect("a client");
+    let health = https
+        .get(format!("https://localhost:{}/healthz", http.port()))
+        .send()
+        .await
+        .expect("/healthz answers");
+    assert_eq!(health.status(), 200);
+    // The two held seats are silent: the login deadline frees them for a login.
+    drop(held);
+    let addr = server.addr.to_string();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+            .args([
+                "--addr",
+                &addr,
+                "--tls-ca",
+                &ca,
+                "--tls-name",
+                "localhost",
+                "ping",
+            ])
+            .output()
+            .await
+            .expect("tclient runs");
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() && said.starts_with("pong from") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no login: {said}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let failures = server
+        .log()
+        .lines
+        .iter()
+        .filter(|line| line.contains("accept failed"))
+        .count();
+    assert_eq!(failures, 0, "no accept ran out of file descriptors");
+    drop(refused);
 }
 
 #[test]
@@ -197,13 +292,13 @@ fn serve_refuses_to_start_when_the_caps_do_not_fit_the_open_file_limit() {
     let output = child.wait_with_output().expect("its output");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
-    // 1024 + 512 + 16 + 128 = 1680 > 300, said with what to change.
+    // 1024 + 512 + 16 + 256 = 1808 > 300, said with what to change.
     assert!(
         stderr.contains("the open-file limit is 300")
             && stderr.contains("--max-connections 1024")
             && stderr.contains("--http-max-connections 512")
-            && stderr.contains("ulimit -n 1680")
-            && stderr.contains("LimitNOFILE=1680"),
+            && stderr.contains("ulimit -n 1808")
+            && stderr.contains("LimitNOFILE=1808"),
         "{stderr}"
     );
 }

@@ -528,10 +528,10 @@ fn seconds(option: &str, value: f64) -> anyhow::Result<Duration> {
         .with_context(|| format!("{option} must be a positive number of seconds, not {value}"))
 }
 
-/// File descriptors kept apart from both ports' connections: the solution's files, the
-/// listeners, MQTT sources, model servers, a database pool, logs, and connections being
-/// refused.
-pub const RESERVED_OPEN_FILES: u64 = 128;
+/// File descriptors kept apart from both ports' connections: the framed port's refusals being
+/// written (at most 64), the solution's files, the listeners, MQTT sources, model servers, a
+/// database pool and logs.
+pub const RESERVED_OPEN_FILES: u64 = 256;
 
 /// Every connection is a file descriptor. The default soft limit (often 1024) would refuse
 /// connections long before the caps, so take what the hard limit allows; then both ports'

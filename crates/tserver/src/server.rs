@@ -26,6 +26,11 @@ use crate::{Runtime, ServerConfig};
 /// How long the refusal sent to a connection past the cap may take.
 const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
 
+/// Refusals being written at once; past it a refused connection is closed without one, so a
+/// flood past the cap holds a bounded number of file descriptors (part of the reserve the
+/// open-file check at start keeps).
+pub(crate) const REFUSALS_AT_ONCE: usize = 64;
+
 /// The longest pause after repeated accept errors (for example when out of file descriptors).
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -142,6 +147,7 @@ impl Server {
         let listener = Listener {
             listener,
             connections: Arc::new(Semaphore::new(self.shared.config.max_connections)),
+            refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
             shared: Arc::new(self.shared),
             tracker: TaskTracker::new(),
             shutdown,
@@ -159,6 +165,8 @@ struct Listener {
     shared: Arc<Shared>,
     /// One permit per connection slot; a connection holds its permit until it closes.
     connections: Arc<Semaphore>,
+    /// One permit per refusal being written.
+    refusals: Arc<Semaphore>,
     /// Every connection task (and the calls they spawn), to wait for at shutdown.
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -228,6 +236,18 @@ impl Listener {
             .map_or(true, |mut budget| budget.allow())
     }
 
+    /// Tells `socket` why it is refused and closes it; at once, without a reason, when
+    /// [`REFUSALS_AT_ONCE`] are being written already.
+    fn refuse(&self, socket: TcpStream, message: String) {
+        if let Ok(permit) = Arc::clone(&self.refusals).try_acquire_owned() {
+            let shared = Arc::clone(&self.shared);
+            self.tracker.spawn(async move {
+                refuse(shared, socket, message).await;
+                drop(permit);
+            });
+        }
+    }
+
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
@@ -240,8 +260,7 @@ impl Listener {
                 "too many connections (limit {}); try again later",
                 config.max_connections
             );
-            self.tracker
-                .spawn(refuse(Arc::clone(&self.shared), socket, message));
+            self.refuse(socket, message);
             return;
         };
         let Some(seat) = self.shared.waiting.enter() else {
@@ -253,8 +272,7 @@ impl Listener {
                 "too many connections waiting to log in (limit {}); try again later",
                 config.max_unauthenticated
             );
-            self.tracker
-                .spawn(refuse(Arc::clone(&self.shared), socket, message));
+            self.refuse(socket, message);
             return;
         };
         let shared = Arc::clone(&self.shared);
