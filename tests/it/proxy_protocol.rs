@@ -1,7 +1,8 @@
 //! The client's real address behind proxies: through the shipped HAProxy (`send-proxy-v2`),
 //! one client's wrong passwords lock out that client only and the log names it; on the framed
-//! port a PROXY header (v1 or v2) is read only from a trusted proxy, which must send one; on
-//! the HTTP surface `X-Forwarded-For` is believed from a trusted proxy only.
+//! port a PROXY header (v1 or v2) is read only from a trusted proxy, which must send one, before
+//! the TLS handshake on a TLS port; the audit records the client it names; on the HTTP surface
+//! `X-Forwarded-For` is believed from a trusted proxy only.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -190,6 +191,97 @@ async fn a_proxy_header_is_read_only_from_a_trusted_proxy_which_must_send_one() 
         Outcome::LoggedIn
     );
     server.stop().await;
+}
+
+#[tokio::test]
+async fn on_a_tls_port_the_proxy_header_comes_before_the_handshake() {
+    use futures::{SinkExt, StreamExt};
+    use tserver_proto::v1::{ClientFrame, ServerFrame};
+    use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec};
+    let solution = Solution::demo();
+    let certificates = tempfile::tempdir().expect("a temporary directory");
+    let dir = certificates.path();
+    admin(
+        &[
+            "tls",
+            "create",
+            "--host",
+            "localhost",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+        ],
+        "",
+    );
+    let tls = tserver_proto::server_config(&dir.join("server.pem"), &dir.join("server-key.pem"))
+        .expect("the server's certificate");
+    let client_tls = tserver_proto::client_config(&dir.join("ca.pem")).expect("the CA");
+    let runtime = tserver::Runtime::open(&solution.path).expect("opens");
+    let config = trusting_loopback(LoginThrottleConfig {
+        free_failures: 1,
+        first_lockout: Duration::from_secs(600),
+        max_lockout: Duration::from_secs(600),
+        ..LoginThrottleConfig::default()
+    });
+    let server = tserver::Server::new(runtime, config)
+        .expect("a server")
+        .with_tls(tls);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let addr = listener.local_addr().expect("an address");
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let serving = tokio::spawn(server.run(listener, shutdown.clone()));
+
+    let login = |client: [u8; 4], password: &'static str| {
+        let client_tls = client_tls.clone();
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(addr).await.expect("connects");
+            socket
+                .write_all(&v2(client, 40200))
+                .await
+                .expect("sends the header");
+            let name = tserver_proto::rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+            let transport = tserver_proto::connect(&client_tls, name, socket)
+                .await
+                .expect("the handshake after the header");
+            let mut framed = tokio_util::codec::Framed::new(
+                transport,
+                FrameCodec::<ServerFrame, ClientFrame>::new(DEFAULT_MAX_FRAME),
+            );
+            framed
+                .send(ClientFrame {
+                    call_id: 1,
+                    body: Some(hello("guest", password)),
+                })
+                .await
+                .expect("sends Hello");
+            match tokio::time::timeout(PATIENCE, framed.next()).await {
+                Ok(Some(Ok(Decoded::Message(frame)))) => match frame.body {
+                    Some(server_frame::Body::Hello(_)) => Outcome::LoggedIn,
+                    _ => {
+                        let (code, message) = error_of(&frame);
+                        Outcome::Refused(code, message.to_owned())
+                    }
+                },
+                other => panic!("no reply: {other:?}"),
+            }
+        }
+    };
+    assert_eq!(login([198, 51, 100, 30], "").await, Outcome::LoggedIn);
+    let refusal = login([198, 51, 100, 31], "wrong").await;
+    assert!(
+        matches!(refusal, Outcome::Refused(ErrorCode::LoginFailed, _)),
+        "{refusal:?}"
+    );
+    let refusal = login([198, 51, 100, 31], "").await;
+    assert!(
+        matches!(refusal, Outcome::Refused(ErrorCode::LoginThrottled, _)),
+        "{refusal:?}"
+    );
+    assert_eq!(login([198, 51, 100, 30], "").await, Outcome::LoggedIn);
+    shutdown.cancel();
+    tokio::time::timeout(PATIENCE, serving)
+        .await
+        .expect("stops")
+        .expect("did not panic");
 }
 
 #[tokio::test]
