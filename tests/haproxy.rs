@@ -1,6 +1,7 @@
 //! A real HAProxy for the tests and the benchmark: `deploy/haproxy.cfg` itself, started on free
 //! loopback ports in front of the nodes given, and its statistics page to see which nodes it
-//! counts as up. Where HAProxy is not installed it fails saying how to install it.
+//! counts as up. Where HAProxy is not installed it fails saying how to install it. It sends each
+//! node a PROXY protocol header from 127.0.0.1, so nodes run with `--trusted-proxy 127.0.0.1`.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

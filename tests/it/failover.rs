@@ -222,7 +222,12 @@ pub(crate) async fn guest_through(haproxy: &Haproxy) -> FailoverClient {
 /// A node process with its HTTP listener (for HAProxy's health check).
 fn node(solution: &Solution) -> (ServerProcess, Node) {
     let http = free_loopback_addr();
-    let process = ServerProcess::start(&solution.path, &["--http", &http.to_string()], &[]);
+    // HAProxy (deploy/haproxy.cfg) sends a PROXY header from loopback.
+    let process = ServerProcess::start(
+        &solution.path,
+        &["--http", &http.to_string(), "--trusted-proxy", "127.0.0.1"],
+        &[],
+    );
     let node = Node {
         listen: process.addr,
         http,

@@ -180,7 +180,12 @@ async fn while_the_database_restarts_a_chat_is_an_error_envelope_naming_the_stor
 /// A node process serving the database at `url`, with its HTTP listener for HAProxy's checks.
 fn node_on(url: &str) -> (ServerProcess, Node) {
     let http = free_loopback_addr();
-    let process = ServerProcess::start(Path::new(url), &["--http", &http.to_string()], &[]);
+    // HAProxy (deploy/haproxy.cfg) sends a PROXY header from loopback.
+    let process = ServerProcess::start(
+        Path::new(url),
+        &["--http", &http.to_string(), "--trusted-proxy", "127.0.0.1"],
+        &[],
+    );
     let node = Node {
         listen: process.addr,
         http,

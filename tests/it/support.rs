@@ -153,6 +153,19 @@ impl RawConnection {
         }
     }
 
+    /// Connects from `source` (a loopback address other than 127.0.0.1 is another client).
+    #[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
+    pub(crate) async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::new(source, 0))
+            .expect("binds the source address");
+        let socket = socket.connect(addr).await.expect("connects");
+        Self {
+            framed: Framed::new(socket, FrameCodec::new(DEFAULT_MAX_FRAME)),
+        }
+    }
+
     /// Connects and logs in as `guest`.
     pub(crate) async fn guest(addr: SocketAddr) -> Self {
         let mut connection = Self::connect(addr).await;
@@ -248,8 +261,28 @@ impl ServerProcess {
     /// Starts `tserver serve --solution PATH --listen 127.0.0.1:0` plus `extra` options, with
     /// `env` added to its environment, and waits for its "listening" log line.
     pub(crate) fn start(solution: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_command(
+            std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test")),
+            solution,
+            extra,
+            env,
+        )
+    }
+
+    /// As [`Self::start`], under an open-file limit (soft and hard) of `open_files`.
+    #[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
+    pub(crate) fn start_with_open_files(solution: &Path, extra: &[&str], open_files: u64) -> Self {
+        Self::start_command(limited_open_files(open_files), solution, extra, &[])
+    }
+
+    fn start_command(
+        mut command: std::process::Command,
+        solution: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        let mut child = command
             .args(["serve", "--solution"])
             .arg(solution)
             .args(["--listen", "127.0.0.1:0", "--simulator", "off"])
@@ -301,6 +334,18 @@ impl ServerProcess {
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
+}
+
+/// `tserver-under-test` run by `sh` under an open-file limit (soft and hard) of `open_files`;
+/// arguments added to the command go to tserver.
+#[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
+pub(crate) fn limited_open_files(open_files: u64) -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {open_files} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_tserver-under-test"));
+    command
 }
 
 /// The address of a "listening" log line, in text (`... listening address=ADDR`) or JSON.

@@ -59,7 +59,8 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: FailoverPlan) -> anyhow::Res
             solution,
             &node.listen.to_string(),
             &node.http.to_string(),
-            &[],
+            // HAProxy (deploy/haproxy.cfg) sends a PROXY header from loopback.
+            &["--trusted-proxy", "127.0.0.1"],
             log,
         )
     };

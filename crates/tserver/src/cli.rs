@@ -326,6 +326,26 @@ pub struct ServeArgs {
     /// Seconds an MCP session may sit idle before it ends (its client then initializes again).
     #[arg(long, default_value_t = crate::http_surface::DEFAULT_SESSION_IDLE.as_secs_f64())]
     pub http_session_idle_secs: f64,
+    /// HTTP connections open at once, apart from --max-connections (the framed port's). Past
+    /// it an idle connection is closed for the newcomer; when every one is answering a request,
+    /// a few more get the health checks and 503 for the rest. Each is a file descriptor: both
+    /// caps and a reserve must fit the open-file limit, or serve refuses to start.
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_MAX_CONNECTIONS)]
+    pub http_max_connections: usize,
+    /// Seconds a request's head may take to arrive on the HTTP surface (from the connection's
+    /// start or the previous response's end, so also the longest idle keep-alive).
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    pub http_header_timeout_secs: f64,
+    /// Seconds a request's whole body may take to arrive on the HTTP surface (then 408).
+    #[arg(long, default_value_t = crate::http_surface::DEFAULT_BODY_TIMEOUT.as_secs_f64())]
+    pub http_body_timeout_secs: f64,
+    /// A proxy (CIDR or address; repeat for several) whose word on the client's address is
+    /// believed: on the framed port its connections must start with a PROXY protocol header
+    /// (v1 or v2; HAProxy's send-proxy-v2) naming the client, which the login throttle, logs and
+    /// audit then use; on the HTTP surface its `Forwarded` / `X-Forwarded-For` name the client
+    /// in the logs. A PROXY header from any other address closes its connection.
+    #[arg(long = "trusted-proxy", value_name = "CIDR")]
+    pub trusted_proxies: Vec<crate::proxy::TrustedNetwork>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:3101")]
     pub listen: SocketAddr,
@@ -477,9 +497,15 @@ pub enum UsersAction {
 }
 
 impl ServeArgs {
+    /// `--trusted-proxy`, as one list.
+    pub fn trusted_proxies(&self) -> crate::proxy::TrustedProxies {
+        crate::proxy::TrustedProxies::new(self.trusted_proxies.iter().map(|network| network.0).collect())
+    }
+
     /// The server limits these options describe.
     pub fn config(&self) -> anyhow::Result<ServerConfig> {
         Ok(ServerConfig::default()
+            .with_trusted_proxies(self.trusted_proxies())
             .with_metrics(self.metrics)
             .with_max_connections(self.max_connections)
             .with_max_unauthenticated(self.max_unauthenticated)
@@ -500,6 +526,48 @@ fn seconds(option: &str, value: f64) -> anyhow::Result<Duration> {
         .ok()
         .filter(|duration| !duration.is_zero())
         .with_context(|| format!("{option} must be a positive number of seconds, not {value}"))
+}
+
+/// File descriptors kept apart from both ports' connections: the framed port's refusals being
+/// written (at most 64), the solution's files, the listeners, MQTT sources, model servers, a
+/// database pool and logs.
+pub const RESERVED_OPEN_FILES: u64 = 256;
+
+/// Every connection is a file descriptor. The default soft limit (often 1024) would refuse
+/// connections long before the caps, so take what the hard limit allows; then both ports'
+/// caps and the reserve must fit, or a flood on one port could starve the other (accept
+/// failing with "Too many open files"), so serve refuses to start and says what to change.
+fn check_open_files(args: &ServeArgs) -> anyhow::Result<()> {
+    let Ok(open_files) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return Ok(());
+    };
+    let http = if args.http.is_some() {
+        (args.http_max_connections as u64).saturating_add(crate::http_surface::OVERFLOW_CONNECTIONS as u64)
+    } else {
+        0
+    };
+    let needed = (args.max_connections as u64)
+        .saturating_add(http)
+        .saturating_add(RESERVED_OPEN_FILES);
+    if needed > open_files {
+        let http = if args.http.is_some() {
+            format!(
+                " + --http-max-connections {} + {} for health checks past it",
+                args.http_max_connections,
+                crate::http_surface::OVERFLOW_CONNECTIONS
+            )
+        } else {
+            String::new()
+        };
+        bail!(
+            "the open-file limit is {open_files}, too low for the connection caps: \
+             --max-connections {}{http} + {RESERVED_OPEN_FILES} kept for the solution, sources \
+             and models = {needed}. Raise the limit (`ulimit -n {needed}` in the shell that \
+             starts tserver, `LimitNOFILE={needed}` in its systemd unit) or lower the caps",
+            args.max_connections
+        );
+    }
+    Ok(())
 }
 
 /// Runs `serve` until `shutdown` is cancelled.
@@ -525,16 +593,7 @@ pub async fn serve_on(
         }
         _ => None,
     };
-    // Every connection is a file descriptor; the default soft limit (often 1024) would refuse
-    // connections long before `--max-connections`, so take what the hard limit allows.
-    let open_files = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
-    if open_files != 0 && (args.max_connections as u64).saturating_add(64) > open_files {
-        tracing::warn!(
-            open_files,
-            max_connections = args.max_connections,
-            "the open-file limit is below --max-connections; raise `ulimit -n`"
-        );
-    }
+    check_open_files(args)?;
     // One server per solution: a second would double the history and race the first.
     let listen = listener
         .local_addr()
@@ -582,8 +641,16 @@ pub async fn serve_on(
         );
         http.max_sessions = args.http_max_sessions;
         http.session_idle = seconds("--http-session-idle-secs", args.http_session_idle_secs)?;
+        anyhow::ensure!(
+            args.http_max_connections > 0,
+            "--http-max-connections must be at least 1"
+        );
+        http.max_connections = args.http_max_connections;
+        http.header_timeout = seconds("--http-header-timeout-secs", args.http_header_timeout_secs)?;
+        http.body_timeout = seconds("--http-body-timeout-secs", args.http_body_timeout_secs)?;
         http.tls.clone_from(&tls);
         http.accepting = Some(server.accepting());
+        http.trusted_proxies = args.trusted_proxies();
         tracing::info!(
             address = %listener.local_addr().unwrap_or(address),
             tls = http.tls.is_some(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 use localai::TranscriptBudget;
 use tserver_proto::DEFAULT_MAX_FRAME;
 
+use crate::proxy::TrustedProxies;
 use crate::throttle::LoginThrottleConfig;
 
 /// The smallest max frame a server accepts.
@@ -28,6 +29,7 @@ pub struct ServerConfig {
     pub(crate) login_throttle: LoginThrottleConfig,
     pub(crate) transcripts: TranscriptBudget,
     pub(crate) metrics: bool,
+    pub(crate) trusted_proxies: TrustedProxies,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +49,7 @@ impl Default for ServerConfig {
             login_throttle: LoginThrottleConfig::default(),
             transcripts: TranscriptBudget::default(),
             metrics: true,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -129,6 +132,14 @@ impl ServerConfig {
     /// closed, so unauthenticated clients can never take every slot. Default 256.
     pub fn with_max_unauthenticated(mut self, connections: usize) -> Self {
         self.max_unauthenticated = connections.max(1);
+        self
+    }
+
+    /// The proxies whose PROXY protocol header names the client (`serve --trusted-proxy`): a
+    /// connection from one must start with that header, and its address is then the client's
+    /// for the throttle, the logs and the audit. Default none.
+    pub fn with_trusted_proxies(mut self, proxies: TrustedProxies) -> Self {
+        self.trusted_proxies = proxies;
         self
     }
 

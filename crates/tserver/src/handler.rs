@@ -271,6 +271,21 @@ impl Handler {
                         .to_owned(),
                 ))
             }
+            Close::FrameTooLarge(FrameError::TooLarge { len, .. })
+                if crate::proxy::is_proxy_header_start(*len) =>
+            {
+                // Only a trusted proxy's header is read as one: from anyone else it is refused.
+                if self.shared.proxy_refusal_may_log() {
+                    tracing::warn!(
+                        "a PROXY protocol header from an address not given as --trusted-proxy; closing"
+                    );
+                }
+                Some((
+                    ErrorCode::FrameTooLarge,
+                    "a PROXY protocol header is accepted only from a trusted proxy (tserver serve --trusted-proxy)"
+                        .to_owned(),
+                ))
+            }
             Close::FrameTooLarge(error) => Some((ErrorCode::FrameTooLarge, error.to_string())),
             Close::LoginDeadline => Some((
                 ErrorCode::Unauthenticated,

@@ -15,6 +15,7 @@ pub mod config;
 pub mod historian;
 pub mod http_surface;
 pub mod objects;
+pub mod proxy;
 pub mod scripts;
 pub mod simulator;
 pub mod solution;

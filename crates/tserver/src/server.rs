@@ -19,11 +19,17 @@ use crate::connection::Connection;
 use crate::context::ConnectionContext;
 use crate::handler::{Handler, Slots};
 use crate::log_text::LogBudget;
+use crate::proxy;
 use crate::waiting::WaitingRoom;
 use crate::{Runtime, ServerConfig};
 
 /// How long the refusal sent to a connection past the cap may take.
 const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
+
+/// Refusals being written at once; past it a refused connection is closed without one, so a
+/// flood past the cap holds a bounded number of file descriptors (part of the reserve the
+/// open-file check at start keeps).
+pub(crate) const REFUSALS_AT_ONCE: usize = 64;
 
 /// The longest pause after repeated accept errors (for example when out of file descriptors).
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
@@ -46,9 +52,19 @@ pub(crate) struct Shared {
     pub(crate) waiting: Arc<WaitingRoom>,
     /// Set when clients must speak TLS.
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
+    /// an untrusted address), all together: a flood of them must not fill the disk.
+    proxy_refusals_logged: std::sync::Mutex<LogBudget>,
 }
 
 impl Shared {
+    /// Whether a line about a refused PROXY header may be logged now.
+    pub(crate) fn proxy_refusal_may_log(&self) -> bool {
+        self.proxy_refusals_logged
+            .lock()
+            .map_or(true, |mut budget| budget.allow())
+    }
+
     /// A new connection over `transport`, reading only frames a client that has not logged
     /// in may send.
     fn connection(&self, transport: Transport) -> Connection {
@@ -105,6 +121,7 @@ impl Server {
                 config,
                 auth,
                 tls: None,
+                proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
             },
             accepting: Accepting::default(),
         })
@@ -130,6 +147,7 @@ impl Server {
         let listener = Listener {
             listener,
             connections: Arc::new(Semaphore::new(self.shared.config.max_connections)),
+            refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
             shared: Arc::new(self.shared),
             tracker: TaskTracker::new(),
             shutdown,
@@ -147,6 +165,8 @@ struct Listener {
     shared: Arc<Shared>,
     /// One permit per connection slot; a connection holds its permit until it closes.
     connections: Arc<Semaphore>,
+    /// One permit per refusal being written.
+    refusals: Arc<Semaphore>,
     /// Every connection task (and the calls they spawn), to wait for at shutdown.
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -216,6 +236,18 @@ impl Listener {
             .map_or(true, |mut budget| budget.allow())
     }
 
+    /// Tells `socket` why it is refused and closes it; at once, without a reason, when
+    /// [`REFUSALS_AT_ONCE`] are being written already.
+    fn refuse(&self, socket: TcpStream, message: String) {
+        if let Ok(permit) = Arc::clone(&self.refusals).try_acquire_owned() {
+            let shared = Arc::clone(&self.shared);
+            self.tracker.spawn(async move {
+                refuse(shared, socket, message).await;
+                drop(permit);
+            });
+        }
+    }
+
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
         let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
@@ -228,8 +260,7 @@ impl Listener {
                 "too many connections (limit {}); try again later",
                 config.max_connections
             );
-            self.tracker
-                .spawn(refuse(Arc::clone(&self.shared), socket, message));
+            self.refuse(socket, message);
             return;
         };
         let Some(seat) = self.shared.waiting.enter() else {
@@ -241,12 +272,9 @@ impl Listener {
                 "too many connections waiting to log in (limit {}); try again later",
                 config.max_unauthenticated
             );
-            self.tracker
-                .spawn(refuse(Arc::clone(&self.shared), socket, message));
+            self.refuse(socket, message);
             return;
         };
-        let context = ConnectionContext::new(peer);
-        let span = tracing::info_span!("conn", guid = %context.guid, %peer);
         let shared = Arc::clone(&self.shared);
         let shutdown = self.shutdown.clone();
         let hard_stop = self.hard_stop.clone();
@@ -257,17 +285,47 @@ impl Listener {
         let serve = async move {
             let _open = crate::telemetry::OpenConnection::new();
             let login_timeout = shared.config.login_timeout;
-            let transport = tokio::select! {
-                () = hard_stop.cancelled() => return,
-                transport = open(&shared, socket, login_timeout) => transport,
+            let mut socket = socket;
+            // A trusted proxy names its client first; the header counts against the login
+            // deadline, like a TLS handshake.
+            let peer = if shared.config.trusted_proxies.contains(peer.ip()) {
+                let header = tokio::time::timeout(login_timeout, proxy::read_header(&mut socket));
+                let header = tokio::select! {
+                    () = hard_stop.cancelled() => return,
+                    header = header => header,
+                };
+                match header {
+                    Ok(Ok(client)) => client.unwrap_or(peer),
+                    Ok(Err(error)) => {
+                        if shared.proxy_refusal_may_log() {
+                            tracing::warn!(proxy = %peer, %error, "connection from a trusted proxy closed");
+                        }
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(proxy = %peer, "no PROXY protocol header within the login deadline");
+                        return;
+                    }
+                }
+            } else {
+                peer
             };
-            let Some(transport) = transport else { return };
-            let connection = shared.connection(transport);
-            Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
-                .run()
-                .await;
+            let context = ConnectionContext::new(peer);
+            let span = tracing::info_span!("conn", guid = %context.guid, %peer);
+            let connected = async move {
+                let transport = tokio::select! {
+                    () = hard_stop.cancelled() => return,
+                    transport = open(&shared, socket, login_timeout) => transport,
+                };
+                let Some(transport) = transport else { return };
+                let connection = shared.connection(transport);
+                Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
+                    .run()
+                    .await;
+            };
+            connected.instrument(span).await;
         };
-        self.tracker.spawn(serve.instrument(span));
+        self.tracker.spawn(serve);
     }
 }
 

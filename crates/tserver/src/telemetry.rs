@@ -16,7 +16,7 @@ use tserver_proto::v1::server_frame;
 
 /// Connections open now.
 pub(crate) const CONNECTIONS_OPEN: &str = "tserver_connections_open";
-/// Connections refused, by `reason` (`connection_cap`, `login_slots`).
+/// Connections refused, by `reason` (`connection_cap`, `login_slots`, `http_connection_cap`).
 pub(crate) const CONNECTIONS_REFUSED: &str = "tserver_connections_refused_total";
 /// Logins, by `outcome` (`ok`, `failed`, `throttled`).
 pub(crate) const LOGINS: &str = "tserver_logins_total";

@@ -1,10 +1,12 @@
-//! `WaitingRoom`: the bounded set of connections that have not logged in yet.
+//! `WaitingRoom`: a bounded set of connections where a silent one gives up its seat: the
+//! framed port's connections that have not logged in yet, and the HTTP surface's connections.
 //!
 //! A plain cap would let a thousand silent connections keep every seat, so no panel could log
-//! in for as long as an attack lasts. Instead, when the room is full, a newcomer takes the seat
-//! of the oldest connection that has not even sent a Hello: a real client sends its Hello at
-//! once and is gone from the room within milliseconds, while a squatter is the oldest by far.
-//! Connections whose Hello is being checked are never evicted.
+//! in (and no health check answer) for as long as an attack lasts. Instead, when the room is
+//! full, a newcomer takes the seat of the oldest connection that is doing nothing: one that has
+//! not even sent a Hello, or an HTTP connection between requests. A real client speaks at once,
+//! while a squatter is the oldest by far. A connection whose Hello is being checked, or whose
+//! HTTP request is being answered, is never evicted.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 struct Waiting {
     /// Cancelled when a newcomer takes this seat.
     evicted: CancellationToken,
-    /// False once the connection has sent a Hello.
-    evictable: bool,
+    /// Uses in progress (a Hello being checked, HTTP requests being answered); evictable at 0.
+    busy: usize,
 }
 
 /// The seats, by arrival order (lower number, longer waiting).
@@ -56,7 +58,7 @@ impl WaitingRoom {
             let oldest = seats
                 .taken
                 .iter()
-                .find(|(_, waiting)| waiting.evictable)
+                .find(|(_, waiting)| waiting.busy == 0)
                 .map(|(number, _)| *number)?;
             if let Some(evicted) = seats.taken.remove(&oldest) {
                 evicted.evicted.cancel();
@@ -69,7 +71,7 @@ impl WaitingRoom {
             number,
             Waiting {
                 evicted: evicted.clone(),
-                evictable: true,
+                busy: 0,
             },
         );
         Some(Seat {
@@ -98,13 +100,35 @@ impl Seat {
     /// The connection sent a Hello: it is being served and keeps its seat until it leaves.
     pub(crate) fn hello_received(&self) {
         if let Some(waiting) = self.room.seats().taken.get_mut(&self.number) {
-            waiting.evictable = false;
+            waiting.busy = waiting.busy.saturating_add(1);
         }
+    }
+
+    /// The connection is answering a request: it keeps its seat until the returned guard is
+    /// dropped. `None` when a newcomer has already taken the seat (the connection must close).
+    pub(crate) fn occupy(self: &Arc<Self>) -> Option<Occupied> {
+        let mut seats = self.room.seats();
+        let waiting = seats.taken.get_mut(&self.number)?;
+        waiting.busy = waiting.busy.saturating_add(1);
+        Some(Occupied(Arc::clone(self)))
     }
 
     /// Completes when a newcomer has taken this seat.
     pub(crate) async fn evicted(&self) {
         self.evicted.cancelled().await;
+    }
+}
+
+/// A request in progress on a seat (see [`Seat::occupy`]); dropping it makes the seat
+/// evictable again once no other request holds it.
+#[derive(Debug)]
+pub(crate) struct Occupied(Arc<Seat>);
+
+impl Drop for Occupied {
+    fn drop(&mut self) {
+        if let Some(waiting) = self.0.room.seats().taken.get_mut(&self.0.number) {
+            waiting.busy = waiting.busy.saturating_sub(1);
+        }
     }
 }
 
@@ -138,5 +162,21 @@ mod tests {
         let _fifth = room.enter().expect("a seat left is free again");
         drop(second);
         assert_eq!(room.len(), 3, "an evicted seat was already freed");
+    }
+
+    #[test]
+    fn a_seat_answering_a_request_stays_and_is_evictable_again_between_requests() {
+        let room = WaitingRoom::new(1);
+        let first = Arc::new(room.enter().expect("free seat"));
+        let request = first.occupy().expect("not evicted");
+        assert!(room.enter().is_none(), "the only seat answers a request");
+        drop(request);
+        let second = room.enter().expect("takes the idle seat");
+        assert!(first.evicted.is_cancelled());
+        assert!(
+            first.occupy().is_none(),
+            "an evicted seat serves no further request"
+        );
+        drop(second);
     }
 }

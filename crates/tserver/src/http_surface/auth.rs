@@ -164,6 +164,8 @@ pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next:
 }
 
 fn refuse(challenge: &'static str, message: &'static str) -> Response {
+    // In the request's span, which names the client.
+    tracing::debug!(reason = message, "HTTP request refused");
     let mut response = (StatusCode::UNAUTHORIZED, message).into_response();
     response
         .headers_mut()

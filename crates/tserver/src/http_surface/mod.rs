@@ -6,20 +6,27 @@
 //! Every request but the health checks needs a bearer token (`tserver tokens`), checked before
 //! anything else; MCP's `Host` header must name an allowed host (default: the loopback names),
 //! against DNS rebinding. With the TCP listener's certificate it serves HTTPS only.
+//! Connections are capped, and headers, bodies and idle keep-alives timed out
+//! (`connections.rs`, `body.rs`), so the HTTP port can never take the file descriptors the
+//! framed port and the health checks need.
 //! Invariants: no route but the health checks runs without a verified token (they read
-//! nothing of the plant); a token never reaches a log; MCP sessions never exceed their cap.
+//! nothing of the plant); a token never reaches a log; MCP sessions never exceed their cap;
+//! HTTP connections never exceed their cap and its overflow allowance.
 
 mod auth;
+mod body;
+mod connections;
 mod health;
 mod mcp;
 mod sessions;
 mod tls;
 
+pub use connections::OVERFLOW_CONNECTIONS;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -40,6 +47,19 @@ pub const DEFAULT_MAX_SESSIONS: usize = 256;
 /// How long an MCP session may sit idle before it ends, by default (rmcp's own default).
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(300);
 
+/// HTTP connections open at once, by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// How long a request's head may take to arrive, by default (also the longest idle
+/// keep-alive and the TLS handshake's limit).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request's whole body may take to arrive, by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request body (MCP's own limit, rmcp's).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// How the HTTP surface is set up.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
@@ -51,10 +71,21 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     /// How long an MCP session may sit idle; then it ends and its id gets 404.
     pub session_idle: Duration,
+    /// HTTP connections at once; past it, an idle one is closed for the newcomer, or, when
+    /// every one answers a request, the newcomer gets the health checks and 503 for the rest.
+    pub max_connections: usize,
+    /// How long a request's head may take to arrive (from the connection's start or the end of
+    /// the previous response, so also the longest idle keep-alive, and the TLS handshake's).
+    pub header_timeout: Duration,
+    /// How long a request's whole body may take to arrive (then 408 and the connection closes).
+    pub body_timeout: Duration,
     /// Serve HTTPS with this configuration (the TCP listener's certificate), else plain HTTP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Whether the TCP listener accepts, for `/readyz` (never ready without one).
     pub accepting: Option<crate::Accepting>,
+    /// Reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client (for the logs);
+    /// from anyone else those headers are ignored.
+    pub trusted_proxies: crate::proxy::TrustedProxies,
 }
 
 impl Default for HttpConfig {
@@ -64,8 +95,12 @@ impl Default for HttpConfig {
             requests_per_second: DEFAULT_REQUESTS_PER_SECOND,
             max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle: DEFAULT_SESSION_IDLE,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             tls: None,
             accepting: None,
+            trusted_proxies: crate::proxy::TrustedProxies::default(),
         }
     }
 }
@@ -93,11 +128,18 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             .with_sse_retry(None)
             .with_cancellation_token(shutdown.child_token()),
     );
-    // Layers wrap what is above them: the token is checked first, then the session cap.
+    let body = body::BodyLimits {
+        deadline: config.body_timeout,
+        max_bytes: MAX_BODY_BYTES,
+    };
+    // Layers wrap what is above them: the token is checked first (before any body is read, so
+    // no one without a token makes the server hold a body), then the body is read within its
+    // deadline, then the session cap.
     Router::new()
         .nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(cap, sessions::cap_sessions))
         .route("/metrics", axum::routing::get(metrics_text))
+        .layer(axum::middleware::from_fn_with_state(body, body::read_body))
         .layer(axum::middleware::from_fn_with_state(
             auth::Gate {
                 runtime: runtime.clone(),
@@ -108,7 +150,38 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         ))
         // Merged after the layers above, so no token is asked of a load balancer's probe.
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
+        // Outermost: every request's log lines name its client.
+        .layer(axum::middleware::from_fn_with_state(
+            config.trusted_proxies.clone(),
+            client_address,
+        ))
 }
+
+/// The client of a request: its peer, or behind a trusted reverse proxy the address the proxy
+/// forwards for. In the request's extensions ([`ClientAddress`]) and the span of its log lines.
+async fn client_address(
+    axum::extract::State(trusted): axum::extract::State<crate::proxy::TrustedProxies>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip());
+    let Some(peer) = peer else {
+        return next.run(request).await;
+    };
+    let client = crate::proxy::forwarded_client(&trusted, peer, request.headers());
+    request.extensions_mut().insert(ClientAddress(client));
+    next.run(request)
+        .instrument(tracing::info_span!("http", %client))
+        .await
+}
+
+/// The client's address of an HTTP request (see `client_address`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub std::net::IpAddr);
 
 /// `/metrics`: every metric in Prometheus's text format (any valid token may scrape); 404
 /// from a server started with `--metrics off`.
@@ -160,24 +233,22 @@ pub async fn serve(
     config: HttpConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(&runtime, &config, &shutdown);
-    match &config.tls {
-        Some(tls) => {
-            let listener = tls::TlsListener::new(listener, tls, shutdown.clone())?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown.cancelled_owned())
-                .await
-        }
-        None => {
-            // Small JSON-RPC answers must not wait for Nagle's algorithm.
-            let listener = listener.tap_io(|socket| {
-                if let Err(error) = socket.set_nodelay(true) {
-                    tracing::debug!(%error, "cannot set TCP_NODELAY");
-                }
-            });
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown.cancelled_owned())
-                .await
-        }
+    if config.max_connections == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the HTTP connection cap must be at least 1",
+        ));
     }
+    let app = router(&runtime, &config, &shutdown);
+    let max_connections = config.max_connections;
+    // Past the cap: the health checks still answer; anything else is told to come back.
+    let overflow = health::routes(runtime.clone(), config.accepting.clone())
+        .fallback(move || async move { connections::at_the_cap(max_connections) });
+    let limits = connections::ConnectionLimits {
+        max_connections,
+        header_timeout: config.header_timeout,
+    };
+    let tls = config.tls.as_ref().map(tls::http_config);
+    connections::serve(listener, app, overflow, tls, limits, shutdown).await;
+    Ok(())
 }
