@@ -167,6 +167,87 @@ fn bad_scripts_triggers_names_and_files_are_refused_saying_what_and_where() {
     );
 }
 
+#[test]
+fn triggers_that_can_never_fire_are_refused_and_an_import_that_strands_one_says_so() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let good = script_file(&solution, "good.rhai", "log(\"ok\");\n");
+    let add = |name: &str, trigger: &str| {
+        try_admin(
+            &[
+                "scripts",
+                &path,
+                "add",
+                name,
+                "--file",
+                &good,
+                "--trigger",
+                trigger,
+            ],
+            "",
+        )
+    };
+    let refused = format!("{:#}", add("Nope", "tag:Nope.Tag").expect_err("no such tag"));
+    assert!(
+        refused.contains("tag:Nope.Tag can never fire: the plant has no tag Nope.Tag")
+            && refused.contains("not stored"),
+        "{refused}"
+    );
+    let refused = format!("{:#}", add("Typo", "tag:Tank1.Levl").expect_err("a typo"));
+    assert!(refused.contains("did you mean tag:Tank1.Level?"), "{refused}");
+    let refused = format!(
+        "{:#}",
+        add("NoAlarm", "alarm:Nope.Alarm").expect_err("no such alarm")
+    );
+    assert!(refused.contains("alarm:Nope.Alarm can never fire"), "{refused}");
+    let refused = format!(
+        "{:#}",
+        add("AlarmTypo", "alarm:Tank1.Level.Hj").expect_err("a typo")
+    );
+    assert!(
+        refused.contains("did you mean alarm:Tank1.Level.Hi?"),
+        "{refused}"
+    );
+    // What does exist is taken: a tag in another case, an alarm by its name or by its tag's.
+    add("OnLevel", "tag:tank1.level").expect("a tag, case aside");
+    add("OnHi", "alarm:Tank1.Level.Hi").expect("an alarm by its name");
+    add("OnTank", "alarm:Tank1.Level").expect("an alarm by its tag's name");
+    let refused = format!(
+        "{:#}",
+        try_admin(
+            &["scripts", &path, "update", "OnLevel", "--trigger", "tag:Gone"],
+            ""
+        )
+        .expect_err("an update is checked too")
+    );
+    assert!(refused.contains("tag:Gone can never fire"), "{refused}");
+
+    // A plant without Tank1.Level: imported (the plant is the truth), and said.
+    let exported = admin(&["plant", &path, "export"], "");
+    let mut model = plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads");
+    model.tags.retain(|tag| tag.name != "Tank1.Level");
+    model.alarms.retain(|alarm| alarm.tag != "Tank1.Level");
+    let file = solution.path.with_file_name("smaller.toml");
+    std::fs::write(&file, model.to_toml().expect("TOML")).expect("writes");
+    let imported = admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    for stranded in [
+        "script OnLevel: tag:tank1.level can never fire",
+        "script OnHi: alarm:Tank1.Level.Hi",
+        "script OnTank:",
+    ] {
+        assert!(
+            imported.contains(&format!("warning: {stranded}")),
+            "{stranded}: {imported}"
+        );
+    }
+    let status = admin(&["scripts", &path, "status"], "");
+    let on_level = status
+        .lines()
+        .find(|line| line.starts_with("OnLevel"))
+        .expect("listed");
+    assert!(on_level.contains("(tag:tank1.level can never fire"), "{status}");
+}
+
 /// A serving tserver with its scripts running, on a demo plant whose Pump1.Mode,
 /// Tank1.Level and Pump1.StartCount are writable. The rig holds the solution's serve lock, as
 /// `tserver serve` does.

@@ -41,7 +41,7 @@ pub use model::{
     AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
     PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
-pub use names::{fold, normalize};
+pub use names::{fold, nearest, normalize};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
 pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;

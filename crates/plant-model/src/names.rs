@@ -21,6 +21,19 @@ pub fn fold(text: &str) -> String {
     UniCase::unicode(normalize(text)).to_folded_case()
 }
 
+/// The word of `known` closest to `word` ignoring case and composition, when it is near enough
+/// to be a typo (at most a third of its characters apart): the "did you mean" of every error
+/// that names something unknown.
+pub fn nearest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
+    let word = fold(word);
+    known
+        .into_iter()
+        .map(|candidate| (strsim::levenshtein(&word, &fold(candidate)), candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.chars().count() / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
 /// The key two names look the same by: the confusable skeleton (Unicode UTS #39) of the name,
 /// folded, and skeletoned again (capitals of other scripts look like Latin capitals, their small
 /// letters less so; folding between the two keeps `PUMP1` and `pump1` one key), so `TOP`

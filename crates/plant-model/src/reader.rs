@@ -13,7 +13,7 @@ use crate::model::{
     AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
     SourceBinding, SourceSpec, TagSpec, TagType,
 };
-use crate::names;
+use crate::names::{self, nearest};
 
 /// The longest name or path accepted.
 const MAX_NAME: usize = 256;
@@ -123,7 +123,7 @@ impl<'t> Reader<'t> {
             {
                 continue;
             }
-            let hint = nearest(&key.name, known)
+            let hint = nearest(&key.name, known.iter().copied())
                 .map(|near| format!(" (did you mean `{near}`?)"))
                 .unwrap_or_default();
             self.error(
@@ -487,7 +487,7 @@ impl<'t> Reader<'t> {
         let name = self.required_string(fields, "type")?;
         let kind = TagType::parse(&name);
         if kind.is_none() {
-            let hint = nearest(&name, &TagType::NAMES)
+            let hint = nearest(&name, TagType::NAMES)
                 .map(|near| format!(" (did you mean {near:?}?)"))
                 .unwrap_or_default();
             self.error(
@@ -736,7 +736,7 @@ impl<'t> Reader<'t> {
         let condition = self.required_string(&mut fields, "condition").and_then(|text| {
             let condition = Condition::parse(&text);
             if condition.is_none() {
-                let hint = nearest(&text, &Condition::NAMES)
+                let hint = nearest(&text, Condition::NAMES)
                     .map(|near| format!(" (did you mean {near:?}?)"))
                     .unwrap_or_default();
                 self.error(
@@ -910,37 +910,6 @@ fn span_of(fields: &Fields<'_>, key: &str) -> Option<Range<usize>> {
 /// `x`, or nothing for an open end.
 fn show(value: Option<f64>) -> String {
     value.map(|value| value.to_string()).unwrap_or_default()
-}
-
-/// The known word closest to `word`, if it is close enough to be a typo.
-fn nearest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|candidate| {
-            (
-                distance(&word.to_ascii_lowercase(), &candidate.to_ascii_lowercase()),
-                *candidate,
-            )
-        })
-        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(1))
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-/// Levenshtein distance between two short words.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            current[j + 1] = (previous[j] + usize::from(ca != *cb))
-                .min(previous[j + 1] + 1)
-                .min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 /// Where each part of a model was written, found again by field path for the checks that
@@ -1156,7 +1125,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
         else {
             if !places.dropped_named("types", &instance.kind) {
                 let known: Vec<&str> = model.types.iter().map(|kind| kind.name.as_str()).collect();
-                let hint = nearest(&instance.kind, &known)
+                let hint = nearest(&instance.kind, known.iter().copied())
                     .map(|near| format!(" (did you mean {near:?}?)"))
                     .unwrap_or_default();
                 reader.error(
@@ -1325,7 +1294,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             None => {
                 let (span, field) = origin_of_alarm(position);
                 let known: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
-                let hint = nearest(&alarm.tag, &known)
+                let hint = nearest(&alarm.tag, known.iter().copied())
                     .map(|near| format!(" (did you mean {near:?}?)"))
                     .unwrap_or_default();
                 reader.error(
@@ -1416,7 +1385,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
         let (span, field) = origin_of_tag(position);
         if !known_source {
             let known: Vec<&str> = model.sources.iter().map(|source| source.name.as_str()).collect();
-            let hint = nearest(&binding.broker, &known)
+            let hint = nearest(&binding.broker, known.iter().copied())
                 .map(|near| format!(" (did you mean {near:?}?)"))
                 .unwrap_or_default();
             reader.error(
@@ -1609,9 +1578,8 @@ mod tests {
 
     #[test]
     fn typos_get_the_nearest_known_word() {
-        assert_eq!(nearest("limt", &["limit", "tag"]), Some("limit"));
-        assert_eq!(nearest("HIHI", &Condition::NAMES), Some("HiHi"));
-        assert_eq!(nearest("colour", &["limit", "tag"]), None);
-        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(nearest("limt", ["limit", "tag"]), Some("limit"));
+        assert_eq!(nearest("HIHI", Condition::NAMES), Some("HiHi"));
+        assert_eq!(nearest("colour", ["limit", "tag"]), None);
     }
 }

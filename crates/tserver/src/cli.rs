@@ -1089,13 +1089,18 @@ fn plant_command(
 nothing changed: fix the errors above and import again"
                     )
                 })?;
-            let changes = on_own_runtime(|| async {
-                Store::open(solution)
-                    .await?
-                    .import_plant(&model, &shown, *dry_run)
-                    .await
+            let (changes, stranded) = on_own_runtime(|| async {
+                let store = Store::open(solution).await?;
+                let stranded = crate::scripts::stranded_by(&store, &model.expand()).await?;
+                let changes = store.import_plant(&model, &shown, *dry_run).await?;
+                Ok::<_, anyhow::Error>((changes, stranded))
             })?;
             write_changes(&changes, *dry_run, output)?;
+            for stranded in stranded {
+                // Imported all the same: the plant is the truth, and `scripts status` keeps
+                // saying so until the script or its trigger is changed.
+                writeln!(output, "warning: {stranded}")?;
+            }
             if *dry_run {
                 writeln!(output, "nothing changed (dry run)")?;
             } else {

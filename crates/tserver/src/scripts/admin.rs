@@ -10,6 +10,7 @@ use clap::Subcommand;
 use solution_scripts::Trigger;
 
 use super::runner::run_once;
+use super::targets::unreachable_in;
 use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
 use crate::solution::{ScriptRun, ServeLock, SolutionError, SolutionLocation, Store};
@@ -127,6 +128,7 @@ async fn stored_scripts_command(
     let mut output = String::new();
     match action {
         ScriptsAction::Add { name, file, trigger } => {
+            refuse_unreachable(&store, trigger).await?;
             let script = store.add_script(name, trigger, &read_source(file)?).await?;
             writeln!(output, "added script {} ({})", script.name, script.trigger)?;
         }
@@ -135,6 +137,9 @@ async fn stored_scripts_command(
                 file.is_some() || trigger.is_some(),
                 "nothing to change: give --file, --trigger or both"
             );
+            if let Some(trigger) = trigger {
+                refuse_unreachable(&store, trigger).await?;
+            }
             let source = file.as_deref().map(read_source).transpose()?;
             let script = store
                 .update_script(name, trigger.as_ref(), source.as_deref())
@@ -176,7 +181,15 @@ async fn stored_scripts_command(
             if records.is_empty() {
                 writeln!(output, "no scripts")?;
             }
+            let plant = store.plant_definitions().await?;
             for record in records {
+                let unreachable = record
+                    .trigger
+                    .parse::<Trigger>()
+                    .ok()
+                    .and_then(|trigger| unreachable_in(&trigger, &plant))
+                    .map(|why| format!("  ({why})"))
+                    .unwrap_or_default();
                 let state = state(record.enabled);
                 let last = record.last.map_or_else(
                     || "never run".to_owned(),
@@ -192,13 +205,38 @@ async fn stored_scripts_command(
                 );
                 writeln!(
                     output,
-                    "{}  {}  {state}  runs {}  failures {}  skipped {}  {last}",
+                    "{}  {}  {state}  runs {}  failures {}  skipped {}  {last}{unreachable}",
                     record.name, record.trigger, record.runs, record.failures, record.skipped
                 )?;
             }
         }
     }
     Ok(output)
+}
+
+/// Refuses a trigger that can never fire on the stored plant.
+async fn refuse_unreachable(store: &Store, trigger: &Trigger) -> anyhow::Result<()> {
+    let plant = store.plant_definitions().await?;
+    match unreachable_in(trigger, &plant) {
+        Some(why) => anyhow::bail!("{why}; the script was not stored"),
+        None => Ok(()),
+    }
+}
+
+/// The scripts whose trigger `plant` would leave unable to fire, each as a sentence: what an
+/// import tells before (or instead of) changing the plant under them.
+pub(crate) async fn stranded_by(
+    store: &Store,
+    plant: &plant_model::ExpandedPlant,
+) -> anyhow::Result<Vec<String>> {
+    Ok(store
+        .scripts()
+        .await?
+        .into_iter()
+        .filter_map(|script| {
+            unreachable_in(&script.trigger, plant).map(|why| format!("script {}: {why}", script.name))
+        })
+        .collect())
 }
 
 /// How often `run` looks for the run's record.

@@ -7,7 +7,9 @@
 mod admin;
 mod host;
 mod runner;
+mod targets;
 
+pub(crate) use admin::stranded_by;
 pub use admin::{ScriptsAction, scripts_command};
 pub use runner::ScriptRuns;
 pub(crate) use runner::start;

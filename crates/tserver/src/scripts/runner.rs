@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
+use super::targets::unreachable_target;
 use crate::Runtime;
 use crate::log_text::LogBudget;
 use crate::objects::ObjectModel;
@@ -563,6 +564,7 @@ fn arm(
     }
     if !watched.is_empty() {
         let plant = runtime.plant().reader();
+        warn_unreachable(&watched, &plant.objects());
         // Subscribed before the first look, so no change between the two is missed.
         let changes = plant.changes();
         let mut watch = PlantWatch::new(watched);
@@ -574,6 +576,23 @@ fn arm(
             changes,
             generation.clone(),
         ));
+    }
+}
+
+/// Says in the log which of `watched` can never fire on the plant loaded (an import removed
+/// what it names; `scripts status` says so too).
+fn warn_unreachable(watched: &[StoredScript], objects: &ObjectModel) {
+    for script in watched {
+        let tags = || objects.tags().map(|tag| tag.definition().name.as_str());
+        let alarms = || {
+            objects.alarms().iter().map(|alarm| {
+                let definition = alarm.definition();
+                (definition.name.as_str(), definition.tag.as_str())
+            })
+        };
+        if let Some(why) = unreachable_target(&script.trigger, tags, alarms) {
+            tracing::warn!(script = %script.name, "{why}");
+        }
     }
 }
 

@@ -273,7 +273,7 @@ impl SourceTask {
                     // Births are not retained: what the edge nodes hold comes from asking.
                     self.decoder = SparkplugDecoder::new();
                     for (group, node) in self.nodes() {
-                        self.ask_rebirth(&client, &group, &node, "the server connected");
+                        self.ask_rebirth_on_connect(&client, &group, &node);
                     }
                 }
                 Ok(Event::Incoming(Packet::Publish(message))) => {
@@ -434,23 +434,30 @@ impl SourceTask {
         }
     }
 
-    /// Asks edge node `group`/`node` for its births again, unless it was asked less than
-    /// [`sparkplug::REBIRTH_PAUSE`] ago (its births may still be on their way).
-    fn ask_rebirth(&mut self, client: &AsyncClient, group: &str, node: &str, why: &str) {
-        let now = Instant::now();
+    /// Asks edge node `group`/`node` for its births as a connection starts, unless it was
+    /// asked less than [`sparkplug::REBIRTH_PAUSE`] ago (its births may still be on their way,
+    /// and a broker dropping the connection again and again must not make the node rebirth at
+    /// every reconnect). Requests the decoder makes are paced by the decoder.
+    fn ask_rebirth_on_connect(&mut self, client: &AsyncClient, group: &str, node: &str) {
         let key = (group.to_owned(), node.to_owned());
         if self
             .rebirths_asked
             .get(&key)
-            .is_some_and(|asked| now.duration_since(*asked) < sparkplug::REBIRTH_PAUSE)
+            .is_none_or(|asked| asked.elapsed() >= sparkplug::REBIRTH_PAUSE)
         {
-            return;
+            self.ask_rebirth(client, group, node, "the server connected");
         }
+    }
+
+    /// Asks edge node `group`/`node` for its births again.
+    fn ask_rebirth(&mut self, client: &AsyncClient, group: &str, node: &str, why: &str) {
+        let now = Instant::now();
         if self.rebirths_asked.len() >= sparkplug::MAX_NODES {
             self.rebirths_asked
                 .retain(|_, asked| now.duration_since(*asked) < sparkplug::REBIRTH_PAUSE);
         }
-        self.rebirths_asked.insert(key, now);
+        self.rebirths_asked
+            .insert((group.to_owned(), node.to_owned()), now);
         let (topic, payload) = sparkplug::rebirth_request(group, node, now_ms());
         match client.try_publish(topic, QoS::AtLeastOnce, false, payload) {
             Ok(()) => {
