@@ -784,15 +784,17 @@ async fn run_runs_in_the_serving_tserver_or_here_when_none_serves_and_says_which
     assert!(format!("{class:#}").contains("is a class"), "{class:#}");
 }
 
-/// Scripts throwing half a megabyte each, ten times a second: each failure line is short, and
-/// the failures of one script and of all of them together are logged within their allowances.
+/// Scripts printing and throwing half a megabyte each, ten times a second: each line is short,
+/// and the prints and failures of one script and of all of them together are logged within
+/// their allowances.
 #[tokio::test]
 async fn failing_scripts_throwing_huge_strings_cannot_fill_the_log() {
     const SCRIPTS: usize = 8;
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     // 2^19 bytes: half a MiB thrown, with a newline that must not start a log line.
-    let source = "let s = \"x\";\nfor i in 0..19 { s += s; }\nthrow \"forged\\nline \" + s;";
+    let source = "let s = \"x\";\nfor i in 0..19 { s += s; }\nprint(\"forged\\nline \" + s);\n\
+                  throw \"forged\\nline \" + s;";
     let file = script_file(&solution, "thrower.rhai", source);
     for index in 0..SCRIPTS {
         let name = format!("Thrower{index}");
@@ -846,13 +848,25 @@ async fn failing_scripts_throwing_huge_strings_cannot_fill_the_log() {
         log.lines
     );
     assert!(stopped > 0, "failures are logged");
+    let printed = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("forged\\nline") && !line.contains("script run stopped"))
+        .count();
+    // The same for what they print.
+    assert!(
+        printed as u64 <= 20 * minutes,
+        "{printed} printed lines in {minutes} minute(s): {:#?}",
+        log.lines
+    );
+    assert!(printed > 0, "prints are logged");
     assert!(
         !log.lines.iter().any(|line| line.starts_with("line ")),
         "a newline in a thrown string cannot start a log line"
     );
     assert!(
-        log.bytes < 64 * 1024,
-        "{} log bytes for {SCRIPTS} failing scripts",
+        log.bytes as u64 <= 64 * 1024 * minutes,
+        "{} log bytes for {SCRIPTS} failing scripts in {minutes} minute(s)",
         log.bytes
     );
 }
