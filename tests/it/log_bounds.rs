@@ -80,3 +80,100 @@ async fn re_hellos_with_huge_client_names_cannot_fill_the_log() {
         assert_eq!(line.matches("user=").count(), 1, "a flat log context: {line}");
     }
 }
+
+/// What a hostile MCP client sends: huge `clientInfo`, huge method names and ids, huge
+/// notifications. Every log line stays short, the log small, and no session id is logged.
+#[tokio::test]
+async fn hostile_mcp_requests_cannot_fill_the_log_and_session_ids_are_never_logged() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let token = crate::support::admin(&["tokens", &path, "create", "--user", "guest"], "")
+        .trim()
+        .to_owned();
+    let http = tserver_tests::haproxy::free_loopback_addr();
+    let http_arg = http.to_string();
+    let server = ServerProcess::start(&solution.path, &["--http", &http_arg], &[]);
+    let client = reqwest::Client::new();
+    let url = format!("http://{http}/mcp");
+    let post = |body: String, session: Option<&str>| {
+        let mut request = client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-06-18")
+            .body(body);
+        if let Some(session) = session {
+            request = request.header("Mcp-Session-Id", session);
+        }
+        request.send()
+    };
+    let huge = "x".repeat(1024 * 1024);
+    let mut sessions = Vec::new();
+    for _ in 0..10 {
+        let initialize = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": format!("forged\nline {huge}"), "version": huge}},
+        });
+        let response = post(initialize.to_string(), None).await.expect("answers");
+        assert_eq!(response.status(), 200);
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .expect("text")
+            .to_owned();
+        response.text().await.expect("the whole answer");
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let response = post(initialized.to_owned(), Some(&session))
+            .await
+            .expect("answers");
+        assert_eq!(response.status(), 202);
+        sessions.push(session);
+    }
+    let session = sessions[0].clone();
+    for index in 0..20 {
+        let unknown = serde_json::json!({
+            "jsonrpc": "2.0", "id": format!("{index}{huge}"), "method": format!("no/such\n{huge}"),
+        });
+        let response = post(unknown.to_string(), Some(&session)).await.expect("answers");
+        response.text().await.expect("the whole answer");
+        let notification = serde_json::json!({
+            "jsonrpc": "2.0", "method": format!("notifications/{huge}"), "params": {"x": huge},
+        });
+        let response = post(notification.to_string(), Some(&session))
+            .await
+            .expect("answers");
+        response.text().await.expect("the whole answer");
+        let cancelled = serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": huge, "reason": huge},
+        });
+        let response = post(cancelled.to_string(), Some(&session))
+            .await
+            .expect("answers");
+        response.text().await.expect("the whole answer");
+    }
+    // The log is written by another thread of the process: give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = server.log();
+    let longest = log.lines.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 1_000, "a log line of {longest} bytes");
+    assert!(
+        log.bytes < 32 * 1024,
+        "{} log bytes for 70 hostile MCP requests",
+        log.bytes
+    );
+    for session in &sessions {
+        assert!(
+            !log.lines.iter().any(|line| line.contains(session.as_str())),
+            "a session id in the log: {:#?}",
+            log.lines
+        );
+    }
+    assert!(
+        !log.lines.iter().any(|line| line.starts_with("line")
+            || line.contains("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")),
+        "no client text of any length in the log: {:#?}",
+        log.lines
+    );
+}

@@ -599,3 +599,145 @@ async fn with_a_certificate_the_http_surface_speaks_https_only() {
     assert!(!plain.starts_with(b"HTTP/"), "no plain HTTP on an HTTPS port");
     rig.stop().await;
 }
+
+/// A raw HTTP/1.1 request to /mcp without a body (GET, DELETE): the status and the response.
+async fn bodiless(rig: &McpRig, method: &str, bearer: &str, session: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(rig.http).await.expect("connects");
+    let request = format!(
+        "{method} /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: {bearer}\r\nMcp-Session-Id: {session}\r\n\
+         Accept: text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nConnection: close\r\n\r\n",
+        rig.host(),
+    );
+    stream.write_all(request.as_bytes()).await.expect("writes");
+    let mut answer = String::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_string(&mut answer),
+    )
+    .await
+    .expect("answered within 10 s")
+    .expect("reads");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    (status, answer)
+}
+
+/// A response without its `date` header (which differs from one second to the next).
+fn without_date(response: &str) -> String {
+    response
+        .lines()
+        .filter(|line| !line.to_ascii_lowercase().starts_with("date:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_session_answers_only_the_token_that_opened_it_and_others_cannot_tell_it_exists() {
+    let rig = McpRig::start().await;
+    let path = rig.path();
+    admin(&["users", &path, "add", "viewer1"], "a-password-of-viewer1\n");
+    let other = admin(&["tokens", &path, "create", "--user", "viewer1"], "")
+        .trim()
+        .to_owned();
+    let other_bearer = format!("Bearer {other}");
+    // A second token of the same user is another token too.
+    let same_user = admin(&["tokens", &path, "create", "--user", "guest"], "")
+        .trim()
+        .to_owned();
+    let same_user_bearer = format!("Bearer {same_user}");
+    let session = rig.open_session().await.expect("opens");
+    let unknown = "0123456789abcdef0123456789abcdef";
+    // rmcp's own answer for a session that has ended, to compare with.
+    let ended = rig.open_session().await.expect("opens");
+    let (status, response) = bodiless(&rig, "DELETE", &rig.bearer, &ended).await;
+    assert!((200..300).contains(&status), "{response}");
+    let (status, ended_answer) = rig.post(&rig.host(), &rig.in_session(&ended), LIST).await;
+    assert_eq!(status, 404, "{ended_answer}");
+
+    for bearer in [&other_bearer, &same_user_bearer] {
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        let (status, foreign) = rig.post(&rig.host(), &headers, LIST).await;
+        assert_eq!(status, 404, "{foreign}");
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Mcp-Session-Id", unknown),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        let (status, missing) = rig.post(&rig.host(), &headers, LIST).await;
+        assert_eq!(status, 404, "{missing}");
+        for reference in [&missing, &ended_answer] {
+            assert_eq!(
+                without_date(&foreign),
+                without_date(reference),
+                "another's session reads exactly as one that does not exist"
+            );
+        }
+        for method in ["GET", "DELETE"] {
+            let (status, response) = bodiless(&rig, method, bearer, &session).await;
+            assert_eq!(status, 404, "{method}: {response}");
+        }
+    }
+    // The owner's session is untouched by all of that.
+    let (status, response) = rig.post(&rig.host(), &rig.in_session(&session), LIST).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(response.contains("runtime_get_value"), "{response}");
+    // Its owner may end it; then it is gone for everyone.
+    let (status, response) = bodiless(&rig, "DELETE", &rig.bearer, &session).await;
+    assert!((200..300).contains(&status), "{response}");
+    let (status, _) = rig.post(&rig.host(), &rig.in_session(&session), LIST).await;
+    assert_eq!(status, 404);
+    rig.stop().await;
+}
+
+/// Requests reusing one JSON-RPC id at once in one session: every one is answered, with its
+/// result or, while another with the id is in flight, with an error saying the id is in use.
+#[tokio::test]
+async fn requests_reusing_an_id_in_one_session_are_all_answered() {
+    let rig = McpRig::start().await;
+    let session = rig.open_session().await.expect("opens");
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"runtime_get_value","arguments":{"tag":"Tank1.Level"}}}"#;
+    let rounds = 10;
+    let at_once = 20;
+    let (mut answered, mut in_use) = (0, 0);
+    let host = rig.host();
+    let headers = rig.in_session(&session);
+    for _ in 0..rounds {
+        let requests = (0..at_once).map(|_| rig.post(&host, &headers, call));
+        for (status, response) in futures::future::join_all(requests).await {
+            assert_eq!(status, 200, "{response}");
+            assert!(response.contains(r#""id":7"#), "{response}");
+            if response.contains("already in use") {
+                assert!(response.contains("-32600"), "{response}");
+                in_use += 1;
+            } else {
+                assert!(response.contains(r#"\"ok\""#), "{response}");
+                answered += 1;
+            }
+        }
+    }
+    assert_eq!(answered + in_use, rounds * at_once);
+    assert!(answered >= rounds, "each round answered at least one");
+    // Once answered, the id is free again.
+    let (status, response) = rig.post(&rig.host(), &rig.in_session(&session), call).await;
+    assert_eq!(status, 200, "{response}");
+    assert!(!response.contains("already in use"), "{response}");
+    // Another session may use the same id at the same time.
+    let other = rig.open_session().await.expect("opens");
+    let other_headers = rig.in_session(&other);
+    let (first, second) = tokio::join!(
+        rig.post(&host, &headers, call),
+        rig.post(&host, &other_headers, call),
+    );
+    for (status, response) in [first, second] {
+        assert_eq!(status, 200, "{response}");
+        assert!(!response.contains("already in use"), "{response}");
+    }
+    rig.stop().await;
+}

@@ -864,3 +864,90 @@ async fn run_runs_in_the_serving_tserver_or_here_when_none_serves_and_says_which
         .expect_err("a class");
     assert!(format!("{class:#}").contains("is a class"), "{class:#}");
 }
+
+/// Scripts printing and throwing half a megabyte each, ten times a second: each line is short,
+/// and the prints and failures of one script and of all of them together are logged within
+/// their allowances.
+#[tokio::test]
+async fn failing_scripts_throwing_huge_strings_cannot_fill_the_log() {
+    const SCRIPTS: usize = 8;
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    // 2^19 bytes: half a MiB thrown, with a newline that must not start a log line.
+    let source = "let s = \"x\";\nfor i in 0..19 { s += s; }\nprint(\"forged\\nline \" + s);\n\
+                  throw \"forged\\nline \" + s;";
+    let file = script_file(&solution, "thrower.rhai", source);
+    for index in 0..SCRIPTS {
+        let name = format!("Thrower{index}");
+        admin(
+            &[
+                "scripts",
+                &path,
+                "add",
+                &name,
+                "--file",
+                &file,
+                "--trigger",
+                "every:100ms",
+            ],
+            "",
+        );
+    }
+    let started = std::time::Instant::now();
+    let server = crate::support::ServerProcess::start(&solution.path, &[], &[]);
+    // Until every script has failed more often than its own allowance (20 lines a minute).
+    let deadline = tokio::time::Instant::now() + PATIENCE * 4;
+    loop {
+        let status = admin(&["scripts", &path, "status"], "");
+        let failures: Vec<u64> = status
+            .lines()
+            .filter(|line| line.starts_with("Thrower") && line.contains("failures"))
+            .map(|line| count_in(line, "failures"))
+            .collect();
+        if failures.len() == SCRIPTS && failures.iter().all(|failed| *failed > 30) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the scripts did not fail often enough: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let minutes = started.elapsed().as_secs() / 60 + 1;
+    let log = server.log();
+    let longest = log.lines.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 1_000, "a log line of {longest} bytes");
+    let stopped = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("script run stopped"))
+        .count();
+    // 20 a minute for all scripts together (each alone could log 20).
+    assert!(
+        stopped as u64 <= 20 * minutes,
+        "{stopped} failure lines in {minutes} minute(s): {:#?}",
+        log.lines
+    );
+    assert!(stopped > 0, "failures are logged");
+    let printed = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("forged\\nline") && !line.contains("script run stopped"))
+        .count();
+    // The same for what they print.
+    assert!(
+        printed as u64 <= 20 * minutes,
+        "{printed} printed lines in {minutes} minute(s): {:#?}",
+        log.lines
+    );
+    assert!(printed > 0, "prints are logged");
+    assert!(
+        !log.lines.iter().any(|line| line.starts_with("line ")),
+        "a newline in a thrown string cannot start a log line"
+    );
+    assert!(
+        log.bytes as u64 <= 64 * 1024 * minutes,
+        "{} log bytes for {SCRIPTS} failing scripts in {minutes} minute(s)",
+        log.bytes
+    );
+}

@@ -437,3 +437,77 @@ async fn a_broker_that_accepts_and_closes_is_retried_with_a_growing_pause_and_re
     broker.abort();
     server.stop().await;
 }
+
+/// Garbage on thousands of topics of a bound edge node: each topic's refusal may be logged, but
+/// all of them together only within one allowance, each line short.
+#[tokio::test]
+async fn garbage_on_many_topics_is_counted_and_logged_within_one_allowance() {
+    const TOPICS: usize = 2_000;
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Pump1.MotorCurrent",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}/{DEVICE}")),
+                metric: Some("Motor/Current".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+    });
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let started = std::time::Instant::now();
+    let server = crate::support::ServerProcess::start(&solution.path, &[], &[]);
+    let deadline = tokio::time::Instant::now() + PATIENCE * 4;
+    while !crate::support::admin(&["sources", &path, "status"], "").contains("site: connected") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the source never connected"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let publisher = Publisher::connect(broker.port).await;
+    let garbage = format!("\u{ff}forged\nline {}", "x".repeat(4096));
+    for index in 0..TOPICS {
+        let topic = format!("spBv1.0/{GROUP}/DDATA/{NODE}/garbage{index}{}", "y".repeat(200));
+        publisher.publish(&topic, garbage.clone(), false).await;
+    }
+    let refused = loop {
+        let status = crate::support::admin(&["sources", &path, "status"], "");
+        let refused: u64 = status
+            .split("bad_protobuf ")
+            .nth(1)
+            .and_then(|rest| rest.split([',', '\n']).next())
+            .and_then(|count| count.trim().parse().ok())
+            .unwrap_or(0);
+        if refused >= TOPICS as u64 {
+            break refused;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the garbage was not all refused: {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let minutes = started.elapsed().as_secs() / 60 + 1;
+    let log = server.log();
+    let longest = log.lines.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 1_000, "a log line of {longest} bytes");
+    let lines = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("message refused"))
+        .count();
+    assert!(lines > 0, "refusals are logged");
+    assert!(
+        lines as u64 <= 20 * minutes,
+        "{lines} refusal lines for {refused} refused messages in {minutes} minute(s)"
+    );
+    assert!(
+        log.lines.iter().any(|line| line.contains("counted, not written")),
+        "the suppression is said"
+    );
+    assert!(!log.lines.iter().any(|line| line.starts_with("line ")));
+    drop(server);
+}

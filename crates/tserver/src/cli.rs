@@ -1229,13 +1229,29 @@ fn read_first_line(input: &mut dyn BufRead, what: &str, hint: &str) -> anyhow::R
     Ok(value.to_owned())
 }
 
+/// The log filter: `RUST_LOG` (default `info`), with rmcp's own lines off unless `RUST_LOG`
+/// names rmcp. rmcp logs what MCP clients send whole (their `clientInfo`, method names,
+/// request ids, notifications) at info, warn and error, and session ids at info; the HTTP
+/// surface logs what an operator needs of MCP itself, bounded.
+pub fn log_filter(rust_log: Option<&str>) -> EnvFilter {
+    let spec = rust_log.filter(|spec| !spec.trim().is_empty()).unwrap_or("info");
+    let mut filter = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new("info"));
+    let names_rmcp = spec
+        .split(',')
+        .any(|directive| directive.trim_start().starts_with("rmcp"));
+    if !names_rmcp && let Ok(off) = "rmcp=off".parse() {
+        filter = filter.add_directive(off);
+    }
+    filter
+}
+
 /// The whole `tserver` program: parses the command line, sets up logging on stderr (filtered by
 /// `RUST_LOG`, default `info`) and runs the command. `serve` stops gracefully on SIGINT or
 /// SIGTERM.
 pub fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::registry()
-        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
         .with(log_layer(
             cli.log_format,
             std::io::stderr,

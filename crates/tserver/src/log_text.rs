@@ -1,5 +1,6 @@
-//! What a connection may put in the server log: client-chosen text cut to a readable length,
-//! and a per-connection budget of log lines, so no client can fill the disk through the log.
+//! What a client or the field may put in the server log: their text cut to a readable length,
+//! and budgets of log lines (per connection, topic or script, and for all of them together),
+//! so no client can fill the disk through the log.
 
 use std::fmt;
 use std::time::Duration;
@@ -17,18 +18,39 @@ pub(crate) struct ClientText<'a>(pub(crate) &'a str);
 
 impl fmt::Display for ClientText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (shown, (index, c)) in self.0.char_indices().enumerate() {
-            if shown == MAX_LOGGED_CHARS {
-                return write!(f, "…(+{} bytes)", self.0.len() - index);
-            }
-            if c.is_control() {
-                write!(f, "{}", c.escape_default())?;
-            } else {
-                write!(f, "{c}")?;
-            }
-        }
-        Ok(())
+        write_cut(f, self.0, MAX_LOGGED_CHARS)
     }
+}
+
+/// The most characters of one error message built around client- or field-supplied text (a
+/// script's thrown value, a broker's reason) a log line shows: longer than a name, as the
+/// message says where and why.
+pub(crate) const MAX_LOGGED_MESSAGE_CHARS: usize = 256;
+
+/// An error message that may carry client- or field-supplied text, as a log field: as
+/// [`ClientText`], cut at [`MAX_LOGGED_MESSAGE_CHARS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MessageText<'a>(pub(crate) &'a str);
+
+impl fmt::Display for MessageText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_cut(f, self.0, MAX_LOGGED_MESSAGE_CHARS)
+    }
+}
+
+/// Writes `text` cut at `max` characters, control characters escaped, and the size of the cut.
+fn write_cut(f: &mut fmt::Formatter<'_>, text: &str, max: usize) -> fmt::Result {
+    for (shown, (index, c)) in text.char_indices().enumerate() {
+        if shown == max {
+            return write!(f, "…(+{} bytes)", text.len() - index);
+        }
+        if c.is_control() {
+            write!(f, "{}", c.escape_default())?;
+        } else {
+            write!(f, "{c}")?;
+        }
+    }
+    Ok(())
 }
 
 /// Log lines one connection may cause per window, beyond which they are counted, not written.
@@ -103,6 +125,17 @@ mod tests {
         assert!(
             shown.ends_with(&format!("…(+{} bytes)", 2 * (1000 - MAX_LOGGED_CHARS))),
             "{shown}"
+        );
+        let thrown = format!("line 3: {}", "x".repeat(512 * 1024));
+        let shown = MessageText(&thrown).to_string();
+        assert!(shown.starts_with("line 3: xxx"), "{shown}");
+        assert_eq!(
+            shown,
+            format!(
+                "line 3: {}…(+{} bytes)",
+                "x".repeat(MAX_LOGGED_MESSAGE_CHARS - 8),
+                thrown.len() - MAX_LOGGED_MESSAGE_CHARS
+            )
         );
     }
 

@@ -10,8 +10,9 @@
 //! (`connections.rs`, `body.rs`), so the HTTP port can never take the file descriptors the
 //! framed port and the health checks need.
 //! Invariants: no route but the health checks runs without a verified token (they read
-//! nothing of the plant); a token never reaches a log; MCP sessions never exceed their cap;
-//! HTTP connections never exceed their cap and its overflow allowance.
+//! nothing of the plant); neither a token nor a session id reaches a log; an MCP session
+//! answers only the token that opened it; MCP sessions never exceed their cap; HTTP
+//! connections never exceed their cap and its overflow allowance.
 
 mod auth;
 mod body;
@@ -112,7 +113,7 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
     session_manager.session_config.keep_alive = Some(config.session_idle);
     session_manager.session_config.sse_retry = None;
     let session_manager = Arc::new(session_manager);
-    let cap = Arc::new(sessions::SessionCap::new(
+    let sessions = Arc::new(sessions::Sessions::new(
         Arc::clone(&session_manager),
         config.max_sessions,
     ));
@@ -134,10 +135,13 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
     };
     // Layers wrap what is above them: the token is checked first (before any body is read, so
     // no one without a token makes the server hold a body), then the body is read within its
-    // deadline, then the session cap.
+    // deadline, then the session rules (cap, owner, request ids in flight).
     Router::new()
         .nest_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(cap, sessions::cap_sessions))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            sessions::guard_sessions,
+        ))
         .route("/metrics", axum::routing::get(metrics_text))
         .layer(axum::middleware::from_fn_with_state(body, body::read_body))
         .layer(axum::middleware::from_fn_with_state(

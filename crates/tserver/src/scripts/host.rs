@@ -45,6 +45,8 @@ pub(crate) struct RuntimeScriptHost {
     outstanding: Arc<AtomicUsize>,
     /// Each script's allowance of log lines.
     log_budgets: Arc<Mutex<HashMap<String, LogBudget>>>,
+    /// All scripts' allowance of log lines together.
+    all_log_lines: Arc<Mutex<LogBudget>>,
     /// The scripts' stop: a wait for the model ends there.
     stop: CancellationToken,
 }
@@ -65,6 +67,7 @@ impl RuntimeScriptHost {
             async_calls,
             outstanding,
             log_budgets: Arc::default(),
+            all_log_lines: Arc::new(Mutex::new(LogBudget::new("the scripts"))),
             stop,
         }
     }
@@ -151,7 +154,12 @@ impl ScriptHost for RuntimeScriptHost {
             .unwrap_or_else(PoisonError::into_inner)
             .entry(script.to_owned())
             .or_insert_with(|| LogBudget::new("a script"))
-            .allow();
+            .allow()
+            && self
+                .all_log_lines
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .allow();
         if allowed {
             tracing::info!("{}", log_line(message));
         }

@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use super::targets::unreachable_target;
 use crate::Runtime;
-use crate::log_text::LogBudget;
+use crate::log_text::{LogBudget, MessageText};
 use crate::objects::ObjectModel;
 use crate::plant::PlantReader;
 use crate::solution::{ScriptRun, ScriptTally, SolutionError, StoredScript};
@@ -71,6 +71,9 @@ struct Shared {
     /// Each script's allowance of "run stopped" warnings (a script failing every 100 ms must
     /// not fill the log; `status` has every failure).
     warnings: Mutex<HashMap<String, LogBudget>>,
+    /// All scripts' allowance of those warnings together (many scripts failing at once must
+    /// not fill it either).
+    all_warnings: Mutex<LogBudget>,
     /// `ai_execute_async` calls made and not yet handed to their callbacks (the host counts
     /// one up as it is made, the answering task down once its callback is fired).
     outstanding: Arc<AtomicUsize>,
@@ -101,6 +104,7 @@ impl Shared {
             scripts: Mutex::default(),
             unrecorded: Mutex::default(),
             warnings: Mutex::default(),
+            all_warnings: Mutex::new(LogBudget::new("the scripts' failed runs")),
             outstanding,
             runs: runs.clone(),
         });
@@ -130,6 +134,11 @@ impl Shared {
             .entry(name.to_owned())
             .or_insert_with(|| LogBudget::new("a script's failed runs"))
             .allow()
+            && self
+                .all_warnings
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .allow()
     }
 
     fn loaded(&self, name: &str) -> Option<Arc<Loaded>> {
@@ -267,7 +276,8 @@ fn run_job(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
     if let Err(error) = &outcome.result
         && shared.may_warn(name)
     {
-        tracing::warn!(script = %name, %error, "script run stopped");
+        // The message may carry what the script threw, of any size: cut.
+        tracing::warn!(script = %name, error = %MessageText(&error.to_string()), "script run stopped");
     }
     let label = outcome_label(outcome.result.as_ref().err());
     metrics::counter!(crate::telemetry::SCRIPT_RUNS, "outcome" => label).increment(1);
@@ -503,7 +513,7 @@ fn load(shared: &Shared, stored: &[StoredScript], earlier: &[StoredScript]) {
         let ast = match shared.engine.compile(&script.source) {
             Ok(ast) => Arc::new(ast),
             Err(error) => {
-                tracing::warn!(script = %script.name, %error, "script does not compile; not loaded");
+                tracing::warn!(script = %script.name, error = %MessageText(&error.to_string()), "script does not compile; not loaded");
                 continue;
             }
         };
@@ -528,7 +538,7 @@ fn load(shared: &Shared, stored: &[StoredScript], earlier: &[StoredScript]) {
         .engine
         .set_classes(classes.iter().map(|(name, ast)| (*name, ast.as_ref())));
     for (name, error) in failed {
-        tracing::warn!(script = %name, %error, "class did not load");
+        tracing::warn!(script = %name, error = %MessageText(&error.to_string()), "class did not load");
     }
     *shared.scripts.lock().unwrap_or_else(PoisonError::into_inner) = scripts;
 }

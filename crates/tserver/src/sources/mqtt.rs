@@ -25,7 +25,7 @@ use tserver_proto::rustls;
 use super::payload;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
 use super::{Address, Binding, FieldWrite, SourceBoard};
-use crate::log_text::ClientText;
+use crate::log_text::{ClientText, LogBudget, MessageText};
 use crate::objects::{Quality, TagValue};
 use crate::plant::Plant;
 
@@ -46,6 +46,24 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Topics remembered for the log allowance (past that, the oldest are forgotten).
 const MAX_LOGGED_TOPICS: usize = 1024;
+
+/// Every source's refused-message lines together: garbage on many topics (each logged at most
+/// once a minute) must not fill the log either.
+static REFUSAL_LINES: std::sync::LazyLock<std::sync::Mutex<LogBudget>> =
+    std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused MQTT messages")));
+
+/// Every source's rebirth-request lines together (each edge node is asked at most once per
+/// pause, but a flood of made-up nodes is many nodes).
+static REBIRTH_LINES: std::sync::LazyLock<std::sync::Mutex<LogBudget>> =
+    std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("rebirth requests")));
+
+/// Whether `budget` allows one more line.
+fn allowed(budget: &std::sync::Mutex<LogBudget>) -> bool {
+    budget
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .allow()
+}
 
 /// Requests (subscriptions, writes, rebirth requests) waiting for the connection.
 const REQUEST_QUEUE: usize = 1024;
@@ -296,7 +314,7 @@ impl SourceTask {
                 Err(error) => {
                     if connected {
                         connected = false;
-                        tracing::warn!(source = %self.spec.name, %error, "lost the broker; its tags are Bad until it is back");
+                        tracing::warn!(source = %self.spec.name, error = %MessageText(&error.to_string()), "lost the broker; its tags are Bad until it is back");
                         self.board.update(self.index, |status| status.connected = false);
                         self.mark_bad(|_| true);
                     }
@@ -461,13 +479,19 @@ impl SourceTask {
         let (topic, payload) = sparkplug::rebirth_request(group, node, now_ms());
         match client.try_publish(topic, QoS::AtLeastOnce, false, payload) {
             Ok(()) => {
-                tracing::info!(source = %self.spec.name, group = %ClientText(group), node = %ClientText(node), why = %ClientText(why), "asked an edge node for a rebirth");
+                if allowed(&REBIRTH_LINES) {
+                    tracing::info!(source = %self.spec.name, group = %ClientText(group), node = %ClientText(node), why = %ClientText(why), "asked an edge node for a rebirth");
+                }
                 self.board
                     .update(self.index, |status| status.rebirths_requested += 1);
             }
             Err(error) => self.note_error(
                 "connection",
-                format!("cannot ask {group}/{node} for a rebirth: {error}"),
+                format!(
+                    "cannot ask {}/{} for a rebirth: {error}",
+                    ClientText(group),
+                    ClientText(node)
+                ),
             ),
         }
     }
@@ -514,7 +538,8 @@ impl SourceTask {
         Ok(())
     }
 
-    /// Counts (and logs, at most once a minute per topic) a refused message.
+    /// Counts (and logs, at most once a minute per topic and within every source's allowance
+    /// together) a refused message.
     fn refuse(&mut self, topic: &str, kind: &str, error: &dyn std::fmt::Display) {
         metrics::counter!(crate::telemetry::MQTT_REFUSED, "kind" => kind.to_owned()).increment(1);
         let now = Instant::now();
@@ -527,7 +552,9 @@ impl SourceTask {
                 self.logged.clear();
             }
             self.logged.insert(topic.to_owned(), now);
-            tracing::warn!(source = %self.spec.name, topic = %ClientText(topic), error = %ClientText(&error.to_string()), "message refused (logged at most once a minute per topic)");
+            if allowed(&REFUSAL_LINES) {
+                tracing::warn!(source = %self.spec.name, topic = %ClientText(topic), error = %ClientText(&error.to_string()), "message refused (logged at most once a minute per topic)");
+            }
         }
         self.note_error(kind, format!("{}: {error}", ClientText(topic)));
     }
