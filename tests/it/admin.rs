@@ -246,3 +246,65 @@ fn tokens_are_shown_once_listed_without_their_secret_and_revoked_by_id_or_label(
     let error = try_admin(&["tokens", path, "revoke", id], "").expect_err("gone");
     assert!(error.to_string().contains("no token with id or name"), "{error}");
 }
+
+#[test]
+fn every_command_that_takes_a_solution_takes_it_first_or_as_an_option() {
+    use clap::{CommandFactory, Parser};
+    use tserver::cli::Cli;
+    // Each command with what it needs beside the solution.
+    let samples: &[(&str, &[&str])] = &[
+        ("serve", &[]),
+        ("init", &[]),
+        ("settings", &["show"]),
+        ("secrets", &["list"]),
+        ("ai-execute", &["What is wrong?"]),
+        ("users", &["list"]),
+        ("audit", &[]),
+        ("plant", &["show"]),
+        ("sources", &["list"]),
+        ("tokens", &["list"]),
+        ("scripts", &["list"]),
+    ];
+    let mut taking: Vec<String> = Cli::command()
+        .get_subcommands()
+        .filter(|command| command.get_arguments().any(|arg| arg.get_id() == "solution"))
+        .map(|command| command.get_name().to_owned())
+        .collect();
+    taking.sort();
+    let mut sampled: Vec<String> = samples.iter().map(|(name, _)| (*name).to_owned()).collect();
+    sampled.sort();
+    assert_eq!(sampled, taking, "every command taking a solution is checked here");
+    for (name, rest) in samples {
+        let first: Vec<&str> = ["tserver", name, "some/plant.db"]
+            .into_iter()
+            .chain(rest.iter().copied())
+            .collect();
+        let option: Vec<&str> = ["tserver", name, "--solution", "some/plant.db"]
+            .into_iter()
+            .chain(rest.iter().copied())
+            .collect();
+        for args in [first, option] {
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            let solution = cli
+                .command
+                .solution()
+                .expect("takes a solution")
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            assert_eq!(solution.to_string(), "some/plant.db", "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn ai_execute_takes_the_solution_first() {
+    let solution = Solution::empty();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .arg("ai-execute")
+        .arg(&solution.path)
+        .arg("hello")
+        .output()
+        .expect("tserver runs");
+    assert!(output.status.success(), "{output:?}");
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).expect("an envelope");
+    assert_eq!(envelope["status"], "disabled", "{envelope}");
+}

@@ -104,13 +104,7 @@ pub enum Command {
     },
     /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
     /// print the reply envelope JSON on one line.
-    AiExecute {
-        /// The solution: a file or a `postgres://` URL.
-        #[arg(long)]
-        solution: SolutionLocation,
-        /// The query: plain text, or a JSON object with system, user, context and metadata.
-        query: String,
-    },
+    AiExecute(AiExecuteArgs),
     /// Manage the users who may log in (works while a server runs).
     Users {
         /// Where the solution is.
@@ -183,6 +177,54 @@ pub enum Command {
         #[command(subcommand)]
         action: SolutionAction,
     },
+}
+
+impl Command {
+    /// The solution the command works on, for the commands that take one (given first or as
+    /// `--solution`).
+    pub fn solution(&self) -> Option<anyhow::Result<SolutionLocation>> {
+        let solution = match self {
+            Self::Serve(args) => &args.solution,
+            Self::Init { solution, .. }
+            | Self::Settings { solution, .. }
+            | Self::Secrets { solution, .. }
+            | Self::Users { solution, .. }
+            | Self::Audit { solution, .. }
+            | Self::Plant { solution, .. }
+            | Self::Sources { solution, .. }
+            | Self::Tokens { solution, .. }
+            | Self::Scripts { solution, .. } => solution,
+            Self::AiExecute(args) => return Some(args.solution_and_query().map(|(solution, _)| solution)),
+            Self::Tls { .. } | Self::Solution { .. } => return None,
+        };
+        Some(solution.location().cloned())
+    }
+}
+
+/// `tserver ai-execute [SOLUTION] QUERY` or `tserver ai-execute --solution SOLUTION QUERY`.
+#[derive(Debug, Args)]
+pub struct AiExecuteArgs {
+    /// The solution, as an option.
+    #[arg(long = "solution", value_name = "SOLUTION")]
+    solution: Option<SolutionLocation>,
+    /// The solution (unless given as --solution), then the query: plain text, or a JSON object
+    /// with system, user, context and metadata.
+    #[arg(value_name = "[SOLUTION] QUERY", num_args = 1..=2, required = true)]
+    words: Vec<String>,
+}
+
+impl AiExecuteArgs {
+    /// The solution and the query, from whichever form was given.
+    pub fn solution_and_query(&self) -> anyhow::Result<(SolutionLocation, &str)> {
+        match (&self.solution, self.words.as_slice()) {
+            (Some(solution), [query]) => Ok((solution.clone(), query)),
+            // Parsed here rather than by clap: which word is the solution depends on whether
+            // --solution was given.
+            (None, [solution, query]) => Ok((SolutionLocation::parse(solution)?, query)),
+            (Some(_), _) => bail!("give the query once: the solution is already --solution"),
+            (None, _) => bail!("give the solution and the query: `tserver ai-execute SOLUTION QUERY`"),
+        }
+    }
 }
 
 /// `tserver solution` actions.
@@ -304,10 +346,11 @@ impl From<SolutionLocation> for SolutionArg {
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The solution to serve: a file, or a `postgres://` URL shared by several nodes (its
-    /// password from the URL, PGPASSWORD or ~/.pgpass; secrets' key from TSERVER_SECRETS_KEY).
-    #[arg(long)]
-    pub solution: SolutionLocation,
+    /// The solution to serve, first or as `--solution`: a file, or a `postgres://` URL shared
+    /// by several nodes (its password from the URL, PGPASSWORD or ~/.pgpass; secrets' key from
+    /// TSERVER_SECRETS_KEY).
+    #[command(flatten)]
+    pub solution: SolutionArg,
     /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
     /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
     /// with the same certificate.
@@ -599,7 +642,8 @@ pub async fn serve_on(
         .local_addr()
         .map_or_else(|_| args.listen.to_string(), |address| address.to_string());
     // A database is shared by design; a file is served by one server only.
-    let _lock = match &args.solution {
+    let solution = args.solution.location()?;
+    let _lock = match solution {
         SolutionLocation::File(path) => {
             if !path.exists() {
                 return Err(SolutionError::NotFound(path.clone()).into());
@@ -608,9 +652,9 @@ pub async fn serve_on(
         }
         SolutionLocation::Postgres(_) => None,
     };
-    let runtime = Runtime::open_at(&args.solution)
+    let runtime = Runtime::open_at(solution)
         .await
-        .with_context(|| format!("cannot open solution {}", args.solution))?;
+        .with_context(|| format!("cannot open solution {solution}"))?;
     let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);
     tracing::info!(
         tags = runtime.objects().len(),
@@ -699,7 +743,7 @@ const DEMO_HISTORY_STEP: Duration = Duration::from_secs(30);
 /// results to `output`.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
-        Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
+        Command::Serve(_) | Command::AiExecute(_) => bail!("not an admin command"),
         Command::Init { solution, demo } => {
             let solution = solution.location()?;
             match solution {
@@ -1250,12 +1294,13 @@ pub fn main() -> anyhow::Result<()> {
                 serve(args, shutdown).await
             })
         }
-        Command::AiExecute { solution, query } => {
+        Command::AiExecute(args) => {
+            let (solution, query) = args.solution_and_query()?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            let envelope = runtime.block_on(ai_execute(solution, query))?;
+            let envelope = runtime.block_on(ai_execute(&solution, query))?;
             println!("{envelope}");
             Ok(())
         }
