@@ -7,7 +7,11 @@ fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("plain.db");
     let path = path.to_str().expect("utf-8 path");
-    assert!(admin(&["init", path], "").contains("created solution"));
+    let created = admin(&["init", path], "");
+    assert!(
+        created.starts_with(&format!("created solution {path}\nnext:\n")),
+        "{created}"
+    );
     assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
     assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x00\n");
     assert_eq!(admin(&["settings", path, "get", "ModelSettings"], ""), "NULL\n");
@@ -20,6 +24,37 @@ fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
         "",
         "a plain solution has no guest"
     );
+    // The commands that make it useful, in the order a newcomer needs them.
+    let steps: Vec<&str> = created
+        .lines()
+        .skip(2)
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            format!("tserver users {path} add NAME --role operator"),
+            format!("tserver plant {path} import plant.toml"),
+            format!("tserver settings {path} set ModelOptions 0x9e"),
+            format!("tserver settings {path} set URL http://localhost:11434/v1/chat/completions"),
+            format!("tserver settings {path} set Name qwen2.5:7b-instruct"),
+            format!("tserver settings {path} set ModelEnabled true"),
+            format!("tserver settings {path} set SimulatorEnabled on"),
+            format!("tserver serve {path}"),
+            format!("tserver-demo --solution {path}"),
+        ]
+    );
+    // Each admin step works as printed.
+    for step in steps
+        .iter()
+        .filter(|step| step.starts_with("tserver users") || step.starts_with("tserver settings"))
+    {
+        let args: Vec<&str> = step.split_whitespace().skip(1).collect();
+        admin(&args, "a-password\n");
+    }
+    assert_eq!(admin(&["users", path, "list"], ""), "NAME operator\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x9e\n");
     let again = try_admin(&["init", path], "").expect_err("refuses to overwrite");
     assert!(again.to_string().contains("already exists"));
 }

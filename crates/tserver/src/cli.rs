@@ -760,6 +760,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             }
             let kind = if *demo { "demo solution" } else { "solution" };
             writeln!(output, "created {kind} {solution}")?;
+            output.write_all(next_steps(solution, *demo).as_bytes())?;
         }
         Command::Settings { solution, action } => {
             let solution = solution.location()?;
@@ -852,6 +853,61 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         }
     }
     Ok(())
+}
+
+/// What to do after `init`: the commands that make a new solution useful, with its location
+/// quoted for a shell. A new solution has no users (a demo has `guest`), no runtime tools
+/// (a demo has them), and Local AI off.
+fn next_steps(solution: &SolutionLocation, demo: bool) -> String {
+    let shown = solution.to_string();
+    let at = shlex::try_quote(&shown).map_or_else(|_| shown.clone(), |quoted| quoted.into_owned());
+    let mut lines = String::from("next:\n");
+    let mut step = |command: String, why: &str| {
+        lines.push_str(&format!("  # {why}\n  {command}\n"));
+    };
+    if !demo {
+        step(
+            format!("tserver users {at} add NAME --role operator"),
+            "a login (password on standard input; --no-password for none)",
+        );
+        step(
+            format!("tserver plant {at} import plant.toml"),
+            "your plant (docs/PLANT.md), or `init --demo` for the demo's",
+        );
+        step(
+            format!("tserver settings {at} set ModelOptions 0x9e"),
+            "the assistant's runtime tools (UNS, alarms, history)",
+        );
+    }
+    step(
+        format!("tserver settings {at} set URL http://localhost:11434/v1/chat/completions"),
+        "the model (any OpenAI-compatible endpoint)",
+    );
+    step(
+        format!("tserver settings {at} set Name qwen2.5:7b-instruct"),
+        "the model's name at that endpoint",
+    );
+    step(
+        format!("tserver settings {at} set ModelEnabled true"),
+        "Local AI on (off until then)",
+    );
+    if !demo {
+        step(
+            format!("tserver settings {at} set SimulatorEnabled on"),
+            "move the plant's simulated tags while serving",
+        );
+    }
+    step(
+        format!("tserver serve {at}"),
+        "serve display clients on 127.0.0.1:3101",
+    );
+    if let SolutionLocation::File(_) = solution {
+        step(
+            format!("tserver-demo --solution {at}"),
+            "or: chat with it now through the built-in rule-based model",
+        );
+    }
+    lines
 }
 
 /// `tserver settings`, on either backend; returns what it prints.

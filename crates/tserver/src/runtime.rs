@@ -432,7 +432,8 @@ impl Runtime {
 pub enum ToolsClosed {
     /// ModelOptions bit 0x02 (EnableRuntimeMCP) is off.
     #[error(
-        "the runtime tools are off for clients: the solution's ModelOptions bit 0x02 (EnableRuntimeMCP) is not set"
+        "the runtime tools are off for clients: the solution's ModelOptions bit 0x02 (EnableRuntimeMCP) is not set; \
+         `tserver settings PATH set ModelOptions 0x9e` sets it, with the UNS, alarm and history tools"
     )]
     Disabled,
     /// The settings could not be read.
