@@ -210,7 +210,9 @@ pub async fn run(
     let serving = tokio::spawn(server.run(listener, shutdown.clone()));
     let background = tokio::spawn({
         let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
-        async move { runtime.run_background(simulate, shutdown).await }
+        // The demo's own solution always simulates; an existing one follows its setting.
+        let pinned = (!existing).then_some(true);
+        async move { runtime.run_background_with(pinned, shutdown).await }
     });
 
     let chat = chat(addr, options, &model, input, output).await;

@@ -711,7 +711,8 @@ pub async fn serve_on(
     let background = tokio::spawn({
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();
-        async move { runtime.run_background(simulate, shutdown).await }
+        let pinned = args.simulator;
+        async move { runtime.run_background_with(pinned, shutdown).await }
     });
     if let Some(tls) = tls {
         tracing::info!("serving TLS only");
@@ -950,8 +951,16 @@ async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) 
     let mut lines = String::new();
     match action {
         SettingsAction::Get { key } => writeln!(lines, "{}", store.setting(&SettingKey::parse(key)?).await?)?,
-        SettingsAction::Set { key, value } => store.set_setting(&SettingKey::parse(key)?, value).await?,
-        SettingsAction::Unset { key } => store.unset_setting(&SettingKey::parse(key)?).await?,
+        SettingsAction::Set { key, value } => {
+            let key = SettingKey::parse(key)?;
+            store.set_setting(&key, value).await?;
+            write_when_seen(&mut lines, &store, &key).await?;
+        }
+        SettingsAction::Unset { key } => {
+            let key = SettingKey::parse(key)?;
+            store.unset_setting(&key).await?;
+            write_when_seen(&mut lines, &store, &key).await?;
+        }
         SettingsAction::Show => {
             for key in [
                 SettingKey::ModelEnabled,
@@ -970,6 +979,26 @@ async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) 
         }
     }
     Ok(lines)
+}
+
+/// For a runtime setting, its value now and when a running server uses it. The Local AI
+/// settings print nothing: every call reads them.
+async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let SettingKey::Runtime(runtime_key) = key else {
+        return Ok(());
+    };
+    let value = store.setting(key).await?;
+    let when = match runtime_key {
+        RuntimeKey::SimulatorEnabled => {
+            "a running server follows it within a second (one started with `--simulator on|off` keeps that)"
+        }
+        RuntimeKey::HistoryRetentionHours => {
+            "a running server follows it within a second, pruning by it at its next history flush"
+        }
+    };
+    writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
+    Ok(())
 }
 
 /// `tserver users`, on either backend, with the password already read; returns what it prints.

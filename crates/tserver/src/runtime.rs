@@ -268,6 +268,15 @@ impl Runtime {
     /// and the historian's periodic flush, with a last flush on the way out so that no
     /// recorded sample is lost.
     pub async fn run_background(&self, simulate: bool, shutdown: CancellationToken) {
+        self.run_background_with(Some(simulate), shutdown).await;
+    }
+
+    /// As [`Self::run_background`], following the stored runtime settings while it runs:
+    /// `SimulatorEnabled` (unless `simulator` pins it, as `serve --simulator` does) and
+    /// `HistoryRetentionHours`, read at each tick, so `tserver settings ... set` is seen
+    /// within about a second.
+    pub async fn run_background_with(&self, simulator: Option<bool>, shutdown: CancellationToken) {
+        let mut simulate = simulator.unwrap_or(self.settings.simulator_enabled);
         let mut tick = tokio::time::interval(SIMULATOR_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut next_flush = tokio::time::Instant::now() + HISTORY_FLUSH_EVERY;
@@ -287,6 +296,16 @@ impl Runtime {
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;
+            match self.store.runtime_settings().await {
+                Ok(settings) => {
+                    self.plant.historian().set_retention(settings.history_retention);
+                    if simulator.is_none() && settings.simulator_enabled != simulate {
+                        simulate = settings.simulator_enabled;
+                        tracing::info!(simulator = simulate, "SimulatorEnabled changed");
+                    }
+                }
+                Err(error) => tracing::debug!(%error, "cannot read the runtime settings"),
+            }
             // Every node simulates: the values are a function of the clock, the same on every
             // node, as a broker's would be; the leader alone stores them (`records_shared`).
             if simulate {
