@@ -282,6 +282,7 @@ fn create_solution(path: &Path) -> anyhow::Result<()> {
     let command = tserver::cli::Command::Init {
         solution: tserver::solution::SolutionLocation::File(path.to_owned()).into(),
         demo: true,
+        key_file: None,
     };
     tserver::cli::run_admin(&command, &mut std::io::empty(), &mut std::io::sink())
 }

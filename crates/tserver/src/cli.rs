@@ -83,6 +83,11 @@ pub enum Command {
         /// Add the demo plant and a passwordless `guest` user.
         #[arg(long)]
         demo: bool,
+        /// For a `postgres://` solution without TSERVER_SECRETS_KEY set: where to write its new
+        /// secrets key (default: `DATABASE.key` in the current directory). A solution file
+        /// keeps its key beside it.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
     },
     /// Read or change the Local AI settings (works while a server runs).
     Settings {
@@ -745,8 +750,17 @@ const DEMO_HISTORY_STEP: Duration = Duration::from_secs(30);
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) | Command::AiExecute(_) => bail!("not an admin command"),
-        Command::Init { solution, demo } => {
+        Command::Init {
+            solution,
+            demo,
+            key_file,
+        } => {
             let solution = solution.location()?;
+            if key_file.is_some() && matches!(solution, SolutionLocation::File(_)) {
+                bail!(
+                    "--key-file is for a postgres:// solution: a solution file keeps its key beside it ({solution}.key)"
+                );
+            }
             match solution {
                 SolutionLocation::File(path) => create_file_solution(path, *demo)?,
                 SolutionLocation::Postgres(url) => {
@@ -761,6 +775,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             }
             let kind = if *demo { "demo solution" } else { "solution" };
             writeln!(output, "created {kind} {solution}")?;
+            if let SolutionLocation::Postgres(url) = solution {
+                writeln!(output, "{}", database_key(url, key_file.as_deref())?)?;
+            }
             output.write_all(next_steps(solution, *demo).as_bytes())?;
         }
         Command::Settings { solution, action } => {
@@ -854,6 +871,35 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
         }
     }
     Ok(())
+}
+
+/// The secrets key of a new database solution: a database keeps none, so every node and admin
+/// command takes it from the environment. One set already is that key; otherwise a fresh one
+/// is written to `key_file` or `<database>.key` here (an existing file there is kept and used).
+/// Says which.
+fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
+    if std::env::var_os(KEY_ENV).is_some() {
+        return Ok(format!(
+            "secrets key: the {KEY_ENV} set here; every node and admin command on this solution needs the same"
+        ));
+    }
+    let path = key_file.map_or_else(
+        || PathBuf::from(format!("{}.key", url.database().unwrap_or("solution"))),
+        Path::to_path_buf,
+    );
+    let shown = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+    let made = if path.exists() {
+        format!("kept the secrets key file {}", shown.display())
+    } else {
+        crate::solution::create_key_at(&path)?;
+        format!("made a secrets key in {} (owner-only)", shown.display())
+    };
+    let quoted = shlex::try_quote(&shown.display().to_string())
+        .map_or_else(|_| shown.display().to_string(), |q| q.into_owned());
+    Ok(format!(
+        "{made}: a database keeps none, so every node and admin command on it needs it in \
+         {KEY_ENV}, e.g. `export {KEY_ENV}=$(cat {quoted})`"
+    ))
 }
 
 /// What to do after `init`: the commands that make a new solution useful, with its location
