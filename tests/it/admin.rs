@@ -7,7 +7,11 @@ fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("plain.db");
     let path = path.to_str().expect("utf-8 path");
-    assert!(admin(&["init", path], "").contains("created solution"));
+    let created = admin(&["init", path], "");
+    assert!(
+        created.starts_with(&format!("created solution {path}\nnext:\n")),
+        "{created}"
+    );
     assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
     assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x00\n");
     assert_eq!(admin(&["settings", path, "get", "ModelSettings"], ""), "NULL\n");
@@ -20,6 +24,37 @@ fn init_writes_the_spec_defaults_and_refuses_to_overwrite() {
         "",
         "a plain solution has no guest"
     );
+    // The commands that make it useful, in the order a newcomer needs them.
+    let steps: Vec<&str> = created
+        .lines()
+        .skip(2)
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            format!("tserver users {path} add NAME --role operator"),
+            format!("tserver plant {path} import plant.toml"),
+            format!("tserver settings {path} set ModelOptions 0x9e"),
+            format!("tserver settings {path} set URL http://localhost:11434/v1/chat/completions"),
+            format!("tserver settings {path} set Name qwen2.5:7b-instruct"),
+            format!("tserver settings {path} set ModelEnabled true"),
+            format!("tserver settings {path} set SimulatorEnabled on"),
+            format!("tserver serve {path}"),
+            format!("tserver-demo --solution {path}"),
+        ]
+    );
+    // Each admin step works as printed.
+    for step in steps
+        .iter()
+        .filter(|step| step.starts_with("tserver users") || step.starts_with("tserver settings"))
+    {
+        let args: Vec<&str> = step.split_whitespace().skip(1).collect();
+        admin(&args, "a-password\n");
+    }
+    assert_eq!(admin(&["users", path, "list"], ""), "NAME operator\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x9e\n");
     let again = try_admin(&["init", path], "").expect_err("refuses to overwrite");
     assert!(again.to_string().contains("already exists"));
 }
@@ -245,4 +280,66 @@ fn tokens_are_shown_once_listed_without_their_secret_and_revoked_by_id_or_label(
     assert_eq!(admin(&["tokens", path, "list"], ""), "no tokens\n");
     let error = try_admin(&["tokens", path, "revoke", id], "").expect_err("gone");
     assert!(error.to_string().contains("no token with id or name"), "{error}");
+}
+
+#[test]
+fn every_command_that_takes_a_solution_takes_it_first_or_as_an_option() {
+    use clap::{CommandFactory, Parser};
+    use tserver::cli::Cli;
+    // Each command with what it needs beside the solution.
+    let samples: &[(&str, &[&str])] = &[
+        ("serve", &[]),
+        ("init", &[]),
+        ("settings", &["show"]),
+        ("secrets", &["list"]),
+        ("ai-execute", &["What is wrong?"]),
+        ("users", &["list"]),
+        ("audit", &[]),
+        ("plant", &["show"]),
+        ("sources", &["list"]),
+        ("tokens", &["list"]),
+        ("scripts", &["list"]),
+    ];
+    let mut taking: Vec<String> = Cli::command()
+        .get_subcommands()
+        .filter(|command| command.get_arguments().any(|arg| arg.get_id() == "solution"))
+        .map(|command| command.get_name().to_owned())
+        .collect();
+    taking.sort();
+    let mut sampled: Vec<String> = samples.iter().map(|(name, _)| (*name).to_owned()).collect();
+    sampled.sort();
+    assert_eq!(sampled, taking, "every command taking a solution is checked here");
+    for (name, rest) in samples {
+        let first: Vec<&str> = ["tserver", name, "some/plant.db"]
+            .into_iter()
+            .chain(rest.iter().copied())
+            .collect();
+        let option: Vec<&str> = ["tserver", name, "--solution", "some/plant.db"]
+            .into_iter()
+            .chain(rest.iter().copied())
+            .collect();
+        for args in [first, option] {
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            let solution = cli
+                .command
+                .solution()
+                .expect("takes a solution")
+                .unwrap_or_else(|error| panic!("{args:?}: {error}"));
+            assert_eq!(solution.to_string(), "some/plant.db", "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn ai_execute_takes_the_solution_first() {
+    let solution = Solution::empty();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .arg("ai-execute")
+        .arg(&solution.path)
+        .arg("hello")
+        .output()
+        .expect("tserver runs");
+    assert!(output.status.success(), "{output:?}");
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).expect("an envelope");
+    assert_eq!(envelope["status"], "disabled", "{envelope}");
 }

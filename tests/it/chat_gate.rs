@@ -19,7 +19,7 @@ async fn chat_with_the_model_disabled_returns_the_disabled_envelope() {
             "status": "disabled",
             "toolTrace": [],
             "latencyMs": 0,
-            "warnings": ["Local AI master kill-switch (ModelEnabled) is off."]
+            "warnings": [localai::gates::MODEL_ENABLED_OFF]
         })
     );
     // A refused turn is answered at the gate: no transcript session is made for it.

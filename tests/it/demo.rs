@@ -223,28 +223,49 @@ async fn a_given_model_url_is_used_as_is_and_an_absent_ollama_falls_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_never_touches_an_existing_file_and_demo_solutions_keep_the_spec_default_model() {
+async fn an_existing_solution_is_served_with_the_model_in_memory_and_its_settings_unchanged() {
     let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    // The user's own settings: tools off, an endpoint of their own, Local AI off.
+    admin(&["settings", path, "set", "ModelOptions", "0"], "");
+    admin(
+        &[
+            "settings",
+            path,
+            "set",
+            "URL",
+            "http://gpu-box:8000/v1/chat/completions",
+        ],
+        "",
+    );
+    let before = admin(&["settings", path, "show"], "");
     let options = DemoOptions {
         builtin_model: true,
         solution: Some(solution.path.clone()),
+        questions: tserver_demo::session::ANY_PLANT_QUESTIONS
+            .iter()
+            .map(|&question| question.to_owned())
+            .collect(),
         ..DemoOptions::default()
     };
-    let mut output = Vec::new();
-    let error = run(&options, &mut "".as_bytes(), &mut output)
-        .await
-        .expect_err("an existing solution is refused");
-    assert!(error.to_string().contains("already exists"), "{error}");
-
-    // `init --demo` leaves the endpoint at the spec's local Ollama default; only the demo
-    // command points its own scratch solution at the demo model.
-    let path = solution.path.to_str().expect("utf-8 path");
-    assert_eq!(
-        admin(&["settings", path, "get", "URL"], "").trim(),
-        "http://localhost:11434/v1/chat/completions"
+    let (report, output) = demo(options, "").await;
+    assert!(report.builtin_model);
+    assert!(
+        output.contains("the solution's own model settings are not changed"),
+        "{output}"
     );
+    assert_eq!(report.envelopes.len(), 2, "{output}");
+    for envelope in &report.envelopes {
+        assert_eq!(envelope.status, Status::Ok, "{output}");
+        assert!(envelope.text.starts_with(DISCLOSURE), "{}", envelope.text);
+        assert!(
+            !envelope.tool_trace.is_empty(),
+            "answered from the plant: {output}"
+        );
+    }
     assert_eq!(
-        admin(&["settings", path, "get", "Name"], "").trim(),
-        "qwen2.5:7b-instruct"
+        admin(&["settings", path, "show"], ""),
+        before,
+        "nothing of the model is stored"
     );
 }

@@ -624,9 +624,24 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
     let database = TestDatabase::create().await;
     let url = database.url();
     let (admin, try_admin) = (crate::support::admin, crate::support::try_admin);
-    assert_eq!(
-        admin(&["init", &url, "--demo"], ""),
-        format!("created demo solution {url}\n")
+    let keys = tempfile::tempdir().expect("a directory");
+    let key_file = keys.path().join("plant.key");
+    let created = admin(
+        &[
+            "init",
+            &url,
+            "--demo",
+            "--key-file",
+            key_file.to_str().expect("utf-8"),
+        ],
+        "",
+    );
+    assert!(
+        created.starts_with(&format!(
+            "created demo solution {url}\nmade a secrets key in {} (owner-only)",
+            key_file.display()
+        )),
+        "{created}"
     );
     let again = try_admin(&["init", &url], "").expect_err("refused");
     assert!(again.to_string().contains("holds a solution already"), "{again}");
@@ -808,4 +823,130 @@ async fn a_restart_on_postgres_keeps_an_acknowledged_alarm_acknowledged() {
     );
     drop(client);
     server.stop().await;
+}
+
+/// `tserver ARGS` as a process in `directory`, with `env` and none of the secrets key from
+/// this environment: its success, standard output and standard error.
+async fn tserver_in(
+    directory: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(args)
+        .current_dir(directory)
+        .env_remove("TSERVER_SECRETS_KEY")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("tserver runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `tserver secrets URL set K` with a value on standard input and `key` as the secrets key:
+/// its success, standard output and standard error.
+async fn secrets_set(url: &str, key: Option<&str>) -> (bool, String, String) {
+    let (url, key) = (url.to_owned(), key.map(str::to_owned));
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"));
+        command
+            .args(["secrets", &url, "set", "K"])
+            .env_remove("TSERVER_SECRETS_KEY")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if let Some(key) = key {
+            command.env("TSERVER_SECRETS_KEY", key);
+        }
+        let mut child = command.spawn().expect("tserver runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(b"value\n")
+            .expect("written");
+        let output = child.wait_with_output().expect("ends");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    })
+    .await
+    .expect("the run")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_of_a_database_makes_a_secrets_key_and_says_where_and_admin_commands_print_no_notices() {
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    let name = url.rsplit('/').next().expect("a database name").to_owned();
+    let directory = tempfile::tempdir().expect("a directory");
+    let key_path = directory.path().join(format!("{name}.key"));
+
+    let (ok, said, logged) = tserver_in(directory.path(), &["init", &url], &[]).await;
+    assert!(ok, "{said}{logged}");
+    assert!(
+        said.contains(&format!(
+            "made a secrets key in {} (owner-only)",
+            key_path.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("export TSERVER_SECRETS_KEY=$(cat "), "{said}");
+    let key = std::fs::read_to_string(&key_path).expect("the key file");
+    assert!(key.trim().len() == 64 && key.trim().chars().all(|c| c.is_ascii_hexdigit()));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_path)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "owner-only");
+    }
+    assert!(!logged.to_lowercase().contains("notice"), "{logged}");
+
+    // Every later command opens (and checks the schema of) the database again: no NOTICE.
+    let (ok, _, logged) = tserver_in(directory.path(), &["users", &url, "list"], &[]).await;
+    assert!(ok);
+    assert!(logged.is_empty(), "nothing on standard error: {logged}");
+
+    // Without the key a secret is refused, saying how to get one; with it, stored.
+    let (ok, _, refused) = secrets_set(&url, None).await;
+    assert!(!ok);
+    assert!(
+        refused.contains("TSERVER_SECRETS_KEY") && refused.contains("openssl rand -hex 32"),
+        "{refused}"
+    );
+    let (ok, _, said) = secrets_set(&url, Some(key.trim())).await;
+    assert!(ok, "{said}");
+
+    // Init again on the same database is refused; the key file stays.
+    let (ok, said, _) = tserver_in(directory.path(), &["init", &url], &[]).await;
+    assert!(!ok, "the database holds a solution already: {said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_named_with_the_systems_reason() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("address").port()
+    };
+    let url = format!("postgres://postgres@127.0.0.1:{port}/plant");
+    let directory = tempfile::tempdir().expect("a directory");
+    let (ok, _, said) = tserver_in(directory.path(), &["users", &url, "list"], &[]).await;
+    assert!(!ok);
+    assert!(
+        said.contains(&format!("cannot connect to 127.0.0.1:{port}")),
+        "{said}"
+    );
+    assert!(said.to_lowercase().contains("connection refused"), "{said}");
+    assert!(!said.contains("pool timed out"), "{said}");
 }

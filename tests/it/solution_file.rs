@@ -108,3 +108,61 @@ async fn history_recorded_after_the_file_is_lost_is_held_not_written_into_the_vo
     stop.cancel();
     background.await.expect("the background task ends");
 }
+
+/// Waits until the running background task has applied `hours` of history retention, which
+/// it reads with `SimulatorEnabled` at each tick: after that, both settings are in force.
+async fn wait_for_retention(runtime: &Runtime, hours: u64) {
+    let deadline = Instant::now() + crate::support::PATIENCE;
+    while runtime.plant().historian().retention() != Duration::from_secs(hours * 3600) {
+        assert!(
+            Instant::now() < deadline,
+            "the retention of {hours} h was not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_running_server_follows_the_runtime_settings_admin_commands_change() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["settings", path, "set", "SimulatorEnabled", "off"], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let stop = CancellationToken::new();
+    let background = tokio::spawn({
+        let (runtime, stop) = (runtime.clone(), stop.clone());
+        async move { runtime.run_background_with(None, stop).await }
+    });
+    let current = || {
+        runtime
+            .objects()
+            .tag("Pump1.MotorCurrent")
+            .expect("a demo tag")
+            .current()
+            .value
+            .clone()
+    };
+    let still = current();
+    let said = admin(&["settings", path, "set", "SimulatorEnabled", "on"], "");
+    assert!(
+        said.contains("a running server follows it within a second"),
+        "{said}"
+    );
+    let deadline = Instant::now() + crate::support::PATIENCE;
+    while current() == still {
+        assert!(Instant::now() < deadline, "the simulator was not switched on");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    admin(&["settings", path, "set", "SimulatorEnabled", "off"], "");
+    let said = admin(&["settings", path, "set", "HistoryRetentionHours", "5"], "");
+    assert!(said.contains("HistoryRetentionHours"), "{said}");
+    wait_for_retention(&runtime, 5).await;
+    let stopped = current();
+    // Another setting seen proves at least one more tick ran with the simulator off.
+    admin(&["settings", path, "set", "HistoryRetentionHours", "6"], "");
+    wait_for_retention(&runtime, 6).await;
+    assert_eq!(current(), stopped, "the simulator stopped");
+    stop.cancel();
+    background.await.expect("the background task ends");
+}

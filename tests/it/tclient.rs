@@ -76,7 +76,7 @@ async fn interactive_repl_shows_status_and_warnings_readably() {
         .expect("runs");
     assert!(out.contains("you> "), "{out}");
     assert!(
-        out.contains("[warning] Local AI master kill-switch (ModelEnabled) is off."),
+        out.contains(&format!("[warning] {}", localai::gates::MODEL_ENABLED_OFF)),
         "{out}"
     );
     assert!(out.contains("[disabled in 0 ms]"), "{out}");
@@ -441,5 +441,67 @@ async fn tools_list_and_call_from_the_command_line() {
     .await
     .expect_err("not JSON");
     assert!(bad.to_string().contains("are not JSON"), "{bad}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_fresh_solution_names_the_command_that_fixes_each_refusal() {
+    let solution = Solution::empty();
+    let path = solution.path.to_str().expect("utf-8 path");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+
+    let error = tclient(&["--addr", &addr, "ping"], "", false)
+        .await
+        .expect_err("nobody can log in yet");
+    let error = error.to_string();
+    assert!(error.contains("has no users yet"), "{error}");
+    assert!(
+        error.contains("`tserver users PATH add NAME --role operator`"),
+        "{error}"
+    );
+
+    admin(&["users", path, "add", "ada", "--role", "operator"], "pw\n");
+    let wrong = tclient(
+        &["--addr", &addr, "--user", "ada", "--password-stdin", "ping"],
+        "not-it\n",
+        false,
+    )
+    .await
+    .expect_err("a wrong password");
+    assert!(
+        wrong.to_string().contains("unknown user or wrong password"),
+        "with users, a refusal says no more: {wrong}"
+    );
+
+    let login = ["--addr", addr.as_str(), "--user", "ada", "--password-stdin"];
+    let tools = tclient(&[&login[..], &["tools", "list"]].concat(), "pw\n", false)
+        .await
+        .expect_err("the runtime tools are off");
+    let tools = tools.to_string();
+    assert!(tools.contains("TOOLS_DISABLED"), "{tools}");
+    assert!(
+        tools.contains("`tserver settings PATH set ModelOptions 0x9e`"),
+        "{tools}"
+    );
+
+    let chat = tclient(&[&login[..], &["chat", "hello"]].concat(), "pw\n", false)
+        .await
+        .expect("a disabled envelope");
+    let envelope = service_client::Envelope::from_json(chat.trim_end()).expect("an envelope");
+    assert_eq!(envelope.warnings, [localai::gates::MODEL_ENABLED_OFF]);
+    assert!(
+        envelope.warnings[0].contains("`tserver settings PATH set ModelEnabled true`"),
+        "{chat}"
+    );
+
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let chat = tclient(&[&login[..], &["chat", "hello"]].concat(), "pw\n", false)
+        .await
+        .expect("a disabled envelope");
+    assert!(
+        chat.contains("`tserver settings PATH set ModelOptions 0x9e`"),
+        "{chat}"
+    );
     server.stop().await;
 }

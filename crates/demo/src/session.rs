@@ -8,7 +8,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use scripted_llm::ScriptedLlm;
 use service_client::{ClientOptions, Envelope, FailoverClient};
 use tokio::net::TcpListener;
@@ -36,6 +36,9 @@ pub const DEFAULT_QUESTIONS: &[&str] = &[
     "What equipment is there?",
 ];
 
+/// The questions asked of an existing solution when none are given: they fit any plant.
+pub const ANY_PLANT_QUESTIONS: &[&str] = &["What equipment is there?", "Which alarms are active?"];
+
 /// What the demo should do.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -47,8 +50,14 @@ pub struct DemoOptions {
     pub ollama_url: String,
     /// Use the built-in demo model even if a real one is reachable.
     pub builtin_model: bool,
-    /// Where to create the demo solution (kept afterwards); a temporary file otherwise.
+    /// Where to create the demo solution (kept afterwards); a temporary file otherwise. A
+    /// solution that exists there is served as it is, with the chosen model held in memory
+    /// (its own settings are not changed), so a user can try the assistant on their plant.
     pub solution: Option<PathBuf>,
+    /// Who the chat logs in as (the demo's passwordless `guest` unless told).
+    pub user: String,
+    /// That user's password.
+    pub password: String,
     /// The questions to ask, in order.
     pub questions: Vec<String>,
     /// After the questions, read more from the input until an empty line or end of input.
@@ -65,6 +74,8 @@ impl Default for DemoOptions {
             ollama_url: OLLAMA_DEFAULT.to_owned(),
             builtin_model: false,
             solution: None,
+            user: "guest".to_owned(),
+            password: String::new(),
             questions: DEFAULT_QUESTIONS
                 .iter()
                 .map(|&question| question.to_owned())
@@ -137,34 +148,71 @@ pub async fn run(
             scratch.path().join("demo.db")
         }
     };
-    create_solution(&solution)?;
+    let existing = solution.exists();
+    if !existing {
+        create_solution(&solution)?;
+    }
     let model = choose_model(options).await?;
-    configure_model(&solution, &model)?;
-
-    let runtime = Runtime::open(&solution).with_context(|| format!("cannot open {}", solution.display()))?;
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .context("cannot listen on a loopback port")?;
     let addr = listener.local_addr()?;
+    // An existing solution is the user's: one server at a time on it, and its settings stay
+    // as they are (the model is held in memory only).
+    let _lock = if existing {
+        Some(tserver::solution::ServeLock::acquire(
+            &solution,
+            &addr.to_string(),
+        )?)
+    } else {
+        None
+    };
+    let runtime = if existing {
+        Runtime::open(&solution)
+            .with_context(|| format!("cannot open {}", solution.display()))?
+            .with_model_stand_in(tserver::ModelStandIn {
+                url: model.url(),
+                name: model.name().to_owned(),
+            })
+    } else {
+        configure_model(&solution, &model)?;
+        Runtime::open(&solution).with_context(|| format!("cannot open {}", solution.display()))?
+    };
+    let simulate = !existing || runtime.settings().simulator_enabled;
     writeln!(output, "TServer Local AI demo")?;
     writeln!(
         output,
-        "  solution  {} ({} tags, {} alarms, simulator on)",
+        "  solution  {} ({} tags, {} alarms, simulator {})",
         solution.display(),
         runtime.objects().len(),
-        runtime.objects().alarms().len()
+        runtime.objects().alarms().len(),
+        if simulate { "on" } else { "off" }
     )?;
     writeln!(output, "  tserver   listening on {addr}")?;
     writeln!(output, "  model     {}", model.describe())?;
+    if existing {
+        writeln!(
+            output,
+            "            for this run only: the solution's own model settings are not changed"
+        )?;
+    }
 
     let shutdown = CancellationToken::new();
+    if existing {
+        runtime
+            .start_sources(&shutdown)
+            .await
+            .context("cannot start the plant's MQTT sources")?;
+    }
     // The demo's script (TankNote) writes an operator note when Tank 1 runs high.
     runtime.start_scripts(&shutdown).await;
     let server = Server::new(runtime.clone(), ServerConfig::default())?;
     let serving = tokio::spawn(server.run(listener, shutdown.clone()));
     let background = tokio::spawn({
         let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
-        async move { runtime.run_background(true, shutdown).await }
+        // The demo's own solution always simulates; an existing one follows its setting.
+        let pinned = (!existing).then_some(true);
+        async move { runtime.run_background_with(pinned, shutdown).await }
     });
 
     let chat = chat(addr, options, &model, input, output).await;
@@ -192,8 +240,8 @@ async fn chat(
         },
     )
     .await?;
-    client.login("guest", "").await?;
-    writeln!(output, "  logged in as guest\n")?;
+    client.login(&options.user, &options.password).await?;
+    writeln!(output, "  logged in as {}\n", options.user)?;
     let mut report = DemoReport {
         builtin_model: matches!(model, Model::BuiltIn { .. }),
         ..DemoReport::default()
@@ -231,15 +279,10 @@ async fn ask(
 
 /// Creates the demo solution (plant, alarms, two hours of history, a passwordless guest).
 fn create_solution(path: &Path) -> anyhow::Result<()> {
-    if path.exists() {
-        bail!(
-            "{} already exists; the demo creates a new solution",
-            path.display()
-        );
-    }
     let command = tserver::cli::Command::Init {
         solution: tserver::solution::SolutionLocation::File(path.to_owned()).into(),
         demo: true,
+        key_file: None,
     };
     tserver::cli::run_admin(&command, &mut std::io::empty(), &mut std::io::sink())
 }

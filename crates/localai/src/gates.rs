@@ -5,11 +5,13 @@ use ai_envelope::Envelope;
 use crate::settings::{ModelOptions, SettingsRow};
 
 /// The warning of gate 1, naming the `ModelEnabled` kill-switch.
-pub const MODEL_ENABLED_OFF: &str = "Local AI master kill-switch (ModelEnabled) is off.";
+pub const MODEL_ENABLED_OFF: &str = "Local AI master kill-switch (ModelEnabled) is off: \
+     `tserver settings PATH set ModelEnabled true` turns it on (with `set URL ...` naming the model).";
 
 /// The warning of gate 2 (chat path only), naming bit 0x02.
-pub const RUNTIME_MCP_OFF: &str =
-    "Local AI tool surface (ModelOptions bit 0x02, EnableRuntimeMCP) is off; chat requires it.";
+pub const RUNTIME_MCP_OFF: &str = "Local AI tool surface (ModelOptions bit 0x02, EnableRuntimeMCP) is off; chat requires it: \
+     `tserver settings PATH set ModelOptions 0x9e` turns it on with the UNS, alarm and history \
+     tools and per-connection chat history.";
 
 /// Gate 1, shared by both paths: `ModelEnabled` off short-circuits with `disabled`.
 pub fn model_enabled(row: &SettingsRow) -> Result<(), Envelope> {

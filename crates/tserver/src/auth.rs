@@ -38,6 +38,10 @@ pub(crate) enum LoginError {
     /// Unknown user or wrong password; deliberately not saying which.
     #[error("unknown user or wrong password")]
     Refused,
+    /// The solution has no users at all, so no login can succeed: the reply says how to add
+    /// one (it tells a caller nothing a refusal would hide, since nobody could log in).
+    #[error("{NO_USERS}")]
+    NoUsers,
     /// Too many failures from this peer address lately; it may try again after the wait.
     #[error("too many failed logins from this address")]
     Throttled(Duration),
@@ -45,6 +49,11 @@ pub(crate) enum LoginError {
     #[error("login could not be checked: {0}")]
     Internal(String),
 }
+
+/// The refusal of a login on a solution without users: how to add the first.
+pub(crate) const NO_USERS: &str = "this solution has no users yet: add one on the server with \
+     `tserver users PATH add NAME --role operator` (its password on standard input), or \
+     `--no-password` for a passwordless one";
 
 /// How often the `Users` table is read for changes made by admin commands.
 const USERS_POLL: Duration = Duration::from_secs(1);
@@ -191,6 +200,10 @@ impl Authenticator {
         let outcome = self.verify_unthrottled(peer, user_name, password).await;
         match &outcome {
             Ok(_) => self.succeeded(peer).await,
+            Err(LoginError::NoUsers) => {
+                let (failures, lockout) = self.failed(peer).await;
+                tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: the solution has no users (`tserver users PATH add NAME` adds one)");
+            }
             Err(LoginError::Refused) => {
                 let (failures, lockout) = self.failed(peer).await;
                 // Never the password: only who tried, from where, and what it cost them.
@@ -289,7 +302,16 @@ impl Authenticator {
             None => {
                 // Spend the same effort as for a real user, then refuse.
                 self.check(peer, self.dummy_hash.clone(), password).await?;
-                Err(LoginError::Refused)
+                let users = self
+                    .store
+                    .users()
+                    .await
+                    .map_err(|error| LoginError::Internal(error.to_string()))?;
+                if users.is_empty() {
+                    Err(LoginError::NoUsers)
+                } else {
+                    Err(LoginError::Refused)
+                }
             }
         }
     }

@@ -83,6 +83,11 @@ pub enum Command {
         /// Add the demo plant and a passwordless `guest` user.
         #[arg(long)]
         demo: bool,
+        /// For a `postgres://` solution without TSERVER_SECRETS_KEY set: where to write its new
+        /// secrets key (default: `DATABASE.key` in the current directory). A solution file
+        /// keeps its key beside it.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
     },
     /// Read or change the Local AI settings (works while a server runs).
     Settings {
@@ -104,13 +109,7 @@ pub enum Command {
     },
     /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
     /// print the reply envelope JSON on one line.
-    AiExecute {
-        /// The solution: a file or a `postgres://` URL.
-        #[arg(long)]
-        solution: SolutionLocation,
-        /// The query: plain text, or a JSON object with system, user, context and metadata.
-        query: String,
-    },
+    AiExecute(AiExecuteArgs),
     /// Manage the users who may log in (works while a server runs).
     Users {
         /// Where the solution is.
@@ -183,6 +182,54 @@ pub enum Command {
         #[command(subcommand)]
         action: SolutionAction,
     },
+}
+
+impl Command {
+    /// The solution the command works on, for the commands that take one (given first or as
+    /// `--solution`).
+    pub fn solution(&self) -> Option<anyhow::Result<SolutionLocation>> {
+        let solution = match self {
+            Self::Serve(args) => &args.solution,
+            Self::Init { solution, .. }
+            | Self::Settings { solution, .. }
+            | Self::Secrets { solution, .. }
+            | Self::Users { solution, .. }
+            | Self::Audit { solution, .. }
+            | Self::Plant { solution, .. }
+            | Self::Sources { solution, .. }
+            | Self::Tokens { solution, .. }
+            | Self::Scripts { solution, .. } => solution,
+            Self::AiExecute(args) => return Some(args.solution_and_query().map(|(solution, _)| solution)),
+            Self::Tls { .. } | Self::Solution { .. } => return None,
+        };
+        Some(solution.location().cloned())
+    }
+}
+
+/// `tserver ai-execute [SOLUTION] QUERY` or `tserver ai-execute --solution SOLUTION QUERY`.
+#[derive(Debug, Args)]
+pub struct AiExecuteArgs {
+    /// The solution, as an option.
+    #[arg(long = "solution", value_name = "SOLUTION")]
+    solution: Option<SolutionLocation>,
+    /// The solution (unless given as --solution), then the query: plain text, or a JSON object
+    /// with system, user, context and metadata.
+    #[arg(value_name = "[SOLUTION] QUERY", num_args = 1..=2, required = true)]
+    words: Vec<String>,
+}
+
+impl AiExecuteArgs {
+    /// The solution and the query, from whichever form was given.
+    pub fn solution_and_query(&self) -> anyhow::Result<(SolutionLocation, &str)> {
+        match (&self.solution, self.words.as_slice()) {
+            (Some(solution), [query]) => Ok((solution.clone(), query)),
+            // Parsed here rather than by clap: which word is the solution depends on whether
+            // --solution was given.
+            (None, [solution, query]) => Ok((SolutionLocation::parse(solution)?, query)),
+            (Some(_), _) => bail!("give the query once: the solution is already --solution"),
+            (None, _) => bail!("give the solution and the query: `tserver ai-execute SOLUTION QUERY`"),
+        }
+    }
 }
 
 /// `tserver solution` actions.
@@ -304,10 +351,11 @@ impl From<SolutionLocation> for SolutionArg {
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The solution to serve: a file, or a `postgres://` URL shared by several nodes (its
-    /// password from the URL, PGPASSWORD or ~/.pgpass; secrets' key from TSERVER_SECRETS_KEY).
-    #[arg(long)]
-    pub solution: SolutionLocation,
+    /// The solution to serve, first or as `--solution`: a file, or a `postgres://` URL shared
+    /// by several nodes (its password from the URL, PGPASSWORD or ~/.pgpass; secrets' key from
+    /// TSERVER_SECRETS_KEY).
+    #[command(flatten)]
+    pub solution: SolutionArg,
     /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
     /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
     /// with the same certificate.
@@ -599,7 +647,8 @@ pub async fn serve_on(
         .local_addr()
         .map_or_else(|_| args.listen.to_string(), |address| address.to_string());
     // A database is shared by design; a file is served by one server only.
-    let _lock = match &args.solution {
+    let solution = args.solution.location()?;
+    let _lock = match solution {
         SolutionLocation::File(path) => {
             if !path.exists() {
                 return Err(SolutionError::NotFound(path.clone()).into());
@@ -608,9 +657,9 @@ pub async fn serve_on(
         }
         SolutionLocation::Postgres(_) => None,
     };
-    let runtime = Runtime::open_at(&args.solution)
+    let runtime = Runtime::open_at(solution)
         .await
-        .with_context(|| format!("cannot open solution {}", args.solution))?;
+        .with_context(|| format!("cannot open solution {solution}"))?;
     let simulate = args.simulator.unwrap_or(runtime.settings().simulator_enabled);
     tracing::info!(
         tags = runtime.objects().len(),
@@ -667,7 +716,8 @@ pub async fn serve_on(
     let background = tokio::spawn({
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();
-        async move { runtime.run_background(simulate, shutdown).await }
+        let pinned = args.simulator;
+        async move { runtime.run_background_with(pinned, shutdown).await }
     });
     if let Some(tls) = tls {
         tracing::info!("serving TLS only");
@@ -699,9 +749,18 @@ const DEMO_HISTORY_STEP: Duration = Duration::from_secs(30);
 /// results to `output`.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
-        Command::Serve(_) | Command::AiExecute { .. } => bail!("not an admin command"),
-        Command::Init { solution, demo } => {
+        Command::Serve(_) | Command::AiExecute(_) => bail!("not an admin command"),
+        Command::Init {
+            solution,
+            demo,
+            key_file,
+        } => {
             let solution = solution.location()?;
+            if key_file.is_some() && matches!(solution, SolutionLocation::File(_)) {
+                bail!(
+                    "--key-file is for a postgres:// solution: a solution file keeps its key beside it ({solution}.key)"
+                );
+            }
             match solution {
                 SolutionLocation::File(path) => create_file_solution(path, *demo)?,
                 SolutionLocation::Postgres(url) => {
@@ -716,6 +775,10 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             }
             let kind = if *demo { "demo solution" } else { "solution" };
             writeln!(output, "created {kind} {solution}")?;
+            if let SolutionLocation::Postgres(url) = solution {
+                writeln!(output, "{}", database_key(url, key_file.as_deref())?)?;
+            }
+            output.write_all(next_steps(solution, *demo).as_bytes())?;
         }
         Command::Settings { solution, action } => {
             let solution = solution.location()?;
@@ -810,6 +873,90 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
     Ok(())
 }
 
+/// The secrets key of a new database solution: a database keeps none, so every node and admin
+/// command takes it from the environment. One set already is that key; otherwise a fresh one
+/// is written to `key_file` or `<database>.key` here (an existing file there is kept and used).
+/// Says which.
+fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
+    if std::env::var_os(KEY_ENV).is_some() {
+        return Ok(format!(
+            "secrets key: the {KEY_ENV} set here; every node and admin command on this solution needs the same"
+        ));
+    }
+    let path = key_file.map_or_else(
+        || PathBuf::from(format!("{}.key", url.database().unwrap_or("solution"))),
+        Path::to_path_buf,
+    );
+    let shown = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+    let made = if path.exists() {
+        format!("kept the secrets key file {}", shown.display())
+    } else {
+        crate::solution::create_key_at(&path)?;
+        format!("made a secrets key in {} (owner-only)", shown.display())
+    };
+    let quoted = shlex::try_quote(&shown.display().to_string())
+        .map_or_else(|_| shown.display().to_string(), |q| q.into_owned());
+    Ok(format!(
+        "{made}: a database keeps none, so every node and admin command on it needs it in \
+         {KEY_ENV}, e.g. `export {KEY_ENV}=$(cat {quoted})`"
+    ))
+}
+
+/// What to do after `init`: the commands that make a new solution useful, with its location
+/// quoted for a shell. A new solution has no users (a demo has `guest`), no runtime tools
+/// (a demo has them), and Local AI off.
+fn next_steps(solution: &SolutionLocation, demo: bool) -> String {
+    let shown = solution.to_string();
+    let at = shlex::try_quote(&shown).map_or_else(|_| shown.clone(), |quoted| quoted.into_owned());
+    let mut lines = String::from("next:\n");
+    let mut step = |command: String, why: &str| {
+        lines.push_str(&format!("  # {why}\n  {command}\n"));
+    };
+    if !demo {
+        step(
+            format!("tserver users {at} add NAME --role operator"),
+            "a login (password on standard input; --no-password for none)",
+        );
+        step(
+            format!("tserver plant {at} import plant.toml"),
+            "your plant (docs/PLANT.md), or `init --demo` for the demo's",
+        );
+        step(
+            format!("tserver settings {at} set ModelOptions 0x9e"),
+            "the assistant's runtime tools (UNS, alarms, history)",
+        );
+    }
+    step(
+        format!("tserver settings {at} set URL http://localhost:11434/v1/chat/completions"),
+        "the model (any OpenAI-compatible endpoint)",
+    );
+    step(
+        format!("tserver settings {at} set Name qwen2.5:7b-instruct"),
+        "the model's name at that endpoint",
+    );
+    step(
+        format!("tserver settings {at} set ModelEnabled true"),
+        "Local AI on (off until then)",
+    );
+    if !demo {
+        step(
+            format!("tserver settings {at} set SimulatorEnabled on"),
+            "move the plant's simulated tags while serving",
+        );
+    }
+    step(
+        format!("tserver serve {at}"),
+        "serve display clients on 127.0.0.1:3101",
+    );
+    if let SolutionLocation::File(_) = solution {
+        step(
+            format!("tserver-demo --solution {at}"),
+            "or: chat with it now through the built-in rule-based model",
+        );
+    }
+    lines
+}
+
 /// `tserver settings`, on either backend; returns what it prints.
 /// A new solution file, with the demo plant and its seeded history when `demo`.
 fn create_file_solution(path: &std::path::Path, demo: bool) -> anyhow::Result<()> {
@@ -850,8 +997,16 @@ async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) 
     let mut lines = String::new();
     match action {
         SettingsAction::Get { key } => writeln!(lines, "{}", store.setting(&SettingKey::parse(key)?).await?)?,
-        SettingsAction::Set { key, value } => store.set_setting(&SettingKey::parse(key)?, value).await?,
-        SettingsAction::Unset { key } => store.unset_setting(&SettingKey::parse(key)?).await?,
+        SettingsAction::Set { key, value } => {
+            let key = SettingKey::parse(key)?;
+            store.set_setting(&key, value).await?;
+            write_when_seen(&mut lines, &store, &key).await?;
+        }
+        SettingsAction::Unset { key } => {
+            let key = SettingKey::parse(key)?;
+            store.unset_setting(&key).await?;
+            write_when_seen(&mut lines, &store, &key).await?;
+        }
         SettingsAction::Show => {
             for key in [
                 SettingKey::ModelEnabled,
@@ -870,6 +1025,26 @@ async fn settings_command(solution: &SolutionLocation, action: &SettingsAction) 
         }
     }
     Ok(lines)
+}
+
+/// For a runtime setting, its value now and when a running server uses it. The Local AI
+/// settings print nothing: every call reads them.
+async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let SettingKey::Runtime(runtime_key) = key else {
+        return Ok(());
+    };
+    let value = store.setting(key).await?;
+    let when = match runtime_key {
+        RuntimeKey::SimulatorEnabled => {
+            "a running server follows it within a second (one started with `--simulator on|off` keeps that)"
+        }
+        RuntimeKey::HistoryRetentionHours => {
+            "a running server follows it within a second, pruning by it at its next history flush"
+        }
+    };
+    writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
+    Ok(())
 }
 
 /// `tserver users`, on either backend, with the password already read; returns what it prints.
@@ -1271,12 +1446,13 @@ pub fn main() -> anyhow::Result<()> {
                 serve(args, shutdown).await
             })
         }
-        Command::AiExecute { solution, query } => {
+        Command::AiExecute(args) => {
+            let (solution, query) = args.solution_and_query()?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
-            let envelope = runtime.block_on(ai_execute(solution, query))?;
+            let envelope = runtime.block_on(ai_execute(&solution, query))?;
             println!("{envelope}");
             Ok(())
         }

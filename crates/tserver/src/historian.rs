@@ -7,7 +7,7 @@
 //! Every method that touches SQLite blocks: async callers run it on the blocking pool.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -91,7 +91,8 @@ struct Queue {
 #[derive(Debug)]
 pub struct Historian {
     store: Arc<Store>,
-    retention: Duration,
+    /// How long rows are kept, in milliseconds: `HistoryRetentionHours`, followed live.
+    retention_ms: AtomicU64,
     queue: Mutex<Queue>,
     /// One writer connection, opened on first flush and kept; also serializes flushes.
     writer: Mutex<Option<Connection>>,
@@ -106,7 +107,7 @@ impl Historian {
     pub fn new(store: Arc<Store>, retention: Duration) -> Self {
         Self {
             store,
-            retention,
+            retention_ms: AtomicU64::new(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
             queue: Mutex::new(Queue::default()),
             writer: Mutex::new(None),
             records_shared: AtomicBool::new(true),
@@ -121,7 +122,16 @@ impl Historian {
 
     /// How long samples and events are kept.
     pub fn retention(&self) -> Duration {
-        self.retention
+        Duration::from_millis(self.retention_ms.load(Ordering::Relaxed))
+    }
+
+    /// Keeps samples and events for `retention` from the next flush on (a changed
+    /// `HistoryRetentionHours`).
+    pub(crate) fn set_retention(&self, retention: Duration) {
+        let ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+        if self.retention_ms.swap(ms, Ordering::Relaxed) != ms {
+            tracing::info!(?retention, "history retention changed");
+        }
     }
 
     fn queue(&self) -> MutexGuard<'_, Queue> {
@@ -204,7 +214,7 @@ impl Historian {
             tracing::warn!(dropped, "historian queue overflowed; oldest rows were dropped");
         }
         let keep_after = SystemTime::now()
-            .checked_sub(self.retention)
+            .checked_sub(self.retention())
             .unwrap_or(UNIX_EPOCH);
         let written = match &*self.store {
             Store::File(db) => match writer.as_mut() {

@@ -41,7 +41,7 @@ mod waiting;
 
 pub use config::ServerConfig;
 pub use plant::Plant;
-pub use runtime::{Runtime, Toolkit, ToolsClosed};
+pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use server::{Accepting, Server, ServerError};
 pub use sources::SourceStatus;
 pub use throttle::LoginThrottleConfig;

@@ -102,6 +102,7 @@ impl Runtime {
         let tools = Arc::new(runtime_catalog(&plant.reader()));
         let view = SolutionView {
             store: Arc::clone(&store),
+            stand_in: None,
             plant: plant.reader(),
             tools: Arc::clone(&tools),
         };
@@ -267,6 +268,15 @@ impl Runtime {
     /// and the historian's periodic flush, with a last flush on the way out so that no
     /// recorded sample is lost.
     pub async fn run_background(&self, simulate: bool, shutdown: CancellationToken) {
+        self.run_background_with(Some(simulate), shutdown).await;
+    }
+
+    /// As [`Self::run_background`], following the stored runtime settings while it runs:
+    /// `SimulatorEnabled` (unless `simulator` pins it, as `serve --simulator` does) and
+    /// `HistoryRetentionHours`, read at each tick, so `tserver settings ... set` is seen
+    /// within about a second.
+    pub async fn run_background_with(&self, simulator: Option<bool>, shutdown: CancellationToken) {
+        let mut simulate = simulator.unwrap_or(self.settings.simulator_enabled);
         let mut tick = tokio::time::interval(SIMULATOR_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut next_flush = tokio::time::Instant::now() + HISTORY_FLUSH_EVERY;
@@ -286,6 +296,16 @@ impl Runtime {
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;
+            match self.store.runtime_settings().await {
+                Ok(settings) => {
+                    self.plant.historian().set_retention(settings.history_retention);
+                    if simulator.is_none() && settings.simulator_enabled != simulate {
+                        simulate = settings.simulator_enabled;
+                        tracing::info!(simulator = simulate, "SimulatorEnabled changed");
+                    }
+                }
+                Err(error) => tracing::debug!(%error, "cannot read the runtime settings"),
+            }
             // Every node simulates: the values are a function of the clock, the same on every
             // node, as a broker's would be; the leader alone stores them (`records_shared`).
             if simulate {
@@ -432,7 +452,8 @@ impl Runtime {
 pub enum ToolsClosed {
     /// ModelOptions bit 0x02 (EnableRuntimeMCP) is off.
     #[error(
-        "the runtime tools are off for clients: the solution's ModelOptions bit 0x02 (EnableRuntimeMCP) is not set"
+        "the runtime tools are off for clients: the solution's ModelOptions bit 0x02 (EnableRuntimeMCP) is not set; \
+         `tserver settings PATH set ModelOptions 0x9e` sets it, with the UNS, alarm and history tools"
     )]
     Disabled,
     /// The settings could not be read.
@@ -464,6 +485,8 @@ impl Toolkit {
 #[derive(Debug)]
 struct SolutionView {
     store: Arc<Store>,
+    /// The model used instead of the solution's, when this process was given one.
+    stand_in: Option<Arc<ModelStandIn>>,
     /// Local AI reads tag values (`{Tag.X}`); it never writes.
     plant: PlantReader,
     tools: Arc<ToolCatalog>,
@@ -474,13 +497,74 @@ fn for_local_ai(error: SolutionError) -> localai::SolutionError {
     localai::SolutionError(error.to_string())
 }
 
+/// A model this process uses instead of the solution's, held in memory and never stored: how
+/// `tserver-demo --solution EXISTING` lets a user try the assistant on their own plant with the
+/// built-in rule-based model. Local AI is on for it, its `ModelSettings` are only these (no
+/// header or secret of the solution's own endpoint reaches it), and a solution whose runtime
+/// tools are off gets the demo's tool bits (0x9e) so there is something to try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelStandIn {
+    /// The chat-completions URL.
+    pub url: String,
+    /// The model name sent.
+    pub name: String,
+}
+
+impl ModelStandIn {
+    /// The demo's `ModelOptions`: the runtime tools (UNS, alarms, history) and chat history.
+    const OPTIONS: i64 = 0x9e;
+
+    fn applied_to(&self, row: SettingsRow) -> SettingsRow {
+        let tools_on = row
+            .options()
+            .contains(localai::settings::ModelOptions::ENABLE_RUNTIME_MCP);
+        SettingsRow {
+            model_enabled: true,
+            model_settings: Some(
+                serde_json::Value::Object(serde_json::Map::from_iter([
+                    (localai::settings::keys::URL.to_owned(), self.url.clone().into()),
+                    (localai::settings::keys::NAME.to_owned(), self.name.clone().into()),
+                ]))
+                .to_string(),
+            ),
+            model_options: if tools_on {
+                row.model_options
+            } else {
+                Self::OPTIONS
+            },
+        }
+    }
+}
+
+impl Runtime {
+    /// This runtime, its Local AI asking `stand_in` instead of the solution's model (the
+    /// solution's settings are not changed). Call before serving: the Local AI service is
+    /// made anew.
+    #[must_use]
+    pub fn with_model_stand_in(mut self, stand_in: ModelStandIn) -> Self {
+        let view = SolutionView {
+            store: Arc::clone(&self.store),
+            stand_in: Some(Arc::new(stand_in)),
+            plant: self.plant.reader(),
+            tools: Arc::clone(&self.tools),
+        };
+        self.local_ai = LocalAi::new(Arc::new(view));
+        self
+    }
+}
+
 impl localai::Solution for SolutionView {
     fn settings(&self) -> StoreRead<SettingsRow> {
+        let stand_in = self.stand_in.clone();
+        let apply = move |row: SettingsRow| match &stand_in {
+            Some(stand_in) => stand_in.applied_to(row),
+            None => row,
+        };
         match &*self.store {
-            Store::File(db) => store_read_ready(db.settings_row().map_err(for_local_ai)),
+            Store::File(db) => store_read_ready(db.settings_row().map(apply).map_err(for_local_ai)),
             Store::Postgres(_) => {
                 let store = Arc::clone(&self.store);
-                Box::pin(async move { store.settings_row().await.map_err(for_local_ai) })
+                Box::pin(async move { store.settings_row().await.map(apply).map_err(for_local_ai) })
             }
         }
     }

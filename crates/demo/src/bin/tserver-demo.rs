@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use tserver_demo::session::{DEFAULT_QUESTIONS, OLLAMA_DEFAULT};
+use tserver_demo::session::{ANY_PLANT_QUESTIONS, DEFAULT_QUESTIONS, OLLAMA_DEFAULT};
 use tserver_demo::{DemoOptions, run};
 
 /// Create a demo plant, start tserver, and chat with its Local AI assistant.
@@ -30,9 +30,15 @@ struct Args {
     /// Use the built-in demo model even when a real one is reachable.
     #[arg(long)]
     builtin_model: bool,
-    /// Create the demo solution here and keep it (default: a temporary file).
+    /// Create the demo solution here and keep it (default: a temporary file). A solution that
+    /// exists there is served as it is, with the model above held in memory (its own settings
+    /// are not changed): the assistant on your own plant, without a GPU.
     #[arg(long)]
     solution: Option<PathBuf>,
+    /// The user the chat logs in as; its password comes from TSERVER_DEMO_PASSWORD, or is
+    /// asked for (without echo) on a terminal.
+    #[arg(long, default_value = "guest")]
+    user: String,
     /// A question to ask instead of the built-in ones (repeatable).
     #[arg(short, long = "question")]
     questions: Vec<String>,
@@ -47,11 +53,24 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let existing = args.solution.as_ref().is_some_and(|path| path.exists());
+    let password = match std::env::var("TSERVER_DEMO_PASSWORD") {
+        Ok(password) => password,
+        Err(_) if args.user != "guest" && std::io::stdin().is_terminal() => {
+            rpassword::prompt_password(format!("password of {}: ", args.user))
+                .context("cannot read the password")?
+        }
+        Err(_) => String::new(),
+    };
     let questions = if args.questions.is_empty() {
-        DEFAULT_QUESTIONS
-            .iter()
-            .map(|&question| question.to_owned())
-            .collect()
+        if existing {
+            ANY_PLANT_QUESTIONS
+        } else {
+            DEFAULT_QUESTIONS
+        }
+        .iter()
+        .map(|&question| question.to_owned())
+        .collect()
     } else {
         args.questions
     };
@@ -61,6 +80,8 @@ fn main() -> anyhow::Result<()> {
         ollama_url: args.ollama_url,
         builtin_model: args.builtin_model,
         solution: args.solution,
+        user: args.user,
+        password,
         questions,
         interactive: args.interactive,
         stream: std::io::stdout().is_terminal(),

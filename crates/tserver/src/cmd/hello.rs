@@ -37,6 +37,7 @@ pub(crate) async fn apply(
             ErrorCode::LoginFailed,
             "unknown user or wrong password",
         )),
+        Err(LoginError::NoUsers) => Err(CallError::new(ErrorCode::LoginFailed, crate::auth::NO_USERS)),
         Err(LoginError::Throttled(wait)) => Err(CallError::new(
             ErrorCode::LoginThrottled,
             format!(

@@ -42,7 +42,7 @@ pub use postgres::{
     CopyReport, Leadership, PG_SCHEMA_VERSION, PgStore, PostgresUrl, SCRIPTS_LEADER, copy_solution,
 };
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
-pub use secrets::{KEY_ENV, key_file};
+pub use secrets::{KEY_ENV, create_key_at, key_file};
 pub use source_reports::SourceReport;
 pub use store::Store;
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};

@@ -36,7 +36,17 @@ pub(super) fn create_key_file(solution: &Path) -> Result<(), SolutionError> {
 
 /// Writes `key` as a new key file, readable by its owner only.
 fn write_key_file(solution: &Path, key: &[u8]) -> Result<(), SolutionError> {
-    let path = key_file(solution);
+    write_key(&key_file(solution), key)
+}
+
+/// Writes a fresh random key to `path` (readable by its owner only), which must not exist yet:
+/// the key of a new database solution, whose nodes and admin commands take it from
+/// [`KEY_ENV`].
+pub fn create_key_at(path: &Path) -> Result<(), SolutionError> {
+    write_key(path, &ChaCha20Poly1305::generate_key(&mut OsRng))
+}
+
+fn write_key(path: &Path, key: &[u8]) -> Result<(), SolutionError> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -45,7 +55,7 @@ fn write_key_file(solution: &Path, key: &[u8]) -> Result<(), SolutionError> {
         options.mode(0o600);
     }
     let mut file = options
-        .open(&path)
+        .open(path)
         .map_err(|error| SolutionError::SecretsKey(format!("cannot create {}: {error}", path.display())))?;
     writeln!(file, "{}", hex::encode(key))
         .map_err(|error| SolutionError::SecretsKey(format!("cannot write {}: {error}", path.display())))
@@ -73,7 +83,9 @@ pub(super) fn load_key(solution: Option<&Path>) -> Result<Key, SolutionError> {
         (Ok(text), _) => (text, KEY_ENV.to_owned()),
         (Err(_), None) => {
             return Err(SolutionError::SecretsKey(format!(
-                "no secrets key: set {KEY_ENV} to the solution's key (a database keeps none)"
+                "no secrets key: set {KEY_ENV} to the solution's key (a database keeps none; \
+                 `tserver init postgres://...` made one and said where, or make one with \
+                 `openssl rand -hex 32` before the first secret is stored)"
             )));
         }
         (Err(_), Some(solution)) => {

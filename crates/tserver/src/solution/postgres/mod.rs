@@ -101,8 +101,14 @@ impl PostgresUrl {
         if let Some(name) = &credential {
             options = options.password(&read_credential(name).map_err(refused)?);
         }
-        // Statements are logged by tserver's own tracing, not sqlx's (which would log values).
-        let options = std::sync::Arc::new(options.disable_statement_logging());
+        // Statements are logged by tserver's own tracing, not sqlx's (which would log values);
+        // the server's NOTICEs (a migration's "already exists, skipping") are not news to
+        // anyone, so only warnings and errors are sent.
+        let options = std::sync::Arc::new(
+            options
+                .disable_statement_logging()
+                .options([("client_min_messages", "warning")]),
+        );
         Ok(Self { options, shown })
     }
 }
@@ -178,6 +184,14 @@ impl PgStore {
     /// of a newer schema is refused untouched; one holding other tables named like ours fails
     /// the migration, which rolls back whole).
     pub async fn open(url: &PostgresUrl) -> Result<Self, SolutionError> {
+        // One connection first: a pool retries a refused connection until its acquire timeout
+        // and then says only "pool timed out"; this says which address refused and why.
+        let probe = url
+            .options
+            .connect()
+            .await
+            .map_err(|error| url.connect_error(error))?;
+        let _ = sqlx::Connection::close(probe).await;
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -210,7 +224,7 @@ impl PgStore {
             .options
             .connect()
             .await
-            .map_err(|error| store_error(url, error))?;
+            .map_err(|error| url.connect_error(error))?;
         let found: Option<String> = sqlx::query_scalar("SELECT to_regclass('schemaversion')::text")
             .fetch_one(&mut connection)
             .await
@@ -357,6 +371,30 @@ async fn hash_off_the_workers(password: &str) -> Result<String, SolutionError> {
 }
 
 /// A driver error as the store's: names the (redacted) location, never a password.
+impl PostgresUrl {
+    /// The database's name, as the URL gives it.
+    pub fn database(&self) -> Option<&str> {
+        self.options.get_database()
+    }
+
+    /// A failed connection, naming the address it went to and the system's reason (such as
+    /// "Connection refused") rather than the pool's.
+    fn connect_error(&self, error: sqlx::Error) -> SolutionError {
+        let reason = match &error {
+            sqlx::Error::Io(io) => format!(
+                "cannot connect to {}:{}: {io}",
+                self.options.get_host(),
+                self.options.get_port()
+            ),
+            _ => error.to_string(),
+        };
+        SolutionError::Postgres {
+            location: self.to_string(),
+            reason,
+        }
+    }
+}
+
 fn store_error(url: &PostgresUrl, error: sqlx::Error) -> SolutionError {
     SolutionError::Postgres {
         location: url.to_string(),
