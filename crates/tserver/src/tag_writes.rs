@@ -143,7 +143,10 @@ pub(crate) fn check_write(
 /// Carries out a checked write: to the field for a source-fed tag, else to the object model.
 pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<(), String> {
     match write.source {
-        Some(source) => runtime.write_to_field(&source, &write.tag, write.value).await,
+        Some(source) => runtime
+            .write_to_field(&source, &write.tag, write.value)
+            .await
+            .map_err(|error| error.to_string()),
         // A reload between the check and now may have removed or retyped the tag.
         None => runtime
             .plant()

@@ -107,8 +107,15 @@ pub(crate) fn apply(
             )
             .into_body();
         }
-        for Accepted { index, write } in accepted {
-            if let Err(error) = carry_out(&runtime, write).await {
+        // Together: each write to the field waits for its broker's acknowledgement, and one
+        // call's writes wait at most one acknowledgement timeout, not one each.
+        let outcomes = futures::future::join_all(accepted.into_iter().map(|Accepted { index, write }| {
+            let runtime = &runtime;
+            async move { (index, carry_out(runtime, write).await) }
+        }))
+        .await;
+        for (index, outcome) in outcomes {
+            if let Err(error) = outcome {
                 results[index].error = error;
             }
         }
