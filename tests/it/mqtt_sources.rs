@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use service_client::{TagWrite, WriteValue};
+use service_client::{TagWrite, WriteOutcome, WriteValue};
 use tokio_util::sync::CancellationToken;
 use tserver::objects::{Quality, TagValue};
 use tserver::{Runtime, ServerConfig};
@@ -278,6 +278,11 @@ async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_
         .await
         .expect("answered");
     assert_eq!(written[0].error, "", "published to the field");
+    assert_eq!(
+        written[0].outcome(),
+        WriteOutcome::SentToField,
+        "sent to the field, not written: the tag does not have it yet"
+    );
     let (topic, payload) = field.next().await;
     assert_eq!(
         (topic.as_str(), payload.as_slice()),
@@ -318,7 +323,11 @@ async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_
     let refused = client.write_tags(level_writes(100)).await.expect("answered");
     for result in &refused {
         assert_eq!(
-            result.error, "source \"site\" is not connected to its broker; nothing was written",
+            (result.error.as_str(), result.outcome()),
+            (
+                "source \"site\" is not connected to its broker; nothing was written",
+                WriteOutcome::Refused
+            ),
             "{result:?}"
         );
     }
@@ -392,6 +401,7 @@ async fn a_write_is_answered_when_the_broker_acknowledges_it_and_never_while_the
     broker.freeze();
     let results = client.write_tags(level_writes(300)).await.expect("answered");
     for result in &results {
+        assert_eq!(result.outcome(), WriteOutcome::NotConfirmed, "{result:?}");
         assert!(
             result.error.starts_with("not confirmed: ")
                 && result

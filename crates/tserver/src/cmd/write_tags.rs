@@ -6,14 +6,14 @@ use std::future::Future;
 use std::time::SystemTime;
 
 use tserver_proto::v1::{
-    ErrorCode, TagWriteResult, WriteTagsReply, WriteTagsRequest, server_frame, tag_write,
+    ErrorCode, TagWriteResult, WriteOutcome, WriteTagsReply, WriteTagsRequest, server_frame, tag_write,
 };
 
 use super::CallError;
 use crate::Runtime;
 use crate::context::ConnectionContext;
 use crate::solution::{AuditAction, AuditEntry};
-use crate::tag_writes::{CheckedWrite, GivenValue, Writer, carry_out, check_write};
+use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
 pub(crate) const MAX_WRITES: usize = 1000;
@@ -86,9 +86,16 @@ pub(crate) fn apply(
                 outcome.clone()
             },
         });
+        let state = if outcome.is_empty() {
+            // Until it is carried out.
+            WriteOutcome::Unspecified
+        } else {
+            WriteOutcome::Refused
+        };
         results.push(TagWriteResult {
             name: write.name,
             error: outcome,
+            outcome: state.into(),
         });
     }
     let role = login.role;
@@ -115,9 +122,20 @@ pub(crate) fn apply(
         }))
         .await;
         for (index, outcome) in outcomes {
-            if let Err(error) = outcome {
-                results[index].error = error;
-            }
+            let result = &mut results[index];
+            let state = match outcome {
+                Ok(Carried::Written) => WriteOutcome::Written,
+                Ok(Carried::SentToField) => WriteOutcome::SentToField,
+                Err(FieldWriteError::Refused(reason)) => {
+                    result.error = reason;
+                    WriteOutcome::Refused
+                }
+                Err(FieldWriteError::NotConfirmed(reason)) => {
+                    result.error = reason;
+                    WriteOutcome::NotConfirmed
+                }
+            };
+            result.outcome = state.into();
         }
         server_frame::Body::WriteTags(WriteTagsReply { results })
     })

@@ -616,6 +616,26 @@ impl SourceTask {
                 Ok((command, text.into_bytes()))
             }
             Address::Sparkplug { target, metric } => {
+                let (group, node) = (ClientText(&target.group), ClientText(&target.node));
+                match self.decoder.liveness(target) {
+                    sparkplug::Liveness::Alive => {}
+                    sparkplug::Liveness::NeverBorn => {
+                        return Err(format!(
+                            "edge node {group}/{node} has not been born since source {source:?} connected (no NBIRTH); nothing was written"
+                        ));
+                    }
+                    sparkplug::Liveness::Dead => {
+                        return Err(format!(
+                            "edge node {group}/{node} is dead (NDEATH); nothing was written"
+                        ));
+                    }
+                    sparkplug::Liveness::DeviceNotBorn => {
+                        let device = ClientText(target.device.as_deref().unwrap_or_default());
+                        return Err(format!(
+                            "device {group}/{node}/{device} is not born (no DBIRTH since its node's birth, or a DDEATH); nothing was written"
+                        ));
+                    }
+                }
                 let datatype = self.decoder.datatype_of(target, metric);
                 sparkplug::write_command(target, metric, &metric_value(value), datatype, now_ms()).ok_or_else(
                     || format!("{value:?} does not fit metric {metric:?} as its birth declared it; nothing was written"),
