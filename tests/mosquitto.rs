@@ -102,6 +102,23 @@ impl Mosquitto {
         }
     }
 
+    /// Freezes the broker (SIGSTOP): its connections stay up, but it reads, sends and
+    /// acknowledges nothing until [`Mosquitto::thaw`].
+    pub fn freeze(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// Lets a frozen broker run again (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let child = self.child.as_ref().expect("the broker is running");
+        let pid = rustix::process::Pid::from_child(child);
+        rustix::process::kill_process(pid, signal).expect("the broker takes the signal");
+    }
+
     /// Starts it again on the same port.
     pub fn resume(&mut self) {
         let child = Command::new(MOSQUITTO)

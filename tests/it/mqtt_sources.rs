@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use service_client::{TagWrite, WriteValue};
+use service_client::{TagWrite, WriteOutcome, WriteValue};
 use tokio_util::sync::CancellationToken;
 use tserver::objects::{Quality, TagValue};
 use tserver::{Runtime, ServerConfig};
@@ -278,6 +278,11 @@ async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_
         .await
         .expect("answered");
     assert_eq!(written[0].error, "", "published to the field");
+    assert_eq!(
+        written[0].outcome(),
+        WriteOutcome::SentToField,
+        "sent to the field, not written: the tag does not have it yet"
+    );
     let (topic, payload) = field.next().await;
     assert_eq!(
         (topic.as_str(), payload.as_slice()),
@@ -306,20 +311,118 @@ async fn a_write_goes_out_to_the_field_and_shows_only_when_the_field_reports_it_
     assert_eq!(server.runtime.source_statuses()[0].writes, 1);
 
     broker.stop();
-    until_status(&server.runtime, |status| !status.connected, "saw the broker go").await;
-    let refused = client
-        .write_tags(vec![TagWrite {
+    // Six failed attempts: the source's pause before the next one is now 6.4 s.
+    until_status(
+        &server.runtime,
+        |status| !status.connected && status.errors.get("connection").is_some_and(|&count| count >= 6),
+        "failed to reconnect six times",
+    )
+    .await;
+    // Every write while the broker is down is refused at once, none waiting behind another or
+    // behind the source's pause between connection attempts.
+    let refused = client.write_tags(level_writes(100)).await.expect("answered");
+    for result in &refused {
+        assert_eq!(
+            (result.error.as_str(), result.outcome()),
+            (
+                "source \"site\" is not connected to its broker; nothing was written",
+                WriteOutcome::Refused
+            ),
+            "{result:?}"
+        );
+    }
+    shutdown.cancel();
+    server.stop().await;
+}
+
+/// `count` writes of Tank1.Level (1, 2, ... 99, 0, 1, ...: inside its range), in one call.
+fn level_writes(count: u32) -> Vec<TagWrite> {
+    (1..=count)
+        .map(|value| TagWrite {
             name: "Tank1.Level".to_owned(),
-            value: Some(WriteValue::Number(10.0)),
-        }])
-        .await
-        .expect("answered");
-    assert!(
-        refused[0]
-            .error
-            .contains("not connected to its broker; nothing was written"),
-        "{refused:?}"
+            value: Some(WriteValue::Number(f64::from(value % 100))),
+        })
+        .collect()
+}
+
+/// Where [`writable_level`] sends writes: outside the source's root, so the source itself does
+/// not subscribe to it.
+const LEVEL_COMMANDS: &str = "Field/Tank1/Level/set";
+
+/// The demo plant with Tank1.Level fed by `broker` and writable (to [`LEVEL_COMMANDS`]).
+fn writable_level(broker: &Mosquitto) -> Solution {
+    plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                command_topic: Some(LEVEL_COMMANDS.to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                tag.writable = true;
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_write_is_answered_when_the_broker_acknowledges_it_and_never_while_the_broker_does_not() {
+    let broker = Mosquitto::start();
+    let solution = writable_level(&broker);
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let shutdown = CancellationToken::new();
+    server.runtime.start_sources(&shutdown).await.expect("starts");
+    until_connected(&server.runtime).await;
+    let client = server.guest().await;
+    let command = LEVEL_COMMANDS;
+
+    // The broker takes a write nobody subscribes to, and says so: no device got it.
+    let unheard = client.write_tags(level_writes(1)).await.expect("answered");
+    assert_eq!(
+        unheard[0].error,
+        format!(
+            "the broker of source \"site\" took the write, but nothing subscribes to {command}: no field device received it"
+        )
     );
+
+    let mut field = Publisher::connect(broker.port).await;
+    field.subscribe(command).await;
+    let acknowledged = client.write_tags(level_writes(1)).await.expect("answered");
+    assert_eq!(acknowledged[0].error, "", "the broker acknowledged it");
+    assert_eq!(field.next().await.1, b"1.0");
+    assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+
+    // A broker that stops reading while its connection stays up: no write is answered as if
+    // it had the write; each says it is not confirmed, and what that means.
+    broker.freeze();
+    let results = client.write_tags(level_writes(300)).await.expect("answered");
+    for result in &results {
+        assert_eq!(result.outcome(), WriteOutcome::NotConfirmed, "{result:?}");
+        assert!(
+            result.error.starts_with("not confirmed: ")
+                && result
+                    .error
+                    .ends_with("; it may or may not have reached the field"),
+            "{result:?}"
+        );
+    }
+    assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+
+    // Back: writes are acknowledged again (after the source noticed and reconnected).
+    broker.thaw();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = client.write_tags(level_writes(1)).await.expect("answered");
+        if result[0].error.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never acknowledged again: {result:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     shutdown.cancel();
     server.stop().await;
 }

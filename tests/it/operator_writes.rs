@@ -1,7 +1,7 @@
 //! Operators acting on the plant: WriteTags checked write by write, AcknowledgeAlarm, roles
 //! enforced for every acting call, and the audit trail of everything asked for.
 
-use service_client::{ClientError, ErrorCode, TagValue, TagWrite, WriteValue};
+use service_client::{ClientError, ErrorCode, TagValue, TagWrite, WriteOutcome, WriteValue};
 use tserver::ServerConfig;
 use tserver::objects::{Quality, TagValue as PlantValue};
 
@@ -53,22 +53,27 @@ async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
         ])
         .await
         .expect("answered");
-    let outcomes: Vec<(&str, &str)> = results
+    let outcomes: Vec<(&str, &str, WriteOutcome)> = results
         .iter()
-        .map(|result| (result.name.as_str(), result.error.as_str()))
+        .map(|result| (result.name.as_str(), result.error.as_str(), result.outcome()))
         .collect();
+    let (written, refused) = (WriteOutcome::Written, WriteOutcome::Refused);
     assert_eq!(
         outcomes,
         [
-            ("Pump1.Mode", ""),
-            ("Tank1.Level", "150 is outside the range 0..100"),
-            ("Pump1.MotorCurrent", "not writable"),
-            ("No.Such.Tag", "unknown tag"),
-            ("Tank1.Level", "a number tag cannot take the bool true"),
-            ("Pump1.StartCount", ""),
-            ("Pump1.StartCount", "an integer tag cannot take the number 1300.5"),
-            ("Pump1.Mode", "no value given"),
-            ("Plant/Area1/Tank1/Level", ""),
+            ("Pump1.Mode", "", written),
+            ("Tank1.Level", "150 is outside the range 0..100", refused),
+            ("Pump1.MotorCurrent", "not writable", refused),
+            ("No.Such.Tag", "unknown tag", refused),
+            ("Tank1.Level", "a number tag cannot take the bool true", refused),
+            ("Pump1.StartCount", "", written),
+            (
+                "Pump1.StartCount",
+                "an integer tag takes whole numbers: 1300.5 is not one",
+                refused
+            ),
+            ("Pump1.Mode", "no value given", refused),
+            ("Plant/Area1/Tank1/Level", "", written),
         ]
     );
     let readings = client

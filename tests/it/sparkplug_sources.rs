@@ -7,7 +7,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message as _;
-use service_client::{TagWrite, WriteValue};
+use service_client::{TagWrite, WriteOutcome, WriteValue};
 use sparkplug::edge::{EdgeNode, Reading};
 use sparkplug::proto::Payload;
 use sparkplug::proto::payload::metric::Value;
@@ -510,4 +510,92 @@ async fn garbage_on_many_topics_is_counted_and_logged_within_one_allowance() {
     );
     assert!(!log.lines.iter().any(|line| line.starts_with("line ")));
     drop(server);
+}
+
+#[tokio::test]
+async fn a_write_to_an_edge_node_never_born_or_dead_is_refused_and_one_that_is_alive_is_sent() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                sparkplug: Some(format!("{GROUP}/{NODE}")),
+                metric: Some("Tank1/Level".to_owned()),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                tag.writable = true;
+            }
+        }
+    });
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let runtime = &server.runtime;
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).await.expect("starts");
+    until_connected(runtime).await;
+    let client = server.guest().await;
+    let level = |value: f64| {
+        vec![TagWrite {
+            name: "Tank1.Level".to_owned(),
+            value: Some(WriteValue::Number(value)),
+        }]
+    };
+
+    // No edge node has been born: the broker is up, but nothing would take the command.
+    let unborn = client.write_tags(level(20.0)).await.expect("answered");
+    assert_eq!(
+        (unborn[0].error.as_str(), unborn[0].outcome()),
+        (
+            "edge node Riverside/Edge1 has not been born since source \"site\" connected (no NBIRTH); nothing was written",
+            WriteOutcome::Refused
+        )
+    );
+
+    let mut edge = EdgeSimulator::connect(broker.port).await;
+    edge.birth(60.0, 11.0).await;
+    until(
+        runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number(60.0) && quality == Quality::GOOD,
+        "took the node's birth",
+    )
+    .await;
+    let sent = client.write_tags(level(30.0)).await.expect("answered");
+    assert_eq!(
+        (sent[0].error.as_str(), sent[0].outcome()),
+        ("", WriteOutcome::SentToField)
+    );
+    let (topic, name, value) = edge.command().await;
+    assert_eq!(
+        (topic.as_str(), name.as_str(), value),
+        (
+            format!("spBv1.0/{GROUP}/NCMD/{NODE}").as_str(),
+            "Tank1/Level",
+            Some(Value::DoubleValue(30.0))
+        )
+    );
+
+    // The node's connection drops: its will (NDEATH) says it is dead.
+    edge.client.vanish();
+    until(
+        runtime,
+        "Tank1.Level",
+        |_, quality| quality == Quality::BAD,
+        "went Bad with its node",
+    )
+    .await;
+    let dead = client.write_tags(level(40.0)).await.expect("answered");
+    assert_eq!(
+        (dead[0].error.as_str(), dead[0].outcome()),
+        (
+            "edge node Riverside/Edge1 is dead (NDEATH); nothing was written",
+            WriteOutcome::Refused
+        )
+    );
+    shutdown.cancel();
+    server.stop().await;
 }

@@ -372,9 +372,21 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
     )
     .await
     .expect_err("not a number");
-    assert!(
-        typed.to_string().contains("Pump1.StartCount is an integer tag"),
-        "{typed}"
+    assert_eq!(
+        format!("{typed:#}"),
+        "Pump1.StartCount takes whole numbers: many is not one"
+    );
+    let fraction = tclient(
+        &["--addr", &addr, "tags", "write", "Pump1.StartCount=85.5"],
+        "",
+        false,
+    )
+    .await
+    .expect_err("not a whole number");
+    assert_eq!(
+        format!("{fraction:#}"),
+        "Pump1.StartCount takes whole numbers: 85.5 is not one",
+        "one sentence, no parser's error chain"
     );
     let ack = tclient(&["--addr", &addr, "alarms", "ack", "Tank1.Level.Hi"], "", false)
         .await

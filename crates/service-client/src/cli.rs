@@ -509,16 +509,15 @@ async fn write_tags(
                 "false" | "0" | "off" => crate::WriteValue::Boolean(false),
                 _ => bail!("{name} is a bool tag: give true or false, not {text:?}"),
             },
-            Some(crate::TagValue::Integer(_)) => crate::WriteValue::Integer(
-                text.trim()
-                    .parse()
-                    .with_context(|| format!("{name} is an integer tag: {text:?} is not a whole number"))?,
-            ),
-            Some(crate::TagValue::Number(_)) => crate::WriteValue::Number(
-                text.trim()
-                    .parse()
-                    .with_context(|| format!("{name} is a number tag: {text:?} is not a number"))?,
-            ),
+            // One sentence each: the parser's own reason adds nothing a user needs.
+            Some(crate::TagValue::Integer(_)) => match text.trim().parse() {
+                Ok(integer) => crate::WriteValue::Integer(integer),
+                Err(_) => bail!("{name} takes whole numbers: {} is not one", text.trim()),
+            },
+            Some(crate::TagValue::Number(_)) => match text.trim().parse::<f64>() {
+                Ok(number) if number.is_finite() => crate::WriteValue::Number(number),
+                _ => bail!("{name} takes numbers: {:?} is not one", text.trim()),
+            },
             Some(crate::TagValue::Text(_)) | None => crate::WriteValue::Text((*text).to_owned()),
         };
         writes.push(crate::TagWrite {
@@ -527,18 +526,34 @@ async fn write_tags(
         });
     }
     let results = client.write_tags(writes).await?;
-    let refused = results.iter().filter(|result| !result.error.is_empty()).count();
+    let (mut refused, mut unconfirmed) = (0, 0);
     for result in &results {
-        if result.error.is_empty() {
-            writeln!(output, "{}: written", result.name)?;
-        } else {
-            writeln!(output, "{}: refused: {}", result.name, result.error)?;
+        match result.outcome() {
+            crate::WriteOutcome::SentToField => writeln!(
+                output,
+                "{}: sent to the field (the tag shows the value when the field reports it back)",
+                result.name
+            )?,
+            crate::WriteOutcome::NotConfirmed => {
+                unconfirmed += 1;
+                writeln!(output, "{}: {}", result.name, result.error)?;
+            }
+            _ if !result.error.is_empty() => {
+                refused += 1;
+                writeln!(output, "{}: refused: {}", result.name, result.error)?;
+            }
+            _ => writeln!(output, "{}: written", result.name)?,
         }
     }
-    if refused > 0 {
-        bail!("{refused} of {} writes refused", results.len());
+    match (refused, unconfirmed) {
+        (0, 0) => Ok(()),
+        (refused, 0) => bail!("{refused} of {} writes refused", results.len()),
+        (0, unconfirmed) => bail!("{unconfirmed} of {} writes not confirmed", results.len()),
+        (refused, unconfirmed) => bail!(
+            "{refused} of {} writes refused, {unconfirmed} not confirmed",
+            results.len()
+        ),
     }
-    Ok(())
 }
 
 /// Chats with a person: prompts, sends each line as a chat turn and prints the envelope

@@ -34,6 +34,6 @@ pub use error::{ClientError, CloseReason};
 pub use failover::{FailoverClient, FailoverSubscription};
 pub use tserver_proto::v1::{
     AlarmState, CallToolReply, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate,
-    TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted,
+    TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted, WriteOutcome,
     chat_event::Event as ChatEvent, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
 };

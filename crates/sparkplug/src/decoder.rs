@@ -169,10 +169,25 @@ struct DeviceState {
     aliases: Aliases,
 }
 
+/// Whether a write can reach an edge node or device, as far as the decoder has seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    /// Born and not dead since.
+    Alive,
+    /// No birth of the node seen since the decoder started (the host's connection).
+    NeverBorn,
+    /// The node's death (NDEATH) came after its birth.
+    Dead,
+    /// The node is alive, but the device has no birth since the node's (or it died: DDEATH).
+    DeviceNotBorn,
+}
+
 #[derive(Debug, Default)]
 struct NodeState {
     /// Born and not dead since.
     online: bool,
+    /// Its death came after its last birth.
+    dead: bool,
     bd_seq: Option<u64>,
     next_seq: u8,
     aliases: Aliases,
@@ -242,6 +257,24 @@ impl SparkplugDecoder {
         Ok(decoded)
     }
 
+    /// Whether `target` (an edge node, or a device of one) is alive now.
+    pub fn liveness(&self, target: &Target) -> Liveness {
+        let Some(node) = self.nodes.get(&(target.group.clone(), target.node.clone())) else {
+            return Liveness::NeverBorn;
+        };
+        if !node.online {
+            return if node.dead {
+                Liveness::Dead
+            } else {
+                Liveness::NeverBorn
+            };
+        }
+        match &target.device {
+            Some(device) if !node.devices.contains_key(device) => Liveness::DeviceNotBorn,
+            _ => Liveness::Alive,
+        }
+    }
+
     /// The data type a birth declared for metric `name` of `target`, to write it back as the
     /// field expects.
     pub fn datatype_of(&self, target: &Target, name: &str) -> Option<i32> {
@@ -274,6 +307,7 @@ impl NodeState {
             return;
         }
         self.online = false;
+        self.dead = true;
         self.devices.clear();
         decoded.offline = true;
     }

@@ -13,8 +13,8 @@ mod value;
 
 pub use command::{REBIRTH_METRIC, rebirth_request, write_command};
 pub use decoder::{
-    DecodeError, Decoded, MAX_DEVICES, MAX_NODES, MAX_PAYLOAD_BYTES, Metric, MetricProblem, REBIRTH_PAUSE,
-    RebirthReason, SparkplugDecoder, Target,
+    DecodeError, Decoded, Liveness, MAX_DEVICES, MAX_NODES, MAX_PAYLOAD_BYTES, Metric, MetricProblem,
+    REBIRTH_PAUSE, RebirthReason, SparkplugDecoder, Target,
 };
 pub use topic::{MessageKind, NAMESPACE, Topic, TopicError};
 pub use value::MetricValue;

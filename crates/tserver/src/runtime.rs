@@ -178,13 +178,14 @@ impl Runtime {
         self.sources.statuses()
     }
 
-    /// Publishes an operator's write of `tag` to the field through `source`.
+    /// Publishes an operator's write of `tag` to the field through `source`, answered when its
+    /// broker acknowledges it.
     pub(crate) async fn write_to_field(
         &self,
         source: &str,
         tag: &str,
         value: TagValue,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::sources::FieldWriteError> {
         self.sources.write(source, tag, value).await
     }
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::Runtime;
 use crate::objects::{ObjectModel, Quality, TagKind, TagValue};
+pub(crate) use crate::sources::FieldWriteError;
 
 /// The longest text written to a text tag, in characters.
 const MAX_TEXT_CHARS: usize = 4096;
@@ -112,6 +113,9 @@ pub(crate) fn check_write(
         (TagKind::Text, GivenValue::Text(_)) => {
             return Err(format!("text longer than {MAX_TEXT_CHARS} characters"));
         }
+        (TagKind::Integer, GivenValue::Number(number)) if number.is_finite() => {
+            return Err(format!("an integer tag takes whole numbers: {number} is not one"));
+        }
         (kind, given) => {
             return Err(format!(
                 "{} tag cannot take {}",
@@ -140,16 +144,29 @@ pub(crate) fn check_write(
     })
 }
 
+/// Where a carried-out write went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Carried {
+    /// The object model has the value now.
+    Written,
+    /// Published to the field and acknowledged by its broker; the tag shows the value when the
+    /// field reports it back.
+    SentToField,
+}
+
 /// Carries out a checked write: to the field for a source-fed tag, else to the object model.
-pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<(), String> {
+pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
     match write.source {
-        Some(source) => runtime.write_to_field(&source, &write.tag, write.value).await,
+        Some(source) => runtime
+            .write_to_field(&source, &write.tag, write.value)
+            .await
+            .map(|()| Carried::SentToField),
         // A reload between the check and now may have removed or retyped the tag.
         None => runtime
             .plant()
             .write(&write.tag, write.value, Quality::GOOD)
-            .map(drop)
-            .map_err(|error| error.to_string()),
+            .map(|_| Carried::Written)
+            .map_err(|error| FieldWriteError::Refused(error.to_string())),
     }
 }
 

@@ -6,14 +6,14 @@ use std::future::Future;
 use std::time::SystemTime;
 
 use tserver_proto::v1::{
-    ErrorCode, TagWriteResult, WriteTagsReply, WriteTagsRequest, server_frame, tag_write,
+    ErrorCode, TagWriteResult, WriteOutcome, WriteTagsReply, WriteTagsRequest, server_frame, tag_write,
 };
 
 use super::CallError;
 use crate::Runtime;
 use crate::context::ConnectionContext;
 use crate::solution::{AuditAction, AuditEntry};
-use crate::tag_writes::{CheckedWrite, GivenValue, Writer, carry_out, check_write};
+use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
 pub(crate) const MAX_WRITES: usize = 1000;
@@ -86,9 +86,16 @@ pub(crate) fn apply(
                 outcome.clone()
             },
         });
+        let state = if outcome.is_empty() {
+            // Until it is carried out.
+            WriteOutcome::Unspecified
+        } else {
+            WriteOutcome::Refused
+        };
         results.push(TagWriteResult {
             name: write.name,
             error: outcome,
+            outcome: state.into(),
         });
     }
     let role = login.role;
@@ -107,10 +114,28 @@ pub(crate) fn apply(
             )
             .into_body();
         }
-        for Accepted { index, write } in accepted {
-            if let Err(error) = carry_out(&runtime, write).await {
-                results[index].error = error;
-            }
+        // Together: each write to the field waits for its broker's acknowledgement, and one
+        // call's writes wait at most one acknowledgement timeout, not one each.
+        let outcomes = futures::future::join_all(accepted.into_iter().map(|Accepted { index, write }| {
+            let runtime = &runtime;
+            async move { (index, carry_out(runtime, write).await) }
+        }))
+        .await;
+        for (index, outcome) in outcomes {
+            let result = &mut results[index];
+            let state = match outcome {
+                Ok(Carried::Written) => WriteOutcome::Written,
+                Ok(Carried::SentToField) => WriteOutcome::SentToField,
+                Err(FieldWriteError::Refused(reason)) => {
+                    result.error = reason;
+                    WriteOutcome::Refused
+                }
+                Err(FieldWriteError::NotConfirmed(reason)) => {
+                    result.error = reason;
+                    WriteOutcome::NotConfirmed
+                }
+            };
+            result.outcome = state.into();
         }
         server_frame::Body::WriteTags(WriteTagsReply { results })
     })

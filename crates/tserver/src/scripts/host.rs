@@ -131,6 +131,7 @@ impl ScriptHost for RuntimeScriptHost {
             let write = checked.map_err(|reason| HostError(format!("cannot write {name}: {reason}")))?;
             carry_out(&self.runtime, write)
                 .await
+                .map(drop)
                 .map_err(|reason| HostError(format!("cannot write {name}: {reason}")))
         })
     }

@@ -8,8 +8,10 @@
 //! growing pause and subscribes again; nothing it does blocks the server.
 //!
 //! Writes: a write to a source-bound tag is published to the field (`<topic>/set`, or a
-//! Sparkplug NCMD/DCMD) and does not change the tag: the tag shows the value when the field
-//! reports it back.
+//! Sparkplug NCMD/DCMD) at least once and answered when the broker acknowledges it (PUBACK),
+//! or after [`ACK_TIMEOUT`] as not confirmed; a write while the broker is out of reach is
+//! refused at once. It does not change the tag: the tag shows the value when the field reports
+//! it back.
 //!
 //! Sources and bindings are read when the server starts serving (`tserver serve`); a plant
 //! import that changes them restarts every source task with the new ones (a generation).
@@ -19,6 +21,7 @@ pub(crate) mod payload;
 mod sparkplug;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -33,8 +36,26 @@ use crate::solution::{SolutionError, Store};
 /// Writes waiting for one source's task; past this a write is refused as busy.
 const WRITE_QUEUE: usize = 1024;
 
-/// How long a write waits for its source's task to publish it.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a write waits for its broker's acknowledgement before it is answered as not
+/// confirmed.
+pub(crate) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a write to the field was not confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FieldWriteError {
+    /// Nothing was sent (or the broker refused it): the field did not get it.
+    Refused(String),
+    /// Sent, but its broker did not acknowledge it: it may or may not have reached the field.
+    NotConfirmed(String),
+}
+
+impl std::fmt::Display for FieldWriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(reason) | Self::NotConfirmed(reason) => f.write_str(reason),
+        }
+    }
+}
 
 /// Where a bound tag's values come from and its writes go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -156,8 +177,25 @@ impl SourceBoard {
 pub(crate) struct FieldWrite {
     pub(crate) tag: String,
     pub(crate) value: TagValue,
-    /// Published, or why not.
-    pub(crate) done: oneshot::Sender<Result<(), String>>,
+    /// Acknowledged by the broker, or why not.
+    pub(crate) done: oneshot::Sender<Result<(), FieldWriteError>>,
+}
+
+/// The source task's side of its [`Inbox`].
+#[derive(Debug)]
+pub(crate) struct WriteFeed {
+    pub(crate) writes: mpsc::Receiver<FieldWrite>,
+    /// Set while the broker connection is up.
+    pub(crate) connected: Arc<AtomicBool>,
+}
+
+/// Where one running source takes writes.
+#[derive(Debug, Clone)]
+struct Inbox {
+    writes: mpsc::Sender<FieldWrite>,
+    /// Set by the source's task while its broker connection is up: a write while it is down
+    /// is refused here, at once, without queueing behind anything.
+    connected: Arc<AtomicBool>,
 }
 
 /// The running sources: their status board and the inbox of each for writes, replaced
@@ -171,7 +209,7 @@ pub(crate) struct Sources {
 #[derive(Debug, Default, Clone)]
 struct Generation {
     board: SourceBoard,
-    inboxes: HashMap<String, mpsc::Sender<FieldWrite>>,
+    inboxes: HashMap<String, Inbox>,
     /// The [`fingerprint`] of what it was started from: a reload that gives the same leaves
     /// it running.
     started_from: u64,
@@ -194,35 +232,43 @@ impl Sources {
         self.current().board.statuses()
     }
 
-    /// Publishes a write of `tag` to the field through source `source`.
-    pub(crate) async fn write(&self, source: &str, tag: &str, value: TagValue) -> Result<(), String> {
-        let inbox = self
-            .current()
-            .inboxes
-            .get(source)
-            .cloned()
-            .ok_or_else(|| format!("source {source:?} is not running; nothing was written"))?;
+    /// Publishes a write of `tag` to the field through source `source` and waits (at most
+    /// [`ACK_TIMEOUT`]) for its broker to acknowledge it.
+    pub(crate) async fn write(
+        &self,
+        source: &str,
+        tag: &str,
+        value: TagValue,
+    ) -> Result<(), FieldWriteError> {
+        let inbox = self.current().inboxes.get(source).cloned().ok_or_else(|| {
+            FieldWriteError::Refused(format!("source {source:?} is not running; nothing was written"))
+        })?;
+        if !inbox.connected.load(Ordering::Acquire) {
+            return Err(FieldWriteError::Refused(not_connected(source)));
+        }
         let (done, outcome) = oneshot::channel();
         let write = FieldWrite {
             tag: tag.to_owned(),
             value,
             done,
         };
-        inbox.try_send(write).map_err(|error| match error {
-            mpsc::error::TrySendError::Full(_) => {
-                format!("source {source:?} has {WRITE_QUEUE} writes waiting; nothing was written")
-            }
+        inbox.writes.try_send(write).map_err(|error| match error {
+            mpsc::error::TrySendError::Full(_) => FieldWriteError::Refused(format!(
+                "source {source:?} has {WRITE_QUEUE} writes waiting; nothing was written"
+            )),
             mpsc::error::TrySendError::Closed(_) => {
-                format!("source {source:?} has stopped; nothing was written")
+                FieldWriteError::Refused(format!("source {source:?} has stopped; nothing was written"))
             }
         })?;
-        match tokio::time::timeout(WRITE_TIMEOUT, outcome).await {
+        match tokio::time::timeout(ACK_TIMEOUT, outcome).await {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(format!("source {source:?} stopped before publishing the write")),
-            Err(_) => Err(format!(
-                "source {source:?} did not publish the write within {} s",
-                WRITE_TIMEOUT.as_secs()
-            )),
+            Ok(Err(_)) => Err(FieldWriteError::NotConfirmed(format!(
+                "not confirmed: source {source:?} stopped before its broker acknowledged the write; it may or may not have reached the field"
+            ))),
+            Err(_) => Err(FieldWriteError::NotConfirmed(format!(
+                "not confirmed: the broker of source {source:?} did not acknowledge the write within {} s; it may or may not have reached the field",
+                ACK_TIMEOUT.as_secs()
+            ))),
         }
     }
 
@@ -280,6 +326,11 @@ impl Sources {
             "the plant's sources changed; restarted them"
         );
     }
+}
+
+/// The refusal of a write while `source` is not connected to its broker.
+pub(crate) fn not_connected(source: &str) -> String {
+    format!("source {source:?} is not connected to its broker; nothing was written")
 }
 
 /// Each source's broker password: `None` without one, the secret's value for a `/secret:`
@@ -395,6 +446,7 @@ fn start_generation(
             }
         };
         let (inbox, writes) = mpsc::channel(WRITE_QUEUE);
+        let connected = Arc::new(AtomicBool::new(false));
         let name = source.name.clone();
         let task = match mqtt::SourceTask::new(
             source.clone(),
@@ -403,7 +455,10 @@ fn start_generation(
             plant.clone(),
             board.clone(),
             index,
-            writes,
+            WriteFeed {
+                writes,
+                connected: Arc::clone(&connected),
+            },
         ) {
             Ok(task) => task,
             Err(reason) => {
@@ -411,7 +466,13 @@ fn start_generation(
                 continue;
             }
         };
-        generation.inboxes.insert(name, inbox);
+        generation.inboxes.insert(
+            name,
+            Inbox {
+                writes: inbox,
+                connected,
+            },
+        );
         tokio::spawn(task.run(cancel.child_token()));
     }
     if any {

@@ -1,30 +1,38 @@
 //! One MQTT source: its MQTT 5 connection (rumqttc's event loop, which reconnects when polled
 //! after a failure), the subscriptions made again on every connection, each message read into
 //! the plant (plain UNS or Sparkplug B), staleness, and operators' writes published to the
-//! field.
+//! field and answered when the broker acknowledges them.
+//!
+//! A write is answered from the broker's PUBACK: rumqttc gives each QoS 1 publish its packet id
+//! when it sends it (`Outgoing::Publish(id)`, in the order the publishes were handed to it), so
+//! the task keeps its publishes in that order, learns each one's id, and answers the write when
+//! the PUBACK with that id comes. A lost connection answers every write still waiting as not
+//! confirmed (rumqttc starts a clean session and does not send them again).
 //!
 //! The connection tells the broker the largest packet it takes (MQTT 5's Maximum Packet
 //! Size), so the broker drops bigger messages instead of sending them: a huge message costs
 //! neither memory nor the connection.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use plant_model::SourceSpec;
+use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::mqttbytes::v5::{Packet, PubAck, PubAckReason};
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use rumqttc::{NetworkOptions, TlsConfiguration, Transport};
 use sparkplug::{DecodeError, Decoded, MessageKind, NAMESPACE, RebirthReason, SparkplugDecoder, Target};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tserver_proto::rustls;
 
 use super::payload;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
-use super::{Address, Binding, FieldWrite, SourceBoard};
+use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
 use crate::log_text::{ClientText, LogBudget, MessageText};
 use crate::objects::{Quality, TagValue};
 use crate::plant::Plant;
@@ -77,6 +85,14 @@ struct Bound {
     stale: bool,
 }
 
+/// A write handed to the MQTT client, waiting for its broker's acknowledgement.
+#[derive(Debug)]
+struct WaitingWrite {
+    /// The topic it was published to, for the answer.
+    topic: String,
+    done: oneshot::Sender<Result<(), FieldWriteError>>,
+}
+
 /// The task of one source.
 pub(crate) struct SourceTask {
     spec: SourceSpec,
@@ -93,6 +109,16 @@ pub(crate) struct SourceTask {
     board: SourceBoard,
     index: usize,
     writes: mpsc::Receiver<FieldWrite>,
+    /// Whether the broker connection is up, shared with [`super::Sources::write`], which
+    /// refuses a write at once while it is down.
+    connected: Arc<AtomicBool>,
+    /// The QoS 1 publishes handed to the client and not yet sent, in order: a write's answer,
+    /// or `None` for a rebirth request.
+    unsent: VecDeque<Option<WaitingWrite>>,
+    /// A publish the client holds back until its packet id is free again (a collision).
+    collided: Option<(u16, Option<WaitingWrite>)>,
+    /// Writes sent and waiting for their PUBACK, by packet id.
+    in_flight: HashMap<u16, WaitingWrite>,
     /// When each topic last had a bad message logged.
     logged: HashMap<String, Instant>,
     /// When each edge node was last asked for a rebirth (the decoder's own pacing starts anew
@@ -154,7 +180,7 @@ impl SourceTask {
         plant: Plant,
         board: SourceBoard,
         index: usize,
-        writes: mpsc::Receiver<FieldWrite>,
+        feed: WriteFeed,
     ) -> Result<Self, String> {
         let (host, port, tls) =
             address(&spec.url).ok_or_else(|| format!("{:?} is not a broker address", spec.url))?;
@@ -185,7 +211,11 @@ impl SourceTask {
             plant,
             board,
             index,
-            writes,
+            writes: feed.writes,
+            connected: feed.connected,
+            unsent: VecDeque::new(),
+            collided: None,
+            in_flight: HashMap::new(),
             logged: HashMap::new(),
             rebirths_asked: HashMap::new(),
         };
@@ -257,15 +287,21 @@ impl SourceTask {
         let mut backoff = FIRST_BACKOFF;
         let mut connected = false;
         let mut connected_since: Option<Instant> = None;
+        // The pause before the next connection attempt: writes are still answered during it
+        // (refused at once), never left waiting behind it.
+        let mut reconnect_at: Option<tokio::time::Instant> = None;
         let mut staleness = tokio::time::interval(self.staleness_tick());
         staleness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => break,
-                event = events.poll() => event,
+                event = events.poll(), if reconnect_at.is_none() => event,
+                () = tokio::time::sleep_until(reconnect_at.unwrap_or_else(tokio::time::Instant::now)), if reconnect_at.is_some() => {
+                    reconnect_at = None;
+                    continue;
+                }
                 Some(write) = self.writes.recv() => {
-                    let outcome = self.publish_write(&client, connected, &write.tag, &write.value);
-                    let _ = write.done.send(outcome);
+                    self.publish_write(&client, connected, write);
                     continue;
                 }
                 _ = staleness.tick(), if self.spec.stale_after > 0 => {
@@ -276,6 +312,7 @@ impl SourceTask {
             match event {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     connected = true;
+                    self.connected.store(true, Ordering::Release);
                     connected_since = Some(Instant::now());
                     self.board.update(self.index, |status| status.connected = true);
                     tracing::info!(source = %self.spec.name, "connected to the broker");
@@ -310,8 +347,17 @@ impl SourceTask {
                         Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
                     }
                 }
+                // Events of a connection already lost (rumqttc hands them out before the next
+                // ConnAck) are not this connection's: the writes they were for are answered.
+                Ok(Event::Outgoing(Outgoing::Publish(id))) if connected => self.sent(id),
+                Ok(Event::Outgoing(Outgoing::AwaitAck(id))) if connected => {
+                    self.collided = Some((id, self.unsent.pop_front().flatten()));
+                }
+                Ok(Event::Incoming(Packet::PubAck(ack))) if connected => self.acknowledged(&ack),
                 Ok(_) => {}
                 Err(error) => {
+                    self.connected.store(false, Ordering::Release);
+                    self.unconfirmed();
                     if connected {
                         connected = false;
                         tracing::warn!(source = %self.spec.name, error = %MessageText(&error.to_string()), "lost the broker; its tags are Bad until it is back");
@@ -325,15 +371,71 @@ impl SourceTask {
                     {
                         backoff = FIRST_BACKOFF;
                     }
-                    tokio::select! {
-                        () = shutdown.cancelled() => break,
-                        () = tokio::time::sleep(backoff) => {}
-                    }
+                    reconnect_at = Some(tokio::time::Instant::now() + backoff);
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
         }
+        self.connected.store(false, Ordering::Release);
+        self.unconfirmed();
         let _ = client.try_disconnect();
+    }
+
+    /// The client sent the oldest publish handed to it, as packet `id`.
+    fn sent(&mut self, id: u16) {
+        let waiting = match self.collided.take() {
+            Some((held, waiting)) if held == id => waiting,
+            other => {
+                self.collided = other;
+                self.unsent.pop_front().flatten()
+            }
+        };
+        if let Some(waiting) = waiting {
+            self.in_flight.insert(id, waiting);
+        }
+    }
+
+    /// The broker acknowledged packet `ack.pkid`: its write is answered.
+    fn acknowledged(&mut self, ack: &PubAck) {
+        let Some(waiting) = self.in_flight.remove(&ack.pkid) else {
+            return;
+        };
+        let source = &self.spec.name;
+        let outcome = match ack.reason {
+            PubAckReason::Success => {
+                self.board.update(self.index, |status| status.writes += 1);
+                Ok(())
+            }
+            PubAckReason::NoMatchingSubscribers => Err(FieldWriteError::Refused(format!(
+                "the broker of source {source:?} took the write, but nothing subscribes to {}: no field device received it",
+                ClientText(&waiting.topic)
+            ))),
+            reason => Err(FieldWriteError::Refused(format!(
+                "the broker of source {source:?} refused the write ({reason:?}); nothing was written"
+            ))),
+        };
+        let _ = waiting.done.send(outcome);
+    }
+
+    /// The connection is lost (or the task ends): every write not yet acknowledged is
+    /// answered as not confirmed, and forgotten.
+    fn unconfirmed(&mut self) {
+        let reason = format!(
+            "not confirmed: the connection to the broker of source {:?} was lost before it acknowledged the write; it may or may not have reached the field",
+            self.spec.name
+        );
+        let collided = self.collided.take().and_then(|(_, waiting)| waiting);
+        let waiting = self
+            .unsent
+            .drain(..)
+            .flatten()
+            .chain(collided)
+            .chain(self.in_flight.drain().map(|(_, waiting)| waiting));
+        for write in waiting {
+            let _ = write
+                .done
+                .send(Err(FieldWriteError::NotConfirmed(reason.clone())));
+        }
     }
 
     /// How often staleness is checked: twice per `stale_after`, at most once a second.
@@ -479,6 +581,7 @@ impl SourceTask {
         let (topic, payload) = sparkplug::rebirth_request(group, node, now_ms());
         match client.try_publish(topic, QoS::AtLeastOnce, false, payload) {
             Ok(()) => {
+                self.unsent.push_back(None);
                 if allowed(&REBIRTH_LINES) {
                     tracing::info!(source = %self.spec.name, group = %ClientText(group), node = %ClientText(node), why = %ClientText(why), "asked an edge node for a rebirth");
                 }
@@ -496,46 +599,80 @@ impl SourceTask {
         }
     }
 
-    /// Publishes an operator's write of `tag` to the field.
-    fn publish_write(
+    /// Hands an operator's write to the client, to be answered at its PUBACK; or answers it
+    /// now when it cannot be sent.
+    fn publish_write(&mut self, client: &AsyncClient, connected: bool, write: FieldWrite) {
+        match self.write_message(connected, &write.tag, &write.value) {
+            Ok((topic, payload)) => match client.try_publish(topic.clone(), QoS::AtLeastOnce, false, payload)
+            {
+                Ok(()) => self.unsent.push_back(Some(WaitingWrite {
+                    topic,
+                    done: write.done,
+                })),
+                Err(error) => {
+                    let _ = write.done.send(Err(FieldWriteError::Refused(format!(
+                        "source {:?} could not publish the write ({error}); nothing was written",
+                        self.spec.name
+                    ))));
+                }
+            },
+            Err(reason) => {
+                let _ = write.done.send(Err(FieldWriteError::Refused(reason)));
+            }
+        }
+    }
+
+    /// The topic and payload of a write of `tag`, or why it cannot go out.
+    fn write_message(
         &self,
-        client: &AsyncClient,
         connected: bool,
         tag: &str,
         value: &TagValue,
-    ) -> Result<(), String> {
+    ) -> Result<(String, Vec<u8>), String> {
         let source = &self.spec.name;
         if !connected {
-            return Err(format!(
-                "source {source:?} is not connected to its broker; nothing was written"
-            ));
+            return Err(not_connected(source));
         }
         let position = *self
             .by_tag
             .get(tag)
             .ok_or_else(|| format!("tag {tag:?} is not bound to source {source:?}; nothing was written"))?;
-        let (topic, payload) = match &self.tags[position].binding.address {
+        match &self.tags[position].binding.address {
             Address::Uns { topic, command } => {
                 let text = match value {
                     TagValue::Text(text) => text.to_string(),
                     other => other.to_json().to_string(),
                 };
                 let command = command.clone().unwrap_or_else(|| format!("{topic}/set"));
-                (command, text.into_bytes())
+                Ok((command, text.into_bytes()))
             }
             Address::Sparkplug { target, metric } => {
+                let (group, node) = (ClientText(&target.group), ClientText(&target.node));
+                match self.decoder.liveness(target) {
+                    sparkplug::Liveness::Alive => {}
+                    sparkplug::Liveness::NeverBorn => {
+                        return Err(format!(
+                            "edge node {group}/{node} has not been born since source {source:?} connected (no NBIRTH); nothing was written"
+                        ));
+                    }
+                    sparkplug::Liveness::Dead => {
+                        return Err(format!(
+                            "edge node {group}/{node} is dead (NDEATH); nothing was written"
+                        ));
+                    }
+                    sparkplug::Liveness::DeviceNotBorn => {
+                        let device = ClientText(target.device.as_deref().unwrap_or_default());
+                        return Err(format!(
+                            "device {group}/{node}/{device} is not born (no DBIRTH since its node's birth, or a DDEATH); nothing was written"
+                        ));
+                    }
+                }
                 let datatype = self.decoder.datatype_of(target, metric);
-                sparkplug::write_command(target, metric, &metric_value(value), datatype, now_ms())
-                    .ok_or_else(|| {
-                        format!("{value:?} does not fit metric {metric:?} as its birth declared it")
-                    })?
+                sparkplug::write_command(target, metric, &metric_value(value), datatype, now_ms()).ok_or_else(
+                    || format!("{value:?} does not fit metric {metric:?} as its birth declared it; nothing was written"),
+                )
             }
-        };
-        client
-            .try_publish(topic, QoS::AtLeastOnce, false, payload)
-            .map_err(|error| format!("source {source:?} could not publish the write: {error}"))?;
-        self.board.update(self.index, |status| status.writes += 1);
-        Ok(())
+        }
     }
 
     /// Counts (and logs, at most once a minute per topic and within every source's allowance
