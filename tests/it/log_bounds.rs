@@ -1,5 +1,6 @@
-//! What one client can make the server write to its log: bounded lines, a flat log context,
-//! and a per-connection allowance, whatever it sends.
+//! What clients can make the server write to its log: bounded lines, a flat log context, a
+//! per-connection allowance and one for all addresses, and nothing of what an MCP client sends
+//! (no session id either), whatever they send.
 
 use std::time::Duration;
 
