@@ -1328,3 +1328,42 @@ async fn a_cancelled_turn_stops_at_once_answers_truncated_and_the_connection_goe
 fn pending_id_of_nothing() -> u64 {
     u64::MAX - 7
 }
+
+#[tokio::test]
+async fn a_model_servers_refusal_to_stream_cannot_forge_log_lines() {
+    let llm = ScriptedLlm::start(vec![
+        Reply::status(
+            500,
+            json!({"error": {"code": 500, "message": "Cannot use tools with stream\nforged line", "type": "server_error"}}),
+        ),
+        Reply::text("Answered without streaming."),
+    ])
+    .await
+    .expect("llm");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["settings", path, "set", "URL", &llm.url()], "");
+    admin(&["settings", path, "set", "ModelEnabled", "true"], "");
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    let envelope = client.chat_envelope("How is Pump 1?").await.expect("reply");
+    assert_eq!(envelope.text, "Answered without streaming.", "{envelope:?}");
+    // The log is written by another thread of the process: give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = server.log();
+    assert!(
+        log.lines.iter().any(|line| line.contains("refuses to stream")),
+        "the fallback is logged: {:#?}",
+        log.lines
+    );
+    assert!(
+        !log.lines.iter().any(|line| line.starts_with("forged")),
+        "a newline in the model server's message cannot start a log line: {:#?}",
+        log.lines
+    );
+    drop(server);
+    llm.stop().await;
+}

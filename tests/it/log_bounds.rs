@@ -1,5 +1,6 @@
-//! What one client can make the server write to its log: bounded lines, a flat log context,
-//! and a per-connection allowance, whatever it sends.
+//! What clients can make the server write to its log: bounded lines, a flat log context, a
+//! per-connection allowance and one for all addresses, and nothing of what an MCP client sends
+//! (no session id either), whatever they send.
 
 use std::time::Duration;
 
@@ -79,6 +80,55 @@ async fn re_hellos_with_huge_client_names_cannot_fill_the_log() {
     for line in login_lines {
         assert_eq!(line.matches("user=").count(), 1, "a flat log context: {line}");
     }
+}
+
+/// Failed logins from many addresses (each is locked out after a few, but addresses are
+/// many): their warnings share one allowance.
+#[tokio::test]
+async fn failed_logins_from_many_addresses_are_logged_within_one_allowance() {
+    const ADDRESSES: u8 = 100;
+    let solution = Solution::demo();
+    let started = std::time::Instant::now();
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    for last in 2..2 + ADDRESSES {
+        let source = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, last));
+        let mut raw = RawConnection::connect_from(source, server.addr).await;
+        raw.send(
+            1,
+            client_frame::Body::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                client_name: "panel".to_owned(),
+                user_name: format!("nobody\nforged {}", "x".repeat(200)),
+                password: "wrong".to_owned(),
+            }),
+        )
+        .await;
+        let reply = raw.receive().await.expect("an answer");
+        assert!(
+            !matches!(reply.body, Some(server_frame::Body::Hello(_))),
+            "refused"
+        );
+    }
+    let minutes = started.elapsed().as_secs() / 60 + 1;
+    // The log is written by another thread of the process: give it a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = server.log();
+    let refused = log
+        .lines
+        .iter()
+        .filter(|line| line.contains("login refused"))
+        .count();
+    assert!(refused > 0, "refusals are logged");
+    assert!(
+        refused as u64 <= 20 * minutes,
+        "{refused} refused-login lines from {ADDRESSES} addresses in {minutes} minute(s)"
+    );
+    assert!(
+        log.lines.iter().any(|line| line.contains("counted, not written")),
+        "the suppression is said"
+    );
+    let longest = log.lines.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 1_000, "a log line of {longest} bytes");
 }
 
 /// What a hostile MCP client sends: huge `clientInfo`, huge method names and ids, huge

@@ -2,7 +2,9 @@
 //! called with a bearer token, answering what the framed protocol and a chat turn answer; the
 //! gates read at every request; tokens missing, wrong, revoked or expired refused with 401;
 //! a foreign Host refused; an unknown or idle-expired session told to start again (404);
-//! sessions past their cap refused (503); HTTPS with the TCP listener's certificate.
+//! sessions past their cap refused (503); a session answering only the token that opened it
+//! (any other gets the 404 of an unknown session); every request answered when ids are
+//! reused; HTTPS with the TCP listener's certificate.
 
 use std::net::SocketAddr;
 

@@ -28,7 +28,7 @@ use argon2::{Algorithm, Argon2, Block, Params, Version};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::log_text::ClientText;
+use crate::log_text::{ClientText, LogBudget};
 use crate::solution::{Role, Store, UserRecord, admin_hash_password};
 use crate::throttle::{LoginThrottle, LoginThrottleConfig};
 
@@ -106,6 +106,9 @@ pub(crate) struct Authenticator {
     throttle: LoginThrottle,
     /// The verifier threads' queue; it never holds more jobs than there are permits.
     verifiers: mpsc::Sender<VerifyJob>,
+    /// Refused-login lines from every address together (each address is locked out after a
+    /// few failures, but addresses are many).
+    refusals_logged: Mutex<LogBudget>,
 }
 
 /// One password check for a verifier thread: the stored hash, the password, and where the
@@ -127,6 +130,7 @@ impl Authenticator {
             dummy_hash,
             throttle: LoginThrottle::new(throttle),
             verifiers: start_verifiers(max_concurrent)?,
+            refusals_logged: Mutex::new(LogBudget::new("refused logins")),
         })
     }
 
@@ -207,7 +211,13 @@ impl Authenticator {
             Err(LoginError::Refused) => {
                 let (failures, lockout) = self.failed(peer).await;
                 // Never the password: only who tried, from where, and what it cost them.
-                tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: unknown user or wrong password");
+                let may_log = self
+                    .refusals_logged
+                    .lock()
+                    .map_or(true, |mut budget| budget.allow());
+                if may_log {
+                    tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: unknown user or wrong password");
+                }
             }
             Err(LoginError::Throttled(wait)) => {
                 // The failure that earned the lockout was logged at warn, with the lockout; a

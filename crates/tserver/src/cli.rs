@@ -1505,3 +1505,63 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     }
     shutdown.cancel();
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    use super::*;
+
+    /// Records the target and level of every event it is shown.
+    struct Seen(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> Layer<S> for Seen {
+        fn on_event(&self, event: &tracing::Event<'_>, _context: Context<'_, S>) {
+            let metadata = event.metadata();
+            self.0
+                .lock()
+                .expect("lock")
+                .push(format!("{} {}", metadata.target(), metadata.level()));
+        }
+    }
+
+    /// The events of rmcp and of tserver that [`log_filter`] lets through for `rust_log`.
+    fn passed(rust_log: Option<&str>) -> Vec<String> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry()
+            .with(log_filter(rust_log))
+            .with(Seen(Arc::clone(&seen)));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::service", "Service initialized as server");
+            tracing::error!(target: "rmcp::transport::streamable_http_server", "Failed to serve session");
+            tracing::info!(target: "tserver::server", "listening");
+            tracing::debug!(target: "tserver::server", "details");
+        });
+        // The subscriber, and the layer's handle with it, is gone once `with_default` returns.
+        Arc::try_unwrap(seen)
+            .expect("the only handle left")
+            .into_inner()
+            .expect("lock")
+    }
+
+    #[test]
+    fn rmcp_logs_nothing_unless_rust_log_names_it() {
+        assert_eq!(passed(None), ["tserver::server INFO"]);
+        assert_eq!(passed(Some("info")), ["tserver::server INFO"]);
+        assert_eq!(
+            passed(Some("debug")),
+            ["tserver::server INFO", "tserver::server DEBUG"],
+            "not even at debug"
+        );
+        assert_eq!(
+            passed(Some("info,rmcp=error")),
+            [
+                "rmcp::transport::streamable_http_server ERROR",
+                "tserver::server INFO"
+            ],
+            "an operator naming rmcp gets what they named"
+        );
+    }
+}

@@ -567,7 +567,9 @@ impl ChatPath {
                 Ok(response) => response,
                 Err(PostFailure::StreamRefused(warning)) => {
                     // The same request without streaming, now and for a while.
-                    tracing::info!(url = %endpoint.shown_url, %warning, "the model server refuses to stream; asking without streaming");
+                    // The model server's own words (cut already), escaped: a newline in them
+                    // must not start a log line.
+                    tracing::info!(url = %endpoint.shown_url, warning = %warning.escape_debug(), "the model server refuses to stream; asking without streaming");
                     self.no_streaming
                         .insert(endpoint.shown_url.clone(), Instant::now());
                     let body = llm::request_body(&start, &turn.messages, offered, false);
