@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
-use solution_scripts::{Entry, HostError, ScriptEngine, ScriptHost, ScriptLimits, Trigger};
+use solution_scripts::{Entry, HostError, ScriptEngine, ScriptHost, ScriptLimits, Trigger, spawn_run_thread};
 
 /// A plant where nothing changes and the model always answers the same.
 struct StillPlant;
@@ -54,7 +54,14 @@ static ENGINE: LazyLock<ScriptEngine> = LazyLock::new(|| {
 fuzz_target!(|text: &str| {
     match ENGINE.compile(text) {
         Ok(ast) => {
-            let outcome = ENGINE.run("Fuzz", &ast, Entry::Main(&json!({"trigger": "run"})));
+            // On a run thread, as a server runs it: its stack holds the deepest value a script
+            // may build.
+            let outcome = spawn_run_thread("fuzz-run", move || {
+                ENGINE.run("Fuzz", &ast, Entry::Main(&json!({"trigger": "run"})))
+            })
+            .expect("a run thread")
+            .join()
+            .expect("no panic in a run");
             assert!(outcome.duration < Duration::from_secs(5), "a run outlived its limits");
         }
         Err(error) => {
