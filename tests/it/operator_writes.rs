@@ -280,3 +280,96 @@ async fn operators_acknowledge_alarms_and_each_acknowledgement_is_audited() {
     assert!(bad.to_string().contains("neither a time"), "{bad}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn refused_calls_are_bounded_in_the_audit_per_call_and_per_connection() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["users", &path, "add", "watcher"], "pw\n");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let viewer = server.client().await;
+    viewer.login("watcher", "pw").await.expect("logs in");
+    let long_text = "x".repeat(900);
+    let flood: Vec<TagWrite> = (0..1000)
+        .map(|_| write("Pump1.Mode", WriteValue::Text(long_text.clone())))
+        .collect();
+    for _ in 0..3 {
+        viewer
+            .write_tags(flood.clone())
+            .await
+            .expect_err("a viewer may not write");
+    }
+    // An operator's call of 1,000 refused writes (unknown tags with long names).
+    let operator = server.guest().await;
+    let unknown: Vec<TagWrite> = (0..1000)
+        .map(|index| write(&format!("No.{index}.{long_text}"), WriteValue::Integer(1)))
+        .collect();
+    let results = operator.write_tags(unknown).await.expect("answered");
+    assert!(results.iter().all(|result| result.error == "unknown tag"));
+
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    let viewer_rows: Vec<&&str> = lines
+        .iter()
+        .filter(|line| line.contains(" by watcher "))
+        .collect();
+    assert_eq!(viewer_rows.len(), 3, "one row per refused call: {audit}");
+    for row in &viewer_rows {
+        assert!(
+            row.contains(" write Pump1.Mode and 999 more by watcher ")
+                && row.ends_with(": permission denied (1000 writes)")
+                && row.len() < 600,
+            "{row}"
+        );
+    }
+    let operator_rows: Vec<&&str> = lines.iter().filter(|line| line.contains(" by guest ")).collect();
+    assert_eq!(
+        operator_rows.len(),
+        11,
+        "10 refusals listed, one row for the rest: {audit}"
+    );
+    assert!(operator_rows.iter().all(|row| row.len() < 800), "values cut");
+    assert!(
+        operator_rows[10].ends_with(": refused: 990 more requests of this call, not listed one by one"),
+        "{}",
+        operator_rows[10]
+    );
+
+    // One connection's refusals past its allowance a minute are counted, not recorded.
+    for _ in 0..700 {
+        viewer
+            .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+            .await
+            .expect_err("a viewer may not write");
+    }
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    let viewer_rows: Vec<&str> = audit
+        .lines()
+        .filter(|line| line.contains(" by watcher "))
+        .collect();
+    assert_eq!(
+        viewer_rows.len(),
+        601,
+        "600 rows and the one saying the allowance is reached"
+    );
+    assert!(
+        viewer_rows[600].ends_with(
+            ": this connection reached its 600 audit rows of refusals a minute: its further refusals this minute are counted, not recorded"
+        ),
+        "{}",
+        viewer_rows[600]
+    );
+    // Another connection has its own allowance.
+    let other = server.client().await;
+    other.login("watcher", "pw").await.expect("logs in");
+    other
+        .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+        .await
+        .expect_err("a viewer may not write");
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    assert_eq!(
+        audit.lines().filter(|line| line.contains(" by watcher ")).count(),
+        602
+    );
+    server.stop().await;
+}
