@@ -373,3 +373,71 @@ async fn refused_calls_are_bounded_in_the_audit_per_call_and_per_connection() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retention() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    client
+        .write_tags(vec![
+            write("Pump1.Mode", WriteValue::Text("say \"hi\", then stop".into())),
+            write("Tank1.Level", WriteValue::Number(40.0)),
+        ])
+        .await
+        .expect("answered");
+    server.stop().await;
+    // The first row is made 40 days old.
+    let db = rusqlite::Connection::open(&solution.path).expect("opens");
+    let aged = db
+        .execute(
+            "UPDATE Audit SET Time = Time - 40 * 86400000 WHERE Target = 'Pump1.Mode'",
+            [],
+        )
+        .expect("ages the row");
+    assert_eq!(aged, 1);
+    drop(db);
+
+    let csv = admin(&["audit", &path, "export"], "");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert_eq!(
+        lines[0],
+        "time,action,target,user,peer,connection,old_value,new_value,outcome"
+    );
+    assert!(
+        lines[1].contains(",write,Pump1.Mode,guest,")
+            && lines[1].ends_with(r#","""Auto""","""say \""hi\"", then stop""",ok"#),
+        "quoted as CSV: {}",
+        lines[1]
+    );
+    let jsonl = admin(&["audit", &path, "export", "--format", "jsonl"], "");
+    let objects: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object a line"))
+        .collect();
+    assert_eq!(objects.len(), 2);
+    assert_eq!(objects[1]["target"], "Tank1.Level");
+    assert_eq!(objects[1]["new_value"], "40.0");
+
+    admin(&["settings", &path, "set", "AuditRetentionDays", "30"], "");
+    let refused = try_admin(&["settings", &path, "set", "AuditRetentionDays", "0"], "").expect_err("refused");
+    assert!(
+        format!("{refused:#}").contains("\"0\" is not a whole number of days from 1 to 3650"),
+        "{refused:#}"
+    );
+    // A server opening the solution removes the rows past 30 days.
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let audit = admin(&["audit", &path], "");
+        if audit.lines().count() == 1 {
+            assert!(audit.contains(" write Tank1.Level by guest "), "{audit}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never pruned: {audit}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}
