@@ -395,6 +395,25 @@ async fn a_write_is_answered_when_the_broker_acknowledges_it_and_never_while_the
     assert_eq!(acknowledged[0].error, "", "the broker acknowledged it");
     assert_eq!(field.next().await.1, b"1.0");
     assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+    let printed = crate::tclient::tclient(
+        &[
+            "--addr",
+            &server.addr.to_string(),
+            "tags",
+            "write",
+            "Tank1.Level=5",
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect("acknowledged");
+    assert_eq!(
+        printed,
+        "Tank1.Level: sent to the field (the tag shows the value when the field reports it back)\n"
+    );
+    assert_eq!(field.next().await.1, b"5.0");
+    assert_eq!(server.runtime.source_statuses()[0].writes, 2);
 
     // A broker that stops reading while its connection stays up: no write is answered as if
     // it had the write; each says it is not confirmed, and what that means.
@@ -410,7 +429,7 @@ async fn a_write_is_answered_when_the_broker_acknowledges_it_and_never_while_the
             "{result:?}"
         );
     }
-    assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+    assert_eq!(server.runtime.source_statuses()[0].writes, 2);
 
     // Back: writes are acknowledged again (after the source noticed and reconnected).
     broker.thaw();

@@ -280,3 +280,164 @@ async fn operators_acknowledge_alarms_and_each_acknowledgement_is_audited() {
     assert!(bad.to_string().contains("neither a time"), "{bad}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn refused_calls_are_bounded_in_the_audit_per_call_and_per_connection() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["users", &path, "add", "watcher"], "pw\n");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let viewer = server.client().await;
+    viewer.login("watcher", "pw").await.expect("logs in");
+    let long_text = "x".repeat(900);
+    let flood: Vec<TagWrite> = (0..1000)
+        .map(|_| write("Pump1.Mode", WriteValue::Text(long_text.clone())))
+        .collect();
+    for _ in 0..3 {
+        viewer
+            .write_tags(flood.clone())
+            .await
+            .expect_err("a viewer may not write");
+    }
+    // An operator's call of 1,000 refused writes (unknown tags with long names).
+    let operator = server.guest().await;
+    let unknown: Vec<TagWrite> = (0..1000)
+        .map(|index| write(&format!("No.{index}.{long_text}"), WriteValue::Integer(1)))
+        .collect();
+    let results = operator.write_tags(unknown).await.expect("answered");
+    assert!(results.iter().all(|result| result.error == "unknown tag"));
+
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    let viewer_rows: Vec<&&str> = lines
+        .iter()
+        .filter(|line| line.contains(" by watcher "))
+        .collect();
+    assert_eq!(viewer_rows.len(), 3, "one row per refused call: {audit}");
+    for row in &viewer_rows {
+        assert!(
+            row.contains(" write Pump1.Mode and 999 more by watcher ")
+                && row.ends_with(": permission denied (1000 writes)")
+                && row.len() < 600,
+            "{row}"
+        );
+    }
+    let operator_rows: Vec<&&str> = lines.iter().filter(|line| line.contains(" by guest ")).collect();
+    assert_eq!(
+        operator_rows.len(),
+        11,
+        "10 refusals listed, one row for the rest: {audit}"
+    );
+    assert!(operator_rows.iter().all(|row| row.len() < 800), "values cut");
+    assert!(
+        operator_rows[10].ends_with(": refused: 990 more requests of this call, not listed one by one"),
+        "{}",
+        operator_rows[10]
+    );
+
+    // One connection's refusals past its allowance a minute are counted, not recorded.
+    for _ in 0..700 {
+        viewer
+            .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+            .await
+            .expect_err("a viewer may not write");
+    }
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    let viewer_rows: Vec<&str> = audit
+        .lines()
+        .filter(|line| line.contains(" by watcher "))
+        .collect();
+    assert_eq!(
+        viewer_rows.len(),
+        601,
+        "600 rows and the one saying the allowance is reached"
+    );
+    assert!(
+        viewer_rows[600].ends_with(
+            ": this connection reached its 600 audit rows of refusals a minute: its further refusals this minute are counted, not recorded"
+        ),
+        "{}",
+        viewer_rows[600]
+    );
+    // Another connection has its own allowance.
+    let other = server.client().await;
+    other.login("watcher", "pw").await.expect("logs in");
+    other
+        .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+        .await
+        .expect_err("a viewer may not write");
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    assert_eq!(
+        audit.lines().filter(|line| line.contains(" by watcher ")).count(),
+        602
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retention() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    client
+        .write_tags(vec![
+            write("Pump1.Mode", WriteValue::Text("say \"hi\", then stop".into())),
+            write("Tank1.Level", WriteValue::Number(40.0)),
+        ])
+        .await
+        .expect("answered");
+    server.stop().await;
+    // The first row is made 40 days old.
+    let db = rusqlite::Connection::open(&solution.path).expect("opens");
+    let aged = db
+        .execute(
+            "UPDATE Audit SET Time = Time - 40 * 86400000 WHERE Target = 'Pump1.Mode'",
+            [],
+        )
+        .expect("ages the row");
+    assert_eq!(aged, 1);
+    drop(db);
+
+    let csv = admin(&["audit", &path, "export"], "");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert_eq!(
+        lines[0],
+        "time,action,target,user,peer,connection,old_value,new_value,outcome"
+    );
+    assert!(
+        lines[1].contains(",write,Pump1.Mode,guest,")
+            && lines[1].ends_with(r#","""Auto""","""say \""hi\"", then stop""",ok"#),
+        "quoted as CSV: {}",
+        lines[1]
+    );
+    let jsonl = admin(&["audit", &path, "export", "--format", "jsonl"], "");
+    let objects: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON object a line"))
+        .collect();
+    assert_eq!(objects.len(), 2);
+    assert_eq!(objects[1]["target"], "Tank1.Level");
+    assert_eq!(objects[1]["new_value"], "40.0");
+
+    admin(&["settings", &path, "set", "AuditRetentionDays", "30"], "");
+    let refused = try_admin(&["settings", &path, "set", "AuditRetentionDays", "0"], "").expect_err("refused");
+    assert!(
+        format!("{refused:#}").contains("\"0\" is not a whole number of days from 1 to 3650"),
+        "{refused:#}"
+    );
+    // A server opening the solution removes the rows past 30 days.
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let audit = admin(&["audit", &path], "");
+        if audit.lines().count() == 1 {
+            assert!(audit.contains(" write Tank1.Level by guest "), "{audit}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never pruned: {audit}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}

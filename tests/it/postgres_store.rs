@@ -950,3 +950,49 @@ async fn a_closed_port_is_named_with_the_systems_reason() {
     assert!(said.to_lowercase().contains("connection refused"), "{said}");
     assert!(!said.contains("pool timed out"), "{said}");
 }
+
+#[tokio::test]
+async fn the_audit_on_postgres_is_exported_and_pruned_past_its_retention_as_a_files_is() {
+    use crate::support::{TestServer, admin};
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    let server = TestServer::start_at(&url, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    for mode in ["Manual", "Auto"] {
+        client
+            .write_tags(vec![service_client::TagWrite {
+                name: "Pump1.Mode".to_owned(),
+                value: Some(service_client::WriteValue::Text(mode.into())),
+            }])
+            .await
+            .expect("answered");
+    }
+    drop(client);
+    server.stop().await;
+    let mut connection = sqlx::PgConnection::connect(&url).await.expect("connects");
+    let aged =
+        sqlx::query("UPDATE Audit SET Time = Time - 40 * 86400000::bigint WHERE NewValue = '\"Manual\"'")
+            .execute(&mut connection)
+            .await
+            .expect("ages the row")
+            .rows_affected();
+    assert_eq!(aged, 1);
+    drop(connection);
+
+    let exported = admin(&["audit", &url, "export", "--format", "jsonl"], "");
+    assert_eq!(exported.lines().count(), 2, "{exported}");
+    admin(&["settings", &url, "set", "AuditRetentionDays", "30"], "");
+    let server = TestServer::start_at(&url, tserver::ServerConfig::default()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let audit = admin(&["audit", &url], "");
+        if audit.lines().count() == 1 {
+            assert!(audit.ends_with(" \"Manual\" -> \"Auto\": ok\n"), "{audit}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never pruned: {audit}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}

@@ -6,7 +6,7 @@ use tserver::ServerConfig;
 
 use crate::support::{Solution, TestServer, admin};
 
-async fn tclient(args: &[&str], stdin: &str, interactive: bool) -> anyhow::Result<String> {
+pub(crate) async fn tclient(args: &[&str], stdin: &str, interactive: bool) -> anyhow::Result<String> {
     tclient_on(
         args,
         stdin,

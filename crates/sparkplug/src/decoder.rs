@@ -481,6 +481,32 @@ mod tests {
     }
 
     #[test]
+    fn liveness_follows_births_and_deaths_of_nodes_and_devices() {
+        let now = Instant::now();
+        let mut edge = EdgeNode::new("Plant", "Edge1");
+        let mut decoder = SparkplugDecoder::new();
+        let target = |device: Option<&str>| Target {
+            group: "Plant".to_owned(),
+            node: "Edge1".to_owned(),
+            device: device.map(str::to_owned),
+        };
+        assert_eq!(decoder.liveness(&target(None)), Liveness::NeverBorn);
+        decode(&mut decoder, &edge.birth(&readings(), 1_000), now);
+        assert_eq!(decoder.liveness(&target(None)), Liveness::Alive);
+        assert_eq!(decoder.liveness(&target(Some("Pump1"))), Liveness::DeviceNotBorn);
+        decode(&mut decoder, &edge.device_birth("Pump1", &readings(), 1_001), now);
+        assert_eq!(decoder.liveness(&target(Some("Pump1"))), Liveness::Alive);
+        decode(&mut decoder, &edge.device_death("Pump1", 1_002), now);
+        assert_eq!(decoder.liveness(&target(Some("Pump1"))), Liveness::DeviceNotBorn);
+        assert_eq!(decoder.liveness(&target(None)), Liveness::Alive);
+        decode(&mut decoder, &edge.death(), now);
+        assert_eq!(decoder.liveness(&target(None)), Liveness::Dead);
+        assert_eq!(decoder.liveness(&target(Some("Pump1"))), Liveness::Dead);
+        decode(&mut decoder, &edge.birth(&readings(), 2_000), now);
+        assert_eq!(decoder.liveness(&target(None)), Liveness::Alive);
+    }
+
+    #[test]
     fn data_by_alias_reads_as_the_birth_named_it() {
         let now = Instant::now();
         let mut edge = EdgeNode::new("Plant", "Edge1");

@@ -119,18 +119,22 @@ pub enum Command {
         #[command(subcommand)]
         action: UsersAction,
     },
-    /// Print the audit trail: every tag write and alarm acknowledgement clients asked for.
+    /// Print the audit trail: every tag write and alarm acknowledgement clients asked for
+    /// (kept `AuditRetentionDays`, 365 by default; `export` saves it before it is pruned).
     Audit {
         /// Where the solution is.
         #[command(flatten)]
         solution: SolutionArg,
         /// Only entries since then: a time (RFC 3339, e.g. 2026-11-23T08:00:00Z) or an age
         /// (e.g. 2h, 30min).
-        #[arg(long, value_parser = parse_since)]
+        #[arg(long, value_parser = parse_since, global = true)]
         since: Option<std::time::SystemTime>,
-        /// At most this many entries (the oldest first).
+        /// At most this many entries (the oldest first; `export` has no limit).
         #[arg(long, default_value_t = 1000)]
         limit: usize,
+        /// `export`: every entry (since `--since`) as CSV or JSON lines on standard output.
+        #[command(subcommand)]
+        action: Option<AuditCommand>,
     },
     /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
     /// server picks an import up within about a second).
@@ -284,6 +288,82 @@ pub enum SourcesAction {
 
 /// A report older than this is from a server that has stopped (it writes every 2 s).
 const SOURCE_REPORT_FRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `tserver audit` actions.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Every entry (since `--since`), oldest first, on standard output: CSV with a header
+    /// row, or one JSON object a line.
+    Export {
+        /// `csv` or `jsonl`.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+        format: ExportFormat,
+    },
+}
+
+/// How `tserver audit PATH export` writes the entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Comma-separated values, with a header row.
+    Csv,
+    /// One JSON object a line.
+    Jsonl,
+}
+
+/// The audit's columns, as exported.
+const AUDIT_COLUMNS: [&str; 9] = [
+    "time",
+    "action",
+    "target",
+    "user",
+    "peer",
+    "connection",
+    "old_value",
+    "new_value",
+    "outcome",
+];
+
+/// Writes `entries` as `format` to `output`.
+fn export_audit(
+    entries: &[crate::solution::AuditEntry],
+    format: ExportFormat,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let fields = |entry: &crate::solution::AuditEntry| {
+        [
+            localai::iso8601_millis(entry.time),
+            entry.action.as_str().to_owned(),
+            entry.target.clone(),
+            entry.user.clone(),
+            entry.peer.clone(),
+            entry.connection.clone(),
+            entry.old_value.clone().unwrap_or_default(),
+            entry.new_value.clone().unwrap_or_default(),
+            entry.outcome.clone(),
+        ]
+    };
+    match format {
+        ExportFormat::Csv => {
+            let mut writer = csv::Writer::from_writer(output);
+            writer.write_record(AUDIT_COLUMNS)?;
+            for entry in entries {
+                writer.write_record(fields(entry))?;
+            }
+            writer.flush()?;
+        }
+        ExportFormat::Jsonl => {
+            for entry in entries {
+                let object: serde_json::Map<String, serde_json::Value> = AUDIT_COLUMNS
+                    .iter()
+                    .zip(fields(entry))
+                    .map(|(name, value)| ((*name).to_owned(), serde_json::Value::String(value)))
+                    .collect();
+                writeln!(output, "{}", serde_json::Value::Object(object))?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// `tserver plant` actions.
 #[derive(Debug, Subcommand)]
@@ -831,10 +911,15 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             solution,
             since,
             limit,
+            action,
         } => {
             let solution = solution.location()?;
+            let limit = if action.is_some() { usize::MAX } else { *limit };
             let entries =
-                on_own_runtime(|| async { Store::open(solution).await?.audit(*since, *limit).await })?;
+                on_own_runtime(|| async { Store::open(solution).await?.audit(*since, limit).await })?;
+            if let Some(AuditCommand::Export { format }) = action {
+                return export_audit(&entries, *format, output);
+            }
             for entry in entries {
                 let change = match (&entry.old_value, &entry.new_value) {
                     (Some(old), Some(new)) => format!(" {old} -> {new}"),

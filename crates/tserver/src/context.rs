@@ -1,6 +1,7 @@
 //! The per-connection context every handler receives.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
@@ -17,6 +18,8 @@ pub(crate) struct ConnectionContext {
     /// The login now (the user, and the credentials it was checked against); `None` before
     /// Hello and after Logout.
     pub(crate) login: Option<Login>,
+    /// How many refusals it may still put in the audit this minute.
+    pub(crate) audit_allowance: Arc<Mutex<crate::audit_bounds::AuditAllowance>>,
 }
 
 impl ConnectionContext {
@@ -25,6 +28,7 @@ impl ConnectionContext {
             guid: Uuid::new_v4(),
             peer,
             login: None,
+            audit_allowance: Arc::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //!
 //! The caller binds the listener, so tests serve on `127.0.0.1:0`.
 
+mod audit_bounds;
 pub mod certificates;
 pub mod cli;
 pub mod config;

@@ -107,9 +107,11 @@ impl Runtime {
             tools: Arc::clone(&tools),
         };
         let local_ai = LocalAi::new(Arc::new(view));
-        let audit = AuditLog::start(Arc::clone(&store)).map_err(|source| SolutionError::Thread {
-            what: "audit writer",
-            source,
+        let audit = AuditLog::start(Arc::clone(&store), settings.audit_retention).map_err(|source| {
+            SolutionError::Thread {
+                what: "audit writer",
+                source,
+            }
         })?;
         Ok(Self {
             store,

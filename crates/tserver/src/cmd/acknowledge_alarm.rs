@@ -49,10 +49,11 @@ pub(crate) fn apply(
         }
         .to_owned(),
     };
+    let entries = super::bounded_audit(context, vec![entry]);
     let user = login.name.to_string();
     let runtime = runtime.clone();
     Ok(async move {
-        if let Err(refusal) = super::record_audit(&runtime, vec![entry], "not acknowledged").await {
+        if let Err(refusal) = super::record_audit(&runtime, entries, "not acknowledged").await {
             return refusal;
         }
         if !role.can_operate() {

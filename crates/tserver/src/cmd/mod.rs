@@ -14,6 +14,9 @@ pub(crate) mod write_tags;
 
 use tserver_proto::v1::{Error, ErrorCode, ServerFrame, server_frame};
 
+use crate::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
+use crate::solution::AuditEntry;
+
 /// A protocol-level failure of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CallError {
@@ -35,6 +38,86 @@ impl CallError {
             message: self.message,
         })
     }
+}
+
+/// The rows a call puts in the audit: every accepted request (outcome `ok`), and its refused
+/// ones bounded: text cut, [`REFUSED_ROWS_PER_CALL`] rows then one with the count, and the
+/// connection's allowance of refusal rows a minute (past it they are counted, and a row says so).
+pub(crate) fn bounded_audit(
+    context: &crate::context::ConnectionContext,
+    entries: Vec<AuditEntry>,
+) -> Vec<AuditEntry> {
+    let Some(first) = entries.first().cloned() else {
+        return entries;
+    };
+    let note = |target: String, outcome: String| AuditEntry {
+        target,
+        old_value: None,
+        new_value: None,
+        outcome,
+        ..first.clone()
+    };
+    // In the call's order, each marked refused or not.
+    let mut rows = Vec::with_capacity(entries.len().min(REFUSED_ROWS_PER_CALL + 2));
+    let mut listed = 0;
+    let mut refused: u64 = 0;
+    for mut entry in entries {
+        entry.target = cut(&entry.target);
+        entry.old_value = entry.old_value.as_deref().map(cut);
+        entry.new_value = entry.new_value.as_deref().map(cut);
+        entry.outcome = cut(&entry.outcome);
+        if entry.outcome == "ok" {
+            rows.push((entry, false));
+            continue;
+        }
+        refused += 1;
+        if listed < REFUSED_ROWS_PER_CALL {
+            listed += 1;
+            rows.push((entry, true));
+        }
+    }
+    if refused == 0 {
+        return rows.into_iter().map(|(entry, _)| entry).collect();
+    }
+    let unlisted = refused - listed as u64;
+    if unlisted > 0 {
+        listed += 1;
+        rows.push((
+            note(
+                format!("{unlisted} more"),
+                format!("refused: {unlisted} more requests of this call, not listed one by one"),
+            ),
+            true,
+        ));
+    }
+    let allowed = context
+        .audit_allowance
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take(listed, refused, std::time::Instant::now());
+    let mut rows: Vec<AuditEntry> = match allowed {
+        Allowed::Count => rows
+            .into_iter()
+            .filter_map(|(entry, refused)| (!refused).then_some(entry))
+            .collect(),
+        _ => rows.into_iter().map(|(entry, _)| entry).collect(),
+    };
+    match allowed {
+        Allowed::Record { counted } if counted > 0 => rows.push(note(
+            format!("{counted} refused"),
+            format!(
+                "{counted} refused requests of this connection were counted, not recorded (past its {REFUSED_ROWS_PER_MINUTE} audit rows of refusals a minute)"
+            ),
+        )),
+        Allowed::RecordLast => rows.push(note(
+            "allowance".to_owned(),
+            format!(
+                "this connection reached its {REFUSED_ROWS_PER_MINUTE} audit rows of refusals a minute: its further refusals this minute are counted, not recorded"
+            ),
+        )),
+        _ => {}
+    }
+    rows
 }
 
 /// Records audit entries (committed together with other calls' on the audit writer's thread).

@@ -98,6 +98,18 @@ pub(crate) fn apply(
             outcome: state.into(),
         });
     }
+    if !allowed && audit.len() > 1 {
+        // A call refused whole is one row, with its count.
+        let count = audit.len();
+        audit.truncate(1);
+        audit[0].target = format!(
+            "{} and {} more",
+            crate::audit_bounds::cut(&audit[0].target),
+            count - 1
+        );
+        audit[0].outcome = format!("permission denied ({count} writes)");
+    }
+    let audit = super::bounded_audit(context, audit);
     let role = login.role;
     let runtime = runtime.clone();
     Ok(async move {

@@ -37,17 +37,24 @@ pub enum RuntimeKey {
     SimulatorEnabled,
     /// How long the historian keeps samples and alarm events, in whole hours (default 168).
     HistoryRetentionHours,
+    /// How long the audit trail keeps its rows, in whole days (default 365).
+    AuditRetentionDays,
 }
 
 impl RuntimeKey {
     /// Every key, in `settings show` order.
-    pub const ALL: [Self; 2] = [Self::SimulatorEnabled, Self::HistoryRetentionHours];
+    pub const ALL: [Self; 3] = [
+        Self::SimulatorEnabled,
+        Self::HistoryRetentionHours,
+        Self::AuditRetentionDays,
+    ];
 
     /// The key as stored and typed.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SimulatorEnabled => "SimulatorEnabled",
             Self::HistoryRetentionHours => "HistoryRetentionHours",
+            Self::AuditRetentionDays => "AuditRetentionDays",
         }
     }
 
@@ -67,12 +74,25 @@ impl RuntimeKey {
                     "{value:?} is not a whole number of hours from 1 to {MAX_RETENTION_HOURS}"
                 ))),
             },
+            Self::AuditRetentionDays => match value.trim().parse::<u32>() {
+                Ok(days) if (1..=MAX_AUDIT_RETENTION_DAYS).contains(&days) => Ok(days.to_string()),
+                _ => Err(invalid(format!(
+                    "{value:?} is not a whole number of days from 1 to {MAX_AUDIT_RETENTION_DAYS}"
+                ))),
+            },
         }
     }
 }
 
 /// Ten years: longer retention is a data-warehouse job, not a runtime historian's.
 const MAX_RETENTION_HOURS: u32 = 87_600;
+
+/// Ten years of audit, as for the history; a site keeping more exports it first
+/// (`tserver audit PATH export`).
+const MAX_AUDIT_RETENTION_DAYS: u32 = 3_650;
+
+/// The audit's retention when none is set: a year.
+const DEFAULT_AUDIT_RETENTION_DAYS: u64 = 365;
 
 /// The runtime settings of a solution, defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +101,8 @@ pub struct RuntimeSettings {
     pub simulator_enabled: bool,
     /// How long history is kept.
     pub history_retention: Duration,
+    /// How long the audit trail is kept.
+    pub audit_retention: Duration,
 }
 
 impl Default for RuntimeSettings {
@@ -88,6 +110,7 @@ impl Default for RuntimeSettings {
         Self {
             simulator_enabled: false,
             history_retention: Duration::from_secs(168 * 3600),
+            audit_retention: Duration::from_secs(DEFAULT_AUDIT_RETENTION_DAYS * 86_400),
         }
     }
 }
@@ -298,6 +321,10 @@ impl RuntimeSettings {
                     let hours: u64 = value.parse().unwrap_or(168);
                     settings.history_retention = Duration::from_secs(hours * 3600);
                 }
+                RuntimeKey::AuditRetentionDays => {
+                    let days: u64 = value.parse().unwrap_or(DEFAULT_AUDIT_RETENTION_DAYS);
+                    settings.audit_retention = Duration::from_secs(days * 86_400);
+                }
             }
         }
         Ok(settings)
@@ -336,6 +363,7 @@ pub(super) fn setting_value(
         SettingKey::Runtime(key) => SettingValue::Text(match key {
             RuntimeKey::SimulatorEnabled => runtime.simulator_enabled.to_string(),
             RuntimeKey::HistoryRetentionHours => (runtime.history_retention.as_secs() / 3600).to_string(),
+            RuntimeKey::AuditRetentionDays => (runtime.audit_retention.as_secs() / 86_400).to_string(),
         }),
         SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
         SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),

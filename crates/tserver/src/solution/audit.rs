@@ -2,7 +2,7 @@
 //! from which connection, the value before and the value asked for, and what came of it.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::params;
 use tokio::sync::{mpsc, oneshot};
@@ -91,6 +91,12 @@ impl SolutionDb {
         Ok(())
     }
 
+    /// Removes the entries older than `before`; how many.
+    pub(crate) fn prune_audit(&self, before: SystemTime) -> Result<usize, SolutionError> {
+        let connection = self.writer()?;
+        Ok(connection.execute("DELETE FROM Audit WHERE Time < ?1", params![millis(before)])?)
+    }
+
     /// The entries since `since` (all without it), oldest first, at most `limit`.
     pub fn audit(&self, since: Option<SystemTime>, limit: usize) -> Result<Vec<AuditEntry>, SolutionError> {
         let since = since.map_or(i64::MIN, millis);
@@ -120,6 +126,9 @@ impl SolutionDb {
     }
 }
 
+/// How often the audit writer removes rows past the retention (and once when it starts).
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
 /// The most callers' entries committed together.
 const MAX_BATCHES_PER_COMMIT: usize = 256;
 
@@ -135,12 +144,31 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Starts the writer thread; it ends when the last handle is dropped.
-    pub fn start(store: Arc<Store>) -> std::io::Result<Self> {
+    /// Starts the writer thread; it ends when the last handle is dropped. It removes the rows
+    /// older than `retention` when it starts and at most hourly after a commit.
+    pub fn start(store: Arc<Store>, retention: Duration) -> std::io::Result<Self> {
         let (jobs, mut waiting) = mpsc::unbounded_channel::<AuditJob>();
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
             .spawn(move || {
+                let prune = || {
+                    let before = SystemTime::now()
+                        .checked_sub(retention)
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    match store.prune_audit_blocking(before) {
+                        Ok(0) => {}
+                        Ok(removed) => tracing::info!(
+                            removed,
+                            retention_days = retention.as_secs() / 86_400,
+                            "removed audit rows past AuditRetentionDays"
+                        ),
+                        Err(error) => {
+                            tracing::warn!(%error, "could not remove audit rows past their retention")
+                        }
+                    }
+                    Instant::now()
+                };
+                let mut pruned = prune();
                 while let Some(first) = waiting.blocking_recv() {
                     let mut jobs = vec![first];
                     while jobs.len() < MAX_BATCHES_PER_COMMIT {
@@ -156,6 +184,9 @@ impl AuditLog {
                         .map_err(|error| error.to_string());
                     for (_, reply) in jobs {
                         let _ = reply.send(outcome.clone());
+                    }
+                    if pruned.elapsed() >= PRUNE_EVERY {
+                        pruned = prune();
                     }
                 }
             })?;

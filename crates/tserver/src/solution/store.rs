@@ -167,6 +167,14 @@ impl Store {
         on_backend!(self, audit(since, limit))
     }
 
+    /// Removes the audit entries older than `before`, from a thread that may block; how many.
+    pub(crate) fn prune_audit_blocking(&self, before: SystemTime) -> Result<usize, SolutionError> {
+        match self {
+            Self::File(db) => db.prune_audit(before),
+            Self::Postgres(pg) => pg.block_on(pg.prune_audit(before)),
+        }
+    }
+
     /// Appends audit entries, all of them or none, from a thread that may block.
     pub(crate) fn record_audit_blocking(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         match self {

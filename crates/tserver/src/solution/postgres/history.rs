@@ -275,6 +275,16 @@ impl PgStore {
         Ok(())
     }
 
+    /// Removes the audit entries older than `before`; how many.
+    pub(crate) async fn prune_audit(&self, before: SystemTime) -> Result<usize, SolutionError> {
+        let done = sqlx::query("DELETE FROM Audit WHERE Time < $1")
+            .bind(millis(before))
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
+    }
+
     /// Audit entries from `since` on, oldest first, at most `limit`.
     pub async fn audit(
         &self,
