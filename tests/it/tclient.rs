@@ -335,7 +335,6 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
             "read",
             "Pump1.Mode",
             "Pump1.MotorCurrent",
-            "Nope",
         ],
         "",
         false,
@@ -348,7 +347,6 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
         lines[1].starts_with("Pump1.MotorCurrent = ") && lines[1].ends_with(" A (Good)"),
         "{read}"
     );
-    assert_eq!(lines[2], "Nope: unknown tag");
     let pair = tclient(
         &["--addr", &addr, "tags", "write", "Pump1.Mode", "Off"],
         "",
@@ -441,6 +439,61 @@ async fn tools_list_and_call_from_the_command_line() {
     .await
     .expect_err("not JSON");
     assert!(bad.to_string().contains("are not JSON"), "{bad}");
+    let misspelt = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tools",
+            "call",
+            "runtime_get_value",
+            r#"{"tagg": "Tank1.Level"}"#,
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect_err("a misspelt argument");
+    assert!(
+        misspelt
+            .to_string()
+            .contains("unknown key `tagg`; did you mean `tag`?"),
+        "{misspelt}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tags_read_fails_naming_each_tag_it_could_not_read() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let args = ["--addr", addr.as_str(), "tags", "read", "Tank1.Level", "Nope.Tag"].map(str::to_owned);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("tclient runs")
+    })
+    .await
+    .expect("the run");
+    assert!(
+        !output.status.success(),
+        "an unknown tag fails the command: {output:?}"
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(lines[0].starts_with("Tank1.Level = "), "{printed}");
+    assert_eq!(lines[1], "Nope.Tag: unknown tag", "{printed}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        "Error: not read: Nope.Tag (unknown tag)"
+    );
+    let read = tclient(&["--addr", &addr, "tags", "read", "Tank1.Level"], "", false)
+        .await
+        .expect("a known tag reads");
+    assert!(read.starts_with("Tank1.Level = "), "{read}");
     server.stop().await;
 }
 

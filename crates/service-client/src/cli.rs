@@ -309,8 +309,17 @@ pub async fn run(
             action: TagsAction::Read { names },
         } => {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut unread = Vec::new();
             for reading in client.read_tags(&names).await? {
                 writeln!(output, "{}", describe_reading(&reading))?;
+                if !reading.error.is_empty() {
+                    unread.push(format!("{} ({})", reading.name, reading.error));
+                }
+            }
+            // Every tag is printed; then a name that could not be read fails the command, so a
+            // script sees it.
+            if !unread.is_empty() {
+                anyhow::bail!("not read: {}", unread.join(", "));
             }
         }
         Command::Tags {
@@ -371,7 +380,12 @@ pub async fn run(
             let reply = client.call_tool(name, &arguments).await?;
             writeln!(output, "{}", reply.content_json)?;
             if reply.is_error {
-                anyhow::bail!("{name} reported a failure");
+                let content: serde_json::Value =
+                    serde_json::from_str(&reply.content_json).unwrap_or_default();
+                match content["error"]["message"].as_str() {
+                    Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
+                    None => anyhow::bail!("{name} reported a failure"),
+                }
             }
         }
         Command::Alarms {
