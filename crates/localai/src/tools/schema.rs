@@ -165,9 +165,8 @@ impl ArgumentSchema {
                         .find(|(known, _)| **known == **name)
                         .map(|(_, property)| property)
                 });
-                match property {
-                    Some(property) => property.check_at(element, &Path::Field(path, name))?,
-                    None => {}
+                if let Some(property) = property {
+                    property.check_at(element, &Path::Field(path, name))?;
                 }
             }
         }
