@@ -667,6 +667,22 @@ pub async fn serve_on(
         simulator = simulate,
         "solution loaded"
     );
+    // What a newcomer's server does not do yet, and the command that changes it (both are
+    // followed live, so no restart is needed).
+    let at = shlex::try_quote(&solution.to_string())
+        .map_or_else(|_| solution.to_string(), |quoted| quoted.into_owned());
+    if args.simulator.is_none() && !simulate && !runtime.simulator().motions().is_empty() {
+        tracing::info!(
+            "the simulator is off, so simulated tags keep their values: `tserver settings {at} set SimulatorEnabled on` starts it"
+        );
+    }
+    if let Ok(row) = runtime.store().settings_row().await
+        && !row.model_enabled
+    {
+        tracing::info!(
+            "Local AI is off, so chat answers `disabled`: `tserver settings {at} set ModelEnabled true` turns it on"
+        );
+    }
     let sources = runtime
         .start_sources(&shutdown)
         .await
