@@ -492,3 +492,115 @@ fn the_shipped_dashboard_reads_only_metrics_the_server_records() {
         .collect();
     assert!(unshown.is_empty(), "not on the dashboard: {unshown:?}");
 }
+
+/// The keys an object in `text` repeats, at any depth (a JSON parser keeps only the last).
+fn repeated_keys(text: &str) -> Vec<String> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+
+    struct Keys<'a>(&'a mut Vec<String>);
+
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = ();
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("JSON")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    self.0.push(key);
+                }
+                map.next_value_seed(Nested(self.0))?;
+            }
+            Ok(())
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(Nested(self.0))?.is_some() {}
+            Ok(())
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+
+    struct Nested<'a>(&'a mut Vec<String>);
+
+    impl<'de> serde::de::DeserializeSeed<'de> for Nested<'_> {
+        type Value = ();
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+            deserializer.deserialize_any(Keys(self.0))
+        }
+    }
+
+    let mut repeated = Vec::new();
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    deserializer
+        .deserialize_any(Keys(&mut repeated))
+        .unwrap_or_else(|error| panic!("{error}: {text}"));
+    repeated
+}
+
+#[test]
+fn json_log_lines_never_repeat_a_key_not_even_in_a_scripts_span() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    let script = solution.path.with_file_name("hello.rhai");
+    std::fs::write(&script, "log(\"hello from a script\");\n").expect("written");
+    admin(
+        &[
+            "scripts",
+            path,
+            "add",
+            "Hello",
+            "--file",
+            script.to_str().expect("utf-8"),
+            "--trigger",
+            "startup",
+        ],
+        "",
+    );
+    let served = ServerProcess::start(&solution.path, &["--log-format", "json"], &[]);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let line = loop {
+        if let Some(line) = served
+            .log()
+            .lines
+            .into_iter()
+            .find(|line| line.contains("hello from a script"))
+        {
+            break line;
+        }
+        assert!(std::time::Instant::now() < deadline, "the script never logged");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let event: Value = serde_json::from_str(&line).expect("JSON");
+    assert!(
+        event["spans"].as_array().is_some_and(|spans| spans
+            .iter()
+            .any(|span| span["name"] == "script" && span["script"] == "Hello")),
+        "{line}"
+    );
+    for line in served.log().lines {
+        assert_eq!(repeated_keys(&line), Vec::<String>::new(), "{line}");
+    }
+}

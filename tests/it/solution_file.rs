@@ -166,3 +166,38 @@ async fn a_running_server_follows_the_runtime_settings_admin_commands_change() {
     stop.cancel();
     background.await.expect("the background task ends");
 }
+
+#[test]
+fn serve_says_what_is_off_and_the_command_that_turns_it_on() {
+    use std::io::BufRead;
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["settings", path, "set", "SimulatorEnabled", "off"], "");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(["serve", path, "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tserver starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut before_listening = Vec::new();
+    for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        if line.contains("listening") {
+            break;
+        }
+        before_listening.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = before_listening.join("\n");
+    assert!(
+        said.contains(&format!("the simulator is off, so simulated tags keep their values: `tserver settings {path} set SimulatorEnabled on` starts it")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("Local AI is off, so chat answers `disabled`: `tserver settings {path} set ModelEnabled true` turns it on")),
+        "{said}"
+    );
+}

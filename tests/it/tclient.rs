@@ -335,7 +335,6 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
             "read",
             "Pump1.Mode",
             "Pump1.MotorCurrent",
-            "Nope",
         ],
         "",
         false,
@@ -348,7 +347,6 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
         lines[1].starts_with("Pump1.MotorCurrent = ") && lines[1].ends_with(" A (Good)"),
         "{read}"
     );
-    assert_eq!(lines[2], "Nope: unknown tag");
     let pair = tclient(
         &["--addr", &addr, "tags", "write", "Pump1.Mode", "Off"],
         "",
@@ -453,6 +451,61 @@ async fn tools_list_and_call_from_the_command_line() {
     .await
     .expect_err("not JSON");
     assert!(bad.to_string().contains("are not JSON"), "{bad}");
+    let misspelt = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tools",
+            "call",
+            "runtime_get_value",
+            r#"{"tagg": "Tank1.Level"}"#,
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect_err("a misspelt argument");
+    assert!(
+        misspelt
+            .to_string()
+            .contains("unknown key `tagg`; did you mean `tag`?"),
+        "{misspelt}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn tags_read_fails_naming_each_tag_it_could_not_read() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let args = ["--addr", addr.as_str(), "tags", "read", "Tank1.Level", "Nope.Tag"].map(str::to_owned);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("tclient runs")
+    })
+    .await
+    .expect("the run");
+    assert!(
+        !output.status.success(),
+        "an unknown tag fails the command: {output:?}"
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert!(lines[0].starts_with("Tank1.Level = "), "{printed}");
+    assert_eq!(lines[1], "Nope.Tag: unknown tag", "{printed}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        "Error: not read: Nope.Tag (unknown tag)"
+    );
+    let read = tclient(&["--addr", &addr, "tags", "read", "Tank1.Level"], "", false)
+        .await
+        .expect("a known tag reads");
+    assert!(read.starts_with("Tank1.Level = "), "{read}");
     server.stop().await;
 }
 
@@ -514,6 +567,120 @@ async fn a_fresh_solution_names_the_command_that_fixes_each_refusal() {
     assert!(
         chat.contains("`tserver settings PATH set ModelOptions 0x9e`"),
         "{chat}"
+    );
+    server.stop().await;
+}
+
+/// Runs `program ARGS` with standard input and error on a new pseudo-terminal, as a person at
+/// a terminal would: waits for `prompt` to be drawn, types `typed` and Enter, and returns the
+/// process's output and everything the terminal showed (what it echoed included).
+#[cfg(target_os = "linux")]
+fn typed_at_a_terminal(
+    program: &str,
+    args: &[&str],
+    prompt: &str,
+    typed: &str,
+) -> (std::process::Output, String) {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+
+    use rustix::fs::{Mode, OFlags};
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC).expect("a pty");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("the pty's name");
+    let terminal = rustix::fs::open(name.as_c_str(), OFlags::RDWR | OFlags::NOCTTY, Mode::empty())
+        .expect("opens the terminal side");
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::from(terminal.try_clone().expect("a second descriptor")))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(terminal))
+        .spawn()
+        .expect("the program starts");
+    let mut master = std::fs::File::from(master);
+    let mut writer = master.try_clone().expect("a writer");
+    let (prompted, seen) = std::sync::mpsc::channel();
+    let prompt = prompt.to_owned();
+    let reader = std::thread::spawn(move || {
+        let mut drawn = Vec::new();
+        let mut buffer = [0u8; 4096];
+        let mut prompted = Some(prompted);
+        // Linux answers EIO, not end-of-file, once the terminal side is closed.
+        while let Ok(read @ 1..) = master.read(&mut buffer) {
+            drawn.extend_from_slice(&buffer[..read]);
+            if String::from_utf8_lossy(&drawn).contains(&prompt)
+                && let Some(prompted) = prompted.take()
+            {
+                let _ = prompted.send(());
+            }
+        }
+        String::from_utf8_lossy(&drawn).into_owned()
+    });
+    seen.recv_timeout(crate::support::PATIENCE)
+        .expect("the prompt is drawn");
+    // A person reads the prompt before typing; the program may switch echo off just after
+    // drawing it, so typing waits for that (and a program that never does fails here).
+    let deadline = std::time::Instant::now() + crate::support::PATIENCE;
+    while rustix::termios::tcgetattr(&writer)
+        .expect("the terminal's modes")
+        .local_modes
+        .contains(rustix::termios::LocalModes::ECHO)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "echo stays on while the password is asked for"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    writer.write_all(format!("{typed}\r").as_bytes()).expect("typed");
+    let output = child.wait_with_output().expect("the program ends");
+    drop(writer);
+    (output, reader.join().expect("the reader thread"))
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passwords_typed_at_a_terminal_are_asked_for_and_never_echoed() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path").to_owned();
+    let (added, drawn) = tokio::task::spawn_blocking(move || {
+        typed_at_a_terminal(
+            env!("CARGO_BIN_EXE_tserver-under-test"),
+            &["users", &path, "add", "ada", "--role", "operator"],
+            "password of ada: ",
+            "Typed-Secret-913",
+        )
+    })
+    .await
+    .expect("the terminal run");
+    assert!(added.status.success(), "{added:?} {drawn}");
+    assert!(!drawn.contains("Typed-Secret-913"), "not echoed: {drawn:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&added.stdout),
+        "added user ada (operator)\n"
+    );
+
+    // tclient asks too, for a user other than the guest, and logs in with what was typed.
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let (pinged, drawn) = tokio::task::spawn_blocking(move || {
+        typed_at_a_terminal(
+            env!("CARGO_BIN_EXE_tclient-under-test"),
+            &["--addr", &addr, "--user", "ada", "tags", "read", "Tank1.Level"],
+            "password of ada: ",
+            "Typed-Secret-913",
+        )
+    })
+    .await
+    .expect("the terminal run");
+    assert!(pinged.status.success(), "{pinged:?} {drawn}");
+    assert!(!drawn.contains("Typed-Secret-913"), "not echoed: {drawn:?}");
+    assert!(
+        String::from_utf8_lossy(&pinged.stdout).contains("Tank1.Level"),
+        "{pinged:?}"
     );
     server.stop().await;
 }

@@ -283,18 +283,19 @@ fn ping_fails_saying(addr: &str, extra: &[&str], wanted: &str) {
 
 /// A self-signed certificate made as users make them with openssl (`CA:TRUE`, the default).
 fn openssl_self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    openssl_certificate(dir, &["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+}
+
+/// `openssl req -x509 ... -subj /CN=localhost EXTRA...` in `dir`: the certificate and its key.
+fn openssl_certificate(dir: &Path, extra: &[&str]) -> (PathBuf, PathBuf) {
     let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
     let made = std::process::Command::new("openssl")
         .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
         .arg(&key)
         .arg("-out")
         .arg(&cert)
-        .args([
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ])
+        .args(["-subj", "/CN=localhost"])
+        .args(extra)
         .output()
         .expect("openssl runs: install it (apt-get install openssl)");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
@@ -439,4 +440,22 @@ async fn a_plain_port_tells_a_tls_client_it_speaks_plain_tcp() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.contains("this port speaks plain TCP, not TLS"), "{answer}");
     server.stop().await;
+}
+
+#[test]
+fn a_certificate_without_subject_alt_name_is_named_as_such() {
+    let solution = Solution::demo();
+    let dir = tempfile::tempdir().expect("dir");
+    let text = |path: &Path| path.to_str().expect("utf-8").to_owned();
+    let (cert, key) = openssl_certificate(dir.path(), &[]);
+    let served = ServerProcess::start(
+        &solution.path,
+        &["--tls-cert", &text(&cert), "--tls-key", &text(&key)],
+        &[],
+    );
+    ping_fails_saying(
+        &format!("localhost:{}", served.addr.port()),
+        &["--tls-ca", &text(&cert)],
+        "the server's certificate names no host: add subjectAltName",
+    );
 }

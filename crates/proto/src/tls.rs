@@ -272,6 +272,11 @@ fn certificate_problem(problem: &CertificateError, name: &str) -> String {
         CertificateError::NotValidForName => format!(
             "the server's certificate is not made out to {name:?}: connect by a name it carries, or give one as the TLS server name (tclient --tls-name)"
         ),
+        CertificateError::NotValidForNameContext { presented, .. } if presented.is_empty() => {
+            "the server's certificate names no host: add subjectAltName (openssl req ... -addext \
+             \"subjectAltName=DNS:localhost,IP:127.0.0.1\", or `tserver tls create --host NAME`)"
+                .to_owned()
+        }
         CertificateError::NotValidForNameContext { presented, .. } => format!(
             "the server's certificate is not made out to {name:?} but to {}: connect by one of those names, or give one as the TLS server name (tclient --tls-name)",
             presented.iter().map(|name| bare_name(name)).collect::<Vec<_>>().join(", ")

@@ -24,9 +24,11 @@ pub struct Cli {
     #[arg(long, default_value = "127.0.0.1:3101", global = true)]
     pub addr: String,
     /// The user to log in as.
-    #[arg(long, default_value = "guest", global = true)]
+    #[arg(long, default_value = DEFAULT_USER, global = true)]
     pub user: String,
-    /// Read the password from the first line of standard input (otherwise it is empty).
+    /// Read the password from the first line of standard input. Otherwise it is
+    /// TCLIENT_PASSWORD, or asked for without echo on a terminal (for a user other than
+    /// guest), or empty.
     #[arg(long, global = true)]
     pub password_stdin: bool,
     /// Speak TLS, trusting the certificates in this PEM file (a private CA, or the server's
@@ -163,12 +165,46 @@ pub fn main() -> anyhow::Result<()> {
         // MCP owns standard input and output: nothing here may hold them.
         return runtime.block_on(run(&cli, &mut std::io::empty(), &mut std::io::sink(), terminals));
     }
+    // A person at a terminal logging in as someone other than the passwordless guest, with no
+    // password given otherwise, is asked for it (without echo); standard input then carries on
+    // (a repl's questions).
+    let mut cli = cli;
+    if terminals.input
+        && !cli.password_stdin
+        && cli.user != DEFAULT_USER
+        && std::env::var_os(PASSWORD_ENV).is_none()
+    {
+        let typed = read_hidden(&format!("password of {}: ", cli.user))?;
+        cli.password_stdin = true;
+        let mut input = std::io::Read::chain(
+            std::io::Cursor::new(format!("{typed}\n")),
+            std::io::stdin().lock(),
+        );
+        return runtime.block_on(run(&cli, &mut input, &mut std::io::stdout().lock(), terminals));
+    }
     runtime.block_on(run(
         &cli,
         &mut std::io::stdin().lock(),
         &mut std::io::stdout().lock(),
         terminals,
     ))
+}
+
+/// The user `--user` names unless told: the demo's passwordless guest.
+const DEFAULT_USER: &str = "guest";
+
+/// Where the password is taken from when `--password-stdin` is not given.
+const PASSWORD_ENV: &str = "TCLIENT_PASSWORD";
+
+/// Asks for a value on standard error and reads it from the terminal on standard input without
+/// echoing it (that terminal need not be the process's controlling one).
+fn read_hidden(prompt: &str) -> anyhow::Result<String> {
+    let config = rpassword::ConfigBuilder::new()
+        .input_file_path("/dev/stdin")
+        .output_file_path("/dev/stderr")
+        .build();
+    rpassword::prompt_password_with_config(prompt, config)
+        .context("cannot read the password from the terminal")
 }
 
 /// Which of a command's input and output are terminals (a person), not pipes or files.
@@ -200,7 +236,7 @@ pub async fn run(
         if cli.password_stdin {
             bail!("tclient mcp reads MCP on standard input: give the password in TCLIENT_PASSWORD");
         }
-        std::env::var("TCLIENT_PASSWORD").unwrap_or_default()
+        std::env::var(PASSWORD_ENV).unwrap_or_default()
     } else if cli.password_stdin {
         let mut line = String::new();
         input
@@ -208,7 +244,7 @@ pub async fn run(
             .context("cannot read the password from standard input")?;
         line.trim_end_matches(['\n', '\r']).to_owned()
     } else {
-        String::new()
+        std::env::var(PASSWORD_ENV).unwrap_or_default()
     };
     let tls = match &cli.tls_ca {
         Some(ca) => Some(crate::ClientTls {
@@ -273,8 +309,17 @@ pub async fn run(
             action: TagsAction::Read { names },
         } => {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut unread = Vec::new();
             for reading in client.read_tags(&names).await? {
                 writeln!(output, "{}", describe_reading(&reading))?;
+                if !reading.error.is_empty() {
+                    unread.push(format!("{} ({})", reading.name, reading.error));
+                }
+            }
+            // Every tag is printed; then a name that could not be read fails the command, so a
+            // script sees it.
+            if !unread.is_empty() {
+                anyhow::bail!("not read: {}", unread.join(", "));
             }
         }
         Command::Tags {
@@ -335,7 +380,12 @@ pub async fn run(
             let reply = client.call_tool(name, &arguments).await?;
             writeln!(output, "{}", reply.content_json)?;
             if reply.is_error {
-                anyhow::bail!("{name} reported a failure");
+                let content: serde_json::Value =
+                    serde_json::from_str(&reply.content_json).unwrap_or_default();
+                match content["error"]["message"].as_str() {
+                    Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
+                    None => anyhow::bail!("{name} reported a failure"),
+                }
             }
         }
         Command::Alarms {

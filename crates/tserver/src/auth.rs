@@ -52,7 +52,8 @@ pub(crate) enum LoginError {
 
 /// The refusal of a login on a solution without users: how to add the first.
 pub(crate) const NO_USERS: &str = "this solution has no users yet: add one on the server with \
-     `tserver users PATH add NAME --role operator` (its password on standard input), or \
+     `tserver users PATH add NAME --role operator` (it asks for the password, or reads it from \
+     standard input), or \
      `--no-password` for a passwordless one";
 
 /// How often the `Users` table is read for changes made by admin commands.

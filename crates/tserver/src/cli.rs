@@ -747,6 +747,22 @@ pub async fn serve_on(
         simulator = simulate,
         "solution loaded"
     );
+    // What a newcomer's server does not do yet, and the command that changes it (both are
+    // followed live, so no restart is needed).
+    let at = shlex::try_quote(&solution.to_string())
+        .map_or_else(|_| solution.to_string(), |quoted| quoted.into_owned());
+    if args.simulator.is_none() && !simulate && !runtime.simulator().motions().is_empty() {
+        tracing::info!(
+            "the simulator is off, so simulated tags keep their values: `tserver settings {at} set SimulatorEnabled on` starts it"
+        );
+    }
+    if let Ok(row) = runtime.store().settings_row().await
+        && !row.model_enabled
+    {
+        tracing::info!(
+            "Local AI is off, so chat answers `disabled`: `tserver settings {at} set ModelEnabled true` turns it on"
+        );
+    }
     let sources = runtime
         .start_sources(&shutdown)
         .await
@@ -869,7 +885,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let solution = solution.location()?;
             // The value is read here, before the store is: standard input is this thread's.
             let value = match action {
-                SecretsAction::Set { .. } => Some(read_first_line(input, "the secret value", "")?),
+                SecretsAction::Set { .. } => Some(read_first_line(input, "secret value", "")?),
                 SecretsAction::List | SecretsAction::Remove { .. } => None,
             };
             let lines = on_own_runtime(|| secrets_command(solution, action, value.as_deref()))?;
@@ -1476,7 +1492,7 @@ fn read_password(no_password: bool, input: &mut dyn BufRead) -> anyhow::Result<O
         return Ok(None);
     }
     let hint = "; pipe one in, or pass --no-password for a passwordless user";
-    read_first_line(input, "the password", hint).map(Some)
+    read_first_line(input, "password", hint).map(Some)
 }
 
 /// Reads the first line of `input` (without its line ending); an empty line is refused.
@@ -1484,10 +1500,10 @@ fn read_first_line(input: &mut dyn BufRead, what: &str, hint: &str) -> anyhow::R
     let mut line = String::new();
     input
         .read_line(&mut line)
-        .with_context(|| format!("cannot read {what} from standard input"))?;
+        .with_context(|| format!("cannot read the {what} from standard input"))?;
     let value = line.trim_end_matches(['\n', '\r']);
     if value.is_empty() {
-        bail!("no {what} on standard input{hint}");
+        bail!("no {what} given (the first line of standard input is empty){hint}");
     }
     Ok(value.to_owned())
 }
@@ -1546,23 +1562,53 @@ pub fn main() -> anyhow::Result<()> {
         }
         command => {
             let prompt = match command {
-                Command::Users { .. } => Some("password"),
-                Command::Secrets { .. } => Some("secret value"),
+                Command::Users {
+                    action:
+                        UsersAction::Add {
+                            name,
+                            no_password: false,
+                            ..
+                        }
+                        | UsersAction::Passwd {
+                            name,
+                            no_password: false,
+                        },
+                    ..
+                } => Some(format!("password of {name}: ")),
+                Command::Secrets {
+                    action: SecretsAction::Set { name },
+                    ..
+                } => Some(format!("value of secret {name}: ")),
                 _ => None,
             };
-            if let Some(what) = prompt
-                && std::io::stdin().is_terminal()
-            {
-                eprint!("{what} (echoed; pipe it in to avoid that): ");
-                std::io::stderr().flush()?;
+            match prompt {
+                // On a terminal the value is typed without echo; piped in, it is the first line.
+                Some(prompt) if std::io::stdin().is_terminal() => {
+                    let typed = read_hidden(&prompt)?;
+                    run_admin(
+                        command,
+                        &mut std::io::Cursor::new(format!("{typed}\n")),
+                        &mut std::io::stdout().lock(),
+                    )
+                }
+                _ => run_admin(
+                    command,
+                    &mut std::io::stdin().lock(),
+                    &mut std::io::stdout().lock(),
+                ),
             }
-            run_admin(
-                command,
-                &mut std::io::stdin().lock(),
-                &mut std::io::stdout().lock(),
-            )
         }
     }
+}
+
+/// Asks for a value on standard error and reads it from the terminal on standard input without
+/// echoing it (that terminal need not be the process's controlling one).
+fn read_hidden(prompt: &str) -> anyhow::Result<String> {
+    let config = rpassword::ConfigBuilder::new()
+        .input_file_path("/dev/stdin")
+        .output_file_path("/dev/stderr")
+        .build();
+    rpassword::prompt_password_with_config(prompt, config).context("cannot read it from the terminal")
 }
 
 /// Cancels `shutdown` on the first SIGINT (Ctrl-C) or SIGTERM.

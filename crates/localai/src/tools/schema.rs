@@ -128,9 +128,34 @@ impl ArgumentSchema {
             }
         }
         if let Some(object) = value.as_object() {
+            let known: Vec<&str> = self
+                .properties
+                .iter()
+                .flatten()
+                .map(|(name, _)| &**name)
+                .collect();
+            let unknown: Vec<&str> = object
+                .keys()
+                .map(String::as_str)
+                .filter(|name| !known.contains(name))
+                .collect();
+            // A misspelt key is why a required one seems missing: it is named first.
+            if self.closed
+                && let Some(name) = unknown.first()
+            {
+                let hint = nearest(name, &known)
+                    .map(|near| format!("; did you mean `{near}`?"))
+                    .unwrap_or_default();
+                return fail(format!("{path}: unknown key `{name}`{hint}"));
+            }
             for name in &self.required {
                 if !object.contains_key(&**name) {
-                    return fail(format!("{path}.{name} is required"));
+                    let hint = unknown
+                        .iter()
+                        .find(|candidate| nearest(candidate, &[&**name]).is_some())
+                        .map(|near| format!(" (unknown key `{near}`; did you mean `{name}`?)"))
+                        .unwrap_or_default();
+                    return fail(format!("{path}.{name} is required{hint}"));
                 }
             }
             for (name, element) in object {
@@ -140,17 +165,29 @@ impl ArgumentSchema {
                         .find(|(known, _)| **known == **name)
                         .map(|(_, property)| property)
                 });
-                match property {
-                    Some(property) => property.check_at(element, &Path::Field(path, name))?,
-                    None if self.closed => {
-                        return fail(format!("{path}.{name} is not a known argument"));
-                    }
-                    None => {}
+                if let Some(property) = property {
+                    property.check_at(element, &Path::Field(path, name))?;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The known key `word` is most likely a misspelling of: the closest by Jaro-Winkler
+/// similarity, if close enough.
+fn nearest<'k>(word: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|candidate| {
+            (
+                strsim::jaro_winkler(&word.to_lowercase(), &candidate.to_lowercase()),
+                *candidate,
+            )
+        })
+        .filter(|(similarity, _)| *similarity >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
 }
 
 /// Where in the arguments a value is, written out only for an error message.
@@ -209,7 +246,15 @@ mod tests {
             ),
             (
                 json!({"tag": "x", "colour": "red"}),
-                "arguments.colour is not a known argument",
+                "arguments: unknown key `colour`",
+            ),
+            (
+                json!({"tagg": "x"}),
+                "arguments: unknown key `tagg`; did you mean `tag`?",
+            ),
+            (
+                json!({"tag": "x", "max_result": 3}),
+                "arguments: unknown key `max_result`; did you mean `max_results`?",
             ),
         ];
         for (arguments, expected) in cases {
@@ -221,5 +266,12 @@ mod tests {
             );
             assert_eq!(error.kind, "invalid_arguments");
         }
+        // A schema open to other keys still names the likely misspelling of a missing one.
+        let open = json!({"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]});
+        let error = validate_arguments(&open, &json!({"tagg": "x"})).expect_err("invalid");
+        assert_eq!(
+            error.message,
+            "arguments.tag is required (unknown key `tagg`; did you mean `tag`?)"
+        );
     }
 }

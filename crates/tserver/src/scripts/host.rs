@@ -148,7 +148,8 @@ impl ScriptHost for RuntimeScriptHost {
     }
 
     fn log(&self, script: &str, message: &str) {
-        let _span = tracing::info_span!("script", name = script).entered();
+        // `script`, not `name`: a JSON log line's span object has a `name` key already.
+        let _span = tracing::info_span!("script", script).entered();
         let allowed = self
             .log_budgets
             .lock()
