@@ -1144,7 +1144,7 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
             "a running server follows it within a second, pruning by it at its next history flush"
         }
         RuntimeKey::AuditRetentionDays => {
-            "a running server uses it from its next start (restart it to prune by the new value now)"
+            "a running server follows it within a second, pruning by it at its next hourly prune"
         }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;

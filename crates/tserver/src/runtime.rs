@@ -275,9 +275,9 @@ impl Runtime {
     }
 
     /// As [`Self::run_background`], following the stored runtime settings while it runs:
-    /// `SimulatorEnabled` (unless `simulator` pins it, as `serve --simulator` does) and
-    /// `HistoryRetentionHours`, read at each tick, so `tserver settings ... set` is seen
-    /// within about a second.
+    /// `SimulatorEnabled` (unless `simulator` pins it, as `serve --simulator` does),
+    /// `HistoryRetentionHours` and `AuditRetentionDays`, read at each tick, so `tserver settings
+    /// ... set` is seen within about a second.
     pub async fn run_background_with(&self, simulator: Option<bool>, shutdown: CancellationToken) {
         let mut simulate = simulator.unwrap_or(self.settings.simulator_enabled);
         let mut tick = tokio::time::interval(SIMULATOR_TICK);
@@ -302,6 +302,7 @@ impl Runtime {
             match self.store.runtime_settings().await {
                 Ok(settings) => {
                     self.plant.historian().set_retention(settings.history_retention);
+                    self.audit.set_retention(settings.audit_retention);
                     if simulator.is_none() && settings.simulator_enabled != simulate {
                         simulate = settings.simulator_enabled;
                         tracing::info!(simulator = simulate, "SimulatorEnabled changed");

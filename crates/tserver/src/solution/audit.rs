@@ -2,6 +2,7 @@
 //! from which connection, the value before and the value asked for, and what came of it.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::params;
@@ -141,17 +142,23 @@ type AuditJob = (Vec<AuditEntry>, oneshot::Sender<Result<(), String>>);
 #[derive(Debug, Clone)]
 pub struct AuditLog {
     jobs: mpsc::UnboundedSender<AuditJob>,
+    /// `AuditRetentionDays` in seconds, followed live: the writer's next prune uses it.
+    retention_secs: Arc<AtomicU64>,
 }
 
 impl AuditLog {
     /// Starts the writer thread; it ends when the last handle is dropped. It removes the rows
-    /// older than `retention` when it starts and at most hourly after a commit.
+    /// older than `retention` (or what [`Self::set_retention`] said since) when it starts and
+    /// at most hourly after a commit.
     pub fn start(store: Arc<Store>, retention: Duration) -> std::io::Result<Self> {
         let (jobs, mut waiting) = mpsc::unbounded_channel::<AuditJob>();
+        let retention_secs = Arc::new(AtomicU64::new(retention.as_secs()));
+        let followed = Arc::clone(&retention_secs);
         std::thread::Builder::new()
             .name("audit-writer".to_owned())
             .spawn(move || {
                 let prune = || {
+                    let retention = Duration::from_secs(followed.load(Ordering::Relaxed));
                     let before = SystemTime::now()
                         .checked_sub(retention)
                         .unwrap_or(SystemTime::UNIX_EPOCH);
@@ -190,7 +197,12 @@ impl AuditLog {
                     }
                 }
             })?;
-        Ok(Self { jobs })
+        Ok(Self { jobs, retention_secs })
+    }
+
+    /// How long rows are kept from the next prune on (`AuditRetentionDays`, followed live).
+    pub(crate) fn set_retention(&self, retention: Duration) {
+        self.retention_secs.store(retention.as_secs(), Ordering::Relaxed);
     }
 
     /// Records `entries`, committed with whatever other calls are recording now; the error
