@@ -154,7 +154,6 @@ impl RawConnection {
     }
 
     /// Connects from `source` (a loopback address other than 127.0.0.1 is another client).
-    #[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
     pub(crate) async fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> Self {
         let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
         socket
@@ -270,7 +269,6 @@ impl ServerProcess {
     }
 
     /// As [`Self::start`], under an open-file limit (soft and hard) of `open_files`.
-    #[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
     pub(crate) fn start_with_open_files(solution: &Path, extra: &[&str], open_files: u64) -> Self {
         Self::start_command(limited_open_files(open_files), solution, extra, &[])
     }
@@ -330,7 +328,6 @@ impl ServerProcess {
     }
 
     /// The process id.
-    #[allow(dead_code, reason = "the abuse test, which shares this file, reads it")]
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -338,7 +335,6 @@ impl ServerProcess {
 
 /// `tserver-under-test` run by `sh` under an open-file limit (soft and hard) of `open_files`;
 /// arguments added to the command go to tserver.
-#[allow(dead_code, reason = "the abuse test, which shares this file, does not use it")]
 pub(crate) fn limited_open_files(open_files: u64) -> std::process::Command {
     let mut command = std::process::Command::new("sh");
     command

@@ -237,7 +237,7 @@ struct ModelCallGate {
     per_run: u32,
     per_minute: u32,
     windows: ModelWindows,
-    stopping: Arc<AtomicBool>,
+    stop: Stop,
 }
 
 impl ModelCallGate {
@@ -254,10 +254,32 @@ impl ModelCallGate {
     /// Ends the run when the engine is stopping (a model call the stop cut short answers, and
     /// the script must not go on with it).
     fn still_running(&self) -> Result<(), Box<EvalAltResult>> {
-        if self.stopping.load(Ordering::Relaxed) {
+        if self.stop.is_set() {
             return Err(terminate(STOPPING));
         }
         Ok(())
+    }
+}
+
+/// Whether runs must end: [`ScriptEngine::stop`] was called, or the host says it is stopping
+/// (seen by the run the moment the host sees it, with no task in between to pass it on).
+#[derive(Clone, Default)]
+struct Stop {
+    flag: Arc<AtomicBool>,
+    host: Option<Arc<dyn ScriptHost>>,
+}
+
+impl Stop {
+    fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed) || self.host.as_ref().is_some_and(|host| host.stopping())
+    }
+}
+
+impl std::fmt::Debug for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stop")
+            .field("set", &self.is_set())
+            .finish_non_exhaustive()
     }
 }
 
@@ -295,7 +317,7 @@ fn nests_within(value: &Dynamic, levels: usize) -> bool {
 }
 
 /// A Rhai engine with the sandbox's settings and limits, and no host API.
-fn sandboxed(limits: &ScriptLimits, stopping: Arc<AtomicBool>) -> Engine {
+fn sandboxed(limits: &ScriptLimits, stop: Stop) -> Engine {
     let mut engine = Engine::new();
     engine.disable_symbol("eval");
     // A curried function holds copies of its arguments, which no size limit counts: currying
@@ -315,7 +337,7 @@ fn sandboxed(limits: &ScriptLimits, stopping: Arc<AtomicBool>) -> Engine {
         if operations % CLOCK_EVERY != 0 {
             return None;
         }
-        if stopping.load(Ordering::Relaxed) {
+        if stop.is_set() {
             return Some(Dynamic::from(STOPPING));
         }
         let late = RUN.with(|run| {
@@ -331,7 +353,7 @@ fn sandboxed(limits: &ScriptLimits, stopping: Arc<AtomicBool>) -> Engine {
 /// Compiles `source` with the sandbox's syntax (no `eval`): for checking a script before it
 /// is stored.
 pub fn compile_check(source: &str) -> Result<(), CompileError> {
-    compile_with(&sandboxed(&ScriptLimits::default(), Arc::default()), source).map(drop)
+    compile_with(&sandboxed(&ScriptLimits::default(), Stop::default()), source).map(drop)
 }
 
 fn compile_with(engine: &Engine, source: &str) -> Result<AST, CompileError> {
@@ -369,8 +391,8 @@ pub struct ScriptEngine {
     engine: Engine,
     classes: Classes,
     limits: ScriptLimits,
-    /// Set once: every run under way ends at its next look, and no new one starts.
-    stopping: Arc<AtomicBool>,
+    /// Once set: every run under way ends at its next look, and no new one starts.
+    stop: Stop,
 }
 
 impl std::fmt::Debug for ScriptEngine {
@@ -384,14 +406,17 @@ impl std::fmt::Debug for ScriptEngine {
 impl ScriptEngine {
     /// An engine whose scripts reach the plant through `host`.
     pub fn new(host: Arc<dyn ScriptHost>, limits: ScriptLimits) -> Self {
-        let stopping = Arc::new(AtomicBool::new(false));
-        let mut engine = sandboxed(&limits, Arc::clone(&stopping));
+        let stop = Stop {
+            flag: Arc::default(),
+            host: Some(Arc::clone(&host)),
+        };
+        let mut engine = sandboxed(&limits, stop.clone());
         let depth = limits.max_value_depth;
         let model_calls = Arc::new(ModelCallGate {
             per_run: limits.max_model_calls,
             per_minute: limits.model_calls_per_minute,
             windows: ModelWindows::default(),
-            stopping: Arc::clone(&stopping),
+            stop: stop.clone(),
         });
         let classes = Classes::default();
         engine.set_module_resolver(classes.clone());
@@ -407,11 +432,17 @@ impl ScriptEngine {
             },
         );
         let api = Arc::clone(&host);
+        let written = Arc::clone(&model_calls);
         engine.register_fn(
             "write_tag",
             move |name: &str, value: Dynamic| -> Result<(), Box<EvalAltResult>> {
-                api.write_tag(&current_script(), name, from_script(&value, depth)?)
-                    .map_err(thrown)
+                let value = from_script(&value, depth)?;
+                written.still_running()?;
+                let asked = Instant::now();
+                let outcome = api.write_tag(&current_script(), name, value);
+                // Waiting for the field's acknowledgement is the write's, not the script's.
+                extend_deadline(asked.elapsed());
+                outcome.map_err(thrown)
             },
         );
         let api = Arc::clone(&host);
@@ -462,7 +493,7 @@ impl ScriptEngine {
             engine,
             classes,
             limits,
-            stopping,
+            stop,
         }
     }
 
@@ -470,7 +501,7 @@ impl ScriptEngine {
     /// the host call it waits on returns) and every run started after, as
     /// [`RunError::Stopped`]. For a server's shutdown; there is no undoing it.
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.stop.flag.store(true, Ordering::Relaxed);
     }
 
     /// The limits every run has.
@@ -548,7 +579,7 @@ impl ScriptEngine {
     /// Runs `script` (compiled as `ast`) from `entry` on this thread, within the limits.
     pub fn run(&self, script: &str, ast: &AST, entry: Entry<'_>) -> RunOutcome {
         let started = Instant::now();
-        if self.stopping.load(Ordering::Relaxed) {
+        if self.stop.is_set() {
             return RunOutcome {
                 duration: Duration::ZERO,
                 result: Err(RunError::Stopped),

@@ -25,4 +25,9 @@ pub trait ScriptHost: Send + Sync + 'static {
     /// The atomic path without waiting: the host runs `callback` of `script` with the envelope
     /// later. Refused when the script has too many calls outstanding.
     fn ai_execute_async(&self, script: &str, query: Value, callback: &str) -> Result<(), HostError>;
+    /// Whether the host is stopping: every run ends at its next look (and a host call the stop
+    /// cut short is not gone on from). Never, by default.
+    fn stopping(&self) -> bool {
+        false
+    }
 }

@@ -6,16 +6,20 @@
 //! only through arrays and maps, and Rhai counts every nested item against
 //! [`ScriptLimits::max_array_len`](crate::ScriptLimits) and `max_map_len`: a value nests at
 //! most `max_array_len + max_map_len` levels (110,000 by default). Measured on x86-64, a level
-//! costs at most about 2.4 KiB of stack unoptimized and 640 bytes optimized, so 512 MiB holds
-//! the deepest value with twice the room an unoptimized build needs. The stack is address
-//! space: only as much is touched as a run goes deep, and it is returned when the run's thread
-//! ends.
+//! costs at most about 2.4 KiB of stack unoptimized and 640 bytes optimized (70 MiB for the
+//! deepest value), so an optimized build gives a run 256 MiB and an unoptimized one (tests)
+//! 512 MiB: twice what each needs at least. The stack is address space: only as much is touched
+//! as a run goes deep, and it is returned when the run's thread ends.
 
 use std::io;
 use std::thread::JoinHandle;
 
 /// The stack of every thread a run runs on.
-pub const RUN_STACK_BYTES: usize = 512 * 1024 * 1024;
+pub const RUN_STACK_BYTES: usize = if cfg!(debug_assertions) {
+    512 * 1024 * 1024
+} else {
+    256 * 1024 * 1024
+};
 
 /// Runs `work` on a new thread named `name` with [`RUN_STACK_BYTES`] of stack.
 ///

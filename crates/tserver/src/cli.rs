@@ -1144,7 +1144,7 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
             "a running server follows it within a second, pruning by it at its next history flush"
         }
         RuntimeKey::AuditRetentionDays => {
-            "a running server follows it within a second, pruning by it at its next hourly prune"
+            "a running server follows it within a second, pruning by it at its next prune (the first audited action an hour or more after the last)"
         }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;

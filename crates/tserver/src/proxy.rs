@@ -152,7 +152,7 @@ pub(crate) fn forwarded_client(trusted: &TrustedProxies, peer: IpAddr, headers: 
         parse(&values.join(","))
     };
     let hops = chain(http::header::FORWARDED, |text| {
-        forwarded_header_value::ForwardedHeaderValue::from_forwarded(text)
+        forwarded_header_value::ForwardedHeaderValue::from_forwarded(&for_parameters(text))
             .ok()
             .map(|value| value.iter().map(|stanza| stanza.forwarded_for_ip()).collect())
     })
@@ -178,9 +178,45 @@ pub(crate) fn forwarded_client(trusted: &TrustedProxies, peer: IpAddr, headers: 
     client
 }
 
+/// The `for=` parameters of a `Forwarded` value, stanza by stanza: the only ones read, and the
+/// parser slices a quoted `host=` without checking its length (`host="` would panic).
+fn for_parameters(forwarded: &str) -> String {
+    forwarded
+        .split(',')
+        .map(|stanza| {
+            stanza
+                .split(';')
+                .filter(|part| {
+                    part.trim_start()
+                        .get(..4)
+                        .is_some_and(|key| key.eq_ignore_ascii_case("for="))
+                })
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forwarded_value_of_any_shape_is_read_without_a_panic() {
+        let proxies = trusted(&["127.0.0.1"]);
+        let proxy: IpAddr = "127.0.0.1".parse().expect("an address");
+        for value in ["host=\"", "for=\"", "for=[", "for=\"[\";host=\"", ";;,,"] {
+            let client = forwarded_client(&proxies, proxy, &headers(&[("forwarded", value)]));
+            assert_eq!(client, proxy, "{value}");
+        }
+        let named = forwarded_client(
+            &proxies,
+            proxy,
+            &headers(&[("forwarded", "host=\"\";for=10.0.0.9;proto=https")]),
+        );
+        assert_eq!(named, "10.0.0.9".parse::<IpAddr>().expect("an address"));
+    }
 
     fn trusted(networks: &[&str]) -> TrustedProxies {
         TrustedProxies::new(

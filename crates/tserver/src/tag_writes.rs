@@ -113,6 +113,11 @@ pub(crate) fn check_write(
         (TagKind::Text, GivenValue::Text(_)) => {
             return Err(format!("text longer than {MAX_TEXT_CHARS} characters"));
         }
+        (TagKind::Integer, GivenValue::Number(number)) if number.fract() == 0.0 => {
+            return Err(format!(
+                "an integer tag takes whole numbers within ±9e15 as written: {number} is outside them (write it as an integer)"
+            ));
+        }
         (TagKind::Integer, GivenValue::Number(number)) if number.is_finite() => {
             return Err(format!("an integer tag takes whole numbers: {number} is not one"));
         }

@@ -179,6 +179,10 @@ impl ScriptHost for RuntimeScriptHost {
         })
     }
 
+    fn stopping(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
     fn ai_execute_async(&self, script: &str, query: Value, callback: &str) -> Result<(), HostError> {
         // Counted before it is handed over, so the call is never unseen while on its way.
         self.outstanding.fetch_add(1, Ordering::AcqRel);

@@ -108,12 +108,6 @@ impl Shared {
             outstanding,
             runs: runs.clone(),
         });
-        let stopping = Arc::clone(&shared);
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            stop.cancelled().await;
-            stopping.engine.stop();
-        });
         (shared, asked)
     }
 
@@ -402,7 +396,12 @@ pub(crate) async fn run_once(
         .filter(|stored| stored.trigger == Trigger::Class)
         .collect();
     loaded.push(script.clone());
-    load_on_run_thread(&shared, loaded, Vec::new()).await;
+    if !load_on_run_thread(&shared, loaded, Vec::new()).await {
+        return Err(SolutionError::Script(format!(
+            "{} did not load: no thread for the scripts",
+            script.name
+        )));
+    }
     tokio::spawn(answer_async_calls(
         runtime.clone(),
         Arc::clone(&shared),
@@ -481,7 +480,10 @@ impl Loader {
             self.generation.cancel();
             self.generation = shutdown.child_token();
             let earlier = self.loaded.take().unwrap_or_default();
-            load_on_run_thread(&self.shared, stored.clone(), earlier.clone()).await;
+            if !load_on_run_thread(&self.shared, stored.clone(), earlier.clone()).await {
+                // Nothing loaded: nothing armed, and the next look tries again.
+                return;
+            }
             arm(&self.runtime, &self.shared, &stored, &earlier, &self.generation);
             self.loaded = Some(stored);
         }
@@ -491,10 +493,16 @@ impl Loader {
     }
 }
 
-/// [`load`] on a run thread: a class's top level runs as it loads.
-async fn load_on_run_thread(shared: &Arc<Shared>, stored: Vec<StoredScript>, earlier: Vec<StoredScript>) {
+/// [`load`] on a run thread (a class's top level runs as it loads); whether it ran.
+async fn load_on_run_thread(
+    shared: &Arc<Shared>,
+    stored: Vec<StoredScript>,
+    earlier: Vec<StoredScript>,
+) -> bool {
     let shared = Arc::clone(shared);
-    on_run_thread(move || load(&shared, &stored, &earlier)).await;
+    on_run_thread(move || load(&shared, &stored, &earlier))
+        .await
+        .is_some()
 }
 
 /// Compiles `stored` and makes them the loaded scripts and classes, in place of `earlier`.

@@ -280,7 +280,7 @@ impl SourceTask {
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let (client, mut events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
+        let (mut client, mut events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
         // Until the broker says otherwise, nothing of it is current.
         self.mark_bad(|_| true);
         let filters = self.filters();
@@ -357,6 +357,12 @@ impl SourceTask {
                 Ok(_) => {}
                 Err(error) => {
                     self.connected.store(false, Ordering::Release);
+                    // rumqttc keeps a packet-id collision across reconnects (its clean state
+                    // does not clear it), and while it lasts sends nothing it is asked to: no
+                    // subscription, no write would leave again. A new client starts clean.
+                    if self.collided.is_some() {
+                        (client, events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
+                    }
                     self.unconfirmed();
                     if connected {
                         connected = false;
