@@ -337,19 +337,7 @@ impl Historian {
                      FROM AlarmHistory WHERE Time BETWEEN ?1 AND ?2 AND (?3 IS NULL OR Tag = ?3)
                      ORDER BY Time DESC, Id DESC LIMIT ?4",
                 )?
-                .query_map(params![from, to, tag, limit], |row| {
-                    Ok(alarm_event_of_stored(
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        &row.get::<_, String>(3)?,
-                        &row.get::<_, String>(4)?,
-                        row.get(5)?,
-                        row.get(6)?,
-                        row.get(7)?,
-                        row.get(8)?,
-                    ))
-                })?
+                .query_map(params![from, to, tag, limit], alarm_event_of_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(AlarmHistoryPage {
                 events,
@@ -498,6 +486,22 @@ pub(crate) fn sql_value_of_json(json: &str) -> SqlValue {
         Ok(serde_json::Value::String(text)) => SqlValue::Text(text),
         Ok(_) | Err(_) => SqlValue::Null,
     }
+}
+
+/// An `AlarmHistory` row read from SQLite (its columns in the order `alarm_event_of_stored`
+/// takes them) as an event.
+pub(crate) fn alarm_event_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AlarmEvent> {
+    Ok(alarm_event_of_stored(
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        &row.get::<_, String>(3)?,
+        &row.get::<_, String>(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
 }
 
 /// An `AlarmHistory` row as an event; the table's CHECK constraints keep the condition and

@@ -167,19 +167,7 @@ impl SolutionDb {
         self.read(|connection| {
             connection
                 .prepare(ALARM_EVENTS_SINCE_LAST_TRIP)?
-                .query_map([], |row| {
-                    Ok(crate::historian::alarm_event_of_stored(
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        &row.get::<_, String>(3)?,
-                        &row.get::<_, String>(4)?,
-                        row.get(5)?,
-                        row.get(6)?,
-                        row.get(7)?,
-                        row.get(8)?,
-                    ))
-                })?
+                .query_map([], crate::historian::alarm_event_of_row)?
                 .collect()
         })
     }

@@ -15,6 +15,22 @@ use crate::objects::{AlarmEvent, Quality, TagKind, TagValue};
 use crate::solution::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {
+    /// An `AlarmHistory` row (its columns in the order `alarm_event_of_stored` takes them) as
+    /// an event.
+    fn alarm_event_of_row(&self, row: &sqlx::postgres::PgRow) -> Result<AlarmEvent, SolutionError> {
+        Ok(alarm_event_of_stored(
+            self.get(row, 0)?,
+            self.get(row, 1)?,
+            self.get(row, 2)?,
+            &self.get::<String>(row, 3)?,
+            &self.get::<String>(row, 4)?,
+            self.get(row, 5)?,
+            u32::try_from(self.get::<i32>(row, 6)?).unwrap_or(0),
+            self.get(row, 7)?,
+            self.get(row, 8)?,
+        ))
+    }
+
     /// Appends samples and alarm events in one transaction and prunes rows older than
     /// `keep_after`.
     pub(crate) async fn write_history(
@@ -172,20 +188,10 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(|error| self.error(error))?;
-        let mut events = Vec::with_capacity(rows.len());
-        for row in rows {
-            events.push(alarm_event_of_stored(
-                self.get(&row, 0)?,
-                self.get(&row, 1)?,
-                self.get(&row, 2)?,
-                &self.get::<String>(&row, 3)?,
-                &self.get::<String>(&row, 4)?,
-                self.get(&row, 5)?,
-                u32::try_from(self.get::<i32>(&row, 6)?).unwrap_or(0),
-                self.get(&row, 7)?,
-                self.get(&row, 8)?,
-            ));
-        }
+        let events = rows
+            .iter()
+            .map(|row| self.alarm_event_of_row(row))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(AlarmHistoryPage {
             events,
             total: usize::try_from(total).unwrap_or(0),
@@ -199,20 +205,10 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
-        let mut events = Vec::with_capacity(rows.len());
-        for row in rows {
-            events.push(alarm_event_of_stored(
-                self.get(&row, 0)?,
-                self.get(&row, 1)?,
-                self.get(&row, 2)?,
-                &self.get::<String>(&row, 3)?,
-                &self.get::<String>(&row, 4)?,
-                self.get(&row, 5)?,
-                u32::try_from(self.get::<i32>(&row, 6)?).unwrap_or(0),
-                self.get(&row, 7)?,
-                self.get(&row, 8)?,
-            ));
-        }
+        let events = rows
+            .iter()
+            .map(|row| self.alarm_event_of_row(row))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(events)
     }
 
