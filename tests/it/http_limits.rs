@@ -12,54 +12,13 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
-use tserver::ServerConfig;
-use tserver::http_surface::{HttpConfig, serve};
+use tserver::http_surface::HttpConfig;
 
-use crate::support::{PATIENCE, RawConnection, ServerProcess, Solution, TestServer, admin};
+use crate::mcp::McpRig;
+use crate::support::{PATIENCE, RawConnection, ServerProcess, Solution, admin};
 
 /// Generous bound for the server to close something whose timeout is about a second.
 const CLOSE_BOUND: Duration = Duration::from_secs(30);
-
-/// A demo solution served on the framed port and over HTTP with `config`, with a token for
-/// `guest`.
-struct Rig {
-    _solution: Solution,
-    server: TestServer,
-    http: SocketAddr,
-    bearer: String,
-    stop_http: CancellationToken,
-}
-
-impl Rig {
-    async fn start(config: HttpConfig) -> Self {
-        let solution = Solution::demo();
-        let path = solution.path.to_str().expect("utf-8").to_owned();
-        let token = admin(
-            &["tokens", &path, "create", "--user", "guest", "--name", "test"],
-            "",
-        )
-        .trim()
-        .to_owned();
-        let server = TestServer::start(&solution.path, ServerConfig::default()).await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
-        let http = listener.local_addr().expect("address");
-        let stop_http = CancellationToken::new();
-        tokio::spawn(serve(listener, server.runtime.clone(), config, stop_http.clone()));
-        Self {
-            _solution: solution,
-            server,
-            http,
-            bearer: format!("Bearer {token}"),
-            stop_http,
-        }
-    }
-
-    async fn stop(self) {
-        self.stop_http.cancel();
-        self.server.stop().await;
-    }
-}
 
 /// One request on a fresh connection (`Connection: close`): the whole response.
 async fn request(addr: SocketAddr, head: &str) -> String {
@@ -305,7 +264,7 @@ fn serve_refuses_to_start_when_the_caps_do_not_fit_the_open_file_limit() {
 
 #[tokio::test]
 async fn a_slowloris_head_is_closed_within_the_header_timeout() {
-    let rig = Rig::start(HttpConfig {
+    let rig = McpRig::start_with(HttpConfig {
         header_timeout: Duration::from_secs(1),
         ..HttpConfig::default()
     })
@@ -346,7 +305,7 @@ async fn a_slowloris_head_is_closed_within_the_header_timeout() {
 
 #[tokio::test]
 async fn a_body_trickling_a_byte_at_a_time_is_answered_408_and_closed() {
-    let rig = Rig::start(HttpConfig {
+    let rig = McpRig::start_with(HttpConfig {
         body_timeout: Duration::from_secs(1),
         ..HttpConfig::default()
     })
@@ -385,7 +344,7 @@ async fn a_body_trickling_a_byte_at_a_time_is_answered_408_and_closed() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed() {
-    let rig = Rig::start(HttpConfig {
+    let rig = McpRig::start_with(HttpConfig {
         header_timeout: Duration::from_secs(1),
         ..HttpConfig::default()
     })
@@ -417,7 +376,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
 
 #[tokio::test]
 async fn past_the_cap_idle_connections_give_way_and_busy_ones_leave_the_health_checks() {
-    let rig = Rig::start(HttpConfig {
+    let rig = McpRig::start_with(HttpConfig {
         max_connections: 4,
         header_timeout: Duration::from_secs(120),
         body_timeout: Duration::from_secs(120),

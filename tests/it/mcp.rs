@@ -21,13 +21,13 @@ use tserver::http_surface::{HttpConfig, serve};
 use crate::support::{Solution, TestServer, admin};
 
 /// A demo solution served on the framed protocol and over HTTP, with a token for `guest`.
-struct McpRig {
+pub(crate) struct McpRig {
     solution: Solution,
-    server: TestServer,
-    http: SocketAddr,
+    pub(crate) server: TestServer,
+    pub(crate) http: SocketAddr,
     token: String,
     /// `Authorization`'s value with the token.
-    bearer: String,
+    pub(crate) bearer: String,
     stop_http: CancellationToken,
 }
 
@@ -36,7 +36,7 @@ impl McpRig {
         Self::start_with(HttpConfig::default()).await
     }
 
-    async fn start_with(config: HttpConfig) -> Self {
+    pub(crate) async fn start_with(config: HttpConfig) -> Self {
         let solution = Solution::demo();
         let path = solution.path.to_str().expect("utf-8").to_owned();
         let token = admin(
@@ -140,7 +140,7 @@ impl McpRig {
         ]
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop_http.cancel();
         self.server.stop().await;
     }
