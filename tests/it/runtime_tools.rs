@@ -1,7 +1,7 @@
 //! The runtime tools against a real demo solution: every tool's happy path, caps and the
 //! truncated flag, bad arguments, unknown names, custom tools, and size bounds.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use localai::ModelOptions;
 use localai::tools::{RegistrationError, ToolError};
@@ -43,6 +43,12 @@ fn demo() -> (Solution, Runtime) {
     let solution = Solution::demo();
     let runtime = Runtime::open(&solution.path).expect("demo opens");
     (solution, runtime)
+}
+
+/// The first whole millisecond after `time`.
+fn next_millisecond(time: SystemTime) -> SystemTime {
+    let since = time.duration_since(UNIX_EPOCH).expect("after 1970");
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(since.as_millis()).expect("in range") + 1)
 }
 
 fn names(list: &Value, key: &str) -> Vec<String> {
@@ -372,8 +378,14 @@ async fn list_instances_matches_masks_and_clamps_caps_to_the_ceiling() {
 async fn active_alarms_follow_writes_and_acknowledgements_and_land_in_the_history() {
     let (_solution, runtime) = demo();
     let plant = runtime.plant();
-    // `init --demo` seeded alarm history up to now; count only what this test causes.
-    let began = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    // `init --demo` seeded alarm history up to now, and opening may have cleared an alarm the
+    // seed left tripped; count only what this test causes. The history keeps milliseconds, so
+    // the window starts at the next millisecond, once the clock has reached it.
+    let began = next_millisecond(SystemTime::now());
+    while SystemTime::now() < began {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let began = humantime::format_rfc3339_millis(began).to_string();
     let quiet = ok(&runtime, "runtime_get_active_alarms", json!({})).await;
     assert_eq!(quiet["alarms"], json!([]), "the demo starts inside its limits");
 
