@@ -2,7 +2,7 @@
 
 /// mimalloc rather than the system allocator: a chat turn makes some three hundred short-lived
 /// allocations across the runtime's threads, and glibc's malloc spent about a third of the
-/// turn's instructions on them (docs/PERFORMANCE.md, issue 21). Built without transparent huge
+/// turn's instructions on them (docs/PERFORMANCE.md). Built without transparent huge
 /// pages (`no_thp`): with them, 10,000 idle connections held 19 KiB each instead of 11.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
