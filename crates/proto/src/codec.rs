@@ -71,6 +71,18 @@ impl<In, Out> FrameCodec<In, Out> {
     pub fn set_max_frame(&mut self, max_frame: usize) {
         self.max_frame = max_frame;
     }
+
+    /// Whether `src` starts with a whole frame this codec would read (one within its limit),
+    /// so the next decode yields it without reading more.
+    pub fn has_whole_frame(&self, src: &[u8]) -> bool {
+        declared_len(src).is_some_and(|len| len <= self.max_frame && src.len() >= HEADER_LEN + len)
+    }
+}
+
+/// The body length the frame at the start of `src` declares; `None` until its header is in.
+fn declared_len(src: &[u8]) -> Option<usize> {
+    let header = src.get(..HEADER_LEN)?;
+    Some(u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize)
 }
 
 impl<In: prost::Message + Default, Out> Decoder for FrameCodec<In, Out> {
@@ -78,10 +90,9 @@ impl<In: prost::Message + Default, Out> Decoder for FrameCodec<In, Out> {
     type Error = FrameError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, FrameError> {
-        let Some(header) = src.get(..HEADER_LEN) else {
+        let Some(len) = declared_len(src) else {
             return Ok(None);
         };
-        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         if len > self.max_frame {
             return Err(FrameError::TooLarge {
                 len,
@@ -195,6 +206,16 @@ mod tests {
         let capacity_before = buf.capacity();
         assert!(codec.decode(&mut buf).expect("not an error").is_none());
         assert_eq!(buf.capacity(), capacity_before);
+    }
+
+    #[test]
+    fn a_whole_frame_is_seen_only_once_all_of_it_is_in_and_within_the_limit() {
+        let codec = ServerSide::new(1024);
+        let bytes = framed_bytes(&ping(7, 99));
+        assert!(codec.has_whole_frame(&bytes));
+        assert!(!codec.has_whole_frame(&bytes[..bytes.len() - 1]));
+        assert!(!codec.has_whole_frame(&bytes[..3]));
+        assert!(!ServerSide::new(2).has_whole_frame(&bytes));
     }
 
     #[test]

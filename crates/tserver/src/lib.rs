@@ -9,7 +9,6 @@
 //!
 //! The caller binds the listener, so tests serve on `127.0.0.1:0`.
 
-mod audit_bounds;
 pub mod certificates;
 pub mod cli;
 pub mod config;
@@ -24,26 +23,20 @@ pub mod telemetry;
 pub mod tools;
 
 mod auth;
-mod chat_streams;
-mod cmd;
-mod connection;
-mod context;
-mod handler;
+mod calls;
 mod log_text;
 mod own_runtime;
 mod plant;
 mod runtime;
-mod server;
+mod session;
 mod sources;
-mod subscriptions;
 mod tag_writes;
 mod throttle;
-mod waiting;
 
 pub use config::ServerConfig;
 pub use plant::Plant;
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
-pub use server::{Accepting, Server, ServerError};
+pub use session::{Accepting, Server, ServerError};
 pub use sources::SourceStatus;
 pub use throttle::LoginThrottleConfig;
 

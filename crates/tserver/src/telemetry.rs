@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metrics::{Counter, describe_counter, describe_gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use tserver_proto::v1::server_frame;
+use tserver_proto::v1::{ErrorCode, server_frame};
 
 /// Connections open now.
 pub(crate) const CONNECTIONS_OPEN: &str = "tserver_connections_open";
@@ -93,14 +93,18 @@ static CALLS_OK: OnceLock<Vec<(&'static str, Counter)>> = OnceLock::new();
 /// another recorder was installed first: metrics then go there, and `/metrics` says so. Until
 /// it is called, metrics are dropped where they are recorded (the facade's no-op recorder).
 pub fn recorder() -> Option<&'static PrometheusHandle> {
-    let handle = HANDLE.get_or_init(install).as_ref();
+    HANDLE.get_or_init(install).as_ref()
+}
+
+/// Registers the `ok` counter of each of `call_kinds` (the labels [`count_call`] is given),
+/// once; calls are counted from then on.
+pub(crate) fn count_calls(call_kinds: &[&'static str]) {
     CALLS_OK.get_or_init(|| {
-        crate::handler::CALL_KINDS
+        call_kinds
             .iter()
             .map(|&call| (call, metrics::counter!(CALLS, "call" => call, "outcome" => "ok")))
             .collect()
     });
-    handle
 }
 
 fn install() -> Option<PrometheusHandle> {
@@ -198,12 +202,12 @@ pub(crate) fn count_call(call: &'static str, body: &server_frame::Body) {
     metrics::counter!(CALLS, "call" => call, "outcome" => outcome).increment(1);
 }
 
-/// Counts a login by how it ended: `ok`, `throttled` or `failed`.
-pub(crate) fn count_login<T>(outcome: &Result<T, crate::cmd::CallError>) {
-    let outcome = match outcome {
-        Ok(_) => "ok",
-        Err(error) if error.code == tserver_proto::v1::ErrorCode::LoginThrottled => "throttled",
-        Err(_) => "failed",
+/// Counts a login by how it ended: `ok` (no refusal), `throttled` or `failed`.
+pub(crate) fn count_login(refusal: Option<ErrorCode>) {
+    let outcome = match refusal {
+        None => "ok",
+        Some(ErrorCode::LoginThrottled) => "throttled",
+        Some(_) => "failed",
     };
     metrics::counter!(LOGINS, "outcome" => outcome).increment(1);
 }

@@ -7,7 +7,7 @@
 //! so silent connections never shut anyone out for long. When every seat answers a request, a
 //! few more connections ([`OVERFLOW_CONNECTIONS`]) are served the health checks and a quick 503
 //! with `Retry-After` for anything else; past those, a connection is closed at once (after the
-//! same 503 on plain HTTP). Together with the open-file check at start (`cli.rs`), this keeps
+//! same 503 on plain HTTP). Together with the open-file check at start (`cli/serve.rs`), this keeps
 //! file descriptors for the framed port and the health checks whatever the HTTP port receives.
 //!
 //! A request's head must arrive within the header timeout; hyper's timer runs from the
@@ -35,7 +35,7 @@ use tower::ServiceExt;
 use tserver_proto::{Transport, rustls};
 
 use crate::log_text::LogBudget;
-use crate::waiting::{Seat, WaitingRoom};
+use crate::session::waiting::{Seat, WaitingRoom};
 
 /// Connections served past the cap while every seat answers a request: health checks are
 /// answered, anything else gets 503.

@@ -1,4 +1,4 @@
-//! Live tag subscriptions of one connection: each subscription is a task that wakes when the
+//! Subscribe: live tag subscriptions of one connection. Each subscription is a task that wakes when the
 //! plant changes, waits out its rate, and sends one `TagUpdate` with the latest reading of
 //! each subscribed tag that changed since its previous frame.
 //!
@@ -18,8 +18,7 @@ use tserver_proto::v1::{
     AlarmState, ErrorCode, ServerFrame, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, server_frame,
 };
 
-use crate::cmd::CallError;
-use crate::cmd::read_tags::{sample_reading, unknown_reading};
+use super::to_proto::{CallError, alarm_state, sample_reading, short, unknown_reading};
 use crate::objects::{Alarm, AlarmStatus, ObjectModel, Tag};
 use crate::plant::PlantReader;
 
@@ -85,7 +84,7 @@ impl Watch {
             let (path, _) = objects.folder(folder).ok_or_else(|| {
                 CallError::new(
                     ErrorCode::InvalidArgument,
-                    format!("no folder {:?}", crate::cmd::short(folder)),
+                    format!("no folder {:?}", short(folder)),
                 )
             })?;
             let prefix = if path.is_empty() {
@@ -176,17 +175,6 @@ impl Watch {
             }
         }
         (readings, skipped, alarms)
-    }
-}
-
-fn alarm_state(alarm: &Alarm, status: &AlarmStatus) -> AlarmState {
-    let definition = alarm.definition();
-    AlarmState {
-        name: definition.name.clone(),
-        tag: definition.tag.clone(),
-        state: status.state.label().to_owned(),
-        priority: definition.priority,
-        message: definition.message.clone(),
     }
 }
 

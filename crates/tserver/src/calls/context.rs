@@ -1,4 +1,4 @@
-//! The per-connection context every handler receives.
+//! The per-connection context every call receives: who is on the other end.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,7 +19,7 @@ pub(crate) struct ConnectionContext {
     /// Hello and after Logout.
     pub(crate) login: Option<Login>,
     /// How many refusals it may still put in the audit this minute.
-    pub(crate) audit_allowance: Arc<Mutex<crate::audit_bounds::AuditAllowance>>,
+    pub(crate) audit_allowance: Arc<Mutex<super::audit_bounds::AuditAllowance>>,
 }
 
 impl ConnectionContext {

@@ -7,10 +7,8 @@ use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio_util::codec::Decoder;
 use tokio_util::codec::{Framed, FramedParts};
-use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame};
+use tserver_proto::v1::{ClientFrame, ServerFrame};
 use tserver_proto::{Decoded, FrameCodec, FrameError, Transport};
-
-use crate::cmd::error_frame;
 
 /// Why a write did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -77,22 +75,10 @@ impl Connection {
         next
     }
 
-    /// Buffers a frame for writing. A reply too large for one frame is replaced by an
-    /// `internal` error for the same call, so the client still gets exactly one answer.
+    /// Buffers a frame for writing; a frame too large to write is refused
+    /// (`FrameError::TooLarge`) before any of it is buffered.
     pub(crate) async fn queue(&mut self, frame: ServerFrame) -> Result<(), WriteError> {
-        let call_id = frame.call_id;
-        let write = async {
-            match self.framed.feed(frame).await {
-                Err(FrameError::TooLarge { len, max }) => {
-                    let message = format!("the reply of {len} bytes exceeds the frame limit of {max} bytes");
-                    self.framed
-                        .feed(error_frame(call_id, ErrorCode::Internal, message))
-                        .await
-                }
-                other => other,
-            }
-        };
-        tokio::time::timeout(self.write_timeout, write)
+        tokio::time::timeout(self.write_timeout, self.framed.feed(frame))
             .await
             .map_err(|_| WriteError::Stalled(self.write_timeout))??;
         Ok(())
@@ -148,11 +134,6 @@ impl Connection {
     }
 
     fn has_buffered_frame(&self) -> bool {
-        let buffer = self.framed.read_buffer();
-        let Some(header) = buffer.get(..4) else {
-            return false;
-        };
-        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        len <= self.framed.codec().max_frame() && buffer.len() >= 4 + len
+        self.framed.codec().has_whole_frame(self.framed.read_buffer())
     }
 }

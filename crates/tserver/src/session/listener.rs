@@ -13,14 +13,15 @@ use tracing::Instrument;
 use tserver_proto::v1::ErrorCode;
 use tserver_proto::{Transport, rustls};
 
+use super::machine::{Session, Slots};
+use super::shared::Shared;
+use super::waiting::WaitingRoom;
 use crate::auth::{Authenticator, LoginError};
-use crate::cmd::error_frame;
-use crate::connection::Connection;
-use crate::context::ConnectionContext;
-use crate::handler::{Handler, Slots};
+use crate::calls::context::ConnectionContext;
+use crate::calls::to_proto::{REPLY_FRAME_OVERHEAD, error_frame};
+use crate::calls::{CALL_KINDS, CallState};
 use crate::log_text::LogBudget;
 use crate::proxy;
-use crate::waiting::WaitingRoom;
 use crate::{Runtime, ServerConfig};
 
 /// How long the refusal sent to a connection past the cap may take.
@@ -40,38 +41,6 @@ pub enum ServerError {
     /// The login verifier could not be prepared.
     #[error("could not prepare the login verifier: {0}")]
     Login(String),
-}
-
-/// What every connection of one server shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) runtime: Runtime,
-    pub(crate) config: ServerConfig,
-    pub(crate) auth: Authenticator,
-    /// The connections not yet logged in, so such connections never take every slot.
-    pub(crate) waiting: Arc<WaitingRoom>,
-    /// Set when clients must speak TLS.
-    tls: Option<Arc<rustls::ServerConfig>>,
-    /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
-    /// an untrusted address), all together: a flood of them must not fill the disk.
-    proxy_refusals_logged: std::sync::Mutex<LogBudget>,
-}
-
-impl Shared {
-    /// Whether a line about a refused PROXY header may be logged now.
-    pub(crate) fn proxy_refusal_may_log(&self) -> bool {
-        self.proxy_refusals_logged
-            .lock()
-            .map_or(true, |mut budget| budget.allow())
-    }
-
-    /// A new connection over `transport`, reading only frames a client that has not logged
-    /// in may send.
-    fn connection(&self, transport: Transport) -> Connection {
-        let mut connection = Connection::new(transport, self.config.max_frame, self.config.write_timeout);
-        connection.set_max_frame(self.config.login_frame_limit());
-        connection
-    }
 }
 
 /// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
@@ -102,11 +71,12 @@ impl Server {
     pub fn new(runtime: Runtime, config: ServerConfig) -> Result<Self, ServerError> {
         if config.metrics {
             crate::telemetry::recorder();
+            crate::telemetry::count_calls(&CALL_KINDS);
         }
         // A chat reply's envelope must fit the frame it is sent in, whatever the model said.
         runtime
             .local_ai()
-            .limit_envelope_bytes(config.max_frame - crate::cmd::chat::REPLY_FRAME_OVERHEAD);
+            .limit_envelope_bytes(config.max_frame - REPLY_FRAME_OVERHEAD);
         runtime.local_ai().set_transcript_budget(config.transcripts);
         let auth = Authenticator::new(
             Arc::clone(runtime.store()),
@@ -319,7 +289,8 @@ impl Listener {
                 };
                 let Some(transport) = transport else { return };
                 let connection = shared.connection(transport);
-                Handler::new(shared, connection, context, shutdown, &hard_stop, slots)
+                let calls = CallState::new(context, shared.config.max_frame);
+                Session::new(shared, connection, calls, shutdown, &hard_stop, slots)
                     .run()
                     .await;
             };

@@ -1,52 +1,17 @@
-//! One module per call. Each turns a typed request into the body of its reply; adding a call
-//! is one module here and one match arm in the handler.
+//! What a call that acts on the plant puts in the audit: its rows, bounded per call and per
+//! connection, recorded before the action (an action is never taken unaudited).
 
-pub(crate) mod acknowledge_alarm;
-pub(crate) mod call_tool;
-pub(crate) mod cancel;
-pub(crate) mod chat;
-pub(crate) mod hello;
-pub(crate) mod list_tools;
-pub(crate) mod logout;
-pub(crate) mod ping;
-pub(crate) mod read_tags;
-pub(crate) mod write_tags;
+use tserver_proto::v1::{ErrorCode, server_frame};
 
-use tserver_proto::v1::{Error, ErrorCode, ServerFrame, server_frame};
-
-use crate::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
-use crate::solution::AuditEntry;
-
-/// A protocol-level failure of one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallError {
-    pub(crate) code: ErrorCode,
-    pub(crate) message: String,
-}
-
-impl CallError {
-    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn into_body(self) -> server_frame::Body {
-        server_frame::Body::Error(Error {
-            code: self.code as i32,
-            message: self.message,
-        })
-    }
-}
+use super::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
+use super::context::ConnectionContext;
+use super::to_proto::CallError;
+use crate::solution::{AuditEntry, Role};
 
 /// The rows a call puts in the audit: every accepted request (outcome `ok`), and its refused
 /// ones bounded: text cut, [`REFUSED_ROWS_PER_CALL`] rows then one with the count, and the
 /// connection's allowance of refusal rows a minute (past it they are counted, and a row says so).
-pub(crate) fn bounded_audit(
-    context: &crate::context::ConnectionContext,
-    entries: Vec<AuditEntry>,
-) -> Vec<AuditEntry> {
+pub(crate) fn bounded_audit(context: &ConnectionContext, entries: Vec<AuditEntry>) -> Vec<AuditEntry> {
     let Some(first) = entries.first().cloned() else {
         return entries;
     };
@@ -120,12 +85,36 @@ pub(crate) fn bounded_audit(
     rows
 }
 
+/// Records the audit of an action, then checks that `role` may take it: an action is never
+/// taken unaudited, and a refused one is audited too. The error reply when the audit cannot be
+/// recorded (starting with `refused`, what did not happen), or when `role` may not `act`.
+pub(crate) async fn audit_then_authorize(
+    runtime: &crate::Runtime,
+    entries: Vec<AuditEntry>,
+    refused: &str,
+    role: Role,
+    act: &str,
+) -> Result<(), server_frame::Body> {
+    record_audit(runtime, entries, refused).await?;
+    if !role.can_operate() {
+        return Err(CallError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "a {} may not {act}; an admin can make the user an operator",
+                role.as_str()
+            ),
+        )
+        .into_body());
+    }
+    Ok(())
+}
+
 /// Records audit entries (committed together with other calls' on the audit writer's thread).
 /// When they cannot be recorded, the error reply, starting with `refused` (what did not
-/// happen): an action is never taken unaudited.
-pub(crate) async fn record_audit(
+/// happen).
+async fn record_audit(
     runtime: &crate::Runtime,
-    entries: Vec<crate::solution::AuditEntry>,
+    entries: Vec<AuditEntry>,
     refused: &str,
 ) -> Result<(), server_frame::Body> {
     runtime.audit_log().record(entries).await.map_err(|error| {
@@ -136,22 +125,4 @@ pub(crate) async fn record_audit(
         )
         .into_body()
     })
-}
-
-/// Client text quoted in an error, cut to a sane length.
-pub(crate) fn short(text: &str) -> String {
-    text.chars().take(200).collect()
-}
-
-/// A frame answering `call_id` with `body`.
-pub(crate) fn reply(call_id: u64, body: server_frame::Body) -> ServerFrame {
-    ServerFrame {
-        call_id,
-        body: Some(body),
-    }
-}
-
-/// A frame answering `call_id` (0: the connection) with an error.
-pub(crate) fn error_frame(call_id: u64, code: ErrorCode, message: impl Into<String>) -> ServerFrame {
-    reply(call_id, CallError::new(code, message).into_body())
 }

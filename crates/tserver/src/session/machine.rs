@@ -1,6 +1,6 @@
-//! `Handler`: one client connection, from accept to close.
+//! `Session`: one client connection's state machine, from accept to close.
 //!
-//! The handler owns the connection and runs one loop over four events: a frame from the
+//! The session owns the connection and runs one loop over four events: a frame from the
 //! client, the end of a call in flight, the connection's deadline (login or idle), and server
 //! shutdown. Quick calls (Hello, Ping, Logout, ReadTags) are answered inline; Chat (and the
 //! other calls that wait on something) runs beside the loop, in the connection's own task, so
@@ -12,7 +12,6 @@
 //! last body read), so the scheduler also woke the idle worker thread for every turn, which
 //! then found nothing to do and slept again (docs/DECISIONS.md).
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -24,18 +23,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, client_frame, server_frame};
+use tserver_proto::v1::{ClientFrame, ErrorCode, ServerFrame, server_frame};
 use tserver_proto::{Decoded, FrameError};
 
+use super::connection::{Connection, WriteError};
+use super::shared::Shared;
+use super::waiting::Seat;
 use crate::auth::{LoginStanding, UserFingerprints};
-use crate::chat_streams::ChatStreams;
-use crate::cmd::{self, CallError, error_frame, reply};
-use crate::connection::Connection;
-use crate::context::ConnectionContext;
-use crate::log_text::{ClientText, LogBudget};
-use crate::server::Shared;
-use crate::subscriptions::Subscriptions;
-use crate::waiting::Seat;
+use crate::calls::to_proto::{CallError, error_frame, reply};
+use crate::calls::{self, Apply, Call, CallState, Work};
 
 /// How long last words (an error frame before a close) may take to send.
 const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -126,10 +122,12 @@ pub(crate) struct Slots {
     pub(crate) seat: Seat,
 }
 
-pub(crate) struct Handler {
+pub(crate) struct Session {
     shared: Arc<Shared>,
     connection: Connection,
-    context: ConnectionContext,
+    /// What the connection's calls keep: who is logged in, the chat turns streaming, the
+    /// subscriptions.
+    calls: CallState,
     /// One permit per call in flight; its size is the in-flight cap.
     in_flight: Arc<Semaphore>,
     /// The calls in flight, polled by this connection's loop.
@@ -138,7 +136,7 @@ pub(crate) struct Handler {
     shutdown: CancellationToken,
     /// Cancelled when this connection ends, or at the end of the server's grace period (a
     /// child of its hard stop): stop now.
-    calls: CancellationToken,
+    ended: CancellationToken,
     draining: bool,
     last_activity: Instant,
     login_deadline: Instant,
@@ -151,39 +149,25 @@ pub(crate) struct Handler {
     frames_before_login: u32,
     /// This connection's seat among those not logged in; `None` once logged in.
     seat: Option<Seat>,
-    /// The connection's log span (GUID and peer), the parent of every login span.
-    connection_span: tracing::Span,
-    /// The span of the login now (the user), replaced at each Hello rather than recorded
-    /// into, so a connection's log context stays one user however often it logs in.
-    login_span: tracing::Span,
-    /// The log lines this connection may still cause this minute.
-    log_budget: LogBudget,
-    /// The cancellation of each call in flight, by call id, until its reply is written (at
-    /// most the in-flight cap of them).
-    running: HashMap<u64, CancellationToken>,
-    /// The streamed chat turns in flight, and their progress on its way out.
-    streams: ChatStreams,
-    /// The live tag subscriptions, and their update frames on their way out.
-    subscriptions: Subscriptions,
     /// The `Users` table, sent again when it changes: the login is checked against it.
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
-    /// Holds this connection's slot under the connection cap until the handler is dropped.
+    /// Holds this connection's slot under the connection cap until the session is dropped.
     _connection_permit: OwnedSemaphorePermit,
 }
 
-impl std::fmt::Debug for Handler {
+impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handler")
-            .field("context", &self.context)
+        f.debug_struct("Session")
+            .field("context", &self.calls.context)
             .finish_non_exhaustive()
     }
 }
 
-impl Handler {
+impl Session {
     pub(crate) fn new(
         shared: Arc<Shared>,
         connection: Connection,
-        context: ConnectionContext,
+        calls: CallState,
         shutdown: CancellationToken,
         hard_stop: &CancellationToken,
         slots: Slots,
@@ -193,11 +177,11 @@ impl Handler {
         let login_deadline = now + shared.config.login_timeout;
         Self {
             connection,
-            context,
+            calls,
             in_flight: Arc::new(Semaphore::new(cap)),
             ongoing_calls: Vec::new(),
             shutdown,
-            calls: hard_stop.child_token(),
+            ended: hard_stop.child_token(),
             draining: false,
             last_activity: now,
             login_deadline,
@@ -205,12 +189,6 @@ impl Handler {
             half_closed: false,
             frames_before_login: 0,
             seat: Some(slots.seat),
-            connection_span: tracing::Span::none(),
-            login_span: tracing::Span::none(),
-            log_budget: LogBudget::new("this connection"),
-            running: HashMap::new(),
-            streams: ChatStreams::new(shared.config.max_frame),
-            subscriptions: Subscriptions::default(),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
             shared,
@@ -220,24 +198,24 @@ impl Handler {
     /// Serves the connection until it closes, then releases everything it held.
     ///
     /// An `async move` block rather than an `async fn`: an `async fn` taking `mut self` keeps
-    /// the handler twice in its future (the argument, and the `mut` binding it is moved into),
+    /// the session twice in its future (the argument, and the `mut` binding it is moved into),
     /// and this future is each connection's task, idle or not, for as long as it is open.
     #[expect(
         clippy::manual_async_fn,
-        reason = "an async fn would hold the handler twice in every connection's task"
+        reason = "an async fn would hold the session twice in every connection's task"
     )]
     pub(crate) fn run(mut self) -> impl Future<Output = ()> {
         async move {
             // The server runs this inside the connection's span.
-            self.connection_span = tracing::Span::current();
+            self.calls.login_log.connection_span = tracing::Span::current();
             let close = self.serve().await;
             // The calls still in flight stop here: nobody will read their replies.
             self.ongoing_calls = Vec::new();
-            self.calls.cancel();
+            self.ended.cancel();
             self.shared
                 .runtime
                 .local_ai()
-                .connection_closed(self.context.guid);
+                .connection_closed(self.calls.context.guid);
             let last_words = self.last_words(&close);
             // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
             // out first, then the reason for closing, each bounded so a stalled client cannot hold us.
@@ -331,11 +309,11 @@ impl Handler {
         let mut deadline = pin!(sleep_until(self.next_deadline()));
         // Made once and polled again on every turn of the loop: a fresh `cancelled()` or
         // `changed()` each turn would register with (and leave) its token's or channel's
-        // waiter list at every frame. The hard stop is watched through `calls`, this
+        // waiter list at every frame. The hard stop is watched through `ended`, this
         // connection's child of it (cancelled by nothing else while this loop runs), because a
         // poll locks its token: a child's lock is this connection's alone, where the server's
         // is taken by every connection on every core.
-        let mut hard_stop = pin!(self.calls.clone().cancelled_owned());
+        let mut hard_stop = pin!(self.ended.clone().cancelled_owned());
         let mut shutdown = pin!(self.shutdown.clone().cancelled_owned());
         let mut users_change = pin!(users_changed(self.users.clone()));
         let mut users_open = true;
@@ -349,7 +327,7 @@ impl Handler {
                     };
                     let refusal =
                         error_frame(call_id, ErrorCode::ShuttingDown, "the server is shutting down");
-                    if self.connection.queue(refusal).await.is_err() {
+                    if self.queue(refusal).await.is_err() {
                         break;
                     }
                 }
@@ -365,11 +343,11 @@ impl Handler {
                 () = &mut shutdown, if !self.draining => {
                     self.draining = true;
                 }
-                (mut receiver, open) = &mut users_change, if users_open && self.context.login.is_some() => {
+                (mut receiver, open) = &mut users_change, if users_open && self.calls.logged_in() => {
                     users_open = open;
                     let users = Arc::clone(&receiver.borrow_and_update());
                     users_change.set(users_changed(receiver));
-                    if let Some(login) = &self.context.login {
+                    if let Some(login) = &self.calls.context.login {
                         let standing = self.shared.auth.recheck(login, &users).await;
                         if standing != LoginStanding::Valid {
                             tracing::info!(?standing, "login revoked by an admin change");
@@ -384,12 +362,12 @@ impl Handler {
                         return Close::Transport(error.to_string());
                     }
                 }
-                () = self.streams.ready() => {
+                () = self.calls.chat_streams.ready() => {
                     if let Err(error) = self.write_progress().await {
                         return Close::Transport(error.to_string());
                     }
                 }
-                Some(update) = self.subscriptions.next_frame() => {
+                Some(update) = self.calls.subscriptions.next_frame() => {
                     self.last_activity = Instant::now();
                     if let Err(error) = self.answer(update).await {
                         return Close::Transport(error.to_string());
@@ -397,7 +375,7 @@ impl Handler {
                 }
                 frame = self.connection.read_frame() => {
                     self.last_activity = Instant::now();
-                    if self.context.login.is_none() && matches!(frame, Some(Ok(_))) {
+                    if !self.calls.logged_in() && matches!(frame, Some(Ok(_))) {
                         // Before login a client gets a handful of frames, whatever they are.
                         self.frames_before_login += 1;
                         if self.frames_before_login > self.shared.config.max_frames_before_login {
@@ -419,7 +397,7 @@ impl Handler {
                             self.answer(error_frame(0, ErrorCode::MalformedFrame, message)).await
                         }
                         Some(Ok(Decoded::Message(frame))) => {
-                            let span = self.login_span.clone();
+                            let span = self.calls.login_log.span.clone();
                             // Boxed: the dispatch of any call is a large future, and an idle
                             // connection should not carry room for it (per-connection memory).
                             match Box::pin(self.dispatch(frame)).instrument(span).await {
@@ -435,7 +413,7 @@ impl Handler {
                 }
                 () = &mut deadline => {
                     let now = Instant::now();
-                    if self.context.login.is_none() && now >= self.login_deadline {
+                    if !self.calls.logged_in() && now >= self.login_deadline {
                         return Close::LoginDeadline;
                     }
                     if self.calls_in_flight() == 0 && now >= self.last_activity + self.shared.config.idle_timeout {
@@ -451,18 +429,15 @@ impl Handler {
     }
 
     /// Handles one call. Returns `Some` when the connection must close.
-    async fn dispatch(&mut self, frame: ClientFrame) -> Result<Option<Close>, crate::connection::WriteError> {
-        let call_id = frame.call_id;
-        let Some(body) = frame.body else {
-            self.answer(error_frame(
-                call_id,
-                ErrorCode::UnknownCall,
-                "unknown call: the frame has no body this server knows",
-            ))
-            .await?;
-            return Ok(None);
+    async fn dispatch(&mut self, frame: ClientFrame) -> Result<Option<Close>, WriteError> {
+        let (call_id, call) = Call::parse(frame);
+        let call = match call {
+            Ok(call) => call,
+            Err(unknown) => {
+                self.answer(reply(call_id, unknown.into_body())).await?;
+                return Ok(None);
+            }
         };
-        let kind = call_kind(&body);
         if self.draining {
             self.answer(error_frame(
                 call_id,
@@ -472,12 +447,12 @@ impl Handler {
             .await?;
             return Ok(None);
         }
-        let Some(user) = self.context.login.as_ref().map(|login| Arc::clone(&login.name)) else {
-            if let client_frame::Body::Hello(hello) = &body {
-                // Boxed, as below: a login's future is large and rare, and every call's
-                // dispatch future would carry room for it.
-                return Box::pin(self.hello(call_id, hello)).await;
+        if call.is_hello() {
+            // Saying Hello keeps the connection's seat while its login is checked.
+            if let Some(seat) = &self.seat {
+                seat.hello_received();
             }
+        } else if !self.calls.logged_in() {
             self.answer(error_frame(
                 call_id,
                 ErrorCode::Unauthenticated,
@@ -485,151 +460,60 @@ impl Handler {
             ))
             .await?;
             return Ok(None);
+        }
+        let kind = call.kind();
+        let scope = calls::CallScope {
+            runtime: &self.shared.runtime,
+            auth: &self.shared.auth,
+            connection_ended: &self.ended,
         };
-        match body {
-            client_frame::Body::Hello(hello) => return Box::pin(self.hello(call_id, &hello)).await,
-            client_frame::Body::Ping(ping) => self.answer_call(kind, call_id, cmd::ping::apply(ping)).await?,
-            client_frame::Body::Logout(_) => {
-                if self.log_budget.allow() {
-                    tracing::info!("logged out");
+        match self.calls.apply(call_id, call, scope).await {
+            Apply::Now(body) => self.answer_call(kind, call_id, body).await?,
+            Apply::Later { work, cancel } => match self.start_call(call_id, kind, work) {
+                Ok(()) => {
+                    if let Some(cancel) = cancel {
+                        self.calls.started(call_id, cancel);
+                    }
                 }
-                self.login_span = tracing::Span::none();
-                self.context.login = None;
+                Err(busy) => {
+                    if cancel.is_some() {
+                        self.calls.refused(call_id);
+                    }
+                    self.answer(busy).await?;
+                }
+            },
+            Apply::LoggedIn(body) => {
+                self.deadline_moved = true;
+                self.seat = None;
+                self.connection.set_max_frame(self.shared.config.max_frame);
+                self.answer(reply(call_id, body)).await?;
+            }
+            Apply::LoggedOut(body) => {
                 self.frames_before_login = 0;
                 self.login_deadline = Instant::now() + self.shared.config.login_timeout;
                 self.deadline_moved = true;
                 self.connection
                     .set_max_frame(self.shared.config.login_frame_limit());
-                self.answer_call(kind, call_id, cmd::logout::apply()).await?;
+                self.answer_call(kind, call_id, body).await?;
                 match self.shared.waiting.enter() {
                     Some(seat) => self.seat = Some(seat),
                     None => return Ok(Some(Close::NoLoginSlot)),
                 }
             }
-            client_frame::Body::ReadTags(request) => {
-                let body = cmd::read_tags::apply(&request, &self.shared.runtime.objects())
-                    .unwrap_or_else(CallError::into_body);
-                self.answer_call(kind, call_id, body).await?;
-            }
-            client_frame::Body::Chat(request) => {
-                let caller = localai::ChatCaller {
-                    client_guid: self.context.guid,
-                    user_name: user,
-                };
-                let cancel = CancellationToken::new();
-                let controls = localai::TurnControls {
-                    cancel: cancel.clone(),
-                    progress: request.stream.then(|| self.streams.open(call_id)),
-                };
-                match cmd::chat::apply(&request, &caller, self.shared.runtime.local_ai(), controls) {
-                    cmd::chat::ChatCall::Answered(body) => {
-                        self.streams.close(call_id);
-                        self.answer_call(kind, call_id, body).await?;
-                    }
-                    cmd::chat::ChatCall::Running(turn) => match self.start_call(call_id, "chat", turn) {
-                        Ok(()) => {
-                            self.running.insert(call_id, cancel);
-                        }
-                        Err(busy) => {
-                            self.streams.close(call_id);
-                            self.answer(busy).await?;
-                        }
-                    },
-                }
-            }
-            client_frame::Body::WriteTags(request) => {
-                match cmd::write_tags::apply(request, &self.context, &self.shared.runtime) {
-                    Ok(call) => {
-                        if let Err(busy) = self.start_call(call_id, "write_tags", call) {
-                            self.answer(busy).await?;
-                        }
-                    }
-                    Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
-                }
-            }
-            client_frame::Body::AcknowledgeAlarm(request) => {
-                match cmd::acknowledge_alarm::apply(request, &self.context, &self.shared.runtime) {
-                    Ok(call) => {
-                        if let Err(busy) = self.start_call(call_id, "acknowledge_alarm", call) {
-                            self.answer(busy).await?;
-                        }
-                    }
-                    Err(error) => self.answer_call(kind, call_id, error.into_body()).await?,
-                }
-            }
-            client_frame::Body::Subscribe(request) => {
-                let plant = self.shared.runtime.plant().reader();
-                let body = self
-                    .subscriptions
-                    .subscribe(call_id, request, &plant, &self.calls)
-                    .unwrap_or_else(CallError::into_body);
-                self.answer_call(kind, call_id, body).await?;
-            }
-            client_frame::Body::Unsubscribe(request) => {
-                let unsubscribed = self.subscriptions.unsubscribe(request.subscription);
-                let body =
-                    server_frame::Body::Unsubscribe(tserver_proto::v1::UnsubscribeReply { unsubscribed });
-                self.answer_call(kind, call_id, body).await?;
-            }
-            client_frame::Body::Cancel(request) => {
-                self.answer_call(kind, call_id, cmd::cancel::apply(&request, &self.running))
-                    .await?;
-            }
-            client_frame::Body::ListTools(_) => {
-                let body = cmd::list_tools::apply(&self.shared.runtime)
-                    .await
-                    .unwrap_or_else(CallError::into_body);
-                self.answer_call(kind, call_id, body).await?;
-            }
-            client_frame::Body::CallTool(request) => {
-                let call = cmd::call_tool::apply(request, &self.shared.runtime);
-                if let Err(busy) = self.start_call(call_id, "call_tool", call) {
-                    self.answer(busy).await?;
-                }
+            Apply::Close(body) => {
+                self.queue(reply(call_id, body)).await?;
+                return Ok(Some(Close::LoginFailed));
             }
         }
         Ok(None)
     }
 
-    async fn hello(
-        &mut self,
-        call_id: u64,
-        hello: &tserver_proto::v1::Hello,
-    ) -> Result<Option<Close>, crate::connection::WriteError> {
-        if let Some(seat) = &self.seat {
-            seat.hello_received();
-        }
-        let outcome = cmd::hello::apply(hello, &self.shared.auth, self.context.peer.ip()).await;
-        crate::telemetry::count_login(&outcome);
-        match outcome {
-            Ok((login, body)) => {
-                self.login_span = tracing::info_span!(parent: &self.connection_span, "login", user = %ClientText(&login.name));
-                if self.log_budget.allow() {
-                    tracing::info!(parent: &self.login_span, client = %ClientText(&hello.client_name), "logged in");
-                }
-                self.context.login = Some(login);
-                self.deadline_moved = true;
-                self.seat = None;
-                self.connection.set_max_frame(self.shared.config.max_frame);
-                self.answer(reply(call_id, body)).await?;
-                Ok(None)
-            }
-            Err(error) => {
-                self.connection.queue(reply(call_id, error.into_body())).await?;
-                Ok(Some(Close::LoginFailed))
-            }
-        }
-    }
-
     /// Puts `work` in flight as call `call_id`, or gives back the `busy` refusal to answer.
-    /// Not async: `work` (a large future for some calls) is boxed at once and never held in
+    /// Not async: `work` (a large future for some calls) comes boxed and is never held in
     /// the connection's own future, which stays small for every call. When the connection
     /// ends, its calls in flight are dropped unfinished (the client is gone or the server
     /// stopped).
-    fn start_call<F>(&mut self, call_id: u64, call: &'static str, work: F) -> Result<(), ServerFrame>
-    where
-        F: Future<Output = server_frame::Body> + Send + 'static,
-    {
+    fn start_call(&mut self, call_id: u64, call: &'static str, work: Work) -> Result<(), ServerFrame> {
         let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
             let message = format!(
                 "too many calls in flight on this connection (limit {})",
@@ -665,20 +549,20 @@ impl Handler {
         kind: &'static str,
         call_id: u64,
         body: server_frame::Body,
-    ) -> Result<(), crate::connection::WriteError> {
+    ) -> Result<(), WriteError> {
         crate::telemetry::count_call(kind, &body);
         self.answer(reply(call_id, body)).await
     }
 
     /// Queues an inline answer and flushes unless more input is already waiting.
-    async fn answer(&mut self, frame: ServerFrame) -> Result<(), crate::connection::WriteError> {
-        self.connection.queue(frame).await?;
+    async fn answer(&mut self, frame: ServerFrame) -> Result<(), WriteError> {
+        self.queue(frame).await?;
         self.connection.flush_unless_more_input().await
     }
 
     /// Writes a call's reply plus those of any others that end meanwhile, then flushes once. A
     /// streamed turn's last progress goes out just before its reply.
-    async fn write_replies(&mut self, first: CallReply) -> Result<(), crate::connection::WriteError> {
+    async fn write_replies(&mut self, first: CallReply) -> Result<(), WriteError> {
         self.queue_reply(first).await?;
         while let Poll::Ready(next) = futures::poll!(next_reply(&mut self.ongoing_calls)) {
             self.queue_reply(next).await?;
@@ -687,23 +571,36 @@ impl Handler {
         self.connection.flush_unless_more_input().await
     }
 
-    async fn queue_reply(&mut self, reply: CallReply) -> Result<(), crate::connection::WriteError> {
-        let call_id = reply.frame.call_id;
-        self.running.remove(&call_id);
-        for progress in self.streams.close(call_id) {
-            self.connection.queue(progress).await?;
+    async fn queue_reply(&mut self, reply: CallReply) -> Result<(), WriteError> {
+        for progress in self.calls.finished(reply.frame.call_id) {
+            self.queue(progress).await?;
         }
-        self.connection.queue(reply.frame).await
+        self.queue(reply.frame).await
+    }
+
+    /// Buffers a frame for writing. A reply too large for one frame is replaced by an
+    /// `internal` error for the same call, so the client still gets exactly one answer.
+    async fn queue(&mut self, frame: ServerFrame) -> Result<(), WriteError> {
+        let call_id = frame.call_id;
+        match self.connection.queue(frame).await {
+            Err(WriteError::Frame(FrameError::TooLarge { len, max })) => {
+                let message = format!("the reply of {len} bytes exceeds the frame limit of {max} bytes");
+                self.connection
+                    .queue(error_frame(call_id, ErrorCode::Internal, message))
+                    .await
+            }
+            other => other,
+        }
     }
 
     /// Writes the progress frames due, then flushes once.
-    async fn write_progress(&mut self) -> Result<(), crate::connection::WriteError> {
-        let frames = self.streams.due_frames(Instant::now());
+    async fn write_progress(&mut self) -> Result<(), WriteError> {
+        let frames = self.calls.chat_streams.due_frames(Instant::now());
         if frames.is_empty() {
             return Ok(());
         }
         for frame in frames {
-            self.connection.queue(frame).await?;
+            self.queue(frame).await?;
         }
         self.last_activity = Instant::now();
         self.connection.flush_unless_more_input().await
@@ -719,73 +616,10 @@ impl Handler {
         } else {
             self.last_activity + self.shared.config.idle_timeout
         };
-        match self.context.login {
-            None => idle.min(self.login_deadline),
-            Some(_) => idle,
+        if self.calls.logged_in() {
+            idle
+        } else {
+            idle.min(self.login_deadline)
         }
-    }
-}
-
-/// Every name [`call_kind`] gives.
-pub(crate) const CALL_KINDS: [&str; 12] = [
-    "hello",
-    "ping",
-    "logout",
-    "read_tags",
-    "chat",
-    "write_tags",
-    "acknowledge_alarm",
-    "subscribe",
-    "unsubscribe",
-    "cancel",
-    "list_tools",
-    "call_tool",
-];
-
-/// The name a call is counted under.
-fn call_kind(body: &client_frame::Body) -> &'static str {
-    match body {
-        client_frame::Body::Hello(_) => "hello",
-        client_frame::Body::Ping(_) => "ping",
-        client_frame::Body::Logout(_) => "logout",
-        client_frame::Body::ReadTags(_) => "read_tags",
-        client_frame::Body::Chat(_) => "chat",
-        client_frame::Body::WriteTags(_) => "write_tags",
-        client_frame::Body::AcknowledgeAlarm(_) => "acknowledge_alarm",
-        client_frame::Body::Subscribe(_) => "subscribe",
-        client_frame::Body::Unsubscribe(_) => "unsubscribe",
-        client_frame::Body::Cancel(_) => "cancel",
-        client_frame::Body::ListTools(_) => "list_tools",
-        client_frame::Body::CallTool(_) => "call_tool",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tserver_proto::v1::{
-        AcknowledgeAlarmRequest, CallToolRequest, Cancel, ChatRequest, Hello, ListToolsRequest, Logout, Ping,
-        ReadTagsRequest, SubscribeRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
-    };
-
-    use super::{CALL_KINDS, call_kind};
-
-    #[test]
-    fn every_call_kind_is_listed_for_its_counter() {
-        let bodies = [
-            Body::Hello(Hello::default()),
-            Body::Ping(Ping::default()),
-            Body::Logout(Logout::default()),
-            Body::ReadTags(ReadTagsRequest::default()),
-            Body::Chat(ChatRequest::default()),
-            Body::WriteTags(WriteTagsRequest::default()),
-            Body::AcknowledgeAlarm(AcknowledgeAlarmRequest::default()),
-            Body::Subscribe(SubscribeRequest::default()),
-            Body::Unsubscribe(UnsubscribeRequest::default()),
-            Body::Cancel(Cancel::default()),
-            Body::ListTools(ListToolsRequest::default()),
-            Body::CallTool(CallToolRequest::default()),
-        ];
-        let kinds: Vec<&str> = bodies.iter().map(call_kind).collect();
-        assert_eq!(kinds, CALL_KINDS);
     }
 }

@@ -3,7 +3,7 @@
 
 use tserver_proto::v1::{ErrorCode, ListToolsReply, ToolInfo, server_frame};
 
-use super::CallError;
+use super::to_proto::CallError;
 use crate::{Runtime, ToolsClosed};
 
 pub(crate) async fn apply(runtime: &Runtime) -> Result<server_frame::Body, CallError> {

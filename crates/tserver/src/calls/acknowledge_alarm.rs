@@ -6,9 +6,10 @@ use std::time::SystemTime;
 
 use tserver_proto::v1::{AcknowledgeAlarmReply, AcknowledgeAlarmRequest, ErrorCode, server_frame};
 
-use super::CallError;
+use super::audit::{audit_then_authorize, bounded_audit};
+use super::context::ConnectionContext;
+use super::to_proto::{CallError, short};
 use crate::Runtime;
-use crate::context::ConnectionContext;
 use crate::solution::{AuditAction, AuditEntry};
 
 /// Checks the call now; the returned future audits, then acknowledges.
@@ -29,7 +30,7 @@ pub(crate) fn apply(
     if !known {
         return Err(CallError::new(
             ErrorCode::InvalidArgument,
-            format!("no alarm named {:?}", super::short(&request.alarm)),
+            format!("no alarm named {:?}", short(&request.alarm)),
         ));
     }
     let role = login.role;
@@ -49,22 +50,13 @@ pub(crate) fn apply(
         }
         .to_owned(),
     };
-    let entries = super::bounded_audit(context, vec![entry]);
+    let entries = bounded_audit(context, vec![entry]);
     let user = login.name.to_string();
     let runtime = runtime.clone();
     Ok(async move {
-        if let Err(refusal) = super::record_audit(&runtime, entries, "not acknowledged").await {
+        let audited = audit_then_authorize(&runtime, entries, "not acknowledged", role, "acknowledge alarms");
+        if let Err(refusal) = audited.await {
             return refusal;
-        }
-        if !role.can_operate() {
-            return CallError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "a {} may not acknowledge alarms; an admin can make the user an operator",
-                    role.as_str()
-                ),
-            )
-            .into_body();
         }
         match runtime.plant().acknowledge(&request.alarm, &user) {
             Ok(acknowledged) => server_frame::Body::AcknowledgeAlarm(AcknowledgeAlarmReply { acknowledged }),

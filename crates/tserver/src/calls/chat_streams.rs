@@ -4,7 +4,7 @@
 //! A tool dispatch's start and end go out at once (a turn has few: the per-turn cap bounds
 //! them), and so does a turn's first answer text, so the panel sees the model start writing
 //! without delay; after that a turn sends text at most once per [`PROGRESS_INTERVAL`], and
-//! what gathers meanwhile merges in the turn's [`ProgressTap`]. The handler writes the frames;
+//! what gathers meanwhile merges in the turn's [`ProgressTap`]. The session writes the frames;
 //! while a write waits for a slow reader nothing else is taken, so what waits is only the
 //! merged progress, never a queue of frames. A turn's last progress goes out just before its
 //! reply.
@@ -18,8 +18,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tserver_proto::v1::ServerFrame;
 
-use crate::cmd::chat::{REPLY_FRAME_OVERHEAD, progress_body};
-use crate::cmd::reply;
+use super::to_proto::{REPLY_FRAME_OVERHEAD, progress_body, reply};
 
 /// The least time between two progress frames of one turn that carry text.
 pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);

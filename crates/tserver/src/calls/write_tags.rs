@@ -9,9 +9,10 @@ use tserver_proto::v1::{
     ErrorCode, TagWriteResult, WriteOutcome, WriteTagsReply, WriteTagsRequest, server_frame, tag_write,
 };
 
-use super::CallError;
+use super::audit::{audit_then_authorize, bounded_audit};
+use super::context::ConnectionContext;
+use super::to_proto::CallError;
 use crate::Runtime;
-use crate::context::ConnectionContext;
 use crate::solution::{AuditAction, AuditEntry};
 use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
 
@@ -104,27 +105,18 @@ pub(crate) fn apply(
         audit.truncate(1);
         audit[0].target = format!(
             "{} and {} more",
-            crate::audit_bounds::cut(&audit[0].target),
+            super::audit_bounds::cut(&audit[0].target),
             count - 1
         );
         audit[0].outcome = format!("permission denied ({count} writes)");
     }
-    let audit = super::bounded_audit(context, audit);
+    let audit = bounded_audit(context, audit);
     let role = login.role;
     let runtime = runtime.clone();
     Ok(async move {
-        if let Err(refusal) = super::record_audit(&runtime, audit, "nothing was written").await {
+        let audited = audit_then_authorize(&runtime, audit, "nothing was written", role, "write tags");
+        if let Err(refusal) = audited.await {
             return refusal;
-        }
-        if !role.can_operate() {
-            return CallError::new(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "a {} may not write tags; an admin can make the user an operator",
-                    role.as_str()
-                ),
-            )
-            .into_body();
         }
         // Together: each write to the field waits for its broker's acknowledgement, and one
         // call's writes wait at most one acknowledgement timeout, not one each.

@@ -1,0 +1,338 @@
+//! The `tserver` command line: serve a solution, create one, and administer it. The clap
+//! types of the commands and the dispatch live here; each command family has its own module.
+//!
+//! Admin commands open the solution file directly and work while a server runs on it.
+
+mod ai_execute;
+mod audit;
+mod init;
+mod input;
+mod logging;
+mod plant;
+mod secrets;
+mod serve;
+mod settings;
+mod signals;
+mod solution;
+mod sources;
+mod tokens;
+mod users;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+pub use self::ai_execute::{AiExecuteArgs, ai_execute};
+use self::audit::parse_since;
+pub use self::audit::{AuditCommand, ExportFormat};
+use self::input::{read_first_line, read_hidden, read_password};
+pub use self::logging::{LogFormat, log_filter, log_layer};
+pub use self::plant::PlantAction;
+pub use self::secrets::SecretsAction;
+pub use self::serve::{RESERVED_OPEN_FILES, ServeArgs, serve, serve_on};
+pub use self::settings::SettingsAction;
+pub use self::solution::{SolutionAction, SolutionArg};
+pub use self::sources::SourcesAction;
+pub use self::tokens::TokensAction;
+pub use self::users::UsersAction;
+use crate::own_runtime::on_own_runtime;
+use crate::solution::SolutionLocation;
+
+/// TServer: the runtime server of the automation platform, with its Local AI assistant.
+#[derive(Debug, Parser)]
+#[command(name = "tserver", version, about)]
+pub struct Cli {
+    /// How log lines are written (to stderr, filtered by RUST_LOG): text for people, or json,
+    /// one object a line with the spans' fields (a connection's guid, a call's call_id).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The `tserver` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve display clients on a solution until SIGINT or SIGTERM.
+    Serve(ServeArgs),
+    /// Create a new solution file.
+    Init {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// Add the demo plant and a passwordless `guest` user.
+        #[arg(long)]
+        demo: bool,
+        /// For a `postgres://` solution without TSERVER_SECRETS_KEY set: where to write its new
+        /// secrets key (default: `DATABASE.key` in the current directory). A solution file
+        /// keeps its key beside it.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+    /// Read or change the Local AI settings (works while a server runs).
+    Settings {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: SettingsAction,
+    },
+    /// Manage the secrets that `/secret:<Name>` tokens refer to (values are write-only).
+    Secrets {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: SecretsAction,
+    },
+    /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
+    /// print the reply envelope JSON on one line.
+    AiExecute(AiExecuteArgs),
+    /// Manage the users who may log in (works while a server runs).
+    Users {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: UsersAction,
+    },
+    /// Print the audit trail: every tag write and alarm acknowledgement clients asked for
+    /// (kept `AuditRetentionDays`, 365 by default; `export` saves it before it is pruned).
+    Audit {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// Only entries since then: a time (RFC 3339, e.g. 2026-11-23T08:00:00Z) or an age
+        /// (e.g. 2h, 30min).
+        #[arg(long, value_parser = parse_since, global = true)]
+        since: Option<std::time::SystemTime>,
+        /// At most this many entries (the oldest first; `export` has no limit).
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// `export`: every entry (since `--since`) as CSV or JSON lines on standard output.
+        #[command(subcommand)]
+        action: Option<AuditCommand>,
+    },
+    /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
+    /// server picks an import up within about a second).
+    Plant {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: PlantAction,
+    },
+    /// The plant's MQTT sources: those the plant file declares, and what the running server's
+    /// connections to them report.
+    Sources {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: SourcesAction,
+    },
+    /// API tokens for the HTTP surface (RuntimeMCP): each acts as a user, with that user's role.
+    Tokens {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: TokensAction,
+    },
+    /// Solution scripts (Rhai): tasks, tag and alarm callbacks, and classes, run in the server.
+    Scripts {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: crate::scripts::ScriptsAction,
+    },
+    /// Make TLS certificates: a private CA and a server certificate it signed.
+    Tls {
+        /// The action.
+        #[command(subcommand)]
+        action: crate::certificates::TlsAction,
+    },
+    /// Move a whole solution between a SQLite file and a PostgreSQL database.
+    Solution {
+        /// The action.
+        #[command(subcommand)]
+        action: SolutionAction,
+    },
+}
+
+impl Command {
+    /// The solution the command works on, for the commands that take one (given first or as
+    /// `--solution`).
+    pub fn solution(&self) -> Option<anyhow::Result<SolutionLocation>> {
+        let solution = match self {
+            Self::Serve(args) => &args.solution,
+            Self::Init { solution, .. }
+            | Self::Settings { solution, .. }
+            | Self::Secrets { solution, .. }
+            | Self::Users { solution, .. }
+            | Self::Audit { solution, .. }
+            | Self::Plant { solution, .. }
+            | Self::Sources { solution, .. }
+            | Self::Tokens { solution, .. }
+            | Self::Scripts { solution, .. } => solution,
+            Self::AiExecute(args) => return Some(args.solution_and_query().map(|(solution, _)| solution)),
+            Self::Tls { .. } | Self::Solution { .. } => return None,
+        };
+        Some(solution.location().cloned())
+    }
+}
+
+/// Runs an admin command (everything but `serve`), reading secrets from `input` and writing
+/// results to `output`.
+pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(_) | Command::AiExecute(_) => bail!("not an admin command"),
+        Command::Init {
+            solution,
+            demo,
+            key_file,
+        } => init::init_command(solution.location()?, *demo, key_file.as_deref(), output),
+        Command::Settings { solution, action } => {
+            let solution = solution.location()?;
+            let lines = on_own_runtime(|| settings::settings_command(solution, action))?;
+            Ok(output.write_all(lines.as_bytes())?)
+        }
+        Command::Secrets { solution, action } => {
+            let solution = solution.location()?;
+            // The value is read here, before the store is: standard input is this thread's.
+            let value = match action {
+                SecretsAction::Set { .. } => Some(read_first_line(input, "secret value", "")?),
+                SecretsAction::List | SecretsAction::Remove { .. } => None,
+            };
+            let lines = on_own_runtime(|| secrets::secrets_command(solution, action, value.as_deref()))?;
+            Ok(output.write_all(lines.as_bytes())?)
+        }
+        Command::Plant { solution, action } => plant::plant_command(solution.location()?, action, output),
+        Command::Sources { solution, action } => {
+            let solution = solution.location()?;
+            let lines = on_own_runtime(|| sources::sources_command(solution, action))?;
+            Ok(output.write_all(lines.as_bytes())?)
+        }
+        Command::Tokens { solution, action } => {
+            let solution = solution.location()?;
+            let lines = on_own_runtime(|| tokens::tokens_command(solution, action))?;
+            Ok(output.write_all(lines.as_bytes())?)
+        }
+        Command::Scripts { solution, action } => Ok(crate::scripts::scripts_command(
+            solution.location()?,
+            action,
+            output,
+        )?),
+        Command::Tls { action } => Ok(crate::certificates::tls_command(action, output)?),
+        Command::Solution { action } => solution::solution_command(action, output),
+        Command::Audit {
+            solution,
+            since,
+            limit,
+            action,
+        } => audit::audit_command(solution.location()?, *since, *limit, action.as_ref(), output),
+        Command::Users { solution, action } => {
+            let solution = solution.location()?;
+            // The password is read here, before the store is: standard input is this thread's.
+            let password = match action {
+                UsersAction::Add { no_password, .. } | UsersAction::Passwd { no_password, .. } => {
+                    read_password(*no_password, input)?
+                }
+                UsersAction::Role { .. } | UsersAction::Remove { .. } | UsersAction::List => None,
+            };
+            let lines = on_own_runtime(|| users::users_command(solution, action, password.as_deref()))?;
+            Ok(output.write_all(lines.as_bytes())?)
+        }
+    }
+}
+
+/// The whole `tserver` program: parses the command line, sets up logging on stderr (filtered by
+/// `RUST_LOG`, default `info`) and runs the command. `serve` stops gracefully on SIGINT or
+/// SIGTERM.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::registry()
+        .with(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
+        .with(log_layer(
+            cli.log_format,
+            std::io::stderr,
+            std::io::stderr().is_terminal(),
+        ))
+        .init();
+
+    match &cli.command {
+        Command::Serve(args) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(async {
+                let shutdown = CancellationToken::new();
+                tokio::spawn(signals::cancel_on_signal(shutdown.clone()));
+                serve(args, shutdown).await
+            })
+        }
+        Command::AiExecute(args) => {
+            let (solution, query) = args.solution_and_query()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            let envelope = runtime.block_on(ai_execute(&solution, query))?;
+            println!("{envelope}");
+            Ok(())
+        }
+        command => {
+            let prompt = match command {
+                Command::Users {
+                    action:
+                        UsersAction::Add {
+                            name,
+                            no_password: false,
+                            ..
+                        }
+                        | UsersAction::Passwd {
+                            name,
+                            no_password: false,
+                        },
+                    ..
+                } => Some(format!("password of {name}: ")),
+                Command::Secrets {
+                    action: SecretsAction::Set { name },
+                    ..
+                } => Some(format!("value of secret {name}: ")),
+                _ => None,
+            };
+            match prompt {
+                // On a terminal the value is typed without echo; piped in, it is the first line.
+                Some(prompt) if std::io::stdin().is_terminal() => {
+                    let typed = read_hidden(&prompt)?;
+                    run_admin(
+                        command,
+                        &mut std::io::Cursor::new(format!("{typed}\n")),
+                        &mut std::io::stdout().lock(),
+                    )
+                }
+                _ => run_admin(
+                    command,
+                    &mut std::io::stdin().lock(),
+                    &mut std::io::stdout().lock(),
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! `Shared`: what every connection of one server shares (the runtime, the limits, the login
+//! verifier, the waiting room, TLS).
+
+use std::sync::Arc;
+
+use tserver_proto::{Transport, rustls};
+
+use super::connection::Connection;
+use super::waiting::WaitingRoom;
+use crate::auth::Authenticator;
+use crate::log_text::LogBudget;
+use crate::{Runtime, ServerConfig};
+
+/// What every connection of one server shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) runtime: Runtime,
+    pub(crate) config: ServerConfig,
+    pub(crate) auth: Authenticator,
+    /// The connections not yet logged in, so such connections never take every slot.
+    pub(crate) waiting: Arc<WaitingRoom>,
+    /// Set when clients must speak TLS.
+    pub(super) tls: Option<Arc<rustls::ServerConfig>>,
+    /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
+    /// an untrusted address), all together: a flood of them must not fill the disk.
+    pub(super) proxy_refusals_logged: std::sync::Mutex<LogBudget>,
+}
+
+impl Shared {
+    /// Whether a line about a refused PROXY header may be logged now.
+    pub(crate) fn proxy_refusal_may_log(&self) -> bool {
+        self.proxy_refusals_logged
+            .lock()
+            .map_or(true, |mut budget| budget.allow())
+    }
+
+    /// A new connection over `transport`, reading only frames a client that has not logged
+    /// in may send.
+    pub(super) fn connection(&self, transport: Transport) -> Connection {
+        let mut connection = Connection::new(transport, self.config.max_frame, self.config.write_timeout);
+        connection.set_max_frame(self.config.login_frame_limit());
+        connection
+    }
+}
