@@ -18,11 +18,11 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{
+use crate::{Runtime, Server, ServerConfig};
+use store::{
     KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, Store,
     copy_solution, key_file,
 };
-use crate::{Runtime, Server, ServerConfig};
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
 #[derive(Debug, Parser)]
@@ -325,11 +325,11 @@ const AUDIT_COLUMNS: [&str; 9] = [
 
 /// Writes `entries` as `format` to `output`.
 fn export_audit(
-    entries: &[crate::solution::AuditEntry],
+    entries: &[store::AuditEntry],
     format: ExportFormat,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let fields = |entry: &crate::solution::AuditEntry| {
+    let fields = |entry: &store::AuditEntry| {
         [
             localai::iso8601_millis(entry.time),
             entry.action.as_str().to_owned(),
@@ -530,13 +530,12 @@ fn parse_since(text: &str) -> Result<std::time::SystemTime, String> {
         .ok_or_else(|| format!("{text:?} is neither a time (2026-11-23T08:00:00Z) nor an age (2h)"))
 }
 
-fn parse_role(text: &str) -> Result<crate::solution::Role, String> {
-    crate::solution::Role::parse(text)
-        .ok_or_else(|| format!("{text:?} is not a role: viewer, operator or admin"))
+fn parse_role(text: &str) -> Result<store::Role, String> {
+    store::Role::parse(text).ok_or_else(|| format!("{text:?} is not a role: viewer, operator or admin"))
 }
 
 fn parse_switch(text: &str) -> Result<bool, String> {
-    crate::solution::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
+    store::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
 }
 
 /// `tserver settings` actions. KEY is `ModelEnabled`, `ModelOptions`, `ModelSettings`, one of
@@ -597,7 +596,7 @@ pub enum UsersAction {
         /// `viewer` (reads and chats), `operator` (also writes writable tags and acknowledges
         /// alarms) or `admin`.
         #[arg(long, default_value = "viewer", value_parser = parse_role)]
-        role: crate::solution::Role,
+        role: store::Role,
     },
     /// Change a user's role (the user's sessions end within about a second).
     Role {
@@ -605,7 +604,7 @@ pub enum UsersAction {
         name: String,
         /// `viewer`, `operator` or `admin`.
         #[arg(value_parser = parse_role)]
-        role: crate::solution::Role,
+        role: store::Role,
     },
     /// Change a user's password, read from the first line of standard input.
     Passwd {
@@ -947,8 +946,8 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
                     "{} {} {} by {} ({} on {}){change}: {}",
                     localai::iso8601_millis(entry.time),
                     match entry.action {
-                        crate::solution::AuditAction::Write => "write",
-                        crate::solution::AuditAction::Acknowledge => "acknowledge",
+                        store::AuditAction::Write => "write",
+                        store::AuditAction::Acknowledge => "acknowledge",
                     },
                     entry.target,
                     entry.user,
@@ -978,7 +977,7 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
 /// command takes it from the environment. One set already is that key; otherwise a fresh one
 /// is written to `key_file` or `<database>.key` here (an existing file there is kept and used).
 /// Says which.
-fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
+fn database_key(url: &store::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
     if std::env::var_os(KEY_ENV).is_some() {
         return Ok(format!(
             "secrets key: the {KEY_ENV} set here; every node and admin command on this solution needs the same"
@@ -992,7 +991,7 @@ fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> 
     let made = if path.exists() {
         format!("kept the secrets key file {}", shown.display())
     } else {
-        crate::solution::create_key_at(&path)?;
+        store::create_key_at(&path)?;
         format!("made a secrets key in {} (owner-only)", shown.display())
     };
     let quoted = shlex::try_quote(&shown.display().to_string())
@@ -1444,7 +1443,7 @@ nothing changed: fix the errors above and import again"
 
 /// What an import changed (or would), one line per kind and one per name.
 fn write_changes(
-    changes: &crate::solution::PlantChanges,
+    changes: &store::PlantChanges,
     dry_run: bool,
     output: &mut dyn Write,
 ) -> std::io::Result<()> {

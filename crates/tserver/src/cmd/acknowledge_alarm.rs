@@ -9,7 +9,7 @@ use tserver_proto::v1::{AcknowledgeAlarmReply, AcknowledgeAlarmRequest, ErrorCod
 use super::CallError;
 use crate::Runtime;
 use crate::context::ConnectionContext;
-use crate::solution::{AuditAction, AuditEntry};
+use store::{AuditAction, AuditEntry};
 
 /// Checks the call now; the returned future audits, then acknowledges.
 pub(crate) fn apply(

@@ -15,7 +15,7 @@ pub(crate) mod write_tags;
 use tserver_proto::v1::{Error, ErrorCode, ServerFrame, server_frame};
 
 use crate::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
-use crate::solution::AuditEntry;
+use store::AuditEntry;
 
 /// A protocol-level failure of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +125,7 @@ pub(crate) fn bounded_audit(
 /// happen): an action is never taken unaudited.
 pub(crate) async fn record_audit(
     runtime: &crate::Runtime,
-    entries: Vec<crate::solution::AuditEntry>,
+    entries: Vec<store::AuditEntry>,
     refused: &str,
 ) -> Result<(), server_frame::Body> {
     runtime.audit_log().record(entries).await.map_err(|error| {

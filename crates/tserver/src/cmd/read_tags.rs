@@ -5,7 +5,8 @@ use std::time::UNIX_EPOCH;
 use tserver_proto::v1::{ErrorCode, ReadTagsReply, ReadTagsRequest, TagReading, server_frame, tag_reading};
 
 use super::CallError;
-use crate::objects::{ObjectModel, Tag, TagSample, TagValue};
+use crate::objects::{ObjectModel, Tag, TagSample};
+use plant_model::TagValue;
 
 /// The most names one call may ask for (stated in `proto/tserver.proto`).
 pub(crate) const MAX_NAMES: usize = 1000;

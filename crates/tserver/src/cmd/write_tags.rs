@@ -12,8 +12,8 @@ use tserver_proto::v1::{
 use super::CallError;
 use crate::Runtime;
 use crate::context::ConnectionContext;
-use crate::solution::{AuditAction, AuditEntry};
 use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
+use store::{AuditAction, AuditEntry};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
 pub(crate) const MAX_WRITES: usize = 1000;

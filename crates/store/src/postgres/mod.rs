@@ -365,7 +365,7 @@ impl PgStore {
 /// workers.
 async fn hash_off_the_workers(password: &str) -> Result<String, SolutionError> {
     let password = password.to_owned();
-    tokio::task::spawn_blocking(move || super::admin_hash_password(&password))
+    tokio::task::spawn_blocking(move || crate::hash_password(&password))
         .await
         .map_err(|error| SolutionError::PasswordHash(error.to_string()))?
 }

@@ -9,8 +9,8 @@ use solution_scripts::Trigger;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::solution::scripts::{exists, no_script, runnable, trigger_of};
-use crate::solution::{ScriptRecord, ScriptRun, ScriptTally, SolutionError, StoredScript, millis, time_of};
+use crate::scripts::{exists, no_script, runnable, trigger_of};
+use crate::{ScriptRecord, ScriptRun, ScriptTally, SolutionError, StoredScript, millis, time_of};
 
 /// The columns [`PgStore::script_of_row`] reads.
 const SCRIPT_COLUMNS: &str = "Name, Trigger, Source, Enabled, UpdatedAt";

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::PgStore;
-use crate::solution::tokens::{NewToken, judge_token, token_named, token_parts};
-use crate::solution::{ApiToken, SolutionError, TokenRefusal, TokenUser, millis, time_of};
+use crate::tokens::{NewToken, judge_token, token_named, token_parts};
+use crate::{ApiToken, SolutionError, TokenRefusal, TokenUser, millis, time_of};
 
 impl PgStore {
     /// See `SolutionDb::create_token`.
