@@ -20,8 +20,8 @@ use tracing_subscriber::{EnvFilter, Layer};
 use crate::own_runtime::on_own_runtime;
 use crate::{Runtime, Server, ServerConfig};
 use store::{
-    KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionDb, SolutionError, SolutionLocation, Store,
-    copy_solution, key_file,
+    KEY_ENV, RuntimeKey, ServeLock, SettingKey, SolutionError, SolutionLocation, Store, copy_solution,
+    key_file,
 };
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
@@ -1060,7 +1060,7 @@ fn next_steps(solution: &SolutionLocation, demo: bool) -> String {
 /// `tserver settings`, on either backend; returns what it prints.
 /// A new solution file, with the demo plant and its seeded history when `demo`.
 fn create_file_solution(path: &std::path::Path, demo: bool) -> anyhow::Result<()> {
-    SolutionDb::create(path, demo)?;
+    Store::create_file(path, demo)?;
     if demo {
         Runtime::open(path)?.seed_history(DEMO_HISTORY_SPAN, DEMO_HISTORY_STEP)?;
     }
