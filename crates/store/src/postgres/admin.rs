@@ -1,5 +1,5 @@
 //! Admin operations on a PostgreSQL solution: settings get/set/unset and user management, with
-//! the same rules as a file's (`solution/admin.rs` works each change out; this writes it). A
+//! the same rules as a file's (`admin.rs` works each change out; this writes it). A
 //! key-by-key `ModelSettings` edit reads the column `FOR UPDATE`, so two editors on any nodes
 //! never lose each other's keys.
 

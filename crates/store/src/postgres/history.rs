@@ -1,5 +1,5 @@
 //! Tag history, alarm history and the audit trail of a solution in PostgreSQL: appended in
-//! one statement per table (arrays unnested server-side), read back with the historian's own
+//! one statement per table (arrays unnested server-side), read back with the file's own
 //! downsampling and value reading, so both backends answer a query alike.
 
 use std::time::SystemTime;

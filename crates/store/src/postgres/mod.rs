@@ -4,7 +4,7 @@
 //! commands starting together migrate exactly once.
 //!
 //! The tables mean what a SQLite solution's mean (`schema_v1.sql` says where they differ). The
-//! SQL of this backend lives here and in its submodules, as SQLite's lives in `solution/`.
+//! SQL of this backend lives here and in its submodules; SQLite's in the crate's other modules.
 
 use std::time::Duration;
 

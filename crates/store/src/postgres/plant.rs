@@ -1,6 +1,6 @@
 //! The plant and the secrets of a solution in PostgreSQL: read into the rows SQLite's reader
-//! reads (`solution/plant.rs` turns them into definitions for both), secrets sealed and opened
-//! by `solution/secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
+//! reads (`plant.rs` turns them into definitions for both), secrets sealed and opened
+//! by `secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
 
 use localai::secrets::SecretValue;
 use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, TagSpec};

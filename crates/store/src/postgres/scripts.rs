@@ -1,5 +1,5 @@
 //! Solution scripts of a solution in PostgreSQL: the rules (names, compiling before storing,
-//! classes not run by themselves) are `solution/scripts.rs`'s; only the statements are this
+//! classes not run by themselves) are `scripts.rs`'s; only the statements are this
 //! backend's. Run records are added to in one statement, so two nodes recording at once (a
 //! leader handing over) both count.
 

@@ -1,5 +1,5 @@
 //! API tokens of a solution in PostgreSQL: the rules (names, digests, expiry, which token a
-//! name means) are `solution/tokens.rs`'s; only the statements are this backend's.
+//! name means) are `tokens.rs`'s; only the statements are this backend's.
 
 use std::time::Duration;
 

@@ -23,13 +23,24 @@ use store::SolutionError;
 
 use crate::plant::WriteCapability;
 
-/// A tag type as the runtime names it in refusals and tool answers (`Text` for a string tag).
+/// A tag type as the runtime names it in refusals (`Text` for a string tag).
 pub(crate) fn type_label(kind: TagType) -> &'static str {
     match kind {
         TagType::Number => "Number",
         TagType::Integer => "Integer",
         TagType::Bool => "Bool",
         TagType::String => "Text",
+    }
+}
+
+/// A tag type as the runtime names it in tool answers and payload refusals: [`type_label`] in
+/// lower case.
+pub(crate) fn type_name(kind: TagType) -> &'static str {
+    match kind {
+        TagType::Number => "number",
+        TagType::Integer => "integer",
+        TagType::Bool => "bool",
+        TagType::String => "text",
     }
 }
 

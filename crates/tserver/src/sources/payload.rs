@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use plant_model::{Quality, TagType, TagValue};
 
+use crate::objects::type_name;
+
 /// The largest payload read; larger ones are refused unread.
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
@@ -52,15 +54,6 @@ impl PayloadError {
     }
 }
 
-fn kind_name(kind: TagType) -> &'static str {
-    match kind {
-        TagType::Number => "number",
-        TagType::Integer => "integer",
-        TagType::Bool => "bool",
-        TagType::String => "text",
-    }
-}
-
 /// Reads `payload` as a value of a tag of `kind`.
 pub(crate) fn read(payload: &[u8], kind: TagType) -> Result<Reading, PayloadError> {
     if payload.len() > MAX_PAYLOAD_BYTES {
@@ -91,7 +84,7 @@ pub(crate) fn read(payload: &[u8], kind: TagType) -> Result<Reading, PayloadErro
         // Text tags take the payload as it is; the others their trimmed literal.
         TagType::String => TagValue::Text(text.into()),
         _ => TagValue::parse(kind, trimmed)
-            .ok_or_else(|| PayloadError::WrongType(excerpt(trimmed), kind_name(kind)))?,
+            .ok_or_else(|| PayloadError::WrongType(excerpt(trimmed), type_name(kind)))?,
     };
     Ok(Reading {
         value,
@@ -105,7 +98,7 @@ fn excerpt(text: &str) -> String {
 }
 
 fn json_value(value: &Value, kind: TagType) -> Result<TagValue, PayloadError> {
-    let wrong = || PayloadError::WrongType(excerpt(&value.to_string()), kind_name(kind));
+    let wrong = || PayloadError::WrongType(excerpt(&value.to_string()), type_name(kind));
     match (kind, value) {
         (TagType::Number, Value::Number(number)) => number
             .as_f64()

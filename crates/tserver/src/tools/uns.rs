@@ -224,7 +224,7 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
         let definition = tag.definition();
         let mut result = tag_reading(tag);
         result["kind"] = json!("tag");
-        result["type"] = json!(crate::objects::type_label(definition.kind).to_lowercase());
+        result["type"] = json!(crate::objects::type_name(definition.kind));
         result["description"] = json!(short_text(&definition.description, 1000));
         if definition.range_low.is_some() || definition.range_high.is_some() {
             result["range"] = json!({"low": definition.range_low, "high": definition.range_high});
