@@ -257,7 +257,7 @@ fn tokens_are_shown_once_listed_without_their_secret_and_revoked_by_id_or_label(
         "",
     );
     let token = text.trim();
-    assert!(token.starts_with(tserver::solution::TOKEN_PREFIX), "{text}");
+    assert!(token.starts_with(store::TOKEN_PREFIX), "{text}");
     let listed = admin(&["tokens", path, "list"], "");
     let secret = token.rsplit('_').next().expect("a secret part");
     assert!(

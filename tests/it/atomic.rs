@@ -518,12 +518,9 @@ async fn ai_execute_prints_one_envelope_line() {
         .await
         .expect("llm");
     let solution = solution_for(&llm.url());
-    let line = tserver::cli::ai_execute(
-        &tserver::solution::SolutionLocation::File(solution.path.clone()),
-        "hi",
-    )
-    .await
-    .expect("runs");
+    let line = tserver::cli::ai_execute(&store::SolutionLocation::File(solution.path.clone()), "hi")
+        .await
+        .expect("runs");
     assert!(!line.contains('\n'));
     let value: Value = serde_json::from_str(&line).expect("JSON");
     assert_eq!(value["status"], "ok");

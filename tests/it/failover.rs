@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use plant_model::{Quality, TagValue};
 use service_client::{
     ClientError, ClientOptions, FailoverClient, FailoverSubscription, SubscribeRequest, TagUpdate,
     TagValue as WireValue,
 };
 use tserver::ServerConfig;
-use tserver::objects::{Quality, TagValue};
 use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 
 use crate::support::{PATIENCE, ServerProcess, Solution, TestServer, admin};

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use service_client::ClientError;
-use tserver::{LoginThrottleConfig, ServerConfig};
+use store::LoginThrottleConfig;
+use tserver::ServerConfig;
 use tserver_proto::v1::{ErrorCode, Ping, client_frame, server_frame};
 
 use crate::support::{RawConnection, Solution, TestServer, admin, error_of, hello};

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use plant_model::{Quality, TagValue};
 use service_client::{TagWrite, WriteOutcome, WriteValue};
 use tokio_util::sync::CancellationToken;
-use tserver::objects::{Quality, TagValue};
 use tserver::{Runtime, ServerConfig};
 
 use crate::support::{Solution, TestServer, admin};

@@ -73,7 +73,7 @@ async fn readiness_follows_the_listener_and_the_solution_and_health_needs_no_tok
 
     // A solution file removed from under the server: not ready, saying why.
     std::fs::remove_file(&solution.path).expect("removes");
-    assert!(runtime.db().expect("a file").check_file().is_some(), "noticed");
+    assert!(runtime.store().check_file().is_some(), "noticed");
     let gone = readyz_until(http, 503).await;
     assert!(
         gone["solution"]

@@ -1,9 +1,9 @@
 //! Operators acting on the plant: WriteTags checked write by write, AcknowledgeAlarm, roles
 //! enforced for every acting call, and the audit trail of everything asked for.
 
+use plant_model::{Quality, TagValue as PlantValue};
 use service_client::{ClientError, ErrorCode, TagValue, TagWrite, WriteOutcome, WriteValue};
 use tserver::ServerConfig;
-use tserver::objects::{Quality, TagValue as PlantValue};
 
 use crate::support::{Solution, TestServer, admin, try_admin};
 

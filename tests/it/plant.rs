@@ -4,10 +4,10 @@
 
 use std::time::{Duration, SystemTime};
 
+use plant_model::{AlarmEventKind, Quality, TagValue};
 use serde_json::{Value, json};
 use service_client::TagValue as WireValue;
 use tokio_util::sync::CancellationToken;
-use tserver::objects::{AlarmEventKind, Quality, TagValue};
 use tserver::simulator::TagMotion;
 use tserver::{Runtime, ServerConfig};
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use sqlx::Connection;
-use tserver::solution::{PG_SCHEMA_VERSION, PgStore, PostgresUrl, Role, SolutionError};
+use store::{PG_SCHEMA_VERSION, PgStore, PostgresUrl, Role, SolutionError};
 use tserver_tests::postgres::PrivatePostgres;
 
 /// The machine's PostgreSQL, as the admin account the tests create databases with.
@@ -300,12 +300,12 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
 
     // And back into a new file, by the real command line, with the key in the environment as
     // the nodes would have it.
-    let key = std::fs::read_to_string(tserver::solution::key_file(&solution.path)).expect("the key file");
+    let key = std::fs::read_to_string(store::key_file(&solution.path)).expect("the key file");
     let back = solution.path.with_file_name("back.db");
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
         .args(["solution", "copy", &database.url()])
         .arg(&back)
-        .env(tserver::solution::KEY_ENV, key.trim())
+        .env(store::KEY_ENV, key.trim())
         .output()
         .await
         .expect("tserver runs");
@@ -332,7 +332,7 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
             .iter()
             .any(|(table, rows)| table == "TagHistory" && rows.len() > 100)
     );
-    let secret = tserver::solution::SolutionDb::open(&back)
+    let secret = store::SolutionDb::open(&back)
         .expect("opens")
         .secret("ModelKey")
         .expect("decrypts with the key the copy wrote")
@@ -419,7 +419,7 @@ async fn settings_and_users_admin_commands_work_on_a_postgres_solution_as_on_a_f
 }
 
 /// Waits (at most 5 s) until `count` nodes lead; how long that took.
-async fn until_leaders(nodes: &[tserver::solution::Leadership], count: usize) -> Duration {
+async fn until_leaders(nodes: &[store::Leadership], count: usize) -> Duration {
     let started = std::time::Instant::now();
     loop {
         let leading = nodes.iter().filter(|node| node.is_leader()).count();
@@ -436,7 +436,7 @@ async fn until_leaders(nodes: &[tserver::solution::Leadership], count: usize) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_database_restarts() {
-    use tserver::solution::{Leadership, SCRIPTS_LEADER};
+    use store::{Leadership, SCRIPTS_LEADER};
     let (server, url) = private_server_with_a_database().await;
     let interval = Duration::from_millis(100);
     let mut nodes: Vec<Leadership> = (0..3)
@@ -475,7 +475,7 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
         PgStore::open(&url).await.expect("opens"),
         PgStore::open(&url).await.expect("opens"),
     );
-    let config = tserver::LoginThrottleConfig {
+    let config = store::LoginThrottleConfig {
         free_failures: 2,
         first_lockout: Duration::from_secs(10),
         max_lockout: Duration::from_secs(35),
@@ -779,7 +779,7 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
     admin(&["tokens", &url, "revoke", &user.token_id], "");
     assert_eq!(
         store.verify_token(text.trim()).await.expect("reads"),
-        Err(tserver::solution::TokenRefusal::Invalid)
+        Err(store::TokenRefusal::Invalid)
     );
 }
 

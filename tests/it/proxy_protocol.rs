@@ -7,9 +7,10 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use store::LoginThrottleConfig;
 use tokio::io::AsyncWriteExt;
+use tserver::ServerConfig;
 use tserver::proxy::{TrustedNetwork, TrustedProxies};
-use tserver::{LoginThrottleConfig, ServerConfig};
 use tserver_proto::v1::{ErrorCode, server_frame};
 use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 

@@ -5,9 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use localai::ModelOptions;
 use localai::tools::{RegistrationError, ToolError};
+use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use tserver::Runtime;
-use tserver::objects::{Quality, TagValue};
 use tserver::tools::MAX_RESULT_BYTES;
 
 use crate::support::{Solution, admin};

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use plant_model::{Quality, TagValue};
 use scripted_llm::{RecordedRequest, Reply, ScriptedLlm};
 use service_client::{Envelope, Status, WriteValue};
+use store::ServeLock;
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
-use tserver::objects::{Quality, TagValue};
-use tserver::solution::ServeLock;
 
 use crate::operator_writes::solution_with_writable_tags;
 use crate::support::{PATIENCE, Solution, TestServer, admin, try_admin};

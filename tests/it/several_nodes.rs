@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use plant_model::{AlarmEventKind, Quality, TagType, TagValue};
 use scripted_llm::{Reply, ScriptedLlm};
 use service_client::{Client, ClientOptions, Status, TagWrite, WriteValue};
-use tserver::objects::{AlarmEventKind, Quality, TagKind, TagValue};
-use tserver::{LoginThrottleConfig, ServerConfig};
+use store::LoginThrottleConfig;
+use tserver::ServerConfig;
 use tserver_proto::v1::ErrorCode;
 use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 
@@ -32,7 +33,7 @@ async fn logged_in(addr: std::net::SocketAddr, user: &str) -> Client {
 
 /// The solution file's secrets key, as the nodes of the database it is copied to are given it.
 fn secrets_key(solution: &Solution) -> String {
-    std::fs::read_to_string(tserver::solution::key_file(&solution.path))
+    std::fs::read_to_string(store::key_file(&solution.path))
         .expect("the key file")
         .trim()
         .to_owned()
@@ -419,7 +420,7 @@ async fn two_runtimes_on_a_demo_database() -> (TestDatabase, tserver::Runtime, t
     let database = TestDatabase::create().await;
     let url = database.url();
     admin(&["init", &url, "--demo"], "");
-    let location: tserver::solution::SolutionLocation = url.parse().expect("a location");
+    let location: store::SolutionLocation = url.parse().expect("a location");
     let one = tserver::Runtime::open_at(&location).await.expect("opens");
     let two = tserver::Runtime::open_at(&location).await.expect("opens");
     (database, one, two)
@@ -498,7 +499,7 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
         let now = std::time::SystemTime::now();
         (
             historian
-                .tag_history("Tank1.Level", TagKind::Number, since, now, 1000)
+                .tag_history("Tank1.Level", TagType::Number, since, now, 1000)
                 .expect("history reads"),
             historian
                 .alarm_history(Some("Tank1.Level"), since, now, 100)

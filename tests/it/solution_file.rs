@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use store::SolutionError;
 use tokio_util::sync::CancellationToken;
 use tserver::Runtime;
-use tserver::solution::SolutionError;
 
 use crate::support::{ServerProcess, Solution, admin};
 

@@ -6,6 +6,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use plant_model::{Quality, TagValue};
 use prost::Message as _;
 use service_client::{TagWrite, WriteOutcome, WriteValue};
 use sparkplug::edge::{EdgeNode, Reading};
@@ -13,7 +14,6 @@ use sparkplug::proto::Payload;
 use sparkplug::proto::payload::metric::Value;
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
-use tserver::objects::{Quality, TagValue};
 
 use crate::mqtt_sources::{bind, plant_with, until, until_connected};
 use crate::support::{PATIENCE, TestServer};

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use plant_model::{Quality, TagValue};
 use service_client::{ClientError, ErrorCode, SubscribeRequest, TagUpdate, TagValue as WireValue};
 use tserver::ServerConfig;
-use tserver::objects::{Quality, TagValue};
 use tserver_proto::v1::{ClientFrame, ServerFrame, client_frame, server_frame};
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec};
 

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use solution_scripts::Trigger;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +24,6 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tserver::Runtime;
-use tserver::objects::{Quality, TagValue};
 
 use crate::latencies::Latencies;
 use crate::processes::{cpu_seconds, measuring_side, rss_bytes, run_quietly};
@@ -218,23 +218,29 @@ async fn measure_all(solution: PathBuf, plan: ScriptPlan, starts: &RunStarts) ->
     let bytes_per_script = loaded_memory(&runtime, plan.loaded).await?;
 
     eprintln!("script-bench: {} tag: and alarm: triggers", plan.samples);
-    let db = runtime.db().context("the bench solution is a file")?;
-    db.add_script(
-        "TagEcho",
-        &trigger("tag:Bench.In")?,
-        "write_tag(\"Bench.TagEcho\", event.value);",
-    )?;
-    db.add_script(
-        "AlarmEcho",
-        &trigger("alarm:Bench.Level.Hi")?,
-        "write_tag(\"Bench.AlarmEcho\", event.value);",
-    )?;
+    let store = runtime.store();
+    store
+        .add_script(
+            "TagEcho",
+            &trigger("tag:Bench.In")?,
+            "write_tag(\"Bench.TagEcho\", event.value);",
+        )
+        .await?;
+    store
+        .add_script(
+            "AlarmEcho",
+            &trigger("alarm:Bench.Level.Hi")?,
+            "write_tag(\"Bench.AlarmEcho\", event.value);",
+        )
+        .await?;
     for index in 0..plan.trivial_scripts {
-        db.add_script(
-            &format!("Trivial{index}"),
-            &trigger("tag:Bench.Storm")?,
-            "let seen = event.value;",
-        )?;
+        store
+            .add_script(
+                &format!("Trivial{index}"),
+                &trigger("tag:Bench.Storm")?,
+                "let seen = event.value;",
+            )
+            .await?;
     }
     let shutdown = CancellationToken::new();
     runtime.start_scripts(&shutdown).await;
@@ -264,10 +270,12 @@ fn trigger(text: &str) -> anyhow::Result<Trigger> {
 /// starts a runner for them and returns the resident memory it added per script; then stops
 /// that runner and removes them.
 async fn loaded_memory(runtime: &Runtime, count: usize) -> anyhow::Result<f64> {
-    let db = runtime.db().context("the bench solution is a file")?;
+    let store = runtime.store();
     let idle = trigger("tag:Bench.Idle")?;
     for index in 0..count {
-        db.add_script(&format!("Loaded{index}"), &idle, TYPICAL_SCRIPT)?;
+        store
+            .add_script(&format!("Loaded{index}"), &idle, TYPICAL_SCRIPT)
+            .await?;
     }
     let pid = std::process::id();
     let before = rss_bytes(pid).unwrap_or(0);
@@ -276,7 +284,7 @@ async fn loaded_memory(runtime: &Runtime, count: usize) -> anyhow::Result<f64> {
     let after = rss_bytes(pid).unwrap_or(0);
     shutdown.cancel();
     for index in 0..count {
-        db.remove_script(&format!("Loaded{index}"))?;
+        store.remove_script(&format!("Loaded{index}")).await?;
     }
     #[expect(clippy::cast_precision_loss, reason = "a byte count")]
     Ok(after.saturating_sub(before) as f64 / count.max(1) as f64)
@@ -366,9 +374,9 @@ async fn trivial_runs(runtime: &Runtime, plan: ScriptPlan) -> anyhow::Result<Val
     loop {
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         let tally = runtime
-            .db()
-            .context("the bench solution is a file")?
-            .script_records()?
+            .store()
+            .script_records()
+            .await?
             .into_iter()
             .filter(|record| record.name.starts_with("Trivial"))
             .fold((0, 0), |(runs, skipped), record| {

@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 use scripted_llm::ScriptedLlm;
 use service_client::{ClientOptions, Envelope, FailoverClient};
+use store::{SettingKey, SolutionDb};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tserver::solution::{SettingKey, SolutionDb};
 use tserver::{Runtime, Server, ServerConfig};
 
 use crate::model::{DemoModel, MODEL_NAME};
@@ -160,10 +160,7 @@ pub async fn run(
     // An existing solution is the user's: one server at a time on it, and its settings stay
     // as they are (the model is held in memory only).
     let _lock = if existing {
-        Some(tserver::solution::ServeLock::acquire(
-            &solution,
-            &addr.to_string(),
-        )?)
+        Some(store::ServeLock::acquire(&solution, &addr.to_string())?)
     } else {
         None
     };
@@ -280,7 +277,7 @@ async fn ask(
 /// Creates the demo solution (plant, alarms, two hours of history, a passwordless guest).
 fn create_solution(path: &Path) -> anyhow::Result<()> {
     let command = tserver::cli::Command::Init {
-        solution: tserver::solution::SolutionLocation::File(path.to_owned()).into(),
+        solution: store::SolutionLocation::File(path.to_owned()).into(),
         demo: true,
         key_file: None,
     };

@@ -25,6 +25,9 @@
 //! assert_eq!(errors.to_string(), "plant.toml:14:9: alarms[0].limit: expected a number, found a string");
 //! ```
 //!
+//! It also holds the plant's value vocabulary (`TagValue`, `Quality`, `AlarmEvent`), which the
+//! live plant, the store and the tools share.
+//!
 //! This crate reads and checks; it knows nothing of databases or servers. `docs/PLANT.md`
 //! documents the format.
 
@@ -32,6 +35,7 @@ mod document;
 mod model;
 mod names;
 mod reader;
+mod values;
 
 use std::fmt;
 use std::ops::Range;
@@ -42,6 +46,7 @@ pub use model::{
     PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize};
+pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
 pub const MAX_FILE_BYTES: usize = 16 * 1024 * 1024;

@@ -124,7 +124,7 @@ pub struct FolderSpec {
 }
 
 /// A tag's data type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TagType {
     /// A floating-point measurement.
@@ -326,7 +326,7 @@ pub struct Motion {
 }
 
 /// An alarm condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Condition {
     /// Value at or above the limit (the more urgent high).
     HiHi,

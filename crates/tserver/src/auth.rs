@@ -29,8 +29,8 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::log_text::{ClientText, LogBudget};
-use crate::solution::{Role, Store, UserRecord, admin_hash_password};
-use crate::throttle::{LoginThrottle, LoginThrottleConfig};
+use crate::throttle::LoginThrottle;
+use store::{LoginThrottleConfig, Role, Store, UserRecord, hash_password};
 
 /// Why a login did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +123,7 @@ impl Authenticator {
         throttle: LoginThrottleConfig,
     ) -> Result<Self, LoginError> {
         let dummy_hash =
-            admin_hash_password("timing-equaliser").map_err(|e| LoginError::Internal(e.to_string()))?;
+            hash_password("timing-equaliser").map_err(|e| LoginError::Internal(e.to_string()))?;
         Ok(Self {
             store,
             users: watch::Sender::new(Arc::default()),
@@ -233,14 +233,13 @@ impl Authenticator {
     /// `Err(wait)` while `peer` is locked out. On a shared database every node's failures
     /// count; should the database not answer, this node's own count decides.
     async fn lockout(&self, peer: IpAddr) -> Result<(), Duration> {
-        if let Store::Postgres(pg) = &*self.store {
-            match pg.login_lockout(peer).await {
-                Ok(Some(wait)) => return Err(wait),
-                Ok(None) => return Ok(()),
-                Err(error) => {
-                    tracing::warn!(%error, "cannot read the shared login failures; this node's own count decides")
-                }
+        match self.store.shared_login_lockout(peer).await {
+            Some(Ok(Some(wait))) => return Err(wait),
+            Some(Ok(None)) => return Ok(()),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "cannot read the shared login failures; this node's own count decides")
             }
+            None => {}
         }
         self.throttle.check(peer)
     }
@@ -248,13 +247,16 @@ impl Authenticator {
     /// Counts a failed login of `peer`: how many in a row, and the lockout it earned.
     async fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
         let own = self.throttle.failed(peer);
-        if let Store::Postgres(pg) = &*self.store {
-            match pg.record_login_failure(peer, self.throttle.config()).await {
-                Ok(shared) => return shared,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot count the failed login in the shared store; this node's own count decides")
-                }
+        match self
+            .store
+            .record_shared_login_failure(peer, self.throttle.config())
+            .await
+        {
+            Some(Ok(shared)) => return shared,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "cannot count the failed login in the shared store; this node's own count decides")
             }
+            None => {}
         }
         own
     }
@@ -262,9 +264,7 @@ impl Authenticator {
     /// Forgets `peer`'s failures after it logged in.
     async fn succeeded(&self, peer: IpAddr) {
         self.throttle.succeeded(peer);
-        if let Store::Postgres(pg) = &*self.store
-            && let Err(error) = pg.clear_login_failures(peer).await
-        {
+        if let Err(error) = self.store.clear_shared_login_failures(peer).await {
             tracing::warn!(%error, "cannot clear the shared login failures");
         }
     }
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn reused_memory_verifies_exactly_as_argon2_does() {
-        let hash = admin_hash_password("correct horse").expect("hash");
+        let hash = hash_password("correct horse").expect("hash");
         let parsed = PasswordHash::new(&hash).expect("parses");
         let mut memory = Vec::new();
         for (password, right) in [

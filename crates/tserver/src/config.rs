@@ -6,7 +6,7 @@ use localai::TranscriptBudget;
 use tserver_proto::DEFAULT_MAX_FRAME;
 
 use crate::proxy::TrustedProxies;
-use crate::throttle::LoginThrottleConfig;
+use store::LoginThrottleConfig;
 
 /// The smallest max frame a server accepts.
 pub const MIN_MAX_FRAME: usize = 4096;

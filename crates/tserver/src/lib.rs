@@ -4,8 +4,8 @@
 //!   server-made GUID, logs users in and dispatches their calls.
 //! - [`Runtime`] is one loaded solution: its database, its live object model and its Local AI
 //!   service. Scripts running in the process use it directly.
-//! - [`solution`] is the SQLite solution file and its admin operations; [`cli`] is the
-//!   `tserver` command line.
+//! - The solution itself (a SQLite file or a PostgreSQL database) is the `store` crate's
+//!   `Store`; [`cli`] is the `tserver` command line.
 //!
 //! The caller binds the listener, so tests serve on `127.0.0.1:0`.
 
@@ -18,7 +18,6 @@ pub mod objects;
 pub mod proxy;
 pub mod scripts;
 pub mod simulator;
-pub mod solution;
 pub mod telemetry;
 pub mod tools;
 
@@ -38,7 +37,6 @@ pub use plant::Plant;
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use session::{Accepting, Server, ServerError};
 pub use sources::SourceStatus;
-pub use throttle::LoginThrottleConfig;
 
 /// The product version reported in `HelloReply.server_version`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

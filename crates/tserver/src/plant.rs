@@ -15,7 +15,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::historian::Historian;
-use crate::objects::{AcknowledgeError, AlarmEvent, ObjectModel, Quality, TagSample, TagValue, WriteError};
+use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
+use plant_model::{AlarmEvent, Quality, TagValue};
 
 /// The proof a caller may change the plant; only this module makes one.
 #[derive(Debug)]

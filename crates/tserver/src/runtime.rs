@@ -10,18 +10,20 @@ use std::time::{Duration, SystemTime};
 use localai::secrets::SecretValue;
 use localai::settings::{ModelOptions, SettingsRow};
 use localai::tools::{RegistrationError, ToolCatalog, ToolDefinition, ToolError};
-use localai::{LocalAi, StoreRead, store_read_ready};
+use localai::{LocalAi, StoreRead};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::historian::Historian;
-use crate::objects::{ObjectModel, TagValue};
+use crate::objects::ObjectModel;
 use crate::plant::{Plant, PlantReader};
 use crate::simulator::Simulator;
-use crate::solution::{
-    AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionDb, SolutionError, SolutionLocation, Store,
-};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
+use plant_model::TagValue;
+use store::{
+    AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionAtStart, SolutionError, SolutionLocation,
+    Store,
+};
 
 /// How often the simulator moves the plant.
 const SIMULATOR_TICK: Duration = Duration::from_secs(1);
@@ -50,7 +52,7 @@ pub struct Runtime {
     /// On a database several nodes share: whether this one leads (runs the scripts and stores
     /// what every node sees alike), campaigned for from the first time it matters. Unused for a file, whose one
     /// server always leads.
-    leadership: Arc<OnceLock<Leadership>>,
+    leadership: Arc<OnceLock<Option<Leadership>>>,
     /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acknowledgements;
     /// negative before the first look.
     acknowledgements_seen: Arc<AtomicI64>,
@@ -59,42 +61,31 @@ pub struct Runtime {
 impl Runtime {
     /// Opens the solution file (upgrading an older schema) and loads its plant and tools.
     pub fn open(path: &Path) -> Result<Self, SolutionError> {
-        let db = Arc::new(SolutionDb::open(path)?);
-        let settings = db.runtime_settings()?;
-        let revision = db.plant_revision()?;
-        let definitions = db.plant_definitions()?;
-        let alarm_record = db.alarm_events_since_last_trip()?;
-        Self::assemble(
-            Arc::new(Store::File(db)),
-            settings,
-            revision,
-            &definitions,
-            &alarm_record,
-        )
+        let store = Store::open_file(path)?;
+        let at_start = store.at_start_blocking()?;
+        Self::assemble(Arc::new(store), at_start)
     }
 
     /// Opens the solution at `location` (a file, or a PostgreSQL database given tserver's
     /// schema if it has none) and loads its plant and tools.
     pub async fn open_at(location: &SolutionLocation) -> Result<Self, SolutionError> {
-        let store = Arc::new(Store::open(location).await?);
-        let settings = store.runtime_settings().await?;
-        let revision = store.plant_revision().await?;
-        let definitions = store.plant_definitions().await?;
-        let alarm_record = store.alarm_events_since_last_trip().await?;
-        Self::assemble(store, settings, revision, &definitions, &alarm_record)
+        let store = Store::open(location).await?;
+        let at_start = store.at_start().await?;
+        Self::assemble(Arc::new(store), at_start)
     }
 
-    fn assemble(
-        store: Arc<Store>,
-        settings: RuntimeSettings,
-        revision: i64,
-        definitions: &plant_model::ExpandedPlant,
-        alarm_record: &[crate::objects::AlarmEvent],
-    ) -> Result<Self, SolutionError> {
+    fn assemble(store: Arc<Store>, at_start: SolutionAtStart) -> Result<Self, SolutionError> {
+        let SolutionAtStart {
+            settings,
+            plant_revision: revision,
+            definitions,
+            alarm_record,
+        } = at_start;
+        let definitions = &definitions;
         let objects = ObjectModel::from_definitions(definitions)?;
         // Alarms take up where the last server left them (tripped, acknowledged), then the
         // plant judges each against its tag's value now.
-        objects.restore_alarm_states(alarm_record);
+        objects.restore_alarm_states(&alarm_record);
         let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
@@ -131,13 +122,9 @@ impl Runtime {
     /// This node's leadership on a shared database (campaigning from the first call); `None`
     /// for a file, whose one server always leads.
     fn leadership_campaign(&self) -> Option<&Leadership> {
-        match &*self.store {
-            Store::File(_) => None,
-            Store::Postgres(pg) => Some(
-                self.leadership
-                    .get_or_init(|| Leadership::campaign(pg.url(), SCRIPTS_LEADER, LEADERSHIP_CHECK)),
-            ),
-        }
+        self.leadership
+            .get_or_init(|| self.store.campaign(SCRIPTS_LEADER, LEADERSHIP_CHECK))
+            .as_ref()
     }
 
     /// Whether this node does what must be done once (run the scripts, store the history every
@@ -154,11 +141,6 @@ impl Runtime {
     /// Where the solution is kept.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
-    }
-
-    /// The solution file, when the solution is one.
-    pub fn db(&self) -> Option<&Arc<SolutionDb>> {
-        self.store.file()
     }
 
     /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
@@ -288,7 +270,7 @@ impl Runtime {
                 () = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if let Some(reason) = self.db().and_then(|db| db.check_file()) {
+            if let Some(reason) = self.store.check_file() {
                 tracing::error!(
                     %reason,
                     queued = self.plant.historian().queued(),
@@ -374,12 +356,9 @@ impl Runtime {
     /// other nodes recorded since the last look (as soon as their historian flushed them), so
     /// an alarm acknowledged on one node is acknowledged on all.
     async fn take_acknowledgements_made_elsewhere(&self) {
-        let Store::Postgres(pg) = &*self.store else {
-            return;
-        };
         let after = self.acknowledgements_seen.load(Ordering::Relaxed);
         let after = (after >= 0).then_some(after);
-        match pg.acknowledgements_since(after).await {
+        match self.store.acknowledgements_since(after).await {
             Ok((last, acknowledged)) => {
                 for (alarm, user, at) in acknowledged {
                     // This node's own are already applied: nothing to acknowledge again.
@@ -564,23 +543,13 @@ impl localai::Solution for SolutionView {
             Some(stand_in) => stand_in.applied_to(row),
             None => row,
         };
-        match &*self.store {
-            Store::File(db) => store_read_ready(db.settings_row().map(apply).map_err(for_local_ai)),
-            Store::Postgres(_) => {
-                let store = Arc::clone(&self.store);
-                Box::pin(async move { store.settings_row().await.map(apply).map_err(for_local_ai) })
-            }
-        }
+        let store = Arc::clone(&self.store);
+        Box::pin(async move { store.settings_row().await.map(apply).map_err(for_local_ai) })
     }
 
     fn secret(&self, name: &str) -> StoreRead<Option<SecretValue>> {
-        match &*self.store {
-            Store::File(db) => store_read_ready(db.secret(name).map_err(for_local_ai)),
-            Store::Postgres(_) => {
-                let (store, name) = (Arc::clone(&self.store), name.to_owned());
-                Box::pin(async move { store.secret(&name).await.map_err(for_local_ai) })
-            }
-        }
+        let (store, name) = (Arc::clone(&self.store), name.to_owned());
+        Box::pin(async move { store.secret(&name).await.map_err(for_local_ai) })
     }
 
     fn tag_text(&self, name: &str) -> Option<String> {

@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use plant_model::ExpandedPlant;
 
-use crate::objects::{AlarmEvent, Quality, TagKind, TagValue};
 use crate::plant::Plant;
-use crate::solution::SolutionError;
+use plant_model::{AlarmEvent, Quality, TagType, TagValue};
+use store::SolutionError;
 
 /// How one tag moves.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +22,7 @@ pub struct TagMotion {
     /// The tag's dotted name.
     pub tag: String,
     /// Its type (number or integer).
-    pub kind: TagKind,
+    pub kind: TagType,
     /// The centre of the motion (the tag's initial value).
     pub base: f64,
     /// Half the swing of the sine.
@@ -94,7 +94,7 @@ impl Simulator {
             let value = match motion.kind {
                 // The range clamp keeps the value far inside i64.
                 #[allow(clippy::cast_possible_truncation)]
-                TagKind::Integer => TagValue::Integer(value.round() as i64),
+                TagType::Integer => TagValue::Integer(value.round() as i64),
                 _ => TagValue::Number((value * 1000.0).round() / 1000.0),
             };
             match self.plant.write_at(&motion.tag, value, Quality::GOOD, time) {
@@ -129,8 +129,8 @@ fn motions_of(definitions: &ExpandedPlant) -> Result<Vec<TagMotion>, SolutionErr
             name: tag.name.clone(),
             reason: format!("cannot be simulated: {reason}"),
         };
-        let kind = TagKind::of(tag.kind);
-        if !matches!(kind, TagKind::Number | TagKind::Integer) {
+        let kind = tag.kind;
+        if !matches!(kind, TagType::Number | TagType::Integer) {
             return Err(invalid("only number and integer tags move"));
         }
         let base = tag
@@ -189,7 +189,7 @@ mod tests {
     fn motion_follows_its_sine_and_stays_in_range() {
         let motion = TagMotion {
             tag: "T".into(),
-            kind: TagKind::Number,
+            kind: TagType::Number,
             base: 50.0,
             amplitude: 60.0,
             period: Duration::from_secs(400),

@@ -7,8 +7,9 @@
 use serde_json::Value;
 
 use crate::Runtime;
-use crate::objects::{ObjectModel, Quality, TagKind, TagValue};
+use crate::objects::ObjectModel;
 pub(crate) use crate::sources::FieldWriteError;
+use plant_model::{Quality, TagType, TagValue};
 
 /// The longest text written to a text tag, in characters.
 const MAX_TEXT_CHARS: usize = 4096;
@@ -94,31 +95,31 @@ pub(crate) fn check_write(
     let given = given.ok_or("no value given")?;
     let kind = definition.kind;
     let value = match (kind, given) {
-        (TagKind::Number, GivenValue::Number(number)) if number.is_finite() => TagValue::Number(number),
+        (TagType::Number, GivenValue::Number(number)) if number.is_finite() => TagValue::Number(number),
         #[expect(
             clippy::cast_precision_loss,
             reason = "an integer written to a number tag is a measurement"
         )]
-        (TagKind::Number, GivenValue::Integer(integer)) => TagValue::Number(integer as f64),
-        (TagKind::Integer, GivenValue::Integer(integer)) => TagValue::Integer(integer),
-        (TagKind::Integer, GivenValue::Number(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
+        (TagType::Number, GivenValue::Integer(integer)) => TagValue::Number(integer as f64),
+        (TagType::Integer, GivenValue::Integer(integer)) => TagValue::Integer(integer),
+        (TagType::Integer, GivenValue::Number(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
         {
             #[expect(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
             TagValue::Integer(number as i64)
         }
-        (TagKind::Bool, GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
-        (TagKind::Text, GivenValue::Text(text)) if text.chars().count() <= MAX_TEXT_CHARS => {
+        (TagType::Bool, GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
+        (TagType::String, GivenValue::Text(text)) if text.chars().count() <= MAX_TEXT_CHARS => {
             TagValue::Text(text.into())
         }
-        (TagKind::Text, GivenValue::Text(_)) => {
+        (TagType::String, GivenValue::Text(_)) => {
             return Err(format!("text longer than {MAX_TEXT_CHARS} characters"));
         }
-        (TagKind::Integer, GivenValue::Number(number)) if number.fract() == 0.0 => {
+        (TagType::Integer, GivenValue::Number(number)) if number.fract() == 0.0 => {
             return Err(format!(
                 "an integer tag takes whole numbers within ±9e15 as written: {number} is outside them (write it as an integer)"
             ));
         }
-        (TagKind::Integer, GivenValue::Number(number)) if number.is_finite() => {
+        (TagType::Integer, GivenValue::Number(number)) if number.is_finite() => {
             return Err(format!("an integer tag takes whole numbers: {number} is not one"));
         }
         (kind, given) => {
@@ -131,7 +132,7 @@ pub(crate) fn check_write(
     };
     if let Some(number) = value
         .as_f64()
-        .filter(|_| matches!(kind, TagKind::Number | TagKind::Integer))
+        .filter(|_| matches!(kind, TagType::Number | TagType::Integer))
         && (definition.range_low.is_some_and(|low| number < low)
             || definition.range_high.is_some_and(|high| number > high))
     {
@@ -176,11 +177,11 @@ pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<
 }
 
 /// A kind of tag with its article.
-fn kind_name(kind: TagKind) -> &'static str {
+fn kind_name(kind: TagType) -> &'static str {
     match kind {
-        TagKind::Number => "a number",
-        TagKind::Integer => "an integer",
-        TagKind::Bool => "a bool",
-        TagKind::Text => "a text",
+        TagType::Number => "a number",
+        TagType::Integer => "an integer",
+        TagType::Bool => "a bool",
+        TagType::String => "a text",
     }
 }

@@ -10,7 +10,7 @@ use super::audit::{audit_then_authorize, bounded_audit};
 use super::context::ConnectionContext;
 use super::to_proto::{CallError, short};
 use crate::Runtime;
-use crate::solution::{AuditAction, AuditEntry};
+use store::{AuditAction, AuditEntry};
 
 /// Checks the call now; the returned future audits, then acknowledges.
 pub(crate) fn apply(

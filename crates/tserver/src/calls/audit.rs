@@ -6,7 +6,7 @@ use tserver_proto::v1::{ErrorCode, server_frame};
 use super::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
-use crate::solution::{AuditEntry, Role};
+use store::{AuditEntry, Role};
 
 /// The rows a call puts in the audit: every accepted request (outcome `ok`), and its refused
 /// ones bounded: text cut, [`REFUSED_ROWS_PER_CALL`] rows then one with the count, and the

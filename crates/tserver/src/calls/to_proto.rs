@@ -10,7 +10,8 @@ use tserver_proto::v1::{
     ToolStarted, chat_event, server_frame, tag_reading,
 };
 
-use crate::objects::{Alarm, AlarmStatus, Tag, TagSample, TagValue};
+use crate::objects::{Alarm, AlarmStatus, Tag, TagSample};
+use plant_model::TagValue;
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
 /// (a tag and up to 10 varint bytes), the `chat` field's tag and length (up to 5 bytes),

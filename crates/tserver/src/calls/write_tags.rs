@@ -13,8 +13,8 @@ use super::audit::{audit_then_authorize, bounded_audit};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use crate::Runtime;
-use crate::solution::{AuditAction, AuditEntry};
 use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
+use store::{AuditAction, AuditEntry};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
 pub(crate) const MAX_WRITES: usize = 1000;

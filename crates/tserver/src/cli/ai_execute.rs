@@ -5,7 +5,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::Runtime;
-use crate::solution::SolutionLocation;
+use store::SolutionLocation;
 
 /// `tserver ai-execute [SOLUTION] QUERY` or `tserver ai-execute --solution SOLUTION QUERY`.
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::Subcommand;
 
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{SolutionLocation, Store};
+use store::{SolutionLocation, Store};
 
 /// `tserver audit` actions.
 #[derive(Debug, Subcommand)]
@@ -43,11 +43,11 @@ const AUDIT_COLUMNS: [&str; 9] = [
 
 /// Writes `entries` as `format` to `output`.
 fn export_audit(
-    entries: &[crate::solution::AuditEntry],
+    entries: &[store::AuditEntry],
     format: ExportFormat,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let fields = |entry: &crate::solution::AuditEntry| {
+    let fields = |entry: &store::AuditEntry| {
         [
             localai::iso8601_millis(entry.time),
             entry.action.as_str().to_owned(),
@@ -108,8 +108,8 @@ pub(super) fn audit_command(
             "{} {} {} by {} ({} on {}){change}: {}",
             localai::iso8601_millis(entry.time),
             match entry.action {
-                crate::solution::AuditAction::Write => "write",
-                crate::solution::AuditAction::Acknowledge => "acknowledge",
+                store::AuditAction::Write => "write",
+                store::AuditAction::Acknowledge => "acknowledge",
             },
             entry.target,
             entry.user,

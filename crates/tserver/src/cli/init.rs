@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 
 use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{KEY_ENV, SolutionDb, SolutionLocation, copy_solution};
+use store::{KEY_ENV, SolutionLocation, Store, copy_solution};
 
 /// How much history a new demo solution starts with, and how far apart its samples are.
 const DEMO_HISTORY_SPAN: Duration = Duration::from_secs(2 * 3600);
@@ -53,7 +53,7 @@ pub(super) fn init_command(
 /// command takes it from the environment. One set already is that key; otherwise a fresh one
 /// is written to `key_file` or `<database>.key` here (an existing file there is kept and used).
 /// Says which.
-fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
+fn database_key(url: &store::PostgresUrl, key_file: Option<&Path>) -> anyhow::Result<String> {
     if std::env::var_os(KEY_ENV).is_some() {
         return Ok(format!(
             "secrets key: the {KEY_ENV} set here; every node and admin command on this solution needs the same"
@@ -67,7 +67,7 @@ fn database_key(url: &crate::solution::PostgresUrl, key_file: Option<&Path>) -> 
     let made = if path.exists() {
         format!("kept the secrets key file {}", shown.display())
     } else {
-        crate::solution::create_key_at(&path)?;
+        store::create_key_at(&path)?;
         format!("made a secrets key in {} (owner-only)", shown.display())
     };
     let quoted = shlex::try_quote(&shown.display().to_string())
@@ -135,7 +135,7 @@ fn next_steps(solution: &SolutionLocation, demo: bool) -> String {
 
 /// A new solution file, with the demo plant and its seeded history when `demo`.
 fn create_file_solution(path: &std::path::Path, demo: bool) -> anyhow::Result<()> {
-    SolutionDb::create(path, demo)?;
+    Store::create_file(path, demo)?;
     if demo {
         Runtime::open(path)?.seed_history(DEMO_HISTORY_SPAN, DEMO_HISTORY_STEP)?;
     }

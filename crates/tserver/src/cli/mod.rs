@@ -41,7 +41,7 @@ pub use self::sources::SourcesAction;
 pub use self::tokens::TokensAction;
 pub use self::users::UsersAction;
 use crate::own_runtime::on_own_runtime;
-use crate::solution::SolutionLocation;
+use store::SolutionLocation;
 
 /// TServer: the runtime server of the automation platform, with its Local AI assistant.
 #[derive(Debug, Parser)]

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{SolutionError, SolutionLocation, Store};
+use store::{SolutionError, SolutionLocation, Store};
 
 /// `tserver plant` actions.
 #[derive(Debug, Subcommand)]
@@ -153,7 +153,7 @@ nothing changed: fix the errors above and import again"
 
 /// What an import changed (or would), one line per kind and one per name.
 fn write_changes(
-    changes: &crate::solution::PlantChanges,
+    changes: &store::PlantChanges,
     dry_run: bool,
     output: &mut dyn Write,
 ) -> std::io::Result<()> {

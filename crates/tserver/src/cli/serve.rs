@@ -11,8 +11,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::solution::SolutionArg;
-use crate::solution::{ServeLock, SolutionError, SolutionLocation};
 use crate::{Runtime, Server, ServerConfig};
+use store::{ServeLock, SolutionError, SolutionLocation};
 
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
 #[derive(Debug, Args)]
@@ -107,7 +107,7 @@ pub struct ServeArgs {
 }
 
 fn parse_switch(text: &str) -> Result<bool, String> {
-    crate::solution::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
+    store::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
 }
 
 impl ServeArgs {

@@ -3,7 +3,7 @@
 
 use clap::Subcommand;
 
-use crate::solution::{RuntimeKey, SettingKey, SolutionLocation, Store};
+use store::{RuntimeKey, SettingKey, SolutionLocation, Store};
 
 /// `tserver settings` actions. KEY is `ModelEnabled`, `ModelOptions`, `ModelSettings`, one of
 /// the ModelSettings keys `URL`, `Name`, `Authorization`, `Headers`, `Info`, `TimeoutSeconds`,

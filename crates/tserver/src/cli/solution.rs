@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Subcommand;
 
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{KEY_ENV, SolutionLocation, copy_solution, key_file};
+use store::{KEY_ENV, SolutionLocation, copy_solution, key_file};
 
 /// Where an admin command's solution is: a file, or a `postgres://` URL; given first
 /// (`tserver users plant.db list`) or as `--solution` (`tserver users --solution plant.db list`).

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Subcommand;
 
-use crate::solution::{SolutionLocation, Store};
+use store::{SolutionLocation, Store};
 
 /// `tserver sources` actions.
 #[derive(Debug, Subcommand)]

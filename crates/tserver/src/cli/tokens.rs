@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use crate::solution::{SolutionLocation, Store};
+use store::{SolutionLocation, Store};
 
 /// `tserver tokens` actions.
 #[derive(Debug, Subcommand)]

@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use crate::solution::{SolutionLocation, Store};
+use store::{SolutionLocation, Store};
 
 /// `tserver users` actions.
 #[derive(Debug, Subcommand)]
@@ -17,7 +17,7 @@ pub enum UsersAction {
         /// `viewer` (reads and chats), `operator` (also writes writable tags and acknowledges
         /// alarms) or `admin`.
         #[arg(long, default_value = "viewer", value_parser = parse_role)]
-        role: crate::solution::Role,
+        role: store::Role,
     },
     /// Change a user's role (the user's sessions end within about a second).
     Role {
@@ -25,7 +25,7 @@ pub enum UsersAction {
         name: String,
         /// `viewer`, `operator` or `admin`.
         #[arg(value_parser = parse_role)]
-        role: crate::solution::Role,
+        role: store::Role,
     },
     /// Change a user's password, read from the first line of standard input.
     Passwd {
@@ -44,9 +44,8 @@ pub enum UsersAction {
     List,
 }
 
-fn parse_role(text: &str) -> Result<crate::solution::Role, String> {
-    crate::solution::Role::parse(text)
-        .ok_or_else(|| format!("{text:?} is not a role: viewer, operator or admin"))
+fn parse_role(text: &str) -> Result<store::Role, String> {
+    store::Role::parse(text).ok_or_else(|| format!("{text:?} is not a role: viewer, operator or admin"))
 }
 
 /// `tserver users`, on either backend, with the password already read; returns what it prints.

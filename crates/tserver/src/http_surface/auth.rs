@@ -18,7 +18,7 @@ use http::{HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use crate::Runtime;
-use crate::solution::{SolutionError, TokenRefusal, TokenUser};
+use store::{SolutionError, TokenRefusal, TokenUser};
 
 /// What the middleware needs: the solution (tokens), the tokens verified lately and the
 /// per-token request budget.

@@ -12,8 +12,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use crate::solution::TokenUser;
 use crate::{Runtime, ToolsClosed};
+use store::TokenUser;
 
 /// One MCP session's handler (sessions share the runtime).
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 
 use crate::log_text::LogBudget;
-use crate::solution::TokenUser;
+use store::TokenUser;
 
 /// The header naming an existing session.
 const SESSION_HEADER: &str = "mcp-session-id";

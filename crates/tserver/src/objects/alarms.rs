@@ -9,62 +9,7 @@
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-/// What an alarm watches for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlarmCondition {
-    /// The value at or above a high-high limit.
-    HiHi,
-    /// The value at or above a high limit.
-    Hi,
-    /// The value at or below a low limit.
-    Lo,
-    /// The value at or below a low-low limit.
-    LoLo,
-    /// The value at least `limit` away from a setpoint, either way.
-    Deviation,
-    /// A digital signal in its abnormal state (`active_when`).
-    Digital,
-}
-
-impl AlarmCondition {
-    /// Parses the name stored in the solution (`HiHi`, `Hi`, `Lo`, `LoLo`, `Deviation`,
-    /// `Digital`).
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "HiHi" => Some(Self::HiHi),
-            "Hi" => Some(Self::Hi),
-            "Lo" => Some(Self::Lo),
-            "LoLo" => Some(Self::LoLo),
-            "Deviation" => Some(Self::Deviation),
-            "Digital" => Some(Self::Digital),
-            _ => None,
-        }
-    }
-
-    /// The condition a plant file names.
-    pub fn of(condition: plant_model::Condition) -> Self {
-        match condition {
-            plant_model::Condition::HiHi => Self::HiHi,
-            plant_model::Condition::Hi => Self::Hi,
-            plant_model::Condition::Lo => Self::Lo,
-            plant_model::Condition::LoLo => Self::LoLo,
-            plant_model::Condition::Deviation => Self::Deviation,
-            plant_model::Condition::Digital => Self::Digital,
-        }
-    }
-
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::HiHi => "HiHi",
-            Self::Hi => "Hi",
-            Self::Lo => "Lo",
-            Self::LoLo => "LoLo",
-            Self::Deviation => "Deviation",
-            Self::Digital => "Digital",
-        }
-    }
-}
+use plant_model::{AlarmEvent, AlarmEventKind, Condition};
 
 /// An alarm as defined in the solution.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +19,7 @@ pub struct AlarmDefinition {
     /// The dotted name of the tag it watches.
     pub tag: String,
     /// What it watches for.
-    pub condition: AlarmCondition,
+    pub condition: Condition,
     /// The limit (for `Deviation`, the allowed distance from the setpoint; unused by
     /// `Digital`).
     pub limit: f64,
@@ -97,14 +42,14 @@ impl AlarmDefinition {
     fn in_alarm(&self, value: f64, in_alarm_now: bool) -> bool {
         let band = if in_alarm_now { self.deadband } else { 0.0 };
         match self.condition {
-            AlarmCondition::HiHi | AlarmCondition::Hi => value >= self.limit - band,
-            AlarmCondition::Lo | AlarmCondition::LoLo => value <= self.limit + band,
-            AlarmCondition::Deviation => {
+            Condition::HiHi | Condition::Hi => value >= self.limit - band,
+            Condition::Lo | Condition::LoLo => value <= self.limit + band,
+            Condition::Deviation => {
                 let setpoint = self.setpoint.unwrap_or(0.0);
                 (value - setpoint).abs() >= self.limit - band
             }
             // A signal has no band: it is in its abnormal state or not.
-            AlarmCondition::Digital => (value != 0.0) == self.active_when,
+            Condition::Digital => (value != 0.0) == self.active_when,
         }
     }
 }
@@ -161,51 +106,6 @@ impl AlarmStatus {
         cleared_at: None,
         acknowledged: None,
     };
-}
-
-/// What happened to an alarm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlarmEventKind {
-    /// The condition tripped.
-    Active,
-    /// An operator acknowledged it.
-    Acknowledged,
-    /// The condition cleared.
-    Cleared,
-}
-
-impl AlarmEventKind {
-    /// The stored name (`Active`, `Acknowledged`, `Cleared`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "Active",
-            Self::Acknowledged => "Acknowledged",
-            Self::Cleared => "Cleared",
-        }
-    }
-}
-
-/// One alarm transition, as the alarm history records it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AlarmEvent {
-    /// When it happened.
-    pub time: SystemTime,
-    /// The alarm's name.
-    pub alarm: String,
-    /// The tag it watches.
-    pub tag: String,
-    /// Its condition.
-    pub condition: AlarmCondition,
-    /// What happened.
-    pub kind: AlarmEventKind,
-    /// The tag value at the time (none for an acknowledgement).
-    pub value: Option<f64>,
-    /// The alarm's priority.
-    pub priority: u32,
-    /// The alarm's message.
-    pub message: String,
-    /// Who acknowledged it.
-    pub user: Option<String>,
 }
 
 /// Why an acknowledgement was refused.
@@ -370,7 +270,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn alarm(condition: AlarmCondition, limit: f64, setpoint: Option<f64>) -> Alarm {
+    fn alarm(condition: Condition, limit: f64, setpoint: Option<f64>) -> Alarm {
         Alarm::new(AlarmDefinition {
             name: "T.A".into(),
             tag: "T".into(),
@@ -387,9 +287,9 @@ mod tests {
     #[test]
     fn a_digital_alarm_follows_its_signal_without_a_band() {
         let alarm = Alarm::new(AlarmDefinition {
-            condition: AlarmCondition::Digital,
+            condition: Condition::Digital,
             active_when: false,
-            ..alarm(AlarmCondition::Hi, 0.0, None).definition().clone()
+            ..alarm(Condition::Hi, 0.0, None).definition().clone()
         });
         assert!(alarm.evaluate(1.0, at(0)).is_none(), "running is normal");
         let tripped = alarm.evaluate(0.0, at(1)).expect("stopped trips it");
@@ -404,7 +304,7 @@ mod tests {
 
     #[test]
     fn a_high_alarm_trips_holds_inside_the_deadband_and_clears_unacknowledged() {
-        let alarm = alarm(AlarmCondition::Hi, 80.0, None);
+        let alarm = alarm(Condition::Hi, 80.0, None);
         assert_eq!(alarm.evaluate(79.9, at(0)), None);
         let trip = alarm.evaluate(80.0, at(1)).expect("trips at the limit");
         assert_eq!((trip.kind, trip.value), (AlarmEventKind::Active, Some(80.0)));
@@ -434,7 +334,7 @@ mod tests {
 
     #[test]
     fn an_acknowledged_alarm_returns_to_normal_when_it_clears() {
-        let alarm = alarm(AlarmCondition::LoLo, 10.0, None);
+        let alarm = alarm(Condition::LoLo, 10.0, None);
         assert_eq!(
             alarm.evaluate(9.0, at(0)).map(|e| e.kind),
             Some(AlarmEventKind::Active)
@@ -457,8 +357,8 @@ mod tests {
     fn the_recorded_history_puts_an_alarm_back_where_it_was() {
         use AlarmEventKind::{Acknowledged, Active, Cleared};
         let replayed = |kinds: &[AlarmEventKind]| {
-            let source = alarm(AlarmCondition::Hi, 80.0, None);
-            let restored = alarm(AlarmCondition::Hi, 80.0, None);
+            let source = alarm(Condition::Hi, 80.0, None);
+            let restored = alarm(Condition::Hi, 80.0, None);
             for (second, kind) in (0..).zip(kinds) {
                 restored.replay(&recorded(&source, *kind, second));
             }
@@ -479,21 +379,21 @@ mod tests {
         );
 
         // Then judged against the value now: still in alarm and acknowledged, no new trip.
-        let restored = alarm(AlarmCondition::Hi, 80.0, None);
+        let restored = alarm(Condition::Hi, 80.0, None);
         restored.replay(&recorded(&restored, Active, 0));
         restored.replay(&recorded(&restored, Acknowledged, 1));
         assert_eq!(restored.evaluate(95.0, at(2)), None);
         assert_eq!(restored.status().state, AlarmState::Acknowledged);
 
         // Recorded when the alarm watched for something else: not this alarm's past.
-        let redefined = alarm(AlarmCondition::Lo, 20.0, None);
-        redefined.replay(&recorded(&alarm(AlarmCondition::Hi, 80.0, None), Active, 0));
+        let redefined = alarm(Condition::Lo, 20.0, None);
+        redefined.replay(&recorded(&alarm(Condition::Hi, 80.0, None), Active, 0));
         assert_eq!(redefined.status(), AlarmStatus::NORMAL);
     }
 
     #[test]
     fn a_deviation_alarm_trips_on_either_side_of_its_setpoint() {
-        let alarm = alarm(AlarmCondition::Deviation, 15.0, Some(85.0));
+        let alarm = alarm(Condition::Deviation, 15.0, Some(85.0));
         assert_eq!(alarm.evaluate(99.0, at(0)), None);
         assert_eq!(
             alarm.evaluate(69.0, at(1)).map(|e| e.kind),

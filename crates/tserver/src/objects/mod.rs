@@ -15,149 +15,32 @@ use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
 
-pub use alarms::{
-    AcknowledgeError, Alarm, AlarmCondition, AlarmDefinition, AlarmEvent, AlarmEventKind, AlarmState,
-    AlarmStatus,
-};
+pub use alarms::{AcknowledgeError, Alarm, AlarmDefinition, AlarmState, AlarmStatus};
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
-use plant_model::ExpandedPlant;
+use plant_model::{AlarmEvent, ExpandedPlant, Quality, TagType, TagValue};
+use store::SolutionError;
 
 use crate::plant::WriteCapability;
-use crate::solution::{SolutionDb, SolutionError};
 
-/// The data type of a tag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TagKind {
-    /// A floating-point measurement.
-    Number,
-    /// A whole number (counters, states).
-    Integer,
-    /// A digital signal.
-    Bool,
-    /// Free text.
-    Text,
-}
-
-impl TagKind {
-    /// The kind of a plant file's tag type.
-    pub fn of(kind: plant_model::TagType) -> Self {
-        match kind {
-            plant_model::TagType::Number => Self::Number,
-            plant_model::TagType::Integer => Self::Integer,
-            plant_model::TagType::Bool => Self::Bool,
-            plant_model::TagType::String => Self::Text,
-        }
-    }
-
-    /// Parses the stored name (`number`, `integer`, `bool`, `text`).
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "number" => Some(Self::Number),
-            "integer" => Some(Self::Integer),
-            "bool" => Some(Self::Bool),
-            "text" => Some(Self::Text),
-            _ => None,
-        }
+/// A tag type as the runtime names it in refusals (`Text` for a string tag).
+pub(crate) fn type_label(kind: TagType) -> &'static str {
+    match kind {
+        TagType::Number => "Number",
+        TagType::Integer => "Integer",
+        TagType::Bool => "Bool",
+        TagType::String => "Text",
     }
 }
 
-/// A tag value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TagValue {
-    /// A [`TagKind::Number`] value.
-    Number(f64),
-    /// A [`TagKind::Integer`] value.
-    Integer(i64),
-    /// A [`TagKind::Bool`] value.
-    Bool(bool),
-    /// A [`TagKind::Text`] value.
-    Text(Arc<str>),
-}
-
-impl TagValue {
-    /// Parses text as a value of `kind`.
-    pub fn parse(kind: TagKind, text: &str) -> Option<Self> {
-        let text = text.trim();
-        match kind {
-            TagKind::Number => text
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .map(Self::Number),
-            TagKind::Integer => text.parse().ok().map(Self::Integer),
-            TagKind::Bool => match text.to_ascii_lowercase().as_str() {
-                "true" | "1" | "on" => Some(Self::Bool(true)),
-                "false" | "0" | "off" => Some(Self::Bool(false)),
-                _ => None,
-            },
-            TagKind::Text => Some(Self::Text(Arc::from(text))),
-        }
-    }
-
-    /// The value as a number, for alarms and statistics (`None` for text).
-    pub fn as_f64(&self) -> Option<f64> {
-        match self {
-            Self::Number(value) => Some(*value),
-            // Plant integers (counters, states) are far below 2^53, where f64 is exact.
-            #[allow(clippy::cast_precision_loss)]
-            Self::Integer(value) => Some(*value as f64),
-            Self::Bool(value) => Some(f64::from(u8::from(*value))),
-            Self::Text(_) => None,
-        }
-    }
-
-    /// The value as JSON.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Self::Number(value) => serde_json::json!(value),
-            Self::Integer(value) => serde_json::json!(value),
-            Self::Bool(value) => serde_json::json!(value),
-            Self::Text(value) => serde_json::json!(&**value),
-        }
-    }
-
-    /// Whether the value is of `kind`.
-    pub fn is(&self, kind: TagKind) -> bool {
-        matches!(
-            (self, kind),
-            (Self::Number(_), TagKind::Number)
-                | (Self::Integer(_), TagKind::Integer)
-                | (Self::Bool(_), TagKind::Bool)
-                | (Self::Text(_), TagKind::Text)
-        )
-    }
-
-    /// The zero value of a kind, held by a tag that has no value yet (with Bad quality).
-    pub fn zero(kind: TagKind) -> Self {
-        match kind {
-            TagKind::Number => Self::Number(0.0),
-            TagKind::Integer => Self::Integer(0),
-            TagKind::Bool => Self::Bool(false),
-            TagKind::Text => Self::Text(Arc::from("")),
-        }
-    }
-}
-
-/// OPC quality of a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quality(pub u8);
-
-impl Quality {
-    /// 192: the value is good.
-    pub const GOOD: Self = Self(192);
-    /// 64: the value may be wrong.
-    pub const UNCERTAIN: Self = Self(64);
-    /// 0: the value is not usable.
-    pub const BAD: Self = Self(0);
-
-    /// `Good`, `Uncertain` or `Bad`, as the assistant's tools report it.
-    pub fn label(self) -> &'static str {
-        match self.0 {
-            192..=255 => "Good",
-            64..=191 => "Uncertain",
-            _ => "Bad",
-        }
+/// A tag type as the runtime names it in tool answers and payload refusals: [`type_label`] in
+/// lower case.
+pub(crate) fn type_name(kind: TagType) -> &'static str {
+    match kind {
+        TagType::Number => "number",
+        TagType::Integer => "integer",
+        TagType::Bool => "bool",
+        TagType::String => "text",
     }
 }
 
@@ -180,7 +63,7 @@ pub struct TagDefinition {
     /// The UNS path, e.g. `Plant/Area1/Pump1/MotorCurrent`.
     pub path: String,
     /// The data type.
-    pub kind: TagKind,
+    pub kind: TagType,
     /// Engineering units, possibly empty.
     pub units: String,
     /// What the tag measures.
@@ -233,12 +116,12 @@ pub enum WriteError {
     #[error("unknown tag {0:?}")]
     UnknownTag(String),
     /// The value's type does not match the tag's.
-    #[error("tag {name:?} holds {expected:?} values")]
+    #[error("tag {name:?} holds {} values", type_label(*expected))]
     WrongType {
         /// The tag.
         name: String,
         /// Its kind.
-        expected: TagKind,
+        expected: TagType,
     },
 }
 
@@ -256,24 +139,19 @@ pub struct ObjectModel {
 }
 
 impl ObjectModel {
-    /// Loads the tag and alarm definitions of a solution; see [`from_definitions`](Self::from_definitions).
-    pub fn load(db: &SolutionDb) -> Result<Self, SolutionError> {
-        Self::from_definitions(&db.plant_definitions()?)
-    }
-
     /// The model of a plant's definitions: each tag starts at its initial value (Good) or,
     /// without one, at zero with Bad quality; each alarm starts normal.
     pub fn from_definitions(plant: &ExpandedPlant) -> Result<Self, SolutionError> {
         let now = SystemTime::now();
         let mut model = Self::default();
         for tag in &plant.tags {
-            let kind = TagKind::of(tag.kind);
+            let kind = tag.kind;
             let sample = match &tag.initial {
                 Some(initial) => TagSample {
                     value: TagValue::parse(kind, &initial.to_text()).ok_or_else(|| {
                         SolutionError::InvalidTag {
                             name: tag.name.clone(),
-                            reason: format!("initial value is not a {kind:?}"),
+                            reason: format!("initial value is not a {}", type_label(kind)),
                         }
                     })?,
                     quality: Quality::GOOD,
@@ -306,7 +184,7 @@ impl ObjectModel {
             let definition = AlarmDefinition {
                 name: alarm.name.clone(),
                 tag: alarm.tag.clone(),
-                condition: AlarmCondition::of(alarm.condition),
+                condition: alarm.condition,
                 limit: alarm.limit.unwrap_or(0.0),
                 setpoint: alarm.setpoint,
                 active_when: alarm.active_when.unwrap_or(true),
@@ -395,7 +273,7 @@ impl ObjectModel {
             .by_name
             .get(&definition.tag)
             .ok_or_else(|| format!("alarm on unknown tag {:?}", definition.tag))?;
-        if tag.definition.kind == TagKind::Text {
+        if tag.definition.kind == TagType::String {
             return Err(format!("alarm on text tag {:?}", definition.tag));
         }
         if self.alarms_by_name.contains_key(&definition.name) {

@@ -13,7 +13,7 @@ use super::runner::run_once;
 use super::targets::unreachable_in;
 use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
-use crate::solution::{ScriptRun, ServeLock, SolutionError, SolutionLocation, Store};
+use store::{ScriptRun, ServeLock, SolutionError, SolutionLocation, Store};
 
 /// `tserver scripts` actions.
 #[derive(Debug, Subcommand)]

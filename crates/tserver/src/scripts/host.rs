@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Runtime;
 use crate::log_text::LogBudget;
-use crate::solution::{AuditAction, AuditEntry};
 use crate::tag_writes::{GivenValue, Writer, carry_out, check_write};
+use store::{AuditAction, AuditEntry};
 
 /// The most characters of one script log line.
 const MAX_LOG_CHARS: usize = 500;

@@ -24,7 +24,7 @@ use crate::Runtime;
 use crate::log_text::{LogBudget, MessageText};
 use crate::objects::ObjectModel;
 use crate::plant::PlantReader;
-use crate::solution::{ScriptRun, ScriptTally, SolutionError, StoredScript};
+use store::{ScriptRun, ScriptTally, SolutionError, StoredScript};
 
 /// How often the solution is looked at for changed scripts.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
@@ -685,7 +685,7 @@ impl PlantWatch {
                         };
                         if fire_changes && since.is_some() && before != Some(since) {
                             let event = json!({"trigger": "alarm", "alarm": definition.name, "tag": definition.tag,
-                                "condition": definition.condition.as_str(), "priority": definition.priority,
+                                "condition": definition.condition.name(), "priority": definition.priority,
                                 "message": definition.message, "value": status.trip_value});
                             fire(shared, &script.name, Job::Main(event));
                         }

@@ -29,9 +29,9 @@ use plant_model::{PlantModel, SourceSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::objects::{TagKind, TagValue};
 use crate::plant::Plant;
-use crate::solution::{SolutionError, Store};
+use plant_model::{TagType, TagValue};
+use store::{SolutionError, Store};
 
 /// Writes waiting for one source's task; past this a write is refused as busy.
 const WRITE_QUEUE: usize = 1024;
@@ -74,7 +74,7 @@ pub(crate) enum Address {
 pub(crate) struct Binding {
     /// The tag's dotted name.
     pub(crate) tag: String,
-    pub(crate) kind: TagKind,
+    pub(crate) kind: TagType,
     pub(crate) address: Address,
 }
 
@@ -380,7 +380,7 @@ fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
             },
         };
         bound.entry(source.name.as_str()).or_default().push(Binding {
-            kind: TagKind::of(tag.kind),
+            kind: tag.kind,
             tag: tag.name,
             address,
         });

@@ -34,8 +34,8 @@ use super::payload;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
 use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
 use crate::log_text::{ClientText, LogBudget, MessageText};
-use crate::objects::{Quality, TagValue};
 use crate::plant::Plant;
+use plant_model::{Quality, TagValue};
 
 /// The first pause before reconnecting, doubled after each failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
@@ -529,7 +529,11 @@ impl SourceTask {
                 sparkplug::MetricValue::Null => updates.push((position, None, time)),
                 value => match tag_value(value, kind) {
                     Some(value) => updates.push((position, Some(value), time)),
-                    None => wrong.push(format!("metric {:?} is {value:?}, not a {kind:?}", metric.name)),
+                    None => wrong.push(format!(
+                        "metric {:?} is {value:?}, not a {}",
+                        metric.name,
+                        crate::objects::type_label(kind)
+                    )),
                 },
             }
         }

@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::objects::{Quality, TagKind, TagValue};
+use plant_model::{Quality, TagType, TagValue};
+
+use crate::objects::type_name;
 
 /// The largest payload read; larger ones are refused unread.
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -52,17 +54,8 @@ impl PayloadError {
     }
 }
 
-fn kind_name(kind: TagKind) -> &'static str {
-    match kind {
-        TagKind::Number => "number",
-        TagKind::Integer => "integer",
-        TagKind::Bool => "bool",
-        TagKind::Text => "text",
-    }
-}
-
 /// Reads `payload` as a value of a tag of `kind`.
-pub(crate) fn read(payload: &[u8], kind: TagKind) -> Result<Reading, PayloadError> {
+pub(crate) fn read(payload: &[u8], kind: TagType) -> Result<Reading, PayloadError> {
     if payload.len() > MAX_PAYLOAD_BYTES {
         return Err(PayloadError::TooLarge(payload.len()));
     }
@@ -89,9 +82,9 @@ pub(crate) fn read(payload: &[u8], kind: TagKind) -> Result<Reading, PayloadErro
     }
     let value = match kind {
         // Text tags take the payload as it is; the others their trimmed literal.
-        TagKind::Text => TagValue::Text(text.into()),
+        TagType::String => TagValue::Text(text.into()),
         _ => TagValue::parse(kind, trimmed)
-            .ok_or_else(|| PayloadError::WrongType(excerpt(trimmed), kind_name(kind)))?,
+            .ok_or_else(|| PayloadError::WrongType(excerpt(trimmed), type_name(kind)))?,
     };
     Ok(Reading {
         value,
@@ -104,15 +97,15 @@ fn excerpt(text: &str) -> String {
     text.chars().take(64).collect()
 }
 
-fn json_value(value: &Value, kind: TagKind) -> Result<TagValue, PayloadError> {
-    let wrong = || PayloadError::WrongType(excerpt(&value.to_string()), kind_name(kind));
+fn json_value(value: &Value, kind: TagType) -> Result<TagValue, PayloadError> {
+    let wrong = || PayloadError::WrongType(excerpt(&value.to_string()), type_name(kind));
     match (kind, value) {
-        (TagKind::Number, Value::Number(number)) => number
+        (TagType::Number, Value::Number(number)) => number
             .as_f64()
             .filter(|number| number.is_finite())
             .map(TagValue::Number)
             .ok_or_else(wrong),
-        (TagKind::Integer, Value::Number(number)) => number
+        (TagType::Integer, Value::Number(number)) => number
             .as_i64()
             .or_else(|| {
                 number
@@ -126,8 +119,8 @@ fn json_value(value: &Value, kind: TagKind) -> Result<TagValue, PayloadError> {
             })
             .map(TagValue::Integer)
             .ok_or_else(wrong),
-        (TagKind::Bool, Value::Bool(flag)) => Ok(TagValue::Bool(*flag)),
-        (TagKind::Text, Value::String(text)) => Ok(TagValue::Text(text.as_str().into())),
+        (TagType::Bool, Value::Bool(flag)) => Ok(TagValue::Bool(*flag)),
+        (TagType::String, Value::String(text)) => Ok(TagValue::Text(text.as_str().into())),
         // A number sent as text is still the number (some publishers quote everything).
         (_, Value::String(text)) => TagValue::parse(kind, text).ok_or_else(wrong),
         _ => Err(wrong()),
@@ -187,25 +180,25 @@ mod tests {
 
     #[test]
     fn bare_values_are_read_as_the_tags_type() {
-        let number = read(b" 12.4\n", TagKind::Number).expect("a number");
+        let number = read(b" 12.4\n", TagType::Number).expect("a number");
         assert_eq!(
             (number.value, number.quality, number.timestamp),
             (TagValue::Number(12.4), Quality::GOOD, None)
         );
         assert_eq!(
-            read(b"true", TagKind::Bool).expect("bool").value,
+            read(b"true", TagType::Bool).expect("bool").value,
             TagValue::Bool(true)
         );
         assert_eq!(
-            read(b"1284", TagKind::Integer).expect("integer").value,
+            read(b"1284", TagType::Integer).expect("integer").value,
             TagValue::Integer(1284)
         );
         assert_eq!(
-            read(b"Auto", TagKind::Text).expect("text").value,
+            read(b"Auto", TagType::String).expect("text").value,
             TagValue::Text("Auto".into())
         );
         assert_eq!(
-            read(b"twelve", TagKind::Number),
+            read(b"twelve", TagType::Number),
             Err(PayloadError::WrongType("twelve".into(), "number"))
         );
     }
@@ -214,7 +207,7 @@ mod tests {
     fn json_objects_carry_time_and_quality() {
         let reading = read(
             br#"{"value": 62.5, "timestamp": "2026-11-23T08:00:00.250Z", "quality": "uncertain"}"#,
-            TagKind::Number,
+            TagType::Number,
         )
         .expect("reads");
         assert_eq!(reading.value, TagValue::Number(62.5));
@@ -225,7 +218,7 @@ mod tests {
         );
         let millis = read(
             br#"{"value": "7", "timestamp": 1795420800250, "quality": 0}"#,
-            TagKind::Integer,
+            TagType::Integer,
         )
         .expect("reads");
         assert_eq!(
@@ -240,13 +233,13 @@ mod tests {
             (br#"{"value": true}"#, "wrong_type"),
             (b"\xff\xfe", "not_text"),
         ] {
-            let error = read(bad, TagKind::Number).expect_err("refused");
+            let error = read(bad, TagType::Number).expect_err("refused");
             assert_eq!(error.kind(), kind, "{error}");
         }
-        let micros = read(br#"{"value": 1, "timestamp": 1795420800250000}"#, TagKind::Number)
+        let micros = read(br#"{"value": 1, "timestamp": 1795420800250000}"#, TagType::Number)
             .expect_err("a timestamp in microseconds is refused");
         assert!(micros.to_string().contains("after the year 9999"), "{micros}");
-        let last = read(br#"{"value": 1, "timestamp": 253402300799999}"#, TagKind::Number)
+        let last = read(br#"{"value": 1, "timestamp": 253402300799999}"#, TagType::Number)
             .expect("the last millisecond of 9999 is a time");
         assert_eq!(
             last.timestamp.map(localai::iso8601_millis).as_deref(),
@@ -254,7 +247,7 @@ mod tests {
         );
         let huge = vec![b'1'; MAX_PAYLOAD_BYTES + 1];
         assert_eq!(
-            read(&huge, TagKind::Number).map_err(|error| error.kind()),
+            read(&huge, TagType::Number).map_err(|error| error.kind()),
             Err("too_large")
         );
     }

@@ -5,30 +5,30 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sparkplug::MetricValue;
 
-use crate::objects::{TagKind, TagValue};
+use plant_model::{TagType, TagValue};
 
 /// The tag value `value` gives a tag of `kind`; `None` when it is not of the tag's type
 /// (`Null` is handled by the caller: it is a quality, not a value).
-pub(crate) fn tag_value(value: &MetricValue, kind: TagKind) -> Option<TagValue> {
+pub(crate) fn tag_value(value: &MetricValue, kind: TagType) -> Option<TagValue> {
     #[expect(
         clippy::cast_precision_loss,
         reason = "a numeric metric read into a number tag is a measurement"
     )]
     let read = match (kind, value) {
-        (TagKind::Number, MetricValue::Float(number)) if number.is_finite() => TagValue::Number(*number),
-        (TagKind::Number, MetricValue::Integer(integer)) => TagValue::Number(*integer as f64),
-        (TagKind::Number, MetricValue::Unsigned(integer)) => TagValue::Number(*integer as f64),
-        (TagKind::Integer, MetricValue::Integer(integer)) => TagValue::Integer(*integer),
-        (TagKind::Integer, MetricValue::Unsigned(integer)) => {
+        (TagType::Number, MetricValue::Float(number)) if number.is_finite() => TagValue::Number(*number),
+        (TagType::Number, MetricValue::Integer(integer)) => TagValue::Number(*integer as f64),
+        (TagType::Number, MetricValue::Unsigned(integer)) => TagValue::Number(*integer as f64),
+        (TagType::Integer, MetricValue::Integer(integer)) => TagValue::Integer(*integer),
+        (TagType::Integer, MetricValue::Unsigned(integer)) => {
             TagValue::Integer(i64::try_from(*integer).ok()?)
         }
-        (TagKind::Integer, MetricValue::Float(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
+        (TagType::Integer, MetricValue::Float(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
         {
             #[expect(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
             TagValue::Integer(*number as i64)
         }
-        (TagKind::Bool, MetricValue::Bool(flag)) => TagValue::Bool(*flag),
-        (TagKind::Text, MetricValue::Text(text)) => TagValue::Text(text.as_str().into()),
+        (TagType::Bool, MetricValue::Bool(flag)) => TagValue::Bool(*flag),
+        (TagType::String, MetricValue::Text(text)) => TagValue::Text(text.as_str().into()),
         _ => return None,
     };
     Some(read)
@@ -65,22 +65,22 @@ mod tests {
     #[test]
     fn metrics_read_into_tags_of_their_type_only() {
         assert_eq!(
-            tag_value(&MetricValue::Integer(3), TagKind::Number),
+            tag_value(&MetricValue::Integer(3), TagType::Number),
             Some(TagValue::Number(3.0))
         );
         assert_eq!(
-            tag_value(&MetricValue::Float(4.0), TagKind::Integer),
+            tag_value(&MetricValue::Float(4.0), TagType::Integer),
             Some(TagValue::Integer(4))
         );
-        assert_eq!(tag_value(&MetricValue::Float(4.5), TagKind::Integer), None);
+        assert_eq!(tag_value(&MetricValue::Float(4.5), TagType::Integer), None);
         assert_eq!(
-            tag_value(&MetricValue::Unsigned(u64::MAX), TagKind::Integer),
+            tag_value(&MetricValue::Unsigned(u64::MAX), TagType::Integer),
             None
         );
-        assert_eq!(tag_value(&MetricValue::Float(f64::NAN), TagKind::Number), None);
-        assert_eq!(tag_value(&MetricValue::Text("on".into()), TagKind::Bool), None);
+        assert_eq!(tag_value(&MetricValue::Float(f64::NAN), TagType::Number), None);
+        assert_eq!(tag_value(&MetricValue::Text("on".into()), TagType::Bool), None);
         assert_eq!(
-            tag_value(&MetricValue::Bool(true), TagKind::Bool),
+            tag_value(&MetricValue::Bool(true), TagType::Bool),
             Some(TagValue::Bool(true))
         );
         assert_eq!(

@@ -7,8 +7,9 @@ use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema};
-use crate::objects::{AlarmEvent, AlarmState, is_below, normalize_path};
+use crate::objects::{AlarmState, is_below, normalize_path};
 use crate::plant::PlantReader;
+use plant_model::AlarmEvent;
 
 const ACTIVE_CAP: Cap = Cap {
     name: "max_results",
@@ -116,7 +117,7 @@ fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolEr
             let mut entry = json!({
                 "name": definition.name,
                 "tag": definition.tag,
-                "condition": definition.condition.as_str(),
+                "condition": definition.condition.name(),
                 "limit": definition.limit,
                 "priority": definition.priority,
                 "message": short_text(&definition.message, 200),
@@ -178,7 +179,7 @@ fn event_json(event: &AlarmEvent) -> Value {
         "alarm": event.alarm,
         "tag": event.tag,
         "event": event.kind.as_str(),
-        "condition": event.condition.as_str(),
+        "condition": event.condition.name(),
         "priority": event.priority,
         "message": short_text(&event.message, 200),
     });

@@ -19,8 +19,9 @@ use std::time::{Duration, SystemTime};
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use crate::objects::{Quality, Tag};
+use crate::objects::Tag;
 use crate::plant::PlantReader;
+use plant_model::Quality;
 
 /// The most JSON one tool result may hold (about 4,000 tokens).
 pub const MAX_RESULT_BYTES: usize = 16 * 1024;
@@ -235,7 +236,7 @@ fn read_window(arguments: &Value, default_minutes: u64, now: SystemTime) -> Resu
 
 /// Runs a blocking database query off the async workers, turning failures into tool errors.
 async fn blocking<T: Send + 'static>(
-    query: impl FnOnce() -> Result<T, crate::solution::SolutionError> + Send + 'static,
+    query: impl FnOnce() -> Result<T, store::SolutionError> + Send + 'static,
 ) -> Result<T, ToolError> {
     match tokio::task::spawn_blocking(query).await {
         Ok(Ok(value)) => Ok(value),

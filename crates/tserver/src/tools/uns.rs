@@ -224,7 +224,7 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
         let definition = tag.definition();
         let mut result = tag_reading(tag);
         result["kind"] = json!("tag");
-        result["type"] = json!(format!("{:?}", definition.kind).to_lowercase());
+        result["type"] = json!(crate::objects::type_name(definition.kind));
         result["description"] = json!(short_text(&definition.description, 1000));
         if definition.range_low.is_some() || definition.range_high.is_some() {
             result["range"] = json!({"low": definition.range_low, "high": definition.range_high});
@@ -237,7 +237,7 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
                 let status = alarm.status();
                 let mut entry = json!({
                     "name": alarm_definition.name,
-                    "condition": alarm_definition.condition.as_str(),
+                    "condition": alarm_definition.condition.name(),
                     "limit": alarm_definition.limit,
                     "priority": alarm_definition.priority,
                     "message": short_text(&alarm_definition.message, 200),

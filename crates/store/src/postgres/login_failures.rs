@@ -5,9 +5,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::super::SolutionError;
 use super::PgStore;
-use crate::throttle::LoginThrottleConfig;
+use crate::{LoginThrottleConfig, SolutionError};
 
 impl PgStore {
     /// How long `peer` must still wait before it may try to log in, if it is locked out.

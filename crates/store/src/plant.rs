@@ -163,11 +163,11 @@ impl SolutionDb {
     /// What the alarm history recorded of each alarm since its last trip, oldest first: the
     /// trip, then any acknowledgement and clearing after it (a server takes its alarms' states
     /// up from these when it starts).
-    pub fn alarm_events_since_last_trip(&self) -> Result<Vec<crate::objects::AlarmEvent>, SolutionError> {
+    pub fn alarm_events_since_last_trip(&self) -> Result<Vec<plant_model::AlarmEvent>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare(ALARM_EVENTS_SINCE_LAST_TRIP)?
-                .query_map([], crate::historian::alarm_event_of_row)?
+                .query_map([], crate::history::alarm_event_of_row)?
                 .collect()
         })
     }

@@ -47,16 +47,6 @@ impl Leadership {
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()
     }
-
-    /// Waits until this node leads (or the campaign has ended).
-    pub async fn until_leading(&mut self) {
-        let _ = self.leading.wait_for(|leading| *leading).await;
-    }
-
-    /// Waits until this node no longer leads (or the campaign has ended).
-    pub async fn until_not_leading(&mut self) {
-        let _ = self.leading.wait_for(|leading| !*leading).await;
-    }
 }
 
 impl Drop for Leadership {

@@ -1,11 +1,11 @@
 //! API tokens of a solution in PostgreSQL: the rules (names, digests, expiry, which token a
-//! name means) are `solution/tokens.rs`'s; only the statements are this backend's.
+//! name means) are `tokens.rs`'s; only the statements are this backend's.
 
 use std::time::Duration;
 
 use super::PgStore;
-use crate::solution::tokens::{NewToken, judge_token, token_named, token_parts};
-use crate::solution::{ApiToken, SolutionError, TokenRefusal, TokenUser, millis, time_of};
+use crate::tokens::{NewToken, judge_token, token_named, token_parts};
+use crate::{ApiToken, SolutionError, TokenRefusal, TokenUser, millis, time_of};
 
 impl PgStore {
     /// See `SolutionDb::create_token`.

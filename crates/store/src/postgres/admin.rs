@@ -1,5 +1,5 @@
 //! Admin operations on a PostgreSQL solution: settings get/set/unset and user management, with
-//! the same rules as a file's (`solution/admin.rs` works each change out; this writes it). A
+//! the same rules as a file's (`admin.rs` works each change out; this writes it). A
 //! key-by-key `ModelSettings` edit reads the column `FOR UPDATE`, so two editors on any nodes
 //! never lose each other's keys.
 
@@ -8,15 +8,15 @@ use std::collections::HashMap;
 use localai::settings::{SettingIssue, editing_issues};
 use sqlx::Row;
 
-use super::super::admin::{SettingsWrite, known_user, plan_set, plan_unset, setting_value};
-use super::super::{
+use super::PgStore;
+use crate::admin::{SettingsWrite, known_user, plan_set, plan_unset, setting_value};
+use crate::{
     Role, RuntimeKey, RuntimeSettings, SettingKey, SettingValue, SolutionError, UserRecord, role_of_stored,
 };
-use super::PgStore;
 
 impl PgStore {
     /// The runtime settings, defaults applied for absent keys (see
-    /// [`SolutionDb::runtime_settings`](super::super::SolutionDb::runtime_settings)).
+    /// [`SolutionDb::runtime_settings`](crate::SolutionDb::runtime_settings)).
     pub async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
         let rows = sqlx::query("SELECT Key, Value FROM RuntimeSettings")
             .fetch_all(&self.pool)
@@ -31,7 +31,7 @@ impl PgStore {
         RuntimeSettings::from_stored(|key: RuntimeKey| Ok(stored.get(key.as_str()).cloned()))
     }
 
-    /// Reads one setting (see [`SolutionDb::setting`](super::super::SolutionDb::setting)).
+    /// Reads one setting (see [`SolutionDb::setting`](crate::SolutionDb::setting)).
     pub async fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
         let runtime = match key {
             SettingKey::Runtime(_) => self.runtime_settings().await?,
@@ -40,14 +40,14 @@ impl PgStore {
         setting_value(key, &self.settings_row().await?, &runtime)
     }
 
-    /// Writes one setting (see [`SolutionDb::set_setting`](super::super::SolutionDb::set_setting)).
+    /// Writes one setting (see [`SolutionDb::set_setting`](crate::SolutionDb::set_setting)).
     pub async fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_set(key, value, stored))
             .await
     }
 
     /// Returns a setting to its default (see
-    /// [`SolutionDb::unset_setting`](super::super::SolutionDb::unset_setting)).
+    /// [`SolutionDb::unset_setting`](crate::SolutionDb::unset_setting)).
     pub async fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_unset(key, stored)).await
     }

@@ -1,5 +1,5 @@
 //! Solution scripts of a solution in PostgreSQL: the rules (names, compiling before storing,
-//! classes not run by themselves) are `solution/scripts.rs`'s; only the statements are this
+//! classes not run by themselves) are `scripts.rs`'s; only the statements are this
 //! backend's. Run records are added to in one statement, so two nodes recording at once (a
 //! leader handing over) both count.
 
@@ -9,8 +9,8 @@ use solution_scripts::Trigger;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::solution::scripts::{exists, no_script, runnable, trigger_of};
-use crate::solution::{ScriptRecord, ScriptRun, ScriptTally, SolutionError, StoredScript, millis, time_of};
+use crate::scripts::{exists, no_script, runnable, trigger_of};
+use crate::{ScriptRecord, ScriptRun, ScriptTally, SolutionError, StoredScript, millis, time_of};
 
 /// The columns [`PgStore::script_of_row`] reads.
 const SCRIPT_COLUMNS: &str = "Name, Trigger, Source, Enabled, UpdatedAt";

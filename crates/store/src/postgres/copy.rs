@@ -12,8 +12,8 @@
 use rusqlite::types::{Value as SqliteValue, ValueRef};
 use sqlx::Row;
 
-use super::super::{SolutionDb, SolutionError, SolutionLocation};
 use super::{PgStore, PostgresUrl};
+use crate::{SolutionDb, SolutionError, SolutionLocation};
 
 /// How a column's values are carried between the backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -530,7 +530,7 @@ fn write_sqlite(path: &std::path::Path, rows: &Rows) -> Result<CopyReport, Solut
         .iter()
         .any(|(table, table_rows)| table.name == "Secrets" && !table_rows.is_empty());
     if has_secrets {
-        super::super::secrets::write_key_file_from_env(path)?;
+        crate::secrets::write_key_file_from_env(path)?;
     }
     SolutionDb::create(path, false)?;
     let db = SolutionDb::open(path)?;

@@ -20,7 +20,8 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Write => "write",
             Self::Acknowledge => "acknowledge",
@@ -201,7 +202,7 @@ impl AuditLog {
     }
 
     /// How long rows are kept from the next prune on (`AuditRetentionDays`, followed live).
-    pub(crate) fn set_retention(&self, retention: Duration) {
+    pub fn set_retention(&self, retention: Duration) {
         self.retention_secs.store(retention.as_secs(), Ordering::Relaxed);
     }
 

@@ -7,36 +7,69 @@
 //! blocking pool); PostgreSQL's are awaited, or waited for on the blocking threads that call
 //! them (`*_blocking`).
 
+use std::net::IpAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use localai::secrets::SecretValue;
 use localai::settings::{SettingIssue, SettingsRow};
-use plant_model::{ExpandedPlant, PlantModel};
+use plant_model::{AlarmEvent, ExpandedPlant, PlantModel, TagType};
 
 use solution_scripts::Trigger;
 
-use super::{
-    ApiToken, AuditEntry, PgStore, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally,
-    SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript,
-    TokenRefusal, TokenUser, UserRecord,
+use crate::history::unix_millis;
+use crate::{
+    AlarmHistoryPage, ApiToken, AuditEntry, HistoryPage, Leadership, LoginThrottleConfig, PendingSample,
+    PgStore, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
+    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
+    UserRecord,
 };
 
 /// A solution, wherever it is.
 #[derive(Debug)]
-pub enum Store {
+pub struct Store {
+    backend: Backend,
+}
+
+/// Where a solution is kept; known to this crate alone.
+#[derive(Debug)]
+enum Backend {
     /// A SQLite solution file.
     File(Arc<SolutionDb>),
     /// A PostgreSQL database.
     Postgres(PgStore),
 }
 
+/// What a runtime loads from its solution when it opens.
+#[derive(Debug)]
+pub struct SolutionAtStart {
+    /// The settings the runtime reads when it opens.
+    pub settings: RuntimeSettings,
+    /// The revision of the plant model.
+    pub plant_revision: i64,
+    /// The plant definitions the runtime loads.
+    pub definitions: ExpandedPlant,
+    /// What the alarm history recorded of each alarm since its last trip, oldest first.
+    pub alarm_record: Vec<AlarmEvent>,
+}
+
 /// Calls `method` on whichever backend the store is, awaiting PostgreSQL's.
 macro_rules! on_backend {
     ($store:expr, $method:ident($($argument:expr),*)) => {
-        match $store {
-            Store::File(db) => db.$method($($argument),*),
-            Store::Postgres(pg) => pg.$method($($argument),*).await,
+        match &$store.backend {
+            Backend::File(db) => db.$method($($argument),*),
+            Backend::Postgres(pg) => pg.$method($($argument),*).await,
+        }
+    };
+}
+
+/// Calls `method` on whichever backend the store is, from a thread that may block.
+macro_rules! on_backend_blocking {
+    ($store:expr, $method:ident($($argument:expr),*)) => {
+        match &$store.backend {
+            Backend::File(db) => db.$method($($argument),*),
+            Backend::Postgres(pg) => pg.block_on(pg.$method($($argument),*)),
         }
     };
 }
@@ -46,8 +79,43 @@ impl Store {
     /// if it has none).
     pub async fn open(location: &SolutionLocation) -> Result<Self, SolutionError> {
         Ok(match location {
-            SolutionLocation::File(path) => Self::File(Arc::new(SolutionDb::open(path)?)),
-            SolutionLocation::Postgres(url) => Self::Postgres(PgStore::open(url).await?),
+            SolutionLocation::File(path) => Self::open_file(path)?,
+            SolutionLocation::Postgres(url) => Self {
+                backend: Backend::Postgres(PgStore::open(url).await?),
+            },
+        })
+    }
+
+    /// Opens an existing solution file, upgrading an older schema version.
+    pub fn open_file(path: &Path) -> Result<Self, SolutionError> {
+        Ok(Self {
+            backend: Backend::File(Arc::new(SolutionDb::open(path)?)),
+        })
+    }
+
+    /// Creates a new solution file with the default settings, optionally with the demo plant
+    /// and a passwordless `guest` user.
+    pub fn create_file(path: &Path, with_demo: bool) -> Result<(), SolutionError> {
+        SolutionDb::create(path, with_demo)
+    }
+
+    /// What a runtime loads when it opens.
+    pub async fn at_start(&self) -> Result<SolutionAtStart, SolutionError> {
+        Ok(SolutionAtStart {
+            settings: self.runtime_settings().await?,
+            plant_revision: self.plant_revision().await?,
+            definitions: self.plant_definitions().await?,
+            alarm_record: self.alarm_events_since_last_trip().await?,
+        })
+    }
+
+    /// What a runtime loads when it opens, from a thread that may block.
+    pub fn at_start_blocking(&self) -> Result<SolutionAtStart, SolutionError> {
+        Ok(SolutionAtStart {
+            settings: on_backend_blocking!(self, runtime_settings())?,
+            plant_revision: on_backend_blocking!(self, plant_revision())?,
+            definitions: on_backend_blocking!(self, plant_definitions())?,
+            alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
         })
     }
 
@@ -152,9 +220,7 @@ impl Store {
     }
 
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
-    pub async fn alarm_events_since_last_trip(
-        &self,
-    ) -> Result<Vec<crate::objects::AlarmEvent>, SolutionError> {
+    pub async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
         on_backend!(self, alarm_events_since_last_trip())
     }
 
@@ -168,40 +234,141 @@ impl Store {
     }
 
     /// Removes the audit entries older than `before`, from a thread that may block; how many.
-    pub(crate) fn prune_audit_blocking(&self, before: SystemTime) -> Result<usize, SolutionError> {
-        match self {
-            Self::File(db) => db.prune_audit(before),
-            Self::Postgres(pg) => pg.block_on(pg.prune_audit(before)),
-        }
+    pub fn prune_audit_blocking(&self, before: SystemTime) -> Result<usize, SolutionError> {
+        on_backend_blocking!(self, prune_audit(before))
     }
 
     /// Appends audit entries, all of them or none, from a thread that may block.
-    pub(crate) fn record_audit_blocking(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
-        match self {
-            Self::File(db) => db.record_audit_batches(batches),
-            Self::Postgres(pg) => pg.block_on(pg.record_audit_batches(batches)),
-        }
+    pub fn record_audit_blocking(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
+        on_backend_blocking!(self, record_audit_batches(batches))
     }
 
-    /// The solution file, when the solution is one.
-    pub fn file(&self) -> Option<&Arc<SolutionDb>> {
-        match self {
-            Self::File(db) => Some(db),
-            Self::Postgres(_) => None,
+    /// Checks that a solution file's path still names the file opened; the first time it does
+    /// not, the solution is marked lost and the reason returned (see
+    /// [`SolutionDb::check_file`]). `None` for a database, which cannot be lost so.
+    pub fn check_file(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::File(db) => db.check_file(),
+            Backend::Postgres(_) => None,
         }
     }
 
     /// Why the solution file was lost while served, if it is a file and was.
     pub fn lost(&self) -> Option<&str> {
-        self.file().and_then(|db| db.lost())
+        match &self.backend {
+            Backend::File(db) => db.lost(),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// `FileLost` once a solution file was removed or replaced under this process.
+    pub fn refuse_if_lost(&self) -> Result<(), SolutionError> {
+        match &self.backend {
+            Backend::File(db) => db.refuse_if_lost(),
+            Backend::Postgres(_) => Ok(()),
+        }
     }
 
     /// Where the solution is, as shown to people (a URL's password as `***`).
     pub fn location(&self) -> String {
-        match self {
-            Self::File(db) => db.path().display().to_string(),
-            Self::Postgres(pg) => pg.url().to_string(),
+        match &self.backend {
+            Backend::File(db) => db.path().display().to_string(),
+            Backend::Postgres(pg) => pg.url().to_string(),
         }
+    }
+
+    /// Starts campaigning for the leadership `key` names among the nodes sharing the
+    /// database, checking every `interval`; `None` for a file, whose one server always leads.
+    pub fn campaign(&self, key: i64, interval: Duration) -> Option<Leadership> {
+        match &self.backend {
+            Backend::File(_) => None,
+            Backend::Postgres(pg) => Some(Leadership::campaign(pg.url(), key, interval)),
+        }
+    }
+
+    /// How long `peer` must still wait before it may log in, as every node sharing the
+    /// database counts its failures; `None` for a file, whose one server counts its own.
+    pub async fn shared_login_lockout(
+        &self,
+        peer: IpAddr,
+    ) -> Option<Result<Option<Duration>, SolutionError>> {
+        match &self.backend {
+            Backend::File(_) => None,
+            Backend::Postgres(pg) => Some(pg.login_lockout(peer).await),
+        }
+    }
+
+    /// Counts a failed login from `peer` for every node sharing the database: its failures so
+    /// far and the lockout `config` gives that count. `None` for a file, whose one server
+    /// counts its own.
+    pub async fn record_shared_login_failure(
+        &self,
+        peer: IpAddr,
+        config: &LoginThrottleConfig,
+    ) -> Option<Result<(u32, Option<Duration>), SolutionError>> {
+        match &self.backend {
+            Backend::File(_) => None,
+            Backend::Postgres(pg) => Some(pg.record_login_failure(peer, config).await),
+        }
+    }
+
+    /// Forgets `peer`'s failed logins on every node sharing the database (nothing for a file).
+    pub async fn clear_shared_login_failures(&self, peer: IpAddr) -> Result<(), SolutionError> {
+        match &self.backend {
+            Backend::File(_) => Ok(()),
+            Backend::Postgres(pg) => pg.clear_login_failures(peer).await,
+        }
+    }
+
+    /// The acknowledgements other nodes sharing the database recorded after the alarm event
+    /// `after` (its `Id`): the last id read and, oldest first, each alarm, who acknowledged it
+    /// and when (`None` for `after`: the last id so far, and none). A file, whose one server
+    /// makes them all itself, has none.
+    pub async fn acknowledgements_since(
+        &self,
+        after: Option<i64>,
+    ) -> Result<(i64, Vec<(String, String, SystemTime)>), SolutionError> {
+        match &self.backend {
+            Backend::File(_) => Ok((after.unwrap_or(0), Vec::new())),
+            Backend::Postgres(pg) => pg.acknowledgements_since(after).await,
+        }
+    }
+
+    /// Appends tag samples and alarm events in one transaction and prunes the history older
+    /// than `keep_after`, from a thread that may block. On failure nothing is written.
+    pub fn write_history_blocking(
+        &self,
+        samples: &[PendingSample],
+        events: &[AlarmEvent],
+        keep_after: SystemTime,
+    ) -> Result<(), SolutionError> {
+        on_backend_blocking!(self, write_history(samples, events, keep_after))
+    }
+
+    /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most
+    /// `max_samples`, evenly spread when the window holds more, with statistics over all;
+    /// from a thread that may block.
+    pub fn tag_history_blocking(
+        &self,
+        tag: &str,
+        kind: TagType,
+        (from, to): (SystemTime, SystemTime),
+        max_samples: usize,
+    ) -> Result<HistoryPage, SolutionError> {
+        let window = (unix_millis(from), unix_millis(to));
+        on_backend_blocking!(self, tag_history(tag, kind, window, max_samples))
+    }
+
+    /// Alarm transitions between `from` and `to` inclusive, newest first, optionally of one
+    /// tag (dotted name) only; from a thread that may block.
+    pub fn alarm_history_blocking(
+        &self,
+        tag: Option<&str>,
+        (from, to): (SystemTime, SystemTime),
+        max_events: usize,
+    ) -> Result<AlarmHistoryPage, SolutionError> {
+        let window = (unix_millis(from), unix_millis(to));
+        on_backend_blocking!(self, alarm_history(tag, window, max_events))
     }
 
     /// Creates an API token for `user`; returns it and its text, shown only now.
@@ -230,18 +397,15 @@ impl Store {
     }
 
     /// Replaces this node's stored source reports with `reports` (name, JSON).
-    pub(crate) async fn replace_source_reports(
-        &self,
-        reports: Vec<(String, String)>,
-    ) -> Result<(), SolutionError> {
-        match self {
-            Self::File(db) => {
+    pub async fn replace_source_reports(&self, reports: Vec<(String, String)>) -> Result<(), SolutionError> {
+        match &self.backend {
+            Backend::File(db) => {
                 on_file_thread(db, "storing the source reports", move |db| {
                     db.replace_source_reports(&reports)
                 })
                 .await
             }
-            Self::Postgres(pg) => pg.replace_source_reports(&reports).await,
+            Backend::Postgres(pg) => pg.replace_source_reports(&reports).await,
         }
     }
 
@@ -302,32 +466,32 @@ impl Store {
 
     /// Every script, by name; a file is read on a blocking thread (the runner asks every second).
     pub async fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
-        match self {
-            Self::File(db) => on_file_thread(db, "reading the scripts", |db| db.scripts()).await,
-            Self::Postgres(pg) => pg.scripts().await,
+        match &self.backend {
+            Backend::File(db) => on_file_thread(db, "reading the scripts", |db| db.scripts()).await,
+            Backend::Postgres(pg) => pg.scripts().await,
         }
     }
 
     /// Takes the waiting run requests (gone once taken), oldest first.
     pub async fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
-        match self {
-            Self::File(db) => {
+        match &self.backend {
+            Backend::File(db) => {
                 on_file_thread(db, "taking the run requests", |db| db.take_script_run_requests()).await
             }
-            Self::Postgres(pg) => pg.take_script_run_requests().await,
+            Backend::Postgres(pg) => pg.take_script_run_requests().await,
         }
     }
 
     /// Adds runs and skipped triggers to the scripts' records.
     pub async fn record_script_runs(&self, tallies: Vec<(String, ScriptTally)>) -> Result<(), SolutionError> {
-        match self {
-            Self::File(db) => {
+        match &self.backend {
+            Backend::File(db) => {
                 on_file_thread(db, "recording script runs", move |db| {
                     db.record_script_runs(&tallies)
                 })
                 .await
             }
-            Self::Postgres(pg) => pg.record_script_runs(&tallies).await,
+            Backend::Postgres(pg) => pg.record_script_runs(&tallies).await,
         }
     }
 

@@ -1,5 +1,5 @@
 //! Tag history, alarm history and the audit trail of a solution in PostgreSQL: appended in
-//! one statement per table (arrays unnested server-side), read back with the historian's own
+//! one statement per table (arrays unnested server-side), read back with the file's own
 //! downsampling and value reading, so both backends answer a query alike.
 
 use std::time::SystemTime;
@@ -7,12 +7,13 @@ use std::time::SystemTime;
 use futures::TryStreamExt;
 
 use super::PgStore;
-use crate::historian::{
-    AlarmHistoryPage, Downsample, HistoryPage, HistorySample, HistoryStats, QueuedSample,
+use plant_model::{AlarmEvent, Quality, TagType, TagValue};
+
+use crate::history::{
+    AlarmHistoryPage, Downsample, HistoryPage, HistorySample, HistoryStats, PendingSample,
     alarm_event_of_stored, from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
 };
-use crate::objects::{AlarmEvent, Quality, TagKind, TagValue};
-use crate::solution::{AuditAction, AuditEntry, SolutionError, millis, time_of};
+use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {
     /// An `AlarmHistory` row (its columns in the order `alarm_event_of_stored` takes them) as
@@ -35,7 +36,7 @@ impl PgStore {
     /// `keep_after`.
     pub(crate) async fn write_history(
         &self,
-        samples: &[QueuedSample],
+        samples: &[PendingSample],
         events: &[AlarmEvent],
         keep_after: SystemTime,
     ) -> Result<(), SolutionError> {
@@ -69,7 +70,7 @@ impl PgStore {
             .bind(events.iter().map(|event| unix_millis(event.time)).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.alarm.as_str()).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.tag.as_str()).collect::<Vec<_>>())
-            .bind(events.iter().map(|event| event.condition.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.condition.name()).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.kind.as_str()).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.value).collect::<Vec<_>>())
             .bind(
@@ -99,11 +100,11 @@ impl PgStore {
     }
 
     /// Samples of `tag` between `from` and `to` (unix milliseconds) inclusive, as
-    /// `Historian::tag_history` answers.
+    /// `SolutionDb::tag_history` answers.
     pub(crate) async fn tag_history(
         &self,
         tag: &str,
-        kind: TagKind,
+        kind: TagType,
         (from, to): (i64, i64),
         max_samples: usize,
     ) -> Result<HistoryPage, SolutionError> {
@@ -125,7 +126,7 @@ impl PgStore {
             self.get::<Option<f64>>(&row, 2)?,
             self.get::<Option<f64>>(&row, 3)?,
         ) {
-            (TagKind::Text, ..) => None,
+            (TagType::String, ..) => None,
             (_, Some(min), Some(max), Some(mean)) => Some(HistoryStats { min, max, mean }),
             _ => None,
         };
@@ -160,7 +161,7 @@ impl PgStore {
     }
 
     /// Alarm transitions between `from` and `to` (unix milliseconds), newest first, as
-    /// `Historian::alarm_history` answers.
+    /// `SolutionDb::alarm_history` answers.
     pub(crate) async fn alarm_history(
         &self,
         tag: Option<&str>,
@@ -201,7 +202,7 @@ impl PgStore {
     /// What the alarm history recorded of each alarm since its last trip, oldest first; see
     /// `SolutionDb::alarm_events_since_last_trip`.
     pub async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
-        let rows = sqlx::query(crate::solution::plant::ALARM_EVENTS_SINCE_LAST_TRIP)
+        let rows = sqlx::query(crate::plant::ALARM_EVENTS_SINCE_LAST_TRIP)
             .fetch_all(&self.pool)
             .await
             .map_err(|error| self.error(error))?;

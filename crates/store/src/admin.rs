@@ -481,7 +481,7 @@ fn stored_model_settings(transaction: &rusqlite::Transaction<'_>) -> Result<Opti
 }
 
 /// Hashes a password as an argon2id PHC string with a random salt.
-pub(crate) fn hash_password(password: &str) -> Result<String, SolutionError> {
+pub fn hash_password(password: &str) -> Result<String, SolutionError> {
     let salt = SaltString::generate(&mut OsRng);
     argon2::Argon2::default()
         .hash_password(password.as_bytes(), &salt)
@@ -500,7 +500,7 @@ pub(super) fn validate_user_name(name: &str) -> Result<(), SolutionError> {
 }
 
 /// `true`/`false`, `on`/`off`, `yes`/`no` or `1`/`0`, in any case.
-pub(crate) fn parse_bool(text: &str) -> Option<bool> {
+pub fn parse_bool(text: &str) -> Option<bool> {
     match text.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "on" | "yes" => Some(true),
         "false" | "0" | "off" | "no" => Some(false),

@@ -7,13 +7,13 @@ use rusqlite::Transaction;
 use super::SolutionError;
 
 /// The demo plant file, as the repository holds it.
-const DEMO_PLANT: &str = include_str!("../../../../examples/plants/demo.toml");
+const DEMO_PLANT: &str = include_str!("../../../examples/plants/demo.toml");
 
 /// Where the demo plant file is in the repository (the import's source name).
 const DEMO_PLANT_FILE: &str = "examples/plants/demo.toml";
 
 /// The demo's script: an operator note from the assistant when Tank 1 runs high.
-const TANK_NOTE: &str = include_str!("../../../../examples/scripts/tank_note.rhai");
+const TANK_NOTE: &str = include_str!("../../../examples/scripts/tank_note.rhai");
 
 /// Writes the demo plant into a freshly created solution.
 pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionError> {

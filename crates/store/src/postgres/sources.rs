@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::PgStore;
-use crate::solution::{SolutionError, SourceReport, millis, time_of};
+use crate::{SolutionError, SourceReport, millis, time_of};
 
 /// How long the reports of a node that stopped writing them are kept.
 const STALE_AFTER: Duration = Duration::from_secs(600);

@@ -1,5 +1,19 @@
-//! The solution: a SQLite file (`SolutionDb`, here and in the files beside this one) or a
-//! PostgreSQL database (`postgres/`), behind one `Store` (`store.rs`).
+//! The store: one solution behind one interface, [`Store`], kept in a SQLite file or in a
+//! PostgreSQL database that several tserver nodes share.
+//!
+//! It holds everything a solution keeps: settings, users, secrets, API tokens, the plant's
+//! definitions, scripts and their runs, tag and alarm history, the audit trail, sources'
+//! reports, and, on a shared database, leadership, login failures and acknowledgements that
+//! every node sees. Schemas and migrations live beside the code that reads them.
+//!
+//! Invariants:
+//! - every SQL statement of the project lives in this crate, and no other crate depends on a
+//!   SQL driver;
+//! - the backend is private: callers hold a [`Store`] and never match on what it is; an
+//!   operation one backend has no use for is answered trivially by it (a file's one server
+//!   always leads, a database is never a file that can be lost);
+//! - the crate knows nothing of sockets, protobuf or the live plant: it speaks
+//!   `plant_model`'s vocabulary and Local AI's settings types.
 //!
 //! A file's server keeps a few read connections in a pool and asks for `SolutionSettings` at
 //! every call, so an admin change (made by another process on the same file, in WAL mode) is
@@ -10,7 +24,9 @@ mod admin;
 mod audit;
 mod demo;
 mod guard;
+mod history;
 mod location;
+mod login_throttle;
 mod plant;
 mod postgres;
 mod scripts;
@@ -31,12 +47,12 @@ use wal_index::{HeaderBytes, WalIndexHeader};
 use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-pub(crate) use admin::hash_password as admin_hash_password;
-pub(crate) use admin::parse_bool;
-pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue};
+pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_password, parse_bool};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use guard::{ServeLock, lock_path};
+pub use history::{AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample};
 pub use location::SolutionLocation;
+pub use login_throttle::LoginThrottleConfig;
 pub use plant::{Changes, PlantChanges};
 pub use postgres::{
     CopyReport, Leadership, PG_SCHEMA_VERSION, PgStore, PostgresUrl, SCRIPTS_LEADER, copy_solution,
@@ -44,7 +60,7 @@ pub use postgres::{
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, create_key_at, key_file};
 pub use source_reports::SourceReport;
-pub use store::Store;
+pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
@@ -284,6 +300,9 @@ pub struct SolutionDb {
     settings: Mutex<Option<(HeaderBytes, SettingsRow)>>,
     /// How many times the settings row was read from the file (not from `settings`).
     settings_reads: AtomicU64,
+    /// The history's one writer connection, opened on its first append and kept; also
+    /// serializes appends.
+    history_writer: Mutex<Option<Connection>>,
 }
 
 impl SolutionDb {
@@ -343,6 +362,7 @@ impl SolutionDb {
             wal_index,
             settings: Mutex::new(None),
             settings_reads: AtomicU64::new(0),
+            history_writer: Mutex::new(None),
         })
     }
 

@@ -4,7 +4,7 @@
 //! commands starting together migrate exactly once.
 //!
 //! The tables mean what a SQLite solution's mean (`schema_v1.sql` says where they differ). The
-//! SQL of this backend lives here and in its submodules, as SQLite's lives in `solution/`.
+//! SQL of this backend lives here and in its submodules; SQLite's in the crate's other modules.
 
 use std::time::Duration;
 
@@ -365,7 +365,7 @@ impl PgStore {
 /// workers.
 async fn hash_off_the_workers(password: &str) -> Result<String, SolutionError> {
     let password = password.to_owned();
-    tokio::task::spawn_blocking(move || super::admin_hash_password(&password))
+    tokio::task::spawn_blocking(move || crate::hash_password(&password))
         .await
         .map_err(|error| SolutionError::PasswordHash(error.to_string()))?
 }

@@ -1,6 +1,6 @@
 //! The plant and the secrets of a solution in PostgreSQL: read into the rows SQLite's reader
-//! reads (`solution/plant.rs` turns them into definitions for both), secrets sealed and opened
-//! by `solution/secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
+//! reads (`plant.rs` turns them into definitions for both), secrets sealed and opened
+//! by `secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
 
 use localai::secrets::SecretValue;
 use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, TagSpec};
@@ -9,14 +9,14 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 
 use super::PgStore;
-use crate::solution::PlantChanges;
-use crate::solution::SolutionError;
-use crate::solution::plant::{
+use crate::PlantChanges;
+use crate::SolutionError;
+use crate::plant::{
     INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, UPDATE_TAGS,
     canonical, changes_between, definitions_of_rows, invalid, model_json, model_of_definitions,
     model_of_json, stored_source, stored_type,
 };
-use crate::solution::secrets::{load_key, open_sealed, seal};
+use crate::secrets::{load_key, open_sealed, seal};
 
 /// The advisory lock one import at a time holds (any 64-bit key not used for another purpose).
 const PLANT_IMPORT_LOCK: i64 = 0x0070_6c61_6e74_696d;
