@@ -468,7 +468,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         "-p",
         "tserver",
         "-p",
-        "service-client",
+        "tclient",
         "-p",
         "scripted-llm",
         "--bins",

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
-use crate::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
+use service_client::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
 #[derive(Debug, Parser)]
@@ -247,7 +247,7 @@ pub async fn run(
         std::env::var(PASSWORD_ENV).unwrap_or_default()
     };
     let tls = match &cli.tls_ca {
-        Some(ca) => Some(crate::ClientTls {
+        Some(ca) => Some(service_client::ClientTls {
             config: tserver_proto::client_config(ca).context("cannot set up TLS")?,
             server_name: cli.tls_name.clone(),
         }),
@@ -338,14 +338,14 @@ pub async fn run(
             action: AlarmsAction::List,
         } => {
             let snapshot = client
-                .subscribe(crate::SubscribeRequest {
+                .subscribe(service_client::SubscribeRequest {
                     // The root folder: every tag, so every alarm.
                     folder: "/".to_owned(),
                     alarms: true,
-                    ..crate::SubscribeRequest::default()
+                    ..service_client::SubscribeRequest::default()
                 })
                 .await?;
-            let mut alarms: Vec<&crate::AlarmState> = snapshot
+            let mut alarms: Vec<&service_client::AlarmState> = snapshot
                 .initial()
                 .alarms
                 .iter()
@@ -430,15 +430,15 @@ fn server_addrs(list: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// One reading as a line: `name = value unit (quality)`, or `name: error`.
-fn describe_reading(reading: &crate::TagReading) -> String {
+fn describe_reading(reading: &service_client::TagReading) -> String {
     if !reading.error.is_empty() {
         return format!("{}: {}", reading.name, reading.error);
     }
     let value = match &reading.value {
-        Some(crate::TagValue::Number(number)) => number.to_string(),
-        Some(crate::TagValue::Integer(integer)) => integer.to_string(),
-        Some(crate::TagValue::Boolean(boolean)) => boolean.to_string(),
-        Some(crate::TagValue::Text(text)) => format!("{text:?}"),
+        Some(service_client::TagValue::Number(number)) => number.to_string(),
+        Some(service_client::TagValue::Integer(integer)) => integer.to_string(),
+        Some(service_client::TagValue::Boolean(boolean)) => boolean.to_string(),
+        Some(service_client::TagValue::Text(text)) => format!("{text:?}"),
         None => "(no value)".to_owned(),
     };
     let quality = match reading.quality {
@@ -475,7 +475,7 @@ async fn watch_tags(
             folders.push(item.clone());
         }
     }
-    let request = |names: Vec<String>, folder: String| crate::SubscribeRequest {
+    let request = |names: Vec<String>, folder: String| service_client::SubscribeRequest {
         names,
         folder,
         deadband,
@@ -554,23 +554,23 @@ async fn write_tags(
     for ((name, text), reading) in pairs.iter().zip(&readings) {
         let value = match &reading.value {
             _ if !reading.error.is_empty() => bail!("{name}: {}", reading.error),
-            Some(crate::TagValue::Boolean(_)) => match text.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" | "on" => crate::WriteValue::Boolean(true),
-                "false" | "0" | "off" => crate::WriteValue::Boolean(false),
+            Some(service_client::TagValue::Boolean(_)) => match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" => service_client::WriteValue::Boolean(true),
+                "false" | "0" | "off" => service_client::WriteValue::Boolean(false),
                 _ => bail!("{name} is a bool tag: give true or false, not {text:?}"),
             },
             // One sentence each: the parser's own reason adds nothing a user needs.
-            Some(crate::TagValue::Integer(_)) => match text.trim().parse() {
-                Ok(integer) => crate::WriteValue::Integer(integer),
+            Some(service_client::TagValue::Integer(_)) => match text.trim().parse() {
+                Ok(integer) => service_client::WriteValue::Integer(integer),
                 Err(_) => bail!("{name} takes whole numbers: {} is not one", text.trim()),
             },
-            Some(crate::TagValue::Number(_)) => match text.trim().parse::<f64>() {
-                Ok(number) if number.is_finite() => crate::WriteValue::Number(number),
+            Some(service_client::TagValue::Number(_)) => match text.trim().parse::<f64>() {
+                Ok(number) if number.is_finite() => service_client::WriteValue::Number(number),
                 _ => bail!("{name} takes numbers: {:?} is not one", text.trim()),
             },
-            Some(crate::TagValue::Text(_)) | None => crate::WriteValue::Text((*text).to_owned()),
+            Some(service_client::TagValue::Text(_)) | None => service_client::WriteValue::Text((*text).to_owned()),
         };
-        writes.push(crate::TagWrite {
+        writes.push(service_client::TagWrite {
             name: (*name).to_owned(),
             value: Some(value),
         });
@@ -579,12 +579,12 @@ async fn write_tags(
     let (mut refused, mut unconfirmed) = (0, 0);
     for result in &results {
         match result.outcome() {
-            crate::WriteOutcome::SentToField => writeln!(
+            service_client::WriteOutcome::SentToField => writeln!(
                 output,
                 "{}: sent to the field (the tag shows the value when the field reports it back)",
                 result.name
             )?,
-            crate::WriteOutcome::NotConfirmed => {
+            service_client::WriteOutcome::NotConfirmed => {
                 unconfirmed += 1;
                 writeln!(output, "{}: {}", result.name, result.error)?;
             }
