@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use scripted_llm::{Reply, StreamEnd};
 use serde_json::{Value, json};
-use tclient::cli::{Cli, Terminals};
 use service_client::{ChatEvent, Envelope, Status};
+use tclient::cli::{Cli, Terminals};
 use tserver_proto::v1::{ChatRequest, client_frame, server_frame};
 
 use crate::chat::{ChatRig, assert_cancelled, streamed_answer, streamed_tool_call};

@@ -568,7 +568,9 @@ async fn write_tags(
                 Ok(number) if number.is_finite() => service_client::WriteValue::Number(number),
                 _ => bail!("{name} takes numbers: {:?} is not one", text.trim()),
             },
-            Some(service_client::TagValue::Text(_)) | None => service_client::WriteValue::Text((*text).to_owned()),
+            Some(service_client::TagValue::Text(_)) | None => {
+                service_client::WriteValue::Text((*text).to_owned())
+            }
         };
         writes.push(service_client::TagWrite {
             name: (*name).to_owned(),
