@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask <task>`.
 //!
-//! - `ci`: the checks CI runs (`.ci/run` calls the same commands): format, lints, tests,
-//!   and a few seconds of `bench --smoke`.
+//! - `ci`: every check CI runs (`.ci/run` installs the system packages, then runs this):
+//!   format, lints, tests, and a few seconds of `bench --smoke` and of each fuzz target.
 //! - `bench [--smoke] [--llm-url URL]`: every scenario against `tserver` and the reference
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target of `crates/fuzz` for N seconds each
@@ -17,6 +17,7 @@
 use anyhow::{Context, bail};
 
 mod bench;
+mod ci;
 mod fuzz;
 mod processes;
 mod soak;
@@ -26,7 +27,7 @@ const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TA
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("ci") => ci(),
+        Some("ci") => ci::run(),
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
@@ -56,29 +57,4 @@ fn main() -> anyhow::Result<()> {
         Some(other) => bail!("unknown task {other:?}; available: {TASKS}"),
         None => bail!("usage: cargo xtask <task>; available: {TASKS}"),
     }
-}
-
-/// Format check, clippy with warnings as errors, the whole test suite, then a bench smoke run.
-fn ci() -> anyhow::Result<()> {
-    processes::cargo(&["fmt", "--all", "--check"])?;
-    processes::cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
-    processes::cargo(&[
-        "clippy",
-        "-p",
-        "localai",
-        "--features",
-        "fuzzing",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    processes::cargo(&["test", "--workspace"])?;
-    bench::run(&bench::BenchOptions {
-        smoke: true,
-        ..bench::BenchOptions::default()
-    })?;
-    fuzz::run(&fuzz::FuzzOptions::parse(&[
-        "--seconds".to_owned(),
-        "5".to_owned(),
-    ])?)
 }
