@@ -336,34 +336,7 @@ pub async fn run(
         } => watch_tags(&client, items, *deadband, *rate, *updates, output).await?,
         Command::Alarms {
             action: AlarmsAction::List,
-        } => {
-            let snapshot = client
-                .subscribe(service_client::SubscribeRequest {
-                    // The root folder: every tag, so every alarm.
-                    folder: "/".to_owned(),
-                    alarms: true,
-                    ..service_client::SubscribeRequest::default()
-                })
-                .await?;
-            let mut alarms: Vec<&service_client::AlarmState> = snapshot
-                .initial()
-                .alarms
-                .iter()
-                .filter(|alarm| alarm.state != "normal")
-                .collect();
-            alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
-            if alarms.is_empty() {
-                writeln!(output, "no alarms")?;
-            }
-            for alarm in alarms {
-                writeln!(
-                    output,
-                    "{} [{}] {} (priority {}): {}",
-                    alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
-                )?;
-            }
-            snapshot.unsubscribe().await?;
-        }
+        } => list_alarms(&client, output).await?,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -374,20 +347,7 @@ pub async fn run(
         }
         Command::Tools {
             action: ToolsAction::Call { name, arguments },
-        } => {
-            let arguments: serde_json::Value = serde_json::from_str(arguments)
-                .with_context(|| format!("the arguments {arguments:?} are not JSON"))?;
-            let reply = client.call_tool(name, &arguments).await?;
-            writeln!(output, "{}", reply.content_json)?;
-            if reply.is_error {
-                let content: serde_json::Value =
-                    serde_json::from_str(&reply.content_json).unwrap_or_default();
-                match content["error"]["message"].as_str() {
-                    Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
-                    None => anyhow::bail!("{name} reported a failure"),
-                }
-            }
-        }
+        } => call_tool(&client, name, arguments, output).await?,
         Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
@@ -397,21 +357,82 @@ pub async fn run(
                 writeln!(output, "{name} had nothing to acknowledge")?;
             }
         }
-        Command::Repl => {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if input.read_line(&mut line)? == 0 {
-                    break;
-                }
-                let query = line.trim();
-                if query.is_empty() {
-                    continue;
-                }
-                writeln!(output, "{}", client.chat(query).await?)?;
-                output.flush()?;
-            }
+        Command::Repl => chat_each_line(&client, input, output).await?,
+    }
+    Ok(())
+}
+
+/// `alarms list`: every alarm not normal, the highest priority first.
+async fn list_alarms(client: &FailoverClient, output: &mut dyn Write) -> anyhow::Result<()> {
+    let snapshot = client
+        .subscribe(service_client::SubscribeRequest {
+            // The root folder: every tag, so every alarm.
+            folder: "/".to_owned(),
+            alarms: true,
+            ..service_client::SubscribeRequest::default()
+        })
+        .await?;
+    let mut alarms: Vec<&service_client::AlarmState> = snapshot
+        .initial()
+        .alarms
+        .iter()
+        .filter(|alarm| alarm.state != "normal")
+        .collect();
+    alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+    if alarms.is_empty() {
+        writeln!(output, "no alarms")?;
+    }
+    for alarm in alarms {
+        writeln!(
+            output,
+            "{} [{}] {} (priority {}): {}",
+            alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
+        )?;
+    }
+    snapshot.unsubscribe().await?;
+    Ok(())
+}
+
+/// `tools call NAME ARGUMENTS`: prints the tool's result; a result that reports a failure
+/// fails the command.
+async fn call_tool(
+    client: &FailoverClient,
+    name: &str,
+    arguments: &str,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let arguments: serde_json::Value = serde_json::from_str(arguments)
+        .with_context(|| format!("the arguments {arguments:?} are not JSON"))?;
+    let reply = client.call_tool(name, &arguments).await?;
+    writeln!(output, "{}", reply.content_json)?;
+    if reply.is_error {
+        let content: serde_json::Value = serde_json::from_str(&reply.content_json).unwrap_or_default();
+        match content["error"]["message"].as_str() {
+            Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
+            None => anyhow::bail!("{name} reported a failure"),
         }
+    }
+    Ok(())
+}
+
+/// `repl` with standard input not a terminal: one query per line, one envelope line each.
+async fn chat_each_line(
+    client: &FailoverClient,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
+        let query = line.trim();
+        if query.is_empty() {
+            continue;
+        }
+        writeln!(output, "{}", client.chat(query).await?)?;
+        output.flush()?;
     }
     Ok(())
 }
