@@ -2,9 +2,9 @@
 //!
 //! Builds the binaries, starts the reference server, two stand-in model servers (0 ms and
 //! 500 ms) and `tserver` on loopback ports, drives each scenario with `tclient bench --json`,
-//! and compares the results with the targets of `docs/PERFORMANCE.md` as ratios measured in
-//! the same run. It prints a table and writes `target/bench/results.json`. A missed target is
-//! reported, never an error: speed depends on the machine.
+//! and judges the results against the verdict table (`verdicts.rs`), mostly as ratios measured
+//! in the same run. It prints the table and writes `target/bench/results.json`. A missed target
+//! is reported, never an error: speed depends on the machine.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -94,7 +94,10 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     } else {
         ("release", FULL)
     };
-    build("tserver", options.smoke)?;
+    build(
+        &["-p", "tserver", "-p", "tclient", "-p", "scripted-llm", "--bins"],
+        options.smoke,
+    )?;
     let bin = target_dir.join(profile);
     let out_dir = target_dir.join("bench");
     std::fs::create_dir_all(&out_dir)?;
@@ -112,7 +115,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     )?;
     plant_bench::import_bench_plant(&bin.join("tserver"), &solution, plan.bench_tags)?;
     // The reference server is this harness itself, rebuilt in the same profile.
-    build("xtask", options.smoke)?;
+    build(&["-p", "xtask"], options.smoke)?;
     let servers = start_servers(&bin, &solution, &out_dir)?;
     let bench = Bench {
         bin,
@@ -141,22 +144,10 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     write_report(&bench.out_dir, profile, options.smoke, results, &verdicts)
 }
 
-/// Builds the binaries of `what`: tserver's, tclient's and the stand-in model's, or this
-/// harness (the reference server), in the profile of the run.
-fn build(what: &str, smoke: bool) -> anyhow::Result<()> {
-    let mut build = match what {
-        "xtask" => vec!["build", "-p", "xtask"],
-        _ => vec![
-            "build",
-            "-p",
-            "tserver",
-            "-p",
-            "tclient",
-            "-p",
-            "scripted-llm",
-            "--bins",
-        ],
-    };
+/// `cargo build ARGS`, in release unless a smoke run.
+fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
+    let mut build = vec!["build"];
+    build.extend_from_slice(args);
     if !smoke {
         build.push("--release");
     }
