@@ -12,7 +12,10 @@
 //! beside it.
 
 /// The fixtures of the main integration tests; this binary uses a few of them.
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the fixtures are shared with the main integration tests; this binary uses a few"
+)]
 #[path = "../it/support.rs"]
 mod support;
 

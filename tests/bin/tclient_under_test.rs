@@ -2,5 +2,5 @@
 //! process, for instance with its standard error on a terminal.
 
 fn main() -> anyhow::Result<()> {
-    service_client::cli::main()
+    tclient::cli::main()
 }

@@ -541,9 +541,9 @@ async fn tclient_repl_chats_with_tools_against_the_demo_plant() {
     )
     .await;
     let addr = rig.server.addr.to_string();
-    let cli = service_client::cli::Cli::try_parse_from(["tclient", "--addr", &addr, "repl"]).expect("args");
+    let cli = tclient::cli::Cli::try_parse_from(["tclient", "--addr", &addr, "repl"]).expect("args");
     let mut output = Vec::new();
-    service_client::cli::run(
+    tclient::cli::run(
         &cli,
         &mut "What is the motor current of Pump 1?\nThanks.\n".as_bytes(),
         &mut output,

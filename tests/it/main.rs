@@ -2,6 +2,7 @@
 //! SQLite solution files. One binary, one module per area.
 
 mod admin;
+mod architecture;
 mod atomic;
 mod chat;
 mod chat_gate;

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use scripted_llm::{Reply, StreamEnd};
 use serde_json::{Value, json};
-use service_client::cli::{Cli, Terminals};
 use service_client::{ChatEvent, Envelope, Status};
+use tclient::cli::{Cli, Terminals};
 use tserver_proto::v1::{ChatRequest, client_frame, server_frame};
 
 use crate::chat::{ChatRig, assert_cancelled, streamed_answer, streamed_tool_call};
@@ -250,7 +250,7 @@ async fn tclient(args: &[&str], terminals: Terminals) -> String {
     let cli = <Cli as clap::Parser>::try_parse_from(std::iter::once("tclient").chain(args.iter().copied()))
         .expect("arguments");
     let mut output = Vec::new();
-    service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, terminals)
+    tclient::cli::run(&cli, &mut "".as_bytes(), &mut output, terminals)
         .await
         .expect("tclient runs");
     String::from_utf8(output).expect("utf-8")
@@ -296,7 +296,7 @@ async fn tclient_on_a_terminal_prints_the_answer_as_it_arrives_and_a_pipe_gets_o
             input: true,
             output: true,
         };
-        service_client::cli::run(&cli, &mut "How is Pump 1?\n\n".as_bytes(), &mut output, both)
+        tclient::cli::run(&cli, &mut "How is Pump 1?\n\n".as_bytes(), &mut output, both)
             .await
             .expect("the repl runs");
         String::from_utf8(output).expect("utf-8")

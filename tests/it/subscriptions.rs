@@ -260,12 +260,12 @@ async fn tclient_watches_tags_and_lists_alarms() {
     let addr = server.addr.to_string();
     number(&server, "Tank1.Level", 90.0);
     let run = |args: Vec<String>| async move {
-        let cli = <service_client::cli::Cli as clap::Parser>::try_parse_from(
+        let cli = <tclient::cli::Cli as clap::Parser>::try_parse_from(
             std::iter::once("tclient".to_owned()).chain(args),
         )
         .expect("arguments");
         let mut output = Vec::new();
-        service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, Default::default())
+        tclient::cli::run(&cli, &mut "".as_bytes(), &mut output, Default::default())
             .await
             .map(|()| String::from_utf8(output).expect("utf-8"))
     };

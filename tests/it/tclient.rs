@@ -1,7 +1,7 @@
 //! `tclient` against a real server, run in process through its command-line entry.
 
 use clap::Parser;
-use service_client::cli::{Cli, Terminals, run};
+use tclient::cli::{Cli, Terminals, run};
 use tserver::ServerConfig;
 
 use crate::support::{Solution, TestServer, admin};

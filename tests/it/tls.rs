@@ -127,7 +127,7 @@ async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls()
     }
 
     // tclient with --tls-ca, through its command line.
-    let cli = service_client::cli::Cli::try_parse_from([
+    let cli = tclient::cli::Cli::try_parse_from([
         "tclient",
         "--addr",
         &server.addr.to_string(),
@@ -137,7 +137,7 @@ async fn a_client_that_trusts_the_certificate_logs_in_pings_and_chats_over_tls()
     ])
     .expect("tclient arguments parse");
     let mut output = Vec::new();
-    service_client::cli::run(&cli, &mut "".as_bytes(), &mut output, Default::default())
+    tclient::cli::run(&cli, &mut "".as_bytes(), &mut output, Default::default())
         .await
         .expect("tclient pings over TLS");
     assert!(String::from_utf8_lossy(&output).starts_with("pong from"));

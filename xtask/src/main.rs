@@ -1,7 +1,7 @@
 //! Project automation, run as `cargo xtask <task>`.
 //!
-//! - `ci`: the checks CI runs (`.ci/run` calls the same commands): format, lints, tests,
-//!   and a few seconds of `bench --smoke`.
+//! - `ci`: every check CI runs (`.ci/run` installs the system packages, then runs this):
+//!   format, lints, tests, and a few seconds of `bench --smoke` and of each fuzz target.
 //! - `bench [--smoke] [--llm-url URL]`: every scenario against `tserver` and the reference
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target of `crates/fuzz` for N seconds each
@@ -14,43 +14,32 @@
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
 
-use std::process::Command;
-
 use anyhow::{Context, bail};
 
-mod baseline;
 mod bench;
-mod failover_bench;
+mod ci;
 mod fuzz;
-mod latencies;
-mod mcp_bench;
-mod mqtt_bench;
-mod plant_bench;
 mod processes;
-mod reference;
-mod script_bench;
-mod server_cost;
 mod soak;
-mod store_bench;
 
 const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR [--relay URL BODY_BYTES]";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("ci") => ci(),
+        Some("ci") => ci::run(),
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
-        Some("mqtt-bench") => mqtt_bench::measure(&args[1..]),
-        Some("mcp-bench") => mcp_bench::measure(&args[1..]),
-        Some("script-bench") => script_bench::measure(&args[1..]),
-        Some("store-bench") => store_bench::measure(&args[1..]),
+        Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
+        Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),
+        Some("script-bench") => bench::script_bench::measure(&args[1..]),
+        Some("store-bench") => bench::store_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);
             let relay = match args.get(2..) {
                 None | Some([]) => None,
-                Some([flag, url, bytes]) if flag == "--relay" => Some(reference::Relay::new(
+                Some([flag, url, bytes]) if flag == "--relay" => Some(bench::reference::Relay::new(
                     url,
                     bytes
                         .parse()
@@ -58,7 +47,7 @@ fn main() -> anyhow::Result<()> {
                 )?),
                 Some(_) => bail!("usage: cargo xtask reference-server ADDR [--relay URL BODY_BYTES]"),
             };
-            reference::run(
+            bench::reference::run(
                 listen
                     .parse()
                     .with_context(|| format!("{listen:?} is not a socket address"))?,
@@ -68,42 +57,4 @@ fn main() -> anyhow::Result<()> {
         Some(other) => bail!("unknown task {other:?}; available: {TASKS}"),
         None => bail!("usage: cargo xtask <task>; available: {TASKS}"),
     }
-}
-
-/// Format check, clippy with warnings as errors, the whole test suite, then a bench smoke run.
-fn ci() -> anyhow::Result<()> {
-    cargo(&["fmt", "--all", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
-    cargo(&[
-        "clippy",
-        "-p",
-        "localai",
-        "--features",
-        "fuzzing",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
-    cargo(&["test", "--workspace"])?;
-    bench::run(&bench::BenchOptions {
-        smoke: true,
-        ..bench::BenchOptions::default()
-    })?;
-    fuzz::run(&fuzz::FuzzOptions::parse(&[
-        "--seconds".to_owned(),
-        "5".to_owned(),
-    ])?)
-}
-
-pub(crate) fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(&cargo)
-        .args(args)
-        .status()
-        .with_context(|| format!("cannot run {cargo}"))?;
-    if !status.success() {
-        bail!("cargo {} failed with {status}", args.join(" "));
-    }
-    Ok(())
 }

@@ -155,6 +155,20 @@ pub(crate) fn measuring_side(xtask: &Path, task: &str, args: &[&str]) -> anyhow:
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
+/// Runs `cargo ARGS` (the cargo that runs xtask), echoing the command; fails when it fails.
+pub(crate) fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run {cargo}"))?;
+    if !status.success() {
+        bail!("cargo {} failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

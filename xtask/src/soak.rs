@@ -80,7 +80,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
         .context("xtask has a parent directory")?
         .to_owned();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    crate::cargo(&[
+    crate::processes::cargo(&[
         "build",
         "--release",
         "-p",

@@ -248,7 +248,7 @@ async fn chat(
         ask(&client, question, options.stream, &mut report, output).await?;
     }
     if options.interactive {
-        let more = service_client::cli::chat_interactively(&client, input, output, options.stream).await?;
+        let more = tclient::cli::chat_interactively(&client, input, output, options.stream).await?;
         report.envelopes.extend(more);
     }
     Ok(report)
@@ -262,10 +262,10 @@ async fn ask(
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let envelope = if stream {
-        service_client::cli::chat_streamed(client, question, output).await?
+        tclient::cli::chat_streamed(client, question, output).await?
     } else {
         let envelope = client.chat_envelope(question).await?;
-        service_client::cli::write_readable(&envelope, output)?;
+        tclient::cli::write_readable(&envelope, output)?;
         envelope
     };
     writeln!(output)?;

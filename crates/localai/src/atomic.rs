@@ -179,7 +179,7 @@ impl AtomicPath {
             &settings.name,
             envelope.status.as_str(),
             started.elapsed(),
-            &usage,
+            (usage.prompt_tokens, usage.completion_tokens),
         );
         tracing::debug!(
             status = envelope.status.as_str(),

@@ -137,16 +137,14 @@ impl std::fmt::Debug for ChatTurn {
     }
 }
 
-/// The largest envelope either path returns unless the host says otherwise: a 1 MiB frame
-/// less room for the frame around it.
-pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024 - 128;
-
 /// The Local AI service of one solution: the entry points of both paths.
 #[derive(Debug, Clone)]
 pub struct LocalAi {
     chat: Arc<chat::ChatPath>,
     atomic: Arc<atomic::AtomicPath>,
-    /// The largest envelope JSON returned; larger ones are fitted ([`Envelope::fit`]).
+    /// The largest envelope JSON returned; larger ones are fitted ([`Envelope::fit`]). No cap
+    /// until the host sets one ([`LocalAi::limit_envelope_bytes`]): what an envelope travels
+    /// in, and what that costs in bytes, is the host's to know.
     max_envelope_bytes: Arc<AtomicUsize>,
 }
 
@@ -156,7 +154,7 @@ impl LocalAi {
         Self {
             chat: Arc::new(chat::ChatPath::new(Arc::clone(&solution))),
             atomic: Arc::new(atomic::AtomicPath::new(solution)),
-            max_envelope_bytes: Arc::new(AtomicUsize::new(DEFAULT_MAX_ENVELOPE_BYTES)),
+            max_envelope_bytes: Arc::new(AtomicUsize::new(usize::MAX)),
         }
     }
 

@@ -9,9 +9,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use metrics::{Counter, Histogram, Unit, counter, describe_counter, describe_histogram, histogram};
 
-use crate::Status;
-
-use crate::dialect::Usage;
+use ai_envelope::Status;
 
 /// `gen_ai.client.operation.duration`: a chat turn or atomic call, end to end.
 pub const OPERATION_DURATION: &str = "gen_ai_client_operation_duration_seconds";
@@ -203,22 +201,19 @@ pub(crate) fn first_chunk(took: Duration) {
 }
 
 /// Records one operation that reached its model settings: how long it took, how it ended and
-/// the tokens the model server reported.
+/// the tokens the model server reported for its requests and its answers.
 pub(crate) fn operation_ended(
     operation: &'static str,
     model: &str,
     status: &'static str,
     took: Duration,
-    usage: &Usage,
+    (input_tokens, output_tokens): (u64, u64),
 ) {
     let duration = || histogram!(OPERATION_DURATION, "gen_ai_operation_name" => operation, "gen_ai_request_model" => model.to_owned(), "status" => status);
     let labels = slot(&[(operation, &OPERATIONS), (status, &STATUSES)]);
     OPERATION_DURATIONS.record(model, labels, took.as_secs_f64(), duration);
     #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^52")]
-    for (kind, tokens) in [
-        ("input", usage.prompt_tokens),
-        ("output", usage.completion_tokens),
-    ] {
+    for (kind, tokens) in [("input", input_tokens), ("output", output_tokens)] {
         if tokens > 0 {
             let labels = slot(&[(operation, &OPERATIONS), (kind, &TOKEN_TYPES)]);
             TOKEN_USAGES.record(model, labels, tokens as f64, || {

@@ -692,7 +692,10 @@ async fn write_reply(socket: &mut TcpStream, reply: Reply) -> std::io::Result<(b
             Reply::Reset => {
                 // SO_LINGER of zero makes the close an RST rather than a FIN. With a zero
                 // linger the close never blocks, which is what the deprecation warns about.
-                #[allow(deprecated)]
+                #[expect(
+                    deprecated,
+                    reason = "a zero linger never blocks the close, the case the deprecation warns of"
+                )]
                 socket.set_linger(Some(Duration::ZERO))?;
                 return Ok((false, delayed));
             }

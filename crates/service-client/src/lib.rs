@@ -20,13 +20,9 @@
 //! # }
 //! ```
 
-pub mod bench;
-pub mod cli;
-
 mod client;
 mod error;
 mod failover;
-mod mcp_bridge;
 
 pub use ai_envelope::{Envelope, Status, ToolStatus, ToolTraceEntry};
 pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, PendingCall, TagSubscription};

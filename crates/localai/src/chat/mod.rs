@@ -502,7 +502,7 @@ impl ChatPath {
             &settings.name,
             envelope.status.as_str(),
             started.elapsed(),
-            &usage,
+            (usage.prompt_tokens, usage.completion_tokens),
         );
         // Debug, not info: a client chatting in a loop must not fill the log (each turn is
         // bounded by the model's pace, not by the connection's log allowance).

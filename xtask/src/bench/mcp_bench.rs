@@ -17,7 +17,9 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::latencies::Latencies;
+use super::latencies::Latencies;
+use super::report::Results;
+use super::verdicts::{self, Verdicts};
 use crate::processes::measuring_side;
 
 /// Calls each session makes before its measurement starts.
@@ -261,4 +263,57 @@ fn report(in_flight: usize, results: &[SessionRun]) -> anyhow::Result<Value> {
     report["errors"] = errors.into();
     report["callsPerSecond"] = per_second.into();
     Ok(report)
+}
+
+/// RuntimeMCP: tools/call runtime_get_value over Streamable HTTP at `url`, one MCP session per
+/// call in flight; the verdicts from a client that keeps its connection alive, and rmcp's own
+/// client (a new connection per call) beside it for what an rmcp-based host sees.
+pub(crate) fn judge(
+    xtask: &std::path::Path,
+    (url, token): (&str, &str),
+    seconds: f64,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let mut runs = serde_json::Map::new();
+    for (client, in_flight) in [
+        (McpClient::KeepAlive, 1),
+        (McpClient::KeepAlive, 16),
+        (McpClient::Rmcp, 1),
+        (McpClient::Rmcp, 16),
+    ] {
+        let report = run(xtask, client, url, token, in_flight, seconds)?;
+        let (p50, p99, per_second) = (
+            report["p50Us"].as_f64().unwrap_or(0.0),
+            report["p99Us"].as_f64().unwrap_or(f64::INFINITY),
+            report["callsPerSecond"].as_f64().unwrap_or(0.0),
+        );
+        let label = format!("MCP tools/call {} c={in_flight}", client.name());
+        eprintln!(
+            "{label:<28} {per_second:>9.0} calls/s  p50 {p50:>8.1} us  p99 {p99:>8.1} us  errors {}",
+            report["errors"]
+        );
+        let clean = report["errors"].as_u64() == Some(0);
+        match (client, in_flight) {
+            (McpClient::KeepAlive, 1) => verdicts.judge(
+                "MCP tools/call runtime_get_value, 1 in flight, p99".to_owned(),
+                format!("{p99:.0} us (p50 {p50:.0} us), {per_second:.0} calls/s"),
+                verdicts::MCP_P99,
+                p99,
+                clean,
+            ),
+            (McpClient::KeepAlive, _) => verdicts.judge(
+                format!("MCP tools/call runtime_get_value, {in_flight} in flight"),
+                format!("{per_second:.0} calls/s, p99 {p99:.0} us"),
+                verdicts::MCP_RATE,
+                per_second,
+                clean,
+            ),
+            // rmcp's client is reported, not judged: its cost is the client's connections.
+            (McpClient::Rmcp, _) => {}
+        }
+        runs.insert(label, report);
+    }
+    results.insert("mcp tools/call by client and calls in flight", runs.into());
+    Ok(())
 }

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
-use crate::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
+use service_client::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
 #[derive(Debug, Parser)]
@@ -247,7 +247,7 @@ pub async fn run(
         std::env::var(PASSWORD_ENV).unwrap_or_default()
     };
     let tls = match &cli.tls_ca {
-        Some(ca) => Some(crate::ClientTls {
+        Some(ca) => Some(service_client::ClientTls {
             config: tserver_proto::client_config(ca).context("cannot set up TLS")?,
             server_name: cli.tls_name.clone(),
         }),
@@ -336,34 +336,7 @@ pub async fn run(
         } => watch_tags(&client, items, *deadband, *rate, *updates, output).await?,
         Command::Alarms {
             action: AlarmsAction::List,
-        } => {
-            let snapshot = client
-                .subscribe(crate::SubscribeRequest {
-                    // The root folder: every tag, so every alarm.
-                    folder: "/".to_owned(),
-                    alarms: true,
-                    ..crate::SubscribeRequest::default()
-                })
-                .await?;
-            let mut alarms: Vec<&crate::AlarmState> = snapshot
-                .initial()
-                .alarms
-                .iter()
-                .filter(|alarm| alarm.state != "normal")
-                .collect();
-            alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
-            if alarms.is_empty() {
-                writeln!(output, "no alarms")?;
-            }
-            for alarm in alarms {
-                writeln!(
-                    output,
-                    "{} [{}] {} (priority {}): {}",
-                    alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
-                )?;
-            }
-            snapshot.unsubscribe().await?;
-        }
+        } => list_alarms(&client, output).await?,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -374,20 +347,7 @@ pub async fn run(
         }
         Command::Tools {
             action: ToolsAction::Call { name, arguments },
-        } => {
-            let arguments: serde_json::Value = serde_json::from_str(arguments)
-                .with_context(|| format!("the arguments {arguments:?} are not JSON"))?;
-            let reply = client.call_tool(name, &arguments).await?;
-            writeln!(output, "{}", reply.content_json)?;
-            if reply.is_error {
-                let content: serde_json::Value =
-                    serde_json::from_str(&reply.content_json).unwrap_or_default();
-                match content["error"]["message"].as_str() {
-                    Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
-                    None => anyhow::bail!("{name} reported a failure"),
-                }
-            }
-        }
+        } => call_tool(&client, name, arguments, output).await?,
         Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
@@ -397,21 +357,82 @@ pub async fn run(
                 writeln!(output, "{name} had nothing to acknowledge")?;
             }
         }
-        Command::Repl => {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if input.read_line(&mut line)? == 0 {
-                    break;
-                }
-                let query = line.trim();
-                if query.is_empty() {
-                    continue;
-                }
-                writeln!(output, "{}", client.chat(query).await?)?;
-                output.flush()?;
-            }
+        Command::Repl => chat_each_line(&client, input, output).await?,
+    }
+    Ok(())
+}
+
+/// `alarms list`: every alarm not normal, the highest priority first.
+async fn list_alarms(client: &FailoverClient, output: &mut dyn Write) -> anyhow::Result<()> {
+    let snapshot = client
+        .subscribe(service_client::SubscribeRequest {
+            // The root folder: every tag, so every alarm.
+            folder: "/".to_owned(),
+            alarms: true,
+            ..service_client::SubscribeRequest::default()
+        })
+        .await?;
+    let mut alarms: Vec<&service_client::AlarmState> = snapshot
+        .initial()
+        .alarms
+        .iter()
+        .filter(|alarm| alarm.state != "normal")
+        .collect();
+    alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
+    if alarms.is_empty() {
+        writeln!(output, "no alarms")?;
+    }
+    for alarm in alarms {
+        writeln!(
+            output,
+            "{} [{}] {} (priority {}): {}",
+            alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
+        )?;
+    }
+    snapshot.unsubscribe().await?;
+    Ok(())
+}
+
+/// `tools call NAME ARGUMENTS`: prints the tool's result; a result that reports a failure
+/// fails the command.
+async fn call_tool(
+    client: &FailoverClient,
+    name: &str,
+    arguments: &str,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let arguments: serde_json::Value = serde_json::from_str(arguments)
+        .with_context(|| format!("the arguments {arguments:?} are not JSON"))?;
+    let reply = client.call_tool(name, &arguments).await?;
+    writeln!(output, "{}", reply.content_json)?;
+    if reply.is_error {
+        let content: serde_json::Value = serde_json::from_str(&reply.content_json).unwrap_or_default();
+        match content["error"]["message"].as_str() {
+            Some(message) => anyhow::bail!("{name} reported a failure: {message}"),
+            None => anyhow::bail!("{name} reported a failure"),
         }
+    }
+    Ok(())
+}
+
+/// `repl` with standard input not a terminal: one query per line, one envelope line each.
+async fn chat_each_line(
+    client: &FailoverClient,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            break;
+        }
+        let query = line.trim();
+        if query.is_empty() {
+            continue;
+        }
+        writeln!(output, "{}", client.chat(query).await?)?;
+        output.flush()?;
     }
     Ok(())
 }
@@ -430,15 +451,15 @@ fn server_addrs(list: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// One reading as a line: `name = value unit (quality)`, or `name: error`.
-fn describe_reading(reading: &crate::TagReading) -> String {
+fn describe_reading(reading: &service_client::TagReading) -> String {
     if !reading.error.is_empty() {
         return format!("{}: {}", reading.name, reading.error);
     }
     let value = match &reading.value {
-        Some(crate::TagValue::Number(number)) => number.to_string(),
-        Some(crate::TagValue::Integer(integer)) => integer.to_string(),
-        Some(crate::TagValue::Boolean(boolean)) => boolean.to_string(),
-        Some(crate::TagValue::Text(text)) => format!("{text:?}"),
+        Some(service_client::TagValue::Number(number)) => number.to_string(),
+        Some(service_client::TagValue::Integer(integer)) => integer.to_string(),
+        Some(service_client::TagValue::Boolean(boolean)) => boolean.to_string(),
+        Some(service_client::TagValue::Text(text)) => format!("{text:?}"),
         None => "(no value)".to_owned(),
     };
     let quality = match reading.quality {
@@ -475,7 +496,7 @@ async fn watch_tags(
             folders.push(item.clone());
         }
     }
-    let request = |names: Vec<String>, folder: String| crate::SubscribeRequest {
+    let request = |names: Vec<String>, folder: String| service_client::SubscribeRequest {
         names,
         folder,
         deadband,
@@ -554,23 +575,25 @@ async fn write_tags(
     for ((name, text), reading) in pairs.iter().zip(&readings) {
         let value = match &reading.value {
             _ if !reading.error.is_empty() => bail!("{name}: {}", reading.error),
-            Some(crate::TagValue::Boolean(_)) => match text.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" | "on" => crate::WriteValue::Boolean(true),
-                "false" | "0" | "off" => crate::WriteValue::Boolean(false),
+            Some(service_client::TagValue::Boolean(_)) => match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "on" => service_client::WriteValue::Boolean(true),
+                "false" | "0" | "off" => service_client::WriteValue::Boolean(false),
                 _ => bail!("{name} is a bool tag: give true or false, not {text:?}"),
             },
             // One sentence each: the parser's own reason adds nothing a user needs.
-            Some(crate::TagValue::Integer(_)) => match text.trim().parse() {
-                Ok(integer) => crate::WriteValue::Integer(integer),
+            Some(service_client::TagValue::Integer(_)) => match text.trim().parse() {
+                Ok(integer) => service_client::WriteValue::Integer(integer),
                 Err(_) => bail!("{name} takes whole numbers: {} is not one", text.trim()),
             },
-            Some(crate::TagValue::Number(_)) => match text.trim().parse::<f64>() {
-                Ok(number) if number.is_finite() => crate::WriteValue::Number(number),
+            Some(service_client::TagValue::Number(_)) => match text.trim().parse::<f64>() {
+                Ok(number) if number.is_finite() => service_client::WriteValue::Number(number),
                 _ => bail!("{name} takes numbers: {:?} is not one", text.trim()),
             },
-            Some(crate::TagValue::Text(_)) | None => crate::WriteValue::Text((*text).to_owned()),
+            Some(service_client::TagValue::Text(_)) | None => {
+                service_client::WriteValue::Text((*text).to_owned())
+            }
         };
-        writes.push(crate::TagWrite {
+        writes.push(service_client::TagWrite {
             name: (*name).to_owned(),
             value: Some(value),
         });
@@ -579,12 +602,12 @@ async fn write_tags(
     let (mut refused, mut unconfirmed) = (0, 0);
     for result in &results {
         match result.outcome() {
-            crate::WriteOutcome::SentToField => writeln!(
+            service_client::WriteOutcome::SentToField => writeln!(
                 output,
                 "{}: sent to the field (the tag shows the value when the field reports it back)",
                 result.name
             )?,
-            crate::WriteOutcome::NotConfirmed => {
+            service_client::WriteOutcome::NotConfirmed => {
                 unconfirmed += 1;
                 writeln!(output, "{}: {}", result.name, result.error)?;
             }

@@ -1,17 +1,16 @@
-//! Session 6's build, run beside tserver in the full bench: the yardstick of issue 21's two
-//! microsecond rows.
+//! The baseline build, tag `bench-baseline-1`, run beside tserver in the full bench: the
+//! yardstick of the two microsecond rows of the 1-tool turn.
 //!
-//! Issue 21 set the CPU row as "35 us a 1-tool turn, from 53-65 us now": the build of that day
-//! (commit [`COMMIT`]) spent 59 us in the middle, so the target is 35/59 of what that build
-//! spends on the same machine in the same run. Its latency row, 300 us added p99 at one turn
-//! in flight, was set when that build's own run read 355 us. The reference ping stood in for
-//! the build (7.5 pings a turn, 2.5 ping p99s), but a ping is nearly all kernel work and a turn
-//! mostly user space: the same build measured 12.6 pings a turn on one machine and 16.2 on
-//! another, and the ping's p99 halved when the bench's own binaries were built with LTO
-//! (docs/PERFORMANCE.md, session 22). Measuring the build itself needs no conversion.
+//! The CPU row asks for 35 us a 1-tool turn where the baseline build spent 59 us in the middle,
+//! so the target is 35/59 of what that build spends on the same machine in the same run; the
+//! latency row asks for 300 us added p99 at one turn in flight where that build's own run read
+//! 355 us (both in the verdict table). A reference ping cannot stand in for the build: a ping is
+//! nearly all kernel work and a turn mostly user space, so the same build measured 12.6 pings a
+//! turn on one machine and 16.2 on another, and the ping's p99 halved when the bench's own
+//! binaries were built with LTO. Measuring the build itself needs no conversion.
 //!
 //! Its sources come from this repository's history (`git archive`), are built once into
-//! `target/bench/baseline/` (kept between runs) and run with that day's command line.
+//! `target/bench/baseline/` (kept between runs) and run with that build's command line.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,24 +19,17 @@ use anyhow::{Context, bail};
 
 use crate::processes::{Process, free_port, run_quietly, wait_for_port};
 
-/// Session 6's last commit, whose turn issue 21 measured at 53-65 us.
-pub(crate) const COMMIT: &str = "03d5bf08d198497b67d4f980183558b87b52d7f5";
+/// The baseline build, tag `bench-baseline-1`, by commit: a clone without tags builds it too.
+const COMMIT: &str = "03d5bf08d198497b67d4f980183558b87b52d7f5";
 
-/// The share of that build's CPU per turn the row allows: 35 us of its 59.
-pub(crate) const TARGET_SHARE: f64 = 35.0 / 59.0;
-
-/// The share of that build's added p99 at one turn in flight the latency row allows: 300 us
-/// of the 355 its own run measured (docs/PERFORMANCE.md, "Results ... session 6").
-pub(crate) const LATENCY_SHARE: f64 = 300.0 / 355.0;
-
-/// Session 6's tserver, serving its own demo solution.
+/// The baseline build's tserver, serving its own demo solution.
 pub(crate) struct Baseline {
     process: Process,
     addr: String,
 }
 
 impl Baseline {
-    /// Builds session 6's tserver under `dir` (once: the sources and the build stay there) and
+    /// Builds the baseline build's tserver under `dir` (once: the sources and the build stay there) and
     /// starts it on a fresh demo solution whose model is at `llm_url`, as the bench starts
     /// tserver (simulator off, room for 64 calls in flight).
     pub(crate) fn start(repository: &Path, dir: &Path, llm_url: &str) -> anyhow::Result<Self> {
@@ -46,14 +38,14 @@ impl Baseline {
         let run = dir.join("run");
         let _ = std::fs::remove_dir_all(&run);
         std::fs::create_dir_all(&run)?;
-        let solution = run.join("session6.db");
+        let solution = run.join("baseline.db");
         let solution = solution.to_str().context("a UTF-8 solution path")?;
         run_quietly(&tserver, &["init", solution, "--demo"])?;
         run_quietly(&tserver, &["settings", solution, "set", "ModelEnabled", "true"])?;
         run_quietly(&tserver, &["settings", solution, "set", "URL", llm_url])?;
         let addr = format!("127.0.0.1:{}", free_port()?);
         let process = Process {
-            name: "session 6's tserver",
+            name: "the baseline build's tserver",
             child: Command::new(&tserver)
                 .args(["serve", "--solution", solution, "--listen", &addr])
                 .args(["--simulator", "off", "--max-connections", "12000"])
@@ -62,7 +54,7 @@ impl Baseline {
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(run.join("tserver.log"))?)
                 .spawn()
-                .context("cannot start session 6's tserver")?,
+                .context("cannot start the baseline build's tserver")?,
         };
         wait_for_port(addr.parse()?)?;
         Ok(Self { process, addr })
@@ -77,7 +69,7 @@ impl Baseline {
     }
 }
 
-/// Session 6's sources extracted from git under `dir/src` and its tserver built in release
+/// The baseline build's sources extracted from git under `dir/src` and its tserver built in release
 /// under `dir/target`, unless already there; returns the binary.
 fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     let sources = dir.join("src");
@@ -93,7 +85,7 @@ fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
             .args(["archive", "--format=tar", COMMIT])
             .stdout(Stdio::piped())
             .spawn()
-            .context("cannot run git (the bench builds session 6's commit from this repository's history)")?;
+            .context("cannot run git (the bench builds the baseline commit, tag bench-baseline-1, from this repository's history)")?;
         let tar_input = archive.stdout.take().context("git archive has no output")?;
         let unpacked = Command::new("tar")
             .arg("-x")
@@ -105,12 +97,12 @@ fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
         let archived = archive.wait()?;
         if !archived.success() {
             bail!(
-                "git archive {COMMIT} failed: the bench needs session 6's commit in this repository's history (a full clone, not a shallow one)"
+                "git archive {COMMIT} failed: the bench needs the baseline commit (tag bench-baseline-1) in this repository's history (a full clone, not a shallow one)"
             );
         }
         if !unpacked.success() {
             bail!(
-                "tar could not unpack session 6's sources into {}",
+                "tar could not unpack the baseline build's sources into {}",
                 partial.display()
             );
         }
@@ -118,7 +110,7 @@ fn build(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     }
     let manifest = sources.join("Cargo.toml");
     let target = dir.join("target");
-    crate::cargo(&[
+    crate::processes::cargo(&[
         "build",
         "--release",
         "--locked",

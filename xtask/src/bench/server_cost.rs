@@ -5,15 +5,10 @@
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::bench::Bench;
-use crate::processes::cpu_seconds;
-
-/// A tserver under measurement: where it listens and its process id (for its CPU time).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Measured<'a> {
-    pub(crate) addr: &'a str,
-    pub(crate) pid: u32,
-}
+use super::harness::{Bench, Measured, serve};
+use super::report::{Results, error_count, median};
+use super::verdicts::{self, Verdicts};
+use crate::processes::{cpu_seconds, free_port, run_quietly};
 
 /// Calls, seconds and tserver CPU seconds summed over runs of one scenario on one server.
 #[derive(Debug, Default, Clone, Copy)]
@@ -62,7 +57,7 @@ fn measure(bench: &Bench, server: Measured<'_>, args: &[&str], spent: &mut Spent
     spent.calls += calls;
     spent.seconds += calls as f64 / report["callsPerSecond"].as_f64().unwrap_or(f64::INFINITY);
     spent.cpu_seconds += after - before;
-    spent.errors += crate::bench::error_count(&report);
+    spent.errors += error_count(&report);
     Ok(report)
 }
 
@@ -142,13 +137,85 @@ pub(crate) fn metrics_cost(
     Ok(cost)
 }
 
-/// The median of `values` (NaN when there are none).
-pub(crate) fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => f64::midpoint(values[n / 2 - 1], values[n / 2]),
+/// The reference server's CPU per ping (how fast this machine is today), then tserver's CPU
+/// per call and the metrics' share of it: ping and the chat gate on the bench's server and on a
+/// second one started with `--metrics off` (its own demo solution, model off).
+pub(crate) fn run(
+    bench: &Bench,
+    cost_calls: u64,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let unmetered_solution = bench.out_dir.join("bench-metrics-off.db");
+    for stale in ["", ".key", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(bench.out_dir.join(format!("bench-metrics-off.db{stale}")));
     }
+    let unmetered_path = unmetered_solution.to_str().context("a UTF-8 solution path")?;
+    run_quietly(&bench.tool("tserver"), &["init", unmetered_path, "--demo"])?;
+    run_quietly(
+        &bench.tool("tserver"),
+        &["settings", unmetered_path, "set", "ModelEnabled", "false"],
+    )?;
+    let unmetered_addr = format!("127.0.0.1:{}", free_port()?);
+    let unmetered = serve(
+        &bench.bin,
+        &unmetered_solution,
+        &unmetered_addr,
+        &format!("127.0.0.1:{}", free_port()?),
+        &["--metrics", "off"],
+        std::fs::File::create(bench.out_dir.join("tserver-metrics-off.log"))?,
+    )?;
+    let unmetered_server = Measured {
+        addr: &unmetered_addr,
+        pid: unmetered.pid(),
+    };
+    let reference_cpu = cpu_per_call(bench, bench.reference(), "ping", cost_calls)?;
+    eprintln!(
+        "{:<28} {:>9.0} calls/s  reference CPU {:>5.1} us/call",
+        "reference ping c=16 (CPU)",
+        reference_cpu.calls_per_second(),
+        reference_cpu.cpu_us_per_call()
+    );
+    let mut costs = serde_json::Map::new();
+    costs.insert("reference ping".to_owned(), reference_cpu.to_json());
+    for (scenario, name) in [("ping", "ping"), ("chat", "chat gate")] {
+        let cost = metrics_cost(
+            bench,
+            scenario,
+            cost_calls / 2,
+            bench.tserver(),
+            unmetered_server,
+            8,
+        )?;
+        eprintln!(
+            "{:<28} {:>9.0} vs {:>9.0} calls/s metrics on/off = {:.3}x  tserver CPU {:>5.1} vs {:>5.1} us/call",
+            format!("tserver {name} c=16"),
+            cost.on.calls_per_second(),
+            cost.off.calls_per_second(),
+            cost.ratio(),
+            cost.on.cpu_us_per_call(),
+            cost.off.cpu_us_per_call()
+        );
+        verdicts.judge(
+            format!("{name} calls/s with metrics vs without, 16 connections"),
+            format!(
+                "{:.0} vs {:.0}, median of 8 paired rounds {:.3}x (tserver CPU {:.1} vs {:.1} us per call)",
+                cost.on.calls_per_second(),
+                cost.off.calls_per_second(),
+                cost.ratio(),
+                cost.on.cpu_us_per_call(),
+                cost.off.cpu_us_per_call()
+            ),
+            verdicts::METRICS_COST,
+            cost.ratio(),
+            cost.on.errors() + cost.off.errors() == 0,
+        );
+        costs.insert(name.to_owned(), cost.to_json());
+    }
+    results.insert(
+        "metrics on vs off and tserver CPU per call, 16 connections",
+        costs.into(),
+    );
+    drop(unmetered);
+    Ok(())
 }

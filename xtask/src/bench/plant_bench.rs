@@ -8,6 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
+use super::harness::Bench;
+use super::report::{Results, error_count, latency};
+use super::verdicts::{self, Verdicts};
 use crate::processes::{cpu_seconds, run_quietly};
 
 /// The folder and name prefix of the bench's own tags.
@@ -155,4 +158,51 @@ pub(crate) fn fan_out(
         write,
         cpu_seconds: cpu,
     })
+}
+
+/// Subscription fan-out: `panels` panels subscribed to `tags` bench tags while all of them
+/// change ten times a second; judges the p99 from a change to its frame.
+pub(crate) fn judge_fan_out(
+    bench: &Bench,
+    (panels, tags): (usize, usize),
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let fan_out = fan_out(
+        &bench.tool("tclient"),
+        &bench.tserver_addr,
+        bench.tserver_pid,
+        &FanOutPlan {
+            panels,
+            tags,
+            rate: 10,
+            warmup: bench.warmup,
+            duration: bench.duration,
+        },
+    )?;
+    let expected = (panels * tags * 10) as f64;
+    eprintln!(
+        "{:<28} {:>9.0} readings/s of {expected:.0} changed  p50 {:>8.1} us  p99 {:>8.1} us  merged {}  tserver CPU {:.2} us/reading",
+        format!("tserver fan-out x{panels}"),
+        fan_out.readings_per_second(),
+        latency(&fan_out.watch, "p50"),
+        latency(&fan_out.watch, "p99"),
+        fan_out.watch["skipped"],
+        fan_out.cpu_us_per_reading()
+    );
+    verdicts.judge(
+        format!("{panels} panels x {tags} tags changing 10/s: change to frame, p99"),
+        format!(
+            "{:.0} us (p50 {:.0} us), {:.0} of {expected:.0} readings/s, {:.2} us tserver CPU each",
+            latency(&fan_out.watch, "p99"),
+            latency(&fan_out.watch, "p50"),
+            fan_out.readings_per_second(),
+            fan_out.cpu_us_per_reading()
+        ),
+        verdicts::FAN_OUT_P99,
+        latency(&fan_out.watch, "p99"),
+        error_count(&fan_out.watch) == 0 && error_count(&fan_out.write) == 0,
+    );
+    results.insert("subscription fan-out", fan_out.to_json());
+    Ok(())
 }

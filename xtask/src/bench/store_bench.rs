@@ -10,6 +10,10 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tserver_tests::postgres::PrivatePostgres;
 
+use super::harness::{serve, tclient_bench};
+use super::plant_bench::BENCH_FOLDER;
+use super::report::{Results, error_count, rps};
+use super::verdicts::{self, Verdicts};
 use crate::processes::{free_port, run_quietly};
 
 /// The shape of the store runs.
@@ -42,7 +46,7 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: StorePlan) -> anyhow::Result
     }
     let path = file.to_str().context("the bench directory is not UTF-8")?;
     run_quietly(&tserver, &["init", path, "--demo"])?;
-    crate::plant_bench::import_bench_plant(&tserver, &file, 1)?;
+    super::plant_bench::import_bench_plant(&tserver, &file, 1)?;
     let postgres = PrivatePostgres::start();
     let url = postgres.url("postgres");
     run_quietly(&tserver, &["solution", "copy", path, &url])?;
@@ -69,8 +73,8 @@ fn measure_store(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) ->
         "sqlite"
     };
     let log = std::fs::File::create(out_dir.join(format!("tserver-store-{kind}.log")))?;
-    let server = crate::bench::serve(bin, Path::new(solution), &addr, &http, &[], log)?;
-    let gate = crate::bench::tclient_bench(
+    let server = serve(bin, Path::new(solution), &addr, &http, &[], log)?;
+    let gate = tclient_bench(
         bin,
         &addr,
         &[
@@ -83,8 +87,8 @@ fn measure_store(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) ->
             plan.warmup,
         ],
     )?;
-    let tag = format!("{}.T0000", crate::plant_bench::BENCH_FOLDER);
-    let writes = crate::bench::tclient_bench(
+    let tag = format!("{BENCH_FOLDER}.T0000");
+    let writes = tclient_bench(
         bin,
         &addr,
         &[
@@ -101,9 +105,9 @@ fn measure_store(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) ->
     )?;
     drop(server);
     Ok(StoreRun {
-        gate_per_second: crate::bench::rps(&gate),
-        writes_per_second: crate::bench::rps(&writes),
-        errors: crate::bench::error_count(&gate) + crate::bench::error_count(&writes),
+        gate_per_second: rps(&gate),
+        writes_per_second: rps(&writes),
+        errors: error_count(&gate) + error_count(&writes),
     })
 }
 
@@ -119,5 +123,39 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
         writes: 5_000,
     };
     println!("{}", serde_json::to_string_pretty(&run(bin, &out_dir, plan)?)?);
+    Ok(())
+}
+
+/// Runs the scenario and judges each PostgreSQL row against the file's.
+pub(crate) fn judge(
+    bin: &Path,
+    out_dir: &Path,
+    plan: StorePlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let store = run(bin, out_dir, plan)?;
+    for (row, key, what) in [
+        ("chatGateRatio", "chatGatePerSecond", "chat gate"),
+        ("writeRatio", "writesPerSecond", "write round trip"),
+    ] {
+        let (file, database) = (
+            store["sqlite"][key].as_f64().unwrap_or(0.0),
+            store["postgres"][key].as_f64().unwrap_or(0.0),
+        );
+        let ratio = store[row].as_f64().unwrap_or(0.0);
+        eprintln!(
+            "{:<28} {database:>9.0} calls/s  beside SQLite {file:.0} calls/s = {ratio:.2}x",
+            format!("{what} on PostgreSQL c=16")
+        );
+        verdicts.judge(
+            format!("{what} on PostgreSQL vs SQLite, c=16"),
+            format!("{database:.0} vs {file:.0} calls/s = {ratio:.2}x"),
+            verdicts::STORE,
+            ratio,
+            store["sqlite"]["errors"] == 0 && store["postgres"]["errors"] == 0,
+        );
+    }
+    results.insert("store", store);
     Ok(())
 }

@@ -20,7 +20,9 @@ use service_client::{Client, ClientOptions, TagValue};
 use tokio_util::sync::CancellationToken;
 use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
-use crate::latencies::Latencies;
+use super::latencies::Latencies;
+use super::report::Results;
+use super::verdicts::{self, Verdicts};
 use crate::processes::{cpu_seconds, measuring_side, rss_bytes, run_quietly};
 
 /// The topic root of the bench source.
@@ -342,4 +344,82 @@ async fn freshness(
     report["applied"] = applied.into();
     report["publishedPerSecond"] = (total as f64 / published_in).into();
     Ok(report)
+}
+
+/// MQTT: one broker's retained values read by tserver's source beside a bare subscriber, and a
+/// steady stream read back through ReadTags; judges ingestion, freshness, CPU and memory.
+pub(crate) fn judge(
+    bin: &Path,
+    out_dir: &Path,
+    plan: MqttPlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let mqtt = run(bin, out_dir, plan)?;
+    let (ours, bare) = (
+        mqtt["tserverUpdatesPerSecond"].as_f64().unwrap_or(0.0),
+        mqtt["bareUpdatesPerSecond"].as_f64().unwrap_or(f64::INFINITY),
+    );
+    let fresh = &mqtt["freshness"];
+    eprintln!(
+        "{:<28} {ours:>9.0} updates/s (bare rumqttc {bare:.0})  CPU {:.2} us/update  plant {:.0} B/tag, source {:.0} B/tag",
+        format!("tserver MQTT ingest x{}", plan.tags),
+        mqtt["cpuUsPerUpdate"].as_f64().unwrap_or(0.0),
+        mqtt["plantBytes"].as_f64().unwrap_or(0.0) / plan.tags as f64,
+        mqtt["sourceBytes"].as_f64().unwrap_or(0.0) / plan.tags as f64,
+    );
+    eprintln!(
+        "{:<28} {:>9.0} updates/s published, {} applied  p50 {:>8.1} us  p99 {:>8.1} us  max {:.1} us",
+        "tserver MQTT to ReadTags",
+        fresh["publishedPerSecond"].as_f64().unwrap_or(0.0),
+        fresh["applied"],
+        fresh["p50Us"].as_f64().unwrap_or(0.0),
+        fresh["p99Us"].as_f64().unwrap_or(0.0),
+        fresh["maxUs"].as_f64().unwrap_or(0.0),
+    );
+    let ratio = ours / bare;
+    verdicts.judge(
+        format!("MQTT ingestion, {} retained values, one broker", plan.tags),
+        format!("{ours:.0} vs bare rumqttc {bare:.0} updates/s = {ratio:.2}x"),
+        verdicts::MQTT_INGEST,
+        ratio,
+        true,
+    );
+    verdicts.judge(
+        format!("MQTT publish to ReadTags at {} updates/s, p99", plan.rate),
+        format!(
+            "{:.0} us (p50 {:.0} us), {} of {} applied",
+            fresh["p99Us"].as_f64().unwrap_or(0.0),
+            fresh["p50Us"].as_f64().unwrap_or(0.0),
+            fresh["applied"],
+            fresh["updates"]
+        ),
+        verdicts::MQTT_FRESHNESS,
+        fresh["p99Us"].as_f64().unwrap_or(f64::INFINITY),
+        fresh["applied"].as_u64() == fresh["updates"].as_u64(),
+    );
+    let cpu_per_update = mqtt["cpuUsPerUpdate"].as_f64().unwrap_or(f64::INFINITY);
+    verdicts.judge(
+        "tserver CPU per MQTT update (ingestion)".to_owned(),
+        format!("{cpu_per_update:.2} us"),
+        verdicts::MQTT_CPU,
+        cpu_per_update,
+        true,
+    );
+    let bytes_per_tag = (mqtt["plantBytes"].as_f64().unwrap_or(f64::INFINITY)
+        + mqtt["sourceBytes"].as_f64().unwrap_or(f64::INFINITY))
+        / plan.tags as f64;
+    verdicts.judge(
+        format!("memory for {} MQTT tags (plant + source + values)", plan.tags),
+        format!(
+            "{:.0} B/tag ({:.0} MB in all)",
+            bytes_per_tag,
+            bytes_per_tag * plan.tags as f64 / 1e6
+        ),
+        verdicts::MQTT_MEMORY,
+        bytes_per_tag,
+        true,
+    );
+    results.insert("mqtt", mqtt);
+    Ok(())
 }

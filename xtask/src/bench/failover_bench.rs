@@ -17,7 +17,10 @@ use serde_json::{Value, json};
 use service_client::{ClientOptions, FailoverClient};
 use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 
-use crate::latencies::Latencies;
+use super::harness::serve;
+use super::latencies::Latencies;
+use super::report::Results;
+use super::verdicts::{self, Verdicts};
 use crate::processes::{Process, run_quietly};
 
 /// The shape of the failover run.
@@ -54,7 +57,7 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: FailoverPlan) -> anyhow::Res
     let start = |index: usize| -> anyhow::Result<Process> {
         let (solution, node) = &nodes[index];
         let log = std::fs::File::create(out_dir.join(format!("tserver-failover-{}.log", index + 1)))?;
-        crate::bench::serve(
+        serve(
             bin,
             solution,
             &node.listen.to_string(),
@@ -195,4 +198,35 @@ async fn wait_until_up(haproxy: &Haproxy) -> anyhow::Result<()> {
 
 fn elapsed_nanos(epoch: Instant) -> u64 {
     u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Runs the scenario and judges the p99 time until every panel has read again.
+pub(crate) fn judge(
+    bin: &Path,
+    out_dir: &Path,
+    plan: FailoverPlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let failover = run(bin, out_dir, plan)?;
+    let (p50, p99, read_errors) = (
+        failover["failover"]["p50Ms"].as_f64().unwrap_or(f64::INFINITY),
+        failover["failover"]["p99Ms"].as_f64().unwrap_or(f64::INFINITY),
+        failover["readErrors"].as_u64().unwrap_or(u64::MAX),
+    );
+    eprintln!(
+        "{:<28} {:>9} kills  p50 {p50:>8.1} ms  p99 {p99:>8.1} ms  max {:.1} ms  read errors {read_errors}",
+        format!("failover x{} panels", plan.panels),
+        plan.kills,
+        failover["failover"]["maxMs"].as_f64().unwrap_or(f64::NAN),
+    );
+    verdicts.judge(
+        format!("failover behind HAProxy, {} node kills, p99", plan.kills),
+        format!("{p99:.0} ms (p50 {p50:.0} ms), {read_errors} read errors"),
+        verdicts::FAILOVER,
+        p99,
+        read_errors == 0,
+    );
+    results.insert("failover", failover);
+    Ok(())
 }

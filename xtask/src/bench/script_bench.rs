@@ -25,7 +25,9 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tserver::Runtime;
 
-use crate::latencies::Latencies;
+use super::latencies::Latencies;
+use super::report::Results;
+use super::verdicts::{self, Verdicts};
 use crate::processes::{cpu_seconds, measuring_side, rss_bytes, run_quietly};
 
 /// The shape of the script runs.
@@ -91,7 +93,7 @@ message = "Bench level high"
 "#;
 
 /// What a loaded script is like for the memory figure: the demo's TankNote, a dozen lines.
-const TYPICAL_SCRIPT: &str = include_str!("../../examples/scripts/tank_note.rhai");
+const TYPICAL_SCRIPT: &str = include_str!("../../../examples/scripts/tank_note.rhai");
 
 /// How long one sample may take before the bench gives up on it.
 const SAMPLE_PATIENCE: Duration = Duration::from_secs(5);
@@ -402,4 +404,68 @@ async fn trivial_runs(runtime: &Runtime, plan: ScriptPlan) -> anyhow::Result<Val
         "runsPerSecond": runs as f64 / seconds,
         "cpuUsPerRun": cpu * 1e6 / runs.max(1) as f64,
     }))
+}
+
+/// Solution scripts: memory per loaded script, trigger to the script's first write for tag:
+/// and alarm: triggers, trivial runs a second under a storm of triggers; judges each.
+pub(crate) fn judge(
+    bin: &Path,
+    out_dir: &Path,
+    plan: ScriptPlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let scripts = run(bin, out_dir, plan)?;
+    let trivial = &scripts["trivial"];
+    let per_script = scripts["bytesPerLoadedScript"].as_f64().unwrap_or(f64::INFINITY);
+    for (label, kind) in [("tag:", "tagTrigger"), ("alarm:", "alarmTrigger")] {
+        let (start, echo) = (&scripts[kind]["toStart"], &scripts[kind]["toEcho"]);
+        let (p50, p99) = (
+            start["p50Us"].as_f64().unwrap_or(0.0),
+            start["p99Us"].as_f64().unwrap_or(f64::INFINITY),
+        );
+        eprintln!(
+            "{:<28} {:>9} samples  p50 {p50:>8.1} us  p99 {p99:>8.1} us  max {:.1} us  (to its write shown: p50 {:.1} us, p99 {:.1} us)",
+            format!("script {label} trigger to run"),
+            start["samples"],
+            start["maxUs"].as_f64().unwrap_or(0.0),
+            echo["p50Us"].as_f64().unwrap_or(0.0),
+            echo["p99Us"].as_f64().unwrap_or(0.0),
+        );
+        verdicts.judge(
+            format!("script {label} trigger to run start, p99"),
+            format!("{p99:.0} us (p50 {p50:.0} us)"),
+            verdicts::SCRIPT_TRIGGER,
+            p99,
+            true,
+        );
+    }
+    let runs_per_second = trivial["runsPerSecond"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "{:<28} {runs_per_second:>9.0} runs/s  {} skipped of {} triggers  CPU {:.1} us/run  {:.1} KiB/loaded script",
+        format!("script trivial x{}", plan.trivial_scripts),
+        trivial["skipped"],
+        trivial["triggers"],
+        trivial["cpuUsPerRun"].as_f64().unwrap_or(0.0),
+        per_script / 1024.0,
+    );
+    verdicts.judge(
+        format!(
+            "trivial script runs, {} scripts on one busy tag",
+            plan.trivial_scripts
+        ),
+        format!("{runs_per_second:.0} runs/s"),
+        verdicts::SCRIPT_RUNS,
+        runs_per_second,
+        true,
+    );
+    verdicts.judge(
+        format!("memory per loaded script, {} loaded", plan.loaded),
+        format!("{:.1} KiB", per_script / 1024.0),
+        verdicts::SCRIPT_MEMORY,
+        per_script,
+        true,
+    );
+    results.insert("scripts", scripts);
+    Ok(())
 }

@@ -12,7 +12,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use crate::{ClientError, ErrorCode, FailoverClient};
+use service_client::{ClientError, ErrorCode, FailoverClient};
 
 /// The MCP side of the bridge.
 #[derive(Debug, Clone)]

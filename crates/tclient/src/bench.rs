@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Client, ClientError, ClientOptions, Envelope};
+use service_client::{Client, ClientError, ClientOptions, Envelope};
 
 /// The longest a run with `--count` and no `--duration` may take.
 const COUNT_TIME_LIMIT: Duration = Duration::from_secs(600);
@@ -463,10 +463,10 @@ async fn watch_load(
     let mut tasks = tokio::task::JoinSet::new();
     for client in clients {
         let client = client.clone();
-        let request = crate::SubscribeRequest {
+        let request = service_client::SubscribeRequest {
             folder: args.folder.clone(),
             max_rate: args.max_rate,
-            ..crate::SubscribeRequest::default()
+            ..service_client::SubscribeRequest::default()
         };
         tasks.spawn(async move {
             let mut tally = Tally::new()?;
@@ -494,7 +494,7 @@ async fn watch_load(
                 let now = now_micros();
                 for reading in &update.readings {
                     // Only values `write` stamped (this century, in microseconds).
-                    if let Some(crate::TagValue::Number(stamp)) = reading.value
+                    if let Some(service_client::TagValue::Number(stamp)) = reading.value
                         && stamp > 1.0e15
                         && stamp <= now
                     {
@@ -599,9 +599,9 @@ impl Run {
                 let writes = self
                     .tags
                     .iter()
-                    .map(|name| crate::TagWrite {
+                    .map(|name| service_client::TagWrite {
                         name: name.clone(),
-                        value: Some(crate::WriteValue::Number(stamp)),
+                        value: Some(service_client::WriteValue::Number(stamp)),
                     })
                     .collect();
                 client.write_tags(writes).await.map(|results| {
@@ -637,7 +637,7 @@ async fn chat_streamed(client: &Client, query: &str) -> Result<(String, Option<D
         .map_err(|error| error_kind(&error))?;
     let mut first_text = None;
     while let Some(event) = stream.next_event().await {
-        if let crate::ChatEvent::Text(text) = event
+        if let service_client::ChatEvent::Text(text) = event
             && first_text.is_none()
         {
             let now = std::time::SystemTime::now();

@@ -1,0 +1,8 @@
+//! The `tclient` command line on top of the `service-client` library: ping, chat, tags, alarms
+//! and tools against a running TServer, the bundled load client (`tclient bench`) and the MCP
+//! stdio bridge (`tclient mcp`). Display clients depend on `service-client` alone.
+
+pub mod bench;
+pub mod cli;
+
+mod mcp_bridge;

@@ -1,0 +1,284 @@
+//! The crate graph is the architecture: each crate's dependencies, read from `cargo metadata`,
+//! keep the walls the code map draws (which crate may speak TCP, protobuf or SQL, and that the
+//! server and its clients never depend on each other).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+use serde_json::Value;
+
+/// The crates a rule applies to.
+#[derive(Debug, Clone, Copy)]
+enum Crates {
+    /// One workspace crate, by package name.
+    One(&'static str),
+    /// Every workspace crate but these.
+    AllBut(&'static [&'static str]),
+}
+
+/// How far a rule looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// The crate's own `[dependencies]`.
+    Direct,
+    /// Its normal dependencies however deep: a forbidden crate is as present through another.
+    Any,
+}
+
+/// One wall: `crates` never depend (normal dependencies, within `reach`) on `forbidden`.
+#[derive(Debug)]
+struct Rule {
+    crates: Crates,
+    reach: Reach,
+    forbidden: &'static [&'static str],
+    why: &'static str,
+}
+
+/// The SQL drivers.
+const SQL: &[&str] = &["rusqlite", "libsqlite3-sys", "sqlx", "sqlx-core", "sqlx-postgres"];
+
+/// The rules. `store` holds every SQL statement, so it is the one exception of the SQL rule.
+const RULES: &[Rule] = &[
+    Rule {
+        crates: Crates::AllBut(&["store"]),
+        reach: Reach::Direct,
+        forbidden: SQL,
+        why: "SQL lives in one crate; every other crate reaches the database through it",
+    },
+    Rule {
+        crates: Crates::One("localai"),
+        reach: Reach::Any,
+        forbidden: &[
+            "tserver",
+            "tserver-proto",
+            "service-client",
+            "tclient",
+            "prost",
+            "rusqlite",
+            "libsqlite3-sys",
+            "sqlx",
+            "axum",
+        ],
+        why: "localai knows nothing of the framed protocol, protobuf, SQL or serving: its host hands it what it needs",
+    },
+    Rule {
+        crates: Crates::One("service-client"),
+        reach: Reach::Any,
+        forbidden: &["tserver", "tclient", "clap", "indicatif", "hdrhistogram", "rmcp"],
+        why: "a display client that links the library gets no server, command line, load client or MCP server",
+    },
+    Rule {
+        crates: Crates::One("tserver"),
+        reach: Reach::Any,
+        forbidden: &["service-client", "tclient"],
+        why: "the server and its clients never depend on each other",
+    },
+    Rule {
+        crates: Crates::One("store"),
+        reach: Reach::Any,
+        forbidden: &[
+            "tserver",
+            "tserver-proto",
+            "service-client",
+            "tclient",
+            "prost",
+            "axum",
+            "rmcp",
+        ],
+        why: "the store keeps a solution and knows nothing of the framed protocol or serving",
+    },
+    Rule {
+        crates: Crates::One("plant-model"),
+        reach: Reach::Any,
+        forbidden: &[
+            "tserver",
+            "rusqlite",
+            "libsqlite3-sys",
+            "sqlx",
+            "sqlx-core",
+            "sqlx-postgres",
+        ],
+        why: "the plant's vocabulary knows no server and no database",
+    },
+    Rule {
+        crates: Crates::One("sparkplug"),
+        reach: Reach::Any,
+        forbidden: &[
+            "tserver",
+            "rusqlite",
+            "libsqlite3-sys",
+            "sqlx",
+            "sqlx-core",
+            "sqlx-postgres",
+        ],
+        why: "the Sparkplug codec knows no server and no database",
+    },
+];
+
+/// The workspace's packages and the normal dependency edges between every package.
+struct Graph {
+    /// Package id to package name.
+    names: HashMap<String, String>,
+    /// Workspace package name to its id.
+    members: BTreeMap<String, String>,
+    /// Package id to the ids of its normal dependencies.
+    normal: HashMap<String, Vec<String>>,
+}
+
+impl Graph {
+    fn read() -> Self {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let output = std::process::Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--manifest-path"])
+            .arg(&manifest)
+            .output()
+            .expect("cargo metadata runs");
+        assert!(
+            output.status.success(),
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+        let text = |value: &Value| value.as_str().expect("a string").to_owned();
+        let names: HashMap<String, String> = metadata["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .map(|package| (text(&package["id"]), text(&package["name"])))
+            .collect();
+        let members = metadata["workspace_members"]
+            .as_array()
+            .expect("workspace members")
+            .iter()
+            .map(|id| (names[&text(id)].clone(), text(id)))
+            .collect();
+        let normal = metadata["resolve"]["nodes"]
+            .as_array()
+            .expect("a resolved graph")
+            .iter()
+            .map(|node| {
+                let deps = node["deps"]
+                    .as_array()
+                    .expect("deps")
+                    .iter()
+                    .filter(|dep| {
+                        dep["dep_kinds"]
+                            .as_array()
+                            .expect("dep kinds")
+                            .iter()
+                            .any(|kind| kind["kind"].is_null())
+                    })
+                    .map(|dep| text(&dep["pkg"]))
+                    .collect();
+                (text(&node["id"]), deps)
+            })
+            .collect();
+        Self {
+            names,
+            members,
+            normal,
+        }
+    }
+
+    /// The crates `crates` names, each checked to be a workspace crate.
+    fn crates(&self, crates: Crates) -> Vec<&str> {
+        match crates {
+            Crates::One(name) => {
+                assert!(
+                    self.members.contains_key(name),
+                    "a rule names {name:?}, which is not a workspace crate; the workspace has {:?}",
+                    self.members.keys().collect::<Vec<_>>()
+                );
+                vec![name]
+            }
+            Crates::AllBut(exceptions) => {
+                for name in exceptions {
+                    assert!(
+                        self.members.contains_key(*name),
+                        "a rule excepts {name:?}, which is not a workspace crate"
+                    );
+                }
+                self.members
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|name| !exceptions.contains(name))
+                    .collect()
+            }
+        }
+    }
+
+    /// Every package `name` depends on within `reach`, each with the chain that reaches it
+    /// (`name -> a -> b`).
+    fn dependencies(&self, name: &str, reach: Reach) -> Vec<(String, String)> {
+        let root = &self.members[name];
+        let mut found = Vec::new();
+        let mut chains: HashMap<&str, String> = HashMap::from([(root.as_str(), name.to_owned())]);
+        let mut queue = VecDeque::from([root.as_str()]);
+        while let Some(id) = queue.pop_front() {
+            let chain = chains[id].clone();
+            for dep in self.normal.get(id).into_iter().flatten() {
+                if chains.contains_key(dep.as_str()) {
+                    continue;
+                }
+                let dep_name = &self.names[dep];
+                let dep_chain = format!("{chain} -> {dep_name}");
+                found.push((dep_name.clone(), dep_chain.clone()));
+                chains.insert(dep, dep_chain);
+                if reach == Reach::Any {
+                    queue.push_back(dep);
+                }
+            }
+        }
+        found
+    }
+}
+
+/// What breaks the rules, one line each.
+fn broken_rules(graph: &Graph, rules: &[Rule]) -> Vec<String> {
+    let mut broken = Vec::new();
+    for rule in rules {
+        for name in graph.crates(rule.crates) {
+            for (dep, chain) in graph.dependencies(name, rule.reach) {
+                if rule.forbidden.contains(&dep.as_str()) {
+                    broken.push(format!("{name} depends on {dep} ({chain}): {}", rule.why));
+                }
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn no_crate_depends_on_what_the_code_map_forbids_it() {
+    let graph = Graph::read();
+    let broken = broken_rules(&graph, RULES);
+    assert!(
+        broken.is_empty(),
+        "the crate graph breaks the architecture:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn a_forbidden_dependency_is_named_with_the_chain_that_reaches_it() {
+    let graph = Graph::read();
+    // tserver does speak protobuf: a rule forbidding it must catch that, through the crate
+    // that brings it.
+    let broken = broken_rules(
+        &graph,
+        &[Rule {
+            crates: Crates::One("tserver"),
+            reach: Reach::Any,
+            forbidden: &["prost"],
+            why: "a rule the real graph breaks",
+        }],
+    );
+    assert!(
+        broken
+            .iter()
+            .any(|line| line.starts_with("tserver depends on prost (tserver -> ")
+                && line.ends_with("a rule the real graph breaks")),
+        "{broken:?}"
+    );
+}

@@ -1,0 +1,154 @@
+//! What every scenario runs against: the built binaries, the bench solution, the servers
+//! (tserver and the reference server) and `tclient bench`, the load client that drives them.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::processes::{Process, run_quietly, wait_for_port};
+
+/// A server under measurement: where it listens and its process id (for its CPU time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Measured<'a> {
+    pub(crate) addr: &'a str,
+    pub(crate) pid: u32,
+}
+
+/// Everything one run needs: binaries, output directory, the solution, the servers.
+#[derive(Debug)]
+pub(crate) struct Bench {
+    pub(crate) bin: PathBuf,
+    pub(crate) out_dir: PathBuf,
+    pub(crate) solution: PathBuf,
+    pub(crate) tserver_addr: String,
+    pub(crate) tserver_pid: u32,
+    pub(crate) reference_addr: String,
+    pub(crate) reference_pid: u32,
+    /// How long a timed scenario runs, and its warm-up (`tclient bench` durations).
+    pub(crate) duration: &'static str,
+    pub(crate) warmup: &'static str,
+}
+
+impl Bench {
+    pub(crate) fn tool(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
+    pub(crate) fn tserver(&self) -> Measured<'_> {
+        Measured {
+            addr: &self.tserver_addr,
+            pid: self.tserver_pid,
+        }
+    }
+
+    pub(crate) fn reference(&self) -> Measured<'_> {
+        Measured {
+            addr: &self.reference_addr,
+            pid: self.reference_pid,
+        }
+    }
+
+    /// Sets a setting of the bench solution (tserver reads settings at every call).
+    pub(crate) fn settings(&self, key: &str, value: &str) -> anyhow::Result<()> {
+        let solution = self.solution.to_str().context("a UTF-8 solution path")?;
+        run_quietly(&self.tool("tserver"), &["settings", solution, "set", key, value])
+    }
+
+    /// Runs `tclient bench` and returns its JSON report.
+    pub(crate) fn client(&self, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
+        tclient_bench(&self.bin, addr, args)
+    }
+
+    /// The arguments of `scenario` on `connections` connections for the plan's duration after
+    /// its warm-up, then `extra`.
+    pub(crate) fn timed(&self, scenario: &str, connections: usize, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            scenario.to_owned(),
+            "-c".to_owned(),
+            connections.to_string(),
+            "-d".to_owned(),
+            self.duration.to_owned(),
+            "--warmup".to_owned(),
+            self.warmup.to_owned(),
+        ];
+        args.extend(extra.iter().map(|&arg| arg.to_owned()));
+        args
+    }
+}
+
+/// Runs `tclient bench ARGS --json` against `addr` and returns its JSON report.
+pub(crate) fn tclient_bench(bin: &Path, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
+    let output = Command::new(bin.join("tclient"))
+        .args(["--addr", addr, "--timeout-secs", "30", "bench"])
+        .args(args)
+        .arg("--json")
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run tclient")?;
+    if !output.status.success() {
+        bail!("tclient bench {args:?} failed");
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// Starts `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for
+/// the idle connections, RuntimeMCP at `http` with no request limit for the bench's token,
+/// `extra` options, its log in `log`; returns once it accepts connections.
+pub(crate) fn serve(
+    bin: &Path,
+    solution: &Path,
+    addr: &str,
+    http: &str,
+    extra: &[&str],
+    log: std::fs::File,
+) -> anyhow::Result<Process> {
+    let process = Process {
+        name: "tserver",
+        child: Command::new(bin.join("tserver"))
+            .arg("serve")
+            .arg("--solution")
+            .arg(solution)
+            .args([
+                "--listen",
+                addr,
+                "--simulator",
+                "off",
+                "--max-connections",
+                "12000",
+            ])
+            .args(["--max-calls-in-flight", "64"])
+            .args(["--http", http, "--http-requests-per-second", "100000000"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("cannot start tserver")?,
+    };
+    wait_for_port(addr.parse()?)?;
+    Ok(process)
+}
+
+/// A stand-in model's counters, read over HTTP.
+pub(crate) fn llm_stats(url: &str) -> anyhow::Result<scripted_llm::Stats> {
+    use std::io::{Read, Write};
+    let authority = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .context("not an http URL")?;
+    let mut stream = TcpStream::connect(authority)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {} HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\n\r\n",
+        scripted_llm::STATS_PATH
+    )?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply)?;
+    let body = reply.split("\r\n\r\n").nth(1).context("no body")?;
+    scripted_llm::Stats::from_json(&serde_json::from_str(body)?).context("not stats")
+}

@@ -1,0 +1,282 @@
+//! `cargo xtask bench`: every scenario against `tserver` and the reference server in one run.
+//!
+//! Builds the binaries, starts the reference server, two stand-in model servers (0 ms and
+//! 500 ms) and `tserver` on loopback ports, drives each scenario with `tclient bench --json`,
+//! and judges the results against the verdict table (`verdicts.rs`), mostly as ratios measured
+//! in the same run. It prints the table and writes `target/bench/results.json`. A missed target
+//! is reported, never an error: speed depends on the machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use self::harness::{Bench, serve};
+use self::plan::{FULL, Plan, SMOKE};
+use self::report::Results;
+use self::verdicts::Verdicts;
+use crate::processes::{Process, free_port, run_quietly, start_announcing};
+
+mod baseline;
+mod failover_bench;
+mod harness;
+mod hostile;
+mod idle;
+mod latencies;
+pub(crate) mod mcp_bench;
+pub(crate) mod mqtt_bench;
+mod ping;
+mod plan;
+mod plant_bench;
+pub(crate) mod reference;
+mod report;
+pub(crate) mod script_bench;
+mod server_cost;
+mod slow_model;
+pub(crate) mod store_bench;
+mod streaming;
+mod tool_turns;
+mod turn_latency;
+mod verdicts;
+mod writes;
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, Default)]
+pub(crate) struct BenchOptions {
+    /// Short runs with debug binaries.
+    pub(crate) smoke: bool,
+    /// Also measure chat turns against this model URL.
+    pub(crate) llm_url: Option<String>,
+}
+
+impl BenchOptions {
+    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
+        let mut options = Self::default();
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--smoke" => options.smoke = true,
+                "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
+                other => bail!("unknown bench option {other:?}; known: --smoke, --llm-url URL"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// The processes a run starts before its scenarios; each stops when dropped.
+struct Servers {
+    tserver: Process,
+    tserver_addr: String,
+    reference: Process,
+    reference_addr: String,
+    _fast_llm: Process,
+    _slow_llm: Process,
+    /// The stand-in that answers every turn with one tool call at once.
+    fast_url: String,
+    /// The stand-in that answers after 500 ms.
+    slow_url: String,
+    /// RuntimeMCP's address, and a token of the bench's user for it.
+    http_addr: String,
+    token: String,
+}
+
+/// Runs the whole benchmark.
+pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("xtask has no parent directory")?
+        .to_owned();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let (profile, plan) = if options.smoke {
+        ("debug", SMOKE)
+    } else {
+        ("release", FULL)
+    };
+    build(
+        &["-p", "tserver", "-p", "tclient", "-p", "scripted-llm", "--bins"],
+        options.smoke,
+    )?;
+    let bin = target_dir.join(profile);
+    let out_dir = target_dir.join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let solution = out_dir.join("bench.db");
+    for stale in ["bench.db", "bench.db.key", "bench.db-wal", "bench.db-shm"] {
+        let _ = std::fs::remove_file(out_dir.join(stale));
+    }
+    run_quietly(
+        &bin.join("tserver"),
+        &[
+            "init",
+            solution.to_str().context("a UTF-8 solution path")?,
+            "--demo",
+        ],
+    )?;
+    plant_bench::import_bench_plant(&bin.join("tserver"), &solution, plan.bench_tags)?;
+    // The reference server is this harness itself, rebuilt in the same profile.
+    build(&["-p", "xtask"], options.smoke)?;
+    let servers = start_servers(&bin, &solution, &out_dir)?;
+    let bench = Bench {
+        bin,
+        out_dir,
+        solution,
+        tserver_addr: servers.tserver_addr.clone(),
+        tserver_pid: servers.tserver.pid(),
+        reference_addr: servers.reference_addr.clone(),
+        reference_pid: servers.reference.pid(),
+        duration: plan.duration,
+        warmup: plan.warmup,
+    };
+    let mut results = Results::default();
+    let mut verdicts = Verdicts::default();
+    run_scenarios(
+        &bench,
+        &root,
+        &servers,
+        &plan,
+        options,
+        &mut results,
+        &mut verdicts,
+    )?;
+    drop(servers);
+    verdicts.print();
+    write_report(&bench.out_dir, profile, options.smoke, results, &verdicts)
+}
+
+/// `cargo build ARGS`, in release unless a smoke run.
+fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
+    let mut build = vec!["build"];
+    build.extend_from_slice(args);
+    if !smoke {
+        build.push("--release");
+    }
+    crate::processes::cargo(&build)
+}
+
+/// Starts the reference server, the two stand-in models and tserver on the bench solution, and
+/// makes the bench's RuntimeMCP token.
+fn start_servers(bin: &Path, solution: &Path, out_dir: &Path) -> anyhow::Result<Servers> {
+    let (reference, reference_addr) = start_announcing(
+        "reference server",
+        Command::new(bin.join("xtask")).args(["reference-server", "127.0.0.1:0"]),
+    )?;
+    let (fast_llm, fast_url) = start_announcing(
+        "scripted LLM (0 ms, one tool call per turn)",
+        Command::new(bin.join("scripted-llm")).args(["--mode", "tool"]),
+    )?;
+    let (slow_llm, slow_url) = start_announcing(
+        "scripted LLM (500 ms)",
+        Command::new(bin.join("scripted-llm")).args(["--latency-ms", "500"]),
+    )?;
+    let tserver_addr = format!("127.0.0.1:{}", free_port()?);
+    let http_addr = format!("127.0.0.1:{}", free_port()?);
+    let token = {
+        let solution = solution.to_str().context("a UTF-8 solution path")?;
+        let output = Command::new(bin.join("tserver"))
+            .args(["tokens", solution, "create", "--user", "guest", "--name", "bench"])
+            .stderr(Stdio::null())
+            .output()
+            .context("cannot run tserver tokens")?;
+        if !output.status.success() {
+            bail!("tserver tokens create failed");
+        }
+        String::from_utf8(output.stdout)?.trim().to_owned()
+    };
+    let tserver = serve(
+        bin,
+        solution,
+        &tserver_addr,
+        &http_addr,
+        &[],
+        std::fs::File::create(out_dir.join("tserver.log"))?,
+    )?;
+    Ok(Servers {
+        tserver,
+        tserver_addr,
+        reference,
+        reference_addr,
+        _fast_llm: fast_llm,
+        _slow_llm: slow_llm,
+        fast_url,
+        slow_url,
+        http_addr,
+        token,
+    })
+}
+
+/// Every scenario in turn, each adding its measurements to `results` and its rows to
+/// `verdicts`.
+fn run_scenarios(
+    bench: &Bench,
+    root: &Path,
+    servers: &Servers,
+    plan: &Plan,
+    options: &BenchOptions,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let reference_ping = ping::run(bench, results, verdicts)?;
+    ping::chat_gate(bench, reference_ping, results, verdicts)?;
+    server_cost::run(bench, plan.cost_calls, results, verdicts)?;
+    let fast_url = &servers.fast_url;
+    let tool = tool_turns::run(bench, root, fast_url, plan, options.smoke, results, verdicts)?;
+    turn_latency::run(bench, fast_url, plan, &tool, reference_ping, results, verdicts)?;
+    streaming::run(bench, fast_url, plan.tool_turns / 2, results, verdicts)?;
+    tool_turns::judge_model_connections(&tool, verdicts);
+    drop(tool);
+    slow_model::run(bench, &servers.slow_url, plan, results, verdicts)?;
+    hostile::run(bench, fast_url, plan.hostile, results, verdicts)?;
+    if let Some(url) = &options.llm_url {
+        bench.settings("URL", url)?;
+        let given = bench.client(
+            &bench.tserver_addr,
+            &report::strings(&bench.timed("chat", 4, &[])),
+        )?;
+        results.record(format!("tserver chat vs {url}"), &given);
+    }
+    writes::run(bench, plan.writes, results)?;
+    plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
+    mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
+    script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
+    failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
+    store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;
+    let mcp_url = format!("http://{}/mcp", servers.http_addr);
+    mcp_bench::judge(
+        &bench.tool("xtask"),
+        (&mcp_url, &servers.token),
+        plan.mcp_seconds,
+        results,
+        verdicts,
+    )?;
+    idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
+}
+
+/// Writes the machine, the results and the verdicts to `out_dir` (`smoke.json` or
+/// `results.json`).
+fn write_report(
+    out_dir: &Path,
+    profile: &str,
+    smoke: bool,
+    results: Results,
+    verdicts: &Verdicts,
+) -> anyhow::Result<()> {
+    let machine = json!({
+        "cpus": std::thread::available_parallelism().map_or(0, usize::from),
+        "cpu": std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
+            info.lines().find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1)).map(|name| name.trim().to_owned())
+        }),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|text| text.trim().to_owned()),
+        "profile": profile,
+    });
+    let report = json!({
+        "machine": machine,
+        "results": results.into_json(),
+        "targets": verdicts.to_json(),
+    });
+    let file = out_dir.join(if smoke { "smoke.json" } else { "results.json" });
+    std::fs::write(&file, serde_json::to_string_pretty(&report)?)?;
+    println!("\nwrote {}", file.display());
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! How long and how hard each scenario runs: the full plan on a quiet machine, the smoke plan
+//! in CI.
+
+use super::failover_bench::FailoverPlan;
+use super::mqtt_bench::MqttPlan;
+use super::script_bench::ScriptPlan;
+use super::store_bench::StorePlan;
+
+/// How long and how hard each scenario runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    pub(crate) duration: &'static str,
+    pub(crate) warmup: &'static str,
+    pub(crate) tool_turns: u64,
+    pub(crate) slow_connections: usize,
+    pub(crate) slow_duration: &'static str,
+    pub(crate) slow_warmup: &'static str,
+    pub(crate) idle_connections: usize,
+    pub(crate) idle_hold: &'static str,
+    pub(crate) hostile: usize,
+    /// Panels subscribed in the fan-out scenario.
+    pub(crate) panels: usize,
+    /// Tags they subscribe to, each written 10 times a second.
+    pub(crate) bench_tags: usize,
+    /// Writes per round-trip measurement.
+    pub(crate) writes: u64,
+    /// The MQTT ingestion and freshness runs.
+    pub(crate) mqtt: MqttPlan,
+    /// Seconds of each RuntimeMCP run.
+    pub(crate) mcp_seconds: f64,
+    /// The solution-script runs.
+    pub(crate) scripts: ScriptPlan,
+    /// Calls per run of the metrics-cost and CPU-per-call measurements.
+    pub(crate) cost_calls: u64,
+    /// Node kills behind HAProxy.
+    pub(crate) failover: FailoverPlan,
+    /// The same solution from a file and from PostgreSQL.
+    pub(crate) store: StorePlan,
+}
+
+/// The full run, release binaries on a quiet machine.
+pub(crate) const FULL: Plan = Plan {
+    duration: "5s",
+    warmup: "1s",
+    tool_turns: 10_000,
+    slow_connections: 100,
+    slow_duration: "10s",
+    slow_warmup: "2s",
+    idle_connections: 10_000,
+    idle_hold: "5s",
+    hostile: 1_000,
+    panels: 50,
+    bench_tags: 1_000,
+    writes: 5_000,
+    mqtt: MqttPlan {
+        tags: 100_000,
+        rate: 10_000,
+        seconds: 5.0,
+        rounds: 3,
+    },
+    mcp_seconds: 5.0,
+    scripts: ScriptPlan {
+        loaded: 1_000,
+        samples: 2_000,
+        trivial_scripts: 4,
+        seconds: 3.0,
+    },
+    cost_calls: 200_000,
+    failover: FailoverPlan { kills: 20, panels: 8 },
+    store: StorePlan {
+        duration: "5s",
+        warmup: "1s",
+        writes: 5_000,
+    },
+};
+
+/// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
+pub(crate) const SMOKE: Plan = Plan {
+    duration: "500ms",
+    warmup: "100ms",
+    tool_turns: 100,
+    slow_connections: 4,
+    slow_duration: "1s",
+    slow_warmup: "600ms",
+    idle_connections: 50,
+    idle_hold: "300ms",
+    hostile: 30,
+    panels: 3,
+    bench_tags: 50,
+    writes: 50,
+    mqtt: MqttPlan {
+        tags: 500,
+        rate: 1_000,
+        seconds: 0.5,
+        rounds: 1,
+    },
+    mcp_seconds: 0.5,
+    scripts: ScriptPlan {
+        loaded: 20,
+        samples: 30,
+        trivial_scripts: 2,
+        seconds: 0.3,
+    },
+    cost_calls: 2_000,
+    failover: FailoverPlan { kills: 2, panels: 2 },
+    store: StorePlan {
+        duration: "500ms",
+        warmup: "100ms",
+        writes: 50,
+    },
+};

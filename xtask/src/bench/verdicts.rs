@@ -1,0 +1,159 @@
+//! The verdict table: every row's target in one table, and the rows a run judged against them,
+//! printed at its end and written with its results. A missed target is reported, never an
+//! error: speed depends on the machine.
+
+use serde_json::{Value, json};
+
+/// How a row's measured value must compare with its bound.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+/// A row's target: what the table shows as wanted, and the bound the measured value keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target {
+    wanted: &'static str,
+    bound: Bound,
+}
+
+impl Target {
+    const fn at_least(wanted: &'static str, bound: f64) -> Self {
+        Self {
+            wanted,
+            bound: Bound::AtLeast(bound),
+        }
+    }
+
+    const fn at_most(wanted: &'static str, bound: f64) -> Self {
+        Self {
+            wanted,
+            bound: Bound::AtMost(bound),
+        }
+    }
+
+    /// Whether `value` keeps the bound (never for NaN).
+    fn met_by(self, value: f64) -> bool {
+        match self.bound {
+            Bound::AtLeast(bound) => value >= bound,
+            Bound::AtMost(bound) => value <= bound,
+        }
+    }
+}
+
+// The targets, row by row (docs/PERFORMANCE.md gives the reason for each). A ratio is
+// tserver's measurement over the one it is set beside in the same run.
+
+/// Ping calls/s over the reference server's.
+pub(crate) const PING_RATE: Target = Target::at_least(">= 0.85x reference", 0.85);
+/// Ping p99 over the reference server's.
+pub(crate) const PING_P99: Target = Target::at_most("<= 1.5x reference", 1.5);
+/// Chat calls/s with the model disabled over the reference server's ping calls/s.
+pub(crate) const CHAT_GATE: Target = Target::at_least(">= 0.7x reference ping", 0.7);
+/// Calls/s with metrics over calls/s without.
+pub(crate) const METRICS_COST: Target = Target::at_least(">= 0.97x", 0.97);
+/// tserver's CPU per 1-tool turn over the baseline build's, beside it: 35 us of its 59.
+pub(crate) const TURN_CPU: Target =
+    Target::at_most("<= 0.593x the baseline build (35 of its 59 us)", 35.0 / 59.0);
+/// tserver's added p99 of a 1-tool turn at 1 in flight over the baseline build's: 300 us of
+/// the 355 its own run measured.
+pub(crate) const TURN_LATENCY: Target =
+    Target::at_most("<= 0.845x the baseline build (300 us of its 355)", 300.0 / 355.0);
+/// Microseconds from the model's first chunk to the panel's first text, p99.
+pub(crate) const FIRST_TEXT: Target = Target::at_most("<= 300 us", 300.0);
+/// Connections to the model server over a run at 64 turns in flight.
+pub(crate) const MODEL_CONNECTIONS: Target = Target::at_most("<= 64", 64.0);
+/// Turns/s against a 500 ms model over the in-flight count / 0.5 s.
+pub(crate) const SLOW_MODEL: Target = Target::at_least(">= 90% of in-flight / 0.5 s, no errors", 0.9);
+/// Chat p99 beside hostile connections over chat p99 alone.
+pub(crate) const HOSTILE: Target = Target::at_most("<= 2x quiet p99, no errors", 2.0);
+/// Microseconds from a tag's change to its frame at every panel, p99.
+pub(crate) const FAN_OUT_P99: Target = Target::at_most("<= 500 ms (no growing lag), no errors", 500_000.0);
+/// MQTT updates/s read by tserver's source over a bare rumqttc subscriber's.
+pub(crate) const MQTT_INGEST: Target = Target::at_least(">= 0.8x bare subscriber", 0.8);
+/// Microseconds from an MQTT publish to the value in ReadTags, p99.
+pub(crate) const MQTT_FRESHNESS: Target = Target::at_most("<= 2 ms, none lost", 2_000.0);
+/// tserver CPU microseconds per MQTT update.
+pub(crate) const MQTT_CPU: Target = Target::at_most("<= 5 us", 5.0);
+/// Bytes per MQTT tag (plant, source and values).
+pub(crate) const MQTT_MEMORY: Target = Target::at_most("<= 2 KiB/tag", 2048.0);
+/// Microseconds from a script's trigger to its run's start, p99.
+pub(crate) const SCRIPT_TRIGGER: Target = Target::at_most("<= 1 ms", 1_000.0);
+/// Trivial script runs per second.
+pub(crate) const SCRIPT_RUNS: Target = Target::at_least(">= 20,000 runs/s", 20_000.0);
+/// Bytes per loaded script.
+pub(crate) const SCRIPT_MEMORY: Target = Target::at_most("<= 64 KiB", 64.0 * 1024.0);
+/// Milliseconds from a node's kill until every panel reads again, p99.
+pub(crate) const FAILOVER: Target = Target::at_most("<= 2 s, no read lost", 2_000.0);
+/// Calls/s with the solution in PostgreSQL over calls/s with it in a file.
+pub(crate) const STORE: Target = Target::at_least(">= 0.5x", 0.5);
+/// Microseconds of an MCP tools/call at 1 in flight, p99.
+pub(crate) const MCP_P99: Target = Target::at_most("<= 1 ms, no errors", 1_000.0);
+/// MCP tools/call calls/s at 16 in flight.
+pub(crate) const MCP_RATE: Target = Target::at_least(">= 5,000 calls/s, no errors", 5_000.0);
+/// KiB of tserver memory per idle logged-in connection.
+pub(crate) const IDLE: Target = Target::at_most("all held, <= 12 KiB each", 12.0);
+
+/// One row of the table.
+#[derive(Debug)]
+struct Verdict {
+    what: String,
+    measured: String,
+    target: &'static str,
+    met: bool,
+}
+
+/// The rows of a run, in the order they were judged.
+#[derive(Debug, Default)]
+pub(crate) struct Verdicts(Vec<Verdict>);
+
+impl Verdicts {
+    /// A row whose `value` is judged against `target`; `clean` (no errors, nothing lost) must
+    /// hold as well.
+    pub(crate) fn judge(&mut self, what: String, measured: String, target: Target, value: f64, clean: bool) {
+        self.0.push(Verdict {
+            what,
+            measured,
+            target: target.wanted,
+            met: target.met_by(value) && clean,
+        });
+    }
+
+    /// A row this run cannot judge (a smoke run does not build what it is set beside).
+    pub(crate) fn unjudged(&mut self, what: String, measured: String, target: Target) {
+        self.0.push(Verdict {
+            what,
+            measured,
+            target: target.wanted,
+            met: false,
+        });
+    }
+
+    /// Prints the table.
+    pub(crate) fn print(&self) {
+        println!();
+        println!("{:<58} {:<52} {:<26} met", "target", "measured", "wanted");
+        for verdict in &self.0 {
+            println!(
+                "{:<58} {:<52} {:<26} {}",
+                verdict.what,
+                verdict.measured,
+                verdict.target,
+                if verdict.met { "yes" } else { "NO" }
+            );
+        }
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        self.0
+            .iter()
+            .map(|verdict| {
+                json!({
+                    "what": verdict.what, "measured": verdict.measured, "target": verdict.target, "met": verdict.met,
+                })
+            })
+            .collect::<Vec<_>>()
+            .into()
+    }
+}
