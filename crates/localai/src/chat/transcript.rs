@@ -36,8 +36,8 @@ pub(crate) struct Transcript {
 }
 
 /// A message of the history as the JSON it is sent as: serialized once, when its turn ends,
-/// and written into every later POST as it is (a turn's two POSTs used to spend a fifth of the
-/// server's time re-encoding the same forty messages).
+/// and written into every later POST as it is (re-encoding the same forty messages for each of
+/// a turn's two POSTs would cost a fifth of the server's time).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HistoryMessage {
     json: Box<str>,
