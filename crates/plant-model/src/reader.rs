@@ -10,8 +10,8 @@ use std::ops::Range;
 use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
-    AlarmSpec, Condition, Equipment, EquipmentType, FolderSpec, InitialValue, Motion, PlantInfo, PlantModel,
-    SourceBinding, SourceSpec, TagSpec, TagType,
+    AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
+    PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
 
@@ -487,9 +487,7 @@ impl<'t> Reader<'t> {
         let name = self.required_string(fields, "type")?;
         let kind = TagType::parse(&name);
         if kind.is_none() {
-            let hint = nearest(&name, TagType::NAMES)
-                .map(|near| format!(" (did you mean {near:?}?)"))
-                .unwrap_or_default();
+            let hint = did_you_mean(&name, TagType::NAMES);
             self.error(
                 span.unwrap_or_else(|| fields.span.clone()),
                 fields.field("type"),
@@ -736,9 +734,7 @@ impl<'t> Reader<'t> {
         let condition = self.required_string(&mut fields, "condition").and_then(|text| {
             let condition = Condition::parse(&text);
             if condition.is_none() {
-                let hint = nearest(&text, Condition::NAMES)
-                    .map(|near| format!(" (did you mean {near:?}?)"))
-                    .unwrap_or_default();
+                let hint = did_you_mean(&text, Condition::NAMES);
                 self.error(
                     condition_span.unwrap_or_else(|| fields.span.clone()),
                     fields.field("condition"),
@@ -1043,77 +1039,113 @@ fn item(node: &Node, index: usize) -> Option<&Node> {
 /// at once; a reference to an entry that could not be read is not reported as a reference to
 /// nothing (its own error says what is wrong with it).
 pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) {
-    // Member names and alarms within each type.
     for (type_index, kind) in model.types.iter().enumerate() {
-        let mut members: HashMap<String, usize> = HashMap::new();
-        let tags_list = format!("types[{}].tags", places.file_index("types", type_index));
-        for (index, tag) in kind.tags.iter().enumerate() {
-            if tag.name.contains('/') {
-                reader.error(
-                    places.member_span(type_index, "tags", index, "name"),
-                    format!("{}.name", places.member_field(type_index, "tags", index)),
-                    "a member's name becomes a path segment: no '/'",
-                );
-            }
-            if members.insert(names::fold(&tag.name), index).is_some() {
-                reader.error(
-                    places.member_span(type_index, "tags", index, "name"),
-                    format!("{}.name", places.member_field(type_index, "tags", index)),
-                    format!("type {:?} has two tags named {:?}", kind.name, tag.name),
-                );
-            }
+        check_type_members(reader, places, type_index, kind);
+    }
+    check_unique_names(
+        reader,
+        places,
+        "types",
+        model.types.iter().map(|kind| kind.name.as_str()),
+    );
+    check_instances(reader, model, places);
+    let plant = TracedPlant::new(model, places);
+    check_tag_names_and_paths(reader, &plant);
+    check_paths_not_folders(reader, &plant);
+    check_expanded_alarms(reader, &plant);
+    check_simulated_initials(reader, &plant);
+    check_unique_names(
+        reader,
+        places,
+        "sources",
+        model.sources.iter().map(|source| source.name.as_str()),
+    );
+    check_tag_sources(reader, &plant);
+    check_folders(reader, &plant);
+}
+
+/// Within one equipment type: member names unique and free of '/', alarm names unique, and
+/// each alarm on a member tag that exists and suits its condition.
+fn check_type_members(reader: &mut Reader<'_>, places: &Places<'_>, type_index: usize, kind: &EquipmentType) {
+    let mut members: HashMap<String, usize> = HashMap::new();
+    let tags_list = format!("types[{}].tags", places.file_index("types", type_index));
+    for (index, tag) in kind.tags.iter().enumerate() {
+        if tag.name.contains('/') {
+            reader.error(
+                places.member_span(type_index, "tags", index, "name"),
+                format!("{}.name", places.member_field(type_index, "tags", index)),
+                "a member's name becomes a path segment: no '/'",
+            );
         }
-        let mut alarm_names: HashMap<String, usize> = HashMap::new();
-        for (index, alarm) in kind.alarms.iter().enumerate() {
-            let field = places.member_field(type_index, "alarms", index);
-            if alarm_names.insert(names::fold(&alarm.name), index).is_some() {
-                reader.error(
-                    places.member_span(type_index, "alarms", index, "name"),
-                    format!("{field}.name"),
-                    format!("type {:?} has two alarms named {:?}", kind.name, alarm.name),
-                );
-            }
-            match kind.tags.iter().find(|tag| tag.name == alarm.tag) {
-                None if places.dropped_named(&tags_list, &alarm.tag) => {}
-                None => reader.error(
-                    places.member_span(type_index, "alarms", index, "tag"),
-                    format!("{field}.tag"),
-                    format!("type {:?} has no tag {:?}", kind.name, alarm.tag),
-                ),
-                Some(tag) => {
-                    if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
-                        reader.error(
-                            places.member_span(type_index, "alarms", index, "condition"),
-                            format!("{field}.condition"),
-                            problem,
-                        );
-                    }
+        if members.insert(names::fold(&tag.name), index).is_some() {
+            reader.error(
+                places.member_span(type_index, "tags", index, "name"),
+                format!("{}.name", places.member_field(type_index, "tags", index)),
+                format!("type {:?} has two tags named {:?}", kind.name, tag.name),
+            );
+        }
+    }
+    let mut alarm_names: HashMap<String, usize> = HashMap::new();
+    for (index, alarm) in kind.alarms.iter().enumerate() {
+        let field = places.member_field(type_index, "alarms", index);
+        if alarm_names.insert(names::fold(&alarm.name), index).is_some() {
+            reader.error(
+                places.member_span(type_index, "alarms", index, "name"),
+                format!("{field}.name"),
+                format!("type {:?} has two alarms named {:?}", kind.name, alarm.name),
+            );
+        }
+        match kind.tags.iter().find(|tag| tag.name == alarm.tag) {
+            None if places.dropped_named(&tags_list, &alarm.tag) => {}
+            None => reader.error(
+                places.member_span(type_index, "alarms", index, "tag"),
+                format!("{field}.tag"),
+                format!("type {:?} has no tag {:?}", kind.name, alarm.tag),
+            ),
+            Some(tag) => {
+                if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
+                    reader.error(
+                        places.member_span(type_index, "alarms", index, "condition"),
+                        format!("{field}.condition"),
+                        problem,
+                    );
                 }
             }
         }
     }
-    let mut type_names: HashMap<String, usize> = HashMap::new();
-    for (index, kind) in model.types.iter().enumerate() {
-        if type_names.insert(names::fold(&kind.name), index).is_some() {
+}
+
+/// The `name`s of the entries of `section` (`types`, `sources`) unique, ignoring case.
+fn check_unique_names<'m>(
+    reader: &mut Reader<'_>,
+    places: &Places<'_>,
+    section: &str,
+    entry_names: impl Iterator<Item = &'m str>,
+) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (index, name) in entry_names.enumerate() {
+        if seen.insert(names::fold(name), index).is_some() {
             reader.error(
-                places.span("types", index, "name"),
-                format!("{}.name", places.field("types", index)),
-                format!("two types named {:?}", kind.name),
+                places.span(section, index, "name"),
+                format!("{}.name", places.field(section, index)),
+                format!("two {section} named {name:?}"),
             );
         }
     }
-    // Instances: their type, and the members their overrides name, each value checked as the
-    // type's own would be.
+}
+
+/// Each equipment instance: its name unique, its type one that exists, and the members its
+/// overrides name, each value checked as the type's own would be.
+fn check_instances(reader: &mut Reader<'_>, model: &PlantModel, places: &Places<'_>) {
     let mut instance_names: HashMap<String, usize> = HashMap::new();
     for (index, instance) in model.equipment.iter().enumerate() {
-        let field = places.field("equipment", index);
         if instance_names
             .insert(names::fold(&instance.name), index)
             .is_some()
         {
             reader.error(
                 places.span("equipment", index, "name"),
-                format!("{field}.name"),
+                format!("{}.name", places.field("equipment", index)),
                 format!("two instances named {:?}", instance.name),
             );
         }
@@ -1124,156 +1156,234 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             .find(|(_, kind)| kind.name == instance.kind)
         else {
             if !places.dropped_named("types", &instance.kind) {
-                let known: Vec<&str> = model.types.iter().map(|kind| kind.name.as_str()).collect();
-                let hint = nearest(&instance.kind, known.iter().copied())
-                    .map(|near| format!(" (did you mean {near:?}?)"))
-                    .unwrap_or_default();
+                let known = model.types.iter().map(|kind| kind.name.as_str());
                 reader.error(
                     places.span("equipment", index, "type"),
-                    format!("{field}.type"),
-                    format!("no type named {:?}{hint}", instance.kind),
+                    format!("{}.type", places.field("equipment", index)),
+                    format!(
+                        "no type named {:?}{}",
+                        instance.kind,
+                        did_you_mean(&instance.kind, known)
+                    ),
                 );
             }
             continue;
         };
-        let file_type = places.file_index("types", type_index);
-        for (member, value) in &instance.initial {
-            let span = places.span_at("equipment", index, &["initial", member]);
-            let member_field = format!("{field}.initial.{member}");
-            match kind.tags.iter().find(|tag| &tag.name == member) {
-                None if places.dropped_named(&format!("types[{file_type}].tags"), member) => {}
-                None => reader.error(
+        let overridden = Overridden {
+            index,
+            instance,
+            kind,
+            members_list: format!("types[{}]", places.file_index("types", type_index)),
+        };
+        check_initial_overrides(reader, places, &overridden);
+        check_limit_overrides(reader, places, &overridden);
+    }
+}
+
+/// An equipment instance whose overrides are checked against its type.
+struct Overridden<'m> {
+    /// The instance's index in the model.
+    index: usize,
+    instance: &'m Equipment,
+    kind: &'m EquipmentType,
+    /// `types[i]` of the instance's type as the file has it, for the lists of its members.
+    members_list: String,
+}
+
+/// An instance's `initial` values: each on a member tag of its type, of the tag's kind, within
+/// the tag's range.
+fn check_initial_overrides(reader: &mut Reader<'_>, places: &Places<'_>, overridden: &Overridden<'_>) {
+    let Overridden {
+        index,
+        instance,
+        kind,
+        members_list,
+    } = overridden;
+    let field = places.field("equipment", *index);
+    for (member, value) in &instance.initial {
+        let span = places.span_at("equipment", *index, &["initial", member]);
+        let member_field = format!("{field}.initial.{member}");
+        match kind.tags.iter().find(|tag| &tag.name == member) {
+            None if places.dropped_named(&format!("{members_list}.tags"), member) => {}
+            None => reader.error(
+                span,
+                member_field,
+                format!("type {:?} has no tag {member:?}", kind.name),
+            ),
+            Some(tag) if !value.fits(tag.kind) => {
+                let kind_name = tag.kind.name();
+                let article = if kind_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                reader.error(
                     span,
                     member_field,
-                    format!("type {:?} has no tag {member:?}", kind.name),
-                ),
-                Some(tag) if !value.fits(tag.kind) => {
-                    let kind_name = tag.kind.name();
-                    let article = if kind_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
-                        "an"
-                    } else {
-                        "a"
-                    };
+                    format!(
+                        "{member} is {article} {kind_name} tag (type {:?}): it cannot start at {}",
+                        kind.name,
+                        value.to_text()
+                    ),
+                );
+            }
+            Some(tag) => {
+                if let Some(number) = value.as_f64()
+                    && (tag.min.is_some_and(|low| number < low) || tag.max.is_some_and(|high| number > high))
+                {
                     reader.error(
                         span,
                         member_field,
                         format!(
-                            "{member} is {article} {kind_name} tag (type {:?}): it cannot start at {}",
-                            kind.name,
-                            value.to_text()
+                            "{number} is outside {member}'s range {}..{} (type {:?})",
+                            show(tag.min),
+                            show(tag.max),
+                            kind.name
                         ),
                     );
                 }
-                Some(tag) => {
-                    if let Some(number) = value.as_f64()
-                        && (tag.min.is_some_and(|low| number < low)
-                            || tag.max.is_some_and(|high| number > high))
-                    {
-                        reader.error(
-                            span,
-                            member_field,
-                            format!(
-                                "{number} is outside {member}'s range {}..{} (type {:?})",
-                                show(tag.min),
-                                show(tag.max),
-                                kind.name
-                            ),
-                        );
-                    }
-                }
-            }
-        }
-        for member in instance.limits.keys() {
-            let span = places.span_at("equipment", index, &["limits", member]);
-            let member_field = format!("{field}.limits.{member}");
-            match kind.alarms.iter().find(|alarm| &alarm.name == member) {
-                None if places.dropped_named(&format!("types[{file_type}].alarms"), member) => {}
-                None => reader.error(
-                    span,
-                    member_field,
-                    format!("type {:?} has no alarm {member:?}", kind.name),
-                ),
-                Some(alarm) if alarm.condition == Condition::Digital => {
-                    reader.error(span, member_field, "a Digital alarm has no limit");
-                }
-                Some(_) => {}
             }
         }
     }
-    // Whether a missing tag may be one that could not be read: left out of the plain tags, or
-    // of a type's members, or an instance (or its type) left out.
-    let tag_may_be_unread = |name: &str| {
-        places.dropped_named("tags", name)
-            || places.dropped_any("equipment")
-            || places.dropped_any("types")
-            || (0..model.types.len()).any(|index| {
-                places.dropped_any(&format!("types[{}].tags", places.file_index("types", index)))
-            })
-    };
-    // The expanded plant: names and paths unique, alarms on suitable tags. Each expanded
-    // item is traced back to where it was written.
-    let expanded = model.expand();
-    let origin_of_tag = |position: usize| {
-        origin(
+}
+
+/// An instance's `limits`: each on an alarm of its type that has a limit (not a Digital one).
+fn check_limit_overrides(reader: &mut Reader<'_>, places: &Places<'_>, overridden: &Overridden<'_>) {
+    let Overridden {
+        index,
+        instance,
+        kind,
+        members_list,
+    } = overridden;
+    let field = places.field("equipment", *index);
+    for member in instance.limits.keys() {
+        let span = places.span_at("equipment", *index, &["limits", member]);
+        let member_field = format!("{field}.limits.{member}");
+        match kind.alarms.iter().find(|alarm| &alarm.name == member) {
+            None if places.dropped_named(&format!("{members_list}.alarms"), member) => {}
+            None => reader.error(
+                span,
+                member_field,
+                format!("type {:?} has no alarm {member:?}", kind.name),
+            ),
+            Some(alarm) if alarm.condition == Condition::Digital => {
+                reader.error(span, member_field, "a Digital alarm has no limit");
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// The expanded plant with the model and the places it came from, so each expanded tag or
+/// alarm is reported where it was written.
+struct TracedPlant<'a> {
+    model: &'a PlantModel,
+    places: &'a Places<'a>,
+    expanded: ExpandedPlant,
+}
+
+impl<'a> TracedPlant<'a> {
+    fn new(model: &'a PlantModel, places: &'a Places<'a>) -> Self {
+        Self {
             model,
             places,
+            expanded: model.expand(),
+        }
+    }
+
+    /// The instance (`Ok`) whose type made the expanded tag at `position`, or else the index
+    /// of the plain tag (`Err`).
+    fn tag_entry(&self, position: usize) -> Result<usize, usize> {
+        entry_of(self.model, position, |kind| kind.tags.len())
+    }
+
+    /// Where the expanded tag at `position` was written: its instance, or its own name.
+    fn tag_origin(&self, position: usize) -> (Range<usize>, String) {
+        origin(
+            self.model,
+            self.places,
             position,
             |kind| kind.tags.len(),
             ("tags", "name"),
-            |index| format!("{}.name", places.field("tags", index)),
+            |index| format!("{}.name", self.places.field("tags", index)),
         )
-    };
-    // Names and paths are unique by how they look: ignoring case, and with look-alike
-    // characters of other scripts taken as the ones they look like.
+    }
+
+    /// Where the expanded alarm at `position` was written: its instance, or its own entry.
+    fn alarm_origin(&self, position: usize) -> (Range<usize>, String) {
+        origin(
+            self.model,
+            self.places,
+            position,
+            |kind| kind.alarms.len(),
+            ("alarms", "tag"),
+            |index| self.places.field("alarms", index),
+        )
+    }
+
+    /// Whether a missing tag may be one that could not be read: left out of the plain tags, or
+    /// of a type's members, or an instance (or its type) left out.
+    fn tag_may_be_unread(&self, name: &str) -> bool {
+        let places = self.places;
+        places.dropped_named("tags", name)
+            || places.dropped_any("equipment")
+            || places.dropped_any("types")
+            || (0..self.model.types.len()).any(|index| {
+                places.dropped_any(&format!("types[{}].tags", places.file_index("types", index)))
+            })
+    }
+}
+
+/// The expanded tags' names and paths unique by how they look: ignoring case, and with
+/// look-alike characters of other scripts taken as the ones they look like.
+fn check_tag_names_and_paths(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let tags = &plant.expanded.tags;
     let mut look_alike_names: HashMap<String, usize> = HashMap::new();
     let mut look_alike_paths: HashMap<String, usize> = HashMap::new();
-    let mut paths: HashMap<String, usize> = HashMap::new();
-    for (position, tag) in expanded.tags.iter().enumerate() {
+    for (position, tag) in tags.iter().enumerate() {
         if let Some(first) = look_alike_names.insert(names::look_alike(&tag.name), position) {
-            let (span, field) = origin_of_tag(position);
-            let other = &expanded.tags[first].name;
+            let (span, field) = plant.tag_origin(position);
+            let other = &tags[first].name;
             reader.error(span, field, taken("tag name", &tag.name, other, other));
         }
-        paths.entry(names::fold(&tag.path)).or_insert(position);
         if let Some(first) = look_alike_paths.insert(names::look_alike(&tag.path), position) {
-            let (span, field) = origin_of_tag(position);
-            let other = &expanded.tags[first];
+            let (span, field) = plant.tag_origin(position);
+            let other = &tags[first];
             reader.error(span, field, taken("path", &tag.path, &other.path, &other.name));
         }
     }
-    // A tag's path may not be the folder of another tag: every folder above a tag, with one
-    // tag below it (one pass, however many tags).
+}
+
+/// A tag's path not also the folder of another tag: every folder above a tag, with one tag
+/// below it (one pass, however many tags).
+fn check_paths_not_folders(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let tags = &plant.expanded.tags;
     let mut folders_above: HashMap<String, usize> = HashMap::new();
-    for (position, tag) in expanded.tags.iter().enumerate() {
+    for (position, tag) in tags.iter().enumerate() {
         let folded = names::fold(&tag.path);
         for (cut, _) in folded.match_indices('/') {
             folders_above.entry(folded[..cut].to_owned()).or_insert(position);
         }
     }
-    for (position, tag) in expanded.tags.iter().enumerate() {
+    for (position, tag) in tags.iter().enumerate() {
         if let Some(&below) = folders_above.get(&names::fold(&tag.path)) {
-            let (span, field) = origin_of_tag(position);
+            let (span, field) = plant.tag_origin(position);
             reader.error(
                 span,
                 field,
                 format!(
                     "path {:?} is a tag, so it cannot also be the folder of {:?}",
-                    tag.path, expanded.tags[below].path
+                    tag.path, tags[below].path
                 ),
             );
         }
     }
-    let origin_of_alarm = |position: usize| {
-        origin(
-            model,
-            places,
-            position,
-            |kind| kind.alarms.len(),
-            ("alarms", "tag"),
-            |index| places.field("alarms", index),
-        )
-    };
-    // The first tag of each name, as the error for a taken name says.
+}
+
+/// The expanded alarms: names unique by how they look, each on a tag that exists (the first
+/// of its name, as the error for a taken name says) and suits its condition.
+fn check_expanded_alarms(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let expanded = &plant.expanded;
     let mut tags_by_name: HashMap<&str, &TagSpec> = HashMap::new();
     for tag in &expanded.tags {
         tags_by_name.entry(tag.name.as_str()).or_insert(tag);
@@ -1281,7 +1391,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     let mut alarm_names: HashMap<String, usize> = HashMap::new();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
         if let Some(first) = alarm_names.insert(names::look_alike(&alarm.name), position) {
-            let (span, field) = origin_of_alarm(position);
+            let (span, field) = plant.alarm_origin(position);
             let other = &expanded.alarms[first].name;
             reader.error(
                 span,
@@ -1290,38 +1400,39 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
         match tags_by_name.get(alarm.tag.as_str()) {
-            None if tag_may_be_unread(&alarm.tag) => {}
+            None if plant.tag_may_be_unread(&alarm.tag) => {}
             None => {
-                let (span, field) = origin_of_alarm(position);
-                let known: Vec<&str> = expanded.tags.iter().map(|tag| tag.name.as_str()).collect();
-                let hint = nearest(&alarm.tag, known.iter().copied())
-                    .map(|near| format!(" (did you mean {near:?}?)"))
-                    .unwrap_or_default();
+                let (span, field) = plant.alarm_origin(position);
+                let known = expanded.tags.iter().map(|tag| tag.name.as_str());
                 reader.error(
                     span,
                     format!("{field}.tag"),
-                    format!("no tag named {:?}{hint}", alarm.tag),
+                    format!("no tag named {:?}{}", alarm.tag, did_you_mean(&alarm.tag, known)),
                 );
             }
             Some(tag) => {
                 if let Some(problem) = unsuitable(alarm.condition, tag.kind) {
-                    let (span, field) = origin_of_alarm(position);
+                    let (span, field) = plant.alarm_origin(position);
                     reader.error(span, format!("{field}.condition"), problem);
                 }
             }
         }
     }
-    // A motion moves around the tag's initial value: the expanded tag must have one, from
-    // its own entry, its type or its instance.
-    for (position, tag) in expanded.tags.iter().enumerate() {
+}
+
+/// A motion moves around the tag's initial value: each simulated expanded tag has one, from
+/// its own entry, its type or its instance.
+fn check_simulated_initials(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let places = plant.places;
+    for (position, tag) in plant.expanded.tags.iter().enumerate() {
         if tag.simulate.is_none() || tag.initial.as_ref().and_then(InitialValue::as_f64).is_some() {
             continue;
         }
-        let (span, field, whose) = match entry_of(model, position, |kind| kind.tags.len()) {
+        let (span, field, whose) = match plant.tag_entry(position) {
             Ok(instance) => (
                 places.span("equipment", instance, "name"),
                 format!("{}.initial", places.field("equipment", instance)),
-                format!("here or in type {:?}", model.equipment[instance].kind),
+                format!("here or in type {:?}", plant.model.equipment[instance].kind),
             ),
             Err(index) => (
                 places.span_at("tags", index, &["simulate"]),
@@ -1338,62 +1449,31 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             ),
         );
     }
-    let mut source_names: HashMap<String, usize> = HashMap::new();
-    for (index, source) in model.sources.iter().enumerate() {
-        if source_names.insert(names::fold(&source.name), index).is_some() {
-            reader.error(
-                places.span("sources", index, "name"),
-                format!("{}.name", places.field("sources", index)),
-                format!("two sources named {:?}", source.name),
-            );
-        }
-    }
-    for (position, tag) in expanded.tags.iter().enumerate() {
+}
+
+/// Each expanded tag bound to a source: a path it can be published at, a source that exists,
+/// and no simulation beside it.
+fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let model = plant.model;
+    for (position, tag) in plant.expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
-        // A plain UNS binding without a topic of its own is on `<root>/<path>`: a path with
-        // a wildcard would subscribe to other tags' topics and cannot be published to.
-        if binding.sparkplug.is_none()
-            && binding.topic.is_none()
-            && let Some(wildcard) = tag.path.chars().find(|c| matches!(c, '+' | '#'))
-        {
-            // At the path the wildcard is in: the instance's, or the tag's own.
-            let (span, field) = match entry_of(model, position, |kind| kind.tags.len()) {
-                Ok(instance) => (
-                    places.span("equipment", instance, "path"),
-                    format!("{}.path", places.field("equipment", instance)),
-                ),
-                Err(index) => (
-                    places.span("tags", index, "path"),
-                    format!("{}.path", places.field("tags", index)),
-                ),
-            };
-            reader.error(
-                span,
-                field,
-                format!(
-                    "path {:?} of tag {:?} has the MQTT wildcard '{wildcard}', and the tag's topic on source {:?} \
-                     is its path: give the tag source.topic, or a path without '+' and '#'",
-                    tag.path, tag.name, binding.broker
-                ),
-            );
-        }
+        check_topic_path(reader, plant, position, tag, binding);
         let known_source = model.sources.iter().any(|source| source.name == binding.broker)
-            || places.dropped_named("sources", &binding.broker);
+            || plant.places.dropped_named("sources", &binding.broker);
         if known_source && tag.simulate.is_none() {
             continue;
         }
-        let (span, field) = origin_of_tag(position);
+        let (span, field) = plant.tag_origin(position);
         if !known_source {
-            let known: Vec<&str> = model.sources.iter().map(|source| source.name.as_str()).collect();
-            let hint = nearest(&binding.broker, known.iter().copied())
-                .map(|near| format!(" (did you mean {near:?}?)"))
-                .unwrap_or_default();
+            let known = model.sources.iter().map(|source| source.name.as_str());
             reader.error(
                 span.clone(),
                 field.clone(),
                 format!(
-                    "tag {:?} names source {:?}, which no [[sources]] entry defines{hint}",
-                    tag.name, binding.broker
+                    "tag {:?} names source {:?}, which no [[sources]] entry defines{}",
+                    tag.name,
+                    binding.broker,
+                    did_you_mean(&binding.broker, known)
                 ),
             );
         }
@@ -1408,8 +1488,56 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
     }
+}
+
+/// A plain UNS binding without a topic of its own is on `<root>/<path>`: a path with a
+/// wildcard would subscribe to other tags' topics and cannot be published to. Reported at the
+/// path the wildcard is in: the instance's, or the tag's own.
+fn check_topic_path(
+    reader: &mut Reader<'_>,
+    plant: &TracedPlant<'_>,
+    position: usize,
+    tag: &TagSpec,
+    binding: &SourceBinding,
+) {
+    if binding.sparkplug.is_some() || binding.topic.is_some() {
+        return;
+    }
+    let Some(wildcard) = tag.path.chars().find(|c| matches!(c, '+' | '#')) else {
+        return;
+    };
+    let places = plant.places;
+    let (span, field) = match plant.tag_entry(position) {
+        Ok(instance) => (
+            places.span("equipment", instance, "path"),
+            format!("{}.path", places.field("equipment", instance)),
+        ),
+        Err(index) => (
+            places.span("tags", index, "path"),
+            format!("{}.path", places.field("tags", index)),
+        ),
+    };
+    reader.error(
+        span,
+        field,
+        format!(
+            "path {:?} of tag {:?} has the MQTT wildcard '{wildcard}', and the tag's topic on source {:?} \
+             is its path: give the tag source.topic, or a path without '+' and '#'",
+            tag.path, tag.name, binding.broker
+        ),
+    );
+}
+
+/// Each described folder: described once, and not the path of a tag.
+fn check_folders(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let places = plant.places;
+    let tags = &plant.expanded.tags;
+    let mut paths: HashMap<String, usize> = HashMap::new();
+    for (position, tag) in tags.iter().enumerate() {
+        paths.entry(names::fold(&tag.path)).or_insert(position);
+    }
     let mut folder_paths: HashMap<String, usize> = HashMap::new();
-    for (index, folder) in model.folders.iter().enumerate() {
+    for (index, folder) in plant.model.folders.iter().enumerate() {
         let field = format!("{}.path", places.field("folders", index));
         if folder_paths.insert(names::fold(&folder.path), index).is_some() {
             reader.error(
@@ -1420,7 +1548,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
         }
         if let Some(tag) = paths
             .get(&names::fold(&folder.path))
-            .map(|&position| &expanded.tags[position])
+            .map(|&position| &tags[position])
         {
             reader.error(
                 places.span("folders", index, "path"),
@@ -1432,6 +1560,13 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             );
         }
     }
+}
+
+/// ` (did you mean "near"?)` for the known name nearest `name`, or nothing when none is near.
+fn did_you_mean<'k>(name: &str, known: impl IntoIterator<Item = &'k str>) -> String {
+    nearest(name, known)
+        .map(|near| format!(" (did you mean {near:?}?)"))
+        .unwrap_or_default()
 }
 
 /// Whether what the model expands to (instances times their type's members, plus the plain

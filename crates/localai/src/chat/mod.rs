@@ -153,6 +153,22 @@ pub(crate) struct TurnEnd {
 }
 
 impl Turn {
+    /// A turn that starts with the operator's `question`, and the `warnings` it starts with.
+    fn asking(question: &str, warnings: Vec<String>) -> Self {
+        let messages = vec![HistoryMessage::user(question)];
+        Self {
+            valid: messages.len(),
+            messages,
+            trace: Vec::new(),
+            warnings,
+            dispatches: 0,
+            partial: String::new(),
+            receiving: String::new(),
+            usage: Usage::default(),
+            posts: 0,
+        }
+    }
+
     /// The answer text of a turn cut short (cancelled, out of budget): the reply that was
     /// streaming in when it was cut, unless it may be a tool call written as text, else the
     /// latest whole reply's text.
@@ -367,39 +383,18 @@ impl ChatPath {
         let TurnRequest { query, settings, .. } = request;
         let started = request.started;
         let mut redactions = Redactions::default();
-        let http = match &self.http {
-            Ok(http) => http,
+        let (http, endpoint) = match self.reach_endpoint(settings, &mut redactions).await {
+            Ok(reached) => reached,
             Err(warning) => {
                 return TurnEnd::before_any_post(
-                    Envelope::error(warning.clone(), started.elapsed()).with_warnings(warnings),
-                );
-            }
-        };
-        let endpoint = match Endpoint::resolve(settings, &self.solution, http, &mut redactions).await {
-            Ok(endpoint) => endpoint,
-            Err(warning) => {
-                return TurnEnd::before_any_post(
-                    Envelope::error(redactions.scrub(&warning), started.elapsed()).with_warnings(warnings),
+                    Envelope::error(warning, started.elapsed()).with_warnings(warnings),
                 );
             }
         };
         let tools = self.solution.tools().offered(request.options);
-        let mut turn = Turn {
-            messages: Vec::new(),
-            valid: 0,
-            trace: Vec::new(),
-            warnings,
-            dispatches: 0,
-            partial: String::new(),
-            receiving: String::new(),
-            usage: Usage::default(),
-            posts: 0,
-        };
-        turn.messages.push(HistoryMessage::user(&query.user));
-        turn.valid = turn.messages.len();
+        let mut turn = Turn::asking(&query.user, warnings);
         let history = &transcript.messages;
         let history_len = history.len();
-        let budget = settings.timeout;
         let context = TurnContext {
             endpoint: &endpoint,
             http,
@@ -408,7 +403,7 @@ impl ChatPath {
             system: system_message(!tools.is_empty(), query.system.as_deref()),
             tools: &tools,
             tools_tail: self.tools_tail(&tools),
-            deadline: started + budget,
+            deadline: started + settings.timeout,
             progress: request.progress.as_ref(),
             preview_text: self.after_reply.is_empty(),
             redactions: &redactions,
@@ -429,17 +424,52 @@ impl ChatPath {
                 };
             }
         };
+        let envelope = self
+            .envelope_for(outcome, &mut turn, transcript, request, &redactions)
+            .await;
+        self.bound_transcript(transcript, history_len, settings, &mut turn.warnings);
+        report_end(envelope, turn, settings, started, &redactions)
+    }
+
+    /// The HTTP client and the model endpoint the turn posts to (the secrets it was resolved
+    /// with added to `redactions`), or the warning saying why there is none.
+    async fn reach_endpoint(
+        &self,
+        settings: &ModelSettings,
+        redactions: &mut Redactions,
+    ) -> Result<(&Transport, Endpoint), String> {
+        let http = self.http.as_ref().map_err(Clone::clone)?;
+        let endpoint = Endpoint::resolve(settings, &self.solution, http, redactions)
+            .await
+            .map_err(|warning| redactions.scrub(&warning))?;
+        Ok((http, endpoint))
+    }
+
+    /// The envelope the tool loop's `outcome` ends the turn with (`None`: cancelled by the
+    /// client), keeping in `transcript` what the turn keeps: the answer the operator saw, or
+    /// the complete exchanges of a turn cut short; nothing of a turn that failed.
+    async fn envelope_for(
+        &self,
+        outcome: Option<LoopOutcome>,
+        turn: &mut Turn,
+        transcript: &mut Transcript,
+        request: &TurnRequest,
+        redactions: &Redactions,
+    ) -> Envelope {
+        let TurnRequest {
+            settings, started, ..
+        } = request;
         if matches!(
             outcome,
             Some(Ok(Ok(LoopEnd::CapThenAnswer(_) | LoopEnd::CapWithoutAnswer)))
         ) {
             crate::telemetry::tool_cap_reached();
         }
-        let envelope = match outcome {
+        match outcome {
             None => {
                 turn.partial = turn.text_cut_short();
-                keep_valid_prefix(transcript, &mut turn);
-                cancelled(turn.partial.clone(), started, Vec::new())
+                keep_valid_prefix(transcript, turn);
+                cancelled(turn.partial.clone(), *started, Vec::new())
             }
             Some(Ok(Ok(LoopEnd::Answer(text) | LoopEnd::CapThenAnswer(text)))) => {
                 let text = self
@@ -457,7 +487,7 @@ impl ChatPath {
                 Envelope::ok(text, started.elapsed())
             }
             Some(Ok(Ok(LoopEnd::CapWithoutAnswer))) => {
-                keep_valid_prefix(transcript, &mut turn);
+                keep_valid_prefix(transcript, turn);
                 Envelope::truncated(
                     turn.partial.clone(),
                     cap_warning(settings, false),
@@ -471,17 +501,28 @@ impl ChatPath {
             Some(Err(_)) => {
                 crate::telemetry::budget_exhausted("chat");
                 turn.partial = turn.text_cut_short();
-                keep_valid_prefix(transcript, &mut turn);
+                keep_valid_prefix(transcript, turn);
                 Envelope::truncated(
                     turn.partial.clone(),
                     format!(
                         "Chat turn wall-clock budget ({}) exceeded (LLM POSTs and tool dispatches together).",
                         settings.timeout_label()
                     ),
-                    started.elapsed().max(budget),
+                    started.elapsed().max(settings.timeout),
                 )
             }
-        };
+        }
+    }
+
+    /// Keeps `transcript` within the connection's bounds, warning when what this turn added
+    /// (past the first `history_len` messages) could not be remembered.
+    fn bound_transcript(
+        &self,
+        transcript: &mut Transcript,
+        history_len: usize,
+        settings: &ModelSettings,
+        warnings: &mut Vec<String>,
+    ) {
         let remembered = transcript.messages.len() > history_len;
         let session_budget = self.transcripts.session_budget();
         if truncate(
@@ -490,37 +531,9 @@ impl ChatPath {
             session_budget,
         ) && remembered
         {
-            turn.warnings.push(format!(
+            warnings.push(format!(
                 "This turn is larger than a connection's transcript budget ({session_budget} bytes) and is not remembered: the next question starts without it."
             ));
-        }
-        let envelope =
-            redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings));
-        let usage = turn.usage;
-        crate::telemetry::operation_ended(
-            "chat",
-            &settings.name,
-            envelope.status.as_str(),
-            started.elapsed(),
-            (usage.prompt_tokens, usage.completion_tokens),
-        );
-        // Debug, not info: a client chatting in a loop must not fill the log (each turn is
-        // bounded by the model's pace, not by the connection's log allowance).
-        tracing::debug!(
-            status = envelope.status.as_str(),
-            latency_ms = envelope.latency_ms,
-            posts = turn.posts,
-            tools = envelope.tool_trace.len(),
-            prompt_tokens = usage.prompt_tokens,
-            completion_tokens = usage.completion_tokens,
-            cached_tokens = usage.cached_tokens,
-            reasoning_tokens = usage.reasoning_tokens,
-            "chat turn"
-        );
-        TurnEnd {
-            envelope,
-            usage,
-            posts: turn.posts,
         }
     }
 
@@ -833,6 +846,49 @@ fn trace_name(name: &str) -> String {
         return name.to_owned();
     }
     name.chars().take(MAX_CHARS).collect()
+}
+
+/// What the tool loop gives within the turn's budget: how it ended or why it failed, or the
+/// budget ran out first.
+type LoopOutcome = Result<Result<LoopEnd, String>, tokio::time::error::Elapsed>;
+
+/// The end of a turn: its envelope with the tool trace and warnings, scrubbed of secrets,
+/// counted and logged.
+fn report_end(
+    envelope: Envelope,
+    turn: Turn,
+    settings: &ModelSettings,
+    started: Instant,
+    redactions: &Redactions,
+) -> TurnEnd {
+    let envelope =
+        redactions.scrub_envelope(envelope.with_tool_trace(turn.trace).with_warnings(turn.warnings));
+    let usage = turn.usage;
+    crate::telemetry::operation_ended(
+        "chat",
+        &settings.name,
+        envelope.status.as_str(),
+        started.elapsed(),
+        (usage.prompt_tokens, usage.completion_tokens),
+    );
+    // Debug, not info: a client chatting in a loop must not fill the log (each turn is
+    // bounded by the model's pace, not by the connection's log allowance).
+    tracing::debug!(
+        status = envelope.status.as_str(),
+        latency_ms = envelope.latency_ms,
+        posts = turn.posts,
+        tools = envelope.tool_trace.len(),
+        prompt_tokens = usage.prompt_tokens,
+        completion_tokens = usage.completion_tokens,
+        cached_tokens = usage.cached_tokens,
+        reasoning_tokens = usage.reasoning_tokens,
+        "chat turn"
+    );
+    TurnEnd {
+        envelope,
+        usage,
+        posts: turn.posts,
+    }
 }
 
 /// A history keeps only complete tool exchanges. A truncated turn keeps the question, the
