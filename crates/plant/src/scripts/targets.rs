@@ -49,7 +49,7 @@ where
 }
 
 /// [`unreachable_target`] on a plant as stored.
-pub(crate) fn unreachable_in(trigger: &Trigger, plant: &ExpandedPlant) -> Option<String> {
+pub fn unreachable_in(trigger: &Trigger, plant: &ExpandedPlant) -> Option<String> {
     unreachable_target(
         trigger,
         || plant.tags.iter().map(|tag| tag.name.as_str()),

@@ -373,10 +373,7 @@ const RUN_ONCE_POLL: Duration = Duration::from_millis(5);
 /// loaded, its top level run with `event.trigger == "run"`, then the callbacks of the
 /// `ai_execute_async` calls it made as their answers come. Its runs are recorded in the
 /// solution as a server's are; returns the first run and the tally of all.
-pub(crate) async fn run_once(
-    runtime: &Runtime,
-    name: &str,
-) -> Result<(ScriptRun, ScriptTally), SolutionError> {
+pub async fn run_once(runtime: &Runtime, name: &str) -> Result<(ScriptRun, ScriptTally), SolutionError> {
     let stored = runtime.store().scripts().await?;
     let script = stored
         .iter()
