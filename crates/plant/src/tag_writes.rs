@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use crate::Runtime;
 use crate::objects::ObjectModel;
+use crate::runtime::Runtime;
 pub use crate::sources::FieldWriteError;
 use plant_model::{Quality, TagType, TagValue};
 
