@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The most characters of one client-chosen string a log line shows.
-pub(crate) const MAX_LOGGED_CHARS: usize = 64;
+pub const MAX_LOGGED_CHARS: usize = 64;
 
 /// Client-chosen text as a log field: at most [`MAX_LOGGED_CHARS`] characters, control
 /// characters escaped (a newline in a client name must not forge a log line), and the size of
@@ -60,8 +60,8 @@ const LINES_PER_WINDOW: u32 = 20;
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// An allowance of log lines for one source (a connection, or the accept loop's refusals): a
-/// burst of [`LINES_PER_WINDOW`] per minute, then one line saying the rest are counted, and at
-/// the next window the count.
+/// burst of 20 lines (`LINES_PER_WINDOW`) per minute, then one line saying the rest are
+/// counted, and at the next window the count.
 #[derive(Debug)]
 pub struct LogBudget {
     /// What causes the lines, as the suppression notices name it ("this connection").

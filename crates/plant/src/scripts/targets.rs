@@ -48,7 +48,8 @@ where
     }
 }
 
-/// [`unreachable_target`] on a plant as stored.
+/// Why `trigger` can never fire on the plant as stored (a `tag:` or `alarm:` trigger that
+/// names nothing it has), or `None` when it can.
 pub fn unreachable_in(trigger: &Trigger, plant: &ExpandedPlant) -> Option<String> {
     unreachable_target(
         trigger,
