@@ -74,6 +74,21 @@ const RULES: &[Rule] = &[
         why: "the server and its clients never depend on each other",
     },
     Rule {
+        crates: Crates::One("plant"),
+        reach: Reach::Direct,
+        forbidden: &[
+            "tserver",
+            "tserver-proto",
+            "service-client",
+            "prost",
+            "axum",
+            "hyper",
+            "rmcp",
+            "clap",
+        ],
+        why: "the live plant knows no socket server, no wire protocol and no command line (Sparkplug's own protobuf comes through its codec)",
+    },
+    Rule {
         crates: Crates::One("store"),
         reach: Reach::Any,
         forbidden: &[

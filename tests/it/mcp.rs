@@ -549,7 +549,7 @@ async fn with_a_certificate_the_http_surface_speaks_https_only() {
     std::fs::write(&cert, made.cert.pem()).expect("write cert");
     std::fs::write(&key, made.signing_key.serialize_pem()).expect("write key");
     let rig = McpRig::start_with(HttpConfig {
-        tls: Some(tserver_proto::server_config(&cert, &key).expect("TLS config")),
+        tls: Some(tserver_tls::server_config(&cert, &key).expect("TLS config")),
         ..HttpConfig::default()
     })
     .await;

@@ -230,7 +230,7 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
 }
 
 /// Waits until the source's status satisfies `wanted`.
-async fn until_status(runtime: &Runtime, wanted: impl Fn(&tserver::SourceStatus) -> bool, what: &str) {
+async fn until_status(runtime: &Runtime, wanted: impl Fn(&plant::SourceStatus) -> bool, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let status = runtime.source_statuses().remove(0);
@@ -833,7 +833,7 @@ async fn a_sources_first_value_past_a_limit_raises_its_alarm_at_once() {
     };
     assert_eq!(
         alarm_state(&runtime),
-        tserver::objects::AlarmState::Normal,
+        plant::objects::AlarmState::Normal,
         "no value yet (Bad quality): nothing to judge"
     );
     let shutdown = CancellationToken::new();
@@ -845,6 +845,6 @@ async fn a_sources_first_value_past_a_limit_raises_its_alarm_at_once() {
         "took the retained value",
     )
     .await;
-    assert_eq!(alarm_state(&runtime), tserver::objects::AlarmState::Active);
+    assert_eq!(alarm_state(&runtime), plant::objects::AlarmState::Active);
     shutdown.cancel();
 }

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use plant::simulator::TagMotion;
 use plant_model::{AlarmEventKind, Quality, TagValue};
 use serde_json::{Value, json};
 use service_client::TagValue as WireValue;
 use tokio_util::sync::CancellationToken;
-use tserver::simulator::TagMotion;
 use tserver::{Runtime, ServerConfig};
 
 use crate::runtime_tools::call;

@@ -213,9 +213,9 @@ async fn on_a_tls_port_the_proxy_header_comes_before_the_handshake() {
         ],
         "",
     );
-    let tls = tserver_proto::server_config(&dir.join("server.pem"), &dir.join("server-key.pem"))
+    let tls = tserver_tls::server_config(&dir.join("server.pem"), &dir.join("server-key.pem"))
         .expect("the server's certificate");
-    let client_tls = tserver_proto::client_config(&dir.join("ca.pem")).expect("the CA");
+    let client_tls = tserver_tls::client_config(&dir.join("ca.pem")).expect("the CA");
     let runtime = tserver::Runtime::open(&solution.path).expect("opens");
     let config = trusting_loopback(LoginThrottleConfig {
         free_failures: 1,
@@ -239,7 +239,7 @@ async fn on_a_tls_port_the_proxy_header_comes_before_the_handshake() {
                 .write_all(&v2(client, 40200))
                 .await
                 .expect("sends the header");
-            let name = tserver_proto::rustls::pki_types::ServerName::try_from("localhost").expect("a name");
+            let name = tserver_tls::rustls::pki_types::ServerName::try_from("localhost").expect("a name");
             let transport = tserver_proto::connect(&client_tls, name, socket)
                 .await
                 .expect("the handshake after the header");

@@ -5,10 +5,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use localai::ModelOptions;
 use localai::tools::{RegistrationError, ToolError};
+use plant::tools::MAX_RESULT_BYTES;
 use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use tserver::Runtime;
-use tserver::tools::MAX_RESULT_BYTES;
 
 use crate::support::{Solution, admin};
 

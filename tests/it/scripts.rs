@@ -255,7 +255,7 @@ struct ScriptRig {
     solution: Solution,
     server: TestServer,
     stop_scripts: CancellationToken,
-    runs: tserver::scripts::ScriptRuns,
+    runs: plant::scripts::ScriptRuns,
     _serving: ServeLock,
 }
 

@@ -10,7 +10,7 @@ use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
-use tserver_proto::TlsError;
+use tserver_tls::TlsError;
 
 use crate::support::{PATIENCE, ServerProcess, Solution, TestServer, admin, try_admin};
 
@@ -41,7 +41,7 @@ impl Certificate {
 fn tls_options(ca: &Path, server_name: Option<&str>) -> ClientOptions {
     ClientOptions {
         tls: Some(ClientTls {
-            config: tserver_proto::client_config(ca).expect("CA loads"),
+            config: tserver_tls::client_config(ca).expect("CA loads"),
             server_name: server_name.map(str::to_owned),
         }),
         ..ClientOptions::default()
@@ -225,28 +225,28 @@ fn bad_certificate_files_are_typed_errors_that_name_the_file() {
     let not_pem = certificate.dir.path().join("not.pem");
     std::fs::write(&not_pem, "hello").expect("write");
 
-    let error = tserver_proto::server_config(&missing, &certificate.key()).expect_err("missing");
+    let error = tserver_tls::server_config(&missing, &certificate.key()).expect_err("missing");
     assert!(matches!(error, TlsError::Read { .. }) && error.to_string().contains("missing.pem"));
-    let error = tserver_proto::server_config(&not_pem, &certificate.key()).expect_err("not PEM");
+    let error = tserver_tls::server_config(&not_pem, &certificate.key()).expect_err("not PEM");
     assert!(matches!(error, TlsError::Pem { .. }) && error.to_string().contains("not.pem"));
-    let error = tserver_proto::server_config(&certificate.cert(), &not_pem).expect_err("no key");
+    let error = tserver_tls::server_config(&certificate.cert(), &not_pem).expect_err("no key");
     assert!(matches!(error, TlsError::Pem { .. }));
     // The key file's contents never show in the message.
     let key_text = std::fs::read_to_string(certificate.key()).expect("read key");
-    let error = tserver_proto::server_config(&certificate.key(), &certificate.key())
+    let error = tserver_tls::server_config(&certificate.key(), &certificate.key())
         .expect_err("a key is no certificate");
     assert!(
         !error
             .to_string()
             .contains(key_text.lines().nth(1).expect("a key line"))
     );
-    let error = tserver_proto::server_config(&certificate.cert(), &other.key()).expect_err("mismatched key");
+    let error = tserver_tls::server_config(&certificate.cert(), &other.key()).expect_err("mismatched key");
     assert!(matches!(error, TlsError::Config(_)), "{error}");
     assert!(matches!(
-        tserver_proto::client_config(&not_pem),
+        tserver_tls::client_config(&not_pem),
         Err(TlsError::Pem { .. })
     ));
-    assert!(tserver_proto::server_name("not a name!").is_err());
+    assert!(tserver_tls::server_name("not a name!").is_err());
 
     // The command line refuses a certificate without its key.
     let half =

@@ -167,7 +167,7 @@ pub async fn run(
     let runtime = if existing {
         Runtime::open(&solution)
             .with_context(|| format!("cannot open {}", solution.display()))?
-            .with_model_stand_in(tserver::ModelStandIn {
+            .with_model_stand_in(plant::ModelStandIn {
                 url: model.url(),
                 name: model.name().to_owned(),
             })

@@ -9,14 +9,11 @@ mod tls;
 mod transport;
 
 pub use codec::{Decoded, FrameCodec, FrameError};
-pub use tls::{
-    TlsError, accept, client_config, connect, handshake_failure, is_tls_record_start, server_config,
-    server_name,
-};
+pub use tls::{accept, connect, is_tls_record_start};
 pub use transport::Transport;
 
-/// rustls and tokio-rustls as this crate uses them, so both sides name the same versions.
-pub use {rustls, tokio_rustls};
+/// tokio-rustls as this crate uses it, so both sides name the same version.
+pub use tokio_rustls;
 
 /// The protocol version this crate speaks (see the header of `proto/tserver.proto`).
 pub const PROTOCOL_VERSION: u32 = 1;

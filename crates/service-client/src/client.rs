@@ -20,9 +20,8 @@ use tserver_proto::v1::{
     SubscribeRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
     WriteTagsRequest, chat_event, client_frame, server_frame,
 };
-use tserver_proto::{
-    DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport, rustls,
-};
+use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
+use tserver_tls::rustls;
 
 use crate::{ClientError, CloseReason, Envelope};
 
@@ -44,7 +43,7 @@ pub struct ClientOptions {
 /// How a client speaks TLS.
 #[derive(Debug, Clone)]
 pub struct ClientTls {
-    /// The roots to trust (see [`tserver_proto::client_config`] to load a CA file).
+    /// The roots to trust (see [`tserver_tls::client_config`] to load a CA file).
     pub config: Arc<rustls::ClientConfig>,
     /// The name the server's certificate must carry. Default: the host part of the address
     /// connected to (a DNS name or an IP address).
@@ -139,7 +138,7 @@ impl Client {
                     .clone()
                     .unwrap_or_else(|| host_of(&addr).to_owned());
                 let server_name_text = name.clone();
-                let name = tserver_proto::server_name(&name).map_err(|error| ClientError::Tls {
+                let name = tserver_tls::server_name(&name).map_err(|error| ClientError::Tls {
                     addr: addr.clone(),
                     reason: error.to_string(),
                 })?;
@@ -148,7 +147,7 @@ impl Client {
                     Ok(Ok(transport)) => transport,
                     Ok(Err(error)) => {
                         return Err(ClientError::Tls {
-                            reason: tserver_proto::handshake_failure(&error, &server_name_text),
+                            reason: tserver_tls::handshake_failure(&error, &server_name_text),
                             addr,
                         });
                     }

@@ -248,7 +248,7 @@ pub async fn run(
     };
     let tls = match &cli.tls_ca {
         Some(ca) => Some(service_client::ClientTls {
-            config: tserver_proto::client_config(ca).context("cannot set up TLS")?,
+            config: tserver_tls::client_config(ca).context("cannot set up TLS")?,
             server_name: cli.tls_name.clone(),
         }),
         None => None,

@@ -28,8 +28,8 @@ use argon2::{Algorithm, Argon2, Block, Params, Version};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::log_text::{ClientText, LogBudget};
 use crate::throttle::LoginThrottle;
+use plant::log_text::{ClientText, LogBudget};
 use store::{LoginThrottleConfig, Role, Store, UserRecord, hash_password};
 
 /// Why a login did not succeed.

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use metrics::{Counter, describe_counter, describe_gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use plant::telemetry::{MQTT_MESSAGES, MQTT_REFUSED, SCRIPT_RUNS};
 use tserver_proto::v1::{ErrorCode, server_frame};
 
 /// Connections open now.
@@ -22,21 +23,15 @@ pub(crate) const CONNECTIONS_REFUSED: &str = "tserver_connections_refused_total"
 pub(crate) const LOGINS: &str = "tserver_logins_total";
 /// Calls answered, by `call` and `outcome` (`ok` or the error code).
 pub(crate) const CALLS: &str = "tserver_calls_total";
-/// Script runs, by `outcome` (`ok`, `failed`, `operations`, `timeout`, ...).
-pub(crate) const SCRIPT_RUNS: &str = "tserver_script_runs_total";
 /// MCP tool calls over HTTP, by `outcome` (`ok`, `error`).
 pub(crate) const MCP_CALLS: &str = "tserver_mcp_tool_calls_total";
-/// MQTT messages received by the sources.
-pub(crate) const MQTT_MESSAGES: &str = "tserver_mqtt_messages_total";
-/// MQTT messages refused, by `kind` (`bad_payload`, `wrong_type`, ...: the source's error kinds).
-pub(crate) const MQTT_REFUSED: &str = "tserver_mqtt_refused_messages_total";
 
 /// `TagUpdate` frames sent to subscribed panels.
 pub(crate) const SUBSCRIPTION_UPDATES: &str = "tserver_subscription_updates_total";
 /// Tag changes merged into a later `TagUpdate` (latest value wins) instead of sent alone.
 pub(crate) const SUBSCRIPTION_COALESCED: &str = "tserver_subscription_updates_coalesced_total";
 
-/// Every metric the server and its assistant record, by name (what dashboards may use).
+/// Every metric the server, its plant and its assistant record, by name (what dashboards may use).
 pub const METRICS: [&str; 18] = [
     CONNECTIONS_OPEN,
     CONNECTIONS_REFUSED,

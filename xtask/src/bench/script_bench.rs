@@ -145,7 +145,7 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
     let subscriber = tracing_subscriber::registry().with(
         starts
             .clone()
-            .with_filter(Targets::new().with_target("tserver::scripts", tracing::Level::DEBUG)),
+            .with_filter(Targets::new().with_target("plant::scripts", tracing::Level::DEBUG)),
     );
     tracing::subscriber::set_global_default(subscriber)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

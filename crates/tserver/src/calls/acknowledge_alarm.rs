@@ -9,7 +9,7 @@ use tserver_proto::v1::{AcknowledgeAlarmReply, AcknowledgeAlarmRequest, ErrorCod
 use super::audit::{audit_then_authorize, bounded_audit};
 use super::context::ConnectionContext;
 use super::to_proto::{CallError, short};
-use crate::Runtime;
+use plant::Runtime;
 use store::{AuditAction, AuditEntry};
 
 /// Checks the call now; the returned future audits, then acknowledges.

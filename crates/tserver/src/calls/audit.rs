@@ -89,7 +89,7 @@ pub(crate) fn bounded_audit(context: &ConnectionContext, entries: Vec<AuditEntry
 /// taken unaudited, and a refused one is audited too. The error reply when the audit cannot be
 /// recorded (starting with `refused`, what did not happen), or when `role` may not `act`.
 pub(crate) async fn audit_then_authorize(
-    runtime: &crate::Runtime,
+    runtime: &plant::Runtime,
     entries: Vec<AuditEntry>,
     refused: &str,
     role: Role,
@@ -113,7 +113,7 @@ pub(crate) async fn audit_then_authorize(
 /// When they cannot be recorded, the error reply, starting with `refused` (what did not
 /// happen).
 async fn record_audit(
-    runtime: &crate::Runtime,
+    runtime: &plant::Runtime,
     entries: Vec<AuditEntry>,
     refused: &str,
 ) -> Result<(), server_frame::Body> {

@@ -7,7 +7,7 @@ use localai::tools::{ToolError, success_content};
 use serde_json::Value;
 use tserver_proto::v1::{CallToolReply, CallToolRequest, server_frame};
 
-use crate::Runtime;
+use plant::Runtime;
 
 /// The longest arguments text taken (the frame limit bounds it too).
 const MAX_ARGUMENTS_BYTES: usize = 64 * 1024;

@@ -8,7 +8,7 @@ use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use crate::SERVER_VERSION;
 use crate::auth::{Authenticator, Login, LoginError};
-use crate::log_text::{ClientText, LogBudget};
+use plant::log_text::{ClientText, LogBudget};
 
 /// How a connection's logins show in the log.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 use tserver_proto::v1::{ErrorCode, ListToolsReply, ToolInfo, server_frame};
 
 use super::to_proto::CallError;
-use crate::{Runtime, ToolsClosed};
+use plant::{Runtime, ToolsClosed};
 
 pub(crate) async fn apply(runtime: &Runtime) -> Result<server_frame::Body, CallError> {
     let tools = runtime.offered_tools().await.map_err(closed)?;

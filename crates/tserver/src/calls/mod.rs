@@ -39,8 +39,8 @@ use self::context::ConnectionContext;
 use self::hello::LoginLog;
 use self::subscribe::Subscriptions;
 use self::to_proto::CallError;
-use crate::Runtime;
 use crate::auth::Authenticator;
+use plant::Runtime;
 
 /// One call of a client frame, its request parsed.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 use tserver_proto::v1::{ErrorCode, ReadTagsReply, ReadTagsRequest, TagReading, server_frame};
 
 use super::to_proto::{CallError, sample_reading, unknown_reading};
-use crate::objects::ObjectModel;
+use plant::objects::ObjectModel;
 
 /// The most names one call may ask for (stated in `proto/tserver.proto`).
 pub(crate) const MAX_NAMES: usize = 1000;

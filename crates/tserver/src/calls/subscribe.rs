@@ -19,8 +19,8 @@ use tserver_proto::v1::{
 };
 
 use super::to_proto::{CallError, alarm_state, sample_reading, short, unknown_reading};
-use crate::objects::{Alarm, AlarmStatus, ObjectModel, Tag};
-use crate::plant::PlantReader;
+use plant::PlantReader;
+use plant::objects::{Alarm, AlarmStatus, ObjectModel, Tag};
 
 /// Subscriptions one connection may hold.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;

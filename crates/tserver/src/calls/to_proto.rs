@@ -10,7 +10,7 @@ use tserver_proto::v1::{
     ToolStarted, chat_event, server_frame, tag_reading,
 };
 
-use crate::objects::{Alarm, AlarmStatus, Tag, TagSample};
+use plant::objects::{Alarm, AlarmStatus, Tag, TagSample};
 use plant_model::TagValue;
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id

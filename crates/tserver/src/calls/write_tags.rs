@@ -12,8 +12,8 @@ use tserver_proto::v1::{
 use super::audit::{audit_then_authorize, bounded_audit};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
-use crate::Runtime;
-use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
+use plant::Runtime;
+use plant::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
 use store::{AuditAction, AuditEntry};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).

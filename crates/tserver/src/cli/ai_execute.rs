@@ -4,7 +4,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::Runtime;
+use plant::Runtime;
 use store::SolutionLocation;
 
 /// `tserver ai-execute [SOLUTION] QUERY` or `tserver ai-execute --solution SOLUTION QUERY`.

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
+use plant::Runtime;
 use store::{KEY_ENV, SolutionLocation, Store, copy_solution};
 
 /// How much history a new demo solution starts with, and how far apart its samples are.

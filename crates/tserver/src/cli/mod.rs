@@ -9,6 +9,7 @@ mod init;
 mod input;
 mod logging;
 mod plant;
+mod scripts;
 mod secrets;
 mod serve;
 mod settings;
@@ -33,6 +34,7 @@ pub use self::audit::{AuditCommand, ExportFormat};
 use self::input::{read_first_line, read_hidden, read_password};
 pub use self::logging::{LogFormat, log_filter, log_layer};
 pub use self::plant::PlantAction;
+pub use self::scripts::ScriptsAction;
 pub use self::secrets::SecretsAction;
 pub use self::serve::{RESERVED_OPEN_FILES, ServeArgs, serve, serve_on};
 pub use self::settings::SettingsAction;
@@ -158,7 +160,7 @@ pub enum Command {
         solution: SolutionArg,
         /// The action.
         #[command(subcommand)]
-        action: crate::scripts::ScriptsAction,
+        action: ScriptsAction,
     },
     /// Make TLS certificates: a private CA and a server certificate it signed.
     Tls {
@@ -232,11 +234,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             let lines = on_own_runtime(|| tokens::tokens_command(solution, action))?;
             Ok(output.write_all(lines.as_bytes())?)
         }
-        Command::Scripts { solution, action } => Ok(crate::scripts::scripts_command(
-            solution.location()?,
-            action,
-            output,
-        )?),
+        Command::Scripts { solution, action } => {
+            Ok(scripts::scripts_command(solution.location()?, action, output)?)
+        }
         Command::Tls { action } => Ok(crate::certificates::tls_command(action, output)?),
         Command::Solution { action } => solution::solution_command(action, output),
         Command::Audit {

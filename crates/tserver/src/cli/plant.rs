@@ -79,7 +79,7 @@ nothing changed: fix the errors above and import again"
                 })?;
             let (changes, stranded) = on_own_runtime(|| async {
                 let store = Store::open(solution).await?;
-                let stranded = crate::scripts::stranded_by(&store, &model.expand()).await?;
+                let stranded = super::scripts::stranded_by(&store, &model.expand()).await?;
                 let changes = store.import_plant(&model, &shown, *dry_run).await?;
                 Ok::<_, anyhow::Error>((changes, stranded))
             })?;

@@ -11,7 +11,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::solution::SolutionArg;
-use crate::{Runtime, Server, ServerConfig};
+use crate::{Server, ServerConfig};
+use plant::Runtime;
 use store::{ServeLock, SolutionError, SolutionLocation};
 
 /// Options of `tserver serve`; every limit defaults to the value in `docs/LIMITS.md`.
@@ -202,9 +203,7 @@ pub async fn serve_on(
     let config = args.config()?;
     // Certificates are checked before anything starts, so a bad file is a clear start error.
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            Some(tserver_proto::server_config(cert, key).context("cannot set up TLS")?)
-        }
+        (Some(cert), Some(key)) => Some(tserver_tls::server_config(cert, key).context("cannot set up TLS")?),
         _ => None,
     };
     check_open_files(args)?;

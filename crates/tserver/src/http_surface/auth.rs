@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
-use crate::Runtime;
+use plant::Runtime;
 use store::{SolutionError, TokenRefusal, TokenUser};
 
 /// What the middleware needs: the solution (tokens), the tokens verified lately and the

@@ -32,10 +32,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
-use tserver_proto::{Transport, rustls};
+use tserver_proto::Transport;
+use tserver_tls::rustls;
 
-use crate::log_text::LogBudget;
 use crate::session::waiting::{Seat, WaitingRoom};
+use plant::log_text::LogBudget;
 
 /// Connections served past the cap while every seat answers a request: health checks are
 /// answered, anything else gets 503.

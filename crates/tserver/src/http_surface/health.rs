@@ -10,7 +10,8 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::{Accepting, Runtime};
+use crate::Accepting;
+use plant::Runtime;
 
 /// What readiness looks at.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use crate::{Runtime, ToolsClosed};
+use plant::{Runtime, ToolsClosed};
 use store::TokenUser;
 
 /// One MCP session's handler (sessions share the runtime).

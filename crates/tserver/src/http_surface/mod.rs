@@ -32,9 +32,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tserver_proto::rustls;
+use tserver_tls::rustls;
 
-use crate::Runtime;
+use plant::Runtime;
 
 /// The host names `Host` may carry by default (any port).
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

@@ -20,7 +20,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
 
-use crate::log_text::LogBudget;
+use plant::log_text::LogBudget;
 use store::TokenUser;
 
 /// The header naming an existing session.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tserver_proto::rustls;
+use tserver_tls::rustls;
 
 /// The TCP listener's TLS configuration, speaking HTTP/1.1 by ALPN (the TCP listener's speaks
 /// no ALPN; HTTP clients ask for it).

@@ -10,19 +10,21 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
+use tserver_proto::Transport;
 use tserver_proto::v1::ErrorCode;
-use tserver_proto::{Transport, rustls};
+use tserver_tls::rustls;
 
 use super::machine::{Session, Slots};
 use super::shared::Shared;
 use super::waiting::WaitingRoom;
+use crate::ServerConfig;
 use crate::auth::{Authenticator, LoginError};
 use crate::calls::context::ConnectionContext;
 use crate::calls::to_proto::{REPLY_FRAME_OVERHEAD, error_frame};
 use crate::calls::{CALL_KINDS, CallState};
-use crate::log_text::LogBudget;
 use crate::proxy;
-use crate::{Runtime, ServerConfig};
+use plant::Runtime;
+use plant::log_text::LogBudget;
 
 /// How long the refusal sent to a connection past the cap may take.
 const REFUSAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -102,7 +104,7 @@ impl Server {
         self.accepting.clone()
     }
 
-    /// Serves TLS only (see [`tserver_proto::server_config`] to load a certificate and key).
+    /// Serves TLS only (see [`tserver_tls::server_config`] to load a certificate and key).
     /// Each client's handshake must finish within the login deadline; a client that does not
     /// speak TLS is closed without a reply.
     #[must_use]

@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use tserver_proto::{Transport, rustls};
+use tserver_proto::Transport;
+use tserver_tls::rustls;
 
 use super::connection::Connection;
 use super::waiting::WaitingRoom;
+use crate::ServerConfig;
 use crate::auth::Authenticator;
-use crate::log_text::LogBudget;
-use crate::{Runtime, ServerConfig};
+use plant::Runtime;
+use plant::log_text::LogBudget;
 
 /// What every connection of one server shares.
 #[derive(Debug)]

@@ -9,10 +9,9 @@ use anyhow::Context;
 use clap::Subcommand;
 use solution_scripts::Trigger;
 
-use super::runner::run_once;
-use super::targets::unreachable_in;
-use crate::Runtime;
 use crate::own_runtime::on_own_runtime;
+use plant::Runtime;
+use plant::scripts::{run_once, unreachable_in};
 use store::{ScriptRun, ServeLock, SolutionError, SolutionLocation, Store};
 
 /// `tserver scripts` actions.
@@ -92,7 +91,7 @@ fn read_source(file: &Path) -> anyhow::Result<String> {
 }
 
 /// Runs a `tserver scripts` action on the solution at `location`.
-pub fn scripts_command(
+pub(super) fn scripts_command(
     location: &SolutionLocation,
     action: &ScriptsAction,
     output: &mut dyn Write,
@@ -225,7 +224,7 @@ async fn refuse_unreachable(store: &Store, trigger: &Trigger) -> anyhow::Result<
 
 /// The scripts whose trigger `plant` would leave unable to fire, each as a sentence: what an
 /// import tells before (or instead of) changing the plant under them.
-pub(crate) async fn stranded_by(
+pub(super) async fn stranded_by(
     store: &Store,
     plant: &plant_model::ExpandedPlant,
 ) -> anyhow::Result<Vec<String>> {

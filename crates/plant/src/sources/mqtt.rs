@@ -28,7 +28,7 @@ use rumqttc::{NetworkOptions, TlsConfiguration, Transport};
 use sparkplug::{DecodeError, Decoded, MessageKind, NAMESPACE, RebirthReason, SparkplugDecoder, Target};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tserver_proto::rustls;
+use tserver_tls::rustls;
 
 use super::payload;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
@@ -151,7 +151,7 @@ fn address(url: &str) -> Option<(String, u16, bool)> {
 /// The client TLS configuration for `mqtts://`: the source's CA file, or the system's roots.
 fn tls_config(ca_file: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     if !ca_file.is_empty() {
-        return tserver_proto::client_config(Path::new(ca_file)).map_err(|error| error.to_string());
+        return tserver_tls::client_config(Path::new(ca_file)).map_err(|error| error.to_string());
     }
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();

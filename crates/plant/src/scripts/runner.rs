@@ -20,10 +20,10 @@ use tokio_util::task::TaskTracker;
 
 use super::host::{AsyncAiCall, RuntimeScriptHost, envelope_value};
 use super::targets::unreachable_target;
-use crate::Runtime;
 use crate::log_text::{LogBudget, MessageText};
 use crate::objects::ObjectModel;
 use crate::plant::PlantReader;
+use crate::runtime::Runtime;
 use store::{ScriptRun, ScriptTally, SolutionError, StoredScript};
 
 /// How often the solution is looked at for changed scripts.
@@ -312,9 +312,21 @@ impl ScriptRuns {
     }
 }
 
+/// Scripts start from the runtime, but their runner is here: the runtime itself knows nothing
+/// of scripts.
+impl Runtime {
+    /// Starts the solution's scripts (their triggers, runs on run threads, run records),
+    /// taking up changed scripts within a second, until `shutdown`, which stops every run
+    /// under way; when it returns, the scripts are loaded and their triggers armed. Call once,
+    /// when serving starts; wait for the runs to end with [`ScriptRuns::ended`].
+    pub async fn start_scripts(&self, shutdown: &CancellationToken) -> ScriptRuns {
+        start(self, shutdown).await
+    }
+}
+
 /// Starts the runner, its scripts loaded and their triggers armed when this returns; it stops
 /// at `shutdown`, which also stops every run under way.
-pub(crate) async fn start(runtime: &Runtime, shutdown: &CancellationToken) -> ScriptRuns {
+async fn start(runtime: &Runtime, shutdown: &CancellationToken) -> ScriptRuns {
     let runs = TaskTracker::new();
     let Some(mut leading) = runtime.leadership() else {
         start_here(runtime, &runs, shutdown).await;
@@ -373,10 +385,7 @@ const RUN_ONCE_POLL: Duration = Duration::from_millis(5);
 /// loaded, its top level run with `event.trigger == "run"`, then the callbacks of the
 /// `ai_execute_async` calls it made as their answers come. Its runs are recorded in the
 /// solution as a server's are; returns the first run and the tally of all.
-pub(crate) async fn run_once(
-    runtime: &Runtime,
-    name: &str,
-) -> Result<(ScriptRun, ScriptTally), SolutionError> {
+pub async fn run_once(runtime: &Runtime, name: &str) -> Result<(ScriptRun, ScriptTally), SolutionError> {
     let stored = runtime.store().scripts().await?;
     let script = stored
         .iter()

@@ -48,8 +48,9 @@ where
     }
 }
 
-/// [`unreachable_target`] on a plant as stored.
-pub(crate) fn unreachable_in(trigger: &Trigger, plant: &ExpandedPlant) -> Option<String> {
+/// Why `trigger` can never fire on the plant as stored (a `tag:` or `alarm:` trigger that
+/// names nothing it has), or `None` when it can.
+pub fn unreachable_in(trigger: &Trigger, plant: &ExpandedPlant) -> Option<String> {
     unreachable_target(
         trigger,
         || plant.tags.iter().map(|tag| tag.name.as_str()),

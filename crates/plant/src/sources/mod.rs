@@ -42,7 +42,7 @@ pub(crate) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a write to the field was not confirmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FieldWriteError {
+pub enum FieldWriteError {
     /// Nothing was sent (or the broker refused it): the field did not get it.
     Refused(String),
     /// Sent, but its broker did not acknowledge it: it may or may not have reached the field.

@@ -149,16 +149,8 @@ impl Runtime {
         self.sources.start(&self.store, &self.plant, shutdown).await
     }
 
-    /// Starts the solution's scripts (their triggers, runs on run threads, run records),
-    /// taking up changed scripts within a second, until `shutdown`, which stops every run
-    /// under way; when it returns, the scripts are loaded and their triggers armed. Call once,
-    /// when serving starts; wait for the runs to end with [`ScriptRuns::ended`].
-    pub async fn start_scripts(&self, shutdown: &CancellationToken) -> crate::scripts::ScriptRuns {
-        crate::scripts::start(self, shutdown).await
-    }
-
     /// Each MQTT source's connection state and counts.
-    pub fn source_statuses(&self) -> Vec<crate::SourceStatus> {
+    pub fn source_statuses(&self) -> Vec<crate::sources::SourceStatus> {
         self.sources.statuses()
     }
 

@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
-use crate::Runtime;
 use crate::objects::ObjectModel;
-pub(crate) use crate::sources::FieldWriteError;
+use crate::runtime::Runtime;
+pub use crate::sources::FieldWriteError;
 use plant_model::{Quality, TagType, TagValue};
 
 /// The longest text written to a text tag, in characters.
@@ -16,16 +16,20 @@ const MAX_TEXT_CHARS: usize = 4096;
 
 /// A value as the writer gave it, before it is fitted to the tag's type.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum GivenValue<'a> {
+pub enum GivenValue<'a> {
+    /// A number with a fraction (or too large for an integer).
     Number(f64),
+    /// A whole number.
     Integer(i64),
+    /// True or false.
     Bool(bool),
+    /// Text.
     Text(&'a str),
 }
 
 impl<'a> GivenValue<'a> {
     /// A JSON value as given (a script's value), or what kind of value cannot be written.
-    pub(crate) fn from_json(value: &'a Value) -> Result<Self, String> {
+    pub fn from_json(value: &'a Value) -> Result<Self, String> {
         match value {
             Value::Number(number) => Ok(number.as_i64().map_or_else(
                 || Self::Number(number.as_f64().unwrap_or(f64::NAN)),
@@ -40,7 +44,7 @@ impl<'a> GivenValue<'a> {
     }
 
     /// The value as JSON text, for the audit.
-    pub(crate) fn json(&self) -> String {
+    pub fn json(&self) -> String {
         match self {
             Self::Number(number) => serde_json::json!(number).to_string(),
             Self::Integer(integer) => integer.to_string(),
@@ -63,7 +67,7 @@ impl<'a> GivenValue<'a> {
 
 /// Who writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Writer {
+pub enum Writer {
     /// An operator (WriteTags): only tags marked `writable`.
     Operator,
     /// A solution script: any tag.
@@ -72,16 +76,17 @@ pub(crate) enum Writer {
 
 /// A write that passed its checks.
 #[derive(Debug, Clone)]
-pub(crate) struct CheckedWrite {
+pub struct CheckedWrite {
     /// The tag's dotted name, as defined.
-    pub(crate) tag: String,
-    pub(crate) value: TagValue,
+    pub tag: String,
+    /// The value, fitted to the tag's type.
+    pub value: TagValue,
     /// The MQTT source the write goes out through, for a tag fed by the field.
-    pub(crate) source: Option<String>,
+    pub source: Option<String>,
 }
 
 /// Checks a write of `given` to the tag `name`: the write to carry out, or why not.
-pub(crate) fn check_write(
+pub fn check_write(
     objects: &ObjectModel,
     writer: Writer,
     name: &str,
@@ -152,7 +157,7 @@ pub(crate) fn check_write(
 
 /// Where a carried-out write went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Carried {
+pub enum Carried {
     /// The object model has the value now.
     Written,
     /// Published to the field and acknowledged by its broker; the tag shows the value when the
@@ -161,7 +166,7 @@ pub(crate) enum Carried {
 }
 
 /// Carries out a checked write: to the field for a source-fed tag, else to the object model.
-pub(crate) async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
+pub async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
     match write.source {
         Some(source) => runtime
             .write_to_field(&source, &write.tag, write.value)

@@ -93,7 +93,6 @@ impl Simulator {
             let value = motion.value_at(time);
             let value = match motion.kind {
                 // The range clamp keeps the value far inside i64.
-                #[allow(clippy::cast_possible_truncation)]
                 TagType::Integer => TagValue::Integer(value.round() as i64),
                 _ => TagValue::Number((value * 1000.0).round() / 1000.0),
             };
@@ -166,7 +165,6 @@ fn unit_noise(tag: &str, second: u64) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     // The top 53 bits make an exact f64 in [0, 1).
-    #[allow(clippy::cast_precision_loss)]
     let unit = (z >> 11) as f64 / (1_u64 << 53) as f64;
     unit * 2.0 - 1.0
 }

@@ -17,8 +17,8 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::Runtime;
 use crate::log_text::LogBudget;
+use crate::runtime::Runtime;
 use crate::tag_writes::{GivenValue, Writer, carry_out, check_write};
 use store::{AuditAction, AuditEntry};
 

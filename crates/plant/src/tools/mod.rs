@@ -1,10 +1,10 @@
 //! The runtime tools: the assistant's read-only view of the live plant, with the names of the
 //! platform's runtime MCP server, dispatched in process (no HTTP loopback).
 //!
-//! - UNS (0x04): [`uns`] — `runtime_get_value`, `runtime_browse_object_model`,
+//! - UNS (0x04): `uns.rs` — `runtime_get_value`, `runtime_browse_object_model`,
 //!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`;
-//! - Alarms (0x08): [`alarms`] — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
-//! - Historian (0x10): [`history`] — `runtime_get_tag_history`.
+//! - Alarms (0x08): `alarms.rs` — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
+//! - Historian (0x10): `history.rs` — `runtime_get_tag_history`.
 //!
 //! Every list has a `max_*` argument with a default and a hard ceiling (a larger request is
 //! clamped, not refused) and reports `truncated`; every result is also cut to

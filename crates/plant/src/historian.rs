@@ -15,7 +15,7 @@ use plant_model::{AlarmEvent, AlarmEventKind, Quality, TagType};
 use store::{AlarmHistoryPage, HistoryPage, PendingSample, SolutionError, Store};
 
 use crate::objects::TagSample;
-use crate::plant::WriteCapability;
+use crate::plant::write_capability::WriteCapability;
 
 /// A tag is recorded at most once per this interval (sooner when its quality changes), which
 /// bounds the table at a few hundred thousand rows per tag-year of one-second updates.

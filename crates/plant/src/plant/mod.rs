@@ -4,9 +4,11 @@
 //! hold the snapshot they took, writers go to the current one.
 //!
 //! Writing is a capability: every method that changes a value, an alarm or the history takes a
-//! [`WriteCapability`], which only this module can make and only [`Plant`] holds. The
-//! assistant's tools get a [`PlantReader`], which has none: they cannot write, by type, not by
-//! convention.
+//! [`WriteCapability`], which only this module can make (`write_capability.rs`) and only
+//! [`Plant`] holds. The assistant's tools get a [`PlantReader`], which has none: they cannot
+//! write, by type, not by convention.
+
+pub(crate) mod write_capability;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -14,16 +16,11 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+use self::write_capability::WRITE;
+pub use self::write_capability::WriteCapability;
 use crate::historian::Historian;
 use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
 use plant_model::{AlarmEvent, Quality, TagValue};
-
-/// The proof a caller may change the plant; only this module makes one.
-#[derive(Debug)]
-pub struct WriteCapability(());
-
-/// The one capability, held by every [`Plant`].
-static WRITE: WriteCapability = WriteCapability(());
 
 /// The object model with its historian. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]

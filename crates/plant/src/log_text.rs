@@ -8,13 +8,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The most characters of one client-chosen string a log line shows.
-pub(crate) const MAX_LOGGED_CHARS: usize = 64;
+pub const MAX_LOGGED_CHARS: usize = 64;
 
 /// Client-chosen text as a log field: at most [`MAX_LOGGED_CHARS`] characters, control
 /// characters escaped (a newline in a client name must not forge a log line), and the size of
 /// what was cut. Formats without allocating.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientText<'a>(pub(crate) &'a str);
+pub struct ClientText<'a>(pub &'a str);
 
 impl fmt::Display for ClientText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -60,10 +60,10 @@ const LINES_PER_WINDOW: u32 = 20;
 const WINDOW: Duration = Duration::from_secs(60);
 
 /// An allowance of log lines for one source (a connection, or the accept loop's refusals): a
-/// burst of [`LINES_PER_WINDOW`] per minute, then one line saying the rest are counted, and at
-/// the next window the count.
+/// burst of 20 lines (`LINES_PER_WINDOW`) per minute, then one line saying the rest are
+/// counted, and at the next window the count.
 #[derive(Debug)]
-pub(crate) struct LogBudget {
+pub struct LogBudget {
     /// What causes the lines, as the suppression notices name it ("this connection").
     source: &'static str,
     window_start: Instant,
@@ -73,7 +73,7 @@ pub(crate) struct LogBudget {
 
 impl LogBudget {
     /// A full allowance for `source`.
-    pub(crate) fn new(source: &'static str) -> Self {
+    pub fn new(source: &'static str) -> Self {
         Self {
             source,
             window_start: Instant::now(),
@@ -84,7 +84,7 @@ impl LogBudget {
 
     /// Whether the next line may be written; says so in the log when lines start or stop
     /// being suppressed.
-    pub(crate) fn allow(&mut self) -> bool {
+    pub fn allow(&mut self) -> bool {
         let now = Instant::now();
         if now.duration_since(self.window_start) >= WINDOW {
             if self.suppressed > 0 {

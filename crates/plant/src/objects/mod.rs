@@ -21,7 +21,7 @@ pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 use plant_model::{AlarmEvent, ExpandedPlant, Quality, TagType, TagValue};
 use store::SolutionError;
 
-use crate::plant::WriteCapability;
+use crate::plant::write_capability::WriteCapability;
 
 /// A tag type as the runtime names it in refusals (`Text` for a string tag).
 pub(crate) fn type_label(kind: TagType) -> &'static str {
