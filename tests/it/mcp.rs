@@ -312,9 +312,10 @@ async fn requests_without_a_valid_token_or_from_a_foreign_host_are_refused() {
 async fn an_expired_token_is_refused_saying_so() {
     let rig = McpRig::start().await;
     let expired = {
-        let db = store::SolutionDb::open(&rig.solution.path).expect("opens");
+        let db = store::Store::open_file(&rig.solution.path).expect("opens");
         let (_, text) = db
             .create_token("guest", "short", Some(std::time::Duration::from_millis(1)))
+            .await
             .expect("made");
         text
     };

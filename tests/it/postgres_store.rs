@@ -1,13 +1,12 @@
 //! The PostgreSQL solution store against the machine's real PostgreSQL (127.0.0.1:5432, trust,
-//! database `test`): each test in a database of its own, created and dropped here. The schema
-//! is created once however many open at the same moment, the URL's password never shows, an
-//! unreachable server is a clear error naming the store, and a store whose server restarts
-//! (one of the test's own) recovers by itself.
+//! database `test`): each test in a database of its own, created and dropped here. The URL's
+//! password never shows, an unreachable server is a clear error naming the store, and a store
+//! whose server restarts (one of the test's own) recovers by itself.
 
 use std::time::Duration;
 
 use sqlx::Connection;
-use store::{PG_SCHEMA_VERSION, PgStore, PostgresUrl, Role, SolutionError};
+use store::{PostgresUrl, SolutionError, SolutionLocation, Store};
 use tserver_tests::postgres::PrivatePostgres;
 
 /// The machine's PostgreSQL, as the admin account the tests create databases with.
@@ -63,54 +62,12 @@ impl Drop for TestDatabase {
 }
 
 #[tokio::test]
-async fn a_new_database_gets_the_schema_once_however_many_open_it_at_once() {
-    let database = TestDatabase::create().await;
-    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
-    // Four nodes starting together: one migrates under the advisory lock, the others wait and
-    // find it done (without the lock, the second CREATE TABLE would fail).
-    let opening = (0..4).map(|_| PgStore::open(&url));
-    let stores = futures::future::join_all(opening).await;
-    let stores: Vec<PgStore> = stores
-        .into_iter()
-        .map(|store| store.expect("every node opens"))
-        .collect();
-    for store in &stores {
-        assert_eq!(
-            store.schema_version().await.expect("a version"),
-            PG_SCHEMA_VERSION
-        );
-    }
-    let settings = stores[0].settings_row().await.expect("the settings row");
-    assert!(!settings.model_enabled);
-    assert_eq!((settings.model_settings, settings.model_options), (None, 0));
-
-    // Users: names are unique regardless of case, and found regardless of case.
-    stores[0]
-        .add_user("Operator1", Some("correct horse"), Role::Operator)
-        .await
-        .expect("added");
-    let taken = stores[1].add_user("OPERATOR1", None, Role::Viewer).await;
-    assert!(matches!(taken, Err(SolutionError::UserExists(_))), "{taken:?}");
-    let found = stores[2].user("operator1").await.expect("read").expect("found");
-    assert_eq!((found.name.as_str(), found.role), ("Operator1", Role::Operator));
-    assert!(
-        found
-            .password_hash
-            .is_some_and(|hash| hash.starts_with("$argon2") && !hash.contains("correct horse"))
-    );
-    let invalid = stores[0].add_user("two words", None, Role::Viewer).await;
-    assert!(
-        matches!(invalid, Err(SolutionError::InvalidUserName(_))),
-        "{invalid:?}"
-    );
-    assert!(stores[3].user("nobody").await.expect("read").is_none());
-}
-
-#[tokio::test]
 async fn a_database_of_a_newer_schema_is_refused_untouched() {
     let database = TestDatabase::create().await;
     let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
-    let store = PgStore::open(&url).await.expect("opens");
+    let store = Store::open(&SolutionLocation::Postgres(url.clone()))
+        .await
+        .expect("opens");
     let mut connection = sqlx::PgConnection::connect(&database.url())
         .await
         .expect("connects");
@@ -119,7 +76,7 @@ async fn a_database_of_a_newer_schema_is_refused_untouched() {
         .await
         .expect("updated");
     drop(store);
-    let refused = PgStore::open(&url).await;
+    let refused = Store::open(&SolutionLocation::Postgres(url.clone())).await;
     match refused {
         Err(error @ SolutionError::PgSchemaVersion { found: 99, .. }) => {
             let said = error.to_string();
@@ -139,7 +96,9 @@ async fn an_unreachable_store_is_a_clear_error_that_never_shows_the_password() {
     assert_eq!(url.to_string(), format!("postgres://tserver:***@{free}/plant"));
     assert!(!format!("{url:?}").contains("Sup3rSecret"));
     let started = std::time::Instant::now();
-    let error = PgStore::open(&url).await.expect_err("nothing listens there");
+    let error = Store::open(&SolutionLocation::Postgres(url.clone()))
+        .await
+        .expect_err("nothing listens there");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "fails in bounded time"
@@ -199,7 +158,9 @@ pub(crate) async fn resumed(mut server: PrivatePostgres) -> PrivatePostgres {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recovers_by_itself() {
     let (server, url) = private_server_with_a_database().await;
-    let store = PgStore::open(&url).await.expect("opens");
+    let store = Store::open(&SolutionLocation::Postgres(url.clone()))
+        .await
+        .expect("opens");
     store.settings_row().await.expect("read while up");
 
     let server = stopped(server).await;
@@ -332,9 +293,10 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
             .iter()
             .any(|(table, rows)| table == "TagHistory" && rows.len() > 100)
     );
-    let secret = store::SolutionDb::open(&back)
+    let secret = Store::open_file(&back)
         .expect("opens")
         .secret("ModelKey")
+        .await
         .expect("decrypts with the key the copy wrote")
         .expect("present");
     assert_eq!(secret.expose(), "s3cret-value");
@@ -406,9 +368,11 @@ async fn settings_and_users_admin_commands_work_on_a_postgres_solution_as_on_a_f
     assert!(both.to_string().contains("cannot be used with"), "{both}");
 
     // The password stored is a hash of the new one, never the text.
-    let store = PgStore::open(&PostgresUrl::parse(&url).expect("valid"))
-        .await
-        .expect("opens");
+    let store = Store::open(&SolutionLocation::Postgres(
+        PostgresUrl::parse(&url).expect("valid"),
+    ))
+    .await
+    .expect("opens");
     let hash = store
         .user("operator1")
         .await
@@ -464,72 +428,6 @@ async fn exactly_one_node_leads_and_another_takes_over_when_it_goes_or_the_datab
     tokio::task::spawn_blocking(move || drop(server))
         .await
         .expect("stopped");
-}
-
-#[tokio::test]
-async fn failed_logins_count_across_nodes_on_the_database_clock() {
-    use std::net::IpAddr;
-    let database = TestDatabase::create().await;
-    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
-    let (node_a, node_b) = (
-        PgStore::open(&url).await.expect("opens"),
-        PgStore::open(&url).await.expect("opens"),
-    );
-    let config = store::LoginThrottleConfig {
-        free_failures: 2,
-        first_lockout: Duration::from_secs(10),
-        max_lockout: Duration::from_secs(35),
-        forget_after: Duration::from_millis(400),
-        max_tracked: 100,
-    };
-    let (peer, other): (IpAddr, IpAddr) = ([192, 0, 2, 7].into(), [192, 0, 2, 8].into());
-    // Failures on either node count together: the second (on the other node) locks.
-    assert_eq!(
-        node_a.record_login_failure(peer, &config).await.expect("counted"),
-        (1, None)
-    );
-    assert_eq!(node_a.login_lockout(peer).await.expect("read"), None);
-    let (count, lockout) = node_b.record_login_failure(peer, &config).await.expect("counted");
-    assert_eq!((count, lockout), (2, Some(Duration::from_secs(10))));
-    let wait = node_a
-        .login_lockout(peer)
-        .await
-        .expect("read")
-        .expect("locked on node A too");
-    assert!(
-        wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
-        "{wait:?}"
-    );
-    assert_eq!(
-        node_b.record_login_failure(peer, &config).await.expect("counted"),
-        (3, Some(Duration::from_secs(20)))
-    );
-    assert_eq!(
-        node_b.login_lockout(other).await.expect("read"),
-        None,
-        "per address"
-    );
-
-    // A success on either node wipes the record everywhere.
-    node_a.clear_login_failures(peer).await.expect("cleared");
-    assert_eq!(node_b.login_lockout(peer).await.expect("read"), None);
-
-    // A quiet spell longer than forget_after starts the count again.
-    assert_eq!(
-        node_a
-            .record_login_failure(other, &config)
-            .await
-            .expect("counted"),
-        (1, None)
-    );
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(
-        node_b
-            .record_login_failure(other, &config)
-            .await
-            .expect("counted"),
-        (1, None)
-    );
 }
 
 /// `tserver ARGS` as a process, with `env` (and no password from the environment or
@@ -766,9 +664,11 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
     );
 
     // A token made on the database acts as its user until revoked.
-    let store = PgStore::open(&PostgresUrl::parse(&url).expect("valid"))
-        .await
-        .expect("opens");
+    let store = Store::open(&SolutionLocation::Postgres(
+        PostgresUrl::parse(&url).expect("valid"),
+    ))
+    .await
+    .expect("opens");
     let text = admin(&["tokens", &url, "create", "--user", "GUEST"], "");
     let user = store
         .verify_token(text.trim())

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use scripted_llm::ScriptedLlm;
 use service_client::{ClientOptions, Envelope, FailoverClient};
-use store::{SettingKey, SolutionDb};
+use store::{SettingKey, Store};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tserver::{Runtime, Server, ServerConfig};
@@ -172,7 +172,7 @@ pub async fn run(
                 name: model.name().to_owned(),
             })
     } else {
-        configure_model(&solution, &model)?;
+        configure_model(&solution, &model).await?;
         Runtime::open(&solution).with_context(|| format!("cannot open {}", solution.display()))?
     };
     let simulate = !existing || runtime.settings().simulator_enabled;
@@ -286,11 +286,15 @@ fn create_solution(path: &Path) -> anyhow::Result<()> {
 
 /// Points the solution at the chosen model and turns Local AI on. The demo plant already opens
 /// the tool bits; the stored defaults of a solution are not touched otherwise.
-fn configure_model(path: &Path, model: &Model) -> anyhow::Result<()> {
-    let db = SolutionDb::open(path)?;
-    db.set_setting(&SettingKey::ModelEnabled, "true")?;
-    db.set_setting(&SettingKey::parse("URL")?, &model.url())?;
-    db.set_setting(&SettingKey::parse("Name")?, model.name())?;
+async fn configure_model(path: &Path, model: &Model) -> anyhow::Result<()> {
+    let store = Store::open_file(path)?;
+    store.set_setting(&SettingKey::ModelEnabled, "true").await?;
+    store
+        .set_setting(&SettingKey::parse("URL")?, &model.url())
+        .await?;
+    store
+        .set_setting(&SettingKey::parse("Name")?, model.name())
+        .await?;
     Ok(())
 }
 

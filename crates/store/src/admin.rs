@@ -159,7 +159,7 @@ impl fmt::Display for SettingValue {
 impl SolutionDb {
     /// The runtime settings, defaults applied for absent keys. A stored value that does not
     /// parse (hand-edited) is an error naming the key rather than a silent default.
-    pub fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
+    pub(crate) fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
         RuntimeSettings::from_stored(|key| self.runtime_value(key))
     }
 
@@ -174,7 +174,7 @@ impl SolutionDb {
 
     /// Reads one setting. A `ModelSettings` key reads its effective value, i.e. the default
     /// when the key is absent or invalid.
-    pub fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
+    pub(crate) fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
         let runtime = match key {
             SettingKey::Runtime(_) => self.runtime_settings()?,
             _ => RuntimeSettings::default(),
@@ -183,19 +183,19 @@ impl SolutionDb {
     }
 
     /// Writes one setting (see [`SettingKey`]). For `ModelSettings`, `NULL` clears the column.
-    pub fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
+    pub(crate) fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_set(key, value, stored))
     }
 
     /// What is wrong with the stored `ModelSettings`: each value not used as it is, and each
     /// value every call would fail on (`settings show` prints them).
-    pub fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
+    pub(crate) fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
         Ok(editing_issues(self.settings_row()?.model_settings.as_deref()))
     }
 
     /// Returns a setting to its default: `ModelEnabled` off, `ModelOptions` 0, `ModelSettings`
     /// NULL, one `ModelSettings` key removed (other keys kept), or a runtime key removed.
-    pub fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
+    pub(crate) fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_unset(key, stored))
     }
 
@@ -242,7 +242,12 @@ impl SolutionDb {
     }
 
     /// Adds a user with a role. `password` `None` makes a passwordless user.
-    pub fn add_user(&self, name: &str, password: Option<&str>, role: Role) -> Result<(), SolutionError> {
+    pub(crate) fn add_user(
+        &self,
+        name: &str,
+        password: Option<&str>,
+        role: Role,
+    ) -> Result<(), SolutionError> {
         validate_user_name(name)?;
         let hash = password.map(hash_password).transpose()?;
         let connection = self.writer()?;
@@ -261,7 +266,7 @@ impl SolutionDb {
     }
 
     /// Replaces a user's password (`None`: passwordless).
-    pub fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+    pub(crate) fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
         let hash = password.map(hash_password).transpose()?;
         let changed = self.writer()?.execute(
             "UPDATE Users SET PasswordHash = ?2 WHERE Name = ?1",
@@ -271,7 +276,7 @@ impl SolutionDb {
     }
 
     /// Changes a user's role (its sessions end: they were granted the old one).
-    pub fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
+    pub(crate) fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
         let changed = self.writer()?.execute(
             "UPDATE Users SET Role = ?2 WHERE Name = ?1",
             params![name, role.as_str()],
@@ -280,7 +285,7 @@ impl SolutionDb {
     }
 
     /// Removes a user.
-    pub fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         let changed = self
             .writer()?
             .execute("DELETE FROM Users WHERE Name = ?1", [name])?;
@@ -288,7 +293,7 @@ impl SolutionDb {
     }
 
     /// Every user, by name.
-    pub fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
+    pub(crate) fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare("SELECT Name, PasswordHash, Role FROM Users ORDER BY Name")?

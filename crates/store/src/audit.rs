@@ -61,11 +61,6 @@ pub struct AuditEntry {
 }
 
 impl SolutionDb {
-    /// Records entries in one transaction: all of them, or (on an error) none.
-    pub fn record_audit(&self, entries: &[AuditEntry]) -> Result<(), SolutionError> {
-        self.record_audit_batches(&[entries])
-    }
-
     /// Records several callers' entries in one transaction (one commit, one sync to disk).
     pub(crate) fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
@@ -100,7 +95,11 @@ impl SolutionDb {
     }
 
     /// The entries since `since` (all without it), oldest first, at most `limit`.
-    pub fn audit(&self, since: Option<SystemTime>, limit: usize) -> Result<Vec<AuditEntry>, SolutionError> {
+    pub(crate) fn audit(
+        &self,
+        since: Option<SystemTime>,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, SolutionError> {
         let since = since.map_or(i64::MIN, millis);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|connection| {

@@ -54,9 +54,7 @@ pub use history::{AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, Pe
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;
 pub use plant::{Changes, PlantChanges};
-pub use postgres::{
-    CopyReport, Leadership, PG_SCHEMA_VERSION, PgStore, PostgresUrl, SCRIPTS_LEADER, copy_solution,
-};
+pub use postgres::{CopyReport, Leadership, PG_SCHEMA_VERSION, PostgresUrl, SCRIPTS_LEADER, copy_solution};
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, create_key_at, key_file};
 pub use source_reports::SourceReport;
@@ -287,7 +285,7 @@ pub(crate) fn role_of_stored(name: &str) -> Role {
 
 /// An open solution file.
 #[derive(Debug)]
-pub struct SolutionDb {
+pub(crate) struct SolutionDb {
     path: PathBuf,
     readers: Mutex<Vec<Connection>>,
     /// The file the path named when it opened (`None` if that could not be read).
@@ -308,7 +306,7 @@ pub struct SolutionDb {
 impl SolutionDb {
     /// Creates a new solution file (WAL mode) with the spec's default settings, optionally
     /// with the demo plant and a passwordless `guest` user.
-    pub fn create(path: &Path, with_demo: bool) -> Result<(), SolutionError> {
+    pub(crate) fn create(path: &Path, with_demo: bool) -> Result<(), SolutionError> {
         if path.exists() {
             return Err(SolutionError::AlreadyExists(path.to_owned()));
         }
@@ -331,7 +329,7 @@ impl SolutionDb {
 
     /// Opens an existing solution file, upgrading an older schema version in one transaction
     /// (a file of a newer version, or not a solution at all, is refused untouched).
-    pub fn open(path: &Path) -> Result<Self, SolutionError> {
+    pub(crate) fn open(path: &Path) -> Result<Self, SolutionError> {
         let mut connection = open_connection(path)?;
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let found: i64 = transaction.pragma_query_value(None, "user_version", |row| row.get(0))?;
@@ -369,7 +367,7 @@ impl SolutionDb {
     /// Checks that the path still names the file opened; the first time it does not, the
     /// solution is marked lost and the reason returned (later calls return `None`). A lost
     /// solution refuses every write, so nothing goes into a file that will vanish.
-    pub fn check_file(&self) -> Option<&str> {
+    pub(crate) fn check_file(&self) -> Option<&str> {
         if self.lost.get().is_some() {
             return None;
         }
@@ -379,12 +377,12 @@ impl SolutionDb {
     }
 
     /// Why the solution file was lost, if it was (see [`check_file`](Self::check_file)).
-    pub fn lost(&self) -> Option<&str> {
+    pub(crate) fn lost(&self) -> Option<&str> {
         self.lost.get().map(String::as_str)
     }
 
     /// The file this solution lives in.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -429,7 +427,7 @@ impl SolutionDb {
 
     /// The `SolutionSettings` row as it is now: the row read last while the WAL-index says
     /// nothing was committed since, read afresh otherwise.
-    pub fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
+    pub(crate) fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
         // Seen before the read: a commit landing meanwhile changes the header, so the row kept
         // is never trusted past a commit it might not show.
         let seen = self.wal_index.as_ref().and_then(WalIndexHeader::read);
@@ -473,7 +471,7 @@ impl SolutionDb {
     }
 
     /// The user of that name (matched case-insensitively), if any.
-    pub fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
+    pub(crate) fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare_cached("SELECT Name, PasswordHash, Role FROM Users WHERE Name = ?1")?

@@ -130,13 +130,13 @@ pub(super) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
 
 impl SolutionDb {
     /// Every tag, alarm and described folder the solution defines, as the runtime loads them.
-    pub fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
+    pub(crate) fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
         self.read(read_definitions)?
     }
 
     /// The plant model as last imported, or for a solution never imported into (made before
     /// plant files), its definitions as plain tags and alarms.
-    pub fn plant_model(&self) -> Result<PlantModel, SolutionError> {
+    pub(crate) fn plant_model(&self) -> Result<PlantModel, SolutionError> {
         let stored: Option<String> = self.read(|connection| {
             connection
                 .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
@@ -149,7 +149,7 @@ impl SolutionDb {
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
-    pub fn plant_revision(&self) -> Result<i64, SolutionError> {
+    pub(crate) fn plant_revision(&self) -> Result<i64, SolutionError> {
         self.read(|connection| {
             connection
                 .query_row("SELECT Revision FROM PlantModel WHERE Id = 1", [], |row| {
@@ -163,7 +163,7 @@ impl SolutionDb {
     /// What the alarm history recorded of each alarm since its last trip, oldest first: the
     /// trip, then any acknowledgement and clearing after it (a server takes its alarms' states
     /// up from these when it starts).
-    pub fn alarm_events_since_last_trip(&self) -> Result<Vec<plant_model::AlarmEvent>, SolutionError> {
+    pub(crate) fn alarm_events_since_last_trip(&self) -> Result<Vec<plant_model::AlarmEvent>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare(ALARM_EVENTS_SINCE_LAST_TRIP)?
@@ -174,7 +174,7 @@ impl SolutionDb {
 
     /// Deletes the recorded history of a tag no longer in the plant; returns the samples
     /// deleted. A tag still in the plant is refused (its history is what tools read).
-    pub fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
+    pub(crate) fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
         let connection = self.writer()?;
         let defined: bool = connection.query_row(
             "SELECT EXISTS (SELECT 1 FROM Tags WHERE Name = ?1)",
@@ -193,7 +193,7 @@ impl SolutionDb {
     /// Replaces the plant with `model` (read and checked by `plant_model::read`) in one
     /// transaction, and returns what changed. With `dry_run` the transaction is rolled back:
     /// the changes are what it would make. A removed tag's history is kept.
-    pub fn import_plant(
+    pub(crate) fn import_plant(
         &self,
         model: &PlantModel,
         source: &str,

@@ -174,7 +174,7 @@ pub(super) fn trigger_of(name: &str, text: &str) -> Result<Trigger, SolutionErro
 
 impl SolutionDb {
     /// Stores a new script (compiled first: a syntax error is refused with its line and column).
-    pub fn add_script(
+    pub(crate) fn add_script(
         &self,
         name: &str,
         trigger: &Trigger,
@@ -197,7 +197,7 @@ impl SolutionDb {
     }
 
     /// Changes a script's source, trigger, or both (the source compiled first).
-    pub fn update_script(
+    pub(crate) fn update_script(
         &self,
         name: &str,
         trigger: Option<&Trigger>,
@@ -217,7 +217,11 @@ impl SolutionDb {
     }
 
     /// Enables or disables a script's trigger.
-    pub fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
+    pub(crate) fn set_script_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<StoredScript, SolutionError> {
         let script = self.existing_script(name)?.switched(enabled);
         self.writer()?.execute(
             "UPDATE Scripts SET Enabled = ?2, UpdatedAt = ?3 WHERE Name = ?1",
@@ -227,7 +231,7 @@ impl SolutionDb {
     }
 
     /// Removes a script and its run record; returns it.
-    pub fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
+    pub(crate) fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
         let script = self.existing_script(name)?;
         let mut writer = self.writer()?;
         let transaction = writer.transaction()?;
@@ -238,7 +242,7 @@ impl SolutionDb {
     }
 
     /// The script named `name` (any case), if stored.
-    pub fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
+    pub(crate) fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
         let row = self.read(|connection| {
             connection
                 .prepare_cached(
@@ -261,7 +265,7 @@ impl SolutionDb {
     }
 
     /// Every script, by name.
-    pub fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
+    pub(crate) fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
         let rows = self.read(|connection| {
             connection
                 .prepare("SELECT Name, Trigger, Source, Enabled, UpdatedAt FROM Scripts ORDER BY Name")?
@@ -279,7 +283,7 @@ impl SolutionDb {
     }
 
     /// Every script's run record, by name.
-    pub fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
+    pub(crate) fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare(
@@ -318,7 +322,7 @@ impl SolutionDb {
 
     /// Asks the serving tserver to run `name` once; returns the script and when it was asked
     /// (a run recorded from then on answers it).
-    pub fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
+    pub(crate) fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
         let script = runnable(self.existing_script(name)?)?;
         let requested_at = time_of(millis(SystemTime::now()));
         self.writer()?.execute(
@@ -330,14 +334,14 @@ impl SolutionDb {
     }
 
     /// Withdraws a run request nobody took.
-    pub fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
         self.writer()?
             .execute("DELETE FROM ScriptRunRequests WHERE Name = ?1", [name])?;
         Ok(())
     }
 
     /// Takes the waiting run requests (they are gone once taken): the scripts' names.
-    pub fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
+    pub(crate) fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
         // A read first: almost always there is nothing, and a read takes no write lock.
         let waiting: i64 = self.read(|connection| {
             connection
@@ -359,7 +363,7 @@ impl SolutionDb {
     }
 
     /// Adds runs and skipped triggers to the scripts' records, in one transaction.
-    pub fn record_script_runs(&self, tallies: &[(String, ScriptTally)]) -> Result<(), SolutionError> {
+    pub(crate) fn record_script_runs(&self, tallies: &[(String, ScriptTally)]) -> Result<(), SolutionError> {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let mut writer = self.writer()?;
         let transaction = writer.transaction()?;

@@ -150,7 +150,7 @@ pub(super) fn open_sealed(
 
 impl SolutionDb {
     /// Stores (or replaces) a secret, encrypted.
-    pub fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
+    pub(crate) fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
         let (nonce, ciphertext) = seal(&load_key(Some(self.path()))?, name, value)?;
         self.writer()?.execute(
             "INSERT INTO Secrets (Name, Nonce, Ciphertext) VALUES (?1, ?2, ?3)
@@ -162,7 +162,7 @@ impl SolutionDb {
     }
 
     /// Reads and decrypts a secret; `None` when there is none of that name.
-    pub fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
+    pub(crate) fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
         let stored = self.read(|connection| {
             connection
                 .prepare_cached("SELECT Nonce, Ciphertext FROM Secrets WHERE Name = ?1")?
@@ -178,7 +178,7 @@ impl SolutionDb {
     }
 
     /// The names of all secrets (never their values).
-    pub fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
+    pub(crate) fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare("SELECT Name FROM Secrets ORDER BY Name")?
@@ -188,7 +188,7 @@ impl SolutionDb {
     }
 
     /// Removes a secret.
-    pub fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
         if self
             .writer()?
             .execute("DELETE FROM Secrets WHERE Name = ?1", [name])?

@@ -44,7 +44,7 @@ impl SolutionDb {
     }
 
     /// The stored reports, by name.
-    pub fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
+    pub(crate) fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
         self.read(|connection| {
             let mut statement =
                 connection.prepare("SELECT Name, Report, ReportedAt FROM SourceReports ORDER BY Name")?;

@@ -19,11 +19,11 @@ use plant_model::{AlarmEvent, ExpandedPlant, PlantModel, TagType};
 use solution_scripts::Trigger;
 
 use crate::history::unix_millis;
+use crate::postgres::PgStore;
 use crate::{
     AlarmHistoryPage, ApiToken, AuditEntry, HistoryPage, Leadership, LoginThrottleConfig, PendingSample,
-    PgStore, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
-    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
-    UserRecord,
+    PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb,
+    SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -244,8 +244,8 @@ impl Store {
     }
 
     /// Checks that a solution file's path still names the file opened; the first time it does
-    /// not, the solution is marked lost and the reason returned (see
-    /// [`SolutionDb::check_file`]). `None` for a database, which cannot be lost so.
+    /// not, the solution is marked lost and the reason returned (later calls return `None`; a
+    /// lost solution refuses every write). `None` for a database, which cannot be lost so.
     pub fn check_file(&self) -> Option<&str> {
         match &self.backend {
             Backend::File(db) => db.check_file(),

@@ -170,7 +170,7 @@ pub(super) fn judge_token(
 impl SolutionDb {
     /// Creates a token for `user` (matched case-insensitively), named `name` (may be empty),
     /// valid for `valid_for` or until revoked. Returns it and its text, shown only now.
-    pub fn create_token(
+    pub(crate) fn create_token(
         &self,
         user: &str,
         name: &str,
@@ -189,7 +189,7 @@ impl SolutionDb {
     }
 
     /// Every token, oldest first (never a secret).
-    pub fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
+    pub(crate) fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
         self.read(|connection| {
             connection
                 .prepare("SELECT Id, Name, User, CreatedAt, ExpiresAt FROM ApiTokens ORDER BY CreatedAt, Id")?
@@ -207,7 +207,7 @@ impl SolutionDb {
     }
 
     /// Revokes the token `which` names: its id, or a name only one token has.
-    pub fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
+    pub(crate) fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
         let token = token_named(self.tokens()?, which)?;
         self.writer()?
             .execute("DELETE FROM ApiTokens WHERE Id = ?1", [&token.id])?;
@@ -215,7 +215,7 @@ impl SolutionDb {
     }
 
     /// The user a presented token acts as, or why it is refused.
-    pub fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
+    pub(crate) fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
         let Some((id, secret)) = token_parts(text) else {
             return Ok(Err(TokenRefusal::Invalid));
         };

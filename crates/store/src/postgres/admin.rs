@@ -17,7 +17,7 @@ use crate::{
 impl PgStore {
     /// The runtime settings, defaults applied for absent keys (see
     /// [`SolutionDb::runtime_settings`](crate::SolutionDb::runtime_settings)).
-    pub async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
+    pub(crate) async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
         let rows = sqlx::query("SELECT Key, Value FROM RuntimeSettings")
             .fetch_all(&self.pool)
             .await
@@ -32,7 +32,7 @@ impl PgStore {
     }
 
     /// Reads one setting (see [`SolutionDb::setting`](crate::SolutionDb::setting)).
-    pub async fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
+    pub(crate) async fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
         let runtime = match key {
             SettingKey::Runtime(_) => self.runtime_settings().await?,
             _ => RuntimeSettings::default(),
@@ -41,19 +41,19 @@ impl PgStore {
     }
 
     /// Writes one setting (see [`SolutionDb::set_setting`](crate::SolutionDb::set_setting)).
-    pub async fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
+    pub(crate) async fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_set(key, value, stored))
             .await
     }
 
     /// Returns a setting to its default (see
     /// [`SolutionDb::unset_setting`](crate::SolutionDb::unset_setting)).
-    pub async fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
+    pub(crate) async fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
         self.write_setting(key, |stored| plan_unset(key, stored)).await
     }
 
     /// What is wrong with the stored `ModelSettings`.
-    pub async fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
+    pub(crate) async fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
         Ok(editing_issues(
             self.settings_row().await?.model_settings.as_deref(),
         ))
@@ -101,7 +101,7 @@ impl PgStore {
     }
 
     /// Replaces a user's password (`None`: passwordless).
-    pub async fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
+    pub(crate) async fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
         let hash = match password {
             Some(password) => Some(super::hash_off_the_workers(password).await?),
             None => None,
@@ -116,7 +116,7 @@ impl PgStore {
     }
 
     /// Changes a user's role.
-    pub async fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
+    pub(crate) async fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
         let changed = sqlx::query("UPDATE Users SET Role = $2 WHERE lower(Name) = lower($1)")
             .bind(name)
             .bind(role.as_str())
@@ -127,7 +127,7 @@ impl PgStore {
     }
 
     /// Removes a user (and, by the foreign key, their API tokens).
-    pub async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         let changed = sqlx::query("DELETE FROM Users WHERE lower(Name) = lower($1)")
             .bind(name)
             .execute(&self.pool)
@@ -137,7 +137,7 @@ impl PgStore {
     }
 
     /// Every user, by name.
-    pub async fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
+    pub(crate) async fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
         let rows = sqlx::query("SELECT Name, PasswordHash, Role FROM Users ORDER BY lower(Name)")
             .fetch_all(&self.pool)
             .await

@@ -201,7 +201,7 @@ impl PgStore {
 
     /// What the alarm history recorded of each alarm since its last trip, oldest first; see
     /// `SolutionDb::alarm_events_since_last_trip`.
-    pub async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
+    pub(crate) async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
         let rows = sqlx::query(crate::plant::ALARM_EVENTS_SINCE_LAST_TRIP)
             .fetch_all(&self.pool)
             .await
@@ -283,7 +283,7 @@ impl PgStore {
     }
 
     /// Audit entries from `since` on, oldest first, at most `limit`.
-    pub async fn audit(
+    pub(crate) async fn audit(
         &self,
         since: Option<SystemTime>,
         limit: usize,

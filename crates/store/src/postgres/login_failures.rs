@@ -10,7 +10,7 @@ use crate::{LoginThrottleConfig, SolutionError};
 
 impl PgStore {
     /// How long `peer` must still wait before it may try to log in, if it is locked out.
-    pub async fn login_lockout(&self, peer: IpAddr) -> Result<Option<Duration>, SolutionError> {
+    pub(crate) async fn login_lockout(&self, peer: IpAddr) -> Result<Option<Duration>, SolutionError> {
         let seconds: Option<f64> = sqlx::query_scalar(
             "SELECT EXTRACT(EPOCH FROM (LockedUntil - now()))::float8 FROM LoginFailures
              WHERE Peer = $1 AND LockedUntil > now()",
@@ -25,7 +25,7 @@ impl PgStore {
     /// Counts a failed login from `peer`, on whichever node it happened; returns its failures
     /// so far and the lockout it earned, if any. One transaction: concurrent failures from
     /// one peer on several nodes are counted one after the other.
-    pub async fn record_login_failure(
+    pub(crate) async fn record_login_failure(
         &self,
         peer: IpAddr,
         config: &LoginThrottleConfig,
@@ -69,7 +69,7 @@ impl PgStore {
     }
 
     /// A successful login wipes the peer's record, on every node.
-    pub async fn clear_login_failures(&self, peer: IpAddr) -> Result<(), SolutionError> {
+    pub(crate) async fn clear_login_failures(&self, peer: IpAddr) -> Result<(), SolutionError> {
         sqlx::query("DELETE FROM LoginFailures WHERE Peer = $1")
             .bind(peer.to_string())
             .execute(&self.pool)

@@ -16,6 +16,8 @@ use super::{Role, SolutionError, UserRecord, role_of_stored};
 
 mod admin;
 mod copy;
+#[cfg(test)]
+mod database_tests;
 mod history;
 mod leadership;
 mod login_failures;
@@ -168,7 +170,7 @@ fn redacted(text: &str) -> String {
 
 /// A PostgreSQL solution: a pool of connections to it.
 #[derive(Debug, Clone)]
-pub struct PgStore {
+pub(crate) struct PgStore {
     pool: PgPool,
     url: PostgresUrl,
     /// The runtime the pool's connections live on, for [`block_on`](Self::block_on).
@@ -183,7 +185,7 @@ impl PgStore {
     /// Opens the solution at `url`: connects, then creates or upgrades its schema (a database
     /// of a newer schema is refused untouched; one holding other tables named like ours fails
     /// the migration, which rolls back whole).
-    pub async fn open(url: &PostgresUrl) -> Result<Self, SolutionError> {
+    pub(crate) async fn open(url: &PostgresUrl) -> Result<Self, SolutionError> {
         // One connection first: a pool retries a refused connection until its acquire timeout
         // and then says only "pool timed out"; this says which address refused and why.
         let probe = url
@@ -219,7 +221,7 @@ impl PgStore {
 
     /// Whether the database at `url` holds a tserver schema already (one connection, closed
     /// after).
-    pub async fn has_schema(url: &PostgresUrl) -> Result<bool, SolutionError> {
+    pub(crate) async fn has_schema(url: &PostgresUrl) -> Result<bool, SolutionError> {
         let mut connection = url
             .options
             .connect()
@@ -234,12 +236,13 @@ impl PgStore {
     }
 
     /// Where the solution is, as it may be shown.
-    pub fn url(&self) -> &PostgresUrl {
+    pub(crate) fn url(&self) -> &PostgresUrl {
         &self.url
     }
 
     /// The schema version the database holds (after `open`, this build's).
-    pub async fn schema_version(&self) -> Result<i64, SolutionError> {
+    #[cfg(test)]
+    pub(crate) async fn schema_version(&self) -> Result<i64, SolutionError> {
         let version: i64 = sqlx::query_scalar("SELECT Version FROM SchemaVersion")
             .fetch_one(&self.pool)
             .await
@@ -293,7 +296,7 @@ impl PgStore {
     }
 
     /// The `SolutionSettings` row, read afresh.
-    pub async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
+    pub(crate) async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
         self.settings
             .read()
             .await
@@ -304,7 +307,7 @@ impl PgStore {
     }
 
     /// The user of that name (matched case-insensitively), if any.
-    pub async fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
+    pub(crate) async fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
         let row = sqlx::query("SELECT Name, PasswordHash, Role FROM Users WHERE lower(Name) = lower($1)")
             .bind(name)
             .fetch_optional(&self.pool)
@@ -323,7 +326,7 @@ impl PgStore {
     /// Adds a user with a role (`password` `None`: passwordless), as
     /// [`SolutionDb::add_user`](super::SolutionDb::add_user) does; a name taken in any case is
     /// refused.
-    pub async fn add_user(
+    pub(crate) async fn add_user(
         &self,
         name: &str,
         password: Option<&str>,

@@ -23,7 +23,7 @@ const PLANT_IMPORT_LOCK: i64 = 0x0070_6c61_6e74_696d;
 
 impl PgStore {
     /// The plant definitions the runtime loads.
-    pub async fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
+    pub(crate) async fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
         // One snapshot: an import committed meanwhile is seen whole or not at all.
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -87,7 +87,7 @@ impl PgStore {
     }
 
     /// The plant model as last imported (see `SolutionDb::plant_model`).
-    pub async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
+    pub(crate) async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
         let stored: Option<String> = sqlx::query_scalar("SELECT Json FROM PlantModel WHERE Id = 1")
             .fetch_optional(&self.pool)
             .await
@@ -99,7 +99,7 @@ impl PgStore {
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
-    pub async fn plant_revision(&self) -> Result<i64, SolutionError> {
+    pub(crate) async fn plant_revision(&self) -> Result<i64, SolutionError> {
         let revision: Option<i64> = sqlx::query_scalar("SELECT Revision FROM PlantModel WHERE Id = 1")
             .fetch_optional(&self.pool)
             .await
@@ -109,7 +109,7 @@ impl PgStore {
 
     /// Replaces the plant with `model` in one transaction (one import at a time), as
     /// `SolutionDb::import_plant` does; with `dry_run` nothing is kept.
-    pub async fn import_plant(
+    pub(crate) async fn import_plant(
         &self,
         model: &PlantModel,
         source: &str,
@@ -260,7 +260,7 @@ impl PgStore {
 
     /// Deletes the recorded history of a tag no longer in the plant; returns the samples
     /// deleted. A tag still in the plant is refused.
-    pub async fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
+    pub(crate) async fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
         let defined: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM Tags WHERE Name = $1)")
             .bind(tag)
             .fetch_one(&self.pool)
@@ -294,7 +294,7 @@ impl PgStore {
     }
 
     /// Stores (or replaces) a secret, sealed with the key of `TSERVER_SECRETS_KEY`.
-    pub async fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
+    pub(crate) async fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
         let (nonce, ciphertext) = seal(&load_key(None)?, name, value)?;
         sqlx::query(
             "INSERT INTO Secrets (Name, Nonce, Ciphertext) VALUES ($1, $2, $3)
@@ -311,7 +311,7 @@ impl PgStore {
     }
 
     /// Reads and opens a secret; `None` when there is none of that name.
-    pub async fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
+    pub(crate) async fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
         let stored = sqlx::query("SELECT Nonce, Ciphertext FROM Secrets WHERE Name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
@@ -325,7 +325,7 @@ impl PgStore {
     }
 
     /// The names of all secrets (never their values).
-    pub async fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
+    pub(crate) async fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
         sqlx::query_scalar("SELECT Name FROM Secrets ORDER BY Name")
             .fetch_all(&self.pool)
             .await
@@ -333,7 +333,7 @@ impl PgStore {
     }
 
     /// Removes a secret.
-    pub async fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) async fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
         let removed = sqlx::query("DELETE FROM Secrets WHERE Name = $1")
             .bind(name)
             .execute(&self.pool)

@@ -17,7 +17,7 @@ const SCRIPT_COLUMNS: &str = "Name, Trigger, Source, Enabled, UpdatedAt";
 
 impl PgStore {
     /// See `SolutionDb::add_script`.
-    pub async fn add_script(
+    pub(crate) async fn add_script(
         &self,
         name: &str,
         trigger: &Trigger,
@@ -41,7 +41,7 @@ impl PgStore {
     }
 
     /// See `SolutionDb::update_script`.
-    pub async fn update_script(
+    pub(crate) async fn update_script(
         &self,
         name: &str,
         trigger: Option<&Trigger>,
@@ -60,7 +60,11 @@ impl PgStore {
     }
 
     /// See `SolutionDb::set_script_enabled`.
-    pub async fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
+    pub(crate) async fn set_script_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<StoredScript, SolutionError> {
         let script = self.existing_script(name).await?.switched(enabled);
         sqlx::query("UPDATE Scripts SET Enabled = $2, UpdatedAt = $3 WHERE Name = $1")
             .bind(&script.name)
@@ -73,7 +77,7 @@ impl PgStore {
     }
 
     /// See `SolutionDb::remove_script`.
-    pub async fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
+    pub(crate) async fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
         let script = self.existing_script(name).await?;
         // One statement, so the script and its record go together.
         sqlx::query(
@@ -87,7 +91,7 @@ impl PgStore {
     }
 
     /// The script named `name` (any case), if stored.
-    pub async fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
+    pub(crate) async fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
         let row = sqlx::query(&format!(
             "SELECT {SCRIPT_COLUMNS} FROM Scripts WHERE lower(Name) = lower($1)"
         ))
@@ -103,7 +107,7 @@ impl PgStore {
     }
 
     /// Every script, by name.
-    pub async fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
+    pub(crate) async fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
         let rows = sqlx::query(&format!("SELECT {SCRIPT_COLUMNS} FROM Scripts ORDER BY Name"))
             .fetch_all(&self.pool)
             .await
@@ -123,7 +127,7 @@ impl PgStore {
     }
 
     /// Every script's run record, by name.
-    pub async fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
+    pub(crate) async fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
         let rows = sqlx::query(
             "SELECT s.Name, s.Trigger, s.Enabled, r.Runs, r.Failures, r.Skipped, r.LastRunAt,
                     r.LastMicros, r.LastOutcome, r.LastError
@@ -163,7 +167,10 @@ impl PgStore {
     }
 
     /// See `SolutionDb::request_script_run`.
-    pub async fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
+    pub(crate) async fn request_script_run(
+        &self,
+        name: &str,
+    ) -> Result<(StoredScript, SystemTime), SolutionError> {
         let script = runnable(self.existing_script(name).await?)?;
         let requested_at = time_of(millis(SystemTime::now()));
         sqlx::query(
@@ -179,7 +186,7 @@ impl PgStore {
     }
 
     /// Withdraws a run request nobody took.
-    pub async fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
+    pub(crate) async fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
         sqlx::query("DELETE FROM ScriptRunRequests WHERE Name = $1")
             .bind(name)
             .execute(&self.pool)
@@ -190,7 +197,7 @@ impl PgStore {
 
     /// Takes the waiting run requests, oldest first: one statement, so a request is taken by
     /// one node only.
-    pub async fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
+    pub(crate) async fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
         let rows = sqlx::query("DELETE FROM ScriptRunRequests RETURNING Name, RequestedAt")
             .fetch_all(&self.pool)
             .await
@@ -204,7 +211,10 @@ impl PgStore {
     }
 
     /// Adds runs and skipped triggers to the scripts' records, in one statement.
-    pub async fn record_script_runs(&self, tallies: &[(String, ScriptTally)]) -> Result<(), SolutionError> {
+    pub(crate) async fn record_script_runs(
+        &self,
+        tallies: &[(String, ScriptTally)],
+    ) -> Result<(), SolutionError> {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         sqlx::query(
             "INSERT INTO ScriptRuns (Name, Runs, Failures, Skipped, LastRunAt, LastMicros, LastOutcome, LastError)

@@ -55,7 +55,7 @@ impl PgStore {
     }
 
     /// Every node's reports, by source name then node.
-    pub async fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
+    pub(crate) async fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
         let rows =
             sqlx::query("SELECT Name, Node, Report, ReportedAt FROM SourceReports ORDER BY Name, Node")
                 .fetch_all(&self.pool)

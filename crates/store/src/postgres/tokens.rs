@@ -9,7 +9,7 @@ use crate::{ApiToken, SolutionError, TokenRefusal, TokenUser, millis, time_of};
 
 impl PgStore {
     /// See `SolutionDb::create_token`.
-    pub async fn create_token(
+    pub(crate) async fn create_token(
         &self,
         user: &str,
         name: &str,
@@ -37,7 +37,7 @@ impl PgStore {
     }
 
     /// Every token, oldest first (never a secret).
-    pub async fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
+    pub(crate) async fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
         let rows = sqlx::query(
             "SELECT Id, Name, UserName, CreatedAt, ExpiresAt FROM ApiTokens ORDER BY CreatedAt, Id",
         )
@@ -58,7 +58,7 @@ impl PgStore {
     }
 
     /// Revokes the token `which` names: its id, or a name only one token has.
-    pub async fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
+    pub(crate) async fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
         let token = token_named(self.tokens().await?, which)?;
         sqlx::query("DELETE FROM ApiTokens WHERE Id = $1")
             .bind(&token.id)
@@ -69,7 +69,10 @@ impl PgStore {
     }
 
     /// The user a presented token acts as, or why it is refused.
-    pub async fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
+    pub(crate) async fn verify_token(
+        &self,
+        text: &str,
+    ) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
         let Some((id, secret)) = token_parts(text) else {
             return Ok(Err(TokenRefusal::Invalid));
         };

@@ -1,0 +1,183 @@
+//! What only the PostgreSQL backend shows, against the machine's real PostgreSQL
+//! (127.0.0.1:5432, trust, database `test`), each test in a database of its own: the schema
+//! version it creates once however many nodes open it together, and failed logins counted
+//! across nodes on the database's clock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::Connection;
+
+use super::{PG_SCHEMA_VERSION, PgStore, PostgresUrl};
+use crate::{Role, SolutionError};
+
+/// The machine's PostgreSQL, as the admin account the tests create databases with.
+const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A database of this test's own, dropped (with its connections) when the test ends.
+struct TestDatabase {
+    name: String,
+}
+
+impl TestDatabase {
+    async fn create() -> Self {
+        static CREATED: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let name = format!(
+            "store_test_{}_{nanos}_{}",
+            std::process::id(),
+            CREATED.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = sqlx::PgConnection::connect(ADMIN_URL)
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "PostgreSQL must listen on 127.0.0.1:5432 with trust authentication for postgres \
+                 (Debian: apt-get install -y postgresql, then start it): {error}"
+                )
+            });
+        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("creates the test database");
+        Self { name }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop runs outside any runtime's async context: a thread of its own with a small one.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                if let Ok(mut admin) = sqlx::PgConnection::connect(ADMIN_URL).await {
+                    let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut admin)
+                        .await;
+                }
+            });
+        });
+        let _ = dropped.join();
+    }
+}
+
+#[tokio::test]
+async fn a_new_database_gets_the_schema_once_however_many_open_it_at_once() {
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    // Four nodes starting together: one migrates under the advisory lock, the others wait and
+    // find it done (without the lock, the second CREATE TABLE would fail).
+    let opening = (0..4).map(|_| PgStore::open(&url));
+    let stores = futures::future::join_all(opening).await;
+    let stores: Vec<PgStore> = stores
+        .into_iter()
+        .map(|store| store.expect("every node opens"))
+        .collect();
+    for store in &stores {
+        assert_eq!(
+            store.schema_version().await.expect("a version"),
+            PG_SCHEMA_VERSION
+        );
+    }
+    let settings = stores[0].settings_row().await.expect("the settings row");
+    assert!(!settings.model_enabled);
+    assert_eq!((settings.model_settings, settings.model_options), (None, 0));
+
+    // Users: names are unique regardless of case, and found regardless of case.
+    stores[0]
+        .add_user("Operator1", Some("correct horse"), Role::Operator)
+        .await
+        .expect("added");
+    let taken = stores[1].add_user("OPERATOR1", None, Role::Viewer).await;
+    assert!(matches!(taken, Err(SolutionError::UserExists(_))), "{taken:?}");
+    let found = stores[2].user("operator1").await.expect("read").expect("found");
+    assert_eq!((found.name.as_str(), found.role), ("Operator1", Role::Operator));
+    assert!(
+        found
+            .password_hash
+            .is_some_and(|hash| hash.starts_with("$argon2") && !hash.contains("correct horse"))
+    );
+    let invalid = stores[0].add_user("two words", None, Role::Viewer).await;
+    assert!(
+        matches!(invalid, Err(SolutionError::InvalidUserName(_))),
+        "{invalid:?}"
+    );
+    assert!(stores[3].user("nobody").await.expect("read").is_none());
+}
+
+#[tokio::test]
+async fn failed_logins_count_across_nodes_on_the_database_clock() {
+    use std::net::IpAddr;
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let (node_a, node_b) = (
+        PgStore::open(&url).await.expect("opens"),
+        PgStore::open(&url).await.expect("opens"),
+    );
+    let config = crate::LoginThrottleConfig {
+        free_failures: 2,
+        first_lockout: Duration::from_secs(10),
+        max_lockout: Duration::from_secs(35),
+        forget_after: Duration::from_millis(400),
+        max_tracked: 100,
+    };
+    let (peer, other): (IpAddr, IpAddr) = ([192, 0, 2, 7].into(), [192, 0, 2, 8].into());
+    // Failures on either node count together: the second (on the other node) locks.
+    assert_eq!(
+        node_a.record_login_failure(peer, &config).await.expect("counted"),
+        (1, None)
+    );
+    assert_eq!(node_a.login_lockout(peer).await.expect("read"), None);
+    let (count, lockout) = node_b.record_login_failure(peer, &config).await.expect("counted");
+    assert_eq!((count, lockout), (2, Some(Duration::from_secs(10))));
+    let wait = node_a
+        .login_lockout(peer)
+        .await
+        .expect("read")
+        .expect("locked on node A too");
+    assert!(
+        wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
+        "{wait:?}"
+    );
+    assert_eq!(
+        node_b.record_login_failure(peer, &config).await.expect("counted"),
+        (3, Some(Duration::from_secs(20)))
+    );
+    assert_eq!(
+        node_b.login_lockout(other).await.expect("read"),
+        None,
+        "per address"
+    );
+
+    // A success on either node wipes the record everywhere.
+    node_a.clear_login_failures(peer).await.expect("cleared");
+    assert_eq!(node_b.login_lockout(peer).await.expect("read"), None);
+
+    // A quiet spell longer than forget_after starts the count again.
+    assert_eq!(
+        node_a
+            .record_login_failure(other, &config)
+            .await
+            .expect("counted"),
+        (1, None)
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        node_b
+            .record_login_failure(other, &config)
+            .await
+            .expect("counted"),
+        (1, None)
+    );
+}
