@@ -6,60 +6,9 @@
 use std::time::Duration;
 
 use sqlx::Connection;
+use store::test_database::TestDatabase;
 use store::{PostgresUrl, SolutionError, SolutionLocation, Store};
 use tserver_tests::postgres::PrivatePostgres;
-
-/// The machine's PostgreSQL, as the admin account the tests create databases with.
-const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-/// A database of this test's own, dropped (with its connections) when the test ends.
-pub(crate) struct TestDatabase {
-    name: String,
-}
-
-impl TestDatabase {
-    pub(crate) async fn create() -> Self {
-        let name = format!("tserver_test_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = sqlx::PgConnection::connect(ADMIN_URL)
-            .await
-            .unwrap_or_else(|error| {
-                panic!(
-                    "PostgreSQL must listen on 127.0.0.1:5432 with trust authentication for postgres \
-                 (Debian: apt-get install -y postgresql, then start it): {error}"
-                )
-            });
-        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .expect("creates the test database");
-        Self { name }
-    }
-
-    pub(crate) fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop runs outside any runtime's async context: a thread of its own with a small one.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                if let Ok(mut admin) = sqlx::PgConnection::connect(ADMIN_URL).await {
-                    let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut admin)
-                        .await;
-                }
-            });
-        });
-        let _ = dropped.join();
-    }
-}
 
 #[tokio::test]
 async fn a_database_of_a_newer_schema_is_refused_untouched() {
@@ -80,7 +29,7 @@ async fn a_database_of_a_newer_schema_is_refused_untouched() {
     match refused {
         Err(error @ SolutionError::PgSchemaVersion { found: 99, .. }) => {
             let said = error.to_string();
-            assert!(said.contains(&database.name) && said.contains("99"), "{said}");
+            assert!(said.contains(database.name()) && said.contains("99"), "{said}");
         }
         other => panic!("expected a schema version refusal, got {other:?}"),
     }

@@ -19,8 +19,9 @@ use tserver_tests::haproxy::{Haproxy, Node, free_loopback_addr};
 
 use crate::failover::guest_through;
 use crate::operator_writes::solution_with_writable_tags;
-use crate::postgres_store::{TestDatabase, private_server_with_a_database, resumed, stopped};
+use crate::postgres_store::{private_server_with_a_database, resumed, stopped};
 use crate::support::{ServerProcess, Solution, TestServer, admin};
+use store::test_database::TestDatabase;
 
 /// A logged-in client of the node at `addr`.
 async fn logged_in(addr: std::net::SocketAddr, user: &str) -> Client {

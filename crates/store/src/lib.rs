@@ -33,6 +33,8 @@ mod scripts;
 mod secrets;
 mod source_reports;
 mod store;
+#[cfg(any(test, feature = "test-database"))]
+pub mod test_database;
 mod tokens;
 mod wal_index;
 

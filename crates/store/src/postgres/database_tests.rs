@@ -3,74 +3,11 @@
 //! version it creates once however many nodes open it together, and failed logins counted
 //! across nodes on the database's clock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::Connection;
-
 use super::{PG_SCHEMA_VERSION, PgStore, PostgresUrl};
+use crate::test_database::TestDatabase;
 use crate::{Role, SolutionError};
-
-/// The machine's PostgreSQL, as the admin account the tests create databases with.
-const ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-/// A database of this test's own, dropped (with its connections) when the test ends.
-struct TestDatabase {
-    name: String,
-}
-
-impl TestDatabase {
-    async fn create() -> Self {
-        static CREATED: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let name = format!(
-            "store_test_{}_{nanos}_{}",
-            std::process::id(),
-            CREATED.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut admin = sqlx::PgConnection::connect(ADMIN_URL)
-            .await
-            .unwrap_or_else(|error| {
-                panic!(
-                    "PostgreSQL must listen on 127.0.0.1:5432 with trust authentication for postgres \
-                 (Debian: apt-get install -y postgresql, then start it): {error}"
-                )
-            });
-        sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-            .execute(&mut admin)
-            .await
-            .expect("creates the test database");
-        Self { name }
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:5432/{}", self.name)
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop runs outside any runtime's async context: a thread of its own with a small one.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
-                if let Ok(mut admin) = sqlx::PgConnection::connect(ADMIN_URL).await {
-                    let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                        .execute(&mut admin)
-                        .await;
-                }
-            });
-        });
-        let _ = dropped.join();
-    }
-}
 
 #[tokio::test]
 async fn a_new_database_gets_the_schema_once_however_many_open_it_at_once() {
