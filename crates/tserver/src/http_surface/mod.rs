@@ -1,7 +1,7 @@
 //! The server's HTTP surface, the one place HTTP enters the server (axum): RuntimeMCP at
 //! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport),
-//! `/metrics` for Prometheus, and `/healthz` and `/readyz` for load balancers. The web panel
-//! mounts here later.
+//! `/metrics` for Prometheus, `/healthz` and `/readyz` for load balancers, and the operator
+//! panel's page at `/` and `/panel/` (`panel`).
 //!
 //! Every request but the health checks needs a bearer token (`tserver tokens`), checked before
 //! anything else; MCP's `Host` header must name an allowed host (default: the loopback names),
@@ -9,9 +9,9 @@
 //! Connections are capped, and headers, bodies and idle keep-alives timed out
 //! (`connections.rs`, `body.rs`), so the HTTP port can never take the file descriptors the
 //! framed port and the health checks need.
-//! Invariants: no route but the health checks runs without a verified token (they read
-//! nothing of the plant); neither a token nor a session id reaches a log; an MCP session
-//! answers only the token that opened it; MCP sessions never exceed their cap; HTTP
+//! Invariants: no route but the health checks and the panel's page runs without a verified
+//! token (they read nothing of the plant); neither a token nor a session id reaches a log; an
+//! MCP session answers only the token that opened it; MCP sessions never exceed their cap; HTTP
 //! connections never exceed their cap and its overflow allowance.
 
 mod auth;
@@ -19,6 +19,7 @@ mod body;
 mod connections;
 mod health;
 mod mcp;
+mod panel;
 mod sessions;
 mod tls;
 
@@ -154,6 +155,8 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
         ))
         // Merged after the layers above, so no token is asked of a load balancer's probe.
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
+        // The operator panel's page holds nothing of the plant: no token for it either.
+        .merge(panel::routes())
         // Outermost: every request's log lines name its client.
         .layer(axum::middleware::from_fn_with_state(
             config.trusted_proxies.clone(),

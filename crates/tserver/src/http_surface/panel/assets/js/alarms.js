@@ -1,0 +1,164 @@
+// Alarms: the always-visible banner (unacknowledged first, then priority, then newest), the
+// alarm list with Acknowledge, and the alarm history.
+
+import { byId, el, fill, say } from './dom.js';
+import { formatNumber, showTime, showValue } from './format.js';
+
+const UNACKED = new Set(['active', 'normal-unacked']);
+
+/** The priority band an operator reads: words as well as colour. */
+export function band(priority) {
+  const value = Number(priority ?? 0);
+  if (value >= 800) return { name: 'Urgent', cls: 'p-urgent' };
+  if (value >= 600) return { name: 'High', cls: 'p-high' };
+  return { name: 'Low', cls: 'p-low' };
+}
+
+const STATE_WORDS = {
+  active: 'Active, unacknowledged',
+  acknowledged: 'Active, acknowledged',
+  'normal-unacked': 'Cleared, unacknowledged',
+  normal: 'Normal',
+};
+
+function order(a, b) {
+  const unacked = Number(UNACKED.has(b.state)) - Number(UNACKED.has(a.state));
+  if (unacked) return unacked;
+  const priority = Number(b.priority ?? 0) - Number(a.priority ?? 0);
+  if (priority) return priority;
+  return Number(b.sinceMs ?? 0) - Number(a.sinceMs ?? 0);
+}
+
+export class Alarms {
+  constructor(connection, { showView, canCall }) {
+    this.connection = connection;
+    this.showView = showView;
+    this.canCall = canCall;
+    this.alarms = new Map(); // name -> AlarmDetail (or AlarmState before details arrive)
+    this.refreshTimer = null;
+    this.detailsOffered = true;
+    byId('alarm-count').addEventListener('click', () => this.showView('alarms'));
+    byId('history-refresh').addEventListener('click', () => this.loadHistory());
+  }
+
+  /** AlarmState entries from a subscription (reply or update). */
+  applyStates(states = []) {
+    for (const state of states) {
+      const known = this.alarms.get(state.name) ?? {};
+      this.alarms.set(state.name, { ...known, ...state });
+    }
+    if (states.length) {
+      this.render();
+      this.scheduleRefresh();
+    }
+  }
+
+  scheduleRefresh() {
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = setTimeout(() => this.refresh(), 250);
+  }
+
+  /** Details of the active alarms (time, value, limit) from the Alarms call. */
+  async refresh() {
+    if (!this.detailsOffered) return;
+    try {
+      const reply = await this.connection.call({ alarms: { history: false } });
+      const next = new Map();
+      for (const detail of reply.active ?? []) next.set(detail.name, detail);
+      // Normal alarms the subscription knows stay known (their state is normal).
+      for (const [name, alarm] of this.alarms) {
+        if (!next.has(name) && alarm.state === 'normal') next.set(name, alarm);
+      }
+      this.alarms = next;
+      this.render();
+    } catch (error) {
+      if (error.code === 'ERROR_CODE_UNKNOWN_CALL') this.detailsOffered = false;
+    }
+  }
+
+  active() {
+    return [...this.alarms.values()].filter((alarm) => alarm.state && alarm.state !== 'normal').sort(order);
+  }
+
+  render() {
+    const active = this.active();
+    const unacked = active.filter((alarm) => UNACKED.has(alarm.state)).length;
+    const count = byId('alarm-count');
+    count.textContent = active.length
+      ? `${active.length} active alarm${active.length === 1 ? '' : 's'}${unacked ? `, ${unacked} unacknowledged` : ''}`
+      : 'No active alarms';
+    const top = active[0];
+    const banner = byId('alarm-banner');
+    banner.className = `alarm-banner ${top ? band(top.priority).cls : 'calm'}${unacked ? ' has-unacked' : ''}`;
+    fill(byId('alarm-strip'), active.slice(0, 4).map((alarm) => this.stripItem(alarm)));
+    this.renderTable(active);
+  }
+
+  stripItem(alarm) {
+    const { name, cls } = band(alarm.priority);
+    const unacked = UNACKED.has(alarm.state);
+    return el('li', { class: `strip-item ${cls}${unacked ? ' unacked' : ''}` },
+      el('span', { class: 'blink', 'aria-hidden': 'true' }),
+      el('span', { class: 'pri' }, name),
+      el('span', { class: 'msg' }, alarm.message || alarm.name),
+      unacked ? el('span', { class: 'visually-hidden' }, ' (unacknowledged)') : null);
+  }
+
+  renderTable(active) {
+    const rows = active.map((alarm) => {
+      const { name, cls } = band(alarm.priority);
+      const unacked = UNACKED.has(alarm.state);
+      const ack = unacked && alarm.state !== 'normal'
+        ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
+        : null;
+      return el('tr', { class: `${cls}${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+        el('td', {}, showTime(alarm.sinceMs)),
+        el('td', {}, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
+        el('td', {}, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
+        el('td', { class: 'num' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
+        el('td', { class: 'num' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
+        el('td', {}, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
+          alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
+        el('td', {}, ack));
+    });
+    fill(byId('alarm-rows'), rows);
+    byId('alarm-none').hidden = rows.length > 0;
+    byId('alarm-table').hidden = rows.length === 0;
+  }
+
+  async acknowledge(name) {
+    const error = byId('alarm-error');
+    say(error, '');
+    try {
+      const reply = await this.connection.call({ acknowledgeAlarm: { alarm: name } });
+      if (!reply.acknowledged) say(error, `${name}: nothing to acknowledge (already acknowledged or normal).`);
+      this.refresh();
+      this.loadHistory();
+    } catch (failure) {
+      say(error, `Not acknowledged: ${failure.message}`);
+    }
+  }
+
+  async loadHistory() {
+    const status = byId('history-status');
+    try {
+      const since = Date.now() - 24 * 3600 * 1000;
+      const reply = await this.connection.call({ alarms: { history: true, sinceMs: String(since), limit: 200 } });
+      const rows = (reply.history ?? []).map((event) => el('tr', { class: `event-${event.kind}` },
+        el('td', {}, showTime(event.timestampMs)),
+        el('td', {}, event.name),
+        el('td', {}, event.kind),
+        el('td', { class: 'num' }, event.value ? showValue(event.value, event.value.units) : '—'),
+        el('td', {}, event.user ?? '')));
+      fill(byId('history-rows'), rows);
+      say(status, rows.length ? '' : 'No alarm events in the last 24 hours.');
+    } catch (error) {
+      say(status, error.code === 'ERROR_CODE_UNKNOWN_CALL' ? 'This server does not keep alarm history for panels.' : `History not loaded: ${error.message}`);
+    }
+  }
+
+  clear() {
+    this.alarms.clear();
+    this.render();
+  }
+}

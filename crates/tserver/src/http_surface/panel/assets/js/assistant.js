@@ -1,0 +1,147 @@
+// The assistant: ask, the answer streams in, each tool call shows as it starts and finishes
+// (expandable for arguments, result, status and time), the envelope's status and warnings
+// shown plainly; Cancel a turn, Clear the conversation.
+
+import { byId, el, fill } from './dom.js';
+
+const STATUS_WORDS = {
+  ok: 'Answered',
+  error: 'Error',
+  disabled: 'Assistant disabled',
+  truncated: 'Cut short',
+};
+
+function pretty(value) {
+  if (typeof value === 'string') {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2);
+    } catch {
+      return value;
+    }
+  }
+  return JSON.stringify(value, null, 2);
+}
+
+export class Assistant {
+  constructor(connection) {
+    this.connection = connection;
+    this.turn = null; // {callId, answer}
+    byId('ask-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.ask();
+    });
+    byId('ask-cancel').addEventListener('click', () => this.cancel());
+    byId('chat-clear').addEventListener('click', () => this.clear());
+  }
+
+  async ask() {
+    const input = byId('ask-input');
+    const question = input.value.trim();
+    if (!question || this.turn) return;
+    input.value = '';
+    const transcript = byId('transcript');
+    transcript.append(el('li', { class: 'you' }, el('span', { class: 'who-said' }, 'You'), el('p', {}, question)));
+    const tools = el('ol', { class: 'tools' });
+    const text = el('p', { class: 'answer-text' });
+    const footer = el('div', { class: 'answer-footer' }, el('span', { class: 'pending' }, 'Thinking…'));
+    const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, footer);
+    transcript.append(answer);
+    answer.scrollIntoView({ block: 'end' });
+    const callId = this.connection.peekId();
+    this.turn = { callId, answer, tools, text, footer, started: [] };
+    this.busy(true);
+    try {
+      const reply = await this.connection.call(
+        { chat: { queryJson: question, stream: true } },
+        { onEvent: (progress) => this.progress(progress) },
+      );
+      this.finish(JSON.parse(reply.replyJson ?? reply.envelopeJson ?? '{}'));
+    } catch (error) {
+      fill(footer, el('span', { class: 'status status-error' }, `Not answered: ${error.message}`));
+    } finally {
+      answer.removeAttribute('aria-busy');
+      this.turn = null;
+      this.busy(false);
+      input.focus();
+    }
+  }
+
+  busy(on) {
+    byId('ask-send').disabled = on;
+    byId('ask-cancel').hidden = !on;
+    byId('chat-clear').disabled = on;
+  }
+
+  progress({ events = [] }) {
+    const turn = this.turn;
+    if (!turn) return;
+    for (const event of events) {
+      if ('text' in event) {
+        turn.text.textContent += event.text;
+      } else if (event.toolStarted) {
+        const item = this.toolItem(event.toolStarted.name, { args: event.toolStarted.argumentsJson, state: 'running' });
+        turn.started.push(item);
+        turn.tools.append(item);
+      } else if (event.toolFinished) {
+        const finished = event.toolFinished;
+        const item = turn.started.find((entry) => entry.dataset.tool === finished.name && entry.dataset.state === 'running');
+        if (item) this.markTool(item, finished.ok ? 'ok' : 'error', finished.elapsedMs);
+      }
+    }
+    turn.answer.scrollIntoView({ block: 'end' });
+  }
+
+  toolItem(name, { args, result, state, elapsedMs, timestamp }) {
+    const summary = el('summary', {}, el('span', { class: 'tool-name' }, name), el('span', { class: 'tool-state' }));
+    const body = el('dl', { class: 'tool-body' },
+      el('dt', {}, 'Arguments'), el('dd', {}, el('pre', {}, pretty(args ?? {}))),
+      result === undefined ? null : [el('dt', {}, 'Result'), el('dd', {}, el('pre', {}, pretty(result)))],
+      timestamp ? [el('dt', {}, 'Started'), el('dd', {}, timestamp)] : null);
+    const item = el('li', { class: 'tool', dataset: { tool: name } }, el('details', {}, summary, body));
+    this.markTool(item, state, elapsedMs);
+    return item;
+  }
+
+  markTool(item, state, elapsedMs) {
+    item.dataset.state = state;
+    const words = state === 'running' ? 'running…' : `${state === 'ok' ? 'ok' : 'failed'}${elapsedMs === undefined ? '' : ` in ${elapsedMs} ms`}`;
+    item.querySelector('.tool-state').textContent = words;
+  }
+
+  /** The envelope: the final word on the turn. */
+  finish(envelope) {
+    const turn = this.turn;
+    turn.text.textContent = envelope.text ?? '';
+    fill(turn.tools, (envelope.toolTrace ?? []).map((entry) => this.toolItem(entry.name, {
+      args: entry.args, result: entry.result, state: entry.status === 'ok' ? 'ok' : 'error',
+      elapsedMs: entry.elapsedMs, timestamp: entry.timestamp,
+    })));
+    const status = envelope.status ?? 'error';
+    const warnings = envelope.warnings ?? [];
+    fill(turn.footer,
+      el('span', { class: `status status-${status}` }, STATUS_WORDS[status] ?? status),
+      envelope.latencyMs === undefined ? null : el('span', { class: 'muted small' }, ` in ${(envelope.latencyMs / 1000).toFixed(1)} s`),
+      warnings.length ? el('ul', { class: 'warnings' }, warnings.map((warning) => el('li', {}, warning))) : null);
+    turn.answer.dataset.status = status;
+  }
+
+  async cancel() {
+    if (!this.turn) return;
+    try {
+      await this.connection.call({ cancel: { targetCallId: this.turn.callId } });
+    } catch {
+      // The turn's own reply (or the lost connection) says what became of it.
+    }
+  }
+
+  async clear() {
+    const note = byId('transcript');
+    try {
+      await this.connection.call({ chatClear: {} });
+      fill(note, el('li', { class: 'note' }, 'Conversation cleared: the next question starts fresh.'));
+    } catch (error) {
+      note.append(el('li', { class: 'note' }, `Not cleared: ${error.message}`));
+    }
+  }
+}
+

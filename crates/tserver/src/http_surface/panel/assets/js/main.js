@@ -1,0 +1,167 @@
+// The panel's start: who is logged in (the session cookie), the login form, the views and
+// the connection's state shown plainly.
+
+import { Alarms } from './alarms.js';
+import { Assistant } from './assistant.js';
+import { Connection } from './connection.js';
+import { byId, say } from './dom.js';
+import { Plant } from './plant.js';
+import { Trend } from './trend.js';
+import { Writes } from './writes.js';
+
+const VIEWS = ['plant', 'alarms', 'assistant'];
+
+/** POSTs JSON to the panel's login API; resolves with {ok, status, body}. */
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin',
+  });
+  const text = await response.text();
+  let parsed = {};
+  try {
+    parsed = text ? JSON.parse(text) : {};
+  } catch {
+    parsed = { error: text };
+  }
+  return { ok: response.ok, status: response.status, body: parsed };
+}
+
+function showView(name) {
+  for (const view of VIEWS) {
+    const tab = byId(`tab-${view}`);
+    const selected = view === name;
+    tab.setAttribute('aria-selected', String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+    byId(`view-${view}`).hidden = !selected;
+  }
+  if (name === 'alarms') alarms.loadHistory();
+  if (name === 'assistant') byId('ask-input').focus();
+}
+
+function setLinkState(state, detail) {
+  const line = byId('link-state');
+  const banner = byId('connection-banner');
+  document.body.dataset.link = state;
+  clearTimeout(setLinkState.timer);
+  switch (state) {
+    case 'online':
+      line.textContent = 'Connected';
+      if (detail) {
+        banner.className = 'connection-banner back';
+        say(banner, 'Connection restored: values are live again.');
+        setLinkState.timer = setTimeout(() => { banner.hidden = true; }, 5000);
+      } else {
+        banner.hidden = true;
+      }
+      break;
+    case 'lost':
+      line.textContent = 'Disconnected';
+      banner.className = 'connection-banner lost';
+      say(banner, 'Connection lost, reconnecting… Values shown are the last received and are not live.');
+      break;
+    case 'connecting':
+      line.textContent = 'Connecting…';
+      break;
+    default:
+      line.textContent = detail ? `Server: ${detail}` : state;
+  }
+}
+
+const connection = new Connection({
+  onState: setLinkState,
+  onLoggedOut: (reason) => showLogin(reason || 'Your session has ended; log in again.'),
+  onReady: () => startViews(),
+});
+const alarms = new Alarms(connection, { showView });
+const trend = new Trend(connection);
+const plant = new Plant(connection, {
+  onWrite: (node) => writes.open(node),
+  onTrend: (node) => trend.open(node),
+  onReading: (reading) => {
+    trend.reading(reading);
+    writes.reading(reading);
+  },
+});
+plant.onAlarms = (states) => alarms.applyStates(states);
+const writes = new Writes(connection, plant);
+new Assistant(connection);
+
+async function startViews() {
+  await plant.start();
+  await alarms.refresh();
+}
+
+function showLogin(message) {
+  connection.close();
+  byId('app').hidden = true;
+  byId('who').hidden = true;
+  byId('login').hidden = false;
+  say(byId('login-error'), message ?? '');
+  setLinkState('signed-out', 'not logged in');
+  byId('link-state').textContent = 'Not logged in';
+  byId('login-user').focus();
+}
+
+function showApp(me) {
+  byId('login').hidden = true;
+  byId('app').hidden = false;
+  byId('who').hidden = false;
+  byId('who-name').textContent = me.user;
+  byId('who-role').textContent = me.role;
+  document.body.dataset.role = me.role;
+  setLinkState('connecting');
+  connection.open();
+}
+
+byId('login-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const submit = byId('login-submit');
+  submit.disabled = true;
+  say(byId('login-error'), '');
+  try {
+    const reply = await post('/api/login', { user: byId('login-user').value, password: byId('login-password').value });
+    byId('login-password').value = '';
+    if (reply.ok) showApp(reply.body);
+    else say(byId('login-error'), reply.body.error || `Login refused (HTTP ${reply.status}).`);
+  } catch {
+    say(byId('login-error'), 'The server cannot be reached.');
+  } finally {
+    submit.disabled = false;
+  }
+});
+
+byId('logout').addEventListener('click', async () => {
+  connection.close();
+  await post('/api/logout').catch(() => {});
+  alarms.clear();
+  showLogin('Logged out.');
+});
+
+const tabs = byId('tab-plant').parentElement;
+tabs.addEventListener('click', (event) => {
+  const tab = event.target.closest('[role="tab"]');
+  if (tab) showView(tab.id.slice(4));
+});
+tabs.addEventListener('keydown', (event) => {
+  const index = VIEWS.findIndex((view) => byId(`tab-${view}`).getAttribute('aria-selected') === 'true');
+  const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+  if (step === undefined) return;
+  const next = VIEWS[(index + step + VIEWS.length) % VIEWS.length];
+  showView(next);
+  byId(`tab-${next}`).focus();
+});
+
+async function start() {
+  try {
+    const response = await fetch('/api/me', { credentials: 'same-origin' });
+    if (response.ok) showApp(await response.json());
+    else showLogin();
+  } catch {
+    showLogin('The server cannot be reached; reload when it is back.');
+  }
+}
+
+start();

@@ -1,0 +1,165 @@
+// The plant: the UNS tree (browsed lazily, folder by folder), the tags of the chosen folder
+// with live values, units and quality, and the way into writes and trends.
+
+import { byId, el, fill, say } from './dom.js';
+import { GOOD, qualityName, showTime, showValue, valueOf } from './format.js';
+
+export class Plant {
+  constructor(connection, { onWrite, onTrend, onReading }) {
+    this.connection = connection;
+    this.onWrite = onWrite;
+    this.onTrend = onTrend;
+    this.onReading = onReading;
+    this.readings = new Map(); // dotted tag name -> TagReading
+    this.lastGood = new Map(); // dotted tag name -> ms of the last Good reading seen
+    this.children = new Map(); // folder path -> [PlantNode]
+    this.rows = new Map(); // dotted tag name -> row cells of the shown folder
+    this.nodes = new Map(); // dotted tag name -> PlantNode
+    this.folder = null;
+  }
+
+  /** Loads the tree's top level (again, after a reconnect) and subscribes to every tag under it. */
+  async start() {
+    this.children.clear();
+    let roots = [];
+    try {
+      roots = await this.browse('');
+      this.renderTree();
+    } catch (error) {
+      fill(byId('tree-root'), el('li', { class: 'muted' }, `The plant cannot be browsed: ${error.message}`));
+    }
+    const folders = roots.filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER').map((node) => node.path);
+    for (const folder of folders.length ? folders : ['Plant']) await this.subscribe(folder);
+    const shown = this.folder ?? folders[0];
+    if (shown) await this.open(shown);
+  }
+
+  async browse(folder) {
+    if (!this.children.has(folder)) {
+      const reply = await this.connection.call({ browse: { folder } });
+      const nodes = reply.nodes ?? [];
+      for (const node of nodes) if (node.tag) this.nodes.set(node.tag, node);
+      this.children.set(folder, nodes);
+    }
+    return this.children.get(folder);
+  }
+
+  async subscribe(folder) {
+    const { reply } = await this.connection.call(
+      { subscribe: { folder, alarms: true } },
+      { onStream: (kind, body) => kind === 'tagUpdate' && this.update(body) },
+    );
+    this.update(reply);
+  }
+
+  /** Readings (and alarm states) from a subscription. */
+  update(body) {
+    for (const reading of body.readings ?? []) {
+      if (Number(reading.quality ?? 0) >= GOOD) this.lastGood.set(reading.name, Number(reading.timestampMs ?? 0));
+      this.readings.set(reading.name, reading);
+      this.showReading(reading.name);
+      this.onReading(reading);
+    }
+    this.onAlarms?.(body.alarms ?? []);
+  }
+
+  renderTree() {
+    fill(byId('tree-root'), (this.children.get('') ?? [])
+      .filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER')
+      .map((node) => this.treeItem(node, 1)));
+  }
+
+  treeItem(node, level) {
+    const group = el('ul', { role: 'group', hidden: true });
+    const toggle = node.hasChildren
+      ? el('button', { type: 'button', class: 'twisty', 'aria-expanded': 'false', 'aria-label': `Expand ${node.name}` })
+      : el('span', { class: 'twisty-space' });
+    const label = el('button', { type: 'button', class: 'tree-label', dataset: { path: node.path }, 'aria-current': this.folder === node.path ? 'true' : null, title: node.description || null }, node.name);
+    const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': node.hasChildren ? 'false' : null }, el('div', { class: 'tree-row' }, toggle, label), group);
+    const expand = async () => {
+      const open = toggle.getAttribute('aria-expanded') !== 'true';
+      toggle.setAttribute('aria-expanded', String(open));
+      item.setAttribute('aria-expanded', String(open));
+      toggle.setAttribute('aria-label', `${open ? 'Collapse' : 'Expand'} ${node.name}`);
+      group.hidden = !open;
+      if (open && !group.childElementCount) {
+        const children = await this.browse(node.path).catch(() => []);
+        fill(group, children.filter((child) => child.kind === 'PLANT_NODE_KIND_FOLDER').map((child) => this.treeItem(child, level + 1)));
+      }
+    };
+    if (node.hasChildren) toggle.addEventListener('click', expand);
+    label.addEventListener('click', () => this.open(node.path));
+    return item;
+  }
+
+  /** Shows the tags directly in `path`. */
+  async open(path) {
+    this.folder = path;
+    for (const label of document.querySelectorAll('.tree-label')) {
+      if (label.dataset.path === path) label.setAttribute('aria-current', 'true');
+      else label.removeAttribute('aria-current');
+    }
+    const parent = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
+    const self = (this.children.get(parent) ?? []).find((node) => node.path === path);
+    byId('folder-title').textContent = path;
+    say(byId('folder-description'), self?.description ?? '');
+    let nodes = [];
+    try {
+      nodes = await this.browse(path);
+    } catch (error) {
+      say(byId('folder-description'), `Not browsed: ${error.message}`);
+    }
+    const folders = nodes.filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER');
+    const tags = nodes.filter((node) => node.kind === 'PLANT_NODE_KIND_TAG');
+    this.rows.clear();
+    const rows = [];
+    for (const folder of folders) {
+      rows.push(el('tr', { class: 'subfolder' }, el('td', { colspan: 5 },
+        el('button', { type: 'button', class: 'link', dataset: { path: folder.path }, onclick: () => this.open(folder.path) }, `${folder.name} ›`),
+        folder.description ? el('span', { class: 'muted small' }, ` ${folder.description}`) : null)));
+    }
+    for (const node of tags) rows.push(this.tagRow(node));
+    fill(byId('tag-rows'), rows);
+    byId('folder-empty').hidden = rows.length > 0;
+  }
+
+  tagRow(node) {
+    const name = node.tag || node.path;
+    const value = el('td', { class: 'num value' });
+    const quality = el('td', { class: 'quality' });
+    const changed = el('td', { class: 'changed' });
+    const numeric = node.dataType === 'number' || node.dataType === 'integer';
+    const actions = el('td', { class: 'actions' },
+      numeric ? el('button', { type: 'button', class: 'button small', onclick: () => this.onTrend(node) }, 'Trend') : null,
+      node.writable ? el('button', { type: 'button', class: 'button small', onclick: () => this.onWrite(node, this.readings.get(name)) }, 'Write') : null);
+    const row = el('tr', { dataset: { tag: name } },
+      el('th', { scope: 'row' }, el('span', { class: 'tag-name' }, node.name), el('span', { class: 'muted small' }, node.description || name)),
+      value, quality, changed, actions);
+    this.rows.set(name, { row, value, quality, changed, node });
+    this.showReading(name);
+    return row;
+  }
+
+  showReading(name) {
+    const cells = this.rows.get(name);
+    if (!cells) return;
+    const reading = this.readings.get(name);
+    if (!reading) return;
+    const units = reading.units || cells.node.units || '';
+    const word = reading.error ? 'Bad' : qualityName(reading.quality);
+    cells.value.textContent = valueOf(reading).kind === 'none' ? '—' : showValue(reading, units);
+    cells.row.dataset.quality = word.toLowerCase();
+    const lastGood = this.lastGood.get(name);
+    const detail = word === 'Good' ? '' : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value seen');
+    fill(cells.quality, el('span', { class: `q q-${word.toLowerCase()}` }, word), detail ? el('span', { class: 'small' }, ` ${detail}`) : null);
+    cells.changed.textContent = showTime(reading.timestampMs);
+    cells.value.classList.remove('changed-now');
+    // Restart the brief highlight of a changed value (a reflow between remove and add).
+    void cells.value.offsetWidth;
+    cells.value.classList.add('changed-now');
+  }
+
+  reading(name) {
+    return this.readings.get(name);
+  }
+}

@@ -1,0 +1,150 @@
+// Writing a tag: an input checked against the tag's type and range, a confirmation naming
+// tag, old and new value, then the outcome as the server words it.
+
+import { byId, el, fill, say } from './dom.js';
+import { showValue } from './format.js';
+
+const OUTCOMES = {
+  WRITE_OUTCOME_WRITTEN: 'Written.',
+  WRITE_OUTCOME_SENT_TO_FIELD: 'Sent to the field; the value shows when the field reports it back.',
+  WRITE_OUTCOME_REFUSED: 'Refused',
+  WRITE_OUTCOME_NOT_CONFIRMED: 'Not confirmed',
+};
+
+/** The value typed for `node`, checked: {value: TagWrite member} or {error}. */
+export function checkInput(node, raw) {
+  const text = String(raw).trim();
+  const range = () => {
+    const value = Number(text);
+    if (node.min !== undefined && value < Number(node.min)) return `${value} is below the minimum ${node.min}`;
+    if (node.max !== undefined && value > Number(node.max)) return `${value} is above the maximum ${node.max}`;
+    return '';
+  };
+  switch (node.dataType) {
+    case 'number':
+      if (text === '' || !Number.isFinite(Number(text))) return { error: 'Enter a number.' };
+      return range() ? { error: range() } : { value: { number: Number(text) } };
+    case 'integer':
+      if (!/^-?\d+$/.test(text)) return { error: 'Enter a whole number.' };
+      return range() ? { error: range() } : { value: { integer: text } };
+    case 'boolean':
+      if (text !== 'true' && text !== 'false') return { error: 'Choose On or Off.' };
+      return { value: { boolean: text === 'true' } };
+    default:
+      return { value: { text: String(raw) } };
+  }
+}
+
+export class Writes {
+  constructor(connection, plant) {
+    this.connection = connection;
+    this.plant = plant;
+    this.dialog = byId('write-dialog');
+    this.node = null;
+    this.checked = null;
+    this.waitingForField = null;
+    byId('write-cancel').addEventListener('click', () => this.dialog.close());
+    byId('write-next').addEventListener('click', () => this.next());
+    byId('write-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.next();
+    });
+  }
+
+  open(node) {
+    this.node = node;
+    this.checked = null;
+    const name = node.tag || node.path;
+    const current = this.plant.reading(name);
+    byId('write-title').textContent = `Write ${node.path}`;
+    const range = node.min !== undefined || node.max !== undefined
+      ? ` Range ${node.min ?? '−∞'} to ${node.max ?? '∞'}${node.units ? ` ${node.units}` : ''}.` : '';
+    say(byId('write-description'), `${node.description || name}. Now: ${showValue(current, node.units)}.${range}`);
+    let input;
+    if (node.dataType === 'boolean') {
+      input = el('select', { id: 'write-input' }, el('option', { value: 'true' }, 'On'), el('option', { value: 'false' }, 'Off'));
+    } else {
+      const numeric = node.dataType === 'number' || node.dataType === 'integer';
+      input = el('input', {
+        id: 'write-input', autocomplete: 'off',
+        inputmode: numeric ? (node.dataType === 'integer' ? 'numeric' : 'decimal') : null,
+        'aria-describedby': 'write-description',
+      });
+      const { kind, value } = current ? { kind: 'x', value: current.text ?? current.number ?? current.integer } : {};
+      if (kind && value !== undefined) input.value = String(value);
+    }
+    input.addEventListener('input', () => this.edited());
+    fill(byId('write-field'), input);
+    byId('write-confirm').hidden = true;
+    say(byId('write-error'), '');
+    say(byId('write-outcome'), '');
+    byId('write-next').textContent = 'Check';
+    byId('write-next').disabled = false;
+    byId('write-cancel').textContent = 'Cancel';
+    this.dialog.showModal();
+    input.focus();
+  }
+
+  edited() {
+    this.checked = null;
+    byId('write-confirm').hidden = true;
+    byId('write-next').textContent = 'Check';
+    byId('write-next').disabled = false;
+  }
+
+  next() {
+    if (this.checked) this.send();
+    else this.check();
+  }
+
+  check() {
+    const input = byId('write-input');
+    const result = checkInput(this.node, input.value);
+    if (result.error) {
+      say(byId('write-error'), result.error);
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+      return;
+    }
+    input.removeAttribute('aria-invalid');
+    say(byId('write-error'), '');
+    this.checked = result.value;
+    const name = this.node.tag || this.node.path;
+    const old = showValue(this.plant.reading(name), this.node.units);
+    const next = showValue(result.value, this.node.units);
+    byId('write-confirm-text').textContent = `Change ${this.node.path} from ${old} to ${next}?`;
+    byId('write-confirm').hidden = false;
+    byId('write-next').textContent = 'Write';
+    byId('write-next').focus();
+  }
+
+  async send() {
+    const name = this.node.tag || this.node.path;
+    const write = { name, ...this.checked };
+    const outcome = byId('write-outcome');
+    byId('write-next').disabled = true;
+    try {
+      const reply = await this.connection.call({ writeTags: { writes: [write] } });
+      const result = (reply.results ?? [])[0] ?? {};
+      const kind = result.outcome ?? (result.error ? 'WRITE_OUTCOME_REFUSED' : 'WRITE_OUTCOME_WRITTEN');
+      const words = OUTCOMES[kind] ?? kind;
+      say(outcome, result.error ? `${words}: ${result.error}` : words);
+      outcome.dataset.outcome = kind;
+      this.waitingForField = kind === 'WRITE_OUTCOME_SENT_TO_FIELD' ? name : null;
+      byId('write-confirm').hidden = true;
+      byId('write-cancel').textContent = 'Close';
+      byId('write-cancel').focus();
+    } catch (error) {
+      say(outcome, `Not written: ${error.message}`);
+      outcome.dataset.outcome = 'error';
+      byId('write-next').disabled = false;
+    }
+  }
+
+  /** A reading arrived: after "sent to the field", say what the field reported. */
+  reading(reading) {
+    if (!this.dialog.open || reading.name !== this.waitingForField) return;
+    say(byId('write-outcome'), `Sent to the field; the field now reports ${showValue(reading, reading.units)}.`);
+    this.waitingForField = null;
+  }
+}

@@ -1,0 +1,242 @@
+//! A real headless Chromium for the panel's tests, driven through chromedriver (WebDriver) by
+//! fantoccini: chromedriver started on a free loopback port, one browser session per
+//! [`Browser`], a 1024x768 window (a panel PC) unless told otherwise, and screenshots under
+//! `target/panel-screenshots/`. Where Chromium or chromedriver is not installed it fails
+//! saying how to install them.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// Debian's packages put them here.
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Longest a test waits for the page to show something that should come at once.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+/// Where screenshots go (the workspace's `target/`).
+pub fn screenshot_dir() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/panel-screenshots"
+    ))
+}
+
+/// A chromedriver process of this test; killed when dropped.
+#[derive(Debug)]
+pub struct Chromedriver {
+    child: Child,
+    url: String,
+}
+
+impl Chromedriver {
+    /// Starts chromedriver on a free loopback port and waits until it accepts connections.
+    pub fn start() -> Self {
+        for (path, package) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
+            assert!(
+                std::path::Path::new(path).exists(),
+                "{path} is missing ({package}): install chromium and chromium-driver with \
+                 `apt-get install -y chromium chromium-driver` (.ci/run does)"
+            );
+        }
+        let address = crate::haproxy::free_loopback_addr();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={}", address.port()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let mut driver = Self {
+            child,
+            url: format!("http://{address}"),
+        };
+        let deadline = Instant::now() + PATIENCE;
+        while std::net::TcpStream::connect(address).is_err() {
+            let exited = driver.child.try_wait().ok().flatten();
+            assert!(
+                Instant::now() < deadline && exited.is_none(),
+                "chromedriver did not listen on {address} ({exited:?})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        driver
+    }
+
+    /// A new headless Chromium window of `width` x `height` CSS pixels, with a profile of its
+    /// own (cookies start empty).
+    pub async fn browser(&self, width: u32, height: u32) -> Browser {
+        let profile = tempfile::tempdir().expect("a profile directory");
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless=new",
+                    // Tests run as root in CI, where Chromium's sandbox cannot start.
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    "--force-device-scale-factor=1",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .expect("chromedriver opens a Chromium session");
+        let browser = Browser {
+            client,
+            _profile: profile,
+        };
+        browser.resize(width, height).await;
+        browser
+    }
+}
+
+impl Drop for Chromedriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser session.
+#[derive(Debug)]
+pub struct Browser {
+    /// The WebDriver client, for what the helpers below do not cover.
+    pub client: Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// Opens `url` and waits until the document has loaded.
+    pub async fn open(&self, url: &str) {
+        self.client.goto(url).await.expect("the page opens");
+    }
+
+    /// Runs `script` (a function body; `arguments` holds `args`) in the page.
+    pub async fn run(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client.execute(script, args).await.expect("the script runs")
+    }
+
+    /// Waits until `css` matches a displayed element.
+    pub async fn wait_visible(&self, css: &str) {
+        self.wait_until(&format!("{css} is shown"), || async {
+            match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.is_displayed().await.unwrap_or(false),
+                Err(_) => false,
+            }
+        })
+        .await;
+    }
+
+    /// Waits until the text of the first element matching `css` satisfies `wanted`; returns it.
+    pub async fn wait_text(&self, css: &str, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let text = self.text(css).await;
+            if let Some(text) = &text
+                && wanted(text)
+            {
+                return text.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: `{css}` reads {text:?} after {PATIENCE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The text of the first element matching `css` (its `textContent`, hidden or not).
+    pub async fn text(&self, css: &str) -> Option<String> {
+        let value = self
+            .run(
+                "const node = document.querySelector(arguments[0]); return node ? node.textContent : null;",
+                vec![json!(css)],
+            )
+            .await;
+        value.as_str().map(str::to_owned)
+    }
+
+    /// Waits until `condition` holds, failing with `what` after the patience.
+    pub async fn wait_until<F, Fut>(&self, what: &str, condition: F)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + PATIENCE;
+        while !condition().await {
+            assert!(Instant::now() < deadline, "not seen within {PATIENCE:?}: {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Clicks the first element matching `css`.
+    pub async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("no `{css}` to click: {error}"))
+            .click()
+            .await
+            .unwrap_or_else(|error| panic!("`{css}` cannot be clicked: {error}"));
+    }
+
+    /// Types `text` into the first element matching `css` (after clearing it).
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let field = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|error| panic!("no `{css}` to type into: {error}"));
+        field.clear().await.expect("the field clears");
+        field.send_keys(text).await.expect("the text is typed");
+    }
+
+    /// Saves a screenshot of the window as `target/panel-screenshots/NAME.png`.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self.client.screenshot().await.expect("a screenshot");
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir).expect("the screenshot directory");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("the screenshot is written");
+        path
+    }
+
+    /// Resizes the window so that the page's viewport is `width` x `height` CSS pixels (the
+    /// window's own frame, headless or not, takes some of the window size).
+    pub async fn resize(&self, width: u32, height: u32) {
+        self.client
+            .set_window_size(width, height)
+            .await
+            .expect("the window resizes");
+        let inner = self
+            .run("return [window.innerWidth, window.innerHeight];", vec![])
+            .await;
+        let frame = |index: usize, wanted: u32| {
+            let inner = inner[index].as_u64().and_then(|value| u32::try_from(value).ok());
+            wanted + wanted.saturating_sub(inner.unwrap_or(wanted))
+        };
+        self.client
+            .set_window_size(frame(0, width), frame(1, height))
+            .await
+            .expect("the window resizes");
+    }
+
+    /// Ends the browser session.
+    pub async fn close(self) {
+        self.client.close().await.expect("the session ends");
+    }
+}

@@ -1,0 +1,491 @@
+//! The operator panel in a real headless Chromium (chromedriver, WebDriver) against a real
+//! `tserver serve --http` process with the demo model stand-in: the page and its policy, the
+//! login, live values, writes with confirmation, trends, alarms and acknowledgement by role,
+//! the assistant's streamed answers and tool trace, cancel and clear, a reload that keeps the
+//! session, and a server lost and back. Every screen is saved under
+//! `target/panel-screenshots/` for a person to look at.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use scripted_llm::{RecordedRequest, Reply, Responder, ScriptedLlm};
+use serde_json::{Value, json};
+use service_client::{Client, ClientOptions, TagWrite, WriteValue};
+use tserver_demo::DemoModel;
+use tserver_tests::chromium::{Browser, Chromedriver};
+
+use crate::operator_writes::solution_with_writable_tags;
+use crate::support::{ServerProcess, Solution, admin};
+
+/// The policy every panel response carries.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+const PANEL_PC: (u32, u32) = (1024, 768);
+const PHONE: (u32, u32) = (390, 844);
+
+/// The question the model stand-in answers only after a long wait (a turn to cancel).
+const SLOW_QUESTION: &str = "Think slowly about Tank 2";
+
+/// The demo's rule-based model, but a question naming [`SLOW_QUESTION`] waits a long time.
+struct SlowOnRequest;
+
+impl Responder for SlowOnRequest {
+    fn respond(&self, request: &RecordedRequest) -> Reply {
+        let body = String::from_utf8_lossy(&request.body);
+        if body.contains(SLOW_QUESTION) {
+            return Reply::Delayed(Duration::from_secs(120), Box::new(Reply::Content("late".into())));
+        }
+        DemoModel.respond(request)
+    }
+}
+
+/// A solution, its server process with `--http` on a port kept across restarts, and the model.
+struct PanelRig {
+    solution: Solution,
+    http: SocketAddr,
+    server: Option<ServerProcess>,
+    _model: ScriptedLlm,
+}
+
+impl PanelRig {
+    async fn start(solution: Solution) -> Self {
+        let path = solution.path.to_str().expect("utf-8 path").to_owned();
+        let model = ScriptedLlm::start_with(SlowOnRequest)
+            .await
+            .expect("the model starts");
+        admin(&["settings", &path, "set", "URL", &model.url()], "");
+        admin(&["settings", &path, "set", "ModelEnabled", "true"], "");
+        let http = tserver_tests::haproxy::free_loopback_addr();
+        let mut rig = Self {
+            solution,
+            http,
+            server: None,
+            _model: model,
+        };
+        rig.restart();
+        rig
+    }
+
+    /// Starts (again) the server process on the same HTTP port.
+    fn restart(&mut self) {
+        self.server = Some(ServerProcess::start(
+            &self.solution.path,
+            &["--http", &self.http.to_string()],
+            &[],
+        ));
+    }
+
+    fn kill(&mut self) {
+        self.server = None;
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.http)
+    }
+
+    /// A framed-protocol client logged in as the demo's `guest` (an operator).
+    async fn guest(&self) -> Client {
+        let addr = self.server.as_ref().expect("a running server").addr;
+        let client = Client::connect(addr, ClientOptions::default())
+            .await
+            .expect("connects");
+        client.login("guest", "").await.expect("guest logs in");
+        client
+    }
+}
+
+fn add_user(solution: &Solution, name: &str, password: &str, role: &str) {
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(
+        &["users", path, "add", name, "--role", role],
+        &format!("{password}\n"),
+    );
+}
+
+async fn write(client: &Client, name: &str, value: WriteValue) {
+    let results = client
+        .write_tags(vec![TagWrite {
+            name: name.to_owned(),
+            value: Some(value),
+        }])
+        .await
+        .expect("written");
+    assert!(results[0].error.is_empty(), "{results:?}");
+}
+
+/// Records every Content-Security-Policy violation from now on, for [`assert_no_violations`].
+async fn watch_policy(browser: &Browser) {
+    browser
+        .run(
+            "window.__violations = []; document.addEventListener('securitypolicyviolation', \
+             (event) => window.__violations.push(event.violatedDirective + ' ' + event.blockedURI));",
+            vec![],
+        )
+        .await;
+}
+
+async fn assert_no_violations(browser: &Browser) {
+    let violations = browser.run("return window.__violations ?? [];", vec![]).await;
+    assert_eq!(violations, json!([]), "the page broke its own policy");
+}
+
+/// Logs in through the form.
+async fn log_in(browser: &Browser, user: &str, password: &str) {
+    browser.wait_visible("#login-form").await;
+    browser.type_into("#login-user", user).await;
+    browser.type_into("#login-password", password).await;
+    browser.click("#login-submit").await;
+}
+
+/// Opens the plant folder at `path` through the folder table's sub-folder links.
+async fn open_folder(browser: &Browser, path: &str) {
+    let mut shown = String::new();
+    for part in path.split('/') {
+        shown = if shown.is_empty() {
+            part.to_owned()
+        } else {
+            format!("{shown}/{part}")
+        };
+        let title = browser.text("#folder-title").await.unwrap_or_default();
+        if title == shown {
+            continue;
+        }
+        let link = format!("button.link[data-path=\"{shown}\"]");
+        browser.wait_visible(&link).await;
+        browser.click(&link).await;
+        browser
+            .wait_text("#folder-title", "the folder opens", |title| title == shown)
+            .await;
+    }
+}
+
+/// The shown value of a tag's row.
+fn value_cell(tag: &str) -> String {
+    format!("tr[data-tag=\"{tag}\"] .value")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_under_a_strict_policy_and_opens_on_the_login_form() {
+    let rig = PanelRig::start(Solution::demo()).await;
+    let http = reqwest::Client::new();
+    for (path, content_type) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/panel/panel.css", "text/css; charset=utf-8"),
+        ("/panel/js/main.js", "text/javascript; charset=utf-8"),
+        ("/panel/js/connection.js", "text/javascript; charset=utf-8"),
+        ("/panel/favicon.svg", "image/svg+xml"),
+        ("/panel/no-such.js", "text/plain; charset=utf-8"),
+    ] {
+        let response = http.get(rig.url(path)).send().await.expect("answers");
+        let expected = if path.contains("no-such") { 404 } else { 200 };
+        assert_eq!(response.status().as_u16(), expected, "{path}");
+        let headers = response.headers();
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("")
+        };
+        assert_eq!(header("content-type"), content_type, "{path}");
+        assert_eq!(header("content-security-policy"), POLICY, "{path}");
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(header("referrer-policy"), "no-referrer", "{path}");
+        if expected == 200 {
+            assert_eq!(header("cache-control"), "no-cache", "{path}");
+            let etag = header("etag").to_owned();
+            let again = http
+                .get(rig.url(path))
+                .header("if-none-match", &etag)
+                .send()
+                .await
+                .expect("answers");
+            assert_eq!(again.status().as_u16(), 304, "{path} revalidates by its ETag");
+        }
+    }
+    let page = http
+        .get(rig.url("/"))
+        .send()
+        .await
+        .expect("answers")
+        .text()
+        .await
+        .expect("a page");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "nothing from the internet"
+    );
+
+    let driver = Chromedriver::start();
+    let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
+    browser.open(&rig.url("/")).await;
+    browser.wait_visible("#login-form").await;
+    // The script ran (it shows the form) and the stylesheet applied, under the policy.
+    let background = browser
+        .run("return getComputedStyle(document.body).backgroundColor;", vec![])
+        .await;
+    assert_eq!(background, json!("rgb(212, 214, 217)"));
+    let inline = browser
+        .run(
+            "return document.querySelectorAll('script:not([src]), [style]').length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(inline, json!(0));
+    browser.screenshot("login").await;
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.wait_visible("#login-form").await;
+    browser.screenshot("login-phone").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() {
+    let solution = solution_with_writable_tags();
+    add_user(&solution, "operator", "op-pass-1", "operator");
+    let mut rig = PanelRig::start(solution).await;
+    let driver = Chromedriver::start();
+    let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
+    browser.open(&rig.url("/")).await;
+    watch_policy(&browser).await;
+
+    // A wrong password is refused with the server's words.
+    log_in(&browser, "operator", "wrong").await;
+    browser
+        .wait_text("#login-error", "the refusal", |text| {
+            text.contains("unknown user or wrong password")
+        })
+        .await;
+    browser.screenshot("login-refused").await;
+    log_in(&browser, "operator", "op-pass-1").await;
+    browser.wait_visible("#app").await;
+    browser
+        .wait_text("#who-name", "who is logged in", |name| name == "operator")
+        .await;
+    browser
+        .wait_text("#link-state", "the connection", |state| state == "Connected")
+        .await;
+
+    // Live values: a change made elsewhere shows at once.
+    open_folder(&browser, "Plant/Area1/Pump1").await;
+    browser
+        .wait_text(&value_cell("Pump1.MotorCurrent"), "Pump 1's current", |text| {
+            text == "12.4 A"
+        })
+        .await;
+    let guest = rig.guest().await;
+    write(&guest, "Pump1.StartCount", WriteValue::Integer(1300)).await;
+    browser
+        .wait_text(&value_cell("Pump1.StartCount"), "the new start count", |text| {
+            text == "1300"
+        })
+        .await;
+    browser.screenshot("plant").await;
+
+    // A write with its confirmation naming tag, old and new value, then the outcome.
+    open_folder(&browser, "Plant/Area1/Tank1").await;
+    browser
+        .click("tr[data-tag=\"Tank1.Level\"] .actions button:last-child")
+        .await;
+    browser.wait_visible("#write-dialog").await;
+    browser.type_into("#write-input", "140").await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-error", "the range check", |text| {
+            text.contains("above the maximum 100")
+        })
+        .await;
+    browser.type_into("#write-input", "90").await;
+    browser.click("#write-next").await;
+    let confirmation = browser
+        .wait_text("#write-confirm-text", "the confirmation", |text| !text.is_empty())
+        .await;
+    assert_eq!(confirmation, "Change Plant/Area1/Tank1/Level from 62 % to 90 %?");
+    browser.screenshot("write-confirm").await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-outcome", "the outcome", |text| text == "Written.")
+        .await;
+    browser.click("#write-cancel").await;
+    browser
+        .wait_text(&value_cell("Tank1.Level"), "the written level", |text| {
+            text == "90 %"
+        })
+        .await;
+
+    // The write raised Tank 1's high alarm: the banner shows it, unacknowledged.
+    browser
+        .wait_text("#alarm-count", "the banner", |text| {
+            text.contains("1 active alarm") && text.contains("1 unacknowledged")
+        })
+        .await;
+
+    // A trend over a chosen window, and its CSV.
+    browser
+        .click("tr[data-tag=\"Tank1.Level\"] .actions button:first-child")
+        .await;
+    browser.wait_visible("#trend-chart svg polyline").await;
+    browser.click("#trend-windows [data-window=\"28800000\"]").await;
+    browser
+        .wait_text("#trend-status", "the 8 h window", |text| {
+            text.ends_with("samples") || text.contains("samples (")
+        })
+        .await;
+    browser.wait_visible("#trend-chart svg polyline").await;
+    browser.click("#trend-csv").await;
+    browser.screenshot("trend").await;
+
+    // The alarm list: acknowledge as an operator.
+    browser.click("#tab-alarms").await;
+    let row = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"]";
+    browser.wait_visible(&format!("{row} button")).await;
+    browser.screenshot("alarms").await;
+    browser.click(&format!("{row} button")).await;
+    browser
+        .wait_text(&format!("{row} .state"), "the acknowledgement", |text| {
+            text.contains("Active, acknowledged")
+        })
+        .await;
+    browser
+        .wait_text("#history-rows", "the alarm history", |text| {
+            text.contains("Tank1.Level.Hi")
+        })
+        .await;
+    browser.screenshot("alarms-acknowledged").await;
+
+    // The assistant: the streamed answer and its tool trace.
+    browser.click("#tab-assistant").await;
+    browser
+        .type_into("#ask-input", "What is wrong with Pump 1?")
+        .await;
+    browser.click("#ask-send").await;
+    browser.wait_visible(".transcript .ai[data-status=\"ok\"]").await;
+    let answer = browser
+        .text(".transcript .ai .answer-text")
+        .await
+        .unwrap_or_default();
+    assert!(answer.contains("Pump1"), "{answer}");
+    let tools = browser
+        .run(
+            "return [...document.querySelectorAll('.transcript .ai .tool')].map((tool) => [tool.dataset.tool, tool.dataset.state]);",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        tools,
+        json!([["runtime_search_uns", "ok"], ["runtime_get_active_alarms", "ok"]])
+    );
+    browser.click(".transcript .ai .tool summary").await;
+    browser
+        .wait_visible(".transcript .ai .tool details[open] pre")
+        .await;
+    browser.screenshot("assistant").await;
+
+    // Cancel a turn.
+    browser.type_into("#ask-input", SLOW_QUESTION).await;
+    browser.click("#ask-send").await;
+    browser.wait_visible("#ask-cancel").await;
+    browser.click("#ask-cancel").await;
+    browser
+        .wait_visible(".transcript .ai[data-status=\"truncated\"]")
+        .await;
+    browser.screenshot("assistant-cancelled").await;
+
+    // Clear the conversation.
+    browser.click("#chat-clear").await;
+    browser
+        .wait_text("#transcript", "the cleared transcript", |text| {
+            text.contains("Conversation cleared")
+        })
+        .await;
+
+    // A reload keeps the session: no login form.
+    browser.client.refresh().await.expect("reloads");
+    browser.wait_visible("#app").await;
+    browser
+        .wait_text("#who-name", "who is logged in", |name| name == "operator")
+        .await;
+    assert_eq!(
+        browser
+            .run("return document.getElementById('login').hidden;", vec![])
+            .await,
+        json!(true)
+    );
+    watch_policy(&browser).await;
+
+    // The server is lost: the page says so; back, it recovers and values are live again.
+    browser
+        .wait_text("#link-state", "the connection", |state| state == "Connected")
+        .await;
+    rig.kill();
+    browser
+        .wait_text("#connection-banner", "the lost connection", |text| {
+            text.starts_with("Connection lost, reconnecting")
+        })
+        .await;
+    browser.screenshot("connection-lost").await;
+    rig.restart();
+    browser
+        .wait_text("#connection-banner", "the connection back", |text| {
+            text.starts_with("Connection restored")
+        })
+        .await;
+    open_folder(&browser, "Plant/Area1/Pump1").await;
+    let guest = rig.guest().await;
+    write(&guest, "Pump1.StartCount", WriteValue::Integer(1400)).await;
+    browser
+        .wait_text(
+            &value_cell("Pump1.StartCount"),
+            "a value after the restart",
+            |text| text == "1400",
+        )
+        .await;
+    browser.screenshot("recovered").await;
+
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.wait_visible(&value_cell("Pump1.StartCount")).await;
+    browser.screenshot("plant-phone").await;
+    browser.click("#tab-alarms").await;
+    browser.screenshot("alarms-phone").await;
+    assert_no_violations(&browser).await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_reason() {
+    let solution = solution_with_writable_tags();
+    add_user(&solution, "watcher", "view-pass-1", "viewer");
+    let rig = PanelRig::start(solution).await;
+    let guest = rig.guest().await;
+    write(&guest, "Tank1.Level", WriteValue::Number(92.0)).await;
+    let driver = Chromedriver::start();
+    let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
+    browser.open(&rig.url("/")).await;
+    log_in(&browser, "watcher", "view-pass-1").await;
+    browser
+        .wait_text("#who-role", "the role", |role| role == "viewer")
+        .await;
+    browser.click("#tab-alarms").await;
+    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
+    browser.wait_visible(button).await;
+    browser.click(button).await;
+    let refusal = browser
+        .wait_text("#alarm-error", "the refusal", |text| !text.is_empty())
+        .await;
+    assert!(
+        refusal.starts_with("Not acknowledged: ") && refusal.contains("viewer"),
+        "{refusal}"
+    );
+    browser.screenshot("alarms-viewer-refused").await;
+    assert_eq!(
+        browser
+            .run(
+                "return [...document.querySelectorAll('.strip-item.unacked')].length;",
+                vec![]
+            )
+            .await,
+        Value::from(1),
+        "still unacknowledged in the banner"
+    );
+    browser.close().await;
+}
