@@ -463,7 +463,7 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
     browser.open(&rig.url("/")).await;
     log_in(&browser, "watcher", "view-pass-1").await;
     browser
-        .wait_text("#who-role", "the role", |role| role == "viewer")
+        .wait_text("#who-role", "the role", |role| role == "viewer role")
         .await;
     browser.click("#tab-alarms").await;
     let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";

@@ -112,14 +112,14 @@ export class Alarms {
         ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
         : null;
       return el('tr', { class: `${cls}${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
-        el('td', {}, showTime(alarm.sinceMs)),
-        el('td', {}, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
-        el('td', {}, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
-        el('td', { class: 'num' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
-        el('td', { class: 'num' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
-        el('td', {}, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
+        el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
+        el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
+        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
+        el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
+        el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
+        el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
           alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
-        el('td', {}, ack));
+        el('td', { class: 'a-act' }, ack));
     });
     fill(byId('alarm-rows'), rows);
     byId('alarm-none').hidden = rows.length > 0;

@@ -110,7 +110,7 @@ function showApp(me) {
   byId('app').hidden = false;
   byId('who').hidden = false;
   byId('who-name').textContent = me.user;
-  byId('who-role').textContent = me.role;
+  byId('who-role').textContent = `${me.role} role`;
   document.body.dataset.role = me.role;
   setLinkState('connecting');
   connection.open();

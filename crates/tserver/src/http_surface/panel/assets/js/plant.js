@@ -64,9 +64,11 @@ export class Plant {
   }
 
   renderTree() {
-    fill(byId('tree-root'), (this.children.get('') ?? [])
-      .filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER')
-      .map((node) => this.treeItem(node, 1)));
+    const roots = (this.children.get('') ?? []).filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER');
+    const items = roots.map((node) => this.treeItem(node, 1));
+    fill(byId('tree-root'), items);
+    // The top folders open at once: a plant has few, and their areas are where one starts.
+    for (const item of items) item.expand?.();
   }
 
   treeItem(node, level) {
@@ -87,7 +89,10 @@ export class Plant {
         fill(group, children.filter((child) => child.kind === 'PLANT_NODE_KIND_FOLDER').map((child) => this.treeItem(child, level + 1)));
       }
     };
-    if (node.hasChildren) toggle.addEventListener('click', expand);
+    if (node.hasChildren) {
+      toggle.addEventListener('click', expand);
+      item.expand = expand;
+    }
     label.addEventListener('click', () => this.open(node.path));
     return item;
   }
