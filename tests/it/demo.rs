@@ -10,8 +10,12 @@ use tserver_demo::{DemoOptions, DemoReport, run};
 use crate::support::{Solution, admin};
 
 async fn demo(options: DemoOptions, input: &str) -> (DemoReport, String) {
+    demo_reading(options, input.as_bytes()).await
+}
+
+async fn demo_reading(options: DemoOptions, mut input: impl std::io::BufRead) -> (DemoReport, String) {
     let mut output = Vec::new();
-    let report = run(&options, &mut input.as_bytes(), &mut output)
+    let report = run(&options, &mut input, &mut output)
         .await
         .expect("the demo runs");
     (report, String::from_utf8(output).expect("utf-8 output"))
@@ -267,5 +271,52 @@ async fn an_existing_solution_is_served_with_the_model_in_memory_and_its_setting
         admin(&["settings", path, "show"], ""),
         before,
         "nothing of the model is stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_the_operator_panel_while_it_runs_and_prints_its_address() {
+    let panel = tserver_tests::haproxy::free_loopback_addr();
+    let options = DemoOptions {
+        builtin_model: true,
+        questions: Vec::new(),
+        interactive: true,
+        panel: Some(panel),
+        ..DemoOptions::default()
+    };
+    // The demo waits for questions on this pipe until it is closed: meanwhile another thread
+    // opens the panel, then closes the pipe.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    let looking = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let page = runtime.block_on(async {
+            let deadline = std::time::Instant::now() + crate::support::PATIENCE;
+            loop {
+                match reqwest::get(format!("http://{panel}/")).await {
+                    Ok(response) if response.status().is_success() => {
+                        break response.text().await.expect("the page");
+                    }
+                    _ => {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "no operator panel at {panel}"
+                        );
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        drop(writer);
+        page
+    });
+    let (_, output) = demo_reading(options, std::io::BufReader::new(reader)).await;
+    let page = looking.join().expect("the page was opened");
+    assert!(page.contains("TServer operator panel"), "{page}");
+    assert!(
+        output.contains(&format!("Operator panel: http://{panel}/")),
+        "{output}"
     );
 }

@@ -5,6 +5,7 @@
 //! and the model is reached over HTTP, exactly as it would be in a plant.
 
 use std::io::{BufRead, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -64,6 +65,9 @@ pub struct DemoOptions {
     pub interactive: bool,
     /// Print each answer as it arrives (for a terminal) rather than when it is whole.
     pub stream: bool,
+    /// Where to serve the operator panel (tserver's HTTP surface) while the demo runs; `None`
+    /// for no panel. Loopback by default.
+    pub panel: Option<SocketAddr>,
 }
 
 impl Default for DemoOptions {
@@ -82,6 +86,7 @@ impl Default for DemoOptions {
                 .collect(),
             interactive: false,
             stream: false,
+            panel: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         }
     }
 }
@@ -204,6 +209,15 @@ pub async fn run(
     // The demo's script (TankNote) writes an operator note when Tank 1 runs high.
     runtime.start_scripts(&shutdown).await;
     let server = Server::new(runtime.clone(), ServerConfig::default())?;
+    let panel = serve_panel(options.panel, &runtime, &server, &shutdown).await?;
+    if let Some(address) = panel {
+        writeln!(output, "Operator panel: http://{address}/")?;
+        writeln!(
+            output,
+            "  (log in as {}; served while the demo runs, --interactive keeps it running)",
+            options.user
+        )?;
+    }
     let serving = tokio::spawn(server.run(listener, shutdown.clone()));
     let background = tokio::spawn({
         let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
@@ -220,6 +234,34 @@ pub async fn run(
         server.stop().await;
     }
     chat
+}
+
+/// Serves tserver's HTTP surface (the operator panel) at `address` until `shutdown`; returns
+/// the address it listens on.
+async fn serve_panel(
+    address: Option<SocketAddr>,
+    runtime: &Runtime,
+    server: &Server,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let Some(address) = address else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen for the operator panel on {address}"))?;
+    let bound = listener.local_addr()?;
+    let config = tserver::http_surface::HttpConfig {
+        accepting: Some(server.accepting()),
+        ..tserver::http_surface::HttpConfig::default()
+    };
+    let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        if let Err(error) = tserver::http_surface::serve(listener, runtime, config, shutdown).await {
+            tracing::error!(%error, "the operator panel stopped");
+        }
+    });
+    Ok(Some(bound))
 }
 
 async fn chat(

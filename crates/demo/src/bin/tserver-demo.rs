@@ -42,6 +42,12 @@ struct Args {
     /// A question to ask instead of the built-in ones (repeatable).
     #[arg(short, long = "question")]
     questions: Vec<String>,
+    /// Where to serve the operator panel (a browser page) while the demo runs.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    panel: std::net::SocketAddr,
+    /// Serve no operator panel.
+    #[arg(long)]
+    no_panel: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -85,6 +91,7 @@ fn main() -> anyhow::Result<()> {
         questions,
         interactive: args.interactive,
         stream: std::io::stdout().is_terminal(),
+        panel: (!args.no_panel).then_some(args.panel),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
