@@ -160,7 +160,8 @@ async function start() {
     if (response.ok) showApp(await response.json());
     else showLogin();
   } catch {
-    showLogin('The server cannot be reached; reload when it is back.');
+    showLogin('The server cannot be reached; trying again…');
+    setTimeout(start, 5000);
   }
 }
 

@@ -16,6 +16,7 @@ export class Plant {
     this.rows = new Map(); // dotted tag name -> row cells of the shown folder
     this.nodes = new Map(); // dotted tag name -> PlantNode
     this.folder = null;
+    this.treeItems = new Map(); // folder path -> its tree item
   }
 
   /** Loads the tree's top level (again, after a reconnect) and subscribes to every tag under it. */
@@ -78,28 +79,49 @@ export class Plant {
       : el('span', { class: 'twisty-space' });
     const label = el('button', { type: 'button', class: 'tree-label', dataset: { path: node.path }, 'aria-current': this.folder === node.path ? 'true' : null, title: node.description || null }, node.name);
     const item = el('li', { role: 'treeitem', 'aria-level': level, 'aria-expanded': node.hasChildren ? 'false' : null }, el('div', { class: 'tree-row' }, toggle, label), group);
+    let loading = null;
     const expand = async () => {
       const open = toggle.getAttribute('aria-expanded') !== 'true';
       toggle.setAttribute('aria-expanded', String(open));
       item.setAttribute('aria-expanded', String(open));
       toggle.setAttribute('aria-label', `${open ? 'Collapse' : 'Expand'} ${node.name}`);
       group.hidden = !open;
-      if (open && !group.childElementCount) {
-        const children = await this.browse(node.path).catch(() => []);
-        fill(group, children.filter((child) => child.kind === 'PLANT_NODE_KIND_FOLDER').map((child) => this.treeItem(child, level + 1)));
+      if (open) {
+        loading ??= this.browse(node.path).catch(() => []).then((children) => fill(group, children
+          .filter((child) => child.kind === 'PLANT_NODE_KIND_FOLDER')
+          .map((child) => this.treeItem(child, level + 1))));
+        await loading;
+        // A folder of tags only is a leaf of the tree: nothing to expand.
+        if (!group.childElementCount && toggle.isConnected) {
+          toggle.replaceWith(el('span', { class: 'twisty-space' }));
+          item.removeAttribute('aria-expanded');
+        }
       }
     };
+    label.addEventListener('click', () => this.open(node.path));
     if (node.hasChildren) {
       toggle.addEventListener('click', expand);
-      item.expand = expand;
+      item.expand = async () => {
+        if (toggle.getAttribute('aria-expanded') !== 'true') await expand();
+        else await loading;
+      };
     }
-    label.addEventListener('click', () => this.open(node.path));
+    this.treeItems.set(node.path, item);
     return item;
+  }
+
+  /** Opens the tree down to `path`, so the folder shown is marked in it. */
+  async reveal(path) {
+    const parts = path.split('/');
+    for (let end = 1; end < parts.length; end += 1) {
+      await this.treeItems.get(parts.slice(0, end).join('/'))?.expand?.();
+    }
   }
 
   /** Shows the tags directly in `path`. */
   async open(path) {
     this.folder = path;
+    await this.reveal(path);
     for (const label of document.querySelectorAll('.tree-label')) {
       if (label.dataset.path === path) label.setAttribute('aria-current', 'true');
       else label.removeAttribute('aria-current');
@@ -125,6 +147,7 @@ export class Plant {
     }
     for (const node of tags) rows.push(this.tagRow(node));
     fill(byId('tag-rows'), rows);
+    byId('tag-table').tHead.hidden = tags.length === 0;
     byId('folder-empty').hidden = rows.length > 0;
   }
 

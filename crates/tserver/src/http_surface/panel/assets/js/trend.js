@@ -73,7 +73,7 @@ export class Trend {
     const until = Date.now();
     const since = until - this.window;
     const points = this.samples
-      .map((sample) => ({ t: Number(sample.timestampMs), v: valueOf(sample).value, good: Number(sample.quality ?? GOOD) >= GOOD }))
+      .map((sample) => ({ t: Number(sample.timestampMs), v: valueOf(sample).value, good: Number(sample.quality ?? 0) >= GOOD }))
       .filter((point) => point.t >= since && Number.isFinite(point.v));
     const chart = byId('trend-chart');
     // Drawn at the chart's own width, so one unit is one pixel and the text keeps its size.
@@ -125,7 +125,7 @@ export class Trend {
     for (const sample of this.samples) {
       const { value } = valueOf(sample);
       const text = typeof value === 'string' ? `"${value.replaceAll('"', '""')}"` : String(value);
-      rows.push(`${isoTime(sample.timestampMs)},${text},${qualityName(sample.quality ?? GOOD)}`);
+      rows.push(`${isoTime(sample.timestampMs)},${text},${qualityName(sample.quality)}`);
     }
     const url = URL.createObjectURL(new Blob([`${rows.join('\n')}\n`], { type: 'text/csv' }));
     const link = el('a', { href: url, download: `${(this.node.tag || this.node.path).replaceAll('/', '_')}.csv`, hidden: true });
