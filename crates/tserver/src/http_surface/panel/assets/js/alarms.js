@@ -21,6 +21,8 @@ const STATE_WORDS = {
   normal: 'Normal',
 };
 
+const EVENT_WORDS = { active: 'Became active', clear: 'Cleared', acknowledged: 'Acknowledged' };
+
 function order(a, b) {
   const unacked = Number(UNACKED.has(b.state)) - Number(UNACKED.has(a.state));
   if (unacked) return unacked;
@@ -146,9 +148,9 @@ export class Alarms {
       const reply = await this.connection.call({ alarms: { history: true, sinceMs: String(since), limit: 200 } });
       const rows = (reply.history ?? []).map((event) => el('tr', { class: `event-${event.kind}` },
         el('td', {}, showTime(event.timestampMs)),
-        el('td', {}, event.name),
-        el('td', {}, event.kind),
-        el('td', { class: 'num' }, event.value ? showValue(event.value, event.value.units) : '—'),
+        el('td', {}, event.message ? [el('strong', {}, event.message), el('br')] : null, el('span', { class: 'muted small' }, event.name)),
+        el('td', {}, EVENT_WORDS[event.kind] ?? event.kind),
+        el('td', { class: 'num' }, event.value === undefined ? '—' : formatNumber(Number(event.value))),
         el('td', {}, event.user ?? '')));
       fill(byId('history-rows'), rows);
       say(status, rows.length ? '' : 'No alarm events in the last 24 hours.');

@@ -177,8 +177,9 @@ export class Plant {
     const word = reading.error ? 'Bad' : qualityName(reading.quality);
     cells.value.textContent = valueOf(reading).kind === 'none' ? '—' : showValue(reading, units);
     cells.row.dataset.quality = word.toLowerCase();
-    const lastGood = this.lastGood.get(name);
-    const detail = word === 'Good' ? '' : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value seen');
+    // The server says when the tag was last Good; before it did, the page remembered.
+    const lastGood = Number(reading.lastGoodMs ?? 0) || this.lastGood.get(name);
+    const detail = word === 'Good' ? '' : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value yet');
     fill(cells.quality, el('span', { class: `q q-${word.toLowerCase()}` }, word), detail ? el('span', { class: 'small' }, ` ${detail}`) : null);
     cells.changed.textContent = showTime(reading.timestampMs);
     cells.value.classList.remove('changed-now');
