@@ -183,15 +183,24 @@ impl Browser {
         }
     }
 
-    /// Clicks the first element matching `css`.
+    /// Clicks the first element matching `css`, found again while the page redraws it (a
+    /// live page replaces elements under the pointer: a stale or covered one is retried).
     pub async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|error| panic!("no `{css}` to click: {error}"))
-            .click()
-            .await
-            .unwrap_or_else(|error| panic!("`{css}` cannot be clicked: {error}"));
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let outcome = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.click().await.map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match outcome {
+                Ok(()) => return,
+                Err(error) => assert!(
+                    Instant::now() < deadline,
+                    "`{css}` cannot be clicked within {PATIENCE:?}: {error}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Types `text` into the first element matching `css` (after clearing it).

@@ -138,7 +138,7 @@ async fn log_in(browser: &Browser, user: &str, password: &str) {
     browser.click("#login-submit").await;
 }
 
-/// Opens the plant folder at `path` through the folder table's sub-folder links.
+/// Opens the plant folder at `path` through the tree, folder by folder.
 async fn open_folder(browser: &Browser, path: &str) {
     let mut shown = String::new();
     for part in path.split('/') {
@@ -147,13 +147,9 @@ async fn open_folder(browser: &Browser, path: &str) {
         } else {
             format!("{shown}/{part}")
         };
-        let title = browser.text("#folder-title").await.unwrap_or_default();
-        if title == shown {
-            continue;
-        }
-        let link = format!("button.link[data-path=\"{shown}\"]");
-        browser.wait_visible(&link).await;
-        browser.click(&link).await;
+        let label = format!(".tree-label[data-path=\"{shown}\"]");
+        browser.wait_visible(&label).await;
+        browser.click(&label).await;
         browser
             .wait_text("#folder-title", "the folder opens", |title| title == shown)
             .await;
@@ -389,6 +385,11 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser
         .wait_visible(".transcript .ai[data-status=\"truncated\"]")
         .await;
+    let cancelled = browser
+        .text(".transcript .ai[data-status=\"truncated\"] .answer-footer")
+        .await
+        .unwrap_or_default();
+    assert!(cancelled.to_lowercase().contains("cancel"), "{cancelled}");
     browser.screenshot("assistant-cancelled").await;
 
     // Clear the conversation.

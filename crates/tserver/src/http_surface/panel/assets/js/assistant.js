@@ -11,6 +11,11 @@ const STATUS_WORDS = {
   truncated: 'Cut short',
 };
 
+function seconds(ms) {
+  const value = Number(ms);
+  return value < 1000 ? `${value} ms` : `${(value / 1000).toFixed(1)} s`;
+}
+
 function pretty(value) {
   if (typeof value === 'string') {
     try {
@@ -46,7 +51,7 @@ export class Assistant {
     const footer = el('div', { class: 'answer-footer' }, el('span', { class: 'pending' }, 'Thinking…'));
     const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, footer);
     transcript.append(answer);
-    answer.scrollIntoView({ block: 'end' });
+    this.scrollToEnd();
     const callId = this.connection.peekId();
     this.turn = { callId, answer, tools, text, footer, started: [] };
     this.busy(true);
@@ -88,7 +93,13 @@ export class Assistant {
         if (item) this.markTool(item, finished.ok ? 'ok' : 'error', finished.elapsedMs);
       }
     }
-    turn.answer.scrollIntoView({ block: 'end' });
+    this.scrollToEnd();
+  }
+
+  /** Keeps the newest words in view (the transcript scrolls, not the page). */
+  scrollToEnd() {
+    const transcript = byId('transcript');
+    transcript.scrollTop = transcript.scrollHeight;
   }
 
   toolItem(name, { args, result, state, elapsedMs, timestamp }) {
@@ -120,9 +131,10 @@ export class Assistant {
     const warnings = envelope.warnings ?? [];
     fill(turn.footer,
       el('span', { class: `status status-${status}` }, STATUS_WORDS[status] ?? status),
-      envelope.latencyMs === undefined ? null : el('span', { class: 'muted small' }, ` in ${(envelope.latencyMs / 1000).toFixed(1)} s`),
+      envelope.latencyMs === undefined ? null : el('span', { class: 'muted small' }, ` in ${seconds(envelope.latencyMs)}`),
       warnings.length ? el('ul', { class: 'warnings' }, warnings.map((warning) => el('li', {}, warning))) : null);
     turn.answer.dataset.status = status;
+    this.scrollToEnd();
   }
 
   async cancel() {

@@ -37,6 +37,7 @@ function showView(name) {
     tab.tabIndex = selected ? 0 : -1;
     byId(`view-${view}`).hidden = !selected;
   }
+  window.scrollTo(0, 0);
   if (name === 'alarms') alarms.loadHistory();
   if (name === 'assistant') byId('ask-input').focus();
 }

@@ -110,10 +110,11 @@ export class Plant {
     return item;
   }
 
-  /** Opens the tree down to `path`, so the folder shown is marked in it. */
+  /** Opens the tree down to `path` and `path` itself, so the folder shown is marked in it
+   * and its sub-folders are in view. */
   async reveal(path) {
     const parts = path.split('/');
-    for (let end = 1; end < parts.length; end += 1) {
+    for (let end = 1; end <= parts.length; end += 1) {
       await this.treeItems.get(parts.slice(0, end).join('/'))?.expand?.();
     }
   }
@@ -175,7 +176,13 @@ export class Plant {
     if (!reading) return;
     const units = reading.units || cells.node.units || '';
     const word = reading.error ? 'Bad' : qualityName(reading.quality);
-    cells.value.textContent = valueOf(reading).kind === 'none' ? '—' : showValue(reading, units);
+    const { kind } = valueOf(reading);
+    const shown = kind === 'none' ? '—' : showValue(reading, units);
+    // A long text (a note) shows its start; the whole text is the cell's tooltip.
+    cells.value.textContent = shown.length > 90 ? `${shown.slice(0, 88)}…` : shown;
+    if (shown.length > 90) cells.value.title = shown;
+    else cells.value.removeAttribute('title');
+    cells.value.classList.toggle('text-value', kind === 'text');
     cells.row.dataset.quality = word.toLowerCase();
     // The server says when the tag was last Good; before it did, the page remembered.
     const lastGood = Number(reading.lastGoodMs ?? 0) || this.lastGood.get(name);

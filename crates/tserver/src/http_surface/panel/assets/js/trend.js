@@ -28,8 +28,7 @@ export class Trend {
     this.node = node;
     byId('trend').hidden = false;
     byId('trend-title').textContent = `Trend: ${node.path}`;
-    this.load();
-    byId('trend').scrollIntoView({ block: 'nearest' });
+    this.load().then(() => byId('trend').scrollIntoView({ block: 'start' }));
   }
 
   close() {
