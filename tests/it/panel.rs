@@ -371,11 +371,12 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         tools,
         json!([["runtime_search_uns", "ok"], ["runtime_get_active_alarms", "ok"]])
     );
+    browser.screenshot("assistant").await;
     browser.click(".transcript .ai .tool summary").await;
     browser
         .wait_visible(".transcript .ai .tool details[open] pre")
         .await;
-    browser.screenshot("assistant").await;
+    browser.screenshot("assistant-tool").await;
 
     // Cancel a turn.
     browser.type_into("#ask-input", SLOW_QUESTION).await;
@@ -418,6 +419,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser
         .wait_text("#link-state", "the connection", |state| state == "Connected")
         .await;
+    open_folder(&browser, "Plant/Area1/Pump1").await;
     rig.kill();
     browser
         .wait_text("#connection-banner", "the lost connection", |text| {
@@ -431,7 +433,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
             text.starts_with("Connection restored")
         })
         .await;
-    open_folder(&browser, "Plant/Area1/Pump1").await;
+    // Back on the folder it showed, subscribed again by itself.
     let guest = rig.guest().await;
     write(&guest, "Pump1.StartCount", WriteValue::Integer(1400)).await;
     browser

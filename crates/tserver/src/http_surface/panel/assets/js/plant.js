@@ -189,10 +189,14 @@ export class Plant {
     const detail = word === 'Good' ? '' : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value yet');
     fill(cells.quality, el('span', { class: `q q-${word.toLowerCase()}` }, word), detail ? el('span', { class: 'small' }, ` ${detail}`) : null);
     cells.changed.textContent = showTime(reading.timestampMs);
+    // A brief highlight when the value shown changes (not when first shown); a reflow
+    // between remove and add restarts it.
     cells.value.classList.remove('changed-now');
-    // Restart the brief highlight of a changed value (a reflow between remove and add).
-    void cells.value.offsetWidth;
-    cells.value.classList.add('changed-now');
+    if (cells.shown !== undefined && cells.shown !== shown) {
+      void cells.value.offsetWidth;
+      cells.value.classList.add('changed-now');
+    }
+    cells.shown = shown;
   }
 
   reading(name) {
