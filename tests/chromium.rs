@@ -88,6 +88,10 @@ impl Chromedriver {
                     format!("--window-size={width},{height}"),
                     format!("--user-data-dir={}", profile.path().display()),
                 ],
+                "prefs": {
+                    "download.default_directory": profile.path().join("downloads"),
+                    "download.prompt_for_download": false,
+                },
             }),
         );
         let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
@@ -120,6 +124,32 @@ pub struct Browser {
 }
 
 impl Browser {
+    /// Where the browser saves downloads.
+    pub fn downloads(&self) -> PathBuf {
+        self._profile.path().join("downloads")
+    }
+
+    /// Waits until a download named `name` has completed; returns its bytes.
+    pub async fn downloaded(&self, name: &str) -> Vec<u8> {
+        let path = self.downloads().join(name);
+        self.wait_until(&format!("the download {}", path.display()), || async {
+            path.exists()
+        })
+        .await;
+        std::fs::read(&path).expect("the download reads")
+    }
+
+    /// Sends keys (text, or `fantoccini::key::Key` characters) to the focused element.
+    pub async fn keys(&self, keys: &str) {
+        self.client
+            .active_element()
+            .await
+            .expect("a focused element")
+            .send_keys(keys)
+            .await
+            .expect("the keys are sent");
+    }
+
     /// Opens `url` and waits until the document has loaded.
     pub async fn open(&self, url: &str) {
         self.client.goto(url).await.expect("the page opens");

@@ -329,6 +329,14 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     browser.wait_visible("#trend-chart svg polyline").await;
     browser.click("#trend-csv").await;
+    let csv = String::from_utf8(browser.downloaded("Tank1.Level.csv").await).expect("a text file");
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("timestamp,value,quality"));
+    let last = lines.last().expect("samples");
+    assert!(
+        last.ends_with(",90,Good"),
+        "the written value is the last sample: {last}"
+    );
     browser.screenshot("trend").await;
 
     // The alarm list: acknowledge as an operator.
@@ -468,8 +476,27 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
     browser
         .wait_text("#who-role", "the role", |role| role == "viewer role")
         .await;
-    browser.click("#tab-alarms").await;
+    // By keyboard: the tabs answer the arrow keys, and focus is shown.
+    browser
+        .run("document.getElementById('tab-plant').focus();", vec![])
+        .await;
+    browser.keys(&fantoccini::key::Key::Right.to_string()).await;
+    browser
+        .wait_text(".tabs [aria-selected=\"true\"]", "the next tab", |tab| {
+            tab == "Alarms"
+        })
+        .await;
     let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
+    browser.wait_visible(button).await;
+    browser.keys(&fantoccini::key::Key::Tab.to_string()).await;
+    assert_eq!(
+        browser
+            .run("return document.activeElement.matches(':focus-visible') && document.activeElement.dataset.alarm;", vec![])
+            .await,
+        json!("Tank1.Level.Hi"),
+        "Tab reaches the Acknowledge button, its focus shown"
+    );
+    browser.screenshot("keyboard-focus").await;
     browser.wait_visible(button).await;
     browser.click(button).await;
     let refusal = browser

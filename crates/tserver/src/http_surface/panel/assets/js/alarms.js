@@ -123,7 +123,11 @@ export class Alarms {
           alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
         el('td', { class: 'a-act' }, ack));
     });
-    fill(byId('alarm-rows'), rows);
+    // Redrawn on every alarm change: keyboard focus on a button stays on that alarm's button.
+    const body = byId('alarm-rows');
+    const focused = body.contains(document.activeElement) ? document.activeElement.dataset.alarm : null;
+    fill(body, rows);
+    if (focused) [...body.querySelectorAll('button[data-alarm]')].find((button) => button.dataset.alarm === focused)?.focus();
     byId('alarm-none').hidden = rows.length > 0;
     byId('alarm-table').hidden = rows.length === 0;
   }
