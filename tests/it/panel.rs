@@ -459,6 +459,12 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser.click("#tab-alarms").await;
     browser.screenshot("alarms-phone").await;
     assert_no_violations(&browser).await;
+
+    // Logging out ends the session: a reload asks for the password again.
+    browser.click("#logout").await;
+    browser.wait_visible("#login-form").await;
+    browser.client.refresh().await.expect("reloads");
+    browser.wait_visible("#login-form").await;
     browser.close().await;
 }
 
