@@ -2,7 +2,8 @@
 //! `tserver serve --http` process with the demo model stand-in: the page and its policy, the
 //! login, live values, writes with confirmation, trends, alarms and acknowledgement by role,
 //! the assistant's streamed answers and tool trace, cancel and clear, a reload that keeps the
-//! session, and a server lost and back. Every screen is saved under
+//! session, a server lost and back, and a write to a field-bound tag (a real Mosquitto) sent to
+//! the field, then shown as the field reports it. Every screen is saved under
 //! `target/panel-screenshots/` for a person to look at.
 
 use std::net::SocketAddr;
@@ -14,8 +15,10 @@ use service_client::{Client, ClientOptions, TagWrite, WriteValue};
 use tserver_demo::DemoModel;
 use tserver_tests::chromium::{Browser, Chromedriver};
 
+use crate::mqtt_sources::{ROOT, bind, plant_with};
 use crate::operator_writes::solution_with_writable_tags;
 use crate::support::{ServerProcess, Solution, admin};
+use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
 /// The policy every panel response carries.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -523,5 +526,65 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
         Value::from(1),
         "still unacknowledged in the banner"
     );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_a_field_bound_tag_is_sent_to_the_field_then_shows_what_the_field_reports() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        bind(
+            model,
+            "Tank1.Level",
+            plant_model::SourceBinding {
+                broker: "site".to_owned(),
+                ..plant_model::SourceBinding::default()
+            },
+        );
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                tag.writable = true;
+            }
+        }
+    });
+    let rig = PanelRig::start(solution).await;
+    let level = format!("{ROOT}/Plant/Area1/Tank1/Level");
+    let mut field = Publisher::connect(broker.port).await;
+    field.subscribe(&format!("{level}/set")).await;
+    field.publish(&level, "50", false).await;
+
+    let driver = Chromedriver::start();
+    let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
+    browser.open(&rig.url("/")).await;
+    // The demo's guest is a passwordless operator.
+    log_in(&browser, "guest", "").await;
+    open_folder(&browser, "Plant/Area1/Tank1").await;
+    browser
+        .wait_text(&value_cell("Tank1.Level"), "the field's level", |text| {
+            text == "50 %"
+        })
+        .await;
+    browser
+        .click("tr[data-tag=\"Tank1.Level\"] .actions button:last-child")
+        .await;
+    browser.type_into("#write-input", "70.5").await;
+    browser.click("#write-next").await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-outcome", "the outcome", |text| {
+            text.starts_with("Sent to the field;")
+        })
+        .await;
+    browser.screenshot("write-sent-to-field").await;
+    let (_, payload) = field.next().await;
+    assert_eq!(payload, b"70.5");
+    // The field takes the command and reports it back as its value.
+    field.publish(&level, payload, false).await;
+    browser
+        .wait_text("#write-outcome", "the field's report", |text| {
+            text == "Sent to the field; the field now reports 70.5 %."
+        })
+        .await;
+    browser.screenshot("write-field-reported").await;
     browser.close().await;
 }
