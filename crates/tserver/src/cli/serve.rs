@@ -281,10 +281,11 @@ pub async fn serve_on(
         http.tls.clone_from(&tls);
         http.accepting = Some(server.accepting());
         http.trusted_proxies = args.trusted_proxies();
+        http.sessions = Some(server.websocket_sessions());
         tracing::info!(
             address = %listener.local_addr().unwrap_or(address),
             tls = http.tls.is_some(),
-            "serving HTTP (RuntimeMCP at /mcp, /healthz, /readyz)"
+            "serving HTTP (the operator panel at /, the WebSocket at /ws, RuntimeMCP at /mcp, /healthz, /readyz)"
         );
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();
