@@ -36,3 +36,4 @@ mod tclient;
 mod tidy;
 mod tls;
 mod tool_calls;
+mod websocket;

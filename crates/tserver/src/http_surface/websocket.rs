@@ -45,9 +45,12 @@ pub(super) async fn upgrade(
         None => connected.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
     };
     let browser = cookie_token(&headers);
-    let max = sessions.max_message();
+    // The socket's own bound is twice the limit, so a message just past the limit is still
+    // read whole and refused with its reason (FRAME_TOO_LARGE) before the close; one past the
+    // bound is refused as soon as its header shows its length.
+    let bound = sessions.max_message().saturating_mul(2);
     upgrade
-        .max_message_size(max)
-        .max_frame_size(max)
+        .max_message_size(bound)
+        .max_frame_size(bound)
         .on_upgrade(move |socket| admission.serve(socket, peer, browser))
 }

@@ -63,8 +63,8 @@ impl Connection {
         }
     }
 
-    /// A connection over a browser's (or a program's) WebSocket, whose messages the upgrade
-    /// already bounded to `max_frame` bytes.
+    /// A connection over a browser's (or a program's) WebSocket, reading messages of at most
+    /// `max_frame` bytes (the upgrade bounded the socket's own buffers too).
     pub(crate) fn websocket(socket: WebSocket, max_frame: usize, write_timeout: Duration) -> Self {
         Self {
             link: Link::WebSocket(Box::new(WebSocketLink::new(socket, max_frame))),

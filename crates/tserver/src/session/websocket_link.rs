@@ -23,7 +23,7 @@ pub(super) struct WebSocketLink {
 
 impl WebSocketLink {
     /// Frames over `socket`, refusing messages longer than `max_frame` bytes (the upgrade
-    /// bounded the socket's own buffers to the same size).
+    /// bounded the socket's own buffers too).
     pub(super) fn new(socket: WebSocket, max_frame: usize) -> Self {
         Self {
             socket,
