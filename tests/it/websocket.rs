@@ -27,7 +27,10 @@ const PASSWORD: &str = "correct horse battery";
 /// A server with its display port and its HTTP surface, over a demo solution with the
 /// operator `ada` (password [`PASSWORD`]).
 struct Rig {
-    solution: Solution,
+    /// The solution's file or database URL.
+    location: String,
+    /// Keeps a file solution's directory alive.
+    _solution: Option<Solution>,
     tcp: SocketAddr,
     http: SocketAddr,
     runtime: Runtime,
@@ -41,12 +44,15 @@ impl Rig {
     }
 
     async fn start_with(solution: Solution, config: ServerConfig) -> Self {
-        let path = solution.path.to_str().expect("utf-8 path");
-        admin(
-            &["users", path, "add", "ada", "--role", "operator"],
-            &format!("{PASSWORD}\n"),
-        );
-        let runtime = Runtime::open(&solution.path).expect("solution opens");
+        let location = solution.path.to_str().expect("utf-8 path").to_owned();
+        add_ada(&location);
+        Self::serving(location, Some(solution), config).await
+    }
+
+    /// A node serving the solution at `location` (a file or a database), whose users exist.
+    async fn serving(location: String, solution: Option<Solution>, config: ServerConfig) -> Self {
+        let at: store::SolutionLocation = location.parse().expect("a solution location");
+        let runtime = Runtime::open_at(&at).await.expect("solution opens");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let http_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let tcp = listener.local_addr().expect("addr");
@@ -67,7 +73,8 @@ impl Rig {
             tokio::spawn(server.run(listener, shutdown.clone())),
         ];
         Self {
-            solution,
+            location,
+            _solution: solution,
             tcp,
             http,
             runtime,
@@ -77,7 +84,7 @@ impl Rig {
     }
 
     fn path(&self) -> &str {
-        self.solution.path.to_str().expect("utf-8 path")
+        &self.location
     }
 
     fn origin(&self) -> String {
@@ -112,6 +119,17 @@ impl Rig {
         );
         let cookie = cookie.expect("a session cookie");
         cookie.split(';').next().expect("name=value").to_owned()
+    }
+
+    /// `POST /api/logout` with `cookie`: the response.
+    async fn logout(&self, cookie: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/api/logout", self.origin()))
+            .header("Origin", self.origin())
+            .header("Cookie", cookie)
+            .send()
+            .await
+            .expect("answers")
     }
 
     /// `GET /api/me` with `cookie`: the status.
@@ -161,6 +179,14 @@ impl Rig {
                 .expect("no panic");
         }
     }
+}
+
+/// Adds the operator `ada` (password [`PASSWORD`]) to the solution at `location`.
+fn add_ada(location: &str) {
+    admin(
+        &["users", location, "add", "ada", "--role", "operator"],
+        &format!("{PASSWORD}\n"),
+    );
 }
 
 /// A WebSocket client speaking JSON frames.
@@ -395,13 +421,7 @@ async fn the_cookie_ends_at_logout_and_when_the_user_is_changed_or_removed() {
     let rig = Rig::start().await;
 
     let cookie = rig.cookie().await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/api/logout", rig.origin()))
-        .header("Origin", rig.origin())
-        .header("Cookie", &cookie)
-        .send()
-        .await
-        .expect("answers");
+    let response = rig.logout(&cookie).await;
     assert_eq!(response.status(), 204);
     let cleared = response.headers()["set-cookie"].to_str().expect("ASCII");
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
@@ -545,4 +565,28 @@ impl Ws {
         self.send_text(text).await;
         self.receive().await.expect("a reply")
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_login_made_on_one_node_logs_in_on_another_and_ends_on_both() {
+    let database = store::test_database::TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    add_ada(&url);
+    let one = Rig::serving(url.clone(), None, ServerConfig::default()).await;
+    let two = Rig::serving(url, None, ServerConfig::default()).await;
+
+    // Behind a load balancer both nodes are one origin: the browser sends its cookie to either.
+    let cookie = one.cookie().await;
+    assert_eq!(two.me(&cookie).await, 200);
+    let mut ws = two.socket(Some(&cookie)).await;
+    assert_eq!(ws.hello("", "").await["hello"]["userName"], "ada");
+    ws.pings().await;
+
+    assert_eq!(two.logout(&cookie).await.status(), 204);
+    assert_eq!(one.me(&cookie).await, 401);
+    let mut ws = one.socket(Some(&cookie)).await;
+    assert_eq!(error_code(&ws.hello("", "").await), "ERROR_CODE_LOGIN_FAILED");
+    one.stop().await;
+    two.stop().await;
 }

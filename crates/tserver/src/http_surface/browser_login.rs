@@ -268,4 +268,27 @@ mod tests {
         let short = cookie_token(&headers(&[(header::COOKIE, &format!("{COOKIE}=abc"))]));
         assert_eq!(short, None);
     }
+
+    #[test]
+    fn the_cookie_is_http_only_strict_and_secure_only_under_tls() {
+        let token = BrowserToken("cd".repeat(32));
+        let plain = set_cookie(Some(&token), false);
+        let plain = plain.to_str().expect("ASCII");
+        assert!(
+            plain.starts_with(&format!(
+                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+                token.0
+            )),
+            "{plain}"
+        );
+        assert!(!plain.contains("Secure"), "{plain}");
+        let tls = set_cookie(Some(&token), true);
+        assert!(tls.to_str().expect("ASCII").ends_with("; Secure"), "{tls:?}");
+        let cleared = set_cookie(None, true);
+        let cleared = cleared.to_str().expect("ASCII");
+        assert!(
+            cleared.contains("Max-Age=0") && !cleared.contains(&token.0),
+            "{cleared}"
+        );
+    }
 }

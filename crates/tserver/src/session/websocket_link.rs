@@ -45,29 +45,35 @@ impl WebSocketLink {
                 Ok(message) => message,
                 Err(error) => return Some(Err(read_error(error, self.max_read))),
             };
-            let (len, binary) = match &message {
-                Message::Text(text) => (text.len(), false),
-                Message::Binary(bytes) => (bytes.len(), true),
+            let decoded = match message {
+                Message::Text(text) => self
+                    .within_limit(text.len(), false)
+                    .map(|()| tserver_proto::decode_json(text.as_str())),
+                Message::Binary(bytes) => {
+                    self.within_limit(bytes.len(), true)
+                        .map(|()| match ClientFrame::decode(bytes) {
+                            Ok(frame) => Decoded::Message(frame),
+                            Err(error) => Decoded::Malformed(MalformedMessage::Protobuf(error)),
+                        })
+                }
                 // The WebSocket library answers pings itself.
                 Message::Ping(_) | Message::Pong(_) => continue,
                 Message::Close(_) => return None,
             };
-            if len > self.max_read {
-                return Some(Err(FrameError::TooLarge {
-                    len,
-                    max: self.max_read,
-                }));
-            }
-            self.binary = binary;
-            return Some(Ok(match message {
-                Message::Binary(bytes) => match ClientFrame::decode(bytes) {
-                    Ok(frame) => Decoded::Message(frame),
-                    Err(error) => Decoded::Malformed(MalformedMessage::Protobuf(error)),
-                },
-                Message::Text(text) => tserver_proto::decode_json(text.as_str()),
-                Message::Ping(_) | Message::Pong(_) | Message::Close(_) => continue,
-            }));
+            return Some(decoded);
         }
+    }
+
+    /// `Ok` when a message of `len` bytes may be read (and then replies take its form).
+    fn within_limit(&mut self, len: usize, binary: bool) -> Result<(), FrameError> {
+        if len > self.max_read {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.max_read,
+            });
+        }
+        self.binary = binary;
+        Ok(())
     }
 
     /// Buffers a frame; a frame too large to write is refused before any of it is buffered.
