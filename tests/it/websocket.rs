@@ -590,3 +590,65 @@ async fn a_browser_login_made_on_one_node_logs_in_on_another_and_ends_on_both() 
     one.stop().await;
     two.stop().await;
 }
+
+#[tokio::test]
+async fn a_program_speaks_protobuf_in_binary_messages_and_is_answered_in_kind() {
+    use prost::Message as _;
+    use tserver_proto::v1::{ClientFrame, Ping, ServerFrame, client_frame, server_frame};
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    let frames = [
+        (1, crate::support::hello("ada", PASSWORD)),
+        (2, client_frame::Body::Ping(Ping { nonce: 77 })),
+    ];
+    let mut replies = Vec::new();
+    for (call_id, body) in frames {
+        let frame = ClientFrame {
+            call_id,
+            body: Some(body),
+        };
+        ws.socket
+            .send(Message::binary(frame.encode_to_vec()))
+            .await
+            .expect("sent");
+        let reply = tokio::time::timeout(PATIENCE, ws.socket.next())
+            .await
+            .expect("a reply within the patience");
+        match reply {
+            Some(Ok(Message::Binary(bytes))) => replies.push(ServerFrame::decode(bytes).expect("protobuf")),
+            other => panic!("expected a binary reply, got {other:?}"),
+        }
+    }
+    assert!(
+        matches!(&replies[0].body, Some(server_frame::Body::Hello(hello)) if hello.user_name == "ada"),
+        "{replies:?}"
+    );
+    assert!(
+        matches!(&replies[1].body, Some(server_frame::Body::Pong(pong)) if pong.nonce == 77),
+        "{replies:?}"
+    );
+    // Back to text: the answer follows the form of the last message.
+    ws.pings().await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn at_shutdown_a_websocket_is_told_and_closed_as_a_tcp_connection_is() {
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    ws.hello("ada", PASSWORD).await;
+    let mut tcp = RawConnection::guest(rig.tcp).await;
+    rig.shutdown.cancel();
+    let last = ws.last_words().await.expect("a reason before the close");
+    assert_error(&last, "ERROR_CODE_SHUTTING_DOWN", "shutting down");
+    let mut tcp_last = None;
+    while let Some(frame) = tcp.receive().await {
+        tcp_last = Some(frame);
+    }
+    let tcp_last = tcp_last.expect("a reason before the close");
+    assert_eq!(
+        crate::support::error_of(&tcp_last).0,
+        tserver_proto::v1::ErrorCode::ShuttingDown
+    );
+    rig.stop().await;
+}
