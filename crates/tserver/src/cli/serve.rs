@@ -23,8 +23,9 @@ pub struct ServeArgs {
     /// TSERVER_SECRETS_KEY).
     #[command(flatten)]
     pub solution: SolutionArg,
-    /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
-    /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
+    /// Also serve HTTP on this address: the operator panel at / with its browser login, the
+    /// display protocol over a WebSocket at /ws, and RuntimeMCP at /mcp for external AI
+    /// clients (bearer tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
     /// with the same certificate.
     #[arg(long)]
     pub http: Option<SocketAddr>,
