@@ -14,6 +14,9 @@ use http::{HeaderMap, StatusCode};
 use super::ClientAddress;
 use super::browser_login::{BrowserState, cookie_token, refusal, same_origin};
 
+/// The first size of a WebSocket's read buffer.
+const READ_BUFFER: usize = 4 * 1024;
+
 /// `GET /ws`.
 pub(super) async fn upgrade(
     State(state): State<BrowserState>,
@@ -50,6 +53,9 @@ pub(super) async fn upgrade(
     // bound is refused as soon as its header shows its length.
     let bound = sessions.max_message().saturating_mul(2);
     upgrade
+        // Most WebSockets sit idle between small messages: the read buffer starts small (the
+        // library's default takes 128 KiB per socket at once) and grows only for a large one.
+        .read_buffer_size(READ_BUFFER)
         .max_message_size(bound)
         .max_frame_size(bound)
         .on_upgrade(move |socket| admission.serve(socket, peer, browser))
