@@ -46,11 +46,16 @@ impl Rig {
     async fn start_with(solution: Solution, config: ServerConfig) -> Self {
         let location = solution.path.to_str().expect("utf-8 path").to_owned();
         add_ada(&location);
-        Self::serving(location, Some(solution), config).await
+        Self::serving(location, Some(solution), config, HttpConfig::default()).await
     }
 
     /// A node serving the solution at `location` (a file or a database), whose users exist.
-    async fn serving(location: String, solution: Option<Solution>, config: ServerConfig) -> Self {
+    async fn serving(
+        location: String,
+        solution: Option<Solution>,
+        config: ServerConfig,
+        http_config: HttpConfig,
+    ) -> Self {
         let at: store::SolutionLocation = location.parse().expect("a solution location");
         let runtime = Runtime::open_at(&at).await.expect("solution opens");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -62,7 +67,7 @@ impl Rig {
         let http_config = HttpConfig {
             sessions: Some(server.websocket_sessions()),
             accepting: Some(server.accepting()),
-            ..HttpConfig::default()
+            ..http_config
         };
         let surface =
             tserver::http_surface::serve(http_listener, runtime.clone(), http_config, shutdown.clone());
@@ -94,9 +99,15 @@ impl Rig {
     /// `POST /api/login` from a page of this server: the status, the JSON body and the
     /// `Set-Cookie` header.
     async fn login(&self, user: &str, password: &str) -> (u16, Value, Option<String>) {
+        self.login_for("127.0.0.1", user, password).await
+    }
+
+    /// As [`Self::login`], for the client a trusted proxy forwards for (`X-Forwarded-For`).
+    async fn login_for(&self, client: &str, user: &str, password: &str) -> (u16, Value, Option<String>) {
         let response = reqwest::Client::new()
             .post(format!("{}/api/login", self.origin()))
             .header("Origin", self.origin())
+            .header("X-Forwarded-For", client)
             .json(&json!({"user": user, "password": password}))
             .send()
             .await
@@ -146,25 +157,21 @@ impl Rig {
 
     /// A WebSocket from a page of this server, with `cookie` if given.
     async fn socket(&self, cookie: Option<&str>) -> Ws {
-        self.socket_from(Some(&self.origin()), cookie)
-            .await
-            .expect("the upgrade succeeds")
+        let origin = self.origin();
+        let mut headers = vec![("Origin", origin.as_str())];
+        headers.extend(cookie.map(|cookie| ("Cookie", cookie)));
+        self.socket_with(&headers).await.expect("the upgrade succeeds")
     }
 
-    async fn socket_from(
-        &self,
-        origin: Option<&str>,
-        cookie: Option<&str>,
-    ) -> Result<Ws, tungstenite::Error> {
+    /// A WebSocket upgrade sent with `headers`.
+    async fn socket_with(&self, headers: &[(&'static str, &str)]) -> Result<Ws, tungstenite::Error> {
         let mut request = format!("ws://{}/ws", self.http)
             .into_client_request()
             .expect("a request");
-        let headers = request.headers_mut();
-        if let Some(origin) = origin {
-            headers.insert("Origin", origin.parse().expect("a header value"));
-        }
-        if let Some(cookie) = cookie {
-            headers.insert("Cookie", cookie.parse().expect("a header value"));
+        for (name, value) in headers {
+            request
+                .headers_mut()
+                .insert(*name, value.parse().expect("a header value"));
         }
         let (socket, _) = tokio_tungstenite::connect_async(request).await?;
         Ok(Ws { socket })
@@ -367,7 +374,8 @@ async fn a_streamed_chat_over_the_websocket_shows_progress_then_the_reply() {
 async fn an_upgrade_from_another_origin_or_none_is_refused_with_403() {
     let rig = Rig::start().await;
     for origin in [Some("http://evil.example"), Some("null"), None] {
-        match rig.socket_from(origin, None).await {
+        let headers: Vec<(&str, &str)> = origin.map(|origin| ("Origin", origin)).into_iter().collect();
+        match rig.socket_with(&headers).await {
             Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), 403, "{origin:?}"),
             Err(other) => panic!("{origin:?}: refused otherwise: {other}"),
             Ok(_) => panic!("{origin:?}: upgraded"),
@@ -573,8 +581,8 @@ async fn a_browser_login_made_on_one_node_logs_in_on_another_and_ends_on_both() 
     let url = database.url();
     admin(&["init", &url, "--demo"], "");
     add_ada(&url);
-    let one = Rig::serving(url.clone(), None, ServerConfig::default()).await;
-    let two = Rig::serving(url, None, ServerConfig::default()).await;
+    let one = Rig::serving(url.clone(), None, ServerConfig::default(), HttpConfig::default()).await;
+    let two = Rig::serving(url, None, ServerConfig::default(), HttpConfig::default()).await;
 
     // Behind a load balancer both nodes are one origin: the browser sends its cookie to either.
     let cookie = one.cookie().await;
@@ -650,5 +658,44 @@ async fn at_shutdown_a_websocket_is_told_and_closed_as_a_tcp_connection_is() {
         crate::support::error_of(&tcp_last).0,
         tserver_proto::v1::ErrorCode::ShuttingDown
     );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_login_throttle_counts_the_forwarded_client() {
+    let throttle = store::LoginThrottleConfig {
+        first_lockout: std::time::Duration::from_secs(300),
+        ..store::LoginThrottleConfig::default()
+    };
+    let trusted: tserver::proxy::TrustedNetwork = "127.0.0.1/32".parse().expect("a network");
+    let http = HttpConfig {
+        trusted_proxies: tserver::proxy::TrustedProxies::new(vec![trusted.0]),
+        ..HttpConfig::default()
+    };
+    let solution = Solution::demo();
+    let location = solution.path.to_str().expect("utf-8 path").to_owned();
+    add_ada(&location);
+    let config = ServerConfig::default().with_login_throttle(throttle);
+    let rig = Rig::serving(location, Some(solution), config, http).await;
+
+    let mut statuses = Vec::new();
+    while statuses.len() < 10 && statuses.last() != Some(&429) {
+        statuses.push(rig.login_for("10.0.0.1", "ada", "wrong").await.0);
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    // Another client behind the same proxy is not locked out.
+    assert_eq!(rig.login_for("10.0.0.2", "ada", PASSWORD).await.0, 200);
+    // Nor is it over the WebSocket, where the locked-out client still is.
+    let origin = rig.origin();
+    for (client, expected) in [("10.0.0.1", false), ("10.0.0.2", true)] {
+        let headers = [("Origin", origin.as_str()), ("X-Forwarded-For", client)];
+        let mut ws = rig.socket_with(&headers).await.expect("upgraded");
+        let hello = ws.hello("ada", PASSWORD).await;
+        if expected {
+            assert_eq!(hello["hello"]["userName"], "ada", "{client}: {hello}");
+        } else {
+            assert_eq!(error_code(&hello), "ERROR_CODE_LOGIN_THROTTLED", "{client}");
+        }
+    }
     rig.stop().await;
 }
