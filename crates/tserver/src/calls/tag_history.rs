@@ -1,0 +1,114 @@
+//! TagHistory: a tag's recorded samples over a time window, from the historian, for a
+//! panel's trend and CSV export. The same historian query the assistant's history tool runs,
+//! with a panel's larger sample counts.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prost::Message;
+use tserver_proto::v1::{ErrorCode, HistorySample, TagHistoryReply, TagHistoryRequest, server_frame};
+
+use super::historian;
+use super::to_proto::{CallError, history_sample, short};
+use plant::Runtime;
+
+/// Samples sent when the request names no count.
+pub(crate) const DEFAULT_SAMPLES: u32 = 2000;
+/// The most samples one reply carries (stated in `proto/tserver.proto`).
+pub(crate) const MAX_SAMPLES: u32 = 10_000;
+/// The most protobuf bytes of samples one reply carries: long text values are cut at this,
+/// so the reply fits the default frame limit whatever the tag holds.
+const MAX_REPLY_BYTES: usize = 512 * 1024;
+
+/// Checks the call now; the returned future queries the historian.
+pub(crate) fn apply(
+    request: &TagHistoryRequest,
+    runtime: &Runtime,
+) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
+    let invalid = |message: String| CallError::new(ErrorCode::InvalidArgument, message);
+    let plant = runtime.plant().reader();
+    let tag = plant
+        .objects()
+        .tag(&request.name)
+        .cloned()
+        .ok_or_else(|| invalid(format!("tag history: no tag named {:?}", short(&request.name))))?;
+    if request.since_ms < 0 {
+        return Err(invalid(format!(
+            "tag history: since_ms {} is before 1970",
+            request.since_ms
+        )));
+    }
+    if request.until_ms < 0 {
+        return Err(invalid(format!(
+            "tag history: until_ms {} is before 1970",
+            request.until_ms
+        )));
+    }
+    let to = match request.until_ms {
+        0 => SystemTime::now(),
+        until => at(until),
+    };
+    let from = at(request.since_ms);
+    if from > to {
+        return Err(invalid(format!(
+            "tag history: since_ms {} is after until_ms {}",
+            request.since_ms,
+            if request.until_ms == 0 {
+                "(now)".to_owned()
+            } else {
+                request.until_ms.to_string()
+            }
+        )));
+    }
+    let max_samples = match request.max_samples {
+        0 => DEFAULT_SAMPLES,
+        asked if asked > MAX_SAMPLES => {
+            return Err(invalid(format!(
+                "tag history: max_samples {asked} is above {MAX_SAMPLES}"
+            )));
+        }
+        asked => asked,
+    };
+    let definition = tag.definition().clone();
+    let history = Arc::clone(plant.historian());
+    Ok(async move {
+        let (name, kind) = (definition.name.clone(), definition.kind);
+        let page = historian::query("tag history", move || {
+            history.tag_history(&name, kind, from, to, max_samples as usize)
+        })
+        .await;
+        let page = match page {
+            Ok(page) => page,
+            Err(reply) => return reply,
+        };
+        let (samples, cut) = within_budget(page.samples.iter().map(history_sample));
+        server_frame::Body::TagHistory(TagHistoryReply {
+            name: definition.name,
+            units: definition.units,
+            truncated: cut || page.total > samples.len(),
+            total_samples: page.total as u64,
+            samples,
+        })
+    })
+}
+
+/// The time `ms` milliseconds after the Unix epoch (not negative: checked by the caller).
+fn at(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// The samples, oldest first, up to [`MAX_REPLY_BYTES`]; whether some were left out.
+fn within_budget(samples: impl Iterator<Item = HistorySample>) -> (Vec<HistorySample>, bool) {
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    for sample in samples {
+        // The field tag and length prefix each sample adds in the reply: at most 1 + 5 bytes.
+        bytes += sample.encoded_len() + 6;
+        if bytes > MAX_REPLY_BYTES {
+            return (kept, true);
+        }
+        kept.push(sample);
+    }
+    (kept, false)
+}
