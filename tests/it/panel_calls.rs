@@ -606,3 +606,49 @@ async fn tclient_chat_clear_and_the_repls_clear_start_a_new_conversation() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn a_reading_says_when_its_tag_last_had_a_good_value() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    // A tag without an initial value: Bad from the start, never Good.
+    let exported = admin(&["plant", path, "export"], "");
+    let without_initial = format!(
+        "{exported}\n[[tags]]\nname = \"Lab.Sample\"\npath = \"Plant/Lab/Sample\"\ntype = \"number\"\n"
+    );
+    let file = solution.path.with_file_name("no-initial.toml");
+    std::fs::write(&file, without_initial).expect("writes the plant file");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8 path")], "");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+
+    let never = &client.read_tags(&["Lab.Sample"]).await.expect("read")[0];
+    assert_eq!(
+        (never.quality, never.last_good_ms),
+        (0, 0),
+        "never Good: {never:?}"
+    );
+
+    let good = before_the_seeded_history();
+    let bad = good + Duration::from_secs(60);
+    number(&server, "Tank1.Level", 40.0, good);
+    let plant = server.runtime.plant();
+    plant
+        .write_at("Tank1.Level", TagValue::Number(0.0), Quality::BAD, bad)
+        .expect("written");
+    plant
+        .write_at("Lab.Sample", TagValue::Number(3.0), Quality::GOOD, good)
+        .expect("written");
+    let readings = client
+        .read_tags(&["Tank1.Level", "Lab.Sample"])
+        .await
+        .expect("read");
+    let reported_bad = &readings[0];
+    assert_eq!(reported_bad.quality, 0);
+    assert_eq!(reported_bad.timestamp_ms, ms(bad), "the Bad value's own time");
+    assert_eq!(reported_bad.last_good_ms, ms(good), "and the last Good one's");
+    let now_good = &readings[1];
+    assert_eq!((now_good.quality, now_good.last_good_ms), (192, ms(good)));
+    assert_eq!(now_good.timestamp_ms, now_good.last_good_ms);
+    server.stop().await;
+}

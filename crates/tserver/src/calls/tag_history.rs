@@ -112,3 +112,31 @@ fn within_budget(samples: impl Iterator<Item = HistorySample>) -> (Vec<HistorySa
     }
     (kept, false)
 }
+
+#[cfg(test)]
+mod tests {
+    use tserver_proto::v1::history_sample::Value;
+
+    use super::*;
+
+    fn text_sample(at: i64, length: usize) -> HistorySample {
+        HistorySample {
+            timestamp_ms: at,
+            value: Some(Value::Text("x".repeat(length))),
+            quality: 192,
+        }
+    }
+
+    #[test]
+    fn long_text_samples_are_cut_at_the_reply_budget_oldest_kept() {
+        let long = (0..100).map(|at| text_sample(at, 64 * 1024));
+        let (kept, cut) = within_budget(long);
+        assert!(cut);
+        assert_eq!(kept.len(), 7, "7 of 64 KiB fit in 512 KiB");
+        assert_eq!(kept[0].timestamp_ms, 0);
+        let short = (0..100).map(|at| text_sample(at, 10));
+        let (kept, cut) = within_budget(short);
+        assert!(!cut);
+        assert_eq!(kept.len(), 100);
+    }
+}
