@@ -194,6 +194,17 @@ async fn tag_history_sends_a_window_oldest_first_and_says_when_it_is_cut() {
         .await
         .expect_err("over the cap");
     assert_invalid(&too_many, "max_samples 10001");
+    for (since_ms, until_ms) in [(i64::MAX, 0), (-1, 0), (0, -5)] {
+        let far = client
+            .tag_history(TagHistoryRequest {
+                since_ms,
+                until_ms,
+                ..window(0)
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(far.server_code(), Some(ErrorCode::InvalidArgument), "{far}");
+    }
     server.stop().await;
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tserver_proto::v1::{AlarmDetail, AlarmsReply, AlarmsRequest, ErrorCode, server_frame};
 
 use super::historian;
-use super::to_proto::{CallError, alarm_detail, alarm_history_event};
+use super::to_proto::{CallError, alarm_detail, alarm_history_event, from_epoch_ms};
 use plant::Runtime;
 use plant::objects::{AlarmState, ObjectModel};
 
@@ -41,7 +41,7 @@ pub(crate) fn apply(
     let since = match request.since_ms {
         0 => now.checked_sub(DEFAULT_WINDOW).unwrap_or(UNIX_EPOCH),
         ms if ms < 0 => return Err(invalid(format!("alarms: since_ms {ms} is before 1970"))),
-        ms => UNIX_EPOCH + Duration::from_millis(ms.unsigned_abs()),
+        ms => from_epoch_ms(ms).ok_or_else(|| invalid(format!("alarms: since_ms {ms} is in the future")))?,
     };
     if since > now {
         return Err(invalid(format!(

@@ -4,13 +4,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use prost::Message;
 use tserver_proto::v1::{ErrorCode, HistorySample, TagHistoryReply, TagHistoryRequest, server_frame};
 
 use super::historian;
-use super::to_proto::{CallError, history_sample, short};
+use super::to_proto::{CallError, from_epoch_ms, history_sample, short};
 use plant::Runtime;
 
 /// Samples sent when the request names no count.
@@ -47,9 +47,15 @@ pub(crate) fn apply(
     }
     let to = match request.until_ms {
         0 => SystemTime::now(),
-        until => at(until),
+        until => from_epoch_ms(until)
+            .ok_or_else(|| invalid(format!("tag history: until_ms {until} is out of range")))?,
     };
-    let from = at(request.since_ms);
+    let from = from_epoch_ms(request.since_ms).ok_or_else(|| {
+        invalid(format!(
+            "tag history: since_ms {} is out of range",
+            request.since_ms
+        ))
+    })?;
     if from > to {
         return Err(invalid(format!(
             "tag history: since_ms {} is after until_ms {}",
@@ -91,11 +97,6 @@ pub(crate) fn apply(
             samples,
         })
     })
-}
-
-/// The time `ms` milliseconds after the Unix epoch (not negative: checked by the caller).
-fn at(ms: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// The samples, oldest first, up to [`MAX_REPLY_BYTES`]; whether some were left out.

@@ -77,6 +77,12 @@ pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
         .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// The time `ms` milliseconds after the Unix epoch, as the wire carries times; `None` for a
+/// negative time or one past what the system's clock can hold.
+pub(crate) fn from_epoch_ms(ms: i64) -> Option<SystemTime> {
+    UNIX_EPOCH.checked_add(std::time::Duration::from_millis(u64::try_from(ms).ok()?))
+}
+
 /// A tag's sample as a display reads it, under the name it was asked by.
 pub(crate) fn sample_reading(name: &str, tag: &Tag, sample: &TagSample) -> TagReading {
     let value = match &sample.value {
