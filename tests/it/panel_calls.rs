@@ -446,6 +446,33 @@ async fn chat_clear_empties_this_connections_transcript_only() {
 }
 
 #[tokio::test]
+async fn chat_clear_sent_during_a_turn_waits_for_it_and_clears_what_it_added() {
+    let rig = ChatRig::start(
+        vec![
+            Reply::text("one").after(Duration::from_millis(300)),
+            Reply::text("two"),
+        ],
+        &[],
+    )
+    .await;
+    let panel = rig.server.guest().await;
+    let turn = panel.send_chat("first question").await.expect("sent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rig.llm.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the first POST arrives");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The turn is at the model now: the clear queues behind it.
+    let cleared = panel.chat_clear().await.expect("cleared");
+    assert!(cleared, "the clear came after the turn it waited for");
+    turn.reply().await.expect("the turn was answered, not cancelled");
+    panel.chat("second question").await.expect("turn 2");
+    let posts = rig.posts();
+    assert_eq!(conversation(&posts[1]), said(&[("user", "second question")]));
+    rig.stop().await;
+}
+
+#[tokio::test]
 async fn tclient_prints_history_as_csv_the_plant_tree_and_alarm_details() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
