@@ -17,6 +17,7 @@ mod mcp;
 mod mqtt_sources;
 mod operations;
 mod operator_writes;
+mod panel_calls;
 mod plant;
 mod plant_file;
 mod postgres_store;
