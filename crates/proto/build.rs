@@ -1,6 +1,9 @@
-//! Generates the Rust wire types from `proto/tserver.proto` with protox, so no `protoc` is needed.
+//! Generates the Rust wire types from `proto/tserver.proto` with protox, so no `protoc` is needed,
+//! and their canonical JSON mapping (serde) with pbjson from the same descriptors.
 
 use std::path::PathBuf;
+
+use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
@@ -8,6 +11,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={}", proto_file.display());
 
     let descriptors = protox::compile([&proto_file], [&proto_dir])?;
+    let encoded = descriptors.encode_to_vec();
     prost_build::Config::new().compile_fds(descriptors)?;
+    // Unknown fields are ignored, as protobuf's binary decoding ignores them, so an older
+    // server still reads a newer client's messages.
+    pbjson_build::Builder::new()
+        .register_descriptors(&encoded)?
+        .ignore_unknown_fields()
+        .build(&[".tserver.v1"])?;
     Ok(())
 }

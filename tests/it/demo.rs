@@ -294,7 +294,7 @@ async fn the_demo_serves_the_operator_panel_while_it_runs_and_prints_its_address
             .expect("a runtime");
         let page = runtime.block_on(async {
             let deadline = std::time::Instant::now() + crate::support::PATIENCE;
-            loop {
+            let page = loop {
                 match reqwest::get(format!("http://{panel}/")).await {
                     Ok(response) if response.status().is_success() => {
                         break response.text().await.expect("the page");
@@ -307,7 +307,17 @@ async fn the_demo_serves_the_operator_panel_while_it_runs_and_prints_its_address
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     }
                 }
-            }
+            };
+            // The demo's guest logs in from the page, as the printed line says.
+            let login = reqwest::Client::new()
+                .post(format!("http://{panel}/api/login"))
+                .header("origin", format!("http://{panel}"))
+                .json(&serde_json::json!({"user": "guest", "password": ""}))
+                .send()
+                .await
+                .expect("the login answers");
+            assert_eq!(login.status().as_u16(), 200, "{:?}", login.text().await);
+            page
         });
         drop(writer);
         page

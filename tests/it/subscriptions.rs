@@ -277,9 +277,11 @@ async fn tclient_watches_tags_and_lists_alarms() {
     ])
     .await
     .expect("lists");
-    assert_eq!(
-        listed,
-        "Tank1.Level.Hi [active] Tank1.Level (priority 700): Tank 1 level high\n"
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    assert!(
+        listed.starts_with("Tank1.Level.Hi [active] priority 700 since ")
+            && listed.ends_with(": Tank1.Level = 90 % (Hi limit 85): Tank 1 level high\n"),
+        "{listed}"
     );
     let args = vec![
         "--addr".into(),

@@ -253,6 +253,7 @@ async fn serve_panel(
     let bound = listener.local_addr()?;
     let config = tserver::http_surface::HttpConfig {
         accepting: Some(server.accepting()),
+        sessions: Some(server.websocket_sessions()),
         ..tserver::http_surface::HttpConfig::default()
     };
     let (runtime, shutdown) = (runtime.clone(), shutdown.clone());

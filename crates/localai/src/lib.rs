@@ -341,6 +341,13 @@ impl LocalAi {
         self.chat.sessions()
     }
 
+    /// Empties a client connection's chat transcript (the platform's ChatClear): its next
+    /// turn starts a fresh conversation. Turns of the connection already running or queued end
+    /// first, and what they add is emptied too. Returns whether the transcript held anything.
+    pub async fn clear_transcript(&self, client_guid: Uuid) -> bool {
+        self.chat.clear(client_guid).await
+    }
+
     /// Forgets everything held for a client connection that has closed.
     pub fn connection_closed(&self, client_guid: Uuid) {
         self.chat.forget(client_guid);

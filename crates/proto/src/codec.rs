@@ -36,7 +36,18 @@ pub enum Decoded<M> {
     /// The body decoded as the expected message.
     Message(M),
     /// The body was framed correctly but is not a valid message.
-    Malformed(prost::DecodeError),
+    Malformed(MalformedMessage),
+}
+
+/// Why a whole message did not decode.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MalformedMessage {
+    /// Not valid protobuf of the expected message.
+    #[error(transparent)]
+    Protobuf(#[from] prost::DecodeError),
+    /// Not valid canonical JSON of the expected message (WebSocket text messages).
+    #[error("invalid JSON: {0}")]
+    Json(String),
 }
 
 /// Encodes `Out` messages and decodes `In` messages, both as length-prefixed protobuf.
@@ -107,7 +118,7 @@ impl<In: prost::Message + Default, Out> Decoder for FrameCodec<In, Out> {
         let body = src.split_to(len);
         Ok(Some(match In::decode(body.freeze()) {
             Ok(message) => Decoded::Message(message),
-            Err(error) => Decoded::Malformed(error),
+            Err(error) => Decoded::Malformed(error.into()),
         }))
     }
 }

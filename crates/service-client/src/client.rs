@@ -15,10 +15,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
-    AcknowledgeAlarmRequest, CallToolReply, CallToolRequest, Cancel, ChatReply, ChatRequest, ClientFrame,
-    ErrorCode, Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
-    SubscribeRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
-    WriteTagsRequest, chat_event, client_frame, server_frame,
+    AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
+    CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame, ErrorCode,
+    Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest,
+    TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo,
+    UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;
@@ -330,6 +331,54 @@ impl Client {
             server_frame::Body::AcknowledgeAlarm(reply) => Ok(reply.acknowledged),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "AcknowledgeAlarmReply",
+            }),
+        }
+    }
+
+    /// The direct children of a UNS folder (`""` for the root): its folders, then its tags
+    /// with units, type, writability and range. An unknown folder is [`ClientError::Server`]
+    /// with `InvalidArgument`.
+    pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
+        let request = BrowseRequest {
+            folder: folder.to_owned(),
+        };
+        match self.call(client_frame::Body::Browse(request)).await? {
+            server_frame::Body::Browse(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "BrowseReply",
+            }),
+        }
+    }
+
+    /// A tag's recorded samples over a window, oldest first (see `TagHistoryRequest` in
+    /// `proto/tserver.proto` for the defaults and caps).
+    pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
+        match self.call(client_frame::Body::TagHistory(request)).await? {
+            server_frame::Body::TagHistory(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "TagHistoryReply",
+            }),
+        }
+    }
+
+    /// The alarms not normal with their details, most urgent first, and the alarm history
+    /// when the request asks for it.
+    pub async fn alarms(&self, request: AlarmsRequest) -> Result<AlarmsReply, ClientError> {
+        match self.call(client_frame::Body::Alarms(request)).await? {
+            server_frame::Body::Alarms(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "AlarmsReply",
+            }),
+        }
+    }
+
+    /// Empties this connection's chat transcript: the next turn starts a fresh conversation.
+    /// `true` when it held anything.
+    pub async fn chat_clear(&self) -> Result<bool, ClientError> {
+        match self.call(client_frame::Body::ChatClear(ChatClear {})).await? {
+            server_frame::Body::ChatClear(ChatClearReply { cleared }) => Ok(cleared),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ChatClearReply",
             }),
         }
     }

@@ -27,8 +27,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
-    CallToolReply, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate, TagWrite,
-    TagWriteResult, ToolInfo,
+    AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply, ChatReply, ErrorCode, SubscribeReply,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
+    ToolInfo,
 };
 
 use crate::client::ChatStream;
@@ -261,6 +262,34 @@ impl FailoverClient {
             client.acknowledge_alarm(alarm).await
         })
         .await
+    }
+
+    /// The direct children of a UNS folder (see [`Client::browse`]).
+    pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
+        self.run(Repeat::Yes, |client| async move { client.browse(folder).await })
+            .await
+    }
+
+    /// A tag's recorded samples over a window (see [`Client::tag_history`]).
+    pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
+        self.run(Repeat::Yes, |client| {
+            let request = request.clone();
+            async move { client.tag_history(request).await }
+        })
+        .await
+    }
+
+    /// The alarms not normal, and the history when asked (see [`Client::alarms`]).
+    pub async fn alarms(&self, request: AlarmsRequest) -> Result<AlarmsReply, ClientError> {
+        self.run(Repeat::Yes, |client| async move { client.alarms(request).await })
+            .await
+    }
+
+    /// Empties the chat transcript of the current connection (see [`Client::chat_clear`]).
+    /// A connection to another node starts with an empty one anyway.
+    pub async fn chat_clear(&self) -> Result<bool, ClientError> {
+        self.run(Repeat::Yes, |client| async move { client.chat_clear().await })
+            .await
     }
 
     /// Subscribes to tag changes; the subscription is renewed on every node moved to.

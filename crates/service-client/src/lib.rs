@@ -29,7 +29,9 @@ pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, Pendin
 pub use error::{ClientError, CloseReason};
 pub use failover::{FailoverClient, FailoverSubscription};
 pub use tserver_proto::v1::{
-    AlarmState, CallToolReply, ChatReply, ErrorCode, SubscribeReply, SubscribeRequest, TagReading, TagUpdate,
-    TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted, WriteOutcome,
-    chat_event::Event as ChatEvent, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
+    AlarmDetail, AlarmHistoryEvent, AlarmState, AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply,
+    ChatReply, ErrorCode, HistorySample, PlantNode, PlantNodeKind, SubscribeReply, SubscribeRequest,
+    TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, TokenUsage,
+    ToolFinished, ToolInfo, ToolStarted, WriteOutcome, chat_event::Event as ChatEvent,
+    history_sample::Value as HistoryValue, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
 };

@@ -268,27 +268,37 @@ impl SolutionDb {
     /// Replaces a user's password (`None`: passwordless).
     pub(crate) fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
         let hash = password.map(hash_password).transpose()?;
-        let changed = self.writer()?.execute(
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction()?;
+        let changed = transaction.execute(
             "UPDATE Users SET PasswordHash = ?2 WHERE Name = ?1",
             params![name, hash],
         )?;
+        end_browser_sessions(&transaction, name)?;
+        transaction.commit()?;
         known_user(name, changed > 0)
     }
 
     /// Changes a user's role (its sessions end: they were granted the old one).
     pub(crate) fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
-        let changed = self.writer()?.execute(
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction()?;
+        let changed = transaction.execute(
             "UPDATE Users SET Role = ?2 WHERE Name = ?1",
             params![name, role.as_str()],
         )?;
+        end_browser_sessions(&transaction, name)?;
+        transaction.commit()?;
         known_user(name, changed > 0)
     }
 
     /// Removes a user.
     pub(crate) fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
-        let changed = self
-            .writer()?
-            .execute("DELETE FROM Users WHERE Name = ?1", [name])?;
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction()?;
+        let changed = transaction.execute("DELETE FROM Users WHERE Name = ?1", [name])?;
+        end_browser_sessions(&transaction, name)?;
+        transaction.commit()?;
         known_user(name, changed > 0)
     }
 
@@ -307,6 +317,12 @@ impl SolutionDb {
                 .collect()
         })
     }
+}
+
+/// Ends every browser login of user `name`: they were granted with its old credentials.
+fn end_browser_sessions(transaction: &rusqlite::Transaction<'_>, name: &str) -> Result<(), SolutionError> {
+    transaction.execute("DELETE FROM BrowserSessions WHERE User = ?1", [name])?;
+    Ok(())
 }
 
 impl RuntimeSettings {

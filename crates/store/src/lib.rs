@@ -22,6 +22,7 @@
 
 mod admin;
 mod audit;
+mod browser_sessions;
 mod demo;
 mod guard;
 mod history;
@@ -51,6 +52,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_password, parse_bool};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
+pub use browser_sessions::BrowserLogin;
 pub use guard::{ServeLock, lock_path};
 pub use history::{AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample};
 pub use location::SolutionLocation;
@@ -64,17 +66,18 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
     include_str!("schema_v6.sql"),
+    include_str!("schema_v7.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.

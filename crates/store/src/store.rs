@@ -21,9 +21,10 @@ use solution_scripts::Trigger;
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, HistoryPage, Leadership, LoginThrottleConfig, PendingSample,
-    PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb,
-    SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
+    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, HistoryPage, Leadership, LoginThrottleConfig,
+    PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
+    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
+    UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -394,6 +395,27 @@ impl Store {
     /// The user a presented token acts as, or why it is refused.
     pub async fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
         on_backend!(self, verify_token(text))
+    }
+
+    /// Starts a browser login for `user` at `now`; returns its token, shown only now.
+    pub async fn create_browser_session(&self, user: &str, now: SystemTime) -> Result<String, SolutionError> {
+        on_backend!(self, create_browser_session(user, now))
+    }
+
+    /// The login a browser's `token` carries at `now`, unless unknown, revoked, or unused for
+    /// longer than `idle` (then it is deleted); a valid one is marked used at `now`.
+    pub async fn browser_session(
+        &self,
+        token: &str,
+        idle: Duration,
+        now: SystemTime,
+    ) -> Result<Option<BrowserLogin>, SolutionError> {
+        on_backend!(self, browser_session(token, idle, now))
+    }
+
+    /// Ends the browser login `token` carries.
+    pub async fn revoke_browser_session(&self, token: &str) -> Result<(), SolutionError> {
+        on_backend!(self, revoke_browser_session(token))
     }
 
     /// Replaces this node's stored source reports with `reports` (name, JSON).

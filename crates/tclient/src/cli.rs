@@ -1,9 +1,10 @@
-//! The `tclient` command line: ping, one chat turn, or a chat REPL.
+//! The `tclient` command line: ping, one chat turn, or a chat REPL; tags, alarms and tools.
 //!
 //! `chat` prints exactly the reply envelope JSON on one line on stdout; on a terminal it
 //! prints the answer as it arrives instead, readably (`--no-stream`: the JSON line). `repl` is
 //! interactive on a terminal (streaming likewise); with stdin not a terminal it reads one query
-//! per line and prints one envelope line per query, all on one connection.
+//! per line and prints one envelope line per query, all on one connection. In either, a line
+//! `:clear` empties the conversation (ChatClear).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
+use crate::plant_views::{self, HistoryQuery};
 use service_client::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
@@ -57,7 +59,11 @@ pub enum Command {
     /// Send one chat turn and print its reply envelope as one JSON line.
     Chat {
         /// The question (plain text or a JSON query object).
-        text: String,
+        #[arg(required_unless_present = "clear")]
+        text: Option<String>,
+        /// Empty the conversation first (ChatClear); alone, only that.
+        #[arg(long)]
+        clear: bool,
     },
     /// Chat interactively (or one envelope line per input line when stdin is not a terminal).
     Repl,
@@ -135,13 +141,47 @@ pub enum TagsAction {
         #[arg(long)]
         updates: Option<u64>,
     },
+    /// Print a tag's recorded samples over a window, oldest first.
+    History {
+        /// The tag (dotted name or UNS path).
+        name: String,
+        /// The window's start: how long ago (`1h`, `30m`, `2d`) or an RFC 3339 time.
+        #[arg(long, default_value = "1h")]
+        since: String,
+        /// The window's end, likewise (default: now).
+        #[arg(long)]
+        until: Option<String>,
+        /// Print CSV (`timestamp,value,quality`, RFC 3339 UTC times) instead of a table.
+        #[arg(long)]
+        csv: bool,
+        /// The most samples (default 2000, at most 10000); a window holding more is thinned
+        /// evenly.
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        max_samples: u32,
+    },
+    /// Print a folder of the plant tree (default: the root): sub-folders, then tags with type,
+    /// units, writability, range and description.
+    Browse {
+        /// The folder, e.g. `Plant/Area1`.
+        #[arg(default_value = "")]
+        folder: String,
+    },
 }
 
 /// `tclient alarms` actions.
 #[derive(Debug, Subcommand)]
 pub enum AlarmsAction {
-    /// Print the alarms that are not normal, most urgent first.
-    List,
+    /// Print the alarms that are not normal (unacknowledged first, then by priority, then the
+    /// newest), with since when, the tag's value and the limit.
+    List {
+        /// Also print the alarm history, newest first.
+        #[arg(long)]
+        history: bool,
+        /// The history's start: how long ago (`1h`, `2d`) or an RFC 3339 time (default: a
+        /// day ago).
+        #[arg(long)]
+        since: Option<String>,
+    },
     /// Acknowledge an alarm (an operator's login).
     Ack {
         /// The alarm's name, e.g. `Tank1.Level.HiHi`.
@@ -192,6 +232,9 @@ pub fn main() -> anyhow::Result<()> {
 
 /// The user `--user` names unless told: the demo's passwordless guest.
 const DEFAULT_USER: &str = "guest";
+
+/// The line a REPL takes as "empty the conversation" rather than a question.
+const CLEAR_COMMAND: &str = ":clear";
 
 /// Where the password is taken from when `--password-stdin` is not given.
 const PASSWORD_ENV: &str = "TCLIENT_PASSWORD";
@@ -293,11 +336,25 @@ pub async fn run(
                 round_trip.as_secs_f64() * 1000.0
             )?;
         }
-        Command::Chat { text } if stream => {
-            chat_streamed(&client, text, output).await?;
-        }
-        Command::Chat { text } => {
-            writeln!(output, "{}", client.chat(text).await?)?;
+        Command::Chat { text, clear } => {
+            if *clear {
+                let cleared = client.chat_clear().await?;
+                if text.is_none() {
+                    let said = if cleared {
+                        "conversation cleared"
+                    } else {
+                        "conversation cleared (it was empty)"
+                    };
+                    writeln!(output, "{said}")?;
+                }
+            }
+            match text {
+                Some(text) if stream => {
+                    chat_streamed(&client, text, output).await?;
+                }
+                Some(text) => writeln!(output, "{}", client.chat(text).await?)?,
+                None => {}
+            }
         }
         Command::Repl if terminals.input => {
             chat_interactively(&client, input, output, stream).await?;
@@ -334,9 +391,31 @@ pub async fn run(
                     updates,
                 },
         } => watch_tags(&client, items, *deadband, *rate, *updates, output).await?,
+        Command::Tags {
+            action:
+                TagsAction::History {
+                    name,
+                    since,
+                    until,
+                    csv,
+                    max_samples,
+                },
+        } => {
+            let query = HistoryQuery {
+                name,
+                since,
+                until: until.as_deref(),
+                max_samples: *max_samples,
+                csv: *csv,
+            };
+            plant_views::tag_history(&client, &query, output).await?;
+        }
+        Command::Tags {
+            action: TagsAction::Browse { folder },
+        } => plant_views::browse(&client, folder, output).await?,
         Command::Alarms {
-            action: AlarmsAction::List,
-        } => list_alarms(&client, output).await?,
+            action: AlarmsAction::List { history, since },
+        } => plant_views::list_alarms(&client, *history, since.as_deref(), output).await?,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -359,37 +438,6 @@ pub async fn run(
         }
         Command::Repl => chat_each_line(&client, input, output).await?,
     }
-    Ok(())
-}
-
-/// `alarms list`: every alarm not normal, the highest priority first.
-async fn list_alarms(client: &FailoverClient, output: &mut dyn Write) -> anyhow::Result<()> {
-    let snapshot = client
-        .subscribe(service_client::SubscribeRequest {
-            // The root folder: every tag, so every alarm.
-            folder: "/".to_owned(),
-            alarms: true,
-            ..service_client::SubscribeRequest::default()
-        })
-        .await?;
-    let mut alarms: Vec<&service_client::AlarmState> = snapshot
-        .initial()
-        .alarms
-        .iter()
-        .filter(|alarm| alarm.state != "normal")
-        .collect();
-    alarms.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(&b.name)));
-    if alarms.is_empty() {
-        writeln!(output, "no alarms")?;
-    }
-    for alarm in alarms {
-        writeln!(
-            output,
-            "{} [{}] {} (priority {}): {}",
-            alarm.name, alarm.state, alarm.tag, alarm.priority, alarm.message
-        )?;
-    }
-    snapshot.unsubscribe().await?;
     Ok(())
 }
 
@@ -431,6 +479,12 @@ async fn chat_each_line(
         if query.is_empty() {
             continue;
         }
+        if query == CLEAR_COMMAND {
+            // Standard output carries envelopes only.
+            client.chat_clear().await?;
+            eprintln!("tclient: conversation cleared");
+            continue;
+        }
         writeln!(output, "{}", client.chat(query).await?)?;
         output.flush()?;
     }
@@ -455,23 +509,9 @@ fn describe_reading(reading: &service_client::TagReading) -> String {
     if !reading.error.is_empty() {
         return format!("{}: {}", reading.name, reading.error);
     }
-    let value = match &reading.value {
-        Some(service_client::TagValue::Number(number)) => number.to_string(),
-        Some(service_client::TagValue::Integer(integer)) => integer.to_string(),
-        Some(service_client::TagValue::Boolean(boolean)) => boolean.to_string(),
-        Some(service_client::TagValue::Text(text)) => format!("{text:?}"),
-        None => "(no value)".to_owned(),
-    };
-    let quality = match reading.quality {
-        192.. => "Good",
-        64..=191 => "Uncertain",
-        _ => "Bad",
-    };
-    let unit = if reading.units.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", reading.units)
-    };
+    let value = plant_views::value_text(reading.value.as_ref());
+    let quality = plant_views::quality_word(reading.quality);
+    let unit = plant_views::units_suffix(&reading.units);
     format!("{} = {value}{unit} ({quality})", reading.name)
 }
 
@@ -640,7 +680,7 @@ pub async fn chat_interactively(
 ) -> anyhow::Result<Vec<Envelope>> {
     writeln!(
         output,
-        "Connected. Ask about the plant; an empty line or Ctrl-D quits."
+        "Connected. Ask about the plant; {CLEAR_COMMAND} starts a new conversation; an empty line or Ctrl-D quits."
     )?;
     let mut envelopes = Vec::new();
     let mut line = String::new();
@@ -650,6 +690,11 @@ pub async fn chat_interactively(
         line.clear();
         if input.read_line(&mut line)? == 0 || line.trim().is_empty() {
             break;
+        }
+        if line.trim() == CLEAR_COMMAND {
+            client.chat_clear().await?;
+            writeln!(output, "(conversation cleared)")?;
+            continue;
         }
         if stream {
             envelopes.push(chat_streamed(client, line.trim(), output).await?);

@@ -4,5 +4,6 @@
 
 pub mod bench;
 pub mod cli;
+pub mod plant_views;
 
 mod mcp_bridge;

@@ -56,6 +56,20 @@ pub(crate) const NO_USERS: &str = "this solution has no users yet: add one on th
      standard input), or \
      `--no-password` for a passwordless one";
 
+/// How long a browser login (its session cookie) may go unused before it expires: a shift,
+/// so an operator logs in once a shift (docs/LIMITS.md).
+pub(crate) const BROWSER_LOGIN_IDLE: Duration = Duration::from_secs(12 * 3600);
+
+/// The token of a browser login, as its cookie carried it. Never shown: its `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct BrowserToken(pub(crate) String);
+
+impl std::fmt::Debug for BrowserToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BrowserToken(..)")
+    }
+}
+
 /// How often the `Users` table is read for changes made by admin commands.
 const USERS_POLL: Duration = Duration::from_secs(1);
 
@@ -228,6 +242,66 @@ impl Authenticator {
             Err(LoginError::Internal(_)) => {}
         }
         outcome
+    }
+
+    /// Returns the login a browser's `token` carries when it is valid (not revoked, not idle
+    /// too long, its user unchanged) and `peer` is not locked out; a refused token counts as
+    /// a failed login of `peer`, as a wrong password does.
+    pub(crate) async fn verify_browser(
+        &self,
+        peer: IpAddr,
+        token: &BrowserToken,
+    ) -> Result<Login, LoginError> {
+        self.lockout(peer).await.map_err(LoginError::Throttled)?;
+        let internal = |error: store::SolutionError| LoginError::Internal(error.to_string());
+        let found = self
+            .store
+            .browser_session(&token.0, BROWSER_LOGIN_IDLE, std::time::SystemTime::now())
+            .await
+            .map_err(internal)?;
+        let record = match found {
+            Some(found) => self.store.user(&found.user).await.map_err(internal)?,
+            None => None,
+        };
+        let Some(record) = record else {
+            let (failures, lockout) = self.failed(peer).await;
+            tracing::warn!(%peer, failures, ?lockout, "login refused: the browser login expired or was revoked");
+            return Err(LoginError::Refused);
+        };
+        self.succeeded(peer).await;
+        Ok(Login {
+            name: Arc::from(record.name.as_str()),
+            role: record.role,
+            fingerprint: fingerprint(&record),
+        })
+    }
+
+    /// Starts a browser login for `login`'s user: the token for its cookie.
+    pub(crate) async fn start_browser_login(&self, login: &Login) -> Result<BrowserToken, LoginError> {
+        self.store
+            .create_browser_session(&login.name, std::time::SystemTime::now())
+            .await
+            .map(BrowserToken)
+            .map_err(|error| LoginError::Internal(error.to_string()))
+    }
+
+    /// The user and role a browser's `token` logs in now, if it is valid (marks it used).
+    pub(crate) async fn browser_login(
+        &self,
+        token: &BrowserToken,
+    ) -> Result<Option<store::BrowserLogin>, LoginError> {
+        self.store
+            .browser_session(&token.0, BROWSER_LOGIN_IDLE, std::time::SystemTime::now())
+            .await
+            .map_err(|error| LoginError::Internal(error.to_string()))
+    }
+
+    /// Ends the browser login `token` carries.
+    pub(crate) async fn end_browser_login(&self, token: &BrowserToken) -> Result<(), LoginError> {
+        self.store
+            .revoke_browser_session(&token.0)
+            .await
+            .map_err(|error| LoginError::Internal(error.to_string()))
     }
 
     /// `Err(wait)` while `peer` is locked out. On a shared database every node's failures

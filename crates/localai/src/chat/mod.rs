@@ -751,6 +751,24 @@ impl ChatPath {
     pub(crate) fn forget(&self, client_guid: Uuid) {
         self.transcripts.remove(client_guid);
     }
+
+    /// Empties a connection's transcript once every turn it sent before has ended (taking its
+    /// place in the session's queue as a turn does), so what those turns add is emptied too.
+    /// Returns whether the transcript held anything; `false` at once when the connection
+    /// closes meanwhile.
+    pub(crate) async fn clear(&self, client_guid: Uuid) -> bool {
+        let ticket = self.transcripts.ticket(client_guid);
+        let session = Arc::clone(ticket.session());
+        tokio::select! {
+            () = ticket.wait_turn() => {}
+            () = session.closed.cancelled() => return false,
+        }
+        let mut transcript = session.transcript.lock().await;
+        let held = !transcript.messages.is_empty();
+        transcript.messages.clear();
+        self.transcripts.settle(&session, 0);
+        held
+    }
 }
 
 /// The system message's JSON text: the standard prompt (for a turn with tools or without),

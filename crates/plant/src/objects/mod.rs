@@ -11,7 +11,7 @@ mod uns;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 
@@ -89,6 +89,8 @@ pub struct Tag {
     current: ArcSwap<TagSample>,
     /// Writes so far: a subscriber that saw version `v` and now sees `w` missed `w - v - 1`.
     version: AtomicU64,
+    /// When it last had a Good value, milliseconds since the Unix epoch; 0 for never.
+    last_good_ms: AtomicU64,
 }
 
 impl Tag {
@@ -106,6 +108,26 @@ impl Tag {
     /// [`current`](Self::current), a version never claims a sample older than the one read.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    /// When it last had a Good value: the time a display shows beside a Bad or Uncertain one.
+    /// `None` when it has had none (since the model started, or was taken over on a reload).
+    pub fn last_good(&self) -> Option<SystemTime> {
+        match self.last_good_ms.load(Ordering::Acquire) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    /// Notes `sample` as the tag's latest: its time becomes the last good one if it is Good.
+    fn note_good(&self, sample: &TagSample) {
+        if sample.quality == Quality::GOOD {
+            let ms = sample
+                .timestamp
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+            self.last_good_ms.store(ms.max(1), Ordering::Release);
+        }
     }
 }
 
@@ -136,6 +158,8 @@ pub struct ObjectModel {
     alarms: Vec<Arc<Alarm>>,
     alarms_by_name: HashMap<String, Arc<Alarm>>,
     alarms_by_tag: HashMap<String, Vec<Arc<Alarm>>>,
+    /// The descriptions the plant file gives folders, by folded path.
+    folder_descriptions: HashMap<String, String>,
 }
 
 impl ObjectModel {
@@ -180,6 +204,9 @@ impl ObjectModel {
                 sample,
             );
         }
+        for folder in &plant.folders {
+            model.describe_folder(&folder.path, &folder.description);
+        }
         for alarm in &plant.alarms {
             let definition = AlarmDefinition {
                 name: alarm.name.clone(),
@@ -212,6 +239,8 @@ impl ObjectModel {
             {
                 tag.current.store(old.current());
                 tag.version.store(old.version(), Ordering::Release);
+                tag.last_good_ms
+                    .store(old.last_good_ms.load(Ordering::Acquire), Ordering::Release);
             }
         }
         for (name, alarm) in &self.alarms_by_name {
@@ -254,10 +283,12 @@ impl ObjectModel {
     /// Adds a tag (used by `load` and by tests that build a plant in memory).
     pub fn insert(&mut self, definition: TagDefinition, sample: TagSample) {
         let tag = Arc::new(Tag {
-            current: ArcSwap::from_pointee(sample),
             definition,
             version: AtomicU64::new(0),
+            last_good_ms: AtomicU64::new(0),
+            current: ArcSwap::from_pointee(sample.clone()),
         });
+        tag.note_good(&sample);
         self.folders.add_tag(&tag.definition.path);
         self.by_folded
             .insert(plant_model::fold(&tag.definition.path), Arc::clone(&tag));
@@ -327,6 +358,21 @@ impl ObjectModel {
             .map(|(found, folder)| (found.as_str(), folder))
     }
 
+    /// Gives the folder at `path` a description (used by `from_definitions` and by tests).
+    pub fn describe_folder(&mut self, path: &str, description: &str) {
+        self.folder_descriptions.insert(
+            plant_model::fold(uns::normalize_path(path)),
+            description.to_owned(),
+        );
+    }
+
+    /// The description the plant gives the folder at `path`; empty when it gives none.
+    pub fn folder_description(&self, path: &str) -> &str {
+        self.folder_descriptions
+            .get(&plant_model::fold(uns::normalize_path(path)))
+            .map_or("", String::as_str)
+    }
+
     /// Every folder with its path, sorted by path (the root first).
     pub fn folders(&self) -> impl Iterator<Item = (&str, &Folder)> {
         self.folders.iter().map(|(path, folder)| (path.as_str(), folder))
@@ -374,11 +420,13 @@ impl ObjectModel {
             });
         }
         let number = value.as_f64().filter(|_| quality != Quality::BAD);
-        tag.current.store(Arc::new(TagSample {
+        let sample = Arc::new(TagSample {
             value,
             quality,
             timestamp: time,
-        }));
+        });
+        tag.note_good(&sample);
+        tag.current.store(sample);
         tag.version.fetch_add(1, Ordering::Release);
         let Some(number) = number else {
             return Ok(Vec::new());

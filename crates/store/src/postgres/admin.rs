@@ -112,6 +112,7 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
+        self.end_browser_sessions(name).await?;
         known_user(name, changed.rows_affected() > 0)
     }
 
@@ -123,10 +124,11 @@ impl PgStore {
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
+        self.end_browser_sessions(name).await?;
         known_user(name, changed.rows_affected() > 0)
     }
 
-    /// Removes a user (and, by the foreign key, their API tokens).
+    /// Removes a user (and, by the foreign keys, their API tokens and browser logins).
     pub(crate) async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         let changed = sqlx::query("DELETE FROM Users WHERE lower(Name) = lower($1)")
             .bind(name)

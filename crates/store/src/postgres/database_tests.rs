@@ -118,3 +118,46 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
         (1, None)
     );
 }
+
+#[tokio::test]
+async fn a_browser_login_ends_on_every_node_at_logout_idle_time_and_any_change_to_its_user() {
+    use std::time::SystemTime;
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let one = PgStore::open(&url).await.expect("opens");
+    let two = PgStore::open(&url).await.expect("opens");
+    one.add_user("Ada", Some("pw"), Role::Operator)
+        .await
+        .expect("added");
+    let idle = Duration::from_secs(12 * 3600);
+    let now = SystemTime::now();
+    let valid = |store: &PgStore, token: String, at: SystemTime| {
+        let store = store.clone();
+        async move {
+            store
+                .browser_session(&token, idle, at)
+                .await
+                .expect("read")
+                .is_some()
+        }
+    };
+
+    let token = one.create_browser_session("ada", now).await.expect("created");
+    assert!(valid(&two, token.clone(), now).await, "another node verifies it");
+    two.revoke_browser_session(&token).await.expect("revoked");
+    assert!(!valid(&one, token, now).await);
+
+    let token = one.create_browser_session("Ada", now).await.expect("created");
+    assert!(!valid(&two, token.clone(), now + idle + Duration::from_secs(1)).await);
+    assert!(!valid(&one, token, now).await, "deleted once seen expired");
+
+    for change in 0..3 {
+        let token = one.create_browser_session("Ada", now).await.expect("created");
+        match change {
+            0 => two.set_password("ada", Some("new")).await.expect("set"),
+            1 => two.set_role("ada", Role::Viewer).await.expect("set"),
+            _ => two.remove_user("ada").await.expect("removed"),
+        }
+        assert!(!valid(&one, token, now).await, "change {change}");
+    }
+}

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
-use crate::auth::Login;
+use crate::auth::{BrowserToken, Login};
 
 /// Who is on the other end of one connection.
 #[derive(Debug, Clone)]
@@ -18,6 +18,9 @@ pub(crate) struct ConnectionContext {
     /// The login now (the user, and the credentials it was checked against); `None` before
     /// Hello and after Logout.
     pub(crate) login: Option<Login>,
+    /// The browser login a WebSocket's cookie carried, which its Hello without a user name
+    /// logs in (checked again at that Hello); `None` on TCP.
+    pub(crate) browser: Option<BrowserToken>,
     /// How many refusals it may still put in the audit this minute.
     pub(crate) audit_allowance: Arc<Mutex<super::audit_bounds::AuditAllowance>>,
 }
@@ -28,6 +31,7 @@ impl ConnectionContext {
             guid: Uuid::new_v4(),
             peer,
             login: None,
+            browser: None,
             audit_allowance: Arc::default(),
         }
     }

@@ -1,5 +1,6 @@
 //! Hello: protocol version check and login. A refused Hello closes the connection (the
-//! session's rule), so a refused login gets exactly one reply.
+//! session's rule), so a refused login gets exactly one reply. On a WebSocket opened with a
+//! browser login's cookie, a Hello without user name and password logs that login in.
 
 use tserver_proto::PROTOCOL_VERSION;
 use tserver_proto::v1::{ErrorCode, Hello, HelloReply, server_frame};
@@ -7,7 +8,7 @@ use tserver_proto::v1::{ErrorCode, Hello, HelloReply, server_frame};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use crate::SERVER_VERSION;
-use crate::auth::{Authenticator, Login, LoginError};
+use crate::auth::{Authenticator, BrowserToken, Login, LoginError};
 use plant::log_text::{ClientText, LogBudget};
 
 /// How a connection's logins show in the log.
@@ -44,7 +45,7 @@ pub(crate) async fn apply(
     log: &mut LoginLog,
     auth: &Authenticator,
 ) -> Result<server_frame::Body, CallError> {
-    let outcome = check(hello, auth, context.peer.ip()).await;
+    let outcome = check(hello, auth, context.peer.ip(), context.browser.as_ref()).await;
     crate::telemetry::count_login(outcome.as_ref().err().map(|error| error.code));
     let (login, body) = outcome?;
     log.span = tracing::info_span!(parent: &log.connection_span, "login", user = %ClientText(&login.name));
@@ -55,11 +56,13 @@ pub(crate) async fn apply(
     Ok(body)
 }
 
-/// Checks the Hello; on success returns the login and the reply body.
+/// Checks the Hello; on success returns the login and the reply body. A Hello without user
+/// name and password on a connection that carries a browser login logs that login in.
 async fn check(
     hello: &Hello,
     auth: &Authenticator,
     peer: std::net::IpAddr,
+    browser: Option<&BrowserToken>,
 ) -> Result<(Login, server_frame::Body), CallError> {
     if hello.protocol_version != PROTOCOL_VERSION {
         tracing::info!(%peer, version = hello.protocol_version, "login refused: unsupported protocol version");
@@ -71,7 +74,13 @@ async fn check(
             ),
         ));
     }
-    match auth.verify(peer, &hello.user_name, &hello.password).await {
+    let verified = match browser {
+        Some(token) if hello.user_name.is_empty() && hello.password.is_empty() => {
+            auth.verify_browser(peer, token).await
+        }
+        _ => auth.verify(peer, &hello.user_name, &hello.password).await,
+    };
+    match verified {
         Ok(login) => {
             let body = server_frame::Body::Hello(HelloReply {
                 server_version: SERVER_VERSION.to_owned(),

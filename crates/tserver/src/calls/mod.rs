@@ -5,19 +5,24 @@
 //! and one arm in [`Call`].
 
 mod acknowledge_alarm;
+mod alarms;
 mod audit;
 mod audit_bounds;
+mod browse;
 mod call_tool;
 mod cancel;
 mod chat;
+mod chat_clear;
 mod chat_streams;
 pub(crate) mod context;
 mod hello;
+mod historian;
 mod list_tools;
 mod logout;
 mod ping;
 mod read_tags;
 mod subscribe;
+mod tag_history;
 pub(crate) mod to_proto;
 mod unsubscribe;
 mod write_tags;
@@ -28,9 +33,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
-    AcknowledgeAlarmRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame, ErrorCode, Hello, Ping,
-    ReadTagsRequest, ServerFrame, SubscribeRequest, UnsubscribeRequest, WriteTagsRequest, client_frame,
-    server_frame,
+    AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame,
+    ErrorCode, Hello, Ping, ReadTagsRequest, ServerFrame, SubscribeRequest, TagHistoryRequest,
+    UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
 };
 
 use self::cancel::Cancellable;
@@ -61,10 +66,14 @@ pub(crate) enum Call {
     Cancel(Cancel),
     ListTools,
     CallTool(CallToolRequest),
+    Browse(BrowseRequest),
+    TagHistory(TagHistoryRequest),
+    Alarms(AlarmsRequest),
+    ChatClear,
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 12] = [
+pub(crate) const CALL_KINDS: [&str; 16] = [
     "hello",
     "ping",
     "logout",
@@ -77,6 +86,10 @@ pub(crate) const CALL_KINDS: [&str; 12] = [
     "cancel",
     "list_tools",
     "call_tool",
+    "browse",
+    "tag_history",
+    "alarms",
+    "chat_clear",
 ];
 
 impl Call {
@@ -108,6 +121,10 @@ impl Call {
             Self::Cancel(_) => "cancel",
             Self::ListTools => "list_tools",
             Self::CallTool(_) => "call_tool",
+            Self::Browse(_) => "browse",
+            Self::TagHistory(_) => "tag_history",
+            Self::Alarms(_) => "alarms",
+            Self::ChatClear => "chat_clear",
         }
     }
 
@@ -133,6 +150,10 @@ impl From<client_frame::Body> for Call {
             Body::Cancel(request) => Self::Cancel(request),
             Body::ListTools(_) => Self::ListTools,
             Body::CallTool(request) => Self::CallTool(request),
+            Body::Browse(request) => Self::Browse(request),
+            Body::TagHistory(request) => Self::TagHistory(request),
+            Body::Alarms(request) => Self::Alarms(request),
+            Body::ChatClear(_) => Self::ChatClear,
         }
     }
 }
@@ -257,6 +278,13 @@ impl CallState {
                     .unwrap_or_else(CallError::into_body),
             ),
             Call::CallTool(request) => Apply::later(Ok(call_tool::apply(request, runtime))),
+            Call::Browse(request) => Apply::Now(
+                browse::apply(&request, &runtime.plant().reader().objects())
+                    .unwrap_or_else(CallError::into_body),
+            ),
+            Call::TagHistory(request) => Apply::later(tag_history::apply(&request, runtime)),
+            Call::Alarms(request) => Apply::later(alarms::apply(&request, runtime)),
+            Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
         }
     }
 
@@ -306,8 +334,9 @@ impl CallState {
 #[cfg(test)]
 mod tests {
     use tserver_proto::v1::{
-        AcknowledgeAlarmRequest, CallToolRequest, Cancel, ChatRequest, Hello, ListToolsRequest, Logout, Ping,
-        ReadTagsRequest, SubscribeRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
+        AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatClear,
+        ChatRequest, Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, SubscribeRequest,
+        TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
     };
 
     use super::{CALL_KINDS, Call};
@@ -327,6 +356,10 @@ mod tests {
             Body::Cancel(Cancel::default()),
             Body::ListTools(ListToolsRequest::default()),
             Body::CallTool(CallToolRequest::default()),
+            Body::Browse(BrowseRequest::default()),
+            Body::TagHistory(TagHistoryRequest::default()),
+            Body::Alarms(AlarmsRequest::default()),
+            Body::ChatClear(ChatClear::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);

@@ -1,17 +1,18 @@
-//! What the calls send, as the wire carries it: errors, reply frames, tag readings and alarm
-//! states, chat progress and token usage. A leaf: it knows the protobuf types and the plant's
+//! What the calls send, as the wire carries it: errors, reply frames, tag readings, plant
+//! nodes, history samples, alarm states and details, chat progress and token usage. A leaf: it knows the protobuf types and the plant's
 //! and assistant's values, and nothing of connections or calls.
 
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use localai::ToolStatus;
 use tserver_proto::v1::{
-    AlarmState, ChatEvent, ChatProgress, Error, ErrorCode, ServerFrame, TagReading, TokenUsage, ToolFinished,
-    ToolStarted, chat_event, server_frame, tag_reading,
+    AlarmDetail, AlarmHistoryEvent, AlarmState, ChatEvent, ChatProgress, Error, ErrorCode, HistorySample,
+    PlantNode, PlantNodeKind, ServerFrame, TagReading, TokenUsage, ToolFinished, ToolStarted, chat_event,
+    history_sample, server_frame, tag_reading,
 };
 
 use plant::objects::{Alarm, AlarmStatus, Tag, TagSample};
-use plant_model::TagValue;
+use plant_model::{AlarmEventKind, Condition, TagType, TagValue};
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
 /// (a tag and up to 10 varint bytes), the `chat` field's tag and length (up to 5 bytes),
@@ -70,6 +71,18 @@ pub(crate) fn unknown_reading(name: &str) -> TagReading {
     }
 }
 
+/// Milliseconds since the Unix epoch, as the wire carries times (0 for a time before it).
+pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The time `ms` milliseconds after the Unix epoch, as the wire carries times; `None` for a
+/// negative time or one past what the system's clock can hold.
+pub(crate) fn from_epoch_ms(ms: i64) -> Option<SystemTime> {
+    UNIX_EPOCH.checked_add(std::time::Duration::from_millis(u64::try_from(ms).ok()?))
+}
+
 /// A tag's sample as a display reads it, under the name it was asked by.
 pub(crate) fn sample_reading(name: &str, tag: &Tag, sample: &TagSample) -> TagReading {
     let value = match &sample.value {
@@ -78,10 +91,14 @@ pub(crate) fn sample_reading(name: &str, tag: &Tag, sample: &TagSample) -> TagRe
         TagValue::Bool(value) => tag_reading::Value::Boolean(*value),
         TagValue::Text(value) => tag_reading::Value::Text(value.to_string()),
     };
-    let timestamp_ms = sample
-        .timestamp
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX));
+    let timestamp_ms = epoch_ms(sample.timestamp);
+    // Read after the sample: a Good sample's own time is its last good time, whatever a writer
+    // did since.
+    let last_good_ms = if sample.quality == plant_model::Quality::GOOD {
+        timestamp_ms
+    } else {
+        tag.last_good().map_or(0, epoch_ms)
+    };
     TagReading {
         name: name.to_owned(),
         value: Some(value),
@@ -89,6 +106,103 @@ pub(crate) fn sample_reading(name: &str, tag: &Tag, sample: &TagSample) -> TagRe
         timestamp_ms,
         units: tag.definition().units.clone(),
         error: String::new(),
+        last_good_ms,
+    }
+}
+
+/// A tag's data type as panels name it.
+fn data_type(kind: TagType) -> &'static str {
+    match kind {
+        TagType::Number => "number",
+        TagType::Integer => "integer",
+        TagType::Bool => "boolean",
+        TagType::String => "text",
+    }
+}
+
+/// A tag as a node of the plant tree: what a display needs to show it and to check a write
+/// before sending it.
+pub(crate) fn tag_node(tag: &Tag) -> PlantNode {
+    let definition = tag.definition();
+    PlantNode {
+        path: definition.path.clone(),
+        name: definition
+            .path
+            .rsplit('/')
+            .next()
+            .unwrap_or(&definition.path)
+            .to_owned(),
+        description: definition.description.clone(),
+        kind: PlantNodeKind::Tag as i32,
+        has_children: false,
+        tag: definition.name.clone(),
+        units: definition.units.clone(),
+        data_type: data_type(definition.kind).to_owned(),
+        writable: definition.writable,
+        min: definition.range_low,
+        max: definition.range_high,
+    }
+}
+
+/// One recorded sample of a tag's history.
+pub(crate) fn history_sample(sample: &store::HistorySample) -> HistorySample {
+    let value = match &sample.value {
+        TagValue::Number(value) => history_sample::Value::Number(*value),
+        TagValue::Integer(value) => history_sample::Value::Integer(*value),
+        TagValue::Bool(value) => history_sample::Value::Boolean(*value),
+        TagValue::Text(value) => history_sample::Value::Text(value.to_string()),
+    };
+    HistorySample {
+        timestamp_ms: epoch_ms(sample.time),
+        value: Some(value),
+        quality: u32::from(sample.quality.0),
+    }
+}
+
+/// An alarm that is not normal, as an alarm list shows it; `tag` is the tag it watches, when
+/// the model still has it.
+pub(crate) fn alarm_detail(alarm: &Alarm, status: &AlarmStatus, tag: Option<&Tag>) -> AlarmDetail {
+    let definition = alarm.definition();
+    let (acknowledged_ms, acknowledged_by) = status
+        .acknowledged
+        .as_ref()
+        .map_or((0, String::new()), |(at, by)| (epoch_ms(*at), by.clone()));
+    AlarmDetail {
+        name: definition.name.clone(),
+        tag: definition.tag.clone(),
+        state: status.state.label().to_owned(),
+        priority: definition.priority,
+        message: definition.message.clone(),
+        condition: definition.condition.name().to_owned(),
+        // A digital alarm watches a state, not a limit.
+        limit: (definition.condition != Condition::Digital).then_some(definition.limit),
+        value: tag.map(|tag| sample_reading(&definition.tag, tag, &tag.current())),
+        since_ms: status.active_since.map_or(0, epoch_ms),
+        acknowledged_by,
+        acknowledged_ms,
+        cleared_ms: status.cleared_at.map_or(0, epoch_ms),
+        trip_value: status.trip_value,
+        setpoint: definition.setpoint,
+    }
+}
+
+/// One transition of the alarm history.
+pub(crate) fn alarm_history_event(event: &plant_model::AlarmEvent) -> AlarmHistoryEvent {
+    AlarmHistoryEvent {
+        timestamp_ms: epoch_ms(event.time),
+        name: event.alarm.clone(),
+        tag: event.tag.clone(),
+        kind: match event.kind {
+            AlarmEventKind::Active => "active",
+            AlarmEventKind::Cleared => "clear",
+            AlarmEventKind::Acknowledged => "acknowledged",
+        }
+        .to_owned(),
+        value: event.value,
+        user: event.user.clone().unwrap_or_default(),
+        condition: event.condition.name().to_owned(),
+        priority: event.priority,
+        message: event.message.clone(),
     }
 }
 

@@ -23,8 +23,9 @@ pub struct ServeArgs {
     /// TSERVER_SECRETS_KEY).
     #[command(flatten)]
     pub solution: SolutionArg,
-    /// Also serve HTTP on this address: RuntimeMCP at /mcp for external AI clients (bearer
-    /// tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
+    /// Also serve HTTP on this address: the operator panel at / with its browser login, the
+    /// display protocol over a WebSocket at /ws, and RuntimeMCP at /mcp for external AI
+    /// clients (bearer tokens from `tserver tokens`). Off by default. With --tls-cert it serves HTTPS only,
     /// with the same certificate.
     #[arg(long)]
     pub http: Option<SocketAddr>,
@@ -281,10 +282,11 @@ pub async fn serve_on(
         http.tls.clone_from(&tls);
         http.accepting = Some(server.accepting());
         http.trusted_proxies = args.trusted_proxies();
+        http.sessions = Some(server.websocket_sessions());
         tracing::info!(
             address = %listener.local_addr().unwrap_or(address),
             tls = http.tls.is_some(),
-            "serving HTTP (RuntimeMCP at /mcp, /healthz, /readyz)"
+            "serving HTTP (the operator panel at /, the WebSocket at /ws, RuntimeMCP at /mcp, /healthz, /readyz)"
         );
         let runtime = runtime.clone();
         let shutdown = shutdown.clone();

@@ -234,7 +234,11 @@ async fn serve_connection(surface: Arc<Surface>, socket: TcpStream, peer: Socket
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .keep_alive(!overflow);
-    let connection = http.serve_connection(TokioIo::new(transport), service);
+    // Upgrades on: `/ws` hands the connection over to a WebSocket session (which then holds a
+    // slot of the display server, and this connection's seat is free again).
+    let connection = http
+        .serve_connection(TokioIo::new(transport), service)
+        .with_upgrades();
     tokio::pin!(connection);
     tokio::select! {
         done = connection.as_mut() => {

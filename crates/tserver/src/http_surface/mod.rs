@@ -1,27 +1,32 @@
 //! The server's HTTP surface, the one place HTTP enters the server (axum): RuntimeMCP at
 //! `/mcp` (the runtime tools for external AI clients, over MCP's Streamable HTTP transport),
-//! `/metrics` for Prometheus, `/healthz` and `/readyz` for load balancers, and the operator
-//! panel's page at `/` and `/panel/` (`panel`).
+//! `/metrics` for Prometheus, `/healthz` and `/readyz` for load balancers, and for browsers the
+//! operator panel (`/`, `/panel/*`), its login (`/api/login`, `/api/me`, `/api/logout`) and
+//! the WebSocket transport of the display protocol (`/ws`, `websocket.rs`).
 //!
-//! Every request but the health checks needs a bearer token (`tserver tokens`), checked before
-//! anything else; MCP's `Host` header must name an allowed host (default: the loopback names),
+//! Every request to `/mcp` and `/metrics` needs a bearer token (`tserver tokens`), checked before
+//! anything else; the browser routes take a password once and then a session cookie, and accept
+//! writes and WebSocket upgrades only from a page of this very host; MCP's `Host` header must name an allowed host (default: the loopback names),
 //! against DNS rebinding. With the TCP listener's certificate it serves HTTPS only.
 //! Connections are capped, and headers, bodies and idle keep-alives timed out
 //! (`connections.rs`, `body.rs`), so the HTTP port can never take the file descriptors the
 //! framed port and the health checks need.
-//! Invariants: no route but the health checks and the panel's page runs without a verified
-//! token (they read nothing of the plant); neither a token nor a session id reaches a log; an
-//! MCP session answers only the token that opened it; MCP sessions never exceed their cap; HTTP
+//! Invariants: no route but the health checks and the browser routes runs without a verified
+//! token (the health checks read nothing of the plant; the browser routes read it only through
+//! a logged-in session); neither a token nor a session id reaches a log; an MCP session
+//! answers only the token that opened it; MCP sessions never exceed their cap; HTTP
 //! connections never exceed their cap and its overflow allowance.
 
 mod auth;
 mod body;
+mod browser_login;
 mod connections;
 mod health;
 mod mcp;
-mod panel;
+pub(crate) mod panel;
 mod sessions;
 mod tls;
+mod websocket;
 
 pub use connections::OVERFLOW_CONNECTIONS;
 
@@ -88,6 +93,9 @@ pub struct HttpConfig {
     /// Reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client (for the logs);
     /// from anyone else those headers are ignored.
     pub trusted_proxies: crate::proxy::TrustedProxies,
+    /// The display server's sessions, which `/ws` joins and the browser login checks against;
+    /// without them those routes answer 503.
+    pub sessions: Option<crate::WebSocketSessions>,
 }
 
 impl Default for HttpConfig {
@@ -103,6 +111,7 @@ impl Default for HttpConfig {
             tls: None,
             accepting: None,
             trusted_proxies: crate::proxy::TrustedProxies::default(),
+            sessions: None,
         }
     }
 }
@@ -153,15 +162,34 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
             },
             auth::bearer,
         ))
-        // Merged after the layers above, so no token is asked of a load balancer's probe.
+        // Merged after the layers above, so no token is asked of a load balancer's probe, nor
+        // of a browser (it logs in with a user's password and holds a cookie instead).
         .merge(health::routes(runtime.clone(), config.accepting.clone()))
-        // The operator panel's page holds nothing of the plant: no token for it either.
-        .merge(panel::routes())
+        .merge(browser_routes(config, body))
         // Outermost: every request's log lines name its client.
         .layer(axum::middleware::from_fn_with_state(
             config.trusted_proxies.clone(),
             client_address,
         ))
+}
+
+/// The panel, the browser login and the WebSocket: no bearer token (a browser logs in with a
+/// password and holds a cookie); writes and upgrades only from a page of this host.
+fn browser_routes(config: &HttpConfig, body: body::BodyLimits) -> Router {
+    use axum::routing::{get, post};
+    let state = browser_login::BrowserState {
+        sessions: config.sessions.clone(),
+        secure: config.tls.is_some(),
+    };
+    Router::new()
+        .route("/api/login", post(browser_login::login))
+        .route("/api/me", get(browser_login::me))
+        .route("/api/logout", post(browser_login::logout))
+        .layer(axum::middleware::from_fn_with_state(body, body::read_body))
+        .layer(axum::middleware::from_fn(browser_login::same_origin_writes))
+        .route("/ws", get(websocket::upgrade))
+        .with_state(state)
+        .merge(panel::routes())
 }
 
 /// The client of a request: its peer, or behind a trusted reverse proxy the address the proxy

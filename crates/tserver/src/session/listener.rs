@@ -17,6 +17,7 @@ use tserver_tls::rustls;
 use super::machine::{Session, Slots};
 use super::shared::Shared;
 use super::waiting::WaitingRoom;
+use super::websocket::WebSocketSessions;
 use crate::ServerConfig;
 use crate::auth::{Authenticator, LoginError};
 use crate::calls::context::ConnectionContext;
@@ -48,8 +49,13 @@ pub enum ServerError {
 /// The TCP front of a [`Runtime`]: serves display clients on a listener the caller bound.
 #[derive(Debug)]
 pub struct Server {
-    shared: Shared,
+    shared: Arc<Shared>,
     accepting: Accepting,
+    /// Set when clients must speak TLS.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// What the listener and the WebSocket sessions share: the connection cap, the tasks to
+    /// wait for at shutdown, the drain and the hard stop.
+    sessions: WebSocketSessions,
 }
 
 /// Whether a [`Server`] accepts connections now: from the start of its accept loop until
@@ -86,16 +92,19 @@ impl Server {
             config.login_throttle,
         )
         .map_err(|error: LoginError| ServerError::Login(error.to_string()))?;
+        let shared = Arc::new(Shared {
+            runtime,
+            waiting: WaitingRoom::new(config.max_unauthenticated),
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            auth,
+            proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
+        });
         Ok(Self {
-            shared: Shared {
-                runtime,
-                waiting: WaitingRoom::new(config.max_unauthenticated),
-                config,
-                auth,
-                tls: None,
-                proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
-            },
+            sessions: WebSocketSessions::new(Arc::clone(&shared)),
+            shared,
             accepting: Accepting::default(),
+            tls: None,
         })
     }
 
@@ -109,8 +118,14 @@ impl Server {
     /// speak TLS is closed without a reply.
     #[must_use]
     pub fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
-        self.shared.tls = Some(config);
+        self.tls = Some(config);
         self
+    }
+
+    /// The door through which the HTTP surface lets WebSockets into this server's sessions:
+    /// same connection cap, waiting room, logins and shutdown as the TCP listener.
+    pub fn websocket_sessions(&self) -> WebSocketSessions {
+        self.sessions.clone()
     }
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets calls in flight finish
@@ -118,12 +133,13 @@ impl Server {
     pub async fn run(self, listener: TcpListener, shutdown: CancellationToken) {
         let listener = Listener {
             listener,
-            connections: Arc::new(Semaphore::new(self.shared.config.max_connections)),
             refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
-            shared: Arc::new(self.shared),
-            tracker: TaskTracker::new(),
+            shared: self.shared,
+            tls: self.tls,
+            tracker: self.sessions.tracker.clone(),
             shutdown,
-            hard_stop: CancellationToken::new(),
+            draining: self.sessions.draining.clone(),
+            hard_stop: self.sessions.hard_stop.clone(),
             refusals_logged: std::sync::Mutex::new(LogBudget::new("refused connections")),
             accepting: self.accepting,
         };
@@ -135,13 +151,14 @@ impl Server {
 struct Listener {
     listener: TcpListener,
     shared: Arc<Shared>,
-    /// One permit per connection slot; a connection holds its permit until it closes.
-    connections: Arc<Semaphore>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     /// One permit per refusal being written.
     refusals: Arc<Semaphore>,
     /// Every connection task (and the calls they spawn), to wait for at shutdown.
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Cancelled when the accept loop stops: every session (TCP or WebSocket) drains.
+    draining: CancellationToken,
     /// Cancelled when the grace period ends.
     hard_stop: CancellationToken,
     /// The log lines refused connections may cause: a connection flood must not fill the disk.
@@ -185,6 +202,7 @@ impl Listener {
             }
         }
         self.accepting.set(false);
+        self.draining.cancel();
         drop(self.listener);
         tracing::info!(grace = ?self.shared.config.shutdown_grace, "shutting down: draining calls in flight");
         self.tracker.close();
@@ -213,8 +231,9 @@ impl Listener {
     fn refuse(&self, socket: TcpStream, message: String) {
         if let Ok(permit) = Arc::clone(&self.refusals).try_acquire_owned() {
             let shared = Arc::clone(&self.shared);
+            let tls = self.tls.clone();
             self.tracker.spawn(async move {
-                refuse(shared, socket, message).await;
+                refuse(shared, tls, socket, message).await;
                 drop(permit);
             });
         }
@@ -222,7 +241,7 @@ impl Listener {
 
     fn admit(&self, socket: TcpStream, peer: std::net::SocketAddr) {
         let config = &self.shared.config;
-        let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
+        let Ok(permit) = Arc::clone(&self.shared.connections).try_acquire_owned() else {
             metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "connection_cap")
                 .increment(1);
             if self.refusal_may_log() {
@@ -248,7 +267,8 @@ impl Listener {
             return;
         };
         let shared = Arc::clone(&self.shared);
-        let shutdown = self.shutdown.clone();
+        let tls = self.tls.clone();
+        let shutdown = self.draining.clone();
         let hard_stop = self.hard_stop.clone();
         let slots = Slots {
             connection: permit,
@@ -287,7 +307,7 @@ impl Listener {
             let connected = async move {
                 let transport = tokio::select! {
                     () = hard_stop.cancelled() => return,
-                    transport = open(&shared, socket, login_timeout) => transport,
+                    transport = open(tls.as_ref(), socket, login_timeout) => transport,
                 };
                 let Some(transport) = transport else { return };
                 let connection = shared.connection(transport);
@@ -305,8 +325,12 @@ impl Listener {
 /// The connection's stream: the socket as it is, or after a TLS handshake that must finish
 /// within `limit`. `None` when the handshake failed (logged at debug: port scanners and
 /// plain-text clients are routine, not news).
-async fn open(shared: &Shared, socket: TcpStream, limit: Duration) -> Option<Transport> {
-    let Some(tls) = &shared.tls else {
+async fn open(
+    tls: Option<&Arc<rustls::ServerConfig>>,
+    socket: TcpStream,
+    limit: Duration,
+) -> Option<Transport> {
+    let Some(tls) = tls else {
         return Some(Transport::Plain(socket));
     };
     match tokio::time::timeout(limit, tserver_proto::accept(tls, socket)).await {
@@ -323,8 +347,13 @@ async fn open(shared: &Shared, socket: TcpStream, limit: Duration) -> Option<Tra
 }
 
 /// Tells a connection past a cap why it is closed, then closes it.
-async fn refuse(shared: Arc<Shared>, socket: TcpStream, message: String) {
-    let Some(transport) = open(&shared, socket, REFUSAL_WRITE_LIMIT).await else {
+async fn refuse(
+    shared: Arc<Shared>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    socket: TcpStream,
+    message: String,
+) {
+    let Some(transport) = open(tls.as_ref(), socket, REFUSAL_WRITE_LIMIT).await else {
         return;
     };
     let mut connection = shared.connection(transport);

@@ -1,10 +1,9 @@
 //! `Shared`: what every connection of one server shares (the runtime, the limits, the login
-//! verifier, the waiting room, TLS).
+//! verifier, the waiting room).
 
 use std::sync::Arc;
 
 use tserver_proto::Transport;
-use tserver_tls::rustls;
 
 use super::connection::Connection;
 use super::waiting::WaitingRoom;
@@ -19,10 +18,11 @@ pub(crate) struct Shared {
     pub(crate) runtime: Runtime,
     pub(crate) config: ServerConfig,
     pub(crate) auth: Authenticator,
+    /// One permit per connection slot (TCP or WebSocket); a connection holds its permit until
+    /// it closes.
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
     /// The connections not yet logged in, so such connections never take every slot.
     pub(crate) waiting: Arc<WaitingRoom>,
-    /// Set when clients must speak TLS.
-    pub(super) tls: Option<Arc<rustls::ServerConfig>>,
     /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
     /// an untrusted address), all together: a flood of them must not fill the disk.
     pub(super) proxy_refusals_logged: std::sync::Mutex<LogBudget>,

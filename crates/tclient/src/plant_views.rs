@@ -1,0 +1,327 @@
+//! tclient's views of the plant for a person or a script: a tag's history (a table, or CSV),
+//! a folder of the plant tree, and the alarm list with its details and history.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use service_client::{
+    AlarmDetail, AlarmHistoryEvent, AlarmsRequest, FailoverClient, HistorySample, HistoryValue,
+    PlantNodeKind, TagHistoryRequest, TagReading, TagValue,
+};
+
+/// A time a person gives: how long ago (`1h`, `30m`, `2d`) or an RFC 3339 time
+/// (`2026-11-21T08:00:00Z`), read against `now`.
+pub fn parse_time(text: &str, now: SystemTime) -> anyhow::Result<SystemTime> {
+    let text = text.trim();
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return Ok(now.checked_sub(ago).unwrap_or(UNIX_EPOCH));
+    }
+    humantime::parse_rfc3339_weak(text).with_context(|| {
+        format!("{text:?} is neither a time ago such as 1h or 30m nor an RFC 3339 time such as 2026-11-21T08:00:00Z")
+    })
+}
+
+/// Milliseconds since the Unix epoch, as the wire carries times.
+fn epoch_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A wire time as RFC 3339 UTC with milliseconds; `-` for none (0).
+fn rfc3339(ms: i64) -> String {
+    match u64::try_from(ms) {
+        Ok(ms) if ms > 0 => {
+            humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+        }
+        _ => "-".to_owned(),
+    }
+}
+
+/// OPC quality as a word.
+pub(crate) fn quality_word(quality: u32) -> &'static str {
+    match quality {
+        192.. => "Good",
+        64..=191 => "Uncertain",
+        _ => "Bad",
+    }
+}
+
+fn sample_value(sample: &HistorySample) -> String {
+    match &sample.value {
+        Some(HistoryValue::Number(number)) => number.to_string(),
+        Some(HistoryValue::Integer(integer)) => integer.to_string(),
+        Some(HistoryValue::Boolean(boolean)) => boolean.to_string(),
+        Some(HistoryValue::Text(text)) => text.clone(),
+        None => String::new(),
+    }
+}
+
+/// What `tags history` was asked for.
+#[derive(Debug, Clone)]
+pub struct HistoryQuery<'a> {
+    /// The tag.
+    pub name: &'a str,
+    /// The window's start, as typed.
+    pub since: &'a str,
+    /// The window's end, as typed (`None`: now).
+    pub until: Option<&'a str>,
+    /// The most samples (0: the server's default).
+    pub max_samples: u32,
+    /// CSV instead of a table.
+    pub csv: bool,
+}
+
+/// `tags history NAME --since ... [--until ...] [--csv]`: the samples oldest first, as CSV
+/// (`timestamp,value,quality`, RFC 3339 UTC times) or as a table; a cut reply says so (on
+/// standard error for CSV, which stays pure data).
+pub async fn tag_history(
+    client: &FailoverClient,
+    query: &HistoryQuery<'_>,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let now = SystemTime::now();
+    let since = parse_time(query.since, now).context("--since")?;
+    let until = match query.until {
+        Some(until) => epoch_ms(parse_time(until, now).context("--until")?),
+        None => 0,
+    };
+    let reply = client
+        .tag_history(TagHistoryRequest {
+            name: query.name.to_owned(),
+            since_ms: epoch_ms(since),
+            until_ms: until,
+            max_samples: query.max_samples,
+        })
+        .await?;
+    let cut = format!(
+        "{} of the window's {} samples shown, evenly spread; ask for more with --max-samples (at most 10000) or a shorter window",
+        reply.samples.len(),
+        reply.total_samples
+    );
+    if query.csv {
+        let mut writer = csv::Writer::from_writer(output);
+        writer.write_record(["timestamp", "value", "quality"])?;
+        for sample in &reply.samples {
+            writer.write_record([
+                rfc3339(sample.timestamp_ms),
+                sample_value(sample),
+                quality_word(sample.quality).to_owned(),
+            ])?;
+        }
+        writer.flush()?;
+        if reply.truncated {
+            eprintln!("tclient: {cut}");
+        }
+        return Ok(());
+    }
+    let units = if reply.units.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reply.units)
+    };
+    writeln!(output, "{}{units}: {} samples", reply.name, reply.samples.len())?;
+    for sample in &reply.samples {
+        writeln!(
+            output,
+            "{}  {:>14}  {}",
+            rfc3339(sample.timestamp_ms),
+            sample_value(sample),
+            quality_word(sample.quality)
+        )?;
+    }
+    if reply.truncated {
+        writeln!(output, "({cut})")?;
+    }
+    Ok(())
+}
+
+/// `tags browse [FOLDER]`: the folder's sub-folders (ending in `/`), then its tags with type,
+/// units, writability, range and description.
+pub async fn browse(client: &FailoverClient, folder: &str, output: &mut dyn Write) -> anyhow::Result<()> {
+    let reply = client.browse(folder).await?;
+    let shown = if reply.folder.is_empty() {
+        "/"
+    } else {
+        reply.folder.as_str()
+    };
+    writeln!(output, "{shown}")?;
+    for node in &reply.nodes {
+        let description = if node.description.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", node.description)
+        };
+        if node.kind() == PlantNodeKind::Folder {
+            writeln!(output, "  {}/{description}", node.name)?;
+            continue;
+        }
+        let mut facts = vec![node.data_type.clone()];
+        if !node.units.is_empty() {
+            facts.push(node.units.clone());
+        }
+        if node.writable {
+            facts.push("writable".to_owned());
+        }
+        match (node.min, node.max) {
+            (None, None) => {}
+            (min, max) => facts.push(format!(
+                "range {}..{}",
+                min.map_or(String::new(), |min| min.to_string()),
+                max.map_or(String::new(), |max| max.to_string())
+            )),
+        }
+        writeln!(
+            output,
+            "  {} ({}) [{}]{description}",
+            node.name,
+            node.tag,
+            facts.join(", ")
+        )?;
+    }
+    if reply.truncated {
+        writeln!(output, "  (more children than shown)")?;
+    }
+    Ok(())
+}
+
+/// `alarms list [--history [--since ...]]`: every alarm not normal, unacknowledged first,
+/// with since when, the tag's value and the limit; then the history, newest first.
+pub async fn list_alarms(
+    client: &FailoverClient,
+    history: bool,
+    since: Option<&str>,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let since_ms = match since {
+        Some(_) if !history => bail!("--since goes with --history"),
+        Some(since) => epoch_ms(parse_time(since, SystemTime::now()).context("--since")?),
+        None => 0,
+    };
+    let reply = client
+        .alarms(AlarmsRequest {
+            history,
+            since_ms,
+            limit: 0,
+        })
+        .await?;
+    if reply.active.is_empty() {
+        writeln!(output, "no alarms")?;
+    }
+    for alarm in &reply.active {
+        writeln!(output, "{}", describe_alarm(alarm))?;
+    }
+    if reply.active_truncated {
+        writeln!(output, "(more alarms than shown)")?;
+    }
+    if history {
+        writeln!(output, "history (newest first):")?;
+        if reply.history.is_empty() {
+            writeln!(output, "  no alarm events in the window")?;
+        }
+        for event in &reply.history {
+            writeln!(output, "  {}", describe_event(event))?;
+        }
+        if reply.history_truncated {
+            writeln!(output, "  (more events in the window than shown)")?;
+        }
+    }
+    Ok(())
+}
+
+/// `NAME [state] priority P since TIME: TAG = VALUE (CONDITION limit L): MESSAGE`.
+fn describe_alarm(alarm: &AlarmDetail) -> String {
+    let value = alarm
+        .value
+        .as_ref()
+        .map_or_else(|| "(no value)".to_owned(), reading_value);
+    let limit = alarm.limit.map_or_else(
+        || alarm.condition.clone(),
+        |limit| format!("{} limit {limit}", alarm.condition),
+    );
+    let acknowledged = if alarm.acknowledged_by.is_empty() {
+        String::new()
+    } else {
+        format!(", acknowledged by {}", alarm.acknowledged_by)
+    };
+    format!(
+        "{} [{}] priority {} since {}: {} = {value} ({limit}{acknowledged}): {}",
+        alarm.name,
+        alarm.state,
+        alarm.priority,
+        rfc3339(alarm.since_ms),
+        alarm.tag,
+        alarm.message
+    )
+}
+
+/// A reading's value as a person reads it (text quoted).
+pub(crate) fn value_text(value: Option<&TagValue>) -> String {
+    match value {
+        Some(TagValue::Number(number)) => number.to_string(),
+        Some(TagValue::Integer(integer)) => integer.to_string(),
+        Some(TagValue::Boolean(boolean)) => boolean.to_string(),
+        Some(TagValue::Text(text)) => format!("{text:?}"),
+        None => "(no value)".to_owned(),
+    }
+}
+
+/// Units after a value: ` A`, or nothing.
+pub(crate) fn units_suffix(units: &str) -> String {
+    if units.is_empty() {
+        String::new()
+    } else {
+        format!(" {units}")
+    }
+}
+
+/// A reading's value with units and, when not Good, its quality and last good time.
+fn reading_value(reading: &TagReading) -> String {
+    let value = value_text(reading.value.as_ref());
+    let units = units_suffix(&reading.units);
+    match quality_word(reading.quality) {
+        "Good" => format!("{value}{units}"),
+        quality => format!(
+            "{value}{units} ({quality}, last good {})",
+            rfc3339(reading.last_good_ms)
+        ),
+    }
+}
+
+/// `TIME NAME KIND [value V] [by USER]`.
+fn describe_event(event: &AlarmHistoryEvent) -> String {
+    let mut line = format!("{} {} {}", rfc3339(event.timestamp_ms), event.name, event.kind);
+    if let Some(value) = event.value {
+        line.push_str(&format!(" value {value}"));
+    }
+    if !event.user.is_empty() {
+        line.push_str(&format!(" by {}", event.user));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_ago_or_rfc3339() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert_eq!(
+            parse_time("1h", now).expect("ago"),
+            now - Duration::from_secs(3600)
+        );
+        assert_eq!(
+            parse_time("2026-11-21T08:00:00Z", now).expect("rfc3339"),
+            humantime::parse_rfc3339("2026-11-21T08:00:00Z").expect("valid")
+        );
+        let error = parse_time("yesterday", now).expect_err("neither");
+        assert!(error.to_string().contains("\"yesterday\""), "{error}");
+    }
+
+    #[test]
+    fn wire_times_print_as_rfc3339_utc() {
+        assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(0), "-");
+    }
+}

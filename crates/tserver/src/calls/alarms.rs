@@ -1,0 +1,104 @@
+//! Alarms: the alarms that need attention now with what an alarm list shows (time, value,
+//! limit, message), ordered as operators expect, and the alarm history when asked for. The
+//! live states come from the object model and the history from the same historian query as
+//! the assistant's alarm tools.
+
+use std::cmp::Reverse;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tserver_proto::v1::{AlarmDetail, AlarmsReply, AlarmsRequest, ErrorCode, server_frame};
+
+use super::historian;
+use super::to_proto::{CallError, alarm_detail, alarm_history_event, from_epoch_ms};
+use plant::Runtime;
+use plant::objects::{AlarmState, ObjectModel};
+
+/// The most alarms `active` carries (stated in `proto/tserver.proto`).
+pub(crate) const MAX_ACTIVE: usize = 1000;
+/// History events sent when the request names no limit.
+pub(crate) const DEFAULT_EVENTS: u32 = 200;
+/// The most history events one reply carries.
+pub(crate) const MAX_EVENTS: u32 = 2000;
+/// The history window when the request names no start: the last day.
+const DEFAULT_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// Checks the call now; the returned future reads the history when asked for.
+pub(crate) fn apply(
+    request: &AlarmsRequest,
+    runtime: &Runtime,
+) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
+    let invalid = |message: String| CallError::new(ErrorCode::InvalidArgument, message);
+    let now = SystemTime::now();
+    let limit = match request.limit {
+        0 => DEFAULT_EVENTS,
+        asked if asked > MAX_EVENTS => {
+            return Err(invalid(format!("alarms: limit {asked} is above {MAX_EVENTS}")));
+        }
+        asked => asked,
+    };
+    let since = match request.since_ms {
+        0 => now.checked_sub(DEFAULT_WINDOW).unwrap_or(UNIX_EPOCH),
+        ms if ms < 0 => return Err(invalid(format!("alarms: since_ms {ms} is before 1970"))),
+        ms => from_epoch_ms(ms).ok_or_else(|| invalid(format!("alarms: since_ms {ms} is in the future")))?,
+    };
+    if since > now {
+        return Err(invalid(format!(
+            "alarms: since_ms {} is in the future",
+            request.since_ms
+        )));
+    }
+    let plant = runtime.plant().reader();
+    let (active, active_truncated) = active(&plant.objects());
+    let history = request.history.then(|| Arc::clone(plant.historian()));
+    Ok(async move {
+        let mut reply = AlarmsReply {
+            active,
+            active_truncated,
+            ..AlarmsReply::default()
+        };
+        if let Some(history) = history {
+            let page = historian::query("alarm history", move || {
+                history.alarm_history(None, since, now, limit as usize)
+            })
+            .await;
+            match page {
+                Ok(page) => {
+                    reply.history_truncated = page.total > page.events.len();
+                    reply.history = page.events.iter().map(alarm_history_event).collect();
+                }
+                Err(failed) => return failed,
+            }
+        }
+        server_frame::Body::Alarms(reply)
+    })
+}
+
+/// Every alarm not normal, unacknowledged first, then the highest priority, then the newest;
+/// at most [`MAX_ACTIVE`], and whether more were left out.
+fn active(objects: &ObjectModel) -> (Vec<AlarmDetail>, bool) {
+    let mut listed: Vec<_> = objects
+        .alarms()
+        .iter()
+        .map(|alarm| (alarm, alarm.status()))
+        .filter(|(_, status)| status.state != AlarmState::Normal)
+        .collect();
+    listed.sort_by_key(|(alarm, status)| {
+        (
+            status.state == AlarmState::Acknowledged,
+            Reverse(alarm.definition().priority),
+            Reverse(status.active_since),
+        )
+    });
+    let truncated = listed.len() > MAX_ACTIVE;
+    let details = listed
+        .into_iter()
+        .take(MAX_ACTIVE)
+        .map(|(alarm, status)| {
+            let tag = objects.tag(&alarm.definition().tag);
+            alarm_detail(alarm, &status, tag.map(AsRef::as_ref))
+        })
+        .collect();
+    (details, truncated)
+}

@@ -1,0 +1,130 @@
+//! `WebSocketLink`: a connection's frames over a WebSocket, for `Connection`. Each WebSocket
+//! message is one frame: a text message is its canonical JSON (pbjson), a binary message its
+//! protobuf bytes. Replies take the form of the client's last message (JSON until a program
+//! sends binary), so a browser reads JSON and a program protobuf.
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
+use futures::{SinkExt, StreamExt};
+use prost::Message as _;
+use tserver_proto::v1::{ClientFrame, ServerFrame};
+use tserver_proto::{Decoded, FrameError, MalformedMessage};
+
+/// One client's WebSocket, carrying frames.
+#[derive(Debug)]
+pub(super) struct WebSocketLink {
+    socket: WebSocket,
+    /// The largest message read (its bytes, JSON or protobuf).
+    max_read: usize,
+    /// The largest frame written (its protobuf size, as on TCP).
+    max_written: usize,
+    /// The client's last message was binary: reply in protobuf.
+    binary: bool,
+}
+
+impl WebSocketLink {
+    /// Frames over `socket`, refusing messages longer than `max_frame` bytes (the upgrade
+    /// bounded the socket's own buffers too).
+    pub(super) fn new(socket: WebSocket, max_frame: usize) -> Self {
+        Self {
+            socket,
+            max_read: max_frame,
+            max_written: max_frame,
+            binary: false,
+        }
+    }
+
+    pub(super) fn set_max_read(&mut self, max_frame: usize) {
+        self.max_read = max_frame;
+    }
+
+    /// The next frame; `None` when the client closes. Cancel-safe: a message is taken whole
+    /// or not at all.
+    pub(super) async fn read(&mut self) -> Option<Result<Decoded<ClientFrame>, FrameError>> {
+        loop {
+            let message = match self.socket.next().await? {
+                Ok(message) => message,
+                Err(error) => return Some(Err(read_error(error, self.max_read))),
+            };
+            let decoded = match message {
+                Message::Text(text) => self
+                    .within_limit(text.len(), false)
+                    .map(|()| tserver_proto::decode_json(text.as_str())),
+                Message::Binary(bytes) => {
+                    self.within_limit(bytes.len(), true)
+                        .map(|()| match ClientFrame::decode(bytes) {
+                            Ok(frame) => Decoded::Message(frame),
+                            Err(error) => Decoded::Malformed(MalformedMessage::Protobuf(error)),
+                        })
+                }
+                // The WebSocket library answers pings itself.
+                Message::Ping(_) | Message::Pong(_) => continue,
+                Message::Close(_) => return None,
+            };
+            return Some(decoded);
+        }
+    }
+
+    /// `Ok` when a message of `len` bytes may be read (and then replies take its form).
+    fn within_limit(&mut self, len: usize, binary: bool) -> Result<(), FrameError> {
+        if len > self.max_read {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.max_read,
+            });
+        }
+        self.binary = binary;
+        Ok(())
+    }
+
+    /// Buffers a frame; a frame too large to write is refused before any of it is buffered.
+    pub(super) async fn queue(&mut self, frame: ServerFrame) -> Result<(), FrameError> {
+        let len = frame.encoded_len();
+        if len > self.max_written {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.max_written,
+            });
+        }
+        let message = if self.binary {
+            Message::Binary(frame.encode_to_vec().into())
+        } else {
+            Message::Text(tserver_proto::encode_json(&frame).into())
+        };
+        self.socket.feed(message).await.map_err(write_error)
+    }
+
+    /// Sends everything buffered.
+    pub(super) async fn flush(&mut self) -> Result<(), FrameError> {
+        self.socket.flush().await.map_err(write_error)
+    }
+
+    /// Sends a close, then reads and drops what the client still sends until it closes too.
+    pub(super) async fn close(&mut self) {
+        let close = Message::Close(Some(CloseFrame {
+            code: close_code::NORMAL,
+            reason: "".into(),
+        }));
+        if self.socket.send(close).await.is_err() {
+            return;
+        }
+        while let Some(Ok(_)) = self.socket.next().await {}
+    }
+}
+
+/// A read failure as the session knows them: a message over the socket's own size bound is
+/// too large, anything else is the transport failing.
+fn read_error(error: axum::Error, max: usize) -> FrameError {
+    match error.into_inner().downcast::<tungstenite::Error>() {
+        Ok(error) => match *error {
+            tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong {
+                size, ..
+            }) => FrameError::TooLarge { len: size, max },
+            error => FrameError::Io(std::io::Error::other(error)),
+        },
+        Err(error) => FrameError::Io(std::io::Error::other(error)),
+    }
+}
+
+fn write_error(error: axum::Error) -> FrameError {
+    FrameError::Io(std::io::Error::other(error.into_inner()))
+}

@@ -1,0 +1,701 @@
+//! The WebSocket transport at `/ws` and the browser login: a real server (TCP and HTTP on
+//! loopback), a real WebSocket client and real HTTP requests. Login by cookie or by password,
+//! calls, subscriptions and streamed chat in canonical JSON, same-origin only, the cookie's
+//! revocation, and the abuse a TCP client may try (oversized and malformed messages, floods
+//! before login, a reader that never reads) hurting no other client.
+
+use std::net::SocketAddr;
+
+use futures::{SinkExt, StreamExt};
+use plant_model::{Quality, TagValue};
+use scripted_llm::ScriptedLlm;
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+use tserver::http_surface::HttpConfig;
+use tserver::{Runtime, Server, ServerConfig};
+
+use crate::chat::{streamed_answer, streamed_tool_call};
+use crate::support::{PATIENCE, RawConnection, Solution, admin};
+
+const PASSWORD: &str = "correct horse battery";
+
+/// A server with its display port and its HTTP surface, over a demo solution with the
+/// operator `ada` (password [`PASSWORD`]).
+struct Rig {
+    /// The solution's file or database URL.
+    location: String,
+    /// Keeps a file solution's directory alive.
+    _solution: Option<Solution>,
+    tcp: SocketAddr,
+    http: SocketAddr,
+    runtime: Runtime,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Rig {
+    async fn start() -> Self {
+        Self::start_with(Solution::demo(), ServerConfig::default()).await
+    }
+
+    async fn start_with(solution: Solution, config: ServerConfig) -> Self {
+        let location = solution.path.to_str().expect("utf-8 path").to_owned();
+        add_ada(&location);
+        Self::serving(location, Some(solution), config, HttpConfig::default()).await
+    }
+
+    /// A node serving the solution at `location` (a file or a database), whose users exist.
+    async fn serving(
+        location: String,
+        solution: Option<Solution>,
+        config: ServerConfig,
+        http_config: HttpConfig,
+    ) -> Self {
+        let at: store::SolutionLocation = location.parse().expect("a solution location");
+        let runtime = Runtime::open_at(&at).await.expect("solution opens");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let http_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let tcp = listener.local_addr().expect("addr");
+        let http = http_listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let server = Server::new(runtime.clone(), config).expect("server");
+        let http_config = HttpConfig {
+            sessions: Some(server.websocket_sessions()),
+            accepting: Some(server.accepting()),
+            ..http_config
+        };
+        let surface =
+            tserver::http_surface::serve(http_listener, runtime.clone(), http_config, shutdown.clone());
+        let tasks = vec![
+            tokio::spawn(async move {
+                surface.await.expect("the HTTP surface serves");
+            }),
+            tokio::spawn(server.run(listener, shutdown.clone())),
+        ];
+        Self {
+            location,
+            _solution: solution,
+            tcp,
+            http,
+            runtime,
+            shutdown,
+            tasks,
+        }
+    }
+
+    fn path(&self) -> &str {
+        &self.location
+    }
+
+    fn origin(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    /// `POST /api/login` from a page of this server: the status, the JSON body and the
+    /// `Set-Cookie` header.
+    async fn login(&self, user: &str, password: &str) -> (u16, Value, Option<String>) {
+        self.login_for("127.0.0.1", user, password).await
+    }
+
+    /// As [`Self::login`], for the client a trusted proxy forwards for (`X-Forwarded-For`).
+    async fn login_for(&self, client: &str, user: &str, password: &str) -> (u16, Value, Option<String>) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/login", self.origin()))
+            .header("Origin", self.origin())
+            .header("X-Forwarded-For", client)
+            .json(&json!({"user": user, "password": password}))
+            .send()
+            .await
+            .expect("the login answers");
+        let status = response.status().as_u16();
+        let cookie = response
+            .headers()
+            .get("set-cookie")
+            .map(|value| value.to_str().expect("ASCII").to_owned());
+        let body = response.json().await.expect("a JSON body");
+        (status, body, cookie)
+    }
+
+    /// Logs `ada` in: the `name=value` of the session cookie.
+    async fn cookie(&self) -> String {
+        let (status, body, cookie) = self.login("ada", PASSWORD).await;
+        assert_eq!(
+            (status, &body),
+            (200, &json!({"user": "ada", "role": "operator"}))
+        );
+        let cookie = cookie.expect("a session cookie");
+        cookie.split(';').next().expect("name=value").to_owned()
+    }
+
+    /// `POST /api/logout` with `cookie`: the response.
+    async fn logout(&self, cookie: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/api/logout", self.origin()))
+            .header("Origin", self.origin())
+            .header("Cookie", cookie)
+            .send()
+            .await
+            .expect("answers")
+    }
+
+    /// `GET /api/me` with `cookie`: the status.
+    async fn me(&self, cookie: &str) -> u16 {
+        reqwest::Client::new()
+            .get(format!("{}/api/me", self.origin()))
+            .header("Cookie", cookie)
+            .send()
+            .await
+            .expect("answers")
+            .status()
+            .as_u16()
+    }
+
+    /// A WebSocket from a page of this server, with `cookie` if given.
+    async fn socket(&self, cookie: Option<&str>) -> Ws {
+        let origin = self.origin();
+        let mut headers = vec![("Origin", origin.as_str())];
+        headers.extend(cookie.map(|cookie| ("Cookie", cookie)));
+        self.socket_with(&headers).await.expect("the upgrade succeeds")
+    }
+
+    /// A WebSocket upgrade sent with `headers`.
+    async fn socket_with(&self, headers: &[(&'static str, &str)]) -> Result<Ws, tungstenite::Error> {
+        let mut request = format!("ws://{}/ws", self.http)
+            .into_client_request()
+            .expect("a request");
+        for (name, value) in headers {
+            request
+                .headers_mut()
+                .insert(*name, value.parse().expect("a header value"));
+        }
+        let (socket, _) = tokio_tungstenite::connect_async(request).await?;
+        Ok(Ws { socket })
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            tokio::time::timeout(PATIENCE, task)
+                .await
+                .expect("stops within the patience")
+                .expect("no panic");
+        }
+    }
+}
+
+/// Adds the operator `ada` (password [`PASSWORD`]) to the solution at `location`.
+fn add_ada(location: &str) {
+    admin(
+        &["users", location, "add", "ada", "--role", "operator"],
+        &format!("{PASSWORD}\n"),
+    );
+}
+
+/// A WebSocket client speaking JSON frames.
+struct Ws {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Ws {
+    async fn send(&mut self, frame: Value) {
+        self.send_text(&frame.to_string()).await;
+    }
+
+    async fn send_text(&mut self, text: &str) {
+        self.socket.send(Message::text(text)).await.expect("message sent");
+    }
+
+    /// The next frame, or `None` once the server closed the socket.
+    async fn receive(&mut self) -> Option<Value> {
+        loop {
+            let next = tokio::time::timeout(PATIENCE, self.socket.next())
+                .await
+                .expect("a message or a close within the patience");
+            match next {
+                Some(Ok(Message::Text(text))) => return Some(serde_json::from_str(&text).expect("JSON")),
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// Sends `frame` and returns the next frame.
+    async fn call(&mut self, frame: Value) -> Value {
+        self.send(frame).await;
+        self.receive().await.expect("a reply")
+    }
+
+    /// Pings and asserts the pong.
+    async fn pings(&mut self) {
+        let pong = self.call(json!({"callId": "99", "ping": {"nonce": "42"}})).await;
+        assert_eq!(
+            (&pong["callId"], &pong["pong"]["nonce"]),
+            (&json!("99"), &json!("42")),
+            "{pong}"
+        );
+    }
+
+    /// Says Hello as `user` (empty: the cookie's login).
+    async fn hello(&mut self, user: &str, password: &str) -> Value {
+        self.call(json!({"callId": "1", "hello": {"protocolVersion": 1, "clientName": "websocket tests", "userName": user, "password": password}}))
+            .await
+    }
+
+    /// Reads frames until the server closes; returns the last frame before the close.
+    async fn last_words(&mut self) -> Option<Value> {
+        let mut last = None;
+        while let Some(frame) = self.receive().await {
+            last = Some(frame);
+        }
+        last
+    }
+}
+
+fn error_code(frame: &Value) -> &str {
+    frame["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error frame: {frame}"))
+}
+
+/// Asserts `frame` is an error with `code` whose message says `saying`.
+fn assert_error(frame: &Value, code: &str, saying: &str) {
+    assert_eq!(error_code(frame), code, "{frame}");
+    let message = frame["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(saying), "{frame}");
+}
+
+#[tokio::test]
+async fn a_browser_logs_in_once_and_its_websocket_says_hello_with_the_cookie() {
+    let rig = Rig::start().await;
+    let (status, body, cookie) = rig.login("ada", PASSWORD).await;
+    assert_eq!(
+        (status, &body),
+        (200, &json!({"user": "ada", "role": "operator"}))
+    );
+    let cookie = cookie.expect("a session cookie");
+    for attribute in ["tserver_session=", "HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    let cookie = cookie.split(';').next().expect("name=value").to_owned();
+    assert_eq!(rig.me(&cookie).await, 200);
+
+    let mut ws = rig.socket(Some(&cookie)).await;
+    let hello = ws.hello("", "").await;
+    assert_eq!(hello["callId"], "1");
+    assert_eq!(hello["hello"]["userName"], "ada");
+    assert_eq!(hello["hello"]["protocolVersion"], 1);
+    ws.pings().await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_cookie_hello_takes_a_password_and_calls_subscriptions_and_updates_flow() {
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    let hello = ws.hello("ada", PASSWORD).await;
+    assert_eq!(hello["hello"]["userName"], "ada");
+
+    let read = ws
+        .call(json!({"callId": "2", "readTags": {"names": ["Pump1.MotorCurrent"]}}))
+        .await;
+    let reading = &read["readTags"]["readings"][0];
+    assert_eq!(reading["name"], "Pump1.MotorCurrent");
+    assert!(reading["number"].is_number(), "{read}");
+    // 64-bit fields are JSON strings.
+    assert!(reading["timestampMs"].is_string(), "{read}");
+
+    let subscribed = ws
+        .call(json!({"callId": "3", "subscribe": {"names": ["Pump1.MotorCurrent"]}}))
+        .await;
+    assert_eq!(subscribed["callId"], "3");
+    assert_eq!(
+        subscribed["subscribe"]["readings"][0]["name"], "Pump1.MotorCurrent",
+        "{subscribed}"
+    );
+    rig.runtime
+        .plant()
+        .write("Pump1.MotorCurrent", TagValue::Number(77.5), Quality::GOOD)
+        .expect("written");
+    let update = loop {
+        let frame = ws.receive().await.expect("an update");
+        if frame.get("tagUpdate").is_some() {
+            break frame;
+        }
+    };
+    assert_eq!(update["callId"], "3");
+    assert_eq!(update["tagUpdate"]["readings"][0]["number"], 77.5, "{update}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_chat_over_the_websocket_shows_progress_then_the_reply() {
+    let llm = ScriptedLlm::start(vec![streamed_tool_call(), streamed_answer("Pump 1 is fine.")])
+        .await
+        .expect("the scripted model starts");
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path").to_owned();
+    admin(&["settings", &path, "set", "URL", &llm.url()], "");
+    admin(&["settings", &path, "set", "ModelEnabled", "true"], "");
+    let rig = Rig::start_with(solution, ServerConfig::default()).await;
+    let mut ws = rig.socket(Some(&rig.cookie().await)).await;
+    assert_eq!(ws.hello("", "").await["hello"]["userName"], "ada");
+
+    ws.send(json!({"callId": "5", "chat": {"queryJson": "What is wrong with Pump 1?", "stream": true}}))
+        .await;
+    let mut events = Vec::new();
+    let reply = loop {
+        let frame = ws.receive().await.expect("a frame");
+        assert_eq!(frame["callId"], "5", "{frame}");
+        match frame.get("chatProgress") {
+            Some(progress) => events.extend(progress["events"].as_array().expect("events").iter().cloned()),
+            None => break frame,
+        }
+    };
+    assert_eq!(
+        events[0]["toolStarted"]["name"], "runtime_get_value",
+        "{events:?}"
+    );
+    assert_eq!(events[1]["toolFinished"]["ok"], true, "{events:?}");
+    let text: String = events.iter().filter_map(|event| event["text"].as_str()).collect();
+    assert_eq!(text, "Pump 1 is fine.");
+    let envelope: Value =
+        serde_json::from_str(reply["chat"]["replyJson"].as_str().expect("the envelope")).expect("JSON");
+    assert_eq!(envelope["text"], "Pump 1 is fine.", "{envelope}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_upgrade_from_another_origin_or_none_is_refused_with_403() {
+    let rig = Rig::start().await;
+    for origin in [Some("http://evil.example"), Some("null"), None] {
+        let headers: Vec<(&str, &str)> = origin.map(|origin| ("Origin", origin)).into_iter().collect();
+        match rig.socket_with(&headers).await {
+            Err(tungstenite::Error::Http(response)) => assert_eq!(response.status(), 403, "{origin:?}"),
+            Err(other) => panic!("{origin:?}: refused otherwise: {other}"),
+            Ok(_) => panic!("{origin:?}: upgraded"),
+        }
+    }
+    // A login posted by another site's page is refused too.
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/login", rig.origin()))
+        .header("Origin", "http://evil.example")
+        .json(&json!({"user": "ada", "password": PASSWORD}))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(response.status(), 403);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_401_and_repeated_failures_are_throttled_with_429() {
+    let throttle = store::LoginThrottleConfig {
+        first_lockout: std::time::Duration::from_secs(300),
+        ..store::LoginThrottleConfig::default()
+    };
+    let rig = Rig::start_with(
+        Solution::demo(),
+        ServerConfig::default().with_login_throttle(throttle),
+    )
+    .await;
+    let (status, body, cookie) = rig.login("ada", "wrong").await;
+    assert_eq!(
+        (status, &body),
+        (401, &json!({"error": "unknown user or wrong password"}))
+    );
+    assert_eq!(cookie, None);
+    let mut statuses = vec![status];
+    while statuses.len() < 10 && statuses.last() != Some(&429) {
+        statuses.push(rig.login("ada", "wrong").await.0);
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    // The lockout is the address's, whichever door it knocks at: Hello over the WebSocket too.
+    let mut ws = rig.socket(None).await;
+    assert_eq!(
+        error_code(&ws.hello("ada", PASSWORD).await),
+        "ERROR_CODE_LOGIN_THROTTLED"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_cookie_ends_at_logout_and_when_the_user_is_changed_or_removed() {
+    let rig = Rig::start().await;
+
+    let cookie = rig.cookie().await;
+    let response = rig.logout(&cookie).await;
+    assert_eq!(response.status(), 204);
+    let cleared = response.headers()["set-cookie"].to_str().expect("ASCII");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    assert_eq!(rig.me(&cookie).await, 401);
+    let mut ws = rig.socket(Some(&cookie)).await;
+    assert_eq!(error_code(&ws.hello("", "").await), "ERROR_CODE_LOGIN_FAILED");
+
+    let cookie = rig.cookie().await;
+    admin(&["users", rig.path(), "passwd", "ada"], "another password\n");
+    assert_eq!(rig.me(&cookie).await, 401);
+    let mut ws = rig.socket(Some(&cookie)).await;
+    assert_eq!(error_code(&ws.hello("", "").await), "ERROR_CODE_LOGIN_FAILED");
+
+    admin(&["users", rig.path(), "passwd", "ada"], &format!("{PASSWORD}\n"));
+    let cookie = rig.cookie().await;
+    admin(&["users", rig.path(), "remove", "ada"], "");
+    assert_eq!(rig.me(&cookie).await, 401);
+    let mut ws = rig.socket(Some(&cookie)).await;
+    assert_eq!(error_code(&ws.hello("", "").await), "ERROR_CODE_LOGIN_FAILED");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_oversized_message_closes_the_socket_with_frame_too_large() {
+    let rig = Rig::start().await;
+    // Before login the limit is the small login frame limit.
+    let mut ws = rig.socket(None).await;
+    let padding = "x".repeat(64 * 1024);
+    ws.send_text(&format!(
+        r#"{{"callId":"1","hello":{{"clientName":"{padding}"}}}}"#
+    ))
+    .await;
+    let last = ws.last_words().await.expect("a reason before the close");
+    assert_eq!(error_code(&last), "ERROR_CODE_FRAME_TOO_LARGE", "{last}");
+    // After login, past the frame limit the socket's own bound refuses it.
+    let mut ws = rig.socket(None).await;
+    ws.hello("ada", PASSWORD).await;
+    let padding = "x".repeat(tserver_proto::DEFAULT_MAX_FRAME + 1);
+    ws.send_text(&format!(
+        r#"{{"callId":"2","readTags":{{"names":["{padding}"]}}}}"#
+    ))
+    .await;
+    let last = ws.last_words().await.expect("a reason before the close");
+    assert_eq!(error_code(&last), "ERROR_CODE_FRAME_TOO_LARGE", "{last}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_messages_before_login_closes_the_socket() {
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    for call_id in 1..=20 {
+        // The server may close before the last are sent.
+        let ping = json!({"callId": call_id.to_string(), "ping": {}}).to_string();
+        let _ = ws.socket.send(Message::text(ping)).await;
+    }
+    let last = ws.last_words().await.expect("a reason before the close");
+    assert_error(&last, "ERROR_CODE_UNAUTHENTICATED", "before logging in");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn bad_json_is_answered_malformed_frame_and_harms_no_one() {
+    let rig = Rig::start().await;
+    let mut bad = rig.socket(None).await;
+    bad.hello("ada", PASSWORD).await;
+    let mut other = rig.socket(None).await;
+    other.hello("ada", PASSWORD).await;
+    let mut tcp = RawConnection::guest(rig.tcp).await;
+
+    for text in [
+        "{",
+        "not json",
+        r#"{"callId":"x"}"#,
+        r#"{"ping":{"nonce":"twelve"}}"#,
+        "[]",
+    ] {
+        let answer = bad.call_text(text).await;
+        assert_eq!(answer["callId"], Value::Null, "call id 0 is left out: {answer}");
+        assert_error(&answer, "ERROR_CODE_MALFORMED_FRAME", "JSON");
+    }
+    // The socket that sent it goes on, as do the others.
+    bad.pings().await;
+    other.pings().await;
+    tcp.send(4, tserver_proto::v1::client_frame::Body::Ping(Default::default()))
+        .await;
+    let pong = tcp.receive().await.expect("a pong");
+    assert!(
+        matches!(pong.body, Some(tserver_proto::v1::server_frame::Body::Pong(_))),
+        "{pong:?}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_reader_that_never_reads_is_cut_and_others_go_on() {
+    let config = ServerConfig::default().with_write_timeout(std::time::Duration::from_secs(1));
+    let rig = Rig::start_with(Solution::demo(), config).await;
+    let cookie = rig.cookie().await;
+    let mut stalled = rig.socket(Some(&cookie)).await;
+    stalled.hello("", "").await;
+    let mut other = rig.socket(Some(&cookie)).await;
+    other.hello("", "").await;
+
+    // Large replies asked for again and again, never read: the server's writes fill the
+    // socket's buffers, stall for the write timeout, and it closes the connection. Sending
+    // then fails (the peer is gone) or stalls in turn (no one reads our messages either).
+    let names: Vec<String> = (0..200).map(|_| "Pump1.MotorCurrent".to_owned()).collect();
+    let request = json!({"callId": "7", "readTags": {"names": names}}).to_string();
+    let sender = tokio::spawn(async move {
+        let mut sent = 0_u64;
+        loop {
+            if stalled
+                .socket
+                .send(Message::text(request.as_str()))
+                .await
+                .is_err()
+            {
+                return sent;
+            }
+            sent += 1;
+        }
+    });
+    // Bounded, not timed: the cut happens within the write timeout plus the patience.
+    let sent = tokio::time::timeout(PATIENCE * 3, sender)
+        .await
+        .expect("the stalled reader is cut")
+        .expect("no panic");
+    assert!(sent > 0);
+    other.pings().await;
+    let mut tcp = RawConnection::guest(rig.tcp).await;
+    tcp.send(3, tserver_proto::v1::client_frame::Body::Ping(Default::default()))
+        .await;
+    assert!(tcp.receive().await.is_some());
+    rig.stop().await;
+}
+
+impl Ws {
+    /// Sends `text` as it is and returns the next frame.
+    async fn call_text(&mut self, text: &str) -> Value {
+        self.send_text(text).await;
+        self.receive().await.expect("a reply")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_login_made_on_one_node_logs_in_on_another_and_ends_on_both() {
+    let database = store::test_database::TestDatabase::create().await;
+    let url = database.url();
+    admin(&["init", &url, "--demo"], "");
+    add_ada(&url);
+    let one = Rig::serving(url.clone(), None, ServerConfig::default(), HttpConfig::default()).await;
+    let two = Rig::serving(url, None, ServerConfig::default(), HttpConfig::default()).await;
+
+    // Behind a load balancer both nodes are one origin: the browser sends its cookie to either.
+    let cookie = one.cookie().await;
+    assert_eq!(two.me(&cookie).await, 200);
+    let mut ws = two.socket(Some(&cookie)).await;
+    assert_eq!(ws.hello("", "").await["hello"]["userName"], "ada");
+    ws.pings().await;
+
+    assert_eq!(two.logout(&cookie).await.status(), 204);
+    assert_eq!(one.me(&cookie).await, 401);
+    let mut ws = one.socket(Some(&cookie)).await;
+    assert_eq!(error_code(&ws.hello("", "").await), "ERROR_CODE_LOGIN_FAILED");
+    one.stop().await;
+    two.stop().await;
+}
+
+#[tokio::test]
+async fn a_program_speaks_protobuf_in_binary_messages_and_is_answered_in_kind() {
+    use prost::Message as _;
+    use tserver_proto::v1::{ClientFrame, Ping, ServerFrame, client_frame, server_frame};
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    let frames = [
+        (1, crate::support::hello("ada", PASSWORD)),
+        (2, client_frame::Body::Ping(Ping { nonce: 77 })),
+    ];
+    let mut replies = Vec::new();
+    for (call_id, body) in frames {
+        let frame = ClientFrame {
+            call_id,
+            body: Some(body),
+        };
+        ws.socket
+            .send(Message::binary(frame.encode_to_vec()))
+            .await
+            .expect("sent");
+        let reply = tokio::time::timeout(PATIENCE, ws.socket.next())
+            .await
+            .expect("a reply within the patience");
+        match reply {
+            Some(Ok(Message::Binary(bytes))) => replies.push(ServerFrame::decode(bytes).expect("protobuf")),
+            other => panic!("expected a binary reply, got {other:?}"),
+        }
+    }
+    assert!(
+        matches!(&replies[0].body, Some(server_frame::Body::Hello(hello)) if hello.user_name == "ada"),
+        "{replies:?}"
+    );
+    assert!(
+        matches!(&replies[1].body, Some(server_frame::Body::Pong(pong)) if pong.nonce == 77),
+        "{replies:?}"
+    );
+    // Back to text: the answer follows the form of the last message.
+    ws.pings().await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn at_shutdown_a_websocket_is_told_and_closed_as_a_tcp_connection_is() {
+    let rig = Rig::start().await;
+    let mut ws = rig.socket(None).await;
+    ws.hello("ada", PASSWORD).await;
+    let mut tcp = RawConnection::guest(rig.tcp).await;
+    rig.shutdown.cancel();
+    let last = ws.last_words().await.expect("a reason before the close");
+    assert_error(&last, "ERROR_CODE_SHUTTING_DOWN", "shutting down");
+    let mut tcp_last = None;
+    while let Some(frame) = tcp.receive().await {
+        tcp_last = Some(frame);
+    }
+    let tcp_last = tcp_last.expect("a reason before the close");
+    assert_eq!(
+        crate::support::error_of(&tcp_last).0,
+        tserver_proto::v1::ErrorCode::ShuttingDown
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_login_throttle_counts_the_forwarded_client() {
+    let throttle = store::LoginThrottleConfig {
+        first_lockout: std::time::Duration::from_secs(300),
+        ..store::LoginThrottleConfig::default()
+    };
+    let trusted: tserver::proxy::TrustedNetwork = "127.0.0.1/32".parse().expect("a network");
+    let http = HttpConfig {
+        trusted_proxies: tserver::proxy::TrustedProxies::new(vec![trusted.0]),
+        ..HttpConfig::default()
+    };
+    let solution = Solution::demo();
+    let location = solution.path.to_str().expect("utf-8 path").to_owned();
+    add_ada(&location);
+    let config = ServerConfig::default().with_login_throttle(throttle);
+    let rig = Rig::serving(location, Some(solution), config, http).await;
+
+    let mut statuses = Vec::new();
+    while statuses.len() < 10 && statuses.last() != Some(&429) {
+        statuses.push(rig.login_for("10.0.0.1", "ada", "wrong").await.0);
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    // Another client behind the same proxy is not locked out.
+    assert_eq!(rig.login_for("10.0.0.2", "ada", PASSWORD).await.0, 200);
+    // Nor is it over the WebSocket, where the locked-out client still is.
+    let origin = rig.origin();
+    for (client, expected) in [("10.0.0.1", false), ("10.0.0.2", true)] {
+        let headers = [("Origin", origin.as_str()), ("X-Forwarded-For", client)];
+        let mut ws = rig.socket_with(&headers).await.expect("upgraded");
+        let hello = ws.hello("ada", PASSWORD).await;
+        if expected {
+            assert_eq!(hello["hello"]["userName"], "ada", "{client}: {hello}");
+        } else {
+            assert_eq!(error_code(&hello), "ERROR_CODE_LOGIN_THROTTLED", "{client}");
+        }
+    }
+    rig.stop().await;
+}
