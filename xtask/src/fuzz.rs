@@ -13,6 +13,7 @@ use anyhow::{Context, bail};
 /// Every fuzz target, in the order they run.
 pub(crate) const TARGETS: &[&str] = &[
     "frames",
+    "websocket_messages",
     "queries",
     "llm_response",
     "model_settings",
