@@ -39,6 +39,9 @@ mod streaming;
 mod tool_turns;
 mod turn_latency;
 mod verdicts;
+pub(crate) mod websocket_client;
+mod websocket_subscribers;
+mod websocket_throughput;
 mod writes;
 
 /// Options of `cargo xtask bench`.
@@ -225,6 +228,7 @@ fn run_scenarios(
     streaming::run(bench, fast_url, plan.tool_turns / 2, results, verdicts)?;
     tool_turns::judge_model_connections(&tool, verdicts);
     drop(tool);
+    websocket_throughput::run(bench, &servers.http_addr, plan.tool_turns / 2, results, verdicts)?;
     slow_model::run(bench, &servers.slow_url, plan, results, verdicts)?;
     hostile::run(bench, fast_url, plan.hostile, results, verdicts)?;
     if let Some(url) = &options.llm_url {
@@ -237,6 +241,13 @@ fn run_scenarios(
     }
     writes::run(bench, plan.writes, results)?;
     plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
+    websocket_subscribers::judge(
+        bench,
+        &servers.http_addr,
+        plan.websocket_subscribers,
+        results,
+        verdicts,
+    )?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
