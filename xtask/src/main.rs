@@ -13,6 +13,7 @@
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
+//! - `websocket-bench ...`: the WebSocket clients of the `/ws` scenarios (run by `bench`).
 
 use anyhow::{Context, bail};
 
@@ -33,6 +34,7 @@ fn main() -> anyhow::Result<()> {
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
         Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),
+        Some("websocket-bench") => bench::websocket_client::measure(&args[1..]),
         Some("script-bench") => bench::script_bench::measure(&args[1..]),
         Some("store-bench") => bench::store_bench::measure(&args[1..]),
         Some("reference-server") => {

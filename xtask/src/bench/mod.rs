@@ -39,6 +39,9 @@ mod streaming;
 mod tool_turns;
 mod turn_latency;
 mod verdicts;
+pub(crate) mod websocket_client;
+mod websocket_subscribers;
+mod websocket_throughput;
 mod writes;
 
 /// Options of `cargo xtask bench`.
@@ -48,6 +51,8 @@ pub(crate) struct BenchOptions {
     pub(crate) smoke: bool,
     /// Also measure chat turns against this model URL.
     pub(crate) llm_url: Option<String>,
+    /// Run only the WebSocket scenarios (`--only websocket`).
+    pub(crate) websocket_only: bool,
 }
 
 impl BenchOptions {
@@ -58,7 +63,13 @@ impl BenchOptions {
             match arg.as_str() {
                 "--smoke" => options.smoke = true,
                 "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
-                other => bail!("unknown bench option {other:?}; known: --smoke, --llm-url URL"),
+                "--only" => match args.next().map(String::as_str) {
+                    Some("websocket") => options.websocket_only = true,
+                    other => bail!("--only {other:?}: the scenarios that run alone are: websocket"),
+                },
+                other => {
+                    bail!("unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket")
+                }
             }
         }
         Ok(options)
@@ -216,6 +227,9 @@ fn run_scenarios(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
+    if options.websocket_only {
+        return websocket_scenarios(bench, servers, plan, results, verdicts);
+    }
     let reference_ping = ping::run(bench, results, verdicts)?;
     ping::chat_gate(bench, reference_ping, results, verdicts)?;
     server_cost::run(bench, plan.cost_calls, results, verdicts)?;
@@ -225,6 +239,7 @@ fn run_scenarios(
     streaming::run(bench, fast_url, plan.tool_turns / 2, results, verdicts)?;
     tool_turns::judge_model_connections(&tool, verdicts);
     drop(tool);
+    websocket_throughput::run(bench, &servers.http_addr, plan.tool_turns / 2, results, verdicts)?;
     slow_model::run(bench, &servers.slow_url, plan, results, verdicts)?;
     hostile::run(bench, fast_url, plan.hostile, results, verdicts)?;
     if let Some(url) = &options.llm_url {
@@ -237,6 +252,13 @@ fn run_scenarios(
     }
     writes::run(bench, plan.writes, results)?;
     plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
+    websocket_subscribers::judge(
+        bench,
+        &servers.http_addr,
+        plan.websocket_subscribers,
+        results,
+        verdicts,
+    )?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
@@ -250,6 +272,27 @@ fn run_scenarios(
         verdicts,
     )?;
     idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
+}
+
+/// The WebSocket scenarios alone (`--only websocket`): ping and chat beside TCP against the
+/// 0 ms stand-in, then the subscribers.
+fn websocket_scenarios(
+    bench: &Bench,
+    servers: &Servers,
+    plan: &Plan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    bench.settings("ModelEnabled", "true")?;
+    bench.settings("URL", &servers.fast_url)?;
+    websocket_throughput::run(bench, &servers.http_addr, plan.tool_turns / 2, results, verdicts)?;
+    websocket_subscribers::judge(
+        bench,
+        &servers.http_addr,
+        plan.websocket_subscribers,
+        results,
+        verdicts,
+    )
 }
 
 /// Writes the machine, the results and the verdicts to `out_dir` (`smoke.json` or

@@ -5,6 +5,7 @@ use super::failover_bench::FailoverPlan;
 use super::mqtt_bench::MqttPlan;
 use super::script_bench::ScriptPlan;
 use super::store_bench::StorePlan;
+use super::websocket_subscribers::SubscriberPlan;
 
 /// How long and how hard each scenario runs.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +37,8 @@ pub(crate) struct Plan {
     pub(crate) failover: FailoverPlan,
     /// The same solution from a file and from PostgreSQL.
     pub(crate) store: StorePlan,
+    /// Browser-like WebSocket subscribers held under changing tags.
+    pub(crate) websocket_subscribers: SubscriberPlan,
 }
 
 /// The full run, release binaries on a quiet machine.
@@ -72,6 +75,11 @@ pub(crate) const FULL: Plan = Plan {
         warmup: "1s",
         writes: 5_000,
     },
+    websocket_subscribers: SubscriberPlan {
+        subscribers: 500,
+        tags: 200,
+        seconds: 10.0,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -107,5 +115,10 @@ pub(crate) const SMOKE: Plan = Plan {
         duration: "500ms",
         warmup: "100ms",
         writes: 50,
+    },
+    websocket_subscribers: SubscriberPlan {
+        subscribers: 20,
+        tags: 50,
+        seconds: 1.0,
     },
 };

@@ -21,7 +21,7 @@ use crate::processes::{Process, cpu_seconds, cpu_time, start_announcing};
 const TOOL_TURN_ROUNDS: usize = 5;
 
 /// The question whose answer takes one tool call.
-const ONE_TOOL_QUESTION: &str = "How is Pump1.MotorCurrent?";
+pub(crate) const ONE_TOOL_QUESTION: &str = "How is Pump1.MotorCurrent?";
 
 /// A run of tool turns with what the stand-in model server counted during it.
 #[derive(Debug)]

@@ -95,6 +95,13 @@ pub(crate) const MCP_RATE: Target = Target::at_least(">= 5,000 calls/s, no error
 /// KiB of tserver memory per idle logged-in connection.
 pub(crate) const IDLE: Target = Target::at_most("all held, <= 12 KiB each", 12.0);
 
+/// WebSocket (JSON) calls/s over TCP (framed protobuf) calls/s, same load, same server.
+pub(crate) const WEBSOCKET_RATE: Target = Target::at_least(">= 0.5x TCP, no errors", 0.5);
+/// Share of subscriber-windows of the hold that brought the subscriber at least one update.
+pub(crate) const WEBSOCKET_FED: Target = Target::at_least("every subscriber fed in every window", 1.0);
+/// KiB of tserver memory growth per WebSocket subscriber while held.
+pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
+
 /// One row of the table.
 #[derive(Debug)]
 struct Verdict {

@@ -1,0 +1,244 @@
+//! Browser-like WebSocket subscribers held under changing tags: many `/ws` clients each
+//! subscribed to the same bench tags while one writer changes all of them ten times a second;
+//! judges that every subscriber is fed throughout and tserver's memory per subscriber.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tserver_proto::v1::{
+    SubscribeRequest, TagWrite, WriteTagsRequest, client_frame, server_frame, tag_write,
+};
+
+use super::harness::Bench;
+use super::plant_bench::BENCH_FOLDER;
+use super::report::{Results, median};
+use super::verdicts::{self, Verdicts};
+use super::websocket_client::Socket;
+use crate::processes::{measuring_side, rss_bytes};
+
+/// The hold is cut into this many equal windows; a subscriber is fed throughout when each
+/// window brought it at least one update.
+const WINDOWS: usize = 5;
+
+/// How many WebSockets open and subscribe at once (a crowd of panels starting, not a flood).
+const OPENING_AT_ONCE: usize = 32;
+
+/// The shape of a run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SubscriberPlan {
+    pub(crate) subscribers: usize,
+    /// Bench tags each subscribes to, all written 10 times a second.
+    pub(crate) tags: usize,
+    /// Seconds the subscribers are held while the tags change.
+    pub(crate) seconds: f64,
+}
+
+/// Runs the plan against the bench's tserver (HTTP surface at `http_addr`) and judges it.
+pub(crate) fn judge(
+    bench: &Bench,
+    http_addr: &str,
+    plan: SubscriberPlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let SubscriberPlan {
+        subscribers,
+        tags,
+        seconds,
+    } = plan;
+    let report = measuring_side(
+        &bench.tool("xtask"),
+        "websocket-bench",
+        &[
+            "subscribe",
+            http_addr,
+            &bench.tserver_pid.to_string(),
+            &subscribers.to_string(),
+            &tags.to_string(),
+            &seconds.to_string(),
+        ],
+    )?;
+    let fed = report["fedWindowShare"].as_f64().unwrap_or(0.0);
+    let held = report["held"].as_u64().unwrap_or(0);
+    let per_subscriber = report["perSubscriberKiB"].as_f64().unwrap_or(f64::NAN);
+    eprintln!(
+        "{:<28} {held} held, {:.0} readings/s each (median, of {} changed), {:.0}% of windows fed, skipped {}, {per_subscriber:.1} KiB each",
+        format!("tserver /ws subscribers x{subscribers}"),
+        report["readingsPerSubscriberPerSecond"]["median"]
+            .as_f64()
+            .unwrap_or(0.0),
+        tags * 10,
+        fed * 100.0,
+        report["skipped"],
+    );
+    let what = format!("{subscribers} WebSocket subscribers x {tags} tags changing 10/s");
+    verdicts.judge(
+        format!("{what}: fed throughout"),
+        format!(
+            "{held} held, {:.0}% of {WINDOWS} windows fed, {:.0} (min {:.0}) readings/s each, {} skipped",
+            fed * 100.0,
+            report["readingsPerSubscriberPerSecond"]["median"]
+                .as_f64()
+                .unwrap_or(0.0),
+            report["readingsPerSubscriberPerSecond"]["min"]
+                .as_f64()
+                .unwrap_or(0.0),
+            report["skipped"],
+        ),
+        verdicts::WEBSOCKET_FED,
+        fed,
+        held == subscribers as u64 && report["writeErrors"].as_u64() == Some(0),
+    );
+    verdicts.judge(
+        format!("{what}: memory"),
+        format!("{per_subscriber:.1} KiB each"),
+        verdicts::WEBSOCKET_MEMORY,
+        per_subscriber,
+        held == subscribers as u64,
+    );
+    results.insert("WebSocket subscribers", report);
+    Ok(())
+}
+
+/// The measuring side's arguments.
+#[derive(Debug)]
+pub(crate) struct Hold {
+    pub(crate) http_addr: String,
+    pub(crate) tserver_pid: u32,
+    pub(crate) subscribers: usize,
+    pub(crate) tags: usize,
+    pub(crate) duration: Duration,
+}
+
+/// What one subscriber received during the hold.
+#[derive(Debug, Default)]
+struct Fed {
+    readings: u64,
+    skipped: u64,
+    /// Updates in each window.
+    windows: [u64; WINDOWS],
+    /// Whether it stayed connected and subscribed to the end.
+    held: bool,
+}
+
+/// Opens and subscribes the subscribers, writes every tag 10 times a second for the hold while
+/// they read, and reports what they got and tserver's memory.
+pub(crate) async fn hold(hold: &Hold) -> anyhow::Result<Value> {
+    let names: Vec<String> = (0..hold.tags)
+        .map(|index| format!("{BENCH_FOLDER}.T{index:04}"))
+        .collect();
+    let baseline = rss_bytes(hold.tserver_pid).context("tserver's memory is unreadable")?;
+    let opened: Vec<anyhow::Result<Socket>> = futures::stream::iter(0..hold.subscribers)
+        .map(|_| subscribe(&hold.http_addr, &names))
+        .buffer_unordered(OPENING_AT_ONCE)
+        .collect()
+        .await;
+    let sockets = opened.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+    let subscribed = rss_bytes(hold.tserver_pid).unwrap_or(0);
+    let mut writer = Socket::open(&hold.http_addr).await?;
+    let start = Instant::now();
+    let until = start + hold.duration;
+    let readers: Vec<_> = sockets
+        .into_iter()
+        .map(|socket| tokio::spawn(read_updates(socket, start, until, hold.duration)))
+        .collect();
+    let (peak, write_errors) = write_until(&mut writer, &names, until, hold.tserver_pid).await;
+    let mut fed = Vec::with_capacity(readers.len());
+    for reader in readers {
+        fed.push(reader.await.context("a subscriber's task failed")?);
+    }
+    let end = rss_bytes(hold.tserver_pid).unwrap_or(0);
+    let peak = peak.max(subscribed).max(end);
+    let seconds = hold.duration.as_secs_f64();
+    let rates = || fed.iter().map(|one| one.readings as f64 / seconds);
+    let windows_fed: usize = fed
+        .iter()
+        .map(|one| one.windows.iter().filter(|&&updates| updates > 0).count())
+        .sum();
+    Ok(json!({
+        "subscribers": hold.subscribers,
+        "tags": hold.tags,
+        "seconds": seconds,
+        "held": fed.iter().filter(|one| one.held).count(),
+        "fedWindowShare": windows_fed as f64 / (WINDOWS * fed.len().max(1)) as f64,
+        "readingsPerSubscriberPerSecond": {
+            "min": rates().fold(f64::INFINITY, f64::min),
+            "median": median(rates()),
+            "changed": hold.tags as f64 * 10.0,
+        },
+        "skipped": fed.iter().map(|one| one.skipped).sum::<u64>(),
+        "writeErrors": write_errors,
+        "tserverBytes": {"baseline": baseline, "subscribed": subscribed, "peak": peak, "end": end},
+        "perSubscriberKiB": peak.saturating_sub(baseline) as f64 / hold.subscribers.max(1) as f64 / 1024.0,
+    }))
+}
+
+/// A WebSocket subscribed to `names` at the default rate, its initial readings read.
+async fn subscribe(http_addr: &str, names: &[String]) -> anyhow::Result<Socket> {
+    let mut socket = Socket::open(http_addr).await?;
+    let request = client_frame::Body::Subscribe(SubscribeRequest {
+        names: names.to_vec(),
+        ..SubscribeRequest::default()
+    });
+    match socket.call(request).await? {
+        Some(server_frame::Body::Subscribe(_)) => Ok(socket),
+        other => bail!("Subscribe was answered with {other:?}"),
+    }
+}
+
+/// Counts a subscriber's updates until `until`, by window of the hold.
+async fn read_updates(mut socket: Socket, start: Instant, until: Instant, duration: Duration) -> Fed {
+    let mut fed = Fed::default();
+    let window = duration / WINDOWS as u32;
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            fed.held = true;
+            return fed;
+        }
+        match socket.receive_within(until - now).await {
+            Ok(Some(Some(frame))) => {
+                if let Some(server_frame::Body::TagUpdate(update)) = frame.body {
+                    let index = (start.elapsed().as_nanos() / window.as_nanos().max(1)) as usize;
+                    if let Some(count) = fed.windows.get_mut(index) {
+                        *count += 1;
+                    }
+                    fed.readings += update.readings.len() as u64;
+                    fed.skipped += update.skipped;
+                }
+            }
+            Ok(None) => {}
+            Ok(Some(None)) | Err(_) => return fed,
+        }
+    }
+}
+
+/// Writes every tag of `names` 10 times a second until `until`, sampling tserver's memory at
+/// each write: the peak, and the writes that failed.
+async fn write_until(writer: &mut Socket, names: &[String], until: Instant, pid: u32) -> (u64, u64) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let (mut peak, mut errors, mut value) = (0, 0, 0.0);
+    while Instant::now() < until {
+        tick.tick().await;
+        value += 1.0;
+        let writes = names
+            .iter()
+            .map(|name| TagWrite {
+                name: name.clone(),
+                value: Some(tag_write::Value::Number(value)),
+            })
+            .collect();
+        match writer
+            .call(client_frame::Body::WriteTags(WriteTagsRequest { writes }))
+            .await
+        {
+            Ok(Some(server_frame::Body::WriteTags(reply)))
+                if reply.results.iter().all(|result| result.error.is_empty()) => {}
+            _ => errors += 1,
+        }
+        peak = peak.max(rss_bytes(pid).unwrap_or(0));
+    }
+    (peak, errors)
+}
