@@ -324,8 +324,23 @@ pub async fn run(
     }
     let client = FailoverClient::connect(&addrs, options).await?;
     client.login(&cli.user, &password).await?;
-    let stream = terminals.output && !cli.no_stream;
+    if matches!(cli.command, Command::Mcp) {
+        // The bridge owns the client for as long as MCP runs on standard input.
+        crate::mcp_bridge::serve_stdio(client).await?;
+        return Ok(());
+    }
+    run_command(cli, &client, input, output, terminals).await
+}
 
+/// Carries out `cli`'s command (all but bench) on a logged-in `client`.
+async fn run_command(
+    cli: &Cli,
+    client: &FailoverClient,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    terminals: Terminals,
+) -> anyhow::Result<()> {
+    let stream = terminals.output && !cli.no_stream;
     match &cli.command {
         Command::Ping => {
             let round_trip = client.ping().await?;
@@ -350,18 +365,17 @@ pub async fn run(
             }
             match text {
                 Some(text) if stream => {
-                    chat_streamed(&client, text, output).await?;
+                    chat_streamed(client, text, output).await?;
                 }
                 Some(text) => writeln!(output, "{}", client.chat(text).await?)?,
                 None => {}
             }
         }
         Command::Repl if terminals.input => {
-            chat_interactively(&client, input, output, stream).await?;
+            chat_interactively(client, input, output, stream).await?;
         }
-        // Bench ran above on connections of its own.
-        Command::Bench(_) => {}
-        Command::Mcp => crate::mcp_bridge::serve_stdio(client).await?,
+        // Bench and the MCP bridge ran above, holding their connections themselves.
+        Command::Bench(_) | Command::Mcp => {}
         Command::Tags {
             action: TagsAction::Read { names },
         } => {
@@ -381,7 +395,7 @@ pub async fn run(
         }
         Command::Tags {
             action: TagsAction::Write { assignments },
-        } => write_tags(&client, assignments, output).await?,
+        } => write_tags(client, assignments, output).await?,
         Command::Tags {
             action:
                 TagsAction::Watch {
@@ -390,7 +404,7 @@ pub async fn run(
                     rate,
                     updates,
                 },
-        } => watch_tags(&client, items, *deadband, *rate, *updates, output).await?,
+        } => watch_tags(client, items, *deadband, *rate, *updates, output).await?,
         Command::Tags {
             action:
                 TagsAction::History {
@@ -408,14 +422,14 @@ pub async fn run(
                 max_samples: *max_samples,
                 csv: *csv,
             };
-            plant_views::tag_history(&client, &query, output).await?;
+            plant_views::tag_history(client, &query, output).await?;
         }
         Command::Tags {
             action: TagsAction::Browse { folder },
-        } => plant_views::browse(&client, folder, output).await?,
+        } => plant_views::browse(client, folder, output).await?,
         Command::Alarms {
             action: AlarmsAction::List { history, since },
-        } => plant_views::list_alarms(&client, *history, since.as_deref(), output).await?,
+        } => plant_views::list_alarms(client, *history, since.as_deref(), output).await?,
         Command::Tools {
             action: ToolsAction::List,
         } => {
@@ -426,7 +440,7 @@ pub async fn run(
         }
         Command::Tools {
             action: ToolsAction::Call { name, arguments },
-        } => call_tool(&client, name, arguments, output).await?,
+        } => call_tool(client, name, arguments, output).await?,
         Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
@@ -436,7 +450,7 @@ pub async fn run(
                 writeln!(output, "{name} had nothing to acknowledge")?;
             }
         }
-        Command::Repl => chat_each_line(&client, input, output).await?,
+        Command::Repl => chat_each_line(client, input, output).await?,
     }
     Ok(())
 }
