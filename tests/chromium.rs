@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
+/// A panel PC's screen, in CSS pixels.
+pub const PANEL_PC: (u32, u32) = (1024, 768);
+
 /// Longest a test waits for the page to show something that should come at once.
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
@@ -158,6 +161,15 @@ impl Browser {
     /// Runs `script` (a function body; `arguments` holds `args`) in the page.
     pub async fn run(&self, script: &str, args: Vec<Value>) -> Value {
         self.client.execute(script, args).await.expect("the script runs")
+    }
+
+    /// Runs `script` as an asynchronous function body: it ends by calling the last of its
+    /// `arguments` with its result.
+    pub async fn run_async(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute_async(script, args)
+            .await
+            .expect("the script runs")
     }
 
     /// Waits until `css` matches a displayed element.

@@ -13,7 +13,7 @@ use scripted_llm::{RecordedRequest, Reply, Responder, ScriptedLlm};
 use serde_json::{Value, json};
 use service_client::{Client, ClientOptions, TagWrite, WriteValue};
 use tserver_demo::DemoModel;
-use tserver_tests::chromium::{Browser, Chromedriver};
+use tserver_tests::chromium::{Browser, Chromedriver, PANEL_PC};
 
 use crate::mqtt_sources::{ROOT, bind, plant_with};
 use crate::operator_writes::solution_with_writable_tags;
@@ -24,7 +24,6 @@ use tserver_tests::mosquitto::{Mosquitto, Publisher};
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-const PANEL_PC: (u32, u32) = (1024, 768);
 const PHONE: (u32, u32) = (390, 844);
 
 /// The question the model stand-in answers only after a long wait (a turn to cancel).

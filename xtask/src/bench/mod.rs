@@ -26,6 +26,7 @@ mod idle;
 mod latencies;
 pub(crate) mod mcp_bench;
 pub(crate) mod mqtt_bench;
+mod panel_load;
 mod ping;
 mod plan;
 mod plant_bench;
@@ -252,13 +253,7 @@ fn run_scenarios(
     }
     writes::run(bench, plan.writes, results)?;
     plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
-    websocket_subscribers::judge(
-        bench,
-        &servers.http_addr,
-        plan.websocket_subscribers,
-        results,
-        verdicts,
-    )?;
+    browser_scenarios(bench, servers, plan, results, verdicts)?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
@@ -275,7 +270,7 @@ fn run_scenarios(
 }
 
 /// The WebSocket scenarios alone (`--only websocket`): ping and chat beside TCP against the
-/// 0 ms stand-in, then the subscribers.
+/// 0 ms stand-in, then the subscribers, then the operator panel in Chromium.
 fn websocket_scenarios(
     bench: &Bench,
     servers: &Servers,
@@ -286,10 +281,28 @@ fn websocket_scenarios(
     bench.settings("ModelEnabled", "true")?;
     bench.settings("URL", &servers.fast_url)?;
     websocket_throughput::run(bench, &servers.http_addr, plan.tool_turns / 2, results, verdicts)?;
+    browser_scenarios(bench, servers, plan, results, verdicts)
+}
+
+/// What browsers put on tserver: many WebSocket subscribers under changing tags, then the
+/// operator panel loaded in Chromium.
+fn browser_scenarios(
+    bench: &Bench,
+    servers: &Servers,
+    plan: &Plan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
     websocket_subscribers::judge(
         bench,
         &servers.http_addr,
         plan.websocket_subscribers,
+        results,
+        verdicts,
+    )?;
+    panel_load::judge(
+        &servers.http_addr,
+        (plan.panel_loads, plan.bench_tags),
         results,
         verdicts,
     )

@@ -39,6 +39,8 @@ pub(crate) struct Plan {
     pub(crate) store: StorePlan,
     /// Browser-like WebSocket subscribers held under changing tags.
     pub(crate) websocket_subscribers: SubscriberPlan,
+    /// Loads of the operator panel in Chromium, after the one that logs in.
+    pub(crate) panel_loads: usize,
 }
 
 /// The full run, release binaries on a quiet machine.
@@ -80,6 +82,7 @@ pub(crate) const FULL: Plan = Plan {
         tags: 200,
         seconds: 10.0,
     },
+    panel_loads: 21,
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -121,4 +124,5 @@ pub(crate) const SMOKE: Plan = Plan {
         tags: 50,
         seconds: 1.0,
     },
+    panel_loads: 3,
 };

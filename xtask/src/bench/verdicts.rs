@@ -102,6 +102,11 @@ pub(crate) const WEBSOCKET_FED: Target = Target::at_least("every subscriber fed 
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
 
+/// Milliseconds from navigating to the logged-in panel to its first live value drawn, median.
+pub(crate) const PANEL_FIRST_VALUE: Target = Target::at_most("<= 300 ms", 300.0);
+/// KiB the panel's page and its files decode to, as the browser loaded them.
+pub(crate) const PANEL_WEIGHT: Target = Target::at_most("<= 150 KiB", 150.0);
+
 /// One row of the table.
 #[derive(Debug)]
 struct Verdict {

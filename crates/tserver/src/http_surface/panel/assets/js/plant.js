@@ -4,6 +4,9 @@
 import { byId, el, fill, say } from './dom.js';
 import { GOOD, qualityName, showTime, showValue, valueOf } from './format.js';
 
+/** Marked (User Timing) when the page first draws a live value. */
+const FIRST_VALUE_MARK = 'tserver:first-live-value';
+
 export class Plant {
   constructor(connection, { onWrite, onTrend, onReading }) {
     this.connection = connection;
@@ -197,6 +200,9 @@ export class Plant {
       cells.value.classList.add('changed-now');
     }
     cells.shown = shown;
+    // The moment the page first shows a live value, as a User Timing mark that field
+    // monitoring and `cargo xtask bench` read.
+    if (kind !== 'none' && !performance.getEntriesByName(FIRST_VALUE_MARK).length) performance.mark(FIRST_VALUE_MARK);
   }
 
   reading(name) {
