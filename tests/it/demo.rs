@@ -326,7 +326,7 @@ async fn the_demo_serves_the_operator_panel_while_it_runs_and_prints_its_address
     let page = looking.join().expect("the page was opened");
     assert!(page.contains("TServer operator panel"), "{page}");
     assert!(
-        output.contains(&format!("Operator panel: http://{panel}/")),
+        output.contains(&format!("  panel     http://{panel}/ (the operator panel)")),
         "{output}"
     );
 }

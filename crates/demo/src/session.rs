@@ -211,10 +211,10 @@ pub async fn run(
     let server = Server::new(runtime.clone(), ServerConfig::default())?;
     let panel = serve_panel(options.panel, &runtime, &server, &shutdown).await?;
     if let Some(address) = panel {
-        writeln!(output, "Operator panel: http://{address}/")?;
+        writeln!(output, "  panel     http://{address}/ (the operator panel)")?;
         writeln!(
             output,
-            "  (log in as {}; served while the demo runs, --interactive keeps it running)",
+            "            log in as {}; served while the demo runs, --interactive keeps it running",
             options.user
         )?;
     }

@@ -4,14 +4,17 @@
 //!
 //! Nothing queues per change: a subscription keeps, per tag, only the version it last sent, so
 //! changes that come faster than it sends (or than the panel reads) merge into the next frame
-//! (latest value wins) and are counted as skipped. At most one frame per subscription waits
-//! for the connection; memory follows the number of subscribed tags, never the rate of change.
+//! (latest value wins) and are counted as skipped. A subscription collects its next frame only
+//! once the connection has written its previous one (its turn travels with the frame), so at
+//! most one frame per subscription waits for the connection, a slow connection gets the latest
+//! values rather than a backlog, and memory follows the number of subscribed tags, never the
+//! rate of change.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
@@ -44,8 +47,9 @@ struct Wanted {
 /// One watched tag.
 #[derive(Debug)]
 struct Watched {
-    /// The name as asked (a folder's tags: their dotted name).
-    name: String,
+    /// Where its name as asked is in `Wanted::names`; `None` for a folder's tag, named by its
+    /// dotted name (no copy of a name per watcher).
+    asked: Option<usize>,
     tag: Option<Arc<Tag>>,
     /// The version last sent; `None`: send the next time whatever it is.
     sent_version: Option<u64>,
@@ -73,8 +77,9 @@ impl Watch {
         let mut tags: Vec<Watched> = wanted
             .names
             .iter()
-            .map(|name| Watched {
-                name: name.clone(),
+            .enumerate()
+            .map(|(index, name)| Watched {
+                asked: Some(index),
                 tag: objects.tag(name).cloned(),
                 sent_version: None,
                 sent_value: None,
@@ -97,7 +102,7 @@ impl Watch {
                     .tags()
                     .filter(|tag| tag.definition().path.starts_with(&prefix))
                     .map(|tag| Watched {
-                        name: tag.definition().name.clone(),
+                        asked: None,
                         tag: Some(Arc::clone(tag)),
                         sent_version: None,
                         sent_value: None,
@@ -116,6 +121,7 @@ impl Watch {
                 format!("{} tags: a subscription may watch at most {MAX_TAGS}", tags.len()),
             ));
         }
+        tags.shrink_to_fit();
         let alarms = if wanted.alarms {
             tags.iter()
                 .filter_map(|watched| watched.tag.as_ref())
@@ -137,10 +143,11 @@ impl Watch {
         let mut readings = Vec::new();
         let mut skipped = 0u64;
         for watched in &mut self.tags {
+            let asked = watched.asked.and_then(|index| self.wanted.names.get(index));
             let Some(tag) = &watched.tag else {
                 if watched.sent_version.is_none() {
                     watched.sent_version = Some(0);
-                    readings.push(unknown_reading(&watched.name));
+                    readings.push(unknown_reading(asked.map_or("", String::as_str)));
                 }
                 continue;
             };
@@ -164,7 +171,8 @@ impl Watch {
             }
             watched.sent_version = Some(version);
             watched.sent_value = value;
-            readings.push(sample_reading(&watched.name, tag, &sample));
+            let name = asked.unwrap_or(&tag.definition().name);
+            readings.push(sample_reading(name, tag, &sample));
         }
         let mut alarms = Vec::new();
         for watched in &mut self.alarms {
@@ -178,13 +186,21 @@ impl Watch {
     }
 }
 
+/// A subscription's frame, holding the subscription's turn: it collects its next frame only
+/// when this one is dropped, once written.
+#[derive(Debug)]
+pub(crate) struct SubscriptionFrame {
+    pub(crate) frame: ServerFrame,
+    _turn: OwnedSemaphorePermit,
+}
+
 /// The subscriptions of one connection, and the frames they send.
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
     running: HashMap<u64, CancellationToken>,
     /// Where the tasks send their frames. Made at the first subscription: most connections
     /// never subscribe, and an idle channel still holds a block of frame slots.
-    frames: Option<(mpsc::Sender<ServerFrame>, mpsc::Receiver<ServerFrame>)>,
+    frames: Option<(mpsc::Sender<SubscriptionFrame>, mpsc::Receiver<SubscriptionFrame>)>,
 }
 
 impl Subscriptions {
@@ -224,8 +240,11 @@ impl Subscriptions {
             rate => rate.min(MAX_RATE),
         };
         let folder = Some(request.folder.trim().to_owned()).filter(|folder| !folder.is_empty());
+        // Kept as long as the subscription runs: no room for more.
+        let mut names = request.names;
+        names.shrink_to_fit();
         let wanted = Wanted {
-            names: request.names,
+            names,
             folder,
             deadband: request.deadband,
             alarms: request.alarms,
@@ -245,6 +264,7 @@ impl Subscriptions {
             plant: plant.clone(),
             interval: Duration::from_secs(1) / rate,
             frames: sender.clone(),
+            turn: Arc::new(Semaphore::new(1)),
         };
         tokio::spawn(task.run(cancel));
         Ok(server_frame::Body::Subscribe(SubscribeReply { readings, alarms }))
@@ -263,14 +283,15 @@ impl Subscriptions {
     }
 
     /// The next update frame of a subscription still running (a frame sent just before its
-    /// Unsubscribe is dropped); pending while there is none.
-    pub(crate) async fn next_frame(&mut self) -> Option<ServerFrame> {
+    /// Unsubscribe is dropped); pending while there is none. Its subscription collects the
+    /// next one once this is dropped.
+    pub(crate) async fn next_frame(&mut self) -> Option<SubscriptionFrame> {
         let Some((_, frames)) = &mut self.frames else {
             return std::future::pending().await;
         };
         loop {
             let frame = frames.recv().await?;
-            if self.running.contains_key(&frame.call_id) {
+            if self.running.contains_key(&frame.frame.call_id) {
                 return Some(frame);
             }
         }
@@ -285,7 +306,9 @@ struct Subscription {
     objects: Arc<ObjectModel>,
     plant: PlantReader,
     interval: Duration,
-    frames: mpsc::Sender<ServerFrame>,
+    frames: mpsc::Sender<SubscriptionFrame>,
+    /// One permit: held by the frame on its way to the client.
+    turn: Arc<Semaphore>,
 }
 
 impl Subscription {
@@ -301,6 +324,15 @@ impl Subscription {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep_until(next_allowed) => {}
             }
+            // The previous frame is written before the next is collected, so it carries the
+            // values of the moment it can go out.
+            let turn = tokio::select! {
+                () = cancel.cancelled() => return,
+                turn = Arc::clone(&self.turn).acquire_owned() => match turn {
+                    Ok(turn) => turn,
+                    Err(_) => return,
+                },
+            };
             // Everything up to now is looked at below; a change after this wakes the next round.
             changes.borrow_and_update();
             let current = self.plant.objects();
@@ -330,7 +362,7 @@ impl Subscription {
             };
             tokio::select! {
                 () = cancel.cancelled() => return,
-                sent = self.frames.send(frame) => if sent.is_err() { return },
+                sent = self.frames.send(SubscriptionFrame { frame, _turn: turn }) => if sent.is_err() { return },
             }
             next_allowed = Instant::now() + self.interval;
         }

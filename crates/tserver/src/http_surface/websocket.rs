@@ -56,6 +56,7 @@ pub(super) async fn upgrade(
         // Most WebSockets sit idle between small messages: the read buffer starts small (the
         // library's default takes 128 KiB per socket at once) and grows only for a large one.
         .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0)
         .max_message_size(bound)
         .max_frame_size(bound)
         .on_upgrade(move |socket| admission.serve(socket, peer, browser))

@@ -164,17 +164,18 @@ impl Connection {
         let _ = tokio::time::timeout(limit, send).await;
     }
 
-    /// A whole frame already read from the socket but not yet taken, if any; never reads.
-    /// A WebSocket's messages are taken one at a time, so it has none.
+    /// A whole frame already arrived but not yet taken, if any; never waits.
     pub(crate) fn take_buffered_frame(&mut self) -> Option<Decoded<ClientFrame>> {
-        let Link::Framed(framed) = &mut self.link else {
-            return None;
-        };
-        let max_frame = framed.codec().max_frame();
-        FrameCodec::<ClientFrame, ServerFrame>::new(max_frame)
-            .decode(framed.read_buffer_mut())
-            .ok()
-            .flatten()
+        match &mut self.link {
+            Link::Framed(framed) => {
+                let max_frame = framed.codec().max_frame();
+                FrameCodec::<ClientFrame, ServerFrame>::new(max_frame)
+                    .decode(framed.read_buffer_mut())
+                    .ok()
+                    .flatten()
+            }
+            Link::WebSocket(link) => link.take_message(),
+        }
     }
 
     /// Closes our side, then reads and drops whatever the client still sends, for at most
@@ -199,10 +200,12 @@ impl Connection {
         }
     }
 
-    fn has_buffered_frame(&self) -> bool {
-        match &self.link {
+    /// Whether a whole frame has already arrived: read, for TCP; for a WebSocket, a message
+    /// the socket holds (looked at without waiting).
+    fn has_buffered_frame(&mut self) -> bool {
+        match &mut self.link {
             Link::Framed(framed) => framed.codec().has_whole_frame(framed.read_buffer()),
-            Link::WebSocket(_) => false,
+            Link::WebSocket(link) => link.has_message(),
         }
     }
 }

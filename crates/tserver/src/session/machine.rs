@@ -369,7 +369,8 @@ impl Session {
                 }
                 Some(update) = self.calls.subscriptions.next_frame() => {
                     self.last_activity = Instant::now();
-                    if let Err(error) = self.answer(update).await {
+                    // `update`'s turn passes back to its subscription once it is written.
+                    if let Err(error) = self.answer(update.frame).await {
                         return Close::Transport(error.to_string());
                     }
                 }

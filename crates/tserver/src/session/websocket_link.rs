@@ -4,10 +4,14 @@
 //! sends binary), so a browser reads JSON and a program protobuf.
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use prost::Message as _;
 use tserver_proto::v1::{ClientFrame, ServerFrame};
 use tserver_proto::{Decoded, FrameError, MalformedMessage};
+
+/// A frame read from the socket, and whether its message was binary (replies take its form
+/// once the session takes it).
+type Read = Option<Result<(Decoded<ClientFrame>, bool), FrameError>>;
 
 /// One client's WebSocket, carrying frames.
 #[derive(Debug)]
@@ -17,8 +21,10 @@ pub(super) struct WebSocketLink {
     max_read: usize,
     /// The largest frame written (its protobuf size, as on TCP).
     max_written: usize,
-    /// The client's last message was binary: reply in protobuf.
+    /// The client's last message taken was binary: reply in protobuf.
     binary: bool,
+    /// What a look at the socket found already there and the session has not taken yet.
+    peeked: Option<Read>,
 }
 
 impl WebSocketLink {
@@ -30,6 +36,7 @@ impl WebSocketLink {
             max_read: max_frame,
             max_written: max_frame,
             binary: false,
+            peeked: None,
         }
     }
 
@@ -40,6 +47,43 @@ impl WebSocketLink {
     /// The next frame; `None` when the client closes. Cancel-safe: a message is taken whole
     /// or not at all.
     pub(super) async fn read(&mut self) -> Option<Result<Decoded<ClientFrame>, FrameError>> {
+        let next = match self.peeked.take() {
+            Some(peeked) => peeked,
+            None => self.read_socket().await,
+        };
+        Some(next?.map(|(decoded, binary)| {
+            self.binary = binary;
+            decoded
+        }))
+    }
+
+    /// Whether a whole message has arrived and waits to be taken; looks at the socket without
+    /// waiting (what it finds is kept for [`read`](Self::read)).
+    pub(super) fn has_message(&mut self) -> bool {
+        if self.peeked.is_none() {
+            self.peeked = self.read_socket().now_or_never();
+        }
+        matches!(self.peeked, Some(Some(Ok(_))))
+    }
+
+    /// A message that has already arrived, if any, without waiting for one.
+    pub(super) fn take_message(&mut self) -> Option<Decoded<ClientFrame>> {
+        if !self.has_message() {
+            return None;
+        }
+        match self.peeked.take() {
+            Some(Some(Ok((decoded, binary)))) => {
+                self.binary = binary;
+                Some(decoded)
+            }
+            other => {
+                self.peeked = other;
+                None
+            }
+        }
+    }
+
+    async fn read_socket(&mut self) -> Read {
         loop {
             let message = match self.socket.next().await? {
                 Ok(message) => message,
@@ -47,15 +91,15 @@ impl WebSocketLink {
             };
             let decoded = match message {
                 Message::Text(text) => self
-                    .within_limit(text.len(), false)
-                    .map(|()| tserver_proto::decode_json(text.as_str())),
-                Message::Binary(bytes) => {
-                    self.within_limit(bytes.len(), true)
-                        .map(|()| match ClientFrame::decode(bytes) {
-                            Ok(frame) => Decoded::Message(frame),
-                            Err(error) => Decoded::Malformed(MalformedMessage::Protobuf(error)),
-                        })
-                }
+                    .within_limit(text.len())
+                    .map(|()| (tserver_proto::decode_json(text.as_str()), false)),
+                Message::Binary(bytes) => self.within_limit(bytes.len()).map(|()| {
+                    let decoded = match ClientFrame::decode(bytes) {
+                        Ok(frame) => Decoded::Message(frame),
+                        Err(error) => Decoded::Malformed(MalformedMessage::Protobuf(error)),
+                    };
+                    (decoded, true)
+                }),
                 // The WebSocket library answers pings itself.
                 Message::Ping(_) | Message::Pong(_) => continue,
                 Message::Close(_) => return None,
@@ -64,15 +108,14 @@ impl WebSocketLink {
         }
     }
 
-    /// `Ok` when a message of `len` bytes may be read (and then replies take its form).
-    fn within_limit(&mut self, len: usize, binary: bool) -> Result<(), FrameError> {
+    /// `Ok` when a message of `len` bytes may be read.
+    fn within_limit(&self, len: usize) -> Result<(), FrameError> {
         if len > self.max_read {
             return Err(FrameError::TooLarge {
                 len,
                 max: self.max_read,
             });
         }
-        self.binary = binary;
         Ok(())
     }
 
@@ -90,6 +133,8 @@ impl WebSocketLink {
         } else {
             Message::Text(tserver_proto::encode_json(&frame).into())
         };
+        // A slow reader keeps the write waiting: only the encoded message waits with it.
+        drop(frame);
         self.socket.feed(message).await.map_err(write_error)
     }
 
