@@ -91,6 +91,14 @@ pub(crate) fn judge(
         fed,
         held == subscribers as u64 && report["writeErrors"].as_u64() == Some(0),
     );
+    let growth = report["growthAfterFirstWindow"].as_f64().unwrap_or(f64::NAN);
+    verdicts.judge(
+        format!("{what}: memory bounded"),
+        format!("peak growth after the first window {growth:.2}x its own"),
+        verdicts::WEBSOCKET_BOUNDED,
+        growth,
+        held == subscribers as u64,
+    );
     verdicts.judge(
         format!("{what}: memory"),
         format!("{per_subscriber:.1} KiB each"),
@@ -144,13 +152,18 @@ pub(crate) async fn hold(hold: &Hold) -> anyhow::Result<Value> {
         .into_iter()
         .map(|socket| tokio::spawn(read_updates(socket, start, until, hold.duration)))
         .collect();
-    let (peak, write_errors) = write_until(&mut writer, &names, until, hold.tserver_pid).await;
+    let window = hold.duration / WINDOWS as u32;
+    let (peaks, write_errors) =
+        write_until(&mut writer, &names, (start + window, until), hold.tserver_pid).await;
     let mut fed = Vec::with_capacity(readers.len());
     for reader in readers {
         fed.push(reader.await.context("a subscriber's task failed")?);
     }
     let end = rss_bytes(hold.tserver_pid).unwrap_or(0);
-    let peak = peak.max(subscribed).max(end);
+    let peak = peaks.first_window.max(peaks.later).max(subscribed).max(end);
+    // Memory that keeps growing once every subscriber is fed is a backlog, not a bound.
+    let later_growth = peaks.later.max(end).saturating_sub(baseline) as f64
+        / peaks.first_window.saturating_sub(baseline).max(1) as f64;
     let seconds = hold.duration.as_secs_f64();
     let rates = || fed.iter().map(|one| one.readings as f64 / seconds);
     let windows_fed: usize = fed
@@ -170,7 +183,8 @@ pub(crate) async fn hold(hold: &Hold) -> anyhow::Result<Value> {
         },
         "skipped": fed.iter().map(|one| one.skipped).sum::<u64>(),
         "writeErrors": write_errors,
-        "tserverBytes": {"baseline": baseline, "subscribed": subscribed, "peak": peak, "end": end},
+        "tserverBytes": {"baseline": baseline, "subscribed": subscribed, "firstWindowPeak": peaks.first_window, "peak": peak, "end": end},
+        "growthAfterFirstWindow": later_growth,
         "perSubscriberKiB": peak.saturating_sub(baseline) as f64 / hold.subscribers.max(1) as f64 / 1024.0,
     }))
 }
@@ -215,11 +229,24 @@ async fn read_updates(mut socket: Socket, start: Instant, until: Instant, durati
     }
 }
 
-/// Writes every tag of `names` 10 times a second until `until`, sampling tserver's memory at
-/// each write: the peak, and the writes that failed.
-async fn write_until(writer: &mut Socket, names: &[String], until: Instant, pid: u32) -> (u64, u64) {
+/// tserver's resident memory at its highest, in the hold's first window and after it.
+#[derive(Debug, Default)]
+struct Peaks {
+    first_window: u64,
+    later: u64,
+}
+
+/// Writes every tag of `names` 10 times a second until the second of `(first_window_end,
+/// until)`, sampling tserver's memory at each write: the peaks in the first window and after
+/// it, and the writes that failed.
+async fn write_until(
+    writer: &mut Socket,
+    names: &[String],
+    (first_window_end, until): (Instant, Instant),
+    pid: u32,
+) -> (Peaks, u64) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
-    let (mut peak, mut errors, mut value) = (0, 0, 0.0);
+    let (mut peaks, mut errors, mut value) = (Peaks::default(), 0, 0.0);
     while Instant::now() < until {
         tick.tick().await;
         value += 1.0;
@@ -238,7 +265,13 @@ async fn write_until(writer: &mut Socket, names: &[String], until: Instant, pid:
                 if reply.results.iter().all(|result| result.error.is_empty()) => {}
             _ => errors += 1,
         }
-        peak = peak.max(rss_bytes(pid).unwrap_or(0));
+        let now = rss_bytes(pid).unwrap_or(0);
+        let peak = if Instant::now() < first_window_end {
+            &mut peaks.first_window
+        } else {
+            &mut peaks.later
+        };
+        *peak = (*peak).max(now);
     }
-    (peak, errors)
+    (peaks, errors)
 }
