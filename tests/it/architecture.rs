@@ -128,6 +128,12 @@ const RULES: &[Rule] = &[
         ],
         why: "the Sparkplug codec knows no server and no database",
     },
+    Rule {
+        crates: Crates::One("modbus"),
+        reach: Reach::Any,
+        forbidden: &["tserver", "plant", "store", "tokio", "tokio-modbus"],
+        why: "the Modbus register codec does no I/O: the plant's source sends what it plans",
+    },
 ];
 
 /// The workspace's packages and the normal dependency edges between every package.
