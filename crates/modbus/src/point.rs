@@ -250,8 +250,9 @@ pub enum EncodeError {
     NotWhole(Refused),
 }
 
-/// A tag's place in a device: engineering value = raw value x `scale` + `offset`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A tag's place in a device: engineering value = raw value x `scale` + `offset`. Equal
+/// (and hashed) by its fields, scale and offset bit for bit.
+#[derive(Debug, Clone, Copy)]
 pub struct Point {
     table: Table,
     address: u16,
@@ -259,6 +260,33 @@ pub struct Point {
     word_order: WordOrder,
     scale: f64,
     offset: f64,
+}
+
+impl Point {
+    fn identity(&self) -> (Table, u16, Format, WordOrder, u64, u64) {
+        (
+            self.table,
+            self.address,
+            self.format,
+            self.word_order,
+            self.scale.to_bits(),
+            self.offset.to_bits(),
+        )
+    }
+}
+
+impl PartialEq for Point {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Point {}
+
+impl std::hash::Hash for Point {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
 }
 
 /// How close a scaled write must come to a whole raw number to be taken as it (floating-point

@@ -42,8 +42,8 @@ use std::ops::Range;
 
 pub use document::Format;
 pub use model::{
-    AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
-    PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
+    AlarmSpec, BindingProblem, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
+    Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize};
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
@@ -760,7 +760,7 @@ simulate = { amplitude = 1, period = 1e300 }
         let found = errors(&bad, Format::Toml);
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(
-            found[0].contains("sources[0].url: \"http://broker\" is not a broker address"),
+            found[0].contains("sources[0].url: \"http://broker\" is not a source address"),
             "{found:?}"
         );
         assert!(
@@ -776,6 +776,171 @@ simulate = { amplitude = 1, period = 1e300 }
             ),
             "{found:?}"
         );
+    }
+
+    const MODBUS: &str = r#"
+[[sources]]
+name = "rack2"
+url = "modbus://127.0.0.1:5020"
+unit = 3
+poll_interval = 500
+max_gap = 4
+
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1"
+
+[[tags]]
+name = "Line1.Temp"
+path = "Plant/Line1/Temp"
+type = "number"
+source = { device = "rack2", holding_register = 100, format = "f32", word_order = "low_word_first" }
+
+[[tags]]
+name = "Line1.Speed"
+path = "Plant/Line1/Speed"
+type = "number"
+writable = true
+source = { device = "rack2", holding_register = 110, format = "i16", scale = 0.1, offset = -40 }
+
+[[tags]]
+name = "Line1.Count"
+path = "Plant/Line1/Count"
+type = "integer"
+source = { device = "rack2", input_register = 7, format = "u32" }
+
+[[tags]]
+name = "Line1.Running"
+path = "Plant/Line1/Running"
+type = "bool"
+source = { device = "rack2", coil = 0 }
+"#;
+
+    #[test]
+    fn modbus_sources_and_bindings_read_and_export_back() {
+        let model = read(MODBUS, Format::Toml, "f").expect("valid");
+        let rack = &model.sources[0];
+        assert_eq!(rack.kind(), crate::SourceKind::Modbus);
+        assert_eq!(
+            (rack.unit, rack.poll_interval, rack.timeout, rack.max_gap),
+            (3, 500, 1000, 4)
+        );
+        let point = |index: usize| {
+            model.tags[index]
+                .source
+                .as_ref()
+                .and_then(SourceBinding::modbus_point)
+                .expect("a Modbus binding")
+                .expect("a valid point")
+        };
+        assert_eq!(point(0).format(), modbus::Format::F32);
+        assert_eq!(point(0).word_order(), modbus::WordOrder::LowWordFirst);
+        assert_eq!(
+            (point(1).table(), point(1).address()),
+            (modbus::Table::HoldingRegisters, 110)
+        );
+        assert_eq!(
+            point(3).format(),
+            modbus::Format::Bool,
+            "a coil's format is bool by default"
+        );
+        assert_eq!(
+            model.tags[3].source.as_ref().map(SourceBinding::source_name),
+            Some("rack2")
+        );
+        assert_eq!(
+            read(&model.to_toml().expect("writes"), Format::Toml, "f").expect("reads back"),
+            model
+        );
+    }
+
+    #[test]
+    fn modbus_mistakes_are_named_where_they_are_written() {
+        let cases = [
+            (
+                "unit = 3",
+                "unit = 300",
+                "f:5:8: sources[0].unit: must be a unit id, a whole number from 0 to 255",
+            ),
+            (
+                "max_gap = 4",
+                "max_gap = 4\nroot = \"Site\"",
+                "f:8:8: sources[0].root: is an MQTT source's (mqtt://, mqtts://), not this source's",
+            ),
+            (
+                "url = \"mqtt://127.0.0.1\"",
+                "url = \"mqtt://127.0.0.1\"\nunit = 2",
+                "f:12:8: sources[1].unit: is a Modbus source's (modbus://), not this source's",
+            ),
+            (
+                "url = \"modbus://127.0.0.1:5020\"",
+                "url = \"opc.udp://127.0.0.1\"",
+                "sources[0].url: \"opc.udp://127.0.0.1\" is not a source address",
+            ),
+            (
+                "holding_register = 100, format = \"f32\"",
+                "holding_register = 100, input_register = 3, format = \"f32\"",
+                "tags[0].source.input_register: a tag is at one address: holding_register is given already",
+            ),
+            (
+                "holding_register = 100, format = \"f32\"",
+                "format = \"f32\"",
+                "tags[0].source: a Modbus binding gives its address as one of coil, discrete_input, input_register, holding_register",
+            ),
+            (
+                "format = \"f32\", word_order",
+                "format = \"float\", word_order",
+                "tags[0].source.format: \"float\" is none of bool, u16, i16, u32, i32, f32, f64",
+            ),
+            (
+                "word_order = \"low_word_first\"",
+                "word_order = \"little\"",
+                "tags[0].source.word_order: \"little\" is none of high_word_first, low_word_first",
+            ),
+            (
+                "scale = 0.1",
+                "scale = 0",
+                "tags[1].source.scale: scale must be a finite number other than 0, not 0",
+            ),
+            (
+                "coil = 0 }",
+                "coil = 0, format = \"u16\" }",
+                "tags[3].source.format: a coil holds single bits: its format is bool",
+            ),
+            (
+                "input_register = 7, format = \"u32\"",
+                "input_register = 65535, format = \"u32\"",
+                "tags[2].source.input_register: a u32 at 65535 runs past the last address, 65535",
+            ),
+            (
+                "input_register = 7, format = \"u32\"",
+                "input_register = 7, format = \"f32\"",
+                "tags[2].name: tag \"Line1.Count\" is integer and its Modbus input_register reads as f32",
+            ),
+            (
+                "source = { device = \"rack2\", coil = 0 }",
+                "source = { broker = \"rack2\" }",
+                "tags[3].name: tag \"Line1.Running\" names \"rack2\" as its broker, and that source is modbus://127.0.0.1:5020: name it with device",
+            ),
+            (
+                "source = { device = \"rack2\", coil = 0 }",
+                "source = { device = \"site\", coil = 0 }",
+                "tags[3].name: tag \"Line1.Running\" names \"site\" as its device, and that source is mqtt://127.0.0.1: name it with broker",
+            ),
+            (
+                "source = { device = \"rack2\", coil = 0 }",
+                "source = { device = \"rack2\", broker = \"site\", coil = 0 }",
+                "tags[3].source.device: a tag has one source: broker (an MQTT source) or device (a Modbus source), not both",
+            ),
+        ];
+        for (from, to, wanted) in cases {
+            assert!(MODBUS.contains(from), "{from}");
+            let found = errors(&MODBUS.replacen(from, to, 1), Format::Toml);
+            assert!(
+                found.iter().any(|error| error.contains(wanted)),
+                "{to}: {found:?}"
+            );
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct PlantModel {
     /// Alarms on any tag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms: Vec<AlarmSpec>,
-    /// Where live values come from: MQTT brokers.
+    /// Where live values come from: MQTT brokers and Modbus TCP devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceSpec>,
 }
@@ -43,13 +43,15 @@ fn is_default_keep_alive(seconds: &u64) -> bool {
     *seconds == default_keep_alive()
 }
 
-/// `[[sources]]`: an MQTT broker holding a Unified Namespace.
+/// `[[sources]]`: an MQTT broker holding a Unified Namespace (`mqtt://`, `mqtts://`), or a
+/// Modbus TCP device (`modbus://`). Fields of one kind are refused on the other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSpec {
-    /// The name tags' `source = { broker = ... }` use.
+    /// The name tags' `source = { broker = ... }` or `source = { device = ... }` use.
     pub name: String,
-    /// `mqtt://host:port` or `mqtts://host:port` (default ports 1883 and 8883).
+    /// `mqtt://host:port` or `mqtts://host:port` (default ports 1883 and 8883), or
+    /// `modbus://host:port` (default port 502).
     pub url: String,
     /// The MQTT client id (default: `tserver-<name>`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -73,13 +75,96 @@ pub struct SourceSpec {
     /// Seconds without an update after which a tag of this source is Uncertain (0: never).
     #[serde(default, skip_serializing_if = "is_zero_seconds")]
     pub stale_after: u64,
+    /// Modbus: the unit id the device answers to.
+    #[serde(default = "default_unit", skip_serializing_if = "is_default_unit")]
+    pub unit: u8,
+    /// Modbus: milliseconds between the starts of two polls of every bound register.
+    #[serde(
+        default = "default_poll_interval",
+        skip_serializing_if = "is_default_poll_interval"
+    )]
+    pub poll_interval: u64,
+    /// Modbus: milliseconds the device has to answer a request before the connection is taken
+    /// as lost.
+    #[serde(
+        default = "default_request_timeout",
+        skip_serializing_if = "is_default_request_timeout"
+    )]
+    pub timeout: u64,
+    /// Modbus: the most unbound addresses one read may span to merge two neighbours (0: only
+    /// adjacent ones; a device answers a read touching an address it lacks with an exception).
+    #[serde(default, skip_serializing_if = "is_zero_gap")]
+    pub max_gap: u16,
 }
 
 fn is_zero_seconds(seconds: &u64) -> bool {
     *seconds == 0
 }
 
+fn default_unit() -> u8 {
+    1
+}
+
+fn is_default_unit(unit: &u8) -> bool {
+    *unit == default_unit()
+}
+
+fn default_poll_interval() -> u64 {
+    1000
+}
+
+fn is_default_poll_interval(milliseconds: &u64) -> bool {
+    *milliseconds == default_poll_interval()
+}
+
+fn default_request_timeout() -> u64 {
+    1000
+}
+
+fn is_default_request_timeout(milliseconds: &u64) -> bool {
+    *milliseconds == default_request_timeout()
+}
+
+fn is_zero_gap(gap: &u16) -> bool {
+    *gap == 0
+}
+
+/// What a source is, by its URL's scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// `mqtt://` or `mqtts://`.
+    Mqtt,
+    /// `modbus://`.
+    Modbus,
+}
+
+impl SourceKind {
+    /// The kind `url` names, if any this product reads.
+    pub fn of_url(url: &str) -> Option<Self> {
+        if url.starts_with("mqtt://") || url.starts_with("mqtts://") {
+            Some(Self::Mqtt)
+        } else if url.starts_with("modbus://") {
+            Some(Self::Modbus)
+        } else {
+            None
+        }
+    }
+
+    /// The key a tag's binding names such a source with.
+    pub fn binding_key(self) -> &'static str {
+        match self {
+            Self::Mqtt => "broker",
+            Self::Modbus => "device",
+        }
+    }
+}
+
 impl SourceSpec {
+    /// Its kind (the reader accepts only URLs of a known kind; MQTT otherwise).
+    pub fn kind(&self) -> SourceKind {
+        SourceKind::of_url(&self.url).unwrap_or(SourceKind::Mqtt)
+    }
+
     /// The client id, or its default.
     pub fn client_id(&self) -> String {
         if self.client_id.is_empty() {
@@ -276,14 +361,19 @@ pub struct TagSpec {
     pub simulate: Option<Motion>,
 }
 
-/// `source = { broker = "...", topic = "..." }` for a plain UNS topic, or
+/// `source = { broker = "...", topic = "..." }` for a plain UNS topic,
 /// `source = { broker = "...", sparkplug = "Group/Node[/Device]", metric = "..." }` for a
-/// Sparkplug B metric.
+/// Sparkplug B metric, or `source = { device = "...", holding_register = 100, format = "f32" }`
+/// for a Modbus coil, discrete input, input register or holding register.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceBinding {
-    /// The name of the source (a broker) the value comes from.
+    /// The name of the MQTT source (a broker) the value comes from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub broker: String,
+    /// The name of the Modbus source (a device) the value comes from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
     /// The topic, when not the tag's UNS path under the source's root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
@@ -296,9 +386,93 @@ pub struct SourceBinding {
     /// The Sparkplug B metric name, as its birth certificate declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
+    /// Modbus: the coil's address (0-based, as on the wire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coil: Option<u16>,
+    /// Modbus: the discrete input's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discrete_input: Option<u16>,
+    /// Modbus: the input register's (first) address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_register: Option<u16>,
+    /// Modbus: the holding register's (first) address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holding_register: Option<u16>,
+    /// Modbus: how the value sits in its registers (`u16`, `i16`, `u32`, `i32`, `f32`, `f64`;
+    /// `bool` for coils and discrete inputs, their default; `u16` is the registers' default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Modbus: `high_word_first` (the default) or `low_word_first`, for values of two or four
+    /// registers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub word_order: Option<String>,
+    /// Modbus: the value = raw x scale + offset (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<f64>,
+    /// Modbus: see `scale` (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<f64>,
 }
 
 impl SourceBinding {
+    /// The name of the source it binds to, whatever its kind.
+    pub fn source_name(&self) -> &str {
+        if self.device.is_empty() {
+            &self.broker
+        } else {
+            &self.device
+        }
+    }
+
+    /// Its Modbus table and address, when it binds a Modbus device.
+    pub fn modbus_register(&self) -> Option<(modbus::Table, u16)> {
+        [
+            (modbus::Table::Coils, self.coil),
+            (modbus::Table::DiscreteInputs, self.discrete_input),
+            (modbus::Table::InputRegisters, self.input_register),
+            (modbus::Table::HoldingRegisters, self.holding_register),
+        ]
+        .into_iter()
+        .find_map(|(table, address)| Some((table, address?)))
+    }
+
+    /// Its Modbus point, when it binds a Modbus device; `Err` says what is wrong with it.
+    pub fn modbus_point(&self) -> Option<Result<modbus::Point, BindingProblem>> {
+        let (table, address) = self.modbus_register()?;
+        Some(self.point_at(table, address))
+    }
+
+    fn point_at(&self, table: modbus::Table, address: u16) -> Result<modbus::Point, BindingProblem> {
+        let format = match &self.format {
+            None if table.holds_bits() => modbus::Format::Bool,
+            None => modbus::Format::U16,
+            Some(name) => modbus::Format::parse(name).ok_or_else(|| BindingProblem {
+                key: "format",
+                message: format!("{name:?} is none of {}", modbus::Format::NAMES.join(", ")),
+            })?,
+        };
+        let word_order = match &self.word_order {
+            None => modbus::WordOrder::default(),
+            Some(name) => modbus::WordOrder::parse(name).ok_or_else(|| BindingProblem {
+                key: "word_order",
+                message: format!("{name:?} is none of {}", modbus::WordOrder::NAMES.join(", ")),
+            })?,
+        };
+        let scaling = (self.scale.unwrap_or(1.0), self.offset.unwrap_or(0.0));
+        modbus::Point::new(table, address, format, word_order, scaling).map_err(|error| {
+            let key = match error {
+                modbus::PointError::Scale(_) => "scale",
+                modbus::PointError::Offset(_) => "offset",
+                modbus::PointError::BitsAreBool(_) | modbus::PointError::RegistersAreNotBool(_) => "format",
+                modbus::PointError::PastTheEnd(..) => table.name(),
+            };
+            BindingProblem {
+                key,
+                message: error.to_string(),
+            }
+        })
+    }
+
     /// The Sparkplug B group, node and device, when the tag is a Sparkplug metric.
     pub fn sparkplug_target(&self) -> Option<(&str, &str, Option<&str>)> {
         let mut levels = self.sparkplug.as_deref()?.split('/');
@@ -306,6 +480,15 @@ impl SourceBinding {
         let node = levels.next()?;
         Some((group, node, levels.next()))
     }
+}
+
+/// What is wrong with a Modbus binding, and under which of its keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingProblem {
+    /// The binding's key the problem is in.
+    pub key: &'static str,
+    /// What is wrong, in words.
+    pub message: String,
 }
 
 /// `simulate = { amplitude, period, phase, noise }`: the initial value plus a sine plus noise.

@@ -11,9 +11,39 @@ use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
     AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
-    PlantInfo, PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
+    PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
+
+/// The keys of `[[sources]]` only an MQTT source takes.
+const MQTT_SOURCE_KEYS: &[&str] = &[
+    "client_id",
+    "username",
+    "password",
+    "ca_file",
+    "keep_alive",
+    "root",
+];
+
+/// The keys of `[[sources]]` only a Modbus source takes.
+const MODBUS_SOURCE_KEYS: &[&str] = &["unit", "poll_interval", "timeout", "max_gap"];
+
+/// Every key of `[[sources]]`.
+const SOURCE_KEYS: &[&str] = &[
+    "name",
+    "url",
+    "stale_after",
+    "client_id",
+    "username",
+    "password",
+    "ca_file",
+    "keep_alive",
+    "root",
+    "unit",
+    "poll_interval",
+    "timeout",
+    "max_gap",
+];
 
 /// The longest name or path accepted.
 const MAX_NAME: usize = 256;
@@ -531,6 +561,16 @@ impl<'t> Reader<'t> {
 
     fn source(&mut self, node: &Node, path: &str) -> Option<SourceBinding> {
         let mut fields = self.table(node, path)?;
+        if let Some(span) = span_of(&fields, "device") {
+            if span_of(&fields, "broker").is_some() {
+                self.error(
+                    span,
+                    fields.field("device"),
+                    "a tag has one source: broker (an MQTT source) or device (a Modbus source), not both",
+                );
+            }
+            return self.modbus_binding(fields);
+        }
         let broker = self.name(&mut fields, "broker");
         let topic = self.mqtt_name(&mut fields, "topic");
         let command_topic = self.mqtt_name(&mut fields, "command_topic");
@@ -574,7 +614,82 @@ impl<'t> Reader<'t> {
             command_topic,
             sparkplug,
             metric,
+            ..SourceBinding::default()
         })
+    }
+
+    /// `source = { device = ..., <table> = ADDRESS, format, word_order, scale, offset }`.
+    fn modbus_binding(&mut self, mut fields: Fields<'_>) -> Option<SourceBinding> {
+        const TABLES: [&str; 4] = ["coil", "discrete_input", "input_register", "holding_register"];
+        let device = self.name(&mut fields, "device");
+        let mut addresses = [None; 4];
+        for (slot, key) in addresses.iter_mut().zip(TABLES) {
+            *slot = self
+                .whole(&mut fields, key, 0..=65_535, "an address")
+                .flatten()
+                .and_then(|address| u16::try_from(address).ok());
+        }
+        // In the order written, so the second one written is the one reported.
+        let mut given: Vec<(usize, &str)> = TABLES
+            .iter()
+            .filter_map(|key| Some((span_of(&fields, key)?.start, *key)))
+            .collect();
+        given.sort_unstable();
+        let given: Vec<&str> = given.into_iter().map(|(_, key)| key).collect();
+        match given.as_slice() {
+            [] => self.error(
+                fields.span.clone(),
+                fields.path.clone(),
+                format!(
+                    "a Modbus binding gives its address as one of {}",
+                    TABLES.join(", ")
+                ),
+            ),
+            [_] => {}
+            [first, second, ..] => self.error(
+                span_of(&fields, second).unwrap_or_else(|| fields.span.clone()),
+                fields.field(second),
+                format!("a tag is at one address: {first} is given already"),
+            ),
+        }
+        let format = self.string(&mut fields, "format");
+        let word_order = self.string(&mut fields, "word_order");
+        let scale = self.number(&mut fields, "scale");
+        let offset = self.number(&mut fields, "offset");
+        let binding = SourceBinding {
+            device: device?,
+            coil: addresses[0],
+            discrete_input: addresses[1],
+            input_register: addresses[2],
+            holding_register: addresses[3],
+            format,
+            word_order,
+            scale,
+            offset,
+            ..SourceBinding::default()
+        };
+        if let Some(Err(problem)) = binding.modbus_point() {
+            self.error(
+                span_of(&fields, problem.key).unwrap_or_else(|| fields.span.clone()),
+                fields.field(problem.key),
+                problem.message,
+            );
+        }
+        self.done(
+            fields,
+            &[
+                "device",
+                "coil",
+                "discrete_input",
+                "input_register",
+                "holding_register",
+                "format",
+                "word_order",
+                "scale",
+                "offset",
+            ],
+        );
+        Some(binding)
     }
 
     /// A topic or topic level: not empty, no wildcards (`+`, `#`), no NUL.
@@ -597,18 +712,19 @@ impl<'t> Reader<'t> {
         let name = self.name(&mut fields, "name");
         let url_span = span_of(&fields, "url");
         let url = self.required_string(&mut fields, "url");
+        let kind = url.as_deref().and_then(SourceKind::of_url);
         if let Some(url) = &url {
-            let scheme_ok = url.starts_with("mqtt://") || url.starts_with("mqtts://");
             let host = url
                 .split_once("://")
                 .map_or("", |(_, rest)| rest.trim_end_matches('/'));
-            if !scheme_ok || host.is_empty() || host.contains('/') || host.contains('@') {
+            if kind.is_none() || host.is_empty() || host.contains('/') || host.contains('@') {
                 self.error(
                     url_span.unwrap_or_else(|| fields.span.clone()),
                     fields.field("url"),
                     format!(
-                        "{url:?} is not a broker address: mqtt://host[:port] or mqtts://host[:port], \
-                         credentials in username and password"
+                        "{url:?} is not a source address: mqtt://host[:port] or mqtts://host[:port] for \
+                         an MQTT broker, modbus://host[:port] for a Modbus TCP device; credentials in \
+                         username and password"
                     ),
                 );
             }
@@ -636,20 +752,20 @@ impl<'t> Reader<'t> {
             );
         }
         let stale_after = self.seconds(&mut fields, "stale_after", 0..=86_400, 0);
-        self.done(
-            fields,
-            &[
-                "name",
-                "url",
-                "client_id",
-                "username",
-                "password",
-                "ca_file",
-                "keep_alive",
-                "root",
-                "stale_after",
-            ],
-        );
+        let unit = self
+            .whole(&mut fields, "unit", 0..=255, "a unit id")
+            .map(|unit| unit.unwrap_or(1));
+        let poll_interval = self
+            .whole(&mut fields, "poll_interval", 10..=3_600_000, "milliseconds")
+            .map(|interval| interval.unwrap_or(1000));
+        let timeout = self
+            .whole(&mut fields, "timeout", 10..=60_000, "milliseconds")
+            .map(|timeout| timeout.unwrap_or(1000));
+        let max_gap = self
+            .whole(&mut fields, "max_gap", 0..=120, "addresses")
+            .map(|gap| gap.unwrap_or(0));
+        self.refuse_other_kinds_fields(&fields, kind);
+        self.done(fields, SOURCE_KEYS);
         Some(SourceSpec {
             name: name?,
             url: url?,
@@ -660,7 +776,26 @@ impl<'t> Reader<'t> {
             keep_alive: keep_alive?,
             root,
             stale_after: stale_after?,
+            unit: u8::try_from(unit?).ok()?,
+            poll_interval: u64::try_from(poll_interval?).ok()?,
+            timeout: u64::try_from(timeout?).ok()?,
+            max_gap: u16::try_from(max_gap?).ok()?,
         })
+    }
+
+    /// Reports the fields a source of another kind takes (a `unit` on a broker, a `root` on a
+    /// Modbus device).
+    fn refuse_other_kinds_fields(&mut self, fields: &Fields<'_>, kind: Option<SourceKind>) {
+        let (foreign, theirs): (&[&str], &str) = match kind {
+            Some(SourceKind::Mqtt) => (MODBUS_SOURCE_KEYS, "a Modbus source's (modbus://)"),
+            Some(SourceKind::Modbus) => (MQTT_SOURCE_KEYS, "an MQTT source's (mqtt://, mqtts://)"),
+            None => return,
+        };
+        for key in foreign {
+            if let Some(span) = span_of(fields, key) {
+                self.error(span, fields.field(key), format!("is {theirs}, not this source's"));
+            }
+        }
     }
 
     /// A whole number of seconds within `range`, `default` when absent.
@@ -671,20 +806,36 @@ impl<'t> Reader<'t> {
         range: std::ops::RangeInclusive<i64>,
         default: u64,
     ) -> Option<u64> {
+        self.whole(fields, key, range, "seconds").map(|seconds| {
+            seconds
+                .and_then(|seconds| u64::try_from(seconds).ok())
+                .unwrap_or(default)
+        })
+    }
+
+    /// A whole number (of `what`) within `range`: `Some(None)` when absent, `None` when wrong.
+    fn whole(
+        &mut self,
+        fields: &mut Fields<'_>,
+        key: &str,
+        range: std::ops::RangeInclusive<i64>,
+        what: &str,
+    ) -> Option<Option<i64>> {
         let Some(node) = fields.get(key) else {
-            return Some(default);
+            return Some(None);
         };
         match node.value {
-            Value::Integer(seconds) if range.contains(&seconds) => u64::try_from(seconds).ok(),
+            Value::Integer(number) if range.contains(&number) => Some(Some(number)),
             _ => {
+                let unit = if what.starts_with("a ") || what.starts_with("an ") {
+                    format!("must be {what}, a whole number")
+                } else {
+                    format!("must be a whole number of {what}")
+                };
                 self.error(
                     node.span.clone(),
                     fields.field(key),
-                    format!(
-                        "must be a whole number of seconds from {} to {}",
-                        range.start(),
-                        range.end()
-                    ),
+                    format!("{unit} from {} to {}", range.start(), range.end()),
                 );
                 None
             }
@@ -1457,13 +1608,35 @@ fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
     let model = plant.model;
     for (position, tag) in plant.expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
-        check_topic_path(reader, plant, position, tag, binding);
-        let known_source = model.sources.iter().any(|source| source.name == binding.broker)
-            || plant.places.dropped_named("sources", &binding.broker);
-        if known_source && tag.simulate.is_none() {
+        let wanted = if binding.device.is_empty() {
+            check_topic_path(reader, plant, position, tag, binding);
+            SourceKind::Mqtt
+        } else {
+            SourceKind::Modbus
+        };
+        let name = binding.source_name();
+        let source = model.sources.iter().find(|source| source.name == name);
+        let known_source = source.is_some() || plant.places.dropped_named("sources", name);
+        let kind_problem = source.filter(|source| source.kind() != wanted).map(|source| {
+            format!(
+                "tag {:?} names {name:?} as its {}, and that source is {}: name it with {}",
+                tag.name,
+                wanted.binding_key(),
+                source.url,
+                source.kind().binding_key()
+            )
+        });
+        let type_problem = binding
+            .modbus_point()
+            .and_then(Result::ok)
+            .and_then(|point| modbus_type_problem(tag, &point));
+        if known_source && tag.simulate.is_none() && kind_problem.is_none() && type_problem.is_none() {
             continue;
         }
         let (span, field) = plant.tag_origin(position);
+        for problem in kind_problem.into_iter().chain(type_problem) {
+            reader.error(span.clone(), field.clone(), problem);
+        }
         if !known_source {
             let known = model.sources.iter().map(|source| source.name.as_str());
             reader.error(
@@ -1472,8 +1645,8 @@ fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
                 format!(
                     "tag {:?} names source {:?}, which no [[sources]] entry defines{}",
                     tag.name,
-                    binding.broker,
-                    did_you_mean(&binding.broker, known)
+                    name,
+                    did_you_mean(name, known)
                 ),
             );
         }
@@ -1488,6 +1661,37 @@ fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
             );
         }
     }
+}
+
+/// Whether a tag of its type can hold what its Modbus point reads: a bool tag a bit, an
+/// integer tag a whole register value without scale or offset, a number tag any register;
+/// a text tag none.
+fn modbus_type_problem(tag: &TagSpec, point: &modbus::Point) -> Option<String> {
+    let format = point.format();
+    let whole = matches!(
+        format,
+        modbus::Format::U16 | modbus::Format::I16 | modbus::Format::U32 | modbus::Format::I32
+    );
+    let unscaled = tag.source.as_ref().is_none_or(|binding| {
+        binding.scale.is_none_or(|scale| scale == 1.0) && binding.offset.is_none_or(|offset| offset == 0.0)
+    });
+    let fits = match tag.kind {
+        TagType::Bool => format == modbus::Format::Bool,
+        TagType::Integer => whole && unscaled,
+        TagType::Number => format != modbus::Format::Bool,
+        TagType::String => false,
+    };
+    (!fits).then(|| {
+        format!(
+            "tag {:?} is {} and its Modbus {} reads as {format}{}: a bool tag takes a coil or \
+             discrete input, an integer tag a whole register format without scale or offset, a \
+             number tag any register format",
+            tag.name,
+            tag.kind.name(),
+            point.table(),
+            if unscaled { "" } else { " with a scale or offset" }
+        )
+    })
 }
 
 /// A plain UNS binding without a topic of its own is on `<root>/<path>`: a path with a

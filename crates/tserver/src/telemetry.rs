@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use metrics::{Counter, describe_counter, describe_gauge};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use plant::telemetry::{MQTT_MESSAGES, MQTT_REFUSED, SCRIPT_RUNS};
+use plant::telemetry::{MODBUS_POLLS, MQTT_MESSAGES, MQTT_REFUSED, SCRIPT_RUNS};
 use tserver_proto::v1::{ErrorCode, server_frame};
 
 /// Connections open now.
@@ -32,7 +32,7 @@ pub(crate) const SUBSCRIPTION_UPDATES: &str = "tserver_subscription_updates_tota
 pub(crate) const SUBSCRIPTION_COALESCED: &str = "tserver_subscription_updates_coalesced_total";
 
 /// Every metric the server, its plant and its assistant record, by name (what dashboards may use).
-pub const METRICS: [&str; 18] = [
+pub const METRICS: [&str; 19] = [
     CONNECTIONS_OPEN,
     CONNECTIONS_REFUSED,
     LOGINS,
@@ -41,6 +41,7 @@ pub const METRICS: [&str; 18] = [
     MCP_CALLS,
     MQTT_MESSAGES,
     MQTT_REFUSED,
+    MODBUS_POLLS,
     SUBSCRIPTION_UPDATES,
     SUBSCRIPTION_COALESCED,
     localai::telemetry::CHAT_TURNS,
@@ -142,6 +143,10 @@ fn describe() {
     describe_counter!(
         MQTT_REFUSED,
         "MQTT messages refused (unreadable payload, wrong type...), by kind"
+    );
+    describe_counter!(
+        MODBUS_POLLS,
+        "Modbus poll cycles the plant's sources completed (every read answered)"
     );
     describe_counter!(SUBSCRIPTION_UPDATES, "Tag updates sent to subscribed panels");
     describe_counter!(

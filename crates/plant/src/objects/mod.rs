@@ -199,7 +199,10 @@ impl ObjectModel {
                     writable: tag.writable,
                     history: tag.history,
                     history_deadband: tag.history_deadband,
-                    source: tag.source.as_ref().map(|binding| binding.broker.clone()),
+                    source: tag
+                        .source
+                        .as_ref()
+                        .map(|binding| binding.source_name().to_owned()),
                 },
                 sample,
             );

@@ -1,21 +1,24 @@
-//! Live plant data from MQTT brokers: the plant file's `[[sources]]`, each a task holding one
-//! MQTT 5 connection (rumqttc) that reads plain UNS messages and Sparkplug B metrics into the
-//! tags bound to it, with honest quality, and carries operators' writes out to the field.
+//! Live plant data from the field: the plant file's `[[sources]]`, each a task holding one
+//! connection. An MQTT source (rumqttc, MQTT 5) reads plain UNS messages and Sparkplug B
+//! metrics; a Modbus source (tokio-modbus) polls a device's coils and registers. Both read
+//! into the tags bound to them, with honest quality, and carry operators' writes out to the
+//! field.
 //!
-//! Quality: while a broker is unreachable, after a Sparkplug DEATH, or before a tag's first
-//! value, the tag is Bad; past its source's `stale_after` without an update it is Uncertain.
-//! Either way it keeps its last value and that value's time. The task reconnects with a
-//! growing pause and subscribes again; nothing it does blocks the server.
+//! Quality: while a broker or device is unreachable, after a Sparkplug DEATH, or before a
+//! tag's first value, the tag is Bad; past its source's `stale_after` without an update (MQTT)
+//! it is Uncertain. Either way it keeps its last value and that value's time. A task connects
+//! again after a growing pause; nothing it does blocks the server.
 //!
-//! Writes: a write to a source-bound tag is published to the field (`<topic>/set`, or a
-//! Sparkplug NCMD/DCMD) at least once and answered when the broker acknowledges it (PUBACK),
-//! or after [`ACK_TIMEOUT`] as not confirmed; a write while the broker is out of reach is
-//! refused at once. It does not change the tag: the tag shows the value when the field reports
-//! it back.
+//! Writes: a write to a source-bound tag is sent to the field (an MQTT publish to
+//! `<topic>/set` or a Sparkplug NCMD/DCMD, answered at the broker's PUBACK; a Modbus write,
+//! answered by the device) or, after [`ACK_TIMEOUT`], answered as not confirmed; a write while
+//! the source is out of reach is refused at once. It does not change the tag: the tag shows
+//! the value when the field reports it back.
 //!
 //! Sources and bindings are read when the server starts serving (`tserver serve`); a plant
 //! import that changes them restarts every source task with the new ones (a generation).
 
+mod modbus;
 mod mqtt;
 pub(crate) mod payload;
 mod sparkplug;
@@ -25,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use plant_model::{PlantModel, SourceSpec};
+use plant_model::{PlantModel, SourceKind, SourceSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -36,8 +39,8 @@ use store::{SolutionError, Store};
 /// Writes waiting for one source's task; past this a write is refused as busy.
 const WRITE_QUEUE: usize = 1024;
 
-/// How long a write waits for its broker's acknowledgement before it is answered as not
-/// confirmed.
+/// How long a write waits for its broker's acknowledgement (or its device's answer) before
+/// it is answered as not confirmed.
 pub(crate) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a write to the field was not confirmed.
@@ -67,6 +70,8 @@ pub(crate) enum Address {
         target: ::sparkplug::Target,
         metric: String,
     },
+    /// A coil, discrete input or register of a Modbus device.
+    Modbus(::modbus::Point),
 }
 
 /// A tag fed by a source.
@@ -193,9 +198,11 @@ pub(crate) struct WriteFeed {
 #[derive(Debug, Clone)]
 struct Inbox {
     writes: mpsc::Sender<FieldWrite>,
-    /// Set by the source's task while its broker connection is up: a write while it is down
-    /// is refused here, at once, without queueing behind anything.
+    /// Set by the source's task while its connection is up: a write while it is down is
+    /// refused here, at once, without queueing behind anything.
     connected: Arc<AtomicBool>,
+    /// What the source connects to, for messages: "broker" or "device".
+    peer: &'static str,
 }
 
 /// The running sources: their status board and the inbox of each for writes, replaced
@@ -244,7 +251,7 @@ impl Sources {
             FieldWriteError::Refused(format!("source {source:?} is not running; nothing was written"))
         })?;
         if !inbox.connected.load(Ordering::Acquire) {
-            return Err(FieldWriteError::Refused(not_connected(source)));
+            return Err(FieldWriteError::Refused(not_connected(source, inbox.peer)));
         }
         let (done, outcome) = oneshot::channel();
         let write = FieldWrite {
@@ -263,10 +270,12 @@ impl Sources {
         match tokio::time::timeout(ACK_TIMEOUT, outcome).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err(FieldWriteError::NotConfirmed(format!(
-                "not confirmed: source {source:?} stopped before its broker acknowledged the write; it may or may not have reached the field"
+                "not confirmed: source {source:?} stopped before its {} acknowledged the write; it may or may not have reached the field",
+                inbox.peer
             ))),
             Err(_) => Err(FieldWriteError::NotConfirmed(format!(
-                "not confirmed: the broker of source {source:?} did not acknowledge the write within {} s; it may or may not have reached the field",
+                "not confirmed: the {} of source {source:?} did not acknowledge the write within {} s; it may or may not have reached the field",
+                inbox.peer,
                 ACK_TIMEOUT.as_secs()
             ))),
         }
@@ -328,9 +337,9 @@ impl Sources {
     }
 }
 
-/// The refusal of a write while `source` is not connected to its broker.
-pub(crate) fn not_connected(source: &str) -> String {
-    format!("source {source:?} is not connected to its broker; nothing was written")
+/// The refusal of a write while `source` is not connected to its `peer` (broker, device).
+pub(crate) fn not_connected(source: &str, peer: &str) -> String {
+    format!("source {source:?} is not connected to its {peer}; nothing was written")
 }
 
 /// Each source's broker password: `None` without one, the secret's value for a `/secret:`
@@ -359,11 +368,22 @@ fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
     let mut bound: HashMap<&str, Vec<Binding>> = HashMap::new();
     for tag in model.expand().tags {
         let Some(binding) = &tag.source else { continue };
-        let Some(source) = model.sources.iter().find(|source| source.name == binding.broker) else {
+        let Some(source) = model
+            .sources
+            .iter()
+            .find(|source| source.name == binding.source_name())
+        else {
             continue;
         };
-        let address = match (binding.sparkplug_target(), &binding.metric) {
-            (Some((group, node, device)), Some(metric)) => Address::Sparkplug {
+        let address = match (
+            binding.modbus_point(),
+            binding.sparkplug_target(),
+            &binding.metric,
+        ) {
+            // The plant file's reader checked the point; one it refused never gets here.
+            (Some(Ok(point)), ..) => Address::Modbus(point),
+            (Some(Err(_)), ..) => continue,
+            (None, Some((group, node, device)), Some(metric)) => Address::Sparkplug {
                 target: ::sparkplug::Target {
                     group: group.to_owned(),
                     node: node.to_owned(),
@@ -431,8 +451,9 @@ fn start_generation(
             tags: bindings.len(),
             ..SourceStatus::default()
         });
+        let name = source.name.clone();
         let refuse = |reason: String| {
-            tracing::error!(source = %source.name, %reason, "source not started");
+            tracing::error!(source = %name, %reason, "source not started");
             board.update(index, |status| {
                 *status.errors.entry("connection".to_owned()).or_default() += 1;
                 status.last_error = Some((SystemTime::now(), reason));
@@ -447,33 +468,42 @@ fn start_generation(
         };
         let (inbox, writes) = mpsc::channel(WRITE_QUEUE);
         let connected = Arc::new(AtomicBool::new(false));
-        let name = source.name.clone();
-        let task = match mqtt::SourceTask::new(
-            source.clone(),
-            password,
-            bindings,
-            plant.clone(),
-            board.clone(),
-            index,
-            WriteFeed {
-                writes,
-                connected: Arc::clone(&connected),
-            },
-        ) {
-            Ok(task) => task,
-            Err(reason) => {
-                refuse(reason);
-                continue;
+        let feed = WriteFeed {
+            writes,
+            connected: Arc::clone(&connected),
+        };
+        let kind = source.kind();
+        let started = match kind {
+            SourceKind::Mqtt => mqtt::SourceTask::new(
+                source,
+                password,
+                bindings,
+                plant.clone(),
+                board.clone(),
+                index,
+                feed,
+            )
+            .map(|task| tokio::spawn(task.run(cancel.child_token()))),
+            SourceKind::Modbus => {
+                modbus::ModbusSource::new(source, bindings, plant.clone(), (board.clone(), index), feed)
+                    .map(|task| tokio::spawn(task.run(cancel.child_token())))
             }
         };
+        if let Err(reason) = started {
+            refuse(reason);
+            continue;
+        }
         generation.inboxes.insert(
             name,
             Inbox {
                 writes: inbox,
                 connected,
+                peer: match kind {
+                    SourceKind::Mqtt => "broker",
+                    SourceKind::Modbus => "device",
+                },
             },
         );
-        tokio::spawn(task.run(cancel.child_token()));
     }
     if any {
         tokio::spawn(report(

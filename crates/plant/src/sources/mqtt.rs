@@ -219,7 +219,11 @@ impl SourceTask {
             logged: HashMap::new(),
             rebirths_asked: HashMap::new(),
         };
-        for (position, binding) in bindings.into_iter().enumerate() {
+        // A Modbus point is no broker's (the plant file's reader keeps them apart).
+        let bindings = bindings
+            .into_iter()
+            .filter(|binding| !matches!(binding.address, Address::Modbus(_)));
+        for (position, binding) in bindings.enumerate() {
             match &binding.address {
                 Address::Uns { topic, .. } => {
                     task.by_topic.insert(topic.clone(), position);
@@ -230,6 +234,7 @@ impl SourceTask {
                         .or_default()
                         .insert(metric.clone(), position);
                 }
+                Address::Modbus(_) => {}
             }
             task.by_tag.insert(binding.tag.clone(), position);
             task.tags.push(Bound {
@@ -641,7 +646,7 @@ impl SourceTask {
     ) -> Result<(String, Vec<u8>), String> {
         let source = &self.spec.name;
         if !connected {
-            return Err(not_connected(source));
+            return Err(not_connected(source, "broker"));
         }
         let position = *self
             .by_tag
@@ -682,6 +687,9 @@ impl SourceTask {
                     || format!("{value:?} does not fit metric {metric:?} as its birth declared it; nothing was written"),
                 )
             }
+            Address::Modbus(_) => Err(format!(
+                "tag {tag:?} is a Modbus point, not on broker {source:?}; nothing was written"
+            )),
         }
     }
 
@@ -728,7 +736,7 @@ impl SourceTask {
                     && target.node == decoded.target.node
                     && (whole_node || target.device == decoded.target.device)
             }
-            Address::Uns { .. } => false,
+            Address::Uns { .. } | Address::Modbus(_) => false,
         });
     }
 

@@ -40,7 +40,7 @@ pub(super) async fn sources_command(
                     .filter(|tag| {
                         tag.source
                             .as_ref()
-                            .is_some_and(|binding| binding.broker == source.name)
+                            .is_some_and(|binding| binding.source_name() == source.name)
                     })
                     .count();
                 let root = if source.root.is_empty() {
