@@ -15,6 +15,7 @@ mod log_bounds;
 mod login_limits;
 mod mcp;
 mod modbus_harness;
+mod modbus_sources;
 mod mqtt_sources;
 mod operations;
 mod operator_writes;

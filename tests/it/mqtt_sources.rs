@@ -21,15 +21,9 @@ pub(crate) fn plant_with(url: &str, edit: impl FnOnce(&mut plant_model::PlantMod
     let exported = admin(&["plant", &path, "export"], "");
     let mut model = plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads");
     model.sources.push(plant_model::SourceSpec {
-        name: "site".to_owned(),
-        url: url.to_owned(),
-        client_id: String::new(),
-        username: String::new(),
-        password: String::new(),
-        ca_file: String::new(),
         keep_alive: 5,
         root: ROOT.to_owned(),
-        stale_after: 0,
+        ..plant_model::SourceSpec::new("site", url)
     });
     edit(&mut model);
     let file = solution.path.with_file_name("fed.toml");

@@ -913,6 +913,11 @@ source = { device = "rack2", coil = 0 }
                 "tags[2].source.input_register: a u32 at 65535 runs past the last address, 65535",
             ),
             (
+                "type = \"integer\"\nsource",
+                "type = \"integer\"\nwritable = true\nsource",
+                "tags[2].name: tag \"Line1.Count\" is writable and its Modbus input_register is read-only",
+            ),
+            (
                 "input_register = 7, format = \"u32\"",
                 "input_register = 7, format = \"f32\"",
                 "tags[2].name: tag \"Line1.Count\" is integer and its Modbus input_register reads as f32",

@@ -160,6 +160,25 @@ impl SourceKind {
 }
 
 impl SourceSpec {
+    /// A source named `name` at `url` with every other field at its default.
+    pub fn new(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            url: url.into(),
+            client_id: String::new(),
+            username: String::new(),
+            password: String::new(),
+            ca_file: String::new(),
+            keep_alive: default_keep_alive(),
+            root: String::new(),
+            stale_after: 0,
+            unit: default_unit(),
+            poll_interval: default_poll_interval(),
+            timeout: default_request_timeout(),
+            max_gap: 0,
+        }
+    }
+
     /// Its kind (the reader accepts only URLs of a known kind; MQTT otherwise).
     pub fn kind(&self) -> SourceKind {
         SourceKind::of_url(&self.url).unwrap_or(SourceKind::Mqtt)

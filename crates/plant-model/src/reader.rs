@@ -1667,6 +1667,14 @@ fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
 /// integer tag a whole register value without scale or offset, a number tag any register;
 /// a text tag none.
 fn modbus_type_problem(tag: &TagSpec, point: &modbus::Point) -> Option<String> {
+    if tag.writable && !point.table().writable() {
+        return Some(format!(
+            "tag {:?} is writable and its Modbus {} is read-only: bind it to a coil or holding \
+             register, or drop writable",
+            tag.name,
+            point.table()
+        ));
+    }
     let format = point.format();
     let whole = matches!(
         format,
