@@ -868,6 +868,11 @@ source = { device = "rack2", coil = 0 }
                 "f:8:8: sources[0].root: is an MQTT source's (mqtt://, mqtts://), not this source's",
             ),
             (
+                "max_gap = 4",
+                "max_gap = 4\nstale_after = 5",
+                "f:8:15: sources[0].stale_after: is an MQTT source's (mqtt://, mqtts://), not this source's",
+            ),
+            (
                 "url = \"mqtt://127.0.0.1\"",
                 "url = \"mqtt://127.0.0.1\"\nunit = 2",
                 "f:12:8: sources[1].unit: is a Modbus source's (modbus://), not this source's",

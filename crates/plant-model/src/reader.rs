@@ -23,6 +23,8 @@ const MQTT_SOURCE_KEYS: &[&str] = &[
     "ca_file",
     "keep_alive",
     "root",
+    // A polled device's value is as old as the last poll: Bad when a poll fails is the rule.
+    "stale_after",
 ];
 
 /// The keys of `[[sources]]` only a Modbus source takes.
