@@ -14,6 +14,7 @@ mod http_limits;
 mod log_bounds;
 mod login_limits;
 mod mcp;
+mod modbus_harness;
 mod mqtt_sources;
 mod operations;
 mod operator_writes;
