@@ -16,6 +16,7 @@ mod login_limits;
 mod mcp;
 mod modbus_harness;
 mod mqtt_sources;
+mod opcua_harness;
 mod operations;
 mod operator_writes;
 mod panel;
