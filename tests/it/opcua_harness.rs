@@ -1,16 +1,16 @@
 //! The OPC UA test server, as async-opcua's client sees it: anonymous reads of changing
-//! values, a writable setpoint, a status that follows the test's command, Basic256Sha256 with a
-//! user name and password, a wrong password refused, and the same server (port and certificate)
-//! after it is killed and started again.
+//! values and a subscription to them, a writable setpoint, a status that follows the test's
+//! command, Basic256Sha256 with a user name and password, a wrong password refused, and the
+//! same server (port and certificate) after it is killed and started again.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use opcua::client::{Client, ClientBuilder, IdentityToken, Session};
+use opcua::client::{Client, ClientBuilder, DataChangeCallback, IdentityToken, Session};
 use opcua::crypto::SecurityPolicy;
 use opcua::types::{
-    AttributeId, DataValue, MessageSecurityMode, NodeId, ReadValueId, StatusCode, TimestampsToReturn,
-    Variant, WriteValue,
+    AttributeId, DataValue, MessageSecurityMode, MonitoredItemCreateRequest, NodeId, ReadValueId, StatusCode,
+    TimestampsToReturn, Variant, WriteValue,
 };
 use tokio::task::JoinHandle;
 use tserver_tests::opcua::{self as served, FlakyStatus, OpcUaServer, OpcUaServerOptions};
@@ -190,6 +190,54 @@ async fn anonymous_client_reads_every_variable_and_sees_temp_change() {
         }
     }
     assert!(changed, "Temp changes");
+}
+
+#[tokio::test]
+async fn a_subscription_on_temp_gets_its_changes() {
+    let server = start_server();
+    let connected = anonymous(&server).await;
+    let session = &connected.session;
+    let (deliver, mut delivered) = tokio::sync::mpsc::unbounded_channel();
+    let subscription = tokio::time::timeout(
+        WITHIN,
+        session.create_subscription(
+            Duration::from_millis(100),
+            60,
+            10,
+            0,
+            0,
+            true,
+            DataChangeCallback::new(move |value, _item| {
+                let _ = deliver.send(value);
+            }),
+        ),
+    )
+    .await
+    .expect("the server answers within 30 s")
+    .expect("a subscription");
+    let created = tokio::time::timeout(
+        WITHIN,
+        session.create_monitored_items(
+            subscription,
+            TimestampsToReturn::Both,
+            vec![MonitoredItemCreateRequest::from(node(&server.node(served::TEMP)))],
+        ),
+    )
+    .await
+    .expect("the server answers within 30 s")
+    .expect("a monitored item");
+    assert!(created[0].result.status_code.is_good(), "{created:?}");
+
+    let mut values = Vec::new();
+    while values.len() < 3 {
+        let value = tokio::time::timeout(WITHIN, delivered.recv())
+            .await
+            .expect("a change within 30 s")
+            .expect("the session is running");
+        values.push(value.value);
+    }
+    values.dedup();
+    assert!(values.len() > 1, "Temp's notifications carry changes: {values:?}");
 }
 
 #[tokio::test]
