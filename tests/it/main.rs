@@ -17,6 +17,7 @@ mod mcp;
 mod modbus_harness;
 mod modbus_sources;
 mod mqtt_sources;
+mod opcua_harness;
 mod operations;
 mod operator_writes;
 mod panel;
