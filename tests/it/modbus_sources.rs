@@ -197,6 +197,22 @@ async fn every_table_and_format_reads_into_its_tag_in_few_requests() {
         "followed the device",
     )
     .await;
+    // What the running server reports (stored every 2 s) says how the polls go.
+    let path = solution.path.to_str().expect("utf-8");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        let status = admin(&["sources", path, "status"], "");
+        if status.contains(" polls, ") || Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        status.starts_with("rack: connected, 6 tags, ")
+            && status.contains(" polls, ")
+            && status.contains(" ms a cycle"),
+        "{status}"
+    );
     shutdown.cancel();
 }
 

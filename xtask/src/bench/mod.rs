@@ -25,6 +25,7 @@ mod hostile;
 mod idle;
 mod latencies;
 pub(crate) mod mcp_bench;
+pub(crate) mod modbus_bench;
 pub(crate) mod mqtt_bench;
 mod panel_load;
 mod ping;
@@ -52,8 +53,17 @@ pub(crate) struct BenchOptions {
     pub(crate) smoke: bool,
     /// Also measure chat turns against this model URL.
     pub(crate) llm_url: Option<String>,
-    /// Run only the WebSocket scenarios (`--only websocket`).
-    pub(crate) websocket_only: bool,
+    /// Run only these scenarios (`--only websocket|modbus`).
+    pub(crate) only: Option<Only>,
+}
+
+/// Scenarios that run alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Only {
+    /// Ping and chat over `/ws` beside TCP, the subscribers and the panel in Chromium.
+    Websocket,
+    /// One Modbus device's registers polled.
+    Modbus,
 }
 
 impl BenchOptions {
@@ -65,11 +75,14 @@ impl BenchOptions {
                 "--smoke" => options.smoke = true,
                 "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
                 "--only" => match args.next().map(String::as_str) {
-                    Some("websocket") => options.websocket_only = true,
-                    other => bail!("--only {other:?}: the scenarios that run alone are: websocket"),
+                    Some("websocket") => options.only = Some(Only::Websocket),
+                    Some("modbus") => options.only = Some(Only::Modbus),
+                    other => bail!("--only {other:?}: the scenarios that run alone are: websocket, modbus"),
                 },
                 other => {
-                    bail!("unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket")
+                    bail!(
+                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus"
+                    )
                 }
             }
         }
@@ -228,8 +241,12 @@ fn run_scenarios(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    if options.websocket_only {
-        return websocket_scenarios(bench, servers, plan, results, verdicts);
+    match options.only {
+        Some(Only::Websocket) => return websocket_scenarios(bench, servers, plan, results, verdicts),
+        Some(Only::Modbus) => {
+            return modbus_bench::judge(&bench.bin, &bench.out_dir, plan.modbus, results, verdicts);
+        }
+        None => {}
     }
     let reference_ping = ping::run(bench, results, verdicts)?;
     ping::chat_gate(bench, reference_ping, results, verdicts)?;
@@ -255,6 +272,7 @@ fn run_scenarios(
     plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
     browser_scenarios(bench, servers, plan, results, verdicts)?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
+    modbus_bench::judge(&bench.bin, &bench.out_dir, plan.modbus, results, verdicts)?;
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
     store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;

@@ -2,6 +2,7 @@
 //! in CI.
 
 use super::failover_bench::FailoverPlan;
+use super::modbus_bench::ModbusPlan;
 use super::mqtt_bench::MqttPlan;
 use super::script_bench::ScriptPlan;
 use super::store_bench::StorePlan;
@@ -41,6 +42,8 @@ pub(crate) struct Plan {
     pub(crate) websocket_subscribers: SubscriberPlan,
     /// Loads of the operator panel in Chromium, after the one that logs in.
     pub(crate) panel_loads: usize,
+    /// One Modbus device's registers polled.
+    pub(crate) modbus: ModbusPlan,
 }
 
 /// The full run, release binaries on a quiet machine.
@@ -83,6 +86,10 @@ pub(crate) const FULL: Plan = Plan {
         seconds: 10.0,
     },
     panel_loads: 21,
+    modbus: ModbusPlan {
+        registers: 10_000,
+        seconds: 10.0,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -125,4 +132,8 @@ pub(crate) const SMOKE: Plan = Plan {
         seconds: 1.0,
     },
     panel_loads: 3,
+    modbus: ModbusPlan {
+        registers: 500,
+        seconds: 2.0,
+    },
 };

@@ -110,6 +110,12 @@ pub(crate) const PANEL_FIRST_VALUE: Target = Target::at_most("<= 300 ms", 300.0)
 /// KiB the panel's page and its files decode to, as the browser loaded them.
 pub(crate) const PANEL_WEIGHT: Target = Target::at_most("<= 150 KiB", 150.0);
 
+/// Milliseconds of one Modbus poll cycle of 10,000 registers (every read sent and answered):
+/// a tenth of a 1 s poll at most.
+pub(crate) const MODBUS_CYCLE: Target = Target::at_most("<= 100 ms", 100.0);
+/// Milliseconds of tserver CPU per poll cycle of 10,000 registers at 1 s: 5% of a core.
+pub(crate) const MODBUS_CPU: Target = Target::at_most("<= 50 ms (5% of a core at 1 s)", 50.0);
+
 /// One row of the table.
 #[derive(Debug)]
 struct Verdict {

@@ -104,6 +104,10 @@ pub struct SourceStatus {
     pub rebirths_requested: u64,
     /// Operator writes published to the field.
     pub writes: u64,
+    /// Poll cycles completed (Modbus: every read of the plan answered).
+    pub polls: u64,
+    /// The time those cycles took, in all (microseconds).
+    pub poll_micros: u64,
 }
 
 impl SourceStatus {
@@ -119,6 +123,8 @@ impl SourceStatus {
             "tags": self.tags,
             "rebirths_requested": self.rebirths_requested,
             "writes": self.writes,
+            "polls": self.polls,
+            "poll_micros": self.poll_micros,
         })
     }
 }

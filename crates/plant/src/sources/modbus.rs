@@ -184,6 +184,7 @@ impl ModbusSource {
 
     /// Sends every read of the plan and reads the answers into the tags.
     async fn poll(&mut self, context: &mut Context) -> Result<(), Lost> {
+        let started = Instant::now();
         let timeout = Duration::from_millis(self.spec.timeout);
         for position in 0..self.reads.len() {
             let read = &self.reads[position];
@@ -230,6 +231,11 @@ impl ModbusSource {
             }
         }
         metrics::counter!(crate::telemetry::MODBUS_POLLS).increment(1);
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.board.update(self.index, |status| {
+            status.polls += 1;
+            status.poll_micros = status.poll_micros.saturating_add(took);
+        });
         Ok(())
     }
 

@@ -80,14 +80,19 @@ pub(super) async fn sources_command(
                     .node
                     .as_ref()
                     .map_or_else(String::new, |node| format!(" on {node}"));
+                // A polled source (Modbus) says how its polls go; a broker's, what it asked of
+                // Sparkplug edge nodes.
+                let polls = fields["polls"].as_u64().unwrap_or(0);
+                let activity = if polls > 0 {
+                    let micros = fields["poll_micros"].as_u64().unwrap_or(0) as f64;
+                    format!("{polls} polls, {:.1} ms a cycle", micros / polls as f64 / 1e3)
+                } else {
+                    format!("{} rebirths asked", fields["rebirths_requested"])
+                };
                 writeln!(
                     output,
-                    "{}{node}: {connected}, {} tags, {} messages read, {} writes, {} rebirths asked{when}",
-                    report.name,
-                    fields["tags"],
-                    fields["messages"],
-                    fields["writes"],
-                    fields["rebirths_requested"]
+                    "{}{node}: {connected}, {} tags, {} messages read, {} writes, {activity}{when}",
+                    report.name, fields["tags"], fields["messages"], fields["writes"],
                 )?;
                 if let Some(errors) = fields["errors"].as_object()
                     && !errors.is_empty()
