@@ -488,6 +488,10 @@ fn start_generation(
                 modbus::ModbusSource::new(source, bindings, plant.clone(), (board.clone(), index), feed)
                     .map(|task| tokio::spawn(task.run(cancel.child_token())))
             }
+            SourceKind::OpcUa => Err(format!(
+                "{} is an OPC UA server, which this build does not read",
+                source.url
+            )),
         };
         if let Err(reason) = started {
             refuse(reason);
@@ -501,6 +505,7 @@ fn start_generation(
                 peer: match kind {
                     SourceKind::Mqtt => "broker",
                     SourceKind::Modbus => "device",
+                    SourceKind::OpcUa => "server",
                 },
             },
         );
