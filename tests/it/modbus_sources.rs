@@ -264,7 +264,11 @@ async fn exceptions_a_hung_device_and_a_lost_one_make_tags_bad_until_they_answer
     shutdown.cancel();
 }
 
-async fn write(server: &TestServer, name: &str, value: WriteValue) -> service_client::TagWriteResult {
+pub(crate) async fn write(
+    server: &TestServer,
+    name: &str,
+    value: WriteValue,
+) -> service_client::TagWriteResult {
     let client = server.guest().await;
     let mut written = client
         .write_tags(vec![TagWrite {

@@ -23,7 +23,9 @@ use tokio_modbus::client::{Context, Reader, Writer};
 use tokio_modbus::{ExceptionCode, Slave};
 use tokio_util::sync::CancellationToken;
 
-use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
+use super::{
+    Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, lower_quality, not_connected,
+};
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
 
@@ -375,15 +377,7 @@ impl ModbusSource {
         if let Some((_, good)) = &mut bound.last {
             *good = false;
         }
-        let objects = self.plant.objects();
-        if let Some(tag) = objects.tag(&bound.tag) {
-            let current = tag.current();
-            if current.quality.0 > quality.0 {
-                let _ = self
-                    .plant
-                    .write_at(&bound.tag, current.value.clone(), quality, current.timestamp);
-            }
-        }
+        lower_quality(&self.plant, &bound.tag, quality);
     }
 
     /// Counts a refused answer of kind `kind` and logs it at most once a minute.
@@ -399,10 +393,7 @@ impl ModbusSource {
     }
 
     fn note_error(&self, kind: &str, message: String) {
-        self.board.update(self.index, |status| {
-            *status.errors.entry(kind.to_owned()).or_default() += 1;
-            status.last_error = Some((SystemTime::now(), message));
-        });
+        self.board.note_error(self.index, kind, message);
     }
 }
 
