@@ -1,8 +1,8 @@
 //! Live plant data from the field: the plant file's `[[sources]]`, each a task holding one
 //! connection. An MQTT source (rumqttc, MQTT 5) reads plain UNS messages and Sparkplug B
-//! metrics; a Modbus source (tokio-modbus) polls a device's coils and registers. Both read
-//! into the tags bound to them, with honest quality, and carry operators' writes out to the
-//! field.
+//! metrics; a Modbus source (tokio-modbus) polls a device's coils and registers; an OPC UA
+//! source (async-opcua) subscribes to a server's variables. Each reads into the tags bound to
+//! it, with honest quality, and carries operators' writes out to the field.
 //!
 //! Quality: while a broker or device is unreachable, after a Sparkplug DEATH, or before a
 //! tag's first value, the tag is Bad; past its source's `stale_after` without an update (MQTT)
@@ -11,7 +11,7 @@
 //!
 //! Writes: a write to a source-bound tag is sent to the field (an MQTT publish to
 //! `<topic>/set` or a Sparkplug NCMD/DCMD, answered at the broker's PUBACK; a Modbus write,
-//! answered by the device) or, after [`ACK_TIMEOUT`], answered as not confirmed; a write while
+//! answered by the device; an OPC UA Write, answered by the server) or, after [`ACK_TIMEOUT`], answered as not confirmed; a write while
 //! the source is out of reach is refused at once. It does not change the tag: the tag shows
 //! the value when the field reports it back.
 //!
