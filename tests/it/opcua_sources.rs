@@ -10,7 +10,7 @@ use service_client::{WriteOutcome, WriteValue};
 use tokio_util::sync::CancellationToken;
 use tserver::{Runtime, ServerConfig};
 
-use crate::modbus_sources::write;
+use crate::modbus_sources::{until_disconnected, write};
 use crate::mqtt_sources::until_connected;
 use crate::support::{Solution, TestServer, admin};
 use tserver_tests::opcua::{self as served, FlakyStatus, OpcUaServer, OpcUaServerOptions};
@@ -294,11 +294,7 @@ async fn writes_reach_the_server_show_once_reported_and_are_refused_while_it_is_
     );
 
     plc.kill();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.runtime.source_statuses()[0].connected {
-        assert!(Instant::now() < deadline, "the loss was not noticed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_disconnected(&server.runtime).await;
     let refused = write(&server, "Line1.Setpoint", WriteValue::Number(7.0)).await;
     assert_eq!(
         refused.error,
