@@ -193,6 +193,30 @@ impl SourceBoard {
     }
 }
 
+/// What a source refuses from its field, logged together at most once a minute each kind:
+/// the budget the lines share and what they are called ("Modbus answer").
+#[derive(Debug)]
+struct RefusalLines {
+    budget: std::sync::LazyLock<Mutex<crate::log_text::LogBudget>>,
+    what: &'static str,
+}
+
+impl SourceBoard {
+    /// Counts a refusal of kind `kind` for source `index` (named `source`) and logs it when
+    /// `lines` allow.
+    fn refuse(&self, index: usize, source: &str, lines: &RefusalLines, kind: &str, message: String) {
+        let allowed = lines
+            .budget
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow();
+        if allowed {
+            tracing::warn!(source = %source, error = %crate::log_text::MessageText(&message), "{} refused (logged at most once a minute)", lines.what);
+        }
+        self.note_error(index, kind, message);
+    }
+}
+
 /// Lowers `tag`'s quality to `quality` (never raises it), keeping its value and time.
 fn lower_quality(plant: &Plant, tag: &str, quality: plant_model::Quality) {
     let objects = plant.objects();

@@ -30,7 +30,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, lower_quality, not_connected,
+    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
+    not_connected,
 };
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
@@ -50,8 +51,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const NOTIFICATION_QUEUE: usize = 8192;
 
 /// Every OPC UA source's lines about refused values together, at most one a minute each kind.
-static REFUSAL_LINES: std::sync::LazyLock<std::sync::Mutex<LogBudget>> =
-    std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused OPC UA values")));
+static REFUSALS: RefusalLines = RefusalLines {
+    budget: std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused OPC UA values"))),
+    what: "OPC UA value",
+};
 
 /// A bound tag and its node.
 #[derive(Debug)]
@@ -462,14 +465,8 @@ impl OpcUaSource {
 
     /// Counts a refused value of kind `kind` and logs it at most once a minute.
     fn refuse(&self, kind: &str, message: String) {
-        let allowed = REFUSAL_LINES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .allow();
-        if allowed {
-            tracing::warn!(source = %self.spec.name, error = %MessageText(&message), "OPC UA value refused (logged at most once a minute)");
-        }
-        self.note_error(kind, message);
+        self.board
+            .refuse(self.index, &self.spec.name, &REFUSALS, kind, message);
     }
 
     fn note_error(&self, kind: &str, message: String) {
