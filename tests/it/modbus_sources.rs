@@ -280,7 +280,20 @@ async fn exceptions_a_hung_device_and_a_lost_one_make_tags_bad_until_they_answer
     shutdown.cancel();
 }
 
-async fn write(server: &TestServer, name: &str, value: WriteValue) -> service_client::TagWriteResult {
+/// Waits (at most 30 s) until the first source reports its connection lost.
+pub(crate) async fn until_disconnected(runtime: &Runtime) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while runtime.source_statuses()[0].connected {
+        assert!(Instant::now() < deadline, "the loss was not noticed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) async fn write(
+    server: &TestServer,
+    name: &str,
+    value: WriteValue,
+) -> service_client::TagWriteResult {
     let client = server.guest().await;
     let mut written = client
         .write_tags(vec![TagWrite {
@@ -358,11 +371,7 @@ async fn writes_reach_the_device_checked_in_engineering_units_and_show_once_read
     device.heal(Table::HoldingRegisters, 100);
 
     device.stop().await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while server.runtime.source_statuses()[0].connected {
-        assert!(Instant::now() < deadline, "the loss was not noticed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_disconnected(&server.runtime).await;
     let refused = write(&server, "Line1.Temp", WriteValue::Number(3.0)).await;
     assert_eq!(
         refused.error,

@@ -778,6 +778,19 @@ simulate = { amplitude = 1, period = 1e300 }
         );
     }
 
+    /// Each `(from, to, wanted)`: `base` with `from` replaced by `to` is refused with an error
+    /// containing `wanted`.
+    fn each_mistake_is_named(base: &str, cases: &[(&str, &str, &str)]) {
+        for (from, to, wanted) in cases {
+            assert!(base.contains(from), "{from}");
+            let found = errors(&base.replacen(from, to, 1), Format::Toml);
+            assert!(
+                found.iter().any(|error| error.contains(wanted)),
+                "{to}: {found:?}"
+            );
+        }
+    }
+
     const MODBUS: &str = r#"
 [[sources]]
 name = "rack2"
@@ -940,17 +953,192 @@ source = { device = "rack2", coil = 0 }
             (
                 "source = { device = \"rack2\", coil = 0 }",
                 "source = { device = \"rack2\", broker = \"site\", coil = 0 }",
-                "tags[3].source.device: a tag has one source: broker (an MQTT source) or device (a Modbus source), not both",
+                "tags[3].source.broker: a tag has one source: broker (an MQTT source), device (a Modbus source) or server (an OPC UA source)",
             ),
         ];
-        for (from, to, wanted) in cases {
-            assert!(MODBUS.contains(from), "{from}");
-            let found = errors(&MODBUS.replacen(from, to, 1), Format::Toml);
-            assert!(
-                found.iter().any(|error| error.contains(wanted)),
-                "{to}: {found:?}"
-            );
-        }
+        each_mistake_is_named(MODBUS, &cases);
+    }
+
+    const OPCUA: &str = r#"
+[[sources]]
+name = "plc1"
+url = "opc.tcp://127.0.0.1:4840/line"
+security = "Basic256Sha256"
+mode = "SignAndEncrypt"
+username = "operator"
+password = "/secret:PlcPassword"
+sampling_interval = 250
+publishing_interval = 1000
+deadband = 0.1
+
+[[sources]]
+name = "rack2"
+url = "modbus://127.0.0.1:5020"
+
+[[tags]]
+name = "Line1.Temp"
+path = "Plant/Line1/Temp"
+type = "number"
+source = { server = "plc1", node = "ns=2;s=Line1.Temp", sampling_interval = 100, deadband = 0.5 }
+
+[[tags]]
+name = "Line1.Count"
+path = "Plant/Line1/Count"
+type = "integer"
+source = { server = "plc1", node = "ns=2;i=1001" }
+
+[[tags]]
+name = "Line1.Name"
+path = "Plant/Line1/Name"
+type = "string"
+writable = true
+source = { server = "plc1", node = "ns=2;g=72962B91-FA75-4AE6-8D28-B404DC7DAF63" }
+"#;
+
+    #[test]
+    fn opcua_sources_and_bindings_read_and_export_back() {
+        let model = read(OPCUA, Format::Toml, "f").expect("valid");
+        let plc = &model.sources[0];
+        assert_eq!(plc.kind(), crate::SourceKind::OpcUa);
+        assert_eq!(
+            (plc.security.as_str(), plc.mode.as_str(), plc.username.as_str()),
+            ("Basic256Sha256", "SignAndEncrypt", "operator")
+        );
+        assert_eq!(
+            (plc.sampling_interval, plc.publishing_interval, plc.deadband),
+            (250, 1000, 0.1)
+        );
+        let binding = |index: usize| model.tags[index].source.as_ref().expect("bound");
+        assert_eq!(binding(0).kind(), crate::SourceKind::OpcUa);
+        assert_eq!(binding(0).source_name(), "plc1");
+        assert_eq!(
+            (binding(0).sampling_interval, binding(0).deadband),
+            (Some(100), Some(0.5))
+        );
+        let node = |index: usize| {
+            binding(index)
+                .opcua_node()
+                .expect("an OPC UA binding")
+                .expect("a valid node id")
+        };
+        assert_eq!(node(0).to_string(), "ns=2;s=Line1.Temp");
+        assert_eq!(node(1).to_string(), "ns=2;i=1001");
+        assert_eq!(node(1).namespace, 2);
+        assert_eq!(
+            read(&model.to_toml().expect("writes"), Format::Toml, "f").expect("reads back"),
+            model
+        );
+        let plain = read(
+            &OPCUA.replacen(
+                "security = \"Basic256Sha256\"\nmode = \"SignAndEncrypt\"\n",
+                "",
+                1,
+            ),
+            Format::Toml,
+            "f",
+        )
+        .expect("valid without security");
+        assert_eq!(
+            (plain.sources[0].security.as_str(), plain.sources[0].mode.as_str()),
+            ("None", "")
+        );
+    }
+
+    #[test]
+    fn opcua_mistakes_are_named_where_they_are_written() {
+        let cases = [
+            (
+                "security = \"Basic256Sha256\"",
+                "security = \"Basic128\"",
+                "f:5:12: sources[0].security: \"Basic128\" is none of None, Basic256Sha256",
+            ),
+            (
+                "mode = \"SignAndEncrypt\"",
+                "mode = \"Encrypt\"",
+                "f:6:8: sources[0].mode: \"Encrypt\" is none of Sign, SignAndEncrypt",
+            ),
+            (
+                "mode = \"SignAndEncrypt\"\n",
+                "",
+                "f:5:12: sources[0].mode: security \"Basic256Sha256\" needs a mode: one of Sign, SignAndEncrypt",
+            ),
+            (
+                "security = \"Basic256Sha256\"",
+                "security = \"None\"",
+                "f:6:8: sources[0].mode: security \"None\" signs and encrypts nothing",
+            ),
+            (
+                "password = \"/secret:PlcPassword\"",
+                "password = \"hunter2\"",
+                "f:8:12: sources[0].password: give a /secret:<Name> token",
+            ),
+            (
+                "deadband = 0.1",
+                "deadband = -1.0",
+                "f:11:12: sources[0].deadband: must be a finite number from 0 up, not -1",
+            ),
+            (
+                "sampling_interval = 250",
+                "sampling_interval = 250\nroot = \"Site\"",
+                "f:10:8: sources[0].root: is an MQTT source's (mqtt://, mqtts://), not this source's",
+            ),
+            (
+                "sampling_interval = 250",
+                "sampling_interval = 250\nunit = 2",
+                "f:10:8: sources[0].unit: is a Modbus source's (modbus://), not this source's",
+            ),
+            (
+                "url = \"modbus://127.0.0.1:5020\"",
+                "url = \"modbus://127.0.0.1:5020\"\ndeadband = 1.0",
+                "f:16:12: sources[1].deadband: is an OPC UA source's (opc.tcp://), not this source's",
+            ),
+            (
+                "url = \"modbus://127.0.0.1:5020\"",
+                "url = \"modbus://127.0.0.1:5020\"\nusername = \"op\"",
+                "f:16:12: sources[1].username: is an MQTT or OPC UA source's, not this source's",
+            ),
+            (
+                "node = \"ns=2;s=Line1.Temp\"",
+                "node = \"Line1.Temp\"",
+                "tags[0].source.node: \"Line1.Temp\" is not a node id",
+            ),
+            (
+                "node = \"ns=2;i=1001\"",
+                "node = \"ns=2;i=x\"",
+                "tags[1].source.node: \"ns=2;i=x\" is not a node id",
+            ),
+            (
+                "source = { server = \"plc1\", node = \"ns=2;i=1001\" }",
+                "source = { server = \"plc1\" }",
+                "tags[1].source.node: is required",
+            ),
+            (
+                "deadband = 0.5 }",
+                "deadband = \"half\" }",
+                "tags[0].source.deadband",
+            ),
+            (
+                "sampling_interval = 100,",
+                "sampling_interval = -1,",
+                "tags[0].source.sampling_interval: must be a whole number of milliseconds from 0 to 3600000",
+            ),
+            (
+                "source = { server = \"plc1\", node = \"ns=2;i=1001\" }",
+                "source = { server = \"rack2\", node = \"ns=2;i=1001\" }",
+                "tags[1].name: tag \"Line1.Count\" names \"rack2\" as its server, and that source is modbus://127.0.0.1:5020: name it with device",
+            ),
+            (
+                "source = { server = \"plc1\", node = \"ns=2;i=1001\" }",
+                "source = { server = \"plc1\", device = \"rack2\", node = \"ns=2;i=1001\" }",
+                "tags[1].source.device: a tag has one source",
+            ),
+            (
+                "url = \"opc.tcp://127.0.0.1:4840/line\"",
+                "url = \"opc.tcp:///line\"",
+                "sources[0].url: \"opc.tcp:///line\" is not a source address",
+            ),
+        ];
+        each_mistake_is_named(OPCUA, &cases);
     }
 
     #[test]

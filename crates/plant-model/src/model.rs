@@ -30,7 +30,7 @@ pub struct PlantModel {
     /// Alarms on any tag.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms: Vec<AlarmSpec>,
-    /// Where live values come from: MQTT brokers and Modbus TCP devices.
+    /// Where live values come from: MQTT brokers, Modbus TCP devices and OPC UA servers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceSpec>,
 }
@@ -43,20 +43,22 @@ fn is_default_keep_alive(seconds: &u64) -> bool {
     *seconds == default_keep_alive()
 }
 
-/// `[[sources]]`: an MQTT broker holding a Unified Namespace (`mqtt://`, `mqtts://`), or a
-/// Modbus TCP device (`modbus://`). Fields of one kind are refused on the other.
+/// `[[sources]]`: an MQTT broker holding a Unified Namespace (`mqtt://`, `mqtts://`), a
+/// Modbus TCP device (`modbus://`) or an OPC UA server (`opc.tcp://`). Fields of one kind are
+/// refused on the others.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSpec {
-    /// The name tags' `source = { broker = ... }` or `source = { device = ... }` use.
+    /// The name tags' `source = { broker = ... }`, `source = { device = ... }` or
+    /// `source = { server = ... }` use.
     pub name: String,
-    /// `mqtt://host:port` or `mqtts://host:port` (default ports 1883 and 8883), or
-    /// `modbus://host:port` (default port 502).
+    /// `mqtt://host:port` or `mqtts://host:port` (default ports 1883 and 8883),
+    /// `modbus://host:port` (default port 502) or `opc.tcp://host:port[/path]`.
     pub url: String,
     /// The MQTT client id (default: `tserver-<name>`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
-    /// The user name, if the broker wants one.
+    /// The user name, if the broker or OPC UA server wants one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub username: String,
     /// The password, as a `/secret:<Name>` token (never in the clear).
@@ -95,6 +97,52 @@ pub struct SourceSpec {
     /// adjacent ones; a device answers a read touching an address it lacks with an exception).
     #[serde(default, skip_serializing_if = "is_zero_gap")]
     pub max_gap: u16,
+    /// OPC UA: the security policy, `None` (the default) or `Basic256Sha256`.
+    #[serde(default = "default_security", skip_serializing_if = "is_default_security")]
+    pub security: String,
+    /// OPC UA: `Sign` or `SignAndEncrypt` with `Basic256Sha256` (none with `None`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+    /// OPC UA: milliseconds between two samples of a monitored node, unless its tag says.
+    #[serde(
+        default = "default_sampling_interval",
+        skip_serializing_if = "is_default_sampling_interval"
+    )]
+    pub sampling_interval: u64,
+    /// OPC UA: milliseconds between two notifications the server sends.
+    #[serde(
+        default = "default_publishing_interval",
+        skip_serializing_if = "is_default_publishing_interval"
+    )]
+    pub publishing_interval: u64,
+    /// OPC UA: the absolute change a numeric value must make to be reported, unless its tag
+    /// says (0: every change).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deadband: f64,
+}
+
+fn default_security() -> String {
+    "None".to_owned()
+}
+
+fn is_default_security(security: &str) -> bool {
+    security == "None"
+}
+
+fn default_sampling_interval() -> u64 {
+    500
+}
+
+fn is_default_sampling_interval(milliseconds: &u64) -> bool {
+    *milliseconds == default_sampling_interval()
+}
+
+fn default_publishing_interval() -> u64 {
+    500
+}
+
+fn is_default_publishing_interval(milliseconds: &u64) -> bool {
+    *milliseconds == default_publishing_interval()
 }
 
 fn is_zero_seconds(seconds: &u64) -> bool {
@@ -136,6 +184,8 @@ pub enum SourceKind {
     Mqtt,
     /// `modbus://`.
     Modbus,
+    /// `opc.tcp://`.
+    OpcUa,
 }
 
 impl SourceKind {
@@ -145,6 +195,8 @@ impl SourceKind {
             Some(Self::Mqtt)
         } else if url.starts_with("modbus://") {
             Some(Self::Modbus)
+        } else if url.starts_with("opc.tcp://") {
+            Some(Self::OpcUa)
         } else {
             None
         }
@@ -155,6 +207,7 @@ impl SourceKind {
         match self {
             Self::Mqtt => "broker",
             Self::Modbus => "device",
+            Self::OpcUa => "server",
         }
     }
 }
@@ -176,6 +229,11 @@ impl SourceSpec {
             poll_interval: default_poll_interval(),
             timeout: default_request_timeout(),
             max_gap: 0,
+            security: default_security(),
+            mode: String::new(),
+            sampling_interval: default_sampling_interval(),
+            publishing_interval: default_publishing_interval(),
+            deadband: 0.0,
         }
     }
 
@@ -383,7 +441,8 @@ pub struct TagSpec {
 /// `source = { broker = "...", topic = "..." }` for a plain UNS topic,
 /// `source = { broker = "...", sparkplug = "Group/Node[/Device]", metric = "..." }` for a
 /// Sparkplug B metric, or `source = { device = "...", holding_register = 100, format = "f32" }`
-/// for a Modbus coil, discrete input, input register or holding register.
+/// for a Modbus coil, discrete input, input register or holding register, or
+/// `source = { server = "...", node = "ns=2;s=Line1.Temp" }` for an OPC UA variable.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceBinding {
@@ -393,6 +452,9 @@ pub struct SourceBinding {
     /// The name of the Modbus source (a device) the value comes from.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub device: String,
+    /// The name of the OPC UA source (a server) the value comes from.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server: String,
     /// The topic, when not the tag's UNS path under the source's root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
@@ -431,16 +493,51 @@ pub struct SourceBinding {
     /// Modbus: see `scale` (default 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<f64>,
+    /// OPC UA: the variable's node id (`ns=2;s=Line1.Temp`, `ns=2;i=1001`, `ns=2;g=<guid>`,
+    /// `ns=2;b=<base64>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// OPC UA: milliseconds between two samples, when not the source's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_interval: Option<u64>,
+    /// OPC UA: the absolute deadband, when not the source's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadband: Option<f64>,
 }
 
 impl SourceBinding {
     /// The name of the source it binds to, whatever its kind.
     pub fn source_name(&self) -> &str {
-        if self.device.is_empty() {
-            &self.broker
-        } else {
+        if !self.device.is_empty() {
             &self.device
+        } else if !self.server.is_empty() {
+            &self.server
+        } else {
+            &self.broker
         }
+    }
+
+    /// The kind of source it names: by the key it names it with.
+    pub fn kind(&self) -> SourceKind {
+        if !self.device.is_empty() {
+            SourceKind::Modbus
+        } else if !self.server.is_empty() {
+            SourceKind::OpcUa
+        } else {
+            SourceKind::Mqtt
+        }
+    }
+
+    /// Its OPC UA node id, when it binds an OPC UA server; `Err` says what is wrong with it.
+    pub fn opcua_node(&self) -> Option<Result<opcua_types::NodeId, BindingProblem>> {
+        let text = self.node.as_deref()?;
+        Some(text.parse::<opcua_types::NodeId>().map_err(|_| BindingProblem {
+            key: "node",
+            message: format!(
+                "{text:?} is not a node id: ns=<index>;i=<number>, ns=<index>;s=<text>, \
+                         ns=<index>;g=<guid> or ns=<index>;b=<base64>"
+            ),
+        }))
     }
 
     /// Its Modbus table and address, when it binds a Modbus device.
@@ -501,7 +598,7 @@ impl SourceBinding {
     }
 }
 
-/// What is wrong with a Modbus binding, and under which of its keys.
+/// What is wrong with a Modbus or OPC UA binding, and under which of its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindingProblem {
     /// The binding's key the problem is in.

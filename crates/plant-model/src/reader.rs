@@ -18,8 +18,6 @@ use crate::names::{self, nearest};
 /// The keys of `[[sources]]` only an MQTT source takes.
 const MQTT_SOURCE_KEYS: &[&str] = &[
     "client_id",
-    "username",
-    "password",
     "ca_file",
     "keep_alive",
     "root",
@@ -29,6 +27,18 @@ const MQTT_SOURCE_KEYS: &[&str] = &[
 
 /// The keys of `[[sources]]` only a Modbus source takes.
 const MODBUS_SOURCE_KEYS: &[&str] = &["unit", "poll_interval", "timeout", "max_gap"];
+
+/// The keys of `[[sources]]` only an OPC UA source takes.
+const OPCUA_SOURCE_KEYS: &[&str] = &[
+    "security",
+    "mode",
+    "sampling_interval",
+    "publishing_interval",
+    "deadband",
+];
+
+/// The keys of `[[sources]]` an MQTT and an OPC UA source take (a Modbus device has no login).
+const CREDENTIAL_KEYS: &[&str] = &["username", "password"];
 
 /// Every key of `[[sources]]`.
 const SOURCE_KEYS: &[&str] = &[
@@ -45,7 +55,18 @@ const SOURCE_KEYS: &[&str] = &[
     "poll_interval",
     "timeout",
     "max_gap",
+    "security",
+    "mode",
+    "sampling_interval",
+    "publishing_interval",
+    "deadband",
 ];
+
+/// OPC UA security policies a source may ask for.
+const SECURITY_POLICIES: [&str; 2] = ["None", "Basic256Sha256"];
+
+/// OPC UA message security modes a secured source may ask for.
+const SECURITY_MODES: [&str; 2] = ["Sign", "SignAndEncrypt"];
 
 /// The longest name or path accepted.
 const MAX_NAME: usize = 256;
@@ -563,15 +584,25 @@ impl<'t> Reader<'t> {
 
     fn source(&mut self, node: &Node, path: &str) -> Option<SourceBinding> {
         let mut fields = self.table(node, path)?;
-        if let Some(span) = span_of(&fields, "device") {
-            if span_of(&fields, "broker").is_some() {
-                self.error(
-                    span,
-                    fields.field("device"),
-                    "a tag has one source: broker (an MQTT source) or device (a Modbus source), not both",
-                );
-            }
+        // In the order written, so the second one written is the one reported.
+        let mut named: Vec<(usize, &str)> = ["broker", "device", "server"]
+            .into_iter()
+            .filter_map(|key| Some((span_of(&fields, key)?.start, key)))
+            .collect();
+        named.sort_unstable();
+        if let Some(&(_, second)) = named.get(1) {
+            self.error(
+                span_of(&fields, second).unwrap_or_else(|| fields.span.clone()),
+                fields.field(second),
+                "a tag has one source: broker (an MQTT source), device (a Modbus source) or server \
+                 (an OPC UA source)",
+            );
+        }
+        if span_of(&fields, "device").is_some() {
             return self.modbus_binding(fields);
+        }
+        if span_of(&fields, "server").is_some() {
+            return self.opcua_binding(fields);
         }
         let broker = self.name(&mut fields, "broker");
         let topic = self.mqtt_name(&mut fields, "topic");
@@ -694,6 +725,91 @@ impl<'t> Reader<'t> {
         Some(binding)
     }
 
+    /// `source = { server = ..., node = NODE_ID, sampling_interval, deadband }`.
+    fn opcua_binding(&mut self, mut fields: Fields<'_>) -> Option<SourceBinding> {
+        let server = self.name(&mut fields, "server");
+        let node = self.required_string(&mut fields, "node");
+        let sampling_interval = self
+            .whole(&mut fields, "sampling_interval", 0..=3_600_000, "milliseconds")
+            .map(|interval| interval.and_then(|interval| u64::try_from(interval).ok()));
+        let deadband = self.deadband(&mut fields);
+        let binding = SourceBinding {
+            server: server?,
+            node,
+            sampling_interval: sampling_interval?,
+            deadband: deadband?,
+            ..SourceBinding::default()
+        };
+        if let Some(Err(problem)) = binding.opcua_node() {
+            self.error(
+                span_of(&fields, problem.key).unwrap_or_else(|| fields.span.clone()),
+                fields.field(problem.key),
+                problem.message,
+            );
+        }
+        self.done(fields, &["server", "node", "sampling_interval", "deadband"]);
+        binding.node.is_some().then_some(binding)
+    }
+
+    /// An absolute deadband: `Some(None)` when absent, `None` when not a number from 0 up.
+    fn deadband(&mut self, fields: &mut Fields<'_>) -> Option<Option<f64>> {
+        let span = span_of(fields, "deadband");
+        let Some(deadband) = self.number(fields, "deadband") else {
+            return if span.is_some() { None } else { Some(None) };
+        };
+        if deadband.is_finite() && deadband >= 0.0 {
+            return Some(Some(deadband));
+        }
+        self.error(
+            span.unwrap_or_else(|| fields.span.clone()),
+            fields.field("deadband"),
+            format!("must be a finite number from 0 up, not {deadband}"),
+        );
+        None
+    }
+
+    /// OPC UA's security policy and mode: the mode goes with `Basic256Sha256` only.
+    fn security(&mut self, fields: &mut Fields<'_>) -> (String, String) {
+        let security_span = span_of(fields, "security");
+        let security = self
+            .string(fields, "security")
+            .unwrap_or_else(|| "None".to_owned());
+        let mode_span = span_of(fields, "mode");
+        let mode = self.string(fields, "mode").unwrap_or_default();
+        if !SECURITY_POLICIES.contains(&security.as_str()) {
+            self.error(
+                security_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("security"),
+                format!("{security:?} is none of {}", SECURITY_POLICIES.join(", ")),
+            );
+        } else if security == "None" {
+            if let Some(span) = mode_span {
+                self.error(
+                    span,
+                    fields.field("mode"),
+                    "security \"None\" signs and encrypts nothing: drop mode, or ask for \
+                     security = \"Basic256Sha256\"",
+                );
+            }
+        } else if mode_span.is_none() {
+            self.error(
+                security_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("mode"),
+                format!(
+                    "security {security:?} needs a mode: one of {}",
+                    SECURITY_MODES.join(", ")
+                ),
+            );
+        } else if !mode.is_empty() && !SECURITY_MODES.contains(&mode.as_str()) {
+            self.error(
+                mode_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("mode"),
+                format!("{mode:?} is none of {}", SECURITY_MODES.join(", ")),
+            );
+        }
+        (security, mode)
+    }
+
     /// A topic or topic level: not empty, no wildcards (`+`, `#`), no NUL.
     fn mqtt_name(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
         let span = span_of(fields, key);
@@ -716,17 +832,21 @@ impl<'t> Reader<'t> {
         let url = self.required_string(&mut fields, "url");
         let kind = url.as_deref().and_then(SourceKind::of_url);
         if let Some(url) = &url {
-            let host = url
-                .split_once("://")
-                .map_or("", |(_, rest)| rest.trim_end_matches('/'));
+            let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+            // Only an OPC UA server's address has a path (its endpoint's).
+            let host = match kind {
+                Some(SourceKind::OpcUa) => rest.split('/').next().unwrap_or_default(),
+                _ => rest.trim_end_matches('/'),
+            };
             if kind.is_none() || host.is_empty() || host.contains('/') || host.contains('@') {
                 self.error(
                     url_span.unwrap_or_else(|| fields.span.clone()),
                     fields.field("url"),
                     format!(
                         "{url:?} is not a source address: mqtt://host[:port] or mqtts://host[:port] for \
-                         an MQTT broker, modbus://host[:port] for a Modbus TCP device; credentials in \
-                         username and password"
+                         an MQTT broker, modbus://host[:port] for a Modbus TCP device, \
+                         opc.tcp://host[:port][/path] for an OPC UA server; credentials in username \
+                         and password"
                     ),
                 );
             }
@@ -766,6 +886,14 @@ impl<'t> Reader<'t> {
         let max_gap = self
             .whole(&mut fields, "max_gap", 0..=120, "addresses")
             .map(|gap| gap.unwrap_or(0));
+        let (security, mode) = self.security(&mut fields);
+        let sampling_interval = self
+            .whole(&mut fields, "sampling_interval", 0..=3_600_000, "milliseconds")
+            .map(|interval| interval.unwrap_or(500));
+        let publishing_interval = self
+            .whole(&mut fields, "publishing_interval", 10..=3_600_000, "milliseconds")
+            .map(|interval| interval.unwrap_or(500));
+        let deadband = self.deadband(&mut fields);
         self.refuse_other_kinds_fields(&fields, kind);
         self.done(fields, SOURCE_KEYS);
         Some(SourceSpec {
@@ -782,20 +910,48 @@ impl<'t> Reader<'t> {
             poll_interval: u64::try_from(poll_interval?).ok()?,
             timeout: u64::try_from(timeout?).ok()?,
             max_gap: u16::try_from(max_gap?).ok()?,
+            security,
+            mode,
+            sampling_interval: u64::try_from(sampling_interval?).ok()?,
+            publishing_interval: u64::try_from(publishing_interval?).ok()?,
+            deadband: deadband?.unwrap_or(0.0),
         })
     }
 
-    /// Reports the fields a source of another kind takes (a `unit` on a broker, a `root` on a
-    /// Modbus device).
+    /// Reports the fields only sources of other kinds take (a `unit` on a broker, a `root` on
+    /// a Modbus device, a `password` on a Modbus device).
     fn refuse_other_kinds_fields(&mut self, fields: &Fields<'_>, kind: Option<SourceKind>) {
-        let (foreign, theirs): (&[&str], &str) = match kind {
-            Some(SourceKind::Mqtt) => (MODBUS_SOURCE_KEYS, "a Modbus source's (modbus://)"),
-            Some(SourceKind::Modbus) => (MQTT_SOURCE_KEYS, "an MQTT source's (mqtt://, mqtts://)"),
-            None => return,
-        };
-        for key in foreign {
-            if let Some(span) = span_of(fields, key) {
-                self.error(span, fields.field(key), format!("is {theirs}, not this source's"));
+        let Some(kind) = kind else { return };
+        let owners: [(&[&str], &[SourceKind], &str); 4] = [
+            (
+                MQTT_SOURCE_KEYS,
+                &[SourceKind::Mqtt],
+                "an MQTT source's (mqtt://, mqtts://)",
+            ),
+            (
+                MODBUS_SOURCE_KEYS,
+                &[SourceKind::Modbus],
+                "a Modbus source's (modbus://)",
+            ),
+            (
+                OPCUA_SOURCE_KEYS,
+                &[SourceKind::OpcUa],
+                "an OPC UA source's (opc.tcp://)",
+            ),
+            (
+                CREDENTIAL_KEYS,
+                &[SourceKind::Mqtt, SourceKind::OpcUa],
+                "an MQTT or OPC UA source's",
+            ),
+        ];
+        for (keys, takers, theirs) in owners {
+            if takers.contains(&kind) {
+                continue;
+            }
+            for key in keys {
+                if let Some(span) = span_of(fields, key) {
+                    self.error(span, fields.field(key), format!("is {theirs}, not this source's"));
+                }
             }
         }
     }
@@ -1610,12 +1766,10 @@ fn check_tag_sources(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
     let model = plant.model;
     for (position, tag) in plant.expanded.tags.iter().enumerate() {
         let Some(binding) = &tag.source else { continue };
-        let wanted = if binding.device.is_empty() {
+        let wanted = binding.kind();
+        if wanted == SourceKind::Mqtt {
             check_topic_path(reader, plant, position, tag, binding);
-            SourceKind::Mqtt
-        } else {
-            SourceKind::Modbus
-        };
+        }
         let name = binding.source_name();
         let source = model.sources.iter().find(|source| source.name == name);
         let known_source = source.is_some() || plant.places.dropped_named("sources", name);

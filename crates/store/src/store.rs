@@ -87,6 +87,14 @@ impl Store {
         })
     }
 
+    /// The solution file, when the solution is one (not a PostgreSQL database).
+    pub fn file_path(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::File(db) => Some(db.path()),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Opens an existing solution file, upgrading an older schema version.
     pub fn open_file(path: &Path) -> Result<Self, SolutionError> {
         Ok(Self {

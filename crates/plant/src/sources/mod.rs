@@ -1,8 +1,8 @@
 //! Live plant data from the field: the plant file's `[[sources]]`, each a task holding one
 //! connection. An MQTT source (rumqttc, MQTT 5) reads plain UNS messages and Sparkplug B
-//! metrics; a Modbus source (tokio-modbus) polls a device's coils and registers. Both read
-//! into the tags bound to them, with honest quality, and carry operators' writes out to the
-//! field.
+//! metrics; a Modbus source (tokio-modbus) polls a device's coils and registers; an OPC UA
+//! source (async-opcua) subscribes to a server's variables. Each reads into the tags bound to
+//! it, with honest quality, and carries operators' writes out to the field.
 //!
 //! Quality: while a broker or device is unreachable, after a Sparkplug DEATH, or before a
 //! tag's first value, the tag is Bad; past its source's `stale_after` without an update (MQTT)
@@ -11,7 +11,7 @@
 //!
 //! Writes: a write to a source-bound tag is sent to the field (an MQTT publish to
 //! `<topic>/set` or a Sparkplug NCMD/DCMD, answered at the broker's PUBACK; a Modbus write,
-//! answered by the device) or, after [`ACK_TIMEOUT`], answered as not confirmed; a write while
+//! answered by the device; an OPC UA Write, answered by the server) or, after [`ACK_TIMEOUT`], answered as not confirmed; a write while
 //! the source is out of reach is refused at once. It does not change the tag: the tag shows
 //! the value when the field reports it back.
 //!
@@ -20,6 +20,7 @@
 
 mod modbus;
 mod mqtt;
+mod opcua;
 pub(crate) mod payload;
 mod sparkplug;
 
@@ -72,6 +73,13 @@ pub(crate) enum Address {
     },
     /// A coil, discrete input or register of a Modbus device.
     Modbus(::modbus::Point),
+    /// A variable of an OPC UA server, with the tag's own sampling interval (ms) and deadband
+    /// (as `f64` bits), when it gives them.
+    OpcUa {
+        node: ::opcua::types::NodeId,
+        sampling_interval: Option<u64>,
+        deadband: Option<u64>,
+    },
 }
 
 /// A tag fed by a source.
@@ -179,6 +187,49 @@ impl SourceBoard {
     fn update(&self, index: usize, change: impl FnOnce(&mut SourceStatus)) {
         if let Some(status) = self.lock().get_mut(index) {
             change(status);
+        }
+    }
+
+    /// Counts an error of kind `kind` for source `index` and keeps it as its last.
+    fn note_error(&self, index: usize, kind: &str, message: String) {
+        self.update(index, |status| {
+            *status.errors.entry(kind.to_owned()).or_default() += 1;
+            status.last_error = Some((SystemTime::now(), message));
+        });
+    }
+}
+
+/// What a source refuses from its field, logged together at most once a minute each kind:
+/// the budget the lines share and what they are called ("Modbus answer").
+#[derive(Debug)]
+struct RefusalLines {
+    budget: std::sync::LazyLock<Mutex<crate::log_text::LogBudget>>,
+    what: &'static str,
+}
+
+impl SourceBoard {
+    /// Counts a refusal of kind `kind` for source `index` (named `source`) and logs it when
+    /// `lines` allow.
+    fn refuse(&self, index: usize, source: &str, lines: &RefusalLines, kind: &str, message: String) {
+        let allowed = lines
+            .budget
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow();
+        if allowed {
+            tracing::warn!(source = %source, error = %crate::log_text::MessageText(&message), "{} refused (logged at most once a minute)", lines.what);
+        }
+        self.note_error(index, kind, message);
+    }
+}
+
+/// Lowers `tag`'s quality to `quality` (never raises it), keeping its value and time.
+fn lower_quality(plant: &Plant, tag: &str, quality: plant_model::Quality) {
+    let objects = plant.objects();
+    if let Some(found) = objects.tag(tag) {
+        let current = found.current();
+        if current.quality.0 > quality.0 {
+            let _ = plant.write_at(tag, current.value.clone(), quality, current.timestamp);
         }
     }
 }
@@ -348,7 +399,21 @@ pub(crate) fn not_connected(source: &str, peer: &str) -> String {
     format!("source {source:?} is not connected to its {peer}; nothing was written")
 }
 
-/// Each source's broker password: `None` without one, the secret's value for a `/secret:`
+/// Where OPC UA sources keep the client's certificate and key and the servers' certificates:
+/// beside the solution file (`<solution>.opcua-pki/`), or `tserver-opcua-pki/` in the working
+/// directory for a solution in PostgreSQL.
+fn opcua_pki_dir(store: &Store) -> std::path::PathBuf {
+    match store.file_path() {
+        Some(path) => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".opcua-pki");
+            std::path::PathBuf::from(name)
+        }
+        None => std::path::PathBuf::from("tserver-opcua-pki"),
+    }
+}
+
+/// Each source's broker or server password: `None` without one, the secret's value for a `/secret:`
 /// token, or why it cannot be had (the source then does not start).
 async fn passwords_of(
     store: &Store,
@@ -381,6 +446,20 @@ fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
         else {
             continue;
         };
+        if let Some(node) = binding.opcua_node() {
+            // The plant file's reader checked the node id; one it refused never gets here.
+            let Ok(node) = node else { continue };
+            bound.entry(source.name.as_str()).or_default().push(Binding {
+                kind: tag.kind,
+                tag: tag.name,
+                address: Address::OpcUa {
+                    node,
+                    sampling_interval: binding.sampling_interval,
+                    deadband: binding.deadband.map(f64::to_bits),
+                },
+            });
+            continue;
+        }
         let address = match (
             binding.modbus_point(),
             binding.sparkplug_target(),
@@ -494,6 +573,15 @@ fn start_generation(
                 modbus::ModbusSource::new(source, bindings, plant.clone(), (board.clone(), index), feed)
                     .map(|task| tokio::spawn(task.run(cancel.child_token())))
             }
+            SourceKind::OpcUa => opcua::OpcUaSource::new(
+                source,
+                password,
+                bindings,
+                plant.clone(),
+                (board.clone(), index, opcua_pki_dir(store)),
+                feed,
+            )
+            .map(|task| tokio::spawn(task.run(cancel.child_token()))),
         };
         if let Err(reason) = started {
             refuse(reason);
@@ -507,6 +595,7 @@ fn start_generation(
                 peer: match kind {
                     SourceKind::Mqtt => "broker",
                     SourceKind::Modbus => "device",
+                    SourceKind::OpcUa => "server",
                 },
             },
         );

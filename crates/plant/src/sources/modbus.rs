@@ -23,7 +23,10 @@ use tokio_modbus::client::{Context, Reader, Writer};
 use tokio_modbus::{ExceptionCode, Slave};
 use tokio_util::sync::CancellationToken;
 
-use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
+use super::{
+    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
+    not_connected,
+};
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
 
@@ -35,8 +38,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE_CONNECTION: Duration = Duration::from_secs(30);
 
 /// Every Modbus source's lines about refused answers together, at most one a minute each kind.
-static REFUSAL_LINES: std::sync::LazyLock<std::sync::Mutex<LogBudget>> =
-    std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused Modbus answers")));
+static REFUSALS: RefusalLines = RefusalLines {
+    budget: std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused Modbus answers"))),
+    what: "Modbus answer",
+};
 
 /// A bound tag, its point, and what was last written to it.
 #[derive(Debug)]
@@ -381,34 +386,17 @@ impl ModbusSource {
         if let Some((_, good)) = &mut bound.last {
             *good = false;
         }
-        let objects = self.plant.objects();
-        if let Some(tag) = objects.tag(&bound.tag) {
-            let current = tag.current();
-            if current.quality.0 > quality.0 {
-                let _ = self
-                    .plant
-                    .write_at(&bound.tag, current.value.clone(), quality, current.timestamp);
-            }
-        }
+        lower_quality(&self.plant, &bound.tag, quality);
     }
 
     /// Counts a refused answer of kind `kind` and logs it at most once a minute.
     fn refuse(&self, kind: &str, message: String) {
-        let allowed = REFUSAL_LINES
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .allow();
-        if allowed {
-            tracing::warn!(source = %self.spec.name, error = %MessageText(&message), "Modbus answer refused (logged at most once a minute)");
-        }
-        self.note_error(kind, message);
+        self.board
+            .refuse(self.index, &self.spec.name, &REFUSALS, kind, message);
     }
 
     fn note_error(&self, kind: &str, message: String) {
-        self.board.update(self.index, |status| {
-            *status.errors.entry(kind.to_owned()).or_default() += 1;
-            status.last_error = Some((SystemTime::now(), message));
-        });
+        self.board.note_error(self.index, kind, message);
     }
 }
 

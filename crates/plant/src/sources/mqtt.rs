@@ -222,7 +222,7 @@ impl SourceTask {
         // A Modbus point is no broker's (the plant file's reader keeps them apart).
         let bindings = bindings
             .into_iter()
-            .filter(|binding| !matches!(binding.address, Address::Modbus(_)));
+            .filter(|binding| !matches!(binding.address, Address::Modbus(_) | Address::OpcUa { .. }));
         for (position, binding) in bindings.enumerate() {
             match &binding.address {
                 Address::Uns { topic, .. } => {
@@ -234,7 +234,7 @@ impl SourceTask {
                         .or_default()
                         .insert(metric.clone(), position);
                 }
-                Address::Modbus(_) => {}
+                Address::Modbus(_) | Address::OpcUa { .. } => {}
             }
             task.by_tag.insert(binding.tag.clone(), position);
             task.tags.push(Bound {
@@ -687,8 +687,8 @@ impl SourceTask {
                     || format!("{value:?} does not fit metric {metric:?} as its birth declared it; nothing was written"),
                 )
             }
-            Address::Modbus(_) => Err(format!(
-                "tag {tag:?} is a Modbus point, not on broker {source:?}; nothing was written"
+            Address::Modbus(_) | Address::OpcUa { .. } => Err(format!(
+                "tag {tag:?} is not on broker {source:?}; nothing was written"
             )),
         }
     }
@@ -736,7 +736,7 @@ impl SourceTask {
                     && target.node == decoded.target.node
                     && (whole_node || target.device == decoded.target.device)
             }
-            Address::Uns { .. } | Address::Modbus(_) => false,
+            Address::Uns { .. } | Address::Modbus(_) | Address::OpcUa { .. } => false,
         });
     }
 

@@ -1,0 +1,667 @@
+//! One OPC UA source: a session with one server (async-opcua's client), a subscription with a
+//! monitored item per bound tag (queue size 1, the tag's or the source's sampling interval and
+//! deadband), each notification read into its tag, and operators' writes sent with the Write
+//! service in the node's own data type.
+//!
+//! Quality: before the first notification and while the session is down every tag is Bad; a
+//! notification's status code maps by its severity to Good, Uncertain or Bad; a value that
+//! does not fit its tag's type makes the tag Bad. Each keeps its last value and that value's
+//! time. The client reconnects by itself and the task subscribes again on a new session (a
+//! restarted server); when the client gives up on a session the task starts a new one after a
+//! growing pause.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use opcua::client::{
+    ClientBuilder, DataChangeCallback, IdentityToken, Session, SessionConnectMode, SessionPollResult,
+};
+use opcua::crypto::SecurityPolicy;
+use opcua::types::{
+    AttributeId, DataChangeFilter, DataChangeTrigger, DataValue, DeadbandType, ExtensionObject,
+    MessageSecurityMode, MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId,
+    ReadValueId, StatusCode, TimestampsToReturn, Variant, VariantScalarTypeId, WriteValue,
+};
+use plant_model::{Quality, SourceSpec, TagType, TagValue};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
+    not_connected,
+};
+use crate::log_text::{LogBudget, MessageText};
+use crate::plant::Plant;
+
+/// The first pause before a new session, doubled after each failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How long a session must live before its loss starts the back-off anew.
+const STABLE_SESSION: Duration = Duration::from_secs(30);
+
+/// How long finding the server's endpoint, opening a session and subscribing may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Notifications waiting to be read into the plant; past this they are dropped and counted
+/// (a flood costs a count, never unbounded memory).
+const NOTIFICATION_QUEUE: usize = 8192;
+
+/// Every OPC UA source's lines about refused values together, at most one a minute each kind.
+static REFUSALS: RefusalLines = RefusalLines {
+    budget: std::sync::LazyLock::new(|| std::sync::Mutex::new(LogBudget::new("refused OPC UA values"))),
+    what: "OPC UA value",
+};
+
+/// A bound tag and its node.
+#[derive(Debug)]
+struct Bound {
+    tag: String,
+    kind: TagType,
+    node: NodeId,
+    sampling_interval: f64,
+    deadband: f64,
+    /// The node's data type, read at its first write.
+    data_type: Option<VariantScalarTypeId>,
+}
+
+/// The task of one OPC UA source.
+pub(crate) struct OpcUaSource {
+    spec: SourceSpec,
+    password: Option<String>,
+    /// Where the client's certificate, its key and the servers' certificates are kept.
+    pki_dir: PathBuf,
+    tags: Vec<Bound>,
+    plant: Plant,
+    board: SourceBoard,
+    index: usize,
+    writes: mpsc::Receiver<FieldWrite>,
+    connected: Arc<AtomicBool>,
+}
+
+/// Why a session ended.
+#[derive(Debug)]
+struct Lost(String);
+
+impl OpcUaSource {
+    /// The task of `spec` with the tags bound to it (`Address::OpcUa` bindings).
+    pub(crate) fn new(
+        spec: SourceSpec,
+        password: Option<String>,
+        bindings: Vec<Binding>,
+        plant: Plant,
+        (board, index, pki_dir): (SourceBoard, usize, PathBuf),
+        feed: WriteFeed,
+    ) -> Result<Self, String> {
+        if !spec.username.is_empty() && password.is_none() {
+            return Err(format!(
+                "source {:?} names user {:?} without a password",
+                spec.name, spec.username
+            ));
+        }
+        let tags = bindings
+            .into_iter()
+            .filter_map(|binding| match binding.address {
+                Address::OpcUa {
+                    node,
+                    sampling_interval,
+                    deadband,
+                } => Some(Bound {
+                    tag: binding.tag,
+                    kind: binding.kind,
+                    node,
+                    sampling_interval: sampling_interval.unwrap_or(spec.sampling_interval) as f64,
+                    deadband: deadband.map_or(spec.deadband, f64::from_bits),
+                    data_type: None,
+                }),
+                _ => None,
+            })
+            .collect();
+        Ok(Self {
+            spec,
+            password,
+            pki_dir,
+            tags,
+            plant,
+            board,
+            index,
+            writes: feed.writes,
+            connected: feed.connected,
+        })
+    }
+
+    /// Opens sessions and reads and writes through them until `shutdown`.
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+        self.mark_all_bad();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let started = Instant::now();
+            let lost = tokio::select! {
+                () = shutdown.cancelled() => break,
+                lost = self.session() => lost,
+            };
+            self.set_connected(false);
+            self.mark_all_bad();
+            self.note_error("connection", lost.0.clone());
+            tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the OPC UA server; its tags are Bad until it is back");
+            if started.elapsed() >= STABLE_SESSION {
+                backoff = FIRST_BACKOFF;
+            }
+            let pause = tokio::time::sleep(backoff);
+            tokio::pin!(pause);
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = &mut pause => break,
+                    Some(write) = self.writes.recv() => self.refuse_write(write),
+                }
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        self.set_connected(false);
+    }
+
+    fn refuse_write(&self, write: FieldWrite) {
+        let _ = write.done.send(Err(FieldWriteError::Refused(not_connected(
+            &self.spec.name,
+            "server",
+        ))));
+    }
+
+    fn set_connected(&self, connected: bool) {
+        self.connected.store(connected, Ordering::Release);
+        self.board
+            .update(self.index, |status| status.connected = connected);
+    }
+
+    /// One session: connects, subscribes, then reads notifications and sends writes until the
+    /// client gives the session up.
+    async fn session(&mut self) -> Lost {
+        let mut client = match self.client() {
+            Ok(client) => client,
+            Err(reason) => return Lost(reason),
+        };
+        let identity = match &self.password {
+            Some(password) if !self.spec.username.is_empty() => {
+                IdentityToken::new_user_name(self.spec.username.clone(), password.clone())
+            }
+            _ => IdentityToken::new_anonymous(),
+        };
+        let (policy, mode) = security_of(&self.spec);
+        let endpoint = (self.spec.url.as_str(), policy.to_str(), mode);
+        let connected = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            client.connect_to_matching_endpoint(endpoint, identity),
+        )
+        .await;
+        let (session, event_loop) = match connected {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(error)) => return Lost(format!("cannot open a session with {}: {error}", self.spec.url)),
+            Err(_) => {
+                return Lost(format!(
+                    "{} did not open a session within {CONNECT_TIMEOUT:?}",
+                    self.spec.url
+                ));
+            }
+        };
+        let (events_tx, mut events) = mpsc::channel(64);
+        let polling = tokio::spawn(poll_events(event_loop.enter(), events_tx));
+        let lost = self.connected_session(&session, &mut events).await;
+        polling.abort();
+        let _ = tokio::time::timeout(Duration::from_secs(2), session.disconnect()).await;
+        lost
+    }
+
+    /// Subscribes, then serves the session until it is given up.
+    async fn connected_session(
+        &mut self,
+        session: &Arc<Session>,
+        events: &mut mpsc::Receiver<Event>,
+    ) -> Lost {
+        if let Err(lost) = wait_for_connection(session, events).await {
+            return lost;
+        }
+        let (values_tx, mut values) = mpsc::channel(NOTIFICATION_QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        if let Err(reason) = self
+            .subscribe(session, values_tx.clone(), Arc::clone(&dropped))
+            .await
+        {
+            return Lost(reason);
+        }
+        self.set_connected(true);
+        tracing::info!(source = %self.spec.name, server = %self.spec.url, "connected to the OPC UA server");
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(Event::Lost(status)) => {
+                        self.set_connected(false);
+                        self.mark_all_bad();
+                        self.note_error("connection", format!("connection lost: {}", words(status)));
+                    }
+                    Some(Event::Back { new_session }) => {
+                        // A new session has none of the old one's subscriptions.
+                        if new_session
+                            && let Err(reason) = self.subscribe(session, values_tx.clone(), Arc::clone(&dropped)).await
+                        {
+                            return Lost(reason);
+                        }
+                        self.set_connected(true);
+                    }
+                    Some(Event::Ended(reason)) => return Lost(reason),
+                    None => return Lost("the session's event loop ended".to_owned()),
+                },
+                Some((handle, value)) = values.recv() => {
+                    let lost = dropped.swap(0, Ordering::Relaxed);
+                    if lost > 0 {
+                        self.refuse("overflow", format!("{lost} notifications came faster than they could be read; dropped"));
+                    }
+                    self.apply(handle, value);
+                }
+                Some(write) = self.writes.recv() => {
+                    if self.connected.load(Ordering::Acquire) {
+                        self.write(session, write).await;
+                    } else {
+                        self.refuse_write(write);
+                    }
+                }
+            }
+        }
+    }
+
+    fn client(&self) -> Result<opcua::client::Client, String> {
+        ClientBuilder::new()
+            .application_name("TServer")
+            .application_uri(format!("urn:tserver:opcua-source:{}", self.spec.name))
+            .product_uri("urn:tserver")
+            .pki_dir(&self.pki_dir)
+            .create_sample_keypair(true)
+            .trust_server_certs(true)
+            .session_retry_limit(-1)
+            // The task subscribes again itself on a new session (see `Event::Back`).
+            .recreate_subscriptions(false)
+            .session_retry_initial(FIRST_BACKOFF)
+            .session_retry_max(MAX_BACKOFF)
+            .keep_alive_interval(Duration::from_secs(5))
+            .session_name(format!("tserver {}", self.spec.name))
+            .client()
+            .map_err(|errors| format!("cannot set up the OPC UA client: {}", errors.join("; ")))
+    }
+
+    /// Creates the subscription and a monitored item per bound tag; a node the server refuses
+    /// makes its tag Bad.
+    async fn subscribe(
+        &mut self,
+        session: &Arc<Session>,
+        values: mpsc::Sender<(u32, DataValue)>,
+        dropped: Arc<AtomicU64>,
+    ) -> Result<(), String> {
+        let callback = DataChangeCallback::new(move |value, item| {
+            if values.try_send((item.client_handle(), value)).is_err() {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let subscription = session
+            .create_subscription(
+                Duration::from_millis(self.spec.publishing_interval),
+                60,
+                10,
+                0,
+                0,
+                true,
+                callback,
+            )
+            .await
+            .map_err(|error| format!("cannot subscribe: {error}"))?;
+        let requests: Vec<MonitoredItemCreateRequest> = self
+            .tags
+            .iter()
+            .enumerate()
+            .map(|(position, bound)| monitored_item(position, bound))
+            .collect();
+        let created = session
+            .create_monitored_items(subscription, TimestampsToReturn::Both, requests)
+            .await
+            .map_err(|error| format!("cannot monitor the bound nodes: {error}"))?;
+        for (position, item) in created.iter().enumerate() {
+            let status = item.result.status_code;
+            if !status.is_good() {
+                let bound = &self.tags[position];
+                let message = format!(
+                    "tag {:?}: the server refused to monitor {}: {}",
+                    bound.tag,
+                    bound.node,
+                    words(status)
+                );
+                self.set_quality(position, Quality::BAD);
+                self.refuse("bad_node", message);
+            }
+        }
+        Ok(())
+    }
+
+    /// A notification for the tag at `handle - 1`.
+    fn apply(&mut self, handle: u32, value: DataValue) {
+        let Some(position) = (handle as usize).checked_sub(1).filter(|p| *p < self.tags.len()) else {
+            return;
+        };
+        let quality = match value.status() {
+            status if status.is_good() => Quality::GOOD,
+            status if status.is_uncertain() => Quality::UNCERTAIN,
+            _ => Quality::BAD,
+        };
+        let time = value
+            .source_timestamp
+            .or(value.server_timestamp)
+            .map_or_else(SystemTime::now, |time| SystemTime::from(time.as_chrono()));
+        let bound = &self.tags[position];
+        let converted = match &value.value {
+            None | Some(Variant::Empty) if quality != Quality::GOOD => None,
+            None | Some(Variant::Empty) => Some(Err("no value".to_owned())),
+            Some(variant) => Some(tag_value(variant, bound.kind)),
+        };
+        match converted {
+            None => self.set_quality(position, quality),
+            Some(Ok(tag_value)) => match self.plant.write_at(&bound.tag, tag_value, quality, time) {
+                Ok(_) => self.board.update(self.index, |status| status.messages += 1),
+                Err(error) => self.note_error("wrong_type", error.to_string()),
+            },
+            Some(Err(reason)) => {
+                let message = format!(
+                    "tag {:?} ({}) from {}: {reason}",
+                    bound.tag,
+                    bound.kind.name(),
+                    bound.node
+                );
+                self.set_quality(position, Quality::BAD);
+                self.refuse("wrong_type", message);
+            }
+        }
+    }
+
+    /// Sends an operator's write in the node's data type and answers it.
+    async fn write(&mut self, session: &Arc<Session>, write: FieldWrite) {
+        let answer = self.write_value(session, &write.tag, write.value).await;
+        if answer.is_ok() {
+            self.board.update(self.index, |status| status.writes += 1);
+        }
+        let _ = write.done.send(answer);
+    }
+
+    async fn write_value(
+        &mut self,
+        session: &Arc<Session>,
+        tag: &str,
+        value: TagValue,
+    ) -> Result<(), FieldWriteError> {
+        let source = self.spec.name.clone();
+        let Some(position) = self.tags.iter().position(|bound| bound.tag == tag) else {
+            return Err(FieldWriteError::Refused(format!(
+                "tag {tag:?} is not bound to source {source:?}; nothing was written"
+            )));
+        };
+        let node = self.tags[position].node.clone();
+        let data_type = match self.tags[position].data_type {
+            Some(data_type) => data_type,
+            None => {
+                let data_type = read_data_type(session, &node)
+                    .await
+                    .map_err(|reason| FieldWriteError::Refused(format!("{reason}; nothing was written")))?;
+                self.tags[position].data_type = Some(data_type);
+                data_type
+            }
+        };
+        let variant = match value {
+            TagValue::Bool(bit) => Variant::Boolean(bit),
+            TagValue::Integer(whole) => Variant::Int64(whole),
+            TagValue::Number(number) => Variant::Double(number),
+            TagValue::Text(text) => Variant::from(&*text),
+        };
+        let cast = variant.cast(data_type);
+        if matches!(cast, Variant::Empty) {
+            return Err(FieldWriteError::Refused(format!(
+                "node {node} of source {source:?} holds {data_type}, which {variant} does not fit; nothing was written"
+            )));
+        }
+        let request = WriteValue {
+            node_id: node.clone(),
+            attribute_id: AttributeId::Value as u32,
+            value: DataValue::value_only(cast),
+            ..Default::default()
+        };
+        match tokio::time::timeout(super::ACK_TIMEOUT, session.write(&[request])).await {
+            Ok(Ok(results)) => match results.first() {
+                Some(status) if status.is_good() => Ok(()),
+                Some(status) => Err(FieldWriteError::Refused(format!(
+                    "the server refused the write to {node} of source {source:?}: {}; nothing was written",
+                    words(*status)
+                ))),
+                None => Err(FieldWriteError::NotConfirmed(format!(
+                    "not confirmed: the server answered the write to {node} of source {source:?} without a result; it may or may not have reached the field"
+                ))),
+            },
+            Ok(Err(error)) => Err(FieldWriteError::NotConfirmed(format!(
+                "not confirmed: the write to {node} of source {source:?} failed: {error}; it may or may not have reached the field"
+            ))),
+            Err(_) => Err(FieldWriteError::NotConfirmed(format!(
+                "not confirmed: the server did not answer the write to {node} of source {source:?}; it may or may not have reached the field"
+            ))),
+        }
+    }
+
+    fn mark_all_bad(&mut self) {
+        for position in 0..self.tags.len() {
+            self.set_quality(position, Quality::BAD);
+        }
+    }
+
+    /// Lowers tag `position`'s quality to `quality` (never raises it), keeping value and time.
+    fn set_quality(&mut self, position: usize, quality: Quality) {
+        lower_quality(&self.plant, &self.tags[position].tag, quality);
+    }
+
+    /// Counts a refused value of kind `kind` and logs it at most once a minute.
+    fn refuse(&self, kind: &str, message: String) {
+        self.board
+            .refuse(self.index, &self.spec.name, &REFUSALS, kind, message);
+    }
+
+    fn note_error(&self, kind: &str, message: String) {
+        self.board.note_error(self.index, kind, message);
+    }
+}
+
+/// What the session's event loop reports to the source.
+#[derive(Debug)]
+enum Event {
+    /// The connection is down; the client is trying again.
+    Lost(StatusCode),
+    /// The session is back: reactivated, or a new one (without the old subscription).
+    Back { new_session: bool },
+    /// The client gave the session up.
+    Ended(String),
+}
+
+/// Drives the session's event loop, passing on what the source acts on.
+async fn poll_events(
+    stream: impl futures::Stream<Item = Result<SessionPollResult, StatusCode>>,
+    events: mpsc::Sender<Event>,
+) {
+    tokio::pin!(stream);
+    while let Some(polled) = stream.next().await {
+        let event = match polled {
+            Ok(SessionPollResult::ConnectionLost(status)) => Event::Lost(status),
+            Ok(SessionPollResult::Reconnected(mode)) => Event::Back {
+                new_session: matches!(mode, SessionConnectMode::NewSession(_)),
+            },
+            Ok(_) => continue,
+            Err(status) => Event::Ended(format!("the session ended: {}", words(status))),
+        };
+        if events.send(event).await.is_err() {
+            return;
+        }
+    }
+    let _ = events.send(Event::Ended("the session ended".to_owned())).await;
+}
+
+/// Waits (at most [`CONNECT_TIMEOUT`]) for the event loop to bring the session up.
+async fn wait_for_connection(session: &Arc<Session>, events: &mut mpsc::Receiver<Event>) -> Result<(), Lost> {
+    let ended = async {
+        loop {
+            match events.recv().await {
+                Some(Event::Ended(reason)) => return Lost(reason),
+                None => return Lost("the session's event loop ended".to_owned()),
+                Some(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        lost = ended => Err(lost),
+        ready = tokio::time::timeout(CONNECT_TIMEOUT, session.wait_for_connection()) => match ready {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Lost("the session did not come up".to_owned())),
+            Err(_) => Err(Lost(format!("the session did not come up within {CONNECT_TIMEOUT:?}"))),
+        },
+    }
+}
+
+/// The policy and mode `spec` asks for.
+fn security_of(spec: &SourceSpec) -> (SecurityPolicy, MessageSecurityMode) {
+    match (spec.security.as_str(), spec.mode.as_str()) {
+        ("Basic256Sha256", "Sign") => (SecurityPolicy::Basic256Sha256, MessageSecurityMode::Sign),
+        ("Basic256Sha256", _) => (
+            SecurityPolicy::Basic256Sha256,
+            MessageSecurityMode::SignAndEncrypt,
+        ),
+        _ => (SecurityPolicy::None, MessageSecurityMode::None),
+    }
+}
+
+/// The monitored item of the tag at `position` (its client handle is `position + 1`).
+fn monitored_item(position: usize, bound: &Bound) -> MonitoredItemCreateRequest {
+    let filter = if bound.deadband > 0.0 {
+        ExtensionObject::from_message(DataChangeFilter {
+            trigger: DataChangeTrigger::StatusValue,
+            deadband_type: DeadbandType::Absolute as u32,
+            deadband_value: bound.deadband,
+        })
+    } else {
+        ExtensionObject::null()
+    };
+    MonitoredItemCreateRequest {
+        item_to_monitor: ReadValueId {
+            node_id: bound.node.clone(),
+            attribute_id: AttributeId::Value as u32,
+            ..Default::default()
+        },
+        monitoring_mode: MonitoringMode::Reporting,
+        requested_parameters: MonitoringParameters {
+            client_handle: u32::try_from(position + 1).unwrap_or(u32::MAX),
+            sampling_interval: bound.sampling_interval,
+            queue_size: 1,
+            discard_oldest: true,
+            filter,
+        },
+    }
+}
+
+/// The data type of `node`, as the scalar type its values are written in.
+async fn read_data_type(session: &Arc<Session>, node: &NodeId) -> Result<VariantScalarTypeId, String> {
+    let request = ReadValueId {
+        node_id: node.clone(),
+        attribute_id: AttributeId::DataType as u32,
+        ..Default::default()
+    };
+    let read = tokio::time::timeout(
+        super::ACK_TIMEOUT,
+        session.read(&[request], TimestampsToReturn::Neither, 0.0),
+    )
+    .await
+    .map_err(|_| format!("the server did not tell the data type of {node}"))?
+    .map_err(|error| format!("cannot read the data type of {node}: {error}"))?;
+    let value = read.into_iter().next().unwrap_or_default();
+    match &value.value {
+        Some(Variant::NodeId(data_type)) => VariantScalarTypeId::try_from(&**data_type)
+            .map_err(|_| format!("node {node} holds {data_type}, a data type this source does not write")),
+        _ => Err(format!(
+            "cannot read the data type of {node}: {}",
+            words(value.status())
+        )),
+    }
+}
+
+/// A tag value of type `kind` from `variant`, or why it does not fit.
+fn tag_value(variant: &Variant, kind: TagType) -> Result<TagValue, String> {
+    let integer = || -> Option<i64> {
+        Some(match variant {
+            Variant::SByte(v) => i64::from(*v),
+            Variant::Byte(v) => i64::from(*v),
+            Variant::Int16(v) => i64::from(*v),
+            Variant::UInt16(v) => i64::from(*v),
+            Variant::Int32(v) => i64::from(*v),
+            Variant::UInt32(v) => i64::from(*v),
+            Variant::Int64(v) => *v,
+            Variant::UInt64(v) => i64::try_from(*v).ok()?,
+            _ => return None,
+        })
+    };
+    let value = match (kind, variant) {
+        (TagType::Bool, Variant::Boolean(bit)) => Some(TagValue::Bool(*bit)),
+        (TagType::Integer, _) => integer().map(TagValue::Integer),
+        (TagType::Number, Variant::Float(_) | Variant::Double(_)) => variant
+            .as_f64()
+            .filter(|number| number.is_finite())
+            .map(TagValue::Number),
+        (TagType::Number, _) => integer().map(|whole| TagValue::Number(whole as f64)),
+        (TagType::String, Variant::String(text)) => Some(TagValue::Text(text.as_ref().into())),
+        (TagType::String, Variant::LocalizedText(text)) => Some(TagValue::Text(text.text.as_ref().into())),
+        (TagType::String, Variant::DateTime(time)) => {
+            Some(TagValue::Text(time.as_chrono().to_rfc3339().into()))
+        }
+        _ => None,
+    };
+    value.ok_or_else(|| format!("{variant:?} does not fit"))
+}
+
+/// A status code in words: its name and what it means.
+fn words(status: StatusCode) -> String {
+    let sub = status.sub_code();
+    format!("{} ({})", sub.name(), sub.description())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TagType, TagValue, Variant, tag_value};
+
+    #[test]
+    fn values_fit_their_tags_type_or_say_why_not() {
+        assert_eq!(
+            tag_value(&Variant::Double(2.5), TagType::Number),
+            Ok(TagValue::Number(2.5))
+        );
+        assert_eq!(
+            tag_value(&Variant::Int32(-7), TagType::Number),
+            Ok(TagValue::Number(-7.0))
+        );
+        assert_eq!(
+            tag_value(&Variant::UInt16(7), TagType::Integer),
+            Ok(TagValue::Integer(7))
+        );
+        assert_eq!(
+            tag_value(&Variant::Boolean(true), TagType::Bool),
+            Ok(TagValue::Bool(true))
+        );
+        assert_eq!(
+            tag_value(&Variant::from("Line 1"), TagType::String),
+            Ok(TagValue::Text("Line 1".into()))
+        );
+        assert!(tag_value(&Variant::Double(2.5), TagType::Integer).is_err());
+        assert!(tag_value(&Variant::Double(f64::NAN), TagType::Number).is_err());
+        assert!(tag_value(&Variant::UInt64(u64::MAX), TagType::Integer).is_err());
+        assert!(tag_value(&Variant::from("x"), TagType::Number).is_err());
+        assert!(tag_value(&Variant::Int32(1), TagType::Bool).is_err());
+    }
+}
