@@ -18,6 +18,7 @@ mod modbus_harness;
 mod modbus_sources;
 mod mqtt_sources;
 mod opcua_harness;
+mod opcua_setup;
 mod opcua_sources;
 mod operations;
 mod operator_writes;

@@ -15,7 +15,7 @@ use crate::mqtt_sources::until_connected;
 use crate::support::{Solution, TestServer, admin};
 use tserver_tests::opcua::{self as served, FlakyStatus, OpcUaServer, OpcUaServerOptions};
 
-fn start_server() -> OpcUaServer {
+pub(crate) fn start_server() -> OpcUaServer {
     OpcUaServer::start(OpcUaServerOptions::new(env!(
         "CARGO_BIN_EXE_opcua-server-under-test"
     )))
@@ -23,7 +23,7 @@ fn start_server() -> OpcUaServer {
 
 /// The demo plant with an OPC UA source `plc` at `server` (changed by `edit`) and tags of
 /// its own on each of the server's variables.
-fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_model::SourceSpec)) -> Solution {
+pub(crate) fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_model::SourceSpec)) -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let mut model = plant_model::read(
@@ -78,7 +78,12 @@ fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_model::SourceS
 }
 
 /// Waits (bounded) until `tag` is as `wanted`; a failure shows the source's status too.
-async fn until(runtime: &Runtime, tag: &str, wanted: impl Fn(&TagValue, Quality) -> bool, what: &str) {
+pub(crate) async fn until(
+    runtime: &Runtime,
+    tag: &str,
+    wanted: impl Fn(&TagValue, Quality) -> bool,
+    what: &str,
+) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let sample = runtime.objects().tag(tag).expect("in the plant").current();
@@ -103,7 +108,7 @@ fn bad(value: &TagValue, quality: Quality) -> bool {
     quality == Quality::BAD
 }
 
-fn good_number(value: &TagValue, quality: Quality) -> bool {
+pub(crate) fn good_number(value: &TagValue, quality: Quality) -> bool {
     matches!(value, TagValue::Number(_)) && quality == Quality::GOOD
 }
 
@@ -230,6 +235,7 @@ async fn basic256sha256_with_a_password_from_a_secret_connects_and_a_wrong_one_d
     });
     let path = solution.path.to_str().expect("utf-8");
     admin(&["secrets", path, "set", "PlcPassword"], &format!("{password}\n"));
+    admin(&["sources", path, "trust", "plc"], "");
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = CancellationToken::new();
     runtime.start_sources(&shutdown).await.expect("starts");

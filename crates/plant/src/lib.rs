@@ -27,4 +27,7 @@ mod sources;
 
 pub use plant::{Plant, PlantReader, WriteCapability};
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
-pub use sources::SourceStatus;
+pub use sources::{
+    BrowsedNode, OpcUaAccess, OpcUaAccessError, SKELETON_MAX_VARIABLES, Skeleton, SourceStatus,
+    TrustedCertificate,
+};

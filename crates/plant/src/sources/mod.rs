@@ -21,6 +21,12 @@
 mod modbus;
 mod mqtt;
 mod opcua;
+mod opcua_access;
+mod opcua_browse;
+mod opcua_client;
+
+pub use opcua_access::{OpcUaAccess, OpcUaAccessError, TrustedCertificate};
+pub use opcua_browse::{BrowsedNode, SKELETON_MAX_VARIABLES, Skeleton};
 pub(crate) mod payload;
 mod sparkplug;
 
@@ -413,25 +419,29 @@ fn opcua_pki_dir(store: &Store) -> std::path::PathBuf {
     }
 }
 
-/// Each source's broker or server password: `None` without one, the secret's value for a `/secret:`
-/// token, or why it cannot be had (the source then does not start).
+/// Each source's broker or server password (see [`password_of`]).
 async fn passwords_of(
     store: &Store,
     sources: &[(SourceSpec, Vec<Binding>)],
 ) -> HashMap<String, Result<Option<String>, String>> {
     let mut passwords = HashMap::with_capacity(sources.len());
     for (source, _) in sources {
-        let password = match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
-            None => Ok(None),
-            Some(name) => match store.secret(name).await {
-                Ok(Some(secret)) => Ok(Some(secret.expose().to_owned())),
-                Ok(None) => Err(format!("the password names secret {name:?}, which is not stored")),
-                Err(error) => Err(error.to_string()),
-            },
-        };
-        passwords.insert(source.name.clone(), password);
+        passwords.insert(source.name.clone(), password_of(store, source).await);
     }
     passwords
+}
+
+/// The broker or server password of `source`: `None` without one, the secret's value for a
+/// `/secret:` token, or why it cannot be had (the source then does not start).
+async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<String>, String> {
+    match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
+        None => Ok(None),
+        Some(name) => match store.secret(name).await {
+            Ok(Some(secret)) => Ok(Some(secret.expose().to_owned())),
+            Ok(None) => Err(format!("the password names secret {name:?}, which is not stored")),
+            Err(error) => Err(error.to_string()),
+        },
+    }
 }
 
 /// Each source of `model` with its bindings (the model expanded once, however many sources).

@@ -16,19 +16,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
-use opcua::client::{
-    ClientBuilder, DataChangeCallback, IdentityToken, Session, SessionConnectMode, SessionPollResult,
-};
-use opcua::crypto::SecurityPolicy;
+use opcua::client::{DataChangeCallback, Session, SessionConnectMode, SessionPollResult};
 use opcua::types::{
     AttributeId, DataChangeFilter, DataChangeTrigger, DataValue, DeadbandType, ExtensionObject,
-    MessageSecurityMode, MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId,
-    ReadValueId, StatusCode, TimestampsToReturn, Variant, VariantScalarTypeId, WriteValue,
+    MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId, ReadValueId, StatusCode,
+    TimestampsToReturn, Variant, VariantScalarTypeId, WriteValue,
 };
 use plant_model::{Quality, SourceSpec, TagType, TagValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::opcua_client::{self, CONNECT_TIMEOUT, is_untrusted, untrusted_advice, words};
 use super::{
     Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
     not_connected,
@@ -42,9 +40,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How long a session must live before its loss starts the back-off anew.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
-
-/// How long finding the server's endpoint, opening a session and subscribing may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Notifications waiting to be read into the plant; past this they are dropped and counted
 /// (a flood costs a count, never unbounded memory).
@@ -184,28 +179,10 @@ impl OpcUaSource {
             Ok(client) => client,
             Err(reason) => return Lost(reason),
         };
-        let identity = match &self.password {
-            Some(password) if !self.spec.username.is_empty() => {
-                IdentityToken::new_user_name(self.spec.username.clone(), password.clone())
-            }
-            _ => IdentityToken::new_anonymous(),
-        };
-        let (policy, mode) = security_of(&self.spec);
-        let endpoint = (self.spec.url.as_str(), policy.to_str(), mode);
-        let connected = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            client.connect_to_matching_endpoint(endpoint, identity),
-        )
-        .await;
-        let (session, event_loop) = match connected {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(error)) => return Lost(format!("cannot open a session with {}: {error}", self.spec.url)),
-            Err(_) => {
-                return Lost(format!(
-                    "{} did not open a session within {CONNECT_TIMEOUT:?}",
-                    self.spec.url
-                ));
-            }
+        let opened = opcua_client::open_session(&mut client, &self.spec, self.password.as_deref()).await;
+        let (session, event_loop) = match opened {
+            Ok(pair) => pair,
+            Err(reason) => return Lost(reason),
         };
         let (events_tx, mut events) = mpsc::channel(64);
         let polling = tokio::spawn(poll_events(event_loop.enter(), events_tx));
@@ -221,8 +198,11 @@ impl OpcUaSource {
         session: &Arc<Session>,
         events: &mut mpsc::Receiver<Event>,
     ) -> Lost {
-        if let Err(lost) = wait_for_connection(session, events).await {
-            return lost;
+        if let Err(refused) = wait_for_connection(session, events).await {
+            return match refused {
+                Refused::Untrusted => Lost(untrusted_advice(&self.spec, &self.pki_dir)),
+                Refused::Other(reason) => Lost(reason),
+            };
         }
         let (values_tx, mut values) = mpsc::channel(NOTIFICATION_QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
@@ -251,6 +231,14 @@ impl OpcUaSource {
                         }
                         self.set_connected(true);
                     }
+                    Some(Event::Failed(status)) => {
+                        let reason = if is_untrusted(status) {
+                            untrusted_advice(&self.spec, &self.pki_dir)
+                        } else {
+                            format!("cannot reconnect: {}", words(status))
+                        };
+                        self.note_error("connection", reason);
+                    }
                     Some(Event::Ended(reason)) => return Lost(reason),
                     None => return Lost("the session's event loop ended".to_owned()),
                 },
@@ -273,22 +261,15 @@ impl OpcUaSource {
     }
 
     fn client(&self) -> Result<opcua::client::Client, String> {
-        ClientBuilder::new()
-            .application_name("TServer")
-            .application_uri(format!("urn:tserver:opcua-source:{}", self.spec.name))
-            .product_uri("urn:tserver")
-            .pki_dir(&self.pki_dir)
-            .create_sample_keypair(true)
-            .trust_server_certs(true)
-            .session_retry_limit(-1)
-            // The task subscribes again itself on a new session (see `Event::Back`).
-            .recreate_subscriptions(false)
-            .session_retry_initial(FIRST_BACKOFF)
-            .session_retry_max(MAX_BACKOFF)
-            .keep_alive_interval(Duration::from_secs(5))
-            .session_name(format!("tserver {}", self.spec.name))
-            .client()
-            .map_err(|errors| format!("cannot set up the OPC UA client: {}", errors.join("; ")))
+        opcua_client::build(
+            opcua_client::client_builder(&self.spec, &self.pki_dir)
+                .session_retry_limit(-1)
+                // The task subscribes again itself on a new session (see `Event::Back`).
+                .recreate_subscriptions(false)
+                .session_retry_initial(FIRST_BACKOFF)
+                .session_retry_max(MAX_BACKOFF)
+                .keep_alive_interval(Duration::from_secs(5)),
+        )
     }
 
     /// Creates the subscription and a monitored item per bound tag; a node the server refuses
@@ -481,6 +462,8 @@ enum Event {
     Lost(StatusCode),
     /// The session is back: reactivated, or a new one (without the old subscription).
     Back { new_session: bool },
+    /// An attempt to connect failed; the client tries again.
+    Failed(StatusCode),
     /// The client gave the session up.
     Ended(String),
 }
@@ -494,6 +477,7 @@ async fn poll_events(
     while let Some(polled) = stream.next().await {
         let event = match polled {
             Ok(SessionPollResult::ConnectionLost(status)) => Event::Lost(status),
+            Ok(SessionPollResult::ReconnectFailed(status)) => Event::Failed(status),
             Ok(SessionPollResult::Reconnected(mode)) => Event::Back {
                 new_session: matches!(mode, SessionConnectMode::NewSession(_)),
             },
@@ -507,36 +491,36 @@ async fn poll_events(
     let _ = events.send(Event::Ended("the session ended".to_owned())).await;
 }
 
+/// Why a session did not come up.
+#[derive(Debug)]
+enum Refused {
+    /// The server's certificate is not trusted here (trying again cannot help until it is).
+    Untrusted,
+    Other(String),
+}
+
 /// Waits (at most [`CONNECT_TIMEOUT`]) for the event loop to bring the session up.
-async fn wait_for_connection(session: &Arc<Session>, events: &mut mpsc::Receiver<Event>) -> Result<(), Lost> {
+async fn wait_for_connection(
+    session: &Arc<Session>,
+    events: &mut mpsc::Receiver<Event>,
+) -> Result<(), Refused> {
     let ended = async {
         loop {
             match events.recv().await {
-                Some(Event::Ended(reason)) => return Lost(reason),
-                None => return Lost("the session's event loop ended".to_owned()),
+                Some(Event::Ended(reason)) => return Refused::Other(reason),
+                Some(Event::Failed(status)) if is_untrusted(status) => return Refused::Untrusted,
+                None => return Refused::Other("the session's event loop ended".to_owned()),
                 Some(_) => {}
             }
         }
     };
     tokio::select! {
-        lost = ended => Err(lost),
+        refused = ended => Err(refused),
         ready = tokio::time::timeout(CONNECT_TIMEOUT, session.wait_for_connection()) => match ready {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Lost("the session did not come up".to_owned())),
-            Err(_) => Err(Lost(format!("the session did not come up within {CONNECT_TIMEOUT:?}"))),
+            Ok(false) => Err(Refused::Other("the session did not come up".to_owned())),
+            Err(_) => Err(Refused::Other(format!("the session did not come up within {CONNECT_TIMEOUT:?}"))),
         },
-    }
-}
-
-/// The policy and mode `spec` asks for.
-fn security_of(spec: &SourceSpec) -> (SecurityPolicy, MessageSecurityMode) {
-    match (spec.security.as_str(), spec.mode.as_str()) {
-        ("Basic256Sha256", "Sign") => (SecurityPolicy::Basic256Sha256, MessageSecurityMode::Sign),
-        ("Basic256Sha256", _) => (
-            SecurityPolicy::Basic256Sha256,
-            MessageSecurityMode::SignAndEncrypt,
-        ),
-        _ => (SecurityPolicy::None, MessageSecurityMode::None),
     }
 }
 
@@ -624,12 +608,6 @@ fn tag_value(variant: &Variant, kind: TagType) -> Result<TagValue, String> {
         _ => None,
     };
     value.ok_or_else(|| format!("{variant:?} does not fit"))
-}
-
-/// A status code in words: its name and what it means.
-fn words(status: StatusCode) -> String {
-    let sub = status.sub_code();
-    format!("{} ({})", sub.name(), sub.description())
 }
 
 #[cfg(test)]

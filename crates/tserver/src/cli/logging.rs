@@ -1,5 +1,5 @@
 //! How `tserver` logs: the line format (text or JSON) and the filter (`RUST_LOG`, with rmcp's
-//! own lines off unless named).
+//! and async-opcua's own lines off unless named).
 
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::registry::LookupSpan;
@@ -38,18 +38,45 @@ where
     }
 }
 
-/// The log filter: `RUST_LOG` (default `info`), with rmcp's own lines off unless `RUST_LOG`
-/// names rmcp. rmcp logs what MCP clients send whole (their `clientInfo`, method names,
-/// request ids, notifications) at info, warn and error, and session ids at info; the HTTP
-/// surface logs what an operator needs of MCP itself, bounded.
+/// Libraries whose own lines are off unless `RUST_LOG` names them (a directive starting with
+/// the name on the left), and the log targets each covers.
+///
+/// rmcp logs what MCP clients send whole (their `clientInfo`, method names, request ids,
+/// notifications) at info, warn and error, and session ids at info; the HTTP surface logs what
+/// an operator needs of MCP itself, bounded. async-opcua logs every failed reconnect and
+/// refused certificate of every session, many a second while a server is away; the OPC UA
+/// source logs what an operator needs of it, at most once a minute.
+const QUIET_LIBRARIES: &[(&str, &[&str])] = &[
+    ("rmcp", &["rmcp"]),
+    (
+        "opcua",
+        &[
+            "opcua_client",
+            "opcua_core",
+            "opcua_crypto",
+            "opcua_types",
+            "opcua_nodes",
+        ],
+    ),
+];
+
+/// The log filter: `RUST_LOG` (default `info`), with the [`QUIET_LIBRARIES`] off unless
+/// `RUST_LOG` names them.
 pub fn log_filter(rust_log: Option<&str>) -> EnvFilter {
     let spec = rust_log.filter(|spec| !spec.trim().is_empty()).unwrap_or("info");
     let mut filter = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new("info"));
-    let names_rmcp = spec
-        .split(',')
-        .any(|directive| directive.trim_start().starts_with("rmcp"));
-    if !names_rmcp && let Ok(off) = "rmcp=off".parse() {
-        filter = filter.add_directive(off);
+    for (name, targets) in QUIET_LIBRARIES {
+        let named = spec
+            .split(',')
+            .any(|directive| directive.trim_start().starts_with(name));
+        if named {
+            continue;
+        }
+        for target in *targets {
+            if let Ok(off) = format!("{target}=off").parse() {
+                filter = filter.add_directive(off);
+            }
+        }
     }
     filter
 }
@@ -84,6 +111,7 @@ mod tests {
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!(target: "rmcp::service", "Service initialized as server");
             tracing::error!(target: "rmcp::transport::streamable_http_server", "Failed to serve session");
+            tracing::warn!(target: "opcua_client::session::event_loop", "Failed to connect to server");
             tracing::info!(target: "tserver::server", "listening");
             tracing::debug!(target: "tserver::server", "details");
         });
@@ -95,7 +123,7 @@ mod tests {
     }
 
     #[test]
-    fn rmcp_logs_nothing_unless_rust_log_names_it() {
+    fn rmcp_and_opcua_log_nothing_unless_rust_log_names_them() {
         assert_eq!(passed(None), ["tserver::server INFO"]);
         assert_eq!(passed(Some("info")), ["tserver::server INFO"]);
         assert_eq!(
@@ -110,6 +138,11 @@ mod tests {
                 "tserver::server INFO"
             ],
             "an operator naming rmcp gets what they named"
+        );
+        assert_eq!(
+            passed(Some("info,opcua=warn")),
+            ["opcua_client::session::event_loop WARN", "tserver::server INFO"],
+            "naming opcua lets every async-opcua crate speak"
         );
     }
 }

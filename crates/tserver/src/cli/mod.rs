@@ -134,8 +134,9 @@ pub enum Command {
         #[command(subcommand)]
         action: PlantAction,
     },
-    /// The plant's MQTT sources: those the plant file declares, and what the running server's
-    /// connections to them report.
+    /// The plant's sources (MQTT brokers, Modbus devices, OPC UA servers): those the plant file
+    /// declares, what the running server's connections to them report, and an OPC UA server's
+    /// certificate and address space.
     Sources {
         /// Where the solution is.
         #[command(flatten)]
