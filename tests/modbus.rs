@@ -51,6 +51,8 @@ struct Bank {
     unit_id: Option<u8>,
     /// Answers nothing at all (a device that hangs).
     mute: bool,
+    /// Answers register reads one register short (a broken gateway).
+    short: bool,
     /// Requests answered (with data or an exception), by function code.
     requests: HashMap<u8, u64>,
 }
@@ -65,6 +67,7 @@ impl Bank {
             failures: HashMap::new(),
             unit_id,
             mute: false,
+            short: false,
             requests: HashMap::new(),
         }
     }
@@ -107,11 +110,13 @@ impl Bank {
                 Response::ReadDiscreteInputs(self.discrete_inputs[span].to_vec())
             }
             Request::ReadHoldingRegisters(address, count) => {
-                let span = self.span(HoldingRegisters, address, count.into(), MAX_READ_REGISTERS)?;
+                let mut span = self.span(HoldingRegisters, address, count.into(), MAX_READ_REGISTERS)?;
+                span.end -= usize::from(self.short);
                 Response::ReadHoldingRegisters(self.holding_registers[span].to_vec())
             }
             Request::ReadInputRegisters(address, count) => {
-                let span = self.span(InputRegisters, address, count.into(), MAX_READ_REGISTERS)?;
+                let mut span = self.span(InputRegisters, address, count.into(), MAX_READ_REGISTERS)?;
+                span.end -= usize::from(self.short);
                 Response::ReadInputRegisters(self.input_registers[span].to_vec())
             }
             Request::WriteSingleCoil(address, value) => {
@@ -315,6 +320,11 @@ impl ModbusServer {
     /// Answers nothing while `mute` (a device that hangs), keeping its connections.
     pub fn set_mute(&self, mute: bool) {
         lock(&self.bank).mute = mute;
+    }
+
+    /// Answers every register read one register short while `short` (a broken gateway).
+    pub fn set_short(&self, short: bool) {
+        lock(&self.bank).short = short;
     }
 
     /// How many requests with `function` it answered (with data or an exception).

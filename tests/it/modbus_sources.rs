@@ -217,7 +217,7 @@ async fn every_table_and_format_reads_into_its_tag_in_few_requests() {
 }
 
 #[tokio::test]
-async fn exceptions_a_hung_device_and_a_lost_one_make_tags_bad_until_they_answer() {
+async fn exceptions_short_answers_a_hung_device_and_a_lost_one_make_tags_bad_until_they_answer() {
     let mut device = device().await;
     let solution = solution_on(&device);
     let runtime = Runtime::open(&solution.path).expect("opens");
@@ -239,6 +239,28 @@ async fn exceptions_a_hung_device_and_a_lost_one_make_tags_bad_until_they_answer
     );
     device.heal(Table::HoldingRegisters, 200);
     until(&runtime, "Line1.Batch", good(TagValue::Integer(7)), "Good again").await;
+
+    // Answers shorter than asked: the values they lack turn Bad and are counted, the rest
+    // read on.
+    device.set_short(true);
+    until(&runtime, "Line1.Speed", bad, "turned Bad on a short answer").await;
+    until(&runtime, "Line1.Batch", bad, "turned Bad on an empty answer").await;
+    let temp = runtime.objects().tag("Line1.Temp").expect("tag").current();
+    assert_eq!(temp.quality, Quality::GOOD, "the registers it got still read");
+    let status = &runtime.source_statuses()[0];
+    assert!(
+        status.connected && status.errors.get("bad_value").copied().unwrap_or(0) > 0,
+        "{status:?}"
+    );
+    device.set_short(false);
+    until(&runtime, "Line1.Batch", good(TagValue::Integer(7)), "Good again").await;
+    until(
+        &runtime,
+        "Line1.Speed",
+        good(TagValue::Number(21.5)),
+        "Good again",
+    )
+    .await;
 
     device.set_mute(true);
     until(

@@ -19,8 +19,8 @@ use modbus::{Encoded, FieldValue, Point, Read, Table};
 use plant_model::{Quality, SourceSpec, TagType, TagValue};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_modbus::client::{Context, Reader, Writer};
-use tokio_modbus::{ExceptionCode, Slave};
+use tokio_modbus::client::{Client, Context, Writer};
+use tokio_modbus::{ExceptionCode, Request, Response, Slave};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -194,27 +194,15 @@ impl ModbusSource {
         for position in 0..self.reads.len() {
             let read = &self.reads[position];
             let (table, start, count) = (read.table, read.start, read.count);
-            let answer = tokio::time::timeout(timeout, async {
-                match table {
-                    Table::Coils => context
-                        .read_coils(start, count)
-                        .await
-                        .map(|bits| bits.map(Answer::Bits)),
-                    Table::DiscreteInputs => context
-                        .read_discrete_inputs(start, count)
-                        .await
-                        .map(|bits| bits.map(Answer::Bits)),
-                    Table::InputRegisters => context
-                        .read_input_registers(start, count)
-                        .await
-                        .map(|words| words.map(Answer::Registers)),
-                    Table::HoldingRegisters => context
-                        .read_holding_registers(start, count)
-                        .await
-                        .map(|words| words.map(Answer::Registers)),
-                }
-            })
-            .await;
+            // `call` rather than the `Reader` methods: those assert (in debug builds) that
+            // the device answered as many values as asked, and a broken device may not.
+            let request = match table {
+                Table::Coils => Request::ReadCoils(start, count),
+                Table::DiscreteInputs => Request::ReadDiscreteInputs(start, count),
+                Table::InputRegisters => Request::ReadInputRegisters(start, count),
+                Table::HoldingRegisters => Request::ReadHoldingRegisters(start, count),
+            };
+            let answer = tokio::time::timeout(timeout, context.call(request)).await;
             match answer {
                 Err(_) => {
                     return Err(Lost(format!(
@@ -232,7 +220,18 @@ impl ModbusSource {
                         ),
                     );
                 }
-                Ok(Ok(Ok(answer))) => self.apply(position, &answer),
+                Ok(Ok(Ok(Response::ReadCoils(bits) | Response::ReadDiscreteInputs(bits)))) => {
+                    self.apply(position, &Answer::Bits(bits));
+                }
+                Ok(Ok(Ok(Response::ReadInputRegisters(words) | Response::ReadHoldingRegisters(words)))) => {
+                    self.apply(position, &Answer::Registers(words));
+                }
+                // `call` refuses an answer of another function; this is in case it ever does not.
+                Ok(Ok(Ok(other))) => {
+                    return Err(Lost(format!(
+                        "the device answered reading {table} from {start} with {other:?}"
+                    )));
+                }
             }
         }
         metrics::counter!(crate::telemetry::MODBUS_POLLS).increment(1);
