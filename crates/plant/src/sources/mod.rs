@@ -24,6 +24,7 @@ mod opcua;
 mod opcua_access;
 mod opcua_browse;
 mod opcua_client;
+mod reconnect;
 
 pub use opcua_access::{OpcUaAccess, OpcUaAccessError, TrustedCertificate};
 pub use opcua_browse::{BrowsedNode, SKELETON_MAX_VARIABLES, Skeleton};

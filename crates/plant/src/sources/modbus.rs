@@ -23,19 +23,12 @@ use tokio_modbus::client::{Client, Context, Writer};
 use tokio_modbus::{ExceptionCode, Request, Response, Slave};
 use tokio_util::sync::CancellationToken;
 
+use super::reconnect::{Backoff, pause_refusing_writes};
 use super::{
     Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
-    not_connected,
 };
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
-
-/// The first pause before connecting again, doubled after each failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// How long a connection must live before its loss starts the back-off anew.
-const STABLE_CONNECTION: Duration = Duration::from_secs(30);
 
 /// Every Modbus source's lines about refused answers together, at most one a minute each kind.
 static REFUSALS: RefusalLines = RefusalLines {
@@ -115,7 +108,7 @@ impl ModbusSource {
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         // Until the device answers, nothing of it is current.
         self.mark_bad(0..self.reads.len());
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new();
         loop {
             let started = Instant::now();
             let lost = tokio::select! {
@@ -127,22 +120,11 @@ impl ModbusSource {
             self.mark_bad(0..self.reads.len());
             self.note_error("connection", lost.0.clone());
             tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the Modbus device; its tags are Bad until it is back");
-            if started.elapsed() >= STABLE_CONNECTION {
-                backoff = FIRST_BACKOFF;
+            let pause = backoff.after(started.elapsed());
+            let source = (self.spec.name.as_str(), "device");
+            if !pause_refusing_writes(pause, &mut self.writes, source, &shutdown).await {
+                return;
             }
-            // Writes that come during the pause are refused at once (the flag is down).
-            let pause = tokio::time::sleep(backoff);
-            tokio::pin!(pause);
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = &mut pause => break,
-                    Some(write) = self.writes.recv() => {
-                        let _ = write.done.send(Err(FieldWriteError::Refused(not_connected(&self.spec.name, "device"))));
-                    }
-                }
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         self.connected.store(false, Ordering::Release);
     }

@@ -31,19 +31,12 @@ use tokio_util::sync::CancellationToken;
 use tserver_tls::rustls;
 
 use super::payload;
+use super::reconnect::Backoff;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
 use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
 use crate::log_text::{ClientText, LogBudget, MessageText};
 use crate::plant::Plant;
 use plant_model::{Quality, TagValue};
-
-/// The first pause before reconnecting, doubled after each failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// How long a connection must live before its loss starts the back-off anew: a broker that
-/// accepts and at once closes is failing, not recovering.
-const STABLE_CONNECTION: Duration = Duration::from_secs(30);
 
 /// The largest MQTT packet taken: a Sparkplug birth of many thousand metrics, with room for
 /// the topic and properties. The broker drops bigger ones for this client.
@@ -289,7 +282,7 @@ impl SourceTask {
         // Until the broker says otherwise, nothing of it is current.
         self.mark_bad(|_| true);
         let filters = self.filters();
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new();
         let mut connected = false;
         let mut connected_since: Option<Instant> = None;
         // The pause before the next connection attempt: writes are still answered during it
@@ -376,14 +369,10 @@ impl SourceTask {
                         self.mark_bad(|_| true);
                     }
                     self.note_error("connection", error.to_string());
-                    if connected_since
+                    let lasted = connected_since
                         .take()
-                        .is_some_and(|since| since.elapsed() >= STABLE_CONNECTION)
-                    {
-                        backoff = FIRST_BACKOFF;
-                    }
-                    reconnect_at = Some(tokio::time::Instant::now() + backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                        .map_or(Duration::ZERO, |since| since.elapsed());
+                    reconnect_at = Some(tokio::time::Instant::now() + backoff.after(lasted));
                 }
             }
         }

@@ -27,19 +27,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::opcua_client::{self, CONNECT_TIMEOUT, is_untrusted, untrusted_advice, words};
+use super::reconnect::{Backoff, pause_refusing_writes};
 use super::{
     Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
     not_connected,
 };
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
-
-/// The first pause before a new session, doubled after each failure up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
-/// How long a session must live before its loss starts the back-off anew.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
 
 /// Notifications waiting to be read into the plant; past this they are dropped and counted
 /// (a flood costs a count, never unbounded memory).
@@ -131,7 +125,7 @@ impl OpcUaSource {
     /// Opens sessions and reads and writes through them until `shutdown`.
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         self.mark_all_bad();
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new();
         loop {
             let started = Instant::now();
             let lost = tokio::select! {
@@ -142,19 +136,11 @@ impl OpcUaSource {
             self.mark_all_bad();
             self.note_error("connection", lost.0.clone());
             tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the OPC UA server; its tags are Bad until it is back");
-            if started.elapsed() >= STABLE_SESSION {
-                backoff = FIRST_BACKOFF;
+            let pause = backoff.after(started.elapsed());
+            let source = (self.spec.name.as_str(), "server");
+            if !pause_refusing_writes(pause, &mut self.writes, source, &shutdown).await {
+                return;
             }
-            let pause = tokio::time::sleep(backoff);
-            tokio::pin!(pause);
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = &mut pause => break,
-                    Some(write) = self.writes.recv() => self.refuse_write(write),
-                }
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         self.set_connected(false);
     }
@@ -266,8 +252,8 @@ impl OpcUaSource {
                 .session_retry_limit(-1)
                 // The task subscribes again itself on a new session (see `Event::Back`).
                 .recreate_subscriptions(false)
-                .session_retry_initial(FIRST_BACKOFF)
-                .session_retry_max(MAX_BACKOFF)
+                .session_retry_initial(Backoff::FIRST)
+                .session_retry_max(Backoff::MAX)
                 .keep_alive_interval(Duration::from_secs(5)),
         )
     }
