@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
         Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
         Some("modbus-bench") => bench::modbus_bench::measure(&args[1..]),
         Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),
-        Some("websocket-bench") => bench::websocket_client::measure(&args[1..]),
+        Some("websocket-bench") => bench::websocket_bench::measure(&args[1..]),
         Some("script-bench") => bench::script_bench::measure(&args[1..]),
         Some("store-bench") => bench::store_bench::measure(&args[1..]),
         Some("reference-server") => {

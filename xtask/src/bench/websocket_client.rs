@@ -1,8 +1,6 @@
-//! The WebSocket side of `cargo xtask bench` (`xtask websocket-bench ...`): browser-like
-//! clients of tserver's `/ws`, speaking the wire messages as canonical JSON text messages
-//! (tserver-proto's JSON functions), logged in by Hello as the bench's passwordless guest. It
-//! runs as its own process, built in the bench's profile like `tclient`, and prints one JSON
-//! report on standard output.
+//! Browser-like clients of tserver's `/ws` for `cargo xtask bench`, speaking the wire messages
+//! as canonical JSON text messages (tserver-proto's JSON functions), logged in by Hello as the
+//! bench's passwordless guest, and the call load they put on it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -16,8 +14,6 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tserver_proto::v1::{ClientFrame, Hello, Ping, ServerFrame, client_frame, server_frame};
 use tserver_proto::{Decoded, PROTOCOL_VERSION, decode_json, encode_json};
-
-use super::websocket_subscribers;
 
 /// How long one call or one login may take before it counts as failed.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
@@ -112,44 +108,9 @@ impl Socket {
     }
 }
 
-/// `xtask websocket-bench load|subscribe ...`: prints a JSON report.
-pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = match args {
-        [kind, http_addr, scenario, connections, count, seconds, warmup] if kind == "load" => {
-            let load = Load {
-                scenario: match scenario.as_str() {
-                    "ping" => LoadCall::Ping,
-                    query => LoadCall::Chat(query.to_owned()),
-                },
-                connections: connections.parse().context("CONNECTIONS")?,
-                count: count.parse().context("COUNT")?,
-                duration: Duration::try_from_secs_f64(seconds.parse().context("SECONDS")?)?,
-                warmup: Duration::try_from_secs_f64(warmup.parse().context("WARMUP")?)?,
-            };
-            runtime.block_on(load.run(http_addr))?
-        }
-        [kind, http_addr, pid, subscribers, tags, seconds] if kind == "subscribe" => {
-            runtime.block_on(websocket_subscribers::hold(&websocket_subscribers::Hold {
-                http_addr: http_addr.clone(),
-                tserver_pid: pid.parse().context("PID")?,
-                subscribers: subscribers.parse().context("SUBSCRIBERS")?,
-                tags: tags.parse().context("TAGS")?,
-                duration: Duration::try_from_secs_f64(seconds.parse().context("SECONDS")?)?,
-            }))?
-        }
-        _ => bail!(
-            "usage: xtask websocket-bench load HTTP_ADDR ping|QUERY CONNECTIONS COUNT SECONDS WARMUP_SECONDS \
-             | subscribe HTTP_ADDR TSERVER_PID SUBSCRIBERS TAGS SECONDS"
-        ),
-    };
-    println!("{report}");
-    Ok(())
-}
-
 /// What each call of a load is.
 #[derive(Debug, Clone)]
-enum LoadCall {
+pub(crate) enum LoadCall {
     Ping,
     /// A chat turn asking this.
     Chat(String),
@@ -170,12 +131,12 @@ impl LoadCall {
 /// Calls on `connections` WebSockets, one in flight each (as `tclient bench`), measured after
 /// `warmup` until `count` calls were measured or `duration` passed, whichever comes first.
 #[derive(Debug, Clone)]
-struct Load {
-    scenario: LoadCall,
-    connections: usize,
-    count: u64,
-    duration: Duration,
-    warmup: Duration,
+pub(crate) struct Load {
+    pub(crate) scenario: LoadCall,
+    pub(crate) connections: usize,
+    pub(crate) count: u64,
+    pub(crate) duration: Duration,
+    pub(crate) warmup: Duration,
 }
 
 /// What one connection of a load measured.
@@ -188,7 +149,7 @@ struct Measured {
 impl Load {
     /// Runs the load and reports as `tclient bench --json` does (calls, callsPerSecond,
     /// latencyUs, errors), so the same readers judge both.
-    async fn run(&self, http_addr: &str) -> anyhow::Result<Value> {
+    pub(crate) async fn run(&self, http_addr: &str) -> anyhow::Result<Value> {
         let sockets =
             futures::future::try_join_all((0..self.connections).map(|_| Socket::open(http_addr))).await?;
         let start = Instant::now();
