@@ -89,9 +89,13 @@ pub(super) async fn sources_command(
                 } else {
                     format!("{} rebirths asked", fields["rebirths_requested"])
                 };
+                let coalesced = match fields["coalesced"].as_u64() {
+                    Some(count) if count > 0 => format!(" ({count} replaced before they were read)"),
+                    _ => String::new(),
+                };
                 writeln!(
                     output,
-                    "{}{node}: {connected}, {} tags, {} messages read, {} writes, {activity}{when}",
+                    "{}{node}: {connected}, {} tags, {} messages read{coalesced}, {} writes, {activity}{when}",
                     report.name, fields["tags"], fields["messages"], fields["writes"],
                 )?;
                 if let Some(errors) = fields["errors"].as_object()
