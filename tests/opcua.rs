@@ -1,7 +1,9 @@
 //! A real OPC UA server for the tests: the `opcua-server-under-test` program (async-opcua's
-//! server) in a process of its own on a free loopback port, so a test can kill it (SIGKILL) and
-//! start it again on the same port with the same certificate. What it serves is named here, for
-//! the program and the tests alike.
+//! server) in a process of its own on a free loopback port, so a test can kill it (SIGKILL),
+//! stall it (SIGSTOP, SIGCONT) and start it again on the same port with the same certificate;
+//! it serves garbage on demand and, started with load variables, floods them with changes
+//! (the tests' flood, the benchmark's stream). What it serves is named here, for the program
+//! and the tests alike.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,52 @@ pub const NUMERIC_VALUE: f64 = 1.5;
 pub const GUID_ID: &str = "72962b91-fa75-4ae6-8d28-b404dc7daf63";
 /// What the GUID-id variable holds.
 pub const GUID_VALUE: f64 = 2.5;
+/// A Double holding [`GARBAGE_VALUE`], or what [`Garbage`] says.
+pub const GARBAGE: &str = "Line1.Garbage";
+/// What [`GARBAGE`] holds while it is [`Garbage::None`].
+pub const GARBAGE_VALUE: f64 = 3.5;
+/// The folder (under Objects) of the load variables: `ns=<idx>;s=Load`.
+pub const LOAD_FOLDER: &str = "Load";
+
+/// The name of load variable `index` (a Double, 0 until a load changes it): `Load.V00042`.
+pub fn load_variable(index: usize) -> String {
+    format!("{LOAD_FOLDER}.V{index:05}")
+}
+
+/// What load variable `index` holds once a load is over: its index, far below the times a
+/// load writes.
+pub fn load_final_value(index: usize) -> f64 {
+    index as f64
+}
+
+/// What [`GARBAGE`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Garbage {
+    /// [`GARBAGE_VALUE`], a good Double.
+    None,
+    /// NaN.
+    NaN,
+    /// A String where a Double belongs.
+    Text,
+}
+
+impl Garbage {
+    /// The word for it on the program's standard input (`garbage <word>`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::NaN => "nan",
+            Self::Text => "text",
+        }
+    }
+
+    /// The garbage of `word`, as [`Garbage::word`] writes it.
+    pub fn from_word(word: &str) -> Option<Self> {
+        [Self::None, Self::NaN, Self::Text]
+            .into_iter()
+            .find(|garbage| garbage.word() == word)
+    }
+}
 
 /// The status [`FLAKY`]'s value carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,15 +126,18 @@ pub struct OpcUaServerOptions {
     pub user: String,
     /// Its password.
     pub password: String,
+    /// How many load variables it serves ([`load_variable`]); 0: none.
+    pub load_variables: usize,
 }
 
 impl OpcUaServerOptions {
-    /// Runs `program` with user `operator`, password `secret`.
+    /// Runs `program` with user `operator`, password `secret`, no load variables.
     pub fn new(program: impl Into<PathBuf>) -> Self {
         Self {
             program: program.into(),
             user: "operator".to_owned(),
             password: "secret".to_owned(),
+            load_variables: 0,
         }
     }
 }
@@ -139,6 +190,8 @@ impl OpcUaServer {
             .arg(&self.options.user)
             .arg("--password")
             .arg(&self.options.password)
+            .arg("--load")
+            .arg(self.options.load_variables.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("creates the server log"))
@@ -202,10 +255,48 @@ impl OpcUaServer {
 
     /// Sets the status [`FLAKY`]'s value carries.
     pub fn set_flaky(&mut self, status: FlakyStatus) {
+        self.command(&format!("flaky {}", status.word()));
+    }
+
+    /// Sets what [`GARBAGE`] holds.
+    pub fn set_garbage(&mut self, garbage: Garbage) {
+        self.command(&format!("garbage {}", garbage.word()));
+    }
+
+    /// Starts a load: `rate` changes a second spread over the load variables in turn, each
+    /// value the time it was set (microseconds since the Unix epoch), `rate * seconds` changes
+    /// in all; then every variable is set to its [`load_final_value`]. A load already running
+    /// stops first.
+    pub fn load(&mut self, rate: u32, seconds: f64) {
+        self.command(&format!("load {rate} {seconds}"));
+    }
+
+    fn command(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("the server is running");
-        writeln!(stdin, "flaky {}", status.word())
+        writeln!(stdin, "{line}")
             .and_then(|()| stdin.flush())
             .expect("the server takes the command");
+    }
+
+    /// Stops the process (SIGSTOP): its connections stay open and nothing answers, as a server
+    /// that stalls mid-response.
+    pub fn pause(&mut self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused process go on (SIGCONT).
+    pub fn resume(&mut self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill (procps or util-linux) runs");
+        assert!(status.success(), "kill {signal} {} failed", child.id());
     }
 
     /// Where clients connect: `opc.tcp://127.0.0.1:PORT/`.

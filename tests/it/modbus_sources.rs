@@ -19,12 +19,7 @@ use tserver_tests::modbus::{ModbusServer, Table};
 fn solution_on(device: &ModbusServer) -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
-    let mut model = plant_model::read(
-        &admin(&["plant", &path, "export"], ""),
-        plant_model::Format::Toml,
-        "demo",
-    )
-    .expect("reads");
+    let mut model = solution.plant_model();
     model.sources.push(plant_model::SourceSpec {
         poll_interval: 50,
         timeout: 300,

@@ -223,13 +223,17 @@ async fn a_broker_restart_makes_its_tags_bad_then_they_recover_without_a_server_
     shutdown.cancel();
 }
 
-/// Waits until the source's status satisfies `wanted`.
-async fn until_status(runtime: &Runtime, wanted: impl Fn(&plant::SourceStatus) -> bool, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+/// Waits (bounded) until the first source's status satisfies `wanted`; returns it.
+pub(crate) async fn until_status(
+    runtime: &Runtime,
+    wanted: impl Fn(&plant::SourceStatus) -> bool,
+    what: &str,
+) -> plant::SourceStatus {
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let status = runtime.source_statuses().remove(0);
         if wanted(&status) {
-            return;
+            return status;
         }
         assert!(Instant::now() < deadline, "the source never {what}: {status:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;

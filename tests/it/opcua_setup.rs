@@ -200,7 +200,7 @@ async fn the_plant_skeleton_of_a_folder_imports_and_reads_live_values() {
     let skeleton = admin(&["sources", path, "browse", "plc", &folder, "--plant"], "");
     assert!(
         skeleton.starts_with(&format!(
-            "# Tags for the 8 variables under {folder} of {}.\n",
+            "# Tags for the 9 variables under {folder} of {}.\n",
             server.url()
         )),
         "{skeleton}"

@@ -1,7 +1,9 @@
 //! Live plant data from a real OPC UA server (the harness's async-opcua server): values of
 //! every kind of node id read into tags through a subscription, its status codes mapped to
-//! quality honestly, a killed server making tags Bad until it is back, Basic256Sha256 with a
-//! password from a secret, and writes sent with the Write service and shown once reported.
+//! quality honestly, a killed or stalled server making tags Bad until it is back, garbage
+//! values counted, a flood of changes costing counts and never the latest values,
+//! Basic256Sha256 with a password from a secret, and writes sent with the Write service and
+//! shown once reported.
 
 use std::time::{Duration, Instant};
 
@@ -11,34 +13,28 @@ use tokio_util::sync::CancellationToken;
 use tserver::{Runtime, ServerConfig};
 
 use crate::modbus_sources::{until_disconnected, write};
-use crate::mqtt_sources::until_connected;
+use crate::mqtt_sources::{until_connected, until_status};
 use crate::support::{Solution, TestServer, admin};
-use tserver_tests::opcua::{self as served, FlakyStatus, OpcUaServer, OpcUaServerOptions};
+use tserver_tests::opcua::{self as served, FlakyStatus, Garbage, OpcUaServer, OpcUaServerOptions};
 
 pub(crate) fn start_server() -> OpcUaServer {
-    OpcUaServer::start(OpcUaServerOptions::new(env!(
-        "CARGO_BIN_EXE_opcua-server-under-test"
-    )))
+    start_server_with_load(0)
 }
+
+/// A server with `load_variables` load variables besides the others.
+fn start_server_with_load(load_variables: usize) -> OpcUaServer {
+    OpcUaServer::start(OpcUaServerOptions {
+        load_variables,
+        ..OpcUaServerOptions::new(env!("CARGO_BIN_EXE_opcua-server-under-test"))
+    })
+}
+
+/// A tag bound to a node: its name, type, node id, and whether it is writable.
+type TagOnNode = (String, &'static str, String, bool);
 
 /// The demo plant with an OPC UA source `plc` at `server` (changed by `edit`) and tags of
 /// its own on each of the server's variables.
 pub(crate) fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_model::SourceSpec)) -> Solution {
-    let solution = Solution::demo();
-    let path = solution.path.to_str().expect("utf-8").to_owned();
-    let mut model = plant_model::read(
-        &admin(&["plant", &path, "export"], ""),
-        plant_model::Format::Toml,
-        "demo",
-    )
-    .expect("reads");
-    let mut source = plant_model::SourceSpec {
-        sampling_interval: 100,
-        publishing_interval: 100,
-        ..plant_model::SourceSpec::new("plc", server.url())
-    };
-    edit(&mut source);
-    model.sources.push(source);
     let ns = server.namespace_index();
     let node = |name: &str| server.node(name);
     let tags = [
@@ -63,6 +59,29 @@ pub(crate) fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_mod
         ),
         ("Line1.Mistyped", "bool", node(served::TEMP), false),
     ];
+    let tags = tags
+        .into_iter()
+        .map(|(name, kind, node, writable)| (name.to_owned(), kind, node, writable))
+        .collect();
+    solution_with_tags(server, edit, tags)
+}
+
+/// The demo plant with an OPC UA source `plc` at `server` (changed by `edit`) and `tags`.
+fn solution_with_tags(
+    server: &OpcUaServer,
+    edit: impl FnOnce(&mut plant_model::SourceSpec),
+    tags: Vec<TagOnNode>,
+) -> Solution {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let mut model = solution.plant_model();
+    let mut source = plant_model::SourceSpec {
+        sampling_interval: 100,
+        publishing_interval: 100,
+        ..plant_model::SourceSpec::new("plc", server.url())
+    };
+    edit(&mut source);
+    model.sources.push(source);
     let mut text = model.to_toml().expect("toml");
     for (name, kind, node, writable) in tags {
         let path = format!("Plant/{}", name.replace('.', "/"));
@@ -77,6 +96,14 @@ pub(crate) fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_mod
     solution
 }
 
+/// The solution opened in process with its sources started; they stop with the token.
+async fn sources_running(solution: &Solution) -> (Runtime, CancellationToken) {
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).await.expect("starts");
+    (runtime, shutdown)
+}
+
 /// Waits (bounded) until `tag` is as `wanted`; a failure shows the source's status too.
 pub(crate) async fn until(
     runtime: &Runtime,
@@ -84,7 +111,18 @@ pub(crate) async fn until(
     wanted: impl Fn(&TagValue, Quality) -> bool,
     what: &str,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    until_within(Duration::from_secs(30), runtime, tag, wanted, what).await;
+}
+
+/// [`until`], waiting at most `within`.
+async fn until_within(
+    within: Duration,
+    runtime: &Runtime,
+    tag: &str,
+    wanted: impl Fn(&TagValue, Quality) -> bool,
+    what: &str,
+) {
+    let deadline = Instant::now() + within;
     loop {
         let sample = runtime.objects().tag(tag).expect("in the plant").current();
         if wanted(&sample.value, sample.quality) {
@@ -130,9 +168,7 @@ async fn until_temp_changes(runtime: &Runtime, than: &TagValue) {
 async fn values_of_every_kind_of_node_id_flow_in_and_a_misfit_is_counted() {
     let server = start_server();
     let solution = solution_on(&server, |_| {});
-    let runtime = Runtime::open(&solution.path).expect("opens");
-    let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).await.expect("starts");
+    let (runtime, shutdown) = sources_running(&solution).await;
     until(&runtime, "Line1.Temp", good_number, "read").await;
     let first = runtime.objects().tag("Line1.Temp").expect("tag").current();
     until_temp_changes(&runtime, &first.value).await;
@@ -179,9 +215,7 @@ async fn values_of_every_kind_of_node_id_flow_in_and_a_misfit_is_counted() {
 async fn status_codes_map_to_quality_and_a_killed_server_makes_tags_bad_until_it_is_back() {
     let mut server = start_server();
     let solution = solution_on(&server, |_| {});
-    let runtime = Runtime::open(&solution.path).expect("opens");
-    let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).await.expect("starts");
+    let (runtime, shutdown) = sources_running(&solution).await;
     server.set_flaky(FlakyStatus::Good);
     until(&runtime, "Line1.Flaky", good_number, "Good").await;
     server.set_flaky(FlakyStatus::Uncertain);
@@ -236,17 +270,13 @@ async fn basic256sha256_with_a_password_from_a_secret_connects_and_a_wrong_one_d
     let path = solution.path.to_str().expect("utf-8");
     admin(&["secrets", path, "set", "PlcPassword"], &format!("{password}\n"));
     admin(&["sources", path, "trust", "plc"], "");
-    let runtime = Runtime::open(&solution.path).expect("opens");
-    let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).await.expect("starts");
+    let (runtime, shutdown) = sources_running(&solution).await;
     until_connected(&runtime).await;
     until(&runtime, "Line1.Temp", good_number, "read over SignAndEncrypt").await;
     shutdown.cancel();
 
     admin(&["secrets", path, "set", "PlcPassword"], "not-the-password\n");
-    let runtime = Runtime::open(&solution.path).expect("opens");
-    let shutdown = CancellationToken::new();
-    runtime.start_sources(&shutdown).await.expect("starts");
+    let (runtime, shutdown) = sources_running(&solution).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         let status = runtime.source_statuses().remove(0);
@@ -305,6 +335,175 @@ async fn writes_reach_the_server_show_once_reported_and_are_refused_while_it_is_
     assert_eq!(
         refused.error,
         "source \"plc\" is not connected to its server; nothing was written"
+    );
+    shutdown.cancel();
+}
+
+/// Waits (bounded) until the source has counted at least `count` values of kind `kind`.
+async fn until_refused(runtime: &Runtime, kind: &str, count: u64) {
+    let counted = |status: &plant::SourceStatus| status.errors.get(kind).copied().unwrap_or(0) >= count;
+    until_status(runtime, counted, &format!("counted {count} {kind}")).await;
+}
+
+#[tokio::test]
+async fn nan_and_a_string_for_a_number_make_the_tag_bad_keeping_its_value_and_are_counted() {
+    let mut server = start_server();
+    // Alone on its source, so every misfit counted is its own.
+    let tag = (
+        "Line1.Garbage".to_owned(),
+        "number",
+        server.node(served::GARBAGE),
+        false,
+    );
+    let solution = solution_with_tags(&server, |_| {}, vec![tag]);
+    let (runtime, shutdown) = sources_running(&solution).await;
+    let kept = TagValue::Number(served::GARBAGE_VALUE);
+    until(&runtime, "Line1.Garbage", good(kept.clone()), "read").await;
+    let before = runtime.source_statuses().remove(0);
+    let misfits = before.errors.get("wrong_type").copied().unwrap_or(0);
+
+    server.set_garbage(Garbage::NaN);
+    until_refused(&runtime, "wrong_type", misfits + 1).await;
+    let expected = kept.clone();
+    until(
+        &runtime,
+        "Line1.Garbage",
+        move |value, quality| *value == expected && quality == Quality::BAD,
+        "Bad keeping its value after NaN",
+    )
+    .await;
+
+    server.set_garbage(Garbage::Text);
+    until_refused(&runtime, "wrong_type", misfits + 2).await;
+    let sample = runtime.objects().tag("Line1.Garbage").expect("tag").current();
+    assert_eq!(
+        (sample.value.clone(), sample.quality),
+        (kept.clone(), Quality::BAD),
+        "a string for a number keeps the tag Bad with its value"
+    );
+
+    server.set_garbage(Garbage::None);
+    until(&runtime, "Line1.Garbage", good(kept), "Good again").await;
+    let status = runtime.source_statuses().remove(0);
+    assert!(status.connected, "{status:?}");
+    assert_eq!(
+        status.errors.get("wrong_type"),
+        Some(&(misfits + 2)),
+        "each counted once: {status:?}"
+    );
+    assert!(
+        status
+            .last_error
+            .as_ref()
+            .is_some_and(|(_, message)| message.contains("Line1.Garbage")),
+        "{status:?}"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_stalled_server_makes_tags_bad_and_they_come_back_when_it_goes_on() {
+    let mut server = start_server();
+    let solution = solution_on(&server, |_| {});
+    let (runtime, shutdown) = sources_running(&solution).await;
+    until(&runtime, "Line1.Temp", good_number, "read").await;
+    until(
+        &runtime,
+        "Line1.Name",
+        good(TagValue::Text(served::NAME_VALUE.into())),
+        "read",
+    )
+    .await;
+
+    // The connection stays open and nothing answers: only the keep-alive can tell.
+    server.pause();
+    let stalled = Duration::from_secs(60);
+    until_within(
+        stalled,
+        &runtime,
+        "Line1.Temp",
+        bad,
+        "Bad with the server stalled",
+    )
+    .await;
+    until(&runtime, "Line1.Name", bad, "Bad with the server stalled").await;
+    let kept = runtime.objects().tag("Line1.Temp").expect("tag").current();
+    assert!(
+        matches!(kept.value, TagValue::Number(_)),
+        "keeps its value: {kept:?}"
+    );
+    let status = runtime.source_statuses().remove(0);
+    assert!(
+        status.errors.get("connection").copied().unwrap_or(0) > 0,
+        "{status:?}"
+    );
+
+    server.resume();
+    let back = Duration::from_secs(90);
+    until_within(
+        back,
+        &runtime,
+        "Line1.Name",
+        good(TagValue::Text(served::NAME_VALUE.into())),
+        "Good once the server goes on (a value that does not change)",
+    )
+    .await;
+    until_temp_changes(&runtime, &kept.value).await;
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_flood_of_changes_costs_counts_and_the_latest_values_are_read() {
+    const VARIABLES: usize = 2_000;
+    const RATE: u32 = 20_000;
+    const SECONDS: f64 = 3.0;
+    let mut server = start_server_with_load(VARIABLES);
+    let tags = (0..VARIABLES)
+        .map(|index| {
+            let name = served::load_variable(index);
+            let node = server.node(&name);
+            (name, "number", node, false)
+        })
+        .collect();
+    let solution = solution_with_tags(&server, |_| {}, tags);
+    let (runtime, shutdown) = sources_running(&solution).await;
+    let every_first_value = |status: &plant::SourceStatus| status.messages >= VARIABLES as u64;
+    let before = until_status(&runtime, every_first_value, "read every first value").await;
+
+    server.load(RATE, SECONDS);
+    let last = served::load_variable(VARIABLES - 1);
+    until_within(
+        Duration::from_secs(60),
+        &runtime,
+        &last,
+        good(TagValue::Number(served::load_final_value(VARIABLES - 1))),
+        "read its final value",
+    )
+    .await;
+    for index in 0..VARIABLES {
+        let name = served::load_variable(index);
+        until(
+            &runtime,
+            &name,
+            good(TagValue::Number(served::load_final_value(index))),
+            "read its final value",
+        )
+        .await;
+    }
+    let after = runtime.source_statuses().remove(0);
+    assert!(after.connected, "{after:?}");
+    assert!(
+        after.errors.is_empty(),
+        "nothing refused, no connection lost: {after:?}"
+    );
+    let applied = after.messages - before.messages;
+    let coalesced = after.coalesced - before.coalesced;
+    // Each value read or replaced was one change of the server's (it may coalesce too, with a
+    // queue of one per item): the flood's, then one final value per variable.
+    let changes = (f64::from(RATE) * SECONDS) as u64 + VARIABLES as u64;
+    assert!(
+        applied >= VARIABLES as u64 && applied + coalesced <= changes,
+        "{applied} applied and {coalesced} coalesced of {changes} changes: {after:?}"
     );
     shutdown.cancel();
 }

@@ -38,6 +38,13 @@ impl Solution {
         Self { _dir: dir, path }
     }
 
+    /// Its plant as `tserver plant PATH export` writes it.
+    pub(crate) fn plant_model(&self) -> plant_model::PlantModel {
+        let path = self.path.to_str().expect("utf-8");
+        let exported = admin(&["plant", path, "export"], "");
+        plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads")
+    }
+
     /// `tserver init PATH`: no plant, no users.
     pub(crate) fn empty() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -107,6 +107,9 @@ pub struct SourceStatus {
     pub connected: bool,
     /// Messages read into the plant.
     pub messages: u64,
+    /// Values replaced by a newer one of the same tag before they were read (OPC UA: a flood
+    /// costs this count, never memory or the latest value).
+    pub coalesced: u64,
     /// Messages refused, by kind (`wrong_type`, `bad_json`, `too_large`, `not_text`,
     /// `unbound`, `bad_protobuf`, `bad_topic`, `unknown_alias`, `bad_metric`, `sequence_gap`,
     /// `too_many_nodes`) and connection failures (`connection`).
@@ -131,6 +134,7 @@ impl SourceStatus {
         serde_json::json!({
             "connected": self.connected,
             "messages": self.messages,
+            "coalesced": self.coalesced,
             "errors": self.errors,
             "last_error": self.last_error.as_ref().map(|(time, message)| {
                 serde_json::json!({"time": localai::iso8601_millis(*time), "message": message})

@@ -3,27 +3,34 @@
 //! deadband), each notification read into its tag, and operators' writes sent with the Write
 //! service in the node's own data type.
 //!
+//! Notifications are coalesced per tag: the subscription's callback keeps the latest value of
+//! each tag (a slot per tag, however fast the server sends) and wakes the task, which reads
+//! every pending value into the plant in one go; a value replaced before it was read is counted
+//! (`coalesced`), the latest is never lost.
+//!
 //! Quality: before the first notification and while the session is down every tag is Bad; a
 //! notification's status code maps by its severity to Good, Uncertain or Bad; a value that
 //! does not fit its tag's type makes the tag Bad. Each keeps its last value and that value's
 //! time. The client reconnects by itself and the task subscribes again on a new session (a
-//! restarted server); when the client gives up on a session the task starts a new one after a
-//! growing pause.
+//! restarted server); when the client gives up on a session, or the server leaves a keep-alive
+//! unanswered (it stalls with the connection open), the task starts a new one after a growing
+//! pause.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
-use opcua::client::{DataChangeCallback, Session, SessionConnectMode, SessionPollResult};
+use opcua::client::{DataChangeCallback, Session, SessionActivity, SessionConnectMode, SessionPollResult};
 use opcua::types::{
     AttributeId, DataChangeFilter, DataChangeTrigger, DataValue, DeadbandType, ExtensionObject,
     MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId, ReadValueId, StatusCode,
     TimestampsToReturn, Variant, VariantScalarTypeId, WriteValue,
 };
 use plant_model::{Quality, SourceSpec, TagType, TagValue};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::opcua_client::{self, CONNECT_TIMEOUT, is_untrusted, untrusted_advice, words};
@@ -35,9 +42,20 @@ use super::{
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
 
-/// Notifications waiting to be read into the plant; past this they are dropped and counted
-/// (a flood costs a count, never unbounded memory).
-const NOTIFICATION_QUEUE: usize = 8192;
+/// How long a request (the keep-alive's read among them) may wait for the server's answer; a
+/// keep-alive without one ends the session, so a server that stalls makes its tags Bad.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the client asks a quiet server whether it still runs.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// Monitored items created per request: many servers refuse more in one call (async-opcua's
+/// own limit is 1,000).
+const ITEMS_PER_CALL: usize = 1000;
+
+/// Notifications asked per publish response: async-opcua's client decodes arrays of at most
+/// 1,000 elements, so a larger response would fail; the server sends the rest right after.
+const NOTIFICATIONS_PER_PUBLISH: u32 = 1000;
 
 /// Every OPC UA source's lines about refused values together, at most one a minute each kind.
 static REFUSALS: RefusalLines = RefusalLines {
@@ -184,26 +202,25 @@ impl OpcUaSource {
         session: &Arc<Session>,
         events: &mut mpsc::Receiver<Event>,
     ) -> Lost {
-        if let Err(refused) = wait_for_connection(session, events).await {
+        if let Err(refused) = wait_for_connection(events).await {
             return match refused {
                 Refused::Untrusted => Lost(untrusted_advice(&self.spec, &self.pki_dir)),
                 Refused::Other(reason) => Lost(reason),
             };
         }
-        let (values_tx, mut values) = mpsc::channel(NOTIFICATION_QUEUE);
-        let dropped = Arc::new(AtomicU64::new(0));
-        if let Err(reason) = self
-            .subscribe(session, values_tx.clone(), Arc::clone(&dropped))
-            .await
-        {
+        let latest = Arc::new(Latest::new(self.tags.len()));
+        if let Err(reason) = self.subscribe(session, Arc::clone(&latest)).await {
             return Lost(reason);
         }
+        let mut batch = Vec::new();
         self.set_connected(true);
         tracing::info!(source = %self.spec.name, server = %self.spec.url, "connected to the OPC UA server");
         loop {
             tokio::select! {
                 event = events.recv() => match event {
                     Some(Event::Lost(status)) => {
+                        // Values from before the loss would make Bad tags Good again.
+                        latest.clear();
                         self.set_connected(false);
                         self.mark_all_bad();
                         self.note_error("connection", format!("connection lost: {}", words(status)));
@@ -211,7 +228,7 @@ impl OpcUaSource {
                     Some(Event::Back { new_session }) => {
                         // A new session has none of the old one's subscriptions.
                         if new_session
-                            && let Err(reason) = self.subscribe(session, values_tx.clone(), Arc::clone(&dropped)).await
+                            && let Err(reason) = self.subscribe(session, Arc::clone(&latest)).await
                         {
                             return Lost(reason);
                         }
@@ -228,12 +245,9 @@ impl OpcUaSource {
                     Some(Event::Ended(reason)) => return Lost(reason),
                     None => return Lost("the session's event loop ended".to_owned()),
                 },
-                Some((handle, value)) = values.recv() => {
-                    let lost = dropped.swap(0, Ordering::Relaxed);
-                    if lost > 0 {
-                        self.refuse("overflow", format!("{lost} notifications came faster than they could be read; dropped"));
-                    }
-                    self.apply(handle, value);
+                () = latest.filled.notified() => {
+                    let coalesced = latest.take(&mut batch);
+                    self.apply_all(&mut batch, coalesced);
                 }
                 Some(write) = self.writes.recv() => {
                     if self.connected.load(Ordering::Acquire) {
@@ -254,66 +268,75 @@ impl OpcUaSource {
                 .recreate_subscriptions(false)
                 .session_retry_initial(Backoff::FIRST)
                 .session_retry_max(Backoff::MAX)
-                .keep_alive_interval(Duration::from_secs(5)),
+                .keep_alive_interval(KEEP_ALIVE)
+                .request_timeout(REQUEST_TIMEOUT),
         )
     }
 
-    /// Creates the subscription and a monitored item per bound tag; a node the server refuses
-    /// makes its tag Bad.
-    async fn subscribe(
-        &mut self,
-        session: &Arc<Session>,
-        values: mpsc::Sender<(u32, DataValue)>,
-        dropped: Arc<AtomicU64>,
-    ) -> Result<(), String> {
-        let callback = DataChangeCallback::new(move |value, item| {
-            if values.try_send((item.client_handle(), value)).is_err() {
-                dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        });
+    /// Creates the subscription and a monitored item per bound tag, its notifications kept in
+    /// `latest`; a node the server refuses makes its tag Bad.
+    async fn subscribe(&mut self, session: &Arc<Session>, latest: Arc<Latest>) -> Result<(), String> {
+        let callback = DataChangeCallback::new(move |value, item| latest.put(item.client_handle(), value));
         let subscription = session
             .create_subscription(
                 Duration::from_millis(self.spec.publishing_interval),
                 60,
                 10,
-                0,
+                NOTIFICATIONS_PER_PUBLISH,
                 0,
                 true,
                 callback,
             )
             .await
             .map_err(|error| format!("cannot subscribe: {error}"))?;
-        let requests: Vec<MonitoredItemCreateRequest> = self
-            .tags
-            .iter()
-            .enumerate()
-            .map(|(position, bound)| monitored_item(position, bound))
-            .collect();
-        let created = session
-            .create_monitored_items(subscription, TimestampsToReturn::Both, requests)
-            .await
-            .map_err(|error| format!("cannot monitor the bound nodes: {error}"))?;
-        for (position, item) in created.iter().enumerate() {
-            let status = item.result.status_code;
-            if !status.is_good() {
-                let bound = &self.tags[position];
-                let message = format!(
-                    "tag {:?}: the server refused to monitor {}: {}",
-                    bound.tag,
-                    bound.node,
-                    words(status)
-                );
-                self.set_quality(position, Quality::BAD);
-                self.refuse("bad_node", message);
+        for first in (0..self.tags.len()).step_by(ITEMS_PER_CALL) {
+            let last = (first + ITEMS_PER_CALL).min(self.tags.len());
+            let requests: Vec<MonitoredItemCreateRequest> = (first..last)
+                .map(|position| monitored_item(position, &self.tags[position]))
+                .collect();
+            let created = session
+                .create_monitored_items(subscription, TimestampsToReturn::Both, requests)
+                .await
+                .map_err(|error| format!("cannot monitor the bound nodes: {error}"))?;
+            for (position, item) in (first..last).zip(&created) {
+                let status = item.result.status_code;
+                if !status.is_good() {
+                    let bound = &self.tags[position];
+                    let message = format!(
+                        "tag {:?}: the server refused to monitor {}: {}",
+                        bound.tag,
+                        bound.node,
+                        words(status)
+                    );
+                    self.set_quality(position, Quality::BAD);
+                    self.refuse("bad_node", message);
+                }
             }
         }
         Ok(())
     }
 
-    /// A notification for the tag at `handle - 1`.
-    fn apply(&mut self, handle: u32, value: DataValue) {
-        let Some(position) = (handle as usize).checked_sub(1).filter(|p| *p < self.tags.len()) else {
-            return;
+    /// Reads a batch of notifications into the plant (emptying `batch`) and counts them with
+    /// the `coalesced` values they replaced.
+    fn apply_all(&mut self, batch: &mut Vec<(usize, DataValue)>, coalesced: u64) {
+        let mut applied = 0;
+        for (position, value) in batch.drain(..) {
+            if self.apply(position, value) {
+                applied += 1;
+            }
+        }
+        if applied > 0 || coalesced > 0 {
+            self.board.update(self.index, |status| {
+                status.messages += applied;
+                status.coalesced += coalesced;
+            });
+        }
+    }
+
+    /// A notification for the tag at `position`; whether its value was read into the plant.
+    fn apply(&mut self, position: usize, value: DataValue) -> bool {
+        let Some(bound) = self.tags.get(position) else {
+            return false;
         };
         let quality = match value.status() {
             status if status.is_good() => Quality::GOOD,
@@ -324,17 +347,22 @@ impl OpcUaSource {
             .source_timestamp
             .or(value.server_timestamp)
             .map_or_else(SystemTime::now, |time| SystemTime::from(time.as_chrono()));
-        let bound = &self.tags[position];
         let converted = match &value.value {
             None | Some(Variant::Empty) if quality != Quality::GOOD => None,
             None | Some(Variant::Empty) => Some(Err("no value".to_owned())),
             Some(variant) => Some(tag_value(variant, bound.kind)),
         };
         match converted {
-            None => self.set_quality(position, quality),
+            None => {
+                self.set_quality(position, quality);
+                false
+            }
             Some(Ok(tag_value)) => match self.plant.write_at(&bound.tag, tag_value, quality, time) {
-                Ok(_) => self.board.update(self.index, |status| status.messages += 1),
-                Err(error) => self.note_error("wrong_type", error.to_string()),
+                Ok(_) => true,
+                Err(error) => {
+                    self.note_error("wrong_type", error.to_string());
+                    false
+                }
             },
             Some(Err(reason)) => {
                 let message = format!(
@@ -345,6 +373,7 @@ impl OpcUaSource {
                 );
                 self.set_quality(position, Quality::BAD);
                 self.refuse("wrong_type", message);
+                false
             }
         }
     }
@@ -441,6 +470,88 @@ impl OpcUaSource {
     }
 }
 
+/// The latest notification of each bound tag not yet read into the plant: filled by the
+/// subscription's callback, emptied by the task in one go.
+#[derive(Debug)]
+struct Latest {
+    slots: Mutex<Slots>,
+    /// Wakes the task when a slot fills while all were empty.
+    filled: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    /// A slot per bound tag, by position.
+    values: Vec<Option<DataValue>>,
+    /// The positions of the filled slots, in the order they filled.
+    positions: Vec<usize>,
+    /// Values replaced by a newer one before the task read them.
+    coalesced: u64,
+}
+
+impl Latest {
+    fn new(tags: usize) -> Self {
+        Self {
+            slots: Mutex::new(Slots {
+                values: (0..tags).map(|_| None).collect(),
+                positions: Vec::with_capacity(tags),
+                coalesced: 0,
+            }),
+            filled: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        // Slots changed in single steps: a panic elsewhere leaves them usable.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `value` as the latest of the tag at `handle - 1`; a handle the source did not
+    /// give is ignored.
+    fn put(&self, handle: u32, value: DataValue) {
+        let Some(position) = (handle as usize).checked_sub(1) else {
+            return;
+        };
+        let mut guard = self.lock();
+        let slots = &mut *guard;
+        let Some(slot) = slots.values.get_mut(position) else {
+            return;
+        };
+        if slot.replace(value).is_some() {
+            slots.coalesced += 1;
+            return;
+        }
+        slots.positions.push(position);
+        let first = slots.positions.len() == 1;
+        drop(guard);
+        if first {
+            self.filled.notify_one();
+        }
+    }
+
+    /// Moves every pending value into `batch` with its tag's position, in the order they came;
+    /// returns how many values were replaced unread since the last call.
+    fn take(&self, batch: &mut Vec<(usize, DataValue)>) -> u64 {
+        let mut guard = self.lock();
+        let slots = &mut *guard;
+        for position in slots.positions.drain(..) {
+            if let Some(value) = slots.values[position].take() {
+                batch.push((position, value));
+            }
+        }
+        std::mem::take(&mut slots.coalesced)
+    }
+
+    /// Forgets the pending values.
+    fn clear(&self) {
+        let mut guard = self.lock();
+        let slots = &mut *guard;
+        for position in slots.positions.drain(..) {
+            slots.values[position] = None;
+        }
+    }
+}
+
 /// What the session's event loop reports to the source.
 #[derive(Debug)]
 enum Event {
@@ -467,6 +578,11 @@ async fn poll_events(
             Ok(SessionPollResult::Reconnected(mode)) => Event::Back {
                 new_session: matches!(mode, SessionConnectMode::NewSession(_)),
             },
+            // The connection may look open while the server answers nothing (it stalls): the
+            // session is given up, so its tags turn Bad and a new one starts.
+            Ok(SessionPollResult::SessionActivity(SessionActivity::KeepAliveFailed(status))) => Event::Ended(
+                format!("the server did not answer its keep-alive: {}", words(status)),
+            ),
             Ok(_) => continue,
             Err(status) => Event::Ended(format!("the session ended: {}", words(status))),
         };
@@ -485,29 +601,28 @@ enum Refused {
     Other(String),
 }
 
-/// Waits (at most [`CONNECT_TIMEOUT`]) for the event loop to bring the session up.
-async fn wait_for_connection(
-    session: &Arc<Session>,
-    events: &mut mpsc::Receiver<Event>,
-) -> Result<(), Refused> {
-    let ended = async {
+/// Waits (at most [`CONNECT_TIMEOUT`]) for the event loop to bring the session up. Its first
+/// `Back` is taken here: the task would otherwise take it for a new session and subscribe a
+/// second time, every value then coming twice.
+async fn wait_for_connection(events: &mut mpsc::Receiver<Event>) -> Result<(), Refused> {
+    let connected = async {
         loop {
             match events.recv().await {
-                Some(Event::Ended(reason)) => return Refused::Other(reason),
-                Some(Event::Failed(status)) if is_untrusted(status) => return Refused::Untrusted,
-                None => return Refused::Other("the session's event loop ended".to_owned()),
-                Some(_) => {}
+                Some(Event::Back { .. }) => return Ok(()),
+                Some(Event::Ended(reason)) => return Err(Refused::Other(reason)),
+                Some(Event::Failed(status)) if is_untrusted(status) => return Err(Refused::Untrusted),
+                None => return Err(Refused::Other("the session's event loop ended".to_owned())),
+                Some(Event::Lost(_) | Event::Failed(_)) => {}
             }
         }
     };
-    tokio::select! {
-        refused = ended => Err(refused),
-        ready = tokio::time::timeout(CONNECT_TIMEOUT, session.wait_for_connection()) => match ready {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Refused::Other("the session did not come up".to_owned())),
-            Err(_) => Err(Refused::Other(format!("the session did not come up within {CONNECT_TIMEOUT:?}"))),
-        },
-    }
+    tokio::time::timeout(CONNECT_TIMEOUT, connected)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Refused::Other(format!(
+                "the session did not come up within {CONNECT_TIMEOUT:?}"
+            )))
+        })
 }
 
 /// The monitored item of the tag at `position` (its client handle is `position + 1`).

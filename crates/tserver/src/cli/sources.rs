@@ -135,9 +135,13 @@ async fn status(store: &Store, output: &mut String) -> anyhow::Result<()> {
         } else {
             format!("{} rebirths asked", fields["rebirths_requested"])
         };
+        let coalesced = match fields["coalesced"].as_u64() {
+            Some(count) if count > 0 => format!(" ({count} replaced before they were read)"),
+            _ => String::new(),
+        };
         writeln!(
             output,
-            "{}{node}: {connected}, {} tags, {} messages read, {} writes, {activity}{when}",
+            "{}{node}: {connected}, {} tags, {} messages read{coalesced}, {} writes, {activity}{when}",
             report.name, fields["tags"], fields["messages"], fields["writes"],
         )?;
         if let Some(errors) = fields["errors"].as_object()
