@@ -505,6 +505,7 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
     model.alarms.retain(|alarm| alarm.tag != "Motor1.Temperature");
     for tag in &mut model.tags {
         tag.writable |= tag.name == "Pump1.Mode";
+        tag.proposable |= tag.name == "Pump1.Mode";
     }
     std::fs::write(&plant, model.to_toml().expect("toml")).expect("writes");
     let plant = plant.to_str().expect("utf-8");
@@ -618,6 +619,22 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
     ))
     .await
     .expect("opens");
+    // Both keep which tags are proposable, as the runtime loads them.
+    let on_file = Store::open(&SolutionLocation::File(file.path.clone()))
+        .await
+        .expect("opens");
+    for store in [&on_file, &store] {
+        let proposable: Vec<String> = store
+            .plant_definitions()
+            .await
+            .expect("reads")
+            .tags
+            .into_iter()
+            .filter(|tag| tag.proposable)
+            .map(|tag| tag.name)
+            .collect();
+        assert_eq!(proposable, ["Pump1.Mode"]);
+    }
     let text = admin(&["tokens", &url, "create", "--user", "GUEST"], "");
     let user = store
         .verify_token(text.trim())

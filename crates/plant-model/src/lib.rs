@@ -348,13 +348,46 @@ priority = 5000
             errors(text, Format::Toml),
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
-                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, source, simulate",
+                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, source, simulate",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
                 "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message",
                 "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
+            ]
+        );
+    }
+
+    #[test]
+    fn proposable_tags_read_export_and_must_be_writable() {
+        let text = r#"
+[[tags]]
+name = "Tank1.InletValve"
+path = "Plant/Area1/Tank1/InletValve"
+type = "number"
+writable = true
+proposable = true
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Area1/Tank1/Level"
+type = "number"
+"#;
+        let model = read(text, Format::Toml, "f").expect("valid");
+        let proposable: Vec<bool> = model.tags.iter().map(|tag| tag.proposable).collect();
+        assert_eq!(proposable, [true, false]);
+        let exported = model.to_toml().expect("toml");
+        assert_eq!(exported.matches("proposable = true").count(), 1, "{exported}");
+        assert_eq!(read(&exported, Format::Toml, "f").expect("valid"), model);
+        let json = model.to_json().expect("json");
+        assert_eq!(read(&json, Format::Json, "f").expect("valid"), model);
+
+        let not_writable = text.replacen("writable = true\n", "", 1);
+        assert_eq!(
+            errors(&not_writable, Format::Toml),
+            [
+                "f:6:14: tags[0].proposable: an approved proposal is an operator's write: set writable = true too"
             ]
         );
     }

@@ -430,6 +430,10 @@ pub struct TagSpec {
     /// Whether operators may write it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub writable: bool,
+    /// Whether the assistant, MCP clients and scripts may propose a write of it for an
+    /// operator to approve (it must be writable: an approved proposal is an operator's write).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub proposable: bool,
     /// Where its values come from (the MQTT sources), when not from the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceBinding>,

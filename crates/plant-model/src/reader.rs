@@ -445,6 +445,7 @@ impl<'t> Reader<'t> {
         let history = self.boolean(&mut fields, "history").unwrap_or(true);
         let history_deadband = self.number(&mut fields, "history_deadband").unwrap_or(0.0);
         let writable = self.boolean(&mut fields, "writable").unwrap_or(false);
+        let proposable = self.boolean(&mut fields, "proposable").unwrap_or(false);
         let source = fields
             .get("source")
             .and_then(|node| self.source(node, &fields.field("source")));
@@ -496,6 +497,13 @@ impl<'t> Reader<'t> {
                 "cannot be negative",
             );
         }
+        if proposable && !writable {
+            self.error(
+                at("proposable"),
+                field("proposable"),
+                "an approved proposal is an operator's write: set writable = true too",
+            );
+        }
         self.done(
             fields,
             &[
@@ -510,6 +518,7 @@ impl<'t> Reader<'t> {
                 "history",
                 "history_deadband",
                 "writable",
+                "proposable",
                 "source",
                 "simulate",
             ],
@@ -526,6 +535,7 @@ impl<'t> Reader<'t> {
             history,
             history_deadband,
             writable,
+            proposable,
             source,
             simulate,
         })

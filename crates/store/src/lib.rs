@@ -66,11 +66,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -78,6 +78,7 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("schema_v5.sql"),
     include_str!("schema_v6.sql"),
     include_str!("schema_v7.sql"),
+    include_str!("schema_v8.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.

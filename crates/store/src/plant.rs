@@ -230,7 +230,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -251,6 +251,7 @@ pub(super) fn write_plant(
                 tag.history,
                 tag.history_deadband,
                 source,
+                tag.proposable,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -303,22 +304,24 @@ pub(super) fn write_plant(
     Ok(changes)
 }
 
-/// A `Tags` row as stored: Name, Path, Type, Units, Description, RangeLow, RangeHigh,
-/// InitialValue, Writable, History, HistoryDeadband, Source. Both backends read into it.
-pub(super) type TagRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<f64>,
-    Option<f64>,
-    Option<String>,
-    bool,
-    bool,
-    f64,
-    Option<String>,
-);
+/// A `Tags` row as stored (the columns of [`SELECT_TAGS`], in order). Both backends read
+/// into it.
+#[derive(Debug)]
+pub(super) struct TagRow {
+    pub(super) name: String,
+    pub(super) path: String,
+    pub(super) kind: String,
+    pub(super) unit: String,
+    pub(super) description: String,
+    pub(super) min: Option<f64>,
+    pub(super) max: Option<f64>,
+    pub(super) initial: Option<String>,
+    pub(super) writable: bool,
+    pub(super) history: bool,
+    pub(super) history_deadband: f64,
+    pub(super) source: Option<String>,
+    pub(super) proposable: bool,
+}
 
 /// An `AlarmDefinitions` row as stored: Name, Tag, Condition, LimitValue, Setpoint,
 /// ActiveWhen, Deadband, Priority, Message.
@@ -350,7 +353,7 @@ pub(super) struct PlantRows {
 /// The start of a `Tags` insert, in the SQL both backends speak (the values are each's own).
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
-    InitialValue, Writable, History, HistoryDeadband, Source)";
+    InitialValue, Writable, History, HistoryDeadband, Source, Proposable)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -358,14 +361,14 @@ pub(super) const UPDATE_TAGS: &str =
     RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
     InitialValue = excluded.InitialValue, Writable = excluded.Writable,
     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
-    Source = excluded.Source";
+    Source = excluded.Source, Proposable = excluded.Proposable";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
 /// See [`TagRow`].
 pub(super) const SELECT_TAGS: &str =
     "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-        Writable, History, HistoryDeadband, Source
+        Writable, History, HistoryDeadband, Source, Proposable
  FROM Tags ORDER BY Path";
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
@@ -453,20 +456,21 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
     let tags = connection
         .prepare(SELECT_TAGS)?
         .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                row.get(8)?,
-                row.get(9)?,
-                row.get(10)?,
-                row.get(11)?,
-            ))
+            Ok(TagRow {
+                name: row.get(0)?,
+                path: row.get(1)?,
+                kind: row.get(2)?,
+                unit: row.get(3)?,
+                description: row.get(4)?,
+                min: row.get(5)?,
+                max: row.get(6)?,
+                initial: row.get(7)?,
+                writable: row.get(8)?,
+                history: row.get(9)?,
+                history_deadband: row.get(10)?,
+                source: row.get(11)?,
+                proposable: row.get(12)?,
+            })
         })?
         .collect::<rusqlite::Result<_>>()?;
     let alarms = connection
@@ -511,7 +515,7 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
         folders,
     } = rows;
     let mut tags = Vec::with_capacity(tag_rows.len());
-    for (
+    for TagRow {
         name,
         path,
         kind,
@@ -524,7 +528,8 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
         history,
         history_deadband,
         source,
-    ) in tag_rows
+        proposable,
+    } in tag_rows
     {
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -554,6 +559,7 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
             history,
             history_deadband,
             writable,
+            proposable,
             source,
         });
     }

@@ -74,6 +74,8 @@ pub struct TagDefinition {
     pub range_high: Option<f64>,
     /// Whether operators may write it.
     pub writable: bool,
+    /// Whether a write of it may be proposed for an operator to approve.
+    pub proposable: bool,
     /// Whether its values are recorded.
     pub history: bool,
     /// The least change recorded.
@@ -197,6 +199,7 @@ impl ObjectModel {
                     range_low: tag.min,
                     range_high: tag.max,
                     writable: tag.writable,
+                    proposable: tag.proposable,
                     history: tag.history,
                     history_deadband: tag.history_deadband,
                     source: tag

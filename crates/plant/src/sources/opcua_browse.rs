@@ -304,6 +304,7 @@ impl OpcUaAccess {
             history: true,
             history_deadband: 0.0,
             writable: facts.access.is_some_and(|access| access & CURRENT_WRITE != 0),
+            proposable: false,
             source: Some(SourceBinding {
                 server: self.spec.name.clone(),
                 node: Some(variable.node.to_string()),

@@ -73,6 +73,7 @@ const TABLES: &[Table] = &[
             ("History", "History", Int),
             ("HistoryDeadband", "HistoryDeadband", Real),
             ("Source", "Source", Text),
+            ("Proposable", "Proposable", Int),
         ],
         identity: false,
     },

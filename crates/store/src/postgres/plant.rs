@@ -12,7 +12,7 @@ use super::PgStore;
 use crate::PlantChanges;
 use crate::SolutionError;
 use crate::plant::{
-    INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, UPDATE_TAGS,
+    INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS,
     canonical, changes_between, definitions_of_rows, invalid, model_json, model_of_definitions,
     model_of_json, stored_source, stored_type,
 };
@@ -48,20 +48,21 @@ impl PgStore {
             rows.motions.insert(self.get(&row, 0)?, motion);
         }
         for row in self.fetch(connection, SELECT_TAGS).await? {
-            rows.tags.push((
-                self.get(&row, 0)?,
-                self.get(&row, 1)?,
-                self.get(&row, 2)?,
-                self.get(&row, 3)?,
-                self.get(&row, 4)?,
-                self.get(&row, 5)?,
-                self.get(&row, 6)?,
-                self.get(&row, 7)?,
-                self.get::<i32>(&row, 8)? != 0,
-                self.get::<i32>(&row, 9)? != 0,
-                self.get(&row, 10)?,
-                self.get(&row, 11)?,
-            ));
+            rows.tags.push(TagRow {
+                name: self.get(&row, 0)?,
+                path: self.get(&row, 1)?,
+                kind: self.get(&row, 2)?,
+                unit: self.get(&row, 3)?,
+                description: self.get(&row, 4)?,
+                min: self.get(&row, 5)?,
+                max: self.get(&row, 6)?,
+                initial: self.get(&row, 7)?,
+                writable: self.get::<i32>(&row, 8)? != 0,
+                history: self.get::<i32>(&row, 9)? != 0,
+                history_deadband: self.get(&row, 10)?,
+                source: self.get(&row, 11)?,
+                proposable: self.get::<i32>(&row, 12)? != 0,
+            });
         }
         for row in self.fetch(connection, SELECT_ALARMS).await? {
             rows.alarms.push((
@@ -141,7 +142,8 @@ impl PgStore {
         let tags: Vec<TagSpec> = after.tags.iter().map(canonical).collect();
         let upsert_tags = format!(
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                 $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[])
+                 $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
+                 $13::integer[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
@@ -167,7 +169,12 @@ impl PgStore {
                 .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
                 .bind(tags.iter().map(|tag| i32::from(tag.history)).collect::<Vec<_>>())
                 .bind(tags.iter().map(|tag| tag.history_deadband).collect::<Vec<_>>())
-                .bind(sources),
+                .bind(sources)
+                .bind(
+                    tags.iter()
+                        .map(|tag| i32::from(tag.proposable))
+                        .collect::<Vec<_>>(),
+                ),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags
