@@ -36,6 +36,11 @@ pub const NUMERIC_VALUE: f64 = 1.5;
 pub const GUID_ID: &str = "72962b91-fa75-4ae6-8d28-b404dc7daf63";
 /// What the GUID-id variable holds.
 pub const GUID_VALUE: f64 = 2.5;
+/// A Double with an opaque node id of these bytes (`ns=<idx>;b=<base64>`, see
+/// [`OpcUaServer::opaque_node`]), holding [`OPAQUE_VALUE`].
+pub const OPAQUE_BYTES: &[u8] = b"Line1-Level";
+/// What the opaque-id variable holds.
+pub const OPAQUE_VALUE: f64 = 3.5;
 /// A Double holding [`GARBAGE_VALUE`], or what [`Garbage`] says.
 pub const GARBAGE: &str = "Line1.Garbage";
 /// What [`GARBAGE`] holds while it is [`Garbage::None`].
@@ -328,6 +333,15 @@ impl OpcUaServer {
     /// The node id of `name` (one of the `Line1.*` names above) as text: `ns=<idx>;s=<name>`.
     pub fn node(&self, name: &str) -> String {
         format!("ns={};s={name}", self.namespace_index)
+    }
+
+    /// The node id of the opaque-id variable as text: `ns=<idx>;b=<base64>`.
+    pub fn opaque_node(&self) -> String {
+        opcua::types::NodeId::new(
+            self.namespace_index,
+            opcua::types::ByteString::from(OPAQUE_BYTES.to_vec()),
+        )
+        .to_string()
     }
 }
 

@@ -18,15 +18,15 @@ use opcua::server::diagnostics::NamespaceMetadata;
 use opcua::server::node_manager::memory::{SimpleNodeManager, simple_node_manager};
 use opcua::server::{ANONYMOUS_USER_TOKEN_ID, ServerBuilder, ServerHandle, ServerUserToken};
 use opcua::types::{
-    DataTypeId, DataValue, DateTime, Guid, MessageSecurityMode, NodeId, QualifiedName, StatusCode,
-    VariableTypeId,
+    ByteString, DataTypeId, DataValue, DateTime, Guid, MessageSecurityMode, NodeId, QualifiedName,
+    StatusCode, VariableTypeId,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tserver_tests::opcua::{
     COUNT, FLAKY, FOLDER, FlakyStatus, GARBAGE, GARBAGE_VALUE, GUID_ID, GUID_VALUE, Garbage, LOAD_FOLDER,
-    NAME, NAME_VALUE, NAMESPACE_URI, NUMERIC_ID, NUMERIC_VALUE, RUNNING, SETPOINT, TEMP, listening_line,
-    load_final_value, load_variable,
+    NAME, NAME_VALUE, NAMESPACE_URI, NUMERIC_ID, NUMERIC_VALUE, OPAQUE_BYTES, OPAQUE_VALUE, RUNNING,
+    SETPOINT, TEMP, listening_line, load_final_value, load_variable,
 };
 
 /// The token id of the user name and password the server accepts.
@@ -190,7 +190,7 @@ fn add_variables(node_manager: &SimpleNodeManager, namespace: u16) -> anyhow::Re
         FOLDER,
         &NodeId::objects_folder_id(),
     );
-    let variables: [(NodeId, &str, DataTypeId, opcua::types::Variant, bool); 9] = [
+    let variables: [(NodeId, &str, DataTypeId, opcua::types::Variant, bool); 10] = [
         (id(TEMP), "Temp", DataTypeId::Double, 20.0.into(), false),
         (id(COUNT), "Count", DataTypeId::Int32, 0i32.into(), false),
         (id(RUNNING), "Running", DataTypeId::Boolean, true.into(), false),
@@ -216,6 +216,13 @@ fn add_variables(node_manager: &SimpleNodeManager, namespace: u16) -> anyhow::Re
             "Flow",
             DataTypeId::Double,
             GUID_VALUE.into(),
+            false,
+        ),
+        (
+            NodeId::new(namespace, ByteString::from(OPAQUE_BYTES.to_vec())),
+            "Level",
+            DataTypeId::Double,
+            OPAQUE_VALUE.into(),
             false,
         ),
     ];

@@ -200,7 +200,7 @@ async fn the_plant_skeleton_of_a_folder_imports_and_reads_live_values() {
     let skeleton = admin(&["sources", path, "browse", "plc", &folder, "--plant"], "");
     assert!(
         skeleton.starts_with(&format!(
-            "# Tags for the 9 variables under {folder} of {}.\n",
+            "# Tags for the 10 variables under {folder} of {}.\n",
             server.url()
         )),
         "{skeleton}"
@@ -232,6 +232,11 @@ async fn the_plant_skeleton_of_a_folder_imports_and_reads_live_values() {
             served::NUMERIC_ID
         ))
     );
+    let opaque = tag("Line1.Level")
+        .source
+        .as_ref()
+        .and_then(|source| source.node.clone());
+    assert_eq!(opaque, Some(server.opaque_node()));
 
     std::fs::write(&file, combined).expect("writes");
     admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");

@@ -57,6 +57,7 @@ pub(crate) fn solution_on(server: &OpcUaServer, edit: impl FnOnce(&mut plant_mod
             format!("ns={ns};g={}", served::GUID_ID),
             false,
         ),
+        ("Line1.ByOpaque", "number", server.opaque_node(), false),
         ("Line1.Mistyped", "bool", node(served::TEMP), false),
     ];
     let tags = tags
@@ -199,6 +200,13 @@ async fn values_of_every_kind_of_node_id_flow_in_and_a_misfit_is_counted() {
         "Line1.ByGuid",
         good(TagValue::Number(served::GUID_VALUE)),
         "read by its GUID id",
+    )
+    .await;
+    until(
+        &runtime,
+        "Line1.ByOpaque",
+        good(TagValue::Number(served::OPAQUE_VALUE)),
+        "read by its opaque id",
     )
     .await;
     until(&runtime, "Line1.Mistyped", bad, "stays Bad: a Double is no bool").await;
