@@ -515,3 +515,47 @@ async fn a_flood_of_changes_costs_counts_and_the_latest_values_are_read() {
     );
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn a_tags_own_deadband_and_sampling_interval_reach_the_server() {
+    let server = start_server();
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let mut model = solution.plant_model();
+    model.sources.push(plant_model::SourceSpec {
+        sampling_interval: 100,
+        publishing_interval: 100,
+        ..plant_model::SourceSpec::new("plc", server.url())
+    });
+    // Temp moves by at most 0.5 a tick between 15 and 25: only changes past 4 are reported.
+    let text = format!(
+        "{}\n[[tags]]\nname = \"Line1.Coarse\"\npath = \"Plant/Line1/Coarse\"\ntype = \"number\"\n\
+         source = {{ server = \"plc\", node = \"{}\", deadband = 4.0, sampling_interval = 50 }}\n",
+        model.to_toml().expect("toml"),
+        server.node(served::TEMP)
+    );
+    let file = solution.path.with_file_name("plc.toml");
+    std::fs::write(&file, text).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    let (runtime, shutdown) = sources_running(&solution).await;
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen: Vec<f64> = Vec::new();
+    while seen.len() < 4 {
+        let sample = runtime.objects().tag("Line1.Coarse").expect("tag").current();
+        if let (TagValue::Number(value), Quality::GOOD) = (&sample.value, sample.quality)
+            && seen.last() != Some(value)
+        {
+            seen.push(*value);
+        }
+        assert!(Instant::now() < deadline, "only {seen:?} reported");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for pair in seen.windows(2) {
+        assert!(
+            (pair[1] - pair[0]).abs() > 4.0,
+            "a change within the deadband was reported: {seen:?}"
+        );
+    }
+    shutdown.cancel();
+}
