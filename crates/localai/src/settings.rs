@@ -431,6 +431,9 @@ impl ModelOptions {
     pub const HISTORIAN_TOOLS: u32 = 0x10;
     /// 0x20: tools the solution registers.
     pub const CUSTOM_TOOLS: u32 = 0x20;
+    /// 0x40: proposal tools, off by default: the model may propose a write or an alarm
+    /// acknowledgement for an operator to approve; a proposal acts on nothing.
+    pub const PROPOSALS: u32 = 0x40;
     /// 0x80 EnableChatHistory: chat turns use the per-connection transcript cache.
     pub const CHAT_HISTORY: u32 = 0x80;
 

@@ -253,7 +253,7 @@ pub enum RegistrationError {
     #[error("tool name '{0}' is reserved: names starting with 'runtime_' belong to the runtime")]
     Reserved(String),
     /// The category is not exactly one tool bit.
-    #[error("tool '{name}' has category {category:#04x}; use one of 0x04, 0x08, 0x10, 0x20")]
+    #[error("tool '{name}' has category {category:#04x}; use one of 0x04, 0x08, 0x10, 0x20, 0x40")]
     InvalidCategory {
         /// The tool.
         name: String,
@@ -263,11 +263,12 @@ pub enum RegistrationError {
 }
 
 /// The tool categories, in catalog order.
-pub const CATEGORIES: [u32; 4] = [
+pub const CATEGORIES: [u32; 5] = [
     ModelOptions::UNS_TOOLS,
     ModelOptions::ALARM_TOOLS,
     ModelOptions::HISTORIAN_TOOLS,
     ModelOptions::CUSTOM_TOOLS,
+    ModelOptions::PROPOSALS,
 ];
 
 /// Every tool a solution has, from which each turn's catalog is assembled.
@@ -277,7 +278,7 @@ pub struct ToolCatalog {
     /// The tools offered under each set of open categories asked for so far, kept until the
     /// next registration: a turn takes its catalog as one shared slice instead of copying
     /// every tool (five reference counts each) out of the list. At most one entry per set of
-    /// the four category bits.
+    /// the five category bits.
     offered: RwLock<Vec<(u32, Arc<[ToolDefinition]>)>>,
 }
 
@@ -439,6 +440,7 @@ mod tests {
             ("alarms", ModelOptions::ALARM_TOOLS),
             ("history", ModelOptions::HISTORIAN_TOOLS),
             ("custom", ModelOptions::CUSTOM_TOOLS),
+            ("propose", ModelOptions::PROPOSALS),
         ] {
             catalog.register(echo(name, category)).expect("registers");
         }
@@ -521,7 +523,7 @@ mod tests {
             let offered: Vec<String> = catalog().offered(options).iter().map(|t| t.name().to_owned()).collect();
             let master = bits & ModelOptions::ENABLE_RUNTIME_MCP != 0;
             let mut expected = Vec::new();
-            for (name, bit) in [("uns_a", 0x04), ("uns_b", 0x04), ("alarms", 0x08), ("history", 0x10), ("custom", 0x20)] {
+            for (name, bit) in [("uns_a", 0x04), ("uns_b", 0x04), ("alarms", 0x08), ("history", 0x10), ("custom", 0x20), ("propose", 0x40)] {
                 if master && bits & bit != 0 {
                     expected.push(name.to_owned());
                 }
