@@ -5,7 +5,8 @@
 //!   service. The server and the scripts both act through it.
 //! - [`objects`] is the object model, [`historian`] the history queue, [`simulator`] the
 //!   simulated motion, [`tools`] the assistant's runtime tools, [`scripts`] the host that runs
-//!   the solution's scripts, [`tag_writes`] the checked write every writer goes through.
+//!   the solution's scripts, [`tag_writes`] the checked write every writer goes through,
+//!   [`proposals`] the actions proposed for an operator to decide.
 //!
 //! Invariants: this crate opens no listening socket and knows no protobuf (the wire is
 //! `tserver`'s); it holds no SQL (every statement is the `store` crate's); a value, an alarm or
@@ -15,6 +16,7 @@
 pub mod historian;
 pub mod log_text;
 pub mod objects;
+pub mod proposals;
 pub mod scripts;
 pub mod simulator;
 pub mod tag_writes;

@@ -8,6 +8,7 @@
 //! `{"ok": false, "error": {"type", "message", "details", "retryable"}}`; success is
 //! `{"ok": true, "result": ...}`.
 
+mod caller;
 mod schema;
 
 use std::future::Future;
@@ -20,6 +21,7 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 
 use crate::settings::ModelOptions;
+pub use caller::ToolCaller;
 pub use schema::validate_arguments;
 
 /// The most one tool call may take, whichever transport asked (the chat path gives less when
