@@ -23,7 +23,10 @@ pub(crate) async fn call(runtime: &Runtime, name: &str, arguments: Value) -> Res
         .find(|tool| tool.name() == name)
         .cloned()
         .unwrap_or_else(|| panic!("{name} is offered"));
-    tool.invoke(arguments).await
+    let caller = localai::tools::ToolCaller::Script {
+        script: "RuntimeToolsTest".into(),
+    };
+    tool.invoke(arguments, caller).await
 }
 
 async fn ok(runtime: &Runtime, name: &str, arguments: Value) -> Value {

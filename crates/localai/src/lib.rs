@@ -84,6 +84,8 @@ pub struct ChatCaller {
     pub client_guid: Uuid,
     /// The user logged in on that connection when the turn arrived.
     pub user_name: Arc<str>,
+    /// The turn's number on that connection, from 1 (what a proposal names it by).
+    pub turn: u64,
 }
 
 /// A chat turn as [`LocalAi::execute_chat`] starts it.
@@ -449,6 +451,7 @@ mod tests {
         let caller = ChatCaller {
             client_guid: Uuid::new_v4(),
             user_name: Arc::from("operator"),
+            turn: 1,
         };
         let one = service.execute_chat(&caller, "one");
         let two = service.execute_chat(&caller, "two");
@@ -482,6 +485,7 @@ mod tests {
         let caller = ChatCaller {
             client_guid: Uuid::new_v4(),
             user_name: Arc::from("operator"),
+            turn: 1,
         };
         for json in [
             service.execute_atomic("hello").await,

@@ -394,18 +394,20 @@ impl Runtime {
         Ok(self.tools.offered(options))
     }
 
-    /// Runs one tool call for a client, as a chat turn's dispatch runs it: an unknown or
-    /// unoffered tool and bad arguments are tool failures, not errors of the call.
+    /// Runs one tool call for `caller` (a client, an MCP session), as a chat turn's dispatch
+    /// runs it: an unknown or unoffered tool and bad arguments are tool failures, not errors of
+    /// the call.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Value,
+        caller: localai::tools::ToolCaller,
     ) -> Result<Result<Value, ToolError>, ToolsClosed> {
         let offered = self.offered_tools().await?;
         Ok(match offered.iter().find(|tool| tool.name() == name) {
             Some(tool) => {
                 let started = std::time::Instant::now();
-                let outcome = tool.call(arguments, localai::tools::TOOL_TIMEOUT).await;
+                let outcome = tool.call(arguments, caller, localai::tools::TOOL_TIMEOUT).await;
                 // The tool's own name (from the catalog), never the caller's text.
                 localai::telemetry::tool_ran(tool.name(), "client", outcome.is_ok(), started.elapsed());
                 outcome

@@ -27,7 +27,7 @@ use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsParser, SettingsRow};
-use crate::tools::{SuccessContent, TOOL_TIMEOUT, ToolDefinition, ToolError, unknown_tool};
+use crate::tools::{SuccessContent, TOOL_TIMEOUT, ToolCaller, ToolDefinition, ToolError, unknown_tool};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
 use preview::AnswerPreview;
@@ -196,6 +196,7 @@ impl TurnEnd {
 /// A turn as it was asked: the query (after the `OnBeforeChat` hooks), the settings read when
 /// it arrived, and when it started (its budget counts from there).
 struct TurnRequest {
+    caller: ChatCaller,
     query: ChatQuery,
     settings: Arc<ModelSettings>,
     options: ModelOptions,
@@ -222,6 +223,8 @@ struct TurnContext<'a> {
     preview_text: bool,
     /// The secrets the endpoint was resolved with, scrubbed from whatever is shown.
     redactions: &'a Redactions,
+    /// Who the turn's tool calls are made for.
+    caller: ToolCaller,
 }
 
 /// A turn that passed the gates: who asked, the settings it runs with, the query, and its
@@ -331,6 +334,7 @@ impl ChatPath {
             .run("OnBeforeChat", query.user.clone(), &mut warnings)
             .await;
         let request = TurnRequest {
+            caller: caller.clone(),
             query: ChatQuery {
                 user: user_text,
                 ..query
@@ -407,6 +411,11 @@ impl ChatPath {
             progress: request.progress.as_ref(),
             preview_text: self.after_reply.is_empty(),
             redactions: &redactions,
+            caller: ToolCaller::ChatTurn {
+                connection: request.caller.client_guid,
+                user: Arc::clone(&request.caller.user_name),
+                turn: request.caller.turn,
+            },
         };
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(
@@ -555,6 +564,7 @@ impl ChatPath {
             progress,
             preview_text,
             redactions,
+            caller: _,
         } = context;
         let names: Vec<&str> = tools.iter().map(ToolDefinition::name).collect();
         // The same for every POST of the turn: the history only grows when the turn ends.
@@ -662,6 +672,7 @@ impl ChatPath {
             deadline,
             progress,
             redactions,
+            caller,
             ..
         } = context;
         let known = |name: &str| tools.iter().any(|tool| tool.name() == name);
@@ -691,7 +702,7 @@ impl ChatPath {
                         arguments: redactions.scrub(&call.arguments.as_json()),
                     });
                 }
-                let (entry, message) = dispatch(call, tools, *deadline).await;
+                let (entry, message) = dispatch(call, tools, caller, *deadline).await;
                 if let Some(feed) = progress {
                     feed.event(ChatProgress::ToolFinished {
                         name: redactions.scrub(&entry.name),
@@ -797,6 +808,7 @@ fn system_message(with_tools: bool, extra: Option<&str>) -> Cow<'static, str> {
 async fn dispatch(
     call: ToolCall,
     tools: &[ToolDefinition],
+    caller: &ToolCaller,
     deadline: Instant,
 ) -> (ToolTraceEntry, HistoryMessage) {
     let started_at = SystemTime::now();
@@ -812,7 +824,9 @@ async fn dispatch(
             let left = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(TOOL_DEADLINE_MARGIN);
-            let outcome = tool.call(arguments.clone(), TOOL_TIMEOUT.min(left)).await;
+            let outcome = tool
+                .call(arguments.clone(), caller.clone(), TOOL_TIMEOUT.min(left))
+                .await;
             crate::telemetry::tool_ran(tool.name(), "chat", outcome.is_ok(), started.elapsed());
             (arguments, outcome)
         }

@@ -31,7 +31,7 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The future a tool handler returns.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 
-type Handler = dyn Fn(Value) -> ToolFuture + Send + Sync;
+type Handler = dyn Fn(Value, ToolCaller) -> ToolFuture + Send + Sync;
 
 /// A structured tool failure, fed back to the model as a tool result.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +150,23 @@ impl ToolDefinition {
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
+        Self::with_caller(name, category, description, parameters, move |arguments, _| {
+            handler(arguments)
+        })
+    }
+
+    /// Like [`new`](Self::new), for a tool whose handler needs to know who calls it.
+    pub fn with_caller<F, Fut>(
+        name: &str,
+        category: u32,
+        description: &str,
+        parameters: Value,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(Value, ToolCaller) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+    {
         let spec = json!({"type": "function", "function": {
             "name": name, "description": description, "parameters": &parameters
         }});
@@ -161,7 +178,7 @@ impl ToolDefinition {
             spec: Arc::from(spec.to_string()),
             category,
             read_only: false,
-            handler: Arc::new(move |arguments| Box::pin(handler(arguments)) as ToolFuture),
+            handler: Arc::new(move |arguments, caller| Box::pin(handler(arguments, caller)) as ToolFuture),
         }
     }
 
@@ -201,17 +218,22 @@ impl ToolDefinition {
         &self.spec
     }
 
-    /// Validates `arguments` against the schema, then runs the handler.
-    pub async fn invoke(&self, arguments: Value) -> Result<Value, ToolError> {
+    /// Validates `arguments` against the schema, then runs the handler for `caller`.
+    pub async fn invoke(&self, arguments: Value, caller: ToolCaller) -> Result<Value, ToolError> {
         self.schema.check(&arguments)?;
-        (self.handler)(arguments).await
+        (self.handler)(arguments, caller).await
     }
 
     /// One call as every transport runs it (the chat path, MCP, the framed protocol): the
     /// arguments checked, the handler given at most `limit`, a panic isolated and reported as
     /// an `internal` failure, a timeout as a retryable `timeout`.
-    pub async fn call(&self, arguments: Value, limit: Duration) -> Result<Value, ToolError> {
-        let run = AssertUnwindSafe(self.invoke(arguments)).catch_unwind();
+    pub async fn call(
+        &self,
+        arguments: Value,
+        caller: ToolCaller,
+        limit: Duration,
+    ) -> Result<Value, ToolError> {
+        let run = AssertUnwindSafe(self.invoke(arguments, caller)).catch_unwind();
         match tokio::time::timeout(limit, run).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => {
@@ -383,6 +405,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn script() -> ToolCaller {
+        ToolCaller::Script {
+            script: "Test".into(),
+        }
+    }
+
     fn echo(name: &str, category: u32) -> ToolDefinition {
         ToolDefinition::new(
             name,
@@ -397,10 +425,13 @@ mod tests {
     async fn a_call_checks_its_arguments_and_survives_slow_and_panicking_handlers() {
         let fine = echo("fine", ModelOptions::UNS_TOOLS);
         assert_eq!(
-            fine.call(json!({"tag": "x"}), TOOL_TIMEOUT).await,
+            fine.call(json!({"tag": "x"}), script(), TOOL_TIMEOUT).await,
             Ok(json!({"tag": "x"}))
         );
-        let refused = fine.call(json!({}), TOOL_TIMEOUT).await.expect_err("refused");
+        let refused = fine
+            .call(json!({}), script(), TOOL_TIMEOUT)
+            .await
+            .expect_err("refused");
         assert_eq!(refused.kind, "invalid_arguments");
         let slow = ToolDefinition::new(
             "slow",
@@ -413,7 +444,7 @@ mod tests {
             },
         );
         let timed_out = slow
-            .call(json!({}), Duration::from_millis(20))
+            .call(json!({}), script(), Duration::from_millis(20))
             .await
             .expect_err("timed out");
         assert_eq!((timed_out.kind.as_str(), timed_out.retryable), ("timeout", true));
@@ -427,11 +458,38 @@ mod tests {
                 Ok(arguments)
             },
         );
-        let failed = broken.call(json!({}), TOOL_TIMEOUT).await.expect_err("isolated");
+        let failed = broken
+            .call(json!({}), script(), TOOL_TIMEOUT)
+            .await
+            .expect_err("isolated");
         assert_eq!((failed.kind.as_str(), failed.retryable), ("internal", false));
         let unknown = unknown_tool(&[fine, slow]);
         assert_eq!(unknown.kind, "unknown_tool");
         assert!(unknown.message.ends_with("fine, slow"), "{}", unknown.message);
+    }
+
+    #[tokio::test]
+    async fn a_tool_made_with_its_caller_is_told_who_calls() {
+        let who = ToolDefinition::with_caller(
+            "who",
+            ModelOptions::PROPOSALS,
+            "Says who calls it.",
+            json!({"type": "object"}),
+            |_, caller: ToolCaller| async move { Ok(json!(caller.describe())) },
+        );
+        let turn = ToolCaller::ChatTurn {
+            connection: uuid::Uuid::from_u128(1),
+            user: "alice".into(),
+            turn: 4,
+        };
+        assert_eq!(
+            who.call(json!({}), turn, TOOL_TIMEOUT).await,
+            Ok(json!("the assistant (turn 4, asked by alice)"))
+        );
+        assert_eq!(
+            who.call(json!({}), script(), TOOL_TIMEOUT).await,
+            Ok(json!("script Test"))
+        );
     }
 
     fn catalog() -> ToolCatalog {
@@ -473,10 +531,10 @@ mod tests {
     async fn invoke_validates_arguments_and_errors_have_the_canonical_shape() {
         let tool = echo("echo", ModelOptions::UNS_TOOLS);
         assert_eq!(
-            tool.invoke(json!({"tag": "Pump1.FlowRate"})).await,
+            tool.invoke(json!({"tag": "Pump1.FlowRate"}), script()).await,
             Ok(json!({"tag": "Pump1.FlowRate"}))
         );
-        let error = tool.invoke(json!({})).await.expect_err("missing tag");
+        let error = tool.invoke(json!({}), script()).await.expect_err("missing tag");
         assert_eq!(error.kind, "invalid_arguments");
         let content = error.to_content();
         assert_eq!(content["ok"], false);

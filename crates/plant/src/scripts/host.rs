@@ -80,7 +80,14 @@ impl RuntimeScriptHost {
             .get(name)
             .ok_or_else(|| HostError(format!("the runtime tool {name} is not registered")))?;
         self.handle
-            .block_on(tool.call(arguments, localai::tools::TOOL_TIMEOUT))
+            .block_on(tool.call(
+                arguments,
+                // The script API's reads do not say which script reads; reading tools never ask.
+                localai::tools::ToolCaller::Script {
+                    script: Arc::from("solution scripts"),
+                },
+                localai::tools::TOOL_TIMEOUT,
+            ))
             .map_err(|error| {
                 HostError(
                     error.to_content()["error"]["message"]

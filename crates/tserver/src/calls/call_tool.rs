@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use localai::tools::{ToolError, success_content};
+use localai::tools::{ToolCaller, ToolError, success_content};
 use serde_json::Value;
 use tserver_proto::v1::{CallToolReply, CallToolRequest, server_frame};
 
@@ -16,15 +16,23 @@ const MAX_ARGUMENTS_BYTES: usize = 64 * 1024;
 /// the connection's reading loop).
 pub(crate) fn apply(
     request: CallToolRequest,
+    context: &super::ConnectionContext,
     runtime: &Runtime,
 ) -> impl Future<Output = server_frame::Body> + Send + 'static {
     let runtime = runtime.clone();
+    let caller = ToolCaller::Client {
+        connection: context.guid,
+        user: context.login.as_ref().map_or_else(
+            || std::sync::Arc::from(""),
+            |login| std::sync::Arc::clone(&login.name),
+        ),
+    };
     async move {
         let arguments = match arguments(&request.arguments_json) {
             Ok(arguments) => arguments,
             Err(error) => return reply(Err(error)),
         };
-        match runtime.call_tool(&request.name, arguments).await {
+        match runtime.call_tool(&request.name, arguments, caller).await {
             Ok(outcome) => reply(outcome),
             Err(closed) => super::list_tools::closed(closed).into_body(),
         }

@@ -219,6 +219,8 @@ pub(crate) struct CallState {
     cancellable: Cancellable,
     /// The live tag subscriptions, and their update frames on their way out.
     pub(crate) subscriptions: Subscriptions,
+    /// The chat turns asked on the connection so far (a turn's number is the count with it).
+    chat_turns: u64,
 }
 
 impl CallState {
@@ -229,6 +231,7 @@ impl CallState {
             chat_streams: ChatStreams::new(max_frame),
             cancellable: Cancellable::default(),
             subscriptions: Subscriptions::default(),
+            chat_turns: 0,
         }
     }
 
@@ -277,7 +280,7 @@ impl CallState {
                     .await
                     .unwrap_or_else(CallError::into_body),
             ),
-            Call::CallTool(request) => Apply::later(Ok(call_tool::apply(request, runtime))),
+            Call::CallTool(request) => Apply::later(Ok(call_tool::apply(request, &self.context, runtime))),
             Call::Browse(request) => Apply::Now(
                 browse::apply(&request, &runtime.plant().reader().objects())
                     .unwrap_or_else(CallError::into_body),
@@ -294,9 +297,11 @@ impl CallState {
                 CallError::new(ErrorCode::Unauthenticated, "log in with Hello first").into_body(),
             );
         };
+        self.chat_turns += 1;
         let caller = localai::ChatCaller {
             client_guid: self.context.guid,
             user_name: Arc::clone(&login.name),
+            turn: self.chat_turns,
         };
         match chat::apply(
             call_id,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use localai::tools::success_content_text;
+use localai::tools::{ToolCaller, success_content_text};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -43,6 +43,30 @@ fn caller(context: &RequestContext<RoleServer>) -> Option<TokenUser> {
         .extensions
         .get::<TokenUser>()
         .cloned()
+}
+
+/// The most characters of an MCP client's own name kept (it is the client's text).
+const CLIENT_NAME_CHARS: usize = 64;
+
+/// The tool caller of a request: its session, the token's user and the client's own name.
+fn tool_caller(context: &RequestContext<RoleServer>) -> Option<ToolCaller> {
+    let user = caller(context)?;
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    let session = parts
+        .headers
+        .get(super::sessions::SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    let client: String = context
+        .peer
+        .peer_info()
+        .map(|info| info.client_info.name.chars().take(CLIENT_NAME_CHARS).collect())
+        .unwrap_or_default();
+    Some(ToolCaller::Mcp {
+        session: Arc::from(session),
+        user: Arc::from(user.user.as_str()),
+        client: Arc::from(client.as_str()),
+    })
 }
 
 impl ServerHandler for RuntimeMcp {
@@ -88,13 +112,13 @@ impl ServerHandler for RuntimeMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if caller(&context).is_none() {
+        let Some(caller) = tool_caller(&context) else {
             return Err(ErrorData::invalid_request("no verified caller", None));
-        }
+        };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let outcome = self
             .runtime
-            .call_tool(&request.name, arguments)
+            .call_tool(&request.name, arguments, caller)
             .await
             .map_err(|error| closed(&error))?;
         let counted = if outcome.is_ok() { "ok" } else { "error" };

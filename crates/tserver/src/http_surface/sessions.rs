@@ -24,7 +24,7 @@ use plant::log_text::LogBudget;
 use store::TokenUser;
 
 /// The header naming an existing session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Seconds a refused client is told to wait.
 const RETRY_AFTER_SECONDS: &str = "5";
