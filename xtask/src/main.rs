@@ -12,6 +12,8 @@
 //!   compares with, or the minimal relay of a 1-tool turn's POSTs (both run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
 //! - `modbus-bench ...`: the polling side of the Modbus scenario (run by `bench`).
+//! - `opcua-bench ...`: the OPC UA server and both clients of the OPC UA scenario (run by
+//!   `bench`).
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
 //! - `websocket-bench ...`: the WebSocket clients of the `/ws` scenarios (run by `bench`).
@@ -35,6 +37,7 @@ fn main() -> anyhow::Result<()> {
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
         Some("modbus-bench") => bench::modbus_bench::measure(&args[1..]),
+        Some("opcua-bench") => bench::opcua_bench::measure(&args[1..]),
         Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),
         Some("websocket-bench") => bench::websocket_bench::measure(&args[1..]),
         Some("script-bench") => bench::script_bench::measure(&args[1..]),

@@ -152,3 +152,32 @@ pub(crate) fn llm_stats(url: &str) -> anyhow::Result<scripted_llm::Stats> {
     let body = reply.split("\r\n\r\n").nth(1).context("no body")?;
     scripted_llm::Stats::from_json(&serde_json::from_str(body)?).context("not stats")
 }
+
+/// Opens `solution` in process and starts its sources; returns once its first source has read
+/// `values` values (at most 120 s). The sources stop with the token.
+pub(crate) async fn source_reading(
+    solution: &Path,
+    values: u64,
+) -> anyhow::Result<(tserver::Runtime, tokio_util::sync::CancellationToken)> {
+    let plant = tserver::Runtime::open(solution)?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    plant.start_sources(&shutdown).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let status = plant
+            .source_statuses()
+            .into_iter()
+            .next()
+            .context("the bench source")?;
+        if status.messages >= values {
+            return Ok((plant, shutdown));
+        }
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "the source read {} of {values} values in 120 s: {status:?}",
+                status.messages
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -27,6 +27,7 @@ mod latencies;
 pub(crate) mod mcp_bench;
 pub(crate) mod modbus_bench;
 pub(crate) mod mqtt_bench;
+pub(crate) mod opcua_bench;
 mod panel_load;
 mod ping;
 mod plan;
@@ -54,7 +55,7 @@ pub(crate) struct BenchOptions {
     pub(crate) smoke: bool,
     /// Also measure chat turns against this model URL.
     pub(crate) llm_url: Option<String>,
-    /// Run only these scenarios (`--only websocket|modbus`).
+    /// Run only these scenarios (`--only websocket|modbus|opcua`).
     pub(crate) only: Option<Only>,
 }
 
@@ -65,6 +66,8 @@ pub(crate) enum Only {
     Websocket,
     /// One Modbus device's registers polled.
     Modbus,
+    /// One OPC UA server's variables streaming changes.
+    OpcUa,
 }
 
 impl BenchOptions {
@@ -78,11 +81,14 @@ impl BenchOptions {
                 "--only" => match args.next().map(String::as_str) {
                     Some("websocket") => options.only = Some(Only::Websocket),
                     Some("modbus") => options.only = Some(Only::Modbus),
-                    other => bail!("--only {other:?}: the scenarios that run alone are: websocket, modbus"),
+                    Some("opcua") => options.only = Some(Only::OpcUa),
+                    other => {
+                        bail!("--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua")
+                    }
                 },
                 other => {
                     bail!(
-                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus"
+                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua"
                     )
                 }
             }
@@ -122,6 +128,11 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     };
     build(
         &["-p", "tserver", "-p", "tclient", "-p", "scripted-llm", "--bins"],
+        options.smoke,
+    )?;
+    // The OPC UA scenario's server: the tests' own, in the same profile.
+    build(
+        &["-p", "tserver-tests", "--bin", "opcua-server-under-test"],
         options.smoke,
     )?;
     let bin = target_dir.join(profile);
@@ -247,6 +258,9 @@ fn run_scenarios(
         Some(Only::Modbus) => {
             return modbus_bench::judge(&bench.bin, &bench.out_dir, plan.modbus, results, verdicts);
         }
+        Some(Only::OpcUa) => {
+            return opcua_bench::judge(&bench.bin, &bench.out_dir, plan.opcua, results, verdicts);
+        }
         None => {}
     }
     let reference_ping = ping::run(bench, results, verdicts)?;
@@ -274,6 +288,7 @@ fn run_scenarios(
     browser_scenarios(bench, servers, plan, results, verdicts)?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;
     modbus_bench::judge(&bench.bin, &bench.out_dir, plan.modbus, results, verdicts)?;
+    opcua_bench::judge(&bench.bin, &bench.out_dir, plan.opcua, results, verdicts)?;
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
     store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use tserver_tests::modbus::ModbusServer;
 
+use super::harness::source_reading;
 use super::report::Results;
 use super::verdicts::{self, Verdicts};
 use crate::processes::{cpu_seconds, measuring_side, run_quietly};
@@ -121,9 +121,7 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
     let seconds: f64 = seconds.parse()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(async {
-        let plant = tserver::Runtime::open(Path::new(solution))?;
-        let shutdown = CancellationToken::new();
-        plant.start_sources(&shutdown).await?;
+        let (plant, shutdown) = source_reading(Path::new(solution), registers).await?;
         let status = || {
             plant
                 .source_statuses()
@@ -131,17 +129,6 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
                 .next()
                 .context("the bench source")
         };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while status()?.messages < registers {
-            if Instant::now() > deadline {
-                bail!(
-                    "the source read {} of {registers} values in 120 s: {:?}",
-                    status()?.messages,
-                    status()?
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         let pid = std::process::id();
         let before = status()?;
         let (cpu, started) = (cpu_seconds(pid).unwrap_or(0.0), Instant::now());

@@ -4,6 +4,7 @@
 use super::failover_bench::FailoverPlan;
 use super::modbus_bench::ModbusPlan;
 use super::mqtt_bench::MqttPlan;
+use super::opcua_bench::OpcUaPlan;
 use super::script_bench::ScriptPlan;
 use super::store_bench::StorePlan;
 use super::websocket_subscribers::SubscriberPlan;
@@ -44,6 +45,8 @@ pub(crate) struct Plan {
     pub(crate) panel_loads: usize,
     /// One Modbus device's registers polled.
     pub(crate) modbus: ModbusPlan,
+    /// One OPC UA server's variables streaming changes.
+    pub(crate) opcua: OpcUaPlan,
 }
 
 /// The full run, release binaries on a quiet machine.
@@ -90,6 +93,14 @@ pub(crate) const FULL: Plan = Plan {
         registers: 10_000,
         seconds: 10.0,
     },
+    // Every variable changes once a second: each change is its own notification (none
+    // coalesced by the server's queue of one per item at 100 ms publishing), as in a plant of
+    // many slow tags, and 10,000 monitored items take ten create requests.
+    opcua: OpcUaPlan {
+        variables: 10_000,
+        rate: 10_000,
+        seconds: 5.0,
+    },
 };
 
 /// A few seconds in all, with debug binaries: proves the harness works (CI), measures nothing.
@@ -135,5 +146,10 @@ pub(crate) const SMOKE: Plan = Plan {
     modbus: ModbusPlan {
         registers: 500,
         seconds: 2.0,
+    },
+    opcua: OpcUaPlan {
+        variables: 200,
+        rate: 1_000,
+        seconds: 1.0,
     },
 };

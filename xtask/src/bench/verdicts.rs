@@ -116,6 +116,16 @@ pub(crate) const MODBUS_CYCLE: Target = Target::at_most("<= 100 ms", 100.0);
 /// Milliseconds of tserver CPU per poll cycle of 10,000 registers at 1 s: 5% of a core.
 pub(crate) const MODBUS_CPU: Target = Target::at_most("<= 50 ms (5% of a core at 1 s)", 50.0);
 
+/// OPC UA changes/s applied by tserver's source over a bare async-opcua client's, same items
+/// and parameters, same stream.
+pub(crate) const OPCUA_INGEST: Target = Target::at_least(">= 0.8x bare client", 0.8);
+/// tserver's CPU per OPC UA change over the bare client's: decoding is the same, what tserver
+/// adds (the slot, the plant's value) may cost as much again.
+pub(crate) const OPCUA_CPU: Target = Target::at_most("<= 2x bare client", 2.0);
+/// Microseconds a value's p99 age in ReadTags may exceed its p99 age at the bare client's
+/// callback (both mostly the server's publishing interval).
+pub(crate) const OPCUA_FRESHNESS: Target = Target::at_most("<= bare client's p99 + 5 ms", 5_000.0);
+
 /// One row of the table.
 #[derive(Debug)]
 struct Verdict {
