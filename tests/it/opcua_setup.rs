@@ -104,7 +104,7 @@ async fn an_untrusted_server_is_refused_until_trust_takes_its_certificate() {
 
 #[tokio::test]
 async fn browse_lists_what_the_server_offers_and_says_what_is_wrong() {
-    let server = start_server();
+    let mut server = start_server();
     let solution = solution_on(&server, |_| {});
     let path = solution.path.to_str().expect("utf-8");
 
@@ -172,6 +172,19 @@ async fn browse_lists_what_the_server_offers_and_says_what_is_wrong() {
         error.to_string(),
         "the plant has no source named \"plant\" (its sources: plc)"
     );
+
+    // A server that is away is said to be so at once, by both commands.
+    server.kill();
+    for command in ["browse", "trust"] {
+        let error = try_admin(&["sources", path, command, "plc"], "").expect_err("away");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("cannot reach {}", server.url()))
+                && error.to_string().contains("refused"),
+            "{command}: {error}"
+        );
+    }
 }
 
 #[tokio::test]

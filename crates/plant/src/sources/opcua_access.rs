@@ -125,8 +125,11 @@ impl OpcUaAccess {
     /// `expected`; takes it out of `rejected/` where a refused connection left it. Makes the
     /// source's own certificate if it has none yet.
     pub async fn trust(&self, expected: Option<&str>) -> Result<TrustedCertificate, OpcUaAccessError> {
-        let client = opcua_client::build(opcua_client::client_builder(&self.spec, &self.pki_dir))
-            .map_err(|reason| self.unreachable(reason))?;
+        // One try: an engineer at a terminal wants to hear at once that the server is away.
+        let client = opcua_client::build(
+            opcua_client::client_builder(&self.spec, &self.pki_dir).session_retry_limit(0),
+        )
+        .map_err(|reason| self.unreachable(reason))?;
         let endpoints = tokio::time::timeout(
             CONNECT_TIMEOUT,
             client.get_server_endpoints_from_url(self.spec.url.as_str()),
