@@ -12,7 +12,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let descriptors = protox::compile([&proto_file], [&proto_dir])?;
     let encoded = descriptors.encode_to_vec();
-    prost_build::Config::new().compile_fds(descriptors)?;
+    // A decision's reply holds a whole proposal: boxed, so every ServerFrame is not as large.
+    prost_build::Config::new()
+        .boxed(".tserver.v1.DecideProposalReply.proposal")
+        .compile_fds(descriptors)?;
     // Unknown fields are ignored, as protobuf's binary decoding ignores them, so an older
     // server still reads a newer client's messages.
     pbjson_build::Builder::new()

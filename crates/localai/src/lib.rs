@@ -107,6 +107,8 @@ pub struct ChatOutcome {
     pub usage: Usage,
     /// How many POSTs the turn made to the model server.
     pub model_requests: u32,
+    /// The ids of the proposals the turn's tools made (ModelOptions 0x40), in order.
+    pub proposals: Vec<String>,
 }
 
 impl ChatOutcome {
@@ -116,6 +118,7 @@ impl ChatOutcome {
             envelope,
             usage: Usage::default(),
             model_requests: 0,
+            proposals: Vec::new(),
         }
     }
 }
@@ -259,6 +262,7 @@ impl LocalAi {
                         envelope: Self::reply_json(&max, &end.envelope),
                         usage: end.usage,
                         model_requests: end.posts,
+                        proposals: end.proposals,
                     }
                 }
                 Err(_) => Self::turn_panicked(),
@@ -305,6 +309,14 @@ impl LocalAi {
         answer.recv().unwrap_or_else(|_| {
             Envelope::precondition_error("internal error: the atomic call was lost").to_json()
         })
+    }
+
+    /// Keeps `note` for the next chat turn of connection `client_guid`, told to the model
+    /// before the operator's next question (what became of a proposal the turn made: approved,
+    /// declined, expired), so the conversation stays truthful. Dropped when the connection has
+    /// no transcript (it never chatted, or chat history is off).
+    pub fn tell_next_turn(&self, client_guid: Uuid, note: &str) {
+        self.chat.tell_next_turn(client_guid, note);
     }
 
     /// Attaches an `OnBeforeChat` handler: it receives the operator's text before the model

@@ -41,6 +41,12 @@ pub enum ChatProgress {
         /// How long it ran.
         elapsed: Duration,
     },
+    /// A tool of the proposals category (ModelOptions 0x40) made a proposal for the operator
+    /// to decide; the host knows it by `id`.
+    ProposalMade {
+        /// The proposal's id, as the tool's result gave it (cut to 64 characters).
+        id: String,
+    },
 }
 
 impl ChatProgress {
@@ -50,6 +56,7 @@ impl ChatProgress {
             Self::Text(text) => text.len() + 8,
             Self::ToolStarted { name, arguments } => name.len() + arguments.len() + 16,
             Self::ToolFinished { name, .. } => name.len() + 24,
+            Self::ProposalMade { id } => id.len() + 8,
         }
     }
 }
@@ -131,6 +138,7 @@ impl ProgressFeed {
                 status,
                 elapsed,
             },
+            ChatProgress::ProposalMade { id } => ChatProgress::ProposalMade { id: cut_name(id) },
         };
         self.board.pending().push_back(event);
         self.board.wake.notify_one();

@@ -228,6 +228,17 @@ impl ProposalBoard {
         state.open.clone()
     }
 
+    /// Proposal `id` as it stands: pending, being decided, or one of the latest settled.
+    pub fn get(&self, id: &str) -> Option<Proposal> {
+        let state = self.lock();
+        state
+            .open
+            .iter()
+            .chain(state.settled.iter().rev())
+            .find(|proposal| proposal.id == id)
+            .cloned()
+    }
+
     /// Claims proposal `id` for a decision at `now`: no one else can decide it until the claim
     /// is settled or dropped (then it is pending again).
     pub fn claim(self: &Arc<Self>, id: &str, now: SystemTime) -> Result<Claim, NotPending> {
@@ -376,6 +387,32 @@ impl Drop for Claim {
             self.board.release(&self.proposal.id, None);
         }
     }
+}
+
+/// What a proposal would do, in words: `write 80 to Tank1.Setpoint (now 65)`.
+pub fn action_words(action: &ProposedAction) -> String {
+    match action {
+        ProposedAction::Write {
+            tag,
+            current,
+            proposed,
+        } => format!(
+            "write {} to {tag} (it was {} when proposed)",
+            proposed.to_json(),
+            current.to_json()
+        ),
+        ProposedAction::AcknowledgeAlarm { alarm } => format!("acknowledge alarm {alarm}"),
+    }
+}
+
+/// What the proposer's next chat turn is told of a settled proposal.
+pub fn settled_note(proposal: &Proposal) -> String {
+    format!(
+        "your proposal {} to {}: {}",
+        proposal.id,
+        action_words(&proposal.action),
+        state_words(&proposal.state)
+    )
 }
 
 /// What became of a proposal, in words.

@@ -17,9 +17,11 @@ use tokio_util::sync::CancellationToken;
 use crate::historian::Historian;
 use crate::objects::ObjectModel;
 use crate::plant::{Plant, PlantReader};
+use crate::proposals::{Proposal, ProposalBoard, ProposalState, settled_note};
 use crate::simulator::Simulator;
+use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
-use plant_model::TagValue;
+use plant_model::{Quality, TagValue};
 use store::{
     AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionAtStart, SolutionError, SolutionLocation,
     Store,
@@ -56,6 +58,8 @@ pub struct Runtime {
     /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acknowledgements;
     /// negative before the first look.
     acknowledgements_seen: Arc<AtomicI64>,
+    /// The actions proposed for operators to decide.
+    proposals: Arc<ProposalBoard>,
 }
 
 impl Runtime {
@@ -90,7 +94,8 @@ impl Runtime {
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
         let simulator = Simulator::new(plant.clone(), definitions)?;
-        let tools = Arc::new(runtime_catalog(&plant.reader()));
+        let proposals = Arc::new(ProposalBoard::default());
+        let tools = Arc::new(runtime_catalog(&plant.reader(), &proposals));
         let view = SolutionView {
             store: Arc::clone(&store),
             stand_in: None,
@@ -116,6 +121,7 @@ impl Runtime {
             sources: crate::sources::Sources::default(),
             leadership: Arc::default(),
             acknowledgements_seen: Arc::new(AtomicI64::new(-1)),
+            proposals,
         })
     }
 
@@ -163,6 +169,37 @@ impl Runtime {
         value: TagValue,
     ) -> Result<(), crate::sources::FieldWriteError> {
         self.sources.write(source, tag, value).await
+    }
+
+    /// Carries out a checked write: to the field for a source-fed tag, else to the object model.
+    pub async fn carry_out(&self, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
+        match write.source {
+            Some(source) => self
+                .write_to_field(&source, &write.tag, write.value)
+                .await
+                .map(|()| Carried::SentToField),
+            // A reload between the check and now may have removed or retyped the tag.
+            None => self
+                .plant()
+                .write(&write.tag, write.value, Quality::GOOD)
+                .map(|_| Carried::Written)
+                .map_err(|error| FieldWriteError::Refused(error.to_string())),
+        }
+    }
+
+    /// The actions proposed for operators to decide (ModelOptions 0x40).
+    pub fn proposals(&self) -> &Arc<ProposalBoard> {
+        &self.proposals
+    }
+
+    /// Tells the chat turn after `proposal`'s what became of it, when a chat turn made it.
+    pub fn proposal_settled(&self, proposal: &Proposal) {
+        if let (localai::tools::ToolCaller::ChatTurn { connection, .. }, false) = (
+            &proposal.proposer,
+            matches!(proposal.state, ProposalState::Pending | ProposalState::Deciding),
+        ) {
+            self.local_ai.tell_next_turn(*connection, &settled_note(proposal));
+        }
     }
 
     /// The audit trail of writes and acknowledgements.
@@ -270,6 +307,9 @@ impl Runtime {
                 );
             }
             self.reload_plant_if_imported().await;
+            for expired in self.proposals.expire(SystemTime::now()) {
+                self.proposal_settled(&expired);
+            }
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;

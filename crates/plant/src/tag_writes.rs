@@ -1,15 +1,15 @@
 //! Writes to tags, checked and carried out the same way whoever writes (an operator's
 //! WriteTags, a script's `write_tag`): the tag is known, the value of its type and inside its
 //! range; a tag fed by the field gets the write through its source and changes only when the
-//! field reports the new value back. A tag's `writable` flag is for operators: scripts are the
-//! integrator's code and may write any tag (a calculated value, a note).
+//! field reports the new value back ([`Runtime::carry_out`](crate::Runtime::carry_out)). A
+//! tag's `writable` flag is for operators: scripts are the integrator's code and may write any
+//! tag (a calculated value, a note); a proposal may only name a tag that is also `proposable`.
 
 use serde_json::Value;
 
 use crate::objects::ObjectModel;
-use crate::runtime::Runtime;
 pub use crate::sources::FieldWriteError;
-use plant_model::{Quality, TagType, TagValue};
+use plant_model::{TagType, TagValue};
 
 /// The longest text written to a text tag, in characters.
 const MAX_TEXT_CHARS: usize = 4096;
@@ -43,6 +43,16 @@ impl<'a> GivenValue<'a> {
         }
     }
 
+    /// A tag value, given again (an approved proposal's).
+    pub fn of(value: &'a TagValue) -> Self {
+        match value {
+            TagValue::Number(number) => Self::Number(*number),
+            TagValue::Integer(integer) => Self::Integer(*integer),
+            TagValue::Bool(boolean) => Self::Bool(*boolean),
+            TagValue::Text(text) => Self::Text(text),
+        }
+    }
+
     /// The value as JSON text, for the audit.
     pub fn json(&self) -> String {
         match self {
@@ -72,6 +82,9 @@ pub enum Writer {
     Operator,
     /// A solution script: any tag.
     Script,
+    /// A proposal (the assistant's, an MCP client's, a script's) for an operator to approve:
+    /// only tags marked both `writable` and `proposable`.
+    Proposal,
 }
 
 /// A write that passed its checks.
@@ -94,8 +107,14 @@ pub fn check_write(
 ) -> Result<CheckedWrite, String> {
     let tag = objects.tag(name).ok_or("unknown tag")?;
     let definition = tag.definition();
-    if writer == Writer::Operator && !definition.writable {
-        return Err("not writable".to_owned());
+    match writer {
+        Writer::Operator | Writer::Proposal if !definition.writable => return Err("not writable".to_owned()),
+        Writer::Proposal if !definition.proposable => {
+            return Err(
+                "not proposable: the plant file does not let actions on this tag be proposed".to_owned(),
+            );
+        }
+        _ => {}
     }
     let given = given.ok_or("no value given")?;
     let kind = definition.kind;
@@ -163,22 +182,6 @@ pub enum Carried {
     /// Published to the field and acknowledged by its broker; the tag shows the value when the
     /// field reports it back.
     SentToField,
-}
-
-/// Carries out a checked write: to the field for a source-fed tag, else to the object model.
-pub async fn carry_out(runtime: &Runtime, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
-    match write.source {
-        Some(source) => runtime
-            .write_to_field(&source, &write.tag, write.value)
-            .await
-            .map(|()| Carried::SentToField),
-        // A reload between the check and now may have removed or retyped the tag.
-        None => runtime
-            .plant()
-            .write(&write.tag, write.value, Quality::GOOD)
-            .map(|_| Carried::Written)
-            .map_err(|error| FieldWriteError::Refused(error.to_string())),
-    }
 }
 
 /// A kind of tag with its article.

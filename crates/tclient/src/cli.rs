@@ -765,6 +765,13 @@ pub async fn chat_streamed(
                 writeln!(output, " -> {mark}, {} ms", finished.elapsed_ms)?;
                 line_open = false;
             }
+            ChatEvent::ProposalMade(proposal) => {
+                if line_open {
+                    writeln!(output)?;
+                    line_open = false;
+                }
+                writeln!(output, "  [proposal] {}", crate::proposals::describe(&proposal))?;
+            }
         }
         output.flush()?;
     }

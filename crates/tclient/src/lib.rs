@@ -5,5 +5,6 @@
 pub mod bench;
 pub mod cli;
 pub mod plant_views;
+pub mod proposals;
 
 mod mcp_bridge;

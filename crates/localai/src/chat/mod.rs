@@ -46,6 +46,12 @@ history; never guess or invent a value, a tag name or an alarm. Tag names look l
 Pump1.MotorCurrent; when unsure of a name, search or browse first. Answer briefly and plainly, \
 with units, and say when a value's quality is not Good. If the tools cannot answer, say so.";
 
+/// Added when the proposal tools (0x40) are offered.
+const SYSTEM_PROMPT_PROPOSALS: &str = "You cannot change anything in the plant yourself. When an \
+action would help (a setpoint, a command, acknowledging an alarm), you may propose it with \
+runtime_propose_write or runtime_propose_alarm_ack and a short reason; an operator approves or \
+declines it. Say what you proposed, never that it was done.";
+
 /// The same without tools (the master bit is on but no category is).
 const SYSTEM_PROMPT_WITHOUT_TOOLS: &str = "You are the plant assistant of an industrial \
 automation runtime, answering operators at display panels. You cannot read live plant data in \
@@ -140,6 +146,8 @@ struct Turn {
     usage: Usage,
     /// The POSTs the turn made.
     posts: u32,
+    /// The ids of the proposals its tools made, in order.
+    proposals: Vec<String>,
 }
 
 /// How a turn ended: its envelope, and what it cost (carried beside the envelope).
@@ -150,6 +158,8 @@ pub(crate) struct TurnEnd {
     pub(crate) usage: Usage,
     /// The POSTs it made.
     pub(crate) posts: u32,
+    /// The ids of the proposals its tools made, in order.
+    pub(crate) proposals: Vec<String>,
 }
 
 impl Turn {
@@ -166,6 +176,7 @@ impl Turn {
             receiving: String::new(),
             usage: Usage::default(),
             posts: 0,
+            proposals: Vec::new(),
         }
     }
 
@@ -189,6 +200,7 @@ impl TurnEnd {
             envelope,
             usage: Usage::default(),
             posts: 0,
+            proposals: Vec::new(),
         }
     }
 }
@@ -358,10 +370,15 @@ impl ChatPath {
             () = cancel.cancelled() => return TurnEnd::before_any_post(cancelled(String::new(), started, warnings)),
         }
         let mut transcript = session.transcript.lock().await;
+        let notes = session.take_notes();
+        let mut request = request;
         if transcript.user.as_deref() != Some(&*caller.user_name) {
-            // The lazy login reset: another user on this connection starts afresh.
+            // The lazy login reset: another user on this connection starts afresh (what became
+            // of the last user's proposals is theirs, not told to the new conversation).
             transcript.messages.clear();
             transcript.user = Some(Arc::clone(&caller.user_name));
+        } else if !notes.is_empty() {
+            request.query.user = transcript::with_notes(&notes, &request.query.user);
         }
         let end = self
             .turn(&request, warnings, &mut transcript, &session.closed, &cancel)
@@ -404,7 +421,7 @@ impl ChatPath {
             http,
             settings,
             // Every POST of the turn starts with the same system message.
-            system: system_message(!tools.is_empty(), query.system.as_deref()),
+            system: system_message(Prompt::for_tools(&tools), query.system.as_deref()),
             tools: &tools,
             tools_tail: self.tools_tail(&tools),
             deadline: started + settings.timeout,
@@ -430,6 +447,7 @@ impl ChatPath {
                     envelope: disconnected(started, turn.warnings),
                     usage: turn.usage,
                     posts: turn.posts,
+                    proposals: turn.proposals,
                 };
             }
         };
@@ -696,6 +714,9 @@ impl ChatPath {
                 HistoryMessage::tool_result(&call.id, &content)
             } else {
                 turn.dispatches += 1;
+                let proposes = tools
+                    .iter()
+                    .any(|tool| tool.name() == call.name && tool.category() == ModelOptions::PROPOSALS);
                 if let Some(feed) = progress {
                     feed.event(ChatProgress::ToolStarted {
                         name: redactions.scrub(&trace_name(&call.name)),
@@ -709,6 +730,16 @@ impl ChatPath {
                         status: entry.status,
                         elapsed: Duration::from_millis(entry.elapsed_ms),
                     });
+                }
+                if let Some(id) = proposes
+                    .then(|| entry.result.get("proposal").and_then(Value::as_str))
+                    .flatten()
+                    .filter(|_| entry.status == ToolStatus::Ok)
+                {
+                    if let Some(feed) = progress {
+                        feed.event(ChatProgress::ProposalMade { id: id.to_owned() });
+                    }
+                    turn.proposals.push(id.to_owned());
                 }
                 turn.trace.push(entry);
                 message
@@ -759,6 +790,11 @@ impl ChatPath {
         self.transcripts.total_bytes()
     }
 
+    /// Keeps `note` for the next turn of connection `client_guid`, if it has a transcript.
+    pub(crate) fn tell_next_turn(&self, client_guid: Uuid, note: &str) {
+        self.transcripts.tell(client_guid, note);
+    }
+
     pub(crate) fn forget(&self, client_guid: Uuid) {
         self.transcripts.remove(client_guid);
     }
@@ -785,21 +821,55 @@ impl ChatPath {
 /// The system message's JSON text: the standard prompt (for a turn with tools or without),
 /// then the query's own instructions if it brings some. The standard ones are encoded once
 /// per process: every turn sends one.
-fn system_message(with_tools: bool, extra: Option<&str>) -> Cow<'static, str> {
+fn system_message(prompt: Prompt, extra: Option<&str>) -> Cow<'static, str> {
     fn encode(content: &str) -> String {
         json!({"role": "system", "content": content}).to_string()
     }
     static WITH_TOOLS: LazyLock<String> = LazyLock::new(|| encode(SYSTEM_PROMPT_WITH_TOOLS));
+    static WITH_PROPOSALS: LazyLock<String> =
+        LazyLock::new(|| encode(&format!("{SYSTEM_PROMPT_WITH_TOOLS} {SYSTEM_PROMPT_PROPOSALS}")));
     static WITHOUT_TOOLS: LazyLock<String> = LazyLock::new(|| encode(SYSTEM_PROMPT_WITHOUT_TOOLS));
-    let prompt = if with_tools {
-        SYSTEM_PROMPT_WITH_TOOLS
-    } else {
-        SYSTEM_PROMPT_WITHOUT_TOOLS
+    let standard = match prompt {
+        Prompt::WithoutTools => &WITHOUT_TOOLS,
+        Prompt::WithTools => &WITH_TOOLS,
+        Prompt::WithProposals => &WITH_PROPOSALS,
     };
     match extra {
-        Some(extra) => Cow::Owned(encode(&format!("{prompt}\n\n{extra}"))),
-        None if with_tools => Cow::Borrowed(WITH_TOOLS.as_str()),
-        None => Cow::Borrowed(WITHOUT_TOOLS.as_str()),
+        Some(extra) => {
+            let prompt = match prompt {
+                Prompt::WithoutTools => Cow::Borrowed(SYSTEM_PROMPT_WITHOUT_TOOLS),
+                Prompt::WithTools => Cow::Borrowed(SYSTEM_PROMPT_WITH_TOOLS),
+                Prompt::WithProposals => {
+                    Cow::Owned(format!("{SYSTEM_PROMPT_WITH_TOOLS} {SYSTEM_PROMPT_PROPOSALS}"))
+                }
+            };
+            Cow::Owned(encode(&format!("{prompt}\n\n{extra}")))
+        }
+        None => Cow::Borrowed(standard.as_str()),
+    }
+}
+
+/// Which standard system prompt a turn starts with, by the tools it offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prompt {
+    WithoutTools,
+    WithTools,
+    /// With tools, the proposal tools among them.
+    WithProposals,
+}
+
+impl Prompt {
+    fn for_tools(tools: &[ToolDefinition]) -> Self {
+        if tools
+            .iter()
+            .any(|tool| tool.category() == ModelOptions::PROPOSALS)
+        {
+            Self::WithProposals
+        } else if tools.is_empty() {
+            Self::WithoutTools
+        } else {
+            Self::WithTools
+        }
     }
 }
 
@@ -920,6 +990,7 @@ fn report_end(
         envelope,
         usage,
         posts: turn.posts,
+        proposals: turn.proposals,
     }
 }
 

@@ -11,7 +11,7 @@
 //! [`TranscriptBudget::cache_bytes`]; past either, whole oldest turns are dropped (the least
 //! recently used sessions first for the cache).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -258,6 +258,8 @@ pub(crate) struct Session {
     /// When a turn of this session last ended (nanoseconds since the cache's epoch), for
     /// choosing whose turns the cache budget drops first.
     last_used: AtomicU64,
+    /// What the next turn tells the model first (what became of its proposals), oldest first.
+    notes: std::sync::Mutex<VecDeque<String>>,
 }
 
 /// The ticket numbers of a session's turns.
@@ -270,6 +272,17 @@ struct Queue {
 }
 
 impl Session {
+    /// Takes the notes kept for the next turn.
+    pub(crate) fn take_notes(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .notes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into()
+    }
+
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         // Plain counters changed in single steps: a poisoned lock is still consistent.
         self.queue
@@ -321,6 +334,25 @@ impl Drop for Ticket {
             queue.abandoned.insert(self.number);
         }
     }
+}
+
+/// The most notes one session keeps for its next turn.
+pub(crate) const MAX_NOTES: usize = 16;
+/// The longest note, in characters.
+pub(crate) const MAX_NOTE_CHARS: usize = 600;
+
+/// The operator's `question` with the `notes` kept for this turn before it, in one user
+/// message: several chat templates refuse a second system message, or two user messages in a
+/// row, so the notes travel inside the question and stay in the transcript with it.
+pub(crate) fn with_notes(notes: &[String], question: &str) -> String {
+    let mut text = String::from("[Since your last answer:");
+    for note in notes {
+        text.push_str("\n- ");
+        text.push_str(note);
+    }
+    text.push_str("]\n\n");
+    text.push_str(question);
+    text
 }
 
 /// The byte budgets of the transcripts; see `docs/LIMITS.md`.
@@ -376,6 +408,31 @@ impl TranscriptCache {
             queue.next - 1
         };
         Ticket { session, number }
+    }
+
+    /// Keeps `note` for the next turn of connection `client_guid` (a connection without a
+    /// session never chatted: nothing to tell). At most [`MAX_NOTES`] wait, each cut to
+    /// [`MAX_NOTE_CHARS`] characters; the oldest go first.
+    pub(crate) fn tell(&self, client_guid: Uuid, note: &str) {
+        let Some(session) = self
+            .sessions
+            .get(&client_guid)
+            .map(|session| Arc::clone(&session))
+        else {
+            return;
+        };
+        let note = match note.char_indices().nth(MAX_NOTE_CHARS) {
+            Some((cut, _)) => format!("{}…", &note[..cut]),
+            None => note.to_owned(),
+        };
+        let mut notes = session
+            .notes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if notes.len() == MAX_NOTES {
+            notes.pop_front();
+        }
+        notes.push_back(note);
     }
 
     /// Removes a connection's session and cancels its turn in flight.

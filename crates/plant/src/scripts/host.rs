@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::log_text::LogBudget;
 use crate::runtime::Runtime;
-use crate::tag_writes::{GivenValue, Writer, carry_out, check_write};
+use crate::tag_writes::{GivenValue, Writer, check_write};
 use store::{AuditAction, AuditEntry};
 
 /// The most characters of one script log line.
@@ -136,7 +136,8 @@ impl ScriptHost for RuntimeScriptHost {
                     ))
                 })?;
             let write = checked.map_err(|reason| HostError(format!("cannot write {name}: {reason}")))?;
-            carry_out(&self.runtime, write)
+            self.runtime
+                .carry_out(write)
                 .await
                 .map(drop)
                 .map_err(|reason| HostError(format!("cannot write {name}: {reason}")))

@@ -4,7 +4,9 @@
 //! - UNS (0x04): `uns.rs` — `runtime_get_value`, `runtime_browse_object_model`,
 //!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`;
 //! - Alarms (0x08): `alarms.rs` — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
-//! - Historian (0x10): `history.rs` — `runtime_get_tag_history`.
+//! - Historian (0x10): `history.rs` — `runtime_get_tag_history`;
+//! - Proposals (0x40): `proposals.rs` — `runtime_propose_write`, `runtime_propose_alarm_ack`
+//!   (they only propose: an operator decides).
 //!
 //! Every list has a `max_*` argument with a default and a hard ceiling (a larger request is
 //! clamped, not refused) and reports `truncated`; every result is also cut to
@@ -12,8 +14,10 @@
 
 mod alarms;
 mod history;
+mod proposals;
 mod uns;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
@@ -21,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::objects::Tag;
 use crate::plant::PlantReader;
+use crate::proposals::ProposalBoard;
 use plant_model::Quality;
 
 /// The most JSON one tool result may hold (about 4,000 tokens).
@@ -29,13 +34,15 @@ pub const MAX_RESULT_BYTES: usize = 16 * 1024;
 /// Tool names starting with this are the runtime's own; custom tools may not use it.
 pub const RESERVED_PREFIX: &str = "runtime_";
 
-/// A catalog holding every runtime tool of `plant`.
-pub fn runtime_catalog(plant: &PlantReader) -> ToolCatalog {
+/// A catalog holding every runtime tool of `plant`, the proposal tools putting their
+/// proposals on `board`.
+pub fn runtime_catalog(plant: &PlantReader, board: &Arc<ProposalBoard>) -> ToolCatalog {
     let catalog = ToolCatalog::default();
     for tool in uns::tools(plant)
         .into_iter()
         .chain(alarms::tools(plant))
         .chain(history::tools(plant))
+        .chain(proposals::tools(plant, board))
     {
         // The runtime's own names are fixed and distinct (a unit test registers them all);
         // a failure here is a programming error worth a log line, not a server that won't start.

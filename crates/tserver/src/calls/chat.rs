@@ -1,8 +1,11 @@
 //! Chat: one operator turn on the Local AI cached path, streamed or not.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use localai::{ChatCaller, ChatTurn, LocalAi, TurnControls};
+use localai::{ChatCaller, ChatTurn, TurnControls};
+use plant::Runtime;
+use prost::Message;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{ChatReply, ChatRequest, server_frame};
 
@@ -26,7 +29,7 @@ pub(crate) fn apply(
     call_id: u64,
     request: &ChatRequest,
     caller: ChatCaller,
-    local_ai: &LocalAi,
+    runtime: &Runtime,
     streams: &mut ChatStreams,
 ) -> ChatCall<impl Future<Output = server_frame::Body> + Send + 'static> {
     let cancel = CancellationToken::new();
@@ -34,23 +37,47 @@ pub(crate) fn apply(
         cancel: cancel.clone(),
         progress: request.stream.then(|| streams.open(call_id)),
     };
-    match local_ai.execute_chat_with(&caller, &request.query_json, controls) {
+    let room = streams.frame_room();
+    match runtime
+        .local_ai()
+        .execute_chat_with(&caller, &request.query_json, controls)
+    {
         ChatTurn::Answered(reply_json) => {
             streams.close(call_id);
             ChatCall::Answered(server_frame::Body::Chat(ChatReply {
                 reply_json,
                 usage: None,
+                proposals: Vec::new(),
             }))
         }
-        ChatTurn::Running(turn) => ChatCall::Running {
-            turn: async move {
-                let outcome = turn.await;
-                server_frame::Body::Chat(ChatReply {
-                    usage: to_proto::usage(&outcome),
-                    reply_json: outcome.envelope,
-                })
-            },
-            cancel,
-        },
+        ChatTurn::Running(turn) => {
+            let proposals = Arc::clone(runtime.proposals());
+            ChatCall::Running {
+                turn: async move {
+                    let outcome = turn.await;
+                    let mut reply = ChatReply {
+                        usage: to_proto::usage(&outcome),
+                        reply_json: outcome.envelope,
+                        proposals: Vec::new(),
+                    };
+                    // As they stand now, as many as the frame holds beside the envelope (a streamed
+                    // turn sent each as it was made, and ListProposals lists them all).
+                    for id in &outcome.proposals {
+                        let Some(proposal) = proposals.get(id) else {
+                            continue;
+                        };
+                        let left =
+                            (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
+                        let proposal = to_proto::proposal_within(&proposal, left.saturating_sub(8));
+                        if proposal.encoded_len() + 8 > left {
+                            break;
+                        }
+                        reply.proposals.push(proposal);
+                    }
+                    server_frame::Body::Chat(reply)
+                },
+                cancel,
+            }
+        }
     }
 }

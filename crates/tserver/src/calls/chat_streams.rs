@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use localai::{ProgressFeed, ProgressTap, progress_feed};
+use plant::proposals::ProposalBoard;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tserver_proto::v1::ServerFrame;
@@ -41,16 +42,24 @@ pub(crate) struct ChatStreams {
     due: Option<Instant>,
     /// The most progress one frame carries: the frame limit less the frame's own bytes.
     frame_room: usize,
+    /// Where the proposals a turn makes are looked up by id.
+    proposals: Arc<ProposalBoard>,
 }
 
 impl ChatStreams {
-    pub(crate) fn new(max_frame: usize) -> Self {
+    pub(crate) fn new(max_frame: usize, proposals: Arc<ProposalBoard>) -> Self {
         Self {
             wake: Arc::new(Notify::new()),
             turns: HashMap::new(),
             due: None,
             frame_room: max_frame.saturating_sub(REPLY_FRAME_OVERHEAD),
+            proposals,
         }
+    }
+
+    /// The most bytes of progress or of proposals one frame carries.
+    pub(crate) fn frame_room(&self) -> usize {
+        self.frame_room
     }
 
     /// Starts streaming the turn of `call_id`: its progress goes to the feed returned.
@@ -88,7 +97,7 @@ impl ChatStreams {
                     due = Some(due.map_or(next, |due| due.min(next)));
                 }
                 _ => {
-                    if drain(*call_id, &turn.tap, self.frame_room, &mut frames) {
+                    if drain(*call_id, &turn.tap, self.frame_room, &self.proposals, &mut frames) {
                         turn.text_sent = Some(now);
                     }
                 }
@@ -103,14 +112,21 @@ impl ChatStreams {
     pub(crate) fn close(&mut self, call_id: u64) -> Vec<ServerFrame> {
         let mut frames = Vec::new();
         if let Some(turn) = self.turns.remove(&call_id) {
-            drain(call_id, &turn.tap, self.frame_room, &mut frames);
+            drain(call_id, &turn.tap, self.frame_room, &self.proposals, &mut frames);
         }
         frames
     }
 }
 
-/// Frames of everything `tap` holds, each within `room`; returns whether any carried text.
-fn drain(call_id: u64, tap: &ProgressTap, room: usize, frames: &mut Vec<ServerFrame>) -> bool {
+/// Frames of everything `tap` holds, each within `room`; returns whether any carried text. A
+/// proposal goes in a frame of its own: it is larger on the wire than in the tap.
+fn drain(
+    call_id: u64,
+    tap: &ProgressTap,
+    room: usize,
+    proposals: &ProposalBoard,
+    frames: &mut Vec<ServerFrame>,
+) -> bool {
     let mut text = false;
     loop {
         let events = tap.take(room);
@@ -120,7 +136,23 @@ fn drain(call_id: u64, tap: &ProgressTap, room: usize, frames: &mut Vec<ServerFr
         text |= events
             .iter()
             .any(|event| matches!(event, localai::ChatProgress::Text(_)));
-        frames.push(reply(call_id, progress_body(events)));
+        let mut batch = Vec::with_capacity(events.len());
+        for event in events {
+            if matches!(event, localai::ChatProgress::ProposalMade { .. }) {
+                if !batch.is_empty() {
+                    frames.push(reply(
+                        call_id,
+                        progress_body(std::mem::take(&mut batch), proposals, room),
+                    ));
+                }
+                frames.push(reply(call_id, progress_body(vec![event], proposals, room)));
+            } else {
+                batch.push(event);
+            }
+        }
+        if !batch.is_empty() {
+            frames.push(reply(call_id, progress_body(batch, proposals, room)));
+        }
     }
 }
 
@@ -151,7 +183,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_first_progress_goes_at_once_then_at_most_one_frame_per_interval() {
-        let mut streams = ChatStreams::new(1 << 20);
+        let mut streams = ChatStreams::new(1 << 20, Arc::default());
         let feed = streams.open(7);
         let start = Instant::now();
         // Nothing yet: nothing due.
@@ -200,7 +232,7 @@ mod tests {
     #[test]
     fn progress_frames_fit_the_smallest_frame_limit() {
         let max_frame = 4096;
-        let mut streams = ChatStreams::new(max_frame);
+        let mut streams = ChatStreams::new(max_frame, Arc::default());
         let feed = streams.open(u64::MAX);
         feed.text(&"é".repeat(10_000));
         feed.event(localai::ChatProgress::ToolStarted {

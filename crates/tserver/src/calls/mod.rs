@@ -15,8 +15,10 @@ mod chat;
 mod chat_clear;
 mod chat_streams;
 pub(crate) mod context;
+mod decide_proposal;
 mod hello;
 mod historian;
+mod list_proposals;
 mod list_tools;
 mod logout;
 mod ping;
@@ -34,8 +36,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame,
-    ErrorCode, Hello, Ping, ReadTagsRequest, ServerFrame, SubscribeRequest, TagHistoryRequest,
-    UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
+    DecideProposalRequest, ErrorCode, Hello, Ping, ReadTagsRequest, ServerFrame, SubscribeRequest,
+    TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
 };
 
 use self::cancel::Cancellable;
@@ -70,10 +72,12 @@ pub(crate) enum Call {
     TagHistory(TagHistoryRequest),
     Alarms(AlarmsRequest),
     ChatClear,
+    ListProposals,
+    DecideProposal(DecideProposalRequest),
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 16] = [
+pub(crate) const CALL_KINDS: [&str; 18] = [
     "hello",
     "ping",
     "logout",
@@ -90,6 +94,8 @@ pub(crate) const CALL_KINDS: [&str; 16] = [
     "tag_history",
     "alarms",
     "chat_clear",
+    "list_proposals",
+    "decide_proposal",
 ];
 
 impl Call {
@@ -125,6 +131,8 @@ impl Call {
             Self::TagHistory(_) => "tag_history",
             Self::Alarms(_) => "alarms",
             Self::ChatClear => "chat_clear",
+            Self::ListProposals => "list_proposals",
+            Self::DecideProposal(_) => "decide_proposal",
         }
     }
 
@@ -154,6 +162,8 @@ impl From<client_frame::Body> for Call {
             Body::TagHistory(request) => Self::TagHistory(request),
             Body::Alarms(request) => Self::Alarms(request),
             Body::ChatClear(_) => Self::ChatClear,
+            Body::ListProposals(_) => Self::ListProposals,
+            Body::DecideProposal(request) => Self::DecideProposal(request),
         }
     }
 }
@@ -224,11 +234,11 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    pub(crate) fn new(context: ConnectionContext, max_frame: usize) -> Self {
+    pub(crate) fn new(context: ConnectionContext, max_frame: usize, runtime: &Runtime) -> Self {
         Self {
             context,
             login_log: LoginLog::new(),
-            chat_streams: ChatStreams::new(max_frame),
+            chat_streams: ChatStreams::new(max_frame, Arc::clone(runtime.proposals())),
             cancellable: Cancellable::default(),
             subscriptions: Subscriptions::default(),
             chat_turns: 0,
@@ -288,6 +298,10 @@ impl CallState {
             Call::TagHistory(request) => Apply::later(tag_history::apply(&request, runtime)),
             Call::Alarms(request) => Apply::later(alarms::apply(&request, runtime)),
             Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
+            Call::ListProposals => Apply::Now(list_proposals::apply(runtime)),
+            Call::DecideProposal(request) => {
+                Apply::later(decide_proposal::apply(request, &self.context, runtime))
+            }
         }
     }
 
@@ -303,13 +317,7 @@ impl CallState {
             user_name: Arc::clone(&login.name),
             turn: self.chat_turns,
         };
-        match chat::apply(
-            call_id,
-            request,
-            caller,
-            runtime.local_ai(),
-            &mut self.chat_streams,
-        ) {
+        match chat::apply(call_id, request, caller, runtime, &mut self.chat_streams) {
             chat::ChatCall::Answered(body) => Apply::Now(body),
             chat::ChatCall::Running { turn, cancel } => Apply::Later {
                 work: Box::pin(turn),
@@ -340,8 +348,9 @@ impl CallState {
 mod tests {
     use tserver_proto::v1::{
         AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatClear,
-        ChatRequest, Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, SubscribeRequest,
-        TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
+        ChatRequest, DecideProposalRequest, Hello, ListProposalsRequest, ListToolsRequest, Logout, Ping,
+        ReadTagsRequest, SubscribeRequest, TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest,
+        client_frame::Body,
     };
 
     use super::{CALL_KINDS, Call};
@@ -365,6 +374,8 @@ mod tests {
             Body::TagHistory(TagHistoryRequest::default()),
             Body::Alarms(AlarmsRequest::default()),
             Body::ChatClear(ChatClear::default()),
+            Body::ListProposals(ListProposalsRequest::default()),
+            Body::DecideProposal(DecideProposalRequest::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);

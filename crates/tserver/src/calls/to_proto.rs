@@ -1,14 +1,16 @@
 //! What the calls send, as the wire carries it: errors, reply frames, tag readings, plant
-//! nodes, history samples, alarm states and details, chat progress and token usage. A leaf: it knows the protobuf types and the plant's
-//! and assistant's values, and nothing of connections or calls.
+//! nodes, history samples, alarm states and details, chat progress, token usage and proposals.
+//! A leaf: it knows the protobuf types and the plant's and assistant's values, and nothing of
+//! connections or calls.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use localai::ToolStatus;
+use prost::Message;
 use tserver_proto::v1::{
     AlarmDetail, AlarmHistoryEvent, AlarmState, ChatEvent, ChatProgress, Error, ErrorCode, HistorySample,
-    PlantNode, PlantNodeKind, ServerFrame, TagReading, TokenUsage, ToolFinished, ToolStarted, chat_event,
-    history_sample, server_frame, tag_reading,
+    PlantNode, PlantNodeKind, ProposalState, ProposedWrite, ServerFrame, TagReading, TokenUsage,
+    ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame, tag_reading, value,
 };
 
 use plant::objects::{Alarm, AlarmStatus, Tag, TagSample};
@@ -218,32 +220,134 @@ pub(crate) fn alarm_state(alarm: &Alarm, status: &AlarmStatus) -> AlarmState {
     }
 }
 
-/// The body of a progress frame: the events as the wire carries them.
-pub(crate) fn progress_body(events: Vec<localai::ChatProgress>) -> server_frame::Body {
+/// The body of a progress frame: the events as the wire carries them. A proposal (known by
+/// its id on `proposals`) is fitted to `room` bytes; one no longer known is left out.
+pub(crate) fn progress_body(
+    events: Vec<localai::ChatProgress>,
+    proposals: &plant::proposals::ProposalBoard,
+    room: usize,
+) -> server_frame::Body {
     let events = events
         .into_iter()
-        .map(|event| ChatEvent {
-            event: Some(match event {
-                localai::ChatProgress::Text(text) => chat_event::Event::Text(text),
-                localai::ChatProgress::ToolStarted { name, arguments } => {
-                    chat_event::Event::ToolStarted(ToolStarted {
+        .filter_map(|event| {
+            Some(ChatEvent {
+                event: Some(match event {
+                    localai::ChatProgress::ProposalMade { id } => {
+                        chat_event::Event::ProposalMade(proposal_within(&proposals.get(&id)?, room))
+                    }
+                    localai::ChatProgress::Text(text) => chat_event::Event::Text(text),
+                    localai::ChatProgress::ToolStarted { name, arguments } => {
+                        chat_event::Event::ToolStarted(ToolStarted {
+                            name,
+                            arguments_json: arguments,
+                        })
+                    }
+                    localai::ChatProgress::ToolFinished {
                         name,
-                        arguments_json: arguments,
-                    })
-                }
-                localai::ChatProgress::ToolFinished {
-                    name,
-                    status,
-                    elapsed,
-                } => chat_event::Event::ToolFinished(ToolFinished {
-                    name,
-                    ok: status == ToolStatus::Ok,
-                    elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                        status,
+                        elapsed,
+                    } => chat_event::Event::ToolFinished(ToolFinished {
+                        name,
+                        ok: status == ToolStatus::Ok,
+                        elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                    }),
                 }),
-            }),
+            })
         })
         .collect();
     server_frame::Body::ChatProgress(ChatProgress { events })
+}
+
+/// A tag value as the wire carries it.
+pub(crate) fn value(value: &TagValue) -> tserver_proto::v1::Value {
+    let kind = match value {
+        TagValue::Number(number) => value::Kind::Number(*number),
+        TagValue::Integer(integer) => value::Kind::Integer(*integer),
+        TagValue::Bool(boolean) => value::Kind::Boolean(*boolean),
+        TagValue::Text(text) => value::Kind::Text(text.to_string()),
+    };
+    tserver_proto::v1::Value { kind: Some(kind) }
+}
+
+/// A proposal as the wire carries it.
+pub(crate) fn proposal(proposal: &plant::proposals::Proposal) -> tserver_proto::v1::Proposal {
+    use plant::proposals::{ProposalState as State, ProposedAction};
+    let action = match &proposal.action {
+        ProposedAction::Write {
+            tag,
+            current,
+            proposed,
+        } => proposal::Action::Write(ProposedWrite {
+            tag: tag.clone(),
+            current: Some(value(current)),
+            proposed: Some(value(proposed)),
+        }),
+        ProposedAction::AcknowledgeAlarm { alarm } => proposal::Action::AcknowledgeAlarm(alarm.clone()),
+    };
+    let (state, outcome) = match &proposal.state {
+        State::Pending => (ProposalState::Pending, String::new()),
+        State::Deciding => (ProposalState::Deciding, String::new()),
+        State::Approved { .. } => (
+            ProposalState::Approved,
+            plant::proposals::state_words(&proposal.state),
+        ),
+        State::Declined { .. } => (
+            ProposalState::Declined,
+            plant::proposals::state_words(&proposal.state),
+        ),
+        State::Expired => (
+            ProposalState::Expired,
+            plant::proposals::state_words(&proposal.state),
+        ),
+        State::Withdrawn => (
+            ProposalState::Withdrawn,
+            plant::proposals::state_words(&proposal.state),
+        ),
+    };
+    tserver_proto::v1::Proposal {
+        id: proposal.id.clone(),
+        action: Some(action),
+        reason: proposal.reason.clone(),
+        proposer: proposal.proposer.describe(),
+        turn: match &proposal.proposer {
+            localai::tools::ToolCaller::ChatTurn { turn, .. } => *turn,
+            _ => 0,
+        },
+        made_ms: epoch_ms(proposal.made_at),
+        expires_ms: epoch_ms(proposal.expires_at),
+        state: state.into(),
+        outcome,
+    }
+}
+
+/// [`proposal`] in at most `room` bytes where it can be: what only informs (the reason, the
+/// outcome, the value the tag had) is cut first; the tag and the value to write never are.
+pub(crate) fn proposal_within(
+    proposed: &plant::proposals::Proposal,
+    room: usize,
+) -> tserver_proto::v1::Proposal {
+    let mut message = proposal(proposed);
+    if message.encoded_len() <= room {
+        return message;
+    }
+    if let Some(proposal::Action::Write(write)) = &mut message.action
+        && let Some(value::Kind::Text(text)) =
+            write.current.as_mut().and_then(|current| current.kind.as_mut())
+    {
+        *text = short(text);
+    }
+    message.outcome = short(&message.outcome);
+    let over = message.encoded_len().saturating_sub(room);
+    let keep = message.reason.len().saturating_sub(over + 4);
+    let mut cut = keep;
+    while !message.reason.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    if cut < message.reason.len() {
+        message.reason.truncate(cut);
+        message.reason.push('…');
+    }
+    message
 }
 
 /// The token usage of a chat turn; `None` for a turn that never reached the model (its
@@ -280,6 +384,7 @@ mod tests {
                         reasoning_tokens: u64::MAX,
                         model_requests: u32::MAX,
                     }),
+                    proposals: Vec::new(),
                 })),
             };
             assert!(

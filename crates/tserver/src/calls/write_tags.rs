@@ -13,7 +13,7 @@ use super::audit::{audit_then_authorize, bounded_audit};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use plant::Runtime;
-use plant::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, carry_out, check_write};
+use plant::tag_writes::{Carried, CheckedWrite, FieldWriteError, GivenValue, Writer, check_write};
 use store::{AuditAction, AuditEntry};
 
 /// The most writes one call may carry (stated in `proto/tserver.proto`).
@@ -122,7 +122,7 @@ pub(crate) fn apply(
         // call's writes wait at most one acknowledgement timeout, not one each.
         let outcomes = futures::future::join_all(accepted.into_iter().map(|Accepted { index, write }| {
             let runtime = &runtime;
-            async move { (index, carry_out(runtime, write).await) }
+            async move { (index, runtime.carry_out(write).await) }
         }))
         .await;
         for (index, outcome) in outcomes {

@@ -311,7 +311,7 @@ impl Listener {
                 };
                 let Some(transport) = transport else { return };
                 let connection = shared.connection(transport);
-                let calls = CallState::new(context, shared.config.max_frame);
+                let calls = CallState::new(context, shared.config.max_frame, &shared.runtime);
                 Session::new(shared, connection, calls, shutdown, &hard_stop, slots)
                     .run()
                     .await;

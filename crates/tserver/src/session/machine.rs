@@ -216,6 +216,11 @@ impl Session {
                 .runtime
                 .local_ai()
                 .connection_closed(self.calls.context.guid);
+            // Proposals never outlive the connection that asked for them.
+            self.shared
+                .runtime
+                .proposals()
+                .connection_closed(self.calls.context.guid);
             let last_words = self.last_words(&close);
             // Whatever is still queued (a refused login's reply, the last replies of a drain) goes
             // out first, then the reason for closing, each bounded so a stalled client cannot hold us.

@@ -114,7 +114,7 @@ impl WebSocketAdmission {
         let config = &shared.config;
         let mut connection = Connection::websocket(socket, config.max_frame, config.write_timeout);
         connection.set_max_frame(config.login_frame_limit());
-        let calls = CallState::new(context, config.max_frame);
+        let calls = CallState::new(context, config.max_frame, &shared.runtime);
         let session = async move {
             let _open = crate::telemetry::OpenConnection::new();
             Session::new(shared, connection, calls, draining, &hard_stop, slots)

@@ -1,0 +1,170 @@
+//! Proposal tools (ModelOptions 0x40): the assistant (or an MCP client, or a script) proposes
+//! a tag write or an alarm acknowledgement for an operator to decide. A proposal is checked at
+//! once as the operator's own action would be, then kept pending on the [`ProposalBoard`]; the
+//! tools hold a plant reader and the board only, so nothing they do can write.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use localai::ModelOptions;
+use localai::tools::{ToolCaller, ToolDefinition, ToolError};
+use serde_json::{Value, json};
+
+use super::{find_tag, short_text};
+use crate::objects::AlarmState;
+use crate::plant::PlantReader;
+use crate::proposals::{Proposal, ProposalBoard, ProposedAction};
+use crate::tag_writes::{GivenValue, Writer, check_write};
+
+/// The longest reason kept, in characters.
+const MAX_REASON_CHARS: usize = 500;
+
+/// What every successful proposal tells its proposer.
+const WAITING: &str = "proposed, waiting for the operator";
+
+pub(super) fn tools(plant: &PlantReader, board: &Arc<ProposalBoard>) -> Vec<ToolDefinition> {
+    let reason = json!({"type": "string", "minLength": 1, "maxLength": MAX_REASON_CHARS,
+        "description": "Why, in one or two sentences the operator will read before deciding."});
+    vec![
+        proposal_tool(
+            plant,
+            board,
+            "runtime_propose_write",
+            "Propose writing a value to a tag (a setpoint, a command). Nothing is written: the operator sees the \
+             proposal with your reason and approves or declines it; you are told the outcome at the next turn. \
+             Only tags the plant lets you propose are accepted; the value must suit the tag's type and range.",
+            json!({"type": "object", "additionalProperties": false, "required": ["tag", "value", "reason"],
+            "properties": {
+                "tag": {"type": "string", "minLength": 1, "maxLength": 512,
+                        "description": "Dotted tag name (e.g. Tank1.FillValve) or UNS path."},
+                "value": {"description": "The value to write: a number, true/false, or text."},
+                "reason": reason.clone()
+            }}),
+            propose_write,
+        ),
+        proposal_tool(
+            plant,
+            board,
+            "runtime_propose_alarm_ack",
+            "Propose acknowledging an alarm that is active or back to normal but unacknowledged. Nothing is \
+             acknowledged: the operator decides; you are told the outcome at the next turn.",
+            json!({"type": "object", "additionalProperties": false, "required": ["alarm", "reason"],
+            "properties": {
+                "alarm": {"type": "string", "minLength": 1, "maxLength": 512,
+                          "description": "The alarm's name, as runtime_get_active_alarms lists it."},
+                "reason": reason
+            }}),
+            propose_alarm_ack,
+        ),
+    ]
+}
+
+fn proposal_tool(
+    plant: &PlantReader,
+    board: &Arc<ProposalBoard>,
+    name: &str,
+    description: &str,
+    parameters: Value,
+    check: fn(&PlantReader, &Value) -> Result<ProposedAction, ToolError>,
+) -> ToolDefinition {
+    let (plant, board) = (plant.clone(), Arc::clone(board));
+    ToolDefinition::with_caller(
+        name,
+        ModelOptions::PROPOSALS,
+        description,
+        parameters,
+        move |arguments, caller| {
+            let outcome =
+                check(&plant, &arguments).and_then(|action| submit(&board, caller, action, &arguments));
+            std::future::ready(outcome)
+        },
+    )
+}
+
+fn propose_write(plant: &PlantReader, arguments: &Value) -> Result<ProposedAction, ToolError> {
+    let name = arguments.get("tag").and_then(Value::as_str).unwrap_or_default();
+    let value = arguments.get("value").unwrap_or(&Value::Null);
+    let given = GivenValue::from_json(value).map_err(ToolError::invalid_arguments)?;
+    let tag = find_tag(plant, name)?;
+    let objects = plant.objects();
+    let checked = check_write(&objects, Writer::Proposal, name, Some(given))
+        .map_err(|reason| ToolError::new("refused", format!("cannot propose writing {name}: {reason}")))?;
+    Ok(ProposedAction::Write {
+        tag: checked.tag,
+        current: tag.current().value.clone(),
+        proposed: checked.value,
+    })
+}
+
+fn propose_alarm_ack(plant: &PlantReader, arguments: &Value) -> Result<ProposedAction, ToolError> {
+    let name = arguments.get("alarm").and_then(Value::as_str).unwrap_or_default();
+    let objects = plant.objects();
+    let alarm = objects
+        .alarms()
+        .iter()
+        .find(|alarm| alarm.definition().name == name)
+        .ok_or_else(|| {
+            ToolError::not_found(format!(
+                "no alarm named {:?}; runtime_get_active_alarms lists the alarms needing attention",
+                short_text(name, 80)
+            ))
+        })?;
+    match alarm.status().state {
+        AlarmState::Active | AlarmState::NormalUnacked => Ok(ProposedAction::AcknowledgeAlarm {
+            alarm: alarm.definition().name.clone(),
+        }),
+        state => Err(ToolError::new(
+            "refused",
+            format!(
+                "alarm {name} is {}: there is nothing to acknowledge",
+                state.label()
+            ),
+        )),
+    }
+}
+
+/// Puts a checked `action` on the board for `caller`: the result the proposer is given.
+fn submit(
+    board: &ProposalBoard,
+    caller: ToolCaller,
+    action: ProposedAction,
+    arguments: &Value,
+) -> Result<Value, ToolError> {
+    let reason = arguments
+        .get("reason")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let reason = short_text(reason.trim(), MAX_REASON_CHARS);
+    let proposal = board
+        .submit(caller, action, &reason, SystemTime::now())
+        .map_err(|refusal| ToolError::new("refused", refusal.to_string()))?;
+    Ok(proposal_result(&proposal))
+}
+
+/// A proposal as its proposer is told it.
+fn proposal_result(proposal: &Proposal) -> Value {
+    let expires_in_s = proposal
+        .expires_at
+        .duration_since(proposal.made_at)
+        .map_or(0, |lifetime| lifetime.as_secs());
+    let mut result = json!({
+        "proposal": proposal.id,
+        "status": WAITING,
+        "expires_in_s": expires_in_s,
+        "note": "Nothing was done yet: an operator decides. Tell the operator what you proposed and why; \
+                 never say it was done.",
+    });
+    match &proposal.action {
+        ProposedAction::Write {
+            tag,
+            current,
+            proposed,
+        } => {
+            result["tag"] = tag.as_str().into();
+            result["current"] = current.to_json();
+            result["proposed"] = proposed.to_json();
+        }
+        ProposedAction::AcknowledgeAlarm { alarm } => result["alarm"] = alarm.as_str().into(),
+    }
+    result
+}
