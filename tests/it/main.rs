@@ -28,6 +28,7 @@ mod plant;
 mod plant_file;
 mod postgres_store;
 mod properties;
+mod proposals;
 mod protocol;
 mod proxy_protocol;
 mod runtime_tools;

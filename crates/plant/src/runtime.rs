@@ -202,6 +202,14 @@ impl Runtime {
         }
     }
 
+    /// Expires the proposals past their lifetime at `now`, telling their turns (the background
+    /// work does, every second).
+    pub fn expire_proposals(&self, now: SystemTime) {
+        for expired in self.proposals.expire(now) {
+            self.proposal_settled(&expired);
+        }
+    }
+
     /// The audit trail of writes and acknowledgements.
     pub fn audit_log(&self) -> &AuditLog {
         &self.audit
@@ -307,9 +315,7 @@ impl Runtime {
                 );
             }
             self.reload_plant_if_imported().await;
-            for expired in self.proposals.expire(SystemTime::now()) {
-                self.proposal_settled(&expired);
-            }
+            self.expire_proposals(SystemTime::now());
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;

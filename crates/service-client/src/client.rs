@@ -16,8 +16,9 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
-    CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame, ErrorCode,
-    Hello, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest,
+    CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
+    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsRequest,
+    ListToolsRequest, Logout, Ping, Proposal, ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest,
     TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo,
     UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
@@ -379,6 +380,42 @@ impl Client {
             server_frame::Body::ChatClear(ChatClearReply { cleared }) => Ok(cleared),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ChatClearReply",
+            }),
+        }
+    }
+
+    /// The proposals waiting for a person's decision, oldest first.
+    pub async fn list_proposals(&self) -> Result<Vec<Proposal>, ClientError> {
+        match self
+            .call(client_frame::Body::ListProposals(ListProposalsRequest {}))
+            .await?
+        {
+            server_frame::Body::ListProposals(reply) => Ok(reply.proposals),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "ListProposalsReply",
+            }),
+        }
+    }
+
+    /// Approves (`decision` [`Decision::Approve`]) or declines a proposal, with a comment told
+    /// to its proposer. The reply holds the proposal as it now stands and, for an approved
+    /// write, where the write went. A viewer gets [`ClientError::Server`] with
+    /// `PermissionDenied`; a proposal decided already, expired or unknown, `InvalidArgument`.
+    pub async fn decide_proposal(
+        &self,
+        id: &str,
+        decision: Decision,
+        comment: &str,
+    ) -> Result<DecideProposalReply, ClientError> {
+        let request = DecideProposalRequest {
+            id: id.to_owned(),
+            decision: decision.into(),
+            comment: comment.to_owned(),
+        };
+        match self.call(client_frame::Body::DecideProposal(request)).await? {
+            server_frame::Body::DecideProposal(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "DecideProposalReply",
             }),
         }
     }

@@ -256,6 +256,26 @@ impl FailoverClient {
         .await
     }
 
+    /// The proposals waiting for a decision on the node connected to (proposals live on the
+    /// node that took them, as their connection does).
+    pub async fn list_proposals(&self) -> Result<Vec<crate::Proposal>, ClientError> {
+        self.run(Repeat::Yes, |client| async move { client.list_proposals().await })
+            .await
+    }
+
+    /// Decides a proposal (see [`Client::decide_proposal`]); not repeated on another node.
+    pub async fn decide_proposal(
+        &self,
+        id: &str,
+        decision: crate::Decision,
+        comment: &str,
+    ) -> Result<crate::DecideProposalReply, ClientError> {
+        self.run(Repeat::No, |client| async move {
+            client.decide_proposal(id, decision, comment).await
+        })
+        .await
+    }
+
     /// Acknowledges an alarm; not repeated on another node.
     pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
         self.run(Repeat::No, |client| async move {

@@ -1,0 +1,575 @@
+//! Actions with approval: the scripted model proposes writes and alarm acknowledgements, the
+//! proposal is checked at once and waits; an operator approves or declines it (a viewer may
+//! not), it is carried out once through the operator's write path and audited as one row, and
+//! the next turn is told what became of it. Nothing the model does writes on its own.
+
+use std::time::{Duration, SystemTime};
+
+use plant::proposals::PROPOSAL_LIFETIME;
+use plant_model::{Quality, TagValue as PlantValue};
+use scripted_llm::{Reply, ScriptedLlm};
+use serde_json::{Value, json};
+use service_client::{
+    ChatEvent, Client, ClientError, Decision, ErrorCode, Proposal, ProposalState, ProposedAction,
+    ProposedValue, WriteOutcome,
+};
+use tserver::ServerConfig;
+
+use crate::chat::tool_message_content;
+use crate::support::{Solution, TestServer, admin};
+
+/// The demo plant with `Pump1.Mode` writable and proposable, and `Tank1.Level` writable only,
+/// served with the proposal tools on (ModelOptions 0xde) and the model pointed at `llm`.
+struct ProposalRig {
+    llm: ScriptedLlm,
+    solution: Solution,
+    server: TestServer,
+}
+
+impl ProposalRig {
+    async fn start(script: Vec<Reply>) -> Self {
+        let llm = ScriptedLlm::start(script).await.expect("llm");
+        let solution = Solution::demo();
+        let path = solution.path.to_str().expect("utf-8").to_owned();
+        let mut model = solution.plant_model();
+        for tag in &mut model.tags {
+            match tag.name.as_str() {
+                "Pump1.Mode" => (tag.writable, tag.proposable) = (true, true),
+                "Tank1.Level" => tag.writable = true,
+                _ => {}
+            }
+        }
+        let file = solution.path.with_file_name("proposable.toml");
+        std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+        admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+        for (key, value) in [
+            ("URL", llm.url().as_str()),
+            ("ModelEnabled", "true"),
+            ("ModelOptions", "0xde"),
+        ] {
+            admin(&["settings", &path, "set", key, value], "");
+        }
+        admin(&["users", &path, "add", "watcher"], "pw\n");
+        let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+        Self {
+            llm,
+            solution,
+            server,
+        }
+    }
+
+    fn path(&self) -> String {
+        self.solution.path.to_str().expect("utf-8").to_owned()
+    }
+
+    async fn viewer(&self) -> Client {
+        let viewer = self.server.client().await;
+        viewer.login("watcher", "pw").await.expect("logs in");
+        viewer
+    }
+
+    fn posts(&self) -> Vec<Value> {
+        self.llm
+            .requests()
+            .iter()
+            .map(|request| request.json().expect("a JSON body"))
+            .collect()
+    }
+
+    fn value_of(&self, tag: &str) -> PlantValue {
+        self.server
+            .runtime
+            .objects()
+            .tag(tag)
+            .expect("known tag")
+            .current()
+            .value
+            .clone()
+    }
+
+    async fn stop(self) {
+        self.server.stop().await;
+    }
+}
+
+fn calls(list: &[(&str, &str, Value)]) -> Reply {
+    Reply::ToolCalls(
+        list.iter()
+            .map(|(id, name, arguments)| ((*id).to_owned(), (*name).to_owned(), arguments.to_string()))
+            .collect(),
+    )
+}
+
+fn propose_mode(mode: &str) -> (&'static str, &'static str, Value) {
+    (
+        "call_mode",
+        "runtime_propose_write",
+        json!({"tag": "Pump1.Mode", "value": mode, "reason": "the level is high; run the pump by hand"}),
+    )
+}
+
+/// The text of the last user message of a POST.
+fn last_user_message(post: &Value) -> String {
+    post["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .rev()
+        .find(|message| message["role"] == "user")
+        .and_then(|message| message["content"].as_str())
+        .expect("a user message")
+        .to_owned()
+}
+
+fn written_mode(proposal: &Proposal) -> (&str, Option<&ProposedValue>, Option<&ProposedValue>) {
+    match &proposal.action {
+        Some(ProposedAction::Write(write)) => (
+            write.tag.as_str(),
+            write.current.as_ref().and_then(|value| value.kind.as_ref()),
+            write.proposed.as_ref().and_then(|value| value.kind.as_ref()),
+        ),
+        other => panic!("a write, not {other:?}"),
+    }
+}
+
+fn server_error(error: &ClientError) -> (ErrorCode, &str) {
+    match error {
+        ClientError::Server { code, message } => (*code, message.as_str()),
+        other => panic!("a server error, not {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_model_proposes_an_operator_approves_once_and_the_next_turn_is_told() {
+    let rig = ProposalRig::start(vec![
+        calls(&[
+            (
+                "call_level",
+                "runtime_propose_write",
+                json!({"tag": "Tank1.Level", "value": 50, "reason": "lower it"}),
+            ),
+            propose_mode("Manual"),
+            (
+                "call_range",
+                "runtime_propose_write",
+                json!({"tag": "Pump1.Mode", "value": 7, "reason": "a number"}),
+            ),
+        ]),
+        Reply::text("I proposed switching Pump 1 to Manual; an operator decides."),
+        Reply::text("Pump 1 runs in Manual now."),
+    ])
+    .await;
+    let operator = rig.server.guest().await;
+    let mut stream = operator
+        .chat_stream("Tank 1 is overfilling, what should I do?")
+        .await
+        .expect("streams");
+    let mut made = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        if let ChatEvent::ProposalMade(proposal) = event {
+            made.push(proposal);
+        }
+    }
+    let reply = stream.reply().await.expect("answered");
+    assert_eq!(made.len(), 1, "one valid proposal of three: {made:?}");
+    assert_eq!(reply.proposals, made, "the reply carries what streamed");
+    let proposal = &made[0];
+    assert!(
+        proposal.id.starts_with("p-") && proposal.id.len() == 14,
+        "{}",
+        proposal.id
+    );
+    assert_eq!(
+        written_mode(proposal),
+        (
+            "Pump1.Mode",
+            Some(&ProposedValue::Text("Auto".into())),
+            Some(&ProposedValue::Text("Manual".into()))
+        )
+    );
+    assert_eq!(proposal.reason, "the level is high; run the pump by hand");
+    assert_eq!(proposal.proposer, "the assistant (turn 1, asked by guest)");
+    assert_eq!((proposal.turn, proposal.state()), (1, ProposalState::Pending));
+    let lifetime = proposal.expires_ms - proposal.made_ms;
+    assert_eq!(lifetime, 300_000, "five minutes");
+
+    // The model was told: the invalid ones as tool errors, the valid one as waiting.
+    let posts = rig.posts();
+    let refused = tool_message_content(&posts[1], "call_level");
+    assert_eq!(refused["error"]["type"], "refused", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("not proposable")),
+        "{refused}"
+    );
+    let wrong_type = tool_message_content(&posts[1], "call_range");
+    assert!(
+        wrong_type["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("a text tag cannot take the integer 7")),
+        "{wrong_type}"
+    );
+    let waiting = tool_message_content(&posts[1], "call_mode");
+    assert_eq!(waiting["result"]["status"], "proposed, waiting for the operator");
+    assert_eq!(waiting["result"]["proposal"], proposal.id.as_str());
+    let system = posts[0]["messages"][0]["content"]
+        .as_str()
+        .expect("system prompt");
+    assert!(system.contains("never that it was done"), "{system}");
+    // Proposing wrote nothing.
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
+
+    // Every logged-in client lists it; a viewer may not decide it, and it stays pending.
+    let viewer = rig.viewer().await;
+    let listed = viewer.list_proposals().await.expect("lists");
+    assert_eq!(listed, made);
+    let refused = viewer
+        .decide_proposal(&proposal.id, Decision::Approve, "")
+        .await
+        .expect_err("a viewer may not approve");
+    assert_eq!(server_error(&refused).0, ErrorCode::PermissionDenied, "{refused}");
+    assert_eq!(operator.list_proposals().await.expect("lists").len(), 1);
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
+
+    // Two operators approve at the same moment: one carries it out, the other is told.
+    let other = rig.server.guest().await;
+    let (first, second) = tokio::join!(
+        operator.decide_proposal(&proposal.id, Decision::Approve, "go"),
+        other.decide_proposal(&proposal.id, Decision::Approve, "go"),
+    );
+    let (approved, refused) = match (first, second) {
+        (Ok(approved), Err(refused)) | (Err(refused), Ok(approved)) => (approved, refused),
+        other => panic!("exactly one approval carries it out: {other:?}"),
+    };
+    let (code, message) = server_error(&refused);
+    assert_eq!(code, ErrorCode::InvalidArgument);
+    assert!(
+        message.contains("being decided by someone else") || message.contains("approved by guest: written"),
+        "{message}"
+    );
+    assert_eq!(approved.write_outcome(), WriteOutcome::Written);
+    let settled = approved.proposal.expect("the proposal");
+    assert_eq!(settled.state(), ProposalState::Approved);
+    assert_eq!(settled.outcome, "approved by guest: written");
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Manual".into()));
+    assert!(operator.list_proposals().await.expect("lists").is_empty());
+    let late = operator
+        .decide_proposal(&proposal.id, Decision::Decline, "")
+        .await
+        .expect_err("decided once");
+    assert!(
+        server_error(&late)
+            .1
+            .contains("is no longer pending: approved by guest: written"),
+        "{late}"
+    );
+
+    // The next turn tells the model, inside the operator's message.
+    operator.chat("Did it work?").await.expect("answered");
+    let posts = rig.posts();
+    let told = last_user_message(posts.last().expect("a post"));
+    assert!(
+        told.starts_with("[Since your last answer:")
+            && told.contains(&format!(
+                "your proposal {} to write \"Manual\" to Pump1.Mode",
+                proposal.id
+            ))
+            && told.contains("approved by guest: written")
+            && told.ends_with("Did it work?"),
+        "{told}"
+    );
+
+    // One audit row for the viewer's refusal, one for the approval; none for the late tries.
+    let audit = admin(&["audit", &rig.path()], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    assert_eq!(lines.len(), 2, "{audit}");
+    assert!(
+        lines[0].contains(&format!(" write {} by watcher", proposal.id))
+            && lines[0].ends_with(": permission denied (deciding a proposal)"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains(" write Pump1.Mode by guest (127.0.0.1:")
+            && lines[1].contains(" \"Auto\" -> \"Manual\": approved ")
+            && lines[1].contains(&format!(
+                "{}, proposed by the assistant (turn 1, asked by guest): \"the level is high; run the pump by hand\"",
+                proposal.id
+            )),
+        "{}",
+        lines[1]
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn declined_expired_and_withdrawn_proposals_are_never_carried_out() {
+    let rig = ProposalRig::start(vec![
+        calls(&[propose_mode("Manual")]),
+        Reply::text("Proposed."),
+        calls(&[propose_mode("Off")]),
+        Reply::text("Proposed again."),
+        Reply::text("Understood."),
+        calls(&[propose_mode("Manual")]),
+        Reply::text("Proposed on another panel."),
+    ])
+    .await;
+    let operator = rig.server.guest().await;
+    let first = operator
+        .chat_reply("Switch pump 1 to manual?")
+        .await
+        .expect("answered");
+    let declined = first.proposals[0].id.clone();
+    let outcome = operator
+        .decide_proposal(&declined, Decision::Decline, "not while the tank drains")
+        .await
+        .expect("declined");
+    assert_eq!(outcome.write_outcome(), WriteOutcome::Unspecified);
+    let settled = outcome.proposal.expect("the proposal");
+    assert_eq!(settled.state(), ProposalState::Declined);
+    assert_eq!(
+        settled.outcome,
+        "declined by guest: \"not while the tank drains\""
+    );
+
+    let second = operator.chat_reply("And off?").await.expect("answered");
+    let expired = second.proposals[0].id.clone();
+    rig.server
+        .runtime
+        .expire_proposals(SystemTime::now() + PROPOSAL_LIFETIME + Duration::from_secs(1));
+    let late = operator
+        .decide_proposal(&expired, Decision::Approve, "")
+        .await
+        .expect_err("expired");
+    assert!(
+        server_error(&late).1.contains("expired without a decision"),
+        "{late}"
+    );
+
+    // The turn after the decline was told of it, the turn after the expiry of that.
+    let told = last_user_message(&rig.posts()[2]);
+    assert!(
+        told.contains(&format!(
+            "your proposal {declined} to write \"Manual\" to Pump1.Mode"
+        )) && told.contains("declined by guest: \"not while the tank drains\"")
+            && told.ends_with("And off?"),
+        "{told}"
+    );
+    operator.chat("What happened?").await.expect("answered");
+    let told = last_user_message(rig.posts().last().expect("a post"));
+    assert!(
+        told.contains(&format!("your proposal {expired} to write \"Off\" to Pump1.Mode"))
+            && told.contains("expired without a decision")
+            && !told.contains(&declined),
+        "{told}"
+    );
+
+    // A proposal never outlives the connection that made it.
+    let panel = rig.server.guest().await;
+    let third = panel.chat_reply("Manual again?").await.expect("answered");
+    assert_eq!(third.proposals.len(), 1);
+    assert_eq!(operator.list_proposals().await.expect("lists").len(), 1);
+    drop(panel);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !operator.list_proposals().await.expect("lists").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "withdrawn when its connection closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gone = operator
+        .decide_proposal(&third.proposals[0].id, Decision::Approve, "")
+        .await
+        .expect_err("withdrawn");
+    assert!(server_error(&gone).1.contains("withdrawn"), "{gone}");
+
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
+    let audit = admin(&["audit", &rig.path()], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    assert_eq!(lines.len(), 1, "only the decline is a decision: {audit}");
+    assert!(
+        lines[0].contains(" write Pump1.Mode by guest")
+            && lines[0].contains(&format!(
+                "declined {declined}, proposed by the assistant (turn 1, asked by guest)"
+            ))
+            && lines[0].ends_with(": \"not while the tank drains\""),
+        "{}",
+        lines[0]
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_alarm_acknowledgement_is_proposed_then_approved() {
+    let rig = ProposalRig::start(vec![
+        calls(&[
+            (
+                "call_calm",
+                "runtime_propose_alarm_ack",
+                json!({"alarm": "Pump1.MotorCurrent.Hi", "reason": "seen"}),
+            ),
+            (
+                "call_unknown",
+                "runtime_propose_alarm_ack",
+                json!({"alarm": "No.Such.Alarm", "reason": "seen"}),
+            ),
+        ]),
+        Reply::text("Nothing to acknowledge."),
+    ])
+    .await;
+    // An alarm that is active now.
+    rig.server
+        .runtime
+        .plant()
+        .write("Tank1.Level", PlantValue::Number(99.0), Quality::GOOD)
+        .expect("written");
+    let objects = rig.server.runtime.objects();
+    let active = objects
+        .alarms()
+        .iter()
+        .find(|alarm| alarm.status().state == plant::objects::AlarmState::Active)
+        .expect("Tank1.Level at 99 trips an alarm")
+        .definition()
+        .name
+        .clone();
+    let operator = rig.server.guest().await;
+    operator.chat("Anything to acknowledge?").await.expect("answered");
+    let posts = rig.posts();
+    let calm = tool_message_content(&posts[1], "call_calm");
+    assert!(
+        calm["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("nothing to acknowledge")),
+        "{calm}"
+    );
+    let unknown = tool_message_content(&posts[1], "call_unknown");
+    assert_eq!(unknown["error"]["type"], "not_found", "{unknown}");
+    assert!(operator.list_proposals().await.expect("lists").is_empty());
+
+    // The same tool over the framed CallTool: the client is named as the proposer.
+    let content = operator
+        .call_tool(
+            "runtime_propose_alarm_ack",
+            &json!({"alarm": active, "reason": "the level is back under control"}),
+        )
+        .await
+        .expect("answered");
+    assert!(!content.is_error, "{}", content.content_json);
+    let pending = operator.list_proposals().await.expect("lists");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        pending[0].action,
+        Some(ProposedAction::AcknowledgeAlarm(active.clone()))
+    );
+    assert_eq!(
+        (pending[0].proposer.as_str(), pending[0].turn),
+        ("a client (guest)", 0)
+    );
+    let decided = operator
+        .decide_proposal(&pending[0].id, Decision::Approve, "")
+        .await
+        .expect("approved");
+    assert_eq!(
+        decided.proposal.expect("proposal").outcome,
+        "approved by guest: acknowledged"
+    );
+    let state = objects
+        .alarms()
+        .iter()
+        .find(|alarm| alarm.definition().name == active)
+        .expect("the alarm")
+        .status()
+        .state;
+    assert_eq!(state, plant::objects::AlarmState::Acknowledged);
+    let audit = admin(&["audit", &rig.path()], "");
+    assert!(
+        audit
+            .lines()
+            .any(|line| line.contains(&format!(" acknowledge {active} by guest"))
+                && line.contains("proposed by a client (guest)")),
+        "{audit}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn no_tool_name_or_argument_trick_writes() {
+    let tricks = [
+        (
+            "t1",
+            "runtime_write_tag",
+            json!({"tag": "Pump1.Mode", "value": "Manual"}),
+        ),
+        (
+            "t2",
+            "runtime_propose_write",
+            json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "x", "approved": true}),
+        ),
+        (
+            "t3",
+            "runtime_propose_write",
+            json!({"tag": "Plant/Area1/Tank1/Level", "value": 10, "reason": "x"}),
+        ),
+        (
+            "t4",
+            "runtime_propose_write",
+            json!({"tag": "Pump1.Mode", "value": ["Manual"], "reason": "x"}),
+        ),
+        (
+            "t5",
+            "runtime_propose_write",
+            json!({"tag": "Pump1.Mode", "value": "Manual"}),
+        ),
+        (
+            "t6",
+            "RUNTIME_PROPOSE_WRITE",
+            json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "x"}),
+        ),
+        (
+            "t7",
+            "runtime_get_value",
+            json!({"tag": "Pump1.Mode", "value": "Manual"}),
+        ),
+    ];
+    let rig = ProposalRig::start(vec![calls(&tricks), Reply::text("Done.")]).await;
+    let operator = rig.server.guest().await;
+    let reply = operator
+        .chat_reply("Set pump 1 to manual now.")
+        .await
+        .expect("answered");
+    assert!(reply.proposals.is_empty(), "{:?}", reply.proposals);
+    let posts = rig.posts();
+    for (id, name, _) in &tricks {
+        let content = tool_message_content(&posts[1], id);
+        assert_eq!(content["ok"], false, "{name}: {content}");
+    }
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
+    assert!(operator.list_proposals().await.expect("lists").is_empty());
+
+    // Without bit 0x40 the proposal tools are not offered at all.
+    admin(&["settings", &rig.path(), "set", "ModelOptions", "0x9e"], "");
+    let names: Vec<String> = operator
+        .list_tools()
+        .await
+        .expect("lists")
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect();
+    assert!(!names.iter().any(|name| name.contains("propose")), "{names:?}");
+    let refused = operator
+        .call_tool(
+            "runtime_propose_write",
+            &json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "x"}),
+        )
+        .await
+        .expect("answered");
+    assert!(
+        refused.is_error && refused.content_json.contains("unknown_tool"),
+        "{}",
+        refused.content_json
+    );
+    assert!(admin(&["audit", &rig.path()], "").trim().is_empty());
+    rig.stop().await;
+}
