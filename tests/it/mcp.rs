@@ -37,7 +37,11 @@ impl McpRig {
     }
 
     pub(crate) async fn start_with(config: HttpConfig) -> Self {
-        let solution = Solution::demo();
+        Self::serving(Solution::demo(), config).await
+    }
+
+    /// The rig around `solution`, prepared already.
+    pub(crate) async fn serving(solution: Solution, config: HttpConfig) -> Self {
         let path = solution.path.to_str().expect("utf-8").to_owned();
         let token = admin(
             &["tokens", &path, "create", "--user", "guest", "--name", "test"],
@@ -68,7 +72,7 @@ impl McpRig {
         format!("http://127.0.0.1:{}/mcp", self.http.port())
     }
 
-    async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    pub(crate) async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(self.token.clone()),
         );
@@ -161,7 +165,7 @@ fn header(response: &str, name: &str) -> Option<String> {
     })
 }
 
-fn arguments(value: Value) -> JsonObject {
+pub(crate) fn arguments(value: Value) -> JsonObject {
     match value {
         Value::Object(object) => object,
         _ => JsonObject::new(),
@@ -169,7 +173,7 @@ fn arguments(value: Value) -> JsonObject {
 }
 
 /// The text of a tool result's one content block, as JSON.
-fn content_of(result: &rmcp::model::CallToolResult) -> Value {
+pub(crate) fn content_of(result: &rmcp::model::CallToolResult) -> Value {
     let text = result.content[0].as_text().expect("a text block").text.clone();
     serde_json::from_str(&text).expect("canonical JSON content")
 }

@@ -26,30 +26,35 @@ struct ProposalRig {
     server: TestServer,
 }
 
+/// The demo solution with `Pump1.Mode` writable and proposable, `Tank1.Level` writable only,
+/// the proposal tools on (0xde), and a viewer `watcher` (password `pw`).
+fn proposable_solution() -> Solution {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let mut model = solution.plant_model();
+    for tag in &mut model.tags {
+        match tag.name.as_str() {
+            "Pump1.Mode" => (tag.writable, tag.proposable) = (true, true),
+            "Tank1.Level" => tag.writable = true,
+            _ => {}
+        }
+    }
+    let file = solution.path.with_file_name("proposable.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    admin(&["settings", &path, "set", "ModelOptions", "0xde"], "");
+    admin(&["users", &path, "add", "watcher"], "pw\n");
+    solution
+}
+
 impl ProposalRig {
     async fn start(script: Vec<Reply>) -> Self {
         let llm = ScriptedLlm::start(script).await.expect("llm");
-        let solution = Solution::demo();
+        let solution = proposable_solution();
         let path = solution.path.to_str().expect("utf-8").to_owned();
-        let mut model = solution.plant_model();
-        for tag in &mut model.tags {
-            match tag.name.as_str() {
-                "Pump1.Mode" => (tag.writable, tag.proposable) = (true, true),
-                "Tank1.Level" => tag.writable = true,
-                _ => {}
-            }
-        }
-        let file = solution.path.with_file_name("proposable.toml");
-        std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
-        admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
-        for (key, value) in [
-            ("URL", llm.url().as_str()),
-            ("ModelEnabled", "true"),
-            ("ModelOptions", "0xde"),
-        ] {
+        for (key, value) in [("URL", llm.url().as_str()), ("ModelEnabled", "true")] {
             admin(&["settings", &path, "set", key, value], "");
         }
-        admin(&["users", &path, "add", "watcher"], "pw\n");
         let server = TestServer::start(&solution.path, ServerConfig::default()).await;
         Self {
             llm,
@@ -571,5 +576,77 @@ async fn no_tool_name_or_argument_trick_writes() {
         refused.content_json
     );
     assert!(admin(&["audit", &rig.path()], "").trim().is_empty());
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protocol() {
+    let rig = crate::mcp::McpRig::serving(
+        proposable_solution(),
+        tserver::http_surface::HttpConfig::default(),
+    )
+    .await;
+    let mcp = rig.client().await;
+    let tools = mcp.list_all_tools().await.expect("listed");
+    let propose = tools
+        .iter()
+        .find(|tool| tool.name == "runtime_propose_write")
+        .expect("offered under 0x40");
+    assert_eq!(
+        propose
+            .annotations
+            .as_ref()
+            .and_then(|hints| hints.read_only_hint),
+        Some(false),
+        "a proposal changes what waits"
+    );
+    let result = mcp
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("runtime_propose_write").with_arguments(
+                crate::mcp::arguments(
+                    json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "from outside"}),
+                ),
+            ),
+        )
+        .await
+        .expect("called");
+    let content = crate::mcp::content_of(&result);
+    assert_eq!(
+        content["result"]["status"], "proposed, waiting for the operator",
+        "{content}"
+    );
+    let operator = rig.server.guest().await;
+    let pending = operator.list_proposals().await.expect("lists");
+    assert_eq!(pending.len(), 1);
+    assert!(
+        pending[0].proposer.starts_with("MCP client ") && pending[0].proposer.ends_with(" (guest)"),
+        "{}",
+        pending[0].proposer
+    );
+    assert_eq!(
+        rig.server
+            .runtime
+            .objects()
+            .tag("Pump1.Mode")
+            .expect("tag")
+            .current()
+            .value,
+        PlantValue::Text("Auto".into())
+    );
+    let approved = operator
+        .decide_proposal(&pending[0].id, Decision::Approve, "")
+        .await
+        .expect("approved");
+    assert_eq!(approved.write_outcome(), WriteOutcome::Written);
+    let path = rig.server.runtime.store().location();
+    let audit = admin(&["audit", &path], "");
+    assert!(
+        audit
+            .lines()
+            .any(|line| line.contains(" write Pump1.Mode by guest")
+                && line.contains(&format!("approved {}, proposed by MCP client ", pending[0].id))),
+        "{audit}"
+    );
+    mcp.cancel().await.expect("closes");
     rig.stop().await;
 }
