@@ -106,6 +106,7 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                     &["runtime_get_active_alarms", "runtime_query_alarm_history"][..],
                 ),
                 (0x10, &["runtime_get_tag_history"][..]),
+                (0x40, &["runtime_propose_write", "runtime_propose_alarm_ack"][..]),
             ] {
                 if bits & bit != 0 {
                     expected.extend(names.iter().map(|name| (*name).to_owned()));

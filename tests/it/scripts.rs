@@ -951,3 +951,46 @@ async fn failing_scripts_throwing_huge_strings_cannot_fill_the_log() {
         log.bytes
     );
 }
+
+#[tokio::test]
+async fn a_script_proposes_a_write_that_waits_for_an_operator() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let mut model = solution.plant_model();
+    for tag in &mut model.tags {
+        if tag.name == "Pump1.Mode" {
+            tag.proposable = true;
+        }
+    }
+    let file = solution.path.with_file_name("proposable.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    let rig = ScriptRig::start_on(
+        solution,
+        &[(
+            "Advisor",
+            "startup",
+            "let id = propose_write(\"Pump1.Mode\", \"Manual\", \"the level is high\");\n\
+             write_tag(\"Tank1.OperatorNote\", id);\n\
+             try { propose_write(\"Tank1.Level\", 10, \"lower\"); } catch (error) { write_tag(\"Pump1.StartCount\", 1); }",
+        )],
+    )
+    .await;
+    rig.until("the script proposed", |rig| {
+        rig.value("Tank1.OperatorNote")
+            .as_str()
+            .is_some_and(|id| id.starts_with("p-"))
+    })
+    .await;
+    rig.until("the script was told the second one cannot be proposed", |rig| {
+        rig.value("Pump1.StartCount") == 1
+    })
+    .await;
+    let client = rig.server.guest().await;
+    let pending = client.list_proposals().await.expect("lists");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].proposer, "script Advisor");
+    assert_eq!(rig.value("Tank1.OperatorNote"), pending[0].id.as_str());
+    assert_eq!(rig.value("Pump1.Mode"), "Auto", "proposing wrote nothing");
+    rig.stop().await;
+}

@@ -446,6 +446,15 @@ impl ScriptEngine {
             },
         );
         let api = Arc::clone(&host);
+        engine.register_fn(
+            "propose_write",
+            move |name: &str, value: Dynamic, reason: &str| -> Result<String, Box<EvalAltResult>> {
+                let value = from_script(&value, depth)?;
+                api.propose_write(&current_script(), name, value, reason)
+                    .map_err(thrown)
+            },
+        );
+        let api = Arc::clone(&host);
         engine.register_fn("active_alarms", move || -> Result<Dynamic, Box<EvalAltResult>> {
             to_script(&api.active_alarms().map_err(thrown)?)
         });
@@ -668,6 +677,19 @@ mod tests {
                 .push((script.to_owned(), format!("wrote {name}")));
             self.tags.lock().expect("lock").insert(name.to_owned(), value);
             Ok(())
+        }
+        fn propose_write(
+            &self,
+            script: &str,
+            name: &str,
+            value: Value,
+            reason: &str,
+        ) -> Result<String, HostError> {
+            self.log
+                .lock()
+                .expect("lock")
+                .push((script.to_owned(), format!("proposed {name} = {value}: {reason}")));
+            Ok("p-000000000001".to_owned())
         }
         fn active_alarms(&self) -> Result<Value, HostError> {
             Ok(json!([{"tag": "Tank1.Level", "condition": "Hi"}]))

@@ -14,6 +14,21 @@ pub trait ScriptHost: Send + Sync + 'static {
     fn read_tag(&self, name: &str) -> Result<Value, HostError>;
     /// Writes a tag (scripts are integrator code and may write; tools still may not).
     fn write_tag(&self, script: &str, name: &str, value: Value) -> Result<(), HostError>;
+    /// Proposes writing `value` to tag `name` for an operator to approve (the script's
+    /// proposals wait in the operators' pending list; nothing is written until one approves):
+    /// the proposal's id. None, by default.
+    fn propose_write(
+        &self,
+        script: &str,
+        name: &str,
+        value: Value,
+        reason: &str,
+    ) -> Result<String, HostError> {
+        let _ = (script, value, reason);
+        Err(HostError(format!(
+            "cannot propose writing {name}: this host takes no proposals"
+        )))
+    }
     /// The active alarms, most urgent first.
     fn active_alarms(&self) -> Result<Value, HostError>;
     /// A tag's samples over the last `minutes`: `{samples: [{value, timestamp}], min, max, mean}`.

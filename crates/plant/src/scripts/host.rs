@@ -72,22 +72,31 @@ impl RuntimeScriptHost {
         }
     }
 
-    /// Runs a runtime tool by name and returns its result, or its failure's message.
+    /// Runs a runtime tool that only reads by name and returns its result, or its failure's
+    /// message.
     fn tool(&self, name: &str, arguments: Value) -> Result<Value, HostError> {
+        // The script API's reads do not say which script reads; reading tools never ask.
+        let caller = localai::tools::ToolCaller::Script {
+            script: Arc::from("solution scripts"),
+        };
+        self.call(name, arguments, caller)
+    }
+
+    /// Runs a runtime tool by name for `caller` (whatever the solution's ModelOptions bits
+    /// offer the model: scripts are the integrator's code).
+    fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        caller: localai::tools::ToolCaller,
+    ) -> Result<Value, HostError> {
         let tool = self
             .runtime
             .tools()
             .get(name)
             .ok_or_else(|| HostError(format!("the runtime tool {name} is not registered")))?;
         self.handle
-            .block_on(tool.call(
-                arguments,
-                // The script API's reads do not say which script reads; reading tools never ask.
-                localai::tools::ToolCaller::Script {
-                    script: Arc::from("solution scripts"),
-                },
-                localai::tools::TOOL_TIMEOUT,
-            ))
+            .block_on(tool.call(arguments, caller, localai::tools::TOOL_TIMEOUT))
             .map_err(|error| {
                 HostError(
                     error.to_content()["error"]["message"]
@@ -142,6 +151,26 @@ impl ScriptHost for RuntimeScriptHost {
                 .map(drop)
                 .map_err(|reason| HostError(format!("cannot write {name}: {reason}")))
         })
+    }
+
+    fn propose_write(
+        &self,
+        script: &str,
+        name: &str,
+        value: Value,
+        reason: &str,
+    ) -> Result<String, HostError> {
+        let proposal = self.call(
+            "runtime_propose_write",
+            json!({"tag": name, "value": value, "reason": reason}),
+            localai::tools::ToolCaller::Script {
+                script: Arc::from(script),
+            },
+        )?;
+        proposal["proposal"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| HostError("the proposal tool gave no id".to_owned()))
     }
 
     fn active_alarms(&self) -> Result<Value, HostError> {
