@@ -227,14 +227,14 @@ async fn the_model_proposes_an_operator_approves_once_and_the_next_turn_is_told(
 
     // Every logged-in client lists it; a viewer may not decide it, and it stays pending.
     let viewer = rig.viewer().await;
-    let listed = viewer.list_proposals().await.expect("lists");
+    let listed = viewer.list_proposals().await.expect("lists").proposals;
     assert_eq!(listed, made);
     let refused = viewer
         .decide_proposal(&proposal.id, Decision::Approve, "")
         .await
         .expect_err("a viewer may not approve");
     assert_eq!(server_error(&refused).0, ErrorCode::PermissionDenied, "{refused}");
-    assert_eq!(operator.list_proposals().await.expect("lists").len(), 1);
+    assert_eq!(operator.list_proposals().await.expect("lists").proposals.len(), 1);
     assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
 
     // Two operators approve at the same moment: one carries it out, the other is told.
@@ -258,7 +258,14 @@ async fn the_model_proposes_an_operator_approves_once_and_the_next_turn_is_told(
     assert_eq!(settled.state(), ProposalState::Approved);
     assert_eq!(settled.outcome, "approved by guest: written");
     assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Manual".into()));
-    assert!(operator.list_proposals().await.expect("lists").is_empty());
+    assert!(
+        operator
+            .list_proposals()
+            .await
+            .expect("lists")
+            .proposals
+            .is_empty()
+    );
     let late = operator
         .decide_proposal(&proposal.id, Decision::Decline, "")
         .await
@@ -374,10 +381,16 @@ async fn declined_expired_and_withdrawn_proposals_are_never_carried_out() {
     let panel = rig.server.guest().await;
     let third = panel.chat_reply("Manual again?").await.expect("answered");
     assert_eq!(third.proposals.len(), 1);
-    assert_eq!(operator.list_proposals().await.expect("lists").len(), 1);
+    assert_eq!(operator.list_proposals().await.expect("lists").proposals.len(), 1);
     drop(panel);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !operator.list_proposals().await.expect("lists").is_empty() {
+    while !operator
+        .list_proposals()
+        .await
+        .expect("lists")
+        .proposals
+        .is_empty()
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "withdrawn when its connection closed"
@@ -451,7 +464,14 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
     );
     let unknown = tool_message_content(&posts[1], "call_unknown");
     assert_eq!(unknown["error"]["type"], "not_found", "{unknown}");
-    assert!(operator.list_proposals().await.expect("lists").is_empty());
+    assert!(
+        operator
+            .list_proposals()
+            .await
+            .expect("lists")
+            .proposals
+            .is_empty()
+    );
 
     // The same tool over the framed CallTool: the client is named as the proposer.
     let content = operator
@@ -462,7 +482,7 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
         .await
         .expect("answered");
     assert!(!content.is_error, "{}", content.content_json);
-    let pending = operator.list_proposals().await.expect("lists");
+    let pending = operator.list_proposals().await.expect("lists").proposals;
     assert_eq!(pending.len(), 1);
     assert_eq!(
         pending[0].action,
@@ -551,7 +571,14 @@ async fn no_tool_name_or_argument_trick_writes() {
         assert_eq!(content["ok"], false, "{name}: {content}");
     }
     assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
-    assert!(operator.list_proposals().await.expect("lists").is_empty());
+    assert!(
+        operator
+            .list_proposals()
+            .await
+            .expect("lists")
+            .proposals
+            .is_empty()
+    );
 
     // Without bit 0x40 the proposal tools are not offered at all.
     admin(&["settings", &rig.path(), "set", "ModelOptions", "0x9e"], "");
@@ -616,7 +643,7 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
         "{content}"
     );
     let operator = rig.server.guest().await;
-    let pending = operator.list_proposals().await.expect("lists");
+    let pending = operator.list_proposals().await.expect("lists").proposals;
     assert_eq!(pending.len(), 1);
     assert!(
         pending[0].proposer.starts_with("MCP client ") && pending[0].proposer.ends_with(" (guest)"),
@@ -649,4 +676,99 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
     );
     mcp.cancel().await.expect("closes");
     rig.stop().await;
+}
+
+/// Proposes writing `mode` to Pump1.Mode over the framed CallTool, as `client`.
+async fn propose_by_call(client: &Client, mode: &str, reason: &str) -> String {
+    let reply = client
+        .call_tool(
+            "runtime_propose_write",
+            &json!({"tag": "Pump1.Mode", "value": mode, "reason": reason}),
+        )
+        .await
+        .expect("answered");
+    assert!(!reply.is_error, "{}", reply.content_json);
+    let content: Value = serde_json::from_str(&reply.content_json).expect("JSON");
+    content["result"]["proposal"].as_str().expect("an id").to_owned()
+}
+
+#[tokio::test]
+async fn a_panel_subscribed_to_proposals_is_told_when_they_change() {
+    let rig = ProposalRig::start(Vec::new()).await;
+    let panel = rig.server.guest().await;
+    let nothing = panel
+        .subscribe(service_client::SubscribeRequest::default())
+        .await
+        .expect_err("nothing to watch");
+    assert!(
+        server_error(&nothing).1.contains("or ask for proposals"),
+        "{nothing}"
+    );
+    let mut watching = panel
+        .subscribe(service_client::SubscribeRequest {
+            proposals: true,
+            ..service_client::SubscribeRequest::default()
+        })
+        .await
+        .expect("subscribed");
+    assert!(watching.initial().readings.is_empty());
+    let proposer = rig.server.guest().await;
+    let id = propose_by_call(&proposer, "Manual", "made elsewhere").await;
+    let update = tokio::time::timeout(Duration::from_secs(10), watching.next_update())
+        .await
+        .expect("told in time")
+        .expect("an update");
+    assert!(
+        update.proposals_changed && update.readings.is_empty(),
+        "{update:?}"
+    );
+    assert_eq!(panel.list_proposals().await.expect("lists").proposals[0].id, id);
+    panel
+        .decide_proposal(&id, Decision::Decline, "")
+        .await
+        .expect("declined");
+    let update = tokio::time::timeout(Duration::from_secs(10), watching.next_update())
+        .await
+        .expect("told in time")
+        .expect("an update");
+    assert!(update.proposals_changed, "{update:?}");
+    assert!(panel.list_proposals().await.expect("lists").proposals.is_empty());
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_pending_list_fits_the_smallest_frame_and_says_how_many_it_left_out() {
+    let solution = proposable_solution();
+    let server = TestServer::start(&solution.path, ServerConfig::default().with_max_frame(4096)).await;
+    let mut proposers = Vec::new();
+    for _ in 0..3 {
+        let client = server.guest().await;
+        for index in 0..10 {
+            propose_by_call(&client, "Manual", &format!("{index} {}", "é".repeat(490))).await;
+        }
+        proposers.push(client);
+    }
+    let reply = proposers[0].list_proposals().await.expect("lists");
+    assert!(
+        !reply.proposals.is_empty() && reply.proposals.len() < 30,
+        "{}",
+        reply.proposals.len()
+    );
+    assert_eq!(reply.proposals.len() + reply.left_out as usize, 30);
+    let refused = proposers[0]
+        .call_tool(
+            "runtime_propose_write",
+            &json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "one more"}),
+        )
+        .await
+        .expect("answered");
+    assert!(
+        refused.is_error
+            && refused
+                .content_json
+                .contains("10 proposals from here are waiting already"),
+        "{}",
+        refused.content_json
+    );
+    server.stop().await;
 }

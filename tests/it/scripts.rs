@@ -987,7 +987,7 @@ async fn a_script_proposes_a_write_that_waits_for_an_operator() {
     })
     .await;
     let client = rig.server.guest().await;
-    let pending = client.list_proposals().await.expect("lists");
+    let pending = client.list_proposals().await.expect("lists").proposals;
     assert_eq!(pending.len(), 1, "{pending:?}");
     assert_eq!(pending[0].proposer, "script Advisor");
     assert_eq!(rig.value("Tank1.OperatorNote"), pending[0].id.as_str());

@@ -17,10 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
     CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
-    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsRequest,
-    ListToolsRequest, Logout, Ping, Proposal, ReadTagsRequest, ServerFrame, SubscribeReply, SubscribeRequest,
-    TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, ToolInfo,
-    UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
+    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsReply,
+    ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
+    ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;
@@ -384,13 +384,14 @@ impl Client {
         }
     }
 
-    /// The proposals waiting for a person's decision, oldest first.
-    pub async fn list_proposals(&self) -> Result<Vec<Proposal>, ClientError> {
+    /// The proposals waiting for a person's decision, oldest first (as many as fit a frame;
+    /// `left_out` counts the rest).
+    pub async fn list_proposals(&self) -> Result<ListProposalsReply, ClientError> {
         match self
             .call(client_frame::Body::ListProposals(ListProposalsRequest {}))
             .await?
         {
-            server_frame::Body::ListProposals(reply) => Ok(reply.proposals),
+            server_frame::Body::ListProposals(reply) => Ok(reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ListProposalsReply",
             }),

@@ -258,7 +258,7 @@ impl FailoverClient {
 
     /// The proposals waiting for a decision on the node connected to (proposals live on the
     /// node that took them, as their connection does).
-    pub async fn list_proposals(&self) -> Result<Vec<crate::Proposal>, ClientError> {
+    pub async fn list_proposals(&self) -> Result<crate::ListProposalsReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.list_proposals().await })
             .await
     }
@@ -593,11 +593,14 @@ async fn renew_subscriptions(state: &State, client: &Client) -> Result<(), Clien
             .collect()
     };
     for (id, request, updates) in renewable {
+        let watches_proposals = request.proposals;
         let (server_id, initial) = client.subscribe_into(request, updates.clone()).await?;
         let _ = updates.send(TagUpdate {
             readings: initial.readings,
             skipped: 0,
             alarms: initial.alarms,
+            // Another node keeps other proposals.
+            proposals_changed: watches_proposals,
         });
         if let Some(renewable) = lock(&state.subscriptions).get_mut(&id) {
             renewable.server_id = server_id;

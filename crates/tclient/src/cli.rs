@@ -556,6 +556,7 @@ async fn watch_tags(
         deadband,
         max_rate: rate,
         alarms: false,
+        proposals: false,
     };
     let mut subscriptions = Vec::new();
     if !tags.is_empty() {

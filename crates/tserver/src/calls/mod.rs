@@ -279,6 +279,7 @@ impl CallState {
                         call_id,
                         request,
                         &runtime.plant().reader(),
+                        runtime.proposals(),
                         scope.connection_ended,
                     )
                     .unwrap_or_else(CallError::into_body),
@@ -298,7 +299,7 @@ impl CallState {
             Call::TagHistory(request) => Apply::later(tag_history::apply(&request, runtime)),
             Call::Alarms(request) => Apply::later(alarms::apply(&request, runtime)),
             Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
-            Call::ListProposals => Apply::Now(list_proposals::apply(runtime)),
+            Call::ListProposals => Apply::Now(list_proposals::apply(runtime, self.chat_streams.frame_room())),
             Call::DecideProposal(request) => {
                 Apply::later(decide_proposal::apply(request, &self.context, runtime))
             }

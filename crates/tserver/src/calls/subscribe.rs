@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
@@ -24,6 +24,7 @@ use tserver_proto::v1::{
 use super::to_proto::{CallError, alarm_state, sample_reading, short, unknown_reading};
 use plant::PlantReader;
 use plant::objects::{Alarm, AlarmStatus, ObjectModel, Tag};
+use plant::proposals::ProposalBoard;
 
 /// Subscriptions one connection may hold.
 pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;
@@ -42,6 +43,8 @@ struct Wanted {
     folder: Option<String>,
     deadband: f64,
     alarms: bool,
+    /// Whether the pending proposals are watched too.
+    proposals: bool,
 }
 
 /// One watched tag.
@@ -109,10 +112,10 @@ impl Watch {
                     }),
             );
         }
-        if tags.is_empty() {
+        if tags.is_empty() && !wanted.proposals {
             return Err(CallError::new(
                 ErrorCode::InvalidArgument,
-                "nothing to subscribe to: name tags or a folder",
+                "nothing to subscribe to: name tags or a folder, or ask for proposals",
             ));
         }
         if tags.len() > MAX_TAGS {
@@ -212,6 +215,7 @@ impl Subscriptions {
         call_id: u64,
         request: SubscribeRequest,
         plant: &PlantReader,
+        proposals: &ProposalBoard,
         connection: &CancellationToken,
     ) -> Result<server_frame::Body, CallError> {
         self.running.retain(|_, cancel| !cancel.is_cancelled());
@@ -248,6 +252,7 @@ impl Subscriptions {
             folder,
             deadband: request.deadband,
             alarms: request.alarms,
+            proposals: request.proposals,
         };
         let objects = plant.objects();
         let mut watch = Watch::bind(wanted, &objects)?;
@@ -265,6 +270,7 @@ impl Subscriptions {
             interval: Duration::from_secs(1) / rate,
             frames: sender.clone(),
             turn: Arc::new(Semaphore::new(1)),
+            proposals: request.proposals.then(|| proposals.revision()),
         };
         tokio::spawn(task.run(cancel));
         Ok(server_frame::Body::Subscribe(SubscribeReply { readings, alarms }))
@@ -309,16 +315,23 @@ struct Subscription {
     frames: mpsc::Sender<SubscriptionFrame>,
     /// One permit: held by the frame on its way to the client.
     turn: Arc<Semaphore>,
+    /// The pending proposals' revision, when they are watched.
+    proposals: Option<watch::Receiver<u64>>,
 }
 
 impl Subscription {
     async fn run(mut self, cancel: CancellationToken) {
         let mut changes = self.plant.changes();
         let mut next_allowed = Instant::now() + self.interval;
+        let mut proposals_waiting = false;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 changed = changes.changed() => if changed.is_err() { return },
+                changed = proposals_changed(self.proposals.as_mut()) => match changed {
+                    Ok(()) => proposals_waiting = true,
+                    Err(_) => return,
+                },
             }
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -345,7 +358,15 @@ impl Subscription {
                 self.objects = current;
             }
             let (readings, skipped, alarms) = self.watch.collect();
-            if readings.is_empty() && alarms.is_empty() {
+            // A change seen while waiting for the rate or the turn goes out in this frame too.
+            if let Some(revision) = self.proposals.as_mut()
+                && revision.has_changed().unwrap_or(false)
+            {
+                revision.mark_unchanged();
+                proposals_waiting = true;
+            }
+            let proposals_changed = std::mem::take(&mut proposals_waiting);
+            if readings.is_empty() && alarms.is_empty() && !proposals_changed {
                 continue;
             }
             metrics::counter!(crate::telemetry::SUBSCRIPTION_UPDATES).increment(1);
@@ -358,6 +379,7 @@ impl Subscription {
                     readings,
                     skipped,
                     alarms,
+                    proposals_changed,
                 })),
             };
             tokio::select! {
@@ -366,5 +388,16 @@ impl Subscription {
             }
             next_allowed = Instant::now() + self.interval;
         }
+    }
+}
+
+/// Completes when the watched proposals change (`Err` when the board is gone); pending
+/// forever when they are not watched.
+async fn proposals_changed(
+    revision: Option<&mut watch::Receiver<u64>>,
+) -> Result<(), watch::error::RecvError> {
+    match revision {
+        Some(revision) => revision.changed().await,
+        None => std::future::pending().await,
     }
 }
