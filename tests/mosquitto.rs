@@ -228,17 +228,25 @@ impl Publisher {
             .expect("queued for the broker");
         // A round trip through the broker: our own message on a private topic comes back
         // only after the subscription before it is in place.
+        self.received_so_far().await;
+    }
+
+    /// The messages the broker has delivered to the subscriptions so far: those that come
+    /// before a marker of our own, published now on a private topic, comes back.
+    pub async fn received_so_far(&mut self) -> Vec<(String, Vec<u8>)> {
         let marker = format!("test-marker/{}", uuid::Uuid::new_v4().simple());
         self.client
             .subscribe(&marker, QoS::AtLeastOnce)
             .await
             .expect("queued");
         self.publish(&marker, "", false).await;
+        let mut received = Vec::new();
         loop {
-            let (topic, _) = self.next().await;
+            let (topic, payload) = self.next().await;
             if topic == marker {
-                return;
+                return received;
             }
+            received.push((topic, payload));
         }
     }
 

@@ -846,3 +846,67 @@ async fn a_sources_first_value_past_a_limit_raises_its_alarm_at_once() {
     assert_eq!(alarm_state(&runtime), plant::objects::AlarmState::Active);
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn a_proposal_for_a_field_bound_tag_reaches_the_broker_only_once_approved() {
+    let broker = Mosquitto::start();
+    let solution = plant_with(&broker.url(), |model| {
+        uns(model, "Tank1.Level");
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                (tag.writable, tag.proposable) = (true, true);
+            }
+        }
+    });
+    admin(
+        &[
+            "settings",
+            solution.path.to_str().expect("utf-8"),
+            "set",
+            "ModelOptions",
+            "0xde",
+        ],
+        "",
+    );
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let shutdown = CancellationToken::new();
+    server.runtime.start_sources(&shutdown).await.expect("starts");
+    until_connected(&server.runtime).await;
+    let mut field = Publisher::connect(broker.port).await;
+    let command = format!("{}/set", level_topic(1));
+    field.subscribe(&command).await;
+
+    let client = server.guest().await;
+    let proposed = client
+        .call_tool(
+            "runtime_propose_write",
+            &serde_json::json!({"tag": "Tank1.Level", "value": 40.5, "reason": "drain a little"}),
+        )
+        .await
+        .expect("answered");
+    assert!(!proposed.is_error, "{}", proposed.content_json);
+    let content: serde_json::Value = serde_json::from_str(&proposed.content_json).expect("JSON");
+    let id = content["result"]["proposal"].as_str().expect("an id").to_owned();
+    assert!(
+        field.received_so_far().await.is_empty(),
+        "a proposal sends nothing to the field"
+    );
+
+    let decided = client
+        .decide_proposal(&id, service_client::Decision::Approve, "")
+        .await
+        .expect("approved");
+    assert_eq!(decided.write_outcome(), WriteOutcome::SentToField);
+    assert_eq!(
+        decided.proposal.expect("the proposal").outcome,
+        "approved by guest: sent to the field"
+    );
+    let (topic, payload) = field.next().await;
+    assert_eq!(
+        (topic.as_str(), payload.as_slice()),
+        (command.as_str(), b"40.5".as_slice())
+    );
+    assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+    shutdown.cancel();
+    server.stop().await;
+}
