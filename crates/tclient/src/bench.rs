@@ -41,6 +41,10 @@ pub enum Scenario {
     /// (`scripted-llm --stream --stamp`), also the time from the model's first chunk of the
     /// answer to its first text at this client.
     ChatStream,
+    /// A streamed chat turn whose model proposes an action (`scripted-llm --mode propose`):
+    /// timed to its reply, the proposal seen on the way (an error `no_proposal` otherwise),
+    /// then declined, untimed, so that proposals never reach their caps.
+    Propose,
     /// A display read of tag values.
     Tags,
     /// Write every tag of `--tags` (an operator's login) with the current time in Unix
@@ -59,6 +63,7 @@ impl Scenario {
             Self::Ping => "ping",
             Self::Chat => "chat",
             Self::ChatStream => "chat-stream",
+            Self::Propose => "propose",
             Self::Tags => "tags",
             Self::Write => "write",
             Self::Watch => "watch",
@@ -578,14 +583,22 @@ impl Run {
         }
     }
 
-    /// One call: its outcome, and for a streamed turn against a stamping model the time from
-    /// the answer's first chunk to its first text here.
-    async fn call(&self, client: &Client) -> (Result<String, String>, Option<Duration>) {
-        if self.scenario == Scenario::ChatStream {
-            return match chat_streamed(client, &self.query).await {
-                Ok((status, first_text)) => (Ok(status), first_text),
-                Err(error) => (Err(error), None),
-            };
+    /// One call: its outcome, for a streamed turn against a stamping model the time from the
+    /// answer's first chunk to its first text here, and when the timed part ended.
+    async fn call(&self, client: &Client) -> (Result<String, String>, Option<Duration>, Instant) {
+        match self.scenario {
+            Scenario::ChatStream => {
+                let (outcome, first_text) = match chat_streamed(client, &self.query).await {
+                    Ok((status, first_text)) => (Ok(status), first_text),
+                    Err(error) => (Err(error), None),
+                };
+                return (outcome, first_text, Instant::now());
+            }
+            Scenario::Propose => {
+                let (outcome, ended) = propose_and_decline(client, &self.query).await;
+                return (outcome, None, ended);
+            }
+            _ => {}
         }
         let outcome = match self.scenario {
             // Idle and watch run on their own (`hold_idle`, `watch_load`); a call of theirs is a ping.
@@ -612,12 +625,13 @@ impl Run {
                     }
                 })
             }
-            Scenario::Chat | Scenario::ChatStream => match client.chat(&self.query).await {
-                Ok(json) => return (envelope_status(&json), None),
+            Scenario::Chat | Scenario::ChatStream | Scenario::Propose => match client.chat(&self.query).await
+            {
+                Ok(json) => return (envelope_status(&json), None, Instant::now()),
                 Err(error) => Err(error),
             },
         };
-        (outcome.map_err(|error| error_kind(&error)), None)
+        (outcome.map_err(|error| error_kind(&error)), None, Instant::now())
     }
 }
 
@@ -653,6 +667,37 @@ async fn chat_streamed(client: &Client, query: &str) -> Result<(String, Option<D
     }
     let reply = stream.reply().await.map_err(|error| error_kind(&error))?;
     Ok((envelope_status(&reply.reply_json)?, first_text))
+}
+
+/// A streamed turn whose model proposes: its status and when its reply came (the proposal
+/// seen on the way); then what it proposed declined, after the timed part.
+async fn propose_and_decline(client: &Client, query: &str) -> (Result<String, String>, Instant) {
+    let mut stream = match client.chat_stream(query).await {
+        Ok(stream) => stream,
+        Err(error) => return (Err(error_kind(&error)), Instant::now()),
+    };
+    let mut proposed = Vec::new();
+    while let Some(event) = stream.next_event().await {
+        if let service_client::ChatEvent::ProposalMade(proposal) = event {
+            proposed.push(proposal.id);
+        }
+    }
+    let reply = stream.reply().await;
+    let ended = Instant::now();
+    let outcome = match reply {
+        Ok(reply) if !proposed.is_empty() => envelope_status(&reply.reply_json),
+        Ok(_) => Err("no_proposal".to_owned()),
+        Err(error) => Err(error_kind(&error)),
+    };
+    for id in &proposed {
+        if let Err(error) = client
+            .decide_proposal(id, service_client::Decision::Decline, "")
+            .await
+        {
+            return (Err(error_kind(&error)), ended);
+        }
+    }
+    (outcome, ended)
 }
 
 async fn drive_load(
@@ -742,13 +787,13 @@ async fn worker(
         if !run.may_send(start) {
             break;
         }
-        let (outcome, first_text) = run.call(&client).await;
+        let (outcome, first_text, ended) = run.call(&client).await;
         if start >= run.measure_from {
             if let Some(first_text) = first_text {
                 let nanos = u64::try_from(first_text.as_nanos()).unwrap_or(u64::MAX);
                 tally.first_text.saturating_record(nanos.max(1));
             }
-            tally.record(start.elapsed(), outcome);
+            tally.record(ended.duration_since(start), outcome);
             run.done.fetch_add(1, Ordering::Relaxed);
         }
     }

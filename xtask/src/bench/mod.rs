@@ -32,6 +32,7 @@ mod panel_load;
 mod ping;
 mod plan;
 mod plant_bench;
+mod proposal_turns;
 pub(crate) mod reference;
 mod report;
 pub(crate) mod script_bench;
@@ -270,6 +271,7 @@ fn run_scenarios(
     let tool = tool_turns::run(bench, root, fast_url, plan, options.smoke, results, verdicts)?;
     turn_latency::run(bench, fast_url, plan, &tool, reference_ping, results, verdicts)?;
     streaming::run(bench, fast_url, plan.tool_turns / 2, results, verdicts)?;
+    proposal_turns::judge(bench, fast_url, plan.tool_turns / 4, results, verdicts)?;
     tool_turns::judge_model_connections(&tool, verdicts);
     drop(tool);
     websocket_throughput::run(bench, &servers.http_addr, plan.tool_turns / 2, results, verdicts)?;

@@ -27,6 +27,11 @@ pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) 
             "\n[[tags]]\nname = \"{BENCH_FOLDER}.T{index:04}\"\npath = \"{BENCH_FOLDER}/T{index:04}\"\ntype = \"number\"\nwritable = true\n"
         ));
     }
+    // The tag `scripted-llm --mode propose` proposes a write of, outside the bench folder the
+    // fan-out scenarios watch whole.
+    text.push_str(
+        "\n[[tags]]\nname = \"BenchProposals.Setpoint\"\npath = \"BenchProposals/Setpoint\"\ntype = \"number\"\nwritable = true\nproposable = true\n",
+    );
     let file = solution.with_file_name("bench-plant.toml");
     std::fs::write(&file, text)?;
     let solution = solution.to_str().context("a UTF-8 solution path")?;

@@ -105,6 +105,10 @@ pub(crate) const WEBSOCKET_BOUNDED: Target = Target::at_most("<= 1.1x, all held"
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
 
+/// A turn that proposes an action (the proposal streamed to the panel that asked) over a plain
+/// 1-tool turn, p99 at 1 in flight.
+pub(crate) const PROPOSAL_ROUND_TRIP: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);
+
 /// Milliseconds from navigating to the logged-in panel to its first live value drawn, median.
 pub(crate) const PANEL_FIRST_VALUE: Target = Target::at_most("<= 300 ms", 300.0);
 /// KiB the panel's page and its files decode to, as the browser loaded them.

@@ -54,6 +54,9 @@ enum Mode {
     /// A turn's first POST asks for `runtime_get_value` on Pump1.MotorCurrent; the POST that
     /// carries the tool result is answered with text.
     Tool,
+    /// As `Tool`, the call being `runtime_propose_write` of 1 to `BenchProposals.Setpoint` (the
+    /// bench plant's proposable tag): a turn that proposes an action.
+    Propose,
 }
 
 /// The one part of a request body the tool mode reads: each message's role. Everything else is
@@ -82,11 +85,16 @@ fn respond(mode: Mode, stream: Streaming, latency: Duration, request: &RecordedR
     };
     let reply = match mode {
         Mode::Text => text("ok"),
-        Mode::Tool => {
+        Mode::Tool | Mode::Propose => {
             let roles = serde_json::from_slice::<Roles<'_>>(&request.body).ok();
             let last_role = roles.as_ref().and_then(|roles| roles.messages.last());
             if last_role.is_some_and(|message| message.role == "tool") {
                 text("Pump1.MotorCurrent is normal.")
+            } else if mode == Mode::Propose {
+                Reply::tool_call(
+                    "runtime_propose_write",
+                    serde_json::json!({"tag": "BenchProposals.Setpoint", "value": 1, "reason": "bench"}),
+                )
             } else if stream.on {
                 streamed_tool_call()
             } else {
