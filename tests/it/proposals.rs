@@ -82,14 +82,7 @@ impl ProposalRig {
     }
 
     fn value_of(&self, tag: &str) -> PlantValue {
-        self.server
-            .runtime
-            .objects()
-            .tag(tag)
-            .expect("known tag")
-            .current()
-            .value
-            .clone()
+        value_of(&self.server.runtime, tag)
     }
 
     async fn stop(self) {
@@ -651,13 +644,7 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
         pending[0].proposer
     );
     assert_eq!(
-        rig.server
-            .runtime
-            .objects()
-            .tag("Pump1.Mode")
-            .expect("tag")
-            .current()
-            .value,
+        value_of(&rig.server.runtime, "Pump1.Mode"),
         PlantValue::Text("Auto".into())
     );
     let approved = operator
@@ -676,6 +663,17 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
     );
     mcp.cancel().await.expect("closes");
     rig.stop().await;
+}
+
+/// A tag's value now.
+fn value_of(runtime: &tserver::Runtime, tag: &str) -> PlantValue {
+    runtime
+        .objects()
+        .tag(tag)
+        .expect("known tag")
+        .current()
+        .value
+        .clone()
 }
 
 /// Proposes writing `mode` to Pump1.Mode over the framed CallTool, as `client`.

@@ -18,10 +18,7 @@ pub(crate) fn apply(
     context: &ConnectionContext,
     runtime: &Runtime,
 ) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
-    let login = context
-        .login
-        .as_ref()
-        .ok_or_else(|| CallError::new(ErrorCode::Unauthenticated, "log in with Hello first"))?;
+    let login = context.logged_in()?;
     let known = runtime
         .objects()
         .alarms()

@@ -5,6 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use uuid::Uuid;
 
+use tserver_proto::v1::ErrorCode;
+
+use super::to_proto::CallError;
 use crate::auth::{BrowserToken, Login};
 
 /// Who is on the other end of one connection.
@@ -34,5 +37,12 @@ impl ConnectionContext {
             browser: None,
             audit_allowance: Arc::default(),
         }
+    }
+
+    /// The login, or the refusal a call that needs one answers.
+    pub(crate) fn logged_in(&self) -> Result<&Login, CallError> {
+        self.login
+            .as_ref()
+            .ok_or_else(|| CallError::new(ErrorCode::Unauthenticated, "log in with Hello first"))
     }
 }

@@ -36,10 +36,7 @@ pub(crate) fn apply(
     context: &ConnectionContext,
     runtime: &Runtime,
 ) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
-    let login = context
-        .login
-        .as_ref()
-        .ok_or_else(|| CallError::new(ErrorCode::Unauthenticated, "log in with Hello first"))?;
+    let login = context.logged_in()?;
     let approve = match Decision::try_from(request.decision) {
         Ok(Decision::Approve) => true,
         Ok(Decision::Decline) => false,

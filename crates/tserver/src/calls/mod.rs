@@ -307,10 +307,9 @@ impl CallState {
     }
 
     fn chat(&mut self, call_id: u64, request: &ChatRequest, runtime: &Runtime) -> Apply {
-        let Some(login) = &self.context.login else {
-            return Apply::Now(
-                CallError::new(ErrorCode::Unauthenticated, "log in with Hello first").into_body(),
-            );
+        let login = match self.context.logged_in() {
+            Ok(login) => login,
+            Err(refusal) => return Apply::Now(refusal.into_body()),
         };
         self.chat_turns += 1;
         let caller = localai::ChatCaller {

@@ -41,10 +41,7 @@ pub(crate) fn apply(
             ),
         ));
     }
-    let login = context
-        .login
-        .as_ref()
-        .ok_or_else(|| CallError::new(ErrorCode::Unauthenticated, "log in with Hello first"))?;
+    let login = context.logged_in()?;
     let allowed = login.role.can_operate();
     let objects = runtime.objects();
     let now = SystemTime::now();
