@@ -20,14 +20,14 @@ use crate::support::{Solution, TestServer, admin};
 
 /// The demo plant with `Pump1.Mode` writable and proposable, and `Tank1.Level` writable only,
 /// served with the proposal tools on (ModelOptions 0xde) and the model pointed at `llm`.
-struct ProposalRig {
+pub(crate) struct ProposalRig {
     llm: ScriptedLlm,
     solution: Solution,
-    server: TestServer,
+    pub(crate) server: TestServer,
 }
 
 impl ProposalRig {
-    async fn start(script: Vec<Reply>) -> Self {
+    pub(crate) async fn start(script: Vec<Reply>) -> Self {
         let llm = ScriptedLlm::start(script).await.expect("llm");
         let solution = Solution::demo();
         let path = solution.path.to_str().expect("utf-8").to_owned();
@@ -76,7 +76,7 @@ impl ProposalRig {
             .collect()
     }
 
-    fn value_of(&self, tag: &str) -> PlantValue {
+    pub(crate) fn value_of(&self, tag: &str) -> PlantValue {
         self.server
             .runtime
             .objects()
@@ -87,12 +87,12 @@ impl ProposalRig {
             .clone()
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.stop().await;
     }
 }
 
-fn calls(list: &[(&str, &str, Value)]) -> Reply {
+pub(crate) fn calls(list: &[(&str, &str, Value)]) -> Reply {
     Reply::ToolCalls(
         list.iter()
             .map(|(id, name, arguments)| ((*id).to_owned(), (*name).to_owned(), arguments.to_string()))
@@ -100,7 +100,7 @@ fn calls(list: &[(&str, &str, Value)]) -> Reply {
     )
 }
 
-fn propose_mode(mode: &str) -> (&'static str, &'static str, Value) {
+pub(crate) fn propose_mode(mode: &str) -> (&'static str, &'static str, Value) {
     (
         "call_mode",
         "runtime_propose_write",
