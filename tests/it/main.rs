@@ -41,6 +41,7 @@ mod streaming;
 mod subscriptions;
 mod support;
 mod tclient;
+mod tclient_proposals;
 mod tidy;
 mod tls;
 mod tool_calls;

@@ -20,10 +20,10 @@ use crate::support::{Solution, TestServer, admin};
 
 /// The demo plant with `Pump1.Mode` writable and proposable, and `Tank1.Level` writable only,
 /// served with the proposal tools on (ModelOptions 0xde) and the model pointed at `llm`.
-struct ProposalRig {
+pub(crate) struct ProposalRig {
     llm: ScriptedLlm,
     solution: Solution,
-    server: TestServer,
+    pub(crate) server: TestServer,
 }
 
 /// The demo solution with `Pump1.Mode` writable and proposable, `Tank1.Level` writable only,
@@ -48,7 +48,7 @@ fn proposable_solution() -> Solution {
 }
 
 impl ProposalRig {
-    async fn start(script: Vec<Reply>) -> Self {
+    pub(crate) async fn start(script: Vec<Reply>) -> Self {
         let llm = ScriptedLlm::start(script).await.expect("llm");
         let solution = proposable_solution();
         let path = solution.path.to_str().expect("utf-8").to_owned();
@@ -81,16 +81,16 @@ impl ProposalRig {
             .collect()
     }
 
-    fn value_of(&self, tag: &str) -> PlantValue {
+    pub(crate) fn value_of(&self, tag: &str) -> PlantValue {
         value_of(&self.server.runtime, tag)
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.stop().await;
     }
 }
 
-fn calls(list: &[(&str, &str, Value)]) -> Reply {
+pub(crate) fn calls(list: &[(&str, &str, Value)]) -> Reply {
     Reply::ToolCalls(
         list.iter()
             .map(|(id, name, arguments)| ((*id).to_owned(), (*name).to_owned(), arguments.to_string()))
@@ -98,7 +98,7 @@ fn calls(list: &[(&str, &str, Value)]) -> Reply {
     )
 }
 
-fn propose_mode(mode: &str) -> (&'static str, &'static str, Value) {
+pub(crate) fn propose_mode(mode: &str) -> (&'static str, &'static str, Value) {
     (
         "call_mode",
         "runtime_propose_write",

@@ -18,6 +18,22 @@ pub(crate) async fn tclient(args: &[&str], stdin: &str, interactive: bool) -> an
     .await
 }
 
+/// Runs the `tclient` program as a process of its own, with standard input empty (not a
+/// terminal) and standard output and error captured.
+pub(crate) async fn tclient_process(args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
+            .args(args)
+            .env("RUST_BACKTRACE", "0")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("tclient runs")
+    })
+    .await
+    .expect("the run")
+}
+
 /// `tclient` with its input and output on a terminal or not, as `terminals` says.
 async fn tclient_on(args: &[&str], stdin: &str, terminals: Terminals) -> anyhow::Result<String> {
     let cli = Cli::try_parse_from(std::iter::once("tclient").chain(args.iter().copied()))?;
@@ -294,16 +310,7 @@ async fn bench_draws_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe() {
     );
 
     // Standard error on a pipe: no bar, nothing at all.
-    let owned: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-    let piped = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
-            .args(owned)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("tclient runs")
-    })
-    .await
-    .expect("the piped run");
+    let piped = tclient_process(&args).await;
     assert!(piped.status.success(), "{piped:?}");
     assert!(
         piped.stderr.is_empty(),
@@ -479,17 +486,7 @@ async fn tags_read_fails_naming_each_tag_it_could_not_read() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let addr = server.addr.to_string();
-    let args = ["--addr", addr.as_str(), "tags", "read", "Tank1.Level", "Nope.Tag"].map(str::to_owned);
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tclient-under-test"))
-            .args(args)
-            .env("RUST_BACKTRACE", "0")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("tclient runs")
-    })
-    .await
-    .expect("the run");
+    let output = tclient_process(&["--addr", &addr, "tags", "read", "Tank1.Level", "Nope.Tag"]).await;
     assert!(
         !output.status.success(),
         "an unknown tag fails the command: {output:?}"

@@ -4,7 +4,9 @@
 //! prints the answer as it arrives instead, readably (`--no-stream`: the JSON line). `repl` is
 //! interactive on a terminal (streaming likewise); with stdin not a terminal it reads one query
 //! per line and prints one envelope line per query, all on one connection. In either, a line
-//! `:clear` empties the conversation (ChatClear).
+//! `:clear` empties the conversation (ChatClear). After a turn that made proposals, a person at
+//! a terminal is asked to approve or decline each; otherwise they are printed (on standard error
+//! where standard output carries envelopes) with how to decide them.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
@@ -14,7 +16,8 @@ use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
 use crate::plant_views::{self, HistoryQuery};
-use service_client::{ChatEvent, ClientOptions, Envelope, FailoverClient, ToolStatus};
+use crate::proposals;
+use service_client::{ChatEvent, ClientOptions, Decision, Envelope, FailoverClient, Proposal, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
 #[derive(Debug, Parser)]
@@ -85,12 +88,42 @@ pub enum Command {
     /// MCP clients that launch a command, e.g. Claude Desktop). The password, if any, comes
     /// from the TCLIENT_PASSWORD environment variable (standard input carries MCP).
     Mcp,
+    /// List and decide the actions proposed for a person's approval (writes, alarm
+    /// acknowledgements).
+    Proposals {
+        /// What to do.
+        #[command(subcommand)]
+        action: ProposalsAction,
+    },
     /// Use the runtime tools the assistant uses (when the solution offers them to clients:
     /// ModelOptions bit 0x02).
     Tools {
         /// What to do.
         #[command(subcommand)]
         action: ToolsAction,
+    },
+}
+
+/// `tclient proposals` actions.
+#[derive(Debug, Subcommand)]
+pub enum ProposalsAction {
+    /// Print the proposals waiting for a decision, oldest first, one line each.
+    List,
+    /// Approve a proposal (an operator's login): carry it out now, and print where it went.
+    Approve {
+        /// The proposal's id, e.g. `p-3f2a9c01b7de`.
+        id: String,
+        /// Why, told to whoever proposed it.
+        #[arg(long, default_value = "")]
+        comment: String,
+    },
+    /// Decline a proposal (an operator's login): nothing is done.
+    Decline {
+        /// The proposal's id, e.g. `p-3f2a9c01b7de`.
+        id: String,
+        /// Why, told to whoever proposed it.
+        #[arg(long, default_value = "")]
+        comment: String,
     },
 }
 
@@ -352,24 +385,7 @@ async fn run_command(
             )?;
         }
         Command::Chat { text, clear } => {
-            if *clear {
-                let cleared = client.chat_clear().await?;
-                if text.is_none() {
-                    let said = if cleared {
-                        "conversation cleared"
-                    } else {
-                        "conversation cleared (it was empty)"
-                    };
-                    writeln!(output, "{said}")?;
-                }
-            }
-            match text {
-                Some(text) if stream => {
-                    chat_streamed(client, text, output).await?;
-                }
-                Some(text) => writeln!(output, "{}", client.chat(text).await?)?,
-                None => {}
-            }
+            chat_once(client, text.as_deref(), *clear, input, output, terminals, stream).await?;
         }
         Command::Repl if terminals.input => {
             chat_interactively(client, input, output, stream).await?;
@@ -450,9 +466,53 @@ async fn run_command(
                 writeln!(output, "{name} had nothing to acknowledge")?;
             }
         }
+        Command::Proposals {
+            action: ProposalsAction::List,
+        } => proposals::list(client, output).await?,
+        Command::Proposals {
+            action: ProposalsAction::Approve { id, comment },
+        } => proposals::decide(client, id, Decision::Approve, comment, output).await?,
+        Command::Proposals {
+            action: ProposalsAction::Decline { id, comment },
+        } => proposals::decide(client, id, Decision::Decline, comment, output).await?,
         Command::Repl => chat_each_line(client, input, output).await?,
     }
     Ok(())
+}
+
+/// `chat [--clear] [TEXT]`: the turn printed as the envelope line (with `stream`, readably as
+/// it arrives), then its proposals asked about at a terminal or printed with how to decide them.
+async fn chat_once(
+    client: &FailoverClient,
+    text: Option<&str>,
+    clear: bool,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    terminals: Terminals,
+    stream: bool,
+) -> anyhow::Result<()> {
+    if clear {
+        let cleared = client.chat_clear().await?;
+        if text.is_none() {
+            let said = if cleared {
+                "conversation cleared"
+            } else {
+                "conversation cleared (it was empty)"
+            };
+            writeln!(output, "{said}")?;
+        }
+    }
+    let Some(text) = text else { return Ok(()) };
+    if stream {
+        let (_, made) = chat_streamed_with_proposals(client, text, output).await?;
+        return proposals::decide_at_the_terminal(client, &made, input, output, terminals.input).await;
+    }
+    let reply = client.chat_reply(text).await?;
+    writeln!(output, "{}", reply.reply_json)?;
+    output.flush()?;
+    // Standard output carries the envelope only.
+    let mut person = std::io::stderr().lock();
+    proposals::decide_at_the_terminal(client, &reply.proposals, input, &mut person, terminals.input).await
 }
 
 /// `tools call NAME ARGUMENTS`: prints the tool's result; a result that reports a failure
@@ -499,8 +559,13 @@ async fn chat_each_line(
             eprintln!("tclient: conversation cleared");
             continue;
         }
-        writeln!(output, "{}", client.chat(query).await?)?;
+        let reply = client.chat_reply(query).await?;
+        writeln!(output, "{}", reply.reply_json)?;
         output.flush()?;
+        // Nobody at a terminal to ask: the proposals go to standard error with how to decide
+        // them, standard output carrying envelopes only.
+        let mut person = std::io::stderr().lock();
+        proposals::decide_at_the_terminal(client, &reply.proposals, input, &mut person, false).await?;
     }
     Ok(())
 }
@@ -685,8 +750,8 @@ async fn write_tags(
 }
 
 /// Chats with a person: prompts, sends each line as a chat turn and prints the envelope
-/// readably (with `stream`, the answer as it arrives), until an empty line or the end of input.
-/// Returns the envelopes received.
+/// readably (with `stream`, the answer as it arrives), then asks about each proposal the turn
+/// made, until an empty line or the end of input. Returns the envelopes received.
 pub async fn chat_interactively(
     client: &FailoverClient,
     input: &mut dyn BufRead,
@@ -711,13 +776,16 @@ pub async fn chat_interactively(
             writeln!(output, "(conversation cleared)")?;
             continue;
         }
-        if stream {
-            envelopes.push(chat_streamed(client, line.trim(), output).await?);
-            continue;
-        }
-        let envelope = parse_envelope(&client.chat(line.trim()).await?)?;
-        write_readable(&envelope, output)?;
+        let (envelope, made) = if stream {
+            chat_streamed_with_proposals(client, line.trim(), output).await?
+        } else {
+            let reply = client.chat_reply(line.trim()).await?;
+            let envelope = parse_envelope(&reply.reply_json)?;
+            write_readable(&envelope, output)?;
+            (envelope, reply.proposals)
+        };
         envelopes.push(envelope);
+        proposals::decide_at_the_terminal(client, &made, input, output, true).await?;
     }
     Ok(envelopes)
 }
@@ -734,6 +802,15 @@ pub async fn chat_streamed(
     query: &str,
     output: &mut dyn Write,
 ) -> anyhow::Result<Envelope> {
+    Ok(chat_streamed_with_proposals(client, query, output).await?.0)
+}
+
+/// [`chat_streamed`], also returning the proposals the turn made.
+async fn chat_streamed_with_proposals(
+    client: &FailoverClient,
+    query: &str,
+    output: &mut dyn Write,
+) -> anyhow::Result<(Envelope, Vec<Proposal>)> {
     let mut stream = client.chat_stream(query).await?;
     // The answer text printed since the last tool dispatch, and whether a line is open.
     let mut streamed = String::new();
@@ -771,7 +848,7 @@ pub async fn chat_streamed(
                     writeln!(output)?;
                     line_open = false;
                 }
-                writeln!(output, "  [proposal] {}", crate::proposals::describe(&proposal))?;
+                writeln!(output, "  [proposal] {}", proposals::describe(&proposal))?;
             }
         }
         output.flush()?;
@@ -779,13 +856,14 @@ pub async fn chat_streamed(
     if line_open {
         writeln!(output)?;
     }
-    let envelope = parse_envelope(&stream.reply().await?.reply_json)?;
+    let reply = stream.reply().await?;
+    let envelope = parse_envelope(&reply.reply_json)?;
     if envelope.text != streamed && !envelope.text.is_empty() {
         writeln!(output, "ai> {}", envelope.text)?;
     }
     write_footer(&envelope, output)?;
     output.flush()?;
-    Ok(envelope)
+    Ok((envelope, reply.proposals))
 }
 
 /// How much of a tool's arguments or result the readable form shows; the JSON form has all.
