@@ -69,6 +69,8 @@ pub(crate) enum Only {
     Modbus,
     /// One OPC UA server's variables streaming changes.
     OpcUa,
+    /// The proposal round trip beside a plain 1-tool turn.
+    Proposals,
 }
 
 impl BenchOptions {
@@ -83,13 +85,16 @@ impl BenchOptions {
                     Some("websocket") => options.only = Some(Only::Websocket),
                     Some("modbus") => options.only = Some(Only::Modbus),
                     Some("opcua") => options.only = Some(Only::OpcUa),
+                    Some("proposals") => options.only = Some(Only::Proposals),
                     other => {
-                        bail!("--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua")
+                        bail!(
+                            "--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua, proposals"
+                        )
                     }
                 },
                 other => {
                     bail!(
-                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua"
+                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua|proposals"
                     )
                 }
             }
@@ -261,6 +266,11 @@ fn run_scenarios(
         }
         Some(Only::OpcUa) => {
             return opcua_bench::judge(&bench.bin, &bench.out_dir, plan.opcua, results, verdicts);
+        }
+        Some(Only::Proposals) => {
+            bench.settings("ModelEnabled", "true")?;
+            let turns = plan.tool_turns / 4;
+            return proposal_turns::judge(bench, &servers.fast_url, turns, results, verdicts);
         }
         None => {}
     }
