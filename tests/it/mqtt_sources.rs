@@ -907,6 +907,15 @@ async fn a_proposal_for_a_field_bound_tag_reaches_the_broker_only_once_approved(
         (command.as_str(), b"40.5".as_slice())
     );
     assert_eq!(server.runtime.source_statuses()[0].writes, 1);
+    let audit = admin(&["audit", solution.path.to_str().expect("utf-8")], "");
+    assert!(
+        audit.lines().count() == 1
+            && audit.contains(" write Tank1.Level by guest")
+            && audit.contains(&format!(
+                "-> 40.5: approved {id}, proposed by a client (guest): \"drain a little\""
+            )),
+        "{audit}"
+    );
     shutdown.cancel();
     server.stop().await;
 }

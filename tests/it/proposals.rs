@@ -426,27 +426,38 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
                 "runtime_propose_alarm_ack",
                 json!({"alarm": "No.Such.Alarm", "reason": "seen"}),
             ),
+            (
+                "call_high",
+                "runtime_propose_alarm_ack",
+                json!({"alarm": "Tank1.Level.Hi", "reason": "the operator knows the tank is high"}),
+            ),
         ]),
-        Reply::text("Nothing to acknowledge."),
+        Reply::text("I proposed acknowledging Tank1.Level.Hi."),
     ])
     .await;
-    // An alarm that is active now.
+    // Tank1.Level at 99 trips its Hi alarm (limit 85).
     rig.server
         .runtime
         .plant()
         .write("Tank1.Level", PlantValue::Number(99.0), Quality::GOOD)
         .expect("written");
-    let objects = rig.server.runtime.objects();
-    let active = objects
-        .alarms()
-        .iter()
-        .find(|alarm| alarm.status().state == plant::objects::AlarmState::Active)
-        .expect("Tank1.Level at 99 trips an alarm")
-        .definition()
-        .name
-        .clone();
+    let alarm_state = |name: &str| {
+        rig.server
+            .runtime
+            .objects()
+            .alarms()
+            .iter()
+            .find(|alarm| alarm.definition().name == name)
+            .expect("a demo alarm")
+            .status()
+            .state
+    };
+    assert_eq!(alarm_state("Tank1.Level.Hi"), plant::objects::AlarmState::Active);
     let operator = rig.server.guest().await;
-    operator.chat("Anything to acknowledge?").await.expect("answered");
+    let reply = operator
+        .chat_reply("Anything to acknowledge?")
+        .await
+        .expect("answered");
     let posts = rig.posts();
     let calm = tool_message_content(&posts[1], "call_calm");
     assert!(
@@ -457,56 +468,55 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
     );
     let unknown = tool_message_content(&posts[1], "call_unknown");
     assert_eq!(unknown["error"]["type"], "not_found", "{unknown}");
-    assert!(
-        operator
-            .list_proposals()
-            .await
-            .expect("lists")
-            .proposals
-            .is_empty()
-    );
-
-    // The same tool over the framed CallTool: the client is named as the proposer.
-    let content = operator
-        .call_tool(
-            "runtime_propose_alarm_ack",
-            &json!({"alarm": active, "reason": "the level is back under control"}),
-        )
-        .await
-        .expect("answered");
-    assert!(!content.is_error, "{}", content.content_json);
-    let pending = operator.list_proposals().await.expect("lists").proposals;
-    assert_eq!(pending.len(), 1);
+    assert_eq!(reply.proposals.len(), 1, "{:?}", reply.proposals);
+    let proposal = &reply.proposals[0];
     assert_eq!(
-        pending[0].action,
-        Some(ProposedAction::AcknowledgeAlarm(active.clone()))
+        proposal.action,
+        Some(ProposedAction::AcknowledgeAlarm("Tank1.Level.Hi".to_owned()))
     );
     assert_eq!(
-        (pending[0].proposer.as_str(), pending[0].turn),
-        ("a client (guest)", 0)
+        alarm_state("Tank1.Level.Hi"),
+        plant::objects::AlarmState::Active,
+        "not yet"
     );
     let decided = operator
-        .decide_proposal(&pending[0].id, Decision::Approve, "")
+        .decide_proposal(&proposal.id, Decision::Approve, "")
         .await
         .expect("approved");
     assert_eq!(
         decided.proposal.expect("proposal").outcome,
         "approved by guest: acknowledged"
     );
-    let state = objects
-        .alarms()
-        .iter()
-        .find(|alarm| alarm.definition().name == active)
-        .expect("the alarm")
-        .status()
-        .state;
-    assert_eq!(state, plant::objects::AlarmState::Acknowledged);
-    let audit = admin(&["audit", &rig.path()], "");
+    assert_eq!(
+        alarm_state("Tank1.Level.Hi"),
+        plant::objects::AlarmState::Acknowledged
+    );
+
+    // Acknowledged now: proposing it again (here over the framed CallTool) is refused.
+    let again = operator
+        .call_tool(
+            "runtime_propose_alarm_ack",
+            &json!({"alarm": "Tank1.Level.Hi", "reason": "again"}),
+        )
+        .await
+        .expect("answered");
     assert!(
-        audit
-            .lines()
-            .any(|line| line.contains(&format!(" acknowledge {active} by guest"))
-                && line.contains("proposed by a client (guest)")),
+        again.is_error
+            && again
+                .content_json
+                .contains("is acknowledged: there is nothing to acknowledge"),
+        "{}",
+        again.content_json
+    );
+    let audit = admin(&["audit", &rig.path()], "");
+    let lines: Vec<&str> = audit.lines().collect();
+    assert_eq!(lines.len(), 1, "{audit}");
+    assert!(
+        lines[0].contains(" acknowledge Tank1.Level.Hi by guest")
+            && lines[0].contains(&format!(
+                "approved {}, proposed by the assistant (turn 1, asked by guest): \"the operator knows the tank is high\"",
+                proposal.id
+            )),
         "{audit}"
     );
     rig.stop().await;
