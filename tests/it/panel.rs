@@ -742,6 +742,16 @@ async fn an_operator_approves_the_assistants_proposal_and_declines_another_from_
         .click(&format!("{item} [data-decide=\"decline-open\"]"))
         .await;
     browser.wait_visible(&format!("{item} .proposal-comment")).await;
+    assert_eq!(
+        browser
+            .run(
+                "return document.activeElement.matches('.proposal-comment') && document.activeElement.labels[0].textContent;",
+                vec![]
+            )
+            .await,
+        json!("Why decline? (optional; the proposer is told)"),
+        "the comment field, labelled, takes the focus"
+    );
     browser
         .type_into(&format!("{item} .proposal-comment"), "keep it running tonight")
         .await;
