@@ -3,20 +3,22 @@
 //! login, live values, writes with confirmation, trends, alarms and acknowledgement by role,
 //! the assistant's streamed answers and tool trace, cancel and clear, a reload that keeps the
 //! session, a server lost and back, and a write to a field-bound tag (a real Mosquitto) sent to
-//! the field, then shown as the field reports it. Every screen is saved under
-//! `target/panel-screenshots/` for a person to look at.
+//! the field, then shown as the field reports it; proposals (the assistant's in its answer,
+//! another client's in the pending list) approved, declined with a comment, or refused to a
+//! viewer. Every screen is saved under `target/panel-screenshots/` for a person to look at.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use scripted_llm::{RecordedRequest, Reply, Responder, ScriptedLlm};
 use serde_json::{Value, json};
-use service_client::{Client, ClientOptions, TagWrite, WriteValue};
+use service_client::{Client, ClientOptions, TagValue as WireValue, TagWrite, WriteValue};
 use tserver_demo::DemoModel;
 use tserver_tests::chromium::{Browser, Chromedriver, PANEL_PC};
 
 use crate::mqtt_sources::{ROOT, bind, plant_with};
 use crate::operator_writes::solution_with_writable_tags;
+use crate::proposals::{proposable_solution, propose_by_call};
 use crate::support::{ServerProcess, Solution, admin};
 use tserver_tests::mosquitto::{Mosquitto, Publisher};
 
@@ -29,17 +31,41 @@ const PHONE: (u32, u32) = (390, 844);
 /// The question the model stand-in answers only after a long wait (a turn to cancel).
 const SLOW_QUESTION: &str = "Think slowly about Tank 2";
 
-/// The demo's rule-based model, but a question naming [`SLOW_QUESTION`] waits a long time.
-struct SlowOnRequest;
+/// The question the model stand-in answers by proposing to switch Pump 1 to Manual.
+const PROPOSE_QUESTION: &str = "Tank 1 is overfilling, what should I do?";
 
-impl Responder for SlowOnRequest {
+/// The demo's rule-based model, but a question naming [`SLOW_QUESTION`] waits a long time and
+/// [`PROPOSE_QUESTION`] gets a proposal.
+struct PanelModel;
+
+impl Responder for PanelModel {
     fn respond(&self, request: &RecordedRequest) -> Reply {
         let body = String::from_utf8_lossy(&request.body);
         if body.contains(SLOW_QUESTION) {
             return Reply::Delayed(Duration::from_secs(120), Box::new(Reply::Content("late".into())));
         }
-        DemoModel.respond(request)
+        proposing(request).unwrap_or_else(|| DemoModel.respond(request))
     }
+}
+
+/// To [`PROPOSE_QUESTION`]: first the proposal, then, told that it waits, the answer.
+fn proposing(request: &RecordedRequest) -> Option<Reply> {
+    let post = request.json()?;
+    let messages = post["messages"].as_array()?;
+    let asked = messages.iter().rev().find(|message| message["role"] == "user")?["content"].as_str()?;
+    if !asked.contains(PROPOSE_QUESTION) {
+        return None;
+    }
+    Some(if messages.last()?["role"] == "tool" {
+        Reply::text("I proposed switching Pump 1 to Manual; an operator decides.")
+    } else {
+        Reply::ToolCalls(vec![(
+            "call_mode".to_owned(),
+            "runtime_propose_write".to_owned(),
+            json!({"tag": "Pump1.Mode", "value": "Manual", "reason": "the level is high; run the pump by hand"})
+                .to_string(),
+        )])
+    })
 }
 
 /// A solution, its server process with `--http` on a port kept across restarts, and the model.
@@ -53,7 +79,7 @@ struct PanelRig {
 impl PanelRig {
     async fn start(solution: Solution) -> Self {
         let path = solution.path.to_str().expect("utf-8 path").to_owned();
-        let model = ScriptedLlm::start_with(SlowOnRequest)
+        let model = ScriptedLlm::start_with(PanelModel)
             .await
             .expect("the model starts");
         admin(&["settings", &path, "set", "URL", &model.url()], "");
@@ -172,6 +198,7 @@ async fn the_page_is_served_under_a_strict_policy_and_opens_on_the_login_form() 
         ("/panel/panel.css", "text/css; charset=utf-8"),
         ("/panel/js/main.js", "text/javascript; charset=utf-8"),
         ("/panel/js/connection.js", "text/javascript; charset=utf-8"),
+        ("/panel/js/proposals.js", "text/javascript; charset=utf-8"),
         ("/panel/favicon.svg", "image/svg+xml"),
         ("/panel/no-such.js", "text/plain; charset=utf-8"),
     ] {
@@ -431,18 +458,10 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     open_folder(&browser, "Plant/Area1/Pump1").await;
     rig.kill();
-    browser
-        .wait_text("#connection-banner", "the lost connection", |text| {
-            text.starts_with("Connection lost, reconnecting")
-        })
-        .await;
+    banner_reads(&browser, "Connection lost, reconnecting").await;
     browser.screenshot("connection-lost").await;
     rig.restart();
-    browser
-        .wait_text("#connection-banner", "the connection back", |text| {
-            text.starts_with("Connection restored")
-        })
-        .await;
+    banner_reads(&browser, "Connection restored").await;
     // Back on the folder it showed, subscribed again by itself.
     let guest = rig.guest().await;
     write(&guest, "Pump1.StartCount", WriteValue::Integer(1400)).await;
@@ -506,14 +525,7 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
     );
     browser.screenshot("keyboard-focus").await;
     browser.wait_visible(button).await;
-    browser.click(button).await;
-    let refusal = browser
-        .wait_text("#alarm-error", "the refusal", |text| !text.is_empty())
-        .await;
-    assert!(
-        refusal.starts_with("Not acknowledged: ") && refusal.contains("viewer"),
-        "{refusal}"
-    );
+    refused_to_a_viewer(&browser, button, "#alarm-error", "Not acknowledged: ").await;
     browser.screenshot("alarms-viewer-refused").await;
     assert_eq!(
         browser
@@ -585,5 +597,245 @@ async fn a_write_to_a_field_bound_tag_is_sent_to_the_field_then_shows_what_the_f
         })
         .await;
     browser.screenshot("write-field-reported").await;
+    browser.close().await;
+}
+
+/// Pump 1's mode as a client reads it.
+async fn mode_of(client: &Client) -> Option<WireValue> {
+    let readings = client.read_tags(&["Pump1.Mode"]).await.expect("read");
+    readings[0].value.clone()
+}
+
+/// The text of the first element matching `css` (empty without one).
+async fn text_of(browser: &Browser, css: String) -> String {
+    browser.text(&css).await.unwrap_or_default()
+}
+
+/// The number of elements matching `css` that are displayed.
+async fn count(browser: &Browser, css: &str) -> Value {
+    browser
+        .run(
+            "return [...document.querySelectorAll(arguments[0])].filter((node) => node.checkVisibility()).length;",
+            vec![json!(css)],
+        )
+        .await
+}
+
+/// Waits until the connection banner starts with `words`.
+async fn banner_reads(browser: &Browser, words: &str) {
+    browser
+        .wait_text("#connection-banner", words, |text| text.starts_with(words))
+        .await;
+}
+
+/// Clicks `button` as a viewer: `error` shows the server's refusal, naming the role, after
+/// `words`.
+async fn refused_to_a_viewer(browser: &Browser, button: &str, error: &str, words: &str) {
+    browser.click(button).await;
+    let refusal = browser
+        .wait_text(error, "the refusal", |text| !text.is_empty())
+        .await;
+    assert!(
+        refusal.starts_with(words) && refusal.contains("viewer"),
+        "{refusal}"
+    );
+}
+
+/// A browser on the panel of `rig`, its policy watched, logged in as `user` and connected.
+async fn logged_in(rig: &PanelRig, user: &str, password: &str) -> (Chromedriver, Browser) {
+    let driver = Chromedriver::start();
+    let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
+    browser.open(&rig.url("/")).await;
+    watch_policy(&browser).await;
+    log_in(&browser, user, password).await;
+    browser
+        .wait_text("#link-state", "the connection", |state| state == "Connected")
+        .await;
+    (driver, browser)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_the_assistants_proposal_and_declines_another_from_the_pending_list() {
+    let rig = PanelRig::start(proposable_solution()).await;
+    let path = rig.solution.path.to_str().expect("utf-8 path").to_owned();
+    let (_driver, browser) = logged_in(&rig, "guest", "").await;
+
+    // The assistant proposes; its answer carries the proposal as a card, once.
+    browser.click("#tab-assistant").await;
+    browser.type_into("#ask-input", PROPOSE_QUESTION).await;
+    browser.click("#ask-send").await;
+    browser.wait_visible(".transcript .ai[data-status=\"ok\"]").await;
+    let card = ".transcript .ai .proposal";
+    assert_eq!(
+        count(&browser, card).await,
+        json!(1),
+        "streamed and in the reply, shown once"
+    );
+    let shown = |part: &str| text_of(&browser, format!("{card} {part}"));
+    assert_eq!(shown(".proposal-what").await, "Write “Manual” to Pump1.Mode");
+    assert_eq!(shown(".proposal-was").await, "It was “Auto” when proposed.");
+    assert_eq!(
+        shown(".proposal-reason").await,
+        "Reason: the level is high; run the pump by hand"
+    );
+    assert_eq!(
+        shown(".proposal-by").await,
+        "the assistant (turn 1, asked by guest)"
+    );
+    assert!(
+        shown(".proposal-expires").await.ends_with(" unless decided"),
+        "{}",
+        shown(".proposal-expires").await
+    );
+    let guest = rig.guest().await;
+    assert_eq!(
+        mode_of(&guest).await,
+        Some(WireValue::Text("Auto".into())),
+        "proposing wrote nothing"
+    );
+    browser.screenshot("proposal-card").await;
+
+    // Approved: the card says what became of it, and the pump is in Manual.
+    browser.click(&format!("{card} [data-decide=\"approve\"]")).await;
+    browser
+        .wait_text(&format!("{card} .proposal-outcome"), "the outcome", |text| {
+            text == "Approved by guest: written"
+        })
+        .await;
+    assert_eq!(mode_of(&guest).await, Some(WireValue::Text("Manual".into())));
+    assert_eq!(
+        count(&browser, &format!("{card} button")).await,
+        json!(0),
+        "decided: nothing left to press"
+    );
+    browser.screenshot("proposal-approved").await;
+
+    // Another client proposes: the pending list shows it without a reload.
+    browser.click("#tab-proposals").await;
+    browser.wait_visible("#proposal-none").await;
+    let elsewhere = rig.guest().await;
+    let id = propose_by_call(&elsewhere, "Off", "the pump is not needed overnight").await;
+    let item = format!("#proposal-list .proposal[data-proposal=\"{id}\"]");
+    browser.wait_visible(&item).await;
+    browser
+        .wait_text("#proposal-count-number", "the badge", |text| text == "1")
+        .await;
+    let proposer = guest.list_proposals().await.expect("lists").proposals[0]
+        .proposer
+        .clone();
+    assert_eq!(
+        browser.text(&format!("{item} .proposal-by")).await.as_deref(),
+        Some(proposer.as_str())
+    );
+    assert_eq!(
+        browser.text(&format!("{item} .proposal-what")).await.as_deref(),
+        Some("Write “Off” to Pump1.Mode")
+    );
+    browser.screenshot("proposals-pending").await;
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.wait_visible(&item).await;
+    browser.screenshot("proposals-pending-phone").await;
+    browser.resize(PANEL_PC.0, PANEL_PC.1).await;
+
+    // Declined with a comment: it leaves the list, the audit has the decline.
+    browser
+        .click(&format!("{item} [data-decide=\"decline-open\"]"))
+        .await;
+    browser.wait_visible(&format!("{item} .proposal-comment")).await;
+    assert_eq!(
+        browser
+            .run(
+                "return document.activeElement.matches('.proposal-comment') && document.activeElement.labels[0].textContent;",
+                vec![]
+            )
+            .await,
+        json!("Why decline? (optional; the proposer is told)"),
+        "the comment field, labelled, takes the focus"
+    );
+    browser
+        .type_into(&format!("{item} .proposal-comment"), "keep it running tonight")
+        .await;
+    browser.screenshot("proposal-decline").await;
+    browser.click(&format!("{item} [data-decide=\"decline\"]")).await;
+    browser.wait_visible("#proposal-none").await;
+    let status = browser
+        .wait_text("#proposal-status", "the decision", |text| !text.is_empty())
+        .await;
+    assert_eq!(
+        status,
+        "Write “Off” to Pump1.Mode: declined by guest: \"keep it running tonight\""
+    );
+    assert_eq!(count(&browser, "#proposal-list .proposal").await, json!(0));
+    assert_eq!(
+        browser
+            .run("return document.getElementById('proposal-count').hidden;", vec![])
+            .await,
+        json!(true)
+    );
+    assert!(guest.list_proposals().await.expect("lists").proposals.is_empty());
+    assert_eq!(mode_of(&guest).await, Some(WireValue::Text("Manual".into())));
+    browser.screenshot("proposal-declined").await;
+    let audit = admin(&["audit", &path], "");
+    assert!(
+        audit
+            .lines()
+            .any(|line| line.contains(" write Pump1.Mode by guest")
+                && line.contains(&format!("declined {id}, proposed by "))
+                && line.ends_with(": \"keep it running tonight\"")),
+        "{audit}"
+    );
+    assert_no_violations(&browser).await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_sees_the_pending_proposals_is_refused_approving_and_watches_again_after_a_restart() {
+    let mut rig = PanelRig::start(proposable_solution()).await;
+    let elsewhere = rig.guest().await;
+    let id = propose_by_call(&elsewhere, "Manual", "run it by hand").await;
+    // `proposable_solution` adds the viewer `watcher`.
+    let (_driver, browser) = logged_in(&rig, "watcher", "pw").await;
+    browser
+        .wait_text("#who-role", "the role", |role| role == "viewer role")
+        .await;
+    browser
+        .wait_text("#proposal-count-number", "the badge", |text| text == "1")
+        .await;
+    browser.click("#tab-proposals").await;
+    let item = format!("#proposal-list .proposal[data-proposal=\"{id}\"]");
+    browser.wait_visible(&item).await;
+    refused_to_a_viewer(
+        &browser,
+        &format!("{item} [data-decide=\"approve\"]"),
+        &format!("{item} .proposal-error"),
+        "Not approved: ",
+    )
+    .await;
+    browser.screenshot("proposal-viewer-refused").await;
+    // Still pending, still listed, its buttons there for someone who may decide.
+    assert_eq!(
+        elsewhere.list_proposals().await.expect("lists").proposals.len(),
+        1
+    );
+    browser
+        .wait_visible(&format!("{item} [data-decide=\"approve\"]"))
+        .await;
+    assert_eq!(mode_of(&elsewhere).await, Some(WireValue::Text("Auto".into())));
+
+    // The server restarts (its proposals gone with it): back, the panel watches again.
+    drop(elsewhere);
+    rig.kill();
+    banner_reads(&browser, "Connection lost, reconnecting").await;
+    rig.restart();
+    banner_reads(&browser, "Connection restored").await;
+    // Listed again: the old proposal is gone; the next one can only come by the subscription.
+    browser.wait_visible("#proposal-none").await;
+    let again = rig.guest().await;
+    let next = propose_by_call(&again, "Off", "proposed after the restart").await;
+    browser
+        .wait_visible(&format!("#proposal-list .proposal[data-proposal=\"{next}\"]"))
+        .await;
+    assert_eq!(count(&browser, "#proposal-list .proposal").await, json!(1));
+    assert_no_violations(&browser).await;
     browser.close().await;
 }

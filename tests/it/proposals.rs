@@ -28,7 +28,7 @@ pub(crate) struct ProposalRig {
 
 /// The demo solution with `Pump1.Mode` writable and proposable, `Tank1.Level` writable only,
 /// the proposal tools on (0xde), and a viewer `watcher` (password `pw`).
-fn proposable_solution() -> Solution {
+pub(crate) fn proposable_solution() -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let mut model = solution.plant_model();
@@ -687,7 +687,7 @@ fn value_of(runtime: &tserver::Runtime, tag: &str) -> PlantValue {
 }
 
 /// Proposes writing `mode` to Pump1.Mode over the framed CallTool, as `client`.
-async fn propose_by_call(client: &Client, mode: &str, reason: &str) -> String {
+pub(crate) async fn propose_by_call(client: &Client, mode: &str, reason: &str) -> String {
     let reply = client
         .call_tool(
             "runtime_propose_write",

@@ -59,6 +59,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/writes.js", JS),
     asset!("js/trend.js", JS),
     asset!("js/assistant.js", JS),
+    asset!("js/proposals.js", JS),
 ];
 
 /// Each asset's `ETag`, in [`ASSETS`] order: the first 16 bytes of its SHA-256, quoted.

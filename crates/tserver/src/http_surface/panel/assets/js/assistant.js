@@ -1,6 +1,7 @@
 // The assistant: ask, the answer streams in, each tool call shows as it starts and finishes
 // (expandable for arguments, result, status and time), the envelope's status and warnings
-// shown plainly; Cancel a turn, Clear the conversation.
+// shown plainly, a proposal the turn made as a card to approve or decline; Cancel a turn,
+// Clear the conversation.
 
 import { byId, el, fill } from './dom.js';
 
@@ -28,8 +29,9 @@ function pretty(value) {
 }
 
 export class Assistant {
-  constructor(connection) {
+  constructor(connection, proposals) {
     this.connection = connection;
+    this.proposals = proposals;
     this.turn = null; // {callId, answer}
     byId('ask-form').addEventListener('submit', (event) => {
       event.preventDefault();
@@ -48,12 +50,13 @@ export class Assistant {
     transcript.append(el('li', { class: 'you' }, el('span', { class: 'who-said' }, 'You'), el('p', {}, question)));
     const tools = el('ol', { class: 'tools' });
     const text = el('p', { class: 'answer-text' });
+    const cards = el('ol', { class: 'proposal-cards', 'aria-label': 'Proposals of this answer' });
     const footer = el('div', { class: 'answer-footer' }, el('span', { class: 'pending' }, 'Thinking…'));
-    const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, footer);
+    const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, cards, footer);
     transcript.append(answer);
     this.scrollToEnd();
     const callId = this.connection.peekId();
-    this.turn = { callId, answer, tools, text, footer, started: [] };
+    this.turn = { callId, answer, tools, text, cards, footer, started: [] };
     this.busy(true);
     try {
       const reply = await this.connection.call(
@@ -61,6 +64,9 @@ export class Assistant {
         { onEvent: (progress) => this.progress(progress) },
       );
       this.finish(JSON.parse(reply.replyJson ?? reply.envelopeJson ?? '{}'));
+      // A turn that did not stream its events still shows what it proposed (each card once).
+      for (const proposal of reply.proposals ?? []) this.proposals.inTurn(cards, proposal);
+      this.scrollToEnd();
     } catch (error) {
       fill(footer, el('span', { class: 'status status-error' }, `Not answered: ${error.message}`));
     } finally {
@@ -91,6 +97,8 @@ export class Assistant {
         const finished = event.toolFinished;
         const item = turn.started.find((entry) => entry.dataset.tool === finished.name && entry.dataset.state === 'running');
         if (item) this.markTool(item, finished.ok ? 'ok' : 'error', finished.elapsedMs);
+      } else if (event.proposalMade) {
+        this.proposals.inTurn(turn.cards, event.proposalMade);
       }
     }
     this.scrollToEnd();

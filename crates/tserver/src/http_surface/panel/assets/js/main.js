@@ -6,10 +6,11 @@ import { Assistant } from './assistant.js';
 import { Connection } from './connection.js';
 import { byId, say } from './dom.js';
 import { Plant } from './plant.js';
+import { Proposals } from './proposals.js';
 import { Trend } from './trend.js';
 import { Writes } from './writes.js';
 
-const VIEWS = ['plant', 'alarms', 'assistant'];
+const VIEWS = ['plant', 'alarms', 'proposals', 'assistant'];
 
 /** POSTs JSON to the panel's login API; resolves with {ok, status, body}. */
 async function post(path, body) {
@@ -39,6 +40,7 @@ function showView(name) {
   }
   window.scrollTo(0, 0);
   if (name === 'alarms') alarms.loadHistory();
+  if (name === 'proposals') proposals.refresh();
   if (name === 'assistant') byId('ask-input').focus();
 }
 
@@ -88,11 +90,13 @@ const plant = new Plant(connection, {
 });
 plant.onAlarms = (states) => alarms.applyStates(states);
 const writes = new Writes(connection, plant);
-new Assistant(connection);
+const proposals = new Proposals(connection, { unitsOf: (tag) => plant.units(tag) });
+new Assistant(connection, proposals);
 
 async function startViews() {
   await plant.start();
   await alarms.refresh();
+  await proposals.start();
 }
 
 function showLogin(message) {
@@ -138,6 +142,7 @@ byId('logout').addEventListener('click', async () => {
   connection.close();
   await post('/api/logout').catch(() => {});
   alarms.clear();
+  proposals.clear();
   showLogin('Logged out.');
 });
 

@@ -208,4 +208,9 @@ export class Plant {
   reading(name) {
     return this.readings.get(name);
   }
+
+  /** The units of a tag's values, as its reading or its node gives them. */
+  units(name) {
+    return this.readings.get(name)?.units || this.nodes.get(name)?.units || '';
+  }
 }
