@@ -74,7 +74,7 @@ class Card {
       el('dl', { class: 'proposal-facts' },
         el('dt', {}, 'Proposed by'), el('dd', { class: 'proposal-by' }, who),
         el('dt', {}, 'Made'), el('dd', {}, showTime(proposal.madeMs)),
-        el('dt', {}, 'Expires'), el('dd', { class: 'proposal-expires' }, `${showTime(proposal.expiresMs)} unless decided`)),
+        el('dt', { class: 'proposal-expires-label' }, 'Expires'), el('dd', { class: 'proposal-expires' }, `${showTime(proposal.expiresMs)} unless decided`)),
       this.buttons, this.declineForm, this.outcome, this.error);
     if (!PENDING.has(proposal.state ?? 'PROPOSAL_STATE_PENDING')) this.settled(proposal);
   }
@@ -126,6 +126,8 @@ class Card {
     const focused = this.element.contains(document.activeElement);
     this.buttons.hidden = true;
     this.declineForm.hidden = true;
+    // Decided or gone: when it would have expired no longer matters.
+    for (const expiry of this.element.querySelectorAll('.proposal-expires-label, .proposal-expires')) expiry.hidden = true;
     this.busy(false);
     say(this.outcome, words ?? sentence(proposal.outcome || state));
     if (focused) {
