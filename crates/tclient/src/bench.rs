@@ -42,8 +42,9 @@ pub enum Scenario {
     /// answer to its first text at this client.
     ChatStream,
     /// A streamed chat turn whose model proposes an action (`scripted-llm --mode propose`):
-    /// timed to its reply, the proposal seen on the way (an error `no_proposal` otherwise),
-    /// then declined, untimed, so that proposals never reach their caps.
+    /// timed to its reply, and from the question to the proposal here (`proposalSeenUs`; an
+    /// error `no_proposal` when none came), then declined, untimed, so that proposals never
+    /// reach their caps.
     Propose,
     /// A display read of tag values.
     Tags,
@@ -140,9 +141,10 @@ pub struct BenchReport {
     rate: Option<f64>,
     elapsed: Duration,
     latency: Histogram<u64>,
-    /// For `chat-stream` against a stamping model: from the answer's first chunk at the
-    /// model to its first text here.
-    first_text: Histogram<u64>,
+    /// A turn's milestone on its way: for `chat-stream` against a stamping model, from the
+    /// answer's first chunk at the model to its first text here; for `propose`, from the
+    /// question to the proposal here.
+    milestone: Histogram<u64>,
     /// Replies by outcome: `ok` for ping and tags, the envelope status for chat.
     outcomes: BTreeMap<String, u64>,
     /// Failed calls and connections by kind.
@@ -168,12 +170,12 @@ impl BenchReport {
     pub fn to_json(&self) -> Value {
         let quantile = |q: f64| self.latency.value_at_quantile(q) as f64 / 1000.0;
         let seconds = self.elapsed.as_secs_f64();
-        let first_text = |q: f64| self.first_text.value_at_quantile(q) as f64 / 1000.0;
-        let first_text = (!self.first_text.is_empty()).then(|| {
-            json!({"count": self.first_text.len(), "p50": first_text(0.5), "p90": first_text(0.9),
-                   "p99": first_text(0.99), "max": self.first_text.max() as f64 / 1000.0})
+        let milestone = |q: f64| self.milestone.value_at_quantile(q) as f64 / 1000.0;
+        let milestone = (!self.milestone.is_empty()).then(|| {
+            json!({"count": self.milestone.len(), "p50": milestone(0.5), "p90": milestone(0.9),
+                   "p99": milestone(0.99), "max": self.milestone.max() as f64 / 1000.0})
         });
-        json!({
+        let mut report = json!({
             "scenario": self.scenario.name(),
             "connections": self.connections,
             "inFlightPerConnection": self.in_flight,
@@ -190,12 +192,21 @@ impl BenchReport {
                 "max": self.latency.max() as f64 / 1000.0,
                 "mean": self.latency.mean() / 1000.0,
             },
-            "firstTextUs": first_text,
             "outcomes": self.outcomes,
             "errors": self.errors,
             "connectionsHeld": self.held,
             "skipped": self.skipped,
-        })
+        });
+        report[self.milestone_name().0] = milestone.into();
+        report
+    }
+
+    /// The milestone's key in the JSON report, and what the table says it is.
+    fn milestone_name(&self) -> (&'static str, &'static str) {
+        match self.scenario {
+            Scenario::Propose => ("proposalSeenUs", "proposal (from the question)"),
+            _ => ("firstTextUs", "1st text (from the model's first chunk)"),
+        }
     }
 
     /// The report as a small table for a person.
@@ -231,14 +242,15 @@ impl BenchReport {
                 ms(self.latency.max())
             )?;
         }
-        if !self.first_text.is_empty() {
+        if !self.milestone.is_empty() {
             writeln!(
                 output,
-                "  1st text  p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms (from the model's first chunk)",
-                ms(self.first_text.value_at_quantile(0.5)),
-                ms(self.first_text.value_at_quantile(0.9)),
-                ms(self.first_text.value_at_quantile(0.99)),
-                ms(self.first_text.max())
+                "  {}  p50 {:.3} ms  p90 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+                self.milestone_name().1,
+                ms(self.milestone.value_at_quantile(0.5)),
+                ms(self.milestone.value_at_quantile(0.9)),
+                ms(self.milestone.value_at_quantile(0.99)),
+                ms(self.milestone.max())
             )?;
         }
         let list = |map: &BTreeMap<String, u64>| {
@@ -263,7 +275,7 @@ impl BenchReport {
 /// What a worker collected.
 struct Tally {
     latency: Histogram<u64>,
-    first_text: Histogram<u64>,
+    milestone: Histogram<u64>,
     outcomes: BTreeMap<String, u64>,
     errors: BTreeMap<String, u64>,
 }
@@ -279,7 +291,7 @@ impl Tally {
             rate: args.rate,
             elapsed,
             latency: self.latency,
-            first_text: self.first_text,
+            milestone: self.milestone,
             outcomes: self.outcomes,
             errors: self.errors,
             held,
@@ -292,7 +304,7 @@ impl Tally {
         let histogram = || Histogram::new_with_bounds(1, max, 3).context("cannot make a histogram");
         Ok(Self {
             latency: histogram()?,
-            first_text: histogram()?,
+            milestone: histogram()?,
             outcomes: BTreeMap::new(),
             errors: BTreeMap::new(),
         })
@@ -312,7 +324,7 @@ impl Tally {
     fn merge(&mut self, other: Tally) {
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
-        let _ = self.first_text.add(&other.first_text);
+        let _ = self.milestone.add(&other.milestone);
         for (kind, count) in other.outcomes {
             *self.outcomes.entry(kind).or_default() += count;
         }
@@ -583,8 +595,8 @@ impl Run {
         }
     }
 
-    /// One call: its outcome, for a streamed turn against a stamping model the time from the
-    /// answer's first chunk to its first text here, and when the timed part ended.
+    /// One call: its outcome, the time to its milestone (see [`BenchReport`]) when it has one,
+    /// and when the timed part ended.
     async fn call(&self, client: &Client) -> (Result<String, String>, Option<Duration>, Instant) {
         match self.scenario {
             Scenario::ChatStream => {
@@ -595,8 +607,8 @@ impl Run {
                 return (outcome, first_text, Instant::now());
             }
             Scenario::Propose => {
-                let (outcome, ended) = propose_and_decline(client, &self.query).await;
-                return (outcome, None, ended);
+                let (outcome, seen, ended) = propose_and_decline(client, &self.query).await;
+                return (outcome, seen, ended);
             }
             _ => {}
         }
@@ -669,16 +681,22 @@ async fn chat_streamed(client: &Client, query: &str) -> Result<(String, Option<D
     Ok((envelope_status(&reply.reply_json)?, first_text))
 }
 
-/// A streamed turn whose model proposes: its status and when its reply came (the proposal
-/// seen on the way); then what it proposed declined, after the timed part.
-async fn propose_and_decline(client: &Client, query: &str) -> (Result<String, String>, Instant) {
+/// A streamed turn whose model proposes: its status, how long after the question the first
+/// proposal came, and when its reply came; then what it proposed declined, after the timed part.
+async fn propose_and_decline(
+    client: &Client,
+    query: &str,
+) -> (Result<String, String>, Option<Duration>, Instant) {
+    let asked = Instant::now();
     let mut stream = match client.chat_stream(query).await {
         Ok(stream) => stream,
-        Err(error) => return (Err(error_kind(&error)), Instant::now()),
+        Err(error) => return (Err(error_kind(&error)), None, Instant::now()),
     };
     let mut proposed = Vec::new();
+    let mut seen = None;
     while let Some(event) = stream.next_event().await {
         if let service_client::ChatEvent::ProposalMade(proposal) = event {
+            seen.get_or_insert_with(|| asked.elapsed());
             proposed.push(proposal.id);
         }
     }
@@ -694,10 +712,10 @@ async fn propose_and_decline(client: &Client, query: &str) -> (Result<String, St
             .decide_proposal(id, service_client::Decision::Decline, "")
             .await
         {
-            return (Err(error_kind(&error)), ended);
+            return (Err(error_kind(&error)), seen, ended);
         }
     }
-    (outcome, ended)
+    (outcome, seen, ended)
 }
 
 async fn drive_load(
@@ -787,11 +805,11 @@ async fn worker(
         if !run.may_send(start) {
             break;
         }
-        let (outcome, first_text, ended) = run.call(&client).await;
+        let (outcome, milestone, ended) = run.call(&client).await;
         if start >= run.measure_from {
-            if let Some(first_text) = first_text {
-                let nanos = u64::try_from(first_text.as_nanos()).unwrap_or(u64::MAX);
-                tally.first_text.saturating_record(nanos.max(1));
+            if let Some(milestone) = milestone {
+                let nanos = u64::try_from(milestone.as_nanos()).unwrap_or(u64::MAX);
+                tally.milestone.saturating_record(nanos.max(1));
             }
             tally.record(ended.duration_since(start), outcome);
             run.done.fetch_add(1, Ordering::Relaxed);

@@ -105,8 +105,8 @@ pub(crate) const WEBSOCKET_BOUNDED: Target = Target::at_most("<= 1.1x, all held"
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
 
-/// A turn that proposes an action (the proposal streamed to the panel that asked) over a plain
-/// 1-tool turn, p99 at 1 in flight.
+/// From a question to the proposal the model made in answer showing in the panel that asked,
+/// over a plain 1-tool turn (question to reply), p99 at 1 in flight.
 pub(crate) const PROPOSAL_ROUND_TRIP: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);
 
 /// Milliseconds from navigating to the logged-in panel to its first live value drawn, median.
