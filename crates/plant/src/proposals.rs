@@ -146,6 +146,10 @@ struct BoardState {
     settled: VecDeque<Proposal>,
     /// Proposals made per chat turn: (connection, turn) -> count, for the latest turns only.
     per_turn: VecDeque<((Uuid, u64), usize)>,
+    /// Expired by any look at the board (a listing, a claim, a new proposal) and not yet
+    /// handed to [`ProposalBoard::expire`]'s caller, who tells their turns; the latest
+    /// [`MAX_PENDING`] at most.
+    expired_untold: Vec<Proposal>,
 }
 
 impl Default for ProposalBoard {
@@ -222,7 +226,7 @@ impl ProposalBoard {
     /// The proposals waiting for a decision at `now` (and those being decided), oldest first.
     pub fn pending(&self, now: SystemTime) -> Vec<Proposal> {
         let mut state = self.lock();
-        if !state.expire(now).is_empty() {
+        if state.expire(now) {
             self.revision.send_modify(|revision| *revision += 1);
         }
         state.open.clone()
@@ -243,8 +247,7 @@ impl ProposalBoard {
     /// is settled or dropped (then it is pending again).
     pub fn claim(self: &Arc<Self>, id: &str, now: SystemTime) -> Result<Claim, NotPending> {
         let mut state = self.lock();
-        let expired = state.expire(now);
-        if !expired.is_empty() {
+        if state.expire(now) {
             self.revision.send_modify(|revision| *revision += 1);
         }
         match state.open.iter_mut().find(|proposal| proposal.id == id) {
@@ -271,13 +274,17 @@ impl ProposalBoard {
         }
     }
 
-    /// Expires what waited past its lifetime at `now`; returns the expired proposals.
+    /// Expires what waited past its lifetime at `now`; returns every proposal expired since
+    /// the last call, here or by another look at the board, so each is told once.
     pub fn expire(&self, now: SystemTime) -> Vec<Proposal> {
-        let expired = self.lock().expire(now);
-        if !expired.is_empty() {
+        let mut state = self.lock();
+        let expired_now = state.expire(now);
+        let untold = std::mem::take(&mut state.expired_untold);
+        drop(state);
+        if expired_now {
             self.revision.send_modify(|revision| *revision += 1);
         }
-        expired
+        untold
     }
 
     /// Withdraws the pending proposals made on `connection`, which closed.
@@ -331,20 +338,23 @@ impl ProposalBoard {
 }
 
 impl BoardState {
-    /// Moves the pending proposals past their time at `now` to the settled ones.
-    fn expire(&mut self, now: SystemTime) -> Vec<Proposal> {
+    /// Moves the pending proposals past their time at `now` to the settled ones (and to the
+    /// untold); returns whether any expired.
+    fn expire(&mut self, now: SystemTime) -> bool {
         let (expired, open): (Vec<Proposal>, Vec<Proposal>) = std::mem::take(&mut self.open)
             .into_iter()
             .partition(|proposal| proposal.state == ProposalState::Pending && proposal.expires_at <= now);
         self.open = open;
-        expired
-            .into_iter()
-            .map(|mut proposal| {
-                proposal.state = ProposalState::Expired;
-                self.keep_settled(proposal.clone());
-                proposal
-            })
-            .collect()
+        let any = !expired.is_empty();
+        for mut proposal in expired {
+            proposal.state = ProposalState::Expired;
+            self.keep_settled(proposal.clone());
+            self.expired_untold.push(proposal);
+        }
+        if let Some(over) = self.expired_untold.len().checked_sub(MAX_PENDING) {
+            self.expired_untold.drain(..over);
+        }
+        any
     }
 
     fn keep_settled(&mut self, proposal: Proposal) {
@@ -549,6 +559,24 @@ mod tests {
             board.submit(turn(connection, 1), write(1.0), "", now),
             Err(ProposalRefusal::BoardFull)
         );
+    }
+
+    #[test]
+    fn an_expiry_a_listing_sees_first_is_still_handed_to_the_next_expire() {
+        let board = board();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let made = board.submit(turn(1, 1), write(80.0), "why", now).expect("taken");
+        let later = now + PROPOSAL_LIFETIME;
+        assert!(board.pending(later).is_empty(), "the listing expired it");
+        let told = board.expire(later);
+        assert_eq!(
+            told.iter()
+                .map(|proposal| (proposal.id.as_str(), &proposal.state))
+                .collect::<Vec<_>>(),
+            [(made.id.as_str(), &ProposalState::Expired)],
+            "told once, by the next expire"
+        );
+        assert!(board.expire(later).is_empty(), "and only once");
     }
 
     #[test]
