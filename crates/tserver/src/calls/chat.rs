@@ -62,18 +62,14 @@ pub(crate) fn apply(
                     };
                     // As they stand now, as many as the frame holds beside the envelope (a streamed
                     // turn sent each as it was made, and ListProposals lists them all).
-                    for id in &outcome.proposals {
-                        let Some(proposal) = proposals.get(id) else {
-                            continue;
-                        };
-                        let left =
-                            (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
-                        let proposal = to_proto::proposal_within(&proposal, left.saturating_sub(8));
-                        if proposal.encoded_len() + 8 > left {
-                            break;
-                        }
-                        reply.proposals.push(proposal);
-                    }
+                    let made: Vec<_> = outcome
+                        .proposals
+                        .iter()
+                        .filter_map(|id| proposals.get(id))
+                        .collect();
+                    let left =
+                        (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
+                    reply.proposals = to_proto::proposals_within(&made, left).0;
                     server_frame::Body::Chat(reply)
                 },
                 cancel,

@@ -350,6 +350,28 @@ pub(crate) fn proposal_within(
     message
 }
 
+/// As many of `proposals` as fit in `room` bytes of a repeated field, in order, each fitted by
+/// [`proposal_within`], and how many were left out.
+pub(crate) fn proposals_within(
+    proposals: &[plant::proposals::Proposal],
+    room: usize,
+) -> (Vec<tserver_proto::v1::Proposal>, usize) {
+    let mut fitted = Vec::with_capacity(proposals.len());
+    let mut left = room;
+    for (index, proposed) in proposals.iter().enumerate() {
+        let proposal = proposal_within(proposed, left.saturating_sub(8));
+        let size = proposal.encoded_len();
+        // A repeated message field: its tag, its length, its bytes.
+        let cost = 1 + prost::encoding::encoded_len_varint(size as u64) + size;
+        if cost > left {
+            return (fitted, proposals.len() - index);
+        }
+        left -= cost;
+        fitted.push(proposal);
+    }
+    (fitted, 0)
+}
+
 /// The token usage of a chat turn; `None` for a turn that never reached the model (its
 /// endpoint did not resolve, it was cancelled while queued), as the proto says.
 pub(crate) fn usage(outcome: &localai::ChatOutcome) -> Option<TokenUsage> {
