@@ -25,6 +25,7 @@ mod operator_writes;
 mod panel;
 mod panel_calls;
 mod plant;
+mod plant_documents;
 mod plant_file;
 mod postgres_store;
 mod properties;

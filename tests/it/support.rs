@@ -30,11 +30,22 @@ pub(crate) struct Solution {
 }
 
 impl Solution {
-    /// `tserver init PATH --demo`.
+    /// `tserver init PATH --demo`, with the demo plant's documents beside the file (where a
+    /// plant file written beside it finds them, as the demo's own file does in the repository).
     pub(crate) fn demo() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("plant.db");
         admin(&["init", path.to_str().expect("utf-8 path"), "--demo"], "");
+        let procedures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants/procedures");
+        std::fs::create_dir(dir.path().join("procedures")).expect("makes the documents' folder");
+        for entry in std::fs::read_dir(&procedures).expect("the demo's documents") {
+            let entry = entry.expect("a document");
+            std::fs::copy(
+                entry.path(),
+                dir.path().join("procedures").join(entry.file_name()),
+            )
+            .expect("copies a document");
+        }
         Self { _dir: dir, path }
     }
 

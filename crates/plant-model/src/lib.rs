@@ -31,6 +31,7 @@
 //! This crate reads and checks; it knows nothing of databases or servers. `docs/PLANT.md`
 //! documents the format.
 
+mod attachments;
 mod document;
 mod model;
 mod names;
@@ -40,12 +41,14 @@ mod values;
 use std::fmt;
 use std::ops::Range;
 
+pub use attachments::{DocumentTextError, PlantDocument, document_text, read_documents};
 pub use document::Format;
 pub use model::{
-    AlarmSpec, BindingProblem, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
-    Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    AlarmSpec, BindingProblem, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
+    InitialValue, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize};
+pub use reader::document_path_problem;
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
@@ -57,6 +60,19 @@ pub const MAX_TAGS: usize = 100_000;
 
 /// The most alarms a plant may have, expanded.
 pub const MAX_ALARMS: usize = 100_000;
+
+/// The largest document a plant file may attach (a long manual in Markdown fits).
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// The most documents a plant file may attach.
+pub const MAX_DOCUMENTS: usize = 500;
+
+/// The most bytes the documents of a plant may have together (what a server holds and
+/// indexes for them).
+pub const MAX_DOCUMENTS_BYTES: usize = 32 * 1024 * 1024;
+
+/// The longest path of a document accepted.
+pub const MAX_DOCUMENT_PATH: usize = 1024;
 
 /// One problem in a plant file, at its place.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,6 +33,51 @@ pub struct PlantModel {
     /// Where live values come from: MQTT brokers, Modbus TCP devices and OPC UA servers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceSpec>,
+    /// Documents (procedures, manuals) about parts of the plant, read from files beside it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub documents: Vec<DocumentSpec>,
+}
+
+/// `[[documents]]`: a Markdown or plain-text file about the equipment of some types, some
+/// instances or some folders (none named: the whole plant). The file's text is not part of
+/// the model: the solution stores it beside, and export writes it back at `path`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentSpec {
+    /// Where the file is, relative to the plant file (`/`-separated, no `..`).
+    pub path: String,
+    /// Its title as written (empty: its first Markdown `# ` heading, else its file name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// The equipment types it is about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    /// The equipment instances it is about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equipment: Vec<String>,
+    /// The UNS folders it is about (and everything below them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folders: Vec<String>,
+}
+
+impl DocumentSpec {
+    /// The title it goes by: as written, else the first Markdown `# ` heading of `text`, else
+    /// its file name.
+    pub fn title_in(&self, text: &str) -> String {
+        if !self.title.trim().is_empty() {
+            return self.title.trim().to_owned();
+        }
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix("# ")
+                    .map(str::trim)
+                    .filter(|title| !title.is_empty())
+            })
+            .map_or_else(
+                || self.path.rsplit('/').next().unwrap_or(&self.path).to_owned(),
+                str::to_owned,
+            )
+    }
 }
 
 fn default_keep_alive() -> u64 {

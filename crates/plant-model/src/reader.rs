@@ -4,14 +4,14 @@
 //! fit (duplicate names and paths, alarms on unknown or unsuitable tags, instances of unknown
 //! types). Nothing is accepted unless everything is.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
-    AlarmSpec, Condition, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue, Motion,
-    PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    AlarmSpec, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
+    Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
 
@@ -376,6 +376,7 @@ impl<'t> Reader<'t> {
         });
         let alarms = self.list(&mut fields, "alarms", Self::alarm);
         let sources = self.list(&mut fields, "sources", Self::source_spec);
+        let documents = self.list(&mut fields, "documents", Self::document_spec);
         self.done(
             fields,
             &[
@@ -386,6 +387,7 @@ impl<'t> Reader<'t> {
                 "tags",
                 "alarms",
                 "sources",
+                "documents",
             ],
         );
         Some(PlantModel {
@@ -396,6 +398,7 @@ impl<'t> Reader<'t> {
             tags,
             alarms,
             sources,
+            documents,
         })
     }
 
@@ -1156,6 +1159,61 @@ impl<'t> Reader<'t> {
         })
     }
 
+    /// `[[documents]]`: a relative path that stays below the plant file's folder, and the
+    /// names of what it is about (checked against the plant in `check_documents`).
+    fn document_spec(&mut self, node: &Node, path: &str) -> Option<DocumentSpec> {
+        let mut fields = self.table(node, path)?;
+        let span = span_of(&fields, "path").unwrap_or_else(|| fields.span.clone());
+        let file = self.required_string(&mut fields, "path");
+        let file = file.and_then(|file| match document_path_problem(&file) {
+            Some(problem) => {
+                self.error(span, fields.field("path"), format!("{file:?} {problem}"));
+                None
+            }
+            None => Some(file),
+        });
+        let title = self.string(&mut fields, "title").unwrap_or_default();
+        let types = self.strings(&mut fields, "types");
+        let equipment = self.strings(&mut fields, "equipment");
+        let folders = self.strings(&mut fields, "folders");
+        self.done(fields, &["path", "title", "types", "equipment", "folders"]);
+        Some(DocumentSpec {
+            path: file?,
+            title,
+            types,
+            equipment,
+            folders,
+        })
+    }
+
+    /// An array of strings (absent: none); an entry of another kind is reported and left out.
+    fn strings(&mut self, fields: &mut Fields<'_>, key: &str) -> Vec<String> {
+        let Some(node) = fields.get(key) else {
+            return Vec::new();
+        };
+        let field = fields.field(key);
+        let Value::Array(items) = &node.value else {
+            self.error(
+                node.span.clone(),
+                field,
+                format!("expected an array of strings, found {}", node.value.kind()),
+            );
+            return Vec::new();
+        };
+        let mut read = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            match &item.value {
+                Value::String(text) => read.push(names::normalize(text)),
+                other => self.error(
+                    item.span.clone(),
+                    format!("{field}[{index}]"),
+                    format!("expected a string, found {}", other.kind()),
+                ),
+            }
+        }
+        read
+    }
+
     fn equipment_type(&mut self, node: &Node, path: &str) -> Option<EquipmentType> {
         let mut fields = self.table(node, path)?;
         let name = self.name(&mut fields, "name");
@@ -1211,6 +1269,34 @@ impl<'t> Reader<'t> {
             limits,
         })
     }
+}
+
+/// What makes `path` unusable as a document's place beside the plant file (it is read there,
+/// and export writes it back there), if anything.
+pub fn document_path_problem(path: &str) -> Option<&'static str> {
+    if path.is_empty() || path.len() > crate::MAX_DOCUMENT_PATH {
+        return Some("is not a usable document path: 1 to 1024 bytes");
+    }
+    if path.starts_with('/') || path.contains('\\') || path.contains(':') {
+        return Some(
+            "is not a relative path: write it relative to the plant file, with '/' between folders \
+             (no leading '/', no '\\', no drive)",
+        );
+    }
+    if path.chars().any(char::is_control) {
+        return Some("is not a usable document path: no control characters");
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    if segments.contains(&"..") {
+        return Some("leaves the plant file's folder: no `..` (export writes the file back there)");
+    }
+    if segments
+        .iter()
+        .any(|segment| segment.is_empty() || *segment == ".")
+    {
+        return Some("is not a usable document path: no empty or `.` segments");
+    }
+    None
 }
 
 /// Where the value of `key` was written, if it was.
@@ -1306,6 +1392,26 @@ impl<'n> Places<'n> {
         node.span.clone()
     }
 
+    /// The node at `section[index].key[position]` (an entry of a list of strings), or the
+    /// deepest of them that is there.
+    pub(crate) fn span_at_item(
+        &self,
+        section: &str,
+        index: usize,
+        key: &str,
+        position: usize,
+    ) -> Range<usize> {
+        let Some(entry) =
+            lookup(self.root, section).and_then(|list| item(list, self.file_index(section, index)))
+        else {
+            return 0..0;
+        };
+        match lookup(entry, key) {
+            Some(list) => item(list, position).unwrap_or(list).span.clone(),
+            None => entry.span.clone(),
+        }
+    }
+
     /// The same inside a type: `types[type_index].section[index].key`.
     pub(crate) fn member_span(
         &self,
@@ -1334,7 +1440,7 @@ impl<'n> Places<'n> {
     }
 }
 
-fn lookup<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
+pub(crate) fn lookup<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
     match &node.value {
         Value::Table(entries) => entries
             .iter()
@@ -1344,7 +1450,7 @@ fn lookup<'n>(node: &'n Node, key: &str) -> Option<&'n Node> {
     }
 }
 
-fn item(node: &Node, index: usize) -> Option<&Node> {
+pub(crate) fn item(node: &Node, index: usize) -> Option<&Node> {
     match &node.value {
         Value::Array(items) => items.get(index),
         _ => None,
@@ -1381,6 +1487,7 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     );
     check_tag_sources(reader, &plant);
     check_folders(reader, &plant);
+    check_documents(reader, &plant);
 }
 
 /// Within one equipment type: member names unique and free of '/', alarm names unique, and
@@ -1936,6 +2043,93 @@ fn check_folders(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
                     folder.path, tag.name
                 ),
             );
+        }
+    }
+}
+
+/// Each document: at most [`MAX_DOCUMENTS`](crate::MAX_DOCUMENTS), each file attached once
+/// (ignoring case, as file systems may), and each type, instance and folder it names one the
+/// plant has (a folder: described, or on the way to an instance or a tag).
+fn check_documents(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
+    let places = plant.places;
+    let model = plant.model;
+    if model.documents.len() > crate::MAX_DOCUMENTS {
+        let index = crate::MAX_DOCUMENTS;
+        reader.error(
+            places.span("documents", index, ""),
+            places.field("documents", index),
+            format!(
+                "the plant attaches {} documents; at most {} may be attached",
+                model.documents.len(),
+                crate::MAX_DOCUMENTS
+            ),
+        );
+    }
+    let mut folders: BTreeSet<&str> = model.folders.iter().map(|folder| folder.path.as_str()).collect();
+    let placed = model
+        .equipment
+        .iter()
+        .map(|instance| instance.path.as_str())
+        .chain(plant.expanded.tags.iter().map(|tag| tag.path.as_str()));
+    for path in placed {
+        folders.extend(path.match_indices('/').map(|(end, _)| &path[..end]));
+    }
+    folders.extend(model.equipment.iter().map(|instance| instance.path.as_str()));
+    // A folder on the way to an entry left out may be missing from those found.
+    let folders_unsure = ["folders", "tags", "equipment"]
+        .iter()
+        .any(|list| places.dropped_any(list));
+    let mut files: HashMap<String, usize> = HashMap::new();
+    for (index, document) in model.documents.iter().enumerate() {
+        if files.insert(names::fold(&document.path), index).is_some() {
+            reader.error(
+                places.span("documents", index, "path"),
+                format!("{}.path", places.field("documents", index)),
+                format!("{:?} is attached twice", document.path),
+            );
+        }
+        let references: [(&str, &[String], &str, Vec<&str>); 3] = [
+            (
+                "types",
+                &document.types,
+                "type",
+                model.types.iter().map(|kind| kind.name.as_str()).collect(),
+            ),
+            (
+                "equipment",
+                &document.equipment,
+                "equipment instance",
+                model
+                    .equipment
+                    .iter()
+                    .map(|instance| instance.name.as_str())
+                    .collect(),
+            ),
+            (
+                "folders",
+                &document.folders,
+                "folder",
+                folders.iter().copied().collect(),
+            ),
+        ];
+        for (key, named, what, known) in references {
+            for (position, name) in named.iter().enumerate() {
+                let found = known.contains(&name.as_str())
+                    || match key {
+                        "folders" => folders_unsure,
+                        _ => places.dropped_named(key, name),
+                    };
+                if !found {
+                    reader.error(
+                        places.span_at_item("documents", index, key, position),
+                        format!("{}.{key}[{position}]", places.field("documents", index)),
+                        format!(
+                            "no {what} named {name:?}{}",
+                            did_you_mean(name, known.iter().copied())
+                        ),
+                    );
+                }
+            }
         }
     }
 }

@@ -83,6 +83,7 @@ impl Runtime {
             settings,
             plant_revision: revision,
             definitions,
+            documents: _,
             alarm_record,
         } = at_start;
         let definitions = &definitions;

@@ -1,6 +1,7 @@
 //! The demo plant `tserver init --demo` writes: the pumping station of
 //! `examples/plants/demo.toml` (its names include the spec's examples; its simulator motions
-//! trip some alarms now and then), the simulator switched on, and a passwordless `guest` user.
+//! trip some alarms now and then) with its documents, the simulator switched on, and a
+//! passwordless `guest` user.
 
 use rusqlite::Transaction;
 
@@ -11,6 +12,22 @@ const DEMO_PLANT: &str = include_str!("../../../examples/plants/demo.toml");
 
 /// Where the demo plant file is in the repository (the import's source name).
 const DEMO_PLANT_FILE: &str = "examples/plants/demo.toml";
+
+/// The documents the demo plant attaches, by their paths in its file.
+const DEMO_DOCUMENTS: [(&str, &str); 3] = [
+    (
+        "procedures/pump-high-motor-current.md",
+        include_str!("../../../examples/plants/procedures/pump-high-motor-current.md"),
+    ),
+    (
+        "procedures/tank-levels.md",
+        include_str!("../../../examples/plants/procedures/tank-levels.md"),
+    ),
+    (
+        "procedures/site-safety.txt",
+        include_str!("../../../examples/plants/procedures/site-safety.txt"),
+    ),
+];
 
 /// The demo's script: an operator note from the assistant when Tank 1 runs high.
 const TANK_NOTE: &str = include_str!("../../../examples/scripts/tank_note.rhai");
@@ -24,14 +41,11 @@ pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionErro
     // Tools and chat history on; the model itself stays off until the user points the
     // solution at an endpoint and opts in (ModelEnabled), as in a plain solution.
     transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [0x9e_i64])?;
-    let model =
-        plant_model::read(DEMO_PLANT, plant_model::Format::Toml, DEMO_PLANT_FILE).map_err(|errors| {
-            SolutionError::InvalidTag {
-                name: "(demo plant)".to_owned(),
-                reason: errors.to_string(),
-            }
-        })?;
-    super::plant::write_plant(transaction, &model, DEMO_PLANT_FILE)?;
+    let (model, documents) = demo_plant().map_err(|errors| SolutionError::InvalidTag {
+        name: "(demo plant)".to_owned(),
+        reason: errors.to_string(),
+    })?;
+    super::plant::write_plant(transaction, &model, &documents, DEMO_PLANT_FILE)?;
     transaction.execute(
         "INSERT INTO RuntimeSettings (Key, Value) VALUES ('SimulatorEnabled', 'true')",
         [],
@@ -43,15 +57,39 @@ pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionErro
     Ok(())
 }
 
+/// The demo plant and its documents, read as an import reads a file.
+fn demo_plant() -> Result<(plant_model::PlantModel, Vec<plant_model::PlantDocument>), plant_model::PlantErrors>
+{
+    let format = plant_model::Format::Toml;
+    let model = plant_model::read(DEMO_PLANT, format, DEMO_PLANT_FILE)?;
+    let documents = plant_model::read_documents(DEMO_PLANT, format, DEMO_PLANT_FILE, &model, |path| {
+        DEMO_DOCUMENTS
+            .iter()
+            .find(|(known, _)| *known == path)
+            .map(|(_, text)| text.as_bytes().to_vec())
+            .ok_or_else(|| "the demo holds no such document".to_owned())
+    })?;
+    Ok((model, documents))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_demo_plant_file_reads() {
-        let model = plant_model::read(DEMO_PLANT, plant_model::Format::Toml, DEMO_PLANT_FILE).expect("valid");
+    fn the_demo_plant_file_reads_with_its_documents() {
+        let (model, documents) = demo_plant().expect("valid");
         let expanded = model.expand();
         assert_eq!((expanded.tags.len(), expanded.alarms.len()), (14, 10));
+        let titles: Vec<&str> = documents.iter().map(|document| document.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "Pump high motor current",
+                "Tank level alarms",
+                "Site safety rules"
+            ]
+        );
     }
 
     #[test]

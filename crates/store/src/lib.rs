@@ -24,6 +24,7 @@ mod admin;
 mod audit;
 mod browser_sessions;
 mod demo;
+mod documents;
 mod guard;
 mod history;
 mod location;
@@ -66,11 +67,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 8] = [
+const MIGRATIONS: [&str; 9] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -79,6 +80,7 @@ const MIGRATIONS: [&str; 8] = [
     include_str!("schema_v6.sql"),
     include_str!("schema_v7.sql"),
     include_str!("schema_v8.sql"),
+    include_str!("schema_v9.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.

@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use plant_model::{
-    AlarmSpec, Condition, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, SourceBinding,
-    TagSpec, TagType,
+    AlarmSpec, Condition, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel,
+    SourceBinding, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{SolutionDb, SolutionError};
+use crate::documents::{SELECT_DOCUMENTS, document_changes, document_of_row, scope_json};
 
 /// Each alarm's last `Active` event and every event of it after that, oldest first (the same
 /// text for SQLite and PostgreSQL).
@@ -30,6 +31,8 @@ pub struct PlantChanges {
     pub alarms: Changes,
     /// Described folders by path.
     pub folders: Changes,
+    /// Attached documents by path (title, text or what it is about changed).
+    pub documents: Changes,
 }
 
 /// Names added, changed and removed.
@@ -44,7 +47,7 @@ pub struct Changes {
 }
 
 impl Changes {
-    fn between<T: PartialEq>(before: &BTreeMap<String, T>, after: &BTreeMap<String, T>) -> Self {
+    pub(crate) fn between<T: PartialEq>(before: &BTreeMap<String, T>, after: &BTreeMap<String, T>) -> Self {
         let mut changes = Self::default();
         for (name, definition) in after {
             match before.get(name) {
@@ -70,7 +73,7 @@ impl Changes {
 impl PlantChanges {
     /// Whether the import changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.tags.is_empty() && self.alarms.is_empty() && self.folders.is_empty()
+        self.tags.is_empty() && self.alarms.is_empty() && self.folders.is_empty() && self.documents.is_empty()
     }
 }
 
@@ -121,7 +124,7 @@ pub(super) fn canonical(tag: &TagSpec) -> TagSpec {
     tag
 }
 
-pub(super) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
+pub(crate) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
     SolutionError::InvalidTag {
         name: name.to_owned(),
         reason: reason.into(),
@@ -146,6 +149,11 @@ impl SolutionDb {
             Some(json) => model_of_json(&json),
             None => Ok(model_of_definitions(self.plant_definitions()?)),
         }
+    }
+
+    /// The documents attached to the plant, by path.
+    pub(crate) fn plant_documents(&self) -> Result<Vec<PlantDocument>, SolutionError> {
+        self.read(read_documents)?
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
@@ -196,12 +204,13 @@ impl SolutionDb {
     pub(crate) fn import_plant(
         &self,
         model: &PlantModel,
+        documents: &[PlantDocument],
         source: &str,
         dry_run: bool,
     ) -> Result<PlantChanges, SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let changes = write_plant(&transaction, model, source)?;
+        let changes = write_plant(&transaction, model, documents, source)?;
         if dry_run {
             transaction.rollback()?;
         } else {
@@ -211,15 +220,21 @@ impl SolutionDb {
     }
 }
 
-/// Writes `model` over the plant in `transaction` and returns what changed.
+/// Writes `model` and its `documents` over the plant in `transaction` and returns what
+/// changed.
 pub(super) fn write_plant(
     transaction: &Transaction<'_>,
     model: &PlantModel,
+    documents: &[PlantDocument],
     source: &str,
 ) -> Result<PlantChanges, SolutionError> {
     let before = read_definitions(transaction)??;
     let after = model.expand();
-    let changes = changes_between(&before, &after);
+    let mut changes = changes_between(&before, &after);
+    changes.documents = document_changes(&read_documents(transaction)??, documents);
+    if !changes.documents.is_empty() {
+        write_documents(transaction, documents)?;
+    }
     // Alarms, motions and folders are rewritten whole; tags are updated in place (a removed
     // tag's history stays: TagHistory has no reference to Tags).
     transaction.execute("DELETE FROM AlarmDefinitions", [])?;
@@ -291,8 +306,8 @@ pub(super) fn write_plant(
     let stored: Option<String> = transaction
         .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
         .optional()?;
-    if stored.as_deref() == Some(json.as_str()) {
-        // The same model again: nothing for a running server to reload.
+    if stored.as_deref() == Some(json.as_str()) && changes.documents.is_empty() {
+        // The same model and documents again: nothing for a running server to reload.
         return Ok(changes);
     }
     transaction.execute(
@@ -302,6 +317,42 @@ pub(super) fn write_plant(
         params![json, source],
     )?;
     Ok(changes)
+}
+
+/// Replaces the stored documents with `documents`.
+fn write_documents(transaction: &Transaction<'_>, documents: &[PlantDocument]) -> Result<(), SolutionError> {
+    transaction.execute("DELETE FROM PlantDocuments", [])?;
+    let mut insert = transaction
+        .prepare("INSERT INTO PlantDocuments (Path, Title, Text, Scope) VALUES (?1, ?2, ?3, ?4)")?;
+    for document in documents {
+        insert.execute(params![
+            document.path,
+            document.title,
+            document.text,
+            scope_json(document)?
+        ])?;
+    }
+    Ok(())
+}
+
+/// The stored documents, by path; the outer error is SQLite's, the inner a row that does not
+/// read.
+fn read_documents(connection: &Connection) -> rusqlite::Result<Result<Vec<PlantDocument>, SolutionError>> {
+    let rows = connection
+        .prepare(SELECT_DOCUMENTS)?
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, String>(3)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .into_iter()
+        .map(|(path, title, text, scope)| document_of_row(path, title, text, &scope))
+        .collect())
 }
 
 /// A `Tags` row as stored (the columns of [`SELECT_TAGS`], in order). Both backends read
@@ -397,6 +448,7 @@ pub(super) fn changes_between(before: &ExpandedPlant, after: &ExpandedPlant) -> 
         tags: Changes::between(&by_name_tags(&before.tags), &by_name_tags(&after.tags)),
         alarms: Changes::between(&by_name_alarms(&before.alarms), &by_name_alarms(&after.alarms)),
         folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
+        documents: Changes::default(),
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use localai::secrets::SecretValue;
 use localai::settings::{SettingIssue, SettingsRow};
-use plant_model::{AlarmEvent, ExpandedPlant, PlantModel, TagType};
+use plant_model::{AlarmEvent, ExpandedPlant, PlantDocument, PlantModel, TagType};
 
 use solution_scripts::Trigger;
 
@@ -51,6 +51,8 @@ pub struct SolutionAtStart {
     pub plant_revision: i64,
     /// The plant definitions the runtime loads.
     pub definitions: ExpandedPlant,
+    /// The documents attached to the plant.
+    pub documents: Vec<PlantDocument>,
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
     pub alarm_record: Vec<AlarmEvent>,
 }
@@ -114,6 +116,7 @@ impl Store {
             settings: self.runtime_settings().await?,
             plant_revision: self.plant_revision().await?,
             definitions: self.plant_definitions().await?,
+            documents: self.plant_documents().await?,
             alarm_record: self.alarm_events_since_last_trip().await?,
         })
     }
@@ -124,6 +127,7 @@ impl Store {
             settings: on_backend_blocking!(self, runtime_settings())?,
             plant_revision: on_backend_blocking!(self, plant_revision())?,
             definitions: on_backend_blocking!(self, plant_definitions())?,
+            documents: on_backend_blocking!(self, plant_documents())?,
             alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
         })
     }
@@ -221,6 +225,11 @@ impl Store {
     /// The plant model as last imported.
     pub async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
         on_backend!(self, plant_model())
+    }
+
+    /// The documents attached to the plant, by path.
+    pub async fn plant_documents(&self) -> Result<Vec<PlantDocument>, SolutionError> {
+        on_backend!(self, plant_documents())
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
@@ -525,14 +534,17 @@ impl Store {
         }
     }
 
-    /// Replaces the plant with `model` in one transaction; with `dry_run` nothing is kept.
+    /// Replaces the plant with `model` and its `documents` (as
+    /// [`plant_model::read_documents`] read them) in one transaction; with `dry_run` nothing is
+    /// kept.
     pub async fn import_plant(
         &self,
         model: &PlantModel,
+        documents: &[PlantDocument],
         source: &str,
         dry_run: bool,
     ) -> Result<PlantChanges, SolutionError> {
-        on_backend!(self, import_plant(model, source, dry_run))
+        on_backend!(self, import_plant(model, documents, source, dry_run))
     }
 
     /// Deletes the recorded history of a tag no longer in the plant.

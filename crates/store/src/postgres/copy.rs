@@ -3,11 +3,11 @@
 //!
 //! Table by table, column by column as the two schemas spell them (`TABLES`), in one
 //! transaction on the destination, so a failed copy leaves nothing half-written. What is
-//! carried: settings, users (password hashes as they are), the plant model and definitions,
-//! history, alarm events, the audit trail, secrets (still encrypted: the destination needs the
-//! same key), API tokens (digests), scripts and their run records. What is not: what a running
-//! server reports about itself (MQTT source reports), run requests waiting for one, and login
-//! failures; they belong to the node, not the solution.
+//! carried: settings, users (password hashes as they are), the plant model and definitions
+//! and its documents, history, alarm events, the audit trail, secrets (still encrypted: the
+//! destination needs the same key), API tokens (digests), scripts and their run records. What
+//! is not: what a running server reports about itself (MQTT source reports), run requests
+//! waiting for one, and login failures; they belong to the node, not the solution.
 
 use rusqlite::types::{Value as SqliteValue, ValueRef};
 use sqlx::Row;
@@ -116,6 +116,16 @@ const TABLES: &[Table] = &[
             ("Revision", "Revision", Int),
             ("SourceName", "SourceName", Text),
             ("ImportedAt", "ImportedAt", Time),
+        ],
+        identity: false,
+    },
+    Table {
+        name: "PlantDocuments",
+        columns: &[
+            ("Path", "Path", Text),
+            ("Title", "Title", Text),
+            ("Text", "Text", Text),
+            ("Scope", "Scope", Text),
         ],
         identity: false,
     },

@@ -3,7 +3,7 @@
 //! by `secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
 
 use localai::secrets::SecretValue;
-use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantModel, TagSpec};
+use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel, TagSpec};
 use sqlx::PgConnection;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -11,6 +11,7 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use crate::PlantChanges;
 use crate::SolutionError;
+use crate::documents::{SELECT_DOCUMENTS, document_changes, document_of_row, scope_json};
 use crate::plant::{
     INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS,
     canonical, changes_between, definitions_of_rows, invalid, model_json, model_of_definitions,
@@ -113,6 +114,7 @@ impl PgStore {
     pub(crate) async fn import_plant(
         &self,
         model: &PlantModel,
+        documents: &[PlantDocument],
         source: &str,
         dry_run: bool,
     ) -> Result<PlantChanges, SolutionError> {
@@ -124,7 +126,11 @@ impl PgStore {
         .await?;
         let before = definitions_of_rows(self.plant_rows(&mut transaction).await?)?;
         let after = model.expand();
-        let changes = changes_between(&before, &after);
+        let mut changes = changes_between(&before, &after);
+        changes.documents = document_changes(&self.documents_on(&mut transaction).await?, documents);
+        if !changes.documents.is_empty() {
+            self.write_documents(&mut transaction, documents).await?;
+        }
         for statement in [
             "DELETE FROM AlarmDefinitions",
             "DELETE FROM Simulation",
@@ -244,17 +250,19 @@ impl PgStore {
             ),
         )
         .await?;
-        // The same model again leaves the revision: nothing for the nodes to reload.
+        // The same model and documents again leave the revision: nothing for the nodes to
+        // reload.
         self.run(
             &mut transaction,
             sqlx::query(
                 "INSERT INTO PlantModel (Id, Json, Revision, SourceName) VALUES (1, $1, 1, $2)
                  ON CONFLICT (Id) DO UPDATE SET Json = excluded.Json, Revision = PlantModel.Revision + 1,
                      SourceName = excluded.SourceName, ImportedAt = now()
-                 WHERE PlantModel.Json IS DISTINCT FROM excluded.Json",
+                 WHERE PlantModel.Json IS DISTINCT FROM excluded.Json OR $3",
             )
             .bind(model_json(model)?)
-            .bind(source),
+            .bind(source)
+            .bind(!changes.documents.is_empty()),
         )
         .await?;
         if dry_run {
@@ -263,6 +271,65 @@ impl PgStore {
             transaction.commit().await.map_err(|error| self.error(error))?;
         }
         Ok(changes)
+    }
+
+    /// The documents attached to the plant, by path.
+    pub(crate) async fn plant_documents(&self) -> Result<Vec<PlantDocument>, SolutionError> {
+        let mut connection = self.pool.acquire().await.map_err(|error| self.error(error))?;
+        self.documents_on(&mut connection).await
+    }
+
+    /// The stored documents, read on `connection`.
+    async fn documents_on(&self, connection: &mut PgConnection) -> Result<Vec<PlantDocument>, SolutionError> {
+        let mut documents = Vec::new();
+        for row in self.fetch(connection, SELECT_DOCUMENTS).await? {
+            let scope: String = self.get(&row, 3)?;
+            documents.push(document_of_row(
+                self.get(&row, 0)?,
+                self.get(&row, 1)?,
+                self.get(&row, 2)?,
+                &scope,
+            )?);
+        }
+        Ok(documents)
+    }
+
+    /// Replaces the stored documents with `documents` on `connection`.
+    async fn write_documents(
+        &self,
+        connection: &mut PgConnection,
+        documents: &[PlantDocument],
+    ) -> Result<(), SolutionError> {
+        self.run(connection, sqlx::query("DELETE FROM PlantDocuments"))
+            .await?;
+        let scopes = documents.iter().map(scope_json).collect::<Result<Vec<_>, _>>()?;
+        self.run(
+            connection,
+            sqlx::query(
+                "INSERT INTO PlantDocuments (Path, Title, Text, Scope)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])",
+            )
+            .bind(
+                documents
+                    .iter()
+                    .map(|document| document.path.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                documents
+                    .iter()
+                    .map(|document| document.title.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                documents
+                    .iter()
+                    .map(|document| document.text.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(scopes),
+        )
+        .await
     }
 
     /// Deletes the recorded history of a tag no longer in the plant; returns the samples

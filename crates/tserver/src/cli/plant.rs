@@ -60,6 +60,60 @@ fn read_plant_file(file: &Path, shown: &str) -> anyhow::Result<String> {
     })
 }
 
+/// A document's bytes, at most a little past [`plant_model::MAX_DOCUMENT_BYTES`] (so a larger
+/// file shows as one) from whatever the path names, as [`read_plant_file`] reads the plant
+/// file; the error says why in words.
+fn read_document_file(file: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|opened| {
+            opened
+                .take(plant_model::MAX_DOCUMENT_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|error| error.to_string())?;
+    Ok(bytes)
+}
+
+/// The plant file `file` and the documents it attaches, read from beside it, every problem
+/// reported.
+fn read_plant_and_documents(
+    file: &Path,
+    shown: &str,
+) -> anyhow::Result<(plant_model::PlantModel, Vec<plant_model::PlantDocument>)> {
+    let text = read_plant_file(file, shown)?;
+    let format = plant_model::Format::of_file(shown);
+    let refused = |errors: plant_model::PlantErrors| {
+        anyhow::anyhow!("{errors}\nnothing changed: fix the errors above and import again")
+    };
+    let model = plant_model::read(&text, format, shown).map_err(refused)?;
+    let beside = file.parent().unwrap_or_else(|| Path::new(""));
+    let documents = plant_model::read_documents(&text, format, shown, &model, |path| {
+        read_document_file(&beside.join(path))
+    })
+    .map_err(refused)?;
+    Ok((model, documents))
+}
+
+/// Writes each document at its path relative to `beside` (the exported plant file's
+/// folder), making folders as needed.
+fn write_documents(beside: &Path, documents: &[plant_model::PlantDocument]) -> anyhow::Result<()> {
+    for document in documents {
+        // Checked at import; a solution edited by hand could hold anything.
+        if let Some(problem) = plant_model::document_path_problem(&document.path) {
+            bail!("the stored document {:?} {problem}; not written", document.path);
+        }
+        let target = beside.join(&document.path);
+        if let Some(folder) = target.parent() {
+            std::fs::create_dir_all(folder).with_context(|| format!("cannot make {}", folder.display()))?;
+        }
+        std::fs::write(&target, &document.text)
+            .with_context(|| format!("cannot write {}", target.display()))?;
+    }
+    Ok(())
+}
+
 /// Runs a `tserver plant` action.
 pub(super) fn plant_command(
     solution: &SolutionLocation,
@@ -69,18 +123,11 @@ pub(super) fn plant_command(
     match action {
         PlantAction::Import { file, dry_run } => {
             let shown = file.display().to_string();
-            let text = read_plant_file(file, &shown)?;
-            let model =
-                plant_model::read(&text, plant_model::Format::of_file(&shown), &shown).map_err(|errors| {
-                    anyhow::anyhow!(
-                        "{errors}
-nothing changed: fix the errors above and import again"
-                    )
-                })?;
+            let (model, documents) = read_plant_and_documents(file, &shown)?;
             let (changes, stranded) = on_own_runtime(|| async {
                 let store = Store::open(solution).await?;
                 let stranded = super::scripts::stranded_by(&store, &model.expand()).await?;
-                let changes = store.import_plant(&model, &shown, *dry_run).await?;
+                let changes = store.import_plant(&model, &documents, &shown, *dry_run).await?;
                 Ok::<_, anyhow::Error>((changes, stranded))
             })?;
             write_changes(&changes, *dry_run, output)?;
@@ -96,15 +143,33 @@ nothing changed: fix the errors above and import again"
             }
         }
         PlantAction::Export { file } => {
-            let text = on_own_runtime(|| async { Store::open(solution).await?.plant_model().await })?
+            let (model, documents) = on_own_runtime(|| async {
+                let store = Store::open(solution).await?;
+                Ok::<_, SolutionError>((store.plant_model().await?, store.plant_documents().await?))
+            })?;
+            let text = model
                 .to_toml()
                 .context("the plant model cannot be written as TOML")?;
             match file {
                 Some(file) => {
                     std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?;
-                    writeln!(output, "exported the plant model to {}", file.display())?;
+                    write_documents(file.parent().unwrap_or_else(|| Path::new("")), &documents)?;
+                    let beside = match documents.len() {
+                        0 => String::new(),
+                        count => format!(" and its {count} documents beside it"),
+                    };
+                    writeln!(output, "exported the plant model to {}{beside}", file.display())?;
                 }
-                None => output.write_all(text.as_bytes())?,
+                None => {
+                    output.write_all(text.as_bytes())?;
+                    if !documents.is_empty() {
+                        eprintln!(
+                            "warning: the plant attaches {} documents, which were not written: \
+                             give a FILE to export them beside it",
+                            documents.len()
+                        );
+                    }
+                }
             }
         }
         PlantAction::Show => {
@@ -118,13 +183,14 @@ nothing changed: fix the errors above and import again"
             }
             writeln!(
                 output,
-                "revision {}: {} tags, {} alarms, {} equipment of {} types, {} described folders",
+                "revision {}: {} tags, {} alarms, {} equipment of {} types, {} described folders, {} documents",
                 revision,
                 expanded.tags.len(),
                 expanded.alarms.len(),
                 model.equipment.len(),
                 model.types.len(),
-                model.folders.len()
+                model.folders.len(),
+                model.documents.len()
             )?;
             for instance in &model.equipment {
                 writeln!(
@@ -168,6 +234,7 @@ fn write_changes(
         ("tags", &changes.tags),
         ("alarms", &changes.alarms),
         ("folders", &changes.folders),
+        ("documents", &changes.documents),
     ] {
         if list.is_empty() {
             continue;
