@@ -62,7 +62,11 @@ async fn the_builtin_model_answers_each_question_from_tool_calls_against_the_liv
     }
     assert_eq!(
         tool_names(&report, 0),
-        ["runtime_search_uns", "runtime_get_active_alarms"]
+        [
+            "runtime_search_uns",
+            "runtime_get_active_alarms",
+            "runtime_search_documents"
+        ]
     );
     assert_eq!(tool_names(&report, 1), ["runtime_get_active_alarms"]);
     assert_eq!(tool_names(&report, 2), ["runtime_search_uns"]);

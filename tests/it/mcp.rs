@@ -184,7 +184,7 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
     let client = rig.client().await;
     let tools = client.list_all_tools().await.expect("listed");
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names.len(), 9, "{names:?}");
     assert_eq!(names[0], "runtime_get_value");
     assert!(
         tools
@@ -379,7 +379,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     .expect("tclient starts");
     let client = ().serve(bridge).await.expect("the bridge initializes");
     let tools = client.list_all_tools().await.expect("listed");
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 9);
     assert_eq!(
         tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
         Some(true)
@@ -420,6 +420,10 @@ fn every_tool_call() -> Vec<(&'static str, Value)> {
         ("runtime_search_uns", json!({"query": "pump current"})),
         ("runtime_describe_object", json!({"path": "Plant/Area1/Pump1"})),
         ("runtime_list_instances", json!({"name_mask": "Pump*"})),
+        (
+            "runtime_search_documents",
+            json!({"query": "motor current", "equipment": "Pump1"}),
+        ),
         ("runtime_get_active_alarms", json!({})),
         ("runtime_query_alarm_history", json!({"start": start, "end": end})),
         (
@@ -458,7 +462,7 @@ async fn the_category_bits_decide_which_tools_are_listed_and_callable() {
     let rig = McpRig::start().await;
     let client = rig.client().await;
     let all: Vec<&str> = every_tool_call().into_iter().map(|(name, _)| name).collect();
-    let (uns, rest) = all.split_at(5);
+    let (uns, rest) = all.split_at(6);
     let (alarms, history) = rest.split_at(2);
     for (options, offered) in [
         ("0x06", uns.to_vec()),

@@ -4,11 +4,28 @@
 //! server's `runtime_search_documents` finding a document imported while it runs.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
+use service_client::{Client, ClientOptions};
 use store::test_database::TestDatabase;
 use store::{SolutionLocation, Store};
+use tserver::Runtime;
 
-use crate::support::{Solution, admin, try_admin};
+use crate::runtime_tools::call;
+use crate::support::{ServerProcess, Solution, admin, try_admin};
+
+const SEARCH: &str = "runtime_search_documents";
+
+/// The documents' paths of a search result, in order.
+fn paths(result: &Value) -> Vec<&str> {
+    result["passages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a list of passages: {result}"))
+        .iter()
+        .map(|passage| passage["path"].as_str().expect("a path"))
+        .collect()
+}
 
 fn path_of(solution: &Solution) -> &str {
     solution.path.to_str().expect("utf-8 path")
@@ -49,12 +66,11 @@ fn documents_export_beside_the_plant_file_and_import_back_as_no_change() {
     let exported = out.path().join("site").join("plant.toml");
     std::fs::create_dir(out.path().join("site")).expect("makes the folder");
     let said = admin(&["plant", path, "export", exported.to_str().expect("utf-8")], "");
-    assert!(said.contains("and its 3 documents beside it"), "{said}");
+    assert!(said.contains("and its 2 documents beside it"), "{said}");
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants");
     for document in [
         "procedures/pump-high-motor-current.md",
-        "procedures/tank-levels.md",
-        "procedures/site-safety.txt",
+        "procedures/tank-overfill.md",
     ] {
         assert_eq!(
             std::fs::read_to_string(out.path().join("site").join(document)).expect("written"),
@@ -74,8 +90,8 @@ fn documents_export_beside_the_plant_file_and_import_back_as_no_change() {
     // One document changed, one removed, one added: listed, and the revision moves once.
     let site = out.path().join("site");
     std::fs::write(
-        site.join("procedures/tank-levels.md"),
-        "# Tank level alarms\n\nDrain Tank 1 to 50 % before any work inside it.\n",
+        site.join("procedures/tank-overfill.md"),
+        "# Tank overfill\n\nDrain Tank 1 to 50 % before any work inside it.\n",
     )
     .expect("edits");
     std::fs::write(
@@ -84,16 +100,14 @@ fn documents_export_beside_the_plant_file_and_import_back_as_no_change() {
     )
     .expect("writes");
     let plant = std::fs::read_to_string(&exported).expect("reads");
-    let edited = plant
-        .replace("procedures/site-safety.txt", "shift-handover.md")
-        .replace("title = \"Site safety rules\"\n", "");
+    let edited = plant.replace("procedures/pump-high-motor-current.md", "shift-handover.md");
     std::fs::write(&exported, &edited).expect("writes");
     let changed = admin(&["plant", path, "import", exported.to_str().expect("utf-8")], "");
     for line in [
         "documents: 1 added, 1 changed, 1 removed",
         "  + shift-handover.md",
-        "  ~ procedures/tank-levels.md",
-        "  - procedures/site-safety.txt",
+        "  ~ procedures/tank-overfill.md",
+        "  - procedures/pump-high-motor-current.md",
     ] {
         assert!(changed.contains(line), "{line}: {changed}");
     }
@@ -112,7 +126,7 @@ fn documents_export_beside_the_plant_file_and_import_back_as_no_change() {
     );
     std::fs::write(&exported, &scoped).expect("writes");
     let rescoped = admin(&["plant", path, "import", exported.to_str().expect("utf-8")], "");
-    assert!(rescoped.contains("  ~ procedures/tank-levels.md"), "{rescoped}");
+    assert!(rescoped.contains("  ~ procedures/tank-overfill.md"), "{rescoped}");
     assert_eq!(revision(path), (after + 1).to_string());
 }
 
@@ -130,11 +144,11 @@ async fn export_to_standard_output_warns_that_the_documents_were_not_written() {
         String::from_utf8_lossy(&output.stderr),
     );
     assert!(
-        stdout.contains("path = \"procedures/tank-levels.md\""),
+        stdout.contains("path = \"procedures/tank-overfill.md\""),
         "{stdout}"
     );
     assert!(
-        stderr.contains("the plant attaches 3 documents, which were not written: give a FILE"),
+        stderr.contains("the plant attaches 2 documents, which were not written: give a FILE"),
         "{stderr}"
     );
 }
@@ -146,34 +160,36 @@ fn an_import_names_each_document_problem_at_its_line_and_changes_nothing() {
     let file = demo_plant_beside(&solution, "docs.toml");
     let beside = solution.path.parent().expect("a folder");
     std::fs::write(
-        beside.join("procedures/tank-levels.md"),
+        beside.join("procedures/tank-overfill.md"),
         b"# Tanks\nlevel \xe9t\xe9\n",
     )
     .expect("writes");
-    std::fs::remove_file(beside.join("procedures/site-safety.txt")).expect("removes");
     std::fs::write(
         beside.join("procedures/pump-high-motor-current.md"),
         vec![b'a'; plant_model::MAX_DOCUMENT_BYTES + 1],
     )
     .expect("writes");
-    let text = std::fs::read_to_string(&file).expect("reads");
+    // A third document, whose file is not there.
+    let text = std::fs::read_to_string(&file).expect("reads")
+        + "\n[[documents]]\npath = \"procedures/missing.md\"\n";
+    std::fs::write(&file, &text).expect("writes");
     let before = admin(&["plant", path, "export"], "");
     let error = try_admin(&["plant", path, "import", &file], "")
         .expect_err("refused")
         .to_string();
     let too_large = line_of(&text, "procedures/pump-high-motor-current.md");
-    let not_utf8 = line_of(&text, "procedures/tank-levels.md");
-    let missing = line_of(&text, "procedures/site-safety.txt");
+    let not_utf8 = line_of(&text, "procedures/tank-overfill.md");
+    let missing = line_of(&text, "procedures/missing.md");
     for wanted in [
         format!(
             "docs.toml:{too_large}:8: documents[0].path: \"procedures/pump-high-motor-current.md\" has more than \
              1048576 bytes; a document may have at most 1048576"
         ),
         format!(
-            "docs.toml:{not_utf8}:8: documents[1].path: \"procedures/tank-levels.md\" is not UTF-8 text: \
+            "docs.toml:{not_utf8}:8: documents[1].path: \"procedures/tank-overfill.md\" is not UTF-8 text: \
              at line 2, column 7 byte 0xe9 is not"
         ),
-        format!("docs.toml:{missing}:8: documents[2].path: cannot read \"procedures/site-safety.txt\": "),
+        format!("docs.toml:{missing}:8: documents[2].path: cannot read \"procedures/missing.md\": "),
     ] {
         assert!(error.contains(&wanted), "{wanted}\n{error}");
     }
@@ -186,21 +202,21 @@ fn an_import_names_each_document_problem_at_its_line_and_changes_nothing() {
     // A name the plant does not have, and a path that leaves the folder: at their places.
     let wrong = text
         .replace("\"Plant/Area2/Tank2\"", "\"Plant/Area2/Tank3\"")
-        .replace("procedures/site-safety.txt", "../site-safety.txt");
+        .replace("procedures/missing.md", "../missing.md");
     let file = solution.path.with_file_name("wrong.toml");
     std::fs::write(&file, &wrong).expect("writes");
     let error = try_admin(&["plant", path, "import", file.to_str().expect("utf-8")], "")
         .expect_err("refused")
         .to_string();
     let folder = line_of(&wrong, "Plant/Area2/Tank3");
-    let leaving = line_of(&wrong, "../site-safety.txt");
+    let leaving = line_of(&wrong, "../missing.md");
     for wanted in [
         format!(
             "wrong.toml:{folder}:33: documents[1].folders[1]: no folder named \"Plant/Area2/Tank3\" \
              (did you mean \"Plant/Area2/Tank2\"?)"
         ),
         format!(
-            "wrong.toml:{leaving}:8: documents[2].path: \"../site-safety.txt\" leaves the plant file's folder"
+            "wrong.toml:{leaving}:8: documents[2].path: \"../missing.md\" leaves the plant file's folder"
         ),
     ] {
         assert!(error.contains(&wanted), "{wanted}\n{error}");
@@ -216,7 +232,7 @@ async fn a_postgres_solution_keeps_the_documents_and_moves_its_revision_only_whe
     let file = demo_plant_beside(&solution, "site.toml");
     let imported = admin(&["plant", &url, "import", &file], "");
     assert!(
-        imported.contains("documents: 3 added, 0 changed, 0 removed"),
+        imported.contains("documents: 2 added, 0 changed, 0 removed"),
         "{imported}"
     );
     let on_file = Store::open_file(&solution.path)
@@ -232,20 +248,176 @@ async fn a_postgres_solution_keeps_the_documents_and_moves_its_revision_only_whe
         .await
         .expect("reads");
     assert_eq!(on_postgres, on_file);
-    assert_eq!(on_postgres.len(), 3);
+    assert_eq!(on_postgres.len(), 2);
     let before = revision(&url);
     assert!(admin(&["plant", &url, "import", &file], "").starts_with("no changes"));
     assert_eq!(revision(&url), before);
     let beside = solution.path.parent().expect("a folder");
     std::fs::write(
-        beside.join("procedures/site-safety.txt"),
-        "Site safety rules\n\nNo smoking.\n",
+        beside.join("procedures/tank-overfill.md"),
+        "# Tank overfill\n\nNo smoking.\n",
     )
     .expect("edits");
     let changed = admin(&["plant", &url, "import", &file], "");
-    assert!(changed.contains("  ~ procedures/site-safety.txt"), "{changed}");
+    assert!(changed.contains("  ~ procedures/tank-overfill.md"), "{changed}");
     assert_eq!(
         revision(&url).parse::<u64>().expect("a number"),
         before.parse::<u64>().expect("a number") + 1
     );
+}
+
+#[tokio::test]
+async fn the_search_tool_cites_passages_of_the_documents_about_the_equipment_asked() {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("demo opens");
+    let found = call(
+        &runtime,
+        SEARCH,
+        json!({"query": "pump motor current high what to do"}),
+    )
+    .await
+    .expect("searches");
+    let passages = found["passages"].as_array().expect("a list");
+    assert_eq!(passages.len(), 3, "the default cap: {found}");
+    assert_eq!(found["truncated"], true, "more passages matched: {found}");
+    let first = &passages[0];
+    let mut keys: Vec<&str> = first
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["document", "lines", "path", "score", "section", "text"]);
+    assert_eq!(first["document"], "Pump 1 high motor current");
+    assert_eq!(first["path"], "procedures/pump-high-motor-current.md");
+    let lines = first["lines"].as_array().expect("two line numbers");
+    let (start, end) = (
+        lines[0].as_u64().expect("a line"),
+        lines[1].as_u64().expect("a line"),
+    );
+    assert!(1 <= start && start <= end, "{lines:?}");
+    let file = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/plants/procedures/pump-high-motor-current.md"),
+    )
+    .expect("the example");
+    let cited: Vec<&str> = file
+        .lines()
+        .skip(usize::try_from(start - 1).expect("small"))
+        .take(usize::try_from(end - start + 1).expect("small"))
+        .collect();
+    assert_eq!(
+        first["text"].as_str().expect("text").trim(),
+        cited.join("\n").trim()
+    );
+    let score = first["score"].as_f64().expect("a number");
+    assert!(
+        score > 0.0 && (score * 100.0 - (score * 100.0).round()).abs() < 1e-6,
+        "{score}"
+    );
+
+    // About Tank 2 (by path): the pump's procedure is not about it.
+    let about_tank = call(
+        &runtime,
+        SEARCH,
+        json!({"query": "pump motor current high", "equipment": "Plant/Area2/Tank2", "max_passages": 10}),
+    )
+    .await
+    .expect("searches");
+    assert!(!paths(&about_tank).is_empty(), "{about_tank}");
+    assert!(
+        paths(&about_tank)
+            .iter()
+            .all(|path| *path == "procedures/tank-overfill.md"),
+        "{about_tank}"
+    );
+    // About Pump1 (by name, in any case): only the pump's.
+    let about_pump = call(
+        &runtime,
+        SEARCH,
+        json!({"query": "shift log", "equipment": "pump1"}),
+    )
+    .await
+    .expect("searches");
+    assert_eq!(paths(&about_pump), ["procedures/pump-high-motor-current.md"]);
+    // One passage asked for; more than the ceiling asked for: the ceiling.
+    let one = call(&runtime, SEARCH, json!({"query": "shift log", "max_passages": 1}))
+        .await
+        .expect("searches");
+    assert_eq!((paths(&one).len(), &one["truncated"]), (1, &json!(true)));
+    let many = call(&runtime, SEARCH, json!({"query": "the", "max_passages": 1000}))
+        .await
+        .expect("searches");
+    assert!(paths(&many).len() <= 10, "{many}");
+    let none = call(&runtime, SEARCH, json!({"query": "zeppelin"}))
+        .await
+        .expect("searches");
+    assert_eq!(none, json!({"passages": [], "truncated": false}));
+
+    let unknown = call(
+        &runtime,
+        SEARCH,
+        json!({"query": "current", "equipment": "Pump9"}),
+    )
+    .await
+    .expect_err("no such equipment");
+    assert_eq!(unknown.kind, "not_found");
+    assert!(
+        unknown
+            .message
+            .contains("no equipment named \"Pump9\" (did you mean"),
+        "{}",
+        unknown.message
+    );
+    let empty = call(&runtime, SEARCH, json!({"query": "  "}))
+        .await
+        .expect_err("empty");
+    assert_eq!(empty.kind, "invalid_arguments");
+}
+
+#[tokio::test]
+async fn a_running_server_searches_a_document_imported_while_it_runs() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    let search = json!({"query": "handover checklist"});
+    let found = |reply: service_client::CallToolReply| -> Vec<String> {
+        assert!(!reply.is_error, "{}", reply.content_json);
+        let content: Value = serde_json::from_str(&reply.content_json).expect("JSON");
+        paths(&content["result"]).into_iter().map(str::to_owned).collect()
+    };
+    let before = client.call_tool(SEARCH, &search).await.expect("searches");
+    assert!(found(before).is_empty(), "not yet attached");
+
+    let file = demo_plant_beside(&solution, "handover.toml");
+    let beside = solution.path.parent().expect("a folder");
+    std::fs::write(
+        beside.join("shift-handover.md"),
+        "# Shift handover\n\n## Checklist\n\nWalk the pump house with the next shift before the handover.\n",
+    )
+    .expect("writes");
+    let mut text = std::fs::read_to_string(&file).expect("reads");
+    text.push_str("\n[[documents]]\npath = \"shift-handover.md\"\n");
+    std::fs::write(&file, text).expect("writes");
+    admin(&["plant", &path, "import", &file], "");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = client.call_tool(SEARCH, &search).await.expect("searches");
+        let paths = found(reply);
+        if !paths.is_empty() {
+            assert_eq!(paths[0], "shift-handover.md");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not pick the document up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -80,7 +80,7 @@ fn each_category_bit_offers_its_tools() {
     );
     assert_eq!(offered(0x02 | 0x10), ["runtime_get_tag_history"]);
     assert!(offered(0x04 | 0x08 | 0x10).is_empty(), "no master bit, no tools");
-    assert_eq!(offered(ALL_TOOLS).len(), 8);
+    assert_eq!(offered(ALL_TOOLS).len(), 9);
 }
 
 #[test]
@@ -121,12 +121,13 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
     }
 }
 
-const UNS_TOOLS: [&str; 5] = [
+const UNS_TOOLS: [&str; 6] = [
     "runtime_get_value",
     "runtime_browse_object_model",
     "runtime_search_uns",
     "runtime_describe_object",
     "runtime_list_instances",
+    "runtime_search_documents",
 ];
 
 #[tokio::test]

@@ -27,6 +27,7 @@ async fn tools_are_listed_and_callable_by_the_bits_of_the_moment() {
             "runtime_search_uns",
             "runtime_describe_object",
             "runtime_list_instances",
+            "runtime_search_documents",
             "runtime_get_active_alarms",
             "runtime_query_alarm_history",
             "runtime_get_tag_history"

@@ -1,8 +1,9 @@
 //! The built-in demo model: a rule-based, OpenAI-compatible stand-in for an LLM.
 //!
 //! It exists so a machine without a GPU can watch the whole chat loop: it reads the operator's
-//! question, asks for the runtime tools that fit (value, search, alarms, history, structure),
-//! and composes its answer from what those tools returned. Every answer says what it is, so no
+//! question, asks for the runtime tools that fit (value, search, alarms, history, structure,
+//! and the plant's documents for what to do), and composes its answer from what those tools
+//! returned, citing the procedure it quotes. Every answer says what it is, so no
 //! one mistakes it for a language model. It only ever uses tools the request offered, and it
 //! knows nothing of the plant except what the tools tell it.
 
@@ -10,6 +11,9 @@ use std::collections::HashMap;
 
 use scripted_llm::{RecordedRequest, Reply, Responder};
 use serde_json::{Value, json};
+
+/// The tool that searches the plant's documents (its procedures say what to do).
+const DOCUMENTS_TOOL: &str = "runtime_search_documents";
 
 /// The model name the demo endpoint reports and expects.
 pub const MODEL_NAME: &str = "tserver-demo-model";
@@ -463,6 +467,14 @@ fn next_step(body: &Value) -> Step {
             ),
             ("runtime_get_active_alarms", json!({})),
         ]),
+        Intent::Diagnose
+            if !done && turn.offers(DOCUMENTS_TOOL) && turn.exchange(DOCUMENTS_TOOL).is_none() =>
+        {
+            match procedure_search(&turn, &question) {
+                Some(arguments) => turn.call(vec![(DOCUMENTS_TOOL, arguments)]),
+                None => Step::Answer(diagnose_answer(&turn, &question)),
+            }
+        }
         Intent::Diagnose => Step::Answer(diagnose_answer(&turn, &question)),
         Intent::Trend => {
             if turn.exchange("runtime_get_tag_history").is_some() || done {
@@ -779,7 +791,75 @@ fn diagnose_answer(turn: &Turn, question: &Question) -> String {
     {
         answer = format!("I could not read the alarms, so I cannot say whether {name} is in alarm.");
     }
-    format!("{answer} Current readings: {readings}.")
+    format!(
+        "{answer} Current readings: {readings}.{}",
+        procedure_advice(turn, !alarms.is_empty())
+    )
+}
+
+/// The equipment's UNS object and its alarms, found by the first round: the arguments to
+/// search its documents with (the active alarms' messages, or what to do in general).
+fn procedure_search(turn: &Turn, question: &Question) -> Option<Value> {
+    let asked = question.equipment.as_deref()?;
+    let tags = turn.exchange("runtime_search_uns")?.result()?["results"].as_array()?;
+    let own: Vec<&Value> = tags
+        .iter()
+        .filter(|tag| {
+            tag["tag"]
+                .as_str()
+                .and_then(|name| name.split('.').next())
+                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(asked))
+        })
+        .collect();
+    let object = own.first()?["path"].as_str()?.rsplit_once('/')?.0;
+    let names: Vec<&str> = own.iter().filter_map(|tag| tag["tag"].as_str()).collect();
+    let messages: Vec<&str> = turn
+        .exchange("runtime_get_active_alarms")
+        .and_then(Exchange::result)
+        .and_then(|result| result["alarms"].as_array())
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|alarm| alarm["tag"].as_str().is_some_and(|tag| names.contains(&tag)))
+        .filter_map(|alarm| alarm["message"].as_str())
+        .collect();
+    let query = if messages.is_empty() {
+        "what to do".to_owned()
+    } else {
+        format!("{} what to do", messages.join(" "))
+    };
+    Some(json!({"query": query, "equipment": object, "max_passages": 1}))
+}
+
+/// The best passage the documents search found, cited: what to do and where it says so.
+fn procedure_advice(turn: &Turn, in_alarm: bool) -> String {
+    let Some(passage) = turn
+        .exchange(DOCUMENTS_TOOL)
+        .and_then(Exchange::result)
+        .and_then(|result| result["passages"].as_array()?.first())
+    else {
+        return String::new();
+    };
+    let lines = &passage["lines"];
+    let source = format!(
+        "\"{}\" ({}, lines {}-{})",
+        passage["document"].as_str().unwrap_or("?"),
+        passage["path"].as_str().unwrap_or("?"),
+        number(&lines[0]),
+        number(&lines[1]),
+    );
+    let text = passage["text"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let lead = if in_alarm {
+        "What to do, from"
+    } else {
+        "For reference,"
+    };
+    format!(" {lead} {source}: {}", cut(&text, 600))
 }
 
 fn trend_answer(turn: &Turn) -> String {
@@ -934,5 +1014,74 @@ mod tests {
         };
         assert!(text.contains("min 48.25 %"), "{text}");
         assert!(text.contains("from 50 % to 70.5 % (rising)"), "{text}");
+    }
+
+    #[test]
+    fn a_diagnosis_cites_the_procedure_for_the_active_alarm() {
+        let tools = [
+            "runtime_search_uns",
+            "runtime_get_active_alarms",
+            "runtime_search_documents",
+        ];
+        let question = "What is wrong with Pump 1?";
+        let Step::Call(first) = next_step(&body(question, &tools, vec![])) else {
+            panic!("expected a search and an alarm read")
+        };
+        assert_eq!(
+            (first[0].1.as_str(), first[1].1.as_str()),
+            ("runtime_search_uns", "runtime_get_active_alarms")
+        );
+        let mut exchanges = vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "demo_1_0", "type": "function", "function": {"name": "runtime_search_uns", "arguments": first[0].2}},
+                {"id": "demo_1_1", "type": "function", "function": {"name": "runtime_get_active_alarms", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "demo_1_0", "content": json!({"ok": true, "result": {"results": [
+                {"tag": "Pump1.MotorCurrent", "path": "Plant/Area1/Pump1/MotorCurrent", "value": 21.5, "quality": "Good", "units": "A"}]}}).to_string()}),
+            json!({"role": "tool", "tool_call_id": "demo_1_1", "content": json!({"ok": true, "result": {"alarms": [
+                {"tag": "Pump1.MotorCurrent", "message": "Pump 1 motor current high", "condition": "Hi", "priority": 700, "state": "Active"}]}}).to_string()}),
+        ];
+        let Step::Call(second) = next_step(&body(question, &tools, exchanges.clone())) else {
+            panic!("expected a documents search")
+        };
+        assert_eq!(second[0].1, "runtime_search_documents");
+        let arguments: Value = serde_json::from_str(&second[0].2).expect("json arguments");
+        assert_eq!(
+            arguments,
+            json!({"query": "Pump 1 motor current high what to do", "equipment": "Plant/Area1/Pump1", "max_passages": 1})
+        );
+        exchanges.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "demo_2_0", "type": "function", "function": {"name": "runtime_search_documents", "arguments": second[0].2}}]}));
+        exchanges.push(json!({"role": "tool", "tool_call_id": "demo_2_0", "content": json!({"ok": true, "result": {"passages": [
+            {"document": "Pump 1 high motor current", "path": "procedures/pump.md", "section": "What to do",
+             "lines": [16, 24], "text": "1. Check the discharge valve.\n2. Start Pump 2.", "score": 3.2}], "truncated": false}}).to_string()}));
+        let Step::Answer(text) = next_step(&body(question, &tools, exchanges)) else {
+            panic!("expected an answer")
+        };
+        assert!(
+            text.ends_with(
+                "What to do, from \"Pump 1 high motor current\" (procedures/pump.md, lines 16-24): 1. Check the discharge valve. 2. Start Pump 2."
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_diagnosis_without_the_documents_tool_answers_from_the_live_plant() {
+        let tools = ["runtime_search_uns", "runtime_get_active_alarms"];
+        let exchanges = vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "demo_1_0", "type": "function", "function": {"name": "runtime_search_uns", "arguments": "{}"}},
+                {"id": "demo_1_1", "type": "function", "function": {"name": "runtime_get_active_alarms", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "demo_1_0", "content": json!({"ok": true, "result": {"results": [
+                {"tag": "Pump1.MotorCurrent", "path": "Plant/Area1/Pump1/MotorCurrent", "value": 12.5, "quality": "Good", "units": "A"}]}}).to_string()}),
+            json!({"role": "tool", "tool_call_id": "demo_1_1", "content": json!({"ok": true, "result": {"alarms": []}}).to_string()}),
+        ];
+        let Step::Answer(text) = next_step(&body("What is wrong with Pump 1?", &tools, exchanges)) else {
+            panic!("expected an answer")
+        };
+        assert_eq!(
+            text,
+            "Pump1 has no alarm needing attention. Current readings: Pump1.MotorCurrent = 12.5 A."
+        );
     }
 }

@@ -4,15 +4,17 @@
 //!   historian), the simulator, the MQTT/Sparkplug sources, the runtime tools and the Local AI
 //!   service. The server and the scripts both act through it.
 //! - [`objects`] is the object model, [`historian`] the history queue, [`simulator`] the
-//!   simulated motion, [`tools`] the assistant's runtime tools, [`scripts`] the host that runs
-//!   the solution's scripts, [`tag_writes`] the checked write every writer goes through,
-//!   [`proposals`] the actions proposed for an operator to decide.
+//!   simulated motion, [`tools`] the assistant's runtime tools, [`documents`] the plant's
+//!   documents as ranked passages, [`scripts`] the host that runs the solution's scripts,
+//!   [`tag_writes`] the checked write every writer goes through, [`proposals`] the actions
+//!   proposed for an operator to decide.
 //!
 //! Invariants: this crate opens no listening socket and knows no protobuf (the wire is
 //! `tserver`'s); it holds no SQL (every statement is the `store` crate's); a value, an alarm or
 //! the history changes only through a holder of the plant's [`WriteCapability`], which only
 //! [`Plant`] holds, so the assistant's tools, given a [`PlantReader`], cannot write by type.
 
+pub mod documents;
 pub mod historian;
 pub mod log_text;
 pub mod objects;
@@ -27,7 +29,7 @@ mod plant;
 mod runtime;
 mod sources;
 
-pub use plant::{Plant, PlantReader, WriteCapability};
+pub use plant::{Instance, Plant, PlantLibrary, PlantReader, WriteCapability};
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use sources::{
     BrowsedNode, OpcUaAccess, OpcUaAccessError, SKELETON_MAX_VARIABLES, Skeleton, SourceStatus,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::historian::Historian;
 use crate::objects::ObjectModel;
-use crate::plant::{Plant, PlantReader};
+use crate::plant::{Plant, PlantLibrary, PlantReader};
 use crate::proposals::{Proposal, ProposalBoard, ProposalState, settled_note};
 use crate::simulator::Simulator;
 use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError};
@@ -83,7 +83,8 @@ impl Runtime {
             settings,
             plant_revision: revision,
             definitions,
-            documents: _,
+            documents,
+            equipment,
             alarm_record,
         } = at_start;
         let definitions = &definitions;
@@ -94,6 +95,7 @@ impl Runtime {
         let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
+        plant.replace_library(PlantLibrary::new(documents, &equipment));
         let simulator = Simulator::new(plant.clone(), definitions)?;
         let proposals = Arc::new(ProposalBoard::default());
         let tools = Arc::new(runtime_catalog(&plant.reader(), &proposals));
@@ -372,9 +374,17 @@ impl Runtime {
             self.simulator.reload(&definitions)?;
             Ok((objects, definitions))
         });
+        let library = if reloaded.is_ok() {
+            self.load_library().await
+        } else {
+            None
+        };
         match reloaded {
             Ok((objects, definitions)) => {
                 self.plant.replace_objects(objects);
+                if let Some(library) = library {
+                    self.plant.replace_library(library);
+                }
                 self.sources.restart_if_changed(&self.store, &self.plant).await;
                 tracing::info!(
                     revision = stored,
@@ -389,6 +399,27 @@ impl Runtime {
                 false
             }
         }
+    }
+
+    /// The stored documents indexed for search (off the async workers: a large library takes a
+    /// while to cut and index), or `None`, said, when they cannot be read.
+    async fn load_library(&self) -> Option<PlantLibrary> {
+        let read = async {
+            let documents = self.store.plant_documents().await?;
+            let equipment = self.store.plant_model().await?.equipment;
+            Ok::<_, SolutionError>((documents, equipment))
+        };
+        let (documents, equipment) = match read.await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::error!(%error, "the plant's documents cannot be read; the running server keeps those it has");
+                return None;
+            }
+        };
+        tokio::task::spawn_blocking(move || PlantLibrary::new(documents, &equipment))
+            .await
+            .inspect_err(|error| tracing::error!(%error, "indexing the plant's documents failed"))
+            .ok()
     }
 
     /// On a database several nodes share: applies to the live alarms the acknowledgements the

@@ -1,12 +1,10 @@
 //! The documents attached to the plant, as both backends keep them: one `PlantDocuments` row
-//! per document (its path, title, text, and what it is about as JSON), compared by path to say
-//! what an import adds, changes and removes.
+//! per document (its path, title, text, and what it is about as JSON).
 
 use plant_model::PlantDocument;
 use serde::{Deserialize, Serialize};
 
 use crate::SolutionError;
-use crate::plant::{Changes, invalid};
 
 /// The documents by path, in the SQL both backends speak.
 pub(crate) const SELECT_DOCUMENTS: &str = "SELECT Path, Title, Text, Scope FROM PlantDocuments ORDER BY Path";
@@ -22,6 +20,14 @@ struct Scope {
     folders: Vec<String>,
 }
 
+/// A document whose row cannot be written or read, named by its path.
+fn unreadable(path: &str, reason: String) -> SolutionError {
+    SolutionError::InvalidTag {
+        name: path.to_owned(),
+        reason,
+    }
+}
+
 /// A document's scope as stored.
 pub(crate) fn scope_json(document: &PlantDocument) -> Result<String, SolutionError> {
     serde_json::to_string(&Scope {
@@ -29,7 +35,7 @@ pub(crate) fn scope_json(document: &PlantDocument) -> Result<String, SolutionErr
         equipment: document.equipment.clone(),
         folders: document.folders.clone(),
     })
-    .map_err(|error| invalid(&document.path, format!("its scope cannot be stored: {error}")))
+    .map_err(|error| unreadable(&document.path, format!("its scope cannot be stored: {error}")))
 }
 
 /// A stored row (Path, Title, Text, Scope) read back.
@@ -44,7 +50,7 @@ pub(crate) fn document_of_row(
         equipment,
         folders,
     } = serde_json::from_str(scope).map_err(|error| {
-        invalid(
+        unreadable(
             &path,
             format!("the stored document's scope does not read: {error}"),
         )
@@ -57,16 +63,4 @@ pub(crate) fn document_of_row(
         equipment,
         folders,
     })
-}
-
-/// The documents replacing `before` with `after` adds, changes (title, text or scope) and
-/// removes, by path.
-pub(crate) fn document_changes(before: &[PlantDocument], after: &[PlantDocument]) -> Changes {
-    let by_path = |documents: &[PlantDocument]| {
-        documents
-            .iter()
-            .map(|document| (document.path.clone(), document.clone()))
-            .collect()
-    };
-    Changes::between(&by_path(before), &by_path(after))
 }

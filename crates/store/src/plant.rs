@@ -11,7 +11,7 @@ use plant_model::{
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{SolutionDb, SolutionError};
-use crate::documents::{SELECT_DOCUMENTS, document_changes, document_of_row, scope_json};
+use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 
 /// Each alarm's last `Active` event and every event of it after that, oldest first (the same
 /// text for SQLite and PostgreSQL).
@@ -47,7 +47,7 @@ pub struct Changes {
 }
 
 impl Changes {
-    pub(crate) fn between<T: PartialEq>(before: &BTreeMap<String, T>, after: &BTreeMap<String, T>) -> Self {
+    fn between<T: PartialEq>(before: &BTreeMap<String, T>, after: &BTreeMap<String, T>) -> Self {
         let mut changes = Self::default();
         for (name, definition) in after {
             match before.get(name) {
@@ -124,7 +124,7 @@ pub(super) fn canonical(tag: &TagSpec) -> TagSpec {
     tag
 }
 
-pub(crate) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
+pub(super) fn invalid(name: &str, reason: impl Into<String>) -> SolutionError {
     SolutionError::InvalidTag {
         name: name.to_owned(),
         reason: reason.into(),
@@ -450,6 +450,18 @@ pub(super) fn changes_between(before: &ExpandedPlant, after: &ExpandedPlant) -> 
         folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
         documents: Changes::default(),
     }
+}
+
+/// The documents replacing `before` with `after` adds, changes (title, text or scope) and
+/// removes, by path.
+pub(super) fn document_changes(before: &[PlantDocument], after: &[PlantDocument]) -> Changes {
+    let by_path = |documents: &[PlantDocument]| {
+        documents
+            .iter()
+            .map(|document| (document.path.clone(), document.clone()))
+            .collect()
+    };
+    Changes::between(&by_path(before), &by_path(after))
 }
 
 /// A tag's source binding as stored (JSON), if it has one.

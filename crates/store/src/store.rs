@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use localai::secrets::SecretValue;
 use localai::settings::{SettingIssue, SettingsRow};
-use plant_model::{AlarmEvent, ExpandedPlant, PlantDocument, PlantModel, TagType};
+use plant_model::{AlarmEvent, Equipment, ExpandedPlant, PlantDocument, PlantModel, TagType};
 
 use solution_scripts::Trigger;
 
@@ -53,6 +53,8 @@ pub struct SolutionAtStart {
     pub definitions: ExpandedPlant,
     /// The documents attached to the plant.
     pub documents: Vec<PlantDocument>,
+    /// The equipment instances of the plant model (the documents' searches are about them).
+    pub equipment: Vec<Equipment>,
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
     pub alarm_record: Vec<AlarmEvent>,
 }
@@ -117,6 +119,7 @@ impl Store {
             plant_revision: self.plant_revision().await?,
             definitions: self.plant_definitions().await?,
             documents: self.plant_documents().await?,
+            equipment: self.plant_model().await?.equipment,
             alarm_record: self.alarm_events_since_last_trip().await?,
         })
     }
@@ -128,6 +131,7 @@ impl Store {
             plant_revision: on_backend_blocking!(self, plant_revision())?,
             definitions: on_backend_blocking!(self, plant_definitions())?,
             documents: on_backend_blocking!(self, plant_documents())?,
+            equipment: on_backend_blocking!(self, plant_model())?.equipment,
             alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
         })
     }

@@ -8,6 +8,7 @@
 //! [`Plant`] holds. The assistant's tools get a [`PlantReader`], which has none: they cannot
 //! write, by type, not by convention.
 
+mod library;
 pub(crate) mod write_capability;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+pub use self::library::{Instance, PlantLibrary};
 use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
 use crate::historian::Historian;
@@ -26,6 +28,8 @@ use plant_model::{AlarmEvent, Quality, TagValue};
 #[derive(Debug, Clone)]
 pub struct Plant {
     objects: Arc<ArcSwap<ObjectModel>>,
+    /// The documents attached to the plant, searchable.
+    library: Arc<ArcSwap<PlantLibrary>>,
     historian: Arc<Historian>,
     /// Counts every change (a write, an acknowledgement, a reload); subscribers wait on it.
     changes: Arc<watch::Sender<u64>>,
@@ -36,6 +40,7 @@ pub struct Plant {
 #[derive(Debug, Clone)]
 pub struct PlantReader {
     objects: Arc<ArcSwap<ObjectModel>>,
+    library: Arc<ArcSwap<PlantLibrary>>,
     historian: Arc<Historian>,
     changes: Arc<watch::Sender<u64>>,
 }
@@ -44,6 +49,11 @@ impl PlantReader {
     /// The live tags and alarms, as they are now.
     pub fn objects(&self) -> Arc<ObjectModel> {
         self.objects.load_full()
+    }
+
+    /// The documents attached to the plant, as they are now.
+    pub fn library(&self) -> Arc<PlantLibrary> {
+        self.library.load_full()
     }
 
     /// The history store, for its queries (its recording methods need a capability).
@@ -66,6 +76,7 @@ impl Plant {
         historian.record_events(events, &WRITE);
         Self {
             objects: Arc::new(ArcSwap::new(objects)),
+            library: Arc::default(),
             historian,
             changes: Arc::new(watch::Sender::new(0)),
         }
@@ -92,6 +103,11 @@ impl Plant {
         self.changed();
     }
 
+    /// Replaces the documents (an import changed them, or the plant was loaded).
+    pub fn replace_library(&self, next: PlantLibrary) {
+        self.library.store(Arc::new(next));
+    }
+
     /// The history store.
     pub fn historian(&self) -> &Arc<Historian> {
         &self.historian
@@ -106,6 +122,7 @@ impl Plant {
     pub fn reader(&self) -> PlantReader {
         PlantReader {
             objects: Arc::clone(&self.objects),
+            library: Arc::clone(&self.library),
             historian: Arc::clone(&self.historian),
             changes: Arc::clone(&self.changes),
         }

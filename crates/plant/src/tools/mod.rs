@@ -2,7 +2,8 @@
 //! platform's runtime MCP server, dispatched in process (no HTTP loopback).
 //!
 //! - UNS (0x04): `uns.rs` — `runtime_get_value`, `runtime_browse_object_model`,
-//!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`;
+//!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`; `documents.rs`
+//!   — `runtime_search_documents` (passages of the plant's documents, to cite);
 //! - Alarms (0x08): `alarms.rs` — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
 //! - Historian (0x10): `history.rs` — `runtime_get_tag_history`;
 //! - Proposals (0x40): `proposals.rs` — `runtime_propose_write`, `runtime_propose_alarm_ack`
@@ -13,6 +14,7 @@
 //! [`MAX_RESULT_BYTES`] of JSON so one call cannot flood a small model's context.
 
 mod alarms;
+mod documents;
 mod history;
 mod proposals;
 mod uns;
@@ -40,6 +42,7 @@ pub fn runtime_catalog(plant: &PlantReader, board: &Arc<ProposalBoard>) -> ToolC
     let catalog = ToolCatalog::default();
     for tool in uns::tools(plant)
         .into_iter()
+        .chain(documents::tools(plant))
         .chain(alarms::tools(plant))
         .chain(history::tools(plant))
         .chain(proposals::tools(plant, board))

@@ -11,11 +11,11 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use crate::PlantChanges;
 use crate::SolutionError;
-use crate::documents::{SELECT_DOCUMENTS, document_changes, document_of_row, scope_json};
+use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
     INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS,
-    canonical, changes_between, definitions_of_rows, invalid, model_json, model_of_definitions,
-    model_of_json, stored_source, stored_type,
+    canonical, changes_between, definitions_of_rows, document_changes, invalid, model_json,
+    model_of_definitions, model_of_json, stored_source, stored_type,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 

@@ -1,7 +1,7 @@
 // The assistant: ask, the answer streams in, each tool call shows as it starts and finishes
 // (expandable for arguments, result, status and time), the envelope's status and warnings
-// shown plainly, a proposal the turn made as a card to approve or decline; Cancel a turn,
-// Clear the conversation.
+// shown plainly, the document passages the answer drew on as its sources, a proposal the turn
+// made as a card to approve or decline; Cancel a turn, Clear the conversation.
 
 import { byId, el, fill } from './dom.js';
 
@@ -50,13 +50,14 @@ export class Assistant {
     transcript.append(el('li', { class: 'you' }, el('span', { class: 'who-said' }, 'You'), el('p', {}, question)));
     const tools = el('ol', { class: 'tools' });
     const text = el('p', { class: 'answer-text' });
+    const sources = el('section', { class: 'sources', 'aria-label': 'Sources of this answer', hidden: true });
     const cards = el('ol', { class: 'proposal-cards', 'aria-label': 'Proposals of this answer' });
     const footer = el('div', { class: 'answer-footer' }, el('span', { class: 'pending' }, 'Thinking…'));
-    const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, cards, footer);
+    const answer = el('li', { class: 'ai', 'aria-busy': 'true' }, el('span', { class: 'who-said' }, 'Assistant'), tools, text, sources, cards, footer);
     transcript.append(answer);
     this.scrollToEnd();
     const callId = this.connection.peekId();
-    this.turn = { callId, answer, tools, text, cards, footer, started: [] };
+    this.turn = { callId, answer, tools, text, sources, cards, footer, started: [] };
     this.busy(true);
     try {
       const reply = await this.connection.call(
@@ -135,6 +136,7 @@ export class Assistant {
       args: entry.args, result: entry.result, state: entry.status === 'ok' ? 'ok' : 'error',
       elapsedMs: entry.elapsedMs, timestamp: entry.timestamp,
     })));
+    this.showSources(turn.sources, envelope.toolTrace ?? []);
     const status = envelope.status ?? 'error';
     const warnings = envelope.warnings ?? [];
     fill(turn.footer,
@@ -143,6 +145,29 @@ export class Assistant {
       warnings.length ? el('ul', { class: 'warnings' }, warnings.map((warning) => el('li', {}, warning))) : null);
     turn.answer.dataset.status = status;
     this.scrollToEnd();
+  }
+
+  /** The passages the turn's document searches returned, each once, with where it is from. */
+  showSources(node, trace) {
+    const seen = new Set();
+    const passages = trace
+      .filter((entry) => entry.name === 'runtime_search_documents' && entry.status === 'ok')
+      .flatMap((entry) => entry.result?.passages ?? [])
+      .filter((passage) => {
+        const key = `${passage.path}:${passage.lines}`;
+        return !seen.has(key) && seen.add(key);
+      });
+    fill(node, passages.length ? [
+      el('h4', {}, 'Sources'),
+      el('ol', {}, passages.map((passage) => {
+        const [first, last] = passage.lines ?? [];
+        const where = [passage.section, `${passage.path}, lines ${first}–${last}`].filter(Boolean).join(' · ');
+        return el('li', { class: 'source' },
+          el('p', { class: 'source-title' }, el('cite', {}, passage.document ?? passage.path), ` — ${where}`),
+          el('blockquote', {}, passage.text ?? ''));
+      })),
+    ] : null);
+    node.hidden = passages.length === 0;
   }
 
   async cancel() {
