@@ -406,7 +406,11 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     assert_eq!(
         tools,
-        json!([["runtime_search_uns", "ok"], ["runtime_get_active_alarms", "ok"]])
+        json!([
+            ["runtime_search_uns", "ok"],
+            ["runtime_get_active_alarms", "ok"],
+            ["runtime_search_documents", "ok"]
+        ])
     );
     browser.screenshot("assistant").await;
     browser.click(".transcript .ai .tool summary").await;

@@ -412,7 +412,7 @@ async fn tools_list_and_call_from_the_command_line() {
         .await
         .expect("listed");
     assert!(listed.starts_with("runtime_get_value [0x04] "), "{listed}");
-    assert_eq!(listed.lines().count(), 8, "{listed}");
+    assert_eq!(listed.lines().count(), 9, "{listed}");
     let called = tclient(
         &[
             "--addr",
