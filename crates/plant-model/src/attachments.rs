@@ -271,6 +271,19 @@ title = "Site rules"
             folders: Vec::new(),
         };
         assert_eq!(untitled.title_in("no heading here"), "plain.txt");
+        assert_eq!(untitled.title_in("# Not a heading in plain text"), "plain.txt");
+    }
+
+    #[test]
+    fn a_plant_attaches_at_most_the_bound_of_documents() {
+        let mut text = String::new();
+        for index in 0..=crate::MAX_DOCUMENTS {
+            text.push_str(&format!("[[documents]]\npath = \"notes/{index}.md\"\n"));
+        }
+        assert_eq!(
+            errors(&text),
+            ["1001:1: documents[500]: the plant attaches 501 documents; at most 500 may be attached"]
+        );
     }
 
     #[test]

@@ -61,13 +61,16 @@ pub struct DocumentSpec {
 }
 
 impl DocumentSpec {
-    /// The title it goes by: as written, else the first Markdown `# ` heading of `text`, else
-    /// its file name.
+    /// The title it goes by: as written, else the first `# ` heading of `text` when it is
+    /// Markdown (`.md`, `.markdown`), else its file name.
     pub fn title_in(&self, text: &str) -> String {
         if !self.title.trim().is_empty() {
             return self.title.trim().to_owned();
         }
+        let lower = self.path.to_ascii_lowercase();
+        let markdown = lower.ends_with(".md") || lower.ends_with(".markdown");
         text.lines()
+            .filter(|_| markdown)
             .find_map(|line| {
                 line.strip_prefix("# ")
                     .map(str::trim)
