@@ -23,6 +23,32 @@ const STATE_WORDS = {
 
 const EVENT_WORDS = { active: 'Became active', clear: 'Cleared', acknowledged: 'Acknowledged' };
 
+/** A time to respond in seconds, as an operator reads it: "45 s", "2 min", "1 h 30 min", "2 d". */
+export function showRespondWithin(seconds) {
+  const s = Number(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+  if (s < 2 * 86400) {
+    const minutes = Math.round((s % 3600) / 60);
+    return minutes ? `${Math.floor(s / 3600)} h ${minutes} min` : `${Math.floor(s / 3600)} h`;
+  }
+  const hours = Math.round((s % 86400) / 3600);
+  return hours ? `${Math.floor(s / 86400)} d ${hours} h` : `${Math.floor(s / 86400)} d`;
+}
+
+/** What the plant says to know and do about an alarm, under its message; nothing when silent. */
+function guidance(alarm) {
+  const facts = [
+    ['What to do', alarm.response, 'g-response'],
+    ['Respond within', alarm.timeToRespondS ? showRespondWithin(alarm.timeToRespondS) : '', 'g-within'],
+    ['Cause', alarm.cause, 'g-cause'],
+    ['If nobody acts', alarm.consequence, 'g-consequence'],
+  ].filter(([, text]) => text);
+  if (!facts.length) return null;
+  return el('dl', { class: 'a-guide' }, ...facts.flatMap(([term, text, cls]) => [
+    el('dt', {}, term), el('dd', { class: cls }, text)]));
+}
+
 function order(a, b) {
   const unacked = Number(UNACKED.has(b.state)) - Number(UNACKED.has(a.state));
   if (unacked) return unacked;
@@ -116,7 +142,7 @@ export class Alarms {
       return el('tr', { class: `${cls}${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
         el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
         el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
-        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
+        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`), guidance(alarm)),
         el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
         el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
         el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
