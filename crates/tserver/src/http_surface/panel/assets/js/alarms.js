@@ -139,16 +139,21 @@ export class Alarms {
       const ack = unacked && alarm.state !== 'normal'
         ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
         : null;
-      return el('tr', { class: `${cls}${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+      const guide = guidance(alarm);
+      const row = el('tr', { class: `${cls}${unacked ? ' unacked' : ''}${guide ? ' guided' : ''}`, dataset: { alarm: alarm.name } },
         el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
         el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
-        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`), guidance(alarm)),
+        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
         el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
         el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
         el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
           alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
         el('td', { class: 'a-act' }, ack));
-    });
+      // What to do spans the row below, under the alarm, so it reads as lines, not a column.
+      if (!guide) return [row];
+      return [row, el('tr', { class: `a-guide-row${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+        el('td', { class: 'a-guide-pad', colspan: 2, 'aria-hidden': 'true' }), el('td', { class: 'a-guide-cell', colspan: 5 }, guide))];
+    }).flat();
     // Redrawn on every alarm change: keyboard focus on a button stays on that alarm's button.
     const body = byId('alarm-rows');
     const focused = body.contains(document.activeElement) ? document.activeElement.dataset.alarm : null;
