@@ -620,6 +620,47 @@ async fn a_reimport_that_only_rewords_an_alarms_response_keeps_it_standing_with_
     );
 }
 
+#[tokio::test]
+async fn standing_alarms_with_long_guidance_are_listed_as_many_as_fit_in_a_frame() {
+    use crate::support::TestServer;
+    use std::fmt::Write as _;
+    let solution = Solution::demo();
+    let long = "Walk the line and check every flange. ".repeat(52);
+    let mut plant = String::new();
+    for n in 0..20 {
+        write!(
+            plant,
+            "[[tags]]\nname = \"T{n}\"\npath = \"Plant/T{n}\"\ntype = \"number\"\ninitial = 100\n\n\
+             [[alarms]]\nname = \"T{n}.Hi\"\ntag = \"T{n}\"\ncondition = \"Hi\"\nlimit = 50\n\
+             cause = \"{long}\"\nconsequence = \"{long}\"\nresponse = \"{long}\"\n\n"
+        )
+        .expect("writes");
+    }
+    let file = plant_file(&solution, "flood.toml", &plant);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+    let max_frame = 64 * 1024;
+    let config = tserver::ServerConfig::default().with_max_frame(max_frame);
+    let server = TestServer::start(&solution.path, config).await;
+    let client = server.guest().await;
+    for history in [false, true] {
+        let reply = client
+            .alarms(service_client::AlarmsRequest {
+                history,
+                ..service_client::AlarmsRequest::default()
+            })
+            .await
+            .expect("a reply that fits its frame");
+        let listed = reply.active.len();
+        assert!(reply.active_truncated, "20 alarms of 6 KB do not fit in 64 KB");
+        assert!(
+            (2..20).contains(&listed),
+            "as many as fit: {listed} (history {history})"
+        );
+        assert_eq!(reply.active[0].response, long, "each listed whole");
+    }
+    server.stop().await;
+}
+
 #[test]
 fn an_instance_override_outside_its_types_range_is_refused_at_its_own_place() {
     let solution = Solution::demo();
