@@ -519,6 +519,22 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
         .await;
     let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
     browser.wait_visible(button).await;
+    // What to do about it, and how soon, under the alarm's message.
+    let guide = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] .a-guide";
+    assert_eq!(
+        text_of(&browser, format!("{guide} .g-response")).await,
+        "Confirm Pump 1 is running; start Pump 2 or reduce the inflow"
+    );
+    assert_eq!(text_of(&browser, format!("{guide} .g-within")).await, "10 min");
+    assert_eq!(
+        text_of(&browser, format!("{guide} .g-cause")).await,
+        "Inflow above what Pump 1 draws, or Pump 1 stopped"
+    );
+    assert_eq!(
+        text_of(&browser, format!("{guide} .g-consequence")).await,
+        "Tank 1 overflows into the bund"
+    );
+    browser.screenshot("alarms-guidance").await;
     browser.keys(&fantoccini::key::Key::Tab.to_string()).await;
     assert_eq!(
         browser
@@ -541,6 +557,9 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
         Value::from(1),
         "still unacknowledged in the banner"
     );
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.wait_visible(guide).await;
+    browser.screenshot("alarms-guidance-phone").await;
     browser.close().await;
 }
 

@@ -598,7 +598,17 @@ async fn tclient_prints_history_as_csv_the_plant_tree_and_alarm_details() {
         ),
         "{alarms}"
     );
-    assert_eq!(lines[1], "history (newest first):");
+    assert_eq!(
+        lines[1..6],
+        [
+            "  what to do: Confirm Pump 1 is running; start Pump 2 or reduce the inflow",
+            "  respond within: 600 s",
+            "  cause: Inflow above what Pump 1 draws, or Pump 1 stopped",
+            "  if nobody acts: Tank 1 overflows into the bund",
+            "history (newest first):",
+        ],
+        "{alarms}"
+    );
     assert!(
         lines.contains(&format!("  {active_since} Tank1.Level.Hi active value 90").as_str()),
         "{alarms}"

@@ -138,6 +138,13 @@ fn export_then_import_is_no_change_and_a_reimport_says_what_it_adds_changes_and_
     let same = plant_file(&solution, "same.toml", &exported);
     let output = admin(&["plant", path, "import", &same], "");
     assert!(output.starts_with("no changes"), "{output}");
+    // Alarm responses go out and come back like every other field.
+    assert!(
+        exported.contains(
+            "response = \"Stop Pump 1 and Pump 2, then check the Tank 1 inlet\"\ntime_to_respond = 120\n"
+        ),
+        "{exported}"
+    );
 
     // Tank2.Temperature goes (with its alarm), Tank1.Level changes its unit, Tank3.Level comes.
     let model = plant_model::read(&exported, plant_model::Format::Toml, "same.toml").expect("reads");
@@ -360,6 +367,25 @@ condition = "Hi"
 limit = 10
 "#;
 
+/// A client of `server`, logged in as the demo's guest.
+async fn guest_of(server: &ServerProcess) -> Client {
+    let client = Client::connect(server.addr, ClientOptions::default())
+        .await
+        .expect("connects");
+    client.login("guest", "").await.expect("logs in");
+    client
+}
+
+/// [`BOILER`] with what to know and do about its temperature alarm.
+pub(crate) fn guided_boiler() -> String {
+    BOILER.replacen(
+        "limit = 92\n",
+        "limit = 92\ncause = \"Burner stuck on\"\nconsequence = \"Relief valve lifts\"\n\
+         response = \"Trip the burner\"\ntime_to_respond = 300\n",
+        1,
+    )
+}
+
 /// The state of each alarm below `folder`, by name, as a panel's subscription first sees it.
 pub(crate) async fn alarm_states(
     client: &Client,
@@ -483,10 +509,7 @@ async fn an_import_raises_the_alarms_its_new_definitions_and_initial_values_are_
     let file = plant_file(&solution, "boiler.toml", BOILER);
     admin(&["plant", &path, "import", &file], "");
     let server = ServerProcess::start(&solution.path, &[], &[]);
-    let client = Client::connect(server.addr, ClientOptions::default())
-        .await
-        .expect("connects");
-    client.login("guest", "").await.expect("logs in");
+    let client = guest_of(&server).await;
     assert_eq!(
         alarm_states(&client, "Plant/Boiler").await["Boiler.Pressure.Hi"],
         "normal"
@@ -522,6 +545,120 @@ limit = 10
         assert!(Instant::now() < deadline, "the server did not pick the import up");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The alarm `name` as the Alarms call lists it, if it is not normal.
+async fn listed_alarm(client: &Client, name: &str) -> Option<service_client::AlarmDetail> {
+    client
+        .alarms(service_client::AlarmsRequest::default())
+        .await
+        .expect("lists alarms")
+        .active
+        .into_iter()
+        .find(|alarm| alarm.name == name)
+}
+
+#[tokio::test]
+async fn a_reimport_that_only_rewords_an_alarms_response_keeps_it_standing_with_the_new_words() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let guided = guided_boiler();
+    let file = plant_file(&solution, "boiler.toml", &guided);
+    admin(&["plant", &path, "import", &file], "");
+    let server = ServerProcess::start(&solution.path, &[], &[]);
+    let client = guest_of(&server).await;
+    let alarm = listed_alarm(&client, "Boiler.Temp.Hi")
+        .await
+        .expect("past its limit");
+    assert_eq!(
+        (
+            alarm.cause.as_str(),
+            alarm.consequence.as_str(),
+            alarm.response.as_str(),
+            alarm.time_to_respond_s
+        ),
+        (
+            "Burner stuck on",
+            "Relief valve lifts",
+            "Trip the burner",
+            Some(300)
+        )
+    );
+    let pressure = alarm_states(&client, "Plant/Boiler").await;
+    assert_eq!(pressure["Boiler.Pressure.Hi"], "normal");
+    assert!(
+        client
+            .acknowledge_alarm("Boiler.Temp.Hi")
+            .await
+            .expect("acknowledges")
+    );
+
+    let reworded = guided
+        .replacen("Trip the burner", "Close the fuel valve, then trip the burner", 1)
+        .replacen("time_to_respond = 300", "time_to_respond = 120", 1);
+    let file = plant_file(&solution, "boiler2.toml", &reworded);
+    admin(&["plant", &path, "import", &file], "");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let alarm = loop {
+        let alarm = listed_alarm(&client, "Boiler.Temp.Hi")
+            .await
+            .expect("still listed");
+        if alarm.response != "Trip the burner" {
+            break alarm;
+        }
+        assert!(Instant::now() < deadline, "the server did not pick the import up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (alarm.response.as_str(), alarm.time_to_respond_s),
+        ("Close the fuel valve, then trip the burner", Some(120))
+    );
+    assert_eq!(
+        (alarm.state.as_str(), alarm.acknowledged_by.as_str()),
+        ("acknowledged", "guest"),
+        "new words for the same alarm: its acknowledgement stands"
+    );
+}
+
+#[tokio::test]
+async fn standing_alarms_with_long_guidance_are_listed_as_many_as_fit_in_a_frame() {
+    use crate::support::TestServer;
+    use std::fmt::Write as _;
+    let solution = Solution::demo();
+    let long = "Walk the line and check every flange. ".repeat(52);
+    let mut plant = String::new();
+    for n in 0..20 {
+        write!(
+            plant,
+            "[[tags]]\nname = \"T{n}\"\npath = \"Plant/T{n}\"\ntype = \"number\"\ninitial = 100\n\n\
+             [[alarms]]\nname = \"T{n}.Hi\"\ntag = \"T{n}\"\ncondition = \"Hi\"\nlimit = 50\n\
+             cause = \"{long}\"\nconsequence = \"{long}\"\nresponse = \"{long}\"\n\n"
+        )
+        .expect("writes");
+    }
+    let file = plant_file(&solution, "flood.toml", &plant);
+    admin(&["plant", path_of(&solution), "import", &file], "");
+    let max_frame = 64 * 1024;
+    let config = tserver::ServerConfig::default().with_max_frame(max_frame);
+    let server = TestServer::start(&solution.path, config).await;
+    let client = server.guest().await;
+    for history in [false, true] {
+        let reply = client
+            .alarms(service_client::AlarmsRequest {
+                history,
+                ..service_client::AlarmsRequest::default()
+            })
+            .await
+            .expect("a reply that fits its frame");
+        let listed = reply.active.len();
+        assert!(reply.active_truncated, "20 alarms of 6 KB do not fit in 64 KB");
+        assert!(
+            (2..20).contains(&listed),
+            "as many as fit: {listed} (history {history})"
+        );
+        assert_eq!(reply.active[0].response, long, "each listed whole");
+    }
+    server.stop().await;
 }
 
 #[test]

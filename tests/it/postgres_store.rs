@@ -634,6 +634,25 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
             .map(|tag| tag.name)
             .collect();
         assert_eq!(proposable, ["Pump1.Mode"]);
+        // And each alarm's response, as the runtime loads it.
+        let definitions = store.plant_definitions().await.expect("reads");
+        let tank = definitions
+            .alarms
+            .iter()
+            .find(|alarm| alarm.name == "Tank1.Level.LoLo")
+            .expect("in the demo");
+        assert_eq!(
+            (
+                tank.consequence.as_str(),
+                tank.response.as_str(),
+                tank.time_to_respond
+            ),
+            (
+                "Pump 1 runs dry and its seal fails",
+                "Stop Pump 1 and Pump 2, then check the Tank 1 inlet",
+                Some(120)
+            )
+        );
     }
     let text = admin(&["tokens", &url, "create", "--user", "GUEST"], "");
     let user = store

@@ -318,6 +318,12 @@ async fn describe_shows_a_tag_with_its_alarms_and_a_folder_with_its_contents() {
         ["Motor1.Temperature.Hi", "Motor1.Temperature.HiHi"]
     );
     assert_eq!(tag["alarms"][0]["state"], "normal");
+    // What to do about each alarm comes with it.
+    assert_eq!(
+        tag["alarms"][1]["response"],
+        "Stop Pump 1 now, start Pump 2, and call maintenance to inspect the motor"
+    );
+    assert_eq!(tag["alarms"][1]["time_to_respond_s"], 60);
     let folder = ok(
         &runtime,
         "runtime_describe_object",
@@ -413,6 +419,21 @@ async fn active_alarms_follow_writes_and_acknowledgements_and_land_in_the_histor
     );
     assert_eq!(active["alarms"][0]["state"], "active");
     assert_eq!(active["alarms"][0]["currentValue"], 97.0);
+    let hihi = &active["alarms"][0];
+    assert_eq!(
+        (
+            &hihi["cause"],
+            &hihi["consequence"],
+            &hihi["response"],
+            &hihi["time_to_respond_s"]
+        ),
+        (
+            &json!("Cooling fan failed, blocked air intake, or a sustained overload"),
+            &json!("Winding insulation damage; the motor protection trips Pump 1"),
+            &json!("Stop Pump 1 now, start Pump 2, and call maintenance to inspect the motor"),
+            &json!(60)
+        )
+    );
     let area2 = ok(
         &runtime,
         "runtime_get_active_alarms",
@@ -488,6 +509,36 @@ async fn active_alarms_follow_writes_and_acknowledgements_and_land_in_the_histor
         (capped["total"].as_u64(), capped["truncated"].as_bool()),
         (Some(6), Some(true))
     );
+}
+
+#[tokio::test]
+async fn alarm_guidance_is_cut_like_a_message_and_left_out_where_the_plant_says_none() {
+    let solution = Solution::demo();
+    let long = "Open the drain. ".repeat(125);
+    let plant = crate::plant_file::guided_boiler().replacen("Trip the burner", &long, 1);
+    let file = solution.path.with_file_name("boiler.toml");
+    std::fs::write(&file, plant).expect("writes");
+    let path = solution.path.to_str().expect("utf-8 path");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8 path")], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let active = ok(&runtime, "runtime_get_active_alarms", json!({})).await;
+    let response = active["alarms"][0]["response"].as_str().expect("a response");
+    assert_eq!(
+        response.chars().count(),
+        501,
+        "500 characters and the mark of the cut"
+    );
+    assert!(response.ends_with('…') && long.starts_with(response.trim_end_matches('…')));
+    let described = ok(
+        &runtime,
+        "runtime_describe_object",
+        json!({"path": "Boiler.Pressure"}),
+    )
+    .await;
+    let alarm = described["alarms"][0].as_object().expect("an alarm");
+    for key in ["cause", "consequence", "response", "time_to_respond_s"] {
+        assert!(!alarm.contains_key(key), "{key} in {alarm:?}");
+    }
 }
 
 #[tokio::test]

@@ -277,11 +277,15 @@ async fn tclient_watches_tags_and_lists_alarms() {
     ])
     .await
     .expect("lists");
-    assert_eq!(listed.lines().count(), 1, "{listed}");
+    let first = listed.lines().next().unwrap_or_default();
     assert!(
-        listed.starts_with("Tank1.Level.Hi [active] priority 700 since ")
-            && listed.ends_with(": Tank1.Level = 90 % (Hi limit 85): Tank 1 level high\n"),
+        first.starts_with("Tank1.Level.Hi [active] priority 700 since ")
+            && first.ends_with(": Tank1.Level = 90 % (Hi limit 85): Tank 1 level high"),
         "{listed}"
+    );
+    assert!(
+        listed.lines().skip(1).all(|line| line.starts_with("  ")),
+        "one alarm, what to do about it under it: {listed}"
     );
     let args = vec![
         "--addr".into(),

@@ -404,6 +404,33 @@ async fn tags_read_and_write_and_alarms_ack_from_the_command_line() {
 }
 
 #[tokio::test]
+async fn the_alarm_list_says_what_to_do_and_how_soon() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8 path");
+    let file = solution.path.with_file_name("boiler.toml");
+    std::fs::write(&file, crate::plant_file::guided_boiler()).expect("writes");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8 path")], "");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let listed = tclient(&["--addr", &addr, "alarms", "list"], "", false)
+        .await
+        .expect("lists");
+    let lines: Vec<&str> = listed.lines().collect();
+    assert!(lines[0].starts_with("Boiler.Temp.Hi [active] "), "{listed}");
+    assert_eq!(
+        lines[1..],
+        [
+            "  what to do: Trip the burner",
+            "  respond within: 300 s",
+            "  cause: Burner stuck on",
+            "  if nobody acts: Relief valve lifts",
+        ],
+        "{listed}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn tools_list_and_call_from_the_command_line() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;

@@ -45,7 +45,8 @@ pub use attachments::{DocumentTextError, PlantDocument, document_text, read_docu
 pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
-    InitialValue, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding,
+    SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize};
 pub use reader::document_path_problem;
@@ -218,6 +219,10 @@ description = "A centrifugal pump"
   deadband = 0.5
   priority = 700
   message = "{label} motor current high"
+  cause = "{label} impeller fouled or bearing worn"
+  consequence = "{label} motor trips on overload"
+  response = "Throttle {label} discharge; call maintenance"
+  time_to_respond = 600
 
   [[types.alarms]]
   name = "Tripped"
@@ -261,6 +266,11 @@ tag = "Tank1.Level"
 condition = "HiHi"
 limit = 95
 priority = 900
+consequence = "Tank 1 overflows into the bund"
+response = """
+Close Tank1 inlet valve.
+Start the transfer pump."""
+time_to_respond = 300
 
 [[sources]]
 name = "site"
@@ -321,6 +331,95 @@ username = "tserver"
             ]
         );
         assert_eq!(expanded.alarms[0].message, "Pump 1 motor current high");
+        let pump1 = &expanded.alarms[0];
+        assert_eq!(
+            (
+                pump1.cause.as_str(),
+                pump1.consequence.as_str(),
+                pump1.response.as_str()
+            ),
+            (
+                "Pump 1 impeller fouled or bearing worn",
+                "Pump 1 motor trips on overload",
+                "Throttle Pump 1 discharge; call maintenance"
+            )
+        );
+        assert_eq!(pump1.time_to_respond, Some(600));
+        assert_eq!(
+            expanded.alarms[2].response,
+            "Throttle Pump2 discharge; call maintenance"
+        );
+        let tripped = &expanded.alarms[1];
+        assert_eq!((tripped.response.as_str(), tripped.time_to_respond), ("", None));
+        let tank = &expanded.alarms[4];
+        assert_eq!(tank.cause, "", "each field is optional");
+        assert_eq!(
+            tank.response,
+            "Close Tank1 inlet valve.\nStart the transfer pump."
+        );
+        assert_eq!(tank.time_to_respond, Some(300));
+    }
+
+    #[test]
+    fn alarm_response_fields_are_checked_at_their_place() {
+        let long = "x".repeat(MAX_ALARM_TEXT_CHARS + 1);
+        let text = format!(
+            r#"
+[[alarms]]
+name = "A"
+tag = "T"
+condition = "Hi"
+limit = 1
+time_to_respond = "10 min"
+
+[[alarms]]
+name = "B"
+tag = "T"
+condition = "Hi"
+limit = 1
+cause = 3
+consequence = ["spill"]
+time_to_respond = 0
+
+[[alarms]]
+name = "C"
+tag = "T"
+condition = "Hi"
+limit = 1
+response = "{long}"
+time_to_respond = 604801
+
+[[alarms]]
+name = "D"
+tag = "T"
+condition = "Hi"
+limit = 1
+time_to_respond = 90.5
+
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+"#
+        );
+        assert_eq!(
+            errors(&text, Format::Toml),
+            [
+                "f:7:19: alarms[0].time_to_respond: expected a whole number of seconds, found a string",
+                "f:14:9: alarms[1].cause: expected a string, found an integer",
+                "f:15:15: alarms[1].consequence: expected a string, found an array",
+                "f:16:19: alarms[1].time_to_respond: 0 is out of range: from 1 second to 604800 (7 days)",
+                "f:23:12: alarms[2].response: 2001 characters is too long; at most 2000",
+                "f:24:19: alarms[2].time_to_respond: 604801 is out of range: from 1 second to 604800 (7 days)",
+                "f:31:19: alarms[3].time_to_respond: expected a whole number of seconds, found a number",
+            ]
+        );
+        let json = r#"{"tags": [{"name": "T", "path": "P/T", "type": "number"}],
+            "alarms": [{"name": "A", "tag": "T", "condition": "Hi", "limit": 1, "time_to_respond": true}]}"#;
+        assert_eq!(
+            errors(json, Format::Json),
+            ["f:2:100: alarms[0].time_to_respond: expected a whole number of seconds, found a boolean"]
+        );
     }
 
     #[test]
@@ -369,7 +468,7 @@ priority = 5000
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
-                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message",
+                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond",
                 "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
             ]
         );

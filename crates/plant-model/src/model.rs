@@ -759,7 +759,24 @@ pub struct AlarmSpec {
     /// What the operator reads.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// What usually trips it (ISA-18.2 rationalization).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cause: String,
+    /// What happens if nobody acts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub consequence: String,
+    /// What the operator should do.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub response: String,
+    /// Seconds the operator has to act before the consequence follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_respond: Option<u32>,
 }
+
+/// The longest `cause`, `consequence` or `response` an alarm may have, in characters.
+pub const MAX_ALARM_TEXT_CHARS: usize = 2000;
+/// The longest `time_to_respond` an alarm may have: seven days, in seconds.
+pub const MAX_TIME_TO_RESPOND_S: u32 = 7 * 24 * 3600;
 
 /// `[[types]]`: what every instance of a kind of equipment has.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -774,7 +791,8 @@ pub struct EquipmentType {
     /// instance's label.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<TagSpec>,
-    /// Member alarms (relative names, on member tags); `{label}` in a message likewise.
+    /// Member alarms (relative names, on member tags); `{label}` in a message, cause,
+    /// consequence or response likewise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alarms: Vec<AlarmSpec>,
 }
@@ -853,7 +871,14 @@ impl PlantModel {
                 let mut alarm = member.clone();
                 alarm.name = format!("{}.{}", instance.name, member.name);
                 alarm.tag = format!("{}.{}", instance.name, member.tag);
-                alarm.message = member.message.replace("{label}", label);
+                for (text, member_text) in [
+                    (&mut alarm.message, &member.message),
+                    (&mut alarm.cause, &member.cause),
+                    (&mut alarm.consequence, &member.consequence),
+                    (&mut alarm.response, &member.response),
+                ] {
+                    *text = member_text.replace("{label}", label);
+                }
                 if let Some(limit) = instance.limits.get(&member.name) {
                     alarm.limit = Some(*limit);
                 }

@@ -11,7 +11,8 @@ use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
     AlarmSpec, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
-    Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind,
+    SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
 
@@ -1088,6 +1089,10 @@ impl<'t> Reader<'t> {
             },
         };
         let message = self.string(&mut fields, "message").unwrap_or_default();
+        let cause = self.alarm_text(&mut fields, "cause");
+        let consequence = self.alarm_text(&mut fields, "consequence");
+        let response = self.alarm_text(&mut fields, "response");
+        let time_to_respond = self.time_to_respond(&mut fields);
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         if let Some(condition) = condition {
             match condition {
@@ -1144,6 +1149,10 @@ impl<'t> Reader<'t> {
                 "deadband",
                 "priority",
                 "message",
+                "cause",
+                "consequence",
+                "response",
+                "time_to_respond",
             ],
         );
         Some(AlarmSpec {
@@ -1156,6 +1165,10 @@ impl<'t> Reader<'t> {
             deadband,
             priority: priority?,
             message,
+            cause: cause?,
+            consequence: consequence?,
+            response: response?,
+            time_to_respond: time_to_respond?,
         })
     }
 
@@ -1212,6 +1225,41 @@ impl<'t> Reader<'t> {
             }
         }
         read
+    }
+
+    /// An alarm's `cause`, `consequence` or `response`: a string of at most
+    /// [`MAX_ALARM_TEXT_CHARS`] characters, empty when absent.
+    fn alarm_text(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
+        let Some(span) = span_of(fields, key) else {
+            return Some(String::new());
+        };
+        let text = self.string(fields, key)?;
+        let chars = text.chars().count();
+        if chars > MAX_ALARM_TEXT_CHARS {
+            self.error(
+                span,
+                fields.field(key),
+                format!("{chars} characters is too long; at most {MAX_ALARM_TEXT_CHARS}"),
+            );
+            return None;
+        }
+        Some(text)
+    }
+
+    /// An alarm's `time_to_respond`: whole seconds from 1 to [`MAX_TIME_TO_RESPOND_S`].
+    fn time_to_respond(&mut self, fields: &mut Fields<'_>) -> Option<Option<u32>> {
+        let Some(node) = fields.get("time_to_respond") else {
+            return Some(None);
+        };
+        let problem = match &node.value {
+            Value::Integer(seconds) => match u32::try_from(*seconds) {
+                Ok(seconds) if (1..=MAX_TIME_TO_RESPOND_S).contains(&seconds) => return Some(Some(seconds)),
+                _ => format!("{seconds} is out of range: from 1 second to {MAX_TIME_TO_RESPOND_S} (7 days)"),
+            },
+            other => format!("expected a whole number of seconds, found {}", other.kind()),
+        };
+        self.error(node.span.clone(), fields.field("time_to_respond"), problem);
+        None
     }
 
     fn equipment_type(&mut self, node: &Node, path: &str) -> Option<EquipmentType> {

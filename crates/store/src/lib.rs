@@ -67,11 +67,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 10] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -81,6 +81,7 @@ const MIGRATIONS: [&str; 9] = [
     include_str!("schema_v7.sql"),
     include_str!("schema_v8.sql"),
     include_str!("schema_v9.sql"),
+    include_str!("schema_v10.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -635,6 +636,72 @@ mod tests {
         );
         drop(db);
         SolutionDb::open(&path).expect("opens again without migrating twice");
+    }
+
+    #[test]
+    fn alarms_of_a_version_8_file_keep_their_definition_and_gain_no_response() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file_at_version(dir.path(), 8, None);
+        let connection = Connection::open(&path).expect("opens");
+        connection
+            .execute_batch(
+                "INSERT INTO Tags (Name, Path, Type) VALUES ('T', 'P/T', 'number');
+                 INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Priority, Message)
+                 VALUES ('T.Hi', 'T', 'Hi', 80, 700, 'T high');",
+            )
+            .expect("a plant of schema 8");
+        drop(connection);
+        let db = SolutionDb::open(&path).expect("opens and upgrades");
+        let alarms = db.plant_definitions().expect("reads").alarms;
+        let alarm = &alarms[0];
+        assert_eq!(
+            (
+                alarm.name.as_str(),
+                alarm.limit,
+                alarm.priority,
+                alarm.message.as_str()
+            ),
+            ("T.Hi", Some(80.0), 700, "T high")
+        );
+        assert_eq!(
+            (
+                alarm.cause.as_str(),
+                alarm.consequence.as_str(),
+                alarm.response.as_str(),
+                alarm.time_to_respond
+            ),
+            ("", "", "", None)
+        );
+    }
+
+    #[test]
+    fn an_imported_alarm_response_is_stored_and_read_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plant.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let text = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+
+[[alarms]]
+name = "T.Hi"
+tag = "T"
+condition = "Hi"
+limit = 80
+cause = "Inlet left open"
+consequence = "Spill"
+response = "Close the inlet"
+time_to_respond = 604800
+"#;
+        let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
+        db.import_plant(&model, &[], "t.toml", false).expect("imports");
+        let stored = db.plant_definitions().expect("reads");
+        assert_eq!(stored.alarms, model.expand().alarms);
+        assert_eq!(stored.alarms[0].time_to_respond, Some(604_800));
+        assert_eq!(db.plant_model().expect("reads"), model);
     }
 
     #[test]

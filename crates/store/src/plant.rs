@@ -281,8 +281,9 @@ pub(super) fn write_plant(
     }
     {
         let mut insert = transaction.prepare(
-            "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
+                 Cause, Consequence, Response, TimeToRespond)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
         for alarm in &after.alarms {
             insert.execute(params![
@@ -295,6 +296,10 @@ pub(super) fn write_plant(
                 alarm.deadband,
                 alarm.priority,
                 alarm.message,
+                alarm.cause,
+                alarm.consequence,
+                alarm.response,
+                alarm.time_to_respond,
             ])?;
         }
         let mut folders = transaction.prepare("INSERT INTO Folders (Path, Description) VALUES (?1, ?2)")?;
@@ -374,19 +379,24 @@ pub(super) struct TagRow {
     pub(super) proposable: bool,
 }
 
-/// An `AlarmDefinitions` row as stored: Name, Tag, Condition, LimitValue, Setpoint,
-/// ActiveWhen, Deadband, Priority, Message.
-pub(super) type AlarmRow = (
-    String,
-    String,
-    String,
-    Option<f64>,
-    Option<f64>,
-    Option<bool>,
-    f64,
-    u32,
-    String,
-);
+/// An `AlarmDefinitions` row as stored (the columns of [`SELECT_ALARMS`], in order). Both
+/// backends read into it.
+#[derive(Debug)]
+pub(super) struct AlarmRow {
+    pub(super) name: String,
+    pub(super) tag: String,
+    pub(super) condition: String,
+    pub(super) limit: Option<f64>,
+    pub(super) setpoint: Option<f64>,
+    pub(super) active_when: Option<bool>,
+    pub(super) deadband: f64,
+    pub(super) priority: u32,
+    pub(super) message: String,
+    pub(super) cause: String,
+    pub(super) consequence: String,
+    pub(super) response: String,
+    pub(super) time_to_respond: Option<u32>,
+}
 
 /// The stored rows of a plant, as either backend reads them.
 #[derive(Debug, Default)]
@@ -423,7 +433,8 @@ pub(super) const SELECT_TAGS: &str =
  FROM Tags ORDER BY Path";
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
-    "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message
+    "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
+        Cause, Consequence, Response, TimeToRespond
  FROM AlarmDefinitions ORDER BY Name";
 /// Folders by path.
 pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
@@ -540,17 +551,21 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
     let alarms = connection
         .prepare(SELECT_ALARMS)?
         .query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                row.get(8)?,
-            ))
+            Ok(AlarmRow {
+                name: row.get(0)?,
+                tag: row.get(1)?,
+                condition: row.get(2)?,
+                limit: row.get(3)?,
+                setpoint: row.get(4)?,
+                active_when: row.get(5)?,
+                deadband: row.get(6)?,
+                priority: row.get(7)?,
+                message: row.get(8)?,
+                cause: row.get(9)?,
+                consequence: row.get(10)?,
+                response: row.get(11)?,
+                time_to_respond: row.get(12)?,
+            })
         })?
         .collect::<rusqlite::Result<_>>()?;
     let folders = connection
@@ -628,23 +643,27 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
         });
     }
     let mut alarms = Vec::with_capacity(alarm_rows.len());
-    for (name, tag, condition, limit, setpoint, active_when, deadband, priority, message) in alarm_rows {
-        let Some(condition) = Condition::parse(&condition) else {
+    for row in alarm_rows {
+        let Some(condition) = Condition::parse(&row.condition) else {
             return Err(invalid(
-                &tag,
-                format!("alarm {name:?} has unknown condition {condition:?}"),
+                &row.tag,
+                format!("alarm {:?} has unknown condition {:?}", row.name, row.condition),
             ));
         };
         alarms.push(AlarmSpec {
-            name,
-            tag,
             condition,
-            limit,
-            setpoint,
-            active_when,
-            deadband,
-            priority,
-            message,
+            name: row.name,
+            tag: row.tag,
+            limit: row.limit,
+            setpoint: row.setpoint,
+            active_when: row.active_when,
+            deadband: row.deadband,
+            priority: row.priority,
+            message: row.message,
+            cause: row.cause,
+            consequence: row.consequence,
+            response: row.response,
+            time_to_respond: row.time_to_respond,
         });
     }
     // The sources live in the stored model only (`plant_model`).

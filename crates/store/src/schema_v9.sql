@@ -1,14 +1,10 @@
--- Schema version 9: documents attached to the plant (procedures, manuals). One row per
--- document a plant file attaches, by its path relative to that file: the title it goes by,
--- its text, and what it is about (Scope: JSON {"types": [...], "equipment": [...],
--- "folders": [...]}, all empty for the whole plant). An import replaces them with the
--- plant; a change to any bumps the plant's revision, as a change to the model does.
+-- Schema version 9: alarm response (ISA-18.2 rationalization). Each alarm may say what usually
+-- causes it, what happens if nobody acts, what the operator should do, and within how many
+-- seconds; empty texts and a NULL time when the plant file gives none.
 
-CREATE TABLE PlantDocuments (
-    Path  TEXT PRIMARY KEY,
-    Title TEXT NOT NULL,
-    Text  TEXT NOT NULL,
-    Scope TEXT NOT NULL DEFAULT '{}'
-);
+ALTER TABLE AlarmDefinitions ADD COLUMN Cause TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN Consequence TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN Response TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN TimeToRespond INTEGER NULL CHECK (TimeToRespond > 0);
 
 PRAGMA user_version = 9;

@@ -210,6 +210,9 @@ pub async fn list_alarms(
     }
     for alarm in &reply.active {
         writeln!(output, "{}", describe_alarm(alarm))?;
+        for line in alarm_guidance(alarm) {
+            writeln!(output, "  {line}")?;
+        }
     }
     if reply.active_truncated {
         writeln!(output, "(more alarms than shown)")?;
@@ -229,7 +232,8 @@ pub async fn list_alarms(
     Ok(())
 }
 
-/// `NAME [state] priority P since TIME: TAG = VALUE (CONDITION limit L): MESSAGE`.
+/// `NAME [state] priority P since TIME: TAG = VALUE (CONDITION limit L): MESSAGE` (what to
+/// do about it follows on lines of its own).
 fn describe_alarm(alarm: &AlarmDetail) -> String {
     let value = alarm
         .value
@@ -253,6 +257,26 @@ fn describe_alarm(alarm: &AlarmDetail) -> String {
         alarm.tag,
         alarm.message
     )
+}
+
+/// What the plant says to know and do about an alarm, a line each (`what to do: ...`,
+/// `respond within: 120 s`, `cause: ...`, `if nobody acts: ...`); none when it says nothing.
+fn alarm_guidance(alarm: &AlarmDetail) -> Vec<String> {
+    let within = alarm
+        .time_to_respond_s
+        .map(|seconds| format!("{seconds} s"))
+        .unwrap_or_default();
+    [
+        ("what to do", alarm.response.as_str()),
+        ("respond within", within.as_str()),
+        ("cause", alarm.cause.as_str()),
+        ("if nobody acts", alarm.consequence.as_str()),
+    ]
+    .into_iter()
+    .filter(|(_, text)| !text.is_empty())
+    // A text of several lines stays one line of the listing.
+    .map(|(label, text)| format!("{label}: {}", text.lines().collect::<Vec<_>>().join(" / ")))
+    .collect()
 }
 
 /// A reading's value as a person reads it (text quoted).

@@ -34,9 +34,36 @@ pub struct AlarmDefinition {
     pub priority: u32,
     /// What the operator reads.
     pub message: String,
+    /// What to know and do about it (changing it alone leaves a standing alarm standing).
+    pub guidance: AlarmGuidance,
+}
+
+/// An alarm's rationalization, as ISA-18.2 keeps it: what usually causes it, what happens if
+/// nobody acts, what the operator should do and how soon. Empty texts and no time when the
+/// plant file gives none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlarmGuidance {
+    /// What usually trips it.
+    pub cause: String,
+    /// What happens if nobody acts.
+    pub consequence: String,
+    /// What the operator should do.
+    pub response: String,
+    /// Seconds the operator has before the consequence follows.
+    pub time_to_respond: Option<u32>,
 }
 
 impl AlarmDefinition {
+    /// Whether `other` defines the same alarm, guidance aside: what decides whether a live
+    /// alarm's state carries over a reload.
+    pub fn same_apart_from_guidance(&self, other: &Self) -> bool {
+        let unguided = |definition: &Self| Self {
+            guidance: AlarmGuidance::default(),
+            ..definition.clone()
+        };
+        unguided(self) == unguided(other)
+    }
+
     /// Whether `value` is in alarm, given whether the alarm is in alarm now (which applies the
     /// deadband on the way back).
     fn in_alarm(&self, value: f64, in_alarm_now: bool) -> bool {
@@ -281,7 +308,32 @@ mod tests {
             deadband: 1.0,
             priority: 700,
             message: "test".into(),
+            guidance: AlarmGuidance::default(),
         })
+    }
+
+    #[test]
+    fn only_guidance_may_differ_for_an_alarm_to_stay_the_same() {
+        let definition = alarm(Condition::Hi, 80.0, None).definition().clone();
+        let reworded = AlarmDefinition {
+            guidance: AlarmGuidance {
+                response: "Close the inlet".into(),
+                time_to_respond: Some(300),
+                ..AlarmGuidance::default()
+            },
+            ..definition.clone()
+        };
+        assert!(definition.same_apart_from_guidance(&reworded));
+        let moved = AlarmDefinition {
+            limit: 85.0,
+            ..reworded.clone()
+        };
+        assert!(!moved.same_apart_from_guidance(&reworded));
+        let renamed = AlarmDefinition {
+            message: "other".into(),
+            ..definition.clone()
+        };
+        assert!(!renamed.same_apart_from_guidance(&definition));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 
-pub use alarms::{AcknowledgeError, Alarm, AlarmDefinition, AlarmState, AlarmStatus};
+pub use alarms::{AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmState, AlarmStatus};
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
 use plant_model::{AlarmEvent, ExpandedPlant, Quality, TagType, TagValue};
@@ -224,6 +224,12 @@ impl ObjectModel {
                 deadband: alarm.deadband,
                 priority: alarm.priority,
                 message: alarm.message.clone(),
+                guidance: AlarmGuidance {
+                    cause: alarm.cause.clone(),
+                    consequence: alarm.consequence.clone(),
+                    response: alarm.response.clone(),
+                    time_to_respond: alarm.time_to_respond,
+                },
             };
             model
                 .add_alarm(definition)
@@ -236,7 +242,8 @@ impl ObjectModel {
     }
 
     /// Takes over what `previous` knows live: the current sample of each tag with the same
-    /// name and type, and the state of each alarm defined the same. Called on a model not yet
+    /// name and type, and the state of each alarm defined the same (its guidance may differ:
+    /// rewording what to do about an alarm does not make it a new one). Called on a model not yet
     /// in use, just before it replaces `previous`.
     pub fn adopt_live_state(&self, previous: &ObjectModel) {
         for (name, tag) in &self.by_name {
@@ -251,7 +258,7 @@ impl ObjectModel {
         }
         for (name, alarm) in &self.alarms_by_name {
             if let Some(old) = previous.alarms_by_name.get(name)
-                && old.definition() == alarm.definition()
+                && old.definition().same_apart_from_guidance(alarm.definition())
             {
                 alarm.adopt_status(old);
             }

@@ -6,7 +6,9 @@ use localai::ModelOptions;
 use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema};
+use super::{
+    Cap, add_guidance, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema,
+};
 use crate::objects::{AlarmState, is_below, normalize_path};
 use crate::plant::PlantReader;
 use plant_model::AlarmEvent;
@@ -42,7 +44,9 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
             alarms,
             "List the alarms that need attention now: in alarm (active or acknowledged) or back to normal but not yet \
              acknowledged. Each has its tag, condition (HiHi, Hi, Lo, LoLo, Deviation), limit, priority (1-1000, \
-             higher is more urgent), message, the tag's current value and when it became active. Most urgent first.",
+             higher is more urgent), message, the tag's current value and when it became active, and where the plant \
+             says so its usual cause, the consequence if nobody acts, the response (what the operator should do) and \
+             time_to_respond_s (seconds to act). Most urgent first.",
             json!({"type": "object", "additionalProperties": false, "properties": {
                 "path": {"type": "string", "maxLength": 512,
                          "description": "Only alarms of tags below this UNS folder, or of this tag; omit for all."},
@@ -128,6 +132,7 @@ fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolEr
             if let Some(setpoint) = definition.setpoint {
                 entry["setpoint"] = json!(setpoint);
             }
+            add_guidance(&mut entry, &definition.guidance);
             if let Some(tag) = objects.tag(&definition.tag) {
                 entry["currentValue"] = tag.current().value.to_json();
             }

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use crate::objects::Tag;
+use crate::objects::{AlarmGuidance, Tag};
 use crate::plant::PlantReader;
 use crate::proposals::ProposalBoard;
 use plant_model::Quality;
@@ -120,6 +120,27 @@ fn short_text(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
+    }
+}
+
+/// The longest an alarm's cause, consequence or response is in a result, in characters.
+const GUIDANCE_CHARS: usize = 500;
+
+/// Adds what to know and do about an alarm to its entry in a result: `cause`, `consequence`
+/// and `response` cut like a message, and `time_to_respond_s`; what the plant file does not
+/// say is left out rather than sent empty.
+fn add_guidance(entry: &mut Value, guidance: &AlarmGuidance) {
+    for (key, text) in [
+        ("cause", &guidance.cause),
+        ("consequence", &guidance.consequence),
+        ("response", &guidance.response),
+    ] {
+        if !text.is_empty() {
+            entry[key] = Value::from(short_text(text, GUIDANCE_CHARS));
+        }
+    }
+    if let Some(seconds) = guidance.time_to_respond {
+        entry["time_to_respond_s"] = Value::from(seconds);
     }
 }
 

@@ -1,11 +1,13 @@
 //! What only the PostgreSQL backend shows, against the machine's real PostgreSQL
 //! (127.0.0.1:5432, trust, database `test`), each test in a database of its own: the schema
-//! version it creates once however many nodes open it together, and failed logins counted
-//! across nodes on the database's clock.
+//! version it creates once however many nodes open it together, an older schema upgraded as
+//! it opens, and failed logins counted across nodes on the database's clock.
 
 use std::time::Duration;
 
-use super::{PG_SCHEMA_VERSION, PgStore, PostgresUrl};
+use sqlx::Connection;
+
+use super::{MIGRATIONS, PG_SCHEMA_VERSION, PgStore, PostgresUrl};
 use crate::test_database::TestDatabase;
 use crate::{Role, SolutionError};
 
@@ -51,6 +53,44 @@ async fn a_new_database_gets_the_schema_once_however_many_open_it_at_once() {
         "{invalid:?}"
     );
     assert!(stores[3].user("nobody").await.expect("read").is_none());
+}
+
+#[tokio::test]
+async fn a_version_3_database_keeps_its_alarms_and_gains_their_response_when_it_opens() {
+    let database = TestDatabase::create().await;
+    let mut connection = sqlx::PgConnection::connect(&database.url())
+        .await
+        .expect("connects");
+    let version_3 = format!(
+        "{}
+         CREATE TABLE SchemaVersion (Version BIGINT NOT NULL);
+         INSERT INTO SchemaVersion (Version) VALUES (3);
+         INSERT INTO Tags (Name, Path, Type) VALUES ('T', 'P/T', 'number');
+         INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Priority, Message)
+         VALUES ('T.Hi', 'T', 'Hi', 80, 700, 'T high');",
+        MIGRATIONS[..3].concat()
+    );
+    sqlx::raw_sql(&version_3)
+        .execute(&mut connection)
+        .await
+        .expect("a database of schema 3");
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens and upgrades");
+    assert_eq!(
+        store.schema_version().await.expect("a version"),
+        PG_SCHEMA_VERSION
+    );
+    let alarms = store.plant_definitions().await.expect("reads").alarms;
+    let alarm = &alarms[0];
+    assert_eq!(
+        (alarm.name.as_str(), alarm.limit, alarm.message.as_str()),
+        ("T.Hi", Some(80.0), "T high")
+    );
+    assert_eq!(
+        (alarm.response.as_str(), alarm.time_to_respond),
+        ("", None),
+        "no response until an import gives one"
+    );
 }
 
 #[tokio::test]

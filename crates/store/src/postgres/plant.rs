@@ -13,8 +13,8 @@ use crate::PlantChanges;
 use crate::SolutionError;
 use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
-    INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS,
-    canonical, changes_between, definitions_of_rows, document_changes, invalid, model_json,
+    AlarmRow, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow,
+    UPDATE_TAGS, canonical, changes_between, definitions_of_rows, document_changes, invalid, model_json,
     model_of_definitions, model_of_json, stored_source, stored_type,
 };
 use crate::secrets::{load_key, open_sealed, seal};
@@ -66,18 +66,25 @@ impl PgStore {
             });
         }
         for row in self.fetch(connection, SELECT_ALARMS).await? {
-            rows.alarms.push((
-                self.get(&row, 0)?,
-                self.get(&row, 1)?,
-                self.get(&row, 2)?,
-                self.get(&row, 3)?,
-                self.get(&row, 4)?,
-                self.get::<Option<i32>>(&row, 5)?.map(|when| when != 0),
-                self.get(&row, 6)?,
+            rows.alarms.push(AlarmRow {
+                name: self.get(&row, 0)?,
+                tag: self.get(&row, 1)?,
+                condition: self.get(&row, 2)?,
+                limit: self.get(&row, 3)?,
+                setpoint: self.get(&row, 4)?,
+                active_when: self.get::<Option<i32>>(&row, 5)?.map(|when| when != 0),
+                deadband: self.get(&row, 6)?,
                 // The column's CHECK keeps it to 1..=1000.
-                u32::try_from(self.get::<i32>(&row, 7)?).unwrap_or(0),
-                self.get(&row, 8)?,
-            ));
+                priority: u32::try_from(self.get::<i32>(&row, 7)?).unwrap_or(0),
+                message: self.get(&row, 8)?,
+                cause: self.get(&row, 9)?,
+                consequence: self.get(&row, 10)?,
+                response: self.get(&row, 11)?,
+                // The column's CHECK keeps it positive.
+                time_to_respond: self
+                    .get::<Option<i32>>(&row, 12)?
+                    .and_then(|seconds| u32::try_from(seconds).ok()),
+            });
         }
         for row in self.fetch(connection, SELECT_FOLDERS).await? {
             rows.folders.push(FolderSpec {
@@ -209,9 +216,11 @@ impl PgStore {
         self.run(
             &mut transaction,
             sqlx::query(
-                "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message)
+                "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
+                     Cause, Consequence, Response, TimeToRespond)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[],
-                                      $6::integer[], $7::float8[], $8::integer[], $9::text[])",
+                                      $6::integer[], $7::float8[], $8::integer[], $9::text[],
+                                      $10::text[], $11::text[], $12::text[], $13::integer[])",
             )
             .bind(alarms.iter().map(|alarm| alarm.name.as_str()).collect::<Vec<_>>())
             .bind(alarms.iter().map(|alarm| alarm.tag.as_str()).collect::<Vec<_>>())
@@ -226,7 +235,16 @@ impl PgStore {
                     .map(|alarm| i32::try_from(alarm.priority).unwrap_or(i32::MAX))
                     .collect::<Vec<_>>(),
             )
-            .bind(alarms.iter().map(|alarm| alarm.message.as_str()).collect::<Vec<_>>()),
+            .bind(alarms.iter().map(|alarm| alarm.message.as_str()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.cause.as_str()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.consequence.as_str()).collect::<Vec<_>>())
+            .bind(alarms.iter().map(|alarm| alarm.response.as_str()).collect::<Vec<_>>())
+            .bind(
+                alarms
+                    .iter()
+                    .map(|alarm| alarm.time_to_respond.and_then(|seconds| i32::try_from(seconds).ok()))
+                    .collect::<Vec<_>>(),
+            ),
         )
         .await?;
         self.run(

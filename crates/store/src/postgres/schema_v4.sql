@@ -1,8 +1,7 @@
--- Schema version 4: documents attached to the plant (see the file schema's version 9).
+-- Schema version 4: alarm response (see the file schema's version 9): what usually causes an
+-- alarm, what happens if nobody acts, what the operator should do, and within how many seconds.
 
-CREATE TABLE PlantDocuments (
-    Path  TEXT PRIMARY KEY,
-    Title TEXT NOT NULL,
-    Text  TEXT NOT NULL,
-    Scope TEXT NOT NULL DEFAULT '{}'
-);
+ALTER TABLE AlarmDefinitions ADD COLUMN Cause TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN Consequence TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN Response TEXT NOT NULL DEFAULT '';
+ALTER TABLE AlarmDefinitions ADD COLUMN TimeToRespond INTEGER NULL CHECK (TimeToRespond > 0);

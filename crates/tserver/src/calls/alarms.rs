@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use prost::Message;
 use tserver_proto::v1::{AlarmDetail, AlarmsReply, AlarmsRequest, ErrorCode, server_frame};
 
 use super::historian;
@@ -24,10 +25,13 @@ pub(crate) const MAX_EVENTS: u32 = 2000;
 /// The history window when the request names no start: the last day.
 const DEFAULT_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
-/// Checks the call now; the returned future reads the history when asked for.
+/// Checks the call now; the returned future reads the history when asked for. The active
+/// alarms take at most `room` bytes of the reply frame (half of it when the history comes
+/// too): long guidance texts on many standing alarms never make a reply too large to send.
 pub(crate) fn apply(
     request: &AlarmsRequest,
     runtime: &Runtime,
+    room: usize,
 ) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
     let invalid = |message: String| CallError::new(ErrorCode::InvalidArgument, message);
     let now = SystemTime::now();
@@ -50,7 +54,8 @@ pub(crate) fn apply(
         )));
     }
     let plant = runtime.plant().reader();
-    let (active, active_truncated) = active(&plant.objects());
+    let room = if request.history { room / 2 } else { room };
+    let (active, active_truncated) = active(&plant.objects(), room);
     let history = request.history.then(|| Arc::clone(plant.historian()));
     Ok(async move {
         let mut reply = AlarmsReply {
@@ -76,8 +81,8 @@ pub(crate) fn apply(
 }
 
 /// Every alarm not normal, unacknowledged first, then the highest priority, then the newest;
-/// at most [`MAX_ACTIVE`], and whether more were left out.
-fn active(objects: &ObjectModel) -> (Vec<AlarmDetail>, bool) {
+/// at most [`MAX_ACTIVE`] and as many as fit in `room` bytes, and whether more were left out.
+fn active(objects: &ObjectModel, room: usize) -> (Vec<AlarmDetail>, bool) {
     let mut listed: Vec<_> = objects
         .alarms()
         .iter()
@@ -91,14 +96,22 @@ fn active(objects: &ObjectModel) -> (Vec<AlarmDetail>, bool) {
             Reverse(status.active_since),
         )
     });
-    let truncated = listed.len() > MAX_ACTIVE;
-    let details = listed
-        .into_iter()
-        .take(MAX_ACTIVE)
-        .map(|(alarm, status)| {
-            let tag = objects.tag(&alarm.definition().tag);
-            alarm_detail(alarm, &status, tag.map(AsRef::as_ref))
-        })
-        .collect();
+    let mut details = Vec::new();
+    let mut used = 0;
+    for (alarm, status) in &listed {
+        if details.len() == MAX_ACTIVE {
+            break;
+        }
+        let tag = objects.tag(&alarm.definition().tag);
+        let detail = alarm_detail(alarm, status, tag.map(AsRef::as_ref));
+        // The field's tag and length prefix: at most 1 and 5 bytes.
+        let size = detail.encoded_len() + 6;
+        if used + size > room {
+            break;
+        }
+        used += size;
+        details.push(detail);
+    }
+    let truncated = details.len() < listed.len();
     (details, truncated)
 }

@@ -297,7 +297,9 @@ impl CallState {
                     .unwrap_or_else(CallError::into_body),
             ),
             Call::TagHistory(request) => Apply::later(tag_history::apply(&request, runtime)),
-            Call::Alarms(request) => Apply::later(alarms::apply(&request, runtime)),
+            Call::Alarms(request) => {
+                Apply::later(alarms::apply(&request, runtime, self.chat_streams.frame_room()))
+            }
             Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
             Call::ListProposals => Apply::Now(list_proposals::apply(runtime, self.chat_streams.frame_room())),
             Call::DecideProposal(request) => {

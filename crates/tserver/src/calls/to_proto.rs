@@ -185,6 +185,10 @@ pub(crate) fn alarm_detail(alarm: &Alarm, status: &AlarmStatus, tag: Option<&Tag
         cleared_ms: status.cleared_at.map_or(0, epoch_ms),
         trip_value: status.trip_value,
         setpoint: definition.setpoint,
+        cause: definition.guidance.cause.clone(),
+        consequence: definition.guidance.consequence.clone(),
+        response: definition.guidance.response.clone(),
+        time_to_respond_s: definition.guidance.time_to_respond,
     }
 }
 

@@ -23,6 +23,32 @@ const STATE_WORDS = {
 
 const EVENT_WORDS = { active: 'Became active', clear: 'Cleared', acknowledged: 'Acknowledged' };
 
+/** A time to respond in seconds, as an operator reads it: "45 s", "2 min", "1 h 30 min", "2 d". */
+export function showRespondWithin(seconds) {
+  const s = Number(seconds);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+  if (s < 2 * 86400) {
+    const minutes = Math.round((s % 3600) / 60);
+    return minutes ? `${Math.floor(s / 3600)} h ${minutes} min` : `${Math.floor(s / 3600)} h`;
+  }
+  const hours = Math.round((s % 86400) / 3600);
+  return hours ? `${Math.floor(s / 86400)} d ${hours} h` : `${Math.floor(s / 86400)} d`;
+}
+
+/** What the plant says to know and do about an alarm, under its message; nothing when silent. */
+function guidance(alarm) {
+  const facts = [
+    ['What to do', alarm.response, 'g-response'],
+    ['Respond within', alarm.timeToRespondS ? showRespondWithin(alarm.timeToRespondS) : '', 'g-within'],
+    ['Cause', alarm.cause, 'g-cause'],
+    ['If nobody acts', alarm.consequence, 'g-consequence'],
+  ].filter(([, text]) => text);
+  if (!facts.length) return null;
+  return el('dl', { class: 'a-guide' }, ...facts.flatMap(([term, text, cls]) => [
+    el('dt', {}, term), el('dd', { class: cls }, text)]));
+}
+
 function order(a, b) {
   const unacked = Number(UNACKED.has(b.state)) - Number(UNACKED.has(a.state));
   if (unacked) return unacked;
@@ -113,7 +139,8 @@ export class Alarms {
       const ack = unacked && alarm.state !== 'normal'
         ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
         : null;
-      return el('tr', { class: `${cls}${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+      const guide = guidance(alarm);
+      const row = el('tr', { class: `${cls}${unacked ? ' unacked' : ''}${guide ? ' guided' : ''}`, dataset: { alarm: alarm.name } },
         el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
         el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
         el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
@@ -122,7 +149,11 @@ export class Alarms {
         el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
           alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
         el('td', { class: 'a-act' }, ack));
-    });
+      // What to do spans the row below, under the alarm, so it reads as lines, not a column.
+      if (!guide) return [row];
+      return [row, el('tr', { class: `a-guide-row${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+        el('td', { class: 'a-guide-pad', colspan: 2, 'aria-hidden': 'true' }), el('td', { class: 'a-guide-cell', colspan: 5 }, guide))];
+    }).flat();
     // Redrawn on every alarm change: keyboard focus on a button stays on that alarm's button.
     const body = byId('alarm-rows');
     const focused = body.contains(document.activeElement) ? document.activeElement.dataset.alarm : null;
