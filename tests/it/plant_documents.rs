@@ -421,3 +421,84 @@ async fn a_running_server_searches_a_document_imported_while_it_runs() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn a_document_about_a_type_is_found_for_each_of_its_instances_and_only_them() {
+    let solution = Solution::empty();
+    let beside = solution.path.parent().expect("a folder");
+    std::fs::write(
+        beside.join("pump-seals.md"),
+        "# Pump seals\n\n## Leaks\n\nA dripping seal is replaced at the next stop.\n",
+    )
+    .expect("writes");
+    std::fs::write(
+        beside.join("valves.md"),
+        "# Valves\n\nA leaking valve gland is tightened a quarter turn.\n",
+    )
+    .expect("writes");
+    let plant = r#"
+[[types]]
+name = "Pump"
+
+  [[types.tags]]
+  name = "Running"
+  type = "bool"
+
+[[types]]
+name = "Valve"
+
+  [[types.tags]]
+  name = "Open"
+  type = "bool"
+
+[[equipment]]
+name = "P101"
+type = "Pump"
+path = "Site/Intake/P101"
+
+[[equipment]]
+name = "V7"
+type = "Valve"
+path = "Site/Intake/V7"
+
+[[documents]]
+path = "pump-seals.md"
+types = ["Pump"]
+
+[[documents]]
+path = "valves.md"
+equipment = ["V7"]
+"#;
+    let file = solution.path.with_file_name("typed.toml");
+    std::fs::write(&file, plant).expect("writes");
+    admin(
+        &[
+            "plant",
+            path_of(&solution),
+            "import",
+            file.to_str().expect("utf-8"),
+        ],
+        "",
+    );
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let leak = |equipment: &str| json!({"query": "leak", "equipment": equipment, "max_passages": 10});
+    let pump = call(&runtime, SEARCH, leak("P101")).await.expect("searches");
+    assert_eq!(paths(&pump), ["pump-seals.md"]);
+    let by_path = call(&runtime, SEARCH, leak("Site/Intake/P101"))
+        .await
+        .expect("searches");
+    assert_eq!(paths(&by_path), ["pump-seals.md"]);
+    let valve = call(&runtime, SEARCH, leak("v7")).await.expect("searches");
+    assert_eq!(paths(&valve), ["valves.md"]);
+    let both = call(&runtime, SEARCH, json!({"query": "leak"}))
+        .await
+        .expect("searches");
+    assert_eq!(paths(&both).len(), 2, "{both}");
+    let folder = call(&runtime, SEARCH, leak("Site/Intake"))
+        .await
+        .expect("searches");
+    assert!(
+        paths(&folder).is_empty(),
+        "neither is about the whole folder: {folder}"
+    );
+}
