@@ -93,6 +93,14 @@ async fn the_builtin_model_answers_each_question_from_tool_calls_against_the_liv
     );
     let pump = &report.envelopes[0];
     assert!(pump.text.contains("Pump1"), "{}", pump.text);
+    // What to do, and where that comes from: the passage the documents search returned.
+    let cited = &pump.tool_trace[2].result["passages"][0];
+    assert_eq!(cited["path"], "procedures/pump-high-motor-current.md");
+    let source = format!(
+        "\"Pump 1 high motor current\" (procedures/pump-high-motor-current.md, lines {}-{})",
+        cited["lines"][0], cited["lines"][1]
+    );
+    assert!(pump.text.contains(&source), "{source} in {}", pump.text);
     let structure = &report.envelopes[4].text;
     for instance in [
         "Plant/Area1/Pump1",

@@ -412,6 +412,13 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
             ["runtime_search_documents", "ok"]
         ])
     );
+    // The answer's sources: the procedure passage it quotes, with where it is from.
+    browser
+        .wait_text(".transcript .ai .sources", "the cited procedure", |text| {
+            text.contains("Pump 1 high motor current")
+                && text.contains("procedures/pump-high-motor-current.md, lines")
+        })
+        .await;
     browser.screenshot("assistant").await;
     browser.click(".transcript .ai .tool summary").await;
     browser

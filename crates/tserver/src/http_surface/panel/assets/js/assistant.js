@@ -161,9 +161,14 @@ export class Assistant {
       el('h4', {}, 'Sources'),
       el('ol', {}, passages.map((passage) => {
         const [first, last] = passage.lines ?? [];
-        const where = [passage.section, `${passage.path}, lines ${first}–${last}`].filter(Boolean).join(' · ');
+        // A Markdown document's first heading is usually its title: not said twice.
+        const title = passage.document ?? passage.path;
+        const section = (passage.section ?? '').startsWith(`${title} > `)
+          ? passage.section.slice(title.length + 3)
+          : passage.section === title ? '' : passage.section;
+        const where = [section, `${passage.path}, lines ${first}–${last}`].filter(Boolean).join(' · ');
         return el('li', { class: 'source' },
-          el('p', { class: 'source-title' }, el('cite', {}, passage.document ?? passage.path), ` — ${where}`),
+          el('p', { class: 'source-title' }, el('cite', {}, title), ` — ${where}`),
           el('blockquote', {}, passage.text ?? ''));
       })),
     ] : null);
