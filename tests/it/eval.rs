@@ -306,6 +306,15 @@ async fn bad_questions_files_are_named_at_their_line_and_exit_2() {
     assert_eq!(code, ExitCode::from(2));
     assert!(errors.contains(&format!("{broken}:2:")), "{errors}");
 
+    // A served file is refused: eval would start its sources beside the server's.
+    let good = write(dir.path(), "good.toml", DEMO_EVAL_QUESTIONS);
+    let served = store::ServeLock::acquire(&solution.path, "127.0.0.1:3101").expect("the lock");
+    let (code, _, errors) = eval(&[path, &good]).await;
+    assert_eq!(code, ExitCode::from(2));
+    assert!(errors.contains(&format!("cannot evaluate {path}")), "{errors}");
+    assert!(errors.contains("listening on 127.0.0.1:3101"), "{errors}");
+    drop(served);
+
     let missing = dir.path().join("nowhere.db");
     let (code, _, errors) = eval(&[missing.to_str().expect("utf-8"), &typed]).await;
     assert_eq!(code, ExitCode::from(2));
