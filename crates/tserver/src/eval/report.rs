@@ -174,6 +174,16 @@ fn rate(passed: u32, runs: u32) -> f64 {
     }
 }
 
+/// Whether `achieved` reaches `required` to within half a percent (a written 0.67 or 0.6667 is
+/// met by 2 runs of 3); a required 1 needs every run.
+fn reaches(achieved: f64, every_run: bool, required: f64) -> bool {
+    if required >= 1.0 {
+        every_run
+    } else {
+        achieved + 0.005 >= required
+    }
+}
+
 fn count(records: &[&RunRecord]) -> u32 {
     u32::try_from(records.len()).unwrap_or(u32::MAX)
 }
@@ -192,8 +202,7 @@ impl CaseReport {
             passed_runs,
             pass_rate,
             required_pass_rate: case.pass_rate,
-            // A small tolerance, so 2 of 3 meets a written 0.6667.
-            passed: runs > 0 && pass_rate + 1e-9 >= case.pass_rate,
+            passed: runs > 0 && reaches(pass_rate, passed_runs == runs, case.pass_rate),
             tool_checks: ToolChecks::of(&all),
             latency_ms: Latency::of(&all),
             tokens: Tokens::of(&all),
@@ -363,5 +372,93 @@ fn tools(checks: &ToolChecks) -> String {
     match checks.accuracy {
         Some(_) => format!("{}/{}", checks.met, checks.made),
         None => "-".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(run: u32, passed: bool, latency_ms: u64) -> RunRecord {
+        RunRecord {
+            run,
+            passed,
+            reasons: if passed {
+                Vec::new()
+            } else {
+                vec!["did not call runtime_get_value; it called no tool".to_owned()]
+            },
+            status: "ok".to_owned(),
+            answer: String::new(),
+            tools: Vec::new(),
+            latency_ms,
+            prompt_tokens: 100,
+            completion_tokens: 10,
+            tool_checks_met: u32::from(passed),
+            tool_checks_made: 1,
+        }
+    }
+
+    fn case(pass_rate: f64) -> Case {
+        Case {
+            name: "tank2".to_owned(),
+            question: "What is the level of Tank 2?".to_owned(),
+            pass_rate,
+            latency_ms: 1000,
+            must_call: Vec::new(),
+            must_not_call: Vec::new(),
+            facts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn latency_percentiles_are_nearest_rank() {
+        let records: Vec<RunRecord> = (1..=20).map(|ms| record(ms, true, u64::from(ms) * 10)).collect();
+        let all: Vec<&RunRecord> = records.iter().collect();
+        assert_eq!(
+            Latency::of(&all),
+            Latency {
+                p50: 100,
+                p95: 190,
+                max: 200
+            }
+        );
+        assert_eq!(Latency::of(&[]), Latency::default());
+    }
+
+    #[test]
+    fn a_case_passes_when_its_runs_reach_the_rate_it_needs() {
+        let runs = || vec![record(1, true, 5), record(2, false, 7), record(3, true, 6)];
+        let two_thirds = CaseReport::new(&case(0.6667), runs());
+        assert!(two_thirds.passed, "2 of 3 reaches a written 0.6667");
+        assert!(CaseReport::new(&case(0.67), runs()).passed, "and a written 0.67");
+        assert!(!CaseReport::new(&case(0.7), runs()).passed);
+        assert!(!CaseReport::new(&case(1.0), runs()).passed);
+        assert_eq!(two_thirds.tool_checks.met, 2);
+        assert_eq!(two_thirds.tokens.prompt, 300);
+        assert_eq!(
+            two_thirds.failures,
+            vec![Failure {
+                run: 2,
+                reason: "did not call runtime_get_value; it called no tool".to_owned()
+            }]
+        );
+
+        let report = EvalReport::new(3, vec![two_thirds, CaseReport::new(&case(1.0), runs())]);
+        assert!(!report.passed);
+        assert_eq!(
+            (
+                report.total.passed_cases,
+                report.total.passed_runs,
+                report.total.runs
+            ),
+            (1, 4, 6)
+        );
+        let table = report.to_table();
+        assert!(table.contains("run 2: did not call runtime_get_value"), "{table}");
+        assert!(
+            table.ends_with("FAIL: 1 of 2 cases below their pass rate: tank2\n"),
+            "{table}"
+        );
     }
 }
