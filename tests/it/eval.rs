@@ -353,3 +353,51 @@ async fn the_demo_evaluates_its_questions_against_the_builtin_model() {
         "{output}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tserver_program_exits_with_the_evaluations_status() {
+    let llm = ScriptedLlm::start_with(FaultyModel).await.expect("model");
+    let solution = solution_asking(&llm);
+    let path = solution.path.to_str().expect("utf-8");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A bound on the wait, so a hung process fails the test instead of stalling it.
+    let run = |questions: String| async move {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+            .args(["eval", path, &questions, "--runs", "1"])
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(Duration::from_secs(120), output)
+            .await
+            .expect("tserver eval ends")
+    };
+
+    let passing = DEMO_EVAL_QUESTIONS
+        .split("\n[[cases]]")
+        .filter(|case| !case.contains("name = \"tank2-level") && !case.contains("name = \"active-alarms\""))
+        .collect::<Vec<_>>()
+        .join("\n[[cases]]");
+    let output = run(write(dir.path(), "passing.toml", &passing))
+        .await
+        .expect("runs");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{table}");
+    assert!(table.contains("3/3 cases pass"), "{table}");
+
+    let output = run(write(dir.path(), "all.toml", DEMO_EVAL_QUESTIONS))
+        .await
+        .expect("runs");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{table}");
+    assert!(table.contains("tank2-level-by-tag"), "{table}");
+
+    let output = run(write(dir.path(), "bad.toml", "[[cases]]\n"))
+        .await
+        .expect("runs");
+    let errors = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{errors}");
+    assert!(
+        errors.contains("bad.toml:1:1: cases[0]: missing field `name`"),
+        "{errors}"
+    );
+    llm.stop().await;
+}

@@ -297,10 +297,11 @@ pub fn main() -> anyhow::Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
+        // Unlocked: the evaluation's own threads write progress and logs to stderr meanwhile.
         Command::Eval(args) => Ok(eval_exit_code(
             args,
-            &mut std::io::stdout().lock(),
-            &mut std::io::stderr().lock(),
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
         )),
         Command::AiExecute(args) => {
             let (solution, query) = args.solution_and_query()?;
