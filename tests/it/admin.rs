@@ -297,6 +297,7 @@ fn every_command_that_takes_a_solution_takes_it_first_or_as_an_option() {
         ("settings", &["show"]),
         ("secrets", &["list"]),
         ("ai-execute", &["What is wrong?"]),
+        ("eval", &["questions.toml"]),
         ("users", &["list"]),
         ("audit", &[]),
         ("plant", &["show"]),

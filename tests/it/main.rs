@@ -8,6 +8,7 @@ mod chat;
 mod chat_gate;
 mod demo;
 mod envelope_limit;
+mod eval;
 mod failover;
 mod fault_matrix;
 mod http_limits;

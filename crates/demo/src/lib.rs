@@ -9,4 +9,4 @@ pub mod model;
 pub mod session;
 
 pub use model::DemoModel;
-pub use session::{DemoOptions, DemoReport, run};
+pub use session::{DemoEval, DemoOptions, DemoReport, run};

@@ -37,6 +37,10 @@ pub const DEFAULT_QUESTIONS: &[&str] = &[
     "What equipment is there?",
 ];
 
+/// The demo plant's questions file (`examples/eval/demo.toml`), evaluated by `--eval` when no
+/// other file is given.
+pub const DEMO_EVAL_QUESTIONS: &str = include_str!("../../../examples/eval/demo.toml");
+
 /// The questions asked of an existing solution when none are given: they fit any plant.
 pub const ANY_PLANT_QUESTIONS: &[&str] = &["What equipment is there?", "Which alarms are active?"];
 
@@ -68,6 +72,30 @@ pub struct DemoOptions {
     /// Where to serve the operator panel (tserver's HTTP surface) while the demo runs; `None`
     /// for no panel. Loopback by default.
     pub panel: Option<SocketAddr>,
+    /// Evaluate the model on a questions file instead of chatting (`tserver eval` in process).
+    pub eval: Option<DemoEval>,
+}
+
+/// A questions file to evaluate the demo's model on (docs/EVAL.md).
+#[derive(Debug, Clone)]
+pub struct DemoEval {
+    /// The file's name, for errors.
+    pub file: String,
+    /// Its text.
+    pub text: String,
+    /// Runs of each case, instead of the file's.
+    pub runs: Option<u32>,
+}
+
+impl Default for DemoEval {
+    /// The demo plant's own questions.
+    fn default() -> Self {
+        Self {
+            file: "examples/eval/demo.toml".to_owned(),
+            text: DEMO_EVAL_QUESTIONS.to_owned(),
+            runs: None,
+        }
+    }
 }
 
 impl Default for DemoOptions {
@@ -87,6 +115,7 @@ impl Default for DemoOptions {
             interactive: false,
             stream: false,
             panel: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            eval: None,
         }
     }
 }
@@ -136,6 +165,8 @@ pub struct DemoReport {
     pub envelopes: Vec<Envelope>,
     /// Whether the built-in model answered.
     pub builtin_model: bool,
+    /// The evaluation, when one was asked for instead of the chat.
+    pub eval: Option<tserver::eval::EvalReport>,
 }
 
 /// Runs the demo, writing a readable transcript to `output` and reading interactive questions
@@ -226,7 +257,10 @@ pub async fn run(
         async move { runtime.run_background_with(pinned, shutdown).await }
     });
 
-    let chat = chat(addr, options, &model, input, output).await;
+    let chat = match &options.eval {
+        Some(eval) => evaluate(&runtime, eval, &options.user, &model, output).await,
+        None => chat(addr, options, &model, input, output).await,
+    };
     shutdown.cancel();
     serving.await.context("the server task failed")?;
     background.await.context("the background task failed")?;
@@ -295,6 +329,43 @@ async fn chat(
         report.envelopes.extend(more);
     }
     Ok(report)
+}
+
+/// Evaluates the model on `eval`'s questions against the live demo plant and prints the table;
+/// a questions file that does not read is the error ([`tserver::eval::QuestionsErrors`]).
+async fn evaluate(
+    runtime: &Runtime,
+    eval: &DemoEval,
+    user: &str,
+    model: &Model,
+    output: &mut dyn Write,
+) -> anyhow::Result<DemoReport> {
+    let questions = tserver::eval::read_questions(&eval.text, &eval.file, runtime)?;
+    let runs = eval.runs.unwrap_or(questions.runs);
+    writeln!(
+        output,
+        "  eval      {} ({} cases, {runs} run(s) each)\n",
+        eval.file,
+        questions.cases.len()
+    )?;
+    output.flush()?;
+    let mut report = tserver::eval::evaluate(runtime, &questions, runs, user, &mut |case, record| {
+        // Progress beside the report, which is written whole at the end.
+        eprintln!(
+            "{} run {}/{runs}: {}",
+            case.name,
+            record.run,
+            if record.passed { "pass" } else { "fail" }
+        );
+    })
+    .await;
+    report.model = Some(model.describe());
+    write!(output, "{}", report.to_table())?;
+    Ok(DemoReport {
+        envelopes: Vec::new(),
+        builtin_model: matches!(model, Model::BuiltIn { .. }),
+        eval: Some(report),
+    })
 }
 
 async fn ask(

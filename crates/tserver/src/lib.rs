@@ -12,6 +12,7 @@
 pub mod certificates;
 pub mod cli;
 pub mod config;
+pub mod eval;
 pub mod http_surface;
 pub mod proxy;
 pub mod telemetry;

@@ -2,11 +2,12 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use tserver_demo::session::{ANY_PLANT_QUESTIONS, DEFAULT_QUESTIONS, OLLAMA_DEFAULT};
-use tserver_demo::{DemoOptions, run};
+use tserver_demo::{DemoEval, DemoOptions, run};
 
 /// Create a demo plant, start tserver, and chat with its Local AI assistant.
 ///
@@ -48,9 +49,17 @@ struct Args {
     /// Serve no operator panel.
     #[arg(long)]
     no_panel: bool,
+    /// Instead of chatting, evaluate the model on a questions file (docs/EVAL.md; default: the
+    /// demo plant's, examples/eval/demo.toml) and print the table. Exit status 0: every case
+    /// passed, 1: one did not, 2: the file does not read.
+    #[arg(long, value_name = "FILE")]
+    eval: Option<Option<PathBuf>>,
+    /// With --eval: runs of each case, instead of the file's.
+    #[arg(long, requires = "eval", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -80,6 +89,27 @@ fn main() -> anyhow::Result<()> {
     } else {
         args.questions
     };
+    let eval = match &args.eval {
+        None => None,
+        Some(None) => Some(DemoEval {
+            runs: args.runs,
+            ..DemoEval::default()
+        }),
+        Some(Some(file)) => Some(DemoEval {
+            file: file.display().to_string(),
+            text: match std::fs::read_to_string(file) {
+                Ok(text) => text,
+                Err(error) => {
+                    eprintln!(
+                        "error: cannot read the questions file {}: {error}",
+                        file.display()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            },
+            runs: args.runs,
+        }),
+    };
     let options = DemoOptions {
         model_url: args.model_url,
         model_name: args.model_name,
@@ -92,22 +122,37 @@ fn main() -> anyhow::Result<()> {
         interactive: args.interactive,
         stream: std::io::stdout().is_terminal(),
         panel: (!args.no_panel).then_some(args.panel),
+        eval,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let interactive = options.interactive && std::io::stdin().is_terminal();
-    let report = runtime.block_on(run(
+    let report = match runtime.block_on(run(
         &options,
         &mut std::io::stdin().lock(),
         &mut std::io::stdout().lock(),
-    ))?;
+    )) {
+        Ok(report) => report,
+        Err(error) if error.is::<tserver::eval::QuestionsErrors>() => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error),
+    };
+    if let Some(eval) = &report.eval {
+        return Ok(if eval.passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     if report.builtin_model && !interactive {
         println!(
             "Answers above came from the built-in rule-based demo model through real tool calls. \
              Point at a real model with --model-url, or run Ollama; add --interactive to keep asking."
         );
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

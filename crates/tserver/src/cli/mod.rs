@@ -5,6 +5,7 @@
 
 mod ai_execute;
 mod audit;
+mod eval;
 mod init;
 mod input;
 mod logging;
@@ -21,6 +22,7 @@ mod users;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -31,6 +33,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 pub use self::ai_execute::{AiExecuteArgs, ai_execute};
 use self::audit::parse_since;
 pub use self::audit::{AuditCommand, ExportFormat};
+pub use self::eval::{BadInput, EvalArgs, eval_command, eval_exit_code};
 use self::input::{read_first_line, read_hidden, read_password};
 pub use self::logging::{LogFormat, log_filter, log_layer};
 pub use self::plant::PlantAction;
@@ -98,6 +101,10 @@ pub enum Command {
     /// Run one atomic Local AI call in process, as a server script's `TK.AIExecute` does, and
     /// print the reply envelope JSON on one line.
     AiExecute(AiExecuteArgs),
+    /// Ask the solution's model the questions of a questions file, each several times, with the
+    /// plant live, and report how well it answered (exit 0: every case reached its pass rate,
+    /// 1: one did not, 2: bad input).
+    Eval(EvalArgs),
     /// Manage the users who may log in (works while a server runs).
     Users {
         /// Where the solution is.
@@ -193,6 +200,7 @@ impl Command {
             | Self::Tokens { solution, .. }
             | Self::Scripts { solution, .. } => solution,
             Self::AiExecute(args) => return Some(args.solution_and_query().map(|(solution, _)| solution)),
+            Self::Eval(args) => return Some(args.solution_and_questions().map(|(solution, _)| solution)),
             Self::Tls { .. } | Self::Solution { .. } => return None,
         };
         Some(solution.location().cloned())
@@ -203,7 +211,7 @@ impl Command {
 /// results to `output`.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
     match command {
-        Command::Serve(_) | Command::AiExecute(_) => bail!("not an admin command"),
+        Command::Serve(_) | Command::AiExecute(_) | Command::Eval(_) => bail!("not an admin command"),
         Command::Init {
             solution,
             demo,
@@ -263,8 +271,9 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
 
 /// The whole `tserver` program: parses the command line, sets up logging on stderr (filtered by
 /// `RUST_LOG`, default `info`) and runs the command. `serve` stops gracefully on SIGINT or
-/// SIGTERM.
-pub fn main() -> anyhow::Result<()> {
+/// SIGTERM. The exit status is 0, or `eval`'s (1: a case failed, 2: bad input); an error
+/// exits 1.
+pub fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     tracing_subscriber::registry()
         .with(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
@@ -285,8 +294,15 @@ pub fn main() -> anyhow::Result<()> {
                 let shutdown = CancellationToken::new();
                 tokio::spawn(signals::cancel_on_signal(shutdown.clone()));
                 serve(args, shutdown).await
-            })
+            })?;
+            Ok(ExitCode::SUCCESS)
         }
+        // Unlocked: the evaluation's own threads write progress and logs to stderr meanwhile.
+        Command::Eval(args) => Ok(eval_exit_code(
+            args,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        )),
         Command::AiExecute(args) => {
             let (solution, query) = args.solution_and_query()?;
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -295,7 +311,7 @@ pub fn main() -> anyhow::Result<()> {
                 .context("cannot start the async runtime")?;
             let envelope = runtime.block_on(ai_execute(&solution, query))?;
             println!("{envelope}");
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         command => {
             let prompt = match command {
@@ -318,7 +334,7 @@ pub fn main() -> anyhow::Result<()> {
                 } => Some(format!("value of secret {name}: ")),
                 _ => None,
             };
-            match prompt {
+            let ran = match prompt {
                 // On a terminal the value is typed without echo; piped in, it is the first line.
                 Some(prompt) if std::io::stdin().is_terminal() => {
                     let typed = read_hidden(&prompt)?;
@@ -333,7 +349,8 @@ pub fn main() -> anyhow::Result<()> {
                     &mut std::io::stdin().lock(),
                     &mut std::io::stdout().lock(),
                 ),
-            }
+            };
+            ran.map(|()| ExitCode::SUCCESS)
         }
     }
 }

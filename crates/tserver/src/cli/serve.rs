@@ -108,7 +108,7 @@ pub struct ServeArgs {
     pub metrics: bool,
 }
 
-fn parse_switch(text: &str) -> Result<bool, String> {
+pub(crate) fn parse_switch(text: &str) -> Result<bool, String> {
     store::parse_bool(text).ok_or_else(|| format!("{text:?} is not on or off"))
 }
 
@@ -249,16 +249,9 @@ pub async fn serve_on(
             "Local AI is off, so chat answers `disabled`: `tserver settings {at} set ModelEnabled true` turns it on"
         );
     }
-    let sources = runtime
-        .start_sources(&shutdown)
-        .await
-        .context("cannot start the plant's MQTT sources")?;
-    if sources > 0 {
-        tracing::info!(sources, "MQTT sources started");
-    }
-    let scripts = runtime.start_scripts(&shutdown).await;
     let grace = config.shutdown_grace;
     let mut server = Server::new(runtime.clone(), config)?;
+    let live = LivePlant::start(&runtime, args.simulator, &shutdown).await?;
     if let Some(address) = args.http {
         let listener = TcpListener::bind(address)
             .await
@@ -296,12 +289,6 @@ pub async fn serve_on(
             }
         });
     }
-    let background = tokio::spawn({
-        let runtime = runtime.clone();
-        let shutdown = shutdown.clone();
-        let pinned = args.simulator;
-        async move { runtime.run_background_with(pinned, shutdown).await }
-    });
     if let Some(tls) = tls {
         tracing::info!("serving TLS only");
         server = server.with_tls(tls);
@@ -309,9 +296,48 @@ pub async fn serve_on(
     server.run(listener, shutdown).await;
     // The server has stopped; the scripts were told to stop with it, and the background task
     // saw the same cancellation and is writing its last history.
-    if !scripts.ended(grace).await {
-        tracing::warn!("script runs still under way after the grace period are abandoned");
+    live.stopped(grace).await
+}
+
+/// The plant running as `serve` runs it: its sources, its scripts, and the background work
+/// (the simulator, the historian's flushes, settings followed live), all until the shutdown
+/// they were started with.
+#[derive(Debug)]
+pub(crate) struct LivePlant {
+    scripts: plant::scripts::ScriptRuns,
+    background: tokio::task::JoinHandle<()>,
+}
+
+impl LivePlant {
+    /// Starts the plant's sources, scripts and background work until `shutdown`; `simulator`
+    /// pins the simulator on or off (`None`: the solution's `SimulatorEnabled`, followed live).
+    pub(crate) async fn start(
+        runtime: &Runtime,
+        simulator: Option<bool>,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<Self> {
+        let sources = runtime
+            .start_sources(shutdown)
+            .await
+            .context("cannot start the plant's MQTT sources")?;
+        if sources > 0 {
+            tracing::info!(sources, "MQTT sources started");
+        }
+        let scripts = runtime.start_scripts(shutdown).await;
+        let background = tokio::spawn({
+            let runtime = runtime.clone();
+            let shutdown = shutdown.clone();
+            async move { runtime.run_background_with(simulator, shutdown).await }
+        });
+        Ok(Self { scripts, background })
     }
-    background.await.context("the background task failed")?;
-    Ok(())
+
+    /// After the shutdown: waits up to `grace` for script runs under way, then for the
+    /// background work's last history write.
+    pub(crate) async fn stopped(self, grace: Duration) -> anyhow::Result<()> {
+        if !self.scripts.ended(grace).await {
+            tracing::warn!("script runs still under way after the grace period are abandoned");
+        }
+        self.background.await.context("the background task failed")
+    }
 }
