@@ -339,8 +339,10 @@ impl EvalReport {
         );
         for case in self.cases.iter().filter(|case| !case.failures.is_empty()) {
             let _ = writeln!(out, "\n{} ({:?}):", case.name, case.question);
-            for failure in &case.failures {
-                let _ = writeln!(out, "  run {}: {}", failure.run, failure.reason);
+            for (runs, reason) in by_reason(&case.failures) {
+                let runs: Vec<String> = runs.iter().map(u32::to_string).collect();
+                let label = if runs.len() == 1 { "run" } else { "runs" };
+                let _ = writeln!(out, "  {label} {}: {reason}", runs.join(", "));
             }
         }
         let failed: Vec<&str> = self
@@ -362,6 +364,19 @@ impl EvalReport {
         };
         out
     }
+}
+
+/// The failures with the runs that failed for each reason, reasons in the order first seen: a
+/// model that fails the same way every run is one line to read, not ten.
+fn by_reason(failures: &[Failure]) -> Vec<(Vec<u32>, &str)> {
+    let mut grouped: Vec<(Vec<u32>, &str)> = Vec::new();
+    for failure in failures {
+        match grouped.iter_mut().find(|(_, reason)| *reason == failure.reason) {
+            Some((runs, _)) => runs.push(failure.run),
+            None => grouped.push((vec![failure.run], &failure.reason)),
+        }
+    }
+    grouped
 }
 
 fn percent(fraction: f64) -> String {
@@ -455,10 +470,38 @@ mod tests {
             (1, 4, 6)
         );
         let table = report.to_table();
-        assert!(table.contains("run 2: did not call runtime_get_value"), "{table}");
+        assert!(
+            table.contains("  run 2: did not call runtime_get_value"),
+            "{table}"
+        );
         assert!(
             table.ends_with("FAIL: 1 of 2 cases below their pass rate: tank2\n"),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn the_table_says_each_reason_once_with_the_runs_that_failed_for_it() {
+        let mut slow = record(2, false, 9000);
+        slow.reasons = vec!["took 9000 ms, over the 1000 ms budget".to_owned()];
+        let report = EvalReport::new(
+            3,
+            vec![CaseReport::new(
+                &case(1.0),
+                vec![record(1, false, 5), slow, record(3, false, 6)],
+            )],
+        );
+        let table = report.to_table();
+        assert!(
+            table.contains(
+                "  runs 1, 3: did not call runtime_get_value; it called no tool\n  run 2: took 9000 ms, over the 1000 ms budget\n"
+            ),
+            "{table}"
+        );
+        assert_eq!(
+            report.cases[0].failures.len(),
+            3,
+            "the JSON keeps every run's failure"
         );
     }
 }
