@@ -17,9 +17,12 @@ use crate::processes::{cpu_seconds, run_quietly};
 pub(crate) const BENCH_FOLDER: &str = "Bench";
 
 /// The demo plant plus `count` writable number tags `Bench.T0000`.. at `Bench/T0000`.., as a
-/// plant file next to the solution, imported into it.
+/// plant file next to the solution (with the demo's documents beside it, where its
+/// `[[documents]]` say they are), imported into it.
 pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) -> anyhow::Result<()> {
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants/demo.toml");
+    let plants = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants");
+    let demo = plants.join("demo.toml");
+    copy_procedures(&plants.join("procedures"), &solution.with_file_name("procedures"))?;
     let mut text =
         std::fs::read_to_string(&demo).with_context(|| format!("cannot read {}", demo.display()))?;
     for index in 0..count {
@@ -37,6 +40,19 @@ pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) 
     let solution = solution.to_str().context("a UTF-8 solution path")?;
     let file = file.to_str().context("a UTF-8 plant path")?;
     run_quietly(tserver, &["plant", solution, "import", file])
+}
+
+/// Copies the demo's procedure files (one folder, no subfolders) to `to`.
+fn copy_procedures(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+        let path = entry?.path();
+        if path.is_file() {
+            let target = to.join(path.file_name().context("a file name")?);
+            std::fs::copy(&path, &target).with_context(|| format!("cannot copy {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Starts `tclient bench ...` without waiting; its JSON report comes from [`finish`].
