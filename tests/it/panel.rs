@@ -592,7 +592,9 @@ async fn a_write_to_a_field_bound_tag_is_sent_to_the_field_then_shows_what_the_f
     let level = format!("{ROOT}/Plant/Area1/Tank1/Level");
     let mut field = Publisher::connect(broker.port).await;
     field.subscribe(&format!("{level}/set")).await;
-    field.publish(&level, "50", false).await;
+    // Retained, as a field device's last value is: the server's source may subscribe after
+    // this is sent, and must still see it.
+    field.publish(&level, "50", true).await;
 
     let driver = Chromedriver::start();
     let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
