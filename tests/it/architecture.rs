@@ -144,6 +144,8 @@ struct Graph {
     members: BTreeMap<String, String>,
     /// Package id to the ids of its normal dependencies.
     normal: HashMap<String, Vec<String>>,
+    /// The product's packages (the default members) that have a binary, by name.
+    product_binaries: Vec<String>,
 }
 
 impl Graph {
@@ -195,10 +197,37 @@ impl Graph {
                 (text(&node["id"]), deps)
             })
             .collect();
+        let default_members: Vec<String> = metadata["workspace_default_members"]
+            .as_array()
+            .expect("default members (cargo 1.71 or later)")
+            .iter()
+            .map(text)
+            .collect();
+        let product_binaries = metadata["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .filter(|package| default_members.contains(&text(&package["id"])))
+            .filter(|package| {
+                package["targets"]
+                    .as_array()
+                    .expect("targets")
+                    .iter()
+                    .any(|target| {
+                        target["kind"]
+                            .as_array()
+                            .expect("target kinds")
+                            .iter()
+                            .any(|kind| kind == "bin")
+                    })
+            })
+            .map(|package| text(&package["name"]))
+            .collect();
         Self {
             names,
             members,
             normal,
+            product_binaries,
         }
     }
 
@@ -278,6 +307,37 @@ fn no_crate_depends_on_what_the_code_map_forbids_it() {
         broken.is_empty(),
         "the crate graph breaks the architecture:\n{}",
         broken.join("\n")
+    );
+}
+
+/// `cargo hakari` keeps `workspace-hack` holding every feature the product's third-party
+/// crates are built with; a binary package that depends on it builds alone (`cargo run -p
+/// tserver-demo`, `--bin tclient`) with the same features as `cargo build --release`, so it
+/// reuses that build instead of compiling part of the tree again. `cargo xtask ci` checks the
+/// crate's contents with `cargo hakari generate --diff` and `cargo hakari verify`.
+#[test]
+fn every_product_binary_builds_with_the_workspace_feature_set() {
+    let graph = Graph::read();
+    assert!(
+        graph.product_binaries.len() >= 3,
+        "the product's binary packages were not found: {:?}",
+        graph.product_binaries
+    );
+    let missing: Vec<&String> = graph
+        .product_binaries
+        .iter()
+        .filter(|name| {
+            !graph
+                .dependencies(name, Reach::Direct)
+                .iter()
+                .any(|(dep, _)| dep == "workspace-hack")
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{missing:?} do not depend on workspace-hack: built alone they would pick other features \
+         than the workspace build and compile part of the tree again (add \
+         `workspace-hack.workspace = true` to their [dependencies])"
     );
 }
 

@@ -15,9 +15,12 @@ const BENCH_SMOKE_TIMEOUT: &str = "600";
 const FUZZ_SMOKE_TIMEOUT: &str = "900";
 /// The cargo-fuzz CI installs when it is missing.
 const CARGO_FUZZ_VERSION: &str = "0.13.2";
+/// The cargo-hakari CI installs when it is missing (it keeps `crates/workspace-hack`).
+const CARGO_HAKARI_VERSION: &str = "0.9.39";
 
 /// Format, lints (the fuzz entry points' too: they are behind a feature the workspace build
-/// never turns on), the test suite with one closing line, the bench smoke, the fuzz smoke.
+/// never turns on), the workspace-hack check, the test suite with one closing line, the bench
+/// smoke, the fuzz smoke.
 pub(crate) fn run() -> anyhow::Result<()> {
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
@@ -31,6 +34,12 @@ pub(crate) fn run() -> anyhow::Result<()> {
         "-D",
         "warnings",
     ])?;
+    // One feature set for the product's third-party crates, so building any product binary
+    // alone reuses `cargo build --release`: fails when a dependency change left
+    // `crates/workspace-hack` behind (`cargo hakari generate` mends it).
+    install_if_missing("hakari", "cargo-hakari", CARGO_HAKARI_VERSION)?;
+    cargo(&["hakari", "generate", "--diff"])?;
+    cargo(&["hakari", "verify"])?;
     test_workspace()?;
     // The benchmark harness, a few seconds with debug binaries: proves it still runs end to
     // end. It never judges speed (that is `cargo xtask bench` on a quiet machine).
@@ -38,16 +47,16 @@ pub(crate) fn run() -> anyhow::Result<()> {
     // Fuzz smoke: a few seconds of each target from its seeds and corpus (the 10-minute runs
     // are `cargo xtask fuzz`). cargo-fuzz is a cargo subcommand from crates.io; the targets
     // build on the stable toolchain without a sanitizer.
-    if !cargo_succeeds(&["fuzz", "--version"])? {
-        cargo(&[
-            "install",
-            "cargo-fuzz",
-            "--version",
-            CARGO_FUZZ_VERSION,
-            "--locked",
-        ])?;
-    }
+    install_if_missing("fuzz", "cargo-fuzz", CARGO_FUZZ_VERSION)?;
     with_timeout(FUZZ_SMOKE_TIMEOUT, &["xtask", "fuzz", "--seconds", "5"])
+}
+
+/// `cargo install PACKAGE --version VERSION --locked` unless `cargo SUBCOMMAND --version` runs.
+fn install_if_missing(subcommand: &str, package: &str, version: &str) -> anyhow::Result<()> {
+    if cargo_succeeds(&[subcommand, "--version"])? {
+        return Ok(());
+    }
+    cargo(&["install", package, "--version", version, "--locked"])
 }
 
 fn cargo_program() -> String {

@@ -6,8 +6,8 @@
 //!   server; results in `target/bench/` (see `docs/PERFORMANCE.md`).
 //! - `fuzz [--seconds N] [TARGET...]`: every fuzz target of `crates/fuzz` for N seconds each
 //!   (default 600) with `cargo fuzz`; CI runs a few seconds of each.
-//! - `soak [--minutes N]`: a bounded mixed load against a release `tserver` (30 minutes by
-//!   default), reporting memory at the start and end and every error.
+//! - `soak [--minutes N]`: a bounded mixed load against a production (`dist`) `tserver` (30
+//!   minutes by default), reporting memory at the start and end and every error.
 //! - `reference-server ADDR [--relay URL BODY_BYTES]`: the minimal framed server `bench`
 //!   compares with, or the minimal relay of a 1-tool turn's POSTs (both run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).

@@ -1,5 +1,5 @@
-//! `cargo xtask soak`: a bounded mixed load against a release `tserver` for a long time (30
-//! minutes by default), reporting the server's memory over the run and every error.
+//! `cargo xtask soak`: a bounded mixed load against a production (`dist`) `tserver` for a long
+//! time (30 minutes by default), reporting the server's memory over the run and every error.
 //!
 //! The load: chat turns with a tool call against a 20 ms stand-in model, display clients
 //! reading tags, clients that connect, log in and leave, and hostile connections (the six
@@ -82,14 +82,15 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     crate::processes::cargo(&[
         "build",
-        "--release",
+        "--profile",
+        "dist",
         "-p",
         "tserver",
         "-p",
         "scripted-llm",
         "--bins",
     ])?;
-    let bin = target_dir.join("release");
+    let bin = target_dir.join("dist");
     let out_dir = target_dir.join("soak");
     std::fs::create_dir_all(&out_dir)?;
     let solution = out_dir.join("soak.db");

@@ -170,7 +170,8 @@ mod tests {
     async fn reassembles_a_frame_split_across_reads() {
         let bytes = framed_bytes(&ping(7, 99));
         let (head, tail) = bytes.split_at(3);
-        let io = tokio_test::io::Builder::new().read(head).read(tail).build();
+        // A chain reads up to the end of its first part, then the second: two reads.
+        let io = tokio::io::AsyncReadExt::chain(head, tail);
         let mut frames = FramedRead::new(io, ServerSide::new(1024));
         let first = frames.next().await.expect("one frame").expect("decodes");
         assert_eq!(first, Decoded::Message(ping(7, 99)));
@@ -182,7 +183,7 @@ mod tests {
         let mut bytes = framed_bytes(&ping(1, 10));
         bytes.extend(framed_bytes(&ping(2, 20)));
         bytes.extend(framed_bytes(&ping(3, 30)));
-        let io = tokio_test::io::Builder::new().read(&bytes).build();
+        let io = bytes.as_slice();
         let frames: Vec<_> = FramedRead::new(io, ServerSide::new(1024))
             .map(|item| item.expect("decodes"))
             .collect()

@@ -10,9 +10,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use store::LoginThrottleConfig;
+use std::time::Instant;
 
-use tokio::time::Instant;
+use store::LoginThrottleConfig;
 
 /// What one address has done lately.
 #[derive(Debug, Clone, Copy)]
@@ -44,7 +44,11 @@ impl LoginThrottle {
 
     /// `Err(wait)` while `peer` is locked out: how long until it may try again.
     pub(crate) fn check(&self, peer: IpAddr) -> Result<(), Duration> {
-        let now = Instant::now();
+        self.check_at(peer, Instant::now())
+    }
+
+    /// `check` as of `now`.
+    fn check_at(&self, peer: IpAddr, now: Instant) -> Result<(), Duration> {
         let peers = self
             .peers
             .lock()
@@ -58,7 +62,11 @@ impl LoginThrottle {
     /// Counts a failed login from `peer`; returns its failures so far and the lockout it
     /// earned, if any.
     pub(crate) fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
-        let now = Instant::now();
+        self.failed_at(peer, Instant::now())
+    }
+
+    /// `failed` as of `now`.
+    fn failed_at(&self, peer: IpAddr, now: Instant) -> (u32, Option<Duration>) {
         let mut peers = self
             .peers
             .lock()
@@ -132,21 +140,25 @@ mod tests {
         IpAddr::from([127, 0, 0, last])
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn lockouts_start_after_the_free_failures_and_double_up_to_the_cap() {
+    #[test]
+    fn lockouts_start_after_the_free_failures_and_double_up_to_the_cap() {
         let throttle = LoginThrottle::new(config());
-        let lockouts: Vec<_> = (0..6).map(|_| throttle.failed(ip(1)).1).collect();
+        let start = Instant::now();
+        let lockouts: Vec<_> = (0..6).map(|_| throttle.failed_at(ip(1), start).1).collect();
         let secs = |s| Some(Duration::from_secs(s));
         // Two free failures: the second locks, so the third Hello is the first throttled.
         assert_eq!(lockouts, [None, secs(10), secs(20), secs(35), secs(35), secs(35)]);
-        assert_eq!(throttle.check(ip(1)), Err(Duration::from_secs(35)));
-        assert_eq!(throttle.check(ip(2)), Ok(()), "other addresses are not affected");
-        tokio::time::advance(Duration::from_secs(35)).await;
-        assert_eq!(throttle.check(ip(1)), Ok(()));
+        assert_eq!(throttle.check_at(ip(1), start), Err(Duration::from_secs(35)));
+        assert_eq!(
+            throttle.check_at(ip(2), start),
+            Ok(()),
+            "other addresses are not affected"
+        );
+        assert_eq!(throttle.check_at(ip(1), start + Duration::from_secs(35)), Ok(()));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn without_free_failures_the_first_failure_earns_the_first_lockout() {
+    #[test]
+    fn without_free_failures_the_first_failure_earns_the_first_lockout() {
         let throttle = LoginThrottle::new(LoginThrottleConfig {
             free_failures: 0,
             ..config()
@@ -155,19 +167,20 @@ mod tests {
         assert_eq!(throttle.failed(ip(1)).1, Some(Duration::from_secs(20)));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn success_and_a_quiet_spell_both_reset_the_count() {
+    #[test]
+    fn success_and_a_quiet_spell_both_reset_the_count() {
         let throttle = LoginThrottle::new(config());
-        throttle.failed(ip(1));
-        throttle.failed(ip(1));
+        let start = Instant::now();
+        throttle.failed_at(ip(1), start);
+        throttle.failed_at(ip(1), start);
         throttle.succeeded(ip(1));
-        assert_eq!(throttle.failed(ip(1)), (1, None));
-        tokio::time::advance(Duration::from_secs(100)).await;
-        assert_eq!(throttle.failed(ip(1)), (1, None));
+        assert_eq!(throttle.failed_at(ip(1), start), (1, None));
+        let later = start + Duration::from_secs(100);
+        assert_eq!(throttle.failed_at(ip(1), later), (1, None));
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_table_stays_bounded_and_keeps_locked_addresses() {
+    #[test]
+    fn the_table_stays_bounded_and_keeps_locked_addresses() {
         let throttle = LoginThrottle::new(config());
         for _ in 0..3 {
             throttle.failed(ip(1));

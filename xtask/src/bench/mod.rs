@@ -20,6 +20,7 @@ use crate::processes::{Process, free_port, run_quietly, start_announcing};
 
 mod baseline;
 mod failover_bench;
+mod first_build;
 mod harness;
 mod hostile;
 mod idle;
@@ -71,6 +72,8 @@ pub(crate) enum Only {
     OpcUa,
     /// The proposal round trip beside a plain 1-tool turn.
     Proposals,
+    /// The first release build from a clean target directory, and the README's commands after it.
+    FirstBuild,
 }
 
 impl BenchOptions {
@@ -86,18 +89,22 @@ impl BenchOptions {
                     Some("modbus") => options.only = Some(Only::Modbus),
                     Some("opcua") => options.only = Some(Only::OpcUa),
                     Some("proposals") => options.only = Some(Only::Proposals),
+                    Some("first-build") => options.only = Some(Only::FirstBuild),
                     other => {
                         bail!(
-                            "--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua, proposals"
+                            "--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua, proposals, first-build"
                         )
                     }
                 },
                 other => {
                     bail!(
-                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua|proposals"
+                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua|proposals|first-build"
                     )
                 }
             }
+        }
+        if options.smoke && options.only == Some(Only::FirstBuild) {
+            bail!("--only first-build has no smoke run: the build it measures takes minutes");
         }
         Ok(options)
     }
@@ -130,8 +137,20 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     let (profile, plan) = if options.smoke {
         ("debug", SMOKE)
     } else {
-        ("release", FULL)
+        ("dist", FULL)
     };
+    let mut results = Results::default();
+    let mut verdicts = Verdicts::default();
+    // First, on a quiet machine: the build a new user makes (minutes, so never in a smoke run).
+    if !options.smoke && matches!(options.only, None | Some(Only::FirstBuild)) {
+        let out_dir = target_dir.join("bench");
+        std::fs::create_dir_all(&out_dir)?;
+        first_build::judge(&root, &out_dir, &mut results, &mut verdicts)?;
+        if options.only.is_some() {
+            verdicts.print();
+            return write_report(&out_dir, "release", false, results, &verdicts);
+        }
+    }
     build(
         &["-p", "tserver", "-p", "tclient", "-p", "scripted-llm", "--bins"],
         options.smoke,
@@ -171,8 +190,6 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         duration: plan.duration,
         warmup: plan.warmup,
     };
-    let mut results = Results::default();
-    let mut verdicts = Verdicts::default();
     run_scenarios(
         &bench,
         &root,
@@ -187,12 +204,12 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     write_report(&bench.out_dir, profile, options.smoke, results, &verdicts)
 }
 
-/// `cargo build ARGS`, in release unless a smoke run.
+/// `cargo build ARGS`, in the production profile (`dist`: fat LTO) unless a smoke run.
 fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
     let mut build = vec!["build"];
     build.extend_from_slice(args);
     if !smoke {
-        build.push("--release");
+        build.extend(["--profile", "dist"]);
     }
     crate::processes::cargo(&build)
 }
@@ -272,7 +289,7 @@ fn run_scenarios(
             let turns = plan.tool_turns / 4;
             return proposal_turns::judge(bench, &servers.fast_url, turns, results, verdicts);
         }
-        None => {}
+        Some(Only::FirstBuild) | None => {}
     }
     let reference_ping = ping::run(bench, results, verdicts)?;
     ping::chat_gate(bench, reference_ping, results, verdicts)?;

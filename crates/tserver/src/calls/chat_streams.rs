@@ -181,7 +181,7 @@ mod tests {
             .collect()
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn the_first_progress_goes_at_once_then_at_most_one_frame_per_interval() {
         let mut streams = ChatStreams::new(1 << 20, Arc::default());
         let feed = streams.open(7);

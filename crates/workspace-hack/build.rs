@@ -1,0 +1,3 @@
+//! Present so that cargo counts the build dependencies `cargo hakari` lists here.
+
+fn main() {}
