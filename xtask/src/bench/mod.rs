@@ -204,13 +204,17 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     write_report(&bench.out_dir, profile, options.smoke, results, &verdicts)
 }
 
-/// `cargo build ARGS`, in the production profile (`dist`: fat LTO) unless a smoke run.
+/// `cargo build --profile dist ARGS`: the packages as they ship (fat LTO, the product's
+/// features). A smoke run instead builds every target of the workspace in the dev profile,
+/// with the features `cargo test --workspace` selects, so CI's test build is reused rather
+/// than part of the tree compiled again for other features.
 fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
+    if smoke {
+        return crate::processes::cargo(&["build", "--workspace", "--all-targets"]);
+    }
     let mut build = vec!["build"];
     build.extend_from_slice(args);
-    if !smoke {
-        build.extend(["--profile", "dist"]);
-    }
+    build.extend(["--profile", "dist"]);
     crate::processes::cargo(&build)
 }
 
