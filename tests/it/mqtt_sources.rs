@@ -667,20 +667,17 @@ async fn until_bulk(runtime: &Runtime, tags: usize, value_of: impl Fn(usize) -> 
     }
 }
 
-#[tokio::test]
-async fn two_thousand_tags_take_their_retained_values_at_startup_then_live_ones() {
-    // More retained values than a broker queues for an at-least-once subscriber (Mosquitto:
-    // 1,000), so all of them arrive only because the source subscribes at most once.
-    const TAGS: usize = 2_000;
-    let broker = Mosquitto::start();
-    let solution = plant_with(&broker.url(), |model| {
+/// The demo plant with `tags` number tags `Bulk.T0000`.. fed from their UNS topics (no
+/// history), and whatever `edit` adds.
+fn bulk_plant(broker: &Mosquitto, tags: usize, edit: impl FnOnce(&mut plant_model::PlantModel)) -> Solution {
+    plant_with(&broker.url(), |model| {
         let template = model
             .tags
             .iter()
             .find(|tag| tag.name == "Tank2.Level")
             .expect("a demo tag")
             .clone();
-        for index in 0..TAGS {
+        for index in 0..tags {
             let mut tag = template.clone();
             tag.name = format!("Bulk.T{index:04}");
             tag.path = format!("Plant/Bulk/T{index:04}");
@@ -694,11 +691,25 @@ async fn two_thousand_tags_take_their_retained_values_at_startup_then_live_ones(
             });
             model.tags.push(tag);
         }
-    });
+        edit(model);
+    })
+}
+
+fn bulk_topic(index: usize) -> String {
+    format!("{ROOT}/Plant/Bulk/T{index:04}")
+}
+
+#[tokio::test]
+async fn two_thousand_tags_take_their_retained_values_at_startup_then_live_ones() {
+    // More retained values than a broker queues for an at-least-once subscriber (Mosquitto:
+    // 1,000), so all of them arrive only because the source subscribes at most once.
+    const TAGS: usize = 2_000;
+    let broker = Mosquitto::start();
+    let solution = bulk_plant(&broker, TAGS, |_| {});
     let mut publisher = Publisher::connect(broker.port).await;
     for index in 0..TAGS {
         publisher
-            .publish(&format!("{ROOT}/Plant/Bulk/T{index:04}"), index.to_string(), true)
+            .publish(&bulk_topic(index), index.to_string(), true)
             .await;
     }
     // A round trip through the broker: every retained value is stored once it returns.
@@ -710,16 +721,74 @@ async fn two_thousand_tags_take_their_retained_values_at_startup_then_live_ones(
     until_bulk(&runtime, TAGS, |index| index as f64, "took its retained value").await;
     for index in 0..TAGS {
         publisher
-            .publish(
-                &format!("{ROOT}/Plant/Bulk/T{index:04}"),
-                (index + 1).to_string(),
-                false,
-            )
+            .publish(&bulk_topic(index), (index + 1).to_string(), false)
             .await;
     }
     #[expect(clippy::cast_precision_loss, reason = "small test numbers")]
     until_bulk(&runtime, TAGS, |index| (index + 1) as f64, "took its live value").await;
-    assert_eq!(runtime.source_statuses()[0].tags, TAGS);
+    let status = runtime.source_statuses().remove(0);
+    assert_eq!(status.tags, TAGS);
+    assert_eq!(
+        status.messages,
+        2 * TAGS as u64,
+        "each value counted once: {status:?}"
+    );
+    assert!(status.errors.is_empty(), "{status:?}");
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_burst_is_read_in_order_and_each_value_and_refusal_counted_once() {
+    // Rounds of values for every tag sent back to back, with a refused and an unbound message
+    // in each round: the source reads what arrived together as one batch, and must leave each
+    // tag with its last value and count every message once.
+    const TAGS: usize = 400;
+    const ROUNDS: usize = 4;
+    let broker = Mosquitto::start();
+    let solution = bulk_plant(&broker, TAGS, |model| uns(model, "Tank1.Level"));
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).await.expect("starts");
+    until_connected(&runtime).await;
+    let counts = std::sync::Arc::clone(&runtime.source_counts()[0]);
+    let publisher = Publisher::connect(broker.port).await;
+    for round in 0..ROUNDS {
+        for index in 0..TAGS {
+            publisher
+                .publish(&bulk_topic(index), (round * TAGS + index).to_string(), false)
+                .await;
+        }
+        publisher.publish(&level_topic(1), "full", false).await;
+        publisher
+            .publish(&format!("{ROOT}/Plant/Elsewhere/Value"), "1", false)
+            .await;
+        publisher
+            .publish(&level_topic(1), (round + 50).to_string(), false)
+            .await;
+    }
+    #[expect(clippy::cast_precision_loss, reason = "small test numbers")]
+    until_bulk(
+        &runtime,
+        TAGS,
+        |index| ((ROUNDS - 1) * TAGS + index) as f64,
+        "took the last round's value",
+    )
+    .await;
+    until(
+        &runtime,
+        "Tank1.Level",
+        |value, quality| *value == TagValue::Number((ROUNDS + 49) as f64) && quality == Quality::GOOD,
+        "took the last round's value",
+    )
+    .await;
+    let values = ((TAGS + 1) * ROUNDS) as u64;
+    assert_eq!(counts.messages(), values, "each value counted once");
+    let status = runtime.source_statuses().remove(0);
+    assert_eq!(status.messages, values, "{status:?}");
+    let rounds = ROUNDS as u64;
+    assert_eq!(status.errors.get("wrong_type"), Some(&rounds), "{status:?}");
+    assert_eq!(status.errors.get("unbound"), Some(&rounds), "{status:?}");
+    assert_eq!(status.errors.len(), 2, "{status:?}");
     shutdown.cancel();
 }
 

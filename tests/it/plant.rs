@@ -94,33 +94,111 @@ async fn simulator_steps_move_values_trip_and_clear_an_alarm_and_record_history(
     .await;
     assert_eq!(active["alarms"][0]["state"], "normal-unacked");
 
+    let recorded = tank1_history(&runtime, low, back).await;
+    assert_eq!(recorded.len(), 3, "one sample per step: {recorded:?}");
+    assert!((recorded[1] - level.value_at(high)).abs() < 0.001);
+    assert_eq!(
+        tank1_alarm_events(&runtime, low, back).await,
+        ["Cleared", "Active"],
+        "newest first"
+    );
+}
+
+/// Tank1.Level's recorded values between `from` and `to`, through the history tool.
+async fn tank1_history(runtime: &Runtime, from: SystemTime, to: SystemTime) -> Vec<f64> {
     let history = tool(
-        &runtime,
+        runtime,
         "runtime_get_tag_history",
-        json!({"tag": "Tank1.Level", "start": rfc3339(low), "end": rfc3339(back)}),
+        json!({"tag": "Tank1.Level", "start": rfc3339(from), "end": rfc3339(to)}),
     )
     .await;
-    let recorded: Vec<f64> = history["samples"]
+    history["samples"]
         .as_array()
         .expect("samples")
         .iter()
         .filter_map(|sample| sample["value"].as_f64())
-        .collect();
-    assert_eq!(recorded.len(), 3, "one sample per step: {history}");
-    assert!((recorded[1] - level.value_at(high)).abs() < 0.001);
+        .collect()
+}
+
+/// The kinds of Tank1.Level's alarm events between `from` and `to`, newest first, through the
+/// alarm-history tool.
+async fn tank1_alarm_events(runtime: &Runtime, from: SystemTime, to: SystemTime) -> Vec<String> {
     let alarms = tool(
-        &runtime,
+        runtime,
         "runtime_query_alarm_history",
-        json!({"tag": "Tank1.Level", "start": rfc3339(low), "end": rfc3339(back)}),
+        json!({"tag": "Tank1.Level", "start": rfc3339(from), "end": rfc3339(to)}),
     )
     .await;
-    let kinds: Vec<&str> = alarms["events"]
+    alarms["events"]
         .as_array()
         .expect("events")
         .iter()
-        .filter_map(|event| event["event"].as_str())
-        .collect();
-    assert_eq!(kinds, ["Cleared", "Active"], "newest first");
+        .filter_map(|event| event["event"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_batch_of_writes_is_applied_in_order_recorded_and_announced_once() {
+    let solution = Solution::demo();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let plant = runtime.plant();
+    let mut changes = plant.reader().changes();
+    let changes_before = *changes.borrow_and_update();
+    let version_before = plant.objects().tag("Tank1.Level").expect("tag").version();
+    // Six hours back: clear of the two hours of history `init --demo` seeded.
+    let high = SystemTime::now() - Duration::from_secs(6 * 3600);
+    let back = high + Duration::from_secs(1);
+    let write = |tag, value, quality, time| plant::TagWrite {
+        tag,
+        value,
+        quality,
+        time,
+    };
+    let written = plant.write_batch([
+        write("Tank1.Level", TagValue::Number(99.0), Quality::GOOD, high),
+        write("No.Such.Tag", TagValue::Number(1.0), Quality::GOOD, high),
+        write("Pump1.Mode", TagValue::Number(1.0), Quality::GOOD, high),
+        write("Tank1.Level", TagValue::Number(40.0), Quality::UNCERTAIN, back),
+    ]);
+
+    assert_eq!(written.written, 2);
+    assert_eq!(
+        written
+            .refused
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "unknown tag \"No.Such.Tag\"",
+            "tag \"Pump1.Mode\" holds Text values"
+        ]
+    );
+    let level = plant.objects().tag("Tank1.Level").expect("tag").current();
+    assert_eq!(
+        (level.value.clone(), level.quality, level.timestamp),
+        (TagValue::Number(40.0), Quality::UNCERTAIN, back),
+        "the last write of the tag is its value"
+    );
+    assert_eq!(
+        plant.objects().tag("Tank1.Level").expect("tag").version() - version_before,
+        2,
+        "each write counts"
+    );
+    assert_eq!(
+        changes.borrow_and_update().wrapping_sub(changes_before),
+        1,
+        "the watchers are told once"
+    );
+    assert_eq!(
+        tank1_history(&runtime, high, back).await,
+        [99.0, 40.0],
+        "both recorded (the quality changed)"
+    );
+    assert_eq!(
+        tank1_alarm_events(&runtime, high, back).await,
+        ["Cleared", "Active"],
+        "newest first"
+    );
 }
 
 #[tokio::test]

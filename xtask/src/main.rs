@@ -20,6 +20,12 @@
 
 use anyhow::{Context, bail};
 
+/// The allocator tserver's binary ships with (mimalloc, no transparent huge pages): the
+/// in-process measuring sides run tserver's code (`mqtt-bench` a whole runtime), so they must
+/// measure it with the allocator it runs on. The reference server shares it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod ci;
 mod fuzz;

@@ -126,6 +126,22 @@ pub(crate) fn cpu_time(pid: u32) -> Option<CpuTime> {
     })
 }
 
+/// CPU time this process's threads have run so far, in seconds: the scheduler's nanosecond
+/// counts (`/proc/self/task/*/schedstat`), not `/proc`'s 10 ms ticks, so a window of a fraction
+/// of a second reads true. A thread that has ended is no longer counted: read it around work
+/// done by threads that outlive the window (a runtime's workers).
+pub(crate) fn own_cpu_seconds() -> Option<f64> {
+    let mut nanos: u64 = 0;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            // The thread ended since the directory was read.
+            continue;
+        };
+        nanos += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(nanos as f64 / 1e9)
+}
+
 /// Runs `program` with `args` to completion, its standard output dropped (for admin commands
 /// such as `tserver init` and `tserver settings set`); an error when it fails.
 pub(crate) fn run_quietly(program: &Path, args: &[&str]) -> anyhow::Result<()> {

@@ -34,6 +34,79 @@ struct Queue {
     dropped: u64,
 }
 
+impl Queue {
+    /// See [`Historian::record`].
+    fn record(&mut self, tag: &str, sample: &TagSample, deadband: f64) {
+        let value = sample.value.as_f64();
+        if let Some((last_time, last_quality, last_value)) = self.last_recorded.get(tag) {
+            let recent = sample
+                .timestamp
+                .duration_since(*last_time)
+                .is_ok_and(|since| since < SAMPLE_INTERVAL);
+            let within_deadband = match (value, last_value) {
+                (Some(value), Some(last)) => (value - last).abs() < deadband,
+                _ => false,
+            };
+            if (recent || within_deadband) && *last_quality == sample.quality {
+                return;
+            }
+        }
+        let tag: Arc<str> = match self.last_recorded.get_key_value(tag) {
+            Some((known, _)) => Arc::clone(known),
+            None => Arc::from(tag),
+        };
+        self.last_recorded
+            .insert(Arc::clone(&tag), (sample.timestamp, sample.quality, value));
+        self.samples.push(PendingSample {
+            tag,
+            time: sample.timestamp,
+            value: sample.value.clone(),
+            quality: sample.quality,
+        });
+        if self.samples.len() > MAX_QUEUED {
+            let excess = self.samples.len() - MAX_QUEUED;
+            self.samples.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    /// See [`Historian::record_events`].
+    fn record_events(&mut self, events: impl IntoIterator<Item = AlarmEvent>) {
+        self.events.extend(events);
+        if self.events.len() > MAX_QUEUED {
+            let excess = self.events.len() - MAX_QUEUED;
+            self.events.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+}
+
+/// The rows one batch of writes queues: the historian's queue is locked at the first and held
+/// to the end of the batch (a flush waits for one batch at most).
+#[derive(Debug)]
+pub(crate) struct Recording<'a> {
+    historian: &'a Historian,
+    queue: Option<MutexGuard<'a, Queue>>,
+}
+
+impl Recording<'_> {
+    fn queue(&mut self) -> &mut Queue {
+        self.queue.get_or_insert_with(|| self.historian.queue())
+    }
+
+    /// See [`Historian::record`].
+    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, deadband: f64) {
+        self.queue().record(tag, sample, deadband);
+    }
+
+    /// Queues `events` (nothing is locked when there are none).
+    pub(crate) fn record_events(&mut self, events: Vec<AlarmEvent>) {
+        if !events.is_empty() {
+            self.queue().record_events(events);
+        }
+    }
+}
+
 /// The historian of one solution.
 #[derive(Debug)]
 pub struct Historian {
@@ -89,49 +162,20 @@ impl Historian {
     /// Queues a tag sample, unless, with the same quality as the last one recorded, it comes
     /// less than [`SAMPLE_INTERVAL`] after it or its value moved less than `deadband` from it.
     pub fn record(&self, tag: &str, sample: &TagSample, deadband: f64, _: &WriteCapability) {
-        let mut queue = self.queue();
-        let value = sample.value.as_f64();
-        if let Some((last_time, last_quality, last_value)) = queue.last_recorded.get(tag) {
-            let recent = sample
-                .timestamp
-                .duration_since(*last_time)
-                .is_ok_and(|since| since < SAMPLE_INTERVAL);
-            let within_deadband = match (value, last_value) {
-                (Some(value), Some(last)) => (value - last).abs() < deadband,
-                _ => false,
-            };
-            if (recent || within_deadband) && *last_quality == sample.quality {
-                return;
-            }
-        }
-        let tag: Arc<str> = match queue.last_recorded.get_key_value(tag) {
-            Some((known, _)) => Arc::clone(known),
-            None => Arc::from(tag),
-        };
-        queue
-            .last_recorded
-            .insert(Arc::clone(&tag), (sample.timestamp, sample.quality, value));
-        queue.samples.push(PendingSample {
-            tag,
-            time: sample.timestamp,
-            value: sample.value.clone(),
-            quality: sample.quality,
-        });
-        if queue.samples.len() > MAX_QUEUED {
-            let excess = queue.samples.len() - MAX_QUEUED;
-            queue.samples.drain(..excess);
-            queue.dropped += excess as u64;
-        }
+        self.queue().record(tag, sample, deadband);
     }
 
     /// Queues alarm transitions.
     pub fn record_events(&self, events: impl IntoIterator<Item = AlarmEvent>, _: &WriteCapability) {
-        let mut queue = self.queue();
-        queue.events.extend(events);
-        if queue.events.len() > MAX_QUEUED {
-            let excess = queue.events.len() - MAX_QUEUED;
-            queue.events.drain(..excess);
-            queue.dropped += excess as u64;
+        self.queue().record_events(events);
+    }
+
+    /// What one batch of writes queues, under one lock taken at its first row (a batch that
+    /// records nothing takes none).
+    pub(crate) fn recording(&self, _: &WriteCapability) -> Recording<'_> {
+        Recording {
+            historian: self,
+            queue: None,
         }
     }
 

@@ -29,9 +29,9 @@ mod plant;
 mod runtime;
 mod sources;
 
-pub use plant::{Instance, Plant, PlantLibrary, PlantReader, WriteCapability};
+pub use plant::{BatchWritten, Instance, Plant, PlantLibrary, PlantReader, TagWrite, WriteCapability};
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use sources::{
-    BrowsedNode, OpcUaAccess, OpcUaAccessError, SKELETON_MAX_VARIABLES, Skeleton, SourceStatus,
+    BrowsedNode, OpcUaAccess, OpcUaAccessError, SKELETON_MAX_VARIABLES, Skeleton, SourceCounts, SourceStatus,
     TrustedCertificate,
 };

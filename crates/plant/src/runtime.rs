@@ -163,6 +163,12 @@ impl Runtime {
         self.sources.statuses()
     }
 
+    /// Each running source's counts of values read, to be watched without a lock (a plant
+    /// import that changes the sources starts new ones, counted afresh).
+    pub fn source_counts(&self) -> Vec<Arc<crate::sources::SourceCounts>> {
+        self.sources.counts()
+    }
+
     /// Publishes an operator's write of `tag` to the field through `source`, answered when its
     /// broker acknowledges it.
     pub(crate) async fn write_to_field(

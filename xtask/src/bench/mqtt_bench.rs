@@ -23,7 +23,7 @@ use tserver_tests::mosquitto::{Mosquitto, Publisher};
 use super::latencies::Latencies;
 use super::report::Results;
 use super::verdicts::{self, Verdicts};
-use crate::processes::{cpu_seconds, measuring_side, rss_bytes, run_quietly};
+use crate::processes::{measuring_side, own_cpu_seconds, rss_bytes, run_quietly};
 
 /// The topic root of the bench source.
 const ROOT: &str = "M";
@@ -124,7 +124,7 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
     // A round trip through the broker: every retained value is stored once it returns.
     publisher.subscribe(&format!("{ROOT}-ready")).await;
 
-    let mut bare = Vec::new();
+    let mut bare: Vec<IngestRun> = Vec::new();
     let mut ours = Vec::new();
     let mut kept = None;
     for round in 0..plan.rounds {
@@ -135,7 +135,7 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
         ours.push(run);
         kept = runtime;
     }
-    let best_bare = bare.iter().copied().fold(f64::INFINITY, f64::min);
+    let best_bare = bare.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
     let best_ours = ours.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
     let first = ours.first().context("at least one round")?;
     let (runtime, shutdown) = kept.context("the last round's server")?;
@@ -144,11 +144,12 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
     shutdown.cancel();
     Ok(json!({
         "tags": plan.tags,
-        "bareSeconds": bare,
+        "bareSeconds": bare.iter().map(|run| run.seconds).collect::<Vec<_>>(),
         "tserverSeconds": ours.iter().map(|run| run.seconds).collect::<Vec<_>>(),
         "bareUpdatesPerSecond": plan.tags as f64 / best_bare,
         "tserverUpdatesPerSecond": plan.tags as f64 / best_ours,
         "cpuUsPerUpdate": ours.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
+        "bareCpuUsPerUpdate": bare.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
         "plantBytes": first.plant_bytes,
         "sourceBytes": first.source_bytes,
         "freshness": freshness,
@@ -156,18 +157,20 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
 }
 
 /// A bare rumqttc subscriber (MQTT 5, the sources' options) reading every retained value:
-/// seconds from its connection to the last one.
-async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<f64> {
+/// seconds from its connection to the last one, and the process's CPU meanwhile.
+async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<IngestRun> {
     let mut options = MqttOptions::new(format!("bench-bare-{round}"), "127.0.0.1", port);
     options.set_keep_alive(Duration::from_secs(30));
     options.set_max_packet_size(Some(MAX_PACKET_BYTES));
     let (client, mut events) = AsyncClient::new(options, 1024);
     let mut started = None;
+    let mut cpu_start = 0.0;
     let mut received = 0;
     while received < tags {
         match events.poll().await.context("the bare subscriber's connection")? {
             Event::Incoming(Packet::ConnAck(_)) => {
                 started = Some(Instant::now());
+                cpu_start = own_cpu_seconds().unwrap_or(0.0);
                 client.try_subscribe(format!("{ROOT}/#"), QoS::AtMostOnce)?;
             }
             Event::Incoming(Packet::Publish(_)) => received += 1,
@@ -175,13 +178,19 @@ async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<f64
         }
     }
     let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
+    let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu_start;
     let _ = client.try_disconnect();
     // Let the event loop send the disconnect before it is dropped.
     let _ = tokio::time::timeout(Duration::from_millis(100), events.poll()).await;
-    Ok(seconds)
+    Ok(IngestRun {
+        seconds,
+        cpu_us_per_update: cpu * 1e6 / tags as f64,
+        plant_bytes: 0,
+        source_bytes: 0,
+    })
 }
 
-/// One tserver ingestion round.
+/// One ingestion round (the bare subscriber's has no memory figures).
 struct IngestRun {
     seconds: f64,
     cpu_us_per_update: f64,
@@ -203,32 +212,34 @@ async fn tserver_ingest(
     let opened = rss_bytes(pid).unwrap_or(0);
     let shutdown = CancellationToken::new();
     runtime.start_sources(&shutdown).await?;
+    // Watched through the source's own counters, which take no lock its task would wait on.
+    let counts = runtime
+        .source_counts()
+        .into_iter()
+        .next()
+        .context("the bench source")?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut started = None;
     let mut cpu_start = 0.0;
     loop {
-        let status = runtime
-            .source_statuses()
-            .into_iter()
-            .next()
-            .context("the bench source")?;
-        if started.is_none() && status.connected {
+        if started.is_none() && counts.connected() {
             started = Some(Instant::now());
-            cpu_start = cpu_seconds(pid).unwrap_or(0.0);
+            cpu_start = own_cpu_seconds().unwrap_or(0.0);
         }
-        if status.messages >= tags as u64 {
+        if counts.messages() >= tags as u64 {
             break;
         }
         if Instant::now() > deadline {
             bail!(
-                "tserver applied {} of {tags} values in 120 s: {status:?}",
-                status.messages
+                "tserver applied {} of {tags} values in 120 s: {:?}",
+                counts.messages(),
+                runtime.source_statuses()
             );
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
-    let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_start;
+    let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu_start;
     let run = IngestRun {
         seconds,
         cpu_us_per_update: cpu * 1e6 / tags as f64,
@@ -399,9 +410,13 @@ pub(crate) fn judge(
         fresh["applied"].as_u64() == fresh["updates"].as_u64(),
     );
     let cpu_per_update = mqtt["cpuUsPerUpdate"].as_f64().unwrap_or(f64::INFINITY);
+    let bare_cpu = mqtt["bareCpuUsPerUpdate"].as_f64().unwrap_or(0.0);
     verdicts.judge(
         "tserver CPU per MQTT update (ingestion)".to_owned(),
-        format!("{cpu_per_update:.2} us"),
+        format!(
+            "{cpu_per_update:.2} us vs bare rumqttc {bare_cpu:.2} us = {:.2}x",
+            cpu_per_update / bare_cpu
+        ),
         verdicts::MQTT_CPU,
         cpu_per_update,
         true,

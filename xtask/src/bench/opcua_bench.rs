@@ -28,7 +28,7 @@ use super::harness::source_reading;
 use super::latencies::Latencies;
 use super::report::Results;
 use super::verdicts::{self, Verdicts};
-use crate::processes::{cpu_seconds, measuring_side, run_quietly};
+use crate::processes::{measuring_side, own_cpu_seconds, run_quietly};
 
 /// The sampling and publishing interval both clients ask for (ms): async-opcua's server
 /// samples and publishes no faster, and plants commonly use it.
@@ -347,11 +347,10 @@ async fn bare_run(server: &mut OpcUaServer, out_dir: &Path, plan: OpcUaPlan) -> 
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let pid = std::process::id();
     let mark = || Mark {
         applied: counted.load(Ordering::Relaxed),
         coalesced: 0,
-        cpu: cpu_seconds(pid).unwrap_or(0.0),
+        cpu: own_cpu_seconds().unwrap_or(0.0),
         at: Instant::now(),
     };
     let (start, end) = load_window(server, plan, mark, |on| timing.store(on, Ordering::Relaxed)).await;
@@ -422,13 +421,12 @@ async fn tserver_run(
     plan: OpcUaPlan,
 ) -> anyhow::Result<(Value, tserver::Runtime, CancellationToken)> {
     let (plant, shutdown) = source_reading(solution, plan.variables as u64).await?;
-    let pid = std::process::id();
     let mark = || {
         let status = plant.source_statuses().into_iter().next().unwrap_or_default();
         Mark {
             applied: status.messages,
             coalesced: status.coalesced,
-            cpu: cpu_seconds(pid).unwrap_or(0.0),
+            cpu: own_cpu_seconds().unwrap_or(0.0),
             at: Instant::now(),
         }
     };

@@ -421,34 +421,48 @@ impl ObjectModel {
         value: TagValue,
         quality: Quality,
         time: SystemTime,
-        _: &WriteCapability,
+        capability: &WriteCapability,
     ) -> Result<Vec<AlarmEvent>, WriteError> {
         let tag = self
             .tag(name_or_path)
             .ok_or_else(|| WriteError::UnknownTag(name_or_path.to_owned()))?;
-        if !value.is(tag.definition.kind) {
+        let sample = TagSample {
+            value,
+            quality,
+            timestamp: time,
+        };
+        self.write_tag(tag, sample, capability).map(|(_, events)| events)
+    }
+
+    /// [`write_at`](Self::write_at) of a tag already found: returns the sample as stored (for
+    /// the historian) with the alarm transitions.
+    pub(crate) fn write_tag(
+        &self,
+        tag: &Tag,
+        sample: TagSample,
+        _: &WriteCapability,
+    ) -> Result<(Arc<TagSample>, Vec<AlarmEvent>), WriteError> {
+        if !sample.value.is(tag.definition.kind) {
             return Err(WriteError::WrongType {
                 name: tag.definition.name.clone(),
                 expected: tag.definition.kind,
             });
         }
-        let number = value.as_f64().filter(|_| quality != Quality::BAD);
-        let sample = Arc::new(TagSample {
-            value,
-            quality,
-            timestamp: time,
-        });
+        let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD);
+        let time = sample.timestamp;
+        let sample = Arc::new(sample);
         tag.note_good(&sample);
-        tag.current.store(sample);
+        tag.current.store(Arc::clone(&sample));
         tag.version.fetch_add(1, Ordering::Release);
         let Some(number) = number else {
-            return Ok(Vec::new());
+            return Ok((sample, Vec::new()));
         };
-        Ok(self
+        let events = self
             .alarms_of(&tag.definition.name)
             .iter()
             .filter_map(|alarm| alarm.evaluate(number, time))
-            .collect())
+            .collect();
+        Ok((sample, events))
     }
 
     /// Acknowledges an alarm by name; `Ok(None)` when it had nothing to acknowledge.

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 pub use self::library::{Instance, PlantLibrary};
 use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
-use crate::historian::Historian;
+use crate::historian::{Historian, Recording};
 use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
 use plant_model::{AlarmEvent, Quality, TagValue};
 
@@ -142,23 +142,46 @@ impl Plant {
         quality: Quality,
         time: SystemTime,
     ) -> Result<Vec<AlarmEvent>, WriteError> {
-        let sample = TagSample {
-            value: value.clone(),
-            quality,
-            timestamp: time,
-        };
         let objects = self.objects.load();
-        let events = objects.write_at(tag, value, quality, time, &WRITE)?;
-        if let Some(written) = objects.tag(tag) {
-            let definition = written.definition();
-            if definition.history {
-                self.historian
-                    .record(&definition.name, &sample, definition.history_deadband, &WRITE);
-            }
-        }
-        self.historian.record_events(events.iter().cloned(), &WRITE);
+        let mut recording = self.historian.recording(&WRITE);
+        let events = write_one(
+            &objects,
+            &mut recording,
+            TagWrite {
+                tag,
+                value,
+                quality,
+                time,
+            },
+        )?;
+        recording.record_events(events.clone());
+        drop(recording);
         self.changed();
         Ok(events)
+    }
+
+    /// Writes every tag of `writes` as [`write_at`](Self::write_at) does, in order, as one
+    /// change: the object model is loaded once, the historian's queue locked at most once, and
+    /// the plant's watchers told once. Returns how many were written and why the others were
+    /// refused.
+    pub fn write_batch<'a>(&self, writes: impl IntoIterator<Item = TagWrite<'a>>) -> BatchWritten {
+        let objects = self.objects.load();
+        let mut recording = self.historian.recording(&WRITE);
+        let mut written = BatchWritten::default();
+        for write in writes {
+            match write_one(&objects, &mut recording, write) {
+                Ok(events) => {
+                    recording.record_events(events);
+                    written.written += 1;
+                }
+                Err(error) => written.refused.push(error),
+            }
+        }
+        drop(recording);
+        if written.written > 0 {
+            self.changed();
+        }
+        written
     }
 
     /// Applies an acknowledgement another node made (read from the shared history, where that
@@ -188,4 +211,49 @@ impl Plant {
         }
         Ok(acknowledged)
     }
+}
+
+/// One write of [`Plant::write_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagWrite<'a> {
+    /// The tag's dotted name or UNS path.
+    pub tag: &'a str,
+    /// The new value.
+    pub value: TagValue,
+    /// Its quality.
+    pub quality: Quality,
+    /// When the value was taken.
+    pub time: SystemTime,
+}
+
+/// What [`Plant::write_batch`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct BatchWritten {
+    /// Writes applied.
+    pub written: u64,
+    /// Why each of the others was refused, in order.
+    pub refused: Vec<WriteError>,
+}
+
+/// Writes one tag into `objects` and queues its sample in `recording` when the tag keeps
+/// history; returns the alarm transitions for the caller to record.
+fn write_one(
+    objects: &ObjectModel,
+    recording: &mut Recording<'_>,
+    write: TagWrite<'_>,
+) -> Result<Vec<AlarmEvent>, WriteError> {
+    let tag = objects
+        .tag(write.tag)
+        .ok_or_else(|| WriteError::UnknownTag(write.tag.to_owned()))?;
+    let sample = TagSample {
+        value: write.value,
+        quality: write.quality,
+        timestamp: write.time,
+    };
+    let (sample, events) = objects.write_tag(tag, sample, &WRITE)?;
+    let definition = tag.definition();
+    if definition.history {
+        recording.record(&definition.name, &sample, definition.history_deadband);
+    }
+    Ok(events)
 }

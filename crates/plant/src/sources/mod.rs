@@ -32,7 +32,7 @@ pub(crate) mod payload;
 mod sparkplug;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -40,7 +40,7 @@ use plant_model::{PlantModel, SourceKind, SourceSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::plant::Plant;
+use crate::plant::{Plant, TagWrite};
 use plant_model::{TagType, TagValue};
 use store::{SolutionError, Store};
 
@@ -172,33 +172,106 @@ async fn report(store: Arc<Store>, board: SourceBoard, shutdown: CancellationTok
     }
 }
 
+/// The counts of one source that change with every value (and whether it is connected),
+/// kept apart from its status so that neither its task nor a reader takes a lock for them.
+#[derive(Debug, Default)]
+pub struct SourceCounts {
+    connected: AtomicBool,
+    messages: AtomicU64,
+    coalesced: AtomicU64,
+}
+
+impl SourceCounts {
+    /// Whether the source is connected now.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    /// Messages (values) read into the plant so far.
+    pub fn messages(&self) -> u64 {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    /// Values replaced by a newer one before they were read, so far.
+    pub fn coalesced(&self) -> u64 {
+        self.coalesced.load(Ordering::Relaxed)
+    }
+
+    fn set_connected(&self, connected: bool) {
+        self.connected.store(connected, Ordering::Release);
+    }
+
+    fn add_messages(&self, count: u64) {
+        self.messages.fetch_add(count, Ordering::Relaxed);
+    }
+
+    fn add_coalesced(&self, count: u64) {
+        self.coalesced.fetch_add(count, Ordering::Relaxed);
+    }
+}
+
+/// One source on the board: its status, and the counts kept outside the lock.
+#[derive(Debug)]
+struct Entry {
+    status: SourceStatus,
+    counts: Arc<SourceCounts>,
+}
+
 /// The shared status of every source, updated by their tasks.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SourceBoard {
-    statuses: Arc<Mutex<Vec<SourceStatus>>>,
+    entries: Arc<Mutex<Vec<Entry>>>,
 }
 
 impl SourceBoard {
     /// Every source's status now.
     pub(crate) fn statuses(&self) -> Vec<SourceStatus> {
-        self.lock().clone()
+        self.lock()
+            .iter()
+            .map(|entry| SourceStatus {
+                connected: entry.counts.connected(),
+                messages: entry.counts.messages(),
+                coalesced: entry.counts.coalesced(),
+                ..entry.status.clone()
+            })
+            .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SourceStatus>> {
+    /// Every source's counts, to be read without a lock.
+    pub(crate) fn counts(&self) -> Vec<Arc<SourceCounts>> {
+        self.lock()
+            .iter()
+            .map(|entry| Arc::clone(&entry.counts))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
         // Plain counters changed in single steps: a panic elsewhere leaves them usable.
-        self.statuses.lock().unwrap_or_else(PoisonError::into_inner)
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn register(&self, status: SourceStatus) -> usize {
-        let mut statuses = self.lock();
-        statuses.push(status);
-        statuses.len() - 1
+        let mut entries = self.lock();
+        entries.push(Entry {
+            status,
+            counts: Arc::default(),
+        });
+        entries.len() - 1
     }
 
     fn update(&self, index: usize, change: impl FnOnce(&mut SourceStatus)) {
-        if let Some(status) = self.lock().get_mut(index) {
-            change(status);
+        if let Some(entry) = self.lock().get_mut(index) {
+            change(&mut entry.status);
         }
+    }
+
+    /// The counts of source `index` (fresh ones, counted nowhere, for an index not
+    /// registered).
+    fn counts_of(&self, index: usize) -> Arc<SourceCounts> {
+        self.lock()
+            .get(index)
+            .map(|entry| Arc::clone(&entry.counts))
+            .unwrap_or_default()
     }
 
     /// Counts an error of kind `kind` for source `index` and keeps it as its last.
@@ -243,6 +316,37 @@ fn lower_quality(plant: &Plant, tag: &str, quality: plant_model::Quality) {
             let _ = plant.write_at(tag, current.value.clone(), quality, current.timestamp);
         }
     }
+}
+
+/// A value read from the field for the bound tag at `position`, waiting for its batch's write.
+#[derive(Debug)]
+struct Reading {
+    position: usize,
+    value: TagValue,
+    quality: plant_model::Quality,
+    time: SystemTime,
+}
+
+/// Writes `readings` into the plant as one batch (emptying it, its capacity kept), the tag of
+/// each named by `tag_of`, and counts what was written; returns why the others were refused (a
+/// reload between the binding and now removed or retyped the tag).
+fn write_readings<'a>(
+    plant: &Plant,
+    readings: &mut Vec<Reading>,
+    tag_of: impl Fn(usize) -> &'a str,
+    counts: &SourceCounts,
+) -> Vec<crate::objects::WriteError> {
+    if readings.is_empty() {
+        return Vec::new();
+    }
+    let written = plant.write_batch(readings.drain(..).map(|reading| TagWrite {
+        tag: tag_of(reading.position),
+        value: reading.value,
+        quality: reading.quality,
+        time: reading.time,
+    }));
+    counts.add_messages(written.written);
+    written.refused
 }
 
 /// An operator's write on its way to the field.
@@ -305,6 +409,15 @@ impl Sources {
     /// Every source's status now.
     pub(crate) fn statuses(&self) -> Vec<SourceStatus> {
         self.current().board.statuses()
+    }
+
+    /// Every running source's counts, to be read without a lock (until the sources restart).
+    pub(crate) fn counts(&self) -> Vec<Arc<SourceCounts>> {
+        self.generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .board
+            .counts()
     }
 
     /// Publishes a write of `tag` to the field through source `source` and waits (at most

@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::reconnect::{Backoff, pause_refusing_writes};
 use super::{
-    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
+    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, SourceCounts, WriteFeed,
+    lower_quality,
 };
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
@@ -60,6 +61,8 @@ pub(crate) struct ModbusSource {
     plant: Plant,
     board: SourceBoard,
     index: usize,
+    /// Its counts on the board, kept outside the board's lock.
+    counts: Arc<SourceCounts>,
     writes: mpsc::Receiver<FieldWrite>,
     connected: Arc<AtomicBool>,
 }
@@ -97,6 +100,7 @@ impl ModbusSource {
             points,
             reads,
             plant,
+            counts: board.counts_of(index),
             board,
             index,
             writes: feed.writes,
@@ -116,7 +120,7 @@ impl ModbusSource {
                 lost = self.connected_session() => lost,
             };
             self.connected.store(false, Ordering::Release);
-            self.board.update(self.index, |status| status.connected = false);
+            self.counts.set_connected(false);
             self.mark_bad(0..self.reads.len());
             self.note_error("connection", lost.0.clone());
             tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the Modbus device; its tags are Bad until it is back");
@@ -147,7 +151,7 @@ impl ModbusSource {
         let _ = stream.set_nodelay(true);
         let mut context = tokio_modbus::client::tcp::attach_slave(stream, Slave(self.spec.unit));
         self.connected.store(true, Ordering::Release);
-        self.board.update(self.index, |status| status.connected = true);
+        self.counts.set_connected(true);
         tracing::info!(source = %self.spec.name, device = %self.address, "connected to the Modbus device");
         let mut poll = tokio::time::interval(Duration::from_millis(self.spec.poll_interval));
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -269,7 +273,7 @@ impl ModbusSource {
             (FieldValue::Number(number), _) => TagValue::Number(number),
         };
         match self.plant.write_at(&bound.tag, value, Quality::GOOD, now) {
-            Ok(_) => self.board.update(self.index, |status| status.messages += 1),
+            Ok(_) => self.counts.add_messages(1),
             // A reload between the binding and now: the tag is gone or retyped.
             Err(error) => self.note_error("wrong_type", error.to_string()),
         }

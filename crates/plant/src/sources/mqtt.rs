@@ -19,11 +19,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::FutureExt;
+
 use plant_model::SourceSpec;
 use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Packet, PubAck, PubAckReason};
-use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use rumqttc::v5::{AsyncClient, ConnectionError, Event, EventLoop, MqttOptions};
 use rumqttc::{NetworkOptions, TlsConfiguration, Transport};
 use sparkplug::{DecodeError, Decoded, MessageKind, NAMESPACE, RebirthReason, SparkplugDecoder, Target};
 use tokio::sync::{mpsc, oneshot};
@@ -33,7 +35,10 @@ use tserver_tls::rustls;
 use super::payload;
 use super::reconnect::Backoff;
 use super::sparkplug::{metric_value, now_ms, tag_value, time_of};
-use super::{Address, Binding, FieldWrite, FieldWriteError, SourceBoard, WriteFeed, not_connected};
+use super::{
+    Address, Binding, FieldWrite, FieldWriteError, Reading, SourceBoard, SourceCounts, WriteFeed,
+    lower_quality, not_connected, write_readings,
+};
 use crate::log_text::{ClientText, LogBudget, MessageText};
 use crate::plant::Plant;
 use plant_model::{Quality, TagValue};
@@ -69,6 +74,44 @@ fn allowed(budget: &std::sync::Mutex<LogBudget>) -> bool {
 /// Requests (subscriptions, writes, rebirth requests) waiting for the connection.
 const REQUEST_QUEUE: usize = 1024;
 
+/// Events handled in one wake-up at most (those the event loop has already read), their
+/// values written into the plant together: a burst is read at the pace of the socket, and a
+/// write or the shutdown waits for no more than this many.
+const BATCH: usize = 512;
+
+/// The connection's side of the task: the client, its event loop, and where the connection
+/// stands.
+struct Link {
+    client: AsyncClient,
+    events: EventLoop,
+    /// The filters subscribed to on every connection.
+    filters: Vec<String>,
+    backoff: Backoff,
+    connected: bool,
+    connected_since: Option<Instant>,
+    /// The pause before the next connection attempt: writes are still answered during it
+    /// (refused at once), never left waiting behind it.
+    reconnect_at: Option<tokio::time::Instant>,
+}
+
+/// The time of the batch being read, read at its first message that needs it: the messages
+/// of one wake-up arrived together.
+#[derive(Debug, Default, Clone, Copy)]
+struct BatchClock {
+    instant: Option<Instant>,
+    system: Option<SystemTime>,
+}
+
+impl BatchClock {
+    fn instant(&mut self) -> Instant {
+        *self.instant.get_or_insert_with(Instant::now)
+    }
+
+    fn system(&mut self) -> SystemTime {
+        *self.system.get_or_insert_with(SystemTime::now)
+    }
+}
+
 /// A bound tag and when its source last updated it.
 #[derive(Debug)]
 struct Bound {
@@ -101,6 +144,16 @@ pub(crate) struct SourceTask {
     plant: Plant,
     board: SourceBoard,
     index: usize,
+    /// Its counts on the board, kept outside the board's lock.
+    counts: Arc<SourceCounts>,
+    /// The values read since the last flush, in order (kept for its capacity).
+    readings: Vec<Reading>,
+    /// Messages received since the last flush, and the counter they go to.
+    received: u64,
+    received_counter: metrics::Counter,
+    clock: BatchClock,
+    /// A Sparkplug message's bound metrics (index, tag), kept for its capacity.
+    bound_metrics: Vec<(usize, usize)>,
     writes: mpsc::Receiver<FieldWrite>,
     /// Whether the broker connection is up, shared with [`super::Sources::write`], which
     /// refuses a write at once while it is down.
@@ -202,6 +255,12 @@ impl SourceTask {
             by_tag: HashMap::new(),
             decoder: SparkplugDecoder::new(),
             plant,
+            counts: board.counts_of(index),
+            readings: Vec::new(),
+            received: 0,
+            received_counter: metrics::Counter::noop(),
+            clock: BatchClock::default(),
+            bound_metrics: Vec::new(),
             board,
             index,
             writes: feed.writes,
@@ -278,28 +337,32 @@ impl SourceTask {
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        let (mut client, mut events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
+        let (client, events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
         // Until the broker says otherwise, nothing of it is current.
         self.mark_bad(|_| true);
-        let filters = self.filters();
-        let mut backoff = Backoff::new();
-        let mut connected = false;
-        let mut connected_since: Option<Instant> = None;
-        // The pause before the next connection attempt: writes are still answered during it
-        // (refused at once), never left waiting behind it.
-        let mut reconnect_at: Option<tokio::time::Instant> = None;
+        let mut link = Link {
+            client,
+            events,
+            filters: self.filters(),
+            backoff: Backoff::new(),
+            connected: false,
+            connected_since: None,
+            reconnect_at: None,
+        };
+        let pause = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(pause);
         let mut staleness = tokio::time::interval(self.staleness_tick());
         staleness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => break,
-                event = events.poll(), if reconnect_at.is_none() => event,
-                () = tokio::time::sleep_until(reconnect_at.unwrap_or_else(tokio::time::Instant::now)), if reconnect_at.is_some() => {
-                    reconnect_at = None;
+                event = link.events.poll(), if link.reconnect_at.is_none() => event,
+                () = &mut pause, if link.reconnect_at.is_some() => {
+                    link.reconnect_at = None;
                     continue;
                 }
                 Some(write) = self.writes.recv() => {
-                    self.publish_write(&client, connected, write);
+                    self.publish_write(&link.client, link.connected, write);
                     continue;
                 }
                 _ = staleness.tick(), if self.spec.stale_after > 0 => {
@@ -307,78 +370,123 @@ impl SourceTask {
                     continue;
                 }
             };
-            match event {
-                Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                    connected = true;
-                    self.connected.store(true, Ordering::Release);
-                    connected_since = Some(Instant::now());
-                    self.board.update(self.index, |status| status.connected = true);
-                    tracing::info!(source = %self.spec.name, "connected to the broker");
-                    // At most once: values are state (the latest counts, and the broker resends
-                    // retained ones on every subscription), and a broker queues QoS 1 messages
-                    // for a subscriber only up to a limit (Mosquitto: 1,000), dropping the
-                    // rest of a large retained tree.
-                    for filter in &filters {
-                        if let Err(error) = client.try_subscribe(filter.clone(), QoS::AtMostOnce) {
-                            self.note_error("connection", format!("cannot subscribe to {filter}: {error}"));
-                        }
-                    }
-                    // Births are not retained: what the edge nodes hold comes from asking.
-                    self.decoder = SparkplugDecoder::new();
-                    for (group, node) in self.nodes() {
-                        self.ask_rebirth_on_connect(&client, &group, &node);
-                    }
+            self.handle(event, &mut link);
+            // What the event loop has already read (one read from the socket brings many
+            // messages) is handled in the same wake-up, and written into the plant together.
+            for _ in 1..BATCH {
+                if link.reconnect_at.is_some() {
+                    break;
                 }
-                Ok(Event::Incoming(Packet::Publish(message))) => {
-                    metrics::counter!(crate::telemetry::MQTT_MESSAGES).increment(1);
-                    match std::str::from_utf8(&message.topic) {
-                        Ok(topic)
-                            if topic.starts_with(NAMESPACE) && topic[NAMESPACE.len()..].starts_with('/') =>
-                        {
-                            let topic = topic.to_owned();
-                            self.apply_sparkplug(&client, &topic, &message.payload);
-                        }
-                        Ok(topic) => {
-                            let topic = topic.to_owned();
-                            self.apply_uns(&topic, &message.payload);
-                        }
-                        Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
-                    }
-                }
-                // Events of a connection already lost (rumqttc hands them out before the next
-                // ConnAck) are not this connection's: the writes they were for are answered.
-                Ok(Event::Outgoing(Outgoing::Publish(id))) if connected => self.sent(id),
-                Ok(Event::Outgoing(Outgoing::AwaitAck(id))) if connected => {
-                    self.collided = Some((id, self.unsent.pop_front().flatten()));
-                }
-                Ok(Event::Incoming(Packet::PubAck(ack))) if connected => self.acknowledged(&ack),
-                Ok(_) => {}
-                Err(error) => {
-                    self.connected.store(false, Ordering::Release);
-                    // rumqttc keeps a packet-id collision across reconnects (its clean state
-                    // does not clear it), and while it lasts sends nothing it is asked to: no
-                    // subscription, no write would leave again. A new client starts clean.
-                    if self.collided.is_some() {
-                        (client, events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
-                    }
-                    self.unconfirmed();
-                    if connected {
-                        connected = false;
-                        tracing::warn!(source = %self.spec.name, error = %MessageText(&error.to_string()), "lost the broker; its tags are Bad until it is back");
-                        self.board.update(self.index, |status| status.connected = false);
-                        self.mark_bad(|_| true);
-                    }
-                    self.note_error("connection", error.to_string());
-                    let lasted = connected_since
-                        .take()
-                        .map_or(Duration::ZERO, |since| since.elapsed());
-                    reconnect_at = Some(tokio::time::Instant::now() + backoff.after(lasted));
-                }
+                let Some(event) = link.events.poll().now_or_never() else {
+                    break;
+                };
+                self.handle(event, &mut link);
+            }
+            self.flush();
+            if let Some(at) = link.reconnect_at {
+                pause.as_mut().reset(at);
             }
         }
+        self.flush();
         self.connected.store(false, Ordering::Release);
         self.unconfirmed();
-        let _ = client.try_disconnect();
+        let _ = link.client.try_disconnect();
+    }
+
+    /// One event of the connection.
+    fn handle(&mut self, event: Result<Event, ConnectionError>, link: &mut Link) {
+        match event {
+            Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                link.connected = true;
+                self.connected.store(true, Ordering::Release);
+                link.connected_since = Some(Instant::now());
+                self.counts.set_connected(true);
+                // Taken here, not per message (a lookup each time): a recorder installed
+                // after the task started is found at the next connection.
+                self.received_counter = metrics::counter!(crate::telemetry::MQTT_MESSAGES);
+                tracing::info!(source = %self.spec.name, "connected to the broker");
+                // At most once: values are state (the latest counts, and the broker resends
+                // retained ones on every subscription), and a broker queues QoS 1 messages
+                // for a subscriber only up to a limit (Mosquitto: 1,000), dropping the
+                // rest of a large retained tree.
+                for filter in &link.filters {
+                    if let Err(error) = link.client.try_subscribe(filter.clone(), QoS::AtMostOnce) {
+                        self.note_error("connection", format!("cannot subscribe to {filter}: {error}"));
+                    }
+                }
+                // Births are not retained: what the edge nodes hold comes from asking.
+                self.decoder = SparkplugDecoder::new();
+                for (group, node) in self.nodes() {
+                    self.ask_rebirth_on_connect(&link.client, &group, &node);
+                }
+            }
+            Ok(Event::Incoming(Packet::Publish(message))) => {
+                self.received += 1;
+                match std::str::from_utf8(&message.topic) {
+                    Ok(topic)
+                        if topic.starts_with(NAMESPACE) && topic[NAMESPACE.len()..].starts_with('/') =>
+                    {
+                        self.apply_sparkplug(&link.client, topic, &message.payload);
+                    }
+                    Ok(topic) => self.apply_uns(topic, &message.payload),
+                    Err(_) => self.note_error("bad_topic", "a topic that is not UTF-8".to_owned()),
+                }
+            }
+            // Events of a connection already lost (rumqttc hands them out before the next
+            // ConnAck) are not this connection's: the writes they were for are answered.
+            Ok(Event::Outgoing(Outgoing::Publish(id))) if link.connected => self.sent(id),
+            Ok(Event::Outgoing(Outgoing::AwaitAck(id))) if link.connected => {
+                self.collided = Some((id, self.unsent.pop_front().flatten()));
+            }
+            Ok(Event::Incoming(Packet::PubAck(ack))) if link.connected => self.acknowledged(&ack),
+            Ok(_) => {}
+            Err(error) => self.lost(&error, link),
+        }
+    }
+
+    /// The connection failed (or could not be made): its writes are answered, its tags Bad,
+    /// and the next attempt waits for the backoff's pause.
+    fn lost(&mut self, error: &ConnectionError, link: &mut Link) {
+        self.connected.store(false, Ordering::Release);
+        // rumqttc keeps a packet-id collision across reconnects (its clean state does not
+        // clear it), and while it lasts sends nothing it is asked to: no subscription, no
+        // write would leave again. A new client starts clean.
+        if self.collided.is_some() {
+            (link.client, link.events) = AsyncClient::new(self.options.clone(), REQUEST_QUEUE);
+        }
+        self.unconfirmed();
+        if link.connected {
+            link.connected = false;
+            tracing::warn!(source = %self.spec.name, error = %MessageText(&error.to_string()), "lost the broker; its tags are Bad until it is back");
+            self.counts.set_connected(false);
+            self.mark_bad(|_| true);
+        }
+        self.note_error("connection", error.to_string());
+        let lasted = link
+            .connected_since
+            .take()
+            .map_or(Duration::ZERO, |since| since.elapsed());
+        link.reconnect_at = Some(tokio::time::Instant::now() + link.backoff.after(lasted));
+    }
+
+    /// Writes the values read since the last flush into the plant in one batch, and counts
+    /// them and the messages received.
+    fn flush(&mut self) {
+        if self.received > 0 {
+            self.received_counter
+                .increment(std::mem::take(&mut self.received));
+        }
+        self.clock = BatchClock::default();
+        let tags = &self.tags;
+        let refused = write_readings(
+            &self.plant,
+            &mut self.readings,
+            |position| &tags[position].binding.tag,
+            &self.counts,
+        );
+        for error in refused {
+            self.note_error("wrong_type", error.to_string());
+        }
     }
 
     /// The client sent the oldest publish handed to it, as packet `id`.
@@ -453,7 +561,7 @@ impl SourceTask {
         let kind = self.tags[position].binding.kind;
         match payload::read(bytes, kind) {
             Ok(reading) => {
-                let time = reading.timestamp.unwrap_or_else(SystemTime::now);
+                let time = reading.timestamp.unwrap_or_else(|| self.clock.system());
                 self.update(position, reading.value, reading.quality, time);
             }
             Err(error) => self.refuse(topic, error.kind(), &error),
@@ -499,13 +607,18 @@ impl SourceTask {
         let Some(metrics) = self.by_target.get(&decoded.target) else {
             return;
         };
-        let mut updates = Vec::new();
+        let mut bound = std::mem::take(&mut self.bound_metrics);
+        bound.extend(
+            decoded
+                .metrics
+                .iter()
+                .enumerate()
+                .filter_map(|(index, metric)| Some((index, *metrics.get(&metric.name)?))),
+        );
         let mut wrong = Vec::new();
         let mut late = Vec::new();
-        for metric in &decoded.metrics {
-            let Some(&position) = metrics.get(&metric.name) else {
-                continue;
-            };
+        for (index, position) in bound.drain(..) {
+            let metric = &decoded.metrics[index];
             if let Some(millis) = metric
                 .timestamp
                 .filter(|&millis| millis > localai::LAST_RFC3339_MILLIS)
@@ -517,12 +630,13 @@ impl SourceTask {
                 ));
                 continue;
             }
-            let time = metric.timestamp.map_or_else(SystemTime::now, time_of);
+            let time = metric.timestamp.map_or_else(|| self.clock.system(), time_of);
             let kind = self.tags[position].binding.kind;
             match &metric.value {
-                sparkplug::MetricValue::Null => updates.push((position, None, time)),
+                // A null metric: the publisher has no value; keep the last one, Bad.
+                sparkplug::MetricValue::Null => self.set_quality(position, Quality::BAD),
                 value => match tag_value(value, kind) {
-                    Some(value) => updates.push((position, Some(value), time)),
+                    Some(value) => self.update(position, value, Quality::GOOD, time),
                     None => wrong.push(format!(
                         "metric {:?} is {value:?}, not a {}",
                         metric.name,
@@ -531,13 +645,7 @@ impl SourceTask {
                 },
             }
         }
-        for (position, value, time) in updates {
-            match value {
-                Some(value) => self.update(position, value, Quality::GOOD, time),
-                // A null metric: the publisher has no value; keep the last one, Bad.
-                None => self.set_quality(position, Quality::BAD),
-            }
-        }
+        self.bound_metrics = bound;
         for reason in wrong {
             self.refuse(topic, "wrong_type", &reason);
         }
@@ -546,16 +654,18 @@ impl SourceTask {
         }
     }
 
-    /// A new value for the tag at `position`.
+    /// A new value for the tag at `position`, written with the rest of its batch.
     fn update(&mut self, position: usize, value: TagValue, quality: Quality, time: SystemTime) {
+        let now = self.clock.instant();
         let bound = &mut self.tags[position];
-        bound.last_update = Some(Instant::now());
+        bound.last_update = Some(now);
         bound.stale = false;
-        match self.plant.write_at(&bound.binding.tag, value, quality, time) {
-            Ok(_) => self.board.update(self.index, |status| status.messages += 1),
-            // A reload between the binding and now: the tag is gone or retyped.
-            Err(error) => self.note_error("wrong_type", error.to_string()),
-        }
+        self.readings.push(Reading {
+            position,
+            value,
+            quality,
+            time,
+        });
     }
 
     /// Asks edge node `group`/`node` for its births as a connection starts, unless it was
@@ -717,7 +827,7 @@ impl SourceTask {
     }
 
     /// The tags of a dead (or untrusted) node or device: Bad, keeping their values.
-    fn mark_offline(&self, decoded: &Decoded) {
+    fn mark_offline(&mut self, decoded: &Decoded) {
         let whole_node = decoded.kind == MessageKind::NDeath || decoded.target.device.is_none();
         self.mark_bad(|address| match address {
             Address::Sparkplug { target, .. } => {
@@ -730,7 +840,7 @@ impl SourceTask {
     }
 
     /// Marks the bound tags `which` picks Bad, keeping each one's value and its time.
-    fn mark_bad(&self, which: impl Fn(&Address) -> bool) {
+    fn mark_bad(&mut self, which: impl Fn(&Address) -> bool) {
         for position in 0..self.tags.len() {
             if which(&self.tags[position].binding.address) {
                 self.set_quality(position, Quality::BAD);
@@ -753,18 +863,11 @@ impl SourceTask {
         }
     }
 
-    /// Lowers the tag's quality to `quality` (never raises it), keeping value and time.
-    fn set_quality(&self, position: usize, quality: Quality) {
-        let name = &self.tags[position].binding.tag;
-        let objects = self.plant.objects();
-        if let Some(tag) = objects.tag(name) {
-            let current = tag.current();
-            if current.quality.0 > quality.0 {
-                let _ = self
-                    .plant
-                    .write_at(name, current.value.clone(), quality, current.timestamp);
-            }
-        }
+    /// Lowers the tag's quality to `quality` (never raises it), keeping value and time; the
+    /// values read before it are written first, so the tag ends as the messages left it.
+    fn set_quality(&mut self, position: usize, quality: Quality) {
+        self.flush();
+        lower_quality(&self.plant, &self.tags[position].binding.tag, quality);
     }
 }
 

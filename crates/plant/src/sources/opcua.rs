@@ -23,11 +23,15 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
-use opcua::client::{DataChangeCallback, Session, SessionActivity, SessionConnectMode, SessionPollResult};
+use opcua::client::{
+    MonitoredItemMap, OnSubscriptionNotificationCore, Session, SessionActivity, SessionConnectMode,
+    SessionPollResult,
+};
 use opcua::types::{
-    AttributeId, DataChangeFilter, DataChangeTrigger, DataValue, DeadbandType, ExtensionObject,
-    MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId, ReadValueId, StatusCode,
-    TimestampsToReturn, Variant, VariantScalarTypeId, WriteValue,
+    AttributeId, DataChangeFilter, DataChangeNotification, DataChangeTrigger, DataValue, DeadbandType,
+    ExtensionObject, MonitoredItemCreateRequest, MonitoringMode, MonitoringParameters, NodeId,
+    NotificationMessage, ReadValueId, StatusCode, TimestampsToReturn, Variant, VariantScalarTypeId,
+    WriteValue,
 };
 use plant_model::{Quality, SourceSpec, TagType, TagValue};
 use tokio::sync::{Notify, mpsc};
@@ -36,8 +40,8 @@ use tokio_util::sync::CancellationToken;
 use super::opcua_client::{self, CONNECT_TIMEOUT, is_untrusted, untrusted_advice, words};
 use super::reconnect::{Backoff, pause_refusing_writes};
 use super::{
-    Address, Binding, FieldWrite, FieldWriteError, RefusalLines, SourceBoard, WriteFeed, lower_quality,
-    not_connected,
+    Address, Binding, FieldWrite, FieldWriteError, Reading, RefusalLines, SourceBoard, SourceCounts,
+    WriteFeed, lower_quality, not_connected, write_readings,
 };
 use crate::log_text::{LogBudget, MessageText};
 use crate::plant::Plant;
@@ -85,6 +89,10 @@ pub(crate) struct OpcUaSource {
     plant: Plant,
     board: SourceBoard,
     index: usize,
+    /// Its counts on the board, kept outside the board's lock.
+    counts: Arc<SourceCounts>,
+    /// The values of one batch on their way into the plant (kept for its capacity).
+    readings: Vec<Reading>,
     writes: mpsc::Receiver<FieldWrite>,
     connected: Arc<AtomicBool>,
 }
@@ -133,6 +141,8 @@ impl OpcUaSource {
             pki_dir,
             tags,
             plant,
+            counts: board.counts_of(index),
+            readings: Vec::new(),
             board,
             index,
             writes: feed.writes,
@@ -172,8 +182,7 @@ impl OpcUaSource {
 
     fn set_connected(&self, connected: bool) {
         self.connected.store(connected, Ordering::Release);
-        self.board
-            .update(self.index, |status| status.connected = connected);
+        self.counts.set_connected(connected);
     }
 
     /// One session: connects, subscribes, then reads notifications and sends writes until the
@@ -276,7 +285,7 @@ impl OpcUaSource {
     /// Creates the subscription and a monitored item per bound tag, its notifications kept in
     /// `latest`; a node the server refuses makes its tag Bad.
     async fn subscribe(&mut self, session: &Arc<Session>, latest: Arc<Latest>) -> Result<(), String> {
-        let callback = DataChangeCallback::new(move |value, item| latest.put(item.client_handle(), value));
+        let callback = Collector(latest);
         let subscription = session
             .create_subscription(
                 Duration::from_millis(self.spec.publishing_interval),
@@ -316,28 +325,33 @@ impl OpcUaSource {
         Ok(())
     }
 
-    /// Reads a batch of notifications into the plant (emptying `batch`) and counts them with
-    /// the `coalesced` values they replaced.
+    /// Reads a batch of notifications into the plant in one write (emptying `batch`) and
+    /// counts them with the `coalesced` values they replaced.
     fn apply_all(&mut self, batch: &mut Vec<(usize, DataValue)>, coalesced: u64) {
-        let mut applied = 0;
         for (position, value) in batch.drain(..) {
-            if self.apply(position, value) {
-                applied += 1;
+            if let Some(reading) = self.read(position, value) {
+                self.readings.push(reading);
             }
         }
-        if applied > 0 || coalesced > 0 {
-            self.board.update(self.index, |status| {
-                status.messages += applied;
-                status.coalesced += coalesced;
-            });
+        let tags = &self.tags;
+        let refused = write_readings(
+            &self.plant,
+            &mut self.readings,
+            |position| &tags[position].tag,
+            &self.counts,
+        );
+        for error in refused {
+            self.note_error("wrong_type", error.to_string());
+        }
+        if coalesced > 0 {
+            self.counts.add_coalesced(coalesced);
         }
     }
 
-    /// A notification for the tag at `position`; whether its value was read into the plant.
-    fn apply(&mut self, position: usize, value: DataValue) -> bool {
-        let Some(bound) = self.tags.get(position) else {
-            return false;
-        };
+    /// A notification for the tag at `position`: its value to write, or `None` when it only
+    /// lowers the tag's quality (done here) or is refused.
+    fn read(&mut self, position: usize, value: DataValue) -> Option<Reading> {
+        let bound = self.tags.get(position)?;
         let quality = match value.status() {
             status if status.is_good() => Quality::GOOD,
             status if status.is_uncertain() => Quality::UNCERTAIN,
@@ -355,15 +369,14 @@ impl OpcUaSource {
         match converted {
             None => {
                 self.set_quality(position, quality);
-                false
+                None
             }
-            Some(Ok(tag_value)) => match self.plant.write_at(&bound.tag, tag_value, quality, time) {
-                Ok(_) => true,
-                Err(error) => {
-                    self.note_error("wrong_type", error.to_string());
-                    false
-                }
-            },
+            Some(Ok(value)) => Some(Reading {
+                position,
+                value,
+                quality,
+                time,
+            }),
             Some(Err(reason)) => {
                 let message = format!(
                     "tag {:?} ({}) from {}: {reason}",
@@ -373,7 +386,7 @@ impl OpcUaSource {
                 );
                 self.set_quality(position, Quality::BAD);
                 self.refuse("wrong_type", message);
-                false
+                None
             }
         }
     }
@@ -506,25 +519,28 @@ impl Latest {
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps `value` as the latest of the tag at `handle - 1`; a handle the source did not
-    /// give is ignored.
-    fn put(&self, handle: u32, value: DataValue) {
-        let Some(position) = (handle as usize).checked_sub(1) else {
-            return;
-        };
+    /// Keeps each value as the latest of the tag at its `handle - 1` (a handle the source did
+    /// not give is ignored), under one lock, and wakes the task once.
+    fn put_all(&self, values: impl IntoIterator<Item = (u32, DataValue)>) {
         let mut guard = self.lock();
         let slots = &mut *guard;
-        let Some(slot) = slots.values.get_mut(position) else {
-            return;
-        };
-        if slot.replace(value).is_some() {
-            slots.coalesced += 1;
-            return;
+        let was_empty = slots.positions.is_empty();
+        for (handle, value) in values {
+            let Some(position) = (handle as usize).checked_sub(1) else {
+                continue;
+            };
+            let Some(slot) = slots.values.get_mut(position) else {
+                continue;
+            };
+            if slot.replace(value).is_some() {
+                slots.coalesced += 1;
+            } else {
+                slots.positions.push(position);
+            }
         }
-        slots.positions.push(position);
-        let first = slots.positions.len() == 1;
+        let filled = was_empty && !slots.positions.is_empty();
         drop(guard);
-        if first {
+        if filled {
             self.filled.notify_one();
         }
     }
@@ -549,6 +565,24 @@ impl Latest {
         for position in slots.positions.drain(..) {
             slots.values[position] = None;
         }
+    }
+}
+
+/// The subscription's callback: the values of each publish response go into the slots under
+/// one lock, with one wake-up of the task.
+struct Collector(Arc<Latest>);
+
+impl OnSubscriptionNotificationCore for Collector {
+    fn on_subscription_notification(&mut self, notification: NotificationMessage, _: MonitoredItemMap<'_>) {
+        let Some(data) = notification.notification_data else {
+            return;
+        };
+        let changes = data
+            .into_iter()
+            .filter_map(|object| object.into_inner_as::<DataChangeNotification>())
+            .flat_map(|change| change.monitored_items.into_iter().flatten())
+            .map(|item| (item.client_handle, item.value));
+        self.0.put_all(changes);
     }
 }
 
