@@ -18,7 +18,9 @@
 //! A file's server keeps a few read connections in a pool and asks for `SolutionSettings` at
 //! every call, so an admin change (made by another process on the same file, in WAL mode) is
 //! seen by the next call without a restart; the row read last serves for as long as the
-//! WAL-index says nothing was committed since (`wal_index.rs`).
+//! WAL-index says nothing was committed since (`wal_index.rs`). A serving node on PostgreSQL
+//! keeps the row under a lease that every writer revokes before its change commits
+//! (`postgres/settings_lease.rs`).
 
 mod admin;
 mod audit;

@@ -136,7 +136,17 @@ impl Store {
         })
     }
 
-    /// The `SolutionSettings` row, read afresh.
+    /// Answers settings reads from a copy kept under a lease that every writer revokes first
+    /// (a serving node on PostgreSQL: a call then needs no query; a file needs none anyway).
+    /// Must be called on a runtime; once is enough.
+    pub fn hold_settings_lease(&self) {
+        if let Backend::Postgres(pg) = &self.backend {
+            pg.hold_settings_lease();
+        }
+    }
+
+    /// The `SolutionSettings` row as a call starting now must see it: every change committed
+    /// before the call is in it.
     pub async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
         on_backend!(self, settings_row())
     }

@@ -9,6 +9,7 @@ use localai::settings::{SettingIssue, editing_issues};
 use sqlx::Row;
 
 use super::PgStore;
+use super::settings_lease::SettingsRevocation;
 use crate::admin::{SettingsWrite, known_user, plan_set, plan_unset, setting_value};
 use crate::{
     Role, RuntimeKey, RuntimeSettings, SettingKey, SettingValue, SolutionError, UserRecord, role_of_stored,
@@ -59,12 +60,31 @@ impl PgStore {
         ))
     }
 
+    /// Writes one setting. A change of the `SolutionSettings` row is made holding the writer
+    /// lock, after every serving node's copy was revoked (`settings_lease.rs`).
     async fn write_setting(
         &self,
         key: &SettingKey,
         plan: impl FnOnce(Option<&str>) -> Result<SettingsWrite, SolutionError>,
     ) -> Result<(), SolutionError> {
-        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        if matches!(key, SettingKey::Runtime(_)) {
+            let mut connection = self.pool.acquire().await.map_err(|error| self.error(error))?;
+            return self.write_setting_on(&mut connection, key, plan).await;
+        }
+        let mut revocation = SettingsRevocation::acquire(self).await?;
+        self.write_setting_on(revocation.connection(), key, plan).await?;
+        revocation.release().await.map_err(|error| self.error(error))
+    }
+
+    async fn write_setting_on(
+        &self,
+        connection: &mut sqlx::PgConnection,
+        key: &SettingKey,
+        plan: impl FnOnce(Option<&str>) -> Result<SettingsWrite, SolutionError>,
+    ) -> Result<(), SolutionError> {
+        let mut transaction = sqlx::Connection::begin(connection)
+            .await
+            .map_err(|error| self.error(error))?;
         let stored: Option<String> = if key.edits_stored_document() {
             sqlx::query_scalar("SELECT ModelSettings FROM SolutionSettings LIMIT 1 FOR UPDATE")
                 .fetch_one(&mut *transaction)

@@ -12,6 +12,7 @@
 use rusqlite::types::{Value as SqliteValue, ValueRef};
 use sqlx::Row;
 
+use super::settings_lease::SettingsRevocation;
 use super::{PgStore, PostgresUrl};
 use crate::{SolutionDb, SolutionError, SolutionLocation};
 
@@ -333,7 +334,11 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
         });
     }
     let store = PgStore::open(url).await?;
-    let mut transaction = store.pool.begin().await.map_err(|error| store.error(error))?;
+    // A node may serve the new schema already: the settings row is written as any writer does.
+    let mut revocation = SettingsRevocation::acquire(&store).await?;
+    let mut transaction = sqlx::Connection::begin(revocation.connection())
+        .await
+        .map_err(|error| store.error(error))?;
     let mut report = CopyReport::default();
     for (table, table_rows) in rows {
         let placeholders: Vec<String> = table
@@ -381,6 +386,7 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
         report.tables.push((table.name, table_rows.len()));
     }
     transaction.commit().await.map_err(|error| store.error(error))?;
+    revocation.release().await.map_err(|error| store.error(error))?;
     Ok(report)
 }
 

@@ -21,9 +21,12 @@ mod copy;
 mod database_tests;
 mod history;
 mod leadership;
+#[cfg(test)]
+mod lease_tests;
 mod login_failures;
 mod plant;
 mod scripts;
+mod settings_lease;
 mod settings_reads;
 mod sources;
 mod tokens;
@@ -32,15 +35,16 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 5;
+pub const PG_SCHEMA_VERSION: i64 = 6;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
+    include_str!("schema_v6.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared
@@ -302,7 +306,26 @@ impl PgStore {
         transaction.commit().await.map_err(|error| self.error(error))
     }
 
-    /// The `SolutionSettings` row, read afresh.
+    /// Serves the settings from the lease's copy from now on (a serving node; see
+    /// `settings_lease.rs`).
+    pub(crate) fn hold_settings_lease(&self) {
+        self.settings.hold_lease(&self.url.options, self.pool.clone());
+    }
+
+    /// Whether a call starting now would be answered from the lease's copy.
+    #[cfg(test)]
+    pub(crate) fn settings_kept(&self) -> bool {
+        self.settings.is_kept()
+    }
+
+    /// How many times the settings row was queried for calls.
+    #[cfg(test)]
+    pub(crate) fn settings_queries(&self) -> u64 {
+        self.settings.queries()
+    }
+
+    /// The `SolutionSettings` row as a call starting now must see it: every change committed
+    /// before is in it.
     pub(crate) async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
         self.settings
             .read()

@@ -131,6 +131,9 @@ impl Server {
     /// Serves until `shutdown` is cancelled, then stops accepting, lets calls in flight finish
     /// within the grace period, closes every connection and returns.
     pub async fn run(self, listener: TcpListener, shutdown: CancellationToken) {
+        // A serving node answers the settings from a copy its writers revoke first, without a
+        // query per call (PostgreSQL; a file's check needs none anyway).
+        self.shared.runtime.store().hold_settings_lease();
         let listener = Listener {
             listener,
             refusals: Arc::new(Semaphore::new(REFUSALS_AT_ONCE)),
