@@ -86,7 +86,8 @@ async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
     let quiet_rss = rss_bytes(pid);
 
     let until = Instant::now() + ATTACK;
-    let attackers = tserver_tests::hostile::spawn(server.addr, HOSTILE, until).expect("attackers start");
+    let attackers =
+        tserver_tests::hostile::spawn(server.addr, HOSTILE, None, until).expect("attackers start");
     // Let the attack ramp up, then chat through it while watching the server's memory.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let peak_rss = Arc::new(AtomicU64::new(0));
@@ -111,10 +112,15 @@ async fn a_thousand_hostile_connections_never_hurt_a_chatting_client() {
             .expect("logs in during the attack");
     }
     let attacked_p99 = chat_turns(&client).await;
-    tokio::task::spawn_blocking(move || attackers.join())
+    let connections = tokio::task::spawn_blocking(move || attackers.join())
         .await
         .expect("joined")
         .expect("the attackers' thread did not panic");
+    // Every client connected, and those the server closes came back: the attack kept up.
+    assert!(
+        connections > HOSTILE as u64,
+        "only {connections} hostile connections in {ATTACK:?}"
+    );
     watcher.await.expect("the watcher did not panic");
     let grown = peak_rss.load(Ordering::Relaxed).saturating_sub(quiet_rss);
 

@@ -127,7 +127,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let attackers = tserver_tests::hostile::spawn(addr, HOSTILE, until)?;
+    let attackers = tserver_tests::hostile::spawn(addr, HOSTILE, None, until)?;
     let samples = runtime.block_on(load(addr, Arc::clone(&counters), server.pid(), until));
     if attackers.join().is_err() {
         bail!("the hostile clients' thread panicked");

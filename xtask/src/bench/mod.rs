@@ -57,7 +57,7 @@ pub(crate) struct BenchOptions {
     pub(crate) smoke: bool,
     /// Also measure chat turns against this model URL.
     pub(crate) llm_url: Option<String>,
-    /// Run only these scenarios (`--only websocket|modbus|opcua`).
+    /// Run only these scenarios (`--only websocket|modbus|opcua|...`).
     pub(crate) only: Option<Only>,
 }
 
@@ -74,7 +74,25 @@ pub(crate) enum Only {
     Proposals,
     /// The first release build from a clean target directory, and the README's commands after it.
     FirstBuild,
+    /// MQTT ingestion beside a bare subscriber.
+    Mqtt,
+    /// The chat gate and the writes on PostgreSQL beside the SQLite file.
+    Store,
+    /// The chat turn quiet, beside the whole attack, then beside each kind of it alone.
+    Hostile,
 }
+
+/// What `--only` accepts, in the order the help names them.
+const ONLY_NAMES: [(&str, Only); 8] = [
+    ("websocket", Only::Websocket),
+    ("modbus", Only::Modbus),
+    ("opcua", Only::OpcUa),
+    ("mqtt", Only::Mqtt),
+    ("store", Only::Store),
+    ("hostile", Only::Hostile),
+    ("proposals", Only::Proposals),
+    ("first-build", Only::FirstBuild),
+];
 
 impl BenchOptions {
     pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
@@ -84,21 +102,22 @@ impl BenchOptions {
             match arg.as_str() {
                 "--smoke" => options.smoke = true,
                 "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
-                "--only" => match args.next().map(String::as_str) {
-                    Some("websocket") => options.only = Some(Only::Websocket),
-                    Some("modbus") => options.only = Some(Only::Modbus),
-                    Some("opcua") => options.only = Some(Only::OpcUa),
-                    Some("proposals") => options.only = Some(Only::Proposals),
-                    Some("first-build") => options.only = Some(Only::FirstBuild),
-                    other => {
+                "--only" => {
+                    let name = args
+                        .next()
+                        .context(format!("--only needs a scenario: {}", only_names()))?;
+                    let Some(&(_, only)) = ONLY_NAMES.iter().find(|(known, _)| known == name) else {
                         bail!(
-                            "--only {other:?}: the scenarios that run alone are: websocket, modbus, opcua, proposals, first-build"
-                        )
-                    }
-                },
+                            "--only {name:?}: the scenarios that run alone are: {}",
+                            only_names()
+                        );
+                    };
+                    options.only = Some(only);
+                }
                 other => {
                     bail!(
-                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only websocket|modbus|opcua|proposals|first-build"
+                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only {}",
+                        only_names().replace(", ", "|")
                     )
                 }
             }
@@ -108,6 +127,10 @@ impl BenchOptions {
         }
         Ok(options)
     }
+}
+
+fn only_names() -> String {
+    ONLY_NAMES.map(|(name, _)| name).join(", ")
 }
 
 /// The processes a run starts before its scenarios; each stops when dropped.
@@ -288,6 +311,16 @@ fn run_scenarios(
         Some(Only::OpcUa) => {
             return opcua_bench::judge(&bench.bin, &bench.out_dir, plan.opcua, results, verdicts);
         }
+        Some(Only::Mqtt) => {
+            return mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts);
+        }
+        Some(Only::Store) => {
+            return store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts);
+        }
+        Some(Only::Hostile) => {
+            bench.settings("ModelEnabled", "true")?;
+            return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
+        }
         Some(Only::Proposals) => {
             bench.settings("ModelEnabled", "true")?;
             let turns = plan.tool_turns / 4;
@@ -402,4 +435,40 @@ fn write_report(
     std::fs::write(&file, serde_json::to_string_pretty(&report)?)?;
     println!("\nwrote {}", file.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<BenchOptions> {
+        BenchOptions::parse(&args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn every_scenario_that_runs_alone_is_named_by_only() {
+        for (name, only) in ONLY_NAMES {
+            let options = parse(&["--only", name]).expect("a known scenario");
+            assert_eq!(options.only, Some(only), "--only {name}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_scenario_is_refused_with_the_known_ones() {
+        let error = parse(&["--only", "mqtt-ish"]).expect_err("unknown").to_string();
+        assert!(error.contains("\"mqtt-ish\""), "{error}");
+        assert!(
+            error.contains("hostile") && error.contains("first-build"),
+            "{error}"
+        );
+        let error = parse(&["--fast"]).expect_err("unknown option").to_string();
+        assert!(
+            error.contains("--only websocket|modbus|opcua|mqtt|store|hostile"),
+            "{error}"
+        );
+        let error = parse(&["--smoke", "--only", "first-build"])
+            .expect_err("no smoke")
+            .to_string();
+        assert!(error.contains("no smoke run"), "{error}");
+    }
 }
