@@ -73,14 +73,14 @@ pub fn spawn(
 fn yield_to_everything() {
     #[cfg(target_os = "linux")]
     {
-        let thread = rustix::thread::gettid().as_raw_nonzero().to_string();
+        let thread = rustix::thread::gettid();
         let idle = std::process::Command::new("chrt")
-            .args(["--idle", "--pid", "0", &thread])
+            .args(["--idle", "--pid", "0", &thread.as_raw_nonzero().to_string()])
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|status| status.success());
         if !idle {
-            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+            let _ = rustix::process::setpriority_process(Some(thread), 19);
         }
     }
 }
@@ -182,7 +182,8 @@ async fn attack(addr: SocketAddr, index: usize, kind: usize, payloads: Arc<Paylo
             // One byte a second of a real Hello.
             3 => {
                 for byte in &payloads.slow_hello {
-                    if Instant::now() >= until || socket.write_all(&[*byte]).await.is_err() {
+                    if Instant::now() >= until || socket.write_all(std::slice::from_ref(byte)).await.is_err()
+                    {
                         break;
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -105,11 +105,11 @@ impl BenchOptions {
                 "--only" => {
                     let name = args
                         .next()
-                        .context(format!("--only needs a scenario: {}", only_names()))?;
+                        .context(format!("--only needs a scenario: {}", only_names(", ")))?;
                     let Some(&(_, only)) = ONLY_NAMES.iter().find(|(known, _)| known == name) else {
                         bail!(
                             "--only {name:?}: the scenarios that run alone are: {}",
-                            only_names()
+                            only_names(", ")
                         );
                     };
                     options.only = Some(only);
@@ -117,7 +117,7 @@ impl BenchOptions {
                 other => {
                     bail!(
                         "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only {}",
-                        only_names().replace(", ", "|")
+                        only_names("|")
                     )
                 }
             }
@@ -129,8 +129,9 @@ impl BenchOptions {
     }
 }
 
-fn only_names() -> String {
-    ONLY_NAMES.map(|(name, _)| name).join(", ")
+/// The names `--only` accepts, joined by `separator`.
+fn only_names(separator: &str) -> String {
+    ONLY_NAMES.map(|(name, _)| name).join(separator)
 }
 
 /// The processes a run starts before its scenarios; each stops when dropped.
