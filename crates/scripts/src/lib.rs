@@ -3,7 +3,7 @@
 //!
 //! This crate knows nothing of tserver, SQL or async: the host (tserver's `scripts` module)
 //! stores the sources, decides when a trigger fires, and runs each script on a run thread
-//! ([`spawn_run_thread`]: a stack for the deepest value a script may build), where a host call
+//! ([`RunThreads`]: a stack for the deepest value a script may build), where a host call
 //! such as `ai_execute` may block without stalling any async worker.
 //! Invariants: a script never reaches a file, a process or the network except through the
 //! host; a run never outlives its limits; an error never panics the caller.
@@ -17,5 +17,5 @@ pub use engine::{CompileError, Entry, RunError, RunOutcome, ScriptEngine, Script
 pub use host::{HostError, ScriptHost};
 /// A compiled script.
 pub use rhai::AST as Ast;
-pub use thread::{RUN_STACK_BYTES, spawn_run_thread};
+pub use thread::{RUN_STACK_BYTES, RunThreads, spawn_run_thread};
 pub use trigger::{MIN_PERIOD, Trigger, TriggerError};

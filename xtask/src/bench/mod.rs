@@ -179,9 +179,20 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         &["-p", "tserver", "-p", "tclient", "-p", "scripted-llm", "--bins"],
         options.smoke,
     )?;
-    // The OPC UA scenario's server: the tests' own, in the same profile.
+    // The OPC UA scenario's server (the tests' own) and the reference server (this harness),
+    // in one command: both unify the tests' features, so one build of the product's crates
+    // serves the two.
     build(
-        &["-p", "tserver-tests", "--bin", "opcua-server-under-test"],
+        &[
+            "-p",
+            "tserver-tests",
+            "--bin",
+            "opcua-server-under-test",
+            "-p",
+            "xtask",
+            "--bin",
+            "xtask",
+        ],
         options.smoke,
     )?;
     let bin = target_dir.join(profile);
@@ -200,8 +211,6 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
         ],
     )?;
     plant_bench::import_bench_plant(&bin.join("tserver"), &solution, plan.bench_tags)?;
-    // The reference server is this harness itself, rebuilt in the same profile.
-    build(&["-p", "xtask"], options.smoke)?;
     let servers = start_servers(&bin, &solution, &out_dir)?;
     let bench = Bench {
         bin,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use solution_scripts::{Ast, Entry, RunError, ScriptEngine, ScriptLimits, Trigger, spawn_run_thread};
+use solution_scripts::{Ast, Entry, RunError, RunThreads, ScriptEngine, ScriptLimits, Trigger};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -31,6 +31,10 @@ const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 /// How often run records are written to the solution.
 const RECORD_EVERY: Duration = Duration::from_secs(2);
+
+/// How long a run thread waits for the next run before it ends: a script fired every few
+/// seconds keeps its thread, and a burst's threads are gone soon after it.
+const RUN_THREAD_KEEP: Duration = Duration::from_secs(10);
 
 /// `ai_execute_async` calls waiting to be asked, and asked at once.
 const ASYNC_CALLS_WAITING: usize = 64;
@@ -77,12 +81,14 @@ struct Shared {
     /// `ai_execute_async` calls made and not yet handed to their callbacks (the host counts
     /// one up as it is made, the answering task down once its callback is fired).
     outstanding: Arc<AtomicUsize>,
-    /// The run threads, each holding a token until it ends.
+    /// The runs, each holding a token until it ends.
     runs: TaskTracker,
+    /// The threads they run on.
+    threads: RunThreads,
 }
 
 impl Shared {
-    /// The runner's shared state with its host on `runtime`, its run threads counted in
+    /// The runner's shared state with its host on `runtime`, its runs counted in
     /// `runs`, and where the host's `ai_execute_async` calls arrive. At `stop`, every run under
     /// way ends and no other starts.
     fn new(
@@ -107,6 +113,7 @@ impl Shared {
             all_warnings: Mutex::new(LogBudget::new("the scripts' failed runs")),
             outstanding,
             runs: runs.clone(),
+            threads: RunThreads::new("script-run", RUN_THREAD_KEEP),
         });
         (shared, asked)
     }
@@ -165,7 +172,7 @@ fn fire(shared: &Arc<Shared>, name: &str, job: Job) {
     }
 }
 
-/// Runs `job` of the claimed `loaded`, then its pending runs, on a run thread of their own;
+/// Runs `job` of the claimed `loaded`, then its pending runs, on a run thread;
 /// `first` gets the first run. Without a thread, the run is recorded as failed and the script
 /// freed for its next trigger.
 fn start_runs(
@@ -177,7 +184,7 @@ fn start_runs(
     let token = shared.runs.token();
     let on_thread = Arc::clone(shared);
     let claimed = Arc::clone(&loaded);
-    let started = spawn_run_thread("script-run", move || {
+    let started = shared.threads.spawn(move || {
         let _counted = token;
         first(run_until_idle(&on_thread, claimed, job));
     });
@@ -204,9 +211,12 @@ fn start_runs(
 
 /// Runs `work` on a run thread (never an async worker: a class's top level is a script's run
 /// like any other) and waits for it; `None` when no thread could be had.
-async fn on_run_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+async fn on_run_thread<T: Send + 'static>(
+    threads: &RunThreads,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
     let (done, result) = oneshot::channel();
-    let started = spawn_run_thread("script-run", move || {
+    let started = threads.spawn(move || {
         // The waiter may be gone (shutdown): nobody wants the result then.
         let _ = done.send(work());
     });
@@ -298,7 +308,7 @@ fn outcome_label(error: Option<&RunError>) -> &'static str {
     }
 }
 
-/// The run threads of a server's scripts, to wait for at shutdown.
+/// The runs of a server's scripts, to wait for at shutdown.
 #[derive(Debug, Clone)]
 pub struct ScriptRuns(TaskTracker);
 
@@ -508,8 +518,8 @@ async fn load_on_run_thread(
     stored: Vec<StoredScript>,
     earlier: Vec<StoredScript>,
 ) -> bool {
-    let shared = Arc::clone(shared);
-    on_run_thread(move || load(&shared, &stored, &earlier))
+    let on_thread = Arc::clone(shared);
+    on_run_thread(&shared.threads, move || load(&on_thread, &stored, &earlier))
         .await
         .is_some()
 }
