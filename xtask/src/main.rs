@@ -42,6 +42,7 @@ fn main() -> anyhow::Result<()> {
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
+        Some("mqtt-memory") => bench::mqtt_bench::measure_memory(&args[1..]),
         Some("modbus-bench") => bench::modbus_bench::measure(&args[1..]),
         Some("opcua-bench") => bench::opcua_bench::measure(&args[1..]),
         Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),

@@ -5,6 +5,8 @@
 //! The measuring side runs in process (`xtask mqtt-bench`, started by `bench` from the build
 //! of the same profile), so the source's counters can be polled every millisecond and both
 //! readers run on the same runtime; the broker is a real Mosquitto started by the harness.
+//! Memory is measured in a process of its own (`xtask mqtt-memory`): in the measuring side,
+//! what the readers before had freed would be reused and hide part of the cost.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -124,6 +126,15 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
     // A round trip through the broker: every retained value is stored once it returns.
     publisher.subscribe(&format!("{ROOT}-ready")).await;
 
+    eprintln!("mqtt-bench: memory, in a process of its own");
+    let memory = measuring_side(
+        &std::env::current_exe()?,
+        "mqtt-memory",
+        &[
+            solution.to_str().context("a UTF-8 solution path")?,
+            &plan.tags.to_string(),
+        ],
+    )?;
     let mut bare: Vec<IngestRun> = Vec::new();
     let mut ours = Vec::new();
     let mut kept = None;
@@ -137,7 +148,6 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
     }
     let best_bare = bare.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
     let best_ours = ours.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
-    let first = ours.first().context("at least one round")?;
     let (runtime, shutdown) = kept.context("the last round's server")?;
     eprintln!("mqtt-bench: a steady stream of {} updates/s", plan.rate);
     let freshness = freshness(&runtime, &publisher, plan).await?;
@@ -150,10 +160,27 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
         "tserverUpdatesPerSecond": plan.tags as f64 / best_ours,
         "cpuUsPerUpdate": ours.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
         "bareCpuUsPerUpdate": bare.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
-        "plantBytes": first.plant_bytes,
-        "sourceBytes": first.source_bytes,
+        "plantBytes": memory["plantBytes"],
+        "sourceBytes": memory["sourceBytes"],
         "freshness": freshness,
     }))
+}
+
+/// `xtask mqtt-memory SOLUTION TAGS`: opens the solution, whose broker holds the retained
+/// values already, in this fresh process and ingests them; prints what the plant and then
+/// the source and values added to its resident memory, as JSON.
+pub(crate) fn measure_memory(args: &[String]) -> anyhow::Result<()> {
+    let [solution, tags] = args else {
+        bail!("usage: xtask mqtt-memory SOLUTION TAGS");
+    };
+    let tags = tags.parse().with_context(|| format!("{tags:?} is not a count of tags"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (run, _) = runtime.block_on(tserver_ingest(Path::new(solution), tags, false))?;
+    println!(
+        "{}",
+        json!({"plantBytes": run.plant_bytes, "sourceBytes": run.source_bytes})
+    );
+    Ok(())
 }
 
 /// A bare rumqttc subscriber (MQTT 5, the sources' options) reading every retained value:
