@@ -159,7 +159,11 @@ mod tests {
     fn wait_for_waiting(threads: &RunThreads, count: usize) {
         let deadline = std::time::Instant::now() + PATIENCE;
         while threads.waiting() != count {
-            assert!(std::time::Instant::now() < deadline, "{} threads wait, not {count}", threads.waiting());
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} threads wait, not {count}",
+                threads.waiting()
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -189,7 +193,9 @@ mod tests {
                 })
                 .expect("a run thread");
         }
-        let mut seen: Vec<ThreadId> = (0..8).map(|_| ran.recv_timeout(PATIENCE).expect("every work ran")).collect();
+        let mut seen: Vec<ThreadId> = (0..8)
+            .map(|_| ran.recv_timeout(PATIENCE).expect("every work ran"))
+            .collect();
         seen.sort_by_key(|id| format!("{id:?}"));
         seen.dedup();
         assert_eq!(seen.len(), 8);
@@ -208,9 +214,13 @@ mod tests {
     #[test]
     fn a_panicking_run_leaves_the_pool_serving() {
         let threads = RunThreads::new("test-run", PATIENCE);
-        threads.spawn(|| panic!("a run that panics")).expect("a run thread");
+        threads
+            .spawn(|| panic!("a run that panics"))
+            .expect("a run thread");
         let (done, ran) = channel();
-        threads.spawn(move || done.send(()).expect("the test waits")).expect("a run thread");
+        threads
+            .spawn(move || done.send(()).expect("the test waits"))
+            .expect("a run thread");
         ran.recv_timeout(PATIENCE).expect("the next work ran");
     }
 }

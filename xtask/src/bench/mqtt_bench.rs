@@ -173,7 +173,9 @@ pub(crate) fn measure_memory(args: &[String]) -> anyhow::Result<()> {
     let [solution, tags] = args else {
         bail!("usage: xtask mqtt-memory SOLUTION TAGS");
     };
-    let tags = tags.parse().with_context(|| format!("{tags:?} is not a count of tags"))?;
+    let tags = tags
+        .parse()
+        .with_context(|| format!("{tags:?} is not a count of tags"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (run, _) = runtime.block_on(tserver_ingest(Path::new(solution), tags, false))?;
     println!(
