@@ -905,4 +905,16 @@ impl PlantModel {
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(json)
     }
+
+    /// The sources of a model the solution stored with [`to_json`](Self::to_json), the rest
+    /// skipped: what starting the sources needs of a plant of any size.
+    pub fn sources_from_json(json: &str) -> Result<Vec<SourceSpec>, serde_json::Error> {
+        /// The one part of the stored model read; every other is skipped unread.
+        #[derive(Deserialize)]
+        struct Sources {
+            #[serde(default)]
+            sources: Vec<SourceSpec>,
+        }
+        Ok(serde_json::from_str::<Sources>(json)?.sources)
+    }
 }

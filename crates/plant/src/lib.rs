@@ -25,6 +25,7 @@ pub mod tag_writes;
 pub mod telemetry;
 pub mod tools;
 
+mod key_index;
 mod plant;
 mod runtime;
 mod sources;

@@ -707,6 +707,20 @@ time_to_respond = 604800
     }
 
     #[test]
+    fn the_sources_and_the_tags_they_feed_are_read_without_the_rest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plant.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let never_imported = db.plant_sources().expect("reads");
+        assert!(never_imported.sources.is_empty() && never_imported.tags.is_empty());
+        let model =
+            plant_model::read(plant::PLANT_WITH_SOURCES, plant_model::Format::Toml, "t.toml").expect("valid");
+        db.import_plant(&model, &[], "t.toml", false).expect("imports");
+        plant::assert_sources_read(&db.plant_sources().expect("reads"), &model);
+    }
+
+    #[test]
     fn users_of_an_older_file_become_viewers() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = file_at_version(dir.path(), 2, None);

@@ -140,15 +140,27 @@ impl SolutionDb {
     /// The plant model as last imported, or for a solution never imported into (made before
     /// plant files), its definitions as plain tags and alarms.
     pub(crate) fn plant_model(&self) -> Result<PlantModel, SolutionError> {
-        let stored: Option<String> = self.read(|connection| {
-            connection
-                .query_row("SELECT Json FROM PlantModel WHERE Id = 1", [], |row| row.get(0))
-                .optional()
-        })?;
+        let stored: Option<String> = self.read(read_model_json)?;
         match stored {
             Some(json) => model_of_json(&json),
             None => Ok(model_of_definitions(self.plant_definitions()?)),
         }
+    }
+
+    /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
+    /// what the sources start from, without reading the rest of the plant.
+    pub(crate) fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
+        let (json, tags) = self.read(|connection| {
+            // One snapshot: an import committed meanwhile is seen whole or not at all.
+            let transaction = connection.unchecked_transaction()?;
+            let read = (
+                read_model_json(&transaction)?,
+                read_tag_rows(&transaction, SELECT_BOUND_TAGS)?,
+            );
+            transaction.commit()?;
+            Ok(read)
+        })?;
+        sources_of_rows(json.as_deref(), tags)
     }
 
     /// The documents attached to the plant, by path.
@@ -426,11 +438,20 @@ pub(super) const UPDATE_TAGS: &str =
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
-/// See [`TagRow`].
-pub(super) const SELECT_TAGS: &str =
-    "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+/// The `SELECT` of [`TagRow`]'s columns, in order, from `Tags`.
+macro_rules! select_tags {
+    () => {
+        "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
         Writable, History, HistoryDeadband, Source, Proposable
- FROM Tags ORDER BY Path";
+ FROM Tags"
+    };
+}
+/// See [`TagRow`].
+pub(super) const SELECT_TAGS: &str = concat!(select_tags!(), " ORDER BY Path");
+/// The tags a source feeds (see [`TagRow`]).
+pub(super) const SELECT_BOUND_TAGS: &str = concat!(select_tags!(), " WHERE Source IS NOT NULL ORDER BY Path");
+/// The stored plant model, as JSON.
+pub(super) const SELECT_MODEL_JSON: &str = "SELECT Json FROM PlantModel WHERE Id = 1";
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
     "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
@@ -493,12 +514,15 @@ pub(super) fn model_json(model: &PlantModel) -> Result<String, SolutionError> {
 
 /// The stored model (`PlantModel.Json`), read back.
 pub(super) fn model_of_json(json: &str) -> Result<PlantModel, SolutionError> {
-    PlantModel::from_json(json).map_err(|error| {
-        invalid(
-            "(plant model)",
-            format!("the stored model does not read: {error}"),
-        )
-    })
+    PlantModel::from_json(json).map_err(unreadable_model)
+}
+
+/// The refusal of a stored model that does not read.
+fn unreadable_model(error: serde_json::Error) -> SolutionError {
+    invalid(
+        "(plant model)",
+        format!("the stored model does not read: {error}"),
+    )
 }
 
 /// The model of a solution never imported into (made before plant files): its definitions as
@@ -510,6 +534,13 @@ pub(super) fn model_of_definitions(definitions: ExpandedPlant) -> PlantModel {
         alarms: definitions.alarms,
         ..PlantModel::default()
     }
+}
+
+/// The stored plant model's JSON; `None` for a solution never imported into.
+fn read_model_json(connection: &Connection) -> rusqlite::Result<Option<String>> {
+    connection
+        .query_row(SELECT_MODEL_JSON, [], |row| row.get(0))
+        .optional()
 }
 
 /// The definitions as stored; the outer error is SQLite's, the inner a row that does not read.
@@ -528,26 +559,7 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let tags = connection
-        .prepare(SELECT_TAGS)?
-        .query_map([], |row| {
-            Ok(TagRow {
-                name: row.get(0)?,
-                path: row.get(1)?,
-                kind: row.get(2)?,
-                unit: row.get(3)?,
-                description: row.get(4)?,
-                min: row.get(5)?,
-                max: row.get(6)?,
-                initial: row.get(7)?,
-                writable: row.get(8)?,
-                history: row.get(9)?,
-                history_deadband: row.get(10)?,
-                source: row.get(11)?,
-                proposable: row.get(12)?,
-            })
-        })?
-        .collect::<rusqlite::Result<_>>()?;
+    let tags = read_tag_rows(connection, SELECT_TAGS)?;
     let alarms = connection
         .prepare(SELECT_ALARMS)?
         .query_map([], |row| {
@@ -583,6 +595,45 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
         alarms,
         folders,
     }))
+}
+
+/// The `Tags` rows `select` reads ([`SELECT_TAGS`] or [`SELECT_BOUND_TAGS`]).
+fn read_tag_rows(connection: &Connection, select: &str) -> rusqlite::Result<Vec<TagRow>> {
+    connection
+        .prepare(select)?
+        .query_map([], |row| {
+            Ok(TagRow {
+                name: row.get(0)?,
+                path: row.get(1)?,
+                kind: row.get(2)?,
+                unit: row.get(3)?,
+                description: row.get(4)?,
+                min: row.get(5)?,
+                max: row.get(6)?,
+                initial: row.get(7)?,
+                writable: row.get(8)?,
+                history: row.get(9)?,
+                history_deadband: row.get(10)?,
+                source: row.get(11)?,
+                proposable: row.get(12)?,
+            })
+        })?
+        .collect()
+}
+
+/// The sources of the stored model (`json`; none for a solution never imported into) and the
+/// tags they feed, from their rows ([`SELECT_BOUND_TAGS`]).
+pub(super) fn sources_of_rows(json: Option<&str>, tags: Vec<TagRow>) -> Result<ExpandedPlant, SolutionError> {
+    let sources = match json {
+        Some(json) => PlantModel::sources_from_json(json).map_err(unreadable_model)?,
+        None => Vec::new(),
+    };
+    let mut plant = definitions_of_rows(PlantRows {
+        tags,
+        ..PlantRows::default()
+    })?;
+    plant.sources = sources;
+    Ok(plant)
 }
 
 /// The plant definitions the stored rows describe; a row that does not read is named.
@@ -673,4 +724,78 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
         alarms,
         sources: Vec::new(),
     })
+}
+
+/// A plant of two sources, tags fed by each (one of them an equipment instance's member), a
+/// tag no source feeds, an alarm and a folder: what both backends' `plant_sources` tests
+/// import.
+#[cfg(test)]
+pub(crate) const PLANT_WITH_SOURCES: &str = r#"
+[[sources]]
+name = "site"
+url = "mqtt://127.0.0.1:1883"
+root = "Riverside"
+
+[[sources]]
+name = "edge"
+url = "mqtt://127.0.0.1:1883"
+
+[[folders]]
+path = "Plant/Area1"
+description = "Area one"
+
+[[types]]
+name = "Pump"
+
+  [[types.tags]]
+  name = "Speed"
+  type = "number"
+  source = { broker = "site" }
+
+[[equipment]]
+name = "Pump1"
+type = "Pump"
+path = "Plant/Area1/Pump1"
+
+[[tags]]
+name = "Tank1.Level"
+path = "Plant/Area1/Tank1/Level"
+type = "number"
+source = { broker = "site", topic = "Site/Tank1/Level" }
+
+[[tags]]
+name = "Pump2.Current"
+path = "Plant/Area1/Pump2/Current"
+type = "number"
+source = { broker = "edge", sparkplug = "Riverside/Edge1/Pump2", metric = "Motor/Current" }
+
+[[tags]]
+name = "Tank1.Setpoint"
+path = "Plant/Area1/Tank1/Setpoint"
+type = "number"
+initial = 50
+
+[[alarms]]
+name = "Tank1.High"
+tag = "Tank1.Level"
+condition = "Hi"
+limit = 90
+"#;
+
+/// Asserts `read` is what `plant_sources` gives for `model`: its sources, and exactly the
+/// tags they feed, as the runtime loads them (by path).
+#[cfg(test)]
+pub(crate) fn assert_sources_read(read: &ExpandedPlant, model: &PlantModel) {
+    assert_eq!(read.sources, model.sources);
+    let mut fed: Vec<TagSpec> = model
+        .expand()
+        .tags
+        .iter()
+        .filter(|tag| tag.source.is_some())
+        .map(canonical)
+        .collect();
+    fed.sort_by(|one, other| one.path.cmp(&other.path));
+    assert_eq!(fed.len(), 3, "the fixture's fed tags");
+    assert_eq!(read.tags, fed);
+    assert!(read.alarms.is_empty() && read.folders.is_empty());
 }

@@ -241,6 +241,12 @@ impl Store {
         on_backend!(self, plant_model())
     }
 
+    /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
+    /// what the sources start from, without reading the rest of the plant.
+    pub async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
+        on_backend!(self, plant_sources())
+    }
+
     /// The documents attached to the plant, by path.
     pub async fn plant_documents(&self) -> Result<Vec<PlantDocument>, SolutionError> {
         on_backend!(self, plant_documents())

@@ -8,6 +8,7 @@
 mod alarms;
 mod uns;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,25 @@ pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 use plant_model::{AlarmEvent, ExpandedPlant, Quality, TagType, TagValue};
 use store::SolutionError;
 
+use crate::key_index::KeyIndex;
 use crate::plant::write_capability::WriteCapability;
+
+/// The keys a tag is found by, for the model's indexes.
+fn name_of(tag: &Arc<Tag>) -> Cow<'_, str> {
+    Cow::Borrowed(&tag.definition.name)
+}
+
+fn path_of(tag: &Arc<Tag>) -> Cow<'_, str> {
+    Cow::Borrowed(&tag.definition.path)
+}
+
+fn folded_name_of(tag: &Arc<Tag>) -> Cow<'_, str> {
+    Cow::Owned(plant_model::fold(&tag.definition.name))
+}
+
+fn folded_path_of(tag: &Arc<Tag>) -> Cow<'_, str> {
+    Cow::Owned(plant_model::fold(&tag.definition.path))
+}
 
 /// A tag type as the runtime names it in refusals (`Text` for a string tag).
 pub(crate) fn type_label(kind: TagType) -> &'static str {
@@ -153,9 +172,12 @@ pub enum WriteError {
 /// exactly or ignoring case (Unicode NFC and case folding, as the plant file's names are unique).
 #[derive(Debug, Default)]
 pub struct ObjectModel {
-    by_name: HashMap<String, Arc<Tag>>,
-    by_path: HashMap<String, Arc<Tag>>,
-    by_folded: HashMap<String, Arc<Tag>>,
+    /// Every tag, in the order added; the indexes below hold positions in it.
+    tags: Vec<Arc<Tag>>,
+    by_name: KeyIndex,
+    by_path: KeyIndex,
+    by_folded_name: KeyIndex,
+    by_folded_path: KeyIndex,
     folders: uns::FolderTree,
     alarms: Vec<Arc<Alarm>>,
     alarms_by_name: HashMap<String, Arc<Alarm>>,
@@ -169,7 +191,7 @@ impl ObjectModel {
     /// without one, at zero with Bad quality; each alarm starts normal.
     pub fn from_definitions(plant: &ExpandedPlant) -> Result<Self, SolutionError> {
         let now = SystemTime::now();
-        let mut model = Self::default();
+        let mut model = Self::with_capacity(plant.tags.len());
         for tag in &plant.tags {
             let kind = tag.kind;
             let sample = match &tag.initial {
@@ -246,8 +268,8 @@ impl ObjectModel {
     /// rewording what to do about an alarm does not make it a new one). Called on a model not yet
     /// in use, just before it replaces `previous`.
     pub fn adopt_live_state(&self, previous: &ObjectModel) {
-        for (name, tag) in &self.by_name {
-            if let Some(old) = previous.by_name.get(name)
+        for tag in self.by_name.positions().map(|position| &self.tags[position]) {
+            if let Some(old) = previous.tag_named(&tag.definition.name)
                 && old.definition.kind == tag.definition.kind
             {
                 tag.current.store(old.current());
@@ -286,14 +308,27 @@ impl ObjectModel {
         self.alarms
             .iter()
             .filter_map(|alarm| {
-                let sample = self.by_name.get(&alarm.definition().tag)?.current();
+                let sample = self.tag_named(&alarm.definition().tag)?.current();
                 let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD)?;
                 alarm.evaluate(number, time)
             })
             .collect()
     }
 
-    /// Adds a tag (used by `load` and by tests that build a plant in memory).
+    /// An empty model with room for `tags` tags.
+    fn with_capacity(tags: usize) -> Self {
+        Self {
+            tags: Vec::with_capacity(tags),
+            by_name: KeyIndex::with_capacity(tags),
+            by_path: KeyIndex::with_capacity(tags),
+            by_folded_name: KeyIndex::with_capacity(tags),
+            by_folded_path: KeyIndex::with_capacity(tags),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a tag (used by `load` and by tests that build a plant in memory); one of the same
+    /// name, path or folded name or path is no longer found by it.
     pub fn insert(&mut self, definition: TagDefinition, sample: TagSample) {
         let tag = Arc::new(Tag {
             definition,
@@ -303,19 +338,25 @@ impl ObjectModel {
         });
         tag.note_good(&sample);
         self.folders.add_tag(&tag.definition.path);
-        self.by_folded
-            .insert(plant_model::fold(&tag.definition.path), Arc::clone(&tag));
-        self.by_folded
-            .insert(plant_model::fold(&tag.definition.name), Arc::clone(&tag));
-        self.by_path.insert(tag.definition.path.clone(), Arc::clone(&tag));
-        self.by_name.insert(tag.definition.name.clone(), tag);
+        let position = self.tags.len();
+        self.tags.push(tag);
+        self.by_name.insert(&self.tags, position, name_of);
+        self.by_path.insert(&self.tags, position, path_of);
+        self.by_folded_name.insert(&self.tags, position, folded_name_of);
+        self.by_folded_path.insert(&self.tags, position, folded_path_of);
+    }
+
+    /// The tag of exactly that dotted name.
+    fn tag_named(&self, name: &str) -> Option<&Arc<Tag>> {
+        self.by_name
+            .get(&self.tags, name, name_of)
+            .map(|position| &self.tags[position])
     }
 
     /// Adds an alarm on a tag already in the model (a numeric one: alarms compare numbers).
     pub fn add_alarm(&mut self, definition: AlarmDefinition) -> Result<(), String> {
         let tag = self
-            .by_name
-            .get(&definition.tag)
+            .tag_named(&definition.tag)
             .ok_or_else(|| format!("alarm on unknown tag {:?}", definition.tag))?;
         if tag.definition.kind == TagType::String {
             return Err(format!("alarm on text tag {:?}", definition.tag));
@@ -340,13 +381,18 @@ impl ObjectModel {
     /// and keyboards differ in how they write an accent).
     pub fn tag(&self, name_or_path: &str) -> Option<&Arc<Tag>> {
         let name_or_path = name_or_path.trim();
-        self.by_name
-            .get(name_or_path)
-            .or_else(|| self.by_path.get(uns::normalize_path(name_or_path)))
+        let path = uns::normalize_path(name_or_path);
+        let position = self
+            .by_name
+            .get(&self.tags, name_or_path, name_of)
+            .or_else(|| self.by_path.get(&self.tags, path, path_of))
             .or_else(|| {
-                self.by_folded
-                    .get(&plant_model::fold(uns::normalize_path(name_or_path)))
-            })
+                let folded = plant_model::fold(path);
+                self.by_folded_name
+                    .get(&self.tags, &folded, folded_name_of)
+                    .or_else(|| self.by_folded_path.get(&self.tags, &folded, folded_path_of))
+            })?;
+        Some(&self.tags[position])
     }
 
     /// Every tag, grouped by folder, folders in path order.
@@ -354,7 +400,8 @@ impl ObjectModel {
         self.folders
             .iter()
             .flat_map(|(_, folder)| folder.tags.iter())
-            .filter_map(|path| self.by_path.get(path))
+            .filter_map(|path| self.by_path.get(&self.tags, path, path_of))
+            .map(|position| &self.tags[position])
     }
 
     /// The folder at a UNS path (the root is `""`), matched exactly or ignoring case;

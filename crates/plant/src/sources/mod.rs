@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use plant_model::{PlantModel, SourceKind, SourceSpec};
+use plant_model::{ExpandedPlant, SourceKind, SourceSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -471,9 +471,9 @@ impl Sources {
         plant: &Plant,
         shutdown: &CancellationToken,
     ) -> Result<usize, SolutionError> {
-        let model = store.plant_model().await?;
-        let count = model.sources.len();
-        let sources = sources_of(&model);
+        let plant_sources = store.plant_sources().await?;
+        let count = plant_sources.sources.len();
+        let sources = sources_of(plant_sources);
         let passwords = passwords_of(store, &sources).await;
         let mut generation = self.generation.lock().unwrap_or_else(PoisonError::into_inner);
         *generation = start_generation(store, plant, sources, passwords, shutdown);
@@ -491,14 +491,13 @@ impl Sources {
             }
             generation.started_from
         };
-        let model = match store.plant_model().await {
-            Ok(model) => model,
+        let sources = match store.plant_sources().await {
+            Ok(plant_sources) => sources_of(plant_sources),
             Err(error) => {
                 tracing::error!(%error, "cannot read the plant's sources; the running ones stay");
                 return;
             }
         };
-        let sources = sources_of(&model);
         if fingerprint(&sources) == started_from {
             return;
         }
@@ -510,11 +509,9 @@ impl Sources {
         if let Some(cancel) = generation.cancel.take() {
             cancel.cancel();
         }
+        let count = sources.len();
         *generation = start_generation(store, plant, sources, passwords, &shutdown);
-        tracing::info!(
-            sources = model.sources.len(),
-            "the plant's sources changed; restarted them"
-        );
+        tracing::info!(sources = count, "the plant's sources changed; restarted them");
     }
 }
 
@@ -562,41 +559,35 @@ async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<String
     }
 }
 
-/// Each source of `model` with its bindings (the model expanded once, however many sources).
-fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
-    let mut bound: HashMap<&str, Vec<Binding>> = HashMap::new();
-    for tag in model.expand().tags {
+/// Each source of `plant` (its sources and the tags they feed, [`Store::plant_sources`]) with
+/// its bindings.
+fn sources_of(plant: ExpandedPlant) -> Vec<(SourceSpec, Vec<Binding>)> {
+    let mut bound: Vec<Vec<Binding>> = plant.sources.iter().map(|_| Vec::new()).collect();
+    for tag in plant.tags {
         let Some(binding) = &tag.source else { continue };
-        let Some(source) = model
+        let Some(index) = plant
             .sources
             .iter()
-            .find(|source| source.name == binding.source_name())
+            .position(|source| source.name == binding.source_name())
         else {
             continue;
         };
-        if let Some(node) = binding.opcua_node() {
-            // The plant file's reader checked the node id; one it refused never gets here.
-            let Ok(node) = node else { continue };
-            bound.entry(source.name.as_str()).or_default().push(Binding {
-                kind: tag.kind,
-                tag: tag.name,
-                address: Address::OpcUa {
-                    node,
-                    sampling_interval: binding.sampling_interval,
-                    deadband: binding.deadband.map(f64::to_bits),
-                },
-            });
-            continue;
-        }
         let address = match (
+            binding.opcua_node(),
             binding.modbus_point(),
             binding.sparkplug_target(),
             &binding.metric,
         ) {
-            // The plant file's reader checked the point; one it refused never gets here.
-            (Some(Ok(point)), ..) => Address::Modbus(point),
-            (Some(Err(_)), ..) => continue,
-            (None, Some((group, node, device)), Some(metric)) => Address::Sparkplug {
+            (Some(Ok(node)), ..) => Address::OpcUa {
+                node,
+                sampling_interval: binding.sampling_interval,
+                deadband: binding.deadband.map(f64::to_bits),
+            },
+            // The plant file's reader checked the node id and the point; one it refused never
+            // gets here.
+            (Some(Err(_)), ..) | (None, Some(Err(_)), ..) => continue,
+            (None, Some(Ok(point)), ..) => Address::Modbus(point),
+            (None, None, Some((group, node, device)), Some(metric)) => Address::Sparkplug {
                 target: ::sparkplug::Target {
                     group: group.to_owned(),
                     node: node.to_owned(),
@@ -608,24 +599,17 @@ fn sources_of(model: &PlantModel) -> Vec<(SourceSpec, Vec<Binding>)> {
                 topic: binding
                     .topic
                     .clone()
-                    .unwrap_or_else(|| source.topic_of(&tag.path)),
+                    .unwrap_or_else(|| plant.sources[index].topic_of(&tag.path)),
                 command: binding.command_topic.clone(),
             },
         };
-        bound.entry(source.name.as_str()).or_default().push(Binding {
+        bound[index].push(Binding {
             kind: tag.kind,
             tag: tag.name,
             address,
         });
     }
-    model
-        .sources
-        .iter()
-        .map(|source| {
-            let bindings = bound.remove(source.name.as_str()).unwrap_or_default();
-            (source.clone(), bindings)
-        })
-        .collect()
+    plant.sources.into_iter().zip(bound).collect()
 }
 
 /// A digest of the sources and bindings of `model`: a reload with the same one leaves the

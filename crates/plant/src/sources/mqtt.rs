@@ -13,6 +13,7 @@
 //! Size), so the broker drops bigger messages instead of sending them: a huge message costs
 //! neither memory nor the connection.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ use super::{
     Address, Binding, FieldWrite, FieldWriteError, Reading, SourceBoard, SourceCounts, WriteFeed,
     lower_quality, not_connected, write_readings,
 };
+use crate::key_index::KeyIndex;
 use crate::log_text::{ClientText, LogBudget, MessageText};
 use crate::plant::Plant;
 use plant_model::{Quality, TagValue};
@@ -73,6 +75,12 @@ fn allowed(budget: &std::sync::Mutex<LogBudget>) -> bool {
 
 /// Requests (subscriptions, writes, rebirth requests) waiting for the connection.
 const REQUEST_QUEUE: usize = 1024;
+
+/// QoS 1 publishes (writes, rebirth requests) sent and not yet acknowledged at most; more wait
+/// in the request queue. The client keeps a slot for each possible one (some 200 bytes): left
+/// at the protocol's 65,535, that is 14 MB per source, where brokers take 20 to 100 anyway
+/// (their Receive Maximum, which lowers it further).
+const PUBLISHES_IN_FLIGHT: u16 = 100;
 
 /// Events handled in one wake-up at most (those the event loop has already read), their
 /// values written into the plant together: a burst is read at the pace of the socket, and a
@@ -112,6 +120,19 @@ impl BatchClock {
     }
 }
 
+/// The UNS topic a tag is bound to (none for a Sparkplug metric): its key in `by_topic`.
+fn topic_of(bound: &Bound) -> Cow<'_, str> {
+    match &bound.binding.address {
+        Address::Uns { topic, .. } => Cow::Borrowed(topic),
+        _ => Cow::Borrowed(""),
+    }
+}
+
+/// The bound tag's name: its key in `by_tag`.
+fn tag_of(bound: &Bound) -> Cow<'_, str> {
+    Cow::Borrowed(&bound.binding.tag)
+}
+
 /// A bound tag and when its source last updated it.
 #[derive(Debug)]
 struct Bound {
@@ -135,11 +156,11 @@ pub(crate) struct SourceTask {
     options: MqttOptions,
     tags: Vec<Bound>,
     /// UNS topic → tag.
-    by_topic: HashMap<String, usize>,
+    by_topic: KeyIndex,
     /// Sparkplug node or device → metric name → tag.
     by_target: HashMap<Target, HashMap<String, usize>>,
     /// Tag name → tag, for writes.
-    by_tag: HashMap<String, usize>,
+    by_tag: KeyIndex,
     decoder: SparkplugDecoder,
     plant: Plant,
     board: SourceBoard,
@@ -233,6 +254,7 @@ impl SourceTask {
         let mut options = MqttOptions::new(spec.client_id(), host, port);
         options.set_keep_alive(Duration::from_secs(spec.keep_alive.max(5)));
         options.set_max_packet_size(Some(MAX_PACKET_BYTES));
+        options.set_outgoing_inflight_upper_limit(PUBLISHES_IN_FLIGHT);
         // A write to the field is a small packet an operator waits for: sent at once, not held
         // back (Nagle) until the broker acknowledges what went before.
         let mut network = NetworkOptions::new();
@@ -250,9 +272,9 @@ impl SourceTask {
             spec,
             options,
             tags: Vec::with_capacity(bindings.len()),
-            by_topic: HashMap::new(),
+            by_topic: KeyIndex::default(),
             by_target: HashMap::new(),
-            by_tag: HashMap::new(),
+            by_tag: KeyIndex::with_capacity(bindings.len()),
             decoder: SparkplugDecoder::new(),
             plant,
             counts: board.counts_of(index),
@@ -276,24 +298,22 @@ impl SourceTask {
             .into_iter()
             .filter(|binding| !matches!(binding.address, Address::Modbus(_) | Address::OpcUa { .. }));
         for (position, binding) in bindings.enumerate() {
-            match &binding.address {
-                Address::Uns { topic, .. } => {
-                    task.by_topic.insert(topic.clone(), position);
-                }
-                Address::Sparkplug { target, metric } => {
-                    task.by_target
-                        .entry(target.clone())
-                        .or_default()
-                        .insert(metric.clone(), position);
-                }
-                Address::Modbus(_) | Address::OpcUa { .. } => {}
+            if let Address::Sparkplug { target, metric } = &binding.address {
+                task.by_target
+                    .entry(target.clone())
+                    .or_default()
+                    .insert(metric.clone(), position);
             }
-            task.by_tag.insert(binding.tag.clone(), position);
+            let uns = matches!(binding.address, Address::Uns { .. });
             task.tags.push(Bound {
                 binding,
                 last_update: None,
                 stale: false,
             });
+            if uns {
+                task.by_topic.insert(&task.tags, position, topic_of);
+            }
+            task.by_tag.insert(&task.tags, position, tag_of);
         }
         Ok(task)
     }
@@ -309,9 +329,10 @@ impl SourceTask {
         let prefix = format!("{root}/");
         filters.extend(
             self.by_topic
-                .keys()
+                .positions()
+                .map(|position| topic_of(&self.tags[position]))
                 .filter(|topic| root.is_empty() || !topic.starts_with(&prefix))
-                .cloned(),
+                .map(Cow::into_owned),
         );
         let mut nodes: Vec<String> = self
             .by_target
@@ -553,7 +574,7 @@ impl SourceTask {
 
     /// Reads one plain UNS message into its tag.
     fn apply_uns(&mut self, topic: &str, bytes: &[u8]) {
-        let Some(&position) = self.by_topic.get(topic) else {
+        let Some(position) = self.by_topic.get(&self.tags, topic, topic_of) else {
             // Under the root but bound to no tag: counted, not an error to log.
             self.count("unbound");
             return;
@@ -747,9 +768,9 @@ impl SourceTask {
         if !connected {
             return Err(not_connected(source, "broker"));
         }
-        let position = *self
+        let position = self
             .by_tag
-            .get(tag)
+            .get(&self.tags, tag, tag_of)
             .ok_or_else(|| format!("tag {tag:?} is not bound to source {source:?}; nothing was written"))?;
         match &self.tags[position].binding.address {
             Address::Uns { topic, command } => {

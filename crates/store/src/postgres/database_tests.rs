@@ -94,6 +94,26 @@ async fn a_version_3_database_keeps_its_alarms_and_gains_their_response_when_it_
 }
 
 #[tokio::test]
+async fn the_sources_and_the_tags_they_feed_are_read_without_the_rest() {
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens");
+    let never_imported = store.plant_sources().await.expect("reads");
+    assert!(never_imported.sources.is_empty() && never_imported.tags.is_empty());
+    let model = plant_model::read(
+        crate::plant::PLANT_WITH_SOURCES,
+        plant_model::Format::Toml,
+        "t.toml",
+    )
+    .expect("valid");
+    store
+        .import_plant(&model, &[], "t.toml", false)
+        .await
+        .expect("imports");
+    crate::plant::assert_sources_read(&store.plant_sources().await.expect("reads"), &model);
+}
+
+#[tokio::test]
 async fn failed_logins_count_across_nodes_on_the_database_clock() {
     use std::net::IpAddr;
     let database = TestDatabase::create().await;

@@ -13,9 +13,10 @@ use crate::PlantChanges;
 use crate::SolutionError;
 use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
-    AlarmRow, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MOTIONS, SELECT_TAGS, TagRow,
-    UPDATE_TAGS, canonical, changes_between, definitions_of_rows, document_changes, invalid, model_json,
-    model_of_definitions, model_of_json, stored_source, stored_type,
+    AlarmRow, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_BOUND_TAGS, SELECT_FOLDERS, SELECT_MODEL_JSON,
+    SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
+    document_changes, invalid, model_json, model_of_definitions, model_of_json, sources_of_rows,
+    stored_source, stored_type,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -25,15 +26,21 @@ const PLANT_IMPORT_LOCK: i64 = 0x0070_6c61_6e74_696d;
 impl PgStore {
     /// The plant definitions the runtime loads.
     pub(crate) async fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
+        let mut transaction = self.snapshot().await?;
+        let rows = self.plant_rows(&mut transaction).await?;
+        transaction.commit().await.map_err(|error| self.error(error))?;
+        definitions_of_rows(rows)
+    }
+
+    /// A read-only transaction on one snapshot: an import committed meanwhile is seen whole or
+    /// not at all.
+    async fn snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, SolutionError> {
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
-        // One snapshot: an import committed meanwhile is seen whole or not at all.
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             .execute(&mut *transaction)
             .await
             .map_err(|error| self.error(error))?;
-        let rows = self.plant_rows(&mut transaction).await?;
-        transaction.commit().await.map_err(|error| self.error(error))?;
-        definitions_of_rows(rows)
+        Ok(transaction)
     }
 
     /// The plant's rows, read on `connection` (inside the caller's transaction).
@@ -48,23 +55,7 @@ impl PgStore {
             };
             rows.motions.insert(self.get(&row, 0)?, motion);
         }
-        for row in self.fetch(connection, SELECT_TAGS).await? {
-            rows.tags.push(TagRow {
-                name: self.get(&row, 0)?,
-                path: self.get(&row, 1)?,
-                kind: self.get(&row, 2)?,
-                unit: self.get(&row, 3)?,
-                description: self.get(&row, 4)?,
-                min: self.get(&row, 5)?,
-                max: self.get(&row, 6)?,
-                initial: self.get(&row, 7)?,
-                writable: self.get::<i32>(&row, 8)? != 0,
-                history: self.get::<i32>(&row, 9)? != 0,
-                history_deadband: self.get(&row, 10)?,
-                source: self.get(&row, 11)?,
-                proposable: self.get::<i32>(&row, 12)? != 0,
-            });
-        }
+        rows.tags = self.tag_rows(connection, SELECT_TAGS).await?;
         for row in self.fetch(connection, SELECT_ALARMS).await? {
             rows.alarms.push(AlarmRow {
                 name: self.get(&row, 0)?,
@@ -95,9 +86,37 @@ impl PgStore {
         Ok(rows)
     }
 
+    /// The `Tags` rows `select` reads ([`SELECT_TAGS`] or [`SELECT_BOUND_TAGS`]), on
+    /// `connection`.
+    async fn tag_rows(
+        &self,
+        connection: &mut PgConnection,
+        select: &'static str,
+    ) -> Result<Vec<TagRow>, SolutionError> {
+        let mut tags = Vec::new();
+        for row in self.fetch(connection, select).await? {
+            tags.push(TagRow {
+                name: self.get(&row, 0)?,
+                path: self.get(&row, 1)?,
+                kind: self.get(&row, 2)?,
+                unit: self.get(&row, 3)?,
+                description: self.get(&row, 4)?,
+                min: self.get(&row, 5)?,
+                max: self.get(&row, 6)?,
+                initial: self.get(&row, 7)?,
+                writable: self.get::<i32>(&row, 8)? != 0,
+                history: self.get::<i32>(&row, 9)? != 0,
+                history_deadband: self.get(&row, 10)?,
+                source: self.get(&row, 11)?,
+                proposable: self.get::<i32>(&row, 12)? != 0,
+            });
+        }
+        Ok(tags)
+    }
+
     /// The plant model as last imported (see `SolutionDb::plant_model`).
     pub(crate) async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
-        let stored: Option<String> = sqlx::query_scalar("SELECT Json FROM PlantModel WHERE Id = 1")
+        let stored: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
             .fetch_optional(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
@@ -105,6 +124,18 @@ impl PgStore {
             Some(json) => model_of_json(&json),
             None => Ok(model_of_definitions(self.plant_definitions().await?)),
         }
+    }
+
+    /// The plant's sources and the tags they feed (see `SolutionDb::plant_sources`).
+    pub(crate) async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
+        let mut transaction = self.snapshot().await?;
+        let json: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
+            .fetch_optional(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        let tags = self.tag_rows(&mut transaction, SELECT_BOUND_TAGS).await?;
+        transaction.commit().await.map_err(|error| self.error(error))?;
+        sources_of_rows(json.as_deref(), tags)
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
