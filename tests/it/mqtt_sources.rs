@@ -40,7 +40,7 @@ pub(crate) fn bind(model: &mut plant_model::PlantModel, name: &str, binding: pla
         .find(|tag| tag.name == name)
         .expect("a demo tag");
     tag.simulate = None;
-    tag.source = Some(binding);
+    tag.source = Some(Box::new(binding));
 }
 
 /// Feeds `name` from its UNS topic on source `site`.
@@ -685,10 +685,10 @@ fn bulk_plant(broker: &Mosquitto, tags: usize, edit: impl FnOnce(&mut plant_mode
             tag.max = None;
             tag.simulate = None;
             tag.history = false;
-            tag.source = Some(plant_model::SourceBinding {
+            tag.source = Some(Box::new(plant_model::SourceBinding {
                 broker: "site".to_owned(),
                 ..plant_model::SourceBinding::default()
-            });
+            }));
             model.tags.push(tag);
         }
         edit(model);

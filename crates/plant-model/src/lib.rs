@@ -989,7 +989,7 @@ source = { device = "rack2", coil = 0 }
         let point = |index: usize| {
             model.tags[index]
                 .source
-                .as_ref()
+                .as_deref()
                 .and_then(SourceBinding::modbus_point)
                 .expect("a Modbus binding")
                 .expect("a valid point")
@@ -1006,7 +1006,7 @@ source = { device = "rack2", coil = 0 }
             "a coil's format is bool by default"
         );
         assert_eq!(
-            model.tags[3].source.as_ref().map(SourceBinding::source_name),
+            model.tags[3].source.as_deref().map(SourceBinding::source_name),
             Some("rack2")
         );
         assert_eq!(

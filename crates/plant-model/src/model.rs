@@ -38,6 +38,16 @@ pub struct PlantModel {
     pub documents: Vec<DocumentSpec>,
 }
 
+/// The parts of a stored model read on their own; every other part (tags and types above all,
+/// nearly all of a large plant) is skipped unread.
+#[derive(Deserialize)]
+struct StoredParts {
+    #[serde(default)]
+    sources: Vec<SourceSpec>,
+    #[serde(default)]
+    equipment: Vec<Equipment>,
+}
+
 /// `[[documents]]`: a Markdown or plain-text file about the equipment of some types, some
 /// instances or some folders (none named: the whole plant). The file's text is not part of
 /// the model: the solution stores it beside, and export writes it back at `path`.
@@ -484,7 +494,7 @@ pub struct TagSpec {
     pub proposable: bool,
     /// Where its values come from (the MQTT sources), when not from the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<SourceBinding>,
+    pub source: Option<Box<SourceBinding>>,
     /// How the simulator moves it (numeric tags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulate: Option<Motion>,
@@ -909,12 +919,12 @@ impl PlantModel {
     /// The sources of a model the solution stored with [`to_json`](Self::to_json), the rest
     /// skipped: what starting the sources needs of a plant of any size.
     pub fn sources_from_json(json: &str) -> Result<Vec<SourceSpec>, serde_json::Error> {
-        /// The one part of the stored model read; every other is skipped unread.
-        #[derive(Deserialize)]
-        struct Sources {
-            #[serde(default)]
-            sources: Vec<SourceSpec>,
-        }
-        Ok(serde_json::from_str::<Sources>(json)?.sources)
+        Ok(serde_json::from_str::<StoredParts>(json)?.sources)
+    }
+
+    /// The equipment instances of a model the solution stored with [`to_json`](Self::to_json),
+    /// the rest skipped: what the documents' searches need of a plant of any size.
+    pub fn equipment_from_json(json: &str) -> Result<Vec<Equipment>, serde_json::Error> {
+        Ok(serde_json::from_str::<StoredParts>(json)?.equipment)
     }
 }

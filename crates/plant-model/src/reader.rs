@@ -540,7 +540,7 @@ impl<'t> Reader<'t> {
             history_deadband,
             writable,
             proposable,
-            source,
+            source: source.map(Box::new),
             simulate,
         })
     }

@@ -412,7 +412,7 @@ impl Runtime {
     async fn load_library(&self) -> Option<PlantLibrary> {
         let read = async {
             let documents = self.store.plant_documents().await?;
-            let equipment = self.store.plant_model().await?.equipment;
+            let equipment = self.store.plant_equipment().await?;
             Ok::<_, SolutionError>((documents, equipment))
         };
         let (documents, equipment) = match read.await {

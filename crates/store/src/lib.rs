@@ -707,17 +707,19 @@ time_to_respond = 604800
     }
 
     #[test]
-    fn the_sources_and_the_tags_they_feed_are_read_without_the_rest() {
+    fn the_sources_the_tags_they_feed_and_the_equipment_are_read_without_the_rest() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("plant.db");
         SolutionDb::create(&path, false).expect("creates");
         let db = SolutionDb::open(&path).expect("opens");
         let never_imported = db.plant_sources().expect("reads");
         assert!(never_imported.sources.is_empty() && never_imported.tags.is_empty());
+        assert!(db.plant_equipment().expect("reads").is_empty());
         let model =
             plant_model::read(plant::PLANT_WITH_SOURCES, plant_model::Format::Toml, "t.toml").expect("valid");
         db.import_plant(&model, &[], "t.toml", false).expect("imports");
         plant::assert_sources_read(&db.plant_sources().expect("reads"), &model);
+        assert_eq!(db.plant_equipment().expect("reads"), model.equipment);
     }
 
     #[test]

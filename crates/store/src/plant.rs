@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use plant_model::{
-    AlarmSpec, Condition, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel,
-    SourceBinding, TagSpec, TagType,
+    AlarmSpec, Condition, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
+    PlantModel, SourceBinding, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -147,6 +147,11 @@ impl SolutionDb {
         }
     }
 
+    /// The equipment instances of the plant model as last imported (none before an import).
+    pub(crate) fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
+        equipment_of_json(self.read(read_model_json)?.as_deref())
+    }
+
     /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
     /// what the sources start from, without reading the rest of the plant.
     pub(crate) fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
@@ -155,12 +160,12 @@ impl SolutionDb {
             let transaction = connection.unchecked_transaction()?;
             let read = (
                 read_model_json(&transaction)?,
-                read_tag_rows(&transaction, SELECT_BOUND_TAGS)?,
+                read_tags(&transaction, &BOUND_TAGS, &BTreeMap::new())?,
             );
             transaction.commit()?;
             Ok(read)
         })?;
-        sources_of_rows(json.as_deref(), tags)
+        sources_of_rows(json.as_deref(), tags?)
     }
 
     /// The documents attached to the plant, by path.
@@ -372,7 +377,7 @@ fn read_documents(connection: &Connection) -> rusqlite::Result<Result<Vec<PlantD
         .collect())
 }
 
-/// A `Tags` row as stored (the columns of [`SELECT_TAGS`], in order). Both backends read
+/// A `Tags` row as stored (the columns of a [`TagQuery`]'s `select`, in order). Both backends read
 /// into it.
 #[derive(Debug)]
 pub(super) struct TagRow {
@@ -410,13 +415,64 @@ pub(super) struct AlarmRow {
     pub(super) time_to_respond: Option<u32>,
 }
 
+impl TagRow {
+    /// The tag this row stores, as the runtime loads it (`motions` by tag); a row that does not
+    /// read is named.
+    pub(super) fn into_spec(self, motions: &BTreeMap<String, Motion>) -> Result<TagSpec, SolutionError> {
+        let TagRow {
+            name,
+            path,
+            kind,
+            unit,
+            description,
+            min,
+            max,
+            initial,
+            writable,
+            history,
+            history_deadband,
+            source,
+            proposable,
+        } = self;
+        let Some(kind) = type_of_stored(&kind) else {
+            return Err(invalid(&name, format!("unknown type {kind:?}")));
+        };
+        let initial = match initial.as_deref().map(|text| initial_of_stored(kind, text)) {
+            None => None,
+            Some(Some(value)) => Some(value),
+            Some(None) => {
+                return Err(invalid(&name, format!("initial value is not a {}", kind.name())));
+            }
+        };
+        let source = match source.as_deref().map(serde_json::from_str::<Box<SourceBinding>>) {
+            None => None,
+            Some(Ok(source)) => Some(source),
+            Some(Err(error)) => return Err(invalid(&name, format!("its source does not read: {error}"))),
+        };
+        Ok(TagSpec {
+            simulate: motions.get(&name).cloned(),
+            name,
+            path,
+            kind,
+            unit,
+            description,
+            initial,
+            min,
+            max,
+            history,
+            history_deadband,
+            writable,
+            proposable,
+            source,
+        })
+    }
+}
+
 /// The stored rows of a plant, as either backend reads them.
 #[derive(Debug, Default)]
 pub(super) struct PlantRows {
-    /// `Simulation`, by tag.
-    pub(super) motions: BTreeMap<String, Motion>,
-    /// `Tags`, by path.
-    pub(super) tags: Vec<TagRow>,
+    /// `Tags`, by path, each turned into its spec (with its `Simulation` motion) as it was read.
+    pub(super) tags: Vec<TagSpec>,
     /// `AlarmDefinitions`, by name.
     pub(super) alarms: Vec<AlarmRow>,
     /// `Folders`, by path.
@@ -438,18 +494,33 @@ pub(super) const UPDATE_TAGS: &str =
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
-/// The `SELECT` of [`TagRow`]'s columns, in order, from `Tags`.
-macro_rules! select_tags {
-    () => {
-        "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-        Writable, History, HistoryDeadband, Source, Proposable
- FROM Tags"
+/// A read of `Tags` rows (see [`TagRow`]): the statement, and one that counts the rows it
+/// gives (the file's reader sizes its list with it: a plant of 100,000 tags is 50 MB of specs).
+pub(super) struct TagQuery {
+    pub(super) select: &'static str,
+    count: &'static str,
+}
+
+/// The [`TagQuery`] of the rows that pass `filter`, by path.
+macro_rules! tag_query {
+    ($filter:literal) => {
+        TagQuery {
+            select: concat!(
+                "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
+                    Writable, History, HistoryDeadband, Source, Proposable
+                 FROM Tags",
+                $filter,
+                " ORDER BY Path"
+            ),
+            count: concat!("SELECT COUNT(*) FROM Tags", $filter),
+        }
     };
 }
-/// See [`TagRow`].
-pub(super) const SELECT_TAGS: &str = concat!(select_tags!(), " ORDER BY Path");
-/// The tags a source feeds (see [`TagRow`]).
-pub(super) const SELECT_BOUND_TAGS: &str = concat!(select_tags!(), " WHERE Source IS NOT NULL ORDER BY Path");
+
+/// Every tag.
+pub(super) const ALL_TAGS: TagQuery = tag_query!("");
+/// The tags a source feeds.
+pub(super) const BOUND_TAGS: TagQuery = tag_query!(" WHERE Source IS NOT NULL");
 /// The stored plant model, as JSON.
 pub(super) const SELECT_MODEL_JSON: &str = "SELECT Json FROM PlantModel WHERE Id = 1";
 /// See [`AlarmRow`].
@@ -517,6 +588,14 @@ pub(super) fn model_of_json(json: &str) -> Result<PlantModel, SolutionError> {
     PlantModel::from_json(json).map_err(unreadable_model)
 }
 
+/// The equipment instances of the stored model (`json`; none for a solution never imported
+/// into).
+pub(super) fn equipment_of_json(json: Option<&str>) -> Result<Vec<Equipment>, SolutionError> {
+    json.map_or(Ok(Vec::new()), |json| {
+        PlantModel::equipment_from_json(json).map_err(unreadable_model)
+    })
+}
+
 /// The refusal of a stored model that does not read.
 fn unreadable_model(error: serde_json::Error) -> SolutionError {
     invalid(
@@ -559,7 +638,10 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let tags = read_tag_rows(connection, SELECT_TAGS)?;
+    let tags = match read_tags(connection, &ALL_TAGS, &motions)? {
+        Ok(tags) => tags,
+        Err(error) => return Ok(Err(error)),
+    };
     let alarms = connection
         .prepare(SELECT_ALARMS)?
         .query_map([], |row| {
@@ -590,109 +672,72 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
         })?
         .collect::<rusqlite::Result<_>>()?;
     Ok(definitions_of_rows(PlantRows {
-        motions,
         tags,
         alarms,
         folders,
     }))
 }
 
-/// The `Tags` rows `select` reads ([`SELECT_TAGS`] or [`SELECT_BOUND_TAGS`]).
-fn read_tag_rows(connection: &Connection, select: &str) -> rusqlite::Result<Vec<TagRow>> {
-    connection
-        .prepare(select)?
-        .query_map([], |row| {
-            Ok(TagRow {
-                name: row.get(0)?,
-                path: row.get(1)?,
-                kind: row.get(2)?,
-                unit: row.get(3)?,
-                description: row.get(4)?,
-                min: row.get(5)?,
-                max: row.get(6)?,
-                initial: row.get(7)?,
-                writable: row.get(8)?,
-                history: row.get(9)?,
-                history_deadband: row.get(10)?,
-                source: row.get(11)?,
-                proposable: row.get(12)?,
-            })
-        })?
-        .collect()
+/// The tags `query` reads ([`ALL_TAGS`] or [`BOUND_TAGS`]) as the runtime loads them, each row
+/// turned into its spec as it is read (`motions` by tag); the outer error is SQLite's, the inner
+/// a row that does not read.
+fn read_tags(
+    connection: &Connection,
+    query: &TagQuery,
+    motions: &BTreeMap<String, Motion>,
+) -> rusqlite::Result<Result<Vec<TagSpec>, SolutionError>> {
+    let count: i64 = connection.query_row(query.count, [], |row| row.get(0))?;
+    let mut tags = Vec::with_capacity(usize::try_from(count).unwrap_or_default());
+    let mut statement = connection.prepare(query.select)?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let row = TagRow {
+            name: row.get(0)?,
+            path: row.get(1)?,
+            kind: row.get(2)?,
+            unit: row.get(3)?,
+            description: row.get(4)?,
+            min: row.get(5)?,
+            max: row.get(6)?,
+            initial: row.get(7)?,
+            writable: row.get(8)?,
+            history: row.get(9)?,
+            history_deadband: row.get(10)?,
+            source: row.get(11)?,
+            proposable: row.get(12)?,
+        };
+        match row.into_spec(motions) {
+            Ok(tag) => tags.push(tag),
+            Err(error) => return Ok(Err(error)),
+        }
+    }
+    Ok(Ok(tags))
 }
 
 /// The sources of the stored model (`json`; none for a solution never imported into) and the
-/// tags they feed, from their rows ([`SELECT_BOUND_TAGS`]).
-pub(super) fn sources_of_rows(json: Option<&str>, tags: Vec<TagRow>) -> Result<ExpandedPlant, SolutionError> {
+/// tags they feed ([`BOUND_TAGS`]).
+pub(super) fn sources_of_rows(
+    json: Option<&str>,
+    tags: Vec<TagSpec>,
+) -> Result<ExpandedPlant, SolutionError> {
     let sources = match json {
         Some(json) => PlantModel::sources_from_json(json).map_err(unreadable_model)?,
         None => Vec::new(),
     };
-    let mut plant = definitions_of_rows(PlantRows {
+    Ok(ExpandedPlant {
         tags,
-        ..PlantRows::default()
-    })?;
-    plant.sources = sources;
-    Ok(plant)
+        sources,
+        ..ExpandedPlant::default()
+    })
 }
 
 /// The plant definitions the stored rows describe; a row that does not read is named.
 pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, SolutionError> {
     let PlantRows {
-        motions,
-        tags: tag_rows,
+        tags,
         alarms: alarm_rows,
         folders,
     } = rows;
-    let mut tags = Vec::with_capacity(tag_rows.len());
-    for TagRow {
-        name,
-        path,
-        kind,
-        unit,
-        description,
-        min,
-        max,
-        initial,
-        writable,
-        history,
-        history_deadband,
-        source,
-        proposable,
-    } in tag_rows
-    {
-        let Some(kind) = type_of_stored(&kind) else {
-            return Err(invalid(&name, format!("unknown type {kind:?}")));
-        };
-        let initial = match initial.as_deref().map(|text| initial_of_stored(kind, text)) {
-            None => None,
-            Some(Some(value)) => Some(value),
-            Some(None) => {
-                return Err(invalid(&name, format!("initial value is not a {}", kind.name())));
-            }
-        };
-        let source = match source.as_deref().map(serde_json::from_str::<SourceBinding>) {
-            None => None,
-            Some(Ok(source)) => Some(source),
-            Some(Err(error)) => return Err(invalid(&name, format!("its source does not read: {error}"))),
-        };
-        tags.push(TagSpec {
-            simulate: motions.get(&name).cloned(),
-            name,
-            path,
-            kind,
-            unit,
-            description,
-            initial,
-            min,
-            max,
-            history,
-            history_deadband,
-            writable,
-            proposable,
-            source,
-        });
-    }
     let mut alarms = Vec::with_capacity(alarm_rows.len());
     for row in alarm_rows {
         let Some(condition) = Condition::parse(&row.condition) else {

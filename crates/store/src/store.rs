@@ -119,7 +119,7 @@ impl Store {
             plant_revision: self.plant_revision().await?,
             definitions: self.plant_definitions().await?,
             documents: self.plant_documents().await?,
-            equipment: self.plant_model().await?.equipment,
+            equipment: self.plant_equipment().await?,
             alarm_record: self.alarm_events_since_last_trip().await?,
         })
     }
@@ -131,7 +131,7 @@ impl Store {
             plant_revision: on_backend_blocking!(self, plant_revision())?,
             definitions: on_backend_blocking!(self, plant_definitions())?,
             documents: on_backend_blocking!(self, plant_documents())?,
-            equipment: on_backend_blocking!(self, plant_model())?.equipment,
+            equipment: on_backend_blocking!(self, plant_equipment())?,
             alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
         })
     }
@@ -239,6 +239,12 @@ impl Store {
     /// The plant model as last imported.
     pub async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
         on_backend!(self, plant_model())
+    }
+
+    /// The equipment instances of the plant model as last imported (none before an import),
+    /// without reading the rest of it.
+    pub async fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
+        on_backend!(self, plant_equipment())
     }
 
     /// The plant's sources and the tags they feed (only those, each as the runtime loads it):

@@ -94,12 +94,13 @@ async fn a_version_3_database_keeps_its_alarms_and_gains_their_response_when_it_
 }
 
 #[tokio::test]
-async fn the_sources_and_the_tags_they_feed_are_read_without_the_rest() {
+async fn the_sources_the_tags_they_feed_and_the_equipment_are_read_without_the_rest() {
     let database = TestDatabase::create().await;
     let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
     let store = PgStore::open(&url).await.expect("opens");
     let never_imported = store.plant_sources().await.expect("reads");
     assert!(never_imported.sources.is_empty() && never_imported.tags.is_empty());
+    assert!(store.plant_equipment().await.expect("reads").is_empty());
     let model = plant_model::read(
         crate::plant::PLANT_WITH_SOURCES,
         plant_model::Format::Toml,
@@ -111,6 +112,7 @@ async fn the_sources_and_the_tags_they_feed_are_read_without_the_rest() {
         .await
         .expect("imports");
     crate::plant::assert_sources_read(&store.plant_sources().await.expect("reads"), &model);
+    assert_eq!(store.plant_equipment().await.expect("reads"), model.equipment);
 }
 
 #[tokio::test]

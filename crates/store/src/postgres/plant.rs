@@ -2,8 +2,12 @@
 //! reads (`plant.rs` turns them into definitions for both), secrets sealed and opened
 //! by `secrets.rs` with the key of `TSERVER_SECRETS_KEY`.
 
+use std::collections::BTreeMap;
+
 use localai::secrets::SecretValue;
-use plant_model::{ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel, TagSpec};
+use plant_model::{
+    Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel, TagSpec,
+};
 use sqlx::PgConnection;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -13,10 +17,10 @@ use crate::PlantChanges;
 use crate::SolutionError;
 use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
-    AlarmRow, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_BOUND_TAGS, SELECT_FOLDERS, SELECT_MODEL_JSON,
-    SELECT_MOTIONS, SELECT_TAGS, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
-    document_changes, invalid, model_json, model_of_definitions, model_of_json, sources_of_rows,
-    stored_source, stored_type,
+    ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
+    SELECT_MOTIONS, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
+    document_changes, equipment_of_json, invalid, model_json, model_of_definitions, model_of_json,
+    sources_of_rows, stored_source, stored_type,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -45,7 +49,7 @@ impl PgStore {
 
     /// The plant's rows, read on `connection` (inside the caller's transaction).
     async fn plant_rows(&self, connection: &mut PgConnection) -> Result<PlantRows, SolutionError> {
-        let mut rows = PlantRows::default();
+        let mut motions = BTreeMap::new();
         for row in self.fetch(connection, SELECT_MOTIONS).await? {
             let motion = Motion {
                 amplitude: self.get(&row, 1)?,
@@ -53,9 +57,12 @@ impl PgStore {
                 phase: self.get(&row, 3)?,
                 noise: self.get(&row, 4)?,
             };
-            rows.motions.insert(self.get(&row, 0)?, motion);
+            motions.insert(self.get(&row, 0)?, motion);
         }
-        rows.tags = self.tag_rows(connection, SELECT_TAGS).await?;
+        let mut rows = PlantRows {
+            tags: self.tags(connection, &ALL_TAGS, &motions).await?,
+            ..PlantRows::default()
+        };
         for row in self.fetch(connection, SELECT_ALARMS).await? {
             rows.alarms.push(AlarmRow {
                 name: self.get(&row, 0)?,
@@ -86,16 +93,18 @@ impl PgStore {
         Ok(rows)
     }
 
-    /// The `Tags` rows `select` reads ([`SELECT_TAGS`] or [`SELECT_BOUND_TAGS`]), on
-    /// `connection`.
-    async fn tag_rows(
+    /// The tags `query` reads ([`ALL_TAGS`] or [`BOUND_TAGS`]) on `connection`, as the runtime
+    /// loads them (`motions` by tag).
+    async fn tags(
         &self,
         connection: &mut PgConnection,
-        select: &'static str,
-    ) -> Result<Vec<TagRow>, SolutionError> {
-        let mut tags = Vec::new();
-        for row in self.fetch(connection, select).await? {
-            tags.push(TagRow {
+        query: &TagQuery,
+        motions: &BTreeMap<String, Motion>,
+    ) -> Result<Vec<TagSpec>, SolutionError> {
+        let rows = self.fetch(connection, query.select).await?;
+        let mut tags = Vec::with_capacity(rows.len());
+        for row in rows {
+            let row = TagRow {
                 name: self.get(&row, 0)?,
                 path: self.get(&row, 1)?,
                 kind: self.get(&row, 2)?,
@@ -109,7 +118,8 @@ impl PgStore {
                 history_deadband: self.get(&row, 10)?,
                 source: self.get(&row, 11)?,
                 proposable: self.get::<i32>(&row, 12)? != 0,
-            });
+            };
+            tags.push(row.into_spec(motions)?);
         }
         Ok(tags)
     }
@@ -126,6 +136,15 @@ impl PgStore {
         }
     }
 
+    /// The equipment instances of the plant model as last imported (none before an import).
+    pub(crate) async fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
+        let stored: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        equipment_of_json(stored.as_deref())
+    }
+
     /// The plant's sources and the tags they feed (see `SolutionDb::plant_sources`).
     pub(crate) async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
         let mut transaction = self.snapshot().await?;
@@ -133,7 +152,7 @@ impl PgStore {
             .fetch_optional(&mut *transaction)
             .await
             .map_err(|error| self.error(error))?;
-        let tags = self.tag_rows(&mut transaction, SELECT_BOUND_TAGS).await?;
+        let tags = self.tags(&mut transaction, &BOUND_TAGS, &BTreeMap::new()).await?;
         transaction.commit().await.map_err(|error| self.error(error))?;
         sources_of_rows(json.as_deref(), tags)
     }
