@@ -126,11 +126,7 @@ impl PgStore {
 
     /// The plant model as last imported (see `SolutionDb::plant_model`).
     pub(crate) async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
-        let stored: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        match stored {
+        match self.model_json(&self.pool).await? {
             Some(json) => model_of_json(&json),
             None => Ok(model_of_definitions(self.plant_definitions().await?)),
         }
@@ -138,20 +134,24 @@ impl PgStore {
 
     /// The equipment instances of the plant model as last imported (none before an import).
     pub(crate) async fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
-        let stored: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
-            .fetch_optional(&self.pool)
+        equipment_of_json(self.model_json(&self.pool).await?.as_deref())
+    }
+
+    /// The stored plant model's JSON, read through `executor`; `None` before an import.
+    async fn model_json<'e>(
+        &self,
+        executor: impl sqlx::PgExecutor<'e>,
+    ) -> Result<Option<String>, SolutionError> {
+        sqlx::query_scalar(SELECT_MODEL_JSON)
+            .fetch_optional(executor)
             .await
-            .map_err(|error| self.error(error))?;
-        equipment_of_json(stored.as_deref())
+            .map_err(|error| self.error(error))
     }
 
     /// The plant's sources and the tags they feed (see `SolutionDb::plant_sources`).
     pub(crate) async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
         let mut transaction = self.snapshot().await?;
-        let json: Option<String> = sqlx::query_scalar(SELECT_MODEL_JSON)
-            .fetch_optional(&mut *transaction)
-            .await
-            .map_err(|error| self.error(error))?;
+        let json = self.model_json(&mut *transaction).await?;
         let tags = self.tags(&mut transaction, &BOUND_TAGS, &BTreeMap::new()).await?;
         transaction.commit().await.map_err(|error| self.error(error))?;
         sources_of_rows(json.as_deref(), tags)
