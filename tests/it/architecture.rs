@@ -341,6 +341,31 @@ fn every_product_binary_builds_with_the_workspace_feature_set() {
     );
 }
 
+/// `release` is what a new user builds first, so it is quick to build; `dist`, which production
+/// and the bench build, says every setting it needs itself rather than inheriting release's.
+#[test]
+fn release_builds_quickly_and_dist_is_fully_optimised() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("the workspace manifest reads");
+    let manifest: toml::Table = text.parse().expect("the workspace manifest is TOML");
+    let profile = |name: &str| manifest["profile"][name].clone();
+    let release = profile("release");
+    assert_eq!(release["opt-level"].as_integer(), Some(1), "release: {release}");
+    assert_eq!(release["lto"].as_str(), Some("off"), "release: {release}");
+    for login_hash in ["argon2", "blake2"] {
+        assert_eq!(
+            release["package"][login_hash]["opt-level"].as_integer(),
+            Some(3),
+            "release must optimise {login_hash} fully: a login costs what it costs in production"
+        );
+    }
+    let dist = profile("dist");
+    assert_eq!(dist["inherits"].as_str(), Some("release"), "dist: {dist}");
+    assert_eq!(dist["opt-level"].as_integer(), Some(3), "dist: {dist}");
+    assert_eq!(dist["lto"].as_str(), Some("fat"), "dist: {dist}");
+    assert_eq!(dist["codegen-units"].as_integer(), Some(1), "dist: {dist}");
+}
+
 #[test]
 fn a_forbidden_dependency_is_named_with_the_chain_that_reaches_it() {
     let graph = Graph::read();
