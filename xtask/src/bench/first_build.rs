@@ -33,9 +33,8 @@ pub(crate) fn judge(
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
     let target = clean_dir(&out_dir.join("first-build"))?;
-    let started = Instant::now();
     let first = build(root, &target, "release", &[])?;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = first.seconds;
     let mut rebuilt = Vec::new();
     for (command, args) in README_BUILDS {
         let readme_build = build(root, &target, "release", args)?;
@@ -43,9 +42,7 @@ pub(crate) fn judge(
     }
     remove_dir(&target)?;
     let dist_target = clean_dir(&out_dir.join("first-build-dist"))?;
-    let started = Instant::now();
-    build(root, &dist_target, "dist", &[])?;
-    let dist_seconds = started.elapsed().as_secs_f64();
+    let dist_seconds = build(root, &dist_target, "dist", &[])?.seconds;
     remove_dir(&dist_target)?;
     let ratio = seconds / dist_seconds;
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
@@ -108,10 +105,12 @@ fn remove_dir(dir: &Path) -> anyhow::Result<()> {
 struct Build {
     /// Units compiled rather than found fresh.
     compiled: u64,
+    /// Wall time, from starting cargo to its exit.
+    seconds: f64,
 }
 
 /// `cargo build --profile PROFILE ARGS` in `root` with its own target directory, counting the
-/// units cargo reports compiled (`"fresh": false`).
+/// units cargo reports compiled (`"fresh": false`), timed.
 fn build(root: &Path, target: &Path, profile: &str, args: &[&str]) -> anyhow::Result<Build> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!(
@@ -119,6 +118,7 @@ fn build(root: &Path, target: &Path, profile: &str, args: &[&str]) -> anyhow::Re
         args.join(" "),
         target.display()
     );
+    let started = Instant::now();
     let output = Command::new(&cargo)
         .current_dir(root)
         .args(["build", "--profile", profile, "--message-format", "json"])
@@ -134,8 +134,10 @@ fn build(root: &Path, target: &Path, profile: &str, args: &[&str]) -> anyhow::Re
             output.status
         );
     }
+    let seconds = started.elapsed().as_secs_f64();
     Ok(Build {
         compiled: compiled_units(&String::from_utf8_lossy(&output.stdout)),
+        seconds,
     })
 }
 
