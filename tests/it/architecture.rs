@@ -364,6 +364,35 @@ fn release_builds_quickly_and_dist_is_fully_optimised() {
     assert_eq!(dist["opt-level"].as_integer(), Some(3), "dist: {dist}");
     assert_eq!(dist["lto"].as_str(), Some("fat"), "dist: {dist}");
     assert_eq!(dist["codegen-units"].as_integer(), Some(1), "dist: {dist}");
+    // dist inherits release's package overrides: a crate release builds below level 3 (to
+    // share it with the build scripts) must be back at 3 in production.
+    let release_packages = release["package"]
+        .as_table()
+        .expect("release has package overrides");
+    let lowered: Vec<&String> = release_packages
+        .iter()
+        .filter(|(_, settings)| settings.get("opt-level").and_then(toml::Value::as_integer) == Some(1))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        !lowered.is_empty(),
+        "release shares no build dependency: {release}"
+    );
+    let not_restored: Vec<&&String> = lowered
+        .iter()
+        .filter(|name| {
+            dist.get("package")
+                .and_then(|packages| packages.get(name.as_str()))
+                .and_then(|settings| settings.get("opt-level"))
+                .and_then(toml::Value::as_integer)
+                != Some(3)
+        })
+        .collect();
+    assert!(
+        not_restored.is_empty(),
+        "{not_restored:?} are at level 1 in release and would stay so in dist: set them to 3 \
+         under [profile.dist.package]"
+    );
 }
 
 #[test]

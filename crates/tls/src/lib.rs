@@ -25,6 +25,8 @@ use rustls::server::ParsedCertificate;
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use x509_cert::Certificate;
+use x509_cert::der::Decode;
 
 /// Why TLS could not be set up. Messages name files, never their contents.
 #[derive(Debug, thiserror::Error)]
@@ -137,15 +139,12 @@ impl ServerCertificateCheck {
     ) -> Result<(), rustls::Error> {
         let parsed = ParsedCertificate::try_from(end_entity)?;
         verify_server_name(&parsed, name)?;
-        let (_, certificate) = x509_parser::parse_x509_certificate(end_entity.as_ref())
+        let certificate = Certificate::from_der(end_entity.as_ref())
             .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        let validity = certificate.validity();
-        let at = |seconds: i64| {
-            UnixTime::since_unix_epoch(std::time::Duration::from_secs(seconds.max(0).unsigned_abs()))
-        };
+        let validity = certificate.tbs_certificate.validity;
         let (not_before, not_after) = (
-            at(validity.not_before.timestamp()),
-            at(validity.not_after.timestamp()),
+            UnixTime::since_unix_epoch(validity.not_before.to_unix_duration()),
+            UnixTime::since_unix_epoch(validity.not_after.to_unix_duration()),
         );
         if now < not_before {
             return Err(rustls::Error::InvalidCertificate(
