@@ -365,19 +365,22 @@ fn release_builds_quickly_and_dist_is_fully_optimised() {
     assert_eq!(dist["lto"].as_str(), Some("fat"), "dist: {dist}");
     assert_eq!(dist["codegen-units"].as_integer(), Some(1), "dist: {dist}");
     // dist inherits release's package overrides: a crate release builds below level 3 (to
-    // share it with the build scripts) must be back at 3 in production.
+    // share it with the build scripts, or because a try-out barely runs it) must be back at 3
+    // in production.
     let release_packages = release["package"]
         .as_table()
         .expect("release has package overrides");
     let lowered: Vec<&String> = release_packages
         .iter()
-        .filter(|(_, settings)| settings.get("opt-level").and_then(toml::Value::as_integer) == Some(1))
+        .filter(|(_, settings)| {
+            settings
+                .get("opt-level")
+                .and_then(toml::Value::as_integer)
+                .is_some_and(|level| level < 3)
+        })
         .map(|(name, _)| name)
         .collect();
-    assert!(
-        !lowered.is_empty(),
-        "release shares no build dependency: {release}"
-    );
+    assert!(!lowered.is_empty(), "release lowers no crate's level: {release}");
     let not_restored: Vec<&&String> = lowered
         .iter()
         .filter(|name| {
@@ -390,7 +393,7 @@ fn release_builds_quickly_and_dist_is_fully_optimised() {
         .collect();
     assert!(
         not_restored.is_empty(),
-        "{not_restored:?} are at level 1 in release and would stay so in dist: set them to 3 \
+        "{not_restored:?} are below level 3 in release and would stay so in dist: set them to 3 \
          under [profile.dist.package]"
     );
 }
