@@ -95,6 +95,26 @@ mod tests {
     }
 
     #[test]
+    fn a_double_reads_as_the_value_its_digits_name_and_writes_back_alike() {
+        // Digits that a fast, inexact reader puts one unit in the last place away: a deadband
+        // a browser sends must be the deadband the server keeps and echoes.
+        for digits in [
+            "1.7777777777771777",
+            "1.777777777777177777777777777777777777777777777777775",
+        ] {
+            let text = format!(r#"{{"subscribe":{{"deadband":{digits}}}}}"#);
+            let frame = message(decode_json::<ClientFrame>(&text));
+            let Some(client_frame::Body::Subscribe(subscribe)) = &frame.body else {
+                panic!("not a subscribe: {frame:?}");
+            };
+            let exact: f64 = digits.parse().expect("the digits are a double");
+            assert_eq!(subscribe.deadband.to_bits(), exact.to_bits(), "{digits}");
+            let written = encode_json(&frame);
+            assert_eq!(message(decode_json::<ClientFrame>(&written)), frame, "{written}");
+        }
+    }
+
+    #[test]
     fn text_that_is_not_a_client_frame_is_malformed_and_says_where() {
         for text in [
             "{",
