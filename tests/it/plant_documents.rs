@@ -502,3 +502,122 @@ equipment = ["V7"]
         "neither is about the whole folder: {folder}"
     );
 }
+
+/// A plant folder set up as a hostile one would be: a document linked to the solution's own
+/// secrets key (inside the folder), one linked to a system file, one reached through a linked
+/// folder, and a FIFO. Each is refused at its line, without blocking, and nothing is imported.
+#[cfg(unix)]
+#[test]
+fn documents_that_are_links_out_fifos_or_the_solutions_own_files_are_refused_at_their_lines() {
+    use std::os::unix::fs::symlink;
+    let solution = Solution::demo();
+    let path = path_of(&solution);
+    let file = demo_plant_beside(&solution, "hostile.toml");
+    let beside = solution.path.parent().expect("a folder");
+    let key = store::key_file(&solution.path);
+    let key_text = std::fs::read_to_string(&key).expect("the key file");
+    symlink("../plant.db.key", beside.join("procedures/key.md")).expect("links");
+    symlink("/etc/passwd", beside.join("passwd.md")).expect("links");
+    symlink("/etc", beside.join("linkdir")).expect("links");
+    std::fs::hard_link(&key, beside.join("hard.md")).expect("links");
+    let fifo = beside.join("fifo.md");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs (coreutils)");
+    assert!(made.success());
+    // A link that stays inside the folder is a document like any other.
+    symlink("procedures/tank-overfill.md", beside.join("overfill-link.md")).expect("links");
+    let mut text = std::fs::read_to_string(&file).expect("reads");
+    for document in [
+        "procedures/key.md",
+        "passwd.md",
+        "linkdir/passwd",
+        "hard.md",
+        "fifo.md",
+        "plant.db.key",
+        "overfill-link.md",
+    ] {
+        text.push_str(&format!("\n[[documents]]\npath = \"{document}\"\n"));
+    }
+    std::fs::write(&file, &text).expect("writes");
+    let before = admin(&["plant", path, "export"], "");
+    let started = Instant::now();
+    let error = try_admin(&["plant", path, "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the FIFO did not block the import"
+    );
+    let at = |document: &str| {
+        format!(
+            "hostile.toml:{}:8: documents[",
+            line_of(&text, &format!("\"{document}\""))
+        )
+    };
+    for (document, why) in [
+        ("procedures/key.md", "one of the solution's own files"),
+        (
+            "passwd.md",
+            "resolves to /etc/passwd, outside the plant file's folder",
+        ),
+        (
+            "linkdir/passwd",
+            "resolves to /etc/passwd, outside the plant file's folder",
+        ),
+        ("hard.md", "one of the solution's own files"),
+        ("fifo.md", "is a FIFO, not a regular file"),
+        ("plant.db.key", "one of the solution's own files"),
+    ] {
+        let line = error
+            .lines()
+            .find(|line| line.contains(&at(document)))
+            .unwrap_or_else(|| panic!("{document} is not refused at its line:\n{error}"));
+        assert!(line.contains(why), "{document}: {why}\n{line}");
+    }
+    assert!(
+        !error.contains("overfill-link.md"),
+        "a link inside the folder is a document: {error}"
+    );
+    assert!(!error.contains(key_text.trim()), "the key never shows: {error}");
+    assert_eq!(admin(&["plant", path, "export"], ""), before, "nothing changed");
+}
+
+/// Export writes documents only as plain files in plain folders of the plant file's folder:
+/// a folder or a file that is a link is refused, and nothing is written where it points.
+#[cfg(unix)]
+#[test]
+fn export_never_writes_through_a_link() {
+    use std::os::unix::fs::symlink;
+    let solution = Solution::demo();
+    let path = path_of(&solution);
+    let out = tempfile::tempdir().expect("temp dir");
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    symlink(elsewhere.path(), out.path().join("procedures")).expect("links");
+    let exported = out.path().join("plant.toml");
+    let error = try_admin(&["plant", path, "export", exported.to_str().expect("utf-8")], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("procedures is a link; export writes only plain files and folders"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_dir(elsewhere.path()).expect("lists").count(),
+        0,
+        "nothing was written through the link"
+    );
+
+    // A document's file that is a link to a file elsewhere: refused, the target untouched.
+    std::fs::remove_file(out.path().join("procedures")).expect("unlinks");
+    std::fs::create_dir(out.path().join("procedures")).expect("makes");
+    let target = elsewhere.path().join("victim.txt");
+    std::fs::write(&target, "keep me").expect("writes");
+    symlink(&target, out.path().join("procedures/tank-overfill.md")).expect("links");
+    let error = try_admin(&["plant", path, "export", exported.to_str().expect("utf-8")], "")
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("tank-overfill.md is a link"), "{error}");
+    assert_eq!(std::fs::read_to_string(&target).expect("reads"), "keep me");
+}

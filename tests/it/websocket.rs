@@ -699,3 +699,63 @@ async fn behind_a_trusted_proxy_the_login_throttle_counts_the_forwarded_client()
     }
     rig.stop().await;
 }
+
+/// The status code of one raw HTTP/1.1 request to `http` (the connection closed after it).
+async fn raw_status(http: SocketAddr, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = TcpStream::connect(http).await.expect("connects");
+    stream.write_all(request.as_bytes()).await.expect("sends");
+    let mut head = vec![0_u8; 12];
+    tokio::time::timeout(PATIENCE, stream.read_exact(&mut head))
+        .await
+        .expect("answers in time")
+        .expect("a status line");
+    let line = String::from_utf8_lossy(&head);
+    line.strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not a status line: {line:?}"))
+}
+
+/// What a browser sends after a hostile page rebound its own name to this server: `Origin` and
+/// `Host` agree, both naming the hostile host. The panel, the login and the WebSocket refuse
+/// every host the server is not reached by (421) before looking at anything else; loopback
+/// names are served.
+#[tokio::test]
+async fn a_rebound_host_name_reaches_no_page_login_or_websocket() {
+    let rig = Rig::start().await;
+    let port = rig.http.port();
+    let body = json!({"user": "guest", "password": ""}).to_string();
+    let requests = |host: &str| {
+        [
+            format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+            format!(
+                "POST /api/login HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+            format!(
+                "GET /ws HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\nUpgrade: websocket\r\n\
+                 Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+                 Sec-WebSocket-Version: 13\r\n\r\n"
+            ),
+        ]
+    };
+    for host in [
+        format!("evil.example:{port}"),
+        format!("10.9.8.7:{port}"),
+        format!("localhost.:{port}"),
+    ] {
+        for request in requests(&host) {
+            let first = request.lines().next().unwrap_or_default().to_owned();
+            assert_eq!(raw_status(rig.http, &request).await, 421, "{host}: {first}");
+        }
+    }
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}")] {
+        let [page, login, upgrade] = requests(&host);
+        assert_eq!(raw_status(rig.http, &page).await, 200, "{host}");
+        assert_eq!(raw_status(rig.http, &login).await, 200, "{host}");
+        assert_eq!(raw_status(rig.http, &upgrade).await, 101, "{host}");
+    }
+    rig.stop().await;
+}

@@ -24,6 +24,29 @@ impl SolutionLocation {
             Ok(Self::File(PathBuf::from(text)))
         }
     }
+
+    /// The files on this machine that hold the solution or its secrets: a solution file, its
+    /// key file, its journals and its serve lock (a database has none here). Nothing read into
+    /// the solution may be one of them: a document that is the key file would make every
+    /// stored secret readable to anyone who can search documents.
+    pub fn own_files(&self) -> Vec<PathBuf> {
+        let Self::File(path) = self else {
+            return Vec::new();
+        };
+        let beside = |suffix: &str| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        vec![
+            path.clone(),
+            crate::key_file(path),
+            crate::lock_path(path),
+            beside("-wal"),
+            beside("-shm"),
+            beside("-journal"),
+        ]
+    }
 }
 
 /// The path, or the URL with its password as `***`.

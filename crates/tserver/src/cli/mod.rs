@@ -10,6 +10,7 @@ mod init;
 mod input;
 mod logging;
 mod plant;
+mod plant_folder;
 mod scripts;
 mod secrets;
 mod serve;

@@ -3,9 +3,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Subcommand;
 
+use super::plant_folder::{PlantFolder, read_plant_file};
 use crate::own_runtime::on_own_runtime;
 use store::{SolutionError, SolutionLocation, Store};
 
@@ -37,50 +38,12 @@ pub enum PlantAction {
     },
 }
 
-/// A plant file's text: at most [`plant_model::MAX_FILE_BYTES`] are read from whatever the
-/// path names (a regular file, a device such as `/dev/zero`, a FIFO), so no file makes an
-/// import read for ever or hold more than the bound.
-fn read_plant_file(file: &Path, shown: &str) -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let limit = plant_model::MAX_FILE_BYTES;
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .with_context(|| format!("cannot read {shown}"))?
-        .take(limit as u64 + 1)
-        .read_to_end(&mut bytes)
-        .with_context(|| format!("cannot read {shown}"))?;
-    if bytes.len() > limit {
-        bail!("{shown} has more than {limit} bytes; a plant file may have at most {limit}");
-    }
-    String::from_utf8(bytes).map_err(|error| {
-        anyhow::anyhow!(
-            "{shown} is not UTF-8 text (byte {} is not)",
-            error.utf8_error().valid_up_to()
-        )
-    })
-}
-
-/// A document's bytes, at most a little past [`plant_model::MAX_DOCUMENT_BYTES`] (so a larger
-/// file shows as one) from whatever the path names, as [`read_plant_file`] reads the plant
-/// file; the error says why in words.
-fn read_document_file(file: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|opened| {
-            opened
-                .take(plant_model::MAX_DOCUMENT_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(|error| error.to_string())?;
-    Ok(bytes)
-}
-
-/// The plant file `file` and the documents it attaches, read from beside it, every problem
+/// The plant file `file` and the documents it attaches, read from its folder, every problem
 /// reported.
 fn read_plant_and_documents(
     file: &Path,
     shown: &str,
+    solution: &SolutionLocation,
 ) -> anyhow::Result<(plant_model::PlantModel, Vec<plant_model::PlantDocument>)> {
     let text = read_plant_file(file, shown)?;
     let format = plant_model::Format::of_file(shown);
@@ -88,30 +51,14 @@ fn read_plant_and_documents(
         anyhow::anyhow!("{errors}\nnothing changed: fix the errors above and import again")
     };
     let model = plant_model::read(&text, format, shown).map_err(refused)?;
-    let beside = file.parent().unwrap_or_else(|| Path::new(""));
-    let documents = plant_model::read_documents(&text, format, shown, &model, |path| {
-        read_document_file(&beside.join(path))
-    })
-    .map_err(refused)?;
-    Ok((model, documents))
-}
-
-/// Writes each document at its path relative to `beside` (the exported plant file's
-/// folder), making folders as needed.
-fn write_documents(beside: &Path, documents: &[plant_model::PlantDocument]) -> anyhow::Result<()> {
-    for document in documents {
-        // Checked at import; a solution edited by hand could hold anything.
-        if let Some(problem) = plant_model::document_path_problem(&document.path) {
-            bail!("the stored document {:?} {problem}; not written", document.path);
-        }
-        let target = beside.join(&document.path);
-        if let Some(folder) = target.parent() {
-            std::fs::create_dir_all(folder).with_context(|| format!("cannot make {}", folder.display()))?;
-        }
-        std::fs::write(&target, &document.text)
-            .with_context(|| format!("cannot write {}", target.display()))?;
+    if model.documents.is_empty() {
+        return Ok((model, Vec::new()));
     }
-    Ok(())
+    let folder = PlantFolder::of(file, solution)?;
+    let documents =
+        plant_model::read_documents(&text, format, shown, &model, |path| folder.read_document(path))
+            .map_err(refused)?;
+    Ok((model, documents))
 }
 
 /// Runs a `tserver plant` action.
@@ -123,7 +70,7 @@ pub(super) fn plant_command(
     match action {
         PlantAction::Import { file, dry_run } => {
             let shown = file.display().to_string();
-            let (model, documents) = read_plant_and_documents(file, &shown)?;
+            let (model, documents) = read_plant_and_documents(file, &shown, solution)?;
             let (changes, stranded) = on_own_runtime(|| async {
                 let store = Store::open(solution).await?;
                 let stranded = super::scripts::stranded_by(&store, &model.expand()).await?;
@@ -153,7 +100,12 @@ pub(super) fn plant_command(
             match file {
                 Some(file) => {
                     std::fs::write(file, text).with_context(|| format!("cannot write {}", file.display()))?;
-                    write_documents(file.parent().unwrap_or_else(|| Path::new("")), &documents)?;
+                    if !documents.is_empty() {
+                        let folder = PlantFolder::of(file, solution)?;
+                        for document in &documents {
+                            folder.write_document(document)?;
+                        }
+                    }
                     let beside = match documents.len() {
                         0 => String::new(),
                         count => format!(" and its {count} documents beside it"),

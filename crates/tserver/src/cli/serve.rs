@@ -258,6 +258,7 @@ pub async fn serve_on(
             .with_context(|| format!("cannot listen for HTTP on {address}"))?;
         let mut http = crate::http_surface::HttpConfig::default();
         http.allowed_hosts.extend(args.http_allow_hosts.iter().cloned());
+
         http.requests_per_second = args.http_requests_per_second;
         anyhow::ensure!(
             args.http_max_sessions > 0,

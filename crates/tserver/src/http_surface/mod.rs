@@ -6,8 +6,9 @@
 //!
 //! Every request to `/mcp` and `/metrics` needs a bearer token (`tserver tokens`), checked before
 //! anything else; the browser routes take a password once and then a session cookie, and accept
-//! writes and WebSocket upgrades only from a page of this very host; MCP's `Host` header must name an allowed host (default: the loopback names),
-//! against DNS rebinding. With the TCP listener's certificate it serves HTTPS only.
+//! writes and WebSocket upgrades only from a page of this very host. Against DNS rebinding, the
+//! `Host` of MCP and browser requests must name a host the server is reached by (the loopback
+//! names, its bound address, `--http-allow-host`; `hosts.rs`). With the TCP listener's certificate it serves HTTPS only.
 //! Connections are capped, and headers, bodies and idle keep-alives timed out
 //! (`connections.rs`, `body.rs`), so the HTTP port can never take the file descriptors the
 //! framed port and the health checks need.
@@ -22,6 +23,7 @@ mod body;
 mod browser_login;
 mod connections;
 mod health;
+mod hosts;
 mod mcp;
 pub(crate) mod panel;
 mod sessions;
@@ -174,7 +176,8 @@ pub fn router(runtime: &Runtime, config: &HttpConfig, shutdown: &CancellationTok
 }
 
 /// The panel, the browser login and the WebSocket: no bearer token (a browser logs in with a
-/// password and holds a cookie); writes and upgrades only from a page of this host.
+/// password and holds a cookie); only for a `Host` this server is reached by, and writes and
+/// upgrades only from a page of that host.
 fn browser_routes(config: &HttpConfig, body: body::BodyLimits) -> Router {
     use axum::routing::{get, post};
     let state = browser_login::BrowserState {
@@ -190,6 +193,12 @@ fn browser_routes(config: &HttpConfig, body: body::BodyLimits) -> Router {
         .route("/ws", get(websocket::upgrade))
         .with_state(state)
         .merge(panel::routes())
+        // Outermost of the browser routes: a rebound name never reaches a page, a login or
+        // a WebSocket.
+        .layer(axum::middleware::from_fn_with_state(
+            hosts::AllowedHosts::new(&config.allowed_hosts),
+            hosts::known_host,
+        ))
 }
 
 /// The client of a request: its peer, or behind a trusted reverse proxy the address the proxy
@@ -265,7 +274,7 @@ fn allowed_origins(hosts: &[String]) -> Vec<String> {
 pub async fn serve(
     listener: TcpListener,
     runtime: Runtime,
-    config: HttpConfig,
+    mut config: HttpConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     if config.max_connections == 0 {
@@ -273,6 +282,17 @@ pub async fn serve(
             std::io::ErrorKind::InvalidInput,
             "the HTTP connection cap must be at least 1",
         ));
+    }
+    // The address it listens on is a name it is reached by; a wildcard is not, so a server on
+    // every interface answers at the names it is given (`--http-allow-host`) and loopback.
+    let bound = listener.local_addr()?.ip();
+    if bound.is_unspecified() {
+        tracing::info!(
+            allowed = ?config.allowed_hosts,
+            "the HTTP surface listens on every interface: browsers and MCP clients are served at              these host names only (add others with --http-allow-host NAME)"
+        );
+    } else {
+        config.allowed_hosts.push(bound.to_string());
     }
     let app = router(&runtime, &config, &shutdown);
     let max_connections = config.max_connections;

@@ -1,0 +1,226 @@
+//! The plant file's folder as import reads it and export writes it: documents are regular files
+//! that resolve inside the folder, never the solution's own files (its key above all), and
+//! export never writes through a link.
+
+use std::fs::{File, Metadata};
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, bail};
+use store::SolutionLocation;
+
+/// Which file a path names, whatever the name: a hard link to the key file is the key file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileKey {
+    #[cfg(unix)]
+    device_and_inode: (u64, u64),
+    #[cfg(not(unix))]
+    resolved: PathBuf,
+}
+
+impl FileKey {
+    fn of(metadata: &Metadata, resolved: &Path) -> Self {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let _ = resolved;
+            Self {
+                device_and_inode: (metadata.dev(), metadata.ino()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = metadata;
+            Self {
+                resolved: resolved.to_owned(),
+            }
+        }
+    }
+}
+
+/// What a path names when it is not a regular file, in words.
+fn kind_of(metadata: &Metadata) -> &'static str {
+    let kind = metadata.file_type();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a folder"
+    } else if kind.is_symlink() {
+        "a link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Reads at most `limit + 1` bytes of the regular file at `path` (so a larger file shows as
+/// one), refusing anything else before opening it: a FIFO would block the read for ever, a
+/// device never end. The file opened is checked to be the file looked at.
+fn read_regular(path: &Path, limit: usize) -> Result<(Vec<u8>, FileKey), String> {
+    let looked = std::fs::metadata(path).map_err(|error| error.to_string())?;
+    if !looked.is_file() {
+        return Err(format!("is {}, not a regular file", kind_of(&looked)));
+    }
+    let file = File::open(path).map_err(|error| error.to_string())?;
+    let opened = file.metadata().map_err(|error| error.to_string())?;
+    let key = FileKey::of(&opened, path);
+    if !opened.is_file() || key != FileKey::of(&looked, path) {
+        return Err("changed while it was read; import again".to_owned());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| error.to_string())?;
+    Ok((bytes, key))
+}
+
+/// A plant file's text: at most [`plant_model::MAX_FILE_BYTES`] of a regular file.
+pub(super) fn read_plant_file(file: &Path, shown: &str) -> anyhow::Result<String> {
+    let limit = plant_model::MAX_FILE_BYTES;
+    let (bytes, _) =
+        read_regular(file, limit).map_err(|reason| anyhow::anyhow!("cannot read {shown}: {reason}"))?;
+    if bytes.len() > limit {
+        bail!("{shown} has more than {limit} bytes; a plant file may have at most {limit}");
+    }
+    String::from_utf8(bytes).map_err(|error| {
+        anyhow::anyhow!(
+            "{shown} is not UTF-8 text (byte {} is not)",
+            error.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// The folder of a plant file, where its documents are read from and written to.
+#[derive(Debug)]
+pub(super) struct PlantFolder {
+    /// The folder, every link in it resolved.
+    root: PathBuf,
+    /// The solution's own files that exist (see [`SolutionLocation::own_files`]).
+    solution_files: Vec<FileKey>,
+}
+
+impl PlantFolder {
+    /// The folder of `plant_file`, guarding the files of `solution`.
+    pub(super) fn of(plant_file: &Path, solution: &SolutionLocation) -> anyhow::Result<Self> {
+        let folder = match plant_file.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let root = std::fs::canonicalize(folder)
+            .with_context(|| format!("cannot find the plant file's folder {}", folder.display()))?;
+        let solution_files = solution
+            .own_files()
+            .into_iter()
+            .filter_map(|path| {
+                let resolved = std::fs::canonicalize(&path).ok()?;
+                let metadata = std::fs::metadata(&resolved).ok()?;
+                Some(FileKey::of(&metadata, &resolved))
+            })
+            .collect();
+        Ok(Self { root, solution_files })
+    }
+
+    /// A document's bytes (at most a little past [`plant_model::MAX_DOCUMENT_BYTES`]) by its
+    /// path relative to the folder, as the plant file writes it; the error says why in words.
+    /// Refused: a path that resolves outside the folder (through a link to a file or to a
+    /// folder), anything but a regular file, and the solution's own files.
+    pub(super) fn read_document(&self, relative: &str) -> Result<Vec<u8>, String> {
+        let resolved = std::fs::canonicalize(self.root.join(relative)).map_err(|error| error.to_string())?;
+        if !resolved.starts_with(&self.root) {
+            return Err(format!(
+                "it resolves to {}, outside the plant file's folder {}: a document is a file in \
+                 that folder (a link may point only inside it)",
+                resolved.display(),
+                self.root.display()
+            ));
+        }
+        let (bytes, key) = read_regular(&resolved, plant_model::MAX_DOCUMENT_BYTES)?;
+        if self.solution_files.contains(&key) {
+            return Err(
+                "it is one of the solution's own files (its database, journal, lock or secrets \
+                 key): never a document"
+                    .to_owned(),
+            );
+        }
+        Ok(bytes)
+    }
+
+    /// Writes a stored document at its path relative to the folder, making folders as needed.
+    /// Nothing is written through a link, over anything but a regular file, or over the
+    /// solution's own files.
+    pub(super) fn write_document(&self, document: &plant_model::PlantDocument) -> anyhow::Result<()> {
+        // Checked at import; a solution edited by hand could hold anything.
+        if let Some(problem) = plant_model::document_path_problem(&document.path) {
+            bail!("the stored document {:?} {problem}; not written", document.path);
+        }
+        let refuse = |at: &Path, what: &str| {
+            anyhow::anyhow!(
+                "not writing the document {:?}: {} is {what}; export writes only plain files and \
+                 folders in the plant file's folder",
+                document.path,
+                at.display()
+            )
+        };
+        let mut target = self.root.clone();
+        let mut parts = Path::new(&document.path).components().peekable();
+        while let Some(part) = parts.next() {
+            let Component::Normal(name) = part else {
+                bail!(
+                    "the stored document {:?} is not a relative path; not written",
+                    document.path
+                );
+            };
+            target.push(name);
+            let existing = match std::fs::symlink_metadata(&target) {
+                Ok(metadata) => Some(metadata),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                Err(error) => {
+                    return Err(error).with_context(|| format!("cannot look at {}", target.display()));
+                }
+            };
+            let last = parts.peek().is_none();
+            match existing {
+                Some(metadata) if metadata.file_type().is_symlink() => return Err(refuse(&target, "a link")),
+                Some(metadata) if last && !metadata.is_file() => {
+                    return Err(refuse(&target, kind_of(&metadata)));
+                }
+                Some(metadata) if last => {
+                    if self.solution_files.contains(&FileKey::of(&metadata, &target)) {
+                        return Err(refuse(&target, "one of the solution's own files"));
+                    }
+                }
+                Some(metadata) if !metadata.is_dir() => return Err(refuse(&target, kind_of(&metadata))),
+                Some(_) => {}
+                None if last => {}
+                None => std::fs::create_dir(&target)
+                    .with_context(|| format!("cannot make {}", target.display()))?,
+            }
+        }
+        write_no_follow(&target, document.text.as_bytes())
+            .with_context(|| format!("cannot write {}", target.display()))
+    }
+}
+
+/// Writes `bytes` as the whole of the file at `path`, refusing to follow a link put there since
+/// it was looked at.
+fn write_no_follow(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    options.open(path)?.write_all(bytes)
+}
