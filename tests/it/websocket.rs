@@ -759,3 +759,40 @@ async fn a_rebound_host_name_reaches_no_page_login_or_websocket() {
     }
     rig.stop().await;
 }
+
+/// Guesses at one account, each followed by a good login of another the attacker knows (the
+/// demo's passwordless guest), through every door in turn: the guesses still add up to a
+/// lockout, for every door.
+#[tokio::test]
+async fn a_known_accounts_logins_between_guesses_never_clear_the_guesses() {
+    let throttle = store::LoginThrottleConfig {
+        free_failures: 3,
+        first_lockout: std::time::Duration::from_secs(300),
+        ..store::LoginThrottleConfig::default()
+    };
+    let rig = Rig::start_with(
+        Solution::demo(),
+        ServerConfig::default().with_login_throttle(throttle),
+    )
+    .await;
+    // A wrong password for ada at /api/login, then guest logs in over TCP.
+    assert_eq!(rig.login("ada", "guess 1").await.0, 401);
+    RawConnection::guest(rig.tcp).await;
+    // A wrong one over a WebSocket's Hello, then guest logs in at /api/login.
+    let mut ws = rig.socket(None).await;
+    assert_error(
+        &ws.hello("ada", "guess 2").await,
+        "ERROR_CODE_LOGIN_FAILED",
+        "wrong password",
+    );
+    assert_eq!(rig.login("guest", "").await.0, 200);
+    // The third: now locked out, whichever door and whichever account.
+    assert_eq!(rig.login("ada", "guess 3").await.0, 401);
+    assert_eq!(rig.login("guest", "").await.0, 429);
+    let mut ws = rig.socket(None).await;
+    assert_eq!(
+        error_code(&ws.hello("guest", "").await),
+        "ERROR_CODE_LOGIN_THROTTLED"
+    );
+    rig.stop().await;
+}

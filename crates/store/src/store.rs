@@ -342,25 +342,28 @@ impl Store {
         }
     }
 
-    /// Counts a failed login from `peer` for every node sharing the database: its failures so
-    /// far and the lockout `config` gives that count. `None` for a file, whose one server
+    /// Counts a failed login from `peer` (for `user`, the key of the name tried; `None` when it
+    /// named none) for every node sharing the database: its failures so far and the lockout
+    /// `config` gives that count. `None` for a file, whose one server
     /// counts its own.
     pub async fn record_shared_login_failure(
         &self,
         peer: IpAddr,
+        user: Option<&str>,
         config: &LoginThrottleConfig,
     ) -> Option<Result<(u32, Option<Duration>), SolutionError>> {
         match &self.backend {
             Backend::File(_) => None,
-            Backend::Postgres(pg) => Some(pg.record_login_failure(peer, config).await),
+            Backend::Postgres(pg) => Some(pg.record_login_failure(peer, user, config).await),
         }
     }
 
-    /// Forgets `peer`'s failed logins on every node sharing the database (nothing for a file).
-    pub async fn clear_shared_login_failures(&self, peer: IpAddr) -> Result<(), SolutionError> {
+    /// Forgets `peer`'s failed logins on every node sharing the database when every one was
+    /// for `user` (the key the failures were recorded under; nothing for a file).
+    pub async fn clear_shared_login_failures(&self, peer: IpAddr, user: &str) -> Result<(), SolutionError> {
         match &self.backend {
             Backend::File(_) => Ok(()),
-            Backend::Postgres(pg) => pg.clear_login_failures(peer).await,
+            Backend::Postgres(pg) => pg.clear_login_failures(peer, user).await,
         }
     }
 

@@ -217,14 +217,15 @@ impl Authenticator {
     ) -> Result<Login, LoginError> {
         self.lockout(peer).await.map_err(LoginError::Throttled)?;
         let outcome = self.verify_unthrottled(peer, user_name, password).await;
+        let user = crate::throttle::user_key(user_name);
         match &outcome {
-            Ok(_) => self.succeeded(peer).await,
+            Ok(_) => self.succeeded(peer, &user).await,
             Err(LoginError::NoUsers) => {
-                let (failures, lockout) = self.failed(peer).await;
+                let (failures, lockout) = self.failed(peer, Some(&user)).await;
                 tracing::warn!(%peer, user = %ClientText(user_name), failures, ?lockout, "login refused: the solution has no users (`tserver users PATH add NAME` adds one)");
             }
             Err(LoginError::Refused) => {
-                let (failures, lockout) = self.failed(peer).await;
+                let (failures, lockout) = self.failed(peer, Some(&user)).await;
                 // Never the password: only who tried, from where, and what it cost them.
                 let may_log = self
                     .refusals_logged
@@ -264,11 +265,12 @@ impl Authenticator {
             None => None,
         };
         let Some(record) = record else {
-            let (failures, lockout) = self.failed(peer).await;
+            let (failures, lockout) = self.failed(peer, None).await;
             tracing::warn!(%peer, failures, ?lockout, "login refused: the browser login expired or was revoked");
             return Err(LoginError::Refused);
         };
-        self.succeeded(peer).await;
+        self.succeeded(peer, &crate::throttle::user_key(&record.name))
+            .await;
         Ok(Login {
             name: Arc::from(record.name.as_str()),
             role: record.role,
@@ -318,12 +320,13 @@ impl Authenticator {
         self.throttle.check(peer)
     }
 
-    /// Counts a failed login of `peer`: how many in a row, and the lockout it earned.
-    async fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
-        let own = self.throttle.failed(peer);
+    /// Counts a failed login of `peer` for `user` (its key; `None` when it named none): how
+    /// many in a row, and the lockout it earned.
+    async fn failed(&self, peer: IpAddr, user: Option<&str>) -> (u32, Option<Duration>) {
+        let own = self.throttle.failed(peer, user);
         match self
             .store
-            .record_shared_login_failure(peer, self.throttle.config())
+            .record_shared_login_failure(peer, user, self.throttle.config())
             .await
         {
             Some(Ok(shared)) => return shared,
@@ -335,10 +338,11 @@ impl Authenticator {
         own
     }
 
-    /// Forgets `peer`'s failures after it logged in.
-    async fn succeeded(&self, peer: IpAddr) {
-        self.throttle.succeeded(peer);
-        if let Err(error) = self.store.clear_shared_login_failures(peer).await {
+    /// Forgets `peer`'s failures after `user` (its key) logged in, when they were all that
+    /// user's.
+    async fn succeeded(&self, peer: IpAddr, user: &str) {
+        self.throttle.succeeded(peer, user);
+        if let Err(error) = self.store.clear_shared_login_failures(peer, user).await {
             tracing::warn!(%error, "cannot clear the shared login failures");
         }
     }

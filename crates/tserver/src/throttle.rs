@@ -3,7 +3,9 @@
 //! The count is kept per address, never per user name, so a lockout says nothing about which
 //! users exist, and one attacker cannot lock a user out from every panel of the plant. A
 //! locked-out address is refused before any password is checked, so a guessing loop also stops
-//! costing argon2 time.
+//! costing argon2 time. A successful login clears the count only when every failure counted
+//! was for that same user (someone who mistyped their own password): one account an attacker
+//! knows, logged in between guesses at another, never wipes the guesses.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -15,11 +17,36 @@ use std::time::Instant;
 use store::LoginThrottleConfig;
 
 /// What one address has done lately.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Failures {
     count: u32,
     last: Instant,
     locked_until: Option<Instant>,
+    /// Whom the failures counted were for.
+    users: FailedUsers,
+}
+
+/// Whom an address's failures were for: one user (by the folded name tried), or several (a
+/// browser token that failed counts as several: it names no user).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FailedUsers {
+    One(String),
+    Several,
+}
+
+impl FailedUsers {
+    /// The failures so far, and one more for `user`.
+    fn and(self, user: Option<&str>) -> Self {
+        match (self, user) {
+            (Self::One(before), Some(user)) if before == user => Self::One(before),
+            _ => Self::Several,
+        }
+    }
+}
+
+/// The key a user name counts under: case ignored, as logins match names.
+pub(crate) fn user_key(name: &str) -> String {
+    plant_model::fold(name)
 }
 
 /// Failed-login bookkeeping shared by every connection of one server.
@@ -59,14 +86,14 @@ impl LoginThrottle {
         }
     }
 
-    /// Counts a failed login from `peer`; returns its failures so far and the lockout it
-    /// earned, if any.
-    pub(crate) fn failed(&self, peer: IpAddr) -> (u32, Option<Duration>) {
-        self.failed_at(peer, Instant::now())
+    /// Counts a failed login from `peer` for `user` (its [`user_key`]; `None` when the
+    /// attempt named none); returns its failures so far and the lockout it earned, if any.
+    pub(crate) fn failed(&self, peer: IpAddr, user: Option<&str>) -> (u32, Option<Duration>) {
+        self.failed_at(peer, user, Instant::now())
     }
 
     /// `failed` as of `now`.
-    fn failed_at(&self, peer: IpAddr, now: Instant) -> (u32, Option<Duration>) {
+    fn failed_at(&self, peer: IpAddr, user: Option<&str>, now: Instant) -> (u32, Option<Duration>) {
         let mut peers = self
             .peers
             .lock()
@@ -74,13 +101,21 @@ impl LoginThrottle {
         if !peers.contains_key(&peer) && peers.len() >= self.config.max_tracked {
             self.make_room(&mut peers, now);
         }
-        let failures = peers.entry(peer).or_insert(Failures {
+        let first = || match user {
+            Some(user) => FailedUsers::One(user.to_owned()),
+            None => FailedUsers::Several,
+        };
+        let failures = peers.entry(peer).or_insert_with(|| Failures {
             count: 0,
             last: now,
             locked_until: None,
+            users: first(),
         });
-        if now.duration_since(failures.last) >= self.config.forget_after {
+        if failures.count == 0 || now.duration_since(failures.last) >= self.config.forget_after {
             failures.count = 0;
+            failures.users = first();
+        } else {
+            failures.users = std::mem::replace(&mut failures.users, FailedUsers::Several).and(user);
         }
         failures.count = failures.count.saturating_add(1);
         failures.last = now;
@@ -89,13 +124,19 @@ impl LoginThrottle {
         (failures.count, lockout)
     }
 
-    /// A successful login wipes the address's record.
-    pub(crate) fn succeeded(&self, peer: IpAddr) {
+    /// A successful login of `user` (its [`user_key`]) wipes the address's record when every
+    /// failure in it was for that user; otherwise the record stands.
+    pub(crate) fn succeeded(&self, peer: IpAddr, user: &str) {
         let mut peers = self
             .peers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        peers.remove(&peer);
+        if peers
+            .get(&peer)
+            .is_some_and(|failures| failures.users == FailedUsers::One(user.to_owned()))
+        {
+            peers.remove(&peer);
+        }
     }
 
     /// Drops every stale entry; when none is stale, the unlocked (else locked) one whose last
@@ -144,7 +185,9 @@ mod tests {
     fn lockouts_start_after_the_free_failures_and_double_up_to_the_cap() {
         let throttle = LoginThrottle::new(config());
         let start = Instant::now();
-        let lockouts: Vec<_> = (0..6).map(|_| throttle.failed_at(ip(1), start).1).collect();
+        let lockouts: Vec<_> = (0..6)
+            .map(|_| throttle.failed_at(ip(1), Some("ada"), start).1)
+            .collect();
         let secs = |s| Some(Duration::from_secs(s));
         // Two free failures: the second locks, so the third Hello is the first throttled.
         assert_eq!(lockouts, [None, secs(10), secs(20), secs(35), secs(35), secs(35)]);
@@ -163,30 +206,55 @@ mod tests {
             free_failures: 0,
             ..config()
         });
-        assert_eq!(throttle.failed(ip(1)).1, Some(Duration::from_secs(10)));
-        assert_eq!(throttle.failed(ip(1)).1, Some(Duration::from_secs(20)));
+        assert_eq!(throttle.failed(ip(1), None).1, Some(Duration::from_secs(10)));
+        assert_eq!(throttle.failed(ip(1), None).1, Some(Duration::from_secs(20)));
     }
 
     #[test]
     fn success_and_a_quiet_spell_both_reset_the_count() {
         let throttle = LoginThrottle::new(config());
         let start = Instant::now();
-        throttle.failed_at(ip(1), start);
-        throttle.failed_at(ip(1), start);
-        throttle.succeeded(ip(1));
-        assert_eq!(throttle.failed_at(ip(1), start), (1, None));
+        throttle.failed_at(ip(1), Some("ada"), start);
+        throttle.failed_at(ip(1), Some("ada"), start);
+        throttle.succeeded(ip(1), "ada");
+        assert_eq!(throttle.failed_at(ip(1), Some("ada"), start), (1, None));
         let later = start + Duration::from_secs(100);
-        assert_eq!(throttle.failed_at(ip(1), later), (1, None));
+        assert_eq!(throttle.failed_at(ip(1), Some("ada"), later), (1, None));
+    }
+
+    #[test]
+    fn another_users_success_never_clears_the_guesses() {
+        let throttle = LoginThrottle::new(config());
+        let start = Instant::now();
+        // Guesses at "boss", each followed by a good login of a known account.
+        assert_eq!(throttle.failed_at(ip(1), Some("boss"), start), (1, None));
+        throttle.succeeded(ip(1), "guest");
+        assert_eq!(
+            throttle.failed_at(ip(1), Some("boss"), start),
+            (2, Some(Duration::from_secs(10)))
+        );
+        throttle.succeeded(ip(1), "guest");
+        assert!(throttle.check_at(ip(1), start).is_err(), "locked out");
+        // Failures for several users: not even one of them clears them.
+        throttle.failed_at(ip(2), Some("ada"), start);
+        throttle.failed_at(ip(2), Some("boss"), start);
+        throttle.succeeded(ip(2), "ada");
+        assert_eq!(throttle.failed_at(ip(2), Some("ada"), start).0, 3);
+        // A failed browser token names no user: it counts as another user.
+        throttle.failed_at(ip(3), Some("ada"), start);
+        throttle.failed_at(ip(3), None, start);
+        throttle.succeeded(ip(3), "ada");
+        assert_eq!(throttle.failed_at(ip(3), Some("ada"), start).0, 3);
     }
 
     #[test]
     fn the_table_stays_bounded_and_keeps_locked_addresses() {
         let throttle = LoginThrottle::new(config());
         for _ in 0..3 {
-            throttle.failed(ip(1));
+            throttle.failed(ip(1), Some("ada"));
         }
         for peer in 2..=20 {
-            throttle.failed(ip(peer));
+            throttle.failed(ip(peer), Some("ada"));
         }
         let peers = throttle.peers.lock().expect("lock");
         assert!(peers.len() <= 3);

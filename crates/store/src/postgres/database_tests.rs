@@ -134,11 +134,17 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
     let (peer, other): (IpAddr, IpAddr) = ([192, 0, 2, 7].into(), [192, 0, 2, 8].into());
     // Failures on either node count together: the second (on the other node) locks.
     assert_eq!(
-        node_a.record_login_failure(peer, &config).await.expect("counted"),
+        node_a
+            .record_login_failure(peer, Some("ada"), &config)
+            .await
+            .expect("counted"),
         (1, None)
     );
     assert_eq!(node_a.login_lockout(peer).await.expect("read"), None);
-    let (count, lockout) = node_b.record_login_failure(peer, &config).await.expect("counted");
+    let (count, lockout) = node_b
+        .record_login_failure(peer, Some("ada"), &config)
+        .await
+        .expect("counted");
     assert_eq!((count, lockout), (2, Some(Duration::from_secs(10))));
     let wait = node_a
         .login_lockout(peer)
@@ -150,7 +156,10 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
         "{wait:?}"
     );
     assert_eq!(
-        node_b.record_login_failure(peer, &config).await.expect("counted"),
+        node_b
+            .record_login_failure(peer, Some("ada"), &config)
+            .await
+            .expect("counted"),
         (3, Some(Duration::from_secs(20)))
     );
     assert_eq!(
@@ -159,14 +168,28 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
         "per address"
     );
 
-    // A success on either node wipes the record everywhere.
-    node_a.clear_login_failures(peer).await.expect("cleared");
+    // Another user's success leaves the record; the user whose failures they all were wipes
+    // it, on either node, everywhere.
+    node_a.clear_login_failures(peer, "guest").await.expect("cleared");
+    assert!(node_b.login_lockout(peer).await.expect("read").is_some());
+    node_a.clear_login_failures(peer, "ada").await.expect("cleared");
     assert_eq!(node_b.login_lockout(peer).await.expect("read"), None);
+    // Failures for two users: neither one's success clears them.
+    node_a
+        .record_login_failure(peer, Some("ada"), &config)
+        .await
+        .expect("counted");
+    node_b
+        .record_login_failure(peer, Some("boss"), &config)
+        .await
+        .expect("counted");
+    node_a.clear_login_failures(peer, "ada").await.expect("cleared");
+    assert!(node_b.login_lockout(peer).await.expect("read").is_some());
 
     // A quiet spell longer than forget_after starts the count again.
     assert_eq!(
         node_a
-            .record_login_failure(other, &config)
+            .record_login_failure(other, Some("ada"), &config)
             .await
             .expect("counted"),
         (1, None)
@@ -174,7 +197,7 @@ async fn failed_logins_count_across_nodes_on_the_database_clock() {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
         node_b
-            .record_login_failure(other, &config)
+            .record_login_failure(other, Some("ada"), &config)
             .await
             .expect("counted"),
         (1, None)

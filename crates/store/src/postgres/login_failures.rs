@@ -28,6 +28,7 @@ impl PgStore {
     pub(crate) async fn record_login_failure(
         &self,
         peer: IpAddr,
+        user: Option<&str>,
         config: &LoginThrottleConfig,
     ) -> Result<(u32, Option<Duration>), SolutionError> {
         let forget = config.forget_after.as_secs_f64();
@@ -42,15 +43,19 @@ impl PgStore {
         .await
         .map_err(|error| self.error(error))?;
         let count: i32 = sqlx::query_scalar(
-            "INSERT INTO LoginFailures (Peer, Failures, LastFailureAt) VALUES ($1, 1, now())
+            "INSERT INTO LoginFailures (Peer, Failures, LastFailureAt, OnlyUser) VALUES ($1, 1, now(), $3)
              ON CONFLICT (Peer) DO UPDATE SET
                  Failures = CASE WHEN LoginFailures.LastFailureAt < now() - make_interval(secs => $2)
                                  THEN 1 ELSE LoginFailures.Failures + 1 END,
+                 OnlyUser = CASE WHEN LoginFailures.LastFailureAt < now() - make_interval(secs => $2)
+                                 THEN $3
+                                 WHEN LoginFailures.OnlyUser = $3 THEN $3 ELSE NULL END,
                  LastFailureAt = now()
              RETURNING Failures",
         )
         .bind(peer.to_string())
         .bind(forget)
+        .bind(user)
         .fetch_one(&mut *transaction)
         .await
         .map_err(|error| self.error(error))?;
@@ -69,9 +74,10 @@ impl PgStore {
     }
 
     /// A successful login wipes the peer's record, on every node.
-    pub(crate) async fn clear_login_failures(&self, peer: IpAddr) -> Result<(), SolutionError> {
-        sqlx::query("DELETE FROM LoginFailures WHERE Peer = $1")
+    pub(crate) async fn clear_login_failures(&self, peer: IpAddr, user: &str) -> Result<(), SolutionError> {
+        sqlx::query("DELETE FROM LoginFailures WHERE Peer = $1 AND OnlyUser = $2")
             .bind(peer.to_string())
+            .bind(user)
             .execute(&self.pool)
             .await
             .map_err(|error| self.error(error))?;
