@@ -796,3 +796,28 @@ async fn a_known_accounts_logins_between_guesses_never_clear_the_guesses() {
     );
     rig.stop().await;
 }
+
+/// The browser login reads a few KiB before anyone is known: a larger body is 413 at once
+/// when its length is declared, and as soon as it passes the limit when it is not.
+#[tokio::test]
+async fn a_login_body_past_a_few_kib_is_413_and_not_read_further() {
+    let rig = Rig::start().await;
+    let host = rig.http.to_string();
+    for path in ["/api/login", "/api/logout"] {
+        let declared = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n"
+        );
+        assert_eq!(raw_status(rig.http, &declared).await, 413, "{path}, declared");
+        let chunk = "x".repeat(8192);
+        let chunked = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
+             Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n",
+            chunk.len()
+        );
+        assert_eq!(raw_status(rig.http, &chunked).await, 413, "{path}, chunked");
+    }
+    // A login of ordinary size is read and answered.
+    assert_eq!(rig.login("ada", PASSWORD).await.0, 200);
+    rig.stop().await;
+}

@@ -69,6 +69,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request body (MCP's own limit, rmcp's).
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// The largest body of a browser request (`/api/login`, `/api/logout`), read before anyone is
+/// known: a login is a few hundred bytes.
+pub const MAX_BROWSER_BODY_BYTES: usize = 4 * 1024;
+
 /// How the HTTP surface is set up.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
@@ -188,7 +192,13 @@ fn browser_routes(config: &HttpConfig, body: body::BodyLimits) -> Router {
         .route("/api/login", post(browser_login::login))
         .route("/api/me", get(browser_login::me))
         .route("/api/logout", post(browser_login::logout))
-        .layer(axum::middleware::from_fn_with_state(body, body::read_body))
+        .layer(axum::middleware::from_fn_with_state(
+            body::BodyLimits {
+                max_bytes: MAX_BROWSER_BODY_BYTES,
+                ..body
+            },
+            body::read_body,
+        ))
         .layer(axum::middleware::from_fn(browser_login::same_origin_writes))
         .route("/ws", get(websocket::upgrade))
         .with_state(state)
