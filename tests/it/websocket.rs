@@ -821,3 +821,96 @@ async fn a_login_body_past_a_few_kib_is_413_and_not_read_further() {
     assert_eq!(rig.login("ada", PASSWORD).await.0, 200);
     rig.stop().await;
 }
+
+/// Asserts the upgrade is refused with 503 and a body that says `saying`.
+async fn assert_upgrade_refused(rig: &Rig, saying: &str) {
+    let origin = rig.origin();
+    match rig.socket_with(&[("Origin", origin.as_str())]).await {
+        Err(tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            let body = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains(saying), "{body}");
+        }
+        Err(other) => panic!("refused otherwise: {other}"),
+        Ok(_) => panic!("upgraded past the share"),
+    }
+}
+
+/// Logged-in WebSockets (any valid login will do, the demo's guest) hold at most their share
+/// of the display slots: the rest stay for TCP display clients, which log in and are served.
+#[tokio::test]
+async fn websockets_never_take_the_slots_tcp_display_clients_need() {
+    let rig = Rig::start_with(Solution::demo(), ServerConfig::default().with_max_connections(16)).await;
+    let mut sockets = Vec::new();
+    for _ in 0..8 {
+        let mut ws = rig.socket(None).await;
+        assert_eq!(ws.hello("guest", "").await["hello"]["userName"], "guest");
+        sockets.push(ws);
+    }
+    assert_upgrade_refused(&rig, "too many WebSockets (limit 8; the rest of the connections are kept for TCP").await;
+    let mut tcp = Vec::new();
+    for call in 0..8_u64 {
+        let mut connection = RawConnection::guest(rig.tcp).await;
+        connection
+            .send(2, tserver_proto::v1::client_frame::Body::Ping(Default::default()))
+            .await;
+        let pong = connection.receive().await.expect("a pong");
+        assert!(
+            matches!(pong.body, Some(tserver_proto::v1::server_frame::Body::Pong(_))),
+            "TCP client {call}: {pong:?}"
+        );
+        tcp.push(connection);
+    }
+    for ws in &mut sockets {
+        ws.pings().await;
+    }
+    rig.stop().await;
+}
+
+/// One address, and one user, hold only their own share of the WebSockets; a place comes back
+/// when its WebSocket closes.
+#[tokio::test]
+async fn websockets_are_capped_per_address_and_per_user() {
+    let limits = tserver::WebSocketLimits {
+        total: 10,
+        per_address: 3,
+        per_user: 2,
+    };
+    let rig = Rig::start_with(
+        Solution::demo(),
+        ServerConfig::default().with_websocket_limits(limits),
+    )
+    .await;
+    let mut first = rig.socket(None).await;
+    assert_eq!(first.hello("ada", PASSWORD).await["hello"]["userName"], "ada");
+    let mut second = rig.socket(None).await;
+    assert_eq!(second.hello("ADA", PASSWORD).await["hello"]["userName"], "ada");
+    let mut third = rig.socket(None).await;
+    assert_error(
+        &third.hello("ada", PASSWORD).await,
+        "ERROR_CODE_BUSY",
+        "too many WebSockets logged in as this user (limit 2)",
+    );
+    assert_eq!(third.receive().await, None, "closed after the refusal");
+    // The third's place came back with its close; a fourth fills the address's share.
+    let mut fourth = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let origin = rig.origin();
+            if let Ok(socket) = rig.socket_with(&[("Origin", origin.as_str())]).await {
+                return socket;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the closed WebSocket's place comes back");
+    assert_eq!(fourth.hello("guest", "").await["hello"]["userName"], "guest");
+    assert_upgrade_refused(&rig, "too many WebSockets from this address (limit 3)").await;
+    // Logging out gives the user's place back.
+    let bye = first.call(json!({"callId": "7", "logout": {}})).await;
+    assert_eq!(bye["callId"], "7", "{bye}");
+    let again = second.call(json!({"callId": "8", "logout": {}})).await;
+    assert_eq!(again["callId"], "8", "{again}");
+    assert_eq!(first.hello("ada", PASSWORD).await["hello"]["userName"], "ada");
+    rig.stop().await;
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 use localai::TranscriptBudget;
 use tserver_proto::DEFAULT_MAX_FRAME;
 
+use crate::WebSocketLimits;
 use crate::proxy::TrustedProxies;
 use store::LoginThrottleConfig;
 
@@ -30,6 +31,8 @@ pub struct ServerConfig {
     pub(crate) transcripts: TranscriptBudget,
     pub(crate) metrics: bool,
     pub(crate) trusted_proxies: TrustedProxies,
+    /// `None`: [`WebSocketLimits::for_connections`] of the connection cap.
+    pub(crate) websockets: Option<WebSocketLimits>,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +53,7 @@ impl Default for ServerConfig {
             transcripts: TranscriptBudget::default(),
             metrics: true,
             trusted_proxies: TrustedProxies::default(),
+            websockets: None,
         }
     }
 }
@@ -74,6 +78,26 @@ impl ServerConfig {
     pub fn with_max_connections(mut self, connections: usize) -> Self {
         self.max_connections = connections.max(1);
         self
+    }
+
+    /// How many of the connection slots WebSockets may hold: all together, from one address,
+    /// logged in as one user. Default: half the connection cap, 64, 128. The total is never
+    /// above the connection cap.
+    pub fn with_websocket_limits(mut self, limits: WebSocketLimits) -> Self {
+        self.websockets = Some(limits);
+        self
+    }
+
+    /// The WebSocket limits in force.
+    pub(crate) fn websocket_limits(&self) -> WebSocketLimits {
+        let limits = self
+            .websockets
+            .unwrap_or_else(|| WebSocketLimits::for_connections(self.max_connections));
+        WebSocketLimits {
+            total: limits.total.clamp(1, self.max_connections),
+            per_address: limits.per_address.max(1),
+            per_user: limits.per_user.max(1),
+        }
     }
 
     /// Time a new (or logged-out) connection has to complete Hello. Default 5 s.

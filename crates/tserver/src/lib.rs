@@ -27,7 +27,10 @@ pub use config::ServerConfig;
 /// The solution a [`Server`] serves (the `plant` crate's), named here because the server's
 /// entry points take it.
 pub use plant::Runtime;
-pub use session::{Accepting, Server, ServerError, WebSocketAdmission, WebSocketRefusal, WebSocketSessions};
+pub use session::{
+    Accepting, Server, ServerError, WebSocketAdmission, WebSocketLimits, WebSocketQuotaRefusal, WebSocketRefusal,
+    WebSocketSessions,
+};
 
 /// The product version reported in `HelloReply.server_version`.
 pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -66,7 +66,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve display clients on a solution until SIGINT or SIGTERM.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create a new solution file.
     Init {
         /// Where the solution is.

@@ -74,6 +74,16 @@ pub struct ServeArgs {
     /// Connections not yet logged in, at once.
     #[arg(long, default_value_t = 256)]
     pub max_unauthenticated: usize,
+    /// Of --max-connections, how many WebSockets (browsers at /ws) may hold; the rest stay for
+    /// TCP display clients. Default: half of --max-connections.
+    #[arg(long)]
+    pub max_websockets: Option<usize>,
+    /// WebSockets from one client address.
+    #[arg(long, default_value_t = 64)]
+    pub max_websockets_per_address: usize,
+    /// WebSockets logged in as one user.
+    #[arg(long, default_value_t = 128)]
+    pub max_websockets_per_user: usize,
     /// Unanswered calls per connection.
     #[arg(long, default_value_t = 32)]
     pub max_calls_in_flight: usize,
@@ -125,6 +135,13 @@ impl ServeArgs {
             .with_metrics(self.metrics)
             .with_max_connections(self.max_connections)
             .with_max_unauthenticated(self.max_unauthenticated)
+            .with_websocket_limits(crate::WebSocketLimits {
+                total: self
+                    .max_websockets
+                    .unwrap_or(crate::WebSocketLimits::for_connections(self.max_connections).total),
+                per_address: self.max_websockets_per_address,
+                per_user: self.max_websockets_per_user,
+            })
             .with_max_frame(self.max_frame_bytes)
             .with_max_calls_in_flight(self.max_calls_in_flight)
             .with_login_timeout(seconds("--login-timeout-secs", self.login_timeout_secs)?)

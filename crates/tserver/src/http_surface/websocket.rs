@@ -37,15 +37,15 @@ pub(super) async fn upgrade(
             "the WebSocket needs the display server (tserver serve)",
         );
     };
-    let admission = match sessions.admit() {
-        Ok(admission) => admission,
-        Err(refused) => return refusal(StatusCode::SERVICE_UNAVAILABLE, &refused.to_string()),
-    };
     let connected = connected.map(|connected| connected.0.0);
     let port = connected.map_or(0, |connected| connected.port());
     let peer = match address {
         Some(address) => SocketAddr::new(address.0.0, port),
         None => connected.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+    };
+    let admission = match sessions.admit(peer.ip()) {
+        Ok(admission) => admission,
+        Err(refused) => return refusal(StatusCode::SERVICE_UNAVAILABLE, &refused.to_string()),
     };
     let browser = cookie_token(&headers);
     // The socket's own bound is twice the limit, so a message just past the limit is still

@@ -96,6 +96,7 @@ impl Server {
             runtime,
             waiting: WaitingRoom::new(config.max_unauthenticated),
             connections: Arc::new(Semaphore::new(config.max_connections)),
+            websockets: super::websocket_quota::WebSocketQuota::new(config.websocket_limits()),
             config,
             auth,
             proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
@@ -276,6 +277,7 @@ impl Listener {
         let slots = Slots {
             connection: permit,
             seat,
+            websocket: None,
         };
         let serve = async move {
             let _open = crate::telemetry::OpenConnection::new();

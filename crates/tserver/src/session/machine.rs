@@ -28,6 +28,7 @@ use tserver_proto::{Decoded, FrameError};
 
 use super::connection::{Connection, WriteError};
 use super::shared::Shared;
+use super::websocket_quota::{AddressTicket, UserTicket, WebSocketQuotaRefusal};
 use super::waiting::Seat;
 use crate::auth::{LoginStanding, UserFingerprints};
 use crate::calls::to_proto::{CallError, error_frame, reply};
@@ -120,6 +121,8 @@ pub(crate) struct Slots {
     pub(crate) connection: OwnedSemaphorePermit,
     /// Its seat among the connections not logged in.
     pub(crate) seat: Seat,
+    /// A WebSocket's place among the WebSockets (none on TCP).
+    pub(crate) websocket: Option<AddressTicket>,
 }
 
 pub(crate) struct Session {
@@ -153,6 +156,10 @@ pub(crate) struct Session {
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the session is dropped.
     _connection_permit: OwnedSemaphorePermit,
+    /// A WebSocket's place among the WebSockets, from its address (none on TCP).
+    websocket: Option<AddressTicket>,
+    /// A logged-in WebSocket's place among its user's.
+    websocket_user: Option<UserTicket>,
 }
 
 impl std::fmt::Debug for Session {
@@ -191,6 +198,8 @@ impl Session {
             seat: Some(slots.seat),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
+            websocket: slots.websocket,
+            websocket_user: None,
             shared,
         }
     }
@@ -489,12 +498,18 @@ impl Session {
                 }
             },
             Apply::LoggedIn(body) => {
+                if let Err(refused) = self.websocket_logged_in() {
+                    self.queue(error_frame(call_id, ErrorCode::Busy, refused.to_string()))
+                        .await?;
+                    return Ok(Some(Close::LoginFailed));
+                }
                 self.deadline_moved = true;
                 self.seat = None;
                 self.connection.set_max_frame(self.shared.config.max_frame);
                 self.answer(reply(call_id, body)).await?;
             }
             Apply::LoggedOut(body) => {
+                self.websocket_user = None;
                 self.frames_before_login = 0;
                 self.login_deadline = Instant::now() + self.shared.config.login_timeout;
                 self.deadline_moved = true;
@@ -512,6 +527,19 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// A WebSocket that just logged in takes its place among its user's WebSockets (the one of
+    /// a previous login given back first); a TCP connection has nothing to take.
+    fn websocket_logged_in(&mut self) -> Result<(), WebSocketQuotaRefusal> {
+        if self.websocket.is_none() {
+            return Ok(());
+        }
+        self.websocket_user = None;
+        if let Some(login) = &self.calls.context.login {
+            self.websocket_user = Some(self.shared.websockets.log_in(&login.name)?);
+        }
+        Ok(())
     }
 
     /// Puts `work` in flight as call `call_id`, or gives back the `busy` refusal to answer.

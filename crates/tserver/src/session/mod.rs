@@ -10,6 +10,8 @@ mod shared;
 pub(crate) mod waiting;
 mod websocket;
 mod websocket_link;
+mod websocket_quota;
 
 pub use listener::{Accepting, Server, ServerError};
 pub use websocket::{WebSocketAdmission, WebSocketRefusal, WebSocketSessions};
+pub use websocket_quota::{WebSocketLimits, WebSocketQuotaRefusal};

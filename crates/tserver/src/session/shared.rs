@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
     /// The connections not yet logged in, so such connections never take every slot.
     pub(crate) waiting: Arc<WaitingRoom>,
+    /// The slots WebSockets may hold, so they never take those TCP display clients need.
+    pub(crate) websockets: Arc<super::websocket_quota::WebSocketQuota>,
     /// The log lines about PROXY headers refused (a trusted proxy without one, a header from
     /// an untrusted address), all together: a flood of them must not fill the disk.
     pub(super) proxy_refusals_logged: std::sync::Mutex<LogBudget>,

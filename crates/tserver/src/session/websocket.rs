@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::connection::Connection;
 use super::machine::{Session, Slots};
 use super::shared::Shared;
+use super::websocket_quota::WebSocketQuotaRefusal;
 use crate::auth::{Authenticator, BrowserToken};
 use crate::calls::CallState;
 use crate::calls::context::ConnectionContext;
@@ -41,6 +42,9 @@ pub enum WebSocketRefusal {
     /// Every seat for connections not logged in is taken by one saying Hello.
     #[error("too many connections waiting to log in (limit {0}); try again later")]
     LoginSlots(usize),
+    /// WebSockets, or those of this address, hold their share of the slots.
+    #[error(transparent)]
+    Quota(#[from] WebSocketQuotaRefusal),
 }
 
 /// A WebSocket's slot and seat, reserved before its upgrade.
@@ -70,11 +74,15 @@ impl WebSocketSessions {
         &self.shared.auth
     }
 
-    /// Takes a connection slot and a waiting-room seat for one WebSocket, or says why not.
-    pub fn admit(&self) -> Result<WebSocketAdmission, WebSocketRefusal> {
+    /// Takes a place among the WebSockets (of `client`'s address), a connection slot and a
+    /// waiting-room seat for one WebSocket, or says why not.
+    pub fn admit(&self, client: std::net::IpAddr) -> Result<WebSocketAdmission, WebSocketRefusal> {
         if self.draining.is_cancelled() {
             return Err(WebSocketRefusal::ShuttingDown);
         }
+        let websocket = self.shared.websockets.admit(client).inspect_err(|_| {
+            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "websocket_share").increment(1);
+        })?;
         let config = &self.shared.config;
         let Ok(connection) = Arc::clone(&self.shared.connections).try_acquire_owned() else {
             metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "connection_cap")
@@ -87,7 +95,11 @@ impl WebSocketSessions {
         };
         Ok(WebSocketAdmission {
             sessions: self.clone(),
-            slots: Slots { connection, seat },
+            slots: Slots {
+                connection,
+                seat,
+                websocket: Some(websocket),
+            },
         })
     }
 }
