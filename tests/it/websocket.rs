@@ -847,7 +847,11 @@ async fn websockets_never_take_the_slots_tcp_display_clients_need() {
         assert_eq!(ws.hello("guest", "").await["hello"]["userName"], "guest");
         sockets.push(ws);
     }
-    assert_upgrade_refused(&rig, "too many WebSockets (limit 8; the rest of the connections are kept for TCP").await;
+    assert_upgrade_refused(
+        &rig,
+        "too many WebSockets (limit 8; the rest of the connections are kept for TCP",
+    )
+    .await;
     let mut tcp = Vec::new();
     for call in 0..8_u64 {
         let mut connection = RawConnection::guest(rig.tcp).await;
@@ -912,5 +916,92 @@ async fn websockets_are_capped_per_address_and_per_user() {
     let again = second.call(json!({"callId": "8", "logout": {}})).await;
     assert_eq!(again["callId"], "8", "{again}");
     assert_eq!(first.hello("ada", PASSWORD).await["hello"]["userName"], "ada");
+    rig.stop().await;
+}
+
+/// Logging out ends the WebSockets the cookie logged in, at once, with the reason; a WebSocket
+/// logged in by password is not touched.
+#[tokio::test]
+async fn logging_out_ends_the_websockets_the_cookie_logged_in() {
+    let rig = Rig::start().await;
+    let cookie = rig.cookie().await;
+    let mut by_cookie = rig.socket(Some(&cookie)).await;
+    assert_eq!(by_cookie.hello("", "").await["hello"]["userName"], "ada");
+    by_cookie.pings().await;
+    let mut by_password = rig.socket(Some(&cookie)).await;
+    assert_eq!(
+        by_password.hello("ada", PASSWORD).await["hello"]["userName"],
+        "ada"
+    );
+    assert_eq!(rig.logout(&cookie).await.status(), 204);
+    let last = by_cookie.last_words().await.expect("told why");
+    assert_error(&last, "ERROR_CODE_UNAUTHENTICATED", "the browser login ended");
+    by_password.pings().await;
+    rig.stop().await;
+}
+
+/// Each login adds a row; a user keeps at most 32, the oldest ended first, so logins in a loop
+/// (a passwordless user's cost nothing) never grow the table past the cap.
+#[tokio::test]
+async fn logins_in_a_loop_keep_at_most_the_cap_per_user() {
+    let rig = Rig::start().await;
+    let first = rig.cookie().await;
+    for _ in 0..40 {
+        assert_eq!(rig.login("ada", PASSWORD).await.0, 200);
+    }
+    for _ in 0..5 {
+        assert_eq!(rig.login("guest", "").await.0, 200);
+    }
+    let count = |user: &str| -> i64 {
+        rusqlite::Connection::open(rig.path())
+            .expect("opens")
+            .query_row(
+                "SELECT count(*) FROM BrowserSessions WHERE User = ?1",
+                [user],
+                |row| row.get(0),
+            )
+            .expect("counts")
+    };
+    assert_eq!(count("ada"), 32);
+    assert_eq!(count("guest"), 5);
+    assert_eq!(rig.me(&first).await, 401, "the oldest login ended");
+    rig.stop().await;
+}
+
+/// A browser login's check waits on the solution file off the async workers: with the file
+/// locked by another writer, a TCP client is answered while the check still waits (the test's
+/// runtime has one thread, which the check would otherwise hold).
+#[tokio::test]
+async fn a_browser_login_waiting_on_a_locked_file_holds_no_async_worker() {
+    let rig = Rig::start().await;
+    let cookie = rig.cookie().await;
+    let mut tcp = RawConnection::guest(rig.tcp).await;
+    let lock = rusqlite::Connection::open(rig.path()).expect("opens");
+    lock.execute_batch("BEGIN EXCLUSIVE").expect("locks the file");
+    let me = tokio::spawn({
+        let url = format!("{}/api/me", rig.origin());
+        let cookie = cookie.clone();
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .header("Cookie", cookie)
+                .send()
+                .await
+                .expect("answers")
+                .status()
+                .as_u16()
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tcp.send(2, tserver_proto::v1::client_frame::Body::Ping(Default::default()))
+        .await;
+    let pong = tcp.receive().await.expect("a pong");
+    assert!(matches!(
+        pong.body,
+        Some(tserver_proto::v1::server_frame::Body::Pong(_))
+    ));
+    assert!(!me.is_finished(), "the login check still waits for the file");
+    lock.execute_batch("COMMIT").expect("unlocks");
+    assert_eq!(me.await.expect("no panic"), 200);
     rig.stop().await;
 }

@@ -55,7 +55,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_password, parse_bool};
 pub use audit::{AuditAction, AuditEntry, AuditLog};
-pub use browser_sessions::BrowserLogin;
+pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample};
 pub use location::SolutionLocation;

@@ -21,10 +21,10 @@ use solution_scripts::Trigger;
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, HistoryPage, Leadership, LoginThrottleConfig,
-    PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
-    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
-    UserRecord,
+    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryPage, Leadership,
+    LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally,
+    SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript,
+    TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -443,25 +443,58 @@ impl Store {
         on_backend!(self, verify_token(text))
     }
 
-    /// Starts a browser login for `user` at `now`; returns its token, shown only now.
-    pub async fn create_browser_session(&self, user: &str, now: SystemTime) -> Result<String, SolutionError> {
-        on_backend!(self, create_browser_session(user, now))
+    /// Starts a browser login for `user` at `now` under `rules` (expired logins swept, the
+    /// user's oldest past the cap ended); returns the token, shown only now.
+    pub async fn create_browser_session(
+        &self,
+        user: &str,
+        rules: BrowserLoginRules,
+        now: SystemTime,
+    ) -> Result<String, SolutionError> {
+        match &self.backend {
+            Backend::File(db) => {
+                let user = user.to_owned();
+                on_file_thread(db, "starting a browser login", move |db| {
+                    db.create_browser_session(&user, &rules, now)
+                })
+                .await
+            }
+            Backend::Postgres(pg) => pg.create_browser_session(user, &rules, now).await,
+        }
     }
 
-    /// The login a browser's `token` carries at `now`, unless unknown, revoked, or unused for
-    /// longer than `idle` (then it is deleted); a valid one is marked used at `now`.
+    /// The login a browser's `token` carries at `now`, unless unknown, revoked, or ended under
+    /// `rules` (then it is deleted); a valid one is marked used at `now`.
     pub async fn browser_session(
         &self,
         token: &str,
-        idle: Duration,
+        rules: BrowserLoginRules,
         now: SystemTime,
     ) -> Result<Option<BrowserLogin>, SolutionError> {
-        on_backend!(self, browser_session(token, idle, now))
+        match &self.backend {
+            Backend::File(db) => {
+                let token = token.to_owned();
+                on_file_thread(db, "checking a browser login", move |db| {
+                    db.browser_session(&token, &rules, now)
+                })
+                .await
+            }
+            Backend::Postgres(pg) => pg.browser_session(token, &rules, now).await,
+        }
     }
 
-    /// Ends the browser login `token` carries.
-    pub async fn revoke_browser_session(&self, token: &str) -> Result<(), SolutionError> {
-        on_backend!(self, revoke_browser_session(token))
+    /// Ends the browser login `token` carries; whether there was one.
+    pub async fn revoke_browser_session(&self, token: &str) -> Result<bool, SolutionError> {
+        match &self.backend {
+            Backend::File(db) => {
+                let token = token.to_owned();
+                on_file_thread(db, "ending a browser login", move |db| {
+                    db.revoke_browser_session(&token)
+                })
+                .await
+            }
+            Backend::Postgres(pg) => pg.revoke_browser_session(token).await,
+        }
     }
 
     /// Replaces this node's stored source reports with `reports` (name, JSON).

@@ -56,9 +56,17 @@ pub(crate) const NO_USERS: &str = "this solution has no users yet: add one on th
      standard input), or \
      `--no-password` for a passwordless one";
 
-/// How long a browser login (its session cookie) may go unused before it expires: a shift,
-/// so an operator logs in once a shift (docs/LIMITS.md).
-pub(crate) const BROWSER_LOGIN_IDLE: Duration = Duration::from_secs(12 * 3600);
+/// How long browser logins (their session cookies) last: a shift unused, a day in all, 32 per
+/// user (docs/LIMITS.md).
+pub(crate) const BROWSER_LOGINS: store::BrowserLoginRules = store::BrowserLoginRules {
+    idle: Duration::from_secs(12 * 3600),
+    lifetime: Duration::from_secs(24 * 3600),
+    per_user: 32,
+};
+
+/// How often a WebSocket logged in by a browser login checks that the login still stands
+/// (ended on another node, or past its lifetime); a logout on this node is seen at once.
+pub(crate) const BROWSER_LOGIN_RECHECK: Duration = Duration::from_secs(60);
 
 /// The token of a browser login, as its cookie carried it. Never shown: its `Debug` hides it.
 #[derive(Clone, PartialEq, Eq)]
@@ -93,6 +101,8 @@ pub(crate) enum LoginStanding {
     Removed,
     /// The user's password (changed, removed or set) or role was changed.
     PasswordChanged,
+    /// The browser login it was made with ended (logged out, or past its lifetime).
+    BrowserLoginEnded,
 }
 
 /// A fingerprint of one user's credentials and role as stored (the PHC string carries a fresh
@@ -124,6 +134,9 @@ pub(crate) struct Authenticator {
     /// Refused-login lines from every address together (each address is locked out after a
     /// few failures, but addresses are many).
     refusals_logged: Mutex<LogBudget>,
+    /// Counts the browser logins ended here: each WebSocket logged in by one then checks
+    /// whether its own was.
+    browser_logouts: watch::Sender<u64>,
 }
 
 /// One password check for a verifier thread: the stored hash, the password, and where the
@@ -146,6 +159,7 @@ impl Authenticator {
             throttle: LoginThrottle::new(throttle),
             verifiers: start_verifiers(max_concurrent)?,
             refusals_logged: Mutex::new(LogBudget::new("refused logins")),
+            browser_logouts: watch::Sender::new(0),
         })
     }
 
@@ -257,7 +271,7 @@ impl Authenticator {
         let internal = |error: store::SolutionError| LoginError::Internal(error.to_string());
         let found = self
             .store
-            .browser_session(&token.0, BROWSER_LOGIN_IDLE, std::time::SystemTime::now())
+            .browser_session(&token.0, BROWSER_LOGINS, std::time::SystemTime::now())
             .await
             .map_err(internal)?;
         let record = match found {
@@ -281,7 +295,7 @@ impl Authenticator {
     /// Starts a browser login for `login`'s user: the token for its cookie.
     pub(crate) async fn start_browser_login(&self, login: &Login) -> Result<BrowserToken, LoginError> {
         self.store
-            .create_browser_session(&login.name, std::time::SystemTime::now())
+            .create_browser_session(&login.name, BROWSER_LOGINS, std::time::SystemTime::now())
             .await
             .map(BrowserToken)
             .map_err(|error| LoginError::Internal(error.to_string()))
@@ -293,17 +307,30 @@ impl Authenticator {
         token: &BrowserToken,
     ) -> Result<Option<store::BrowserLogin>, LoginError> {
         self.store
-            .browser_session(&token.0, BROWSER_LOGIN_IDLE, std::time::SystemTime::now())
+            .browser_session(&token.0, BROWSER_LOGINS, std::time::SystemTime::now())
             .await
             .map_err(|error| LoginError::Internal(error.to_string()))
     }
 
-    /// Ends the browser login `token` carries.
+    /// Ends the browser login `token` carries; the WebSockets it logged in on this server are
+    /// told (see [`browser_logouts`](Self::browser_logouts)).
     pub(crate) async fn end_browser_login(&self, token: &BrowserToken) -> Result<(), LoginError> {
-        self.store
+        let ended = self
+            .store
             .revoke_browser_session(&token.0)
             .await
-            .map_err(|error| LoginError::Internal(error.to_string()))
+            .map_err(|error| LoginError::Internal(error.to_string()))?;
+        if ended {
+            self.browser_logouts
+                .send_modify(|count| *count = count.wrapping_add(1));
+        }
+        Ok(())
+    }
+
+    /// Changes whenever a browser login ends on this server: each WebSocket logged in by one
+    /// then checks its own.
+    pub(crate) fn browser_logouts(&self) -> watch::Receiver<u64> {
+        self.browser_logouts.subscribe()
     }
 
     /// `Err(wait)` while `peer` is locked out. On a shared database every node's failures

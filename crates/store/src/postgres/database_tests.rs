@@ -214,30 +214,67 @@ async fn a_browser_login_ends_on_every_node_at_logout_idle_time_and_any_change_t
     one.add_user("Ada", Some("pw"), Role::Operator)
         .await
         .expect("added");
-    let idle = Duration::from_secs(12 * 3600);
+    let rules = crate::BrowserLoginRules {
+        per_user: 2,
+        ..crate::BrowserLoginRules::default()
+    };
+    let idle = rules.idle;
     let now = SystemTime::now();
     let valid = |store: &PgStore, token: String, at: SystemTime| {
         let store = store.clone();
         async move {
             store
-                .browser_session(&token, idle, at)
+                .browser_session(&token, &rules, at)
                 .await
                 .expect("read")
                 .is_some()
         }
     };
 
-    let token = one.create_browser_session("ada", now).await.expect("created");
+    let token = one
+        .create_browser_session("ada", &rules, now)
+        .await
+        .expect("created");
     assert!(valid(&two, token.clone(), now).await, "another node verifies it");
     two.revoke_browser_session(&token).await.expect("revoked");
     assert!(!valid(&one, token, now).await);
 
-    let token = one.create_browser_session("Ada", now).await.expect("created");
+    let token = one
+        .create_browser_session("Ada", &rules, now)
+        .await
+        .expect("created");
     assert!(!valid(&two, token.clone(), now + idle + Duration::from_secs(1)).await);
     assert!(!valid(&one, token, now).await, "deleted once seen expired");
 
+    // Past the lifetime however much it is used; past the cap the oldest ends.
+    let token = one
+        .create_browser_session("Ada", &rules, now)
+        .await
+        .expect("created");
+    assert!(!valid(&two, token, now + rules.lifetime + Duration::from_secs(1)).await);
+    let oldest = one
+        .create_browser_session("Ada", &rules, now)
+        .await
+        .expect("created");
+    let later = now + Duration::from_secs(1);
+    let mut newer = Vec::new();
+    for node in [&one, &two] {
+        newer.push(
+            node.create_browser_session("Ada", &rules, later)
+                .await
+                .expect("created"),
+        );
+    }
+    assert!(!valid(&one, oldest, later).await, "the oldest ended past the cap");
+    for token in newer {
+        assert!(valid(&two, token, later).await);
+    }
+
     for change in 0..3 {
-        let token = one.create_browser_session("Ada", now).await.expect("created");
+        let token = one
+            .create_browser_session("Ada", &rules, now)
+            .await
+            .expect("created");
         match change {
             0 => two.set_password("ada", Some("new")).await.expect("set"),
             1 => two.set_role("ada", Role::Viewer).await.expect("set"),

@@ -24,6 +24,8 @@ pub(crate) struct ConnectionContext {
     /// The browser login a WebSocket's cookie carried, which its Hello without a user name
     /// logs in (checked again at that Hello); `None` on TCP.
     pub(crate) browser: Option<BrowserToken>,
+    /// Whether the login now was made with `browser` (it ends when that browser login does).
+    pub(crate) by_browser: bool,
     /// How many refusals it may still put in the audit this minute.
     pub(crate) audit_allowance: Arc<Mutex<super::audit_bounds::AuditAllowance>>,
 }
@@ -35,6 +37,7 @@ impl ConnectionContext {
             peer,
             login: None,
             browser: None,
+            by_browser: false,
             audit_allowance: Arc::default(),
         }
     }

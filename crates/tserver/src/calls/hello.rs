@@ -45,9 +45,11 @@ pub(crate) async fn apply(
     log: &mut LoginLog,
     auth: &Authenticator,
 ) -> Result<server_frame::Body, CallError> {
+    let by_browser = context.browser.is_some() && hello.user_name.is_empty() && hello.password.is_empty();
     let outcome = check(hello, auth, context.peer.ip(), context.browser.as_ref()).await;
     crate::telemetry::count_login(outcome.as_ref().err().map(|error| error.code));
     let (login, body) = outcome?;
+    context.by_browser = by_browser;
     log.span = tracing::info_span!(parent: &log.connection_span, "login", user = %ClientText(&login.name));
     if log.may_log() {
         tracing::info!(parent: &log.span, client = %ClientText(&hello.client_name), "logged in");

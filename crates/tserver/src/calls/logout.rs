@@ -13,5 +13,6 @@ pub(crate) fn apply(context: &mut ConnectionContext, log: &mut LoginLog) -> serv
     }
     log.span = tracing::Span::none();
     context.login = None;
+    context.by_browser = false;
     server_frame::Body::Logout(LogoutReply {})
 }

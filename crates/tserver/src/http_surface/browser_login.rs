@@ -5,7 +5,8 @@
 //!
 //! Invariants: a POST runs only with an `Origin` of this very host (no other page can log a
 //! browser in or out); the token is never logged or shown but in its `Set-Cookie`; the cookie
-//! is HttpOnly and SameSite=Strict (and Secure under TLS).
+//! is HttpOnly and SameSite=Strict (and under TLS Secure, with the `__Host-` prefix, so no
+//! other host of the domain can set it); a request carrying the cookie twice carries none.
 
 use std::net::IpAddr;
 
@@ -20,11 +21,20 @@ use tserver_proto::v1::ErrorCode;
 
 use super::ClientAddress;
 use crate::WebSocketSessions;
-use crate::auth::{BROWSER_LOGIN_IDLE, BrowserToken, LoginError, NO_USERS};
+use crate::auth::{BROWSER_LOGINS, BrowserToken, LoginError, NO_USERS};
 use plant::log_text::ClientText;
 
-/// The cookie that carries a browser login.
+/// The cookie that carries a browser login over plain HTTP.
 pub(super) const COOKIE: &str = "tserver_session";
+
+/// The cookie that carries a browser login under TLS: the `__Host-` prefix makes the browser
+/// refuse it unless Secure, Path=/ and without Domain, so a sibling host cannot plant one.
+pub(super) const SECURE_COOKIE: &str = "__Host-tserver_session";
+
+/// The cookie's name on a surface that is `secure` (HTTPS) or not.
+fn cookie_name(secure: bool) -> &'static str {
+    if secure { SECURE_COOKIE } else { COOKIE }
+}
 
 /// What the browser-facing routes share.
 #[derive(Debug, Clone)]
@@ -73,30 +83,40 @@ pub(super) async fn same_origin_writes(request: Request, next: Next) -> Response
     next.run(request).await
 }
 
-/// The browser login token the request's cookie carries, if it has the token's shape.
-pub(super) fn cookie_token(headers: &HeaderMap) -> Option<BrowserToken> {
-    headers
+/// The browser login token the request's cookie carries (the surface's name, `secure` or not),
+/// if it carries exactly one and it has the token's shape: two cookies of that name (one
+/// planted by a sibling host or an older path) are ambiguous, and count as none.
+pub(super) fn cookie_token(headers: &HeaderMap, secure: bool) -> Option<BrowserToken> {
+    let name = cookie_name(secure);
+    let mut tokens = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, token)| token.trim())
-        .filter(|token| token.len() == 64 && token.bytes().all(|byte| byte.is_ascii_hexdigit()))
-        .map(|token| BrowserToken(token.to_owned()))
+        .filter(|(found, _)| *found == name)
+        .map(|(_, token)| token.trim());
+    let token = tokens.next()?;
+    if tokens.next().is_some() {
+        return None;
+    }
+    (token.len() == 64 && token.bytes().all(|byte| byte.is_ascii_hexdigit()))
+        .then(|| BrowserToken(token.to_owned()))
 }
 
 /// The `Set-Cookie` value that gives the browser `token` (or, with `None`, takes it away).
 fn set_cookie(token: Option<&BrowserToken>, secure: bool) -> HeaderValue {
+    let name = cookie_name(secure);
     let secure = if secure { "; Secure" } else { "" };
     let value = match token {
+        // The browser may keep it as long as the login can last; the server ends it sooner
+        // when it goes unused.
         Some(token) => format!(
-            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
+            "{name}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
             token.0,
-            BROWSER_LOGIN_IDLE.as_secs()
+            BROWSER_LOGINS.lifetime.as_secs()
         ),
-        None => format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{secure}"),
+        None => format!("{name}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{secure}"),
     };
     // Hex, digits and fixed text only.
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -189,7 +209,7 @@ pub(super) async fn me(State(state): State<BrowserState>, headers: HeaderMap) ->
     let Some(sessions) = &state.sessions else {
         return no_server();
     };
-    let Some(token) = cookie_token(&headers) else {
+    let Some(token) = cookie_token(&headers, state.secure) else {
         return refusal(StatusCode::UNAUTHORIZED, "not logged in");
     };
     match sessions.auth().browser_login(&token).await {
@@ -207,7 +227,7 @@ pub(super) async fn logout(State(state): State<BrowserState>, headers: HeaderMap
     let Some(sessions) = &state.sessions else {
         return no_server();
     };
-    if let Some(token) = cookie_token(&headers)
+    if let Some(token) = cookie_token(&headers, state.secure)
         && let Err(error) = sessions.auth().end_browser_login(&token).await
     {
         return login_refusal(error);
@@ -260,13 +280,36 @@ mod tests {
     #[test]
     fn the_cookie_token_is_found_among_others_and_must_have_its_shape() {
         let token = "ab".repeat(32);
-        let found = cookie_token(&headers(&[(
-            header::COOKIE,
-            &format!("theme=dark; {COOKIE}={token}; other=1"),
-        )]));
-        assert_eq!(found, Some(BrowserToken(token)));
-        let short = cookie_token(&headers(&[(header::COOKIE, &format!("{COOKIE}=abc"))]));
+        let found = cookie_token(
+            &headers(&[(header::COOKIE, &format!("theme=dark; {COOKIE}={token}; other=1"))]),
+            false,
+        );
+        assert_eq!(found, Some(BrowserToken(token.clone())));
+        let short = cookie_token(&headers(&[(header::COOKIE, &format!("{COOKIE}=abc"))]), false);
         assert_eq!(short, None);
+        // Twice, in one header or two: ambiguous, so none.
+        let other = "ef".repeat(32);
+        let twice = cookie_token(
+            &headers(&[(header::COOKIE, &format!("{COOKIE}={token}; {COOKIE}={other}"))]),
+            false,
+        );
+        assert_eq!(twice, None);
+        let in_two = cookie_token(
+            &headers(&[
+                (header::COOKIE, &format!("{COOKIE}={token}")),
+                (header::COOKIE, &format!("{COOKIE}={other}")),
+            ]),
+            false,
+        );
+        assert_eq!(in_two, None);
+        // Under TLS only the `__Host-` cookie counts.
+        let plain_under_tls = cookie_token(&headers(&[(header::COOKIE, &format!("{COOKIE}={token}"))]), true);
+        assert_eq!(plain_under_tls, None);
+        let host_prefixed = cookie_token(
+            &headers(&[(header::COOKIE, &format!("{SECURE_COOKIE}={token}"))]),
+            true,
+        );
+        assert_eq!(host_prefixed, Some(BrowserToken(token)));
     }
 
     #[test]
@@ -283,7 +326,14 @@ mod tests {
         );
         assert!(!plain.contains("Secure"), "{plain}");
         let tls = set_cookie(Some(&token), true);
-        assert!(tls.to_str().expect("ASCII").ends_with("; Secure"), "{tls:?}");
+        let tls = tls.to_str().expect("ASCII");
+        assert!(
+            tls.starts_with("__Host-tserver_session=")
+                && tls.contains("; Path=/")
+                && tls.ends_with("; Secure"),
+            "{tls}"
+        );
+        assert!(!tls.contains("Domain"), "{tls}");
         let cleared = set_cookie(None, true);
         let cleared = cleared.to_str().expect("ASCII");
         assert!(

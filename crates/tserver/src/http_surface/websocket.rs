@@ -47,7 +47,7 @@ pub(super) async fn upgrade(
         Ok(admission) => admission,
         Err(refused) => return refusal(StatusCode::SERVICE_UNAVAILABLE, &refused.to_string()),
     };
-    let browser = cookie_token(&headers);
+    let browser = cookie_token(&headers, state.secure);
     // The socket's own bound is twice the limit, so a message just past the limit is still
     // read whole and refused with its reason (FRAME_TOO_LARGE) before the close; one past the
     // bound is refused as soon as its header shows its length.

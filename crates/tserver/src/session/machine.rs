@@ -28,8 +28,8 @@ use tserver_proto::{Decoded, FrameError};
 
 use super::connection::{Connection, WriteError};
 use super::shared::Shared;
-use super::websocket_quota::{AddressTicket, UserTicket, WebSocketQuotaRefusal};
 use super::waiting::Seat;
+use super::websocket_quota::{AddressTicket, UserTicket, WebSocketQuotaRefusal};
 use crate::auth::{LoginStanding, UserFingerprints};
 use crate::calls::to_proto::{CallError, error_frame, reply};
 use crate::calls::{self, Apply, Call, CallState, Work};
@@ -95,6 +95,20 @@ async fn users_changed(
 ) -> (tokio::sync::watch::Receiver<Arc<UserFingerprints>>, bool) {
     let open = users.changed().await.is_ok();
     (users, open)
+}
+
+/// Completes when a browser login ended on this server, or when the recheck period passed
+/// (the login may have ended on another node, or reached its lifetime); hands the receiver
+/// back for the next wait.
+async fn browser_login_may_have_ended(
+    mut logouts: tokio::sync::watch::Receiver<u64>,
+) -> tokio::sync::watch::Receiver<u64> {
+    let period = crate::auth::BROWSER_LOGIN_RECHECK;
+    if let Ok(Err(_)) = tokio::time::timeout(period, logouts.changed()).await {
+        // The sender is gone (the server is stopping): only the period is left to wait for.
+        tokio::time::sleep(period).await;
+    }
+    logouts
 }
 
 /// The reply of the next call in flight to end; pending while none is in flight.
@@ -311,6 +325,9 @@ impl Session {
                 ErrorCode::Unauthenticated,
                 match standing {
                     LoginStanding::Removed => "the user was removed; closing",
+                    LoginStanding::BrowserLoginEnded => {
+                        "the browser login ended (logged out, or past its lifetime); log in again"
+                    }
                     _ => "the user's password or role was changed; log in again",
                 }
                 .to_owned(),
@@ -331,6 +348,7 @@ impl Session {
         let mut shutdown = pin!(self.shutdown.clone().cancelled_owned());
         let mut users_change = pin!(users_changed(self.users.clone()));
         let mut users_open = true;
+        let mut browser_check = pin!(browser_login_may_have_ended(self.shared.auth.browser_logouts()));
         loop {
             if self.draining && self.calls_in_flight() == 0 {
                 // Calls that already arrived are answered too, so none goes unanswered.
@@ -367,6 +385,15 @@ impl Session {
                             tracing::info!(?standing, "login revoked by an admin change");
                             return Close::LoginRevoked(standing);
                         }
+                    }
+                }
+                receiver = &mut browser_check, if self.calls.context.by_browser => {
+                    browser_check.set(browser_login_may_have_ended(receiver));
+                    if let Some(token) = &self.calls.context.browser
+                        && let Ok(None) = self.shared.auth.browser_login(token).await
+                    {
+                        tracing::info!("login ended with the browser login it was made with");
+                        return Close::LoginRevoked(LoginStanding::BrowserLoginEnded);
                     }
                 }
                 reply = next_reply(&mut self.ongoing_calls) => {

@@ -81,7 +81,8 @@ impl WebSocketSessions {
             return Err(WebSocketRefusal::ShuttingDown);
         }
         let websocket = self.shared.websockets.admit(client).inspect_err(|_| {
-            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "websocket_share").increment(1);
+            metrics::counter!(crate::telemetry::CONNECTIONS_REFUSED, "reason" => "websocket_share")
+                .increment(1);
         })?;
         let config = &self.shared.config;
         let Ok(connection) = Arc::clone(&self.shared.connections).try_acquire_owned() else {

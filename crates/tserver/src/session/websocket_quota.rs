@@ -34,7 +34,9 @@ impl WebSocketLimits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebSocketQuotaRefusal {
     /// WebSockets hold their whole share of the display slots.
-    #[error("too many WebSockets (limit {0}; the rest of the connections are kept for TCP display clients); try again later")]
+    #[error(
+        "too many WebSockets (limit {0}; the rest of the connections are kept for TCP display clients); try again later"
+    )]
     Total(usize),
     /// The client's address holds its share.
     #[error("too many WebSockets from this address (limit {0}); close one first")]
@@ -156,7 +158,11 @@ mod tests {
         drop(first);
         let _fourth = quota.admit(one).expect("a place came back");
         drop((second, third));
-        assert_eq!(quota.addresses.get(&two).map(|count| *count), None, "no entry kept");
+        assert_eq!(
+            quota.addresses.get(&two).map(|count| *count),
+            None,
+            "no entry kept"
+        );
 
         let ada: Arc<str> = Arc::from("Ada");
         let logged_in = quota.log_in(&ada).expect("a place");
