@@ -621,3 +621,116 @@ fn export_never_writes_through_a_link() {
     assert!(error.contains("tank-overfill.md is a link"), "{error}");
     assert_eq!(std::fs::read_to_string(&target).expect("reads"), "keep me");
 }
+
+/// Documents of `bytes` in all, in files of at most 1 MiB under `folder` (beside the plant
+/// file), written as procedures of many sections; returns the `[[documents]]` entries.
+fn many_documents(folder: &Path, bytes: usize) -> String {
+    const WORDS: [&str; 24] = [
+        "pump",
+        "valve",
+        "tank",
+        "level",
+        "pressure",
+        "flow",
+        "motor",
+        "current",
+        "alarm",
+        "operator",
+        "check",
+        "close",
+        "open",
+        "drain",
+        "isolate",
+        "inspect",
+        "bearing",
+        "seal",
+        "filter",
+        "strainer",
+        "temperature",
+        "vibration",
+        "restart",
+        "report",
+    ];
+    std::fs::create_dir_all(folder.join("manuals")).expect("makes the folder");
+    let mut entries = String::new();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut written = 0;
+    let mut file = 0;
+    while written < bytes {
+        let mut text = String::new();
+        let mut section = 0;
+        while text.len() < (bytes - written).min(1000 * 1024) {
+            section += 1;
+            text.push_str(&format!("## Section {section}\n\n"));
+            for _ in 0..12 {
+                for _ in 0..14 {
+                    // xorshift: words in an order of their own, the same every run.
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    text.push_str(WORDS[usize::try_from(state % 24).expect("small")]);
+                    text.push(' ');
+                }
+                text.push('\n');
+            }
+            text.push('\n');
+        }
+        written += text.len();
+        let path = format!("manuals/manual-{file}.md");
+        std::fs::write(folder.join(&path), &text).expect("writes");
+        entries.push_str(&format!("\n[[documents]]\npath = \"{path}\"\n"));
+        file += 1;
+    }
+    entries
+}
+
+/// A server starting on a large library answers at once: the search says the documents are
+/// being indexed until they are, then finds passages. A long query ranks on the blocking pool,
+/// never on an async worker (the test's runtime has one thread, and the search is still
+/// running after the runtime has moved on).
+#[tokio::test]
+async fn a_starting_server_answers_while_a_large_library_is_indexed_and_searches_off_the_workers() {
+    let solution = Solution::demo();
+    let beside = solution.path.parent().expect("a folder");
+    let file = demo_plant_beside(&solution, "large.toml");
+    let plant = std::fs::read_to_string(&file).expect("reads");
+    let text = format!("{plant}{}", many_documents(beside, 6 * 1024 * 1024));
+    std::fs::write(&file, text).expect("writes");
+    admin(&["plant", path_of(&solution), "import", &file], "");
+
+    let runtime = Runtime::open(&solution.path).expect("opens at once");
+    let early = call(&runtime, SEARCH, json!({"query": "pump seal"}))
+        .await
+        .expect_err("still indexing");
+    assert_eq!(early.kind, "indexing", "{early:?}");
+    assert!(early.retryable, "{early:?}");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        match call(&runtime, SEARCH, json!({"query": "pump seal"})).await {
+            Ok(found) => {
+                assert!(!paths(&found).is_empty(), "{found}");
+                break;
+            }
+            Err(error) if error.kind == "indexing" && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("{error:?}"),
+        }
+    }
+
+    let long_query = "pump valve tank level pressure flow motor current alarm operator check close open \
+                      drain isolate inspect bearing seal filter strainer temperature vibration restart report "
+        .repeat(4);
+    let long_query: String = long_query.chars().take(500).collect();
+    let searching = tokio::spawn({
+        let runtime = runtime.clone();
+        async move { call(&runtime, SEARCH, json!({"query": long_query, "max_passages": 10})).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(
+        !searching.is_finished(),
+        "the search ranks on the blocking pool while this runtime's one thread goes on"
+    );
+    let found = searching.await.expect("no panic").expect("searches");
+    assert_eq!(paths(&found).len(), 10, "{found}");
+}

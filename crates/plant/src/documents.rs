@@ -6,11 +6,29 @@
 //! A passage keeps what a citation needs: its document's title and path, the heading it sits
 //! under, and the lines it spans in the file as imported.
 
-use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder, Language, Scorer};
+use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder, Embedding, Language, Scorer};
 
 /// The most characters in one passage: about a paragraph or two, so a cited passage is
 /// something an operator reads at a glance and a few fit in a small model's context.
 pub const MAX_PASSAGE_CHARS: usize = 1_200;
+
+/// The most distinct words of a query that are looked up (the first ones): the cost of a
+/// search grows with them, and a question needs far fewer.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// `embedding` with each word once (the first of its entries; every entry of one word has
+/// the same weight). The scorer compares each query entry with each of a passage's entries,
+/// so a word repeated costs as much as a new one and weighs more.
+fn distinct(embedding: Embedding) -> Embedding {
+    let mut seen = std::collections::HashSet::with_capacity(embedding.len());
+    Embedding(
+        embedding
+            .0
+            .into_iter()
+            .filter(|entry| seen.insert(entry.index))
+            .collect(),
+    )
+}
 
 /// One document as the library takes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +163,7 @@ impl DocumentLibrary {
         let embedder = EmbedderBuilder::with_tokenizer_and_fit_to_corpus(tokenizer, &corpus).build();
         let mut scorer = Scorer::new();
         for (id, text) in indexed.iter().enumerate() {
-            scorer.upsert(&id, embedder.embed(text));
+            scorer.upsert(&id, distinct(embedder.embed(text)));
         }
         Self {
             documents,
@@ -165,13 +183,16 @@ impl DocumentLibrary {
         self.passages.len()
     }
 
-    /// The best passages for `query`, best first, at most `max`: only those of documents that
-    /// apply to `about` when given. A query of words no passage has finds nothing. The second
-    /// value says whether more passages matched than were returned.
+    /// The best passages for `query` (its first [`MAX_QUERY_TERMS`] distinct words), best
+    /// first, at most `max`: only those of documents that apply to `about` when given. A query
+    /// of words no passage has finds nothing. The second value says whether more passages
+    /// matched than were returned.
     pub fn search(&self, query: &str, about: Option<&Subject<'_>>, max: usize) -> (Vec<Passage>, bool) {
+        let mut terms = distinct(self.embedder.embed(&searchable(query)));
+        terms.0.truncate(MAX_QUERY_TERMS);
         let mut matches: Vec<_> = self
             .scorer
-            .matches(&self.embedder.embed(&searchable(query)))
+            .matches(&terms)
             .into_iter()
             .filter(|scored| {
                 about.is_none_or(|subject| {

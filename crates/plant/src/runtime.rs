@@ -95,7 +95,7 @@ impl Runtime {
         let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         let plant = Plant::new(objects, historian);
-        plant.replace_library(PlantLibrary::new(documents, &equipment));
+        plant.index_library(documents, equipment);
         let simulator = Simulator::new(plant.clone(), definitions)?;
         let proposals = Arc::new(ProposalBoard::default());
         let tools = Arc::new(runtime_catalog(&plant.reader(), &proposals));

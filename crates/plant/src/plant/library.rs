@@ -1,6 +1,7 @@
 //! The plant's documents as the live plant holds them: the search library built from the
 //! stored documents, with the equipment instances (name, type, UNS path) a search can be
-//! about. Replaced whole when an import changes the plant.
+//! about. Replaced whole when an import changes the plant; while a large library is indexed
+//! at start, a placeholder says so.
 
 use plant_model::{Equipment, PlantDocument};
 
@@ -11,6 +12,8 @@ use crate::documents::{DocumentLibrary, DocumentScope, LibraryDocument};
 pub struct PlantLibrary {
     documents: DocumentLibrary,
     instances: Vec<Instance>,
+    /// Its documents are still being indexed (it holds none yet).
+    indexing: bool,
 }
 
 /// An equipment instance of the plant file.
@@ -25,6 +28,20 @@ pub struct Instance {
 }
 
 impl PlantLibrary {
+    /// The plant's `equipment` while its documents are still being indexed: a search says so.
+    pub fn indexing(equipment: &[Equipment]) -> Self {
+        Self {
+            documents: DocumentLibrary::default(),
+            instances: instances(equipment),
+            indexing: true,
+        }
+    }
+
+    /// Whether the documents are still being indexed.
+    pub fn is_indexing(&self) -> bool {
+        self.indexing
+    }
+
     /// Indexes `documents` (cutting them into passages) beside the plant's `equipment`.
     pub fn new(documents: Vec<PlantDocument>, equipment: &[Equipment]) -> Self {
         let documents = documents
@@ -42,14 +59,8 @@ impl PlantLibrary {
             .collect();
         Self {
             documents: DocumentLibrary::new(documents),
-            instances: equipment
-                .iter()
-                .map(|instance| Instance {
-                    name: instance.name.clone(),
-                    kind: instance.kind.clone(),
-                    path: instance.path.clone(),
-                })
-                .collect(),
+            instances: instances(equipment),
+            indexing: false,
         }
     }
 
@@ -62,4 +73,16 @@ impl PlantLibrary {
     pub fn instances(&self) -> &[Instance] {
         &self.instances
     }
+}
+
+/// The instances of the plant file, as a search names them.
+fn instances(equipment: &[Equipment]) -> Vec<Instance> {
+    equipment
+        .iter()
+        .map(|instance| Instance {
+            name: instance.name.clone(),
+            kind: instance.kind.clone(),
+            path: instance.path.clone(),
+        })
+        .collect()
 }

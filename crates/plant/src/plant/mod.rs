@@ -22,7 +22,11 @@ use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
 use crate::historian::{Historian, Recording};
 use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
-use plant_model::{AlarmEvent, Quality, TagValue};
+use plant_model::{AlarmEvent, Equipment, PlantDocument, Quality, TagValue};
+
+/// Documents of at most this many bytes in all are indexed at once when a plant loads (a few
+/// milliseconds); more are indexed on a thread of their own.
+const INDEX_AT_ONCE_BYTES: usize = 1024 * 1024;
 
 /// The object model with its historian. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
@@ -106,6 +110,30 @@ impl Plant {
     /// Replaces the documents (an import changed them, or the plant was loaded).
     pub fn replace_library(&self, next: PlantLibrary) {
         self.library.store(Arc::new(next));
+    }
+
+    /// Indexes the documents of a plant being loaded: a small library at once, a larger one
+    /// on a thread of its own while the library says it is indexing, so a starting server
+    /// answers at once. A library stored meanwhile (an import) is newer and is kept.
+    pub fn index_library(&self, documents: Vec<PlantDocument>, equipment: Vec<Equipment>) {
+        let bytes: usize = documents.iter().map(|document| document.text.len()).sum();
+        if bytes <= INDEX_AT_ONCE_BYTES {
+            self.replace_library(PlantLibrary::new(documents, &equipment));
+            return;
+        }
+        let placeholder = Arc::new(PlantLibrary::indexing(&equipment));
+        self.library.store(Arc::clone(&placeholder));
+        let library = Arc::clone(&self.library);
+        let indexing = std::thread::Builder::new()
+            .name("document-index".to_owned())
+            .spawn(move || {
+                let built = Arc::new(PlantLibrary::new(documents, &equipment));
+                library.compare_and_swap(&placeholder, built);
+                tracing::info!(bytes, "the plant's documents are indexed");
+            });
+        if let Err(error) = indexing {
+            tracing::error!(%error, "cannot start the thread that indexes the plant's documents; they stay unsearchable until the next import");
+        }
     }
 
     /// The history store.

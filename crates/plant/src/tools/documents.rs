@@ -2,6 +2,9 @@
 //! finds the passages of the plant's documents (procedures, manuals) that best answer a
 //! query, optionally only those of documents about one piece of equipment, each with what a
 //! citation needs: the document's title and path, the section and the lines.
+//!
+//! A search runs on the blocking pool, a few at once, never on an async worker: ranking a
+//! large library takes a while, and the tool's timeout keeps its caller from waiting longer.
 
 use localai::ModelOptions;
 use localai::tools::{ToolDefinition, ToolError};
@@ -21,6 +24,9 @@ const PASSAGES_CAP: Cap = Cap {
 /// The longest query accepted, in characters.
 const MAX_QUERY_CHARS: usize = 500;
 
+/// Searches run at once; more wait their turn (within the tool's timeout).
+static SEARCHES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     vec![plant_tool(
         plant,
@@ -37,7 +43,20 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
                           "description": "An equipment instance name or UNS path: only documents about it."},
             "max_passages": PASSAGES_CAP.schema("passages")
         }}),
-        |plant, arguments| async move { search_documents(&plant, &arguments) },
+        |plant, arguments| async move {
+            let turn = SEARCHES
+                .acquire()
+                .await
+                .map_err(|_| ToolError::new("unavailable", "document search is shutting down"))?;
+            // The turn goes with the search: a caller that stops waiting (its timeout) does not
+            // free it while the search still runs.
+            tokio::task::spawn_blocking(move || {
+                let _turn = turn;
+                search_documents(&plant, &arguments)
+            })
+            .await
+            .map_err(|_| ToolError::new("internal", "the document search failed"))?
+        },
     )]
 }
 
@@ -72,6 +91,13 @@ fn search_documents(plant: &PlantReader, arguments: &Value) -> Result<Value, Too
         )));
     }
     let library = plant.library();
+    if library.is_indexing() {
+        return Err(ToolError::new(
+            "indexing",
+            "the plant's documents are still being indexed (the server just started); try again in a few seconds",
+        )
+        .retryable());
+    }
     let about = match arguments
         .get("equipment")
         .and_then(Value::as_str)
