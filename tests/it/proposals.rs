@@ -780,3 +780,50 @@ async fn the_pending_list_fits_the_smallest_frame_and_says_how_many_it_left_out(
     );
     server.stop().await;
 }
+
+/// A text value that would display as something else (a bidirectional override, a control or
+/// an invisible character) is refused as a proposal and as a write, naming the character; the
+/// value stays, and nothing waits for approval.
+#[tokio::test]
+async fn a_text_value_with_hidden_or_reordering_characters_is_never_proposed_or_written() {
+    let rig = ProposalRig::start(vec![Reply::text("Done.")]).await;
+    let operator = rig.server.guest().await;
+    for (value, named) in [
+        ("Off\u{202e}", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ("\u{2066}Manual\u{2069}", "U+2066 (LEFT-TO-RIGHT ISOLATE)"),
+        ("Manual\nOff", "U+000A (a control character)"),
+        ("Au\u{200b}to", "U+200B (ZERO WIDTH SPACE)"),
+    ] {
+        let refused = operator
+            .call_tool(
+                "runtime_propose_write",
+                &json!({"tag": "Pump1.Mode", "value": value, "reason": "x"}),
+            )
+            .await
+            .expect("answered");
+        assert!(
+            refused.is_error && refused.content_json.contains(named),
+            "{value:?}: {}",
+            refused.content_json
+        );
+        let written = operator
+            .write_tags(vec![tserver_proto::v1::TagWrite {
+                name: "Pump1.Mode".into(),
+                value: Some(tserver_proto::v1::tag_write::Value::Text(value.into())),
+            }])
+            .await
+            .expect("answered");
+        let outcome = &written[0];
+        assert!(outcome.error.contains(named), "{value:?}: {outcome:?}");
+    }
+    assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
+    assert!(
+        operator
+            .list_proposals()
+            .await
+            .expect("lists")
+            .proposals
+            .is_empty()
+    );
+    rig.stop().await;
+}

@@ -48,7 +48,7 @@ pub use model::{
     InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding,
     SourceKind, SourceSpec, TagSpec, TagType,
 };
-pub use names::{fold, nearest, normalize};
+pub use names::{fold, nearest, normalize, text_value_problem};
 pub use reader::document_path_problem;
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
 

@@ -77,6 +77,27 @@ fn hidden(c: char) -> Option<&'static str> {
     })
 }
 
+/// What is wrong with a text value (a text tag's, as written or proposed), if anything: a
+/// control, bidirectional or invisible character (named, with its place), which would make the
+/// value read as something else to the operator approving or reading it. Spaces of every kind
+/// but the line and paragraph separators are text.
+pub fn text_value_problem(text: &str) -> Option<String> {
+    text.chars().enumerate().find_map(|(position, c)| {
+        let what = match c {
+            '\u{2028}' => "LINE SEPARATOR",
+            '\u{2029}' => "PARAGRAPH SEPARATOR",
+            c if c.is_whitespace() && !c.is_control() => return None,
+            c => hidden(c)?,
+        };
+        Some(format!(
+            "character {} is U+{:04X} ({what}), which hides or reorders what the value shows: \
+             text values hold no control, bidirectional or invisible characters",
+            position + 1,
+            u32::from(c)
+        ))
+    })
+}
+
 /// What is wrong with a name or path (already normalized), if anything: a character that
 /// hides or reorders what it shows (named, with its place), or a part (between `.` and `/`)
 /// that mixes scripts. `spaces` says whether spaces are allowed (inside path segments).
@@ -132,6 +153,22 @@ mod tests {
         );
         assert_eq!(look_alike("PUMP1"), look_alike("pump1"));
         assert_ne!(look_alike("Pump1"), look_alike("Pump2"));
+    }
+
+    #[test]
+    fn text_values_refuse_what_hides_or_reorders_and_keep_spaces() {
+        assert_eq!(text_value_problem("Off"), None);
+        assert_eq!(text_value_problem("Pump 1\u{00A0}off, Café"), None);
+        for (text, named) in [
+            ("Off\u{202E}", "character 4 is U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+            ("a\nb", "character 2 is U+000A (a control character)"),
+            ("\u{200B}On", "character 1 is U+200B (ZERO WIDTH SPACE)"),
+            ("On\u{2028}Off", "character 3 is U+2028 (LINE SEPARATOR)"),
+            ("x\u{2066}y", "LEFT-TO-RIGHT ISOLATE"),
+        ] {
+            let problem = text_value_problem(text).unwrap_or_else(|| panic!("{text:?} refused"));
+            assert!(problem.contains(named), "{problem}");
+        }
     }
 
     #[test]
