@@ -17,6 +17,11 @@ use tserver_tests::modbus::{ModbusServer, Table};
 
 /// The demo plant with a Modbus source `rack` at `device` and five tags of its own.
 fn solution_on(device: &ModbusServer) -> Solution {
+    solution_with(device, RACK_TAGS)
+}
+
+/// The demo plant with a Modbus source `rack` at `device` and the `[[tags]]` of `tags`.
+fn solution_with(device: &ModbusServer, tags: &str) -> Solution {
     let solution = Solution::demo();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let mut model = solution.plant_model();
@@ -25,10 +30,15 @@ fn solution_on(device: &ModbusServer) -> Solution {
         timeout: 300,
         ..plant_model::SourceSpec::new("rack", format!("modbus://{}", device.addr()))
     });
-    let text = format!(
-        "{}\n{}",
-        model.to_toml().expect("toml"),
-        r#"
+    let text = format!("{}\n{tags}", model.to_toml().expect("toml"));
+    let file = solution.path.with_file_name("rack.toml");
+    std::fs::write(&file, text).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    solution
+}
+
+/// The rack's five tags.
+const RACK_TAGS: &str = r#"
 [[tags]]
 name = "Line1.Temp"
 path = "Plant/Line1/Temp"
@@ -67,13 +77,7 @@ name = "Line1.Door"
 path = "Plant/Line1/Door"
 type = "bool"
 source = { device = "rack", discrete_input = 3 }
-"#
-    );
-    let file = solution.path.with_file_name("rack.toml");
-    std::fs::write(&file, text).expect("writes");
-    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
-    solution
-}
+"#;
 
 /// A device holding 123456.0 (f32, low word first), 21.5 (i16 in tenths, offset -40), batch
 /// 7, count 70000, running and the door open.
@@ -394,5 +398,53 @@ async fn writes_reach_the_device_checked_in_engineering_units_and_show_once_read
         refused.error,
         "source \"rack\" is not connected to its device; nothing was written"
     );
+    shutdown.cancel();
+}
+
+/// A large raw value times a large scale passes what a number holds: the tag goes Bad with
+/// the reason counted, never an infinite value in the plant; a value the scale keeps finite
+/// reads again.
+#[tokio::test]
+async fn a_scale_that_overflows_makes_the_tag_bad_never_infinite() {
+    let device = ModbusServer::start().await;
+    // 1e300 as f64 is 0x7E37_E43C_8800_759C.
+    device.set_holding(300, &[0x7E37, 0xE43C, 0x8800, 0x759C]);
+    let solution = solution_with(
+        &device,
+        r#"
+[[tags]]
+name = "Line1.Huge"
+path = "Plant/Line1/Huge"
+type = "number"
+source = { device = "rack", holding_register = 300, format = "f64", scale = 1e300 }
+"#,
+    );
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = CancellationToken::new();
+    runtime.start_sources(&shutdown).await.expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = &runtime.source_statuses()[0];
+        if status.errors.get("bad_value").copied().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no bad value counted: {status:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let huge = runtime.objects().tag("Line1.Huge").expect("tag").current();
+    assert_ne!(huge.quality, Quality::GOOD, "{huge:?}");
+    assert!(
+        huge.value.as_f64().is_none_or(f64::is_finite),
+        "never an infinite value: {huge:?}"
+    );
+    // 2.0 as f64: 2e300, finite.
+    device.set_holding(300, &[0x4000, 0, 0, 0]);
+    until(
+        &runtime,
+        "Line1.Huge",
+        good(TagValue::Number(2e300)),
+        "reads again",
+    )
+    .await;
     shutdown.cancel();
 }

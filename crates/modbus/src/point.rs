@@ -216,6 +216,10 @@ pub enum DecodeError {
     /// A floating-point value that is NaN or infinite (the format, the raw value).
     #[error("the device's {0} is not a finite number ({1})")]
     NotFinite(Format, f64),
+    /// A value whose scale and offset take it past what a number holds (the raw value, the
+    /// scale, the offset).
+    #[error("the device's value {0} times the scale {1} plus the offset {2} is not a finite number")]
+    ScaledNotFinite(f64, f64, f64),
 }
 
 /// A value that cannot be written as given, in engineering units, with what it comes to in
@@ -384,12 +388,20 @@ impl Point {
             Format::F32 => Raw::Float(f64::from(f32::from_bits(bits as u32))),
             Format::F64 => Raw::Float(f64::from_bits(bits)),
         };
-        match raw {
-            Raw::Whole(whole) if !self.scaled() => Ok(FieldValue::Integer(whole)),
-            Raw::Whole(whole) => Ok(FieldValue::Number(whole as f64 * self.scale + self.offset)),
-            Raw::Float(raw) if !raw.is_finite() => Err(DecodeError::NotFinite(self.format, raw)),
-            Raw::Float(raw) if !self.scaled() => Ok(FieldValue::Number(raw)),
-            Raw::Float(raw) => Ok(FieldValue::Number(raw * self.scale + self.offset)),
+        let raw = match raw {
+            Raw::Whole(whole) if !self.scaled() => return Ok(FieldValue::Integer(whole)),
+            Raw::Whole(whole) => whole as f64,
+            Raw::Float(raw) if !raw.is_finite() => return Err(DecodeError::NotFinite(self.format, raw)),
+            Raw::Float(raw) if !self.scaled() => return Ok(FieldValue::Number(raw)),
+            Raw::Float(raw) => raw,
+        };
+        // A large raw value times a large scale passes what a number holds: the tag goes Bad
+        // with the reason, never an infinite value in the plant.
+        let scaled = raw * self.scale + self.offset;
+        if scaled.is_finite() {
+            Ok(FieldValue::Number(scaled))
+        } else {
+            Err(DecodeError::ScaledNotFinite(raw, self.scale, self.offset))
         }
     }
 
@@ -428,6 +440,9 @@ impl Point {
                     return Err(self.out_of_range(number, raw, f64::from(f32::MIN), f64::from(f32::MAX)));
                 }
                 u64::from(single.to_bits())
+            }
+            Format::F64 if !raw.is_finite() => {
+                return Err(self.out_of_range(number, raw, f64::MIN, f64::MAX));
             }
             Format::F64 => raw.to_bits(),
             _ => self.whole_bits(number, raw)?,
@@ -525,6 +540,48 @@ mod tests {
             point(Format::F64, WordOrder::LowWordFirst).decode(&[0, 0, 0, 0x3FF8]),
             Ok(FieldValue::Number(1.5))
         );
+    }
+
+    #[test]
+    fn a_scale_that_overflows_is_an_error_both_ways_never_infinity() {
+        let huge = Point::new(
+            Table::HoldingRegisters,
+            0,
+            Format::F64,
+            WordOrder::HighWordFirst,
+            (1e300, 0.0),
+        )
+        .expect("a point");
+        let raw = 1e300_f64.to_bits();
+        let words: Vec<u16> = (0..4).map(|index| (raw >> (48 - 16 * index)) as u16).collect();
+        assert_eq!(
+            huge.decode(&words),
+            Err(DecodeError::ScaledNotFinite(1e300, 1e300, 0.0))
+        );
+        let tiny = Point::new(
+            Table::HoldingRegisters,
+            0,
+            Format::F64,
+            WordOrder::HighWordFirst,
+            (1e-300, 0.0),
+        )
+        .expect("a point");
+        assert!(matches!(
+            tiny.encode(FieldValue::Number(1e100)),
+            Err(EncodeError::OutOfRange(..))
+        ));
+        let wide = Point::new(
+            Table::HoldingRegisters,
+            0,
+            Format::U32,
+            WordOrder::HighWordFirst,
+            (f64::MAX, 0.0),
+        )
+        .expect("a point");
+        assert!(matches!(
+            wide.decode(&[0xFFFF, 0xFFFF]),
+            Err(DecodeError::ScaledNotFinite(..))
+        ));
     }
 
     #[test]
