@@ -835,3 +835,73 @@ initial = 21.5
     }
     server.stop().await;
 }
+
+/// Case beyond Latin is one name: Greek (final sigma included) and Cyrillic names that differ
+/// only in case are refused as taken, tags, paths and alarms alike, and a name is found
+/// whatever its case.
+#[tokio::test]
+async fn names_that_differ_only_in_greek_or_cyrillic_case_are_one_name() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let before = export(&solution);
+    let mut twins = String::new();
+    for (index, (upper, lower)) in [
+        ("\u{3a3}.V", "\u{3c3}.V"),
+        ("\u{391}\u{39b}\u{3a6}\u{391}.V", "\u{3b1}\u{3bb}\u{3c6}\u{3b1}.V"),
+        (
+            "\u{41d}\u{410}\u{421}\u{41e}\u{421}.V",
+            "\u{43d}\u{430}\u{441}\u{43e}\u{441}.V",
+        ),
+        (
+            "\u{3a3}\u{38a}\u{3a3}\u{3a5}\u{3a6}\u{39f}\u{3a3}.V",
+            "\u{3c3}\u{3af}\u{3c3}\u{3c5}\u{3c6}\u{3bf}\u{3c2}.V",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        twins.push_str(&format!(
+            "\n[[tags]]\nname = \"{upper}\"\npath = \"Plant/U{index}/V\"\ntype = \"number\"\n\
+             \n[[tags]]\nname = \"{lower}\"\npath = \"Plant/L{index}/V\"\ntype = \"number\"\n"
+        ));
+    }
+    twins.push_str(
+        "\n[[tags]]\nname = \"P.A\"\npath = \"Plant/\u{3a3}\u{3a6}/A\"\ntype = \"number\"\n\
+         \n[[tags]]\nname = \"P.B\"\npath = \"Plant/\u{3c3}\u{3c6}/A\"\ntype = \"number\"\n\
+         \n[[alarms]]\nname = \"\u{3a3}\u{3a6}\"\ntag = \"P.A\"\ncondition = \"Hi\"\nlimit = 1\n\
+         \n[[alarms]]\nname = \"\u{3c3}\u{3c6}\"\ntag = \"P.B\"\ncondition = \"Hi\"\nlimit = 1\n",
+    );
+    let file = plant_file(&solution, "twins.toml", &twins);
+    let error = try_admin(&["plant", &path, "import", &file], "")
+        .expect_err("refused")
+        .to_string();
+    for taken in [
+        "tag name \"\u{3c3}.V\" is taken (by \"\u{3a3}.V\")",
+        "tag name \"\u{3b1}\u{3bb}\u{3c6}\u{3b1}.V\" is taken",
+        "tag name \"\u{43d}\u{430}\u{441}\u{43e}\u{441}.V\" is taken",
+        "tag name \"\u{3c3}\u{3af}\u{3c3}\u{3c5}\u{3c6}\u{3bf}\u{3c2}.V\" is taken",
+        "path \"Plant/\u{3c3}\u{3c6}/A\" is taken",
+        "alarm name \"\u{3c3}\u{3c6}\" is taken",
+    ] {
+        assert!(error.contains(taken), "{taken}\n{error}");
+    }
+    assert_eq!(export(&solution), before, "nothing changed");
+
+    let one = "\n[[tags]]\nname = \"\u{3a3}\u{38a}\u{3a3}\u{3a5}\u{3a6}\u{39f}\u{3a3}.V\"\npath = \"Plant/\u{3a3}/V\"\ntype = \"number\"\ninitial = 1.0\n";
+    let file = plant_file(&solution, "one.toml", one);
+    admin(&["plant", &path, "import", &file], "");
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.guest().await;
+    for asked in [
+        "\u{3c3}\u{3af}\u{3c3}\u{3c5}\u{3c6}\u{3bf}\u{3c2}.V",
+        "\u{3a3}\u{38a}\u{3a3}\u{3a5}\u{3a6}\u{39f}\u{3a3}.v",
+        "PLANT/\u{3c3}/V",
+    ] {
+        assert_eq!(
+            read_value(&client, asked).await,
+            Some(TagValue::Number(1.0)),
+            "{asked:?}"
+        );
+    }
+    server.stop().await;
+}

@@ -290,6 +290,25 @@ username = "tserver"
     }
 
     #[test]
+    fn a_name_with_an_empty_part_between_dots_is_refused() {
+        let text = "[[tags]]\nname = \"A.B\"\npath = \"P/A/B\"\ntype = \"number\"\n\
+                    [[tags]]\nname = \"A.B.\"\npath = \"P/A/C\"\ntype = \"number\"\n\
+                    [[tags]]\nname = \"..\"\npath = \"P/D\"\ntype = \"number\"\n\
+                    [[tags]]\nname = \".A\"\npath = \"P/E\"\ntype = \"number\"\n";
+        let errors = errors(text, Format::Toml);
+        for name in ["A.B.", "..", ".A"] {
+            let wanted = format!(
+                "{name:?} is not a usable name: no part between dots may be empty (no leading, trailing or doubled '.')"
+            );
+            assert!(
+                errors.iter().any(|error| error.contains(&wanted)),
+                "{wanted}: {errors:?}"
+            );
+        }
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
     fn types_expand_into_named_tags_and_alarms_at_their_paths() {
         let model = read(PUMPS, Format::Toml, "pumps.toml").expect("valid");
         let expanded = model.expand();

@@ -326,6 +326,18 @@ impl<'t> Reader<'t> {
             );
             return None;
         }
+        // `A.B.` beside `A.B`, or `..`, would be names people read as the same or as none.
+        if name.split('.').any(str::is_empty) {
+            self.error(
+                span,
+                fields.field(key),
+                format!(
+                    "{name:?} is not a usable name: no part between dots may be empty (no leading, \
+                     trailing or doubled '.')"
+                ),
+            );
+            return None;
+        }
         Some(name)
     }
 
@@ -1808,19 +1820,38 @@ impl<'a> TracedPlant<'a> {
     }
 }
 
+/// Names seen so far, by the two keys two names are one by: the case-folded name (full Unicode
+/// folding: `Σ.V` and `σ.V`, `НАСОС` and `насос`), and the look-alike key (`TOP` in Cyrillic
+/// and in Latin). Both are needed: a confusable skeleton maps a capital and its small letter
+/// of another script to different Latin letters (`Σ` and `σ`), so it alone misses case.
+#[derive(Debug, Default)]
+struct SeenNames {
+    by_fold: HashMap<String, usize>,
+    by_look: HashMap<String, usize>,
+}
+
+impl SeenNames {
+    /// Records `name` at `position`; the position of the first name it is one with, if any.
+    fn first_like(&mut self, name: &str, position: usize) -> Option<usize> {
+        let folded = self.by_fold.insert(names::fold(name), position);
+        let looked = self.by_look.insert(names::look_alike(name), position);
+        folded.or(looked)
+    }
+}
+
 /// The expanded tags' names and paths unique by how they look: ignoring case, and with
 /// look-alike characters of other scripts taken as the ones they look like.
 fn check_tag_names_and_paths(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
     let tags = &plant.expanded.tags;
-    let mut look_alike_names: HashMap<String, usize> = HashMap::new();
-    let mut look_alike_paths: HashMap<String, usize> = HashMap::new();
+    let mut look_alike_names = SeenNames::default();
+    let mut look_alike_paths = SeenNames::default();
     for (position, tag) in tags.iter().enumerate() {
-        if let Some(first) = look_alike_names.insert(names::look_alike(&tag.name), position) {
+        if let Some(first) = look_alike_names.first_like(&tag.name, position) {
             let (span, field) = plant.tag_origin(position);
             let other = &tags[first].name;
             reader.error(span, field, taken("tag name", &tag.name, other, other));
         }
-        if let Some(first) = look_alike_paths.insert(names::look_alike(&tag.path), position) {
+        if let Some(first) = look_alike_paths.first_like(&tag.path, position) {
             let (span, field) = plant.tag_origin(position);
             let other = &tags[first];
             reader.error(span, field, taken("path", &tag.path, &other.path, &other.name));
@@ -1862,9 +1893,9 @@ fn check_expanded_alarms(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
     for tag in &expanded.tags {
         tags_by_name.entry(tag.name.as_str()).or_insert(tag);
     }
-    let mut alarm_names: HashMap<String, usize> = HashMap::new();
+    let mut alarm_names = SeenNames::default();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
-        if let Some(first) = alarm_names.insert(names::look_alike(&alarm.name), position) {
+        if let Some(first) = alarm_names.first_like(&alarm.name, position) {
             let (span, field) = plant.alarm_origin(position);
             let other = &expanded.alarms[first].name;
             reader.error(
