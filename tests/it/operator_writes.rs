@@ -441,3 +441,41 @@ async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retentio
     }
     server.stop().await;
 }
+
+/// Reconnecting buys no new allowance: one user's refusals over several connections, each
+/// closed before its own allowance runs out, are bounded by the user's allowance a minute.
+#[tokio::test]
+async fn reconnecting_never_buys_more_audit_rows_of_refusals() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["users", &path, "add", "watcher"], "pw\n");
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    for _ in 0..3 {
+        let viewer = server.client().await;
+        viewer.login("watcher", "pw").await.expect("logs in");
+        for _ in 0..590 {
+            viewer
+                .write_tags(vec![write("Pump1.Mode", WriteValue::Text("Off".into()))])
+                .await
+                .expect_err("a viewer may not write");
+        }
+    }
+    let audit = admin(&["audit", &path, "--limit", "100000"], "");
+    let rows: Vec<&str> = audit
+        .lines()
+        .filter(|line| line.contains(" by watcher "))
+        .collect();
+    assert_eq!(
+        rows.len(),
+        1_201,
+        "the user's 1,200 rows a minute and the one saying so"
+    );
+    assert!(
+        rows[1_200].ends_with(
+            " reached its 1200 audit rows of refusals a minute: its further refusals this minute are counted, not recorded"
+        ),
+        "{}",
+        rows[1_200]
+    );
+    server.stop().await;
+}

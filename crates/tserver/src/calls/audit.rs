@@ -3,7 +3,9 @@
 
 use tserver_proto::v1::{ErrorCode, server_frame};
 
-use super::audit_bounds::{Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, cut};
+use super::audit_bounds::{
+    Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, SHARED_REFUSED_ROWS_PER_MINUTE, cut,
+};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use store::{AuditEntry, Role};
@@ -55,11 +57,14 @@ pub(crate) fn bounded_audit(context: &ConnectionContext, entries: Vec<AuditEntry
             true,
         ));
     }
-    let allowed = context
-        .audit_allowance
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take(listed, refused, std::time::Instant::now());
+    let user = context.login.as_ref().map_or("", |login| &login.name);
+    let (allowed, scope) = context.shared_audit_allowances.take(
+        &context.audit_allowance,
+        user,
+        context.peer.ip(),
+        (listed, refused),
+        std::time::Instant::now(),
+    );
     let mut rows: Vec<AuditEntry> = match allowed {
         Allowed::Count => rows
             .into_iter()
@@ -71,13 +76,15 @@ pub(crate) fn bounded_audit(context: &ConnectionContext, entries: Vec<AuditEntry
         Allowed::Record { counted } if counted > 0 => rows.push(note(
             format!("{counted} refused"),
             format!(
-                "{counted} refused requests of this connection were counted, not recorded (past its {REFUSED_ROWS_PER_MINUTE} audit rows of refusals a minute)"
+                "{counted} refused requests were counted, not recorded (past an allowance of audit rows of refusals a minute: {REFUSED_ROWS_PER_MINUTE} a connection, {SHARED_REFUSED_ROWS_PER_MINUTE} a user or a client address)"
             ),
         )),
         Allowed::RecordLast => rows.push(note(
             "allowance".to_owned(),
             format!(
-                "this connection reached its {REFUSED_ROWS_PER_MINUTE} audit rows of refusals a minute: its further refusals this minute are counted, not recorded"
+                "{} reached its {} audit rows of refusals a minute: its further refusals this minute are counted, not recorded",
+                scope.words(),
+                scope.limit()
             ),
         )),
         _ => {}

@@ -28,10 +28,15 @@ pub(crate) struct ConnectionContext {
     pub(crate) by_browser: bool,
     /// How many refusals it may still put in the audit this minute.
     pub(crate) audit_allowance: Arc<Mutex<super::audit_bounds::AuditAllowance>>,
+    /// How many its user and its address may, over all their connections.
+    pub(crate) shared_audit_allowances: Arc<super::audit_bounds::SharedAllowances>,
 }
 
 impl ConnectionContext {
-    pub(crate) fn new(peer: SocketAddr) -> Self {
+    pub(crate) fn new(
+        peer: SocketAddr,
+        shared_audit_allowances: Arc<super::audit_bounds::SharedAllowances>,
+    ) -> Self {
         Self {
             guid: Uuid::new_v4(),
             peer,
@@ -39,6 +44,7 @@ impl ConnectionContext {
             browser: None,
             by_browser: false,
             audit_allowance: Arc::default(),
+            shared_audit_allowances,
         }
     }
 

@@ -7,7 +7,7 @@
 mod acknowledge_alarm;
 mod alarms;
 mod audit;
-mod audit_bounds;
+pub(crate) mod audit_bounds;
 mod browse;
 mod call_tool;
 mod cancel;

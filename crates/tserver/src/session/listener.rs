@@ -97,6 +97,7 @@ impl Server {
             waiting: WaitingRoom::new(config.max_unauthenticated),
             connections: Arc::new(Semaphore::new(config.max_connections)),
             websockets: super::websocket_quota::WebSocketQuota::new(config.websocket_limits()),
+            audit_allowances: Arc::default(),
             config,
             auth,
             proxy_refusals_logged: std::sync::Mutex::new(LogBudget::new("refused PROXY headers")),
@@ -307,7 +308,7 @@ impl Listener {
             } else {
                 peer
             };
-            let context = ConnectionContext::new(peer);
+            let context = ConnectionContext::new(peer, Arc::clone(&shared.audit_allowances));
             let span = tracing::info_span!("conn", guid = %context.guid, %peer);
             let connected = async move {
                 let transport = tokio::select! {

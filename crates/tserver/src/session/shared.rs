@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
     /// The connections not yet logged in, so such connections never take every slot.
     pub(crate) waiting: Arc<WaitingRoom>,
+    /// The audit rows of refusals each user and each client address may still add.
+    pub(crate) audit_allowances: Arc<crate::calls::audit_bounds::SharedAllowances>,
     /// The slots WebSockets may hold, so they never take those TCP display clients need.
     pub(crate) websockets: Arc<super::websocket_quota::WebSocketQuota>,
     /// The log lines about PROXY headers refused (a trusted proxy without one, a header from

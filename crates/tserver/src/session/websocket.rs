@@ -121,7 +121,7 @@ impl WebSocketAdmission {
             draining,
             hard_stop,
         } = sessions;
-        let mut context = ConnectionContext::new(peer);
+        let mut context = ConnectionContext::new(peer, Arc::clone(&shared.audit_allowances));
         context.browser = browser;
         let span = tracing::info_span!("conn", guid = %context.guid, %peer, transport = "websocket");
         let config = &shared.config;
