@@ -258,6 +258,10 @@ async fn requests_without_a_valid_token_or_from_a_foreign_host_are_refused() {
 
     let (status, response) = rig.post(&host, &[("Authorization", &bearer)], INITIALIZE).await;
     assert_eq!(status, 200, "{response}");
+    // The scheme's name is case-insensitive.
+    let shouted = format!("BEARER {}", rig.token);
+    let (status, response) = rig.post(&host, &[("Authorization", &shouted)], INITIALIZE).await;
+    assert_eq!(status, 200, "{response}");
     let (status, response) = rig
         .post("evil.example", &[("Authorization", &bearer)], INITIALIZE)
         .await;

@@ -112,6 +112,13 @@ impl RequestBudget {
     }
 }
 
+/// The token of an `Authorization` value of the Bearer scheme, whose name is case-insensitive
+/// (RFC 9110 11.1): `Bearer`, `bearer` and `BEARER` alike.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Checks the request's bearer token, then runs the route as its user.
 pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
     let runtime = &gate.runtime;
@@ -119,12 +126,7 @@ pub(super) async fn bearer(State(gate): State<Gate>, mut request: Request, next:
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(bearer_token);
     let Some(token) = presented else {
         return refuse(
             "Bearer realm=\"tserver\"",
@@ -175,6 +177,16 @@ fn refuse(challenge: &'static str, message: &'static str) -> Response {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_bearer_scheme_is_read_whatever_its_case() {
+        for value in ["Bearer tst_a", "bearer tst_a", "BEARER tst_a", "BeArEr   tst_a "] {
+            assert_eq!(super::bearer_token(value), Some("tst_a"), "{value}");
+        }
+        for value in ["Basic dXNlcjpwdw==", "Bearertst_a", "tst_a", ""] {
+            assert_eq!(super::bearer_token(value), None, "{value}");
+        }
+    }
+
     use super::*;
 
     #[test]
