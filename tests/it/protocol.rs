@@ -535,3 +535,28 @@ async fn graceful_shutdown_under_load_answers_every_accepted_turn() {
     assert_eq!(answered, posted, "an accepted turn lost its reply");
     llm.stop().await;
 }
+
+/// The display port's listen queue holds a plant's panels all connecting at once: its backlog
+/// (what `ss` shows as a listening socket's Send-Q) is the kernel's cap, not the standard 128.
+#[test]
+fn the_display_port_queues_a_burst_of_connects() {
+    let solution = crate::support::Solution::demo();
+    let server = crate::support::ServerProcess::start(&solution.path, &[], &[]);
+    let port = server.addr.port();
+    let shown = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{port}")])
+        .output()
+        .expect("ss runs (iproute2)");
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let backlog: u32 = shown
+        .split_whitespace()
+        .nth(2)
+        .and_then(|field| field.parse().ok())
+        .unwrap_or_else(|| panic!("a listening socket's line: {shown:?}"));
+    let cap: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .expect("the kernel's cap")
+        .trim()
+        .parse()
+        .expect("a number");
+    assert_eq!(backlog, tserver::LISTEN_BACKLOG.min(cap), "{shown}");
+}

@@ -281,8 +281,7 @@ async fn serve_panel(
     let Some(address) = address else {
         return Ok(None);
     };
-    let listener = TcpListener::bind(address)
-        .await
+    let listener = tserver::listen(address)
         .with_context(|| format!("cannot listen for the operator panel on {address}"))?;
     let bound = listener.local_addr()?;
     let config = tserver::http_surface::HttpConfig {

@@ -28,8 +28,8 @@ pub use config::ServerConfig;
 /// entry points take it.
 pub use plant::Runtime;
 pub use session::{
-    Accepting, Server, ServerError, WebSocketAdmission, WebSocketLimits, WebSocketQuotaRefusal,
-    WebSocketRefusal, WebSocketSessions,
+    Accepting, LISTEN_BACKLOG, Server, ServerError, WebSocketAdmission, WebSocketLimits,
+    WebSocketQuotaRefusal, WebSocketRefusal, WebSocketSessions, listen,
 };
 
 /// The product version reported in `HelloReply.server_version`.

@@ -205,9 +205,7 @@ fn check_open_files(args: &ServeArgs) -> anyhow::Result<()> {
 
 /// Runs `serve` until `shutdown` is cancelled.
 pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = crate::listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     serve_on(args, listener, shutdown).await
 }
 
@@ -270,9 +268,8 @@ pub async fn serve_on(
     let mut server = Server::new(runtime.clone(), config)?;
     let live = LivePlant::start(&runtime, args.simulator, &shutdown).await?;
     if let Some(address) = args.http {
-        let listener = TcpListener::bind(address)
-            .await
-            .with_context(|| format!("cannot listen for HTTP on {address}"))?;
+        let listener =
+            crate::listen(address).with_context(|| format!("cannot listen for HTTP on {address}"))?;
         let mut http = crate::http_surface::HttpConfig::default();
         http.allowed_hosts.extend(args.http_allow_hosts.iter().cloned());
 
