@@ -527,3 +527,23 @@ async fn ai_execute_prints_one_envelope_line() {
     assert_eq!(value["text"], "From the command line.");
     assert_eq!(value["toolTrace"], json!([]));
 }
+
+/// `ai-execute` on its own caps the envelope as a server's script would get it: a 2 MiB
+/// answer comes back `truncated`, within 1 MiB less 128 bytes, with a warning.
+#[tokio::test]
+async fn ai_execute_caps_the_envelope_as_in_a_server() {
+    let long = "x".repeat(2 * 1024 * 1024);
+    let llm = ScriptedLlm::start([Reply::text(&long)]).await.expect("llm");
+    let solution = solution_for(&llm.url());
+    let line = tserver::cli::ai_execute(&store::SolutionLocation::File(solution.path.clone()), "hi")
+        .await
+        .expect("runs");
+    assert!(
+        line.len() <= tserver_proto::DEFAULT_MAX_FRAME - 128,
+        "{} bytes",
+        line.len()
+    );
+    let value: Value = serde_json::from_str(&line).expect("JSON");
+    assert_eq!(value["status"], "truncated", "{}", &line[..200]);
+    assert!(!value["warnings"].as_array().expect("warnings").is_empty());
+}

@@ -33,10 +33,14 @@ impl AiExecuteArgs {
     }
 }
 
-/// Runs `ai-execute`: one atomic call through the script toolkit, returning the envelope JSON.
+/// Runs `ai-execute`: one atomic call through the script toolkit, returning the envelope JSON,
+/// fitted to what a server's script would get: the default frame less a reply's overhead.
 pub async fn ai_execute(solution: &SolutionLocation, query: &str) -> anyhow::Result<String> {
     let runtime = Runtime::open_at(solution)
         .await
         .with_context(|| format!("cannot open solution {solution}"))?;
+    runtime.local_ai().limit_envelope_bytes(
+        tserver_proto::DEFAULT_MAX_FRAME - crate::calls::to_proto::REPLY_FRAME_OVERHEAD,
+    );
     Ok(runtime.toolkit().ai_execute_async(query).await)
 }
