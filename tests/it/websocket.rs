@@ -1005,3 +1005,88 @@ async fn a_browser_login_waiting_on_a_locked_file_holds_no_async_worker() {
     assert_eq!(me.await.expect("no panic"), 200);
     rig.stop().await;
 }
+
+/// A raw WebSocket upgraded on `http` from a page of the server, its handshake read.
+async fn raw_websocket(http: SocketAddr) -> TcpStream {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = TcpStream::connect(http).await.expect("connects");
+    let request = format!(
+        "GET /ws HTTP/1.1\r\nHost: {http}\r\nOrigin: http://{http}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("sends");
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0_u8; 1];
+        tokio::time::timeout(PATIENCE, stream.read_exact(&mut byte))
+            .await
+            .expect("the handshake in time")
+            .expect("a byte");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    stream
+}
+
+/// The close code of the close frame the server sends next, if it sends one before the
+/// connection ends.
+async fn close_code_received(stream: &mut TcpStream) -> Option<u16> {
+    use tokio::io::AsyncReadExt as _;
+    let mut header = [0_u8; 2];
+    tokio::time::timeout(PATIENCE, stream.read_exact(&mut header))
+        .await
+        .expect("an answer in time")
+        .ok()?;
+    assert_eq!(header[0] & 0x0f, 0x8, "a close frame: {header:?}");
+    let len = usize::from(header[1] & 0x7f);
+    let mut payload = vec![0_u8; len];
+    stream.read_exact(&mut payload).await.ok()?;
+    Some(u16::from_be_bytes([payload[0], payload[1]]))
+}
+
+/// A masked client frame: `first` (FIN, reserved bits, opcode), then the payload masked.
+fn masked_frame(first: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37_u8, 0xfa, 0x21, 0x3d];
+    let mut frame = vec![first];
+    match payload.len() {
+        len @ 0..=125 => frame.push(0x80 | u8::try_from(len).expect("small")),
+        len => {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&u16::try_from(len).expect("small").to_be_bytes());
+        }
+    }
+    frame.extend_from_slice(&mask);
+    frame.extend(
+        payload
+            .iter()
+            .enumerate()
+            .map(|(index, byte)| byte ^ mask[index % 4]),
+    );
+    frame
+}
+
+/// A client that breaks the WebSocket protocol is told so with a close frame and the code RFC
+/// 6455 gives the fault, not dropped without a word.
+#[tokio::test]
+async fn a_websocket_protocol_error_is_answered_with_a_close_and_its_code() {
+    use tokio::io::AsyncWriteExt as _;
+    let rig = Rig::start().await;
+    let unmasked = [0x81_u8, 0x02, b'h', b'i'];
+    let cases: [(&str, Vec<u8>, u16); 5] = [
+        ("text that is not UTF-8", masked_frame(0x81, &[0xc3, 0x28]), 1007),
+        ("an unmasked frame", unmasked.to_vec(), 1002),
+        ("a reserved bit set", masked_frame(0x81 | 0x40, b"hi"), 1002),
+        ("an unknown opcode", masked_frame(0x83, b"hi"), 1002),
+        ("a ping over 125 bytes", masked_frame(0x89, &[b'p'; 130]), 1002),
+    ];
+    for (what, bytes, code) in cases {
+        let mut stream = raw_websocket(rig.http).await;
+        stream.write_all(&bytes).await.expect("sends");
+        assert_eq!(close_code_received(&mut stream).await, Some(code), "{what}");
+    }
+    rig.stop().await;
+}

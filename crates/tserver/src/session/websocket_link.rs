@@ -25,7 +25,12 @@ pub(super) struct WebSocketLink {
     binary: bool,
     /// What a look at the socket found already there and the session has not taken yet.
     peeked: Option<Read>,
+    /// The close owed to a client that broke the protocol, sent before its error is read.
+    owed_close: Option<CloseFrame>,
 }
+
+/// How long the close owed to a client that broke the protocol may take to send.
+const OWED_CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl WebSocketLink {
     /// Frames over `socket`, refusing messages longer than `max_frame` bytes (the upgrade
@@ -37,6 +42,7 @@ impl WebSocketLink {
             max_written: max_frame,
             binary: false,
             peeked: None,
+            owed_close: None,
         }
     }
 
@@ -51,6 +57,11 @@ impl WebSocketLink {
             Some(peeked) => peeked,
             None => self.read_socket().await,
         };
+        if let Some(close) = self.owed_close.take() {
+            // Told why, with the code RFC 6455 gives it, before the connection ends.
+            let _ =
+                tokio::time::timeout(OWED_CLOSE_LIMIT, self.socket.send(Message::Close(Some(close)))).await;
+        }
         Some(next?.map(|(decoded, binary)| {
             self.binary = binary;
             decoded
@@ -87,7 +98,11 @@ impl WebSocketLink {
         loop {
             let message = match self.socket.next().await? {
                 Ok(message) => message,
-                Err(error) => return Some(Err(read_error(error, self.max_read))),
+                Err(error) => {
+                    let (error, close) = read_error(error, self.max_read);
+                    self.owed_close = close;
+                    return Some(Err(error));
+                }
             };
             let decoded = match message {
                 Message::Text(text) => self
@@ -156,17 +171,43 @@ impl WebSocketLink {
     }
 }
 
-/// A read failure as the session knows them: a message over the socket's own size bound is
-/// too large, anything else is the transport failing.
-fn read_error(error: axum::Error, max: usize) -> FrameError {
+/// A read failure as the session knows them (a message over the socket's own size bound is
+/// too large, anything else is the transport failing), and the close a client that broke the
+/// protocol is owed: 1002 for a protocol violation (an unmasked frame, reserved bits, an
+/// unknown opcode, an oversized control frame), 1007 for text that is not UTF-8, 1009 for
+/// a frame past the socket's buffers.
+fn read_error(error: axum::Error, max: usize) -> (FrameError, Option<CloseFrame>) {
+    let owed = |code, error: &tungstenite::Error| {
+        // A close reason may hold 123 bytes.
+        let mut reason = error.to_string();
+        while reason.len() > 123 {
+            reason.pop();
+        }
+        Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })
+    };
     match error.into_inner().downcast::<tungstenite::Error>() {
         Ok(error) => match *error {
             tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong {
                 size, ..
-            }) => FrameError::TooLarge { len: size, max },
-            error => FrameError::Io(std::io::Error::other(error)),
+            }) => (FrameError::TooLarge { len: size, max }, None),
+            ref violation @ tungstenite::Error::Protocol(_) => {
+                let close = owed(close_code::PROTOCOL, violation);
+                (FrameError::Io(std::io::Error::other(error)), close)
+            }
+            ref invalid @ tungstenite::Error::Utf8(_) => {
+                let close = owed(close_code::INVALID, invalid);
+                (FrameError::Io(std::io::Error::other(error)), close)
+            }
+            ref large @ tungstenite::Error::Capacity(_) => {
+                let close = owed(close_code::SIZE, large);
+                (FrameError::Io(std::io::Error::other(error)), close)
+            }
+            error => (FrameError::Io(std::io::Error::other(error)), None),
         },
-        Err(error) => FrameError::Io(std::io::Error::other(error)),
+        Err(error) => (FrameError::Io(std::io::Error::other(error)), None),
     }
 }
 
