@@ -290,8 +290,11 @@ async fn the_model_proposes_an_operator_approves_once_and_the_next_turn_is_told(
     let lines: Vec<&str> = audit.lines().collect();
     assert_eq!(lines.len(), 2, "{audit}");
     assert!(
-        lines[0].contains(&format!(" write {} by watcher", proposal.id))
-            && lines[0].ends_with(": permission denied (deciding a proposal)"),
+        lines[0].contains(" write Pump1.Mode by watcher")
+            && lines[0].ends_with(&format!(
+                ": permission denied (deciding proposal {})",
+                proposal.id
+            )),
         "{}",
         lines[0]
     );
@@ -479,6 +482,12 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
         plant::objects::AlarmState::Active,
         "not yet"
     );
+    // A viewer's refused decision is audited as the acknowledgement it would have decided.
+    rig.viewer()
+        .await
+        .decide_proposal(&proposal.id, Decision::Approve, "")
+        .await
+        .expect_err("a viewer may not decide");
     let decided = operator
         .decide_proposal(&proposal.id, Decision::Approve, "")
         .await
@@ -510,10 +519,15 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
     );
     let audit = admin(&["audit", &rig.path()], "");
     let lines: Vec<&str> = audit.lines().collect();
-    assert_eq!(lines.len(), 1, "{audit}");
+    assert_eq!(lines.len(), 2, "{audit}");
     assert!(
-        lines[0].contains(" acknowledge Tank1.Level.Hi by guest")
-            && lines[0].contains(&format!(
+        lines[0].contains(" acknowledge Tank1.Level.Hi by watcher")
+            && lines[0].ends_with(&format!("permission denied (deciding proposal {})", proposal.id)),
+        "{audit}"
+    );
+    assert!(
+        lines[1].contains(" acknowledge Tank1.Level.Hi by guest")
+            && lines[1].contains(&format!(
                 "approved {}, proposed by the assistant (turn 1, asked by guest): \"the operator knows the tank is high\"",
                 proposal.id
             )),

@@ -64,11 +64,21 @@ pub(crate) fn apply(
         target: request.id.clone(),
         old_value: None,
         new_value: None,
-        outcome: "permission denied (deciding a proposal)".to_owned(),
+        outcome: format!("permission denied (deciding proposal {})", request.id),
     };
     let runtime = runtime.clone();
     if !role.can_operate() {
         // Refused without claiming it: the proposal stays pending for someone who may decide.
+        // Audited as the act it would have decided (an acknowledgement's as one), on its target.
+        if let Some(proposal) = runtime.proposals().get(&request.id) {
+            match &proposal.action {
+                ProposedAction::Write { tag, .. } => entry.target.clone_from(tag),
+                ProposedAction::AcknowledgeAlarm { alarm } => {
+                    entry.action = AuditAction::Acknowledge;
+                    entry.target.clone_from(alarm);
+                }
+            }
+        }
         let entries = bounded_audit(context, vec![entry]);
         return Ok(futures::future::Either::Left(async move {
             match audit_then_authorize(&runtime, entries, "nothing was decided", role, "decide proposals")
