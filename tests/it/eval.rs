@@ -297,6 +297,21 @@ async fn bad_questions_files_are_named_at_their_line_and_exit_2() {
         "{errors}"
     );
 
+    // A device is refused before it is read; a file past 1 MiB is refused as one.
+    let (code, _, errors) = eval(&[path, "/dev/zero"]).await;
+    assert_eq!(code, ExitCode::from(2));
+    assert!(
+        errors.contains("cannot read /dev/zero: is a device, not a regular file"),
+        "{errors}"
+    );
+    let large = write(dir.path(), "large.toml", &"#".repeat(1024 * 1024 + 1));
+    let (code, _, errors) = eval(&[path, &large]).await;
+    assert_eq!(code, ExitCode::from(2));
+    assert!(
+        errors.contains("has more than 1048576 bytes; a questions file may have at most 1048576"),
+        "{errors}"
+    );
+
     let broken = write(
         dir.path(),
         "broken.toml",

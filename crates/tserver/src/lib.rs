@@ -16,6 +16,7 @@ pub mod eval;
 pub mod http_surface;
 pub mod proxy;
 pub mod telemetry;
+pub mod user_files;
 
 mod auth;
 mod calls;

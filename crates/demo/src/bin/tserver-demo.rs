@@ -97,13 +97,15 @@ fn main() -> anyhow::Result<ExitCode> {
         }),
         Some(Some(file)) => Some(DemoEval {
             file: file.display().to_string(),
-            text: match std::fs::read_to_string(file) {
+            text: match tserver::user_files::read_text_file(
+                file,
+                &file.display().to_string(),
+                "a questions file",
+                tserver::eval::MAX_QUESTIONS_FILE_BYTES,
+            ) {
                 Ok(text) => text,
                 Err(error) => {
-                    eprintln!(
-                        "error: cannot read the questions file {}: {error}",
-                        file.display()
-                    );
+                    eprintln!("error: {error:#}");
                     return Ok(ExitCode::from(2));
                 }
             },

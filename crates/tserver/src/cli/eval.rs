@@ -124,9 +124,13 @@ pub async fn eval_command(
         .with_context(|| format!("cannot open solution {solution}"))
         .map_err(BadInput)?;
     let file = questions_file.display().to_string();
-    let text = std::fs::read_to_string(&questions_file)
-        .with_context(|| format!("cannot read the questions file {file}"))
-        .map_err(BadInput)?;
+    let text = crate::user_files::read_text_file(
+        &questions_file,
+        &file,
+        "a questions file",
+        crate::eval::MAX_QUESTIONS_FILE_BYTES,
+    )
+    .map_err(BadInput)?;
     let questions = read_questions(&text, &file, &runtime).map_err(|errors| BadInput(errors.into()))?;
     let settings = runtime
         .store()

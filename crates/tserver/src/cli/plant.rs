@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::plant_folder::{PlantFolder, read_plant_file};
+use super::plant_folder::PlantFolder;
 use crate::own_runtime::on_own_runtime;
 use store::{SolutionError, SolutionLocation, Store};
 
@@ -45,7 +45,7 @@ fn read_plant_and_documents(
     shown: &str,
     solution: &SolutionLocation,
 ) -> anyhow::Result<(plant_model::PlantModel, Vec<plant_model::PlantDocument>)> {
-    let text = read_plant_file(file, shown)?;
+    let text = crate::user_files::read_text_file(file, shown, "a plant file", plant_model::MAX_FILE_BYTES)?;
     let format = plant_model::Format::of_file(shown);
     let refused = |errors: plant_model::PlantErrors| {
         anyhow::anyhow!("{errors}\nnothing changed: fix the errors above and import again")

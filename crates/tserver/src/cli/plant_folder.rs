@@ -2,103 +2,12 @@
 //! that resolve inside the folder, never the solution's own files (its key above all), and
 //! export never writes through a link.
 
-use std::fs::{File, Metadata};
-use std::io::Read as _;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
 use store::SolutionLocation;
 
-/// Which file a path names, whatever the name: a hard link to the key file is the key file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileKey {
-    #[cfg(unix)]
-    device_and_inode: (u64, u64),
-    #[cfg(not(unix))]
-    resolved: PathBuf,
-}
-
-impl FileKey {
-    fn of(metadata: &Metadata, resolved: &Path) -> Self {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt as _;
-            let _ = resolved;
-            Self {
-                device_and_inode: (metadata.dev(), metadata.ino()),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = metadata;
-            Self {
-                resolved: resolved.to_owned(),
-            }
-        }
-    }
-}
-
-/// What a path names when it is not a regular file, in words.
-fn kind_of(metadata: &Metadata) -> &'static str {
-    let kind = metadata.file_type();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        if kind.is_fifo() {
-            return "a FIFO";
-        }
-        if kind.is_char_device() || kind.is_block_device() {
-            return "a device";
-        }
-        if kind.is_socket() {
-            return "a socket";
-        }
-    }
-    if kind.is_dir() {
-        "a folder"
-    } else if kind.is_symlink() {
-        "a link"
-    } else {
-        "not a regular file"
-    }
-}
-
-/// Reads at most `limit + 1` bytes of the regular file at `path` (so a larger file shows as
-/// one), refusing anything else before opening it: a FIFO would block the read for ever, a
-/// device never end. The file opened is checked to be the file looked at.
-fn read_regular(path: &Path, limit: usize) -> Result<(Vec<u8>, FileKey), String> {
-    let looked = std::fs::metadata(path).map_err(|error| error.to_string())?;
-    if !looked.is_file() {
-        return Err(format!("is {}, not a regular file", kind_of(&looked)));
-    }
-    let file = File::open(path).map_err(|error| error.to_string())?;
-    let opened = file.metadata().map_err(|error| error.to_string())?;
-    let key = FileKey::of(&opened, path);
-    if !opened.is_file() || key != FileKey::of(&looked, path) {
-        return Err("changed while it was read; import again".to_owned());
-    }
-    let mut bytes = Vec::new();
-    file.take(limit as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| error.to_string())?;
-    Ok((bytes, key))
-}
-
-/// A plant file's text: at most [`plant_model::MAX_FILE_BYTES`] of a regular file.
-pub(super) fn read_plant_file(file: &Path, shown: &str) -> anyhow::Result<String> {
-    let limit = plant_model::MAX_FILE_BYTES;
-    let (bytes, _) =
-        read_regular(file, limit).map_err(|reason| anyhow::anyhow!("cannot read {shown}: {reason}"))?;
-    if bytes.len() > limit {
-        bail!("{shown} has more than {limit} bytes; a plant file may have at most {limit}");
-    }
-    String::from_utf8(bytes).map_err(|error| {
-        anyhow::anyhow!(
-            "{shown} is not UTF-8 text (byte {} is not)",
-            error.utf8_error().valid_up_to()
-        )
-    })
-}
+use crate::user_files::{FileKey, kind_of, read_regular};
 
 /// The folder of a plant file, where its documents are read from and written to.
 #[derive(Debug)]

@@ -18,7 +18,9 @@ use plant::Runtime;
 use plant_model::TagValue;
 
 pub use self::judge::{LiveValue, Verdict};
-pub use self::questions::{Case, Fact, PlantNames, Questions, QuestionsError, QuestionsErrors};
+pub use self::questions::{
+    Case, Fact, MAX_QUESTIONS_FILE_BYTES, PlantNames, Questions, QuestionsError, QuestionsErrors,
+};
 pub use self::report::{CaseReport, EvalReport, RunRecord};
 
 /// The user the eval's chat turns are asked as, unless told otherwise.

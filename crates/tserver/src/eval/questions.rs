@@ -10,7 +10,7 @@ use serde_json::Value;
 use toml::Spanned;
 
 /// The largest questions file read.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+pub const MAX_QUESTIONS_FILE_BYTES: usize = 1024 * 1024;
 
 /// One problem in a questions file, at its place: the plant file's kind of error (line,
 /// column, field, message), so both files' problems read alike.
@@ -174,12 +174,12 @@ pub fn read(text: &str, file: &str, plant: &dyn PlantNames) -> Result<Questions,
         file: file.to_owned(),
         errors,
     };
-    if text.len() > MAX_FILE_BYTES {
+    if text.len() > MAX_QUESTIONS_FILE_BYTES {
         problems.at(
             0..0,
             "",
             format!(
-                "the file is {} bytes; a questions file may have at most {MAX_FILE_BYTES}",
+                "the file is {} bytes; a questions file may have at most {MAX_QUESTIONS_FILE_BYTES}",
                 text.len()
             ),
         );
