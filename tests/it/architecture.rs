@@ -341,61 +341,46 @@ fn every_product_binary_builds_with_the_workspace_feature_set() {
     );
 }
 
-/// `release` is what a new user builds first, so it is quick to build; `dist`, which production
-/// and the bench build, says every setting it needs itself rather than inheriting release's.
+/// `release` is what users deploy and the bench measures (Rust's convention): every crate at
+/// level 3, none lowered; `dist` adds whole-program LTO and one codegen unit.
 #[test]
-fn release_builds_quickly_and_dist_is_fully_optimised() {
+fn release_is_fully_optimised_and_dist_adds_lto() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
     let text = std::fs::read_to_string(&manifest).expect("the workspace manifest reads");
     let manifest: toml::Table = text.parse().expect("the workspace manifest is TOML");
     let profile = |name: &str| manifest["profile"][name].clone();
     let release = profile("release");
-    assert_eq!(release["opt-level"].as_integer(), Some(1), "release: {release}");
-    assert_eq!(release["lto"].as_str(), Some("off"), "release: {release}");
-    for login_hash in ["argon2", "blake2"] {
-        assert_eq!(
-            release["package"][login_hash]["opt-level"].as_integer(),
-            Some(3),
-            "release must optimise {login_hash} fully: a login costs what it costs in production"
-        );
-    }
+    let level = |settings: &toml::Value| settings.get("opt-level").and_then(toml::Value::as_integer);
+    // Cargo's release default is 3; a profile that says it must say 3.
+    assert!(
+        level(&release).is_none_or(|level| level == 3),
+        "release: {release}"
+    );
+    assert!(
+        release.get("lto").is_none_or(|lto| lto.as_str() != Some("off")),
+        "release: {release}"
+    );
+    let lowered = |profile: &toml::Value| -> Vec<String> {
+        profile
+            .get("package")
+            .and_then(toml::Value::as_table)
+            .into_iter()
+            .flatten()
+            .filter(|(_, settings)| level(settings).is_some_and(|level| level < 3))
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    assert!(
+        lowered(&release).is_empty(),
+        "{:?} are below level 3 in release, which users deploy",
+        lowered(&release)
+    );
     let dist = profile("dist");
     assert_eq!(dist["inherits"].as_str(), Some("release"), "dist: {dist}");
-    assert_eq!(dist["opt-level"].as_integer(), Some(3), "dist: {dist}");
+    assert!(level(&dist).is_none_or(|level| level == 3), "dist: {dist}");
     assert_eq!(dist["lto"].as_str(), Some("fat"), "dist: {dist}");
     assert_eq!(dist["codegen-units"].as_integer(), Some(1), "dist: {dist}");
-    // dist inherits release's package overrides: a crate release builds below level 3 (to
-    // share it with the build scripts, or because a try-out barely runs it) must be back at 3
-    // in production.
-    let release_packages = release["package"]
-        .as_table()
-        .expect("release has package overrides");
-    let lowered: Vec<&String> = release_packages
-        .iter()
-        .filter(|(_, settings)| {
-            settings
-                .get("opt-level")
-                .and_then(toml::Value::as_integer)
-                .is_some_and(|level| level < 3)
-        })
-        .map(|(name, _)| name)
-        .collect();
-    assert!(!lowered.is_empty(), "release lowers no crate's level: {release}");
-    let not_restored: Vec<&&String> = lowered
-        .iter()
-        .filter(|name| {
-            dist.get("package")
-                .and_then(|packages| packages.get(name.as_str()))
-                .and_then(|settings| settings.get("opt-level"))
-                .and_then(toml::Value::as_integer)
-                != Some(3)
-        })
-        .collect();
-    assert!(
-        not_restored.is_empty(),
-        "{not_restored:?} are below level 3 in release and would stay so in dist: set them to 3 \
-         under [profile.dist.package]"
-    );
+    assert!(lowered(&dist).is_empty(), "dist: {dist}");
 }
 
 #[test]

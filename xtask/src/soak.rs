@@ -82,15 +82,14 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     crate::processes::cargo(&[
         "build",
-        "--profile",
-        "dist",
+        "--release",
         "-p",
         "tserver",
         "-p",
         "scripted-llm",
         "--bins",
     ])?;
-    let bin = target_dir.join("dist");
+    let bin = target_dir.join("release");
     let out_dir = target_dir.join("soak");
     std::fs::create_dir_all(&out_dir)?;
     let solution = out_dir.join("soak.db");

@@ -161,7 +161,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     let (profile, plan) = if options.smoke {
         ("debug", SMOKE)
     } else {
-        ("dist", FULL)
+        ("release", FULL)
     };
     let mut results = Results::default();
     let mut verdicts = Verdicts::default();
@@ -237,8 +237,7 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     write_report(&bench.out_dir, profile, options.smoke, results, &verdicts)
 }
 
-/// `cargo build --profile dist ARGS`: the packages as they ship (fat LTO, the product's
-/// features). A smoke run instead builds every target of the workspace in the dev profile,
+/// `cargo build --release ARGS`: the packages as users deploy them (the product's features). A smoke run instead builds every target of the workspace in the dev profile,
 /// with the features `cargo test --workspace` selects, so CI's test build is reused rather
 /// than part of the tree compiled again for other features.
 fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
@@ -247,7 +246,7 @@ fn build(args: &[&str], smoke: bool) -> anyhow::Result<()> {
     }
     let mut build = vec!["build"];
     build.extend_from_slice(args);
-    build.extend(["--profile", "dist"]);
+    build.push("--release");
     crate::processes::cargo(&build)
 }
 

@@ -49,7 +49,7 @@ pub(crate) struct Plan {
     pub(crate) opcua: OpcUaPlan,
 }
 
-/// The full run, production (`dist`) binaries on a quiet machine.
+/// The full run, the binaries users deploy (`release`) on a quiet machine.
 pub(crate) const FULL: Plan = Plan {
     duration: "5s",
     warmup: "1s",
