@@ -17,7 +17,7 @@ use crate::support::{Solution, admin, try_admin};
 use tserver_tests::opcua::{self as served, OpcUaServer};
 
 /// The thumbprint of the harness server's certificate, as OPC UA tools write it.
-fn server_thumbprint(server: &OpcUaServer) -> String {
+pub(crate) fn server_thumbprint(server: &OpcUaServer) -> String {
     let der = served::certificate(&server.pki_dir()).expect("the server made its certificate");
     X509::from_der(&der).expect("reads").thumbprint().as_hex_string()
 }
@@ -76,7 +76,23 @@ async fn an_untrusted_server_is_refused_until_trust_takes_its_certificate() {
         wrong.to_string().contains(&thumbprint) && wrong.to_string().contains("nothing was trusted"),
         "{wrong}"
     );
-    let trusted = admin(&["sources", path, "trust", "plc"], "");
+    // Without a thumbprint and without a terminal to confirm on, nothing is trusted: the
+    // certificate is shown, with the command that trusts it.
+    let unconfirmed = try_admin(&["sources", path, "trust", "plc"], "")
+        .expect_err("nobody confirmed it")
+        .to_string();
+    assert!(
+        unconfirmed.starts_with(&format!(
+            "nothing was trusted: the certificate of {}",
+            server.url()
+        )) && unconfirmed.contains(&format!("thumbprint  {thumbprint}"))
+            && unconfirmed.contains(&format!("trust plc --thumbprint {thumbprint}")),
+        "{unconfirmed}"
+    );
+    let trusted = admin(
+        &["sources", path, "trust", "plc", "--thumbprint", &thumbprint],
+        "",
+    );
     assert!(
         trusted.starts_with(&format!("trusted: the certificate of {}", server.url()))
             && trusted.contains(&format!("thumbprint  {thumbprint}"))
@@ -272,4 +288,134 @@ async fn the_plant_skeleton_of_a_folder_imports_and_reads_live_values() {
     )
     .await;
     shutdown.cancel();
+}
+
+/// A command running in a terminal of its own (tmux, on a socket of the test's own), read as a
+/// person sees the screen.
+struct Terminal {
+    socket: String,
+}
+
+impl Terminal {
+    /// Runs `command` (a shell line) in a new terminal; the screen stays after it ends.
+    fn run(command: &str) -> Self {
+        let socket = format!("tserver-test-{}-{}", std::process::id(), rand_suffix());
+        let started = std::process::Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "new-session",
+                "-d",
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-s",
+                "t",
+            ])
+            .arg(format!("{command}; echo \"EXIT=$?\"; sleep 120"))
+            .status()
+            .expect("tmux runs: install it with `apt-get install -y tmux` (.ci/run does)");
+        assert!(started.success(), "tmux starts a session");
+        Self { socket }
+    }
+
+    /// The screen now.
+    fn screen(&self) -> String {
+        let shown = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "t", "-S", "-200"])
+            .output()
+            .expect("tmux shows the screen");
+        String::from_utf8_lossy(&shown.stdout).into_owned()
+    }
+
+    /// Waits (bounded) until the screen shows `text`; returns the screen.
+    async fn until_shows(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {text:?}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Types `line` and Enter.
+    fn type_line(&self, line: &str) {
+        let sent = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "t", line, "Enter"])
+            .status()
+            .expect("tmux types");
+        assert!(sent.success());
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// A few random hex digits, so two tests' terminals never share a socket.
+fn rand_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    format!("{nanos:08x}")
+}
+
+/// On a terminal, `sources trust` without a thumbprint shows the certificate the server
+/// presents and trusts it only when the person there answers yes.
+#[tokio::test]
+async fn on_a_terminal_the_certificate_is_shown_and_trusted_only_when_confirmed() {
+    let server = start_server();
+    let solution = solution_on(&server, |source| {
+        source.security = "Basic256Sha256".to_owned();
+        source.mode = "Sign".to_owned();
+    });
+    let path = solution.path.to_str().expect("utf-8");
+    let thumbprint = server_thumbprint(&server);
+    let command = format!(
+        "{} sources {path} trust plc",
+        env!("CARGO_BIN_EXE_tserver-under-test")
+    );
+
+    let declined = Terminal::run(&command);
+    let asked = declined.until_shows("trust it? [y/N]").await;
+    assert!(
+        asked.contains(&format!("thumbprint  {thumbprint}")) && asked.contains("subject"),
+        "{asked}"
+    );
+    declined.type_line("n");
+    let screen = declined.until_shows("EXIT=").await;
+    assert!(
+        screen.contains("nothing was trusted") && screen.contains("EXIT=0"),
+        "{screen}"
+    );
+    drop(declined);
+    let trusted_dir = solution.path.with_file_name("plant.db.opcua-pki").join("trusted");
+    let trusted_files = || {
+        std::fs::read_dir(&trusted_dir)
+            .map(|files| files.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(trusted_files(), 0, "nothing in {}", trusted_dir.display());
+
+    let confirmed = Terminal::run(&command);
+    confirmed.until_shows("trust it? [y/N]").await;
+    confirmed.type_line("y");
+    let screen = confirmed.until_shows("EXIT=").await;
+    assert!(
+        screen.contains(&format!("trusted: the certificate of {}", server.url()))
+            && screen.contains("EXIT=0"),
+        "{screen}"
+    );
+    assert_eq!(trusted_files(), 1, "{screen}");
 }

@@ -277,7 +277,11 @@ async fn basic256sha256_with_a_password_from_a_secret_connects_and_a_wrong_one_d
     });
     let path = solution.path.to_str().expect("utf-8");
     admin(&["secrets", path, "set", "PlcPassword"], &format!("{password}\n"));
-    admin(&["sources", path, "trust", "plc"], "");
+    let thumbprint = crate::opcua_setup::server_thumbprint(&server);
+    admin(
+        &["sources", path, "trust", "plc", "--thumbprint", &thumbprint],
+        "",
+    );
     let (runtime, shutdown) = sources_running(&solution).await;
     until_connected(&runtime).await;
     until(&runtime, "Line1.Temp", good_number, "read over SignAndEncrypt").await;

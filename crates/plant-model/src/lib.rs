@@ -1197,6 +1197,21 @@ source = { server = "plc1", node = "ns=2;g=72962B91-FA75-4AE6-8D28-B404DC7DAF63"
         );
         let plain = read(
             &OPCUA.replacen(
+                "security = \"Basic256Sha256\"\nmode = \"SignAndEncrypt\"\nusername = \"operator\"\npassword = \"/secret:PlcPassword\"\n",
+                "",
+                1,
+            ),
+            Format::Toml,
+            "f",
+        )
+        .expect("valid without security, anonymous");
+        assert_eq!(
+            (plain.sources[0].security.as_str(), plain.sources[0].mode.as_str()),
+            ("None", "")
+        );
+        // A password over a channel that neither signs nor encrypts: refused at the user name.
+        let clear = read(
+            &OPCUA.replacen(
                 "security = \"Basic256Sha256\"\nmode = \"SignAndEncrypt\"\n",
                 "",
                 1,
@@ -1204,10 +1219,12 @@ source = { server = "plc1", node = "ns=2;g=72962B91-FA75-4AE6-8D28-B404DC7DAF63"
             Format::Toml,
             "f",
         )
-        .expect("valid without security");
-        assert_eq!(
-            (plain.sources[0].security.as_str(), plain.sources[0].mode.as_str()),
-            ("None", "")
+        .expect_err("a password in clear");
+        assert!(
+            clear.errors[0].to_string().starts_with(
+                "5:12: sources[0].username: a user name and password over security \"None\" travel"
+            ),
+            "{clear}"
         );
     }
 

@@ -878,6 +878,7 @@ impl<'t> Reader<'t> {
             }
         }
         let client_id = self.string(&mut fields, "client_id").unwrap_or_default();
+        let username_span = span_of(&fields, "username");
         let username = self.string(&mut fields, "username").unwrap_or_default();
         let password_span = span_of(&fields, "password");
         let password = self.string(&mut fields, "password").unwrap_or_default();
@@ -913,6 +914,16 @@ impl<'t> Reader<'t> {
             .whole(&mut fields, "max_gap", 0..=120, "addresses")
             .map(|gap| gap.unwrap_or(0));
         let (security, mode) = self.security(&mut fields);
+        if kind == Some(SourceKind::OpcUa) && security == "None" && !username.is_empty() {
+            self.error(
+                username_span.unwrap_or_else(|| fields.span.clone()),
+                fields.field("username"),
+                "a user name and password over security \"None\" travel on a channel that \
+                 neither signs nor encrypts, where anyone on the network can read the password: \
+                 ask for security = \"Basic256Sha256\" with mode = \"SignAndEncrypt\" (or \
+                 \"Sign\"), or leave username and password out for an anonymous session",
+            );
+        }
         let sampling_interval = self
             .whole(&mut fields, "sampling_interval", 0..=3_600_000, "milliseconds")
             .map(|interval| interval.unwrap_or(500));

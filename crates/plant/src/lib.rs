@@ -33,6 +33,6 @@ mod sources;
 pub use plant::{BatchWritten, Instance, Plant, PlantLibrary, PlantReader, TagWrite, WriteCapability};
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use sources::{
-    BrowsedNode, OpcUaAccess, OpcUaAccessError, SKELETON_MAX_VARIABLES, Skeleton, SourceCounts, SourceStatus,
-    TrustedCertificate,
+    BrowsedNode, OpcUaAccess, OpcUaAccessError, PresentedCertificate, SKELETON_MAX_VARIABLES, Skeleton,
+    SourceCounts, SourceStatus, TrustedCertificate,
 };

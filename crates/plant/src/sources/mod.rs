@@ -26,7 +26,7 @@ mod opcua_browse;
 mod opcua_client;
 mod reconnect;
 
-pub use opcua_access::{OpcUaAccess, OpcUaAccessError, TrustedCertificate};
+pub use opcua_access::{OpcUaAccess, OpcUaAccessError, PresentedCertificate, TrustedCertificate};
 pub use opcua_browse::{BrowsedNode, SKELETON_MAX_VARIABLES, Skeleton};
 pub(crate) mod payload;
 mod sparkplug;
@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use localai::secrets::SecretValue;
 use plant_model::{ExpandedPlant, SourceKind, SourceSpec, TagSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -538,7 +539,7 @@ fn opcua_pki_dir(store: &Store) -> std::path::PathBuf {
 async fn passwords_of(
     store: &Store,
     sources: &[(SourceSpec, Vec<Binding>)],
-) -> HashMap<String, Result<Option<String>, String>> {
+) -> HashMap<String, Result<Option<SecretValue>, String>> {
     let mut passwords = HashMap::with_capacity(sources.len());
     for (source, _) in sources {
         passwords.insert(source.name.clone(), password_of(store, source).await);
@@ -548,11 +549,11 @@ async fn passwords_of(
 
 /// The broker or server password of `source`: `None` without one, the secret's value for a
 /// `/secret:` token, or why it cannot be had (the source then does not start).
-async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<String>, String> {
+async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<SecretValue>, String> {
     match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
         None => Ok(None),
         Some(name) => match store.secret(name).await {
-            Ok(Some(secret)) => Ok(Some(secret.expose().to_owned())),
+            Ok(Some(secret)) => Ok(Some(secret)),
             Ok(None) => Err(format!("the password names secret {name:?}, which is not stored")),
             Err(error) => Err(error.to_string()),
         },
@@ -639,7 +640,7 @@ fn start_generation(
     store: &Arc<Store>,
     plant: &Plant,
     sources: Vec<(SourceSpec, Vec<Binding>)>,
-    mut passwords: HashMap<String, Result<Option<String>, String>>,
+    mut passwords: HashMap<String, Result<Option<SecretValue>, String>>,
     shutdown: &CancellationToken,
 ) -> Generation {
     let cancel = shutdown.child_token();

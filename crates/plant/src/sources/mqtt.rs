@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::FutureExt;
+use localai::secrets::SecretValue;
 
 use plant_model::SourceSpec;
 use rumqttc::Outgoing;
@@ -242,7 +243,7 @@ impl SourceTask {
     /// The task of `spec` feeding `bindings`; refused when the URL or TLS setup is unusable.
     pub(crate) fn new(
         spec: SourceSpec,
-        password: Option<String>,
+        password: Option<SecretValue>,
         bindings: Vec<Binding>,
         plant: Plant,
         board: SourceBoard,
@@ -266,7 +267,10 @@ impl SourceTask {
             options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
         }
         if !spec.username.is_empty() {
-            options.set_credentials(spec.username.clone(), password.unwrap_or_default());
+            options.set_credentials(
+                spec.username.clone(),
+                password.as_ref().map_or("", SecretValue::expose),
+            );
         }
         let mut task = Self {
             spec,

@@ -23,6 +23,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
+use localai::secrets::SecretValue;
 use opcua::client::{
     MonitoredItemMap, OnSubscriptionNotificationCore, Session, SessionActivity, SessionConnectMode,
     SessionPollResult,
@@ -82,7 +83,7 @@ struct Bound {
 /// The task of one OPC UA source.
 pub(crate) struct OpcUaSource {
     spec: SourceSpec,
-    password: Option<String>,
+    password: Option<SecretValue>,
     /// Where the client's certificate, its key and the servers' certificates are kept.
     pki_dir: PathBuf,
     tags: Vec<Bound>,
@@ -105,7 +106,7 @@ impl OpcUaSource {
     /// The task of `spec` with the tags bound to it (`Address::OpcUa` bindings).
     pub(crate) fn new(
         spec: SourceSpec,
-        password: Option<String>,
+        password: Option<SecretValue>,
         bindings: Vec<Binding>,
         plant: Plant,
         (board, index, pki_dir): (SourceBoard, usize, PathBuf),
@@ -192,7 +193,12 @@ impl OpcUaSource {
             Ok(client) => client,
             Err(reason) => return Lost(reason),
         };
-        let opened = opcua_client::open_session(&mut client, &self.spec, self.password.as_deref()).await;
+        let opened = opcua_client::open_session(
+            &mut client,
+            &self.spec,
+            self.password.as_ref().map(SecretValue::expose),
+        )
+        .await;
         let (session, event_loop) = match opened {
             Ok(pair) => pair,
             Err(reason) => return Lost(reason),

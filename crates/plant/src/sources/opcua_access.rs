@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use localai::secrets::SecretValue;
 use opcua::client::Session;
 use opcua::crypto::{CertificateStore, X509};
 use opcua::types::{EndpointDescription, StatusCode};
@@ -61,12 +62,35 @@ pub enum OpcUaAccessError {
     Service(String, String),
 }
 
+/// A certificate a server presents, before anyone trusts it.
+pub struct PresentedCertificate {
+    /// Its subject, e.g. `CN=PLC 1, O=...`.
+    pub subject: String,
+    /// Its SHA-1 thumbprint in hex, as OPC UA tools show it.
+    pub thumbprint: String,
+    /// When it starts to be valid, as an RFC 3339 time.
+    pub valid_from: String,
+    /// When it stops being valid.
+    pub valid_until: String,
+    certificate: X509,
+}
+
+impl std::fmt::Debug for PresentedCertificate {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PresentedCertificate")
+            .field("subject", &self.subject)
+            .field("thumbprint", &self.thumbprint)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What reaching the server of one OPC UA source takes: its spec, its password (the secret's
-/// value) and the folder of certificates the running source uses.
+/// value, which `Debug` never shows) and the folder of certificates the running source uses.
 #[derive(Debug)]
 pub struct OpcUaAccess {
     pub(super) spec: SourceSpec,
-    pub(super) password: Option<String>,
+    pub(super) password: Option<SecretValue>,
     pub(super) pki_dir: PathBuf,
 }
 
@@ -120,11 +144,9 @@ impl OpcUaAccess {
         &self.spec.url
     }
 
-    /// Trusts the certificate the server presents on the endpoint the source uses (or any of
-    /// its endpoints for a source without security), when given only if its thumbprint is
-    /// `expected`; takes it out of `rejected/` where a refused connection left it. Makes the
-    /// source's own certificate if it has none yet.
-    pub async fn trust(&self, expected: Option<&str>) -> Result<TrustedCertificate, OpcUaAccessError> {
+    /// The certificate the server presents for the source's security, as an unauthenticated
+    /// GetEndpoints returns it: what an engineer confirms before trusting it.
+    pub async fn presented(&self) -> Result<PresentedCertificate, OpcUaAccessError> {
         // One try: an engineer at a terminal wants to hear at once that the server is away.
         let client = opcua_client::build(
             opcua_client::client_builder(&self.spec, &self.pki_dir).session_retry_limit(0),
@@ -140,22 +162,50 @@ impl OpcUaAccess {
         let endpoint = self.endpoint_with_certificate(&endpoints)?;
         let certificate = X509::from_byte_string(&endpoint.server_certificate)
             .map_err(|error| self.service_failed(format!("its certificate does not read: {error}")))?;
-        let thumbprint = certificate.thumbprint().as_hex_string();
-        if let Some(expected) = expected {
-            let wanted: String = expected
-                .chars()
-                .filter(char::is_ascii_hexdigit)
-                .collect::<String>()
-                .to_ascii_uppercase();
-            if wanted != thumbprint.to_ascii_uppercase() {
-                return Err(OpcUaAccessError::ThumbprintMismatch {
-                    url: self.spec.url.clone(),
-                    expected: expected.to_owned(),
-                    actual: thumbprint,
-                });
-            }
+        let time = |time: std::time::SystemTime| humantime::format_rfc3339_seconds(time).to_string();
+        let unknown = |_| "?".to_owned();
+        Ok(PresentedCertificate {
+            subject: certificate.subject_name(),
+            thumbprint: certificate.thumbprint().as_hex_string(),
+            valid_from: certificate
+                .not_before()
+                .map_or_else(unknown, |from| time(from.into())),
+            valid_until: certificate
+                .not_after()
+                .map_or_else(unknown, |until| time(until.into())),
+            certificate,
+        })
+    }
+
+    /// Trusts the certificate the server presents if its SHA-1 thumbprint is `expected` (hex,
+    /// in any case, with or without separators): the way to trust one without a person to look
+    /// at it.
+    pub async fn trust(&self, expected: &str) -> Result<TrustedCertificate, OpcUaAccessError> {
+        let presented = self.presented().await?;
+        self.trust_presented(&presented, expected)
+    }
+
+    /// Trusts `presented` (what [`presented`](Self::presented) showed a person) if its
+    /// thumbprint is `expected`, so the source's secured sessions with the server open.
+    pub fn trust_presented(
+        &self,
+        presented: &PresentedCertificate,
+        expected: &str,
+    ) -> Result<TrustedCertificate, OpcUaAccessError> {
+        let wanted: String = expected
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .collect::<String>()
+            .to_ascii_uppercase();
+        if wanted != presented.thumbprint.to_ascii_uppercase() {
+            return Err(OpcUaAccessError::ThumbprintMismatch {
+                url: self.spec.url.clone(),
+                expected: expected.to_owned(),
+                actual: presented.thumbprint.clone(),
+            });
         }
-        let file_name = CertificateStore::cert_file_name(&certificate);
+        let certificate = &presented.certificate;
+        let file_name = CertificateStore::cert_file_name(certificate);
         let path = self.pki_dir.join("trusted").join(&file_name);
         let already = path.exists();
         let der = certificate
@@ -167,17 +217,11 @@ impl OpcUaAccess {
             std::fs::remove_file(&rejected)
                 .map_err(|error| OpcUaAccessError::Pki(rejected.clone(), error.to_string()))?;
         }
-        let time = |time: std::time::SystemTime| humantime::format_rfc3339_seconds(time).to_string();
-        let unknown = |_| "?".to_owned();
         Ok(TrustedCertificate {
-            subject: certificate.subject_name(),
-            thumbprint,
-            valid_from: certificate
-                .not_before()
-                .map_or_else(unknown, |from| time(from.into())),
-            valid_until: certificate
-                .not_after()
-                .map_or_else(unknown, |until| time(until.into())),
+            subject: presented.subject.clone(),
+            thumbprint: presented.thumbprint.clone(),
+            valid_from: presented.valid_from.clone(),
+            valid_until: presented.valid_until.clone(),
             path,
             already,
             own_certificate: self.pki_dir.join("own").join("cert.der"),
@@ -219,10 +263,13 @@ impl OpcUaAccess {
             opcua_client::client_builder(&self.spec, &self.pki_dir).session_retry_limit(0),
         )
         .map_err(|reason| self.unreachable(reason))?;
-        let (session, event_loop) =
-            opcua_client::open_session(&mut client, &self.spec, self.password.as_deref())
-                .await
-                .map_err(|reason| self.unreachable(reason))?;
+        let (session, event_loop) = opcua_client::open_session(
+            &mut client,
+            &self.spec,
+            self.password.as_ref().map(SecretValue::expose),
+        )
+        .await
+        .map_err(|reason| self.unreachable(reason))?;
         let mut running = event_loop.spawn();
         let up = tokio::select! {
             ended = &mut running => Err(self.refused(ended.unwrap_or(StatusCode::BadUnexpectedError))),
@@ -265,4 +312,25 @@ fn write_trusted(path: &Path, der: &[u8]) -> Result<(), OpcUaAccessError> {
         std::fs::create_dir_all(folder).map_err(failed)?;
     }
     std::fs::write(path, der).map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let access = OpcUaAccess {
+            spec: SourceSpec {
+                username: "operator".to_owned(),
+                password: "/secret:PlcPassword".to_owned(),
+                ..SourceSpec::new("plc", "opc.tcp://127.0.0.1:4840")
+            },
+            password: Some(SecretValue::new("hunter2-the-password".to_owned())),
+            pki_dir: PathBuf::from("pki"),
+        };
+        let shown = format!("{access:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("redacted"), "{shown}");
+    }
 }

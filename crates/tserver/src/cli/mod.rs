@@ -209,8 +209,18 @@ impl Command {
 }
 
 /// Runs an admin command (everything but `serve`), reading secrets from `input` and writing
-/// results to `output`.
+/// results to `output`; `input` is no terminal, so nothing is confirmed by a person.
 pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Write) -> anyhow::Result<()> {
+    run_admin_at(command, (input, false), output)
+}
+
+/// [`run_admin`] with `input` from a terminal or not (`terminal`): a person there may be asked
+/// to confirm what only a person should (trusting a server's certificate).
+pub fn run_admin_at(
+    command: &Command,
+    (input, terminal): (&mut dyn BufRead, bool),
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) | Command::AiExecute(_) | Command::Eval(_) => bail!("not an admin command"),
         Command::Init {
@@ -234,6 +244,14 @@ pub fn run_admin(command: &Command, input: &mut dyn BufRead, output: &mut dyn Wr
             Ok(output.write_all(lines.as_bytes())?)
         }
         Command::Plant { solution, action } => plant::plant_command(solution.location()?, action, output),
+        Command::Sources {
+            solution,
+            action:
+                SourcesAction::Trust {
+                    source,
+                    thumbprint: None,
+                },
+        } => sources::trust_confirmed(solution.location()?, source, (input, terminal), output),
         Command::Sources { solution, action } => {
             let solution = solution.location()?;
             let lines = on_own_runtime(|| sources::sources_command(solution, action))?;
@@ -345,9 +363,9 @@ pub fn main() -> anyhow::Result<ExitCode> {
                         &mut std::io::stdout().lock(),
                     )
                 }
-                _ => run_admin(
+                _ => run_admin_at(
                     command,
-                    &mut std::io::stdin().lock(),
+                    (&mut std::io::stdin().lock(), std::io::stdin().is_terminal()),
                     &mut std::io::stdout().lock(),
                 ),
             };

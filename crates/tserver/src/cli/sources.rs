@@ -18,12 +18,15 @@ pub enum SourcesAction {
     /// What the running server reports of each source: connected or not, messages read,
     /// messages refused by kind, the last error (written by the server every 2 seconds).
     Status,
-    /// Trusts the certificate an OPC UA source's server presents (shown with its thumbprint),
-    /// so the source's secured sessions with it open; a running server uses it at its next try.
+    /// Trusts the certificate an OPC UA source's server presents, so the source's secured
+    /// sessions with it open; a running server uses it at its next try. On a terminal it is
+    /// shown (subject, thumbprint, validity) and trusted only when confirmed; otherwise only
+    /// with --thumbprint.
     Trust {
         /// The OPC UA source.
         source: String,
-        /// Trust it only if its SHA-1 thumbprint is this (hex, as the server's tools show it).
+        /// Trust it only if its SHA-1 thumbprint is this (hex, as the server's tools show it);
+        /// needed when no terminal can confirm it.
         #[arg(long)]
         thumbprint: Option<String>,
     },
@@ -53,9 +56,16 @@ pub(super) async fn sources_command(
     match action {
         SourcesAction::List => list(&store, &mut output).await?,
         SourcesAction::Status => status(&store, &mut output).await?,
-        SourcesAction::Trust { source, thumbprint } => {
+        SourcesAction::Trust {
+            source,
+            thumbprint: Some(thumbprint),
+        } => {
             let access = OpcUaAccess::of(&store, source).await?;
-            trust(&access, thumbprint.as_deref(), &mut output).await?;
+            let trusted = access.trust(thumbprint).await?;
+            describe_trusted(&access, &trusted, &mut output)?;
+        }
+        SourcesAction::Trust { thumbprint: None, .. } => {
+            anyhow::bail!("a certificate is trusted with --thumbprint or confirmed on a terminal")
         }
         SourcesAction::Browse { source, node, plant } => {
             let access = OpcUaAccess::of(&store, source).await?;
@@ -164,9 +174,57 @@ async fn status(store: &Store, output: &mut String) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Trusts the certificate `access`'s server presents.
-async fn trust(access: &OpcUaAccess, thumbprint: Option<&str>, output: &mut String) -> anyhow::Result<()> {
-    let trusted = access.trust(thumbprint).await?;
+/// `sources trust SOURCE` without a thumbprint: the certificate the server presents is shown,
+/// and trusted only when the person at the terminal `input` comes from confirms it; without a
+/// terminal nobody can, and the command says to give the thumbprint instead.
+pub(super) fn trust_confirmed(
+    solution: &SolutionLocation,
+    source: &str,
+    (input, terminal): (&mut dyn std::io::BufRead, bool),
+    output: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    let (access, presented) = crate::own_runtime::on_own_runtime(|| async {
+        let store = Store::open(solution).await?;
+        let access = OpcUaAccess::of(&store, source).await?;
+        let presented = access.presented().await?;
+        Ok::<_, anyhow::Error>((access, presented))
+    })?;
+    let shown = format!(
+        "the certificate of {}\n  subject     {}\n  thumbprint  {}\n  valid       {} to {}",
+        access.url(),
+        presented.subject,
+        presented.thumbprint,
+        presented.valid_from,
+        presented.valid_until
+    );
+    if !terminal {
+        anyhow::bail!(
+            "nothing was trusted: {shown}\nno terminal to confirm it on; check the thumbprint with \
+             the server's own tools, then give it: tserver sources {solution} trust {source} \
+             --thumbprint {}",
+            presented.thumbprint
+        );
+    }
+    write!(output, "{shown}\ntrust it? [y/N] ")?;
+    output.flush()?;
+    let mut answer = String::new();
+    input.read_line(&mut answer)?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES") {
+        writeln!(output, "nothing was trusted")?;
+        return Ok(());
+    }
+    let trusted = access.trust_presented(&presented, &presented.thumbprint)?;
+    let mut said = String::new();
+    describe_trusted(&access, &trusted, &mut said)?;
+    Ok(output.write_all(said.as_bytes())?)
+}
+
+/// What trusting `trusted` did.
+fn describe_trusted(
+    access: &OpcUaAccess,
+    trusted: &plant::TrustedCertificate,
+    output: &mut String,
+) -> anyhow::Result<()> {
     let verb = if trusted.already {
         "already trusted"
     } else {
