@@ -563,3 +563,136 @@ async fn a_tags_own_deadband_and_sampling_interval_reach_the_server() {
     }
     shutdown.cancel();
 }
+
+/// A plant-sized server: 10,000 bound nodes all changing together (a load's final values are
+/// set in one go) arrive whole, the session stays up, and the status says so truthfully.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_nodes_changing_together_all_arrive_and_the_session_stays_up() {
+    const VARIABLES: usize = 10_000;
+    let mut server = start_server_with_load(VARIABLES);
+    let tags = (0..VARIABLES)
+        .map(|index| {
+            let name = served::load_variable(index);
+            let node = server.node(&name);
+            (name, "number", node, false)
+        })
+        .collect();
+    let solution = solution_with_tags(&server, |_| {}, tags);
+    let (runtime, shutdown) = sources_running(&solution).await;
+    let every_first_value = |status: &plant::SourceStatus| status.messages >= VARIABLES as u64;
+    until_status(&runtime, every_first_value, "read every first value").await;
+    for round in 0..2 {
+        // A short burst, then every variable's final value at once.
+        server.load(20_000, 0.5);
+        for index in (0..VARIABLES).rev() {
+            let name = served::load_variable(index);
+            until_within(
+                Duration::from_secs(60),
+                &runtime,
+                &name,
+                good(TagValue::Number(served::load_final_value(index))),
+                "read its final value",
+            )
+            .await;
+        }
+        let status = runtime.source_statuses().remove(0);
+        assert!(status.connected, "round {round}: {status:?}");
+        assert!(
+            status.errors.is_empty(),
+            "round {round}: nothing refused, no connection lost: {status:?}"
+        );
+    }
+    shutdown.cancel();
+}
+
+/// The demo plant with an OPC UA source `plc` at the asyncua server `plc` and a tag on each of
+/// its first `count` variables (`Plc.V00042` on `V00042`).
+fn solution_on_asyncua(plc: &tserver_tests::asyncua::AsyncuaPlc, count: usize) -> Solution {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let mut model = solution.plant_model();
+    model.sources.push(plant_model::SourceSpec {
+        sampling_interval: 100,
+        publishing_interval: 200,
+        ..plant_model::SourceSpec::new("plc", plc.url())
+    });
+    let mut text = model.to_toml().expect("toml");
+    for index in 0..count {
+        text.push_str(&format!(
+            "\n[[tags]]\nname = \"Plc.V{index:05}\"\npath = \"Plant/Plc/V{index:05}\"\ntype = \"number\"\n\
+             source = {{ server = \"plc\", node = \"{}\" }}\n",
+            plc.node(index)
+        ));
+    }
+    let file = solution.path.with_file_name("asyncua.toml");
+    std::fs::write(&file, text).expect("writes");
+    admin(&["plant", &path, "import", file.to_str().expect("utf-8")], "");
+    solution
+}
+
+/// Against another implementation's server, the size of a plant's PLC: 10,000 bound nodes
+/// changing together arrive whole (however large the server makes its publish responses), and
+/// the status tells the truth about the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plc_sized_server_of_another_implementation_delivers_every_change() {
+    const VARIABLES: usize = 10_000;
+    let mut plc = tserver_tests::asyncua::AsyncuaPlc::start(VARIABLES);
+    let solution = solution_on_asyncua(&plc, VARIABLES);
+    let (runtime, shutdown) = sources_running(&solution).await;
+    let every_first_value = |status: &plant::SourceStatus| status.messages >= VARIABLES as u64;
+    until_status(&runtime, every_first_value, "read every first value").await;
+    for base in [1_000_u32, 50_000] {
+        plc.set_all(base);
+        for index in (0..VARIABLES).rev() {
+            until_within(
+                Duration::from_secs(60),
+                &runtime,
+                &format!("Plc.V{index:05}"),
+                good(TagValue::Number(f64::from(base) + index as f64)),
+                "read the value set",
+            )
+            .await;
+        }
+        let status = runtime.source_statuses().remove(0);
+        assert!(status.connected, "after {base}: {status:?}");
+        assert!(status.errors.is_empty(), "after {base}: {status:?}");
+    }
+    shutdown.cancel();
+}
+
+/// Browsing a folder of 12,000 variables on another implementation's server: the plant file
+/// skeleton stops at its bound, saying so, instead of failing on the message's size; a plain
+/// browse lists the folder whole.
+#[test]
+fn a_folder_of_twelve_thousand_variables_browses_and_makes_a_skeleton() {
+    const VARIABLES: usize = 12_000;
+    let plc = tserver_tests::asyncua::AsyncuaPlc::start(VARIABLES);
+    let solution = solution_on_asyncua(&plc, 0);
+    let path = solution.path.to_str().expect("utf-8");
+    let folder = plc.folder();
+    let skeleton = admin(&["sources", path, "browse", "plc", &folder, "--plant"], "");
+    assert!(
+        skeleton.starts_with(&format!(
+            "# Tags for the {} variables under {folder} of {}",
+            plant::SKELETON_MAX_VARIABLES,
+            plc.url()
+        )),
+        "{}",
+        &skeleton[..skeleton.len().min(400)]
+    );
+    assert!(
+        skeleton.contains(&format!(
+            "# Stopped at {} variables",
+            plant::SKELETON_MAX_VARIABLES
+        )),
+        "{}",
+        &skeleton[..skeleton.len().min(400)]
+    );
+    assert_eq!(
+        skeleton.matches("[[tags]]").count(),
+        plant::SKELETON_MAX_VARIABLES
+    );
+    let listed = admin(&["sources", path, "browse", "plc", &folder], "");
+    let rows = listed.lines().filter(|line| line.contains(";s=V")).count();
+    assert_eq!(rows, VARIABLES, "{}", &listed[..listed.len().min(400)]);
+}

@@ -26,7 +26,7 @@ use futures::StreamExt;
 use localai::secrets::SecretValue;
 use opcua::client::{
     MonitoredItemMap, OnSubscriptionNotificationCore, Session, SessionActivity, SessionConnectMode,
-    SessionPollResult,
+    SessionPollResult, SubscriptionActivity,
 };
 use opcua::types::{
     AttributeId, DataChangeFilter, DataChangeNotification, DataChangeTrigger, DataValue, DeadbandType,
@@ -228,6 +228,7 @@ impl OpcUaSource {
             return Lost(reason);
         }
         let mut batch = Vec::new();
+        let mut publish_failures = 0_u32;
         self.set_connected(true);
         tracing::info!(source = %self.spec.name, server = %self.spec.url, "connected to the OPC UA server");
         loop {
@@ -256,6 +257,18 @@ impl OpcUaSource {
                             format!("cannot reconnect: {}", words(status))
                         };
                         self.note_error("connection", reason);
+                    }
+                    Some(Event::Published) => publish_failures = 0,
+                    Some(Event::PublishFailed(status)) => {
+                        publish_failures += 1;
+                        let reason = format!("a publish request failed: {}", words(status));
+                        if publish_failures >= PUBLISH_FAILURES_TO_END {
+                            return Lost(format!(
+                                "{publish_failures} publish requests failed one after the other, the last: {}",
+                                words(status)
+                            ));
+                        }
+                        self.note_error("publish", reason);
                     }
                     Some(Event::Ended(reason)) => return Lost(reason),
                     None => return Lost("the session's event loop ended".to_owned()),
@@ -601,9 +614,17 @@ enum Event {
     Back { new_session: bool },
     /// An attempt to connect failed; the client tries again.
     Failed(StatusCode),
+    /// A publish response came (values, or a keep-alive).
+    Published,
+    /// A publish request failed; the client asks again.
+    PublishFailed(StatusCode),
     /// The client gave the session up.
     Ended(String),
 }
+
+/// Publish requests failing one after the other before the session is given up: a server
+/// whose responses cannot be read would otherwise look connected while its tags stay Bad.
+const PUBLISH_FAILURES_TO_END: u32 = 3;
 
 /// Drives the session's event loop, passing on what the source acts on.
 async fn poll_events(
@@ -623,6 +644,13 @@ async fn poll_events(
             Ok(SessionPollResult::SessionActivity(SessionActivity::KeepAliveFailed(status))) => Event::Ended(
                 format!("the server did not answer its keep-alive: {}", words(status)),
             ),
+            Ok(SessionPollResult::Subscription(SubscriptionActivity::Publish)) => Event::Published,
+            Ok(SessionPollResult::Subscription(SubscriptionActivity::PublishFailed(status))) => {
+                Event::PublishFailed(status)
+            }
+            Ok(SessionPollResult::Subscription(SubscriptionActivity::FatalFailure(status))) => {
+                Event::Ended(format!("publishing failed for good: {}", words(status)))
+            }
             Ok(_) => continue,
             Err(status) => Event::Ended(format!("the session ended: {}", words(status))),
         };
@@ -649,6 +677,7 @@ async fn wait_for_connection(events: &mut mpsc::Receiver<Event>) -> Result<(), R
         loop {
             match events.recv().await {
                 Some(Event::Back { .. }) => return Ok(()),
+                Some(Event::Published | Event::PublishFailed(_)) => {}
                 Some(Event::Ended(reason)) => return Err(Refused::Other(reason)),
                 Some(Event::Failed(status)) if is_untrusted(status) => return Err(Refused::Untrusted),
                 None => return Err(Refused::Other("the session's event loop ended".to_owned())),

@@ -15,6 +15,17 @@ use plant_model::SourceSpec;
 /// How long finding the server's endpoint and opening a session may take.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The largest message the client takes from a server, told to it at connect (the library's
+/// default, 320 KiB in 5 chunks, is smaller than what a plant's PLC sends: the first values of
+/// 10,000 monitored nodes in one publish response, or 12,000 references in one browse).
+const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The chunks one message may come in: the largest message in chunks of the library's 64 KiB.
+const MAX_CHUNKS: usize = MAX_MESSAGE_BYTES / 65_535 + 1;
+
+/// The most elements of one array the client decodes; the message size bounds what they hold.
+const MAX_ARRAY_LENGTH: usize = 1_000_000;
+
 /// The client of source `spec`: its application certificate and key (made on first use) and
 /// the servers' certificates it trusts live in `pki_dir`; a server certificate not in its
 /// `trusted/` folder is refused (and left in `rejected/`).
@@ -27,6 +38,9 @@ pub(super) fn client_builder(spec: &SourceSpec, pki_dir: &Path) -> ClientBuilder
         .create_sample_keypair(true)
         .trust_server_certs(false)
         .session_name(format!("tserver {}", spec.name))
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .max_chunk_count(MAX_CHUNKS)
+        .max_array_length(MAX_ARRAY_LENGTH)
 }
 
 /// Builds the client `builder` describes.
