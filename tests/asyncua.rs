@@ -11,6 +11,7 @@ use std::time::Duration;
 const START_WITHIN: Duration = Duration::from_secs(120);
 
 /// The running asyncua server, stopped when dropped.
+#[derive(Debug)]
 pub struct AsyncuaPlc {
     child: Child,
     stdin: ChildStdin,
