@@ -464,20 +464,25 @@ async fn a_stalled_server_makes_tags_bad_and_they_come_back_when_it_goes_on() {
     shutdown.cancel();
 }
 
-#[tokio::test]
-async fn a_flood_of_changes_costs_counts_and_the_latest_values_are_read() {
-    const VARIABLES: usize = 2_000;
-    const RATE: u32 = 20_000;
-    const SECONDS: f64 = 3.0;
-    let mut server = start_server_with_load(VARIABLES);
-    let tags = (0..VARIABLES)
+/// The demo plant with a tag on each of the server's `count` load variables.
+fn solution_on_load(server: &OpcUaServer, count: usize) -> Solution {
+    let tags = (0..count)
         .map(|index| {
             let name = served::load_variable(index);
             let node = server.node(&name);
             (name, "number", node, false)
         })
         .collect();
-    let solution = solution_with_tags(&server, |_| {}, tags);
+    solution_with_tags(server, |_| {}, tags)
+}
+
+#[tokio::test]
+async fn a_flood_of_changes_costs_counts_and_the_latest_values_are_read() {
+    const VARIABLES: usize = 2_000;
+    const RATE: u32 = 20_000;
+    const SECONDS: f64 = 3.0;
+    let mut server = start_server_with_load(VARIABLES);
+    let solution = solution_on_load(&server, VARIABLES);
     let (runtime, shutdown) = sources_running(&solution).await;
     let every_first_value = |status: &plant::SourceStatus| status.messages >= VARIABLES as u64;
     let before = until_status(&runtime, every_first_value, "read every first value").await;
@@ -570,14 +575,7 @@ async fn a_tags_own_deadband_and_sampling_interval_reach_the_server() {
 async fn ten_thousand_nodes_changing_together_all_arrive_and_the_session_stays_up() {
     const VARIABLES: usize = 10_000;
     let mut server = start_server_with_load(VARIABLES);
-    let tags = (0..VARIABLES)
-        .map(|index| {
-            let name = served::load_variable(index);
-            let node = server.node(&name);
-            (name, "number", node, false)
-        })
-        .collect();
-    let solution = solution_with_tags(&server, |_| {}, tags);
+    let solution = solution_on_load(&server, VARIABLES);
     let (runtime, shutdown) = sources_running(&solution).await;
     let every_first_value = |status: &plant::SourceStatus| status.messages >= VARIABLES as u64;
     until_status(&runtime, every_first_value, "read every first value").await;
