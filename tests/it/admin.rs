@@ -348,3 +348,37 @@ fn ai_execute_takes_the_solution_first() {
     let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).expect("an envelope");
     assert_eq!(envelope["status"], "disabled", "{envelope}");
 }
+
+/// A reader that stops reading early (`tserver plant PATH export | head`) ends the command
+/// quietly, with status 0: no "Broken pipe" error.
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    use std::io::Read as _;
+    let solution = crate::support::Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    // Enough tags that the export is far larger than a pipe holds.
+    let mut plant = String::new();
+    for index in 0..3_000 {
+        plant.push_str(&format!(
+            "[[tags]]\nname = \"Big.T{index}\"\npath = \"Plant/Big/T{index}\"\ntype = \"number\"\n\
+             description = \"a tag with words enough to make the export large\"\n"
+        ));
+    }
+    let file = solution.path.with_file_name("big.toml");
+    std::fs::write(&file, plant).expect("writes");
+    crate::support::admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(["plant", path, "export"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tserver runs");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut first = [0_u8; 100];
+    stdout.read_exact(&mut first).expect("the export starts");
+    drop(stdout);
+    let output = child.wait_with_output().expect("ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -104,12 +104,15 @@ async fn failures_are_errors_not_output() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let addr = server.addr.to_string();
-    let refused = tclient(&["--addr", &addr, "--user", "ghost", "ping"], "", false).await;
+    let refused = tclient(&["--addr", &addr, "--user", "ghost", "ping"], "", false)
+        .await
+        .expect_err("login refused")
+        .to_string();
     assert!(
-        refused
-            .expect_err("login refused")
-            .to_string()
-            .contains("login refused")
+        refused.contains("login refused")
+            && refused.contains("(as \"ghost\"): give the user with --user NAME")
+            && refused.contains("tserver users PATH add NAME"),
+        "{refused}"
     );
     let ping = tclient(&["--addr", &addr, "ping"], "", false)
         .await

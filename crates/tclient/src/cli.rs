@@ -356,7 +356,19 @@ pub async fn run(
         return Ok(());
     }
     let client = FailoverClient::connect(&addrs, options).await?;
-    client.login(&cli.user, &password).await?;
+    client
+        .login(&cli.user, &password)
+        .await
+        .map_err(|error| match error {
+            // The server does not say which was wrong; a newcomer needs to know how to give both.
+            service_client::ClientError::LoginRefused { .. } => anyhow::anyhow!(
+                "{error} (as {:?}): give the user with --user NAME and its password typed when \
+             asked, with --password-stdin or in TCLIENT_PASSWORD (`tserver users PATH add NAME` \
+             makes one)",
+                cli.user
+            ),
+            error => error.into(),
+        })?;
     if matches!(cli.command, Command::Mcp) {
         // The bridge owns the client for as long as MCP runs on standard input.
         crate::mcp_bridge::serve_stdio(client).await?;

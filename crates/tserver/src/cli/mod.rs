@@ -288,11 +288,28 @@ pub fn run_admin_at(
     }
 }
 
+/// Whether `error` is standard output's reader having gone away (a closed pipe).
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// The whole `tserver` program: parses the command line, sets up logging on stderr (filtered by
 /// `RUST_LOG`, default `info`) and runs the command. `serve` stops gracefully on SIGINT or
 /// SIGTERM. The exit status is 0, or `eval`'s (1: a case failed, 2: bad input); an error
-/// exits 1.
+/// exits 1. A reader that stops reading (`tserver audit PATH export | head`) ends the command
+/// quietly with 0, as a program ended by SIGPIPE would: nothing went wrong here.
 pub fn main() -> anyhow::Result<ExitCode> {
+    match run() {
+        Err(error) if is_broken_pipe(&error) => Ok(ExitCode::SUCCESS),
+        ran => ran,
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     tracing_subscriber::registry()
         .with(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
@@ -329,7 +346,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
                 .build()
                 .context("cannot start the async runtime")?;
             let envelope = runtime.block_on(ai_execute(&solution, query))?;
-            println!("{envelope}");
+            writeln!(std::io::stdout().lock(), "{envelope}")?;
             Ok(ExitCode::SUCCESS)
         }
         command => {
