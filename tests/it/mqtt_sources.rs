@@ -818,6 +818,10 @@ async fn tserver_sources_status_shows_what_the_running_server_reports() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     assert!(status.contains("2 tags"), "{status}");
+    assert!(
+        !status.contains("rebirths"),
+        "a plain UNS broker asks no Sparkplug node for anything: {status}"
+    );
     assert!(status.contains("last error at "), "{status}");
     assert!(status.contains("is not a value for a number tag"), "{status}");
     drop(server);

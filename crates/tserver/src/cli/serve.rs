@@ -334,9 +334,9 @@ impl LivePlant {
         let sources = runtime
             .start_sources(shutdown)
             .await
-            .context("cannot start the plant's MQTT sources")?;
+            .context("cannot start the plant's sources")?;
         if sources > 0 {
-            tracing::info!(sources, "MQTT sources started");
+            tracing::info!(sources, "sources started");
         }
         let scripts = runtime.start_scripts(shutdown).await;
         let background = tokio::spawn({

@@ -136,14 +136,17 @@ async fn status(store: &Store, output: &mut String) -> anyhow::Result<()> {
             .node
             .as_ref()
             .map_or_else(String::new, |node| format!(" on {node}"));
-        // A polled source (Modbus) says how its polls go; a broker's, what it asked of
-        // Sparkplug edge nodes.
+        // A polled source (Modbus) says how its polls go; a broker with Sparkplug edge nodes,
+        // the rebirths it asked of them; other sources have nothing of either to say.
         let polls = fields["polls"].as_u64().unwrap_or(0);
+        let rebirths = fields["rebirths_requested"].as_u64().unwrap_or(0);
         let activity = if polls > 0 {
             let micros = fields["poll_micros"].as_u64().unwrap_or(0) as f64;
-            format!("{polls} polls, {:.1} ms a cycle", micros / polls as f64 / 1e3)
+            format!(", {polls} polls, {:.1} ms a cycle", micros / polls as f64 / 1e3)
+        } else if rebirths > 0 {
+            format!(", {rebirths} rebirths asked")
         } else {
-            format!("{} rebirths asked", fields["rebirths_requested"])
+            String::new()
         };
         let coalesced = match fields["coalesced"].as_u64() {
             Some(count) if count > 0 => format!(" ({count} replaced before they were read)"),
@@ -151,7 +154,7 @@ async fn status(store: &Store, output: &mut String) -> anyhow::Result<()> {
         };
         writeln!(
             output,
-            "{}{node}: {connected}, {} tags, {} messages read{coalesced}, {} writes, {activity}{when}",
+            "{}{node}: {connected}, {} tags, {} messages read{coalesced}, {} writes{activity}{when}",
             report.name, fields["tags"], fields["messages"], fields["writes"],
         )?;
         if let Some(errors) = fields["errors"].as_object()
