@@ -399,7 +399,7 @@ impl Point {
         // with the reason, never an infinite value in the plant.
         let scaled = raw * self.scale + self.offset;
         if scaled.is_finite() {
-            Ok(FieldValue::Number(scaled))
+            Ok(FieldValue::Number(decimal(scaled)))
         } else {
             Err(DecodeError::ScaledNotFinite(raw, self.scale, self.offset))
         }
@@ -489,6 +489,13 @@ impl Point {
     }
 }
 
+/// `value` rounded to 15 significant digits, what a double holds exactly in decimal: a
+/// decimal scale is not exact in binary, so 428 x 0.1 comes to 42.800000000000004, which an
+/// operator reads as noise; rounded, it is the 42.8 the device meant.
+fn decimal(value: f64) -> f64 {
+    format!("{value:.14e}").parse().unwrap_or(value)
+}
+
 /// A raw register value before scale and offset.
 enum Raw {
     Whole(i64),
@@ -539,6 +546,33 @@ mod tests {
         assert_eq!(
             point(Format::F64, WordOrder::LowWordFirst).decode(&[0, 0, 0, 0x3FF8]),
             Ok(FieldValue::Number(1.5))
+        );
+    }
+
+    #[test]
+    fn a_decimal_scale_gives_the_decimal_value() {
+        let tenths = Point::new(
+            Table::HoldingRegisters,
+            0,
+            Format::U16,
+            WordOrder::HighWordFirst,
+            (0.1, 0.0),
+        )
+        .expect("a point");
+        assert_eq!(tenths.decode(&[428]), Ok(FieldValue::Number(42.8)));
+        let hundredths = Point::new(
+            Table::HoldingRegisters,
+            0,
+            Format::U16,
+            WordOrder::HighWordFirst,
+            (0.01, 600.0),
+        )
+        .expect("a point");
+        assert_eq!(hundredths.decode(&[2550]), Ok(FieldValue::Number(625.5)));
+        // And back to the raw value the device holds.
+        assert_eq!(
+            tenths.encode(FieldValue::Number(42.8)),
+            Ok(Encoded::Registers(vec![428]))
         );
     }
 

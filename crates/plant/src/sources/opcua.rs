@@ -239,7 +239,10 @@ impl OpcUaSource {
                         latest.clear();
                         self.set_connected(false);
                         self.mark_all_bad();
-                        self.note_error("connection", format!("connection lost: {}", words(status)));
+                        let reason = format!("connection lost: {}", words(status));
+                        // Once per loss; the tries to come back are counted, not logged.
+                        tracing::warn!(source = %self.spec.name, server = %self.spec.url, reason = %MessageText(&reason), "lost the OPC UA server; its tags are Bad until it is back");
+                        self.note_error("connection", reason);
                     }
                     Some(Event::Back { new_session }) => {
                         // A new session has none of the old one's subscriptions.
@@ -249,6 +252,7 @@ impl OpcUaSource {
                             return Lost(reason);
                         }
                         self.set_connected(true);
+                        tracing::info!(source = %self.spec.name, server = %self.spec.url, "the OPC UA server is back");
                     }
                     Some(Event::Failed(status)) => {
                         let reason = if is_untrusted(status) {
