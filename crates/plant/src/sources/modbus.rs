@@ -113,17 +113,27 @@ impl ModbusSource {
         // Until the device answers, nothing of it is current.
         self.mark_bad(0..self.reads.len());
         let mut backoff = Backoff::new();
+        // An outage is logged once, when it starts; the tries to come back are counted in the
+        // status, and the return is logged when it comes.
+        let mut outage_logged = false;
         loop {
             let started = Instant::now();
             let lost = tokio::select! {
                 () = shutdown.cancelled() => break,
                 lost = self.connected_session() => lost,
             };
-            self.connected.store(false, Ordering::Release);
+            if self.connected.swap(false, Ordering::AcqRel) {
+                outage_logged = false;
+            }
             self.counts.set_connected(false);
             self.mark_bad(0..self.reads.len());
             self.note_error("connection", lost.0.clone());
-            tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the Modbus device; its tags are Bad until it is back");
+            if outage_logged {
+                tracing::debug!(source = %self.spec.name, error = %MessageText(&lost.0), "the Modbus device is still away");
+            } else {
+                outage_logged = true;
+                tracing::warn!(source = %self.spec.name, error = %MessageText(&lost.0), "lost the Modbus device; its tags are Bad until it is back");
+            }
             let pause = backoff.after(started.elapsed());
             let source = (self.spec.name.as_str(), "device");
             if !pause_refusing_writes(pause, &mut self.writes, source, &shutdown).await {
