@@ -905,3 +905,29 @@ async fn names_that_differ_only_in_greek_or_cyrillic_case_are_one_name() {
     }
     server.stop().await;
 }
+
+/// An import that only adds, changes or removes a source says so, and the same file again is
+/// no change.
+#[test]
+fn an_import_that_only_changes_the_sources_says_so() {
+    let solution = Solution::demo();
+    let path = path_of(&solution).to_owned();
+    let exported = export(&solution);
+    let with_source = format!("{exported}\n[[sources]]\nname = \"site\"\nurl = \"mqtt://127.0.0.1:1883\"\n");
+    let file = plant_file(&solution, "with-source.toml", &with_source);
+    let said = admin(&["plant", &path, "import", &file], "");
+    assert!(
+        said.contains("sources: 1 added, 0 changed, 0 removed") && said.contains("  + site"),
+        "{said}"
+    );
+    assert!(!said.contains("tags:"), "{said}");
+    let again = admin(&["plant", &path, "import", &file], "");
+    assert!(again.starts_with("no changes"), "{again}");
+    let moved = with_source.replace("mqtt://127.0.0.1:1883", "mqtt://127.0.0.1:1884");
+    let file = plant_file(&solution, "moved.toml", &moved);
+    let said = admin(&["plant", &path, "import", &file], "");
+    assert!(said.contains("  ~ site"), "{said}");
+    let file = plant_file(&solution, "without.toml", &exported);
+    let said = admin(&["plant", &path, "import", &file], "");
+    assert!(said.contains("  - site"), "{said}");
+}

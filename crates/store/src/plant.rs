@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use plant_model::{
     AlarmSpec, Condition, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
-    PlantModel, SourceBinding, TagSpec, TagType,
+    PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -33,6 +33,8 @@ pub struct PlantChanges {
     pub folders: Changes,
     /// Attached documents by path (title, text or what it is about changed).
     pub documents: Changes,
+    /// Sources (brokers, devices, servers) by name.
+    pub sources: Changes,
 }
 
 /// Names added, changed and removed.
@@ -73,7 +75,11 @@ impl Changes {
 impl PlantChanges {
     /// Whether the import changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.tags.is_empty() && self.alarms.is_empty() && self.folders.is_empty() && self.documents.is_empty()
+        self.tags.is_empty()
+            && self.alarms.is_empty()
+            && self.folders.is_empty()
+            && self.documents.is_empty()
+            && self.sources.is_empty()
     }
 }
 
@@ -248,6 +254,7 @@ pub(super) fn write_plant(
     let before = read_definitions(transaction)??;
     let after = model.expand();
     let mut changes = changes_between(&before, &after);
+    changes.sources = source_changes(read_model_json(transaction)?.as_deref(), &model.sources)?;
     changes.documents = document_changes(&read_documents(transaction)??, documents);
     if !changes.documents.is_empty() {
         write_documents(transaction, documents)?;
@@ -552,7 +559,27 @@ pub(super) fn changes_between(before: &ExpandedPlant, after: &ExpandedPlant) -> 
         alarms: Changes::between(&by_name_alarms(&before.alarms), &by_name_alarms(&after.alarms)),
         folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
         documents: Changes::default(),
+        sources: Changes::default(),
     }
+}
+
+/// The sources replacing those of the stored model (`before_json`; none before any import)
+/// with `after` adds, changes and removes, by name.
+pub(super) fn source_changes(
+    before_json: Option<&str>,
+    after: &[SourceSpec],
+) -> Result<Changes, SolutionError> {
+    let before = match before_json {
+        Some(json) => PlantModel::sources_from_json(json).map_err(unreadable_model)?,
+        None => Vec::new(),
+    };
+    let by_name = |sources: &[SourceSpec]| -> BTreeMap<String, SourceSpec> {
+        sources
+            .iter()
+            .map(|source| (source.name.clone(), source.clone()))
+            .collect()
+    };
+    Ok(Changes::between(&by_name(&before), &by_name(after)))
 }
 
 /// The documents replacing `before` with `after` adds, changes (title, text or scope) and

@@ -20,7 +20,7 @@ use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
     SELECT_MOTIONS, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
     document_changes, equipment_of_json, invalid, model_json, model_of_definitions, model_of_json,
-    sources_of_rows, stored_source, stored_type,
+    source_changes, sources_of_rows, stored_source, stored_type,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -184,6 +184,10 @@ impl PgStore {
         let before = definitions_of_rows(self.plant_rows(&mut transaction).await?)?;
         let after = model.expand();
         let mut changes = changes_between(&before, &after);
+        changes.sources = source_changes(
+            self.model_json(&mut *transaction).await?.as_deref(),
+            &model.sources,
+        )?;
         changes.documents = document_changes(&self.documents_on(&mut transaction).await?, documents);
         if !changes.documents.is_empty() {
             self.write_documents(&mut transaction, documents).await?;

@@ -187,6 +187,7 @@ fn write_changes(
         ("alarms", &changes.alarms),
         ("folders", &changes.folders),
         ("documents", &changes.documents),
+        ("sources", &changes.sources),
     ] {
         if list.is_empty() {
             continue;
