@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use localai::{Envelope, Status};
+use localai::{Envelope, Status, ToolStatus};
 use serde_json::Value;
 
 use super::questions::{Case, ExpectedCall, Fact};
@@ -52,10 +52,22 @@ pub fn judge(
     }
     for expected in &case.must_call {
         verdict.tool_checks_made += 1;
-        if envelope.tool_trace.iter().any(|entry| {
-            entry.name == expected.tool && contains(&entry.args, &Value::Object(expected.args.clone()))
-        }) {
+        let wanted = Value::Object(expected.args.clone());
+        let matching: Vec<_> = envelope
+            .tool_trace
+            .iter()
+            .filter(|entry| entry.name == expected.tool && contains(&entry.args, &wanted))
+            .collect();
+        // A call the tool refused, or that failed, fetched nothing: it is not the call asked for.
+        if matching.iter().any(|entry| entry.status == ToolStatus::Ok) {
             verdict.tool_checks_met += 1;
+        } else if let Some(entry) = matching.first() {
+            verdict.reasons.push(format!(
+                "called {} with {}, but the call failed: {}",
+                entry.name,
+                entry.args,
+                quoted(&entry.result.to_string())
+            ));
         } else {
             verdict.reasons.push(missed_call(expected, envelope));
         }
@@ -139,7 +151,7 @@ fn unstated(fact: &Fact, text: &str, live: &dyn Fn(&str) -> Option<LiveValue>) -
         Fact::ValueOf { tag, tolerance } => match live(tag) {
             None => Some(format!("the plant has no tag {tag} to compare the answer with")),
             Some(LiveValue::Number(value)) => {
-                let stated = numbers_in(text)
+                let stated = stated_numbers(text)
                     .into_iter()
                     .any(|number| (number - value).abs() <= *tolerance);
                 (!stated).then(|| {
@@ -178,6 +190,28 @@ fn unstated(fact: &Fact, text: &str, live: &dyn Fn(&str) -> Option<LiveValue>) -
             })
         }
     }
+}
+
+/// The numbers `text` states as values: those of [`numbers_in`] but a whole number that is
+/// part of a name, right after a capitalised word of letters (`Pump 1`, `Tank 2`, `Area 1`):
+/// an answer naming Pump 1 does not state a value of 1.
+pub fn stated_numbers(text: &str) -> Vec<f64> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut stated = Vec::new();
+    for (index, word) in words.iter().enumerate() {
+        let numbers = numbers_in(word);
+        let named = index > 0
+            && word
+                .chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, ',' | ')' | '.' | ':' | ';'))
+            && !word.trim_end_matches([',', ')', '.', ':', ';']).contains('.')
+            && words[index - 1].starts_with(char::is_uppercase)
+            && words[index - 1].chars().all(char::is_alphabetic);
+        if !named {
+            stated.extend(numbers);
+        }
+    }
+    stated
 }
 
 /// The numbers written in `text`: each word that starts with a digit (or a minus and a digit)
@@ -234,6 +268,58 @@ mod tests {
             vec![42.1, 1.0, -3.5, 7.0]
         );
         assert!(numbers_in("Tank2.Level and Pump1.MotorCurrent").is_empty());
+    }
+
+    #[test]
+    fn a_must_call_is_met_only_by_a_call_that_succeeded() {
+        let case = Case {
+            name: "value".to_owned(),
+            question: "What is Tank 2's level?".to_owned(),
+            pass_rate: 1.0,
+            latency_ms: 60_000,
+            must_call: vec![ExpectedCall {
+                tool: "runtime_get_value".to_owned(),
+                args: serde_json::Map::new(),
+            }],
+            must_not_call: Vec::new(),
+            facts: Vec::new(),
+        };
+        let entry = |status| {
+            localai::ToolTraceEntry::new(
+                "runtime_get_value",
+                json!({"tag": "Tank2.Levl"}),
+                json!({"ok": false, "error": {"type": "not_found"}}),
+                status,
+                std::time::SystemTime::now(),
+                Duration::ZERO,
+            )
+        };
+        let mut envelope = Envelope::ok("I could not read it.", Duration::ZERO);
+        envelope.tool_trace = vec![entry(ToolStatus::Error)];
+        let verdict = judge(&case, &envelope, Duration::ZERO, &|_| None);
+        assert_eq!(verdict.tool_checks_met, 0);
+        assert!(
+            verdict.reasons[0]
+                .starts_with("called runtime_get_value with {\"tag\":\"Tank2.Levl\"}, but the call failed"),
+            "{verdict:?}"
+        );
+        envelope.tool_trace.push(entry(ToolStatus::Ok));
+        let verdict = judge(&case, &envelope, Duration::ZERO, &|_| None);
+        assert_eq!(
+            (verdict.tool_checks_met, verdict.reasons.len()),
+            (1, 0),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_number_that_is_part_of_a_name_is_not_a_stated_value() {
+        assert_eq!(
+            stated_numbers("Pump 1 runs at 42.1 A; Tank 2, 1 alarm, in Area 3."),
+            vec![42.1, 1.0]
+        );
+        assert_eq!(stated_numbers("The level is 1 %."), vec![1.0]);
+        assert_eq!(stated_numbers("Pump 1.5 bar"), vec![1.5]);
     }
 
     #[test]
