@@ -43,6 +43,20 @@ impl Rig {
         Self::start_with(Solution::demo(), ServerConfig::default()).await
     }
 
+    /// A rig whose addresses are locked out for 5 minutes after `free_failures` failed logins.
+    async fn throttled(free_failures: u32) -> Self {
+        let throttle = store::LoginThrottleConfig {
+            free_failures,
+            first_lockout: std::time::Duration::from_secs(300),
+            ..store::LoginThrottleConfig::default()
+        };
+        Self::start_with(
+            Solution::demo(),
+            ServerConfig::default().with_login_throttle(throttle),
+        )
+        .await
+    }
+
     async fn start_with(solution: Solution, config: ServerConfig) -> Self {
         let location = solution.path.to_str().expect("utf-8 path").to_owned();
         add_ada(&location);
@@ -395,15 +409,7 @@ async fn an_upgrade_from_another_origin_or_none_is_refused_with_403() {
 
 #[tokio::test]
 async fn a_wrong_password_is_401_and_repeated_failures_are_throttled_with_429() {
-    let throttle = store::LoginThrottleConfig {
-        first_lockout: std::time::Duration::from_secs(300),
-        ..store::LoginThrottleConfig::default()
-    };
-    let rig = Rig::start_with(
-        Solution::demo(),
-        ServerConfig::default().with_login_throttle(throttle),
-    )
-    .await;
+    let rig = Rig::throttled(store::LoginThrottleConfig::default().free_failures).await;
     let (status, body, cookie) = rig.login("ada", "wrong").await;
     assert_eq!(
         (status, &body),
@@ -765,16 +771,7 @@ async fn a_rebound_host_name_reaches_no_page_login_or_websocket() {
 /// lockout, for every door.
 #[tokio::test]
 async fn a_known_accounts_logins_between_guesses_never_clear_the_guesses() {
-    let throttle = store::LoginThrottleConfig {
-        free_failures: 3,
-        first_lockout: std::time::Duration::from_secs(300),
-        ..store::LoginThrottleConfig::default()
-    };
-    let rig = Rig::start_with(
-        Solution::demo(),
-        ServerConfig::default().with_login_throttle(throttle),
-    )
-    .await;
+    let rig = Rig::throttled(3).await;
     // A wrong password for ada at /api/login, then guest logs in over TCP.
     assert_eq!(rig.login("ada", "guess 1").await.0, 401);
     RawConnection::guest(rig.tcp).await;
