@@ -159,14 +159,7 @@ impl Rig {
 
     /// `GET /api/me` with `cookie`: the status.
     async fn me(&self, cookie: &str) -> u16 {
-        reqwest::Client::new()
-            .get(format!("{}/api/me", self.origin()))
-            .header("Cookie", cookie)
-            .send()
-            .await
-            .expect("answers")
-            .status()
-            .as_u16()
+        me_at(self.origin(), cookie.to_owned()).await
     }
 
     /// A WebSocket from a page of this server, with `cookie` if given.
@@ -200,6 +193,18 @@ impl Rig {
                 .expect("no panic");
         }
     }
+}
+
+/// `GET /api/me` on the server at `origin` with `cookie`: the status.
+async fn me_at(origin: String, cookie: String) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{origin}/api/me"))
+        .header("Cookie", cookie)
+        .send()
+        .await
+        .expect("answers")
+        .status()
+        .as_u16()
 }
 
 /// Adds the operator `ada` (password [`PASSWORD`]) to the solution at `location`.
@@ -975,20 +980,7 @@ async fn a_browser_login_waiting_on_a_locked_file_holds_no_async_worker() {
     let mut tcp = RawConnection::guest(rig.tcp).await;
     let lock = rusqlite::Connection::open(rig.path()).expect("opens");
     lock.execute_batch("BEGIN EXCLUSIVE").expect("locks the file");
-    let me = tokio::spawn({
-        let url = format!("{}/api/me", rig.origin());
-        let cookie = cookie.clone();
-        async move {
-            reqwest::Client::new()
-                .get(url)
-                .header("Cookie", cookie)
-                .send()
-                .await
-                .expect("answers")
-                .status()
-                .as_u16()
-        }
-    });
+    let me = tokio::spawn(me_at(rig.origin(), cookie.clone()));
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     tcp.send(2, tserver_proto::v1::client_frame::Body::Ping(Default::default()))
         .await;
