@@ -166,7 +166,7 @@ impl SharedAllowances {
         for scope in [Scope::Address, Scope::User, Scope::Connection] {
             let allowed = match scope {
                 Scope::Address => take_from(&self.addresses, &address, rows, refusals, now),
-                Scope::User => take_from(&self.users, &plant_model::fold(user), rows, refusals, now),
+                Scope::User => take_from(&self.users, &crate::throttle::user_key(user), rows, refusals, now),
                 Scope::Connection => connection
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)

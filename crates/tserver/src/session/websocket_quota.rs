@@ -127,7 +127,7 @@ impl WebSocketQuota {
 
     /// A place for one more WebSocket logged in as `user` (the name as stored), or why not.
     pub(crate) fn log_in(self: &Arc<Self>, user: &Arc<str>) -> Result<UserTicket, WebSocketQuotaRefusal> {
-        let key: Arc<str> = Arc::from(plant_model::fold(user));
+        let key: Arc<str> = Arc::from(crate::throttle::user_key(user));
         if !take(&self.users, &key, self.limits.per_user) {
             return Err(WebSocketQuotaRefusal::User(self.limits.per_user));
         }
