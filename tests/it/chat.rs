@@ -115,7 +115,7 @@ async fn a_multi_tool_turn_posts_the_exact_messages_at_each_step() {
             ]),
             Reply::text("Pump 1 draws 12.4 A with no active alarms."),
         ],
-        &[("Name", "llama3.1:8b")],
+        &[("Name", "llama3.1:8b"), ("ModelOptions", "0x9e")],
     )
     .await;
     let client = rig.server.guest().await;

@@ -70,7 +70,10 @@ async fn the_builtin_model_answers_each_question_from_tool_calls_against_the_liv
     );
     assert_eq!(tool_names(&report, 1), ["runtime_get_active_alarms"]);
     assert_eq!(tool_names(&report, 2), ["runtime_search_uns"]);
-    assert_eq!(tool_names(&report, 3), ["runtime_get_tag_history"]);
+    assert_eq!(
+        tool_names(&report, 3),
+        ["runtime_get_tag_history", "runtime_get_value"]
+    );
     assert_eq!(tool_names(&report, 4), ["runtime_list_instances"]);
 
     // The answers are composed from the tool results, not made up.

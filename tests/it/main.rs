@@ -7,6 +7,7 @@ mod atomic;
 mod chat;
 mod chat_gate;
 mod demo;
+mod demo_model;
 mod envelope_limit;
 mod eval;
 mod failover;

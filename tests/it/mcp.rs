@@ -184,13 +184,19 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
     let client = rig.client().await;
     let tools = client.list_all_tools().await.expect("listed");
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(
+        names.len(),
+        11,
+        "the demo's 0xDE: read tools and proposals: {names:?}"
+    );
     assert_eq!(names[0], "runtime_get_value");
+    let read_only = |tool: &rmcp::model::Tool| tool.annotations.as_ref().and_then(|a| a.read_only_hint);
     assert!(
         tools
             .iter()
-            .all(|tool| tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true)),
-        "every runtime tool says it only reads"
+            .filter(|tool| !tool.name.starts_with("runtime_propose_"))
+            .all(|tool| read_only(tool) == Some(true)),
+        "every runtime tool but the proposals says it only reads"
     );
     assert_eq!(tools[0].input_schema["required"], json!(["tag"]));
 
@@ -383,7 +389,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     .expect("tclient starts");
     let client = ().serve(bridge).await.expect("the bridge initializes");
     let tools = client.list_all_tools().await.expect("listed");
-    assert_eq!(tools.len(), 9);
+    assert_eq!(tools.len(), 11);
     assert_eq!(
         tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
         Some(true)
@@ -439,7 +445,19 @@ fn every_tool_call() -> Vec<(&'static str, Value)> {
 
 #[tokio::test]
 async fn every_runtime_tool_answers_over_mcp_what_it_answers_over_the_framed_protocol() {
-    let rig = McpRig::start().await;
+    // The read tools (0x9E): a proposal's answer names a proposal of its own each time.
+    let solution = Solution::demo();
+    admin(
+        &[
+            "settings",
+            solution.path.to_str().expect("utf-8"),
+            "set",
+            "ModelOptions",
+            "0x9e",
+        ],
+        "",
+    );
+    let rig = McpRig::serving(solution, HttpConfig::default()).await;
     let client = rig.client().await;
     let framed = rig.server.guest().await;
     let calls = every_tool_call();

@@ -338,6 +338,42 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         })
         .await;
 
+    // A text tag with a set of values is written by choosing one; choosing the value it has
+    // already says so instead of asking to change Auto to Auto.
+    open_folder(&browser, "Plant/Area1/Pump1").await;
+    browser
+        .click("tr[data-tag=\"Pump1.Mode\"] .actions button:last-child")
+        .await;
+    browser.wait_visible("#write-dialog").await;
+    let choices = browser
+        .run(
+            "return [...document.querySelectorAll('#write-input option')].map((option) => option.value);",
+            vec![],
+        )
+        .await;
+    assert_eq!(choices, serde_json::json!(["Auto", "Manual", "Off"]));
+    let choose = "const input = document.getElementById('write-input'); input.value = arguments[0]; \
+                  input.dispatchEvent(new Event('input'));";
+    browser.run(choose, vec![serde_json::json!("Auto")]).await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-error", "the no-change notice", |text| {
+            text == "Plant/Area1/Pump1/Mode is Auto already: nothing to change."
+        })
+        .await;
+    browser.run(choose, vec![serde_json::json!("Manual")]).await;
+    browser.click("#write-next").await;
+    let confirmation = browser
+        .wait_text("#write-confirm-text", "the confirmation", |text| !text.is_empty())
+        .await;
+    assert_eq!(confirmation, "Change Plant/Area1/Pump1/Mode from Auto to Manual?");
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-outcome", "the outcome", |text| text == "Written.")
+        .await;
+    browser.click("#write-cancel").await;
+    open_folder(&browser, "Plant/Area1/Tank1").await;
+
     // The write raised Tank 1's high alarm: the banner shows it, unacknowledged.
     browser
         .wait_text("#alarm-count", "the banner", |text| {

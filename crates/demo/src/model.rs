@@ -2,10 +2,11 @@
 //!
 //! It exists so a machine without a GPU can watch the whole chat loop: it reads the operator's
 //! question, asks for the runtime tools that fit (value, search, alarms, history, structure,
-//! and the plant's documents for what to do), and composes its answer from what those tools
-//! returned, citing the procedure it quotes. Every answer says what it is, so no
-//! one mistakes it for a language model. It only ever uses tools the request offered, and it
-//! knows nothing of the plant except what the tools tell it.
+//! the plant's documents for what to do, and a proposal when asked to act), and composes its
+//! answer from what those tools returned, citing the procedure it quotes. Every answer says
+//! what it is, so no one mistakes it for a language model. It only ever uses tools the request
+//! offered, and it knows nothing of the plant except what the tools tell it. What it cannot
+//! tell from its rules it says it cannot, rather than answering something near it.
 
 use std::collections::HashMap;
 
@@ -14,6 +15,9 @@ use serde_json::{Value, json};
 
 /// The tool that searches the plant's documents (its procedures say what to do).
 const DOCUMENTS_TOOL: &str = "runtime_search_documents";
+
+/// The tool that proposes a write for an operator to approve.
+const PROPOSE_TOOL: &str = "runtime_propose_write";
 
 /// The model name the demo endpoint reports and expects.
 pub const MODEL_NAME: &str = "tserver-demo-model";
@@ -217,6 +221,12 @@ struct Question {
     tag: Option<String>,
     /// Measurement words to search for, such as `current` or `level`.
     measures: Vec<&'static str>,
+    /// Every word that says what is asked about, in order: the equipment (`tank1`), measurement
+    /// words as searched for, and any other word that is not a question's glue (`header`,
+    /// `setpoint`, `dew`).
+    words: Vec<String>,
+    /// The question as written, lowercase (an action's value is looked for in it).
+    lowercase: String,
     /// A time window in minutes ("last 2 hours").
     minutes: Option<u64>,
     intent: Intent,
@@ -239,6 +249,8 @@ enum Intent {
     Trend,
     /// Which equipment the plant has.
     Structure,
+    /// "Switch Pump 1 to Manual": propose a write for an operator to approve.
+    Act,
 }
 
 /// Words followed by a number that are not equipment ("last 2 hours", "top 5").
@@ -246,6 +258,88 @@ const NOT_EQUIPMENT: &[&str] = &[
     "last", "past", "next", "top", "first", "over", "in", "for", "of", "at", "the", "about", "hour", "hours",
     "minute", "minutes", "min", "mins", "day", "days", "h", "m", "priority", "since", "than", "above",
     "below",
+];
+
+/// Words that carry no subject: the glue of a question ("what is the ... of ...").
+const GLUE: &[&str] = &[
+    "what",
+    "whats",
+    "which",
+    "who",
+    "how",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "does",
+    "do",
+    "did",
+    "the",
+    "a",
+    "an",
+    "of",
+    "on",
+    "in",
+    "at",
+    "for",
+    "to",
+    "from",
+    "by",
+    "with",
+    "me",
+    "my",
+    "our",
+    "show",
+    "tell",
+    "give",
+    "read",
+    "get",
+    "please",
+    "now",
+    "right",
+    "value",
+    "values",
+    "reading",
+    "there",
+    "it",
+    "its",
+    "and",
+    "or",
+    "about",
+    "much",
+    "many",
+    "can",
+    "could",
+    "would",
+    "you",
+    "i",
+    "we",
+    "status",
+    "state",
+    "doing",
+    "s",
+    "currently",
+    "any",
+    "all",
+    "some",
+    "this",
+    "that",
+    "these",
+    "those",
+    "like",
+    "look",
+    "looks",
+];
+
+/// Verbs that ask for something to be done: a proposal, never a write.
+const ACT_VERBS: &[&str] = &[
+    "switch", "set", "change", "put", "propose", "write", "writing", "turn", "make",
+];
+
+/// Words that may come before an act verb ("please switch", "can you set", "I want to put").
+const ACT_LEAD: &[&str] = &[
+    "please", "can", "could", "would", "you", "i", "we", "want", "to", "let", "lets",
 ];
 
 /// Measurement words and the word searched for.
@@ -296,62 +390,31 @@ impl Question {
             }
         }
         question.minutes = window_minutes(&words);
+        question.lowercase = text.to_lowercase();
+        question.words = subject_words(&words, question.equipment.as_deref());
+        let acts = words
+            .iter()
+            .find(|word| !ACT_LEAD.contains(&word.as_str()))
+            .is_some_and(|first| ACT_VERBS.contains(&first.as_str()))
+            || has_any(&words, &["propose", "proposal"]);
         let alarm = words.iter().any(|word| word.starts_with("alarm"));
-        let past = has_any(
-            &words,
-            &[
-                "history",
-                "happened",
-                "yesterday",
-                "events",
-                "log",
-                "past",
-                "last",
-                "today",
-            ],
-        );
-        question.intent = if alarm && past {
+        let past = has_any(&words, PAST_WORDS);
+        question.intent = if acts && (question.equipment.is_some() || question.tag.is_some()) {
+            Intent::Act
+        } else if alarm && past {
             Intent::AlarmHistory
         } else if alarm {
             Intent::ActiveAlarms
-        } else if has_any(
-            &words,
-            &[
-                "trend",
-                "history",
-                "historian",
-                "average",
-                "mean",
-                "minimum",
-                "maximum",
-                "min",
-                "max",
-                "peak",
-                "changed",
-            ],
-        ) || question.minutes.is_some()
-        {
+        } else if has_any(&words, TREND_WORDS) || question.minutes.is_some() {
             Intent::Trend
-        } else if has_any(
-            &words,
-            &[
-                "structure",
-                "browse",
-                "equipment",
-                "namespace",
-                "uns",
-                "areas",
-                "overview",
-                "instances",
-                "list",
-            ],
-        ) && question.tag.is_none()
-            && question.measures.is_empty()
-        {
+        } else if has_any(&words, STRUCTURE_WORDS) && question.tag.is_none() && question.measures.is_empty() {
             Intent::Structure
         } else if question.equipment.is_some() && question.measures.is_empty() && question.tag.is_none() {
             Intent::Diagnose
-        } else if question.tag.is_some() || !question.measures.is_empty() {
+        } else if question.tag.is_some()
+            || !question.measures.is_empty()
+            || (!question.words.is_empty() && asks_what(text, &words))
+        {
             Intent::Values
         } else {
             Intent::Unknown
@@ -359,13 +422,138 @@ impl Question {
         question
     }
 
-    /// The words to search the namespace for: equipment first, then measurements.
+    /// The words to search the namespace for: everything the question is about, so a tag
+    /// must match them all ("header pressure setpoint" is not just any pressure).
     fn search_words(&self) -> String {
+        self.words.join(" ")
+    }
+
+    /// The equipment and measurement words only: what an action is about, without the value it
+    /// asks for ("Switch Pump 1 to Manual" searches `pump1`).
+    fn subject_words(&self) -> String {
         let mut words: Vec<&str> = self.equipment.iter().map(String::as_str).collect();
         words.extend(self.measures.iter().copied());
         words.join(" ")
     }
 }
+
+/// The words of a question that say what it is about: the equipment (once, joined as
+/// `tank1`), measurement words as searched for (`amps` is `current`), and every other word but
+/// the glue, the time window and the intent's own keywords.
+fn subject_words(words: &[String], equipment: Option<&str>) -> Vec<String> {
+    let mut subject: Vec<String> = Vec::new();
+    let mut push = |word: String| {
+        if !subject.contains(&word) {
+            subject.push(word);
+        }
+    };
+    let mut skip_number = false;
+    for (at, word) in words.iter().enumerate() {
+        if skip_number {
+            skip_number = false;
+            continue;
+        }
+        if let Some(name) = equipment {
+            if word == name {
+                push(name.to_owned());
+                continue;
+            }
+            if words
+                .get(at + 1)
+                .is_some_and(|next| format!("{word}{next}") == name)
+            {
+                push(name.to_owned());
+                skip_number = true;
+                continue;
+            }
+        }
+        if let Some((_, measure)) = MEASURES.iter().find(|(key, _)| key == word) {
+            push((*measure).to_owned());
+            continue;
+        }
+        let keyword = [KEYWORDS, PAST_WORDS, TREND_WORDS, STRUCTURE_WORDS]
+            .iter()
+            .any(|list| list.contains(&word.as_str()))
+            || NOT_EQUIPMENT.contains(&word.as_str())
+            || word.chars().all(|c| c.is_ascii_digit())
+            || word.contains('.');
+        if !GLUE.contains(&word.as_str()) && !keyword && !ACT_VERBS.contains(&word.as_str()) {
+            push(word.clone());
+        }
+    }
+    subject
+}
+
+/// Whether the text asks for something ("What is the dew point?", "show the dew point"),
+/// rather than greets or remarks.
+fn asks_what(text: &str, words: &[String]) -> bool {
+    text.trim_end().ends_with('?')
+        || words.first().is_some_and(|first| {
+            [
+                "what", "whats", "which", "show", "read", "tell", "give", "get", "how", "is", "are",
+            ]
+            .contains(&first.as_str())
+        })
+}
+
+/// The words that pick an intent rather than say what is asked about.
+const KEYWORDS: &[&str] = &[
+    "alarm",
+    "alarms",
+    "wrong",
+    "problem",
+    "active",
+    "trip",
+    "tripped",
+    "attention",
+    "need",
+    "needs",
+    "going",
+    "on",
+    "did",
+    "trended",
+    "proposal",
+];
+
+/// Words that ask about the past (with "alarm": the alarm history).
+const PAST_WORDS: &[&str] = &[
+    "history",
+    "happened",
+    "yesterday",
+    "events",
+    "log",
+    "past",
+    "last",
+    "today",
+];
+
+/// Words that ask for a trend.
+const TREND_WORDS: &[&str] = &[
+    "trend",
+    "history",
+    "historian",
+    "average",
+    "mean",
+    "minimum",
+    "maximum",
+    "min",
+    "max",
+    "peak",
+    "changed",
+];
+
+/// Words that ask what the plant holds.
+const STRUCTURE_WORDS: &[&str] = &[
+    "structure",
+    "browse",
+    "equipment",
+    "namespace",
+    "uns",
+    "areas",
+    "overview",
+    "instances",
+    "list",
+];
 
 /// `pump1`, `pump 1` or `Pump-1` (split into `pump`, `1`) become `pump1`.
 fn equipment(words: &[String]) -> Option<String> {
@@ -459,7 +647,11 @@ fn next_step(body: &Value) -> Step {
                 json!({"query": question.search_words(), "max_results": 5}),
             )]),
         },
-        Intent::Values => Step::Answer(values_answer(&turn)),
+        Intent::Values => match related_search(&turn, &question) {
+            Some(arguments) if !done => turn.call(vec![("runtime_search_uns", arguments)]),
+            _ => Step::Answer(values_answer(&turn, &question)),
+        },
+        Intent::Act => act(&turn, &question),
         Intent::Diagnose if turn.exchanges.is_empty() => turn.call(vec![
             (
                 "runtime_search_uns",
@@ -503,22 +695,44 @@ fn next_step(body: &Value) -> Step {
             if let Some(minutes) = question.minutes {
                 arguments["minutes"] = json!(minutes);
             }
-            turn.call(vec![("runtime_get_tag_history", arguments)])
+            // The history ends at the last recorded sample; what the tag reads now is asked
+            // beside it, so a trend is never told as if its last sample were the present.
+            let mut calls = vec![("runtime_get_tag_history", arguments)];
+            if turn.offers("runtime_get_value") {
+                calls.push(("runtime_get_value", json!({"tag": tag})));
+            }
+            turn.call(calls)
         }
     }
 }
 
+/// What to ask instead, true of any plant (it names none of the demo plant's equipment).
 fn help_examples() -> &'static str {
-    "Try: \"What is wrong with Pump 1?\", \"Which alarms are active?\", \"What is the level of Tank 1?\", \
-     \"How did Tank1.Level trend over the last hour?\", \"What equipment is there?\""
+    "Try: \"Which alarms are active?\", \"What equipment is there?\", or name a tag (Area.Tag) or a piece of \
+     equipment with what you want of it: \"What is wrong with <equipment>?\", \"What is the <measurement> of \
+     <equipment>?\", \"How did <tag> trend over the last hour?\", \"Switch <equipment> to <value>\"."
 }
+
+/// What a language model would do that these rules cannot.
+const REAL_MODEL: &str = "A language model behind this server would read the question whole and look further \
+     with the same tools.";
 
 fn help() -> String {
     format!(
-        "I understand questions about tag values, active alarms, alarm history, trends and the plant's \
-         equipment, and I answer from the runtime tools only. {}",
+        "I am a set of keyword rules and did not understand that. I answer questions about tag values, \
+         active alarms, alarm history, trends and the plant's equipment, and propose writes when asked, from \
+         the runtime tools only. {} {REAL_MODEL}",
         help_examples()
     )
+}
+
+/// `tank1` as `Tank1`.
+fn capitalised(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn cut(text: &str, max_chars: usize) -> String {
@@ -610,26 +824,51 @@ fn active_alarms_answer(turn: &Turn, equipment: Option<&str>) -> String {
         .as_array()
         .map(|alarms| alarms.iter().collect())
         .unwrap_or_default();
-    let alarms: Vec<&Value> = match equipment {
-        Some(name) => alarms
-            .into_iter()
-            .filter(|alarm| {
-                alarm["tag"]
-                    .as_str()
-                    .is_some_and(|tag| tag.to_lowercase().starts_with(name))
-            })
-            .collect(),
-        None => alarms,
-    };
-    if alarms.is_empty() {
-        return "No alarm needs attention right now.".to_owned();
-    }
-    let lines: Vec<String> = alarms.iter().map(|alarm| alarm_line(alarm)).collect();
     let more = if result["truncated"] == true {
         " (the list was cut; there are more)"
     } else {
         ""
     };
+    if let Some(name) = equipment {
+        let (own, others): (Vec<&Value>, Vec<&Value>) = alarms.into_iter().partition(|alarm| {
+            alarm["tag"]
+                .as_str()
+                .and_then(|tag| tag.split('.').next())
+                .is_some_and(|prefix| prefix.eq_ignore_ascii_case(name))
+        });
+        let elsewhere = match others.as_slice() {
+            [] => String::new(),
+            others => format!(
+                " Elsewhere {} alarm(s) need attention: {}{more}.",
+                others.len(),
+                others
+                    .iter()
+                    .map(|alarm| alarm_line(alarm))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
+        // The plant's own spelling when one of its alarms shows it, else the question's.
+        let name = own
+            .iter()
+            .find_map(|alarm| alarm["tag"].as_str()?.split('.').next())
+            .map_or_else(|| capitalised(name), str::to_owned);
+        return match own.as_slice() {
+            [] => format!("No alarm of {name} needs attention right now.{elsewhere}"),
+            own => format!(
+                "{} alarm(s) of {name} need attention: {}.{elsewhere}",
+                own.len(),
+                own.iter()
+                    .map(|alarm| alarm_line(alarm))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
+    }
+    if alarms.is_empty() {
+        return format!("No alarm needs attention right now{more}.");
+    }
+    let lines: Vec<String> = alarms.iter().map(|alarm| alarm_line(alarm)).collect();
     format!(
         "{} alarm(s) need attention, most urgent first: {}{more}.",
         lines.len(),
@@ -685,12 +924,13 @@ fn structure_answer(turn: &Turn) -> String {
     let lines: Vec<String> = instances
         .iter()
         .map(|instance| {
-            format!(
-                "{} ({}, {} tags)",
-                instance["path"].as_str().unwrap_or("?"),
-                instance["type"].as_str().unwrap_or("?"),
-                number(&instance["tagCount"])
-            )
+            let path = instance["path"].as_str().unwrap_or("?");
+            let tags = number(&instance["tagCount"]);
+            // A type only where the plant file declares one.
+            match instance["type"].as_str() {
+                Some(kind) => format!("{path} ({kind}, {tags} tags)"),
+                None => format!("{path} ({tags} tags)"),
+            }
         })
         .collect();
     format!(
@@ -700,7 +940,25 @@ fn structure_answer(turn: &Turn) -> String {
     )
 }
 
-fn values_answer(turn: &Turn) -> String {
+/// After a search that matched nothing: the arguments of a search for the question's
+/// measurement alone, to show what there is instead ("receiver pressure" finds no tag; these
+/// are the pressures). `None` when there is nothing narrower to search for.
+fn related_search(turn: &Turn, question: &Question) -> Option<Value> {
+    let searches: Vec<&Exchange> = turn
+        .exchanges
+        .iter()
+        .filter(|exchange| exchange.name == "runtime_search_uns")
+        .collect();
+    let [first] = searches.as_slice() else {
+        return None;
+    };
+    let empty = first.result()?["results"].as_array().is_some_and(Vec::is_empty);
+    let narrower = question.measures.join(" ");
+    (empty && !narrower.is_empty() && narrower != question.search_words())
+        .then(|| json!({"query": narrower, "max_results": 5}))
+}
+
+fn values_answer(turn: &Turn, question: &Question) -> String {
     if let Some(value) = turn.exchange("runtime_get_value") {
         return match value.result() {
             Some(tag) => format!(
@@ -711,22 +969,53 @@ fn values_answer(turn: &Turn) -> String {
             None => format!("I could not read that tag: {}", value.error_message()),
         };
     }
-    let search = turn.exchange("runtime_search_uns");
+    let searches: Vec<&Exchange> = turn
+        .exchanges
+        .iter()
+        .filter(|exchange| exchange.name == "runtime_search_uns")
+        .collect();
+    let search = searches.first().copied();
     if let Some(failure) = failed(search, "search the plant") {
         return failure;
     }
+    let asked = question.search_words();
     let results = search
         .and_then(Exchange::result)
         .and_then(|result| result["results"].as_array())
         .map(Vec::as_slice)
         .unwrap_or_default();
+    let more = if search
+        .and_then(Exchange::result)
+        .is_some_and(|result| result["truncated"] == true)
+    {
+        " (and more; name the tag to narrow it)"
+    } else {
+        ""
+    };
     match results {
-        [] => format!("No tag matches that. {}", help_examples()),
+        [] => {
+            let related = searches
+                .get(1)
+                .and_then(|search| search.result())
+                .and_then(|result| result["results"].as_array())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let instead = if related.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " Tags about {} are: {}; whether one of them is what you mean I cannot tell.",
+                    question.measures.join(" and "),
+                    related.iter().map(reading).collect::<Vec<_>>().join(", ")
+                )
+            };
+            format!("No tag matches all of \"{asked}\".{instead} {REAL_MODEL}")
+        }
         [only] => format!("{}.", reading(only)),
-        [best, rest @ ..] => format!(
-            "Best match: {}. Also: {}.",
-            reading(best),
-            rest.iter().map(reading).collect::<Vec<_>>().join(", ")
+        several => format!(
+            "{} tags match \"{asked}\": {}{more}.",
+            several.len(),
+            several.iter().map(reading).collect::<Vec<_>>().join(", ")
         ),
     }
 }
@@ -862,6 +1151,124 @@ fn procedure_advice(turn: &Turn, in_alarm: bool) -> String {
     format!(" {lead} {source}: {}", cut(&text, 600))
 }
 
+/// Asked to act ("Switch Pump 1 to Manual", "Set Pump1.Mode to Off"): find the tag and the
+/// value, then propose the write for an operator to approve. It never writes, and proposes
+/// only a value the tag lists (or a number for a numeric tag it was named), so what it
+/// proposes is what was asked.
+fn act(turn: &Turn, question: &Question) -> Step {
+    if let Some(proposed) = turn.exchange(PROPOSE_TOOL) {
+        return Step::Answer(match proposed.result() {
+            Some(result) => format!(
+                "I proposed writing {} to {} (now {}), because you asked. Nothing is written until an \
+                 operator approves it; the proposal waits {} s.",
+                result["proposed"],
+                result["tag"].as_str().unwrap_or("?"),
+                result["current"],
+                number(&result["expires_in_s"]),
+            ),
+            None => format!("I could not propose that: {}", proposed.error_message()),
+        });
+    }
+    if turn.exchanges.is_empty() {
+        return match &question.tag {
+            Some(tag) => turn.call(vec![("runtime_get_value", json!({"tag": tag}))]),
+            None => turn.call(vec![(
+                "runtime_search_uns",
+                json!({"query": question.subject_words(), "max_results": 20}),
+            )]),
+        };
+    }
+    let candidates: Vec<&Value> = match (
+        turn.exchange("runtime_get_value"),
+        turn.exchange("runtime_search_uns"),
+    ) {
+        (Some(read), _) => match read.result() {
+            Some(tag) => vec![tag],
+            None => return Step::Answer(format!("I could not read that tag: {}", read.error_message())),
+        },
+        (None, Some(search)) => match search.result().and_then(|result| result["results"].as_array()) {
+            Some(results) => results.iter().collect(),
+            None => return Step::Answer(no_match(search, &question.subject_words())),
+        },
+        (None, None) => return Step::Answer(help()),
+    };
+    let Some((tag, value)) = wanted_write(&candidates, question) else {
+        let choices: Vec<String> = candidates
+            .iter()
+            .filter_map(|tag| {
+                let values = tag["allowedValues"].as_array()?;
+                let listed: Vec<&str> = values.iter().filter_map(Value::as_str).collect();
+                Some(format!("{} ({})", tag["tag"].as_str()?, listed.join(", ")))
+            })
+            .collect();
+        return Step::Answer(if choices.is_empty() {
+            format!(
+                "I found nothing there that I can tell takes the value you named. I propose only a value a tag \
+                 lists, or a number for a number tag named as Area.Tag (\"Set Tank1.Setpoint to 40\"). {REAL_MODEL}"
+            )
+        } else {
+            format!(
+                "Which value? I can propose one a tag lists: {}.",
+                choices.join("; ")
+            )
+        });
+    };
+    let name = tag["tag"].as_str().unwrap_or("?");
+    if tag["value"] == value {
+        return Step::Answer(format!(
+            "{name} is {} already: there is nothing to propose.",
+            tag["value"]
+        ));
+    }
+    turn.call(vec![(
+        PROPOSE_TOOL,
+        json!({"tag": name, "value": value, "reason": format!("The operator asked: \"{}\"", cut(&turn.question, 300))}),
+    )])
+}
+
+/// The tag and value an action names: a value one of the `candidates` lists that the question
+/// says (the longest, so "Out of service" wins over "service"), or, for a single numeric
+/// tag, the number after "to".
+fn wanted_write(candidates: &[&Value], question: &Question) -> Option<(Value, Value)> {
+    let said = |value: &str| {
+        let value = value.to_lowercase();
+        question.lowercase.match_indices(&value).any(|(at, _)| {
+            let before = question.lowercase[..at].chars().next_back();
+            let after = question.lowercase[at + value.len()..].chars().next();
+            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        })
+    };
+    let listed = candidates
+        .iter()
+        .flat_map(|tag| {
+            tag["allowedValues"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter(|value| said(value))
+                .map(move |value| (*tag, value))
+        })
+        .max_by_key(|(_, value)| value.len());
+    if let Some((tag, value)) = listed {
+        return Some((tag.clone(), json!(value)));
+    }
+    let [only] = candidates else {
+        return None;
+    };
+    if !only["value"].is_number() {
+        return None;
+    }
+    let after_to = question.lowercase.rsplit_once(" to ")?.1;
+    let number: f64 = after_to
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+        .find(|word| !word.is_empty())?
+        .trim_end_matches('.')
+        .parse()
+        .ok()?;
+    Some(((*only).clone(), json!(number)))
+}
+
 fn trend_answer(turn: &Turn) -> String {
     let Some(history) = turn.exchange("runtime_get_tag_history") else {
         return match turn.exchange("runtime_search_uns") {
@@ -889,25 +1296,43 @@ fn trend_answer(turn: &Turn) -> String {
             result["to"].as_str().unwrap_or("?")
         );
     }
-    let first = &samples[0]["value"];
-    let last = &samples[samples.len() - 1]["value"];
-    let direction = match (first.as_f64(), last.as_f64()) {
-        (Some(first), Some(last)) if last > first * 1.02 + 1e-9 => "rising",
-        (Some(first), Some(last)) if last < first * 0.98 - 1e-9 => "falling",
-        _ => "about steady",
+    let first = &samples[0];
+    let last = &samples[samples.len() - 1];
+    // What it reads now, when the tool answered: the history's last sample may be older.
+    let now = turn
+        .exchange("runtime_get_value")
+        .and_then(Exchange::result)
+        .filter(|tag| tag["quality"] == "Good");
+    let (end, end_value, end_words) = match now {
+        Some(tag) => (tag["timestamp"].as_str().unwrap_or("?"), &tag["value"], "now"),
+        None => (
+            last["time"].as_str().unwrap_or("?"),
+            &last["value"],
+            "at its last recorded sample",
+        ),
+    };
+    let direction = match (first["value"].as_f64(), end_value.as_f64()) {
+        (Some(first), Some(end)) if end > first * 1.02 + 1e-9 => "higher than",
+        (Some(first), Some(end)) if end < first * 0.98 - 1e-9 => "lower than",
+        _ => "about where it was",
+    };
+    let was = first["time"].as_str().unwrap_or("?");
+    let compared = if direction == "about where it was" {
+        format!("about where it was at {was} ({}{units})", number(&first["value"]))
+    } else {
+        format!("{direction} at {was} ({}{units})", number(&first["value"]))
     };
     format!(
-        "{} from {} to {}: min {}{units}, max {}{units}, mean {}{units}; it went from {}{units} to {}{units} \
-         ({direction}) over {} samples.",
+        "{} from {} to {}: min {}{units}, max {}{units}, mean {}{units} over {} recorded samples. It is {}{units} \
+         {end_words} ({end}), {compared}.",
         result["tag"].as_str().unwrap_or("?"),
         result["from"].as_str().unwrap_or("?"),
         result["to"].as_str().unwrap_or("?"),
         number(&stats["min"]),
         number(&stats["max"]),
         number(&stats["mean"]),
-        number(first),
-        number(last),
         number(&result["totalSamples"]),
+        number(end_value),
     )
 }
 
@@ -936,7 +1361,7 @@ mod tests {
 
         let value = Question::read("what's the motor current of pump2");
         assert_eq!(value.intent, Intent::Values);
-        assert_eq!(value.search_words(), "pump2 current");
+        assert_eq!(value.search_words(), "motor current pump2");
 
         assert_eq!(
             Question::read("What equipment is there?").intent,
@@ -978,14 +1403,18 @@ mod tests {
 
     #[test]
     fn a_trend_searches_then_reads_history_then_answers() {
-        let tools = ["runtime_search_uns", "runtime_get_tag_history"];
+        let tools = [
+            "runtime_search_uns",
+            "runtime_get_tag_history",
+            "runtime_get_value",
+        ];
         let question = "How did the level of tank 1 change over the last 30 minutes?";
         let Step::Call(first) = next_step(&body(question, &tools, vec![])) else {
             panic!("expected a search")
         };
         assert_eq!(first[0].1, "runtime_search_uns");
         let arguments: Value = serde_json::from_str(&first[0].2).expect("json arguments");
-        assert_eq!(arguments, json!({"query": "tank1 level", "max_results": 5}));
+        assert_eq!(arguments, json!({"query": "level tank1", "max_results": 5}));
 
         let searched = vec![
             json!({"role": "assistant", "content": null, "tool_calls": [
@@ -996,24 +1425,38 @@ mod tests {
         let Step::Call(second) = next_step(&body(question, &tools, searched.clone())) else {
             panic!("expected a history read")
         };
-        assert_eq!(second[0].1, "runtime_get_tag_history");
+        assert_eq!(
+            (second[0].1.as_str(), second[1].1.as_str()),
+            ("runtime_get_tag_history", "runtime_get_value")
+        );
         let arguments: Value = serde_json::from_str(&second[0].2).expect("json arguments");
         assert_eq!(
             arguments,
             json!({"tag": "Tank1.Level", "max_samples": 12, "minutes": 30})
         );
 
+        // The history's last sample is the peak, but the tank has drained since: the answer
+        // says where it is now, not where the last sample was.
         let mut read = searched;
         read.push(json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": "demo_2_0", "type": "function", "function": {"name": "runtime_get_tag_history", "arguments": second[0].2}}]}));
-        read.push(json!({"role": "tool", "tool_call_id": "demo_2_0", "content": json!({"ok": true, "result": {
+            {"id": "demo_2_0", "type": "function", "function": {"name": "runtime_get_tag_history", "arguments": second[0].2}},
+            {"id": "demo_2_1", "type": "function", "function": {"name": "runtime_get_value", "arguments": second[1].2}}]}));
+        read.push(
+            json!({"role": "tool", "tool_call_id": "demo_2_0", "content": json!({"ok": true, "result": {
             "tag": "Tank1.Level", "from": "a", "to": "b", "units": "%", "totalSamples": 180,
-            "samples": [{"value": 50.0}, {"value": 70.5}], "stats": {"min": 48.25, "max": 71.0, "mean": 60.0}}}).to_string()}));
+            "samples": [{"time": "t0", "value": 70.5}, {"time": "t1", "value": 87.59}],
+            "stats": {"min": 48.25, "max": 87.59, "mean": 60.0}}}).to_string()}),
+        );
+        read.push(json!({"role": "tool", "tool_call_id": "demo_2_1", "content": json!({"ok": true, "result": {
+            "tag": "Tank1.Level", "value": 67.43, "quality": "Good", "units": "%", "timestamp": "t2"}}).to_string()}));
         let Step::Answer(text) = next_step(&body(question, &tools, read)) else {
             panic!("expected an answer")
         };
-        assert!(text.contains("min 48.25 %"), "{text}");
-        assert!(text.contains("from 50 % to 70.5 % (rising)"), "{text}");
+        assert_eq!(
+            text,
+            "Tank1.Level from a to b: min 48.25 %, max 87.59 %, mean 60 % over 180 recorded samples. \
+             It is 67.43 % now (t2), lower than at t0 (70.5 %)."
+        );
     }
 
     #[test]

@@ -45,10 +45,10 @@ pub use attachments::{DocumentTextError, PlantDocument, document_text, read_docu
 pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
-    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding,
-    SourceKind, SourceSpec, TagSpec, TagType,
+    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion,
+    PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
-pub use names::{fold, nearest, normalize, text_value_problem};
+pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
 
@@ -482,7 +482,7 @@ priority = 5000
             errors(text, Format::Toml),
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
-                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, source, simulate",
+                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, values, source, simulate",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
@@ -523,6 +523,56 @@ type = "number"
             [
                 "f:6:14: tags[0].proposable: an approved proposal is an operator's write: set writable = true too"
             ]
+        );
+    }
+
+    #[test]
+    fn a_text_tag_may_list_its_values_and_starts_at_one_of_them() {
+        let text = r#"
+[[tags]]
+name = "Pump1.Mode"
+path = "Plant/Area1/Pump1/Mode"
+type = "string"
+initial = "Auto"
+values = ["Auto", "Manual", "Off"]
+writable = true
+"#;
+        let model = read(text, Format::Toml, "f").expect("valid");
+        assert_eq!(model.tags[0].values, ["Auto", "Manual", "Off"]);
+        let exported = model.to_toml().expect("toml");
+        assert!(
+            exported.contains(r#"values = ["Auto", "Manual", "Off"]"#),
+            "{exported}"
+        );
+        assert_eq!(read(&exported, Format::Toml, "f").expect("valid"), model);
+        let json = model.to_json().expect("json");
+        assert_eq!(read(&json, Format::Json, "f").expect("valid"), model);
+
+        let wrong = text
+            .replacen(r#"initial = "Auto""#, r#"initial = "manual""#, 1)
+            .replacen(r#""Off"]"#, "\"Off\", \"OFF\", \"\", \"A\\u202eB\"]", 1);
+        assert_eq!(
+            errors(&wrong, Format::Toml),
+            [
+                "f:6:11: tags[0].initial: \"manual\" is not one of Auto, Manual, Off (did you mean \"Manual\"?)",
+                "f:7:10: tags[0].values[3]: \"OFF\" is listed already (as \"Off\")",
+                "f:7:10: tags[0].values[4]: an empty value cannot be told apart: give it a name",
+                "f:7:10: tags[0].values[5]: character 2 is U+202E (RIGHT-TO-LEFT OVERRIDE), which hides or reorders what the value shows: text values hold no control, bidirectional or invisible characters",
+            ]
+        );
+        let number = text
+            .replacen(r#"type = "string""#, r#"type = "number""#, 1)
+            .replacen(r#"initial = "Auto""#, "initial = 1", 1);
+        assert_eq!(
+            errors(&number, Format::Toml),
+            ["f:7:10: tags[0].values: only text tags have a set of values; this is a number tag"]
+        );
+        let empty =
+            text.replacen(r#"["Auto", "Manual", "Off"]"#, "[]", 1)
+                .replacen(r#"initial = "Auto""#, "", 1);
+        assert_eq!(
+            errors(&empty, Format::Toml),
+            ["f:7:10: tags[0].values: an empty set allows no value: list the values, or remove the key"]
         );
     }
 

@@ -492,6 +492,10 @@ pub struct TagSpec {
     /// operator to approve (it must be writable: an approved proposal is an operator's write).
     #[serde(default, skip_serializing_if = "is_false")]
     pub proposable: bool,
+    /// Text tags: the only values it may take from a write or a proposal (a mode: Auto,
+    /// Manual, Off), in the order offered; empty for any text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// Where its values come from (the MQTT sources), when not from the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<Box<SourceBinding>>,
@@ -785,6 +789,10 @@ pub struct AlarmSpec {
 
 /// The longest `cause`, `consequence` or `response` an alarm may have, in characters.
 pub const MAX_ALARM_TEXT_CHARS: usize = 2000;
+/// The most values a text tag's set may list.
+pub const MAX_TAG_VALUES: usize = 64;
+/// The longest value in a text tag's set, in characters.
+pub const MAX_TAG_VALUE_CHARS: usize = 128;
 /// The longest `time_to_respond` an alarm may have: seven days, in seconds.
 pub const MAX_TIME_TO_RESPOND_S: u32 = 7 * 24 * 3600;
 

@@ -98,6 +98,19 @@ pub fn text_value_problem(text: &str) -> Option<String> {
     })
 }
 
+/// Why `text` cannot be written to a text tag whose set of values is `values`, if it cannot:
+/// it is not one of them (with the nearest as a hint: `manual` for `Manual`). An empty set
+/// allows any text.
+pub fn outside_values(values: &[String], text: &str) -> Option<String> {
+    if values.is_empty() || values.iter().any(|value| value == text) {
+        return None;
+    }
+    let hint = nearest(text, values.iter().map(String::as_str))
+        .map(|near| format!(" (did you mean {near:?}?)"))
+        .unwrap_or_default();
+    Some(format!("{text:?} is not one of {}{hint}", values.join(", ")))
+}
+
 /// What is wrong with a name or path (already normalized), if anything: a character that
 /// hides or reorders what it shows (named, with its place), or a part (between `.` and `/`)
 /// that mixes scripts. `spaces` says whether spaces are allowed (inside path segments).

@@ -11,8 +11,8 @@ use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
     AlarmSpec, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
-    MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind,
-    SourceSpec, TagSpec, TagType,
+    MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo,
+    PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
 
@@ -462,6 +462,7 @@ impl<'t> Reader<'t> {
         let history_deadband = self.number(&mut fields, "history_deadband").unwrap_or(0.0);
         let writable = self.boolean(&mut fields, "writable").unwrap_or(false);
         let proposable = self.boolean(&mut fields, "proposable").unwrap_or(false);
+        let values = self.tag_values(&mut fields);
         let source = fields
             .get("source")
             .and_then(|node| self.source(node, &fields.field("source")));
@@ -506,6 +507,24 @@ impl<'t> Reader<'t> {
                 );
             }
         }
+        if !values.is_empty() {
+            match kind {
+                Some(TagType::String) | None => {}
+                Some(kind) => self.error(
+                    at("values"),
+                    field("values"),
+                    format!(
+                        "only text tags have a set of values; this is a {} tag",
+                        kind.name()
+                    ),
+                ),
+            }
+            if let Some(InitialValue::String(text)) = &initial
+                && let Some(problem) = names::outside_values(&values, text)
+            {
+                self.error(at("initial"), field("initial"), problem);
+            }
+        }
         if history_deadband < 0.0 {
             self.error(
                 at("history_deadband"),
@@ -535,6 +554,7 @@ impl<'t> Reader<'t> {
                 "history_deadband",
                 "writable",
                 "proposable",
+                "values",
                 "source",
                 "simulate",
             ],
@@ -552,6 +572,7 @@ impl<'t> Reader<'t> {
             history_deadband,
             writable,
             proposable,
+            values,
             source: source.map(Box::new),
             simulate,
         })
@@ -1250,6 +1271,50 @@ impl<'t> Reader<'t> {
         read
     }
 
+    /// A text tag's `values`: at least one, at most [`MAX_TAG_VALUES`], each distinct (ignoring
+    /// case), not empty, at most [`MAX_TAG_VALUE_CHARS`] characters and plain text. A bad entry
+    /// is reported and left out.
+    fn tag_values(&mut self, fields: &mut Fields<'_>) -> Vec<String> {
+        let Some(span) = span_of(fields, "values") else {
+            return Vec::new();
+        };
+        let field = fields.field("values");
+        let listed = self.strings(fields, "values");
+        if listed.is_empty() {
+            self.error(
+                span.clone(),
+                field.clone(),
+                "an empty set allows no value: list the values, or remove the key",
+            );
+        }
+        if listed.len() > MAX_TAG_VALUES {
+            self.error(
+                span.clone(),
+                field.clone(),
+                format!("{} values is too many; at most {MAX_TAG_VALUES}", listed.len()),
+            );
+        }
+        let mut kept: Vec<String> = Vec::with_capacity(listed.len());
+        for (index, value) in listed.into_iter().enumerate() {
+            let problem = if value.trim().is_empty() {
+                Some("an empty value cannot be told apart: give it a name".to_owned())
+            } else if value.chars().count() > MAX_TAG_VALUE_CHARS {
+                Some(format!("too long; at most {MAX_TAG_VALUE_CHARS} characters"))
+            } else if let Some(problem) = names::text_value_problem(&value) {
+                Some(problem)
+            } else {
+                kept.iter()
+                    .find(|seen| names::fold(seen) == names::fold(&value))
+                    .map(|seen| format!("{value:?} is listed already (as {seen:?})"))
+            };
+            match problem {
+                Some(problem) => self.error(span.clone(), format!("{field}[{index}]"), problem),
+                None => kept.push(value),
+            }
+        }
+        kept
+    }
+
     /// An alarm's `cause`, `consequence` or `response`: a string of at most
     /// [`MAX_ALARM_TEXT_CHARS`] characters, empty when absent.
     fn alarm_text(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<String> {
@@ -1725,6 +1790,15 @@ fn check_initial_overrides(reader: &mut Reader<'_>, places: &Places<'_>, overrid
                 );
             }
             Some(tag) => {
+                if let InitialValue::String(text) = value
+                    && let Some(problem) = names::outside_values(&tag.values, text)
+                {
+                    reader.error(
+                        span.clone(),
+                        member_field.clone(),
+                        format!("{problem} (type {:?})", kind.name),
+                    );
+                }
                 if let Some(number) = value.as_f64()
                     && (tag.min.is_some_and(|low| number < low) || tag.max.is_some_and(|high| number > high))
                 {

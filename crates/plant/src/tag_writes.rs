@@ -133,7 +133,9 @@ pub fn check_write(
         }
         (TagType::Bool, GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
         (TagType::String, GivenValue::Text(text)) if text.chars().count() <= MAX_TEXT_CHARS => {
-            if let Some(problem) = plant_model::text_value_problem(text) {
+            if let Some(problem) = plant_model::text_value_problem(text)
+                .or_else(|| plant_model::outside_values(&definition.allowed_values, text))
+            {
                 return Err(problem);
             }
             TagValue::Text(text.into())

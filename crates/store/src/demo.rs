@@ -34,9 +34,10 @@ pub(super) fn populate(transaction: &Transaction<'_>) -> Result<(), SolutionErro
         "INSERT INTO Users (Name, PasswordHash, Role) VALUES ('guest', NULL, 'operator')",
         [],
     )?;
-    // Tools and chat history on; the model itself stays off until the user points the
-    // solution at an endpoint and opts in (ModelEnabled), as in a plain solution.
-    transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [0x9e_i64])?;
+    // Tools, proposals (Pump1.Mode is proposable) and chat history on; the model itself stays
+    // off until the user points the solution at an endpoint and opts in (ModelEnabled), as in a
+    // plain solution.
+    transaction.execute("UPDATE SolutionSettings SET ModelOptions = ?1", [0xde_i64])?;
     let (model, documents) = demo_plant().map_err(|errors| SolutionError::InvalidTag {
         name: "(demo plant)".to_owned(),
         reason: errors.to_string(),

@@ -269,7 +269,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -291,6 +291,7 @@ pub(super) fn write_plant(
                 tag.history_deadband,
                 source,
                 tag.proposable,
+                stored_values(&tag)?,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -401,6 +402,8 @@ pub(super) struct TagRow {
     pub(super) history_deadband: f64,
     pub(super) source: Option<String>,
     pub(super) proposable: bool,
+    /// A text tag's set of values, as a JSON array; `None` for any value.
+    pub(super) values: Option<String>,
 }
 
 /// An `AlarmDefinitions` row as stored (the columns of [`SELECT_ALARMS`], in order). Both
@@ -440,6 +443,7 @@ impl TagRow {
             history_deadband,
             source,
             proposable,
+            values,
         } = self;
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -456,6 +460,16 @@ impl TagRow {
             Some(Ok(source)) => Some(source),
             Some(Err(error)) => return Err(invalid(&name, format!("its source does not read: {error}"))),
         };
+        let values = match values.as_deref().map(serde_json::from_str::<Vec<String>>) {
+            None => Vec::new(),
+            Some(Ok(values)) => values,
+            Some(Err(error)) => {
+                return Err(invalid(
+                    &name,
+                    format!("its set of values does not read: {error}"),
+                ));
+            }
+        };
         Ok(TagSpec {
             simulate: motions.get(&name).cloned(),
             name,
@@ -470,6 +484,7 @@ impl TagRow {
             history_deadband,
             writable,
             proposable,
+            values,
             source,
         })
     }
@@ -489,7 +504,7 @@ pub(super) struct PlantRows {
 /// The start of a `Tags` insert, in the SQL both backends speak (the values are each's own).
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
-    InitialValue, Writable, History, HistoryDeadband, Source, Proposable)";
+    InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -497,7 +512,8 @@ pub(super) const UPDATE_TAGS: &str =
     RangeLow = excluded.RangeLow, RangeHigh = excluded.RangeHigh,
     InitialValue = excluded.InitialValue, Writable = excluded.Writable,
     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
-    Source = excluded.Source, Proposable = excluded.Proposable";
+    Source = excluded.Source, Proposable = excluded.Proposable,
+    AllowedValues = excluded.AllowedValues";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
@@ -514,7 +530,7 @@ macro_rules! tag_query {
         TagQuery {
             select: concat!(
                 "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-                    Writable, History, HistoryDeadband, Source, Proposable
+                    Writable, History, HistoryDeadband, Source, Proposable, AllowedValues
                  FROM Tags",
                 $filter,
                 " ORDER BY Path"
@@ -601,6 +617,14 @@ pub(super) fn stored_source(tag: &TagSpec) -> Result<Option<String>, SolutionErr
         .map(serde_json::to_string)
         .transpose()
         .map_err(|error| invalid(&tag.name, format!("its source cannot be stored: {error}")))
+}
+
+/// A text tag's set of values as stored (`Tags.AllowedValues`): a JSON array, `None` for none.
+pub(super) fn stored_values(tag: &TagSpec) -> Result<Option<String>, SolutionError> {
+    (!tag.values.is_empty())
+        .then(|| serde_json::to_string(&tag.values))
+        .transpose()
+        .map_err(|error| invalid(&tag.name, format!("its set of values cannot be stored: {error}")))
 }
 
 /// The model as stored (`PlantModel.Json`).
@@ -732,6 +756,7 @@ fn read_tags(
             history_deadband: row.get(10)?,
             source: row.get(11)?,
             proposable: row.get(12)?,
+            values: row.get(13)?,
         };
         match row.into_spec(motions) {
             Ok(tag) => tags.push(tag),

@@ -95,6 +95,9 @@ pub struct TagDefinition {
     pub writable: bool,
     /// Whether a write of it may be proposed for an operator to approve.
     pub proposable: bool,
+    /// Text tags: the only values writes and proposals may give it (the plant file's
+    /// `values`); empty for any text.
+    pub allowed_values: Vec<String>,
     /// Whether its values are recorded.
     pub history: bool,
     /// The least change recorded.
@@ -222,6 +225,7 @@ impl ObjectModel {
                     range_high: tag.max,
                     writable: tag.writable,
                     proposable: tag.proposable,
+                    allowed_values: tag.values.clone(),
                     history: tag.history,
                     history_deadband: tag.history_deadband,
                     source: tag

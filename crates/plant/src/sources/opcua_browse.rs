@@ -305,6 +305,7 @@ impl OpcUaAccess {
             history_deadband: 0.0,
             writable: facts.access.is_some_and(|access| access & CURRENT_WRITE != 0),
             proposable: false,
+            values: Vec::new(),
             source: Some(Box::new(SourceBinding {
                 server: self.spec.name.clone(),
                 node: Some(variable.node.to_string()),

@@ -162,6 +162,10 @@ fn tag_reading(tag: &Tag) -> Value {
     if !definition.units.is_empty() {
         reading.insert("units".to_owned(), Value::from(definition.units.as_str()));
     }
+    // What a write or a proposal may give it, so a model proposes one of them.
+    if !definition.allowed_values.is_empty() {
+        reading.insert("allowedValues".to_owned(), json!(definition.allowed_values));
+    }
     // A value that is not current must never read as current.
     let note = if sample.quality == Quality::BAD {
         Some(

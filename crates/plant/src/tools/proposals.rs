@@ -37,7 +37,8 @@ pub(super) fn tools(plant: &PlantReader, board: &Arc<ProposalBoard>) -> Vec<Tool
             "properties": {
                 "tag": {"type": "string", "minLength": 1, "maxLength": 512,
                         "description": "Dotted tag name (e.g. Tank1.FillValve) or UNS path."},
-                "value": {"description": "The value to write: a number, true/false, or text."},
+                "value": {"description": "The value to write: a number, true/false, or text; for a tag \
+                           with allowedValues (as runtime_get_value shows), one of them, spelled as listed."},
                 "reason": reason.clone()
             }}),
             propose_write,
@@ -89,9 +90,21 @@ fn propose_write(plant: &PlantReader, arguments: &Value) -> Result<ProposedActio
     let objects = plant.objects();
     let checked = check_write(&objects, Writer::Proposal, name, Some(given))
         .map_err(|reason| ToolError::new("refused", format!("cannot propose writing {name}: {reason}")))?;
+    let current = tag.current().value.clone();
+    // An operator asked to approve "Manual to Manual" would approve nothing.
+    if current == checked.value {
+        return Err(ToolError::new(
+            "refused",
+            format!(
+                "{} is {} already: a write would change nothing",
+                checked.tag,
+                current.to_json()
+            ),
+        ));
+    }
     Ok(ProposedAction::Write {
         tag: checked.tag,
-        current: tag.current().value.clone(),
+        current,
         proposed: checked.value,
     })
 }

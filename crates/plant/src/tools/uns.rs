@@ -96,7 +96,8 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
             "runtime_list_instances",
             uns,
             "List equipment instances (UNS folders that hold tags, such as Pump1 or Tank2) whose names match a mask \
-             ('*' any characters, '?' one character, case-insensitive), with their type and tags.",
+             ('*' any characters, '?' one character, case-insensitive), with their tags and, for an instance \
+             of an equipment type the plant file declares, that type.",
             json!({"type": "object", "additionalProperties": false, "properties": {
                 "name_mask": {"type": "string", "maxLength": 128,
                               "description": "Name mask such as 'Pump*' (default '*', all)."},
@@ -318,6 +319,7 @@ fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolE
         .filter(|(path, _)| mask_matches(mask, tag_path_leaf(path)))
         .collect();
     let total = instances.len();
+    let library = plant.library();
     let listed: Vec<Value> = instances
         .into_iter()
         .take(cap)
@@ -330,13 +332,17 @@ fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolE
                 .filter_map(|tag_path| objects.tag(tag_path))
                 .map(|tag| tag.definition().name.as_str())
                 .collect();
-            json!({
+            let mut entry = json!({
                 "name": name,
-                "type": instance_type(name),
                 "path": path,
                 "tags": tags,
                 "tagCount": folder.tags.len(),
-            })
+            });
+            // Only a type the plant file declares: a name's letters (`C` of `C1`) are no type.
+            if let Some(instance) = library.instances().iter().find(|instance| instance.path == path) {
+                entry["type"] = json!(instance.kind);
+            }
+            entry
         })
         .collect();
     Ok(bounded_list(
@@ -344,13 +350,6 @@ fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolE
         total > cap,
         |instances, truncated| json!({"nameMask": short_text(mask, 128), "instances": instances, "total": total, "truncated": truncated}),
     ))
-}
-
-/// The type of an instance by the plant's naming convention: its name without the trailing
-/// number (`Pump12` is a `Pump`).
-fn instance_type(name: &str) -> &str {
-    let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit());
-    if trimmed.is_empty() { name } else { trimmed }
 }
 
 fn tag_path_leaf(path: &str) -> &str {

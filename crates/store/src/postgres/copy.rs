@@ -75,6 +75,7 @@ const TABLES: &[Table] = &[
             ("HistoryDeadband", "HistoryDeadband", Real),
             ("Source", "Source", Text),
             ("Proposable", "Proposable", Int),
+            ("AllowedValues", "AllowedValues", Text),
         ],
         identity: false,
     },

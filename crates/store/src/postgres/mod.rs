@@ -35,10 +35,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 7;
+pub const PG_SCHEMA_VERSION: i64 = 8;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -46,6 +46,7 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("schema_v5.sql"),
     include_str!("schema_v6.sql"),
     include_str!("schema_v7.sql"),
+    include_str!("schema_v8.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared

@@ -20,7 +20,7 @@ use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
     SELECT_MOTIONS, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
     document_changes, equipment_of_json, invalid, model_json, model_of_definitions, model_of_json,
-    source_changes, sources_of_rows, stored_source, stored_type,
+    source_changes, sources_of_rows, stored_source, stored_type, stored_values,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -118,6 +118,7 @@ impl PgStore {
                 history_deadband: self.get(&row, 10)?,
                 source: self.get(&row, 11)?,
                 proposable: self.get::<i32>(&row, 12)? != 0,
+                values: self.get(&row, 13)?,
             };
             tags.push(row.into_spec(motions)?);
         }
@@ -210,10 +211,11 @@ impl PgStore {
         let upsert_tags = format!(
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                  $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
-                 $13::integer[])
+                 $13::integer[], $14::text[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
+        let values = tags.iter().map(stored_values).collect::<Result<Vec<_>, _>>()?;
         self.run(
             &mut transaction,
             sqlx::query(&upsert_tags)
@@ -241,7 +243,8 @@ impl PgStore {
                     tags.iter()
                         .map(|tag| i32::from(tag.proposable))
                         .collect::<Vec<_>>(),
-                ),
+                )
+                .bind(values),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags

@@ -143,6 +143,7 @@ pub(crate) fn tag_node(tag: &Tag) -> PlantNode {
         writable: definition.writable,
         min: definition.range_low,
         max: definition.range_high,
+        allowed_values: definition.allowed_values.clone(),
     }
 }
 

@@ -1,8 +1,9 @@
-// Writing a tag: an input checked against the tag's type and range, a confirmation naming
-// tag, old and new value, then the outcome as the server words it.
+// Writing a tag: an input checked against the tag's type and range (a choice for a tag with a
+// set of values), a confirmation naming tag, old and new value (or that nothing would change),
+// then the outcome as the server words it.
 
 import { byId, el, fill, say } from './dom.js';
-import { showValue } from './format.js';
+import { showValue, valueOf } from './format.js';
 
 const OUTCOMES = {
   WRITE_OUTCOME_WRITTEN: 'Written.',
@@ -30,9 +31,19 @@ export function checkInput(node, raw) {
     case 'boolean':
       if (text !== 'true' && text !== 'false') return { error: 'Choose On or Off.' };
       return { value: { boolean: text === 'true' } };
-    default:
+    default: {
+      const allowed = node.allowedValues ?? [];
+      if (allowed.length && !allowed.includes(String(raw))) return { error: `Choose one of ${allowed.join(', ')}.` };
       return { value: { text: String(raw) } };
+    }
   }
+}
+
+/** Whether writing `value` (a TagWrite member) to a tag reading `current` would change nothing. */
+export function changesNothing(current, value) {
+  const now = valueOf(current);
+  const next = valueOf(value);
+  return now.kind !== 'none' && now.value === next.value;
 }
 
 export class Writes {
@@ -61,8 +72,15 @@ export class Writes {
       ? ` Range ${node.min ?? '−∞'} to ${node.max ?? '∞'}${node.units ? ` ${node.units}` : ''}.` : '';
     say(byId('write-description'), `${node.description || name}. Now: ${showValue(current, node.units)}.${range}`);
     let input;
+    const allowed = node.allowedValues ?? [];
     if (node.dataType === 'boolean') {
       input = el('select', { id: 'write-input' }, el('option', { value: 'true' }, 'On'), el('option', { value: 'false' }, 'Off'));
+    } else if (allowed.length) {
+      input = el('select', { id: 'write-input', 'aria-describedby': 'write-description' },
+        ...allowed.map((value) => el('option', { value }, value)));
+      // The choice opens on another value than the current one: choosing is the write.
+      const now = current?.text;
+      input.value = allowed.find((value) => value !== now) ?? allowed[0];
     } else {
       const numeric = node.dataType === 'number' || node.dataType === 'integer';
       input = el('input', {
@@ -110,8 +128,15 @@ export class Writes {
     say(byId('write-error'), '');
     this.checked = result.value;
     const name = this.node.tag || this.node.path;
-    const old = showValue(this.plant.reading(name), this.node.units);
+    const current = this.plant.reading(name);
+    const old = showValue(current, this.node.units);
     const next = showValue(result.value, this.node.units);
+    if (changesNothing(current, result.value)) {
+      this.checked = null;
+      say(byId('write-error'), `${this.node.path} is ${old} already: nothing to change.`);
+      input.focus();
+      return;
+    }
     byId('write-confirm-text').textContent = `Change ${this.node.path} from ${old} to ${next}?`;
     byId('write-confirm').hidden = false;
     byId('write-next').textContent = 'Write';
