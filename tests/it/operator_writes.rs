@@ -14,7 +14,14 @@ pub(crate) fn solution_with_writable_tags() -> Solution {
     let exported = admin(&["plant", &path, "export"], "");
     let mut model = plant_model::read(&exported, plant_model::Format::Toml, "demo").expect("reads");
     for tag in &mut model.tags {
-        if ["Pump1.Mode", "Tank1.Level", "Pump1.StartCount"].contains(&tag.name.as_str()) {
+        if [
+            "Pump1.Mode",
+            "Tank1.Level",
+            "Pump1.StartCount",
+            "Tank1.OperatorNote",
+        ]
+        .contains(&tag.name.as_str())
+        {
             tag.writable = true;
         }
     }
@@ -39,6 +46,8 @@ async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
     let results = client
         .write_tags(vec![
             write("Pump1.Mode", WriteValue::Text("Manual".into())),
+            write("Pump1.Mode", WriteValue::Text("Banana".into())),
+            write("Pump1.Mode", WriteValue::Text("off".into())),
             write("Tank1.Level", WriteValue::Number(150.0)),
             write("Pump1.MotorCurrent", WriteValue::Number(5.0)),
             write("No.Such.Tag", WriteValue::Integer(1)),
@@ -62,6 +71,16 @@ async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
         outcomes,
         [
             ("Pump1.Mode", "", written),
+            (
+                "Pump1.Mode",
+                "\"Banana\" is not one of Auto, Manual, Off",
+                refused
+            ),
+            (
+                "Pump1.Mode",
+                "\"off\" is not one of Auto, Manual, Off (did you mean \"Off\"?)",
+                refused
+            ),
             ("Tank1.Level", "150 is outside the range 0..100", refused),
             ("Pump1.MotorCurrent", "not writable", refused),
             ("No.Such.Tag", "unknown tag", refused),
@@ -104,7 +123,7 @@ async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
 
     let audit = admin(&["audit", solution.path.to_str().expect("utf-8")], "");
     let lines: Vec<&str> = audit.lines().collect();
-    assert_eq!(lines.len(), 9, "{audit}");
+    assert_eq!(lines.len(), 11, "{audit}");
     assert!(
         lines[0].contains(" write Pump1.Mode by guest (127.0.0.1:")
             && lines[0].ends_with(" \"Auto\" -> \"Manual\": ok"),
@@ -112,14 +131,19 @@ async fn each_write_is_checked_on_its_own_and_every_one_asked_for_is_audited() {
         lines[0]
     );
     assert!(
-        lines[1].ends_with("-> 150.0: 150 is outside the range 0..100"),
+        lines[1].ends_with(" -> \"Banana\": \"Banana\" is not one of Auto, Manual, Off"),
         "{}",
         lines[1]
     );
     assert!(
-        lines[3].contains(" write No.Such.Tag by guest") && lines[3].ends_with(" -> 1: unknown tag"),
+        lines[3].ends_with("-> 150.0: 150 is outside the range 0..100"),
         "{}",
         lines[3]
+    );
+    assert!(
+        lines[5].contains(" write No.Such.Tag by guest") && lines[5].ends_with(" -> 1: unknown tag"),
+        "{}",
+        lines[5]
     );
     let since_later = admin(
         &[
@@ -382,7 +406,10 @@ async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retentio
     let client = server.guest().await;
     client
         .write_tags(vec![
-            write("Pump1.Mode", WriteValue::Text("say \"hi\", then stop".into())),
+            write(
+                "Tank1.OperatorNote",
+                WriteValue::Text("say \"hi\", then stop".into()),
+            ),
             write("Tank1.Level", WriteValue::Number(40.0)),
         ])
         .await
@@ -392,7 +419,7 @@ async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retentio
     let db = rusqlite::Connection::open(&solution.path).expect("opens");
     let aged = db
         .execute(
-            "UPDATE Audit SET Time = Time - 40 * 86400000 WHERE Target = 'Pump1.Mode'",
+            "UPDATE Audit SET Time = Time - 40 * 86400000 WHERE Target = 'Tank1.OperatorNote'",
             [],
         )
         .expect("ages the row");
@@ -407,8 +434,8 @@ async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retentio
         "time,action,target,user,peer,connection,old_value,new_value,outcome"
     );
     assert!(
-        lines[1].contains(",write,Pump1.Mode,guest,")
-            && lines[1].ends_with(r#","""Auto""","""say \""hi\"", then stop""",ok"#),
+        lines[1].contains(",write,Tank1.OperatorNote,guest,")
+            && lines[1].ends_with(r#","""""","""say \""hi\"", then stop""",ok"#),
         "quoted as CSV: {}",
         lines[1]
     );

@@ -636,6 +636,13 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
         assert_eq!(proposable, ["Pump1.Mode"]);
         // And each alarm's response, as the runtime loads it.
         let definitions = store.plant_definitions().await.expect("reads");
+        // And a text tag's set of values.
+        let mode = definitions
+            .tags
+            .iter()
+            .find(|tag| tag.name == "Pump1.Mode")
+            .expect("in the demo");
+        assert_eq!(mode.values, ["Auto", "Manual", "Off"]);
         let tank = definitions
             .alarms
             .iter()

@@ -574,8 +574,23 @@ async fn no_tool_name_or_argument_trick_writes() {
             "runtime_get_value",
             json!({"tag": "Pump1.Mode", "value": "Manual"}),
         ),
+        (
+            "t8",
+            "runtime_propose_write",
+            json!({"tag": "Pump1.Mode", "value": "Banana", "reason": "x"}),
+        ),
+        (
+            "t9",
+            "runtime_propose_write",
+            json!({"tag": "Pump1.Mode", "value": "Auto", "reason": "x"}),
+        ),
     ];
     let rig = ProposalRig::start(vec![calls(&tricks), Reply::text("Done.")]).await;
+    // Every trick is run, none left out by the turn's cap on tool calls.
+    admin(
+        &["settings", &rig.path(), "set", "MaxToolDispatchesPerTurn", "10"],
+        "",
+    );
     let operator = rig.server.guest().await;
     let reply = operator
         .chat_reply("Set pump 1 to manual now.")
@@ -587,6 +602,15 @@ async fn no_tool_name_or_argument_trick_writes() {
         let content = tool_message_content(&posts[1], id);
         assert_eq!(content["ok"], false, "{name}: {content}");
     }
+    // A value outside the tag's set, and the value it holds already, are refused by name.
+    assert_eq!(
+        tool_message_content(&posts[1], "t8")["error"]["message"],
+        "cannot propose writing Pump1.Mode: \"Banana\" is not one of Auto, Manual, Off"
+    );
+    assert_eq!(
+        tool_message_content(&posts[1], "t9")["error"]["message"],
+        "Pump1.Mode is \"Auto\" already: a write would change nothing"
+    );
     assert_eq!(rig.value_of("Pump1.Mode"), PlantValue::Text("Auto".into()));
     assert!(
         operator
