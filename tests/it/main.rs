@@ -34,6 +34,7 @@ mod properties;
 mod proposals;
 mod protocol;
 mod proxy_protocol;
+mod readme;
 mod runtime_tools;
 mod scripts;
 mod secrets_in_logs;

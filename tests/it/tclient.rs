@@ -442,7 +442,11 @@ async fn tools_list_and_call_from_the_command_line() {
         .await
         .expect("listed");
     assert!(listed.starts_with("runtime_get_value [0x04] "), "{listed}");
-    assert_eq!(listed.lines().count(), 9, "{listed}");
+    assert_eq!(
+        listed.lines().count(),
+        11,
+        "the demo offers its read tools and proposals: {listed}"
+    );
     let called = tclient(
         &[
             "--addr",

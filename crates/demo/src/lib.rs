@@ -4,7 +4,9 @@
 //!
 //! - [`model`] is the built-in demo model: rule-based, OpenAI-compatible, and honest about it.
 //! - [`session`] wires solution, server, model and client together.
+//! - [`cli`] is the command line.
 
+pub mod cli;
 pub mod model;
 pub mod session;
 

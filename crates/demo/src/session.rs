@@ -321,7 +321,7 @@ async fn chat(
     };
     for question in &options.questions {
         writeln!(output, "you> {question}")?;
-        ask(&client, question, options.stream, &mut report, output).await?;
+        ask(&client, question, options, &mut report, input, output).await?;
     }
     if options.interactive {
         let more = tclient::cli::chat_interactively(&client, input, output, options.stream).await?;
@@ -367,20 +367,36 @@ async fn evaluate(
     })
 }
 
+/// One scripted question: the answer as it comes, then each proposal the turn made, asked
+/// about at the terminal when the demo is interactive (as `tclient repl` does).
 async fn ask(
     client: &FailoverClient,
     question: &str,
-    stream: bool,
+    options: &DemoOptions,
     report: &mut DemoReport,
+    input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let envelope = if stream {
-        tclient::cli::chat_streamed(client, question, output).await?
+    let (envelope, proposals) = if options.stream {
+        tclient::cli::chat_streamed_with_proposals(client, question, output).await?
     } else {
-        let envelope = client.chat_envelope(question).await?;
+        let reply = client.chat_reply(question).await?;
+        let envelope = Envelope::from_json(&reply.reply_json)
+            .with_context(|| format!("the server sent an invalid envelope: {}", reply.reply_json))?;
         tclient::cli::write_readable(&envelope, output)?;
-        envelope
+        (envelope, reply.proposals)
     };
+    if options.interactive {
+        tclient::proposals::decide_at_the_terminal(client, &proposals, input, output, true).await?;
+    } else {
+        for proposal in &proposals {
+            writeln!(
+                output,
+                "  [proposal] {} (withdrawn when the demo ends; --interactive asks you to approve it)",
+                tclient::proposals::describe(proposal)
+            )?;
+        }
+    }
     writeln!(output)?;
     output.flush()?;
     report.envelopes.push(envelope);

@@ -818,7 +818,7 @@ pub async fn chat_streamed(
 }
 
 /// [`chat_streamed`], also returning the proposals the turn made.
-async fn chat_streamed_with_proposals(
+pub async fn chat_streamed_with_proposals(
     client: &FailoverClient,
     query: &str,
     output: &mut dyn Write,
