@@ -13,20 +13,26 @@ fn readme() -> String {
     std::fs::read_to_string(path).expect("the README reads")
 }
 
-/// The `text` block under `heading` whose first line is a command (`$ ...`).
-fn transcript(readme: &str, heading: &str) -> Vec<String> {
+/// The lines of the first `fence` block (`text`, `sh`) after `text` in the README.
+fn block(readme: &str, text: &str, fence: &str) -> Vec<String> {
     let section = &readme[readme
-        .find(heading)
-        .unwrap_or_else(|| panic!("the README has {heading:?}"))..];
+        .find(text)
+        .unwrap_or_else(|| panic!("the README has {text:?}"))..];
     let mut lines = section.lines();
+    let opening = format!("```{fence}");
     lines
         .by_ref()
-        .find(|line| line.trim() == "```text")
-        .expect("a text block");
-    let block: Vec<String> = lines
+        .find(|line| line.trim() == opening)
+        .unwrap_or_else(|| panic!("a {fence} block after {text:?}"));
+    lines
         .take_while(|line| line.trim() != "```")
         .map(str::to_owned)
-        .collect();
+        .collect()
+}
+
+/// The `text` block under `heading` whose first line is a command (`$ ...`).
+fn transcript(readme: &str, heading: &str) -> Vec<String> {
+    let block = block(readme, heading, "text");
     assert!(
         block.first().is_some_and(|line| line.starts_with("$ ")),
         "the block starts with its command: {block:?}"
@@ -34,17 +40,18 @@ fn transcript(readme: &str, heading: &str) -> Vec<String> {
     block
 }
 
-/// A command line's words, double quotes grouping (as a shell reads these).
+/// A command line's words, single or double quotes grouping (as a shell reads these).
 fn words(command: &str) -> Vec<String> {
     let mut words = Vec::new();
-    let (mut word, mut quoted, mut started) = (String::new(), false, false);
+    let (mut word, mut quote, mut started) = (String::new(), None::<char>, false);
     for c in command.chars() {
         match c {
-            '"' => {
-                quoted = !quoted;
+            '"' | '\'' if quote.is_none() => {
+                quote = Some(c);
                 started = true;
             }
-            ' ' if !quoted => {
+            c if quote == Some(c) => quote = None,
+            ' ' if quote.is_none() => {
                 if started {
                     words.push(std::mem::take(&mut word));
                     started = false;
@@ -161,4 +168,105 @@ fn a_pattern_matches_within_a_line_and_in_order() {
         words(r#"x -q "Switch Pump 1" -i"#),
         ["x", "-q", "Switch Pump 1", "-i"]
     );
+    assert_eq!(words(r#"call '{"tag": "A"}'"#), ["call", r#"{"tag": "A"}"#]);
+}
+
+/// The program under test a README command runs, and its arguments: `cargo run --release --bin
+/// tserver -- ARGS` and `tserver ARGS` alike run `tserver` with ARGS.
+fn program(line: &str) -> (Command, Vec<String>) {
+    let words = words(line);
+    let (name, arguments) = match words.iter().position(|word| word == "--") {
+        Some(separator) if words[0] == "cargo" => {
+            (words[separator - 1].clone(), words[separator + 1..].to_vec())
+        }
+        _ => (words[0].clone(), words[1..].to_vec()),
+    };
+    let binary = match name.as_str() {
+        "tserver" => env!("CARGO_BIN_EXE_tserver-under-test"),
+        "tclient" => env!("CARGO_BIN_EXE_tclient-under-test"),
+        other => panic!("the README runs {other}, which this test does not know: {line}"),
+    };
+    (Command::new(binary), arguments)
+}
+
+/// Waits for `serve`'s log to say it listens on the README's address.
+fn until_listening(child: &mut std::process::Child) {
+    let stderr = child.stderr.take().expect("stderr");
+    let (listening, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("listening address=127.0.0.1:3101") {
+                let _ = listening.send(());
+            }
+        }
+    });
+    heard
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("serve listens on 127.0.0.1:3101, as the README says (is the port taken?)");
+}
+
+#[test]
+fn the_pieces_and_the_model_settings_run_as_written_on_the_demo_solution() {
+    let readme = readme();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let commands: Vec<String> = block(&readme, "To run the pieces yourself", "sh")
+        .into_iter()
+        .chain(block(&readme, "names the command that fixes it:", "sh"))
+        .filter(|line| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
+        .collect();
+    assert!(commands.len() >= 10, "{commands:?}");
+    let mut server: Option<std::process::Child> = None;
+    for line in &commands {
+        let (mut command, arguments) = program(line);
+        command
+            .args(&arguments)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null());
+        if arguments.first().is_some_and(|first| first == "serve") {
+            // Served in the background, as "in another terminal" has it, until Ctrl-C.
+            let mut child = command
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("serve starts");
+            until_listening(&mut child);
+            server = Some(child);
+            continue;
+        }
+        let finished = command.output().expect("the command runs");
+        let output = String::from_utf8_lossy(&finished.stdout);
+        assert!(
+            finished.status.success(),
+            "{line}\n{output}\n{}",
+            String::from_utf8_lossy(&finished.stderr)
+        );
+        let wanted = match arguments.first().map(String::as_str) {
+            Some("ping") => Some("pong from 127.0.0.1:3101"),
+            Some("chat") => Some("\"status\":\"disabled\""),
+            Some("tools") if arguments.get(1).is_some_and(|verb| verb == "list") => {
+                Some("runtime_get_value [0x04]")
+            }
+            Some("tools") => Some("\"ok\":true"),
+            _ => None,
+        };
+        if let Some(wanted) = wanted {
+            assert!(output.contains(wanted), "{line}: {output}");
+        }
+    }
+    let mut server = server.expect("a serve command");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&server),
+        rustix::process::Signal::INT,
+    )
+    .expect("Ctrl-C reaches serve");
+    let status = server.wait().expect("serve ends");
+    assert!(status.success(), "Ctrl-C stops serve gracefully: {status}");
+    let settings = Command::new(env!("CARGO_BIN_EXE_tserver-under-test"))
+        .args(["settings", "demo.db", "get", "ModelEnabled"])
+        .current_dir(dir.path())
+        .output()
+        .expect("settings runs");
+    assert_eq!(String::from_utf8_lossy(&settings.stdout).trim(), "true");
 }
