@@ -282,6 +282,16 @@ async fn exceptions_short_answers_a_hung_device_and_a_lost_one_make_tags_bad_unt
     for tag in ["Line1.Temp", "Line1.Count", "Line1.Running", "Line1.Door"] {
         until(&runtime, tag, bad, "turned Bad with the device gone").await;
     }
+    // Said as what happened, never as the stale OS error tokio-modbus hands over at the end of
+    // the stream ("No such file or directory").
+    let (_, last_error) = runtime.source_statuses()[0]
+        .last_error
+        .clone()
+        .expect("the loss is reported");
+    assert!(
+        !last_error.contains("os error") && !last_error.contains("No such file"),
+        "{last_error}"
+    );
     device.set_holding(100, &[0, 0x4120]);
     device.restart().await;
     until(

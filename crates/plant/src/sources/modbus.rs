@@ -205,7 +205,12 @@ impl ModbusSource {
                         "no answer to reading {count} of {table} from {start} within {timeout:?}"
                     )));
                 }
-                Ok(Err(error)) => return Err(Lost(format!("reading {table} from {start}: {error}"))),
+                Ok(Err(error)) => {
+                    return Err(Lost(format!(
+                        "reading {table} from {start}: {}",
+                        transport_failure(&error)
+                    )));
+                }
                 Ok(Ok(Err(exception))) => {
                     self.mark_bad(position..position + 1);
                     self.refuse(
@@ -349,7 +354,7 @@ impl ModbusSource {
                     "not confirmed: the connection to source {:?} failed while writing {place}; it may or may not have reached the field",
                     self.spec.name
                 ))),
-                Some(Lost(format!("writing {place}: {error}"))),
+                Some(Lost(format!("writing {place}: {}", transport_failure(&error)))),
             ),
             Err(_) => (
                 Err(FieldWriteError::NotConfirmed(format!(
@@ -441,5 +446,33 @@ mod tests {
         assert_eq!(device_address("modbus://[::1]"), Some("[::1]:502".to_owned()));
         assert_eq!(device_address("mqtt://plc"), None);
         assert_eq!(device_address("modbus://"), None);
+    }
+}
+
+/// What went wrong on the connection, in words. tokio-modbus reports a connection the device
+/// closed (the end of its stream) as the thread's last OS error, whatever that was ("No such
+/// file or directory"): an error of no network kind is that closing.
+fn transport_failure(error: &tokio_modbus::Error) -> String {
+    use std::io::ErrorKind;
+    match error {
+        tokio_modbus::Error::Transport(io)
+            if !matches!(
+                io.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::ConnectionRefused
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::NotConnected
+                    | ErrorKind::TimedOut
+                    | ErrorKind::UnexpectedEof
+                    | ErrorKind::InvalidData
+                    | ErrorKind::HostUnreachable
+                    | ErrorKind::NetworkUnreachable
+                    | ErrorKind::NetworkDown
+            ) =>
+        {
+            "the device closed the connection".to_owned()
+        }
+        other => other.to_string(),
     }
 }
