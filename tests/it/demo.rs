@@ -345,3 +345,40 @@ async fn the_demo_serves_the_operator_panel_while_it_runs_and_prints_its_address
         "{output}"
     );
 }
+
+#[test]
+fn scripts_run_finds_the_server_the_demo_runs_on_its_new_solution() {
+    use std::io::{BufRead, Write};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("demo.db");
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_tserver-demo-under-test"))
+        .args(["--builtin-model", "--no-panel", "-i", "--solution"])
+        .arg(&path)
+        .args(["-q", "Which alarms are active?"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the demo starts");
+    let stdout = demo.stdout.take().expect("stdout");
+    let (asking, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("Connected. Ask about the plant") {
+                let _ = asking.send(());
+            }
+        }
+    });
+    heard
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the demo waits for questions");
+    let ran = admin(&["scripts", path.to_str().expect("utf-8"), "run", "TankNote"], "");
+    assert!(
+        ran.starts_with("ran TankNote in the serving tserver (") && ran.contains("listening on 127.0.0.1:"),
+        "{ran}"
+    );
+    // An empty line ends the demo.
+    demo.stdin.take().expect("stdin").write_all(b"\n").expect("typed");
+    assert!(demo.wait().expect("the demo ends").success());
+}

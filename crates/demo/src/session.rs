@@ -193,13 +193,10 @@ pub async fn run(
         .await
         .context("cannot listen on a loopback port")?;
     let addr = listener.local_addr()?;
-    // An existing solution is the user's: one server at a time on it, and its settings stay
+    // The demo serves its solution as `tserver serve` would: one server at a time on it, and
+    // admin commands (`scripts run`) find it there. An existing solution's settings also stay
     // as they are (the model is held in memory only).
-    let _lock = if existing {
-        Some(store::ServeLock::acquire(&solution, &addr.to_string())?)
-    } else {
-        None
-    };
+    let _lock = store::ServeLock::acquire(&solution, &addr.to_string())?;
     let runtime = if existing {
         Runtime::open(&solution)
             .with_context(|| format!("cannot open {}", solution.display()))?
