@@ -14,7 +14,7 @@ use tserver::{Runtime, ServerConfig};
 
 use crate::modbus_sources::{until_disconnected, write};
 use crate::mqtt_sources::{until_connected, until_status};
-use crate::support::{Solution, TestServer, admin};
+use crate::support::{ServerProcess, Solution, TestServer, admin};
 use tserver_tests::opcua::{self as served, FlakyStatus, Garbage, OpcUaServer, OpcUaServerOptions};
 
 pub(crate) fn start_server() -> OpcUaServer {
@@ -693,4 +693,61 @@ fn a_folder_of_twelve_thousand_variables_browses_and_makes_a_skeleton() {
     let listed = admin(&["sources", path, "browse", "plc", &folder], "");
     let rows = listed.lines().filter(|line| line.contains(";s=V")).count();
     assert_eq!(rows, VARIABLES, "{}", &listed[..listed.len().min(400)]);
+}
+
+/// Waits (at most 30 s) until `server`'s log holds a line containing `text`.
+fn until_logged(server: &ServerProcess, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.log().lines.iter().any(|line| line.contains(text)) {
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} in the log:\n{}",
+            server.log().lines.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_lost_server_and_its_return_are_logged_once_each_and_nothing_else_warns() {
+    let mut opcua = start_server();
+    let solution = solution_on(&opcua, |_| {});
+    let serving = ServerProcess::start(&solution.path, &[], &[]);
+    until_logged(&serving, "connected to the OPC UA server");
+    opcua.kill();
+    until_logged(&serving, "lost the OPC UA server");
+    // Some tries to come back fail while it is away: none of them is logged again.
+    std::thread::sleep(Duration::from_secs(3));
+    opcua.restart();
+    until_logged(&serving, "the OPC UA server is back");
+    let lines = serving.log().lines;
+    let count = |text: &str| lines.iter().filter(|line| line.contains(text)).count();
+    assert_eq!(count("lost the OPC UA server"), 1, "{}", lines.join("\n"));
+    assert_eq!(count("the OPC UA server is back"), 1, "{}", lines.join("\n"));
+    let warnings: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains(" WARN ") && !line.contains("lost the OPC UA server"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[test]
+fn the_demo_on_a_plant_with_an_opcua_source_prints_no_stray_warning() {
+    let opcua = start_server();
+    let solution = solution_on(&opcua, |_| {});
+    let finished = std::process::Command::new(env!("CARGO_BIN_EXE_tserver-demo-under-test"))
+        .args(["--builtin-model", "--no-panel", "--solution"])
+        .arg(&solution.path)
+        .args(["-q", "What is the value of Line1.Temp?"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the demo runs");
+    let (output, errors) = (
+        String::from_utf8_lossy(&finished.stdout),
+        String::from_utf8_lossy(&finished.stderr),
+    );
+    assert!(finished.status.success(), "{output}\n{errors}");
+    assert!(output.contains("Line1.Temp = "), "{output}");
+    assert!(errors.trim().is_empty(), "nothing but the chat: {errors}");
 }

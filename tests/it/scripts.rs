@@ -248,6 +248,27 @@ fn triggers_that_can_never_fire_are_refused_and_an_import_that_strands_one_says_
     assert!(on_level.contains("(tag:tank1.level can never fire"), "{status}");
 }
 
+/// `solution` with a second text tag, `Pump1.Note`, for scripts that write two notes (the
+/// demo's `Pump1.Mode` takes only its modes).
+fn with_pump_note(solution: Solution) -> Solution {
+    let mut model = solution.plant_model();
+    let mut note = model
+        .tags
+        .iter()
+        .find(|tag| tag.name == "Tank1.OperatorNote")
+        .cloned()
+        .expect("the demo has a note");
+    note.name = "Pump1.Note".to_owned();
+    note.path = "Plant/Area1/Pump1/Note".to_owned();
+    note.description = "Pump 1 note".to_owned();
+    model.tags.push(note);
+    let file = solution.path.with_file_name("noted.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    let path = solution.path.to_str().expect("utf-8");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    solution
+}
+
 /// A serving tserver with its scripts running, on a demo plant whose Pump1.Mode,
 /// Tank1.Level and Pump1.StartCount are writable. The rig holds the solution's serve lock, as
 /// `tserver serve` does.
@@ -357,7 +378,7 @@ async fn startup_and_every_scripts_run_with_their_classes_and_their_runs_are_rec
         (
             "Boot",
             "startup",
-            "import \"Naming\" as naming;\nwrite_tag(\"Pump1.Mode\", naming::mode(event.trigger));",
+            "import \"Naming\" as naming;\nwrite_tag(\"Tank1.OperatorNote\", naming::mode(event.trigger));",
         ),
         // A class importing a class that comes after it by name.
         (
@@ -375,7 +396,7 @@ async fn startup_and_every_scripts_run_with_their_classes_and_their_runs_are_rec
     .await;
     let start = rig.value("Pump1.StartCount").as_i64().expect("an integer");
     rig.until("the startup script wrote", |rig| {
-        rig.value("Pump1.Mode") == "Auto-startup"
+        rig.value("Tank1.OperatorNote") == "Auto-startup"
     })
     .await;
     rig.until("the periodic script ran three times", |rig| {
@@ -389,29 +410,35 @@ async fn startup_and_every_scripts_run_with_their_classes_and_their_runs_are_rec
     assert!(boot.contains("ok"), "{boot}");
     // The writes are audited as the script's.
     let audit = admin(&["audit", &rig.path()], "");
-    assert!(audit.contains("write Pump1.Mode by script:Boot"), "{audit}");
+    assert!(
+        audit.contains("write Tank1.OperatorNote by script:Boot"),
+        "{audit}"
+    );
     rig.stop().await;
 }
 
 #[tokio::test]
 async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
-    let rig = ScriptRig::start(&[
-        (
-            "Watch",
-            "tag:Tank1.Level",
-            "write_tag(\"Pump1.Mode\", `level ${event.value}`);",
-        ),
-        (
-            "OnHigh",
-            "alarm:Tank1.Level.Hi",
-            "write_tag(\"Pump1.StartCount\", if event.alarm == \"Tank1.Level.Hi\" { 7 } else { 0 });",
-        ),
-        (
-            "AnyAlarm",
-            "alarm:*",
-            "write_tag(\"Tank1.OperatorNote\", `${event.alarm} at ${event.value}`);",
-        ),
-    ])
+    let rig = ScriptRig::start_on(
+        with_pump_note(solution_with_writable_tags()),
+        &[
+            (
+                "Watch",
+                "tag:Tank1.Level",
+                "write_tag(\"Pump1.Note\", `level ${event.value}`);",
+            ),
+            (
+                "OnHigh",
+                "alarm:Tank1.Level.Hi",
+                "write_tag(\"Pump1.StartCount\", if event.alarm == \"Tank1.Level.Hi\" { 7 } else { 0 });",
+            ),
+            (
+                "AnyAlarm",
+                "alarm:*",
+                "write_tag(\"Tank1.OperatorNote\", `${event.alarm} at ${event.value}`);",
+            ),
+        ],
+    )
     .await;
     let client = rig.server.guest().await;
     let level = |value: f64| {
@@ -422,7 +449,7 @@ async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
     };
     client.write_tags(level(42.0)).await.expect("written");
     rig.until("the tag script saw 42", |rig| {
-        rig.value("Pump1.Mode") == "level 42.0"
+        rig.value("Pump1.Note") == "level 42.0"
     })
     .await;
     assert_ne!(rig.value("Pump1.StartCount"), 7, "no alarm yet");
@@ -436,7 +463,7 @@ async fn tag_and_alarm_scripts_run_when_their_tag_changes_or_alarm_trips() {
     })
     .await;
     rig.until("the tag script saw 99", |rig| {
-        rig.value("Pump1.Mode") == "level 99.0"
+        rig.value("Pump1.Note") == "level 99.0"
     })
     .await;
     rig.stop().await;
@@ -491,11 +518,13 @@ async fn runaway_scripts_are_stopped_and_recorded_while_chat_and_ping_go_on_and_
     let fixed = script_file(
         &rig.solution,
         "fixed.rhai",
-        "write_tag(\"Pump1.Mode\", \"fixed\");",
+        "write_tag(\"Tank1.OperatorNote\", \"fixed\");",
     );
     admin(&["scripts", &rig.path(), "update", "Spin", "--file", &fixed], "");
-    rig.until("the fixed script ran", |rig| rig.value("Pump1.Mode") == "fixed")
-        .await;
+    rig.until("the fixed script ran", |rig| {
+        rig.value("Tank1.OperatorNote") == "fixed"
+    })
+    .await;
     rig.stop().await;
 }
 
@@ -532,7 +561,7 @@ async fn scripts_built_to_crash_the_server_or_flood_the_model_are_stopped_while_
             (
                 "DeepWrite",
                 "startup",
-                "let a = 1;\nfor i in 0..1000 { a = [a]; }\nwrite_tag(\"Pump1.Mode\", a);",
+                "let a = 1;\nfor i in 0..1000 { a = [a]; }\nwrite_tag(\"Tank1.OperatorNote\", a);",
             ),
             // This one sent the model tens of thousands of requests a second.
             ("Flood", "startup", "loop { ai_execute(\"flood\"); }"),
@@ -625,7 +654,7 @@ async fn a_script_slower_than_its_period_runs_back_to_back_and_counts_the_ticks_
         &[(
             "Slow",
             "every:100ms",
-            "let reply = ai_execute(\"Anything new?\");\nwrite_tag(\"Pump1.Mode\", reply.text);",
+            "let reply = ai_execute(\"Anything new?\");\nwrite_tag(\"Tank1.OperatorNote\", reply.text);",
         )],
     )
     .await;
@@ -645,7 +674,7 @@ async fn a_script_slower_than_its_period_runs_back_to_back_and_counts_the_ticks_
     let asked = f64::from(u32::try_from(llm.requests().len()).expect("a count"));
     let most = started.elapsed().as_secs_f64() / 0.45 + 1.0;
     assert!(asked <= most, "{asked} asked in {:?}: {line}", started.elapsed());
-    assert_eq!(rig.value("Pump1.Mode"), "noted");
+    assert_eq!(rig.value("Tank1.OperatorNote"), "noted");
     rig.stop().await;
 }
 
@@ -710,18 +739,18 @@ async fn ai_execute_async_returns_at_once_and_later_runs_the_callback_with_the_e
         .await
         .expect("llm");
     let rig = ScriptRig::start_on(
-        with_model(Solution::demo(), &llm.url()),
+        with_pump_note(with_model(Solution::demo(), &llm.url())),
         &[(
             "Ask",
             "startup",
-            "fn on_reply(envelope) { write_tag(\"Pump1.Mode\", envelope.status + \": \" + envelope.text); }\n\
+            "fn on_reply(envelope) { write_tag(\"Pump1.Note\", envelope.status + \": \" + envelope.text); }\n\
              ai_execute_async(#{ user: \"Summarize the pumps.\" }, \"on_reply\");\n\
              write_tag(\"Tank1.OperatorNote\", \"asked\");",
         )],
     )
     .await;
     rig.until("the callback ran", |rig| {
-        rig.value("Pump1.Mode") == "ok: All pumps normal."
+        rig.value("Pump1.Note") == "ok: All pumps normal."
     })
     .await;
     assert_eq!(
@@ -790,14 +819,14 @@ async fn admin_beside_server(path: &str, args: &[&str]) -> anyhow::Result<String
 #[tokio::test]
 async fn run_runs_in_the_serving_tserver_or_here_when_none_serves_and_says_which() {
     let rig = ScriptRig::start(&[
-        ("Once", "every:1h", "write_tag(\"Pump1.Mode\", event.trigger);"),
+        ("Once", "every:1h", "write_tag(\"Tank1.OperatorNote\", event.trigger);"),
         ("Bad", "every:1h", "let a = 1;\nthrow \"no coffee\";"),
         ("Lib", "class", "fn f() { 1 }"),
         (
             "Asks",
             "every:1h",
             // A callback runs alone: it imports what it uses itself.
-            "fn done(envelope) {\n    import \"Lib\" as lib;\n    write_tag(\"Pump1.Mode\", `callback ${envelope.status} ${lib::f()}`);\n}\nai_execute_async(\"hi\", \"done\");",
+            "fn done(envelope) {\n    import \"Lib\" as lib;\n    write_tag(\"Tank1.OperatorNote\", `callback ${envelope.status} ${lib::f()}`);\n}\nai_execute_async(\"hi\", \"done\");",
         ),
     ])
     .await;
@@ -807,7 +836,7 @@ async fn run_runs_in_the_serving_tserver_or_here_when_none_serves_and_says_which
         ran.starts_with("ran Once in the serving tserver (tserver pid ") && ran.contains("): ok in "),
         "{ran}"
     );
-    assert_eq!(rig.value("Pump1.Mode"), "run");
+    assert_eq!(rig.value("Tank1.OperatorNote"), "run");
     let failed = admin_beside_server(&path, &["run", "bad"])
         .await
         .expect_err("failed");

@@ -63,11 +63,15 @@ struct Args {
 /// Parses the command line and runs the demo; the exit status says how an evaluation went.
 pub fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
+    // Warnings only unless RUST_LOG says otherwise, and the libraries tserver keeps quiet
+    // (the OPC UA client's own chatter) quiet here too.
+    let rust_log = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|spec| !spec.trim().is_empty());
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(tserver::cli::log_filter(Some(
+            rust_log.as_deref().unwrap_or("warn"),
+        )))
         .with_writer(std::io::stderr)
         .init();
     let existing = args.solution.as_ref().is_some_and(|path| path.exists());

@@ -277,11 +277,16 @@ fn run_job(shared: &Shared, loaded: &Loaded, job: &Job) -> ScriptRun {
                 .run(name, &loaded.ast, Entry::Function(function, argument))
         }
     };
-    if let Err(error) = &outcome.result
-        && shared.may_warn(name)
-    {
-        // The message may carry what the script threw, of any size: cut.
-        tracing::warn!(script = %name, error = %MessageText(&error.to_string()), "script run stopped");
+    match &outcome.result {
+        // A run cut short because the server stops is the stop, not a fault of the script.
+        Err(RunError::Stopped) => {
+            tracing::info!(script = %name, "script run stopped with the server");
+        }
+        Err(error) if shared.may_warn(name) => {
+            // The message may carry what the script threw, of any size: cut.
+            tracing::warn!(script = %name, error = %MessageText(&error.to_string()), "script run stopped");
+        }
+        _ => {}
     }
     let label = outcome_label(outcome.result.as_ref().err());
     metrics::counter!(crate::telemetry::SCRIPT_RUNS, "outcome" => label).increment(1);

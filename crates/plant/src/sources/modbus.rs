@@ -428,27 +428,6 @@ fn device_address(url: &str) -> Option<String> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::device_address;
-
-    #[test]
-    fn device_addresses_take_the_default_port_and_bracketed_ipv6() {
-        assert_eq!(device_address("modbus://plc"), Some("plc:502".to_owned()));
-        assert_eq!(
-            device_address("modbus://127.0.0.1:5020/"),
-            Some("127.0.0.1:5020".to_owned())
-        );
-        assert_eq!(
-            device_address("modbus://[::1]:1502"),
-            Some("[::1]:1502".to_owned())
-        );
-        assert_eq!(device_address("modbus://[::1]"), Some("[::1]:502".to_owned()));
-        assert_eq!(device_address("mqtt://plc"), None);
-        assert_eq!(device_address("modbus://"), None);
-    }
-}
-
 /// What went wrong on the connection, in words. tokio-modbus reports a connection the device
 /// closed (the end of its stream) as the thread's last OS error, whatever that was ("No such
 /// file or directory"): an error of no network kind is that closing.
@@ -474,5 +453,26 @@ fn transport_failure(error: &tokio_modbus::Error) -> String {
             "the device closed the connection".to_owned()
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_address;
+
+    #[test]
+    fn device_addresses_take_the_default_port_and_bracketed_ipv6() {
+        assert_eq!(device_address("modbus://plc"), Some("plc:502".to_owned()));
+        assert_eq!(
+            device_address("modbus://127.0.0.1:5020/"),
+            Some("127.0.0.1:5020".to_owned())
+        );
+        assert_eq!(
+            device_address("modbus://[::1]:1502"),
+            Some("[::1]:1502".to_owned())
+        );
+        assert_eq!(device_address("modbus://[::1]"), Some("[::1]:502".to_owned()));
+        assert_eq!(device_address("mqtt://plc"), None);
+        assert_eq!(device_address("modbus://"), None);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opcua::client::transport::TcpConnector;
-use opcua::client::{Client, ClientBuilder, IdentityToken, Session, SessionEventLoop};
+use opcua::client::{Client, ClientBuilder, ClientEndpoint, IdentityToken, Session, SessionEventLoop};
 use opcua::crypto::SecurityPolicy;
 use opcua::types::{MessageSecurityMode, StatusCode};
 use plant_model::SourceSpec;
@@ -30,7 +30,14 @@ const MAX_ARRAY_LENGTH: usize = 1_000_000;
 /// the servers' certificates it trusts live in `pki_dir`; a server certificate not in its
 /// `trusted/` folder is refused (and left in `rejected/`).
 pub(super) fn client_builder(spec: &SourceSpec, pki_dir: &Path) -> ClientBuilder {
+    // The endpoint it connects to, named in the client's configuration as well: a client
+    // configured with none logs a warning each time it is built.
+    let (policy, mode) = security_of(spec);
+    let mut endpoint = ClientEndpoint::new(spec.url.as_str());
+    endpoint.security_policy = policy.to_str().to_owned();
+    endpoint.security_mode = mode.into();
     ClientBuilder::new()
+        .endpoint(spec.name.as_str(), endpoint)
         .application_name("TServer")
         .application_uri(format!("urn:tserver:opcua-source:{}", spec.name))
         .product_uri("urn:tserver")
