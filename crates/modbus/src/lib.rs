@@ -13,3 +13,13 @@ pub use plan::{Read, plan_reads};
 pub use point::{
     DecodeError, EncodeError, Encoded, FieldValue, Format, Point, PointError, Refused, Table, WordOrder,
 };
+
+/// The number a 32-bit float stands for, as a 64-bit one: its shortest decimal, so a device's
+/// `42.8f32` reads as 42.8, not as the 42.79999923706055 widening it gives. Non-finite floats
+/// stay as they are.
+pub fn f32_as_decimal(value: f32) -> f64 {
+    if !value.is_finite() {
+        return f64::from(value);
+    }
+    value.to_string().parse().unwrap_or(f64::from(value))
+}

@@ -385,7 +385,7 @@ impl Point {
             Format::U16 | Format::U32 => Raw::Whole(bits as i64),
             Format::I16 => Raw::Whole(i64::from(bits as u16 as i16)),
             Format::I32 => Raw::Whole(i64::from(bits as u32 as i32)),
-            Format::F32 => Raw::Float(f64::from(f32::from_bits(bits as u32))),
+            Format::F32 => Raw::Float(crate::f32_as_decimal(f32::from_bits(bits as u32))),
             Format::F64 => Raw::Float(f64::from_bits(bits)),
         };
         let raw = match raw {
@@ -547,6 +547,20 @@ mod tests {
             point(Format::F64, WordOrder::LowWordFirst).decode(&[0, 0, 0, 0x3FF8]),
             Ok(FieldValue::Number(1.5))
         );
+    }
+
+    #[test]
+    fn a_float_register_reads_as_the_decimal_it_holds() {
+        // 42.8 as f32 is 0x422B_3333, which widens to 42.79999923706055.
+        let bits = 42.8f32.to_bits();
+        assert_eq!(bits, 0x422B_3333);
+        let words = [(bits >> 16) as u16, bits as u16];
+        assert_eq!(
+            point(Format::F32, WordOrder::HighWordFirst).decode(&words),
+            Ok(FieldValue::Number(42.8))
+        );
+        assert_eq!(crate::f32_as_decimal(625.5), 625.5);
+        assert!(crate::f32_as_decimal(f32::NAN).is_nan());
     }
 
     #[test]

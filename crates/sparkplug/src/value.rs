@@ -57,7 +57,7 @@ impl MetricValue {
                 Self::Unsigned(*raw)
             }
             (DataType::UInt64, Value::LongValue(raw)) => Self::Unsigned(*raw),
-            (DataType::Float, Value::FloatValue(raw)) => Self::Float(f64::from(*raw)),
+            (DataType::Float, Value::FloatValue(raw)) => Self::Float(f32_as_decimal(*raw)),
             (DataType::Double, Value::DoubleValue(raw)) => Self::Float(*raw),
             (DataType::Boolean, Value::BooleanValue(raw)) => Self::Bool(*raw),
             (DataType::String | DataType::Text | DataType::Uuid, Value::StringValue(raw)) => {
@@ -106,12 +106,35 @@ impl MetricValue {
     }
 }
 
+/// The number a 32-bit float metric stands for: its shortest decimal, so `42.8f32` reads as
+/// 42.8, not as the 42.79999923706055 widening gives (the Modbus codec's `f32_as_decimal`
+/// decides the same for registers). Non-finite floats stay as they are.
+fn f32_as_decimal(value: f32) -> f64 {
+    if !value.is_finite() {
+        return f64::from(value);
+    }
+    value.to_string().parse().unwrap_or(f64::from(value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn read(kind: DataType, value: Value) -> Result<MetricValue, ValueProblem> {
         MetricValue::read(kind as i32, Some(&value), false)
+    }
+
+    #[test]
+    fn a_float_metric_reads_as_the_decimal_it_holds() {
+        assert_eq!(
+            read(DataType::Float, Value::FloatValue(42.8)),
+            Ok(MetricValue::Float(42.8))
+        );
+        assert_eq!(
+            read(DataType::Double, Value::DoubleValue(42.800_000_000_000_004)),
+            Ok(MetricValue::Float(42.800_000_000_000_004)),
+            "a double is as sent"
+        );
     }
 
     #[test]

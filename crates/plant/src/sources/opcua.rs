@@ -769,8 +769,10 @@ fn tag_value(variant: &Variant, kind: TagType) -> Result<TagValue, String> {
     let value = match (kind, variant) {
         (TagType::Bool, Variant::Boolean(bit)) => Some(TagValue::Bool(*bit)),
         (TagType::Integer, _) => integer().map(TagValue::Integer),
-        (TagType::Number, Variant::Float(_) | Variant::Double(_)) => variant
-            .as_f64()
+        (TagType::Number, Variant::Float(float)) => Some(modbus::f32_as_decimal(*float))
+            .filter(|number| number.is_finite())
+            .map(TagValue::Number),
+        (TagType::Number, Variant::Double(double)) => Some(*double)
             .filter(|number| number.is_finite())
             .map(TagValue::Number),
         (TagType::Number, _) => integer().map(|whole| TagValue::Number(whole as f64)),
