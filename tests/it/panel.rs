@@ -185,6 +185,23 @@ async fn open_folder(browser: &Browser, path: &str) {
 }
 
 /// The shown value of a tag's row.
+/// Asserts that no element inside `css` reaches past the right edge of the screen, nor is cut
+/// by its own box (text wider than the element that holds it); text only screen readers get
+/// is left out.
+async fn assert_within_the_screen(browser: &Browser, css: &str) {
+    let overflowing = browser
+        .run(
+            "const root = document.querySelector(arguments[0]);\
+             return [root, ...root.querySelectorAll('*')].filter((node) => {\
+               const box = node.getBoundingClientRect();\
+               return box.width > 0 && !node.closest('.visually-hidden') && (box.right > window.innerWidth + 0.5 || node.scrollWidth > node.clientWidth + 1 && getComputedStyle(node).overflowX !== 'auto');\
+             }).map((node) => `${node.tagName.toLowerCase()}#${node.id}.${node.className?.baseVal ?? node.className}`);",
+            vec![json!(css)],
+        )
+        .await;
+    assert_eq!(overflowing, json!([]), "{css} fits the screen");
+}
+
 fn value_cell(tag: &str) -> String {
     format!("tr[data-tag=\"{tag}\"] .value")
 }
@@ -506,6 +523,14 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     open_folder(&browser, "Plant/Area1/Pump1").await;
     rig.kill();
     banner_reads(&browser, "Connection lost, reconnecting").await;
+    // No value shown without a connection reads as Good.
+    browser
+        .wait_text(
+            "tr[data-tag=\"Pump1.StartCount\"] .quality",
+            "the stale quality",
+            |text| text == "Stale (was Good)",
+        )
+        .await;
     browser.screenshot("connection-lost").await;
     rig.restart();
     banner_reads(&browser, "Connection restored").await;
@@ -520,10 +545,42 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         )
         .await;
     browser.screenshot("recovered").await;
+    browser.resize(1280, 800).await;
+    browser.wait_visible(&value_cell("Pump1.StartCount")).await;
+    browser.screenshot("plant-1280x800").await;
+    assert_within_the_screen(&browser, "#app").await;
 
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible(&value_cell("Pump1.StartCount")).await;
     browser.screenshot("plant-phone").await;
+    // On a phone too, nothing of a trend or a write dialog runs off the screen.
+    browser
+        .click("tr[data-tag=\"Pump1.MotorCurrent\"] .actions button:first-child")
+        .await;
+    browser.wait_visible("#trend-chart svg polyline").await;
+    browser
+        .run("document.getElementById('trend').scrollIntoView();", vec![])
+        .await;
+    browser.screenshot("trend-phone").await;
+    assert_within_the_screen(&browser, "#trend").await;
+    let overlapping = browser
+        .run(
+            "const boxes = [...document.querySelectorAll('#trend-chart text.axis')]\
+               .map((text) => text.getBoundingClientRect());\
+             return boxes.flatMap((a, i) => boxes.slice(i + 1).filter((b) =>\
+               a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom)).length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(overlapping, json!(0), "the trend's axis labels overlap");
+    browser.click("#trend-close").await;
+    browser
+        .click("tr[data-tag=\"Pump1.StartCount\"] .actions button:last-child")
+        .await;
+    browser.wait_visible("#write-dialog").await;
+    browser.screenshot("write-phone").await;
+    assert_within_the_screen(&browser, "#write-dialog").await;
+    browser.click("#write-cancel").await;
     browser.click("#tab-alarms").await;
     browser.screenshot("alarms-phone").await;
     assert_no_violations(&browser).await;
@@ -603,6 +660,30 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible(guide).await;
     browser.screenshot("alarms-guidance-phone").await;
+    // The level falls back: the alarm is cleared but not acknowledged, which is not active.
+    write(&guest, "Tank1.Level", WriteValue::Number(50.0)).await;
+    browser
+        .wait_text("#alarm-count", "the cleared alarm", |text| {
+            text == "No active alarms, 1 cleared to acknowledge"
+        })
+        .await;
+    browser.screenshot("alarms-cleared-phone").await;
+    // With the assistant switched off, someone who is not an administrator is told who can
+    // turn it on, not a command to run on the server.
+    let path = rig.solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["settings", &path, "set", "ModelEnabled", "false"], "");
+    browser.click("#tab-assistant").await;
+    browser.type_into("#ask-input", "Anything wrong?").await;
+    browser.click("#ask-send").await;
+    let off = ".transcript .ai[data-status=\"disabled\"] .warnings";
+    let said = browser
+        .wait_text(off, "the disabled answer", |text| !text.is_empty())
+        .await;
+    assert_eq!(
+        said,
+        "The assistant is switched off on this server; an administrator can turn it on."
+    );
+    browser.screenshot("assistant-disabled-phone").await;
     browser.close().await;
 }
 

@@ -204,13 +204,15 @@ fn login_refusal(error: LoginError) -> Response {
     }
 }
 
-/// `GET /api/me`: who the cookie logs in.
+/// `GET /api/me`: who the cookie logs in. Without a cookie the answer is 204 (nobody logs in
+/// from this browser: a first visit, not a refusal, so the panel's first load fails nothing);
+/// a cookie that no longer logs in is refused (401).
 pub(super) async fn me(State(state): State<BrowserState>, headers: HeaderMap) -> Response {
     let Some(sessions) = &state.sessions else {
         return no_server();
     };
     let Some(token) = cookie_token(&headers, state.secure) else {
-        return refusal(StatusCode::UNAUTHORIZED, "not logged in");
+        return StatusCode::NO_CONTENT.into_response();
     };
     match sessions.auth().browser_login(&token).await {
         Ok(Some(login)) => Json(json!({ "user": login.user, "role": login.role.as_str() })).into_response(),

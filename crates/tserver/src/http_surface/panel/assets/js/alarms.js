@@ -111,10 +111,17 @@ export class Alarms {
   render() {
     const active = this.active();
     const unacked = active.filter((alarm) => UNACKED.has(alarm.state)).length;
+    // Active means the condition holds now; a cleared alarm awaiting its acknowledgement is
+    // counted apart, never as active.
+    const standing = active.filter((alarm) => alarm.state !== 'normal-unacked').length;
+    const standingUnacked = active.filter((alarm) => alarm.state === 'active').length;
+    const cleared = active.length - standing;
     const count = byId('alarm-count');
-    count.textContent = active.length
-      ? `${active.length} active alarm${active.length === 1 ? '' : 's'}${unacked ? `, ${unacked} unacknowledged` : ''}`
-      : 'No active alarms';
+    const parts = [standing
+      ? `${standing} active alarm${standing === 1 ? '' : 's'}${standingUnacked ? `, ${standingUnacked} unacknowledged` : ''}`
+      : 'No active alarms'];
+    if (cleared) parts.push(`${cleared} cleared to acknowledge`);
+    count.textContent = parts.join(', ');
     const top = active[0];
     const banner = byId('alarm-banner');
     banner.className = `alarm-banner ${top ? band(top.priority).cls : 'calm'}${unacked ? ' has-unacked' : ''}`;

@@ -28,6 +28,17 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
+/** The envelope's warnings as this login should read them: a command to run at the server is
+ * for an administrator; anyone else is told who can act instead. */
+function forThisRole(warnings, status) {
+  if (document.body.dataset.role === 'admin') return warnings;
+  const instead = status === 'disabled'
+    ? 'The assistant is switched off on this server; an administrator can turn it on.'
+    : 'An administrator can change this on the server.';
+  const shown = warnings.map((warning) => (warning.includes('`tserver ') ? instead : warning));
+  return [...new Set(shown)];
+}
+
 export class Assistant {
   constructor(connection, proposals) {
     this.connection = connection;
@@ -138,7 +149,7 @@ export class Assistant {
     })));
     this.showSources(turn.sources, envelope.toolTrace ?? []);
     const status = envelope.status ?? 'error';
-    const warnings = envelope.warnings ?? [];
+    const warnings = forThisRole(envelope.warnings ?? [], status);
     fill(turn.footer,
       el('span', { class: `status status-${status}` }, STATUS_WORDS[status] ?? status),
       envelope.latencyMs === undefined ? null : el('span', { class: 'muted small' }, ` in ${seconds(envelope.latencyMs)}`),

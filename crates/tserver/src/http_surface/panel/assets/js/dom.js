@@ -34,6 +34,12 @@ export function fill(node, ...children) {
   append(node, children);
 }
 
+/** A UNS path as text that may break after each `/` (never inside a name), for titles:
+ * the parts with a `<wbr>` after each slash, so the text itself is the path unchanged. */
+export function pathText(path) {
+  return String(path).split('/').flatMap((part, index) => (index ? ['/', el('wbr'), part] : [part]));
+}
+
 /** Shows `text` in `node` (hidden when empty). */
 export function say(node, text) {
   node.textContent = text || '';

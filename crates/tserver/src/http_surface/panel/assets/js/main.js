@@ -51,6 +51,7 @@ function setLinkState(state, detail) {
   clearTimeout(setLinkState.timer);
   switch (state) {
     case 'online':
+      plant.setLive(true);
       line.textContent = 'Connected';
       if (detail) {
         banner.className = 'connection-banner back';
@@ -61,6 +62,7 @@ function setLinkState(state, detail) {
       }
       break;
     case 'lost':
+      plant.setLive(false);
       line.textContent = 'Disconnected';
       banner.className = 'connection-banner lost';
       say(banner, 'Connection lost, reconnecting… Values shown are the last received and are not live.');
@@ -162,8 +164,9 @@ tabs.addEventListener('keydown', (event) => {
 
 async function start() {
   try {
+    // 200: who is logged in; 204: nobody yet (a first visit); 401: the login ended.
     const response = await fetch('/api/me', { credentials: 'same-origin' });
-    if (response.ok) showApp(await response.json());
+    if (response.status === 200) showApp(await response.json());
     else showLogin();
   } catch {
     showLogin('The server cannot be reached; trying again…');

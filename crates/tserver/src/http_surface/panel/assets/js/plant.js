@@ -1,7 +1,7 @@
 // The plant: the UNS tree (browsed lazily, folder by folder), the tags of the chosen folder
 // with live values, units and quality, and the way into writes and trends.
 
-import { byId, el, fill, say } from './dom.js';
+import { byId, el, fill, pathText, say } from './dom.js';
 import { GOOD, qualityName, showTime, showValue, valueOf } from './format.js';
 
 /** Marked (User Timing) when the page first draws a live value. */
@@ -20,6 +20,14 @@ export class Plant {
     this.nodes = new Map(); // dotted tag name -> PlantNode
     this.folder = null;
     this.treeItems = new Map(); // folder path -> its tree item
+    this.live = true; // whether the connection is up, so the values shown are current
+  }
+
+  /** The connection went (false) or came back (true): every value shown says whether it is live. */
+  setLive(live) {
+    if (this.live === live) return;
+    this.live = live;
+    for (const name of this.rows.keys()) this.showReading(name);
   }
 
   /** Loads the tree's top level (again, after a reconnect) and subscribes to every tag under it. */
@@ -101,7 +109,11 @@ export class Plant {
         }
       }
     };
-    label.addEventListener('click', () => this.open(node.path));
+    label.addEventListener('click', async () => {
+      await this.open(node.path);
+      // On a phone the folder's values are under the tree: take the operator there.
+      if (window.matchMedia('(max-width: 720px)').matches) byId('folder').scrollIntoView({ block: 'start' });
+    });
     if (node.hasChildren) {
       toggle.addEventListener('click', expand);
       item.expand = async () => {
@@ -132,7 +144,7 @@ export class Plant {
     }
     const parent = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
     const self = (this.children.get(parent) ?? []).find((node) => node.path === path);
-    byId('folder-title').textContent = path;
+    fill(byId('folder-title'), pathText(path));
     say(byId('folder-description'), self?.description ?? '');
     let nodes = [];
     try {
@@ -178,7 +190,8 @@ export class Plant {
     const reading = this.readings.get(name);
     if (!reading) return;
     const units = reading.units || cells.node.units || '';
-    const word = reading.error ? 'Bad' : qualityName(reading.quality);
+    // Without a connection no value is current, whatever quality it had when it came.
+    const word = !this.live ? 'Stale' : reading.error ? 'Bad' : qualityName(reading.quality);
     const { kind } = valueOf(reading);
     const shown = kind === 'none' ? '—' : showValue(reading, units);
     // A long text (a note) shows its start; the whole text is the cell's tooltip.
@@ -189,7 +202,9 @@ export class Plant {
     cells.row.dataset.quality = word.toLowerCase();
     // The server says when the tag was last Good; before it did, the page remembered.
     const lastGood = Number(reading.lastGoodMs ?? 0) || this.lastGood.get(name);
-    const detail = word === 'Good' ? '' : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value yet');
+    const detail = word === 'Good' ? ''
+      : word === 'Stale' ? `(was ${reading.error ? 'Bad' : qualityName(reading.quality)})`
+        : reading.error || (lastGood ? `last good ${showTime(lastGood)}` : 'no good value yet');
     fill(cells.quality, el('span', { class: `q q-${word.toLowerCase()}` }, word), detail ? el('span', { class: 'small' }, ` ${detail}`) : null);
     cells.changed.textContent = showTime(reading.timestampMs);
     // A brief highlight when the value shown changes (not when first shown); a reflow

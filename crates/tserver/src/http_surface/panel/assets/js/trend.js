@@ -1,7 +1,7 @@
 // The trend of one numeric tag over a chosen window, drawn as SVG from TagHistory, live
 // samples appended, and its samples as a CSV file made in the browser.
 
-import { byId, el, fill, say } from './dom.js';
+import { byId, el, fill, pathText, say } from './dom.js';
 import { GOOD, formatNumber, isoTime, qualityName, showTime, valueOf } from './format.js';
 
 const HEIGHT = 300;
@@ -27,7 +27,7 @@ export class Trend {
   open(node) {
     this.node = node;
     byId('trend').hidden = false;
-    byId('trend-title').textContent = `Trend: ${node.path}`;
+    fill(byId('trend-title'), 'Trend: ', pathText(node.path));
     this.load().then(() => byId('trend').scrollIntoView({ block: 'start' }));
   }
 
@@ -94,9 +94,12 @@ export class Trend {
       parts.push(el('svg:line', { class: 'grid', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }));
       parts.push(el('svg:text', { class: 'axis', x: PAD.left - 6, y: y(value) + 5, 'text-anchor': 'end' }, formatNumber(value)));
     }
-    for (let i = 0; i <= 4; i += 1) {
-      const t = since + ((until - since) * i) / 4;
-      parts.push(el('svg:text', { class: 'axis', x: x(t), y: HEIGHT - 10, 'text-anchor': i === 0 ? 'start' : i === 4 ? 'end' : 'middle' }, showTime(t)));
+    // As many time labels as fit side by side (a time is about 60 px): four spans on a
+    // desk, fewer on a phone.
+    const spans = Math.max(1, Math.min(4, Math.floor((WIDTH - PAD.left - PAD.right) / 95)));
+    for (let i = 0; i <= spans; i += 1) {
+      const t = since + ((until - since) * i) / spans;
+      parts.push(el('svg:text', { class: 'axis', x: x(t), y: HEIGHT - 10, 'text-anchor': i === 0 ? 'start' : i === spans ? 'end' : 'middle' }, showTime(t)));
     }
     // A Bad or Uncertain sample breaks the line, so a gap in good data shows as a gap.
     let run = [];

@@ -2,7 +2,7 @@
 // set of values), a confirmation naming tag, old and new value (or that nothing would change),
 // then the outcome as the server words it.
 
-import { byId, el, fill, say } from './dom.js';
+import { byId, el, fill, pathText, say } from './dom.js';
 import { showValue, valueOf } from './format.js';
 
 const OUTCOMES = {
@@ -67,7 +67,7 @@ export class Writes {
     this.checked = null;
     const name = node.tag || node.path;
     const current = this.plant.reading(name);
-    byId('write-title').textContent = `Write ${node.path}`;
+    fill(byId('write-title'), 'Write ', pathText(node.path));
     const range = node.min !== undefined || node.max !== undefined
       ? ` Range ${node.min ?? '−∞'} to ${node.max ?? '∞'}${node.units ? ` ${node.units}` : ''}.` : '';
     say(byId('write-description'), `${node.description || name}. Now: ${showValue(current, node.units)}.${range}`);
