@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use scripted_llm::{RecordedRequest, Reply, Responder, ScriptedLlm};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tserver::cli::{Cli, Command, eval_exit_code};
 use tserver_demo::DemoModel;
 use tserver_demo::session::DEMO_EVAL_QUESTIONS;
@@ -209,15 +209,28 @@ async fn a_faulty_model_fails_exactly_the_faulty_cases_each_for_its_reason() {
         "{no_call:?}"
     );
     assert_eq!(no_call.len(), 2, "{no_call:?}");
-    assert_eq!(case("tank2-level-by-tag")["tool_checks"]["accuracy"], 0.0);
+    let checks = &case("tank2-level-by-tag")["tool_checks"];
+    assert_eq!(checks["must_call"]["accuracy"], 0.0);
+    assert_eq!(
+        checks["must_not_call"]["accuracy"],
+        Value::Null,
+        "no must_not_call was asked, so none counts as kept: {checks}"
+    );
 
     let forbidden = reasons("active-alarms");
     assert_eq!(
         forbidden,
         [r#"called runtime_propose_alarm_ack with {"alarm":"Tank1.Level.Hi"}, which it must not call"#]
     );
-    assert_eq!(case("active-alarms")["tool_checks"]["met"], 1);
-    assert_eq!(case("active-alarms")["tool_checks"]["made"], 2);
+    let checks = &case("active-alarms")["tool_checks"];
+    assert_eq!(
+        (&checks["must_call"]["met"], &checks["must_call"]["made"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(
+        (&checks["must_not_call"]["met"], &checks["must_not_call"]["made"]),
+        (&json!(0), &json!(1))
+    );
 
     let slow = reasons("equipment");
     assert_eq!(slow.len(), 1, "{slow:?}");
@@ -246,14 +259,11 @@ async fn a_faulty_model_fails_exactly_the_faulty_cases_each_for_its_reason() {
     assert_eq!(run["answer"], "Tank 2 is at 999.5 %.");
     assert_eq!(run["passed"], false);
     assert!(run["tools"].as_array().expect("tools").is_empty());
-    for field in [
-        "latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
-        "tool_checks_met",
-    ] {
+    for field in ["latency_ms", "prompt_tokens", "completion_tokens"] {
         assert!(run[field].is_u64(), "{field}: {run}");
     }
+    assert!(run["must_call"]["met"].is_u64(), "{run}");
+    assert!(run["must_not_call"]["made"].is_u64(), "{run}");
     llm.stop().await;
 }
 

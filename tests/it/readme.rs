@@ -1,16 +1,21 @@
-//! The README's transcripts, run as written: the command of a transcript block is run (its
-//! program built in this package, with the arguments the README gives it), the person's typed
-//! answers are its input, and every line the README shows must appear in what it printed, in
-//! order (`…` standing for what differs from run to run).
+//! The README's (and the docs') transcripts, run as written: the command of a transcript block
+//! is run (its program built in this package, with the arguments the page gives it), the
+//! person's typed answers are its input, and every line the page shows must appear in what it
+//! printed, in order (`…` standing for what differs from run to run).
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// The README, as the repository holds it.
+/// A page of the repository (`README.md`, `docs/EVAL.md`), as it holds it.
+fn page(path: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The README.
 fn readme() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    std::fs::read_to_string(path).expect("the README reads")
+    page("README.md")
 }
 
 /// The lines of the first `fence` block (`text`, `sh`) after `text` in the README.
@@ -184,7 +189,10 @@ fn program(line: &str) -> (Command, Vec<String>) {
     let binary = match name.as_str() {
         "tserver" => env!("CARGO_BIN_EXE_tserver-under-test"),
         "tclient" => env!("CARGO_BIN_EXE_tclient-under-test"),
-        other => panic!("the README runs {other}, which this test does not know: {line}"),
+        "tserver-demo" => env!("CARGO_BIN_EXE_tserver-demo-under-test"),
+        // The shell's own tools, as they are.
+        "cp" => "cp",
+        other => panic!("the page runs {other}, which this test does not know: {line}"),
     };
     (Command::new(binary), arguments)
 }
@@ -269,4 +277,71 @@ fn the_pieces_and_the_model_settings_run_as_written_on_the_demo_solution() {
         .output()
         .expect("settings runs");
     assert_eq!(String::from_utf8_lossy(&settings.stdout).trim(), "true");
+}
+
+#[test]
+fn the_worked_eval_example_runs_as_written_and_gives_its_tables() {
+    let block = block(
+        &page("docs/EVAL.md"),
+        "### Worked example: two tool configurations",
+        "",
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let questions = dir.path().join("examples/eval");
+    std::fs::create_dir_all(&questions).expect("a folder for the questions");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/eval/demo.toml"),
+        questions.join("demo.toml"),
+    )
+    .expect("the demo's questions");
+    // Each command with the lines the page shows it printing.
+    let mut steps: Vec<(String, Vec<String>)> = Vec::new();
+    for line in &block {
+        match line.strip_prefix("$ ") {
+            Some(command) => {
+                let command = command.split(" #").next().unwrap_or(command).trim();
+                steps.push((command.to_owned(), Vec::new()));
+            }
+            None => steps
+                .last_mut()
+                .expect("the block starts with a command")
+                .1
+                .push(line.clone()),
+        }
+    }
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    for (command, shown) in &steps {
+        let (mut program, arguments) = program(command);
+        let finished = program
+            .args(&arguments)
+            .current_dir(dir.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .expect("the command runs");
+        let output = String::from_utf8_lossy(&finished.stdout);
+        let printed: Vec<&str> = output.lines().collect();
+        for line in shown
+            .iter()
+            .filter(|line| !line.trim().is_empty() && line.trim() != "...")
+        {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let found = printed.iter().any(|printed| {
+                // A table row: the same case, runs, rates and tool checks (the times differ).
+                if words.len() == 10 && words[9].len() == 4 {
+                    let got: Vec<&str> = printed.split_whitespace().collect();
+                    got.len() == 10 && got[..6] == words[..6] && got[9] == words[9]
+                } else if words.len() == 11 && words[0] == "total" {
+                    let got: Vec<&str> = printed.split_whitespace().collect();
+                    got.len() == 11 && got[..5] == words[..5] && got[8..] == words[8..]
+                } else {
+                    find(printed, 0, line).is_some()
+                }
+            });
+            assert!(
+                found,
+                "{command}: the page's line\n  {line}\nis not in what it printed:\n{output}"
+            );
+        }
+    }
 }

@@ -246,11 +246,12 @@ pub async fn run(
             options.user
         )?;
     }
+    // The demo's own solution always simulates; an existing one follows its setting.
+    let pinned = (!existing).then_some(true);
+    runtime.simulate_now(pinned);
     let serving = tokio::spawn(server.run(listener, shutdown.clone()));
     let background = tokio::spawn({
         let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
-        // The demo's own solution always simulates; an existing one follows its setting.
-        let pinned = (!existing).then_some(true);
         async move { runtime.run_background_with(pinned, shutdown).await }
     });
 

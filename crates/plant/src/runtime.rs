@@ -295,6 +295,17 @@ impl Runtime {
         self.plant.historian().flush()
     }
 
+    /// Moves the simulated tags to the clock's values at once when the simulator runs
+    /// (`simulator` pins it, as [`Self::run_background_with`] takes it): called before the
+    /// plant is served or asked about, so nothing reads the plant file's initial values between
+    /// the start and the background's first tick (an answer read then and judged after the
+    /// tick would differ by the whole motion).
+    pub fn simulate_now(&self, simulator: Option<bool>) {
+        if simulator.unwrap_or(self.settings.simulator_enabled) {
+            self.simulator.step(SystemTime::now());
+        }
+    }
+
     /// The runtime's background work until `shutdown`: the simulator's ticks (when `simulate`)
     /// and the historian's periodic flush, with a last flush on the way out so that no
     /// recorded sample is lost.

@@ -339,6 +339,7 @@ impl LivePlant {
             tracing::info!(sources, "sources started");
         }
         let scripts = runtime.start_scripts(shutdown).await;
+        runtime.simulate_now(simulator);
         let background = tokio::spawn({
             let runtime = runtime.clone();
             let shutdown = shutdown.clone();

@@ -22,10 +22,21 @@ pub enum LiveValue {
 pub struct Verdict {
     /// Why the run failed; empty when it passed.
     pub reasons: Vec<String>,
-    /// Tool expectations (`must_call` and `must_not_call` entries) the run met.
-    pub tool_checks_met: u32,
-    /// Tool expectations the run was held to.
-    pub tool_checks_made: u32,
+    /// The case's `must_call` entries: how many the run met (a call that succeeded), of how
+    /// many.
+    pub must_call: Tally,
+    /// The case's `must_not_call` entries: how many the run kept to, of how many. Counted
+    /// apart: a turn that calls nothing keeps to all of them and meets no `must_call`.
+    pub must_not_call: Tally,
+}
+
+/// Expectations met, of those held to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Tally {
+    /// Met.
+    pub met: u32,
+    /// Held to.
+    pub made: u32,
 }
 
 /// How much of an answer a failure quotes.
@@ -41,8 +52,8 @@ pub fn judge(
 ) -> Verdict {
     let mut verdict = Verdict {
         reasons: Vec::new(),
-        tool_checks_met: 0,
-        tool_checks_made: 0,
+        must_call: Tally::default(),
+        must_not_call: Tally::default(),
     };
     let took = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     if took > case.latency_ms {
@@ -51,7 +62,7 @@ pub fn judge(
             .push(format!("took {took} ms, over the {} ms budget", case.latency_ms));
     }
     for expected in &case.must_call {
-        verdict.tool_checks_made += 1;
+        verdict.must_call.made += 1;
         let wanted = Value::Object(expected.args.clone());
         let matching: Vec<_> = envelope
             .tool_trace
@@ -60,7 +71,7 @@ pub fn judge(
             .collect();
         // A call the tool refused, or that failed, fetched nothing: it is not the call asked for.
         if matching.iter().any(|entry| entry.status == ToolStatus::Ok) {
-            verdict.tool_checks_met += 1;
+            verdict.must_call.met += 1;
         } else if let Some(entry) = matching.first() {
             verdict.reasons.push(format!(
                 "called {} with {}, but the call failed: {}",
@@ -73,9 +84,9 @@ pub fn judge(
         }
     }
     for forbidden in &case.must_not_call {
-        verdict.tool_checks_made += 1;
+        verdict.must_not_call.made += 1;
         match envelope.tool_trace.iter().find(|entry| &entry.name == forbidden) {
-            None => verdict.tool_checks_met += 1,
+            None => verdict.must_not_call.met += 1,
             Some(entry) => verdict.reasons.push(format!(
                 "called {forbidden} with {}, which it must not call",
                 entry.args
@@ -297,7 +308,7 @@ mod tests {
         let mut envelope = Envelope::ok("I could not read it.", Duration::ZERO);
         envelope.tool_trace = vec![entry(ToolStatus::Error)];
         let verdict = judge(&case, &envelope, Duration::ZERO, &|_| None);
-        assert_eq!(verdict.tool_checks_met, 0);
+        assert_eq!(verdict.must_call.met, 0);
         assert!(
             verdict.reasons[0]
                 .starts_with("called runtime_get_value with {\"tag\":\"Tank2.Levl\"}, but the call failed"),
@@ -306,7 +317,7 @@ mod tests {
         envelope.tool_trace.push(entry(ToolStatus::Ok));
         let verdict = judge(&case, &envelope, Duration::ZERO, &|_| None);
         assert_eq!(
-            (verdict.tool_checks_met, verdict.reasons.len()),
+            (verdict.must_call.met, verdict.reasons.len()),
             (1, 0),
             "{verdict:?}"
         );

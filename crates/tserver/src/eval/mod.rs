@@ -17,11 +17,11 @@ use localai::{ChatCaller, ChatTurn, Envelope, Usage};
 use plant::Runtime;
 use plant_model::TagValue;
 
-pub use self::judge::{LiveValue, Verdict};
+pub use self::judge::{LiveValue, Tally, Verdict};
 pub use self::questions::{
     Case, Fact, MAX_QUESTIONS_FILE_BYTES, PlantNames, Questions, QuestionsError, QuestionsErrors,
 };
-pub use self::report::{CaseReport, EvalReport, RunRecord};
+pub use self::report::{Accuracy, CaseReport, EvalReport, RunRecord, ToolChecks};
 
 /// The user the eval's chat turns are asked as, unless told otherwise.
 pub const EVAL_USER: &str = "eval";

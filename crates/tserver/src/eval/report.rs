@@ -7,7 +7,7 @@ use std::time::Duration;
 use localai::{Envelope, Usage};
 use serde::Serialize;
 
-use super::judge::Verdict;
+use super::judge::{Tally, Verdict};
 use super::questions::Case;
 
 /// One run of a case, judged.
@@ -31,10 +31,10 @@ pub struct RunRecord {
     pub prompt_tokens: u64,
     /// Completion tokens the turn's model requests cost.
     pub completion_tokens: u64,
-    /// Tool expectations met.
-    pub tool_checks_met: u32,
-    /// Tool expectations held to.
-    pub tool_checks_made: u32,
+    /// The case's `must_call` entries this run met.
+    pub must_call: Tally,
+    /// The case's `must_not_call` entries this run kept to.
+    pub must_not_call: Tally,
 }
 
 impl RunRecord {
@@ -54,8 +54,8 @@ impl RunRecord {
             latency_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
-            tool_checks_met: verdict.tool_checks_met,
-            tool_checks_made: verdict.tool_checks_made,
+            must_call: verdict.must_call,
+            must_not_call: verdict.must_not_call,
         }
     }
 }
@@ -105,9 +105,19 @@ impl Tokens {
     }
 }
 
-/// Tool expectations over runs, and the fraction met (`None` when none were made).
+/// Tool expectations over runs, the two kinds apart: a model that calls nothing keeps every
+/// `must_not_call` and meets no `must_call`, which one figure would hide.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ToolChecks {
+    /// The cases' `must_call` entries: calls made that succeeded.
+    pub must_call: Accuracy,
+    /// The cases' `must_not_call` entries: tools left alone.
+    pub must_not_call: Accuracy,
+}
+
+/// Expectations met over runs, and the fraction met (`None` when none were made).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Accuracy {
     /// Expectations met.
     pub met: u32,
     /// Expectations held to.
@@ -116,14 +126,24 @@ pub struct ToolChecks {
     pub accuracy: Option<f64>,
 }
 
-impl ToolChecks {
-    fn of(records: &[&RunRecord]) -> Self {
-        let met = records.iter().map(|record| record.tool_checks_met).sum();
-        let made: u32 = records.iter().map(|record| record.tool_checks_made).sum();
+impl Accuracy {
+    fn of(tallies: impl Iterator<Item = Tally>) -> Self {
+        let (met, made) = tallies.fold((0u32, 0u32), |(met, made), tally| {
+            (met.saturating_add(tally.met), made.saturating_add(tally.made))
+        });
         Self {
             met,
             made,
             accuracy: (made > 0).then(|| f64::from(met) / f64::from(made)),
+        }
+    }
+}
+
+impl ToolChecks {
+    fn of(records: &[&RunRecord]) -> Self {
+        Self {
+            must_call: Accuracy::of(records.iter().map(|record| record.must_call)),
+            must_not_call: Accuracy::of(records.iter().map(|record| record.must_not_call)),
         }
     }
 }
@@ -304,18 +324,19 @@ impl EvalReport {
             .max("total".len());
         let _ = writeln!(
             out,
-            "{:<width$}  {:>7}  {:>5}  {:>5}  {:>9}  {:>7}  {:>7}  {:>8}  result",
-            "case", "passed", "rate", "need", "tools", "p50 ms", "p95 ms", "tokens"
+            "{:<width$}  {:>7}  {:>5}  {:>5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  result",
+            "case", "passed", "rate", "need", "called", "avoided", "p50 ms", "p95 ms", "tokens"
         );
         for case in &self.cases {
             let _ = writeln!(
                 out,
-                "{:<width$}  {:>7}  {:>5}  {:>5}  {:>9}  {:>7}  {:>7}  {:>8}  {}",
+                "{:<width$}  {:>7}  {:>5}  {:>5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {}",
                 case.name,
                 format!("{}/{}", case.passed_runs, case.runs),
                 percent(case.pass_rate),
                 percent(case.required_pass_rate),
-                tools(&case.tool_checks),
+                tools(&case.tool_checks.must_call),
+                tools(&case.tool_checks.must_not_call),
                 case.latency_ms.p50,
                 case.latency_ms.p95,
                 case.tokens.prompt + case.tokens.completion,
@@ -325,12 +346,13 @@ impl EvalReport {
         let total = &self.total;
         let _ = writeln!(
             out,
-            "{:<width$}  {:>7}  {:>5}  {:>5}  {:>9}  {:>7}  {:>7}  {:>8}  {}/{} cases pass",
+            "{:<width$}  {:>7}  {:>5}  {:>5}  {:>7}  {:>7}  {:>7}  {:>7}  {:>8}  {}/{} cases pass",
             "total",
             format!("{}/{}", total.passed_runs, total.runs),
             percent(total.pass_rate),
             "",
-            tools(&total.tool_checks),
+            tools(&total.tool_checks.must_call),
+            tools(&total.tool_checks.must_not_call),
             total.latency_ms.p50,
             total.latency_ms.p95,
             total.tokens.prompt + total.tokens.completion,
@@ -383,7 +405,7 @@ fn percent(fraction: f64) -> String {
     format!("{:.0}%", fraction * 100.0)
 }
 
-fn tools(checks: &ToolChecks) -> String {
+fn tools(checks: &Accuracy) -> String {
     match checks.accuracy {
         Some(_) => format!("{}/{}", checks.met, checks.made),
         None => "-".to_owned(),
@@ -409,8 +431,11 @@ mod tests {
             latency_ms,
             prompt_tokens: 100,
             completion_tokens: 10,
-            tool_checks_met: u32::from(passed),
-            tool_checks_made: 1,
+            must_call: Tally {
+                met: u32::from(passed),
+                made: 1,
+            },
+            must_not_call: Tally::default(),
         }
     }
 
@@ -449,7 +474,8 @@ mod tests {
         assert!(CaseReport::new(&case(0.67), runs()).passed, "and a written 0.67");
         assert!(!CaseReport::new(&case(0.7), runs()).passed);
         assert!(!CaseReport::new(&case(1.0), runs()).passed);
-        assert_eq!(two_thirds.tool_checks.met, 2);
+        assert_eq!(two_thirds.tool_checks.must_call.met, 2);
+        assert_eq!(two_thirds.tool_checks.must_not_call.made, 0, "none asked");
         assert_eq!(two_thirds.tokens.prompt, 300);
         assert_eq!(
             two_thirds.failures,
