@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tserver::{Runtime, ServerConfig};
 
 use crate::mqtt_sources::{until, until_connected};
-use crate::support::{Solution, TestServer, admin};
+use crate::support::{ServerProcess, Solution, TestServer, admin};
 use tserver_tests::modbus::{ModbusServer, Table};
 
 /// The demo plant with a Modbus source `rack` at `device` and five tags of its own.
@@ -457,4 +457,29 @@ source = { device = "rack", holding_register = 300, format = "f64", scale = 1e30
     )
     .await;
     shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_logged_once_in_words_and_the_return_once() {
+    let mut device = device().await;
+    let solution = solution_on(&device);
+    let serving = ServerProcess::start(&solution.path, &[], &[]);
+    serving.until_logged("connected to the Modbus device");
+    device.stop().await;
+    serving.until_logged("lost the Modbus device");
+    // Tries to come back fail while it is away (50 ms polls, backing off): none is logged.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    device.restart().await;
+    serving.until_logged_times("connected to the Modbus device", 2);
+    let lines = serving.log().lines;
+    let lost: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains("lost the Modbus device"))
+        .collect();
+    assert_eq!(lost.len(), 1, "{}", lines.join("\n"));
+    assert!(
+        !lost[0].contains("os error") && !lost[0].contains("No such file"),
+        "{}",
+        lost[0]
+    );
 }

@@ -695,31 +695,18 @@ fn a_folder_of_twelve_thousand_variables_browses_and_makes_a_skeleton() {
     assert_eq!(rows, VARIABLES, "{}", &listed[..listed.len().min(400)]);
 }
 
-/// Waits (at most 30 s) until `server`'s log holds a line containing `text`.
-fn until_logged(server: &ServerProcess, text: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !server.log().lines.iter().any(|line| line.contains(text)) {
-        assert!(
-            Instant::now() < deadline,
-            "no {text:?} in the log:\n{}",
-            server.log().lines.join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_lost_server_and_its_return_are_logged_once_each_and_nothing_else_warns() {
     let mut opcua = start_server();
     let solution = solution_on(&opcua, |_| {});
     let serving = ServerProcess::start(&solution.path, &[], &[]);
-    until_logged(&serving, "connected to the OPC UA server");
+    serving.until_logged("connected to the OPC UA server");
     opcua.kill();
-    until_logged(&serving, "lost the OPC UA server");
+    serving.until_logged("lost the OPC UA server");
     // Some tries to come back fail while it is away: none of them is logged again.
     std::thread::sleep(Duration::from_secs(3));
     opcua.restart();
-    until_logged(&serving, "the OPC UA server is back");
+    serving.until_logged("the OPC UA server is back");
     let lines = serving.log().lines;
     let count = |text: &str| lines.iter().filter(|line| line.contains(text)).count();
     assert_eq!(count("lost the OPC UA server"), 1, "{}", lines.join("\n"));

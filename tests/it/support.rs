@@ -345,6 +345,24 @@ impl ServerProcess {
         self.log.lock().map(|log| log.clone()).unwrap_or_default()
     }
 
+    /// Waits (at most [`PATIENCE`]) until the log holds `count` lines containing `text`.
+    pub(crate) fn until_logged_times(&self, text: &str, count: usize) {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.log().lines.iter().filter(|line| line.contains(text)).count() < count {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not {count} {text:?} in the log:\n{}",
+                self.log().lines.join("\n")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (at most [`PATIENCE`]) until the log holds a line containing `text`.
+    pub(crate) fn until_logged(&self, text: &str) {
+        self.until_logged_times(text, 1);
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
