@@ -406,7 +406,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser.click("#trend-windows [data-window=\"28800000\"]").await;
     browser
         .wait_text("#trend-status", "the 8 h window", |text| {
-            text.ends_with("samples") || text.contains("samples (")
+            text.ends_with("samples") || text.contains(" samples, drawn from ")
         })
         .await;
     browser.wait_visible("#trend-chart svg polyline").await;

@@ -160,8 +160,21 @@ async fn tag_history_sends_a_window_oldest_first_and_says_when_it_is_cut() {
     assert_eq!(whole.samples[0].timestamp_ms, ms(start));
     assert!(whole.samples.iter().all(|sample| sample.quality == 192));
 
+    // Cut to 10: the window's two buckets (10 / 4) each keep their first, smallest, largest and
+    // last sample (M4); a steady rise is its ends.
     let thinned = client.tag_history(window(10)).await.expect("the window, cut");
-    assert_eq!(thinned.samples.len(), 10);
+    let kept: Vec<Option<HistoryValue>> = thinned
+        .samples
+        .iter()
+        .map(|sample| sample.value.clone())
+        .collect();
+    let numbers = |values: &[f64]| -> Vec<Option<HistoryValue>> {
+        values
+            .iter()
+            .map(|value| Some(HistoryValue::Number(*value)))
+            .collect()
+    };
+    assert_eq!(kept, numbers(&[0.0, 24.0, 25.0, 49.0]));
     assert!(thinned.truncated, "the cap says it cut");
     assert_eq!(thinned.total_samples, 50);
     assert!(
@@ -581,7 +594,7 @@ async fn tclient_prints_history_as_csv_the_plant_tree_and_alarm_details() {
         "{tree}"
     );
     assert!(
-        lines.contains(&"  Mode (Pump1.Mode) [text, writable]  Pump 1 control mode (Auto, Manual, Off)"),
+        lines.contains(&"  Mode (Pump1.Mode) [text, writable, one of Auto|Manual|Off]  Pump 1 control mode"),
         "{tree}"
     );
 

@@ -552,15 +552,15 @@ async fn tag_history_thins_long_windows_and_reports_statistics() {
         (100..=125).contains(&total),
         "about 120 samples in the last hour: {total}"
     );
-    assert_eq!(
-        hour["samples"].as_array().map(Vec::len),
-        Some(100),
-        "the default cap"
-    );
+    let kept = hour["samples"].as_array().expect("samples");
+    assert!(kept.len() <= 100, "the default cap: {}", kept.len());
     assert_eq!(hour["truncated"], true);
     assert_eq!(hour["units"], "%");
     let (min, max) = (hour["stats"]["min"].as_f64(), hour["stats"]["max"].as_f64());
     assert!(min < max, "the simulator moved the level: {min:?} {max:?}");
+    // Cut to its cap, the trend still holds the window's extremes (M4).
+    let values: Vec<Option<f64>> = kept.iter().map(|sample| sample["value"].as_f64()).collect();
+    assert!(values.contains(&min) && values.contains(&max), "{values:?}");
 
     let ten = ok(
         &runtime,
@@ -574,11 +574,13 @@ async fn tag_history_thins_long_windows_and_reports_statistics() {
         .iter()
         .map(|sample| humantime::parse_rfc3339(sample["time"].as_str().expect("time")).expect("rfc 3339"))
         .collect();
-    assert_eq!(times.len(), 10);
-    let first_gap = times[1].duration_since(times[0]).expect("ascending");
+    assert!((2..=10).contains(&times.len()), "{times:?}");
+    let spanned = times[times.len() - 1]
+        .duration_since(times[0])
+        .expect("ascending");
     assert!(
-        first_gap >= Duration::from_secs(600),
-        "thinned evenly over two hours, not the first ten samples: {first_gap:?}"
+        spanned >= Duration::from_secs(100 * 60),
+        "over the two hours, not the first ten samples: {spanned:?}"
     );
 
     let start = humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(600)).to_string();

@@ -163,6 +163,9 @@ pub async fn browse(client: &FailoverClient, folder: &str, output: &mut dyn Writ
         if node.writable {
             facts.push("writable".to_owned());
         }
+        if !node.allowed_values.is_empty() {
+            facts.push(format!("one of {}", node.allowed_values.join("|")));
+        }
         match (node.min, node.max) {
             (None, None) => {}
             (min, max) => facts.push(format!(

@@ -32,7 +32,8 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
         "runtime_get_tag_history",
         ModelOptions::HISTORIAN_TOOLS,
         "Read a tag's recorded history over a time window (default the last 60 minutes): samples oldest first \
-         (evenly thinned when there are more than max_samples) and min, max and mean over the whole window.",
+         (when there are more than max_samples, the window's buckets each give their first, lowest, highest \
+         and last sample, so no spike is lost) and min, max and mean over the whole window.",
         json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": properties}),
         |plant, arguments| async move { tag_history(&plant, &arguments).await },
     )]

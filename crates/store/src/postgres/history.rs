@@ -10,8 +10,8 @@ use super::PgStore;
 use plant_model::{AlarmEvent, Quality, TagType, TagValue};
 
 use crate::history::{
-    AlarmHistoryPage, Downsample, HistoryPage, HistorySample, HistoryStats, PendingSample,
-    alarm_event_of_stored, from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
+    AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample, Trend, alarm_event_of_stored,
+    from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
 };
 use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
@@ -138,21 +138,23 @@ impl PgStore {
         .bind(from)
         .bind(to)
         .fetch(&self.pool);
-        let mut samples = Vec::with_capacity(total.min(max_samples));
-        let mut downsample = Downsample::new(total, max_samples);
+        let mut trend = Trend::new(total, max_samples, (from, to));
+        let mut at = 0;
         while let Some(row) = rows.try_next().await.map_err(|error| self.error(error))? {
-            if !downsample.keep(samples.len()) {
-                continue;
-            }
             let value = self
                 .get::<Option<String>>(&row, 1)?
                 .map_or(rusqlite::types::Value::Null, |json| sql_value_of_json(&json));
-            samples.push(HistorySample {
-                time: from_unix_millis(self.get(&row, 0)?),
-                value: to_tag_value(kind, value),
-                quality: Quality(u8::try_from(self.get::<i32>(&row, 2)?).unwrap_or(0)),
-            });
+            trend.push(
+                at,
+                HistorySample {
+                    time: from_unix_millis(self.get(&row, 0)?),
+                    value: to_tag_value(kind, value),
+                    quality: Quality(u8::try_from(self.get::<i32>(&row, 2)?).unwrap_or(0)),
+                },
+            );
+            at += 1;
         }
+        let samples = trend.finish();
         Ok(HistoryPage {
             samples,
             total,

@@ -44,13 +44,19 @@ export class Trend {
     const status = byId('trend-status');
     say(status, 'Loading…');
     const name = this.node.tag || this.node.path;
+    // Four samples a pixel column (each column's first, smallest, largest and last, M4): the
+    // line drawn is the line of every sample, spikes included.
+    const columns = Math.max(300, byId('trend-chart').clientWidth || 900);
+    const maxSamples = Math.min(10000, 4 * columns);
     try {
       const reply = await this.connection.call({
-        tagHistory: { name, sinceMs: String(Date.now() - this.window), untilMs: '0', maxSamples: 2000 },
+        tagHistory: { name, sinceMs: String(Date.now() - this.window), untilMs: '0', maxSamples },
       });
       this.samples = reply.samples ?? [];
       this.units = reply.units || this.node.units || '';
-      say(status, `${this.samples.length} samples${reply.truncated ? ' (thinned to fit)' : ''}`);
+      say(status, reply.truncated
+        ? `${reply.totalSamples} samples, drawn from ${this.samples.length} (each pixel column's first, lowest, highest and last)`
+        : `${this.samples.length} samples`);
       this.draw();
     } catch (error) {
       this.samples = [];
