@@ -166,7 +166,7 @@ fn bad_settings_input_gets_clear_errors_and_changes_nothing() {
         let error = try_admin(args, "").expect_err("refused");
         assert!(error.to_string().contains(expected), "{args:?}: {error}");
     }
-    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0x9e\n");
+    assert_eq!(admin(&["settings", path, "get", "ModelOptions"], ""), "0xde\n");
     assert_eq!(admin(&["settings", path, "get", "ModelEnabled"], ""), "false\n");
 }
 

@@ -125,15 +125,85 @@ async fn browse_lists_folders_then_tags_with_what_a_panel_needs() {
     server.stop().await;
 }
 
+/// The numbers of a history reply's samples.
+fn numbers_of(reply: &service_client::TagHistoryReply) -> Vec<f64> {
+    reply
+        .samples
+        .iter()
+        .map(|sample| match sample.value {
+            Some(HistoryValue::Number(value)) => value,
+            ref other => panic!("a number, not {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_one_second_excursion_is_recorded_and_shows_in_a_hundred_bucket_trend() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    // After the seeded history: 11, 150, 12, 13 a second apart, then 14 twelve seconds later.
+    let start = SystemTime::now() + Duration::from_secs(10);
+    for (second, value) in [(0, 11.0), (1, 150.0), (2, 12.0), (3, 13.0), (15, 14.0)] {
+        number(&server, "Tank1.Level", value, start + Duration::from_secs(second));
+    }
+    let window = |since: SystemTime, seconds: u64, max_samples| TagHistoryRequest {
+        name: "Tank1.Level".to_owned(),
+        since_ms: ms(since),
+        until_ms: ms(since + Duration::from_secs(seconds)),
+        max_samples,
+    };
+    let raw = client
+        .tag_history(window(start, 20, 0))
+        .await
+        .expect("the window");
+    assert_eq!(numbers_of(&raw), [11.0, 150.0, 12.0, 13.0, 14.0]);
+
+    // An hour of a level wavering by 5 around 50, a second apart, and the spike in its middle:
+    // a trend of 100 buckets (400 samples) keeps it.
+    let later = start + Duration::from_secs(60);
+    for second in 0..3_600_u32 {
+        let value = if second == 1_800 {
+            150.0
+        } else {
+            50.0 + f64::from(second % 2) * 5.0
+        };
+        number(
+            &server,
+            "Tank1.Level",
+            value,
+            later + Duration::from_secs(u64::from(second)),
+        );
+    }
+    let trend = client
+        .tag_history(window(later, 3_600, 400))
+        .await
+        .expect("the trend");
+    assert!(
+        trend.truncated && trend.samples.len() <= 400,
+        "{}",
+        trend.samples.len()
+    );
+    assert_eq!(
+        trend.total_samples, 3_600,
+        "every move past the deviation was stored"
+    );
+    let values = numbers_of(&trend);
+    assert!(values.contains(&150.0), "the spike shows");
+    assert!(values.contains(&50.0) && values.contains(&55.0));
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn tag_history_sends_a_window_oldest_first_and_says_when_it_is_cut() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let start = before_the_seeded_history();
-    // One sample every 10 s (the historian's interval), so each is recorded.
+    // One sample every 10 s, zigzagging far past the deviation, so each is stored.
+    let zigzag = |step: u32| f64::from(step) + if step % 2 == 1 { 100.0 } else { 0.0 };
     for step in 0..50_u32 {
         let time = start + Duration::from_secs(10 * u64::from(step));
-        number(&server, "Tank1.Level", f64::from(step), time);
+        number(&server, "Tank1.Level", zigzag(step), time);
     }
     let client = server.guest().await;
     let window = |max_samples| TagHistoryRequest {
@@ -155,26 +225,19 @@ async fn tag_history_sends_a_window_oldest_first_and_says_when_it_is_cut() {
             ref other => panic!("a number, not {other:?}"),
         })
         .collect();
-    let expected: Vec<f64> = (0..50).map(f64::from).collect();
+    let expected: Vec<f64> = (0..50).map(zigzag).collect();
     assert_eq!(values, expected, "every sample, oldest first");
     assert_eq!(whole.samples[0].timestamp_ms, ms(start));
     assert!(whole.samples.iter().all(|sample| sample.quality == 192));
 
     // Cut to 10: the window's two buckets (10 / 4) each keep their first, smallest, largest and
-    // last sample (M4); a steady rise is its ends.
+    // last sample (M4).
     let thinned = client.tag_history(window(10)).await.expect("the window, cut");
-    let kept: Vec<Option<HistoryValue>> = thinned
-        .samples
-        .iter()
-        .map(|sample| sample.value.clone())
-        .collect();
-    let numbers = |values: &[f64]| -> Vec<Option<HistoryValue>> {
-        values
-            .iter()
-            .map(|value| Some(HistoryValue::Number(*value)))
-            .collect()
-    };
-    assert_eq!(kept, numbers(&[0.0, 24.0, 25.0, 49.0]));
+    assert_eq!(
+        numbers_of(&thinned),
+        [0.0, 123.0, 24.0, 125.0, 26.0, 149.0],
+        "steps 0, 23, 24 of the first half; 25, 26, 49 of the second"
+    );
     assert!(thinned.truncated, "the cap says it cut");
     assert_eq!(thinned.total_samples, 50);
     assert!(
@@ -491,9 +554,11 @@ async fn tclient_prints_history_as_csv_the_plant_tree_and_alarm_details() {
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;
     let addr = server.addr.to_string();
     let start = before_the_seeded_history();
+    // Wavering past the deviation, so each sample is stored.
+    let level = |step: u32| 90.0 + f64::from(step) + if step % 2 == 1 { 5.0 } else { 0.0 };
     for step in 0..5_u32 {
         let time = start + Duration::from_secs(10 * u64::from(step));
-        number(&server, "Tank1.Level", 90.0 + f64::from(step), time);
+        number(&server, "Tank1.Level", level(step), time);
     }
     let since = humantime::format_rfc3339_seconds(start).to_string();
     let until = humantime::format_rfc3339_seconds(start + Duration::from_secs(40)).to_string();
@@ -535,7 +600,7 @@ async fn tclient_prints_history_as_csv_the_plant_tree_and_alarm_details() {
         .map(|step| {
             (
                 start + Duration::from_secs(10 * u64::from(step)),
-                90.0 + f64::from(step),
+                level(step),
                 "Good".to_owned(),
             )
         })

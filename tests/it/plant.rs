@@ -2,7 +2,7 @@
 //! alarms tripping and clearing, the historian's interval and retention, the background task's
 //! last flush, and display reads agreeing with the assistant's tool reads.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plant::simulator::TagMotion;
 use plant_model::{AlarmEventKind, Quality, TagValue};
@@ -202,10 +202,18 @@ async fn a_batch_of_writes_is_applied_in_order_recorded_and_announced_once() {
 }
 
 #[tokio::test]
-async fn the_historian_keeps_one_sample_per_interval_per_tag() {
+async fn the_historian_keeps_the_samples_a_line_within_the_deviation_needs() {
     let solution = Solution::demo();
     let runtime = Runtime::open(&solution.path).expect("opens");
-    let origin = SystemTime::now() - Duration::from_secs(5 * 3600);
+    // A whole second, as the history keeps milliseconds.
+    let five_hours_ago = SystemTime::now() - Duration::from_secs(5 * 3600);
+    let origin = UNIX_EPOCH
+        + Duration::from_secs(
+            five_hours_ago
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs(),
+        );
     for second in 0..60 {
         runtime.simulator().step(origin + Duration::from_secs(second));
     }
@@ -213,13 +221,49 @@ async fn the_historian_keeps_one_sample_per_interval_per_tag() {
         &runtime,
         "runtime_get_tag_history",
         json!({"tag": "Pump1.MotorCurrent", "start": rfc3339(origin),
-               "end": rfc3339(origin + Duration::from_secs(59))}),
+               "end": rfc3339(origin + Duration::from_secs(59)), "max_samples": 1000}),
     )
     .await;
-    assert_eq!(
-        history["totalSamples"], 6,
-        "60 one-second steps, one sample per 10 s"
-    );
+    let stored: Vec<(f64, f64)> = history["samples"]
+        .as_array()
+        .expect("samples")
+        .iter()
+        .map(|sample| {
+            let time = humantime::parse_rfc3339(sample["time"].as_str().expect("time")).expect("rfc 3339");
+            let at = time.duration_since(origin).expect("after").as_secs_f64();
+            (at, sample["value"].as_f64().expect("a number"))
+        })
+        .collect();
+    let total = stored.len();
+    assert!((2..60).contains(&total), "compressed, not every second: {total}");
+    // The demo plant's deviation for Pump 1's current: the line through the stored samples
+    // passes within it of every second's value.
+    let deviation = 0.5;
+    let motion = runtime
+        .simulator()
+        .motions()
+        .iter()
+        .find(|motion| motion.tag == "Pump1.MotorCurrent")
+        .cloned()
+        .expect("simulated");
+    for second in 0..60_u32 {
+        let at = f64::from(second);
+        let value = motion.value_at(origin + Duration::from_secs(u64::from(second)));
+        let after = stored
+            .iter()
+            .position(|(time, _)| *time >= at)
+            .expect("the last is stored");
+        let line = if stored[after].0 == at {
+            stored[after].1
+        } else {
+            let ((ta, va), (tb, vb)) = (stored[after - 1], stored[after]);
+            va + (vb - va) * (at - ta) / (tb - ta)
+        };
+        assert!(
+            (line - value).abs() <= deviation + 1e-3,
+            "second {second}: {value} received, the history's line says {line}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -245,7 +289,8 @@ async fn history_older_than_the_retention_is_pruned() {
         age <= Duration::from_secs(3600 + 60),
         "oldest sample is {age:?} old"
     );
-    assert!(history["totalSamples"].as_u64().is_some_and(|total| total >= 50));
+    // An hour of one-minute samples, compressed within the tank's deviation.
+    assert!(history["totalSamples"].as_u64().is_some_and(|total| total >= 10));
 }
 
 #[tokio::test]

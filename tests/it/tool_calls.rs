@@ -17,7 +17,7 @@ async fn tools_are_listed_and_callable_by_the_bits_of_the_moment() {
     let rig = ChatRig::start(vec![], &[]).await;
     let path = rig.solution.path.to_str().expect("utf-8").to_owned();
     let client = rig.server.guest().await;
-    // The demo offers UNS, alarm and history tools (0x9e).
+    // The demo offers UNS, alarm, history and proposal tools (0xde).
     let all = client.list_tools().await.expect("listed");
     assert_eq!(
         names(&all),
@@ -30,7 +30,9 @@ async fn tools_are_listed_and_callable_by_the_bits_of_the_moment() {
             "runtime_search_documents",
             "runtime_get_active_alarms",
             "runtime_query_alarm_history",
-            "runtime_get_tag_history"
+            "runtime_get_tag_history",
+            "runtime_propose_write",
+            "runtime_propose_alarm_ack"
         ]
     );
     let value = &all[0];

@@ -1,5 +1,6 @@
 //! The historian: tag samples and alarm transitions kept in the solution database for a
-//! retention period, and the queries the history tools run on them.
+//! retention period, and the queries the history tools run on them. Which samples are kept
+//! is [`recorder`]'s: every change is a candidate, compressed within the tag's deviation.
 //!
 //! Writers (the simulator, tag writes) only append to an in-memory queue under a short lock;
 //! [`Historian::flush`] moves the queue to the store in one transaction and prunes what is
@@ -11,15 +12,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{AlarmEvent, AlarmEventKind, Quality, TagType};
+use plant_model::{AlarmEvent, AlarmEventKind, TagType};
 use store::{AlarmHistoryPage, HistoryPage, PendingSample, SolutionError, Store};
 
 use crate::objects::TagSample;
 use crate::plant::write_capability::WriteCapability;
 
-/// A tag is recorded at most once per this interval (sooner when its quality changes), which
-/// bounds the table at a few hundred thousand rows per tag-year of one-second updates.
-pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+pub mod recorder;
+
+pub use recorder::MAX_INTERVAL;
+use recorder::TagRecorder;
 
 /// Queued rows kept while the database cannot be written; past this the oldest are dropped
 /// (and counted in the log) rather than letting memory grow without bound.
@@ -29,40 +31,51 @@ const MAX_QUEUED: usize = 100_000;
 struct Queue {
     samples: Vec<PendingSample>,
     events: Vec<AlarmEvent>,
-    /// The time and quality of the last sample recorded per tag, for [`SAMPLE_INTERVAL`].
-    last_recorded: HashMap<Arc<str>, (SystemTime, Quality, Option<f64>)>,
+    /// What each tag's recorder has seen, by tag.
+    recorders: HashMap<Arc<str>, TagRecorder>,
     dropped: u64,
 }
 
 impl Queue {
-    /// See [`Historian::record`].
-    fn record(&mut self, tag: &str, sample: &TagSample, deadband: f64) {
-        let value = sample.value.as_f64();
-        if let Some((last_time, last_quality, last_value)) = self.last_recorded.get(tag) {
-            let recent = sample
-                .timestamp
-                .duration_since(*last_time)
-                .is_ok_and(|since| since < SAMPLE_INTERVAL);
-            let within_deadband = match (value, last_value) {
-                (Some(value), Some(last)) => (value - last).abs() < deadband,
-                _ => false,
-            };
-            if (recent || within_deadband) && *last_quality == sample.quality {
-                return;
-            }
+    /// Stores the held end of `tag`'s current line (see [`TagRecorder::close`]).
+    fn close_line(&mut self, tag: &str) {
+        let Some(held) = self.recorders.get_mut(tag).and_then(TagRecorder::close) else {
+            return;
+        };
+        if let Some((name, _)) = self.recorders.get_key_value(tag) {
+            self.samples.push(PendingSample {
+                tag: Arc::clone(name),
+                time: held.timestamp,
+                value: held.value,
+                quality: held.quality,
+            });
         }
-        let tag: Arc<str> = match self.last_recorded.get_key_value(tag) {
+    }
+
+    /// See [`Historian::record`].
+    fn record(&mut self, tag: &str, sample: &TagSample, deviation: f64) {
+        let stored = match self.recorders.get_mut(tag) {
+            Some(recorder) => recorder.take(sample, deviation),
+            None => {
+                self.recorders.insert(Arc::from(tag), TagRecorder::new(sample));
+                vec![sample.clone()]
+            }
+        };
+        if stored.is_empty() {
+            return;
+        }
+        let tag: Arc<str> = match self.recorders.get_key_value(tag) {
             Some((known, _)) => Arc::clone(known),
             None => Arc::from(tag),
         };
-        self.last_recorded
-            .insert(Arc::clone(&tag), (sample.timestamp, sample.quality, value));
-        self.samples.push(PendingSample {
-            tag,
-            time: sample.timestamp,
-            value: sample.value.clone(),
-            quality: sample.quality,
-        });
+        for sample in stored {
+            self.samples.push(PendingSample {
+                tag: Arc::clone(&tag),
+                time: sample.timestamp,
+                value: sample.value,
+                quality: sample.quality,
+            });
+        }
         if self.samples.len() > MAX_QUEUED {
             let excess = self.samples.len() - MAX_QUEUED;
             self.samples.drain(..excess);
@@ -95,8 +108,8 @@ impl Recording<'_> {
     }
 
     /// See [`Historian::record`].
-    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, deadband: f64) {
-        self.queue().record(tag, sample, deadband);
+    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, deviation: f64) {
+        self.queue().record(tag, sample, deviation);
     }
 
     /// Queues `events` (nothing is locked when there are none).
@@ -159,10 +172,11 @@ impl Historian {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues a tag sample, unless, with the same quality as the last one recorded, it comes
-    /// less than [`SAMPLE_INTERVAL`] after it or its value moved less than `deadband` from it.
-    pub fn record(&self, tag: &str, sample: &TagSample, deadband: f64, _: &WriteCapability) {
-        self.queue().record(tag, sample, deadband);
+    /// Takes a tag sample, queueing what its recorder stores of it (see [`recorder`]): a line
+    /// through the stored samples stays within `deviation` (the tag's history deadband) of
+    /// every sample taken.
+    pub fn record(&self, tag: &str, sample: &TagSample, deviation: f64, _: &WriteCapability) {
+        self.queue().record(tag, sample, deviation);
     }
 
     /// Queues alarm transitions.
@@ -236,6 +250,8 @@ impl Historian {
         to: SystemTime,
         max_samples: usize,
     ) -> Result<HistoryPage, SolutionError> {
+        // The line still going ends at its last sample, so the page reaches it.
+        self.queue().close_line(tag);
         self.flush()?;
         self.store
             .tag_history_blocking(tag, kind, (from, to), max_samples)
