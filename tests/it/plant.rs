@@ -36,7 +36,7 @@ async fn tool(runtime: &Runtime, name: &str, arguments: Value) -> Value {
     call(runtime, name, arguments).await.expect("tool succeeds")
 }
 
-fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 

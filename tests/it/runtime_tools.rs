@@ -10,6 +10,7 @@ use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use tserver::Runtime;
 
+use crate::plant::rfc3339;
 use crate::support::{Solution, admin};
 
 /// Every tool bit and the master bit.
@@ -78,9 +79,12 @@ fn each_category_bit_offers_its_tools() {
         offered(0x02 | 0x08),
         ["runtime_get_active_alarms", "runtime_query_alarm_history"]
     );
-    assert_eq!(offered(0x02 | 0x10), ["runtime_get_tag_history"]);
+    assert_eq!(
+        offered(0x02 | 0x10),
+        ["runtime_get_tag_history", "runtime_find_excursions"]
+    );
     assert!(offered(0x04 | 0x08 | 0x10).is_empty(), "no master bit, no tools");
-    assert_eq!(offered(ALL_TOOLS).len(), 9);
+    assert_eq!(offered(ALL_TOOLS).len(), 10);
 }
 
 #[test]
@@ -105,7 +109,7 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                     0x08,
                     &["runtime_get_active_alarms", "runtime_query_alarm_history"][..],
                 ),
-                (0x10, &["runtime_get_tag_history"][..]),
+                (0x10, &["runtime_get_tag_history", "runtime_find_excursions"][..]),
                 (0x40, &["runtime_propose_write", "runtime_propose_alarm_ack"][..]),
             ] {
                 if bits & bit != 0 {
@@ -542,32 +546,61 @@ async fn alarm_guidance_is_cut_like_a_message_and_left_out_where_the_plant_says_
     }
 }
 
+/// Writes Tank 1's level as of `time`, as the field would have reported it then.
+fn tank1_level_at(runtime: &Runtime, time: SystemTime, value: f64) {
+    runtime
+        .plant()
+        .write_at("Tank1.Level", TagValue::Number(value), Quality::GOOD, time)
+        .expect("written");
+}
+
 #[tokio::test]
 async fn tag_history_thins_long_windows_and_reports_statistics() {
-    // `init --demo` seeds two hours of history, one sample every 30 s.
     let (_solution, runtime) = demo();
-    let hour = ok(&runtime, "runtime_get_tag_history", json!({"tag": "Tank1.Level"})).await;
-    let total = hour["totalSamples"].as_u64().expect("total");
-    assert!(
-        (100..=125).contains(&total),
-        "about 120 samples in the last hour: {total}"
+    // Five hours ago, before the seeded history: 150 seconds of a level wavering 10 around 50
+    // (past its deviation, so each is stored), one spike to 97 in the middle (150 samples fit
+    // one result's bytes).
+    let origin = UNIX_EPOCH
+        + Duration::from_secs(
+            (SystemTime::now() - Duration::from_secs(5 * 3600))
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs(),
+        );
+    for second in 0..150_u32 {
+        let value = match second {
+            75 => 97.0,
+            second => 50.0 + f64::from(second % 2) * 10.0,
+        };
+        tank1_level_at(&runtime, origin + Duration::from_secs(u64::from(second)), value);
+    }
+    let window = |max_samples: u64| {
+        json!({"tag": "Tank1.Level", "start": rfc3339(origin),
+               "end": rfc3339(origin + Duration::from_secs(149)), "max_samples": max_samples})
+    };
+    let all = ok(&runtime, "runtime_get_tag_history", window(1000)).await;
+    assert_eq!(all["totalSamples"], 150);
+    assert_eq!(all["truncated"], false);
+    assert_eq!(all["units"], "%");
+    assert_eq!(
+        (all["stats"]["min"].as_f64(), all["stats"]["max"].as_f64()),
+        (Some(50.0), Some(97.0))
     );
-    let kept = hour["samples"].as_array().expect("samples");
-    assert!(kept.len() <= 100, "the default cap: {}", kept.len());
-    assert_eq!(hour["truncated"], true);
-    assert_eq!(hour["units"], "%");
-    let (min, max) = (hour["stats"]["min"].as_f64(), hour["stats"]["max"].as_f64());
-    assert!(min < max, "the simulator moved the level: {min:?} {max:?}");
-    // Cut to its cap, the trend still holds the window's extremes (M4).
-    let values: Vec<Option<f64>> = kept.iter().map(|sample| sample["value"].as_f64()).collect();
-    assert!(values.contains(&min) && values.contains(&max), "{values:?}");
-
-    let ten = ok(
+    // Cut to its default cap of 100, the trend still holds the spike and the swing (M4).
+    let hundred = ok(
         &runtime,
         "runtime_get_tag_history",
-        json!({"tag": "Tank1.Level", "minutes": 120, "max_samples": 10}),
+        json!({"tag": "Tank1.Level", "start": rfc3339(origin), "end": rfc3339(origin + Duration::from_secs(149))}),
     )
     .await;
+    let kept = hundred["samples"].as_array().expect("samples");
+    assert!(kept.len() <= 100, "the default cap: {}", kept.len());
+    assert_eq!(hundred["truncated"], true);
+    let values: Vec<Option<f64>> = kept.iter().map(|sample| sample["value"].as_f64()).collect();
+    for value in [50.0, 60.0, 97.0] {
+        assert!(values.contains(&Some(value)), "{value} in {values:?}");
+    }
+    let ten = ok(&runtime, "runtime_get_tag_history", window(10)).await;
     let times: Vec<SystemTime> = ten["samples"]
         .as_array()
         .expect("samples")
@@ -579,28 +612,82 @@ async fn tag_history_thins_long_windows_and_reports_statistics() {
         .duration_since(times[0])
         .expect("ascending");
     assert!(
-        spanned >= Duration::from_secs(100 * 60),
-        "over the two hours, not the first ten samples: {spanned:?}"
+        spanned >= Duration::from_secs(140),
+        "over the window, not its first ten samples: {spanned:?}"
     );
 
-    let start = humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(600)).to_string();
-    let recent = ok(
+    // The seeded last hour (one sample every 30 s, compressed within the deviation).
+    let hour = ok(
         &runtime,
         "runtime_get_tag_history",
-        json!({"tag": "Plant/Area1/Tank1/Level", "start": start, "max_samples": 1000}),
+        json!({"tag": "Plant/Area1/Tank1/Level"}),
     )
     .await;
-    let recent_total = recent["totalSamples"].as_u64().expect("total");
     assert!(
-        (15..=22).contains(&recent_total),
-        "ten minutes of 30 s samples: {recent_total}"
+        hour["totalSamples"].as_u64().is_some_and(|total| total >= 2),
+        "{hour}"
     );
-    assert_eq!(recent["truncated"], false);
+    assert_eq!(hour["truncated"], false);
     let text = ok(&runtime, "runtime_get_tag_history", json!({"tag": "Pump1.Mode"})).await;
     assert_eq!(
         (text["totalSamples"].as_u64(), &text["stats"]),
         (Some(0), &Value::Null)
     );
+}
+
+#[tokio::test]
+async fn excursions_past_a_limit_are_found_with_their_duration_and_peak() {
+    let (_solution, runtime) = demo();
+    let origin = SystemTime::now() - Duration::from_secs(4 * 3600);
+    // Tank 1 at 60 %, over 85 % for a minute (peaking at 93), back, then over again for ten seconds.
+    let series = [
+        (0, 60.0),
+        (100, 80.0),
+        (110, 90.0),
+        (140, 93.0),
+        (170, 90.0),
+        (180, 80.0),
+        (400, 80.0),
+        (410, 86.0),
+        (415, 86.5),
+        (420, 84.0),
+    ];
+    for (second, value) in series {
+        tank1_level_at(&runtime, origin + Duration::from_secs(second), value);
+    }
+    let found = ok(
+        &runtime,
+        "runtime_find_excursions",
+        json!({"tag": "Tank1.Level", "above": 85, "start": rfc3339(origin), "end": rfc3339(origin + Duration::from_secs(600))}),
+    )
+    .await;
+    assert_eq!(found["condition"], "above 85");
+    assert_eq!(found["totalExcursions"], 2);
+    let excursions = found["excursions"].as_array().expect("excursions");
+    // Newest first: 408.3 s to 418 s, then 105 s to 175 s (crossings on the line between samples).
+    assert_eq!(
+        (
+            excursions[0]["durationS"].as_u64(),
+            excursions[0]["peak"].as_f64()
+        ),
+        (Some(9), Some(86.5))
+    );
+    assert_eq!(
+        (
+            excursions[1]["durationS"].as_u64(),
+            excursions[1]["peak"].as_f64()
+        ),
+        (Some(70), Some(93.0))
+    );
+    let refused = failure(&runtime, "runtime_find_excursions", json!({"tag": "Tank1.Level"})).await;
+    assert!(refused.message.contains("give one limit"), "{refused:?}");
+    let text = failure(
+        &runtime,
+        "runtime_find_excursions",
+        json!({"tag": "Pump1.Mode", "above": 1}),
+    )
+    .await;
+    assert!(text.message.contains("not a numeric tag"), "{text:?}");
 }
 
 #[tokio::test]

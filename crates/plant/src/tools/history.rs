@@ -1,4 +1,5 @@
-//! Historian tool (ModelOptions 0x10): a tag's samples over a time window, with statistics.
+//! Historian tools (ModelOptions 0x10): a tag's samples over a time window, with statistics,
+//! and the excursions of a tag past a limit (when, for how long, how far).
 
 use std::time::SystemTime;
 
@@ -18,6 +19,19 @@ const SAMPLES_CAP: Cap = Cap {
 /// The window when the model gives none: the last hour.
 const DEFAULT_MINUTES: u64 = 60;
 
+const EXCURSIONS_CAP: Cap = Cap {
+    name: "max_results",
+    default: 20,
+    ceiling: 100,
+};
+
+/// The window the excursions tool looks in when the model gives none: the last day.
+const EXCURSION_MINUTES: u64 = 24 * 60;
+
+/// The most samples an excursion search reads: a longer window is read as each of as many
+/// buckets' first, lowest, highest and last sample, which keeps every excursion's peak.
+const EXCURSION_SAMPLES: usize = 400_000;
+
 pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     let mut properties = serde_json::Map::new();
     properties.insert(
@@ -27,16 +41,44 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     );
     window_schema(&mut properties, DEFAULT_MINUTES);
     properties.insert("max_samples".into(), SAMPLES_CAP.schema("samples"));
-    vec![plant_tool(
-        plant,
-        "runtime_get_tag_history",
-        ModelOptions::HISTORIAN_TOOLS,
-        "Read a tag's recorded history over a time window (default the last 60 minutes): samples oldest first \
+    let mut excursion = serde_json::Map::new();
+    excursion.insert(
+        "tag".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": 512,
+               "description": "Dotted tag name or UNS path of a numeric tag."}),
+    );
+    excursion.insert(
+        "above".into(),
+        json!({"type": "number", "description": "Find when the value was above this (give above or below)."}),
+    );
+    excursion.insert(
+        "below".into(),
+        json!({"type": "number", "description": "Find when the value was below this (give above or below)."}),
+    );
+    window_schema(&mut excursion, EXCURSION_MINUTES);
+    excursion.insert("max_results".into(), EXCURSIONS_CAP.schema("excursions"));
+    vec![
+        plant_tool(
+            plant,
+            "runtime_get_tag_history",
+            ModelOptions::HISTORIAN_TOOLS,
+            "Read a tag's recorded history over a time window (default the last 60 minutes): samples oldest first \
          (when there are more than max_samples, the window's buckets each give their first, lowest, highest \
          and last sample, so no spike is lost) and min, max and mean over the whole window.",
-        json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": properties}),
-        |plant, arguments| async move { tag_history(&plant, &arguments).await },
-    )]
+            json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": properties}),
+            |plant, arguments| async move { tag_history(&plant, &arguments).await },
+        ),
+        plant_tool(
+            plant,
+            "runtime_find_excursions",
+            ModelOptions::HISTORIAN_TOOLS,
+            "Find when a numeric tag was above (or below) a limit in a time window (default the last 24 hours): \
+         each excursion's start, end (null while it lasts), duration and peak, newest first, from the \
+         recorded history. Use it for 'when was Tank1.Level above 85 today, and for how long?'.",
+            json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": excursion}),
+            |plant, arguments| async move { find_excursions(&plant, &arguments).await },
+        ),
+    ]
 }
 
 async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
@@ -78,4 +120,183 @@ async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, To
         }
         result
     }))
+}
+
+/// One stretch of time a tag spent past a limit.
+#[derive(Debug, Clone, PartialEq)]
+struct Excursion {
+    start: SystemTime,
+    /// `None` while it lasts (the window ends past the limit).
+    end: Option<SystemTime>,
+    /// Whether it had begun before the window.
+    started_before: bool,
+    peak: f64,
+}
+
+/// The excursions past `limit` (`above`: greater than it, else less) of a line through
+/// `samples` (time, value), oldest first; a crossing is placed where the line meets the limit.
+fn excursions(samples: &[(SystemTime, f64)], limit: f64, above: bool) -> Vec<Excursion> {
+    let past = |value: f64| if above { value > limit } else { value < limit };
+    let further = |value: f64, peak: f64| if above { value > peak } else { value < peak };
+    let crossing = |(t0, v0): (SystemTime, f64), (t1, v1): (SystemTime, f64)| {
+        let span = t1.duration_since(t0).unwrap_or_default();
+        let share = if (v1 - v0).abs() > f64::EPSILON {
+            ((limit - v0) / (v1 - v0)).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        t0 + span.mul_f64(share)
+    };
+    let mut found: Vec<Excursion> = Vec::new();
+    let mut open: Option<Excursion> = None;
+    let mut previous: Option<(SystemTime, f64)> = None;
+    for &(time, value) in samples {
+        match (&mut open, past(value)) {
+            (Some(excursion), true) => {
+                if further(value, excursion.peak) {
+                    excursion.peak = value;
+                }
+            }
+            (Some(_), false) => {
+                if let Some(mut done) = open.take() {
+                    done.end = Some(previous.map_or(time, |before| crossing(before, (time, value))));
+                    found.push(done);
+                }
+            }
+            (None, true) => {
+                open = Some(Excursion {
+                    start: previous.map_or(time, |before| crossing(before, (time, value))),
+                    end: None,
+                    started_before: previous.is_none(),
+                    peak: value,
+                });
+            }
+            (None, false) => {}
+        }
+        previous = Some((time, value));
+    }
+    found.extend(open);
+    found
+}
+
+async fn find_excursions(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
+    let tag = find_tag(plant, text_argument(arguments, "tag")?)?;
+    let definition = tag.definition().clone();
+    let (limit, above) = match (
+        arguments.get("above").and_then(Value::as_f64),
+        arguments.get("below").and_then(Value::as_f64),
+    ) {
+        (Some(limit), None) => (limit, true),
+        (None, Some(limit)) => (limit, false),
+        _ => {
+            return Err(ToolError::invalid_arguments(
+                "give one limit: 'above' or 'below' (a number)",
+            ));
+        }
+    };
+    if !matches!(
+        definition.kind,
+        plant_model::TagType::Number | plant_model::TagType::Integer
+    ) {
+        return Err(ToolError::invalid_arguments(format!(
+            "{} is not a numeric tag: excursions are of numbers",
+            definition.name
+        )));
+    }
+    let window = read_window(arguments, EXCURSION_MINUTES, SystemTime::now())?;
+    let cap = EXCURSIONS_CAP.read(arguments);
+    let historian = std::sync::Arc::clone(plant.historian());
+    let page = {
+        let name = definition.name.clone();
+        blocking(move || {
+            historian.tag_history(&name, definition.kind, window.from, window.to, EXCURSION_SAMPLES)
+        })
+        .await?
+    };
+    // Only Good samples draw the line: a value the field did not vouch for is no excursion.
+    let line: Vec<(SystemTime, f64)> = page
+        .samples
+        .iter()
+        .filter(|sample| sample.quality == plant_model::Quality::GOOD)
+        .filter_map(|sample| Some((sample.time, sample.value.as_f64()?)))
+        .collect();
+    let mut found = excursions(&line, limit, above);
+    found.reverse();
+    let total = found.len();
+    let listed: Vec<Value> = found
+        .into_iter()
+        .take(cap)
+        .map(|excursion| {
+            let until = excursion.end.unwrap_or(window.to);
+            json!({
+                "start": localai::iso8601_millis(excursion.start),
+                "startedBeforeWindow": excursion.started_before,
+                "end": excursion.end.map(localai::iso8601_millis),
+                "durationS": until.duration_since(excursion.start).unwrap_or_default().as_secs(),
+                "peak": excursion.peak,
+            })
+        })
+        .collect();
+    let condition = format!("{} {limit}", if above { "above" } else { "below" });
+    Ok(bounded_list(listed, total > cap, |listed, truncated| {
+        let mut result = json!({
+            "tag": definition.name,
+            "condition": condition,
+            "from": localai::iso8601_millis(window.from),
+            "to": localai::iso8601_millis(window.to),
+            "excursions": listed,
+            "totalExcursions": total,
+            "truncated": truncated,
+        });
+        if !definition.units.is_empty() {
+            result["units"] = json!(definition.units);
+        }
+        result
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    fn at(second: u64, value: f64) -> (SystemTime, f64) {
+        (UNIX_EPOCH + Duration::from_secs(second), value)
+    }
+
+    #[test]
+    fn excursions_begin_and_end_where_the_line_crosses_the_limit() {
+        let line = [
+            at(0, 80.0),
+            at(10, 90.0),
+            at(20, 95.0),
+            at(30, 80.0),
+            at(40, 86.0),
+        ];
+        let found = excursions(&line, 85.0, true);
+        assert_eq!(
+            found,
+            [
+                Excursion {
+                    start: UNIX_EPOCH + Duration::from_secs(5),
+                    end: Some(
+                        UNIX_EPOCH + Duration::from_secs(20) + Duration::from_secs(10).mul_f64(10.0 / 15.0)
+                    ),
+                    started_before: false,
+                    peak: 95.0,
+                },
+                Excursion {
+                    start: UNIX_EPOCH + Duration::from_secs(30) + Duration::from_secs(10).mul_f64(5.0 / 6.0),
+                    end: None,
+                    started_before: false,
+                    peak: 86.0,
+                },
+            ]
+        );
+        let low = excursions(&[at(0, 5.0), at(10, 20.0)], 10.0, false);
+        assert_eq!(low.len(), 1);
+        assert!(low[0].started_before && low[0].start == UNIX_EPOCH);
+        assert_eq!(low[0].peak, 5.0);
+    }
 }
