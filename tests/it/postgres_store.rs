@@ -524,7 +524,18 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
             admin(&["plant", solution, "import", plant], ""),
             admin(&["plant", solution, "show"], ""),
             admin(&["plant", solution, "export"], ""),
-            admin(&["plant", solution, "purge-history", "Motor1.Temperature"], ""),
+            // How many samples the seeding kept depends on the second it ran (compression):
+            // both say how many they deleted, of the same tag.
+            {
+                let purged = admin(&["plant", solution, "purge-history", "Motor1.Temperature"], "");
+                let count: String = purged
+                    .chars()
+                    .skip("deleted ".len())
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                assert!(count.parse::<u32>().is_ok_and(|count| count > 0), "{purged}");
+                purged.replacen(&count, "N", 1)
+            },
             try_admin(&["plant", solution, "purge-history", "Pump1.Mode"], "")
                 .expect_err("still in the plant")
                 .to_string(),
