@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tserver::{Runtime, ServerConfig};
 
 use crate::runtime_tools::call;
-use crate::support::{Solution, TestServer, admin};
+use crate::support::{Solution, TestServer, admin, try_admin};
 
 fn motion(runtime: &Runtime, tag: &str) -> TagMotion {
     runtime
@@ -361,4 +361,119 @@ fn serve_refuses_a_simulator_switch_that_is_not_on_or_off() {
     ]);
     let error = parsed.expect_err("refused");
     assert!(error.to_string().contains("not on or off"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_is_exported_as_csv_or_json_lines_for_a_window_and_some_tags() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    // Three hours ago, on whole seconds: a start count that steps and a mode that changes.
+    let three_hours_ago = SystemTime::now() - Duration::from_secs(3 * 3600);
+    let start = UNIX_EPOCH
+        + Duration::from_secs(
+            three_hours_ago
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs(),
+        );
+    let at = |second: u64| start + Duration::from_secs(second);
+    for (second, count) in [(0, 1300), (1, 1310), (2, 1305)] {
+        runtime
+            .plant()
+            .write_at(
+                "Pump1.StartCount",
+                TagValue::Integer(count),
+                Quality::GOOD,
+                at(second),
+            )
+            .expect("written");
+    }
+    for (second, mode) in [(0, "Manual"), (3, "Off")] {
+        runtime
+            .plant()
+            .write_at(
+                "Pump1.Mode",
+                TagValue::Text(mode.into()),
+                Quality::GOOD,
+                at(second),
+            )
+            .expect("written");
+    }
+    // A reader of the history ends each line at its last sample and stores it.
+    let historian = std::sync::Arc::clone(runtime.plant().historian());
+    let window = (at(0), at(10));
+    tokio::task::spawn_blocking(move || {
+        for (tag, kind) in [
+            ("Pump1.StartCount", plant_model::TagType::Integer),
+            ("Pump1.Mode", plant_model::TagType::String),
+        ] {
+            historian
+                .tag_history(tag, kind, window.0, window.1, 100)
+                .expect("reads");
+        }
+    })
+    .await
+    .expect("read");
+    let since = rfc3339(at(0));
+    let until = rfc3339(at(10));
+    let export = |format: &str| {
+        admin(
+            &[
+                "history",
+                &path,
+                "export",
+                "--tag",
+                "Pump1.StartCount",
+                "--tag",
+                "Pump1.Mode",
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--format",
+                format,
+            ],
+            "",
+        )
+    };
+    let time = |second: u64| rfc3339(at(second));
+    assert_eq!(
+        export("csv"),
+        format!(
+            "time,tag,value,quality\n{},Pump1.StartCount,1300,Good\n{},Pump1.StartCount,1310,Good\n{},Pump1.StartCount,1305,Good\n\
+             {},Pump1.Mode,Manual,Good\n{},Pump1.Mode,Off,Good\n",
+            time(0),
+            time(1),
+            time(2),
+            time(0),
+            time(3)
+        )
+    );
+    let lines: Vec<Value> = export("jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(
+        lines[4],
+        json!({"time": time(3), "tag": "Pump1.Mode", "value": "Off", "quality": "Good"})
+    );
+    let unknown =
+        try_admin(&["history", &path, "export", "--tag", "Pump1.StartCnt"], "").expect_err("refused");
+    assert!(
+        unknown.to_string().contains(
+            "--tag \"Pump1.StartCnt\": the plant has no such tag (did you mean \"Pump1.StartCount\"?)"
+        ),
+        "{unknown}"
+    );
+    let backwards = try_admin(
+        &["history", &path, "export", "--since", &until, "--until", &since],
+        "",
+    )
+    .expect_err("refused");
+    assert!(
+        backwards.to_string().contains("--since is after --until"),
+        "{backwards}"
+    );
 }

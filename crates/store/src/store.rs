@@ -393,8 +393,8 @@ impl Store {
     }
 
     /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most
-    /// `max_samples`, evenly spread when the window holds more, with statistics over all;
-    /// from a thread that may block.
+    /// `max_samples` (each time bucket's first, lowest, highest and last when the window holds
+    /// more), with statistics over all; from a thread that may block.
     pub fn tag_history_blocking(
         &self,
         tag: &str,

@@ -241,7 +241,8 @@ impl Historian {
     }
 
     /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most
-    /// `max_samples`, evenly spread when the window holds more, with statistics over all.
+    /// `max_samples` (each time bucket's first, lowest, highest and last when the window holds
+    /// more), with statistics over all.
     pub fn tag_history(
         &self,
         tag: &str,

@@ -6,6 +6,7 @@
 mod ai_execute;
 mod audit;
 mod eval;
+mod history;
 mod init;
 mod input;
 mod logging;
@@ -35,6 +36,7 @@ pub use self::ai_execute::{AiExecuteArgs, ai_execute};
 use self::audit::parse_since;
 pub use self::audit::{AuditCommand, ExportFormat};
 pub use self::eval::{BadInput, EvalArgs, eval_command, eval_exit_code};
+pub use self::history::HistoryCommand;
 use self::input::{read_first_line, read_hidden, read_password};
 pub use self::logging::{LogFormat, log_filter, log_layer};
 pub use self::plant::PlantAction;
@@ -132,6 +134,16 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<AuditCommand>,
     },
+    /// Export the history the solution keeps (`export`), before `HistoryRetentionHours`
+    /// prunes it.
+    History {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: HistoryCommand,
+    },
     /// Import, export or show the plant model: folders, equipment, tags and alarms (a running
     /// server picks an import up within about a second).
     Plant {
@@ -196,6 +208,7 @@ impl Command {
             | Self::Secrets { solution, .. }
             | Self::Users { solution, .. }
             | Self::Audit { solution, .. }
+            | Self::History { solution, .. }
             | Self::Plant { solution, .. }
             | Self::Sources { solution, .. }
             | Self::Tokens { solution, .. }
@@ -244,6 +257,9 @@ pub fn run_admin_at(
             Ok(output.write_all(lines.as_bytes())?)
         }
         Command::Plant { solution, action } => plant::plant_command(solution.location()?, action, output),
+        Command::History { solution, action } => {
+            history::history_command(solution.location()?, action, output)
+        }
         Command::Sources {
             solution,
             action:
