@@ -300,6 +300,7 @@ fn every_command_that_takes_a_solution_takes_it_first_or_as_an_option() {
         ("eval", &["questions.toml"]),
         ("users", &["list"]),
         ("audit", &[]),
+        ("history", &["export"]),
         ("plant", &["show"]),
         ("sources", &["list"]),
         ("tokens", &["list"]),
