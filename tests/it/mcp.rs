@@ -186,7 +186,7 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(
         names.len(),
-        12,
+        13,
         "the demo's 0xDE: read tools and proposals: {names:?}"
     );
     assert_eq!(names[0], "runtime_get_value");
@@ -389,7 +389,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     .expect("tclient starts");
     let client = ().serve(bridge).await.expect("the bridge initializes");
     let tools = client.list_all_tools().await.expect("listed");
-    assert_eq!(tools.len(), 12);
+    assert_eq!(tools.len(), 13);
     assert_eq!(
         tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
         Some(true)
@@ -443,6 +443,10 @@ fn every_tool_call() -> Vec<(&'static str, Value)> {
         (
             "runtime_find_excursions",
             json!({"tag": "Tank1.Level", "above": 60, "start": start, "end": end}),
+        ),
+        (
+            "runtime_get_values_at",
+            json!({"tags": ["Tank1.Level", "Pump1.Mode"], "time": end}),
         ),
     ]
 }

@@ -81,10 +81,14 @@ fn each_category_bit_offers_its_tools() {
     );
     assert_eq!(
         offered(0x02 | 0x10),
-        ["runtime_get_tag_history", "runtime_find_excursions"]
+        [
+            "runtime_get_tag_history",
+            "runtime_find_excursions",
+            "runtime_get_values_at"
+        ]
     );
     assert!(offered(0x04 | 0x08 | 0x10).is_empty(), "no master bit, no tools");
-    assert_eq!(offered(ALL_TOOLS).len(), 10);
+    assert_eq!(offered(ALL_TOOLS).len(), 11);
 }
 
 #[test]
@@ -109,7 +113,14 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                     0x08,
                     &["runtime_get_active_alarms", "runtime_query_alarm_history"][..],
                 ),
-                (0x10, &["runtime_get_tag_history", "runtime_find_excursions"][..]),
+                (
+                    0x10,
+                    &[
+                        "runtime_get_tag_history",
+                        "runtime_find_excursions",
+                        "runtime_get_values_at",
+                    ][..],
+                ),
                 (0x40, &["runtime_propose_write", "runtime_propose_alarm_ack"][..]),
             ] {
                 if bits & bit != 0 {
@@ -688,6 +699,56 @@ async fn excursions_past_a_limit_are_found_with_their_duration_and_peak() {
     )
     .await;
     assert!(text.message.contains("not a numeric tag"), "{text:?}");
+}
+
+#[tokio::test]
+async fn values_at_an_instant_are_each_tags_last_recorded_sample_before_it() {
+    let (_solution, runtime) = demo();
+    let origin = SystemTime::now() - Duration::from_secs(6 * 3600);
+    tank1_level_at(&runtime, origin, 40.0);
+    tank1_level_at(&runtime, origin + Duration::from_secs(60), 70.0);
+    tank1_level_at(&runtime, origin + Duration::from_secs(120), 20.0);
+    let instant = origin + Duration::from_secs(90);
+    let read = ok(
+        &runtime,
+        "runtime_get_values_at",
+        json!({"tags": ["Tank1.Level", "Plant/Area1/Pump1/Mode"], "time": rfc3339(instant)}),
+    )
+    .await;
+    let values = read["values"].as_array().expect("values");
+    assert_eq!(
+        (&values[0]["tag"], &values[0]["value"], &values[0]["units"]),
+        (&json!("Tank1.Level"), &json!(70.0), &json!("%")),
+        "the level as last recorded before the instant: {read}"
+    );
+    assert_eq!(values[0]["recorded"], rfc3339(origin + Duration::from_secs(60)));
+    // Six hours ago is before the demo's seeded history: the mode has nothing recorded then.
+    assert_eq!(values[1]["tag"], "Pump1.Mode");
+    assert_eq!(
+        values[1]["note"],
+        "nothing recorded in the day before the instant"
+    );
+    let none = failure(
+        &runtime,
+        "runtime_get_values_at",
+        json!({"tags": [], "time": rfc3339(instant)}),
+    )
+    .await;
+    assert!(none.message.contains("tags"), "{none:?}");
+    let untimed = failure(
+        &runtime,
+        "runtime_get_values_at",
+        json!({"tags": ["Tank1.Level"]}),
+    )
+    .await;
+    assert!(untimed.message.contains("time is required"), "{untimed:?}");
+    let unknown = failure(
+        &runtime,
+        "runtime_get_values_at",
+        json!({"tags": ["No.Such"], "time": rfc3339(instant)}),
+    )
+    .await;
+    assert_eq!(unknown.kind, "not_found", "{unknown:?}");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! Historian tools (ModelOptions 0x10): a tag's samples over a time window, with statistics,
-//! and the excursions of a tag past a limit (when, for how long, how far).
+//! the excursions of a tag past a limit (when, for how long, how far), and what many tags
+//! read at a past instant.
 
 use std::time::SystemTime;
 
@@ -27,6 +28,13 @@ const EXCURSIONS_CAP: Cap = Cap {
 
 /// The window the excursions tool looks in when the model gives none: the last day.
 const EXCURSION_MINUTES: u64 = 24 * 60;
+
+/// The most tags one instant is read for.
+const MAX_INSTANT_TAGS: usize = 50;
+
+/// How far back from the instant a tag's last stored sample is looked for: a tag stores a
+/// sample at least every 10 minutes while samples come, so a day finds any tag that was live.
+const INSTANT_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// The most samples an excursion search reads: a longer window is read as each of as many
 /// buckets' first, lowest, highest and last sample, which keeps every excursion's peak.
@@ -77,6 +85,22 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
          recorded history. Use it for 'when was Tank1.Level above 85 today, and for how long?'.",
             json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": excursion}),
             |plant, arguments| async move { find_excursions(&plant, &arguments).await },
+        ),
+        plant_tool(
+            plant,
+            "runtime_get_values_at",
+            ModelOptions::HISTORIAN_TOOLS,
+            "Read what several tags were at a past instant (up to 50 tags): for each, the last recorded sample \
+             at or before it (value, quality and when it was recorded), or that none was recorded in the day \
+             before. Use it for 'what were Pump1's readings when it tripped at 08:14?'.",
+            json!({"type": "object", "additionalProperties": false, "required": ["tags", "time"], "properties": {
+                "tags": {"type": "array", "minItems": 1, "maxItems": MAX_INSTANT_TAGS,
+                         "items": {"type": "string", "minLength": 1, "maxLength": 512},
+                         "description": "Dotted tag names or UNS paths."},
+                "time": {"type": "string", "maxLength": 40,
+                         "description": "The instant, RFC 3339 UTC such as 2026-11-21T08:14:00Z."}
+            }}),
+            |plant, arguments| async move { values_at(&plant, &arguments).await },
         ),
     ]
 }
@@ -253,6 +277,61 @@ async fn find_excursions(plant: &PlantReader, arguments: &Value) -> Result<Value
         }
         result
     }))
+}
+
+async fn values_at(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
+    let names: Vec<&str> = arguments
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|tags| tags.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if names.is_empty() || names.len() > MAX_INSTANT_TAGS {
+        return Err(ToolError::invalid_arguments(format!(
+            "'tags' lists 1 to {MAX_INSTANT_TAGS} tag names"
+        )));
+    }
+    if arguments.get("time").and_then(Value::as_str).is_none() {
+        return Err(ToolError::invalid_arguments(
+            "'time' is required: the instant, RFC 3339 UTC",
+        ));
+    }
+    let instant = read_window(&json!({"end": arguments["time"]}), 1, SystemTime::now())?.to;
+    let definitions = names
+        .iter()
+        .map(|name| Ok(find_tag(plant, name)?.definition().clone()))
+        .collect::<Result<Vec<_>, ToolError>>()?;
+    let historian = std::sync::Arc::clone(plant.historian());
+    let from = instant
+        .checked_sub(INSTANT_LOOKBACK)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let readings = blocking(move || {
+        definitions
+            .iter()
+            .map(|definition| {
+                // A page's last sample is the window's last (a cut page keeps each bucket's).
+                let page = historian.tag_history(&definition.name, definition.kind, from, instant, 4)?;
+                let mut reading = json!({"tag": definition.name});
+                match page.samples.last() {
+                    Some(sample) => {
+                        reading["value"] = sample.value.to_json();
+                        reading["quality"] = json!(sample.quality.label());
+                        reading["recorded"] = json!(localai::iso8601_millis(sample.time));
+                    }
+                    None => reading["note"] = json!("nothing recorded in the day before the instant"),
+                }
+                if !definition.units.is_empty() {
+                    reading["units"] = json!(definition.units);
+                }
+                Ok(reading)
+            })
+            .collect::<Result<Vec<Value>, store::SolutionError>>()
+    })
+    .await?;
+    Ok(bounded_list(
+        readings,
+        false,
+        |readings, truncated| json!({"time": localai::iso8601_millis(instant), "values": readings, "truncated": truncated}),
+    ))
 }
 
 #[cfg(test)]

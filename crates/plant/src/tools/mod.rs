@@ -5,7 +5,8 @@
 //!   `runtime_search_uns`, `runtime_describe_object`, `runtime_list_instances`; `documents.rs`
 //!   — `runtime_search_documents` (passages of the plant's documents, to cite);
 //! - Alarms (0x08): `alarms.rs` — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
-//! - Historian (0x10): `history.rs` — `runtime_get_tag_history`, `runtime_find_excursions`;
+//! - Historian (0x10): `history.rs` — `runtime_get_tag_history`, `runtime_find_excursions`,
+//!   `runtime_get_values_at`;
 //! - Proposals (0x40): `proposals.rs` — `runtime_propose_write`, `runtime_propose_alarm_ack`
 //!   (they only propose: an operator decides).
 //!
