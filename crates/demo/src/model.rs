@@ -161,6 +161,14 @@ impl Turn {
         self.offered.iter().any(|name| name == tool)
     }
 
+    /// Every exchange with `tool` this turn, in order.
+    fn exchanges_of(&self, tool: &str) -> Vec<&Exchange> {
+        self.exchanges
+            .iter()
+            .filter(|exchange| exchange.name == tool)
+            .collect()
+    }
+
     fn exchange(&self, tool: &str) -> Option<&Exchange> {
         self.exchanges.iter().find(|exchange| exchange.name == tool)
     }
@@ -944,11 +952,7 @@ fn structure_answer(turn: &Turn) -> String {
 /// measurement alone, to show what there is instead ("receiver pressure" finds no tag; these
 /// are the pressures). `None` when there is nothing narrower to search for.
 fn related_search(turn: &Turn, question: &Question) -> Option<Value> {
-    let searches: Vec<&Exchange> = turn
-        .exchanges
-        .iter()
-        .filter(|exchange| exchange.name == "runtime_search_uns")
-        .collect();
+    let searches = turn.exchanges_of("runtime_search_uns");
     let [first] = searches.as_slice() else {
         return None;
     };
@@ -969,11 +973,7 @@ fn values_answer(turn: &Turn, question: &Question) -> String {
             None => format!("I could not read that tag: {}", value.error_message()),
         };
     }
-    let searches: Vec<&Exchange> = turn
-        .exchanges
-        .iter()
-        .filter(|exchange| exchange.name == "runtime_search_uns")
-        .collect();
+    let searches = turn.exchanges_of("runtime_search_uns");
     let search = searches.first().copied();
     if let Some(failure) = failed(search, "search the plant") {
         return failure;
