@@ -305,15 +305,17 @@ async fn the_background_task_flushes_what_was_recorded_when_it_stops() {
     let stopped = CancellationToken::new();
     stopped.cancel();
     runtime.run_background(false, stopped).await;
-    let connection = rusqlite::Connection::open(&solution.path).expect("opens");
-    let stored: i64 = connection
-        .query_row(
-            "SELECT Value FROM TagHistory WHERE Tag = 'Pump1.StartCount'",
-            [],
-            |row| row.get(0),
+    let store = store::Store::open_file(&solution.path).expect("opens");
+    let page = store
+        .tag_history_blocking(
+            "Pump1.StartCount",
+            plant_model::TagType::Integer,
+            (stamp, stamp),
+            10,
         )
         .expect("the sample reached the database");
-    assert_eq!(stored, 1285);
+    let stored = page.samples.first().map(|sample| sample.value.clone());
+    assert_eq!(stored, Some(TagValue::Integer(1285)));
 }
 
 #[tokio::test]

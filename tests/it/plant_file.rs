@@ -33,12 +33,15 @@ fn plant_file(solution: &Solution, name: &str, text: &str) -> String {
 }
 
 fn history_rows(solution: &Solution, tag: &str) -> i64 {
-    rusqlite::Connection::open(&solution.path)
-        .expect("opens")
-        .query_row("SELECT COUNT(*) FROM TagHistory WHERE Tag = ?1", [tag], |row| {
-            row.get(0)
-        })
-        .expect("counts")
+    let store = store::Store::open_file(&solution.path).expect("opens");
+    let everything = (
+        std::time::UNIX_EPOCH,
+        std::time::SystemTime::now() + Duration::from_secs(86_400),
+    );
+    let page = store
+        .tag_history_blocking(tag, plant_model::TagType::Number, everything, 1)
+        .expect("reads");
+    i64::try_from(page.total).expect("a count")
 }
 
 #[test]

@@ -196,7 +196,7 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
 
     let copied = crate::support::admin(&["solution", "copy", path, &database.url()], "");
     assert!(
-        copied.contains("TagHistory: ") && copied.contains("Users: 2 rows"),
+        copied.contains("HistoryBlocks: ") && copied.contains("Users: 2 rows"),
         "{copied}"
     );
     assert!(
@@ -240,7 +240,7 @@ async fn a_solution_copied_into_postgres_and_back_keeps_every_row_and_its_secret
     assert!(
         before
             .iter()
-            .any(|(table, rows)| table == "TagHistory" && rows.len() > 100)
+            .any(|(table, rows)| table == "HistoryBlocks" && !rows.is_empty())
     );
     let secret = Store::open_file(&back)
         .expect("opens")

@@ -33,8 +33,9 @@ const SIMULATOR_TICK: Duration = Duration::from_secs(1);
 /// How often a node on a shared database checks its leadership (and tries to take it).
 const LEADERSHIP_CHECK: Duration = Duration::from_millis(500);
 
-/// How often queued history is written to the database.
-const HISTORY_FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// How often queued history is written to the database: a crash loses at most this much of
+/// it (a flush journals its samples in one row; see `store`'s history journal).
+const HISTORY_FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// A solution loaded into the process. Cheap to clone; clones share everything.
 #[derive(Debug, Clone)]
@@ -292,7 +293,7 @@ impl Runtime {
                 let _ = self.plant.acknowledge(&alarm.definition().name, "demo");
             }
         }
-        self.plant.historian().flush()
+        self.plant.historian().checkpoint()
     }
 
     /// Moves the simulated tags to the clock's values at once when the simulator runs

@@ -57,7 +57,9 @@ pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_pass
 pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
-pub use history::{AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample};
+pub use history::{
+    AlarmHistoryPage, HistoryDataError, HistoryPage, HistorySample, HistoryStats, PendingSample,
+};
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;
 pub use plant::{Changes, PlantChanges};
@@ -69,11 +71,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 11] = [
+const MIGRATIONS: [&str; 12] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -85,6 +87,7 @@ const MIGRATIONS: [&str; 11] = [
     include_str!("schema_v9.sql"),
     include_str!("schema_v10.sql"),
     include_str!("schema_v11.sql"),
+    include_str!("schema_v12.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -128,6 +131,9 @@ pub enum SolutionError {
     /// SQLite failed.
     #[error("solution database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// Stored history that cannot be read (a block this build did not write, or damaged).
+    #[error("stored history cannot be read: {0}")]
+    HistoryData(#[from] HistoryDataError),
     /// A user of that name exists already.
     #[error("user {0:?} already exists")]
     UserExists(String),
@@ -312,7 +318,7 @@ pub(crate) struct SolutionDb {
     settings_reads: AtomicU64,
     /// The history's one writer connection, opened on its first append and kept; also
     /// serializes appends.
-    history_writer: Mutex<Option<Connection>>,
+    history_writer: Mutex<Option<history::sqlite::HistoryWriter>>,
 }
 
 impl SolutionDb {
@@ -331,6 +337,7 @@ impl SolutionDb {
         for migration in MIGRATIONS {
             transaction.execute_batch(migration)?;
         }
+        history::sqlite::fold_legacy_rows(&transaction)?;
         if with_demo {
             demo::populate(&transaction)?;
         }
@@ -357,6 +364,7 @@ impl SolutionDb {
         for migration in &MIGRATIONS[version..] {
             transaction.execute_batch(migration)?;
         }
+        history::sqlite::fold_legacy_rows(&transaction)?;
         transaction.commit()?;
         // Opened after the transaction above, which made the WAL-index of a WAL file, and
         // named after the database as SQLite resolved it (a symbolic link followed), as
@@ -616,6 +624,85 @@ mod tests {
     }
 
     #[test]
+    fn history_rows_of_an_older_file_are_kept_in_blocks_when_it_opens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = file_at_version(dir.path(), 11, Some(11));
+        let rows: Vec<(&str, i64, rusqlite::types::Value, i64)> = (0..2_500)
+            .map(|second| {
+                let value = rusqlite::types::Value::Real((second % 97) as f64 / 10.0);
+                ("Legacy.Level", 1_800_000_000_000 + second * 1000, value, 192)
+            })
+            .chain((0..40).map(|step| {
+                (
+                    "Legacy.Mode",
+                    1_800_000_000_000 + step * 60_000,
+                    rusqlite::types::Value::Text(format!("m{}", step % 3)),
+                    0,
+                )
+            }))
+            .collect();
+        {
+            let connection = Connection::open(&path).expect("opens");
+            for (tag, time, value, quality) in &rows {
+                connection
+                    .execute(
+                        "INSERT INTO TagHistory (Tag, Time, Value, Quality) VALUES (?1, ?2, ?3, ?4)",
+                        rusqlite::params![tag, time, value, quality],
+                    )
+                    .expect("inserts");
+            }
+        }
+        let db = SolutionDb::open(&path).expect("opens and upgrades");
+        let legacy: i64 = db
+            .read(|connection| {
+                connection.query_row(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE name = 'TagHistory'",
+                    [],
+                    |row| row.get(0),
+                )
+            })
+            .expect("reads");
+        assert_eq!(legacy, 0, "the row table is dropped once folded");
+        for (tag, kind) in [
+            ("Legacy.Level", plant_model::TagType::Number),
+            ("Legacy.Mode", plant_model::TagType::String),
+        ] {
+            let page = db
+                .tag_history(tag, kind, (i64::MIN, i64::MAX), usize::MAX)
+                .expect("reads");
+            let expected: Vec<(i64, String, u8)> = rows
+                .iter()
+                .filter(|row| row.0 == tag)
+                .map(|(_, time, value, quality)| {
+                    let value = match value {
+                        rusqlite::types::Value::Real(number) => {
+                            plant_model::TagValue::Number(*number).to_json().to_string()
+                        }
+                        rusqlite::types::Value::Text(text) => text.clone(),
+                        other => format!("{other:?}"),
+                    };
+                    (*time, value, u8::try_from(*quality).expect("a quality"))
+                })
+                .collect();
+            let kept: Vec<(i64, String, u8)> = page
+                .samples
+                .iter()
+                .map(|sample| {
+                    (
+                        history::unix_millis(sample.time),
+                        match &sample.value {
+                            plant_model::TagValue::Text(text) => text.to_string(),
+                            value => value.to_json().to_string(),
+                        },
+                        sample.quality.0,
+                    )
+                })
+                .collect();
+            assert_eq!(kept, expected, "{tag}");
+        }
+    }
+
+    #[test]
     fn a_version_1_file_is_upgraded_when_it_opens() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = file_at_version(dir.path(), 1, None);
@@ -625,7 +712,7 @@ mod tests {
                 Ok((
                     connection.pragma_query_value(None, "user_version", |row| row.get(0))?,
                     connection.query_row(
-                        "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('AlarmDefinitions', 'TagHistory')",
+                        "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('AlarmDefinitions', 'HistoryBlocks')",
                         [],
                         |row| row.get(0),
                     )?,

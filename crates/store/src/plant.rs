@@ -44,7 +44,7 @@ pub struct Changes {
     pub added: Vec<String>,
     /// Defined differently.
     pub changed: Vec<String>,
-    /// Gone (a removed tag's history stays in `TagHistory`).
+    /// Gone (a removed tag's history stays).
     pub removed: Vec<String>,
 }
 
@@ -206,7 +206,7 @@ impl SolutionDb {
     /// Deletes the recorded history of a tag no longer in the plant; returns the samples
     /// deleted. A tag still in the plant is refused (its history is what tools read).
     pub(crate) fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
-        let connection = self.writer()?;
+        let mut connection = self.writer()?;
         let defined: bool = connection.query_row(
             "SELECT EXISTS (SELECT 1 FROM Tags WHERE Name = ?1)",
             [tag],
@@ -218,7 +218,7 @@ impl SolutionDb {
                 "it is still in the plant; remove it from the plant file and import first",
             ));
         }
-        Ok(connection.execute("DELETE FROM TagHistory WHERE Tag = ?1", [tag])?)
+        Ok(crate::history::sqlite::purge(&mut connection, tag)?)
     }
 
     /// Replaces the plant with `model` (read and checked by `plant_model::read`) in one
@@ -260,7 +260,7 @@ pub(super) fn write_plant(
         write_documents(transaction, documents)?;
     }
     // Alarms, motions and folders are rewritten whole; tags are updated in place (a removed
-    // tag's history stays: TagHistory has no reference to Tags).
+    // tag's history stays: it names its tag, it does not refer to Tags).
     transaction.execute("DELETE FROM AlarmDefinitions", [])?;
     transaction.execute("DELETE FROM Simulation", [])?;
     transaction.execute("DELETE FROM Folders", [])?;

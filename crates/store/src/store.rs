@@ -21,10 +21,10 @@ use solution_scripts::Trigger;
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryPage, Leadership,
-    LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord, ScriptTally,
-    SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript,
-    TokenRefusal, TokenUser, UserRecord,
+    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryPage, HistorySample,
+    Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord,
+    ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport,
+    StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -392,6 +392,13 @@ impl Store {
         on_backend_blocking!(self, write_history(samples, events, keep_after))
     }
 
+    /// Folds the history journal into blocks now rather than when it is due (after seeding a
+    /// history, say), dropping samples from before `keep_after`; returns how many samples it
+    /// folded. From a thread that may block.
+    pub fn checkpoint_history_blocking(&self, keep_after: SystemTime) -> Result<usize, SolutionError> {
+        on_backend_blocking!(self, checkpoint_history(keep_after))
+    }
+
     /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most
     /// `max_samples` (each time bucket's first, lowest, highest and last when the window holds
     /// more), with statistics over all; from a thread that may block.
@@ -404,6 +411,17 @@ impl Store {
     ) -> Result<HistoryPage, SolutionError> {
         let window = (unix_millis(from), unix_millis(to));
         on_backend_blocking!(self, tag_history(tag, kind, window, max_samples))
+    }
+
+    /// Each tag's (dotted name, of its kind) last recorded sample at or before `instant`, `None`
+    /// for a tag with none; from a thread that may block.
+    pub fn values_at_blocking(
+        &self,
+        tags: &[(&str, TagType)],
+        instant: SystemTime,
+    ) -> Result<Vec<Option<HistorySample>>, SolutionError> {
+        let instant = unix_millis(instant);
+        on_backend_blocking!(self, values_at(tags, instant))
     }
 
     /// Alarm transitions between `from` and `to` inclusive, newest first, optionally of one

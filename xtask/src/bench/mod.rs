@@ -22,6 +22,7 @@ mod baseline;
 mod failover_bench;
 mod first_build;
 mod harness;
+mod history_bench;
 mod hostile;
 mod idle;
 mod latencies;
@@ -80,16 +81,19 @@ pub(crate) enum Only {
     Store,
     /// The chat turn quiet, beside the whole attack, then beside each kind of it alone.
     Hostile,
+    /// The historian's ingestion and queries.
+    History,
 }
 
 /// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 8] = [
+const ONLY_NAMES: [(&str, Only); 9] = [
     ("websocket", Only::Websocket),
     ("modbus", Only::Modbus),
     ("opcua", Only::OpcUa),
     ("mqtt", Only::Mqtt),
     ("store", Only::Store),
     ("hostile", Only::Hostile),
+    ("history", Only::History),
     ("proposals", Only::Proposals),
     ("first-build", Only::FirstBuild),
 ];
@@ -326,6 +330,9 @@ fn run_scenarios(
         Some(Only::Store) => {
             return store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts);
         }
+        Some(Only::History) => {
+            return history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts);
+        }
         Some(Only::Hostile) => {
             bench.settings("ModelEnabled", "true")?;
             return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
@@ -367,6 +374,7 @@ fn run_scenarios(
     script_bench::judge(&bench.bin, &bench.out_dir, plan.scripts, results, verdicts)?;
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
     store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;
+    history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts)?;
     let mcp_url = format!("http://{}/mcp", servers.http_addr);
     mcp_bench::judge(
         &bench.tool("xtask"),

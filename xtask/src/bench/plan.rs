@@ -2,6 +2,7 @@
 //! in CI.
 
 use super::failover_bench::FailoverPlan;
+use super::history_bench::HistoryPlan;
 use super::modbus_bench::ModbusPlan;
 use super::mqtt_bench::MqttPlan;
 use super::opcua_bench::OpcUaPlan;
@@ -39,6 +40,8 @@ pub(crate) struct Plan {
     pub(crate) failover: FailoverPlan,
     /// The same solution from a file and from PostgreSQL.
     pub(crate) store: StorePlan,
+    /// The historian's ingestion and queries.
+    pub(crate) history: HistoryPlan,
     /// Browser-like WebSocket subscribers held under changing tags.
     pub(crate) websocket_subscribers: SubscriberPlan,
     /// Loads of the operator panel in Chromium, after the one that logs in.
@@ -82,6 +85,15 @@ pub(crate) const FULL: Plan = Plan {
         duration: "5s",
         warmup: "1s",
         writes: 5_000,
+    },
+    history: HistoryPlan {
+        tags: 10_000,
+        sustained_seconds: 30,
+        burst_seconds: 60,
+        trend_seconds: 365 * 86_400,
+        instant_tags: 1_000,
+        instant_seconds: 7_200,
+        queries: 20,
     },
     websocket_subscribers: SubscriberPlan {
         subscribers: 500,
@@ -136,6 +148,15 @@ pub(crate) const SMOKE: Plan = Plan {
         duration: "500ms",
         warmup: "100ms",
         writes: 50,
+    },
+    history: HistoryPlan {
+        tags: 200,
+        sustained_seconds: 3,
+        burst_seconds: 5,
+        trend_seconds: 20_000,
+        instant_tags: 20,
+        instant_seconds: 2_400,
+        queries: 2,
     },
     websocket_subscribers: SubscriberPlan {
         subscribers: 20,

@@ -97,6 +97,21 @@ pub(crate) const FAILOVER: Target = Target::at_most("<= 2 s, no read lost", 2_00
 pub(crate) const STORE_GATE: Target = Target::at_least(">= 0.8x", 0.8);
 /// Write round trips/s with the solution in PostgreSQL over those with it in a file.
 pub(crate) const STORE_WRITES: Target = Target::at_least(">= 0.5x", 0.5);
+/// tserver's CPU, as a share of one core, recording 10,000 tags that change every second.
+pub(crate) const HISTORY_CPU: Target = Target::at_most("<= 5% of a core", 0.05);
+/// Samples/s a burst through the history writer takes over a bare batched insert of the same
+/// samples as indexed rows.
+pub(crate) const HISTORY_BURST: Target = Target::at_least(">= 1.0x bare insert", 1.0);
+/// Bytes the file grows by per sample offered, the recorder's compression on.
+pub(crate) const HISTORY_BYTES: Target = Target::at_most("<= 4 B a sample", 4.0);
+/// Milliseconds of a year of one-second samples read as 1,000 M4 buckets, p99.
+pub(crate) const HISTORY_TREND_P99: Target = Target::at_most("<= 100 ms", 100.0);
+/// The row table's fastest run of that trend over the blocks' p99.
+pub(crate) const HISTORY_TREND_SPEEDUP: Target = Target::at_least(">= 20x", 20.0);
+/// Milliseconds of 1,000 tags' values at a past instant, p99.
+pub(crate) const HISTORY_INSTANT_P99: Target = Target::at_most("<= 200 ms", 200.0);
+/// A history query's p99 on PostgreSQL over the same query's on SQLite.
+pub(crate) const HISTORY_POSTGRES: Target = Target::at_most("<= 3x SQLite", 3.0);
 /// Microseconds of an MCP tools/call at 1 in flight, p99.
 pub(crate) const MCP_P99: Target = Target::at_most("<= 1 ms, no errors", 1_000.0);
 /// MCP tools/call calls/s at 16 in flight.

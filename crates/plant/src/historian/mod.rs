@@ -20,8 +20,7 @@ use crate::plant::write_capability::WriteCapability;
 
 pub mod recorder;
 
-pub use recorder::MAX_INTERVAL;
-use recorder::TagRecorder;
+pub use recorder::{MAX_INTERVAL, TagRecorder};
 
 /// Queued rows kept while the database cannot be written; past this the oldest are dropped
 /// (and counted in the log) rather than letting memory grow without bound.
@@ -216,10 +215,9 @@ impl Historian {
         if dropped > 0 {
             tracing::warn!(dropped, "historian queue overflowed; oldest rows were dropped");
         }
-        let keep_after = SystemTime::now()
-            .checked_sub(self.retention())
-            .unwrap_or(UNIX_EPOCH);
-        let written = self.store.write_history_blocking(&samples, &events, keep_after);
+        let written = self
+            .store
+            .write_history_blocking(&samples, &events, self.keep_after());
         match written {
             Ok(()) => Ok(samples.len() + events.len()),
             Err(error) => {
@@ -232,6 +230,20 @@ impl Historian {
                 Err(error)
             }
         }
+    }
+
+    /// The oldest time retention keeps now.
+    fn keep_after(&self) -> SystemTime {
+        SystemTime::now()
+            .checked_sub(self.retention())
+            .unwrap_or(UNIX_EPOCH)
+    }
+
+    /// Writes everything queued, then folds the store's journal into blocks at once (rather
+    /// than when it is due); returns the samples folded.
+    pub fn checkpoint(&self) -> Result<usize, SolutionError> {
+        self.flush()?;
+        self.store.checkpoint_history_blocking(self.keep_after())
     }
 
     /// Rows (samples and alarm events) queued and not yet written.
@@ -254,8 +266,29 @@ impl Historian {
         // The line still going ends at its last sample, so the page reaches it.
         self.queue().close_line(tag);
         self.flush()?;
+        // What retention has passed is not history any more, whether or not its block is
+        // pruned yet (blocks go whole).
+        let from = from.max(self.keep_after());
         self.store
-            .tag_history_blocking(tag, kind, (from, to), max_samples)
+            .tag_history_blocking(tag, kind, (from, to.max(from)), max_samples)
+    }
+
+    /// Each tag's (dotted name, of its kind) last recorded sample at or before `instant`, `None`
+    /// for a tag with none.
+    pub fn values_at(
+        &self,
+        tags: &[(&str, TagType)],
+        instant: SystemTime,
+    ) -> Result<Vec<Option<store::HistorySample>>, SolutionError> {
+        {
+            // Each line still going ends at its last sample, so the answer reaches it.
+            let mut queue = self.queue();
+            for (tag, _) in tags {
+                queue.close_line(tag);
+            }
+        }
+        self.flush()?;
+        self.store.values_at_blocking(tags, instant)
     }
 
     /// Alarm transitions between `from` and `to` inclusive, newest first, optionally of one

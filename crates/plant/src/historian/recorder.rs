@@ -18,7 +18,7 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(600);
 
 /// What one tag's recorder has seen.
 #[derive(Debug, Clone)]
-pub(crate) struct TagRecorder {
+pub struct TagRecorder {
     /// The last sample stored.
     stored: TagSample,
     /// The last sample received since, not (yet) stored: the end of the current door.
@@ -47,7 +47,7 @@ fn on_a_line(value: &TagValue) -> Option<f64> {
 
 impl TagRecorder {
     /// The recorder of a tag whose first sample (stored) is `first`.
-    pub(crate) fn new(first: &TagSample) -> Self {
+    pub fn new(first: &TagSample) -> Self {
         Self {
             stored: first.clone(),
             held: None,
@@ -57,7 +57,7 @@ impl TagRecorder {
 
     /// Takes `sample`, received after the ones before, and says which samples to store now,
     /// oldest first: none, the one held until now, `sample` itself, or both.
-    pub(crate) fn take(&mut self, sample: &TagSample, deviation: f64) -> Vec<TagSample> {
+    pub fn take(&mut self, sample: &TagSample, deviation: f64) -> Vec<TagSample> {
         let mut store = Vec::new();
         let elapsed = sample
             .timestamp

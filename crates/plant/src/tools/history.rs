@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use localai::ModelOptions;
 use localai::tools::{ToolDefinition, ToolError};
+use plant_model::TagType;
 use serde_json::{Value, json};
 
 use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema};
@@ -305,26 +306,32 @@ async fn values_at(plant: &PlantReader, arguments: &Value) -> Result<Value, Tool
         .checked_sub(INSTANT_LOOKBACK)
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let readings = blocking(move || {
-        definitions
+        let tags: Vec<(&str, TagType)> = definitions
             .iter()
-            .map(|definition| {
-                // A page's last sample is the window's last (a cut page keeps each bucket's).
-                let page = historian.tag_history(&definition.name, definition.kind, from, instant, 4)?;
-                let mut reading = json!({"tag": definition.name});
-                match page.samples.last() {
-                    Some(sample) => {
-                        reading["value"] = sample.value.to_json();
-                        reading["quality"] = json!(sample.quality.label());
-                        reading["recorded"] = json!(localai::iso8601_millis(sample.time));
+            .map(|definition| (definition.name.as_str(), definition.kind))
+            .collect();
+        let samples = historian.values_at(&tags, instant)?;
+        Ok::<_, store::SolutionError>(
+            definitions
+                .iter()
+                .zip(samples)
+                .map(|(definition, sample)| {
+                    let mut reading = json!({"tag": definition.name});
+                    match sample.filter(|sample| sample.time >= from) {
+                        Some(sample) => {
+                            reading["value"] = sample.value.to_json();
+                            reading["quality"] = json!(sample.quality.label());
+                            reading["recorded"] = json!(localai::iso8601_millis(sample.time));
+                        }
+                        None => reading["note"] = json!("nothing recorded in the day before the instant"),
                     }
-                    None => reading["note"] = json!("nothing recorded in the day before the instant"),
-                }
-                if !definition.units.is_empty() {
-                    reading["units"] = json!(definition.units);
-                }
-                Ok(reading)
-            })
-            .collect::<Result<Vec<Value>, store::SolutionError>>()
+                    if !definition.units.is_empty() {
+                        reading["units"] = json!(definition.units);
+                    }
+                    reading
+                })
+                .collect::<Vec<Value>>(),
+        )
     })
     .await?;
     Ok(bounded_list(

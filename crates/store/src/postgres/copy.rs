@@ -29,8 +29,6 @@ enum Kind {
     Blob,
     /// ISO-8601 text in SQLite, TIMESTAMPTZ in PostgreSQL.
     Time,
-    /// SQLite's untyped history value (a number or text), JSONB in PostgreSQL.
-    Json,
 }
 
 /// One table: its name and columns (SQLite's name, PostgreSQL's name, kind), in an order that
@@ -41,7 +39,7 @@ struct Table {
     identity: bool,
 }
 
-use Kind::{Blob, Int, Json, Real, Text, Time};
+use Kind::{Blob, Int, Real, Text, Time};
 
 const TABLES: &[Table] = &[
     Table {
@@ -136,14 +134,42 @@ const TABLES: &[Table] = &[
         identity: false,
     },
     Table {
-        name: "TagHistory",
+        name: "HistoryTags",
+        columns: &[("Id", "Id", Int), ("Name", "Name", Text)],
+        identity: true,
+    },
+    Table {
+        name: "HistoryBlocks",
         columns: &[
-            ("Tag", "Tag", Text),
-            ("Time", "Time", Int),
-            ("Value", "Value", Json),
-            ("Quality", "Quality", Int),
+            ("Id", "Id", Int),
+            ("Tag", "Tag", Int),
+            ("Kind", "Kind", Text),
+            ("First", "First", Int),
+            ("Last", "Last", Int),
+            ("Count", "Count", Int),
+            ("FirstValue", "FirstValue", Real),
+            ("LastValue", "LastValue", Real),
+            ("MinAt", "MinAt", Int),
+            ("MinTime", "MinTime", Int),
+            ("MinValue", "MinValue", Real),
+            ("MaxAt", "MaxAt", Int),
+            ("MaxTime", "MaxTime", Int),
+            ("MaxValue", "MaxValue", Real),
+            ("Sum", "Sum", Real),
+            ("Exact", "Exact", Int),
+            ("Data", "Data", Blob),
         ],
-        identity: false,
+        identity: true,
+    },
+    Table {
+        name: "HistoryJournal",
+        columns: &[
+            ("Id", "Id", Int),
+            ("Time", "Time", Int),
+            ("Samples", "Samples", Int),
+            ("Data", "Data", Blob),
+        ],
+        identity: true,
     },
     Table {
         name: "AlarmHistory",
@@ -359,6 +385,13 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
             ""
         };
         let statement = write_statement(table, &names, &placeholders, overriding);
+        if table.name == "HistoryBlocks" {
+            let firsts = table_rows.iter().filter_map(|row| match row.get(3) {
+                Some(Cell::Int(first)) => Some(*first),
+                _ => None,
+            });
+            store.create_partitions(&mut transaction, firsts).await?;
+        }
         for row in table_rows {
             let mut query = sqlx::query(&statement);
             for (cell, (_, _, kind)) in row.iter().zip(table.columns) {
@@ -418,7 +451,6 @@ fn pg_type(kind: Kind) -> &'static str {
         Text => "text",
         Blob => "bytea",
         Time => "timestamptz",
-        Json => "jsonb",
     }
 }
 
@@ -459,13 +491,6 @@ fn bind_postgres<'q>(
             Cell::Text(text) => Some(text.clone().into_bytes()),
             Cell::Null | Cell::Int(_) | Cell::Real(_) => None,
         }),
-        // SQLite's untyped history value becomes a JSON scalar.
-        Json => query.bind(match cell {
-            Cell::Int(integer) => Some(integer.to_string()),
-            Cell::Real(real) => Some(serde_json::Value::from(*real).to_string()),
-            Cell::Text(text) => Some(serde_json::Value::String(text.clone()).to_string()),
-            Cell::Null | Cell::Blob(_) => None,
-        }),
     }
 }
 
@@ -486,7 +511,6 @@ async fn read_postgres(url: &PostgresUrl) -> Result<Rows, SolutionError> {
                 Time => {
                     format!("to_char({postgres} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")
                 }
-                Json => format!("{postgres}::text"),
                 Int => format!("{postgres}::bigint"),
                 Real | Text | Blob => (*postgres).to_owned(),
             })
@@ -514,9 +538,6 @@ async fn read_postgres(url: &PostgresUrl) -> Result<Rows, SolutionError> {
                     Blob => row
                         .try_get::<Option<Vec<u8>>, _>(index)
                         .map(|value| value.map_or(Cell::Null, Cell::Blob)),
-                    Json => row
-                        .try_get::<Option<String>, _>(index)
-                        .map(|value| value.map_or(Cell::Null, |json| cell_of_json(&json))),
                 }
                 .map_err(|error| store.error(error))?;
                 cells.push(cell);
@@ -526,19 +547,6 @@ async fn read_postgres(url: &PostgresUrl) -> Result<Rows, SolutionError> {
         rows.push((table, table_rows));
     }
     Ok(rows)
-}
-
-/// A history value from its JSON: a whole number as an integer (SQLite's INTEGER), any other
-/// number as a real, a string as text.
-fn cell_of_json(json: &str) -> Cell {
-    match serde_json::from_str::<serde_json::Value>(json) {
-        Ok(serde_json::Value::Number(number)) => number
-            .as_i64()
-            .map_or_else(|| Cell::Real(number.as_f64().unwrap_or(f64::NAN)), Cell::Int),
-        Ok(serde_json::Value::String(text)) => Cell::Text(text),
-        Ok(serde_json::Value::Null) | Err(_) => Cell::Null,
-        Ok(other) => Cell::Text(other.to_string()),
-    }
 }
 
 /// The destination file must not exist; it is created with this build's schema, then filled

@@ -283,3 +283,87 @@ async fn a_browser_login_ends_on_every_node_at_logout_idle_time_and_any_change_t
         assert!(!valid(&one, token, now).await, "change {change}");
     }
 }
+
+#[tokio::test]
+async fn a_version_8_database_keeps_its_history_in_blocks_when_it_opens() {
+    use plant_model::{TagType, TagValue};
+    let database = TestDatabase::create().await;
+    let mut connection = sqlx::PgConnection::connect(&database.url())
+        .await
+        .expect("connects");
+    let version_8 = format!(
+        "{}
+         CREATE TABLE SchemaVersion (Version BIGINT NOT NULL);
+         INSERT INTO SchemaVersion (Version) VALUES (8);
+         INSERT INTO Tags (Name, Path, Type) VALUES ('Pump.Running', 'P/Running', 'bool');
+         INSERT INTO TagHistory (Tag, Time, Value, Quality)
+         SELECT 'Tank.Level', 1800000000000 + n * 1000, to_jsonb(round((n % 97) / 10.0, 1)), 192
+         FROM generate_series(0, 2499) AS n;
+         INSERT INTO TagHistory (Tag, Time, Value, Quality)
+         SELECT 'Pump.Running', 1800000000000 + n * 60000, to_jsonb(n % 2), CASE WHEN n = 7 THEN 0 ELSE 192 END
+         FROM generate_series(0, 39) AS n;",
+        MIGRATIONS[..8].concat()
+    );
+    sqlx::raw_sql(&version_8)
+        .execute(&mut connection)
+        .await
+        .expect("a database of schema 8");
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens and upgrades");
+    let legacy: bool = sqlx::query_scalar("SELECT to_regclass('taghistory') IS NOT NULL")
+        .fetch_one(&mut connection)
+        .await
+        .expect("asks");
+    assert!(!legacy, "the row table is dropped once folded");
+    let everything = (i64::MIN, i64::MAX);
+    let level = store
+        .tag_history("Tank.Level", TagType::Number, everything, usize::MAX)
+        .await
+        .expect("reads");
+    assert_eq!(level.total, 2_500);
+    for (n, sample) in (0..).zip(&level.samples) {
+        assert_eq!(
+            crate::history::unix_millis(sample.time),
+            1_800_000_000_000 + n * 1000
+        );
+        assert_eq!(sample.value, TagValue::Number((n % 97) as f64 / 10.0));
+    }
+    let running = store
+        .tag_history("Pump.Running", TagType::Bool, everything, usize::MAX)
+        .await
+        .expect("reads");
+    let states: Vec<(bool, u8)> = running
+        .samples
+        .iter()
+        .map(|sample| (sample.value == TagValue::Bool(true), sample.quality.0))
+        .collect();
+    let expected: Vec<(bool, u8)> = (0..40)
+        .map(|n| (n % 2 == 1, if n == 7 { 0 } else { 192 }))
+        .collect();
+    assert_eq!(states, expected);
+    // Blocks sit in weekly partitions, and a 100-bucket trend of the level still holds its
+    // smallest and largest values.
+    let partitions: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM pg_inherits WHERE inhparent = 'historyblocks'::regclass")
+            .fetch_one(&mut connection)
+            .await
+            .expect("counts");
+    assert_eq!(partitions, 1);
+    let trend = store
+        .tag_history("Tank.Level", TagType::Number, everything, 400)
+        .await
+        .expect("reads");
+    assert!(trend.samples.len() <= 400);
+    assert!(
+        trend
+            .samples
+            .iter()
+            .any(|sample| sample.value == TagValue::Number(9.6))
+    );
+    assert!(
+        trend
+            .samples
+            .iter()
+            .any(|sample| sample.value == TagValue::Number(0.0))
+    );
+}

@@ -1,18 +1,13 @@
-//! Tag history, alarm history and the audit trail of a solution in PostgreSQL: appended in
-//! one statement per table (arrays unnested server-side), read back with the file's own
-//! downsampling and value reading, so both backends answer a query alike.
+//! Alarm history and the audit trail of a solution in PostgreSQL, appended in one statement per
+//! table (arrays unnested server-side), and the history flush that journals tag samples beside
+//! them (the blocks themselves are `history_blocks`'s).
 
 use std::time::SystemTime;
 
-use futures::TryStreamExt;
-
 use super::PgStore;
-use plant_model::{AlarmEvent, Quality, TagType, TagValue};
+use plant_model::AlarmEvent;
 
-use crate::history::{
-    AlarmHistoryPage, HistoryPage, HistorySample, HistoryStats, PendingSample, Trend, alarm_event_of_stored,
-    from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
-};
+use crate::history::{AlarmHistoryPage, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis};
 use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {
@@ -32,35 +27,17 @@ impl PgStore {
         ))
     }
 
-    /// Appends samples and alarm events in one transaction and prunes rows older than
-    /// `keep_after`.
+    /// Journals samples and appends alarm events in one transaction, prunes blocks and events
+    /// older than `keep_after`, then folds the journal into blocks when it is due.
     pub(crate) async fn write_history(
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
         keep_after: SystemTime,
     ) -> Result<(), SolutionError> {
+        let now = unix_millis(SystemTime::now());
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
-        if !samples.is_empty() {
-            let tags: Vec<&str> = samples.iter().map(|sample| &*sample.tag).collect();
-            let times: Vec<i64> = samples.iter().map(|sample| unix_millis(sample.time)).collect();
-            let values: Vec<String> = samples
-                .iter()
-                .map(|sample| json_of_value(&sample.value))
-                .collect();
-            let qualities: Vec<i32> = samples.iter().map(|sample| i32::from(sample.quality.0)).collect();
-            sqlx::query(
-                "INSERT INTO TagHistory (Tag, Time, Value, Quality)
-                 SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[]::jsonb[], $4::integer[])",
-            )
-            .bind(tags)
-            .bind(times)
-            .bind(values)
-            .bind(qualities)
-            .execute(&mut *transaction)
-            .await
-            .map_err(|error| self.error(error))?;
-        }
+        let ids = self.journal_samples(&mut transaction, samples, now).await?;
         if !events.is_empty() {
             sqlx::query(
                 "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName)
@@ -87,7 +64,7 @@ impl PgStore {
         }
         let cutoff = unix_millis(keep_after);
         for prune in [
-            "DELETE FROM TagHistory WHERE Time < $1",
+            "DELETE FROM HistoryBlocks WHERE Last < $1",
             "DELETE FROM AlarmHistory WHERE Time < $1",
         ] {
             sqlx::query(prune)
@@ -96,70 +73,8 @@ impl PgStore {
                 .await
                 .map_err(|error| self.error(error))?;
         }
-        transaction.commit().await.map_err(|error| self.error(error))
-    }
-
-    /// Samples of `tag` between `from` and `to` (unix milliseconds) inclusive, as
-    /// `SolutionDb::tag_history` answers.
-    pub(crate) async fn tag_history(
-        &self,
-        tag: &str,
-        kind: TagType,
-        (from, to): (i64, i64),
-        max_samples: usize,
-    ) -> Result<HistoryPage, SolutionError> {
-        let row = sqlx::query(
-            "SELECT COUNT(*), MIN(Number), MAX(Number), AVG(Number) FROM (
-                 SELECT CASE WHEN jsonb_typeof(Value) = 'number' THEN (Value #>> '{}')::float8 END AS Number
-                 FROM TagHistory WHERE Tag = $1 AND Time BETWEEN $2 AND $3) AS Samples",
-        )
-        .bind(tag)
-        .bind(from)
-        .bind(to)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|error| self.error(error))?;
-        let total = usize::try_from(self.get::<i64>(&row, 0)?).unwrap_or(0);
-        let stats = match (
-            kind,
-            self.get::<Option<f64>>(&row, 1)?,
-            self.get::<Option<f64>>(&row, 2)?,
-            self.get::<Option<f64>>(&row, 3)?,
-        ) {
-            (TagType::String, ..) => None,
-            (_, Some(min), Some(max), Some(mean)) => Some(HistoryStats { min, max, mean }),
-            _ => None,
-        };
-        let mut rows = sqlx::query(
-            "SELECT Time, Value::text, Quality FROM TagHistory
-             WHERE Tag = $1 AND Time BETWEEN $2 AND $3 ORDER BY Time",
-        )
-        .bind(tag)
-        .bind(from)
-        .bind(to)
-        .fetch(&self.pool);
-        let mut trend = Trend::new(total, max_samples, (from, to));
-        let mut at = 0;
-        while let Some(row) = rows.try_next().await.map_err(|error| self.error(error))? {
-            let value = self
-                .get::<Option<String>>(&row, 1)?
-                .map_or(rusqlite::types::Value::Null, |json| sql_value_of_json(&json));
-            trend.push(
-                at,
-                HistorySample {
-                    time: from_unix_millis(self.get(&row, 0)?),
-                    value: to_tag_value(kind, value),
-                    quality: Quality(u8::try_from(self.get::<i32>(&row, 2)?).unwrap_or(0)),
-                },
-            );
-            at += 1;
-        }
-        let samples = trend.finish();
-        Ok(HistoryPage {
-            samples,
-            total,
-            stats,
-        })
+        transaction.commit().await.map_err(|error| self.error(error))?;
+        self.after_journal(ids, samples.len(), now, keep_after).await
     }
 
     /// Alarm transitions between `from` and `to` (unix milliseconds), newest first, as
@@ -314,15 +229,5 @@ impl PgStore {
                 })
             })
             .collect()
-    }
-}
-
-/// A sample's value as the JSON scalar stored (a bool as 0 or 1, as SQLite keeps it).
-fn json_of_value(value: &TagValue) -> String {
-    match value {
-        TagValue::Number(number) => serde_json::Value::from(*number).to_string(),
-        TagValue::Integer(integer) => integer.to_string(),
-        TagValue::Bool(flag) => i64::from(*flag).to_string(),
-        TagValue::Text(text) => serde_json::Value::String(text.to_string()).to_string(),
     }
 }

@@ -6,6 +6,7 @@
 //! The tables mean what a SQLite solution's mean (`schema_v1.sql` says where they differ). The
 //! SQL of this backend lives here and in its submodules; SQLite's in the crate's other modules.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use localai::settings::SettingsRow;
@@ -20,6 +21,7 @@ mod copy;
 #[cfg(test)]
 mod database_tests;
 mod history;
+mod history_blocks;
 mod leadership;
 #[cfg(test)]
 mod lease_tests;
@@ -35,10 +37,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 8;
+pub const PG_SCHEMA_VERSION: i64 = 9;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 8] = [
+const MIGRATIONS: [&str; 9] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -47,6 +49,7 @@ const MIGRATIONS: [&str; 8] = [
     include_str!("schema_v6.sql"),
     include_str!("schema_v7.sql"),
     include_str!("schema_v8.sql"),
+    include_str!("schema_v9.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared
@@ -192,6 +195,8 @@ pub(crate) struct PgStore {
     node: String,
     /// The settings row, read for every call with the reads of calls arriving together shared.
     settings: settings_reads::SettingsReads,
+    /// What this node's history writer knows between flushes.
+    history: Arc<history_blocks::PgHistoryWriter>,
 }
 
 impl PgStore {
@@ -218,6 +223,7 @@ impl PgStore {
             url: url.clone(),
             runtime: tokio::runtime::Handle::current(),
             node: sources::node_name(),
+            history: Arc::default(),
             settings: settings_reads::SettingsReads::start(
                 PgPoolOptions::new()
                     .max_connections(SETTINGS_CONNECTIONS)
@@ -296,6 +302,7 @@ impl PgStore {
         sqlx::Executor::execute(&mut *transaction, sqlx::raw_sql(&pending))
             .await
             .map_err(|error| self.error(error))?;
+        self.fold_legacy_rows(&mut transaction).await?;
         sqlx::query("DELETE FROM SchemaVersion")
             .execute(&mut *transaction)
             .await

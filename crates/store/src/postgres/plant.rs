@@ -421,12 +421,7 @@ impl PgStore {
                 "it is still in the plant; remove it from the plant file and import first",
             ));
         }
-        let deleted = sqlx::query("DELETE FROM TagHistory WHERE Tag = $1")
-            .bind(tag)
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(usize::try_from(deleted.rows_affected()).unwrap_or(usize::MAX))
+        self.purge_history_blocks(tag).await
     }
 
     /// Runs one statement on `connection`.

@@ -1,0 +1,262 @@
+//! Tag history and alarm history: the types a history query answers with, the alarm history's
+//! SQLite statements, and the value reading both backends share. Tag samples are kept in
+//! compressed blocks with summaries ([`block`]), made durable first in a journal
+//! ([`journal`]), and read back as pages ([`page`]) whose trends keep every excursion
+//! ([`trend`]).
+
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use plant_model::{AlarmEvent, AlarmEventKind, Condition, Quality, TagType, TagValue};
+use rusqlite::params;
+use rusqlite::types::Value as SqlValue;
+
+use crate::{SolutionDb, SolutionError};
+
+pub(crate) mod block;
+pub(crate) mod journal;
+pub(crate) mod page;
+pub(crate) mod sqlite;
+mod trend;
+
+pub use block::BlockError as HistoryDataError;
+
+/// One stored sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySample {
+    /// When it was taken.
+    pub time: SystemTime,
+    /// The value.
+    pub value: TagValue,
+    /// Its quality.
+    pub quality: Quality,
+}
+
+/// Statistics over every sample of a window (numeric tags only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistoryStats {
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Mean value.
+    pub mean: f64,
+}
+
+/// The answer to a tag-history query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPage {
+    /// At most the requested number of samples, oldest first; when the window holds more,
+    /// each of its time buckets' first, smallest, largest and last ([`Trend`]'s M4), so every
+    /// excursion shows.
+    pub samples: Vec<HistorySample>,
+    /// How many samples the window holds.
+    pub total: usize,
+    /// Statistics over all of them.
+    pub stats: Option<HistoryStats>,
+}
+
+/// The answer to an alarm-history query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmHistoryPage {
+    /// At most the requested number of events, newest first.
+    pub events: Vec<AlarmEvent>,
+    /// How many events the window holds.
+    pub total: usize,
+}
+
+/// A sample of one tag, to be appended to the tag history.
+#[derive(Debug)]
+pub struct PendingSample {
+    /// The tag's dotted name.
+    pub tag: Arc<str>,
+    /// When it was taken.
+    pub time: SystemTime,
+    /// The value.
+    pub value: TagValue,
+    /// Its quality.
+    pub quality: Quality,
+}
+
+impl SolutionDb {
+    /// Journals samples and appends alarm events in one transaction, prunes blocks and events
+    /// older than `keep_after`, and folds the journal into blocks when it is due, on the one
+    /// history writer connection (kept open between calls).
+    pub(crate) fn write_history(
+        &self,
+        samples: &[PendingSample],
+        events: &[AlarmEvent],
+        keep_after: SystemTime,
+    ) -> Result<(), SolutionError> {
+        let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // The kept writer would go on writing into a file that is gone.
+        self.refuse_if_lost()?;
+        let writer = match writer.as_mut() {
+            Some(writer) => writer,
+            None => writer.insert(sqlite::HistoryWriter::new(self.writer()?)),
+        };
+        Ok(writer.write(samples, events, keep_after)?)
+    }
+
+    /// Folds the history journal into blocks now; returns how many samples it folded.
+    pub(crate) fn checkpoint_history(&self, keep_after: SystemTime) -> Result<usize, SolutionError> {
+        let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
+        self.refuse_if_lost()?;
+        let writer = match writer.as_mut() {
+            Some(writer) => writer,
+            None => writer.insert(sqlite::HistoryWriter::new(self.writer()?)),
+        };
+        Ok(writer.checkpoint(keep_after)?)
+    }
+
+    /// Samples of `tag` (of `kind`) between `from` and `to` (unix milliseconds) inclusive.
+    pub(crate) fn tag_history(
+        &self,
+        tag: &str,
+        kind: TagType,
+        window: (i64, i64),
+        max_samples: usize,
+    ) -> Result<HistoryPage, SolutionError> {
+        let (read, data) =
+            self.read(|connection| sqlite::read_page(connection, tag, kind, window, max_samples))?;
+        Ok(read.finish(&data)?)
+    }
+
+    /// Each tag's last sample at or before `instant` (unix milliseconds).
+    pub(crate) fn values_at(
+        &self,
+        tags: &[(&str, TagType)],
+        instant: i64,
+    ) -> Result<Vec<Option<HistorySample>>, SolutionError> {
+        self.read(|connection| Ok(sqlite::values_at(connection, tags, instant)))?
+    }
+
+    /// Alarm transitions between `from` and `to` (unix milliseconds) inclusive, newest first,
+    /// optionally of one tag only.
+    pub(crate) fn alarm_history(
+        &self,
+        tag: Option<&str>,
+        (from, to): (i64, i64),
+        max_events: usize,
+    ) -> Result<AlarmHistoryPage, SolutionError> {
+        let limit = i64::try_from(max_events).unwrap_or(i64::MAX);
+        self.read(|connection| {
+            let total: i64 = connection
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM AlarmHistory
+                     WHERE Time BETWEEN ?1 AND ?2 AND (?3 IS NULL OR Tag = ?3)",
+                )?
+                .query_row(params![from, to, tag], |row| row.get(0))?;
+            let events = connection
+                .prepare_cached(
+                    "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName
+                     FROM AlarmHistory WHERE Time BETWEEN ?1 AND ?2 AND (?3 IS NULL OR Tag = ?3)
+                     ORDER BY Time DESC, Id DESC LIMIT ?4",
+                )?
+                .query_map(params![from, to, tag, limit], alarm_event_of_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(AlarmHistoryPage {
+                events,
+                total: usize::try_from(total).unwrap_or(0),
+            })
+        })
+    }
+}
+
+/// Milliseconds since the Unix epoch (negative before it), saturating.
+pub(crate) fn unix_millis(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(since) => i64::try_from(since.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
+    }
+}
+
+pub(crate) fn from_unix_millis(millis: i64) -> SystemTime {
+    let magnitude = Duration::from_millis(millis.unsigned_abs());
+    if millis >= 0 {
+        UNIX_EPOCH + magnitude
+    } else {
+        UNIX_EPOCH - magnitude
+    }
+}
+
+fn as_f64(value: &SqlValue) -> Option<f64> {
+    match value {
+        SqlValue::Real(value) => Some(*value),
+        SqlValue::Integer(value) => Some(*value as f64),
+        _ => None,
+    }
+}
+
+/// A stored value as the tag's type; a row that does not fit (the tag's type changed since it
+/// was recorded) reads as the type's zero rather than failing the whole query.
+pub(crate) fn to_tag_value(kind: TagType, value: SqlValue) -> TagValue {
+    let converted = match (kind, value) {
+        (TagType::Number, value) => as_f64(&value).map(TagValue::Number),
+        (TagType::Integer, SqlValue::Integer(value)) => Some(TagValue::Integer(value)),
+        (TagType::Bool, SqlValue::Integer(value)) => Some(TagValue::Bool(value != 0)),
+        (TagType::String, SqlValue::Text(value)) => Some(TagValue::Text(Arc::from(value))),
+        _ => None,
+    };
+    converted.unwrap_or_else(|| TagValue::zero(kind))
+}
+
+/// A history value stored as a JSON scalar (PostgreSQL's `TagHistory.Value`) as SQLite's
+/// untyped value: a whole number as an integer, any other number as a real, a string as text.
+pub(crate) fn sql_value_of_json(json: &str) -> SqlValue {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Number(number)) => number.as_i64().map_or_else(
+            || number.as_f64().map_or(SqlValue::Null, SqlValue::Real),
+            SqlValue::Integer,
+        ),
+        Ok(serde_json::Value::String(text)) => SqlValue::Text(text),
+        Ok(_) | Err(_) => SqlValue::Null,
+    }
+}
+
+/// An `AlarmHistory` row read from SQLite (its columns in the order `alarm_event_of_stored`
+/// takes them) as an event.
+pub(crate) fn alarm_event_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AlarmEvent> {
+    Ok(alarm_event_of_stored(
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        &row.get::<_, String>(3)?,
+        &row.get::<_, String>(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
+}
+
+/// An `AlarmHistory` row as an event; the table's CHECK constraints keep the condition and
+/// event columns to known names.
+#[expect(clippy::too_many_arguments, reason = "one argument per stored column")]
+pub(crate) fn alarm_event_of_stored(
+    time: i64,
+    alarm: String,
+    tag: String,
+    condition: &str,
+    kind: &str,
+    value: Option<f64>,
+    priority: u32,
+    message: String,
+    user: Option<String>,
+) -> AlarmEvent {
+    AlarmEvent {
+        time: from_unix_millis(time),
+        alarm,
+        tag,
+        condition: Condition::parse(condition).unwrap_or(Condition::Hi),
+        kind: match kind {
+            "Active" => AlarmEventKind::Active,
+            "Acknowledged" => AlarmEventKind::Acknowledged,
+            _ => AlarmEventKind::Cleared,
+        },
+        value,
+        priority,
+        message,
+        user,
+    }
+}

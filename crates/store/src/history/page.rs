@@ -1,0 +1,397 @@
+//! A tag-history page assembled from what a backend read: the summaries of the blocks that
+//! meet the window, the data of the blocks it must decode ([`HistoryRead::needed`]) and the
+//! tag's journalled samples. Both backends answer through it, so a file and a database answer
+//! a query alike.
+
+use std::collections::HashMap;
+
+use plant_model::{TagType, TagValue};
+
+use super::block::{self, BlockError, BlockSummary, ordered};
+use super::trend::Trend;
+use super::{HistoryPage, HistorySample, HistoryStats, unix_millis};
+
+/// What a backend read for one tag-history query.
+#[derive(Debug)]
+pub(crate) struct HistoryRead {
+    /// The tag's kind now: stored values of another kind are read as it.
+    pub kind: TagType,
+    /// The window, unix milliseconds, inclusive.
+    pub window: (i64, i64),
+    /// The most samples the page holds.
+    pub max: usize,
+    /// The blocks that meet the window, by first time.
+    pub blocks: Vec<BlockSummary>,
+    /// The tag's journalled samples, as flushed.
+    pub journal: Vec<HistorySample>,
+}
+
+/// A piece of the window in time order: a block taken by its summary, or samples decoded.
+enum Piece<'a> {
+    Summary(&'a BlockSummary),
+    Samples(Vec<HistorySample>),
+}
+
+/// A stored value read as a tag of `kind` now is: numbers take any number, a boolean and an
+/// integer take each other; a value that does not fit reads as the kind's zero rather than
+/// failing the whole query.
+fn as_kind(value: TagValue, kind: TagType) -> TagValue {
+    match (kind, value) {
+        (TagType::Number, value) => ordered(&value).map_or(TagValue::zero(kind), TagValue::Number),
+        (TagType::Integer, TagValue::Integer(integer)) => TagValue::Integer(integer),
+        (TagType::Integer, TagValue::Bool(flag)) => TagValue::Integer(i64::from(flag)),
+        (TagType::Bool, TagValue::Bool(flag)) => TagValue::Bool(flag),
+        (TagType::Bool, TagValue::Integer(integer)) => TagValue::Bool(integer != 0),
+        (TagType::String, TagValue::Text(text)) => TagValue::Text(text),
+        (kind, _) => TagValue::zero(kind),
+    }
+}
+
+impl HistoryRead {
+    fn inside(&self, block: &BlockSummary) -> bool {
+        block.first >= self.window.0 && block.last <= self.window.1
+    }
+
+    fn journalled_in_window(&self) -> usize {
+        self.journal
+            .iter()
+            .filter(|sample| (self.window.0..=self.window.1).contains(&unix_millis(sample.time)))
+            .count()
+    }
+
+    /// Blocks that overlap another's time span (a late sample's block) or the journal's:
+    /// their samples are merged in time order, so they are read, not summarised.
+    fn overlapping(&self) -> Vec<bool> {
+        let mut overlapping = vec![false; self.blocks.len()];
+        let mut latest: Option<(usize, i64)> = None;
+        for (index, block) in self.blocks.iter().enumerate() {
+            if let Some((before, last)) = latest
+                && block.first <= last
+            {
+                overlapping[before] = true;
+                overlapping[index] = true;
+            }
+            if latest.is_none_or(|(_, last)| block.last > last) {
+                latest = Some((index, block.last));
+            }
+        }
+        if let Some(earliest) = self.journal.iter().map(|sample| unix_millis(sample.time)).min() {
+            for (index, block) in self.blocks.iter().enumerate() {
+                overlapping[index] |= block.last >= earliest;
+            }
+        }
+        overlapping
+    }
+
+    /// The blocks whose data the page needs: all of them when every sample may fit the page,
+    /// else those a summary cannot stand for (cut by the window or a bucket, not exact,
+    /// overlapping, of another kind).
+    pub(crate) fn needed(&self) -> Vec<i64> {
+        let journalled = self.journalled_in_window();
+        let at_least: usize = journalled
+            + self
+                .blocks
+                .iter()
+                .filter(|block| self.inside(block))
+                .map(|block| block.count)
+                .sum::<usize>();
+        if at_least <= self.max {
+            return self.blocks.iter().map(|block| block.id).collect();
+        }
+        let trend = Trend::new(at_least, self.max, self.window);
+        let overlapping = self.overlapping();
+        self.blocks
+            .iter()
+            .zip(overlapping)
+            .filter(|(block, overlapping)| !self.summarised(&trend, block, *overlapping))
+            .map(|(block, _)| block.id)
+            .collect()
+    }
+
+    /// Whether `block` is taken by its summary in a trend of `trend`'s buckets.
+    fn summarised(&self, trend: &Trend, block: &BlockSummary, overlapping: bool) -> bool {
+        !overlapping
+            && block.exact
+            && block.kind == self.kind
+            && self.inside(block)
+            && trend
+                .bucket_of(block.first)
+                .is_some_and(|bucket| trend.bucket_of(block.last) == Some(bucket))
+    }
+
+    /// The page, with the data of (at least) the [`needed`](Self::needed) blocks by id.
+    pub(crate) fn finish(self, data: &HashMap<i64, Vec<u8>>) -> Result<HistoryPage, BlockError> {
+        let (from, to) = self.window;
+        let in_window = |sample: &HistorySample| (from..=to).contains(&unix_millis(sample.time));
+        let mut decoded: HashMap<i64, Vec<HistorySample>> = HashMap::new();
+        for block in &self.blocks {
+            if let Some(bytes) = data.get(&block.id) {
+                let samples = block::decode(bytes)?;
+                decoded.insert(block.id, samples.into_iter().filter(in_window).collect());
+            }
+        }
+        let journalled: Vec<HistorySample> = self
+            .journal
+            .iter()
+            .filter(|sample| in_window(sample))
+            .cloned()
+            .collect();
+        let total = journalled.len()
+            + self
+                .blocks
+                .iter()
+                .map(|block| decoded.get(&block.id).map_or(block.count, Vec::len))
+                .sum::<usize>();
+        let mut trend = Trend::new(total, self.max, self.window);
+        // Pieces in time order; consecutive decoded ones are merged by time, so a late sample's
+        // block and the journal's samples fall in place.
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
+        let block_pieces = self.blocks.iter().map(|block| match decoded.remove(&block.id) {
+            Some(samples) => Piece::Samples(samples),
+            None => Piece::Summary(block),
+        });
+        for piece in block_pieces.chain(std::iter::once(Piece::Samples(journalled))) {
+            match (pieces.last_mut(), piece) {
+                (Some(Piece::Samples(before)), Piece::Samples(more)) => before.extend(more),
+                (_, piece) => pieces.push(piece),
+            }
+        }
+        let mut stats = Stats::default();
+        let mut at = 0;
+        for piece in pieces {
+            match piece {
+                Piece::Summary(block) => {
+                    stats.add_block(block);
+                    trend.push_block(at, block);
+                    at += block.count;
+                }
+                Piece::Samples(mut samples) => {
+                    samples.sort_by_key(|sample| sample.time);
+                    for sample in samples {
+                        stats.add(&sample.value);
+                        let value = as_kind(sample.value, self.kind);
+                        trend.push(at, HistorySample { value, ..sample });
+                        at += 1;
+                    }
+                }
+            }
+        }
+        Ok(HistoryPage {
+            samples: trend.finish(),
+            total,
+            stats: if self.kind == TagType::String {
+                None
+            } else {
+                stats.finish()
+            },
+        })
+    }
+}
+
+/// Whether the last sample at or before `instant` of a block (the tag's last to start by
+/// then) needs the block's data: not when the whole block is before the instant and its
+/// summary exact.
+pub(crate) fn value_at_needs_data(block: &BlockSummary, kind: TagType, instant: i64) -> bool {
+    !(block.exact && block.kind == kind && block.last <= instant)
+}
+
+/// A tag's last sample at or before `instant`, read as the tag's `kind`: the later of its
+/// last block's (by the summary, or from `data` when [`value_at_needs_data`]) and its
+/// journalled samples' (`journalled`: the latest at or before the instant).
+pub(crate) fn value_at(
+    kind: TagType,
+    instant: i64,
+    block: Option<(&BlockSummary, Option<&[u8]>)>,
+    journalled: Option<&HistorySample>,
+) -> Result<Option<HistorySample>, BlockError> {
+    let stored = match block {
+        Some((summary, Some(data))) if value_at_needs_data(summary, kind, instant) => block::decode(data)?
+            .into_iter()
+            .take_while(|sample| unix_millis(sample.time) <= instant)
+            .last(),
+        Some((summary, _)) => summary
+            .last_value
+            .map(|value| summary.sample(summary.last, value)),
+        None => None,
+    };
+    let latest = match (stored, journalled) {
+        (Some(stored), Some(journalled)) if journalled.time >= stored.time => Some(journalled.clone()),
+        (None, Some(journalled)) => Some(journalled.clone()),
+        (stored, _) => stored,
+    };
+    Ok(latest.map(|sample| HistorySample {
+        value: as_kind(sample.value, kind),
+        ..sample
+    }))
+}
+
+/// The latest journalled sample at or before `instant` of each tag id.
+pub(crate) fn journalled_at(
+    journal: impl IntoIterator<Item = (i64, HistorySample)>,
+    instant: i64,
+) -> HashMap<i64, HistorySample> {
+    let mut latest: HashMap<i64, HistorySample> = HashMap::new();
+    for (tag, sample) in journal {
+        if unix_millis(sample.time) > instant {
+            continue;
+        }
+        match latest.get(&tag) {
+            Some(kept) if kept.time > sample.time => {}
+            _ => {
+                latest.insert(tag, sample);
+            }
+        }
+    }
+    latest
+}
+
+/// Minimum, maximum and mean of a window's numeric values.
+#[derive(Debug, Default)]
+struct Stats {
+    min: Option<f64>,
+    max: Option<f64>,
+    sum: f64,
+    count: usize,
+}
+
+impl Stats {
+    fn add(&mut self, value: &TagValue) {
+        if let Some(value) = ordered(value) {
+            self.extremes(value, value);
+            self.sum += value;
+            self.count += 1;
+        }
+    }
+
+    fn extremes(&mut self, low: f64, high: f64) {
+        self.min = Some(self.min.map_or(low, |min| min.min(low)));
+        self.max = Some(self.max.map_or(high, |max| max.max(high)));
+    }
+
+    fn add_block(&mut self, block: &BlockSummary) {
+        if let (Some(min), Some(max), Some(sum)) = (block.min, block.max, block.sum) {
+            self.extremes(min.value, max.value);
+            self.sum += sum;
+            self.count += block.count;
+        }
+    }
+
+    fn finish(self) -> Option<HistoryStats> {
+        let (min, max) = (self.min?, self.max?);
+        Some(HistoryStats {
+            min,
+            max,
+            mean: self.sum / self.count as f64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use plant_model::Quality;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::history::block::kind_of;
+    use crate::history::block::{BLOCK_SAMPLES, fold};
+    use crate::history::from_unix_millis;
+
+    /// Samples whose kind is the one given, for a test's blocks.
+    fn of_kind(samples: &[HistorySample], kind: TagType) -> bool {
+        samples.iter().all(|sample| kind_of(&sample.value) == kind)
+    }
+
+    /// A page read from `samples` stored as blocks (and the last `journalled` of them still
+    /// in the journal), reading `read_all` blocks whole or only those `needed` says.
+    fn page(
+        samples: &[HistorySample],
+        journalled: usize,
+        max: usize,
+        window: (i64, i64),
+        read_all: bool,
+    ) -> HistoryPage {
+        let (stored, journal) = samples.split_at(samples.len() - journalled);
+        let blocks = fold(None, stored.iter().cloned());
+        let mut data = HashMap::new();
+        let mut summaries = Vec::new();
+        for (id, (_, samples)) in (1..).zip(&blocks) {
+            assert!(of_kind(samples, TagType::Number));
+            let summary = BlockSummary::of(id, samples);
+            if summary.last >= window.0 && summary.first <= window.1 {
+                summaries.push(summary);
+                data.insert(id, block::encode(samples));
+            }
+        }
+        let read = HistoryRead {
+            kind: TagType::Number,
+            window,
+            max,
+            blocks: summaries,
+            journal: journal.to_vec(),
+        };
+        if !read_all {
+            let needed = read.needed();
+            data.retain(|id, _| needed.contains(id));
+        }
+        read.finish(&data).expect("blocks this build wrote")
+    }
+
+    proptest! {
+        /// Summaries stand in for the blocks they summarise: a page that reads only the blocks
+        /// it needs is the page that reads them all.
+        #[test]
+        fn summaries_give_the_page_that_reading_every_sample_gives(
+            steps in prop::collection::vec((0i64..3_000, -1.0e3f64..1.0e3, any::<bool>()), 1..6_000),
+            max in 4usize..600,
+            journalled in 0usize..50,
+            cut in (0i64..10_000, 0i64..10_000),
+        ) {
+            let mut time = 1_800_000_000_000i64;
+            let samples: Vec<HistorySample> = steps
+                .iter()
+                .map(|(gap, value, good)| {
+                    time += gap;
+                    HistorySample {
+                        time: from_unix_millis(time),
+                        value: TagValue::Number((value * 10.0).round() / 10.0),
+                        quality: if *good || *gap % 7 != 0 { Quality::GOOD } else { Quality(0) },
+                    }
+                })
+                .collect();
+            let journalled = journalled.min(samples.len());
+            let window = (1_800_000_000_000 + cut.0 * 100, time - cut.1 * 100);
+            prop_assume!(window.0 <= window.1);
+            let read_all = page(&samples, journalled, max, window, true);
+            let read_needed = page(&samples, journalled, max, window, false);
+            prop_assert_eq!(&read_needed.samples, &read_all.samples);
+            prop_assert_eq!(read_needed.total, read_all.total);
+            let inside = samples.iter().filter(|sample| (window.0..=window.1).contains(&unix_millis(sample.time))).count();
+            prop_assert_eq!(read_all.total, inside);
+            prop_assert!(read_all.samples.len() <= max);
+            match (read_needed.stats, read_all.stats) {
+                (Some(a), Some(b)) => {
+                    prop_assert_eq!((a.min, a.max), (b.min, b.max));
+                    prop_assert!((a.mean - b.mean).abs() <= 1e-6 * (1.0 + b.mean.abs()));
+                }
+                (a, b) => prop_assert_eq!(a, b),
+            }
+        }
+    }
+
+    #[test]
+    fn a_late_sample_falls_in_place() {
+        let at = |ms: i64, value: f64| HistorySample {
+            time: from_unix_millis(ms),
+            value: TagValue::Number(value),
+            quality: Quality::GOOD,
+        };
+        let mut samples: Vec<HistorySample> = (0..BLOCK_SAMPLES as i64 + 10)
+            .map(|ms| at(ms * 10, 1.0))
+            .collect();
+        samples.push(at(55, 9.0));
+        let page = page(&samples, 0, usize::MAX, (0, i64::MAX), false);
+        assert_eq!(page.total, samples.len());
+        assert!(page.samples.windows(2).all(|pair| pair[0].time <= pair[1].time));
+        assert_eq!(page.samples[6], at(55, 9.0));
+    }
+}

@@ -1,0 +1,678 @@
+//! The history scenario of `cargo xtask bench` (`--only history`): the historian's ingestion
+//! and queries, each beside what it is judged against in the same run.
+//!
+//! - Sustained ingestion: tserver serving 10,000 simulated tags that change every second
+//!   (noisy sines recorded within a deviation above their noise, integer steps), its CPU over
+//!   the run as a share of one core.
+//! - Burst ingestion, in this process: the same kind of samples, second by second, through the
+//!   store's history writer (journal, checkpoints, blocks), beside a bare batched insert of the
+//!   same samples as indexed rows (the row-per-sample table the historian kept before blocks)
+//!   into a file of the same settings; and the bytes each keeps per sample, with the
+//!   recorder's compression on and off.
+//! - Queries: a year of one-second samples of one tag read as a 1,000-bucket trend, beside the
+//!   row table queried the same way; 1,000 tags at a past instant; an hour of raw samples; and
+//!   the same three on PostgreSQL (the files copied by `tserver solution copy`).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use plant::historian::TagRecorder;
+use plant::objects::TagSample;
+use plant_model::{Quality, TagType, TagValue};
+use serde_json::{Value, json};
+use store::{PendingSample, Store};
+use tserver_tests::postgres::PrivatePostgres;
+
+use super::report::Results;
+use super::verdicts::{self, Verdicts};
+use crate::processes::{cpu_seconds, free_port, run_quietly};
+
+/// The shape of the history runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HistoryPlan {
+    /// Tags changing once a second, in the sustained and burst runs.
+    pub(crate) tags: usize,
+    /// Seconds the sustained run's CPU is measured over (after a warm-up of a third of it).
+    pub(crate) sustained_seconds: u64,
+    /// Seconds of every tag's samples the burst writes.
+    pub(crate) burst_seconds: u64,
+    /// Seconds of one-second samples of the trend's tag (a year in the full run).
+    pub(crate) trend_seconds: i64,
+    /// Tags of the instant query, and seconds of their one-second history.
+    pub(crate) instant_tags: usize,
+    pub(crate) instant_seconds: i64,
+    /// Queries timed per row.
+    pub(crate) queries: usize,
+}
+
+/// Where every generated history starts: 2026-01-01T00:00:00Z.
+const START_MS: i64 = 1_767_225_600_000;
+
+/// The deviation a noisy sine is recorded within: a little above its noise (±0.5).
+const DEVIATION: f64 = 0.6;
+
+/// The reading of number tag `tag` at `second`: a sine with its own period and phase plus
+/// noise of at most ±0.5, as a transmitter gives it (two decimals).
+fn reading(tag: usize, second: i64) -> f64 {
+    let period = 300.0 + (tag % 600) as f64;
+    let phase = (tag % 17) as f64 * 0.37;
+    let hashed = (second
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(tag as i64 * 40_503))
+    .rem_euclid(1000);
+    let noise = hashed as f64 / 1000.0 - 0.5;
+    (((50.0 + 20.0 * (second as f64 * std::f64::consts::TAU / period + phase).sin() + noise) * 100.0).round())
+        / 100.0
+}
+
+/// Tag `tag`'s sample at `second`: four in five are noisy sines, the rest counters stepping
+/// every ten seconds.
+fn sample_of(tag: usize, second: i64) -> TagValue {
+    if tag % 5 == 4 {
+        TagValue::Integer(second / 10 + tag as i64)
+    } else {
+        TagValue::Number(reading(tag, second))
+    }
+}
+
+fn tag_name(tag: usize) -> String {
+    format!("Hist.T{tag:05}")
+}
+
+fn at(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// The `q`-quantile of `durations` (sorted here), in milliseconds.
+fn quantile(durations: &mut [Duration], q: f64) -> f64 {
+    durations.sort_unstable();
+    let index = ((durations.len() as f64 * q).ceil() as usize).clamp(1, durations.len().max(1)) - 1;
+    durations
+        .get(index)
+        .map_or(f64::NAN, |duration| duration.as_secs_f64() * 1000.0)
+}
+
+/// A new empty solution file at `path` (any stale one removed first).
+fn new_solution(tserver: &Path, path: &Path) -> anyhow::Result<()> {
+    for suffix in ["", ".key", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    run_quietly(tserver, &["init", path.to_str().context("a UTF-8 path")?])
+}
+
+/// The bytes a SQLite file's pages take.
+fn file_bytes(connection: &rusqlite::Connection) -> anyhow::Result<i64> {
+    let pages: i64 = connection.query_row("PRAGMA page_count", [], |row| row.get(0))?;
+    let size: i64 = connection.query_row("PRAGMA page_size", [], |row| row.get(0))?;
+    Ok(pages * size)
+}
+
+fn file_bytes_of(path: &Path) -> anyhow::Result<i64> {
+    file_bytes(&rusqlite::Connection::open(path)?)
+}
+
+/// The row-per-sample table the historian kept before blocks, its indexes included.
+const ROW_TABLE: &str = "PRAGMA journal_mode = WAL;
+    CREATE TABLE TagHistory (Tag TEXT NOT NULL, Time INTEGER NOT NULL, Value, Quality INTEGER NOT NULL);
+    CREATE INDEX TagHistoryByTagTime ON TagHistory (Tag, Time);
+    CREATE INDEX TagHistoryByTime ON TagHistory (Time);";
+
+/// A file holding the row table, empty.
+fn row_table(path: &Path) -> anyhow::Result<rusqlite::Connection> {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let connection = rusqlite::Connection::open(path)?;
+    connection.execute_batch(ROW_TABLE)?;
+    Ok(connection)
+}
+
+/// Inserts one batch of samples as rows, in one transaction.
+fn insert_rows(connection: &mut rusqlite::Connection, samples: &[PendingSample]) -> anyhow::Result<()> {
+    let transaction = connection.transaction()?;
+    {
+        let mut insert = transaction
+            .prepare_cached("INSERT INTO TagHistory (Tag, Time, Value, Quality) VALUES (?1, ?2, ?3, ?4)")?;
+        for sample in samples {
+            let value = match &sample.value {
+                TagValue::Number(number) => rusqlite::types::Value::Real(*number),
+                TagValue::Integer(integer) => rusqlite::types::Value::Integer(*integer),
+                TagValue::Bool(flag) => rusqlite::types::Value::Integer(i64::from(*flag)),
+                TagValue::Text(text) => rusqlite::types::Value::Text(text.to_string()),
+            };
+            let time = sample.time.duration_since(UNIX_EPOCH)?.as_millis();
+            insert.execute(rusqlite::params![
+                &*sample.tag,
+                i64::try_from(time)?,
+                value,
+                sample.quality.0
+            ])?;
+        }
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
+/// The samples of every tag at one second, each `value(tag, second)`.
+fn second_of(
+    names: &[std::sync::Arc<str>],
+    second: i64,
+    value: fn(usize, i64) -> TagValue,
+) -> Vec<PendingSample> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(tag, name)| PendingSample {
+            tag: std::sync::Arc::clone(name),
+            time: at(START_MS + second * 1000),
+            value: value(tag, second),
+            quality: Quality::GOOD,
+        })
+        .collect()
+}
+
+/// What the burst run measured.
+struct Burst {
+    samples: u64,
+    stored_per_second: f64,
+    compressed_per_second: f64,
+    rows_per_second: f64,
+    bytes_per_sample: f64,
+    compressed_bytes_per_sample: f64,
+    row_bytes_per_sample: f64,
+}
+
+/// Writes `seconds` of every tag's samples through the store (each tag's kept by `recorders`
+/// when given), one flush a second and a checkpoint at the end: samples offered per second of
+/// the run and bytes the file grew by per sample offered.
+fn ingest(
+    store: &Store,
+    path: &Path,
+    names: &[std::sync::Arc<str>],
+    seconds: u64,
+    mut recorders: Option<&mut Vec<Option<TagRecorder>>>,
+) -> anyhow::Result<(f64, f64)> {
+    let before = file_bytes_of(path)?;
+    let started = Instant::now();
+    for second in 0..i64::try_from(seconds)? {
+        let offered = second_of(names, second, sample_of);
+        let kept = match recorders.as_deref_mut() {
+            None => offered,
+            Some(recorders) => {
+                let mut kept = Vec::new();
+                for (tag, sample) in offered.into_iter().enumerate() {
+                    let taken = TagSample {
+                        value: sample.value.clone(),
+                        quality: sample.quality,
+                        timestamp: sample.time,
+                    };
+                    let deviation = if tag % 5 == 4 { 0.0 } else { DEVIATION };
+                    let stored = match &mut recorders[tag] {
+                        Some(recorder) => recorder.take(&taken, deviation),
+                        slot @ None => {
+                            *slot = Some(TagRecorder::new(&taken));
+                            vec![taken]
+                        }
+                    };
+                    kept.extend(stored.into_iter().map(|stored| PendingSample {
+                        tag: std::sync::Arc::clone(&sample.tag),
+                        time: stored.timestamp,
+                        value: stored.value,
+                        quality: stored.quality,
+                    }));
+                }
+                kept
+            }
+        };
+        store.write_history_blocking(&kept, &[], UNIX_EPOCH)?;
+    }
+    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let offered = (names.len() as u64 * seconds) as f64;
+    let grown = file_bytes_of(path)? - before;
+    Ok((offered / elapsed, grown as f64 / offered))
+}
+
+fn burst(tserver: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Result<Burst> {
+    let names: Vec<std::sync::Arc<str>> = (0..plan.tags)
+        .map(|tag| std::sync::Arc::from(tag_name(tag)))
+        .collect();
+    let stored_path = out_dir.join("history-burst.db");
+    new_solution(tserver, &stored_path)?;
+    let store = Store::open_file(&stored_path)?;
+    let (stored_per_second, bytes_per_sample) =
+        ingest(&store, &stored_path, &names, plan.burst_seconds, None)?;
+    drop(store);
+
+    let compressed_path = out_dir.join("history-compressed.db");
+    new_solution(tserver, &compressed_path)?;
+    let store = Store::open_file(&compressed_path)?;
+    let mut recorders: Vec<Option<TagRecorder>> = (0..plan.tags).map(|_| None).collect();
+    let (compressed_per_second, compressed_bytes_per_sample) = ingest(
+        &store,
+        &compressed_path,
+        &names,
+        plan.burst_seconds,
+        Some(&mut recorders),
+    )?;
+    drop(store);
+
+    let rows_path = out_dir.join("history-rows.db");
+    let mut rows = row_table(&rows_path)?;
+    let before = file_bytes(&rows)?;
+    let started = Instant::now();
+    for second in 0..i64::try_from(plan.burst_seconds)? {
+        insert_rows(&mut rows, &second_of(&names, second, sample_of))?;
+    }
+    let rows_per_second = (plan.tags as u64 * plan.burst_seconds) as f64 / started.elapsed().as_secs_f64();
+    let row_bytes_per_sample =
+        (file_bytes(&rows)? - before) as f64 / (plan.tags as u64 * plan.burst_seconds) as f64;
+    Ok(Burst {
+        samples: plan.tags as u64 * plan.burst_seconds,
+        stored_per_second,
+        compressed_per_second,
+        rows_per_second,
+        bytes_per_sample,
+        compressed_bytes_per_sample,
+        row_bytes_per_sample,
+    })
+}
+
+/// The plant of the sustained run: `tags` simulated tags, four in five noisy sines recorded
+/// within a deviation above their noise, the rest integers stepping between a few levels.
+fn simulated_plant(tags: usize) -> String {
+    let mut text = String::new();
+    for tag in 0..tags {
+        let (name, path) = (tag_name(tag), format!("Hist/T{tag:05}"));
+        let period = 300 + tag % 600;
+        if tag % 5 == 4 {
+            text.push_str(&format!(
+                "[[tags]]\nname = \"{name}\"\npath = \"{path}\"\ntype = \"integer\"\ninitial = 5\n\
+                 simulate = {{ amplitude = 3, period = {period} }}\n\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "[[tags]]\nname = \"{name}\"\npath = \"{path}\"\ntype = \"number\"\ninitial = 50.0\n\
+                 history_deadband = {DEVIATION}\nsimulate = {{ amplitude = 20, period = {period}, noise = 0.5 }}\n\n"
+            ));
+        }
+    }
+    text
+}
+
+/// tserver serving the simulated plant: its CPU over the measured seconds, as a share of one
+/// core, and the samples its history holds of one tag (proof it recorded).
+fn sustained(tserver: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Result<(f64, usize)> {
+    let solution = out_dir.join("history-sustained.db");
+    new_solution(tserver, &solution)?;
+    let plant = out_dir.join("history-plant.toml");
+    std::fs::write(&plant, simulated_plant(plan.tags))?;
+    let path = solution.to_str().context("a UTF-8 path")?;
+    run_quietly(
+        tserver,
+        &["plant", path, "import", plant.to_str().context("a UTF-8 path")?],
+    )?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let mut child = Command::new(tserver)
+        .args([
+            "serve",
+            "--solution",
+            path,
+            "--listen",
+            &addr,
+            "--simulator",
+            "on",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(out_dir.join("tserver-history.log"))?)
+        .spawn()
+        .context("cannot run tserver serve")?;
+    let measured = (|| {
+        std::thread::sleep(Duration::from_secs(plan.sustained_seconds / 3 + 1));
+        let (cpu_before, wall_before) = (
+            cpu_seconds(child.id()).context("tserver's CPU time")?,
+            Instant::now(),
+        );
+        std::thread::sleep(Duration::from_secs(plan.sustained_seconds));
+        let cpu = cpu_seconds(child.id()).context("tserver's CPU time")? - cpu_before;
+        Ok::<_, anyhow::Error>(cpu / wall_before.elapsed().as_secs_f64())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let share = measured?;
+    let store = Store::open_file(&solution)?;
+    let recorded = store
+        .tag_history_blocking(&tag_name(0), TagType::Number, (UNIX_EPOCH, SystemTime::now()), 1)?
+        .total;
+    if recorded == 0 {
+        bail!("the sustained run recorded nothing of {}", tag_name(0));
+    }
+    Ok((share, recorded))
+}
+
+/// A file holding `seconds` of one-second samples of one tag, stored as blocks (`blocks`) and
+/// as rows (`rows`).
+fn trend_files(tserver: &Path, blocks: &Path, rows: &Path, seconds: i64) -> anyhow::Result<()> {
+    new_solution(tserver, blocks)?;
+    let store = Store::open_file(blocks)?;
+    let mut table = row_table(rows)?;
+    let name: std::sync::Arc<str> = std::sync::Arc::from(tag_name(0));
+    let day = 86_400;
+    for from in (0..seconds).step_by(day) {
+        let samples: Vec<PendingSample> = (from..(from + day as i64).min(seconds))
+            .map(|second| PendingSample {
+                tag: std::sync::Arc::clone(&name),
+                time: at(START_MS + second * 1000),
+                value: TagValue::Number(reading(0, second)),
+                quality: Quality::GOOD,
+            })
+            .collect();
+        store.write_history_blocking(&samples, &[], UNIX_EPOCH)?;
+        insert_rows(&mut table, &samples)?;
+    }
+    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    Ok(())
+}
+
+/// A file holding `seconds` of one-second samples of `tags` tags, as blocks.
+fn instant_file(tserver: &Path, path: &Path, tags: usize, seconds: i64) -> anyhow::Result<()> {
+    new_solution(tserver, path)?;
+    let store = Store::open_file(path)?;
+    let names: Vec<std::sync::Arc<str>> = (0..tags).map(|tag| std::sync::Arc::from(tag_name(tag))).collect();
+    for second in 0..seconds {
+        let samples = second_of(&names, second, |tag, second| {
+            TagValue::Number(reading(tag, second))
+        });
+        store.write_history_blocking(&samples, &[], UNIX_EPOCH)?;
+    }
+    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    Ok(())
+}
+
+/// The p99 (ms) of `queries` runs of `query`, which says what is wrong with an answer.
+fn p99(queries: usize, mut query: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    let mut durations = Vec::with_capacity(queries);
+    for _ in 0..queries {
+        let started = Instant::now();
+        query()?;
+        durations.push(started.elapsed());
+    }
+    Ok(quantile(&mut durations, 0.99))
+}
+
+/// The trend tag's `seconds` of history as a 1,000-bucket trend (4,000 samples at most).
+fn trend_p99(store: &Store, seconds: i64, queries: usize) -> anyhow::Result<f64> {
+    let window = (at(START_MS), at(START_MS + seconds * 1000 - 1));
+    p99(queries, || {
+        let page = store.tag_history_blocking(&tag_name(0), TagType::Number, window, 4_000)?;
+        if page.total != usize::try_from(seconds)? || page.samples.len() > 4_000 {
+            bail!(
+                "the trend read {} of {seconds} samples into {}",
+                page.total,
+                page.samples.len()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// The second hour of the trend tag's history, raw (3,600 samples).
+fn raw_hour_p99(store: &Store, queries: usize) -> anyhow::Result<f64> {
+    let hour = (at(START_MS + 3_600_000), at(START_MS + 7_200_000 - 1));
+    p99(queries, || {
+        let page = store.tag_history_blocking(&tag_name(0), TagType::Number, hour, 10_000)?;
+        if page.samples.len() != 3_600 {
+            bail!("the raw hour read {} samples", page.samples.len());
+        }
+        Ok(())
+    })
+}
+
+/// `tags` tags' values halfway through their `seconds` of history.
+fn instant_p99(store: &Store, tags: usize, seconds: i64, queries: usize) -> anyhow::Result<f64> {
+    let names: Vec<String> = (0..tags).map(tag_name).collect();
+    let tags: Vec<(&str, TagType)> = names
+        .iter()
+        .map(|name| (name.as_str(), TagType::Number))
+        .collect();
+    let instant = at(START_MS + seconds * 500 + 250);
+    p99(queries, || {
+        let values = store.values_at_blocking(&tags, instant)?;
+        if values.iter().any(Option::is_none) {
+            bail!("a tag had no value at the instant");
+        }
+        Ok(())
+    })
+}
+
+/// The row table read as the historian read it before blocks: statistics over the window,
+/// then every row in time order reduced to `buckets` buckets' first, min, max and last.
+fn row_trend(
+    connection: &rusqlite::Connection,
+    tag: &str,
+    (from, to): (i64, i64),
+    buckets: i64,
+) -> anyhow::Result<usize> {
+    let _stats: (i64, Option<f64>, Option<f64>, Option<f64>) = connection
+        .prepare_cached(
+            "SELECT COUNT(*), MIN(Value), MAX(Value), AVG(Value) FROM TagHistory WHERE Tag = ?1 AND Time BETWEEN ?2 AND ?3",
+        )?
+        .query_row(rusqlite::params![tag, from, to], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+    let mut statement = connection.prepare_cached(
+        "SELECT Time, Value, Quality FROM TagHistory WHERE Tag = ?1 AND Time BETWEEN ?2 AND ?3 ORDER BY Time",
+    )?;
+    let mut rows = statement.query(rusqlite::params![tag, from, to])?;
+    let span = (to - from + 1).max(1);
+    let mut kept = 0;
+    let mut bucket: Option<(i64, f64, f64)> = None;
+    while let Some(row) = rows.next()? {
+        let (time, value): (i64, f64) = (row.get(0)?, row.get(1)?);
+        let index = (time - from) * buckets / span;
+        match &mut bucket {
+            Some((current, low, high)) if *current == index => {
+                *low = low.min(value);
+                *high = high.max(value);
+            }
+            _ => {
+                kept += usize::from(bucket.is_some()) * 4;
+                bucket = Some((index, value, value));
+            }
+        }
+    }
+    Ok(kept + usize::from(bucket.is_some()) * 4)
+}
+
+/// Runs the scenario with the build in `bin`, its files in `out_dir`.
+pub(crate) fn run(bin: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Result<Value> {
+    let tserver = bin.join("tserver");
+    let (cpu_share, recorded) = sustained(&tserver, out_dir, plan)?;
+    let burst = burst(&tserver, out_dir, plan)?;
+
+    let (blocks, rows) = (
+        out_dir.join("history-trend.db"),
+        out_dir.join("history-trend-rows.db"),
+    );
+    trend_files(&tserver, &blocks, &rows, plan.trend_seconds)?;
+    let instants = out_dir.join("history-instants.db");
+    instant_file(&tserver, &instants, plan.instant_tags, plan.instant_seconds)?;
+    let queries = plan.queries;
+    let (trend_store, instant_store) = (Store::open_file(&blocks)?, Store::open_file(&instants)?);
+    let trend_ms = trend_p99(&trend_store, plan.trend_seconds, queries)?;
+    let raw_ms = raw_hour_p99(&trend_store, queries)?;
+    let instant_ms = instant_p99(&instant_store, plan.instant_tags, plan.instant_seconds, queries)?;
+
+    let connection = rusqlite::Connection::open(&rows)?;
+    let window = (START_MS, START_MS + plan.trend_seconds * 1000 - 1);
+    let mut row_runs = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let kept = row_trend(&connection, &tag_name(0), window, 1_000)?;
+        row_runs.push(started.elapsed());
+        if kept == 0 {
+            bail!("the row table's trend read nothing");
+        }
+    }
+    let row_fastest = quantile(&mut row_runs, 0.0);
+
+    // PostgreSQL: both files copied by `tserver solution copy`, each into a database of its own.
+    let postgres = PrivatePostgres::start();
+    let (trend_url, instants_url) = (postgres.url("postgres"), postgres.url("instants"));
+    run_quietly(
+        Path::new("psql"),
+        &[&trend_url, "-q", "-c", "CREATE DATABASE instants"],
+    )?;
+    run_quietly(
+        &tserver,
+        &[
+            "solution",
+            "copy",
+            blocks.to_str().context("a UTF-8 path")?,
+            &trend_url,
+        ],
+    )?;
+    run_quietly(
+        &tserver,
+        &[
+            "solution",
+            "copy",
+            instants.to_str().context("a UTF-8 path")?,
+            &instants_url,
+        ],
+    )?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let open = |url: &str| -> anyhow::Result<Store> {
+        Ok(runtime.block_on(Store::open(&store::SolutionLocation::parse(url)?))?)
+    };
+    let (trend_database, instants_database) = (open(&trend_url)?, open(&instants_url)?);
+    let pg_trend_ms = trend_p99(&trend_database, plan.trend_seconds, queries)?;
+    let pg_raw_ms = raw_hour_p99(&trend_database, queries)?;
+    let pg_instant_ms = instant_p99(
+        &instants_database,
+        plan.instant_tags,
+        plan.instant_seconds,
+        queries,
+    )?;
+    drop((trend_database, instants_database));
+    drop(runtime);
+    drop(postgres);
+
+    Ok(json!({
+        "tags": plan.tags,
+        "sustainedCpuShare": cpu_share,
+        "sustainedRecordedOfOneTag": recorded,
+        "burstSamples": burst.samples,
+        "burstStoredPerSecond": burst.stored_per_second,
+        "burstCompressedPerSecond": burst.compressed_per_second,
+        "burstRowsPerSecond": burst.rows_per_second,
+        "burstRatio": burst.stored_per_second / burst.rows_per_second,
+        "bytesPerSample": burst.bytes_per_sample,
+        "compressedBytesPerSample": burst.compressed_bytes_per_sample,
+        "rowBytesPerSample": burst.row_bytes_per_sample,
+        "trendSamples": plan.trend_seconds,
+        "trendP99Ms": trend_ms,
+        "rowTrendFastestMs": row_fastest,
+        "trendSpeedup": row_fastest / trend_ms,
+        "instantTags": plan.instant_tags,
+        "instantP99Ms": instant_ms,
+        "rawHourP99Ms": raw_ms,
+        "postgres": {
+            "trendP99Ms": pg_trend_ms,
+            "instantP99Ms": pg_instant_ms,
+            "rawHourP99Ms": pg_raw_ms,
+            "trendRatio": pg_trend_ms / trend_ms,
+            "instantRatio": pg_instant_ms / instant_ms,
+            "rawHourRatio": pg_raw_ms / raw_ms,
+        },
+    }))
+}
+
+/// Runs the scenario and judges its rows.
+pub(crate) fn judge(
+    bin: &Path,
+    out_dir: &Path,
+    plan: HistoryPlan,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let history = run(bin, out_dir, plan)?;
+    let number = |key: &str| history[key].as_f64().unwrap_or(f64::NAN);
+    let tags = plan.tags;
+    verdicts.judge(
+        format!("history: {tags} tags changing each second, tserver CPU"),
+        format!("{:.1}% of a core", number("sustainedCpuShare") * 100.0),
+        verdicts::HISTORY_CPU,
+        number("sustainedCpuShare"),
+        true,
+    );
+    verdicts.judge(
+        "history: burst ingestion vs bare indexed row insert".to_owned(),
+        format!(
+            "{:.0} vs {:.0} samples/s = {:.2}x",
+            number("burstStoredPerSecond"),
+            number("burstRowsPerSecond"),
+            number("burstRatio")
+        ),
+        verdicts::HISTORY_BURST,
+        number("burstRatio"),
+        true,
+    );
+    verdicts.judge(
+        "history: bytes per sample, compression on".to_owned(),
+        format!(
+            "{:.2} B (off {:.2} B, rows {:.1} B)",
+            number("compressedBytesPerSample"),
+            number("bytesPerSample"),
+            number("rowBytesPerSample")
+        ),
+        verdicts::HISTORY_BYTES,
+        number("compressedBytesPerSample"),
+        true,
+    );
+    let samples = plan.trend_seconds;
+    verdicts.judge(
+        format!("history: {samples} samples as 1,000 M4 buckets, p99"),
+        format!("{:.1} ms", number("trendP99Ms")),
+        verdicts::HISTORY_TREND_P99,
+        number("trendP99Ms"),
+        true,
+    );
+    verdicts.judge(
+        "history: that trend vs the row table's fastest".to_owned(),
+        format!(
+            "{:.0} ms / {:.1} ms = {:.0}x",
+            number("rowTrendFastestMs"),
+            number("trendP99Ms"),
+            number("trendSpeedup")
+        ),
+        verdicts::HISTORY_TREND_SPEEDUP,
+        number("trendSpeedup"),
+        true,
+    );
+    verdicts.judge(
+        format!("history: {} tags at a past instant, p99", plan.instant_tags),
+        format!("{:.1} ms", number("instantP99Ms")),
+        verdicts::HISTORY_INSTANT_P99,
+        number("instantP99Ms"),
+        true,
+    );
+    for (key, what) in [
+        ("trendRatio", "trend"),
+        ("instantRatio", "instant"),
+        ("rawHourRatio", "raw hour"),
+    ] {
+        let ratio = history["postgres"][key].as_f64().unwrap_or(f64::NAN);
+        verdicts.judge(
+            format!("history on PostgreSQL vs SQLite: {what} p99"),
+            format!("{ratio:.2}x"),
+            verdicts::HISTORY_POSTGRES,
+            ratio,
+            true,
+        );
+    }
+    results.insert("history", history);
+    Ok(())
+}
