@@ -28,12 +28,16 @@ CREATE TABLE HistoryBlocks (
     MaxValue   REAL    NULL,
     Sum        REAL    NULL,
     Exact      INTEGER NOT NULL CHECK (Exact IN (0, 1)),
+    Sealed     INTEGER NOT NULL CHECK (Sealed IN (0, 1)),
     Data       BLOB    NOT NULL
 );
 -- Covers every summary column, so a long window is read from the index alone.
 CREATE INDEX HistoryBlocksByTag ON HistoryBlocks (Tag, First, Id, Kind, Last, Count, FirstValue,
     LastValue, MinAt, MinTime, MinValue, MaxAt, MaxTime, MaxValue, Sum, Exact);
 CREATE INDEX HistoryBlocksByLast ON HistoryBlocks (Last);
+-- A tag's unsealed tail: its newest samples, fewer than a block, kept plainly in a few blocks
+-- until a checkpoint packs them.
+CREATE INDEX HistoryTails ON HistoryBlocks (Tag) WHERE Sealed = 0;
 
 CREATE TABLE HistoryJournal (
     Id      INTEGER PRIMARY KEY,

@@ -1,10 +1,12 @@
 //! A history block: up to [`BLOCK_SAMPLES`] samples of one tag in time order, stored as one
-//! compressed value with a summary beside it (count, first, last, min, max, sum), so a long
-//! window reads summaries and decodes only the blocks it must cut.
+//! value with a summary beside it (count, first, last, min, max, sum), so a long window reads
+//! summaries and decodes only the blocks it must cut.
 //!
-//! Times and numbers are columns compressed by pco (delta encoding finds a steady sample
-//! period; float-multiple detection finds a transmitter's fixed decimals); qualities are runs,
-//! since they rarely change; text is kept as it came.
+//! A sealed block is packed: times and numbers are columns compressed by pco (delta encoding
+//! finds a steady sample period; float-multiple detection finds a transmitter's fixed
+//! decimals); qualities are runs, since they rarely change; text is kept as it came. A tag's
+//! newest samples, fewer than a block, are kept plainly in a few unsealed blocks (cheap to
+//! write at every checkpoint) until [`TailShape::compacts`] says to pack them.
 
 use std::sync::Arc;
 
@@ -52,9 +54,16 @@ enum Values {
     Text(Vec<String>),
 }
 
-/// A block as stored.
+/// A block as stored: packed (sealed) or plain (a tag's newest samples).
 #[derive(Debug, Serialize, Deserialize)]
-struct Encoded {
+enum Stored {
+    Packed(Packed),
+    Plain(Vec<(i64, u8, super::journal::Value)>),
+}
+
+/// A packed block's columns.
+#[derive(Debug, Serialize, Deserialize)]
+struct Packed {
     /// Milliseconds since the epoch, pco-compressed.
     times: Vec<u8>,
     /// Runs of one quality: how many samples, then the quality.
@@ -204,7 +213,24 @@ impl BlockSummary {
     }
 }
 
-/// The encoded bytes of `samples` (time-ordered, all of one kind).
+/// The bytes of `samples` (time-ordered, all of one kind) kept plainly: a few tens of
+/// nanoseconds a sample to write, for a tail rewritten at checkpoints.
+pub(crate) fn encode_plain(samples: &[HistorySample]) -> Vec<u8> {
+    let plain = samples
+        .iter()
+        .map(|sample| {
+            (
+                unix_millis(sample.time),
+                sample.quality.0,
+                super::journal::Value::of(&sample.value),
+            )
+        })
+        .collect();
+    // Serialising integers, floats and strings into a vector cannot fail.
+    postcard::to_allocvec(&Stored::Plain(plain)).unwrap_or_default()
+}
+
+/// The packed bytes of `samples` (time-ordered, all of one kind).
 pub(crate) fn encode(samples: &[HistorySample]) -> Vec<u8> {
     let config = pco::ChunkConfig::default().with_compression_level(4);
     let column = |compressed: pco::errors::PcoResult<Vec<u8>>| {
@@ -254,18 +280,30 @@ pub(crate) fn encode(samples: &[HistorySample]) -> Vec<u8> {
             &config,
         ))),
     };
-    let encoded = Encoded {
+    let packed = Packed {
         times: column(pco::standalone::simple_compress(&times, &config)),
         qualities,
         values,
     };
     // Serialising owned bytes, strings and integers into a vector cannot fail.
-    postcard::to_allocvec(&encoded).unwrap_or_default()
+    postcard::to_allocvec(&Stored::Packed(packed)).unwrap_or_default()
 }
 
-/// The samples of an encoded block, in time order.
+/// The samples of a stored block, in time order.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<HistorySample>, BlockError> {
-    let encoded: Encoded = postcard::from_bytes(bytes)?;
+    let encoded = match postcard::from_bytes(bytes)? {
+        Stored::Packed(packed) => packed,
+        Stored::Plain(plain) => {
+            return Ok(plain
+                .into_iter()
+                .map(|(time, quality, value)| HistorySample {
+                    time: super::from_unix_millis(time),
+                    value: value.into_value(),
+                    quality: Quality(quality),
+                })
+                .collect());
+        }
+    };
     let times: Vec<i64> = pco::standalone::simple_decompress(&encoded.times)?;
     let values: Vec<TagValue> = match encoded.values {
         Values::Number(column) => pco::standalone::simple_decompress::<f64>(&column)?
@@ -308,42 +346,93 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<HistorySample>, BlockError> {
         .collect())
 }
 
-/// How a tag's new samples go into blocks after its `open` one (its last stored block, when
-/// it has room): the blocks to write, each with the row it replaces (the open block's) or
-/// none (a new row). A block holds one kind of value, in time order, at most
-/// [`BLOCK_SAMPLES`] over at most [`MAX_BLOCK_SPAN_MS`]; a sample older than the one before it starts a block of its own, so a
-/// source's late sample is kept, never dropped or reordered into stored data.
-pub(crate) fn fold(
-    open: Option<(i64, Vec<HistorySample>)>,
-    new: impl IntoIterator<Item = HistorySample>,
-) -> Vec<(Option<i64>, Vec<HistorySample>)> {
-    let mut blocks: Vec<(Option<i64>, Vec<HistorySample>)> = Vec::new();
-    if let Some((id, samples)) = open {
-        blocks.push((Some(id), samples));
-    }
-    let mut changed = blocks.len();
-    for sample in new {
-        let fits = blocks.last().is_some_and(|(_, samples)| {
-            samples.len() < BLOCK_SAMPLES
-                && samples.first().is_some_and(|first| {
+/// Samples cut into runs a block each holds: one kind of value, in time order, at most
+/// [`BLOCK_SAMPLES`] over at most [`MAX_BLOCK_SPAN_MS`]. A sample older than the one before it
+/// starts a run of its own, so a source's late sample is kept, never dropped or reordered into
+/// stored data.
+pub(crate) fn runs(samples: impl IntoIterator<Item = HistorySample>) -> Vec<Vec<HistorySample>> {
+    let mut runs: Vec<Vec<HistorySample>> = Vec::new();
+    for sample in samples {
+        let fits = runs.last().is_some_and(|run| {
+            run.len() < BLOCK_SAMPLES
+                && run.first().is_some_and(|first| {
                     unix_millis(sample.time) - unix_millis(first.time) <= MAX_BLOCK_SPAN_MS
                 })
-                && samples.last().is_some_and(|last| {
+                && run.last().is_some_and(|last| {
                     last.time <= sample.time && kind_of(&last.value) == kind_of(&sample.value)
                 })
         });
-        if fits {
-            if let Some((_, samples)) = blocks.last_mut() {
-                samples.push(sample);
-            }
-            changed = changed.min(blocks.len() - 1);
-        } else {
-            blocks.push((None, vec![sample]));
-            changed = changed.min(blocks.len() - 1);
+        match runs.last_mut() {
+            Some(run) if fits => run.push(sample),
+            _ => runs.push(vec![sample]),
         }
     }
-    // An open block nothing was added to stays as stored.
-    blocks.split_off(changed.min(blocks.len()))
+    runs
+}
+
+/// The most unsealed blocks a tag keeps before its tail is rewritten as one.
+const MAX_TAIL_BLOCKS: usize = 16;
+
+/// A tag's unsealed tail as its summaries show it: how many blocks, samples, and its first
+/// sample's time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TailShape {
+    /// Unsealed blocks.
+    pub blocks: usize,
+    /// Samples in them.
+    pub samples: usize,
+    /// The earliest first time among them.
+    pub first: Option<i64>,
+}
+
+impl TailShape {
+    /// Whether adding `new` (as [`runs`] cut it) makes the tail worth rewriting: it fills a
+    /// block, spans more than a block may, breaks into several runs, or has grown to too many
+    /// pieces. Otherwise the new samples are one more unsealed block.
+    pub(crate) fn compacts(&self, new: &[Vec<HistorySample>]) -> bool {
+        let added: usize = new.iter().map(Vec::len).sum();
+        let last = new
+            .last()
+            .and_then(|run| run.last())
+            .map(|sample| unix_millis(sample.time));
+        let first = match (self.first, new.first().and_then(|run| run.first())) {
+            (Some(first), _) => Some(first),
+            (None, Some(sample)) => Some(unix_millis(sample.time)),
+            (None, None) => None,
+        };
+        self.samples + added >= BLOCK_SAMPLES
+            || new.len() > 1
+            || self.blocks + 1 > MAX_TAIL_BLOCKS
+            || matches!((first, last), (Some(first), Some(last)) if last - first > MAX_BLOCK_SPAN_MS)
+    }
+}
+
+/// A block to write: sealed (packed) or the tail's (plain), and its samples.
+pub(crate) struct NewBlock {
+    /// Whether it is sealed.
+    pub sealed: bool,
+    /// Its summary (id 0: the row gives it one).
+    pub summary: BlockSummary,
+    /// Its stored bytes.
+    pub data: Vec<u8>,
+}
+
+/// The blocks `samples` (a tag's tail and new samples, in order) are written as: every run
+/// but the last sealed, the last sealed when full, else kept plainly as the new tail.
+pub(crate) fn blocks_of(samples: impl IntoIterator<Item = HistorySample>) -> Vec<NewBlock> {
+    let runs = runs(samples);
+    let count = runs.len();
+    runs.into_iter()
+        .enumerate()
+        .map(|(index, run)| {
+            let sealed = index + 1 < count || run.len() >= BLOCK_SAMPLES;
+            NewBlock {
+                sealed,
+                summary: BlockSummary::of(0, &run),
+                data: if sealed { encode(&run) } else { encode_plain(&run) },
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -373,8 +462,8 @@ mod tests {
     }
 
     proptest! {
-        /// Any run of one kind of values comes back from its block exactly, with every time
-        /// and quality.
+        /// Any run of one kind of values comes back from its block, packed or plain, exactly,
+        /// with every time and quality.
         #[test]
         fn a_block_keeps_every_sample_exactly(
             start in -10_000_000_000i64..10_000_000_000,
@@ -394,8 +483,10 @@ mod tests {
                     sample(time, value.clone(), *quality)
                 })
                 .collect();
-            let decoded = decode(&encode(&samples)).map_err(|error| TestCaseError::fail(error.to_string()))?;
-            prop_assert_eq!(decoded, samples);
+            let packed = decode(&encode(&samples)).map_err(|error| TestCaseError::fail(error.to_string()))?;
+            prop_assert_eq!(&packed, &samples);
+            let plain = decode(&encode_plain(&samples)).map_err(|error| TestCaseError::fail(error.to_string()))?;
+            prop_assert_eq!(&plain, &samples);
         }
     }
 
@@ -425,27 +516,44 @@ mod tests {
     }
 
     #[test]
-    fn folding_continues_the_open_block_and_splits_at_the_limit_a_kind_change_and_a_late_sample() {
-        let open: Vec<HistorySample> = (0..BLOCK_SAMPLES as i64 - 2)
+    fn runs_split_at_the_limit_a_kind_change_a_late_sample_and_a_day() {
+        let mut samples: Vec<HistorySample> = (0..BLOCK_SAMPLES as i64 + 2)
             .map(|ms| sample(ms, TagValue::Number(1.0), 192))
             .collect();
-        let new = vec![
-            sample(5_000, TagValue::Number(2.0), 192),
-            sample(5_001, TagValue::Number(3.0), 192),
-            sample(5_002, TagValue::Number(4.0), 192),
+        samples.extend([
             sample(5_003, TagValue::Integer(4), 192),
             sample(4_000, TagValue::Integer(5), 192),
-        ];
-        let blocks = fold(Some((9, open)), new);
-        let shape: Vec<(Option<i64>, usize)> =
-            blocks.iter().map(|(id, samples)| (*id, samples.len())).collect();
-        assert_eq!(shape, [(Some(9), BLOCK_SAMPLES), (None, 1), (None, 1), (None, 1)]);
-        assert!(fold(Some((9, vec![sample(0, TagValue::Bool(true), 192)])), Vec::new()).is_empty());
-        let full: Vec<HistorySample> = (0..BLOCK_SAMPLES as i64)
-            .map(|ms| sample(ms, TagValue::Number(1.0), 192))
-            .collect();
-        let after_full = fold(Some((3, full)), [sample(9_999, TagValue::Number(1.0), 192)]);
-        assert_eq!(after_full.len(), 1);
-        assert_eq!(after_full[0].0, None);
+            sample(4_000 + MAX_BLOCK_SPAN_MS + 1, TagValue::Integer(6), 192),
+        ]);
+        let lengths: Vec<usize> = runs(samples.clone()).iter().map(Vec::len).collect();
+        assert_eq!(lengths, [BLOCK_SAMPLES, 2, 1, 1, 1]);
+        let blocks = blocks_of(samples);
+        let sealed: Vec<bool> = blocks.iter().map(|block| block.sealed).collect();
+        assert_eq!(sealed, [true, true, true, true, false]);
+        let tail = decode(&blocks[4].data).expect("a plain block reads back");
+        assert_eq!(
+            tail,
+            [sample(4_000 + MAX_BLOCK_SPAN_MS + 1, TagValue::Integer(6), 192)]
+        );
+    }
+
+    #[test]
+    fn a_tail_is_rewritten_when_it_fills_a_block_breaks_spans_a_day_or_has_many_pieces() {
+        let new = |count: i64, from: i64| -> Vec<Vec<HistorySample>> {
+            runs((from..from + count).map(|ms| sample(ms, TagValue::Number(1.0), 192)))
+        };
+        let tail = TailShape {
+            blocks: 3,
+            samples: 100,
+            first: Some(0),
+        };
+        assert!(!tail.compacts(&new(10, 200)));
+        assert!(tail.compacts(&new(BLOCK_SAMPLES as i64 - 100, 200)));
+        assert!(TailShape { blocks: 16, ..tail }.compacts(&new(1, 200)));
+        assert!(tail.compacts(&new(1, MAX_BLOCK_SPAN_MS + 1)));
+        let mut broken = new(3, 200);
+        broken.extend(new(1, 0));
+        assert!(tail.compacts(&broken));
+        assert!(!TailShape::default().compacts(&new(5, 0)));
     }
 }

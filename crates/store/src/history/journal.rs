@@ -11,18 +11,38 @@ use serde::{Deserialize, Serialize};
 use super::{HistorySample, from_unix_millis, unix_millis};
 
 /// Journal rows are folded into blocks once they hold this many samples...
-pub(crate) const CHECKPOINT_SAMPLES: usize = 250_000;
+pub(crate) const CHECKPOINT_SAMPLES: usize = 100_000;
 
 /// ...or once the oldest of them is this old.
 pub(crate) const CHECKPOINT_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A journalled value.
+/// A journalled value (and a plain block's).
 #[derive(Debug, Serialize, Deserialize)]
-enum Value {
+pub(crate) enum Value {
     Number(f64),
     Integer(i64),
     Bool(bool),
     Text(String),
+}
+
+impl Value {
+    pub(crate) fn of(value: &TagValue) -> Self {
+        match value {
+            TagValue::Number(number) => Self::Number(*number),
+            TagValue::Integer(integer) => Self::Integer(*integer),
+            TagValue::Bool(flag) => Self::Bool(*flag),
+            TagValue::Text(text) => Self::Text(text.to_string()),
+        }
+    }
+
+    pub(crate) fn into_value(self) -> TagValue {
+        match self {
+            Self::Number(number) => TagValue::Number(number),
+            Self::Integer(integer) => TagValue::Integer(integer),
+            Self::Bool(flag) => TagValue::Bool(flag),
+            Self::Text(text) => TagValue::Text(Arc::from(text)),
+        }
+    }
 }
 
 /// A journalled sample: its tag's id, time (ms since the epoch), quality and value.
@@ -34,13 +54,12 @@ pub(crate) fn encode<'a>(samples: impl IntoIterator<Item = (i64, &'a HistorySamp
     let entries: Vec<Entry> = samples
         .into_iter()
         .map(|(tag, sample)| {
-            let value = match &sample.value {
-                TagValue::Number(number) => Value::Number(*number),
-                TagValue::Integer(integer) => Value::Integer(*integer),
-                TagValue::Bool(flag) => Value::Bool(*flag),
-                TagValue::Text(text) => Value::Text(text.to_string()),
-            };
-            Entry(tag, unix_millis(sample.time), sample.quality.0, value)
+            Entry(
+                tag,
+                unix_millis(sample.time),
+                sample.quality.0,
+                Value::of(&sample.value),
+            )
         })
         .collect();
     // Serialising integers, floats and strings into a vector cannot fail.
@@ -53,17 +72,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<(i64, HistorySample)>, postcard
     Ok(entries
         .into_iter()
         .map(|Entry(tag, time, quality, value)| {
-            let value = match value {
-                Value::Number(number) => TagValue::Number(number),
-                Value::Integer(integer) => TagValue::Integer(integer),
-                Value::Bool(flag) => TagValue::Bool(flag),
-                Value::Text(text) => TagValue::Text(Arc::from(text)),
-            };
             (
                 tag,
                 HistorySample {
                     time: from_unix_millis(time),
-                    value,
+                    value: value.into_value(),
                     quality: Quality(quality),
                 },
             )

@@ -293,7 +293,7 @@ mod tests {
 
     use super::*;
     use crate::history::block::kind_of;
-    use crate::history::block::{BLOCK_SAMPLES, fold};
+    use crate::history::block::{BLOCK_SAMPLES, runs};
     use crate::history::from_unix_millis;
 
     /// Samples whose kind is the one given, for a test's blocks.
@@ -311,15 +311,21 @@ mod tests {
         read_all: bool,
     ) -> HistoryPage {
         let (stored, journal) = samples.split_at(samples.len() - journalled);
-        let blocks = fold(None, stored.iter().cloned());
+        let blocks = runs(stored.iter().cloned());
         let mut data = HashMap::new();
         let mut summaries = Vec::new();
-        for (id, (_, samples)) in (1..).zip(&blocks) {
+        for (id, samples) in (1..).zip(&blocks) {
             assert!(of_kind(samples, TagType::Number));
             let summary = BlockSummary::of(id, samples);
             if summary.last >= window.0 && summary.first <= window.1 {
                 summaries.push(summary);
-                data.insert(id, block::encode(samples));
+                // Sealed and plain blocks alike.
+                let bytes = if id % 3 == 0 {
+                    block::encode_plain(samples)
+                } else {
+                    block::encode(samples)
+                };
+                data.insert(id, bytes);
             }
         }
         let read = HistoryRead {

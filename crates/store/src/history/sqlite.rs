@@ -10,7 +10,7 @@ use plant_model::{AlarmEvent, Quality, TagType};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::block::{self, BLOCK_SAMPLES, BlockSummary, Extreme, kind_name, kind_of_name};
+use super::block::{self, BlockSummary, Extreme, NewBlock, TailShape, kind_name, kind_of_name};
 use super::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use super::page::{self, HistoryRead};
 use super::{HistorySample, PendingSample, from_unix_millis, to_tag_value, unix_millis};
@@ -228,36 +228,58 @@ pub(crate) fn checkpoint(transaction: &Transaction<'_>, cutoff: i64) -> rusqlite
     Ok(folded)
 }
 
-/// Puts a tag's new samples into blocks: the tag's last block while it has room, then new
-/// ones (see [`block::fold`]).
+/// Puts a tag's new samples into blocks: one more unsealed block of its tail, or, when that
+/// is due ([`TailShape::compacts`]), its tail and them rewritten as sealed blocks and a new
+/// tail.
 fn store_samples(connection: &Connection, tag: i64, samples: Vec<HistorySample>) -> rusqlite::Result<()> {
-    let open = connection
+    let new = block::runs(samples);
+    let tail = connection
         .prepare_cached(
-            "SELECT Id, Count, Data FROM HistoryBlocks WHERE Tag = ?1 ORDER BY First DESC, Id DESC LIMIT 1",
+            "SELECT COUNT(*), COALESCE(SUM(Count), 0), MIN(First) FROM HistoryBlocks WHERE Tag = ?1 AND Sealed = 0",
         )?
         .query_row([tag], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, i64>(1)?,
-                row.get::<_, Vec<u8>>(2)?,
-            ))
-        })
-        .optional()?;
-    let open = open.and_then(|(id, count, data)| {
-        if usize::try_from(count).is_ok_and(|count| count >= BLOCK_SAMPLES) {
-            return None;
-        }
-        match block::decode(&data) {
-            Ok(stored) => Some((id, stored)),
-            Err(error) => {
-                tracing::error!(block = id, %error, "a history block cannot be read; new samples start a block of their own");
-                None
+            Ok(TailShape {
+                blocks: usize::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
+                samples: usize::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+                first: row.get(2)?,
+            })
+        })?;
+    let blocks = if tail.compacts(&new) {
+        let mut samples = Vec::with_capacity(tail.samples);
+        {
+            let mut rows = connection.prepare_cached(
+                "SELECT Id, Data FROM HistoryBlocks WHERE Tag = ?1 AND Sealed = 0 ORDER BY First, Id",
+            )?;
+            let mut rows = rows.query([tag])?;
+            while let Some(row) = rows.next()? {
+                match block::decode(row.get_ref(1)?.as_blob()?) {
+                    Ok(stored) => samples.extend(stored),
+                    Err(error) => {
+                        let id: i64 = row.get(0)?;
+                        tracing::error!(block = id, %error, "a history block cannot be read; its samples are lost");
+                    }
+                }
             }
         }
-    });
-    for (replaces, samples) in block::fold(open, samples) {
-        let summary = BlockSummary::of(0, &samples);
-        let data = block::encode(&samples);
+        connection
+            .prepare_cached("DELETE FROM HistoryBlocks WHERE Tag = ?1 AND Sealed = 0")?
+            .execute([tag])?;
+        samples.extend(new.into_iter().flatten());
+        block::blocks_of(samples)
+    } else {
+        block::blocks_of(new.into_iter().flatten())
+    };
+    let mut insert = connection.prepare_cached(
+        "INSERT INTO HistoryBlocks (Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue,
+             MaxAt, MaxTime, MaxValue, Sum, Exact, Sealed, Data)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+    )?;
+    for NewBlock {
+        sealed,
+        summary,
+        data,
+    } in blocks
+    {
         let extreme = |extreme: Option<Extreme>| {
             extreme.map_or((None, None, None), |extreme| {
                 (
@@ -269,31 +291,25 @@ fn store_samples(connection: &Connection, tag: i64, samples: Vec<HistorySample>)
         };
         let (min_at, min_time, min_value) = extreme(summary.min);
         let (max_at, max_time, max_value) = extreme(summary.max);
-        connection
-            .prepare_cached(
-                "INSERT OR REPLACE INTO HistoryBlocks (Id, Tag, Kind, First, Last, Count, FirstValue, LastValue,
-                     MinAt, MinTime, MinValue, MaxAt, MaxTime, MaxValue, Sum, Exact, Data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            )?
-            .execute(params![
-                replaces,
-                tag,
-                kind_name(summary.kind),
-                summary.first,
-                summary.last,
-                i64::try_from(summary.count).unwrap_or(i64::MAX),
-                summary.first_value,
-                summary.last_value,
-                min_at,
-                min_time,
-                min_value,
-                max_at,
-                max_time,
-                max_value,
-                summary.sum,
-                summary.exact,
-                data,
-            ])?;
+        insert.execute(params![
+            tag,
+            kind_name(summary.kind),
+            summary.first,
+            summary.last,
+            i64::try_from(summary.count).unwrap_or(i64::MAX),
+            summary.first_value,
+            summary.last_value,
+            min_at,
+            min_time,
+            min_value,
+            max_at,
+            max_time,
+            max_value,
+            summary.sum,
+            summary.exact,
+            sealed,
+            data,
+        ])?;
     }
     Ok(())
 }

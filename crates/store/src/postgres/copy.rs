@@ -157,6 +157,7 @@ const TABLES: &[Table] = &[
             ("MaxValue", "MaxValue", Real),
             ("Sum", "Sum", Real),
             ("Exact", "Exact", Int),
+            ("Sealed", "Sealed", Int),
             ("Data", "Data", Blob),
         ],
         identity: true,

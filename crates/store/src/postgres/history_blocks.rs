@@ -15,7 +15,7 @@ use sqlx::postgres::PgRow;
 use super::PgStore;
 use crate::SolutionError;
 use crate::history::block::{
-    self, BLOCK_SAMPLES, BlockSummary, Extreme, MAX_BLOCK_SPAN_MS, kind_name, kind_of_name,
+    self, BlockSummary, Extreme, MAX_BLOCK_SPAN_MS, NewBlock, TailShape, kind_name, kind_of_name,
 };
 use crate::history::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use crate::history::page::HistoryRead;
@@ -65,9 +65,6 @@ fn week_of_partition(name: &str) -> Option<i64> {
 
 /// A stored block's summary and data.
 type StoredBlock = (BlockSummary, Vec<u8>);
-
-/// A block to write: its tag, the row it replaces (id and first time) if any, its samples.
-type Folded = (i64, Option<(i64, i64)>, Vec<HistorySample>);
 
 impl PgStore {
     fn summary_of_row(&self, row: &PgRow) -> Result<BlockSummary, SolutionError> {
@@ -295,8 +292,9 @@ impl PgStore {
         Ok(folded)
     }
 
-    /// Puts each tag's new samples into blocks: its last block while it has room, then new
-    /// ones (see `block::fold`).
+    /// Puts each tag's new samples into blocks: one more unsealed block of its tail, or, when
+    /// that is due (`TailShape::compacts`), its tail and them rewritten as sealed blocks and a
+    /// new tail.
     async fn store_samples(
         &self,
         connection: &mut PgConnection,
@@ -304,56 +302,80 @@ impl PgStore {
     ) -> Result<(), SolutionError> {
         let tags: Vec<i64> = by_tag.keys().copied().collect();
         let rows = sqlx::query(
-            "SELECT Tags.Tag, Open.Id, Open.First, Open.Count, Open.Data
-             FROM UNNEST($1::bigint[]) AS Tags (Tag)
-             CROSS JOIN LATERAL (SELECT Id, First, Count, Data FROM HistoryBlocks
-                                 WHERE Tag = Tags.Tag ORDER BY First DESC, Id DESC LIMIT 1) AS Open",
+            "SELECT Tag, COUNT(*), SUM(Count)::bigint, MIN(First) FROM HistoryBlocks
+             WHERE Tag = ANY($1) AND Sealed = 0 GROUP BY Tag",
         )
         .bind(&tags)
         .fetch_all(&mut *connection)
         .await
         .map_err(|error| self.error(error))?;
-        let mut open: HashMap<i64, (i64, i64, Vec<HistorySample>)> = HashMap::new();
+        let mut tails: HashMap<i64, TailShape> = HashMap::new();
         for row in &rows {
-            let (tag, id, first): (i64, i64, i64) = (self.get(row, 0)?, self.get(row, 1)?, self.get(row, 2)?);
-            if usize::try_from(self.get::<i32>(row, 3)?).is_ok_and(|count| count >= BLOCK_SAMPLES) {
-                continue;
+            tails.insert(
+                self.get(row, 0)?,
+                TailShape {
+                    blocks: usize::try_from(self.get::<i64>(row, 1)?).unwrap_or(0),
+                    samples: usize::try_from(self.get::<i64>(row, 2)?).unwrap_or(0),
+                    first: self.get(row, 3)?,
+                },
+            );
+        }
+        let new: Vec<(i64, Vec<Vec<HistorySample>>)> = by_tag
+            .into_iter()
+            .map(|(tag, samples)| (tag, block::runs(samples)))
+            .collect();
+        let compacting: Vec<i64> = new
+            .iter()
+            .filter(|(tag, runs)| tails.get(tag).copied().unwrap_or_default().compacts(runs))
+            .map(|(tag, _)| *tag)
+            .collect();
+        let mut tail_samples: HashMap<i64, Vec<HistorySample>> = HashMap::new();
+        if !compacting.is_empty() {
+            let rows = sqlx::query(
+                "DELETE FROM HistoryBlocks WHERE Tag = ANY($1) AND Sealed = 0 RETURNING Tag, First, Id, Data",
+            )
+            .bind(&compacting)
+            .fetch_all(&mut *connection)
+            .await
+            .map_err(|error| self.error(error))?;
+            let mut deleted: Vec<(i64, i64, i64, Vec<u8>)> = Vec::with_capacity(rows.len());
+            for row in &rows {
+                deleted.push((
+                    self.get(row, 0)?,
+                    self.get(row, 1)?,
+                    self.get(row, 2)?,
+                    self.get(row, 3)?,
+                ));
             }
-            match block::decode(&self.get::<Vec<u8>>(row, 4)?) {
-                Ok(samples) => {
-                    open.insert(tag, (id, first, samples));
-                }
-                Err(error) => {
-                    tracing::error!(block = id, %error, "a history block cannot be read; new samples start a block of their own");
+            deleted.sort_by_key(|(tag, first, id, _)| (*tag, *first, *id));
+            for (tag, _, id, data) in deleted {
+                match block::decode(&data) {
+                    Ok(samples) => tail_samples.entry(tag).or_default().extend(samples),
+                    Err(error) => {
+                        tracing::error!(block = id, %error, "a history block cannot be read; its samples are lost");
+                    }
                 }
             }
         }
-        let mut blocks: Vec<Folded> = Vec::new();
-        for (tag, samples) in by_tag {
-            let open = open.remove(&tag);
-            let first_of_open = open.as_ref().map(|(id, first, _)| (*id, *first));
-            for (replaces, samples) in block::fold(open.map(|(id, _, samples)| (id, samples)), samples) {
-                blocks.push((tag, replaces.and(first_of_open), samples));
-            }
+        let mut blocks: Vec<(i64, NewBlock)> = Vec::new();
+        for (tag, runs) in new {
+            let mut samples = tail_samples.remove(&tag).unwrap_or_default();
+            samples.extend(runs.into_iter().flatten());
+            blocks.extend(block::blocks_of(samples).into_iter().map(|block| (tag, block)));
         }
         self.write_blocks(connection, &blocks).await
     }
 
-    /// Writes blocks: a replaced one in place, the others as new rows (creating the
-    /// partitions they go in).
+    /// Inserts blocks, creating the partitions they go in.
     async fn write_blocks(
         &self,
         connection: &mut PgConnection,
-        blocks: &[Folded],
+        blocks: &[(i64, NewBlock)],
     ) -> Result<(), SolutionError> {
         if blocks.is_empty() {
             return Ok(());
         }
-        let summaries: Vec<BlockSummary> = blocks
-            .iter()
-            .map(|(_, _, samples)| BlockSummary::of(0, samples))
-            .collect();
-        self.create_partitions(connection, summaries.iter().map(|summary| summary.first))
+        self.create_partitions(connection, blocks.iter().map(|(_, block)| block.summary.first))
             .await?;
         let extreme = |extreme: Option<Extreme>, pick: usize| {
             extreme.map(|extreme| match pick {
@@ -362,34 +384,31 @@ impl PgStore {
                 _ => extreme.value,
             })
         };
-        let column =
-            |pick: &dyn Fn(&BlockSummary) -> Option<f64>| summaries.iter().map(pick).collect::<Vec<_>>();
-        sqlx::query(
-            "INSERT INTO HistoryBlocks (Id, Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime,
-                 MinValue, MaxAt, MaxTime, MaxValue, Sum, Exact, Data)
-             SELECT COALESCE(Replaces, nextval(pg_get_serial_sequence('historyblocks', 'id'))), Tag, Kind, First,
-                 Last, Count, FirstValue, LastValue, MinAt::integer, MinTime::bigint, MinValue, MaxAt::integer,
-                 MaxTime::bigint, MaxValue, Sum, Exact, Data
-             FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::integer[],
-                         $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::float8[], $12::float8[],
-                         $13::float8[], $14::float8[], $15::float8[], $16::integer[], $17::bytea[])
-                  AS Blocks (Replaces, Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime,
-                             MinValue, MaxAt, MaxTime, MaxValue, Sum, Exact, Data)
-             ON CONFLICT (Id, First) DO UPDATE SET Last = EXCLUDED.Last, Count = EXCLUDED.Count,
-                 FirstValue = EXCLUDED.FirstValue, LastValue = EXCLUDED.LastValue, MinAt = EXCLUDED.MinAt,
-                 MinTime = EXCLUDED.MinTime, MinValue = EXCLUDED.MinValue, MaxAt = EXCLUDED.MaxAt,
-                 MaxTime = EXCLUDED.MaxTime, MaxValue = EXCLUDED.MaxValue, Sum = EXCLUDED.Sum,
-                 Exact = EXCLUDED.Exact, Data = EXCLUDED.Data",
-        )
-        .bind(blocks.iter().map(|(_, replaces, _)| replaces.map(|(id, _)| id)).collect::<Vec<_>>())
-        .bind(blocks.iter().map(|(tag, ..)| *tag).collect::<Vec<_>>())
-        .bind(summaries.iter().map(|summary| kind_name(summary.kind)).collect::<Vec<_>>())
-        .bind(summaries.iter().map(|summary| summary.first).collect::<Vec<_>>())
-        .bind(summaries.iter().map(|summary| summary.last).collect::<Vec<_>>())
-        .bind(
-            summaries
+        let column = |pick: &dyn Fn(&BlockSummary) -> Option<f64>| {
+            blocks
                 .iter()
-                .map(|summary| i32::try_from(summary.count).unwrap_or(i32::MAX))
+                .map(|(_, block)| pick(&block.summary))
+                .collect::<Vec<_>>()
+        };
+        sqlx::query(
+            "INSERT INTO HistoryBlocks (Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime,
+                 MinValue, MaxAt, MaxTime, MaxValue, Sum, Exact, Sealed, Data)
+             SELECT Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt::integer, MinTime::bigint, MinValue,
+                 MaxAt::integer, MaxTime::bigint, MaxValue, Sum, Exact, Sealed, Data
+             FROM UNNEST($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::float8[],
+                         $7::float8[], $8::float8[], $9::float8[], $10::float8[], $11::float8[], $12::float8[],
+                         $13::float8[], $14::float8[], $15::integer[], $16::integer[], $17::bytea[])
+                  AS Blocks (Tag, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue, MaxAt,
+                             MaxTime, MaxValue, Sum, Exact, Sealed, Data)",
+        )
+        .bind(blocks.iter().map(|(tag, _)| *tag).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| kind_name(block.summary.kind)).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| block.summary.first).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| block.summary.last).collect::<Vec<_>>())
+        .bind(
+            blocks
+                .iter()
+                .map(|(_, block)| i32::try_from(block.summary.count).unwrap_or(i32::MAX))
                 .collect::<Vec<_>>(),
         )
         .bind(column(&|summary| summary.first_value))
@@ -401,8 +420,9 @@ impl PgStore {
         .bind(column(&|summary| extreme(summary.max, 1)))
         .bind(column(&|summary| extreme(summary.max, 2)))
         .bind(column(&|summary| summary.sum))
-        .bind(summaries.iter().map(|summary| i32::from(summary.exact)).collect::<Vec<_>>())
-        .bind(blocks.iter().map(|(_, _, samples)| block::encode(samples)).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| i32::from(block.summary.exact)).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| i32::from(block.sealed)).collect::<Vec<_>>())
+        .bind(blocks.iter().map(|(_, block)| block.data.as_slice()).collect::<Vec<_>>())
         .execute(&mut *connection)
         .await
         .map_err(|error| self.error(error))?;
