@@ -684,7 +684,7 @@ fn bulk_plant(broker: &Mosquitto, tags: usize, edit: impl FnOnce(&mut plant_mode
             tag.min = None;
             tag.max = None;
             tag.simulate = None;
-            tag.history = false;
+            tag.history = plant_model::History::Off;
             tag.source = Some(Box::new(plant_model::SourceBinding {
                 broker: "site".to_owned(),
                 ..plant_model::SourceBinding::default()

@@ -448,8 +448,44 @@ fn is_zero(value: &f64) -> bool {
     *value == 0.0
 }
 
-fn yes() -> bool {
-    true
+/// Every tag of a stored model: the plant's and its types' members.
+fn stored_tags(stored: &mut serde_json::Value) -> impl Iterator<Item = &mut serde_json::Value> {
+    let (tags, types) = match stored {
+        serde_json::Value::Object(model) => {
+            let mut tags = None;
+            let mut types = None;
+            for (key, value) in model.iter_mut() {
+                match key.as_str() {
+                    "tags" => tags = Some(value),
+                    "types" => types = Some(value),
+                    _ => {}
+                }
+            }
+            (tags, types)
+        }
+        _ => (None, None),
+    };
+    let members = types
+        .and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(|kind| kind.get_mut("tags").and_then(serde_json::Value::as_array_mut))
+        .flatten();
+    tags.and_then(serde_json::Value::as_array_mut).into_iter().flatten().chain(members)
+}
+
+/// A stored tag's `history_deadband` (as older builds stored it) moved into its `history`.
+fn upgrade_history_deadband(tag: &mut serde_json::Value) {
+    let Some(fields) = tag.as_object_mut() else {
+        return;
+    };
+    let Some(deadband) = fields.remove("history_deadband") else {
+        return;
+    };
+    if fields.get("history") == Some(&serde_json::Value::Bool(false)) {
+        return;
+    }
+    fields.insert("history".to_owned(), serde_json::json!({ "deadband": deadband }));
 }
 
 /// `[[tags]]`, and the member tags of a type (whose name is relative and path derived).
@@ -479,12 +515,9 @@ pub struct TagSpec {
     /// The upper end of the engineering range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
-    /// Whether its values are recorded.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
-    pub history: bool,
-    /// The least change recorded (numeric tags).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub history_deadband: f64,
+    /// Whether and how its values are recorded.
+    #[serde(default, skip_serializing_if = "History::is_default")]
+    pub history: History,
     /// Whether operators may write it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub writable: bool,
@@ -671,6 +704,143 @@ pub struct BindingProblem {
     pub key: &'static str,
     /// What is wrong, in words.
     pub message: String,
+}
+
+/// How a tag's values are recorded (the plant file's `history`): `false` records nothing; a
+/// table says how; absent (or `true`) takes the defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum History {
+    /// Nothing is recorded.
+    Off,
+    /// Recorded as the options say.
+    On(HistoryOptions),
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self::On(HistoryOptions::default())
+    }
+}
+
+/// `history = { deadband, compression, max_interval }`, each optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryOptions {
+    /// How far the stored line may depart from the values received (number and integer
+    /// tags); none: 0.1% of a number tag's range (`max - min`), else 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadband: Option<f64>,
+    /// Which samples are kept within the deadband.
+    #[serde(default, skip_serializing_if = "Compression::is_default")]
+    pub compression: Compression,
+    /// Seconds a tag receiving values goes at most without one stored; none: 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_interval: Option<u64>,
+}
+
+/// Which of a numeric tag's samples the historian keeps within its deadband.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// Those a line needs to pass within the deadband of every sample (PI's swinging door).
+    #[default]
+    SwingingDoor,
+    /// Each that moved more than the deadband from the last kept (exception reporting).
+    Deadband,
+    /// Every change.
+    None,
+}
+
+impl Compression {
+    /// The names a plant file spells them with.
+    pub const NAMES: &[&str] = &["swinging_door", "deadband", "none"];
+
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The compression a plant file names.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "swinging_door" => Some(Self::SwingingDoor),
+            "deadband" => Some(Self::Deadband),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+
+    /// Its plant-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SwingingDoor => "swinging_door",
+            Self::Deadband => "deadband",
+            Self::None => "none",
+        }
+    }
+}
+
+/// How a tag is recorded, with its defaults filled in: what the historian applies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recording {
+    /// The deviation.
+    pub deadband: f64,
+    /// Which samples are kept within it.
+    pub compression: Compression,
+    /// Seconds a tag receiving values goes at most without one stored.
+    pub max_interval: u64,
+}
+
+/// The longest a tag receiving values goes without one stored, by default (seconds).
+pub const DEFAULT_MAX_INTERVAL: u64 = 600;
+
+/// A number tag's default deadband, as a share of its range (PI's exception default).
+pub const DEFAULT_DEADBAND_OF_RANGE: f64 = 0.001;
+
+impl History {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// How a tag of `kind` with the range `min`..`max` is recorded, none when it is not.
+    pub fn recording(&self, kind: TagType, min: Option<f64>, max: Option<f64>) -> Option<Recording> {
+        let Self::On(options) = self else {
+            return None;
+        };
+        let default = match (kind, min, max) {
+            (TagType::Number, Some(low), Some(high)) if high > low => (high - low) * DEFAULT_DEADBAND_OF_RANGE,
+            _ => 0.0,
+        };
+        Some(Recording {
+            deadband: options.deadband.unwrap_or(default),
+            compression: options.compression,
+            max_interval: options.max_interval.unwrap_or(DEFAULT_MAX_INTERVAL),
+        })
+    }
+}
+
+impl Serialize for History {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Off => serializer.serialize_bool(false),
+            Self::On(options) => options.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for History {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Flag(bool),
+            Options(HistoryOptions),
+        }
+        Ok(match Stored::deserialize(deserializer)? {
+            Stored::Flag(false) => Self::Off,
+            Stored::Flag(true) => Self::default(),
+            Stored::Options(options) => Self::On(options),
+        })
+    }
 }
 
 /// `simulate = { amplitude, period, phase, noise }`: the initial value plus a sine plus noise.
@@ -919,9 +1089,14 @@ impl PlantModel {
         serde_json::to_string(self)
     }
 
-    /// A model the solution stored with [`to_json`](Self::to_json).
+    /// A model the solution stored with [`to_json`](Self::to_json), or an older build did
+    /// (whose tags spelled a deadband `history_deadband`).
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(json)
+        let mut stored: serde_json::Value = serde_json::from_str(json)?;
+        for tag in stored_tags(&mut stored) {
+            upgrade_history_deadband(tag);
+        }
+        serde_json::from_value(stored)
     }
 
     /// The sources of a model the solution stored with [`to_json`](Self::to_json), the rest

@@ -10,7 +10,8 @@ use std::ops::Range;
 use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
-    AlarmSpec, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, InitialValue,
+    AlarmSpec, Compression, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History,
+    HistoryOptions, InitialValue,
     MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo,
     PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
@@ -458,8 +459,7 @@ impl<'t> Reader<'t> {
             .and_then(|node| self.initial_value(node, &fields.field("initial"), kind));
         let min = self.number(&mut fields, "min");
         let max = self.number(&mut fields, "max");
-        let history = self.boolean(&mut fields, "history").unwrap_or(true);
-        let history_deadband = self.number(&mut fields, "history_deadband").unwrap_or(0.0);
+        let history = self.history(&mut fields, path);
         let writable = self.boolean(&mut fields, "writable").unwrap_or(false);
         let proposable = self.boolean(&mut fields, "proposable").unwrap_or(false);
         let values = self.tag_values(&mut fields);
@@ -477,7 +477,11 @@ impl<'t> Reader<'t> {
                 for (key, set) in [
                     ("min", min.is_some()),
                     ("max", max.is_some()),
-                    ("history_deadband", history_deadband != 0.0),
+                    (
+                        if span_of(&fields, "history_deadband").is_some() { "history_deadband" } else { "history" },
+                        matches!(history, History::On(options)
+                            if options.deadband.is_some() || options.compression != Compression::default()),
+                    ),
                     ("simulate", simulate.is_some()),
                 ] {
                     if set {
@@ -525,13 +529,6 @@ impl<'t> Reader<'t> {
                 self.error(at("initial"), field("initial"), problem);
             }
         }
-        if history_deadband < 0.0 {
-            self.error(
-                at("history_deadband"),
-                field("history_deadband"),
-                "cannot be negative",
-            );
-        }
         if proposable && !writable {
             self.error(
                 at("proposable"),
@@ -569,7 +566,6 @@ impl<'t> Reader<'t> {
             min,
             max,
             history,
-            history_deadband,
             writable,
             proposable,
             values,
@@ -1055,6 +1051,80 @@ impl<'t> Reader<'t> {
                 );
                 None
             }
+        }
+    }
+
+    /// `history`: `true` or absent (the defaults), `false`, or `{ deadband, compression,
+    /// max_interval }`; `history_deadband = X` is the same as `history = { deadband = X }`.
+    fn history(&mut self, fields: &mut Fields<'_>, path: &str) -> History {
+        let shorthand = self.number(fields, "history_deadband");
+        let mut history = match fields.get("history") {
+            None => History::default(),
+            Some(node) => match &node.value {
+                Value::Bool(true) => History::default(),
+                Value::Bool(false) => History::Off,
+                Value::Table(_) => History::On(self.history_options(node, &join(path, "history"))),
+                _ => {
+                    self.error(
+                        node.span.clone(),
+                        fields.field("history"),
+                        "must be true, false or a table { deadband, compression, max_interval }",
+                    );
+                    History::default()
+                }
+            },
+        };
+        if let Some(deadband) = shorthand {
+            let at = span_of(fields, "history_deadband").unwrap_or_else(|| fields.span.clone());
+            match &mut history {
+                History::On(options) if options.deadband.is_none() => {
+                    if deadband < 0.0 {
+                        self.error(at, fields.field("history_deadband"), "cannot be negative");
+                    }
+                    options.deadband = Some(deadband);
+                }
+                _ => self.error(
+                    at,
+                    fields.field("history_deadband"),
+                    "history says how this tag is recorded already: give the deadband there",
+                ),
+            }
+        }
+        history
+    }
+
+    fn history_options(&mut self, node: &Node, path: &str) -> HistoryOptions {
+        let Some(mut fields) = self.table(node, path) else {
+            return HistoryOptions::default();
+        };
+        let deadband = self.number(&mut fields, "deadband");
+        let at = |key: &str, fields: &Fields<'_>| span_of(fields, key).unwrap_or_else(|| fields.span.clone());
+        if deadband.is_some_and(|deadband| deadband < 0.0 || !deadband.is_finite()) {
+            self.error(at("deadband", &fields), join(path, "deadband"), "must be 0 or more");
+        }
+        let named = self.string(&mut fields, "compression");
+        let compression = match named.as_deref().map(|name| (name, Compression::parse(name))) {
+            None => Compression::default(),
+            Some((_, Some(compression))) => compression,
+            Some((name, None)) => {
+                let hint = did_you_mean(name, Compression::NAMES);
+                self.error(
+                    at("compression", &fields),
+                    join(path, "compression"),
+                    format!("unknown compression {name:?}{hint}; one of: {}", Compression::NAMES.join(", ")),
+                );
+                Compression::default()
+            }
+        };
+        let max_interval = self
+            .whole(&mut fields, "max_interval", 1..=86_400, "seconds")
+            .flatten()
+            .and_then(|seconds| u64::try_from(seconds).ok());
+        self.done(fields, &["deadband", "compression", "max_interval"]);
+        HistoryOptions {
+            deadband,
+            compression,
+            max_interval,
         }
     }
 

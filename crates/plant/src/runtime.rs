@@ -95,6 +95,7 @@ impl Runtime {
         objects.restore_alarm_states(&alarm_record);
         let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
+        historian.set_max_bytes(settings.history_max_bytes);
         let plant = Plant::new(objects, historian);
         plant.index_library(documents, equipment);
         let simulator = Simulator::new(plant.clone(), definitions)?;
@@ -343,6 +344,7 @@ impl Runtime {
             match self.store.runtime_settings().await {
                 Ok(settings) => {
                     self.plant.historian().set_retention(settings.history_retention);
+                    self.plant.historian().set_max_bytes(settings.history_max_bytes);
                     self.audit.set_retention(settings.audit_retention);
                     if simulator.is_none() && settings.simulator_enabled != simulate {
                         simulate = settings.simulator_enabled;

@@ -39,14 +39,18 @@ pub enum RuntimeKey {
     HistoryRetentionHours,
     /// How long the audit trail keeps its rows, in whole days (default 365).
     AuditRetentionDays,
+    /// The most bytes the history's blocks may take, 0 for no bound (the default); past it the
+    /// oldest blocks are deleted.
+    HistoryMaxBytes,
 }
 
 impl RuntimeKey {
     /// Every key, in `settings show` order.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 4] = [
         Self::SimulatorEnabled,
         Self::HistoryRetentionHours,
         Self::AuditRetentionDays,
+        Self::HistoryMaxBytes,
     ];
 
     /// The key as stored and typed.
@@ -55,6 +59,7 @@ impl RuntimeKey {
             Self::SimulatorEnabled => "SimulatorEnabled",
             Self::HistoryRetentionHours => "HistoryRetentionHours",
             Self::AuditRetentionDays => "AuditRetentionDays",
+            Self::HistoryMaxBytes => "HistoryMaxBytes",
         }
     }
 
@@ -80,6 +85,12 @@ impl RuntimeKey {
                     "{value:?} is not a whole number of days from 1 to {MAX_AUDIT_RETENTION_DAYS}"
                 ))),
             },
+            Self::HistoryMaxBytes => match value.trim().parse::<u64>() {
+                Ok(bytes) if bytes == 0 || bytes >= MIN_HISTORY_BYTES => Ok(bytes.to_string()),
+                _ => Err(invalid(format!(
+                    "{value:?} is not 0 (no bound) or a whole number of bytes from {MIN_HISTORY_BYTES}"
+                ))),
+            },
         }
     }
 }
@@ -90,6 +101,10 @@ const MAX_RETENTION_HOURS: u32 = 87_600;
 /// Ten years of audit, as for the history; a site keeping more exports it first
 /// (`tserver audit PATH export`).
 const MAX_AUDIT_RETENTION_DAYS: u32 = 3_650;
+
+/// The smallest bound on the history's bytes: one MiB (a bound below a few blocks a tag would
+/// delete what was just stored).
+const MIN_HISTORY_BYTES: u64 = 1 << 20;
 
 /// The audit's retention when none is set: a year.
 const DEFAULT_AUDIT_RETENTION_DAYS: u64 = 365;
@@ -103,6 +118,8 @@ pub struct RuntimeSettings {
     pub history_retention: Duration,
     /// How long the audit trail is kept.
     pub audit_retention: Duration,
+    /// The most bytes the history's blocks may take, none for no bound.
+    pub history_max_bytes: Option<u64>,
 }
 
 impl Default for RuntimeSettings {
@@ -111,6 +128,7 @@ impl Default for RuntimeSettings {
             simulator_enabled: false,
             history_retention: Duration::from_secs(168 * 3600),
             audit_retention: Duration::from_secs(DEFAULT_AUDIT_RETENTION_DAYS * 86_400),
+            history_max_bytes: None,
         }
     }
 }
@@ -346,6 +364,9 @@ impl RuntimeSettings {
                     let days: u64 = value.parse().unwrap_or(DEFAULT_AUDIT_RETENTION_DAYS);
                     settings.audit_retention = Duration::from_secs(days * 86_400);
                 }
+                RuntimeKey::HistoryMaxBytes => {
+                    settings.history_max_bytes = value.parse().ok().filter(|bytes| *bytes > 0);
+                }
             }
         }
         Ok(settings)
@@ -385,6 +406,7 @@ pub(super) fn setting_value(
             RuntimeKey::SimulatorEnabled => runtime.simulator_enabled.to_string(),
             RuntimeKey::HistoryRetentionHours => (runtime.history_retention.as_secs() / 3600).to_string(),
             RuntimeKey::AuditRetentionDays => (runtime.audit_retention.as_secs() / 86_400).to_string(),
+            RuntimeKey::HistoryMaxBytes => runtime.history_max_bytes.unwrap_or(0).to_string(),
         }),
         SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
         SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),

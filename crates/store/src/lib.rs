@@ -522,6 +522,8 @@ fn open_connection(path: &Path) -> Result<Connection, SolutionError> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     fn file_at_version(dir: &Path, migrations: usize, user_version: Option<i64>) -> PathBuf {
@@ -621,6 +623,49 @@ mod tests {
         set_options_elsewhere(&path, 5);
         assert_eq!(db.settings_row().expect("reads").model_options, 5);
         assert_eq!(db.settings_reads(), 2);
+    }
+
+    #[test]
+    fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
+        use plant_model::{Quality, TagType, TagValue};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("bound.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let tag: std::sync::Arc<str> = std::sync::Arc::from("Noisy");
+        let start = 1_800_000_000_000_i64;
+        // Forty blocks of readings without a pattern, so each block's data is about as large.
+        let samples: Vec<PendingSample> = (0..40 * 1024_i64)
+            .map(|second| PendingSample {
+                tag: std::sync::Arc::clone(&tag),
+                time: history::from_unix_millis(start + second * 1000),
+                value: TagValue::Number((second.wrapping_mul(2_654_435_761) % 1_000_003) as f64 / 7.0),
+                quality: Quality::GOOD,
+            })
+            .collect();
+        db.write_history(&samples, &[], HistoryLimits::NONE).expect("journals");
+        db.checkpoint_history(HistoryLimits::NONE).expect("folds");
+        let held = |db: &SolutionDb| -> i64 {
+            db.read(|connection| connection.query_row(history::HISTORY_BYTES, [], |row| row.get(0)))
+                .expect("sums")
+        };
+        let before = held(&db);
+        let bound = u64::try_from(before / 2).expect("positive");
+        db.checkpoint_history(HistoryLimits {
+            keep_after: UNIX_EPOCH,
+            max_bytes: Some(bound),
+        })
+        .expect("prunes");
+        let after = u64::try_from(held(&db)).expect("positive");
+        assert!(after <= bound, "{after} bytes kept past the bound {bound}");
+        assert!(after * 10 >= bound * 9, "only what was past the bound goes: {after} of {bound}");
+        let page = db
+            .tag_history("Noisy", TagType::Number, (i64::MIN, i64::MAX), usize::MAX)
+            .expect("reads");
+        let times: Vec<i64> = page.samples.iter().map(|sample| history::unix_millis(sample.time)).collect();
+        assert_eq!(times.last(), Some(&(start + (40 * 1024 - 1) * 1000)), "the newest is kept");
+        assert!(times.first().is_some_and(|first| *first > start), "the oldest went first");
+        assert!(times.windows(2).all(|pair| pair[1] - pair[0] == 1000), "what is kept has no holes");
     }
 
     #[test]

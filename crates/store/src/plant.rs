@@ -269,7 +269,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -277,6 +277,7 @@ pub(super) fn write_plant(
             transaction.prepare("INSERT INTO Simulation (Tag, Amplitude, PeriodSeconds, Phase, Noise) VALUES (?1, ?2, ?3, ?4, ?5)")?;
         for tag in after.tags.iter().map(canonical) {
             let source = stored_source(&tag)?;
+            let recording = StoredRecording::of(&tag);
             upsert.execute(params![
                 tag.name,
                 tag.path,
@@ -287,11 +288,13 @@ pub(super) fn write_plant(
                 tag.max,
                 tag.initial.as_ref().map(InitialValue::to_text),
                 tag.writable,
-                tag.history,
-                tag.history_deadband,
+                recording.on,
+                recording.deadband,
                 source,
                 tag.proposable,
                 stored_values(&tag)?,
+                recording.compression,
+                recording.max_interval,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -404,6 +407,37 @@ pub(super) struct TagRow {
     pub(super) proposable: bool,
     /// A text tag's set of values, as a JSON array; `None` for any value.
     pub(super) values: Option<String>,
+    pub(super) history_compression: String,
+    pub(super) history_max_interval: i64,
+}
+
+/// How a tag is recorded, as its `Tags` columns keep it: the defaults filled in, so the
+/// runtime applies what the row says.
+#[derive(Debug)]
+pub(super) struct StoredRecording {
+    pub(super) on: bool,
+    pub(super) deadband: f64,
+    pub(super) compression: &'static str,
+    pub(super) max_interval: i64,
+}
+
+impl StoredRecording {
+    pub(super) fn of(tag: &TagSpec) -> Self {
+        match tag.history.recording(tag.kind, tag.min, tag.max) {
+            Some(recording) => Self {
+                on: true,
+                deadband: recording.deadband,
+                compression: recording.compression.name(),
+                max_interval: i64::try_from(recording.max_interval).unwrap_or(i64::MAX),
+            },
+            None => Self {
+                on: false,
+                deadband: 0.0,
+                compression: plant_model::Compression::default().name(),
+                max_interval: i64::try_from(plant_model::DEFAULT_MAX_INTERVAL).unwrap_or(i64::MAX),
+            },
+        }
+    }
 }
 
 /// An `AlarmDefinitions` row as stored (the columns of [`SELECT_ALARMS`], in order). Both
@@ -444,6 +478,8 @@ impl TagRow {
             source,
             proposable,
             values,
+            history_compression,
+            history_max_interval,
         } = self;
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -480,8 +516,15 @@ impl TagRow {
             initial,
             min,
             max,
-            history,
-            history_deadband,
+            history: if history {
+                plant_model::History::On(plant_model::HistoryOptions {
+                    deadband: Some(history_deadband),
+                    compression: plant_model::Compression::parse(&history_compression).unwrap_or_default(),
+                    max_interval: u64::try_from(history_max_interval).ok(),
+                })
+            } else {
+                plant_model::History::Off
+            },
             writable,
             proposable,
             values,
@@ -504,7 +547,8 @@ pub(super) struct PlantRows {
 /// The start of a `Tags` insert, in the SQL both backends speak (the values are each's own).
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
-    InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues)";
+    InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
+    HistoryCompression, HistoryMaxInterval)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -513,7 +557,8 @@ pub(super) const UPDATE_TAGS: &str =
     InitialValue = excluded.InitialValue, Writable = excluded.Writable,
     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
     Source = excluded.Source, Proposable = excluded.Proposable,
-    AllowedValues = excluded.AllowedValues";
+    AllowedValues = excluded.AllowedValues, HistoryCompression = excluded.HistoryCompression,
+    HistoryMaxInterval = excluded.HistoryMaxInterval";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
@@ -530,7 +575,8 @@ macro_rules! tag_query {
         TagQuery {
             select: concat!(
                 "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
-                    Writable, History, HistoryDeadband, Source, Proposable, AllowedValues
+                    Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
+                    HistoryCompression, HistoryMaxInterval
                  FROM Tags",
                 $filter,
                 " ORDER BY Path"
@@ -757,6 +803,8 @@ fn read_tags(
             source: row.get(11)?,
             proposable: row.get(12)?,
             values: row.get(13)?,
+            history_compression: row.get(14)?,
+            history_max_interval: row.get(15)?,
         };
         match row.into_spec(motions) {
             Ok(tag) => tags.push(tag),

@@ -46,4 +46,11 @@ CREATE TABLE HistoryJournal (
     Data    BLOB    NOT NULL
 );
 
+-- How each tag is recorded beyond its deadband (the plant file's history table, defaults filled
+-- in): which samples are kept within it, and the longest a tag receiving values goes without
+-- one stored.
+ALTER TABLE Tags ADD COLUMN HistoryCompression TEXT NOT NULL DEFAULT 'swinging_door'
+    CHECK (HistoryCompression IN ('swinging_door', 'deadband', 'none'));
+ALTER TABLE Tags ADD COLUMN HistoryMaxInterval INTEGER NOT NULL DEFAULT 600 CHECK (HistoryMaxInterval > 0);
+
 PRAGMA user_version = 12;

@@ -381,22 +381,22 @@ impl Store {
         }
     }
 
-    /// Appends tag samples and alarm events in one transaction and prunes the history older
-    /// than `keep_after`, from a thread that may block. On failure nothing is written.
+    /// Appends tag samples and alarm events in one transaction and prunes the history past the
+    /// `limits`, from a thread that may block. On failure nothing is written.
     pub fn write_history_blocking(
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        keep_after: SystemTime,
+        limits: HistoryLimits,
     ) -> Result<(), SolutionError> {
-        on_backend_blocking!(self, write_history(samples, events, keep_after))
+        on_backend_blocking!(self, write_history(samples, events, limits))
     }
 
     /// Folds the history journal into blocks now rather than when it is due (after seeding a
-    /// history, say), dropping samples from before `keep_after`; returns how many samples it
-    /// folded. From a thread that may block.
-    pub fn checkpoint_history_blocking(&self, keep_after: SystemTime) -> Result<usize, SolutionError> {
-        on_backend_blocking!(self, checkpoint_history(keep_after))
+    /// history, say), keeping within the `limits`; returns how many samples it folded. From a
+    /// thread that may block.
+    pub fn checkpoint_history_blocking(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
+        on_backend_blocking!(self, checkpoint_history(limits))
     }
 
     /// Samples of `tag` (dotted name, of `kind`) between `from` and `to` inclusive: at most

@@ -22,7 +22,7 @@ use plant::historian::TagRecorder;
 use plant::objects::TagSample;
 use plant_model::{Quality, TagType, TagValue};
 use serde_json::{Value, json};
-use store::{PendingSample, Store};
+use store::{HistoryLimits, PendingSample, Store};
 use tserver_tests::postgres::PrivatePostgres;
 
 use super::report::Results;
@@ -226,9 +226,9 @@ fn ingest(
                 kept
             }
         };
-        store.write_history_blocking(&kept, &[], UNIX_EPOCH)?;
+        store.write_history_blocking(&kept, &[], HistoryLimits::NONE)?;
     }
-    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
     let elapsed = started.elapsed().as_secs_f64();
     let offered = (names.len() as u64 * seconds) as f64;
     let grown = file_bytes_of(path)? - before;
@@ -295,7 +295,7 @@ fn simulated_plant(tags: usize) -> String {
         } else {
             text.push_str(&format!(
                 "[[tags]]\nname = \"{name}\"\npath = \"{path}\"\ntype = \"number\"\ninitial = 50.0\n\
-                 history_deadband = {DEVIATION}\nsimulate = {{ amplitude = 20, period = {period}, noise = 0.5 }}\n\n"
+                 history = {{ deadband = {DEVIATION} }}\nsimulate = {{ amplitude = 20, period = {period}, noise = 0.5 }}\n\n"
             ));
         }
     }
@@ -371,10 +371,10 @@ fn trend_files(tserver: &Path, blocks: &Path, rows: &Path, seconds: i64) -> anyh
                 quality: Quality::GOOD,
             })
             .collect();
-        store.write_history_blocking(&samples, &[], UNIX_EPOCH)?;
+        store.write_history_blocking(&samples, &[], HistoryLimits::NONE)?;
         insert_rows(&mut table, &samples)?;
     }
-    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
     Ok(())
 }
 
@@ -387,9 +387,9 @@ fn instant_file(tserver: &Path, path: &Path, tags: usize, seconds: i64) -> anyho
         let samples = second_of(&names, second, |tag, second| {
             TagValue::Number(reading(tag, second))
         });
-        store.write_history_blocking(&samples, &[], UNIX_EPOCH)?;
+        store.write_history_blocking(&samples, &[], HistoryLimits::NONE)?;
     }
-    store.checkpoint_history_blocking(UNIX_EPOCH)?;
+    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
     Ok(())
 }
 

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{AlarmEvent, AlarmEventKind, TagType};
-use store::{AlarmHistoryPage, HistoryPage, PendingSample, SolutionError, Store};
+use plant_model::{AlarmEvent, AlarmEventKind, Recording, TagType};
+use store::{AlarmHistoryPage, HistoryLimits, HistoryPage, PendingSample, SolutionError, Store};
 
 use crate::objects::TagSample;
 use crate::plant::write_capability::WriteCapability;
@@ -52,9 +52,9 @@ impl Queue {
     }
 
     /// See [`Historian::record`].
-    fn record(&mut self, tag: &str, sample: &TagSample, deviation: f64) {
+    fn record(&mut self, tag: &str, sample: &TagSample, recording: &Recording) {
         let stored = match self.recorders.get_mut(tag) {
-            Some(recorder) => recorder.take(sample, deviation),
+            Some(recorder) => recorder.take(sample, recording),
             None => {
                 self.recorders.insert(Arc::from(tag), TagRecorder::new(sample));
                 vec![sample.clone()]
@@ -107,8 +107,8 @@ impl Recording<'_> {
     }
 
     /// See [`Historian::record`].
-    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, deviation: f64) {
-        self.queue().record(tag, sample, deviation);
+    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, recording: &Recording) {
+        self.queue().record(tag, sample, recording);
     }
 
     /// Queues `events` (nothing is locked when there are none).
@@ -125,6 +125,9 @@ pub struct Historian {
     store: Arc<Store>,
     /// How long rows are kept, in milliseconds: `HistoryRetentionHours`, followed live.
     retention_ms: AtomicU64,
+    /// The most bytes the history's blocks take, 0 for no bound: `HistoryMaxBytes`, followed
+    /// live.
+    max_bytes: AtomicU64,
     queue: Mutex<Queue>,
     /// Held through a flush, so flushes take and put back the queue one at a time.
     flushing: Mutex<()>,
@@ -140,6 +143,7 @@ impl Historian {
         Self {
             store,
             retention_ms: AtomicU64::new(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
+            max_bytes: AtomicU64::new(0),
             queue: Mutex::new(Queue::default()),
             flushing: Mutex::new(()),
             records_shared: AtomicBool::new(true),
@@ -171,11 +175,10 @@ impl Historian {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a tag sample, queueing what its recorder stores of it (see [`recorder`]): a line
-    /// through the stored samples stays within `deviation` (the tag's history deadband) of
-    /// every sample taken.
-    pub fn record(&self, tag: &str, sample: &TagSample, deviation: f64, _: &WriteCapability) {
-        self.queue().record(tag, sample, deviation);
+    /// Takes a tag sample, queueing what its recorder stores of it as the tag's `recording`
+    /// says (see [`recorder`]).
+    pub fn record(&self, tag: &str, sample: &TagSample, recording: &Recording, _: &WriteCapability) {
+        self.queue().record(tag, sample, recording);
     }
 
     /// Queues alarm transitions.
@@ -217,7 +220,7 @@ impl Historian {
         }
         let written = self
             .store
-            .write_history_blocking(&samples, &events, self.keep_after());
+            .write_history_blocking(&samples, &events, self.limits());
         match written {
             Ok(()) => Ok(samples.len() + events.len()),
             Err(error) => {
@@ -232,6 +235,24 @@ impl Historian {
         }
     }
 
+    /// What retention keeps now, by age and by size.
+    fn limits(&self) -> HistoryLimits {
+        let max_bytes = self.max_bytes.load(Ordering::Relaxed);
+        HistoryLimits {
+            keep_after: self.keep_after(),
+            max_bytes: (max_bytes > 0).then_some(max_bytes),
+        }
+    }
+
+    /// Keeps the history's blocks within `max_bytes` (none: no bound) from the next checkpoint
+    /// on (a changed `HistoryMaxBytes`).
+    pub(crate) fn set_max_bytes(&self, max_bytes: Option<u64>) {
+        let bytes = max_bytes.unwrap_or(0);
+        if self.max_bytes.swap(bytes, Ordering::Relaxed) != bytes {
+            tracing::info!(?max_bytes, "history size bound changed");
+        }
+    }
+
     /// The oldest time retention keeps now.
     fn keep_after(&self) -> SystemTime {
         SystemTime::now()
@@ -243,7 +264,7 @@ impl Historian {
     /// than when it is due); returns the samples folded.
     pub fn checkpoint(&self) -> Result<usize, SolutionError> {
         self.flush()?;
-        self.store.checkpoint_history_blocking(self.keep_after())
+        self.store.checkpoint_history_blocking(self.limits())
     }
 
     /// Rows (samples and alarm events) queued and not yet written.

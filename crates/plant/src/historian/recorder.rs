@@ -1,15 +1,17 @@
 //! Which of a tag's samples the historian keeps: every change is a candidate, none is dropped
-//! for coming soon after another. A numeric tag's samples go through swinging-door compression
-//! (the method of OSIsoft PI): a sample is stored only when the line from the last stored one
-//! can no longer pass within the tag's deviation of every sample since, so a line through the
-//! stored samples never departs from a received one by more than the deviation, and every
-//! excursion past it is kept. Other values are stored when they change. A change of quality is
-//! always stored, and the value is stored again at least every [`MAX_INTERVAL`] while samples
-//! come, so a flat line still shows.
+//! for coming soon after another. By default a numeric tag's samples go through swinging-door
+//! compression (the method of OSIsoft PI): a sample is stored only when the line from the last
+//! stored one can no longer pass within the tag's deviation of every sample since, so a line
+//! through the stored samples never departs from a received one by more than the deviation,
+//! and every excursion past it is kept. A tag may ask instead for exception reporting (a value
+//! that moved more than the deviation from the last stored) or every change. Other values are
+//! stored when they change. A change of quality is always stored, and the value is stored again
+//! at least every `max_interval` (by default [`MAX_INTERVAL`]) while samples come, so a flat
+//! line still shows.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{Quality, TagValue};
+use plant_model::{Compression, Quality, Recording, TagValue};
 
 use crate::objects::TagSample;
 
@@ -57,7 +59,8 @@ impl TagRecorder {
 
     /// Takes `sample`, received after the ones before, and says which samples to store now,
     /// oldest first: none, the one held until now, `sample` itself, or both.
-    pub fn take(&mut self, sample: &TagSample, deviation: f64) -> Vec<TagSample> {
+    pub fn take(&mut self, sample: &TagSample, recording: &Recording) -> Vec<TagSample> {
+        let max_interval = Duration::from_secs(recording.max_interval);
         let mut store = Vec::new();
         let elapsed = sample
             .timestamp
@@ -81,13 +84,13 @@ impl TagRecorder {
             let slope = (to - from) / dt;
             dt > 0.0 && slope >= self.door.0 && slope <= self.door.1
         });
-        if elapsed >= MAX_INTERVAL && !quality_changed && in_the_door {
+        if elapsed >= max_interval && !quality_changed && in_the_door {
             // Due again, and the line to it passes every sample since: it alone is stored.
             store.push(sample.clone());
             self.restart(sample);
             return store;
         }
-        if quality_changed || elapsed >= MAX_INTERVAL || dt <= 0.0 {
+        if quality_changed || elapsed >= max_interval || dt <= 0.0 {
             store.extend(self.held.take());
             store.push(sample.clone());
             self.restart(sample);
@@ -104,7 +107,23 @@ impl TagRecorder {
             }
             return store;
         };
-        let deviation = deviation.max(0.0);
+        let deviation = recording.deadband.max(0.0);
+        let moved = match recording.compression {
+            Compression::SwingingDoor => None,
+            Compression::Deadband => Some((to - from).abs() > deviation),
+            Compression::None => Some(to != from),
+        };
+        if let Some(moved) = moved {
+            // Exception reporting: the sample before a move is stored with it, so the step shows.
+            if moved {
+                store.extend(self.held.take());
+                store.push(sample.clone());
+                self.restart(sample);
+            } else {
+                self.held = Some(sample.clone());
+            }
+            return store;
+        }
         let slope = (to - from) / dt;
         let (low, high) = self.door;
         if slope < low || slope > high {
@@ -115,7 +134,7 @@ impl TagRecorder {
                     store.push(held.clone());
                     self.restart(&held);
                     return {
-                        store.extend(self.take(sample, deviation));
+                        store.extend(self.take(sample, recording));
                         store
                     };
                 }
@@ -168,13 +187,35 @@ mod tests {
     /// Feeds `samples` (the first stored as it comes) and ends with the held one stored: what
     /// a recorder stores of them.
     fn stored(samples: &[TagSample], deviation: f64) -> Vec<TagSample> {
+        stored_as(samples, Compression::SwingingDoor, deviation)
+    }
+
+    fn stored_as(samples: &[TagSample], compression: Compression, deviation: f64) -> Vec<TagSample> {
+        let recording = Recording {
+            deadband: deviation,
+            compression,
+            max_interval: MAX_INTERVAL.as_secs(),
+        };
         let mut recorder = TagRecorder::new(&samples[0]);
         let mut kept = vec![samples[0].clone()];
         for sample in &samples[1..] {
-            kept.extend(recorder.take(sample, deviation));
+            kept.extend(recorder.take(sample, &recording));
         }
         kept.extend(recorder.close());
         kept
+    }
+
+    #[test]
+    fn exception_reporting_keeps_each_move_past_the_deadband_and_the_sample_before_it() {
+        let samples = [at(0, 10.0), at(1000, 10.3), at(2000, 10.4), at(3000, 12.0), at(4000, 12.1)];
+        assert_eq!(
+            values(&stored_as(&samples, Compression::Deadband, 0.5)),
+            [10.0, 10.4, 12.0, 12.1]
+        );
+        assert_eq!(
+            values(&stored_as(&samples, Compression::None, 0.5)),
+            [10.0, 10.3, 10.4, 12.0, 12.1]
+        );
     }
 
     fn values(samples: &[TagSample]) -> Vec<f64> {

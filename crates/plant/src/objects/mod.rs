@@ -98,10 +98,8 @@ pub struct TagDefinition {
     /// Text tags: the only values writes and proposals may give it (the plant file's
     /// `values`); empty for any text.
     pub allowed_values: Vec<String>,
-    /// Whether its values are recorded.
-    pub history: bool,
-    /// The least change recorded.
-    pub history_deadband: f64,
+    /// How its values are recorded, when they are.
+    pub history: Option<plant_model::Recording>,
     /// The MQTT source feeding it, if any: writes go out to the field through it.
     pub source: Option<String>,
 }
@@ -226,8 +224,7 @@ impl ObjectModel {
                     writable: tag.writable,
                     proposable: tag.proposable,
                     allowed_values: tag.values.clone(),
-                    history: tag.history,
-                    history_deadband: tag.history_deadband,
+                    history: tag.history.recording(kind, tag.min, tag.max),
                     source: tag
                         .source
                         .as_ref()

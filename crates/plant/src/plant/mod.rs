@@ -280,8 +280,8 @@ fn write_one(
     };
     let (sample, events) = objects.write_tag(tag, sample, &WRITE)?;
     let definition = tag.definition();
-    if definition.history {
-        recording.record(&definition.name, &sample, definition.history_deadband);
+    if let Some(history) = &definition.history {
+        recording.record(&definition.name, &sample, history);
     }
     Ok(events)
 }

@@ -65,6 +65,35 @@ pub struct AlarmHistoryPage {
     pub total: usize,
 }
 
+/// What the history keeps: samples and events from `keep_after` on (retention by age), and
+/// its blocks within `max_bytes` when set (retention by size: the oldest sealed blocks go).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryLimits {
+    /// The oldest time kept.
+    pub keep_after: SystemTime,
+    /// The most bytes the blocks' data may take.
+    pub max_bytes: Option<u64>,
+}
+
+impl HistoryLimits {
+    /// Everything kept: no retention by age or size.
+    pub const NONE: Self = Self {
+        keep_after: UNIX_EPOCH,
+        max_bytes: None,
+    };
+}
+
+/// Deletes the oldest sealed blocks whose data, with all older, goes past `$1` bytes too many
+/// (SQL both backends speak: a running sum by last time).
+pub(crate) const PRUNE_TO_SIZE: &str = "WITH Oldest AS (
+        SELECT Id, First, SUM(octet_length(Data)) OVER (ORDER BY Last, Id ROWS UNBOUNDED PRECEDING)
+            - octet_length(Data) AS Before
+        FROM HistoryBlocks WHERE Sealed = 1)
+    DELETE FROM HistoryBlocks WHERE (Id, First) IN (SELECT Id, First FROM Oldest WHERE Before < $1)";
+
+/// The bytes the blocks' data take.
+pub(crate) const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(octet_length(Data)), 0) FROM HistoryBlocks";
+
 /// A sample of one tag, to be appended to the tag history.
 #[derive(Debug)]
 pub struct PendingSample {
@@ -80,13 +109,13 @@ pub struct PendingSample {
 
 impl SolutionDb {
     /// Journals samples and appends alarm events in one transaction, prunes blocks and events
-    /// older than `keep_after`, and folds the journal into blocks when it is due, on the one
+    /// past the `limits`, and folds the journal into blocks when it is due, on the one
     /// history writer connection (kept open between calls).
     pub(crate) fn write_history(
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        keep_after: SystemTime,
+        limits: HistoryLimits,
     ) -> Result<(), SolutionError> {
         let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
         // The kept writer would go on writing into a file that is gone.
@@ -95,18 +124,18 @@ impl SolutionDb {
             Some(writer) => writer,
             None => writer.insert(sqlite::HistoryWriter::new(self.writer()?)),
         };
-        Ok(writer.write(samples, events, keep_after)?)
+        Ok(writer.write(samples, events, limits)?)
     }
 
     /// Folds the history journal into blocks now; returns how many samples it folded.
-    pub(crate) fn checkpoint_history(&self, keep_after: SystemTime) -> Result<usize, SolutionError> {
+    pub(crate) fn checkpoint_history(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
         let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
         self.refuse_if_lost()?;
         let writer = match writer.as_mut() {
             Some(writer) => writer,
             None => writer.insert(sqlite::HistoryWriter::new(self.writer()?)),
         };
-        Ok(writer.checkpoint(keep_after)?)
+        Ok(writer.checkpoint(limits)?)
     }
 
     /// Samples of `tag` (of `kind`) between `from` and `to` (unix milliseconds) inclusive.

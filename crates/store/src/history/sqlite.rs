@@ -13,7 +13,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::block::{self, BlockSummary, Extreme, NewBlock, TailShape, kind_name, kind_of_name};
 use super::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use super::page::{self, HistoryRead};
-use super::{HistorySample, PendingSample, from_unix_millis, to_tag_value, unix_millis};
+use super::{
+    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis, to_tag_value, unix_millis,
+};
 use crate::SolutionError;
 
 /// The history writer of a solution file: its connection, kept open between flushes, the ids
@@ -78,7 +80,7 @@ impl HistoryWriter {
         &mut self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        keep_after: SystemTime,
+        limits: HistoryLimits,
     ) -> rusqlite::Result<()> {
         let now = unix_millis(SystemTime::now());
         let journal = match self.journal {
@@ -121,7 +123,7 @@ impl HistoryWriter {
                 ])?;
         }
         insert_events(&transaction, events)?;
-        let cutoff = unix_millis(keep_after);
+        let cutoff = unix_millis(limits.keep_after);
         transaction
             .prepare_cached("DELETE FROM HistoryBlocks WHERE Last < ?1")?
             .execute([cutoff])?;
@@ -139,18 +141,26 @@ impl HistoryWriter {
             });
         self.journal = Some((held, oldest));
         if due {
-            self.checkpoint(keep_after)?;
+            self.checkpoint(limits)?;
         }
         Ok(())
     }
 
     /// Folds the journal into blocks now (see [`checkpoint`]); returns how many samples it
     /// folded.
-    pub(crate) fn checkpoint(&mut self, keep_after: SystemTime) -> rusqlite::Result<usize> {
+    pub(crate) fn checkpoint(&mut self, limits: HistoryLimits) -> rusqlite::Result<usize> {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let folded = checkpoint(&transaction, unix_millis(keep_after))?;
+        let folded = checkpoint(&transaction, unix_millis(limits.keep_after))?;
+        if let Some(max_bytes) = limits.max_bytes {
+            let held: i64 = transaction.query_row(HISTORY_BYTES, [], |row| row.get(0))?;
+            let excess = held.saturating_sub(i64::try_from(max_bytes).unwrap_or(i64::MAX));
+            if excess > 0 {
+                let deleted = transaction.execute(PRUNE_TO_SIZE, [excess])?;
+                tracing::info!(deleted, held, max_bytes, "history past HistoryMaxBytes: its oldest blocks were deleted");
+            }
+        }
         transaction.commit()?;
         self.journal = Some((0, None));
         Ok(folded)

@@ -74,6 +74,8 @@ const TABLES: &[Table] = &[
             ("Source", "Source", Text),
             ("Proposable", "Proposable", Int),
             ("AllowedValues", "AllowedValues", Text),
+            ("HistoryCompression", "HistoryCompression", Text),
+            ("HistoryMaxInterval", "HistoryMaxInterval", Int),
         ],
         identity: false,
     },

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use super::PgStore;
 use plant_model::AlarmEvent;
 
-use crate::history::{AlarmHistoryPage, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis};
+use crate::history::{AlarmHistoryPage, HistoryLimits, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis};
 use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {
@@ -28,12 +28,12 @@ impl PgStore {
     }
 
     /// Journals samples and appends alarm events in one transaction, prunes blocks and events
-    /// older than `keep_after`, then folds the journal into blocks when it is due.
+    /// past the `limits`, then folds the journal into blocks when it is due.
     pub(crate) async fn write_history(
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        keep_after: SystemTime,
+        limits: HistoryLimits,
     ) -> Result<(), SolutionError> {
         let now = unix_millis(SystemTime::now());
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
@@ -62,7 +62,7 @@ impl PgStore {
             .await
             .map_err(|error| self.error(error))?;
         }
-        let cutoff = unix_millis(keep_after);
+        let cutoff = unix_millis(limits.keep_after);
         for prune in [
             "DELETE FROM HistoryBlocks WHERE Last < $1",
             "DELETE FROM AlarmHistory WHERE Time < $1",
@@ -74,7 +74,7 @@ impl PgStore {
                 .map_err(|error| self.error(error))?;
         }
         transaction.commit().await.map_err(|error| self.error(error))?;
-        self.after_journal(ids, samples.len(), now, keep_after).await
+        self.after_journal(ids, samples.len(), now, limits).await
     }
 
     /// Alarm transitions between `from` and `to` (unix milliseconds), newest first, as

@@ -196,7 +196,7 @@ impl PgStore {
         ids: HashMap<Arc<str>, i64>,
         samples: usize,
         now: i64,
-        keep_after: SystemTime,
+        limits: HistoryLimits,
     ) -> Result<(), SolutionError> {
         self.history
             .tags
@@ -233,7 +233,7 @@ impl PgStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some((held, oldest));
         if due {
-            self.checkpoint_history(keep_after).await?;
+            self.checkpoint_history(limits).await?;
         }
         Ok(())
     }
@@ -241,7 +241,7 @@ impl PgStore {
     /// Folds the journal into blocks and empties it, then drops the partitions retention has
     /// emptied, in one transaction; samples from before `keep_after` are not kept. Returns how
     /// many samples it folded.
-    pub(crate) async fn checkpoint_history(&self, keep_after: SystemTime) -> Result<usize, SolutionError> {
+    pub(crate) async fn checkpoint_history(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(CHECKPOINT_LOCK)
@@ -268,7 +268,7 @@ impl PgStore {
                 }
             }
         }
-        let cutoff = unix_millis(keep_after);
+        let cutoff = unix_millis(limits.keep_after);
         for samples in by_tag.values_mut() {
             samples.retain(|sample| unix_millis(sample.time) >= cutoff);
         }
@@ -283,6 +283,22 @@ impl PgStore {
                 .map_err(|error| self.error(error))?;
         }
         self.drop_old_partitions(&mut transaction, cutoff).await?;
+        if let Some(max_bytes) = limits.max_bytes {
+            let held: i64 = sqlx::query_scalar(&format!("{HISTORY_BYTES}::bigint"))
+                .fetch_one(&mut *transaction)
+                .await
+                .map_err(|error| self.error(error))?;
+            let excess = held.saturating_sub(i64::try_from(max_bytes).unwrap_or(i64::MAX));
+            if excess > 0 {
+                let deleted = sqlx::query(PRUNE_TO_SIZE)
+                    .bind(excess)
+                    .execute(&mut *transaction)
+                    .await
+                    .map_err(|error| self.error(error))?
+                    .rows_affected();
+                tracing::info!(deleted, held, max_bytes, "history past HistoryMaxBytes: its oldest blocks were deleted");
+            }
+        }
         transaction.commit().await.map_err(|error| self.error(error))?;
         *self
             .history
@@ -602,7 +618,7 @@ impl PgStore {
     /// Deletes the history of `tag`, folding the journal first so none of it comes back;
     /// returns how many samples it held.
     pub(crate) async fn purge_history_blocks(&self, tag: &str) -> Result<usize, SolutionError> {
-        self.checkpoint_history(std::time::UNIX_EPOCH).await?;
+        self.checkpoint_history(HistoryLimits::NONE).await?;
         let held: Option<i64> = sqlx::query_scalar(
             "WITH Deleted AS (DELETE FROM HistoryBlocks WHERE Tag = (SELECT Id FROM HistoryTags WHERE Name = $1)
                               RETURNING Count)

@@ -18,7 +18,7 @@ use crate::SolutionError;
 use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
-    SELECT_MOTIONS, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
+    SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
     document_changes, equipment_of_json, invalid, model_json, model_of_definitions, model_of_json,
     source_changes, sources_of_rows, stored_source, stored_type, stored_values,
 };
@@ -119,6 +119,8 @@ impl PgStore {
                 source: self.get(&row, 11)?,
                 proposable: self.get::<i32>(&row, 12)? != 0,
                 values: self.get(&row, 13)?,
+                history_compression: self.get(&row, 14)?,
+                history_max_interval: self.get(&row, 15)?,
             };
             tags.push(row.into_spec(motions)?);
         }
@@ -211,11 +213,12 @@ impl PgStore {
         let upsert_tags = format!(
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                  $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
-                 $13::integer[], $14::text[])
+                 $13::integer[], $14::text[], $15::text[], $16::bigint[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
         let values = tags.iter().map(stored_values).collect::<Result<Vec<_>, _>>()?;
+        let recordings: Vec<StoredRecording> = tags.iter().map(StoredRecording::of).collect();
         self.run(
             &mut transaction,
             sqlx::query(&upsert_tags)
@@ -236,15 +239,17 @@ impl PgStore {
                         .collect::<Vec<_>>(),
                 )
                 .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
-                .bind(tags.iter().map(|tag| i32::from(tag.history)).collect::<Vec<_>>())
-                .bind(tags.iter().map(|tag| tag.history_deadband).collect::<Vec<_>>())
+                .bind(recordings.iter().map(|recording| i32::from(recording.on)).collect::<Vec<_>>())
+                .bind(recordings.iter().map(|recording| recording.deadband).collect::<Vec<_>>())
                 .bind(sources)
                 .bind(
                     tags.iter()
                         .map(|tag| i32::from(tag.proposable))
                         .collect::<Vec<_>>(),
                 )
-                .bind(values),
+                .bind(values)
+                .bind(recordings.iter().map(|recording| recording.compression).collect::<Vec<_>>())
+                .bind(recordings.iter().map(|recording| recording.max_interval).collect::<Vec<_>>()),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags

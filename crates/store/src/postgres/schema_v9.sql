@@ -43,3 +43,10 @@ CREATE TABLE HistoryJournal (
     Samples INTEGER NOT NULL,
     Data    BYTEA   NOT NULL
 );
+
+-- How each tag is recorded beyond its deadband (the plant file's history table, defaults filled
+-- in): which samples are kept within it, and the longest a tag receiving values goes without
+-- one stored.
+ALTER TABLE Tags ADD COLUMN HistoryCompression TEXT NOT NULL DEFAULT 'swinging_door'
+    CHECK (HistoryCompression IN ('swinging_door', 'deadband', 'none'));
+ALTER TABLE Tags ADD COLUMN HistoryMaxInterval BIGINT NOT NULL DEFAULT 600 CHECK (HistoryMaxInterval > 0);

@@ -91,6 +91,9 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
         RuntimeKey::AuditRetentionDays => {
             "a running server follows it within a second, pruning by it at its next prune (the first audited action an hour or more after the last)"
         }
+        RuntimeKey::HistoryMaxBytes => {
+            "a running server follows it within a second, deleting the oldest history blocks past it at its next history checkpoint (within a minute)"
+        }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
     Ok(())
