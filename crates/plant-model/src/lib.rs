@@ -44,9 +44,10 @@ use std::ops::Range;
 pub use attachments::{DocumentTextError, PlantDocument, document_text, read_documents};
 pub use document::Format;
 pub use model::{
-    AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL, DocumentSpec,
-    Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion,
-    PlantInfo, PlantModel, Recording, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
+    DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
+    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion,
+    PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
@@ -564,27 +565,38 @@ type = "string"
 history = false
 "#;
         let model = read(text, Format::Toml, "f").expect("valid");
-        let recordings: Vec<Option<Recording>> = model
+        let recordings: Vec<Option<HistoryRule>> = model
             .tags
             .iter()
             .map(|tag| tag.history.recording(tag.kind, tag.min, tag.max))
             .collect();
         let recording = |deadband: f64, compression: Compression, max_interval: u64| {
-            Some(Recording { deadband, compression, max_interval })
+            Some(HistoryRule {
+                deadband,
+                compression,
+                max_interval,
+            })
         };
         assert_eq!(
             recordings,
             [
                 recording(0.2, Compression::Deadband, 60),
                 recording(0.5, Compression::SwingingDoor, DEFAULT_MAX_INTERVAL),
-                recording(200.0 * DEFAULT_DEADBAND_OF_RANGE, Compression::SwingingDoor, DEFAULT_MAX_INTERVAL),
+                recording(
+                    200.0 * DEFAULT_DEADBAND_OF_RANGE,
+                    Compression::SwingingDoor,
+                    DEFAULT_MAX_INTERVAL
+                ),
                 recording(0.0, Compression::SwingingDoor, DEFAULT_MAX_INTERVAL),
                 None,
             ]
         );
         // Exported as given, in the table's spelling, and read back the same.
         let exported = model.to_toml().expect("toml");
-        assert!(exported.contains("deadband = 0.5") && !exported.contains("history_deadband"), "{exported}");
+        assert!(
+            exported.contains("deadband = 0.5") && !exported.contains("history_deadband"),
+            "{exported}"
+        );
         assert_eq!(read(&exported, Format::Toml, "f").expect("valid"), model);
         let json = model.to_json().expect("json");
         assert_eq!(PlantModel::from_json(&json).expect("reads"), model);
@@ -594,15 +606,23 @@ history = false
         assert_eq!(PlantModel::from_json(&older).expect("reads"), model);
 
         let mistakes = text
-            .replacen(r#"compression = "deadband""#, r#"compression = "swinging""#, 1)
+            .replacen(
+                r#"compression = "deadband""#,
+                r#"compression = "swinging_dor""#,
+                1,
+            )
             .replacen("max_interval = 60", "max_interval = 0", 1)
-            .replacen("history_deadband = 0.5", "history_deadband = 0.5\nhistory = { deadband = 1 }", 1)
+            .replacen(
+                "history_deadband = 0.5",
+                "history_deadband = 0.5\nhistory = { deadband = 1 }",
+                1,
+            )
             .replacen("history = false", "history = { deadband = 1 }", 1);
         assert_eq!(
             errors(&mistakes, Format::Toml),
             [
-                "f:8:40: tags[0].history.compression: unknown compression \"swinging\" (did you mean \"swinging_door\"?); one of: swinging_door, deadband, none",
-                "f:8:70: tags[0].history.max_interval: must be a whole number of seconds from 1 to 86400",
+                "f:8:43: tags[0].history.compression: unknown compression \"swinging_dor\" (did you mean \"swinging_door\"?); one of: swinging_door, deadband, none",
+                "f:8:74: tags[0].history.max_interval: must be a whole number of seconds from 1 to 86400",
                 "f:16:20: tags[1].history_deadband: history says how this tag is recorded already: give the deadband there",
                 "f:35:11: tags[4].history: only number and integer tags have one; this is a string tag",
             ]

@@ -440,10 +440,6 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-fn is_true(value: &bool) -> bool {
-    *value
-}
-
 fn is_zero(value: &f64) -> bool {
     *value == 0.0
 }
@@ -471,7 +467,10 @@ fn stored_tags(stored: &mut serde_json::Value) -> impl Iterator<Item = &mut serd
         .flatten()
         .filter_map(|kind| kind.get_mut("tags").and_then(serde_json::Value::as_array_mut))
         .flatten();
-    tags.and_then(serde_json::Value::as_array_mut).into_iter().flatten().chain(members)
+    tags.and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .chain(members)
 }
 
 /// A stored tag's `history_deadband` (as older builds stored it) moved into its `history`.
@@ -753,7 +752,7 @@ pub enum Compression {
 
 impl Compression {
     /// The names a plant file spells them with.
-    pub const NAMES: &[&str] = &["swinging_door", "deadband", "none"];
+    pub const NAMES: [&str; 3] = ["swinging_door", "deadband", "none"];
 
     fn is_default(&self) -> bool {
         *self == Self::default()
@@ -781,7 +780,7 @@ impl Compression {
 
 /// How a tag is recorded, with its defaults filled in: what the historian applies.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Recording {
+pub struct HistoryRule {
     /// The deviation.
     pub deadband: f64,
     /// Which samples are kept within it.
@@ -802,15 +801,17 @@ impl History {
     }
 
     /// How a tag of `kind` with the range `min`..`max` is recorded, none when it is not.
-    pub fn recording(&self, kind: TagType, min: Option<f64>, max: Option<f64>) -> Option<Recording> {
+    pub fn recording(&self, kind: TagType, min: Option<f64>, max: Option<f64>) -> Option<HistoryRule> {
         let Self::On(options) = self else {
             return None;
         };
         let default = match (kind, min, max) {
-            (TagType::Number, Some(low), Some(high)) if high > low => (high - low) * DEFAULT_DEADBAND_OF_RANGE,
+            (TagType::Number, Some(low), Some(high)) if high > low => {
+                (high - low) * DEFAULT_DEADBAND_OF_RANGE
+            }
             _ => 0.0,
         };
-        Some(Recording {
+        Some(HistoryRule {
             deadband: options.deadband.unwrap_or(default),
             compression: options.compression,
             max_interval: options.max_interval.unwrap_or(DEFAULT_MAX_INTERVAL),

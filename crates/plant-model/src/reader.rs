@@ -10,10 +10,10 @@ use std::ops::Range;
 use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
-    AlarmSpec, Compression, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History,
-    HistoryOptions, InitialValue,
-    MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo,
-    PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    AlarmSpec, Compression, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
+    History, HistoryOptions, InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES,
+    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec,
+    TagType,
 };
 use crate::names::{self, nearest};
 
@@ -478,7 +478,11 @@ impl<'t> Reader<'t> {
                     ("min", min.is_some()),
                     ("max", max.is_some()),
                     (
-                        if span_of(&fields, "history_deadband").is_some() { "history_deadband" } else { "history" },
+                        if span_of(&fields, "history_deadband").is_some() {
+                            "history_deadband"
+                        } else {
+                            "history"
+                        },
                         matches!(history, History::On(options)
                             if options.deadband.is_some() || options.compression != Compression::default()),
                     ),
@@ -1100,7 +1104,11 @@ impl<'t> Reader<'t> {
         let deadband = self.number(&mut fields, "deadband");
         let at = |key: &str, fields: &Fields<'_>| span_of(fields, key).unwrap_or_else(|| fields.span.clone());
         if deadband.is_some_and(|deadband| deadband < 0.0 || !deadband.is_finite()) {
-            self.error(at("deadband", &fields), join(path, "deadband"), "must be 0 or more");
+            self.error(
+                at("deadband", &fields),
+                join(path, "deadband"),
+                "must be 0 or more",
+            );
         }
         let named = self.string(&mut fields, "compression");
         let compression = match named.as_deref().map(|name| (name, Compression::parse(name))) {
@@ -1111,7 +1119,10 @@ impl<'t> Reader<'t> {
                 self.error(
                     at("compression", &fields),
                     join(path, "compression"),
-                    format!("unknown compression {name:?}{hint}; one of: {}", Compression::NAMES.join(", ")),
+                    format!(
+                        "unknown compression {name:?}{hint}; one of: {}",
+                        Compression::NAMES.join(", ")
+                    ),
                 );
                 Compression::default()
             }

@@ -33,6 +33,7 @@ mod location;
 mod login_throttle;
 mod plant;
 mod postgres;
+mod row_table;
 mod scripts;
 mod secrets;
 mod source_reports;
@@ -58,12 +59,14 @@ pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{
-    AlarmHistoryPage, HistoryDataError, HistoryPage, HistorySample, HistoryStats, PendingSample,
+    AlarmHistoryPage, HistoryDataError, HistoryLimits, HistoryPage, HistorySample, HistoryStats,
+    PendingSample,
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;
 pub use plant::{Changes, PlantChanges};
 pub use postgres::{CopyReport, Leadership, PG_SCHEMA_VERSION, PostgresUrl, SCRIPTS_LEADER, copy_solution};
+pub use row_table::{RowTable, file_bytes};
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};
 pub use secrets::{KEY_ENV, create_key_at, key_file};
 pub use source_reports::SourceReport;
@@ -643,7 +646,8 @@ mod tests {
                 quality: Quality::GOOD,
             })
             .collect();
-        db.write_history(&samples, &[], HistoryLimits::NONE).expect("journals");
+        db.write_history(&samples, &[], HistoryLimits::NONE)
+            .expect("journals");
         db.checkpoint_history(HistoryLimits::NONE).expect("folds");
         let held = |db: &SolutionDb| -> i64 {
             db.read(|connection| connection.query_row(history::HISTORY_BYTES, [], |row| row.get(0)))
@@ -658,14 +662,31 @@ mod tests {
         .expect("prunes");
         let after = u64::try_from(held(&db)).expect("positive");
         assert!(after <= bound, "{after} bytes kept past the bound {bound}");
-        assert!(after * 10 >= bound * 9, "only what was past the bound goes: {after} of {bound}");
+        assert!(
+            after * 10 >= bound * 9,
+            "only what was past the bound goes: {after} of {bound}"
+        );
         let page = db
             .tag_history("Noisy", TagType::Number, (i64::MIN, i64::MAX), usize::MAX)
             .expect("reads");
-        let times: Vec<i64> = page.samples.iter().map(|sample| history::unix_millis(sample.time)).collect();
-        assert_eq!(times.last(), Some(&(start + (40 * 1024 - 1) * 1000)), "the newest is kept");
-        assert!(times.first().is_some_and(|first| *first > start), "the oldest went first");
-        assert!(times.windows(2).all(|pair| pair[1] - pair[0] == 1000), "what is kept has no holes");
+        let times: Vec<i64> = page
+            .samples
+            .iter()
+            .map(|sample| history::unix_millis(sample.time))
+            .collect();
+        assert_eq!(
+            times.last(),
+            Some(&(start + (40 * 1024 - 1) * 1000)),
+            "the newest is kept"
+        );
+        assert!(
+            times.first().is_some_and(|first| *first > start),
+            "the oldest went first"
+        );
+        assert!(
+            times.windows(2).all(|pair| pair[1] - pair[0] == 1000),
+            "what is kept has no holes"
+        );
     }
 
     #[test]

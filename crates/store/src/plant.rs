@@ -516,21 +516,42 @@ impl TagRow {
             initial,
             min,
             max,
-            history: if history {
-                plant_model::History::On(plant_model::HistoryOptions {
-                    deadband: Some(history_deadband),
-                    compression: plant_model::Compression::parse(&history_compression).unwrap_or_default(),
-                    max_interval: u64::try_from(history_max_interval).ok(),
-                })
-            } else {
-                plant_model::History::Off
-            },
+            history: history_of_row(
+                history,
+                history_deadband,
+                &history_compression,
+                history_max_interval,
+                (kind, min, max),
+            ),
             writable,
             proposable,
             values,
             source,
         })
     }
+}
+
+/// How a row says its tag is recorded, as the plant file would say it: a value equal to its
+/// default is left out, so a tag read back is the tag imported.
+fn history_of_row(
+    on: bool,
+    deadband: f64,
+    compression: &str,
+    max_interval: i64,
+    (kind, min, max): (TagType, Option<f64>, Option<f64>),
+) -> plant_model::History {
+    let Some(default) = plant_model::History::default().recording(kind, min, max) else {
+        return plant_model::History::Off;
+    };
+    if !on {
+        return plant_model::History::Off;
+    }
+    let max_interval = u64::try_from(max_interval).ok();
+    plant_model::History::On(plant_model::HistoryOptions {
+        deadband: (deadband != default.deadband).then_some(deadband),
+        compression: plant_model::Compression::parse(compression).unwrap_or_default(),
+        max_interval: max_interval.filter(|seconds| *seconds != default.max_interval),
+    })
 }
 
 /// The stored rows of a plant, as either backend reads them.

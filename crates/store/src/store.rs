@@ -21,10 +21,10 @@ use solution_scripts::Trigger;
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryPage, HistorySample,
-    Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings, ScriptRecord,
-    ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport,
-    StoredScript, TokenRefusal, TokenUser, UserRecord,
+    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryLimits, HistoryPage,
+    HistorySample, Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings,
+    ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation,
+    SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.

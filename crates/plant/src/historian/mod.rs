@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{AlarmEvent, AlarmEventKind, Recording, TagType};
+use plant_model::{AlarmEvent, AlarmEventKind, HistoryRule, TagType};
 use store::{AlarmHistoryPage, HistoryLimits, HistoryPage, PendingSample, SolutionError, Store};
 
 use crate::objects::TagSample;
@@ -52,9 +52,9 @@ impl Queue {
     }
 
     /// See [`Historian::record`].
-    fn record(&mut self, tag: &str, sample: &TagSample, recording: &Recording) {
+    fn record(&mut self, tag: &str, sample: &TagSample, rule: &HistoryRule) {
         let stored = match self.recorders.get_mut(tag) {
-            Some(recorder) => recorder.take(sample, recording),
+            Some(recorder) => recorder.take(sample, rule),
             None => {
                 self.recorders.insert(Arc::from(tag), TagRecorder::new(sample));
                 vec![sample.clone()]
@@ -107,8 +107,8 @@ impl Recording<'_> {
     }
 
     /// See [`Historian::record`].
-    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, recording: &Recording) {
-        self.queue().record(tag, sample, recording);
+    pub(crate) fn record(&mut self, tag: &str, sample: &TagSample, rule: &HistoryRule) {
+        self.queue().record(tag, sample, rule);
     }
 
     /// Queues `events` (nothing is locked when there are none).
@@ -175,10 +175,10 @@ impl Historian {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a tag sample, queueing what its recorder stores of it as the tag's `recording`
+    /// Takes a tag sample, queueing what its recorder stores of it as the tag's history `rule`
     /// says (see [`recorder`]).
-    pub fn record(&self, tag: &str, sample: &TagSample, recording: &Recording, _: &WriteCapability) {
-        self.queue().record(tag, sample, recording);
+    pub fn record(&self, tag: &str, sample: &TagSample, rule: &HistoryRule, _: &WriteCapability) {
+        self.queue().record(tag, sample, rule);
     }
 
     /// Queues alarm transitions.

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{Compression, Quality, Recording, TagValue};
+use plant_model::{Compression, HistoryRule, Quality, TagValue};
 
 use crate::objects::TagSample;
 
@@ -59,8 +59,8 @@ impl TagRecorder {
 
     /// Takes `sample`, received after the ones before, and says which samples to store now,
     /// oldest first: none, the one held until now, `sample` itself, or both.
-    pub fn take(&mut self, sample: &TagSample, recording: &Recording) -> Vec<TagSample> {
-        let max_interval = Duration::from_secs(recording.max_interval);
+    pub fn take(&mut self, sample: &TagSample, rule: &HistoryRule) -> Vec<TagSample> {
+        let max_interval = Duration::from_secs(rule.max_interval);
         let mut store = Vec::new();
         let elapsed = sample
             .timestamp
@@ -107,8 +107,8 @@ impl TagRecorder {
             }
             return store;
         };
-        let deviation = recording.deadband.max(0.0);
-        let moved = match recording.compression {
+        let deviation = rule.deadband.max(0.0);
+        let moved = match rule.compression {
             Compression::SwingingDoor => None,
             Compression::Deadband => Some((to - from).abs() > deviation),
             Compression::None => Some(to != from),
@@ -134,7 +134,7 @@ impl TagRecorder {
                     store.push(held.clone());
                     self.restart(&held);
                     return {
-                        store.extend(self.take(sample, recording));
+                        store.extend(self.take(sample, rule));
                         store
                     };
                 }
@@ -191,7 +191,7 @@ mod tests {
     }
 
     fn stored_as(samples: &[TagSample], compression: Compression, deviation: f64) -> Vec<TagSample> {
-        let recording = Recording {
+        let rule = HistoryRule {
             deadband: deviation,
             compression,
             max_interval: MAX_INTERVAL.as_secs(),
@@ -199,7 +199,7 @@ mod tests {
         let mut recorder = TagRecorder::new(&samples[0]);
         let mut kept = vec![samples[0].clone()];
         for sample in &samples[1..] {
-            kept.extend(recorder.take(sample, &recording));
+            kept.extend(recorder.take(sample, &rule));
         }
         kept.extend(recorder.close());
         kept
@@ -207,7 +207,13 @@ mod tests {
 
     #[test]
     fn exception_reporting_keeps_each_move_past_the_deadband_and_the_sample_before_it() {
-        let samples = [at(0, 10.0), at(1000, 10.3), at(2000, 10.4), at(3000, 12.0), at(4000, 12.1)];
+        let samples = [
+            at(0, 10.0),
+            at(1000, 10.3),
+            at(2000, 10.4),
+            at(3000, 12.0),
+            at(4000, 12.1),
+        ];
         assert_eq!(
             values(&stored_as(&samples, Compression::Deadband, 0.5)),
             [10.0, 10.4, 12.0, 12.1]

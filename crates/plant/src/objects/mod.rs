@@ -99,7 +99,7 @@ pub struct TagDefinition {
     /// `values`); empty for any text.
     pub allowed_values: Vec<String>,
     /// How its values are recorded, when they are.
-    pub history: Option<plant_model::Recording>,
+    pub history: Option<plant_model::HistoryRule>,
     /// The MQTT source feeding it, if any: writes go out to the field through it.
     pub source: Option<String>,
 }

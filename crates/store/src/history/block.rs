@@ -289,61 +289,146 @@ pub(crate) fn encode(samples: &[HistorySample]) -> Vec<u8> {
     postcard::to_allocvec(&Stored::Packed(packed)).unwrap_or_default()
 }
 
+/// A decoded block's values, one column of the block's kind.
+#[derive(Debug)]
+pub(crate) enum ColumnValues {
+    Number(Vec<f64>),
+    Integer(Vec<i64>),
+    Bool(Vec<bool>),
+    Text(Vec<TagValue>),
+}
+
+/// A decoded block as columns: what a trend reduces without making a sample of each row.
+#[derive(Debug)]
+pub(crate) struct Columns {
+    /// Milliseconds since the epoch, in time order.
+    pub times: Vec<i64>,
+    /// The values.
+    pub values: ColumnValues,
+    /// Each row's quality.
+    pub qualities: Vec<u8>,
+}
+
+impl Columns {
+    /// Row `at`'s value as a number to order by (none for text).
+    pub(crate) fn key(&self, at: usize) -> Option<f64> {
+        match &self.values {
+            ColumnValues::Number(values) => values.get(at).copied(),
+            ColumnValues::Integer(values) => values.get(at).map(|value| *value as f64),
+            ColumnValues::Bool(values) => values.get(at).map(|value| f64::from(u8::from(*value))),
+            ColumnValues::Text(_) => None,
+        }
+    }
+
+    /// Row `at` as a sample.
+    pub(crate) fn sample(&self, at: usize) -> HistorySample {
+        let value = match &self.values {
+            ColumnValues::Number(values) => TagValue::Number(values[at]),
+            ColumnValues::Integer(values) => TagValue::Integer(values[at]),
+            ColumnValues::Bool(values) => TagValue::Bool(values[at]),
+            ColumnValues::Text(values) => values[at].clone(),
+        };
+        HistorySample {
+            time: super::from_unix_millis(self.times[at]),
+            value,
+            quality: Quality(self.qualities[at]),
+        }
+    }
+
+    /// Every row as a sample, in time order.
+    pub(crate) fn samples(&self) -> Vec<HistorySample> {
+        (0..self.times.len()).map(|at| self.sample(at)).collect()
+    }
+}
+
 /// The samples of a stored block, in time order.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<HistorySample>, BlockError> {
+    Ok(decode_columns(bytes)?.samples())
+}
+
+/// A stored block as columns.
+pub(crate) fn decode_columns(bytes: &[u8]) -> Result<Columns, BlockError> {
     let encoded = match postcard::from_bytes(bytes)? {
         Stored::Packed(packed) => packed,
         Stored::Plain(plain) => {
-            return Ok(plain
-                .into_iter()
-                .map(|(time, quality, value)| HistorySample {
-                    time: super::from_unix_millis(time),
-                    value: value.into_value(),
-                    quality: Quality(quality),
-                })
-                .collect());
+            let mut times = Vec::with_capacity(plain.len());
+            let mut qualities = Vec::with_capacity(plain.len());
+            let mut values = Vec::with_capacity(plain.len());
+            for (time, quality, value) in plain {
+                times.push(time);
+                qualities.push(quality);
+                values.push(value.into_value());
+            }
+            // A plain block holds one kind, as every block does.
+            let values = match values.first().map(kind_of) {
+                Some(TagType::Number) => {
+                    ColumnValues::Number(values.iter().map(|value| ordered(value).unwrap_or(0.0)).collect())
+                }
+                Some(TagType::Integer) => ColumnValues::Integer(
+                    values
+                        .iter()
+                        .map(|value| match value {
+                            TagValue::Integer(integer) => *integer,
+                            _ => 0,
+                        })
+                        .collect(),
+                ),
+                Some(TagType::Bool) => ColumnValues::Bool(
+                    values
+                        .iter()
+                        .map(|value| *value == TagValue::Bool(true))
+                        .collect(),
+                ),
+                Some(TagType::String) | None => ColumnValues::Text(values),
+            };
+            return Ok(Columns {
+                times,
+                values,
+                qualities,
+            });
         }
     };
     let times: Vec<i64> = pco::standalone::simple_decompress(&encoded.times)?;
-    let values: Vec<TagValue> = match encoded.values {
-        Values::Number(column) => pco::standalone::simple_decompress::<f64>(&column)?
-            .into_iter()
-            .map(TagValue::Number)
-            .collect(),
-        Values::Integer(column) => pco::standalone::simple_decompress::<i64>(&column)?
-            .into_iter()
-            .map(TagValue::Integer)
-            .collect(),
-        Values::Bool(column) => pco::standalone::simple_decompress::<u32>(&column)?
-            .into_iter()
-            .map(|flag| TagValue::Bool(flag != 0))
-            .collect(),
-        Values::Text(texts) => texts
-            .into_iter()
-            .map(|text| TagValue::Text(Arc::from(text)))
-            .collect(),
+    let values = match encoded.values {
+        Values::Number(column) => ColumnValues::Number(pco::standalone::simple_decompress::<f64>(&column)?),
+        Values::Integer(column) => ColumnValues::Integer(pco::standalone::simple_decompress::<i64>(&column)?),
+        Values::Bool(column) => ColumnValues::Bool(
+            pco::standalone::simple_decompress::<u32>(&column)?
+                .into_iter()
+                .map(|flag| flag != 0)
+                .collect(),
+        ),
+        Values::Text(texts) => ColumnValues::Text(
+            texts
+                .into_iter()
+                .map(|text| TagValue::Text(Arc::from(text)))
+                .collect(),
+        ),
     };
-    if times.len() != values.len() {
+    let count = match &values {
+        ColumnValues::Number(values) => values.len(),
+        ColumnValues::Integer(values) => values.len(),
+        ColumnValues::Bool(values) => values.len(),
+        ColumnValues::Text(values) => values.len(),
+    };
+    if times.len() != count {
         return Err(BlockError::Length {
             times: times.len(),
-            values: values.len(),
+            values: count,
         });
     }
-    let qualities = encoded
+    let mut qualities: Vec<u8> = encoded
         .qualities
         .iter()
-        .flat_map(|&(run, quality)| std::iter::repeat_n(Quality(quality), run as usize))
-        .chain(std::iter::repeat(Quality::GOOD));
-    Ok(times
-        .into_iter()
-        .zip(values)
-        .zip(qualities)
-        .map(|((time, value), quality)| HistorySample {
-            time: super::from_unix_millis(time),
-            value,
-            quality,
-        })
-        .collect())
+        .flat_map(|&(run, quality)| std::iter::repeat_n(quality, run as usize))
+        .take(count)
+        .collect();
+    qualities.resize(count, Quality::GOOD.0);
+    Ok(Columns {
+        times,
+        values,
+        qualities,
+    })
 }
 
 /// Samples cut into runs a block each holds: one kind of value, in time order, at most

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use plant_model::{TagType, TagValue};
 
-use super::block::{self, BlockError, BlockSummary, ordered};
+use super::block::{self, BlockError, BlockSummary, ColumnValues, Columns, ordered};
 use super::trend::Trend;
 use super::{HistoryPage, HistorySample, HistoryStats, unix_millis};
 
@@ -26,9 +26,11 @@ pub(crate) struct HistoryRead {
     pub journal: Vec<HistorySample>,
 }
 
-/// A piece of the window in time order: a block taken by its summary, or samples decoded.
+/// A piece of the window in time order: a block taken by its summary, a decoded block's rows
+/// inside the window, or samples merged by time.
 enum Piece<'a> {
     Summary(&'a BlockSummary),
+    Columns(Columns, std::ops::Range<usize>),
     Samples(Vec<HistorySample>),
 }
 
@@ -122,34 +124,45 @@ impl HistoryRead {
     /// The page, with the data of (at least) the [`needed`](Self::needed) blocks by id.
     pub(crate) fn finish(self, data: &HashMap<i64, Vec<u8>>) -> Result<HistoryPage, BlockError> {
         let (from, to) = self.window;
-        let in_window = |sample: &HistorySample| (from..=to).contains(&unix_millis(sample.time));
-        let mut decoded: HashMap<i64, Vec<HistorySample>> = HashMap::new();
+        let in_window = |time: i64| (from..=to).contains(&time);
+        let overlapping = self.overlapping();
+        // Each block read is decoded as columns, with the rows inside the window.
+        let mut decoded: HashMap<i64, (Columns, std::ops::Range<usize>)> = HashMap::new();
         for block in &self.blocks {
             if let Some(bytes) = data.get(&block.id) {
-                let samples = block::decode(bytes)?;
-                decoded.insert(block.id, samples.into_iter().filter(in_window).collect());
+                let columns = block::decode_columns(bytes)?;
+                let start = columns.times.partition_point(|time| *time < from);
+                let end = columns.times.partition_point(|time| *time <= to);
+                decoded.insert(block.id, (columns, start..end.max(start)));
             }
         }
         let journalled: Vec<HistorySample> = self
             .journal
             .iter()
-            .filter(|sample| in_window(sample))
+            .filter(|sample| in_window(unix_millis(sample.time)))
             .cloned()
             .collect();
         let total = journalled.len()
             + self
                 .blocks
                 .iter()
-                .map(|block| decoded.get(&block.id).map_or(block.count, Vec::len))
+                .map(|block| decoded.get(&block.id).map_or(block.count, |(_, rows)| rows.len()))
                 .sum::<usize>();
         let mut trend = Trend::new(total, self.max, self.window);
-        // Pieces in time order; consecutive decoded ones are merged by time, so a late sample's
-        // block and the journal's samples fall in place.
+        // Pieces in time order. Blocks that overlap another, and the journal's samples, are
+        // merged by time, so a late sample falls in place; other decoded blocks stay columns.
         let mut pieces: Vec<Piece<'_>> = Vec::new();
-        let block_pieces = self.blocks.iter().map(|block| match decoded.remove(&block.id) {
-            Some(samples) => Piece::Samples(samples),
-            None => Piece::Summary(block),
-        });
+        let block_pieces =
+            self.blocks
+                .iter()
+                .zip(&overlapping)
+                .map(|(block, overlaps)| match decoded.remove(&block.id) {
+                    Some((columns, rows)) if *overlaps => {
+                        Piece::Samples(rows.map(|row| columns.sample(row)).collect())
+                    }
+                    Some((columns, rows)) => Piece::Columns(columns, rows),
+                    None => Piece::Summary(block),
+                });
         for piece in block_pieces.chain(std::iter::once(Piece::Samples(journalled))) {
             match (pieces.last_mut(), piece) {
                 (Some(Piece::Samples(before)), Piece::Samples(more)) => before.extend(more),
@@ -164,6 +177,19 @@ impl HistoryRead {
                     stats.add_block(block);
                     trend.push_block(at, block);
                     at += block.count;
+                }
+                Piece::Columns(columns, rows) => {
+                    for row in rows.clone() {
+                        if let Some(key) = columns.key(row) {
+                            stats.add_number(key);
+                        }
+                    }
+                    for row in self.rows_kept(&trend, &columns, rows.clone()) {
+                        let sample = columns.sample(row);
+                        let value = as_kind(sample.value, self.kind);
+                        trend.push(at + row - rows.start, HistorySample { value, ..sample });
+                    }
+                    at += rows.len();
                 }
                 Piece::Samples(mut samples) => {
                     samples.sort_by_key(|sample| sample.time);
@@ -186,6 +212,46 @@ impl HistoryRead {
             },
         })
     }
+
+    /// The rows of a decoded block a trend may keep, in order: every row when the page keeps
+    /// all (or the values are text), else in each stretch of rows that falls in one bucket its
+    /// first, smallest, largest and last (the first of equals, as the trend picks them), so
+    /// the trend ends as it would given every row.
+    fn rows_kept(&self, trend: &Trend, columns: &Columns, rows: std::ops::Range<usize>) -> Vec<usize> {
+        // Rows read as another kind (the tag's changed) are ordered as read: every row goes in.
+        let as_read = matches!(
+            (&columns.values, self.kind),
+            (ColumnValues::Number(_), TagType::Number)
+                | (ColumnValues::Integer(_), TagType::Integer)
+                | (ColumnValues::Bool(_), TagType::Bool)
+        );
+        if !as_read || trend.bucket_of(self.window.0).is_none() {
+            return rows.collect();
+        }
+        let mut kept = Vec::new();
+        let mut row = rows.start;
+        while row < rows.end {
+            let bucket = trend.bucket_of(columns.times[row]);
+            let first = row;
+            let (mut low, mut high) = (row, row);
+            row += 1;
+            while row < rows.end && trend.bucket_of(columns.times[row]) == bucket {
+                let key = columns.key(row);
+                if key < columns.key(low) {
+                    low = row;
+                }
+                if key > columns.key(high) {
+                    high = row;
+                }
+                row += 1;
+            }
+            let mut stretch = [first, low, high, row - 1];
+            stretch.sort_unstable();
+            kept.extend(stretch);
+            kept.dedup();
+        }
+        kept
+    }
 }
 
 /// Whether the last sample at or before `instant` of a block (the tag's last to start by
@@ -205,10 +271,11 @@ pub(crate) fn value_at(
     journalled: Option<&HistorySample>,
 ) -> Result<Option<HistorySample>, BlockError> {
     let stored = match block {
-        Some((summary, Some(data))) if value_at_needs_data(summary, kind, instant) => block::decode(data)?
-            .into_iter()
-            .take_while(|sample| unix_millis(sample.time) <= instant)
-            .last(),
+        Some((summary, Some(data))) if value_at_needs_data(summary, kind, instant) => {
+            let columns = block::decode_columns(data)?;
+            let before = columns.times.partition_point(|time| *time <= instant);
+            before.checked_sub(1).map(|row| columns.sample(row))
+        }
         Some((summary, _)) => summary
             .last_value
             .map(|value| summary.sample(summary.last, value)),
@@ -257,10 +324,14 @@ struct Stats {
 impl Stats {
     fn add(&mut self, value: &TagValue) {
         if let Some(value) = ordered(value) {
-            self.extremes(value, value);
-            self.sum += value;
-            self.count += 1;
+            self.add_number(value);
         }
+    }
+
+    fn add_number(&mut self, value: f64) {
+        self.extremes(value, value);
+        self.sum += value;
+        self.count += 1;
     }
 
     fn extremes(&mut self, low: f64, high: f64) {
@@ -295,6 +366,7 @@ mod tests {
     use crate::history::block::kind_of;
     use crate::history::block::{BLOCK_SAMPLES, runs};
     use crate::history::from_unix_millis;
+    use crate::history::trend::Trend;
 
     /// Samples whose kind is the one given, for a test's blocks.
     fn of_kind(samples: &[HistorySample], kind: TagType) -> bool {
@@ -328,6 +400,8 @@ mod tests {
                 data.insert(id, bytes);
             }
         }
+        // As both backends read them: by first time.
+        summaries.sort_by_key(|summary| (summary.first, summary.id));
         let read = HistoryRead {
             kind: TagType::Number,
             window,
@@ -369,6 +443,16 @@ mod tests {
             prop_assume!(window.0 <= window.1);
             let read_all = page(&samples, journalled, max, window, true);
             let read_needed = page(&samples, journalled, max, window, false);
+            // Both are the trend of every sample in the window, taken one by one.
+            let inside: Vec<&HistorySample> = samples
+                .iter()
+                .filter(|sample| (window.0..=window.1).contains(&unix_millis(sample.time)))
+                .collect();
+            let mut every = Trend::new(inside.len(), max, window);
+            for (at, sample) in inside.into_iter().enumerate() {
+                every.push(at, sample.clone());
+            }
+            prop_assert_eq!(&read_all.samples, &every.finish());
             prop_assert_eq!(&read_needed.samples, &read_all.samples);
             prop_assert_eq!(read_needed.total, read_all.total);
             let inside = samples.iter().filter(|sample| (window.0..=window.1).contains(&unix_millis(sample.time))).count();

@@ -14,7 +14,8 @@ use super::block::{self, BlockSummary, Extreme, NewBlock, TailShape, kind_name, 
 use super::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use super::page::{self, HistoryRead};
 use super::{
-    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis, to_tag_value, unix_millis,
+    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis,
+    to_tag_value, unix_millis,
 };
 use crate::SolutionError;
 
@@ -158,7 +159,12 @@ impl HistoryWriter {
             let excess = held.saturating_sub(i64::try_from(max_bytes).unwrap_or(i64::MAX));
             if excess > 0 {
                 let deleted = transaction.execute(PRUNE_TO_SIZE, [excess])?;
-                tracing::info!(deleted, held, max_bytes, "history past HistoryMaxBytes: its oldest blocks were deleted");
+                tracing::info!(
+                    deleted,
+                    held,
+                    max_bytes,
+                    "history past HistoryMaxBytes: its oldest blocks were deleted"
+                );
             }
         }
         transaction.commit()?;

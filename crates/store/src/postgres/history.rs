@@ -7,7 +7,9 @@ use std::time::SystemTime;
 use super::PgStore;
 use plant_model::AlarmEvent;
 
-use crate::history::{AlarmHistoryPage, HistoryLimits, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis};
+use crate::history::{
+    AlarmHistoryPage, HistoryLimits, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis,
+};
 use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {

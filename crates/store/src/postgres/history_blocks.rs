@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use futures::TryStreamExt;
 use plant_model::{Quality, TagType};
@@ -20,7 +19,8 @@ use crate::history::block::{
 use crate::history::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use crate::history::page::HistoryRead;
 use crate::history::{
-    HistoryPage, HistorySample, PendingSample, from_unix_millis, sql_value_of_json, to_tag_value, unix_millis,
+    HISTORY_BYTES, HistoryLimits, HistoryPage, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis,
+    sql_value_of_json, to_tag_value, unix_millis,
 };
 
 /// The advisory lock a checkpoint holds, so two nodes never fold the journal at once ("thist"
@@ -296,7 +296,12 @@ impl PgStore {
                     .await
                     .map_err(|error| self.error(error))?
                     .rows_affected();
-                tracing::info!(deleted, held, max_bytes, "history past HistoryMaxBytes: its oldest blocks were deleted");
+                tracing::info!(
+                    deleted,
+                    held,
+                    max_bytes,
+                    "history past HistoryMaxBytes: its oldest blocks were deleted"
+                );
             }
         }
         transaction.commit().await.map_err(|error| self.error(error))?;

@@ -18,9 +18,9 @@ use crate::SolutionError;
 use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
-    SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between, definitions_of_rows,
-    document_changes, equipment_of_json, invalid, model_json, model_of_definitions, model_of_json,
-    source_changes, sources_of_rows, stored_source, stored_type, stored_values,
+    SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between,
+    definitions_of_rows, document_changes, equipment_of_json, invalid, model_json, model_of_definitions,
+    model_of_json, source_changes, sources_of_rows, stored_source, stored_type, stored_values,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -239,8 +239,18 @@ impl PgStore {
                         .collect::<Vec<_>>(),
                 )
                 .bind(tags.iter().map(|tag| i32::from(tag.writable)).collect::<Vec<_>>())
-                .bind(recordings.iter().map(|recording| i32::from(recording.on)).collect::<Vec<_>>())
-                .bind(recordings.iter().map(|recording| recording.deadband).collect::<Vec<_>>())
+                .bind(
+                    recordings
+                        .iter()
+                        .map(|recording| i32::from(recording.on))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    recordings
+                        .iter()
+                        .map(|recording| recording.deadband)
+                        .collect::<Vec<_>>(),
+                )
                 .bind(sources)
                 .bind(
                     tags.iter()
@@ -248,8 +258,18 @@ impl PgStore {
                         .collect::<Vec<_>>(),
                 )
                 .bind(values)
-                .bind(recordings.iter().map(|recording| recording.compression).collect::<Vec<_>>())
-                .bind(recordings.iter().map(|recording| recording.max_interval).collect::<Vec<_>>()),
+                .bind(
+                    recordings
+                        .iter()
+                        .map(|recording| recording.compression)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    recordings
+                        .iter()
+                        .map(|recording| recording.max_interval)
+                        .collect::<Vec<_>>(),
+                ),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags
