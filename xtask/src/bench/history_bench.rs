@@ -321,28 +321,45 @@ fn sustained(tserver: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Resul
     Ok((share, recorded))
 }
 
-/// A file holding `seconds` of one-second samples of one tag, stored as blocks (`blocks`) and
-/// as rows (`rows`).
-fn trend_files(tserver: &Path, blocks: &Path, rows: &Path, seconds: i64) -> anyhow::Result<()> {
-    new_solution(tserver, blocks)?;
-    let store = Store::open_file(blocks)?;
-    let mut table = RowTable::create(rows)?;
+/// `seconds` of one-second samples of the trend's tag, a day at a time.
+fn trend_days(seconds: i64) -> impl Iterator<Item = Vec<PendingSample>> {
     let name: std::sync::Arc<str> = std::sync::Arc::from(tag_name(0));
-    let day = 86_400;
-    for from in (0..seconds).step_by(day) {
-        let samples: Vec<PendingSample> = (from..(from + day as i64).min(seconds))
+    (0..seconds).step_by(86_400).map(move |from| {
+        (from..(from + 86_400).min(seconds))
             .map(|second| PendingSample {
                 tag: std::sync::Arc::clone(&name),
                 time: at(START_MS + second * 1000),
                 value: TagValue::Number(reading(0, second)),
                 quality: Quality::GOOD,
             })
-            .collect();
-        store.write_history_blocking(&samples, &[], HistoryLimits::NONE)?;
-        table.insert(&samples)?;
+            .collect()
+    })
+}
+
+/// A solution file holding the trend's `seconds` of samples, as blocks.
+fn trend_file(tserver: &Path, path: &Path, seconds: i64) -> anyhow::Result<()> {
+    new_solution(tserver, path)?;
+    let store = Store::open_file(path)?;
+    for day in trend_days(seconds) {
+        store.write_history_blocking(&day, &[], HistoryLimits::NONE)?;
     }
     store.checkpoint_history_blocking(HistoryLimits::NONE)?;
     Ok(())
+}
+
+/// The row table holding the same samples.
+fn trend_rows(path: &Path, seconds: i64) -> anyhow::Result<RowTable> {
+    let mut table = RowTable::create(path)?;
+    for day in trend_days(seconds) {
+        table.insert(&day)?;
+    }
+    Ok(table)
+}
+
+/// Waits until what was written reaches the disk, so a timed read does not share the disk
+/// with the write-back of gigabytes written just before.
+fn settle() -> anyhow::Result<()> {
+    run_quietly(Path::new("sync"), &[])
 }
 
 /// A file holding `seconds` of one-second samples of `tags` tags, as blocks.
@@ -429,16 +446,20 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Resu
         out_dir.join("history-trend.db"),
         out_dir.join("history-trend-rows.db"),
     );
-    trend_files(&tserver, &blocks, &rows, plan.trend_seconds)?;
+    trend_file(&tserver, &blocks, plan.trend_seconds)?;
     let instants = out_dir.join("history-instants.db");
     instant_file(&tserver, &instants, plan.instant_tags, plan.instant_seconds)?;
+    settle()?;
     let queries = plan.queries;
     let (trend_store, instant_store) = (Store::open_file(&blocks)?, Store::open_file(&instants)?);
     let trend_ms = trend_p99(&trend_store, plan.trend_seconds, queries)?;
     let raw_ms = raw_hour_p99(&trend_store, queries)?;
     let instant_ms = instant_p99(&instant_store, plan.instant_tags, plan.instant_seconds, queries)?;
 
-    let table = RowTable::open(&rows)?;
+    // The row table is written after the blocks are read, so neither is timed beside the
+    // other's write-back.
+    let table = trend_rows(&rows, plan.trend_seconds)?;
+    settle()?;
     let window = (START_MS, START_MS + plan.trend_seconds * 1000 - 1);
     let mut row_runs = Vec::new();
     for _ in 0..3 {
@@ -476,6 +497,7 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Resu
             &instants_url,
         ],
     )?;
+    settle()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let open = |url: &str| -> anyhow::Result<Store> {
         Ok(runtime.block_on(Store::open(&store::SolutionLocation::parse(url)?))?)

@@ -367,3 +367,74 @@ async fn a_version_8_database_keeps_its_history_in_blocks_when_it_opens() {
             .any(|sample| sample.value == TagValue::Number(0.0))
     );
 }
+
+#[tokio::test]
+async fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
+    use plant_model::{Quality, TagType, TagValue};
+
+    use crate::{HistoryLimits, PendingSample};
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens");
+    let tag: std::sync::Arc<str> = std::sync::Arc::from("Noisy");
+    let start = 1_800_000_000_000_i64;
+    // Forty blocks of readings without a pattern, so each block's data is about as large.
+    let samples: Vec<PendingSample> = (0..40 * 1024_i64)
+        .map(|second| PendingSample {
+            tag: std::sync::Arc::clone(&tag),
+            time: crate::history::from_unix_millis(start + second * 1000),
+            value: TagValue::Number((second.wrapping_mul(2_654_435_761) % 1_000_003) as f64 / 7.0),
+            quality: Quality::GOOD,
+        })
+        .collect();
+    store
+        .write_history(&samples, &[], HistoryLimits::NONE)
+        .await
+        .expect("journals");
+    store
+        .checkpoint_history(HistoryLimits::NONE)
+        .await
+        .expect("folds");
+    let held = || async {
+        sqlx::query_scalar::<_, i64>(&format!("{}::bigint", crate::history::HISTORY_BYTES))
+            .fetch_one(&store.pool)
+            .await
+            .expect("sums")
+    };
+    let bound = u64::try_from(held().await / 2).expect("positive");
+    store
+        .checkpoint_history(HistoryLimits {
+            keep_after: std::time::UNIX_EPOCH,
+            max_bytes: Some(bound),
+        })
+        .await
+        .expect("prunes");
+    let after = u64::try_from(held().await).expect("positive");
+    assert!(after <= bound, "{after} bytes kept past the bound {bound}");
+    assert!(
+        after * 10 >= bound * 9,
+        "only what was past the bound goes: {after} of {bound}"
+    );
+    let page = store
+        .tag_history("Noisy", TagType::Number, (i64::MIN, i64::MAX), usize::MAX)
+        .await
+        .expect("reads");
+    let times: Vec<i64> = page
+        .samples
+        .iter()
+        .map(|sample| crate::history::unix_millis(sample.time))
+        .collect();
+    assert_eq!(
+        times.last(),
+        Some(&(start + (40 * 1024 - 1) * 1000)),
+        "the newest is kept"
+    );
+    assert!(
+        times.first().is_some_and(|first| *first > start),
+        "the oldest went first"
+    );
+    assert!(
+        times.windows(2).all(|pair| pair[1] - pair[0] == 1000),
+        "what is kept has no holes"
+    );
+}
