@@ -92,7 +92,8 @@ pub(crate) const PRUNE_TO_SIZE: &str = "WITH Oldest AS (
     DELETE FROM HistoryBlocks WHERE (Id, First) IN (SELECT Id, First FROM Oldest WHERE Before < $1)";
 
 /// The bytes the blocks' data take.
-pub(crate) const HISTORY_BYTES: &str = "SELECT COALESCE(SUM(octet_length(Data)), 0) FROM HistoryBlocks";
+pub(crate) const HISTORY_BYTES: &str =
+    "SELECT CAST(COALESCE(SUM(octet_length(Data)), 0) AS BIGINT) FROM HistoryBlocks";
 
 /// A sample of one tag, to be appended to the tag history.
 #[derive(Debug)]

@@ -396,7 +396,7 @@ async fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
         .await
         .expect("folds");
     let held = || async {
-        sqlx::query_scalar::<_, i64>(&format!("{}::bigint", crate::history::HISTORY_BYTES))
+        sqlx::query_scalar::<_, i64>(crate::history::HISTORY_BYTES)
             .fetch_one(&store.pool)
             .await
             .expect("sums")

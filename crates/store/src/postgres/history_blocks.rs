@@ -284,7 +284,7 @@ impl PgStore {
         }
         self.drop_old_partitions(&mut transaction, cutoff).await?;
         if let Some(max_bytes) = limits.max_bytes {
-            let held: i64 = sqlx::query_scalar(&format!("{HISTORY_BYTES}::bigint"))
+            let held: i64 = sqlx::query_scalar(HISTORY_BYTES)
                 .fetch_one(&mut *transaction)
                 .await
                 .map_err(|error| self.error(error))?;
