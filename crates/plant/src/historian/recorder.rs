@@ -98,14 +98,7 @@ impl TagRecorder {
         }
         let Some((from, to)) = line else {
             // Booleans, text, and anything not Good: stored when the value changes.
-            if sample.value != self.stored.value {
-                store.extend(self.held.take());
-                store.push(sample.clone());
-                self.restart(sample);
-            } else {
-                self.held = Some(sample.clone());
-            }
-            return store;
+            return self.stored_on_change(sample, sample.value != self.stored.value);
         };
         let deviation = rule.deadband.max(0.0);
         let moved = match rule.compression {
@@ -114,15 +107,7 @@ impl TagRecorder {
             Compression::None => Some(to != from),
         };
         if let Some(moved) = moved {
-            // Exception reporting: the sample before a move is stored with it, so the step shows.
-            if moved {
-                store.extend(self.held.take());
-                store.push(sample.clone());
-                self.restart(sample);
-            } else {
-                self.held = Some(sample.clone());
-            }
-            return store;
+            return self.stored_on_change(sample, moved);
         }
         let slope = (to - from) / dt;
         let (low, high) = self.door;
@@ -150,6 +135,19 @@ impl TagRecorder {
             high.min((to + deviation - from) / dt),
         );
         self.held = Some(sample.clone());
+        store
+    }
+
+    /// What storing on change keeps of `sample`: when it `changed`, the sample held before it
+    /// (so the step shows) and itself; else nothing, holding it.
+    fn stored_on_change(&mut self, sample: &TagSample, changed: bool) -> Vec<TagSample> {
+        if !changed {
+            self.held = Some(sample.clone());
+            return Vec::new();
+        }
+        let mut store: Vec<TagSample> = self.held.take().into_iter().collect();
+        store.push(sample.clone());
+        self.restart(sample);
         store
     }
 
