@@ -12,6 +12,7 @@ mod envelope_limit;
 mod eval;
 mod failover;
 mod fault_matrix;
+mod history_answers;
 mod history_storage;
 mod http_limits;
 mod log_bounds;

@@ -59,8 +59,8 @@ pub use audit::{AuditAction, AuditEntry, AuditLog};
 pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{
-    AlarmHistoryPage, HistoryDataError, HistoryLimits, HistoryPage, HistorySample, HistoryStats,
-    PendingSample,
+    AlarmHistoryPage, HistoryCursor, HistoryDataError, HistoryInterval, HistoryLimits, HistoryPage,
+    HistorySample, HistoryStats, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, PendingSample, RawHistoryPage,
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;

@@ -18,11 +18,14 @@ use plant_model::{AlarmEvent, Equipment, ExpandedPlant, PlantDocument, PlantMode
 
 use solution_scripts::Trigger;
 
+use std::collections::HashMap;
+
+use crate::history::page::{HistoryRead, HistoryShape};
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryLimits, HistoryPage,
-    HistorySample, Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings,
+    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryCursor, HistoryInterval,
+    HistoryLimits, HistoryPage, HistorySample, RawHistoryPage, Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings,
     ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation,
     SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
@@ -410,7 +413,55 @@ impl Store {
         max_samples: usize,
     ) -> Result<HistoryPage, SolutionError> {
         let window = (unix_millis(from), unix_millis(to));
-        on_backend_blocking!(self, tag_history(tag, kind, window, max_samples))
+        let shape = HistoryShape::Trend { max: max_samples };
+        let (read, data) = self.read_tag_history_blocking(tag, HistoryRead::new(kind, window, shape))?;
+        Ok(read.finish(&data)?)
+    }
+
+    /// Every sample of `tag` (dotted name, of `kind`) between `from` and `to` inclusive, oldest
+    /// first, a page of at most `limit` at a time: the first page, or the one `after` a
+    /// previous page's [`RawHistoryPage::next`]; from a thread that may block.
+    pub fn raw_history_blocking(
+        &self,
+        tag: &str,
+        kind: TagType,
+        (from, to): (SystemTime, SystemTime),
+        after: Option<HistoryCursor>,
+        limit: usize,
+    ) -> Result<RawHistoryPage, SolutionError> {
+        let window = (unix_millis(from), unix_millis(to));
+        let shape = HistoryShape::Raw { after, limit };
+        let (read, data) = self.read_tag_history_blocking(tag, HistoryRead::new(kind, window, shape))?;
+        Ok(read.finish_raw(&data)?)
+    }
+
+    /// The aggregates of `tag` (dotted name, of `kind`) per `interval` of the window `from..=to`
+    /// (at most [`MAX_HISTORY_INTERVALS`](crate::MAX_HISTORY_INTERVALS): a shorter interval is
+    /// widened), the value held after the last sample counted up to `now` at most; from a
+    /// thread that may block.
+    pub fn history_intervals_blocking(
+        &self,
+        tag: &str,
+        kind: TagType,
+        (from, to): (SystemTime, SystemTime),
+        interval: Duration,
+        now: SystemTime,
+    ) -> Result<Vec<HistoryInterval>, SolutionError> {
+        let window = (unix_millis(from), unix_millis(to));
+        let shape = HistoryShape::Intervals {
+            step: i64::try_from(interval.as_millis()).unwrap_or(i64::MAX),
+            now: unix_millis(now),
+        };
+        let (read, data) = self.read_tag_history_blocking(tag, HistoryRead::new(kind, window, shape))?;
+        Ok(read.finish_intervals(&data)?)
+    }
+
+    fn read_tag_history_blocking(
+        &self,
+        tag: &str,
+        read: HistoryRead,
+    ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
+        on_backend_blocking!(self, read_tag_history(tag, read))
     }
 
     /// Each tag's (dotted name, of its kind) last recorded sample at or before `instant`, `None`

@@ -4,6 +4,7 @@
 //! ([`journal`]), and read back as pages ([`page`]) whose trends keep every excursion
 //! ([`trend`]).
 
+use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,12 +15,16 @@ use rusqlite::types::Value as SqlValue;
 use crate::{SolutionDb, SolutionError};
 
 pub(crate) mod block;
+mod intervals;
 pub(crate) mod journal;
 pub(crate) mod page;
+mod raw;
 pub(crate) mod sqlite;
 mod trend;
 
 pub use block::BlockError as HistoryDataError;
+pub use intervals::{HistoryInterval, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES};
+pub use raw::{HistoryCursor, RawHistoryPage};
 
 /// One stored sample.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,16 +144,27 @@ impl SolutionDb {
         Ok(writer.checkpoint(limits)?)
     }
 
-    /// Samples of `tag` (of `kind`) between `from` and `to` (unix milliseconds) inclusive.
+    /// What a query of `tag`'s history needs read: the blocks' summaries, the journal and
+    /// the data of the blocks its answer needs, in one snapshot.
+    pub(crate) fn read_tag_history(
+        &self,
+        tag: &str,
+        read: page::HistoryRead,
+    ) -> Result<(page::HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
+        self.read(|connection| sqlite::read_page(connection, tag, read))
+    }
+
+    /// The trend of `tag` over `window` (unix milliseconds), for the store's own tests.
+    #[cfg(test)]
     pub(crate) fn tag_history(
         &self,
         tag: &str,
         kind: TagType,
         window: (i64, i64),
-        max_samples: usize,
+        max: usize,
     ) -> Result<HistoryPage, SolutionError> {
-        let (read, data) =
-            self.read(|connection| sqlite::read_page(connection, tag, kind, window, max_samples))?;
+        let read = page::HistoryRead::new(kind, window, page::HistoryShape::Trend { max });
+        let (read, data) = self.read_tag_history(tag, read)?;
         Ok(read.finish(&data)?)
     }
 

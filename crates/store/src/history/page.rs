@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use plant_model::{TagType, TagValue};
 
 use super::block::{self, BlockError, BlockSummary, ColumnValues, Columns, ordered};
+use super::intervals::{HistoryInterval, IntervalFold};
+use super::raw::{self, HistoryCursor, RawHistoryPage};
 use super::trend::Trend;
 use super::{HistoryPage, HistorySample, HistoryStats, unix_millis};
 
@@ -18,12 +20,26 @@ pub(crate) struct HistoryRead {
     pub kind: TagType,
     /// The window, unix milliseconds, inclusive.
     pub window: (i64, i64),
-    /// The most samples the page holds.
-    pub max: usize,
+    /// What the query answers.
+    pub shape: HistoryShape,
     /// The blocks that meet the window, by first time.
     pub blocks: Vec<BlockSummary>,
+    /// Intervals only: the tag's last block to start before the window, which holds the value
+    /// the window opens with (it may be one of `blocks` too).
+    pub before: Option<BlockSummary>,
     /// The tag's journalled samples, as flushed.
     pub journal: Vec<HistorySample>,
+}
+
+/// What a tag-history query answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HistoryShape {
+    /// A trend of at most `max` samples (M4 when the window holds more).
+    Trend { max: usize },
+    /// Every sample after a cursor, at most `limit`.
+    Raw { after: Option<HistoryCursor>, limit: usize },
+    /// Aggregates per interval of `step` milliseconds, read at `now` (unix milliseconds).
+    Intervals { step: i64, now: i64 },
 }
 
 /// A piece of the window in time order: a block taken by its summary, a decoded block's rows
@@ -50,6 +66,23 @@ fn as_kind(value: TagValue, kind: TagType) -> TagValue {
 }
 
 impl HistoryRead {
+    /// A query of `shape` over `window` of a tag of `kind`, before a backend reads it.
+    pub(crate) fn new(kind: TagType, window: (i64, i64), shape: HistoryShape) -> Self {
+        Self {
+            kind,
+            window,
+            shape,
+            blocks: Vec::new(),
+            before: None,
+            journal: Vec::new(),
+        }
+    }
+
+    /// Whether the backend reads [`before`](Self::before).
+    pub(crate) fn wants_before(&self) -> bool {
+        matches!(self.shape, HistoryShape::Intervals { .. })
+    }
+
     fn inside(&self, block: &BlockSummary) -> bool {
         block.first >= self.window.0 && block.last <= self.window.1
     }
@@ -89,6 +122,23 @@ impl HistoryRead {
     /// else those a summary cannot stand for (cut by the window or a bucket, not exact,
     /// overlapping, of another kind).
     pub(crate) fn needed(&self) -> Vec<i64> {
+        match self.shape {
+            HistoryShape::Trend { max } => self.needed_for_trend(max),
+            HistoryShape::Raw { after, limit } => raw::blocks_to_read(&self.blocks, after, limit),
+            HistoryShape::Intervals { .. } => {
+                let mut ids: Vec<i64> = self.blocks.iter().map(|block| block.id).collect();
+                if let Some(before) = &self.before
+                    && value_at_needs_data(before, self.kind, self.window.0.saturating_sub(1))
+                    && !ids.contains(&before.id)
+                {
+                    ids.push(before.id);
+                }
+                ids
+            }
+        }
+    }
+
+    fn needed_for_trend(&self, max: usize) -> Vec<i64> {
         let journalled = self.journalled_in_window();
         let at_least: usize = journalled
             + self
@@ -97,10 +147,10 @@ impl HistoryRead {
                 .filter(|block| self.inside(block))
                 .map(|block| block.count)
                 .sum::<usize>();
-        if at_least <= self.max {
+        if at_least <= max {
             return self.blocks.iter().map(|block| block.id).collect();
         }
-        let trend = Trend::new(at_least, self.max, self.window);
+        let trend = Trend::new(at_least, max, self.window);
         let overlapping = self.overlapping();
         self.blocks
             .iter()
@@ -121,8 +171,110 @@ impl HistoryRead {
                 .is_some_and(|bucket| trend.bucket_of(block.last) == Some(bucket))
     }
 
+    /// The raw page, with the data of (at least) the [`needed`](Self::needed) blocks by id.
+    pub(crate) fn finish_raw(self, data: &HashMap<i64, Vec<u8>>) -> Result<RawHistoryPage, BlockError> {
+        let HistoryShape::Raw { after, limit } = self.shape else {
+            return Ok(raw::page_of(Vec::new(), self.window, None, 0, None));
+        };
+        let from = after.map_or(i64::MIN, |after| after.time_ms);
+        let mut unread_from = None;
+        let mut ordered = Vec::new();
+        for block in self.blocks.iter().filter(|block| block.last >= from) {
+            match data.get(&block.id) {
+                Some(bytes) => ordered.extend(block::decode(bytes)?),
+                None => {
+                    unread_from = Some(block.first);
+                    break;
+                }
+            }
+        }
+        ordered.extend(self.journal.iter().cloned());
+        // Stable: samples of one time stay in the order read, on every page alike.
+        ordered.sort_by_key(|sample| sample.time);
+        let kind = self.kind;
+        let ordered = ordered
+            .into_iter()
+            .map(|sample| HistorySample {
+                value: as_kind(sample.value, kind),
+                ..sample
+            })
+            .collect();
+        Ok(raw::page_of(ordered, self.window, after, limit, unread_from))
+    }
+
+    /// The aggregates per interval, with the data of (at least) the
+    /// [`needed`](Self::needed) blocks by id.
+    pub(crate) fn finish_intervals(self, data: &HashMap<i64, Vec<u8>>) -> Result<Vec<HistoryInterval>, BlockError> {
+        let (step, now) = match self.shape {
+            HistoryShape::Intervals { step, now } => (step, now),
+            HistoryShape::Trend { .. } | HistoryShape::Raw { .. } => (i64::MAX, i64::MIN),
+        };
+        let opening_at = self.window.0.saturating_sub(1);
+        let journalled = self
+            .journal
+            .iter()
+            .filter(|sample| unix_millis(sample.time) <= opening_at)
+            .max_by_key(|sample| sample.time);
+        let opening = value_at(
+            self.kind,
+            opening_at,
+            self.before
+                .as_ref()
+                .map(|before| (before, data.get(&before.id).map(Vec::as_slice))),
+            journalled,
+        )?;
+        let mut fold = IntervalFold::new(self.kind, self.window, step, now, opening);
+        let kind = self.kind;
+        self.in_order(data, |sample| {
+            fold.push(HistorySample {
+                value: as_kind(sample.value, kind),
+                ..sample
+            });
+        })?;
+        Ok(fold.finish())
+    }
+
+    /// Every sample of the window in time order (blocks that overlap another's time, and the
+    /// journal's, merged by time), given every block's data.
+    fn in_order(&self, data: &HashMap<i64, Vec<u8>>, mut each: impl FnMut(HistorySample)) -> Result<(), BlockError> {
+        let (from, to) = self.window;
+        let overlapping = self.overlapping();
+        let mut merged: Vec<HistorySample> = Vec::new();
+        let flush = |merged: &mut Vec<HistorySample>, each: &mut dyn FnMut(HistorySample)| {
+            merged.sort_by_key(|sample| sample.time);
+            merged.drain(..).for_each(|sample| each(sample));
+        };
+        for (block, overlaps) in self.blocks.iter().zip(overlapping) {
+            let Some(bytes) = data.get(&block.id) else {
+                continue;
+            };
+            let columns = block::decode_columns(bytes)?;
+            let start = columns.times.partition_point(|time| *time < from);
+            let end = columns.times.partition_point(|time| *time <= to).max(start);
+            if overlaps {
+                merged.extend((start..end).map(|row| columns.sample(row)));
+            } else {
+                flush(&mut merged, &mut each);
+                (start..end).for_each(|row| each(columns.sample(row)));
+            }
+        }
+        merged.extend(
+            self.journal
+                .iter()
+                .filter(|sample| (from..=to).contains(&unix_millis(sample.time)))
+                .cloned(),
+        );
+        flush(&mut merged, &mut each);
+        Ok(())
+    }
+
     /// The page, with the data of (at least) the [`needed`](Self::needed) blocks by id.
     pub(crate) fn finish(self, data: &HashMap<i64, Vec<u8>>) -> Result<HistoryPage, BlockError> {
+        let max = match self.shape {
+            HistoryShape::Trend { max } => max,
+            HistoryShape::Raw { limit, .. } => limit,
+            HistoryShape::Intervals { .. } => usize::MAX,
+        };
         let (from, to) = self.window;
         let in_window = |time: i64| (from..=to).contains(&time);
         let overlapping = self.overlapping();
@@ -148,7 +300,7 @@ impl HistoryRead {
                 .iter()
                 .map(|block| decoded.get(&block.id).map_or(block.count, |(_, rows)| rows.len()))
                 .sum::<usize>();
-        let mut trend = Trend::new(total, self.max, self.window);
+        let mut trend = Trend::new(total, max, self.window);
         // Pieces in time order. Blocks that overlap another, and the journal's samples, are
         // merged by time, so a late sample falls in place; other decoded blocks stay columns.
         let mut pieces: Vec<Piece<'_>> = Vec::new();
@@ -373,8 +525,53 @@ mod tests {
         samples.iter().all(|sample| kind_of(&sample.value) == kind)
     }
 
-    /// A page read from `samples` stored as blocks (and the last `journalled` of them still
-    /// in the journal), reading `read_all` blocks whole or only those `needed` says.
+    /// What a backend reads of `samples` stored as blocks (and the last `journalled` of them
+    /// still in the journal) for a query of `shape`: every block's data when `read_all`, else
+    /// those `needed` says.
+    fn read_of(
+        samples: &[HistorySample],
+        journalled: usize,
+        window: (i64, i64),
+        shape: HistoryShape,
+        read_all: bool,
+    ) -> (HistoryRead, HashMap<i64, Vec<u8>>) {
+        let (stored, journal) = samples.split_at(samples.len() - journalled);
+        let blocks = runs(stored.iter().cloned());
+        let mut data = HashMap::new();
+        let mut summaries = Vec::new();
+        let mut read = HistoryRead::new(TagType::Number, window, shape);
+        for (id, samples) in (1..).zip(&blocks) {
+            assert!(of_kind(samples, TagType::Number));
+            let summary = BlockSummary::of(id, samples);
+            // As both backends read them.
+            if summary.first < window.0 && read.before.as_ref().is_none_or(|before| before.first <= summary.first) {
+                read.before = Some(summary.clone());
+            }
+            // Sealed and plain blocks alike.
+            let bytes = if id % 3 == 0 {
+                block::encode_plain(samples)
+            } else {
+                block::encode(samples)
+            };
+            data.insert(id, bytes);
+            if summary.last >= window.0 && summary.first <= window.1 {
+                summaries.push(summary);
+            }
+        }
+        summaries.sort_by_key(|summary| (summary.first, summary.id));
+        read.blocks = summaries;
+        read.journal = journal.to_vec();
+        if !read.wants_before() {
+            read.before = None;
+        }
+        if !read_all {
+            let needed = read.needed();
+            data.retain(|id, _| needed.contains(id));
+        }
+        (read, data)
+    }
+
+    /// A trend page read from `samples` (see [`read_of`]).
     fn page(
         samples: &[HistorySample],
         journalled: usize,
@@ -382,38 +579,24 @@ mod tests {
         window: (i64, i64),
         read_all: bool,
     ) -> HistoryPage {
-        let (stored, journal) = samples.split_at(samples.len() - journalled);
-        let blocks = runs(stored.iter().cloned());
-        let mut data = HashMap::new();
-        let mut summaries = Vec::new();
-        for (id, samples) in (1..).zip(&blocks) {
-            assert!(of_kind(samples, TagType::Number));
-            let summary = BlockSummary::of(id, samples);
-            if summary.last >= window.0 && summary.first <= window.1 {
-                summaries.push(summary);
-                // Sealed and plain blocks alike.
-                let bytes = if id % 3 == 0 {
-                    block::encode_plain(samples)
-                } else {
-                    block::encode(samples)
-                };
-                data.insert(id, bytes);
-            }
-        }
-        // As both backends read them: by first time.
-        summaries.sort_by_key(|summary| (summary.first, summary.id));
-        let read = HistoryRead {
-            kind: TagType::Number,
-            window,
-            max,
-            blocks: summaries,
-            journal: journal.to_vec(),
-        };
-        if !read_all {
-            let needed = read.needed();
-            data.retain(|id, _| needed.contains(id));
-        }
+        let (read, data) = read_of(samples, journalled, window, HistoryShape::Trend { max }, read_all);
         read.finish(&data).expect("blocks this build wrote")
+    }
+
+    /// Samples a step of milliseconds apart with values of one decimal, some of bad quality.
+    fn series(steps: &[(i64, f64, bool)]) -> Vec<HistorySample> {
+        let mut time = 1_800_000_000_000i64;
+        steps
+            .iter()
+            .map(|(gap, value, good)| {
+                time += gap;
+                HistorySample {
+                    time: from_unix_millis(time),
+                    value: TagValue::Number((value * 10.0).round() / 10.0),
+                    quality: if *good || *gap % 7 != 0 { Quality::GOOD } else { Quality(0) },
+                }
+            })
+            .collect()
     }
 
     proptest! {
@@ -426,18 +609,8 @@ mod tests {
             journalled in 0usize..50,
             cut in (0i64..10_000, 0i64..10_000),
         ) {
-            let mut time = 1_800_000_000_000i64;
-            let samples: Vec<HistorySample> = steps
-                .iter()
-                .map(|(gap, value, good)| {
-                    time += gap;
-                    HistorySample {
-                        time: from_unix_millis(time),
-                        value: TagValue::Number((value * 10.0).round() / 10.0),
-                        quality: if *good || *gap % 7 != 0 { Quality::GOOD } else { Quality(0) },
-                    }
-                })
-                .collect();
+            let samples = series(&steps);
+            let time = samples.last().map_or(0, |sample| unix_millis(sample.time));
             let journalled = journalled.min(samples.len());
             let window = (1_800_000_000_000 + cut.0 * 100, time - cut.1 * 100);
             prop_assume!(window.0 <= window.1);
@@ -465,6 +638,61 @@ mod tests {
                 }
                 (a, b) => prop_assert_eq!(a, b),
             }
+        }
+    }
+
+    proptest! {
+        /// Raw pages read only the blocks they need and together hold every sample of the
+        /// window once, in time order; aggregates read from blocks are those of every sample
+        /// taken one by one, opened by the last sample before the window.
+        #[test]
+        fn pages_and_intervals_from_blocks_are_those_of_every_sample(
+            steps in prop::collection::vec((0i64..3_000, -1.0e3f64..1.0e3, any::<bool>()), 1..4_000),
+            limit in 1usize..3_000,
+            journalled in 0usize..50,
+            cut in (0i64..10_000, 0i64..10_000),
+            step in 1_000i64..2_000_000,
+        ) {
+            let samples = series(&steps);
+            let time = samples.last().map_or(0, |sample| unix_millis(sample.time));
+            let journalled = journalled.min(samples.len());
+            let window = (1_800_000_000_000 + cut.0 * 100, time - cut.1 * 100);
+            prop_assume!(window.0 <= window.1);
+            let inside: Vec<HistorySample> = samples
+                .iter()
+                .filter(|sample| (window.0..=window.1).contains(&unix_millis(sample.time)))
+                .cloned()
+                .collect();
+            let mut paged = Vec::new();
+            let mut after = None;
+            for _ in 0..=inside.len() {
+                let shape = HistoryShape::Raw { after, limit };
+                let (read, data) = read_of(&samples, journalled, window, shape, false);
+                let page = read.finish_raw(&data).expect("blocks this build wrote");
+                prop_assert!(page.samples.len() <= limit);
+                paged.extend(page.samples.iter().cloned());
+                after = page.next(page.samples.len());
+                if after.is_none() {
+                    break;
+                }
+            }
+            prop_assert!(after.is_none(), "paging ends");
+            prop_assert_eq!(&paged, &inside);
+
+            let now = time + 5_000;
+            let shape = HistoryShape::Intervals { step, now };
+            let (read, data) = read_of(&samples, journalled, window, shape, false);
+            let intervals = read.finish_intervals(&data).expect("blocks this build wrote");
+            let opening = samples
+                .iter()
+                .filter(|sample| unix_millis(sample.time) < window.0)
+                .max_by_key(|sample| sample.time)
+                .cloned();
+            let mut every = IntervalFold::new(TagType::Number, window, step, now, opening);
+            for sample in inside {
+                every.push(sample);
+            }
+            prop_assert_eq!(intervals, every.finish());
         }
     }
 

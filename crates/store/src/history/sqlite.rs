@@ -31,8 +31,21 @@ pub(crate) struct HistoryWriter {
 }
 
 /// The columns of a block summary, in the order [`summary_of_row`] reads them.
-const SUMMARY_COLUMNS: &str = "Id, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue, \
-     MaxAt, MaxTime, MaxValue, Sum, Exact";
+macro_rules! summary_columns {
+    () => {
+        "Id, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue, \
+         MaxAt, MaxTime, MaxValue, Sum, Exact"
+    };
+}
+const SUMMARY_COLUMNS: &str = summary_columns!();
+
+/// The summary of a tag's (`?1`) last block to start at or before an instant (`?2`): the
+/// one its value then is in.
+const LAST_BLOCK_BY: &str = concat!(
+    "SELECT ",
+    summary_columns!(),
+    " FROM HistoryBlocks WHERE Tag = ?1 AND First <= ?2 ORDER BY First DESC, Id DESC LIMIT 1"
+);
 
 fn summary_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<BlockSummary> {
     let extreme = |at: usize| -> rusqlite::Result<Option<Extreme>> {
@@ -336,18 +349,10 @@ fn store_samples(connection: &Connection, tag: i64, samples: Vec<HistorySample>)
 pub(crate) fn read_page(
     connection: &Connection,
     tag: &str,
-    kind: TagType,
-    (from, to): (i64, i64),
-    max: usize,
+    mut read: HistoryRead,
 ) -> rusqlite::Result<(HistoryRead, HashMap<i64, Vec<u8>>)> {
     let snapshot = connection.unchecked_transaction()?;
-    let mut read = HistoryRead {
-        kind,
-        window: (from, to),
-        max,
-        blocks: Vec::new(),
-        journal: Vec::new(),
-    };
+    let (from, to) = read.window;
     let id: Option<i64> = snapshot
         .prepare_cached("SELECT Id FROM HistoryTags WHERE Name = ?1")?
         .query_row([tag], |row| row.get(0))
@@ -365,6 +370,12 @@ pub(crate) fn read_page(
             summary_of_row,
         )?
         .collect::<rusqlite::Result<_>>()?;
+    if read.wants_before() {
+        read.before = snapshot
+            .prepare_cached(LAST_BLOCK_BY)?
+            .query_row(params![id, from.saturating_sub(1)], summary_of_row)
+            .optional()?;
+    }
     {
         let mut rows = snapshot.prepare_cached("SELECT Data FROM HistoryJournal ORDER BY Id")?;
         let mut rows = rows.query([])?;
@@ -420,9 +431,7 @@ pub(crate) fn values_at(
             continue;
         };
         let block = snapshot
-            .prepare_cached(&format!(
-                "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks WHERE Tag = ?1 AND First <= ?2 ORDER BY First DESC, Id DESC LIMIT 1"
-            ))?
+            .prepare_cached(LAST_BLOCK_BY)?
             .query_row(params![id, instant], summary_of_row)
             .optional()?;
         let data: Option<Vec<u8>> = match &block {

@@ -19,7 +19,7 @@ use crate::history::block::{
 use crate::history::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use crate::history::page::HistoryRead;
 use crate::history::{
-    HISTORY_BYTES, HistoryLimits, HistoryPage, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis,
+    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis,
     sql_value_of_json, to_tag_value, unix_millis,
 };
 
@@ -480,34 +480,26 @@ impl PgStore {
         Ok(())
     }
 
-    /// Samples of `tag` between `from` and `to` (unix milliseconds) inclusive, as
-    /// `SolutionDb::tag_history` answers.
-    pub(crate) async fn tag_history(
+    /// What a query of `tag`'s history needs read, as `SolutionDb::read_tag_history` reads
+    /// it.
+    pub(crate) async fn read_tag_history(
         &self,
         tag: &str,
-        kind: TagType,
-        (from, to): (i64, i64),
-        max: usize,
-    ) -> Result<HistoryPage, SolutionError> {
+        mut read: HistoryRead,
+    ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
+        let (from, to) = read.window;
         let mut snapshot = self.pool.begin().await.map_err(|error| self.error(error))?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *snapshot)
             .await
             .map_err(|error| self.error(error))?;
-        let mut read = HistoryRead {
-            kind,
-            window: (from, to),
-            max,
-            blocks: Vec::new(),
-            journal: Vec::new(),
-        };
         let id: Option<i64> = sqlx::query_scalar("SELECT Id FROM HistoryTags WHERE Name = $1")
             .bind(tag)
             .fetch_optional(&mut *snapshot)
             .await
             .map_err(|error| self.error(error))?;
         let Some(id) = id else {
-            return Ok(read.finish(&HashMap::new())?);
+            return Ok((read, HashMap::new()));
         };
         let earliest = from.saturating_sub(MAX_BLOCK_SPAN_MS);
         let rows = sqlx::query(&format!(
@@ -525,6 +517,18 @@ impl PgStore {
             .iter()
             .map(|row| self.summary_of_row(row))
             .collect::<Result<_, _>>()?;
+        if read.wants_before() {
+            let row = sqlx::query(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
+                 WHERE Tag = $1 AND First <= $2 ORDER BY First DESC, Id DESC LIMIT 1"
+            ))
+            .bind(id)
+            .bind(from.saturating_sub(1))
+            .fetch_optional(&mut *snapshot)
+            .await
+            .map_err(|error| self.error(error))?;
+            read.before = row.map(|row| self.summary_of_row(&row)).transpose()?;
+        }
         let mut journal = sqlx::query("SELECT Data FROM HistoryJournal ORDER BY Id").fetch(&mut *snapshot);
         while let Some(row) = journal.try_next().await.map_err(|error| self.error(error))? {
             // A row that cannot be read is reported by the checkpoint that meets it.
@@ -541,6 +545,8 @@ impl PgStore {
         let needed = read.needed();
         let mut data = HashMap::new();
         if !needed.is_empty() {
+            // The opening value's block may start before `earliest`; every other is in range.
+            let earliest = read.before.as_ref().map_or(earliest, |before| before.first.min(earliest));
             let rows = sqlx::query(
                 "SELECT Id, Data FROM HistoryBlocks WHERE Id = ANY($1) AND First BETWEEN $2 AND $3",
             )
@@ -555,6 +561,20 @@ impl PgStore {
             }
         }
         snapshot.commit().await.map_err(|error| self.error(error))?;
+        Ok((read, data))
+    }
+
+    /// The trend of `tag` over `window` (unix milliseconds), for the store's own tests.
+    #[cfg(test)]
+    pub(crate) async fn tag_history(
+        &self,
+        tag: &str,
+        kind: TagType,
+        window: (i64, i64),
+        max: usize,
+    ) -> Result<crate::HistoryPage, SolutionError> {
+        let read = HistoryRead::new(kind, window, crate::history::page::HistoryShape::Trend { max });
+        let (read, data) = self.read_tag_history(tag, read).await?;
         Ok(read.finish(&data)?)
     }
 
