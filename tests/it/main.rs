@@ -13,6 +13,7 @@ mod eval;
 mod failover;
 mod fault_matrix;
 mod history_answers;
+mod history_calls;
 mod history_storage;
 mod http_limits;
 mod log_bounds;

@@ -152,6 +152,7 @@ async fn a_one_second_excursion_is_recorded_and_shows_in_a_hundred_bucket_trend(
         since_ms: ms(since),
         until_ms: ms(since + Duration::from_secs(seconds)),
         max_samples,
+        ..TagHistoryRequest::default()
     };
     let raw = client
         .tag_history(window(start, 20, 0))
@@ -211,6 +212,7 @@ async fn tag_history_sends_a_window_oldest_first_and_says_when_it_is_cut() {
         since_ms: ms(start),
         until_ms: ms(start + Duration::from_secs(490)),
         max_samples,
+        ..TagHistoryRequest::default()
     };
     let whole = client.tag_history(window(0)).await.expect("the window");
     assert_eq!(whole.name, "Tank1.Level");

@@ -19,7 +19,7 @@ use tserver_proto::v1::{
     CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
     DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsReply,
     ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
-    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagValuesAtReply, TagValuesAtRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
     ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
@@ -351,13 +351,29 @@ impl Client {
         }
     }
 
-    /// A tag's recorded samples over a window, oldest first (see `TagHistoryRequest` in
-    /// `proto/tserver.proto` for the defaults and caps).
+    /// A tag's recorded history over a window: a trend, a raw page or aggregates per interval
+    /// (see `TagHistoryRequest` in `proto/tserver.proto` for the shapes, defaults and caps).
     pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
         match self.call(client_frame::Body::TagHistory(request)).await? {
             server_frame::Body::TagHistory(reply) => Ok(reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "TagHistoryReply",
+            }),
+        }
+    }
+
+    /// What the named tags were at a past instant (`at_ms` 0: now): each one's last recorded
+    /// sample at or before it, in the order named (see `TagValuesAtRequest` in
+    /// `proto/tserver.proto` for the caps).
+    pub async fn tag_values_at(&self, names: &[String], at_ms: i64) -> Result<TagValuesAtReply, ClientError> {
+        let request = TagValuesAtRequest {
+            names: names.to_vec(),
+            at_ms,
+        };
+        match self.call(client_frame::Body::TagValuesAt(request)).await? {
+            server_frame::Body::TagValuesAt(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "TagValuesAtReply",
             }),
         }
     }

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply, ChatReply, ErrorCode, SubscribeReply,
-    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagValuesAtReply, TagReading, TagUpdate, TagWrite, TagWriteResult,
     ToolInfo,
 };
 
@@ -290,13 +290,19 @@ impl FailoverClient {
             .await
     }
 
-    /// A tag's recorded samples over a window (see [`Client::tag_history`]).
+    /// A tag's recorded history over a window (see [`Client::tag_history`]).
     pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
         self.run(Repeat::Yes, |client| {
             let request = request.clone();
             async move { client.tag_history(request).await }
         })
         .await
+    }
+
+    /// What the named tags were at a past instant (see [`Client::tag_values_at`]).
+    pub async fn tag_values_at(&self, names: &[String], at_ms: i64) -> Result<TagValuesAtReply, ClientError> {
+        self.run(Repeat::Yes, |client| async move { client.tag_values_at(names, at_ms).await })
+            .await
     }
 
     /// The alarms not normal, and the history when asked (see [`Client::alarms`]).

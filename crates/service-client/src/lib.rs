@@ -30,10 +30,12 @@ pub use error::{ClientError, CloseReason};
 pub use failover::{FailoverClient, FailoverSubscription};
 pub use tserver_proto::v1::{
     AlarmDetail, AlarmHistoryEvent, AlarmState, AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply,
-    ChatReply, DecideProposalReply, Decision, ErrorCode, HistorySample, ListProposalsReply, PlantNode,
-    PlantNodeKind, Proposal, ProposalState, ProposedWrite, SubscribeReply, SubscribeRequest, TagHistoryReply,
-    TagHistoryRequest, TagReading, TagUpdate, TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo,
+    ChatReply, DecideProposalReply, Decision, ErrorCode, HistoryCursor, HistoryInterval, HistorySample,
+    HistoryShape, HistoryStateTime, ListProposalsReply, PlantNode, PlantNodeKind, Proposal, ProposalState,
+    ProposedWrite, SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading,
+    TagUpdate, TagValueAt, TagValuesAtReply, TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo,
     ToolStarted, Value as ProposedValueMessage, WriteOutcome, chat_event::Event as ChatEvent,
-    history_sample::Value as HistoryValue, proposal::Action as ProposedAction,
+    history_sample::Value as HistoryValue, history_state_time::Value as StateValue,
+    proposal::Action as ProposedAction,
     tag_reading::Value as TagValue, tag_write::Value as WriteValue, value::Kind as ProposedValue,
 };

@@ -15,7 +15,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use crate::bench::{BenchArgs, Target};
-use crate::plant_views::{self, HistoryQuery};
+use crate::history_views::{self, Aggregate, HistoryQuery, HistoryView};
+use crate::plant_views;
 use crate::proposals;
 use service_client::{ChatEvent, ClientOptions, Decision, Envelope, FailoverClient, Proposal, ToolStatus};
 
@@ -174,7 +175,8 @@ pub enum TagsAction {
         #[arg(long)]
         updates: Option<u64>,
     },
-    /// Print a tag's recorded samples over a window, oldest first.
+    /// Print a tag's recorded history over a window, oldest first: a trend (default), every
+    /// sample (`--raw`), or aggregates per interval (`--interval 1h --aggregate avg,max`).
     History {
         /// The tag (dotted name or UNS path).
         name: String,
@@ -184,13 +186,33 @@ pub enum TagsAction {
         /// The window's end, likewise (default: now).
         #[arg(long)]
         until: Option<String>,
-        /// Print CSV (`timestamp,value,quality`, RFC 3339 UTC times) instead of a table.
+        /// Print CSV (RFC 3339 UTC times, a header row) instead of a table.
         #[arg(long)]
         csv: bool,
-        /// The most samples (default 2000, at most 10000); a window holding more is thinned
-        /// evenly.
+        /// Every sample of the window, never thinned, read a page at a time.
+        #[arg(long, conflicts_with = "interval")]
+        raw: bool,
+        /// Aggregates per interval of this length (`15m`, `1h`, `1d`) instead of samples.
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+        interval: Option<Duration>,
+        /// With --interval: the aggregates to print, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', requires = "interval", default_value = "avg,min,max")]
+        aggregate: Vec<Aggregate>,
+        /// A trend's most samples (default 2000, at most 10000: a window holding more gives
+        /// each bucket's first, lowest, highest and last sample), or --raw's page size.
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         max_samples: u32,
+    },
+    /// Print what tags were at a past instant: each one's last recorded sample at or before it.
+    At {
+        /// The instant: how long ago (`2h`) or an RFC 3339 time.
+        time: String,
+        /// The tags (dotted names or UNS paths), at most 1000.
+        #[arg(required = true)]
+        names: Vec<String>,
+        /// Print CSV (`tag,value,quality,recorded`) instead of lines.
+        #[arg(long)]
+        csv: bool,
     },
     /// Print a folder of the plant tree (default: the root): sub-folders, then tags with type,
     /// units, writability, range and description.
@@ -440,18 +462,29 @@ async fn run_command(
                     since,
                     until,
                     csv,
+                    raw,
+                    interval,
+                    aggregate,
                     max_samples,
                 },
         } => {
+            let view = match interval {
+                Some(interval) => HistoryView::Intervals(*interval, aggregate.clone()),
+                None if *raw => HistoryView::Raw(*max_samples),
+                None => HistoryView::Trend(*max_samples),
+            };
             let query = HistoryQuery {
                 name,
                 since,
                 until: until.as_deref(),
-                max_samples: *max_samples,
+                view,
                 csv: *csv,
             };
-            plant_views::tag_history(client, &query, output).await?;
+            history_views::tag_history(client, &query, output).await?;
         }
+        Command::Tags {
+            action: TagsAction::At { time, names, csv },
+        } => history_views::values_at(client, time, names, *csv, output).await?,
         Command::Tags {
             action: TagsAction::Browse { folder },
         } => plant_views::browse(client, folder, output).await?,

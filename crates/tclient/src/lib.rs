@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod history_views;
 pub mod plant_views;
 pub mod proposals;
 

@@ -1,5 +1,6 @@
-//! tclient's views of the plant for a person or a script: a tag's history (a table, or CSV),
-//! a folder of the plant tree, and the alarm list with its details and history.
+//! tclient's views of the plant for a person or a script: a folder of the plant tree and the
+//! alarm list with its details and history, and the ways of writing times, values and
+//! qualities that the history views share.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -7,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use service_client::{
     AlarmDetail, AlarmHistoryEvent, AlarmsRequest, FailoverClient, HistorySample, HistoryValue,
-    PlantNodeKind, TagHistoryRequest, TagReading, TagValue,
+    PlantNodeKind, TagReading, TagValue,
 };
 
 /// A time a person gives: how long ago (`1h`, `30m`, `2d`) or an RFC 3339 time
@@ -23,13 +24,13 @@ pub fn parse_time(text: &str, now: SystemTime) -> anyhow::Result<SystemTime> {
 }
 
 /// Milliseconds since the Unix epoch, as the wire carries times.
-fn epoch_ms(time: SystemTime) -> i64 {
+pub(crate) fn epoch_ms(time: SystemTime) -> i64 {
     time.duration_since(UNIX_EPOCH)
         .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A wire time as RFC 3339 UTC with milliseconds; `-` for none (0).
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     match u64::try_from(ms) {
         Ok(ms) if ms > 0 => {
             humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
@@ -47,7 +48,7 @@ pub(crate) fn quality_word(quality: u32) -> &'static str {
     }
 }
 
-fn sample_value(sample: &HistorySample) -> String {
+pub(crate) fn sample_value(sample: &HistorySample) -> String {
     match &sample.value {
         Some(HistoryValue::Number(number)) => number.to_string(),
         Some(HistoryValue::Integer(integer)) => integer.to_string(),
@@ -55,85 +56,6 @@ fn sample_value(sample: &HistorySample) -> String {
         Some(HistoryValue::Text(text)) => text.clone(),
         None => String::new(),
     }
-}
-
-/// What `tags history` was asked for.
-#[derive(Debug, Clone)]
-pub struct HistoryQuery<'a> {
-    /// The tag.
-    pub name: &'a str,
-    /// The window's start, as typed.
-    pub since: &'a str,
-    /// The window's end, as typed (`None`: now).
-    pub until: Option<&'a str>,
-    /// The most samples (0: the server's default).
-    pub max_samples: u32,
-    /// CSV instead of a table.
-    pub csv: bool,
-}
-
-/// `tags history NAME --since ... [--until ...] [--csv]`: the samples oldest first, as CSV
-/// (`timestamp,value,quality`, RFC 3339 UTC times) or as a table; a cut reply says so (on
-/// standard error for CSV, which stays pure data).
-pub async fn tag_history(
-    client: &FailoverClient,
-    query: &HistoryQuery<'_>,
-    output: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let now = SystemTime::now();
-    let since = parse_time(query.since, now).context("--since")?;
-    let until = match query.until {
-        Some(until) => epoch_ms(parse_time(until, now).context("--until")?),
-        None => 0,
-    };
-    let reply = client
-        .tag_history(TagHistoryRequest {
-            name: query.name.to_owned(),
-            since_ms: epoch_ms(since),
-            until_ms: until,
-            max_samples: query.max_samples,
-        })
-        .await?;
-    let cut = format!(
-        "{} of the window's {} samples shown, evenly spread; ask for more with --max-samples (at most 10000) or a shorter window",
-        reply.samples.len(),
-        reply.total_samples
-    );
-    if query.csv {
-        let mut writer = csv::Writer::from_writer(output);
-        writer.write_record(["timestamp", "value", "quality"])?;
-        for sample in &reply.samples {
-            writer.write_record([
-                rfc3339(sample.timestamp_ms),
-                sample_value(sample),
-                quality_word(sample.quality).to_owned(),
-            ])?;
-        }
-        writer.flush()?;
-        if reply.truncated {
-            eprintln!("tclient: {cut}");
-        }
-        return Ok(());
-    }
-    let units = if reply.units.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", reply.units)
-    };
-    writeln!(output, "{}{units}: {} samples", reply.name, reply.samples.len())?;
-    for sample in &reply.samples {
-        writeln!(
-            output,
-            "{}  {:>14}  {}",
-            rfc3339(sample.timestamp_ms),
-            sample_value(sample),
-            quality_word(sample.quality)
-        )?;
-    }
-    if reply.truncated {
-        writeln!(output, "({cut})")?;
-    }
-    Ok(())
 }
 
 /// `tags browse [FOLDER]`: the folder's sub-folders (ending in `/`), then its tags with type,

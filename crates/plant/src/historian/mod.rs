@@ -13,7 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plant_model::{AlarmEvent, AlarmEventKind, HistoryRule, TagType};
-use store::{AlarmHistoryPage, HistoryLimits, HistoryPage, PendingSample, SolutionError, Store};
+use store::{
+    AlarmHistoryPage, HistoryCursor, HistoryInterval, HistoryLimits, HistoryPage, PendingSample, RawHistoryPage,
+    SolutionError, Store,
+};
 
 use crate::objects::TagSample;
 use crate::plant::write_capability::WriteCapability;
@@ -284,14 +287,48 @@ impl Historian {
         to: SystemTime,
         max_samples: usize,
     ) -> Result<HistoryPage, SolutionError> {
-        // The line still going ends at its last sample, so the page reaches it.
-        self.queue().close_line(tag);
-        self.flush()?;
-        // What retention has passed is not history any more, whether or not its block is
-        // pruned yet (blocks go whole).
-        let from = from.max(self.keep_after());
+        let from = self.reachable(tag, from)?;
         self.store
             .tag_history_blocking(tag, kind, (from, to.max(from)), max_samples)
+    }
+
+    /// Every sample of `tag` (dotted name, of `kind`) between `from` and `to` inclusive,
+    /// oldest first, a page of at most `limit`: the first, or the one `after` a previous
+    /// page's cursor.
+    pub fn raw_history(
+        &self,
+        tag: &str,
+        kind: TagType,
+        (from, to): (SystemTime, SystemTime),
+        after: Option<HistoryCursor>,
+        limit: usize,
+    ) -> Result<RawHistoryPage, SolutionError> {
+        let from = self.reachable(tag, from)?;
+        self.store
+            .raw_history_blocking(tag, kind, (from, to.max(from)), after, limit)
+    }
+
+    /// The aggregates of `tag` (dotted name, of `kind`) per `interval` of the window `from..=to`.
+    pub fn history_intervals(
+        &self,
+        tag: &str,
+        kind: TagType,
+        (from, to): (SystemTime, SystemTime),
+        interval: Duration,
+    ) -> Result<Vec<HistoryInterval>, SolutionError> {
+        let from = self.reachable(tag, from)?;
+        self.store
+            .history_intervals_blocking(tag, kind, (from, to.max(from)), interval, SystemTime::now())
+    }
+
+    /// Where a read of `tag` from `from` may start: after the line still going ends at its
+    /// last sample and everything queued is written (so the read reaches them), and no
+    /// earlier than retention keeps (what it has passed is not history any more, whether or
+    /// not its block is pruned yet: blocks go whole).
+    fn reachable(&self, tag: &str, from: SystemTime) -> Result<SystemTime, SolutionError> {
+        self.queue().close_line(tag);
+        self.flush()?;
+        Ok(from.max(self.keep_after()))
     }
 
     /// Each tag's (dotted name, of its kind) last recorded sample at or before `instant`, `None`

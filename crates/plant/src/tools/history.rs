@@ -2,14 +2,15 @@
 //! the excursions of a tag past a limit (when, for how long, how far), and what many tags
 //! read at a past instant.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use localai::ModelOptions;
 use localai::tools::{ToolDefinition, ToolError};
 use plant_model::TagType;
 use serde_json::{Value, json};
 
-use super::{Cap, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema};
+use super::{Cap, Window, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema};
+use crate::objects::TagDefinition;
 use crate::plant::PlantReader;
 
 const SAMPLES_CAP: Cap = Cap {
@@ -30,12 +31,16 @@ const EXCURSIONS_CAP: Cap = Cap {
 /// The window the excursions tool looks in when the model gives none: the last day.
 const EXCURSION_MINUTES: u64 = 24 * 60;
 
+/// The most intervals one history read gives the model: a day of quarter hours, a week of
+/// hours, a year of days.
+const MAX_TOOL_INTERVALS: usize = 400;
+
 /// The most tags one instant is read for.
 const MAX_INSTANT_TAGS: usize = 50;
 
 /// How far back from the instant a tag's last stored sample is looked for: a tag stores a
 /// sample at least every 10 minutes while samples come, so a day finds any tag that was live.
-const INSTANT_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+const INSTANT_LOOKBACK: Duration = Duration::from_secs(24 * 3600);
 
 /// The most samples an excursion search reads: a longer window is read as each of as many
 /// buckets' first, lowest, highest and last sample, which keeps every excursion's peak.
@@ -50,6 +55,13 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     );
     window_schema(&mut properties, DEFAULT_MINUTES);
     properties.insert("max_samples".into(), SAMPLES_CAP.schema("samples"));
+    properties.insert(
+        "interval_minutes".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": 525_600,
+               "description": format!("Instead of samples, aggregates per interval of this many minutes (at most \
+               {MAX_TOOL_INTERVALS} intervals in the window): time-weighted average, min, max, first, last, count, \
+               and for booleans and text the minutes in each value.")}),
+    );
     let mut excursion = serde_json::Map::new();
     excursion.insert(
         "tag".into(),
@@ -73,7 +85,9 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
             ModelOptions::HISTORIAN_TOOLS,
             "Read a tag's recorded history over a time window (default the last 60 minutes): samples oldest first \
          (when there are more than max_samples, the window's buckets each give their first, lowest, highest \
-         and last sample, so no spike is lost) and min, max and mean over the whole window.",
+         and last sample, so no spike is lost) and min, max and mean over the whole window; or, with \
+         interval_minutes, aggregates per interval (use it for 'hourly averages of Tank1.Level today' or \
+         'how long did Pump1 run each shift').",
             json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": properties}),
             |plant, arguments| async move { tag_history(&plant, &arguments).await },
         ),
@@ -110,6 +124,9 @@ async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, To
     let tag = find_tag(plant, text_argument(arguments, "tag")?)?;
     let definition = tag.definition().clone();
     let window = read_window(arguments, DEFAULT_MINUTES, SystemTime::now())?;
+    if let Some(minutes) = arguments.get("interval_minutes").and_then(Value::as_u64) {
+        return tag_intervals(plant, definition, window, minutes).await;
+    }
     let cap = SAMPLES_CAP.read(arguments);
     let historian = std::sync::Arc::clone(plant.historian());
     let page = {
@@ -139,6 +156,77 @@ async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, To
             "totalSamples": page.total,
             "truncated": truncated,
             "stats": stats,
+        });
+        if !definition.units.is_empty() {
+            result["units"] = json!(definition.units);
+        }
+        result
+    }))
+}
+
+/// `runtime_get_tag_history` with `interval_minutes`: the aggregates per interval.
+async fn tag_intervals(
+    plant: &PlantReader,
+    definition: TagDefinition,
+    window: Window,
+    minutes: u64,
+) -> Result<Value, ToolError> {
+    let interval = Duration::from_secs(minutes.max(1).saturating_mul(60));
+    let span = window.to.duration_since(window.from).unwrap_or_default();
+    let count = span.as_millis() / interval.as_millis() + 1;
+    if count > MAX_TOOL_INTERVALS as u128 {
+        return Err(ToolError::invalid_arguments(format!(
+            "interval_minutes {minutes} cuts the window into {count} intervals, more than {MAX_TOOL_INTERVALS}: \
+             ask for a longer interval or a shorter window"
+        ))
+        .with_details(json!({"argument": "interval_minutes", "value": minutes})));
+    }
+    let historian = std::sync::Arc::clone(plant.historian());
+    let intervals = {
+        let name = definition.name.clone();
+        let kind = definition.kind;
+        blocking(move || historian.history_intervals(&name, kind, (window.from, window.to), interval)).await?
+    };
+    let sample = |sample: &Option<store::HistorySample>| {
+        sample.as_ref().map(|sample| {
+            json!({"time": localai::iso8601_millis(sample.time), "value": sample.value.to_json()})
+        })
+    };
+    let minutes_of = |duration: Duration| (duration.as_secs_f64() / 60.0 * 1000.0).round() / 1000.0;
+    let rows: Vec<Value> = intervals
+        .iter()
+        .map(|interval| {
+            let mut row = json!({
+                "start": localai::iso8601_millis(interval.start),
+                "end": localai::iso8601_millis(interval.end),
+                "count": interval.count,
+                "average": interval.average,
+                "min": sample(&interval.min),
+                "max": sample(&interval.max),
+                "first": sample(&interval.first),
+                "last": sample(&interval.last),
+                "goodMinutes": minutes_of(interval.good),
+            });
+            if matches!(definition.kind, TagType::Bool | TagType::String) {
+                row["minutesInState"] = interval
+                    .states
+                    .iter()
+                    .map(|(value, held)| json!({"value": value.to_json(), "minutes": minutes_of(*held)}))
+                    .collect();
+            }
+            row
+        })
+        .collect();
+    Ok(bounded_list(rows, false, |rows, truncated| {
+        let mut result = json!({
+            "tag": definition.name,
+            "from": localai::iso8601_millis(window.from),
+            "to": localai::iso8601_millis(window.to),
+            "intervalMinutes": minutes,
+            "intervals": rows,
+            "truncated": truncated,
+            "note": "average is time-weighted over good-quality time; a number moves along the line between samples, \
+                     other values hold until the next sample",
         });
         if !definition.units.is_empty() {
             result["units"] = json!(definition.units);

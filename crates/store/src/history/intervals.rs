@@ -21,8 +21,9 @@ pub const MAX_INTERVAL_STATES: usize = 32;
 ///
 /// Between two samples a number tag moves along the line between them (as the trend draws it,
 /// and as swinging-door compression keeps it within its deviation of every reading); any other
-/// tag holds its value until the next sample. After the last sample the value holds to the
-/// window's end, or to now when the window reaches past it. Time from a sample of bad or
+/// tag holds its value until the next sample. The window opens with the last sample before it
+/// and its last line goes to the first sample after it; after the tag's last sample of all the
+/// value holds to the window's end, or to now when the window reaches past it. Time from a sample of bad or
 /// uncertain quality to the next counts in no average or state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HistoryInterval {
@@ -206,11 +207,20 @@ impl IntervalFold {
         }
     }
 
-    /// Each interval's aggregates, in time order.
-    pub(crate) fn finish(mut self) -> Vec<HistoryInterval> {
+    /// Each interval's aggregates, in time order; `closing` is the first sample after the
+    /// window, which the last sample's line goes to.
+    pub(crate) fn finish(mut self, closing: Option<HistorySample>) -> Vec<HistoryInterval> {
         if let Some(latest) = self.latest.take() {
-            let until = self.held_until;
-            self.hold(&latest, None, until);
+            match closing {
+                Some(closing) => {
+                    let until = unix_millis(closing.time);
+                    self.hold(&latest, Some(&closing), until);
+                }
+                None => {
+                    let until = self.held_until;
+                    self.hold(&latest, None, until);
+                }
+            }
         }
         let (from, step, end, kind) = (self.from, self.step, self.end, self.kind);
         self.intervals
@@ -267,7 +277,7 @@ mod tests {
         for sample in samples {
             fold.push(sample.clone());
         }
-        fold.finish()
+        fold.finish(None)
     }
 
     #[test]

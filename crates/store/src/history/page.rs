@@ -27,6 +27,9 @@ pub(crate) struct HistoryRead {
     /// Intervals only: the tag's last block to start before the window, which holds the value
     /// the window opens with (it may be one of `blocks` too).
     pub before: Option<BlockSummary>,
+    /// Intervals only: the tag's first block to start after the window, which may hold the
+    /// sample the window's last line goes to.
+    pub after: Option<BlockSummary>,
     /// The tag's journalled samples, as flushed.
     pub journal: Vec<HistorySample>,
 }
@@ -74,12 +77,14 @@ impl HistoryRead {
             shape,
             blocks: Vec::new(),
             before: None,
+            after: None,
             journal: Vec::new(),
         }
     }
 
-    /// Whether the backend reads [`before`](Self::before).
-    pub(crate) fn wants_before(&self) -> bool {
+    /// Whether the backend reads the blocks [`before`](Self::before) and
+    /// [`after`](Self::after) the window.
+    pub(crate) fn wants_bounds(&self) -> bool {
         matches!(self.shape, HistoryShape::Intervals { .. })
     }
 
@@ -132,6 +137,12 @@ impl HistoryRead {
                     && !ids.contains(&before.id)
                 {
                     ids.push(before.id);
+                }
+                // Its first sample is the summary's when the summary is exact.
+                if let Some(after) = &self.after
+                    && !(after.exact && after.kind == self.kind)
+                {
+                    ids.push(after.id);
                 }
                 ids
             }
@@ -223,6 +234,7 @@ impl HistoryRead {
                 .map(|before| (before, data.get(&before.id).map(Vec::as_slice))),
             journalled,
         )?;
+        let closing = self.closing(data)?;
         let mut fold = IntervalFold::new(self.kind, self.window, step, now, opening);
         let kind = self.kind;
         self.in_order(data, |sample| {
@@ -231,7 +243,39 @@ impl HistoryRead {
                 ..sample
             });
         })?;
-        Ok(fold.finish())
+        Ok(fold.finish(closing.map(|sample| HistorySample {
+            value: as_kind(sample.value, kind),
+            ..sample
+        })))
+    }
+
+    /// The tag's first sample after the window: in a block that reaches past it, the first
+    /// block after it, or the journal.
+    fn closing(&self, data: &HashMap<i64, Vec<u8>>) -> Result<Option<HistorySample>, BlockError> {
+        let to = self.window.1;
+        let mut candidates: Vec<HistorySample> = Vec::new();
+        for block in self.blocks.iter().filter(|block| block.last > to) {
+            if let Some(bytes) = data.get(&block.id) {
+                let columns = block::decode_columns(bytes)?;
+                let row = columns.times.partition_point(|time| *time <= to);
+                if row < columns.times.len() {
+                    candidates.push(columns.sample(row));
+                }
+            }
+        }
+        if let Some(after) = &self.after {
+            match data.get(&after.id) {
+                Some(bytes) => candidates.extend(block::decode_columns(bytes)?.samples().into_iter().next()),
+                None => candidates.extend(after.first_value.map(|value| after.sample(after.first, value))),
+            }
+        }
+        candidates.extend(
+            self.journal
+                .iter()
+                .filter(|sample| unix_millis(sample.time) > to)
+                .cloned(),
+        );
+        Ok(candidates.into_iter().min_by_key(|sample| sample.time))
     }
 
     /// Every sample of the window in time order (blocks that overlap another's time, and the
@@ -547,6 +591,9 @@ mod tests {
             if summary.first < window.0 && read.before.as_ref().is_none_or(|before| before.first <= summary.first) {
                 read.before = Some(summary.clone());
             }
+            if summary.first > window.1 && read.after.as_ref().is_none_or(|after| after.first > summary.first) {
+                read.after = Some(summary.clone());
+            }
             // Sealed and plain blocks alike.
             let bytes = if id % 3 == 0 {
                 block::encode_plain(samples)
@@ -561,8 +608,9 @@ mod tests {
         summaries.sort_by_key(|summary| (summary.first, summary.id));
         read.blocks = summaries;
         read.journal = journal.to_vec();
-        if !read.wants_before() {
+        if !read.wants_bounds() {
             read.before = None;
+            read.after = None;
         }
         if !read_all {
             let needed = read.needed();
@@ -688,11 +736,16 @@ mod tests {
                 .filter(|sample| unix_millis(sample.time) < window.0)
                 .max_by_key(|sample| sample.time)
                 .cloned();
+            let closing = samples
+                .iter()
+                .filter(|sample| unix_millis(sample.time) > window.1)
+                .min_by_key(|sample| sample.time)
+                .cloned();
             let mut every = IntervalFold::new(TagType::Number, window, step, now, opening);
             for sample in inside {
                 every.push(sample);
             }
-            prop_assert_eq!(intervals, every.finish());
+            prop_assert_eq!(intervals, every.finish(closing));
         }
     }
 

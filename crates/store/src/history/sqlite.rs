@@ -47,6 +47,13 @@ const LAST_BLOCK_BY: &str = concat!(
     " FROM HistoryBlocks WHERE Tag = ?1 AND First <= ?2 ORDER BY First DESC, Id DESC LIMIT 1"
 );
 
+/// The summary of a tag's (`?1`) first block to start after an instant (`?2`).
+const FIRST_BLOCK_AFTER: &str = concat!(
+    "SELECT ",
+    summary_columns!(),
+    " FROM HistoryBlocks WHERE Tag = ?1 AND First > ?2 ORDER BY First, Id LIMIT 1"
+);
+
 fn summary_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<BlockSummary> {
     let extreme = |at: usize| -> rusqlite::Result<Option<Extreme>> {
         Ok(
@@ -370,10 +377,14 @@ pub(crate) fn read_page(
             summary_of_row,
         )?
         .collect::<rusqlite::Result<_>>()?;
-    if read.wants_before() {
+    if read.wants_bounds() {
         read.before = snapshot
             .prepare_cached(LAST_BLOCK_BY)?
             .query_row(params![id, from.saturating_sub(1)], summary_of_row)
+            .optional()?;
+        read.after = snapshot
+            .prepare_cached(FIRST_BLOCK_AFTER)?
+            .query_row(params![id, to], summary_of_row)
             .optional()?;
     }
     {

@@ -517,7 +517,7 @@ impl PgStore {
             .iter()
             .map(|row| self.summary_of_row(row))
             .collect::<Result<_, _>>()?;
-        if read.wants_before() {
+        if read.wants_bounds() {
             let row = sqlx::query(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
                  WHERE Tag = $1 AND First <= $2 ORDER BY First DESC, Id DESC LIMIT 1"
@@ -528,6 +528,16 @@ impl PgStore {
             .await
             .map_err(|error| self.error(error))?;
             read.before = row.map(|row| self.summary_of_row(&row)).transpose()?;
+            let row = sqlx::query(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
+                 WHERE Tag = $1 AND First > $2 ORDER BY First, Id LIMIT 1"
+            ))
+            .bind(id)
+            .bind(to)
+            .fetch_optional(&mut *snapshot)
+            .await
+            .map_err(|error| self.error(error))?;
+            read.after = row.map(|row| self.summary_of_row(&row)).transpose()?;
         }
         let mut journal = sqlx::query("SELECT Data FROM HistoryJournal ORDER BY Id").fetch(&mut *snapshot);
         while let Some(row) = journal.try_next().await.map_err(|error| self.error(error))? {
@@ -545,14 +555,15 @@ impl PgStore {
         let needed = read.needed();
         let mut data = HashMap::new();
         if !needed.is_empty() {
-            // The opening value's block may start before `earliest`; every other is in range.
+            // The blocks around the window may start outside the range every other is in.
             let earliest = read.before.as_ref().map_or(earliest, |before| before.first.min(earliest));
+            let latest = read.after.as_ref().map_or(to, |after| after.first.max(to));
             let rows = sqlx::query(
                 "SELECT Id, Data FROM HistoryBlocks WHERE Id = ANY($1) AND First BETWEEN $2 AND $3",
             )
             .bind(&needed)
             .bind(earliest)
-            .bind(to)
+            .bind(latest)
             .fetch_all(&mut *snapshot)
             .await
             .map_err(|error| self.error(error))?;

@@ -25,6 +25,7 @@ mod ping;
 mod read_tags;
 mod subscribe;
 mod tag_history;
+mod tag_values_at;
 pub(crate) mod to_proto;
 mod unsubscribe;
 mod write_tags;
@@ -37,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame,
     DecideProposalRequest, ErrorCode, Hello, Ping, ReadTagsRequest, ServerFrame, SubscribeRequest,
-    TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
+    TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
 };
 
 use self::cancel::Cancellable;
@@ -74,10 +75,11 @@ pub(crate) enum Call {
     ChatClear,
     ListProposals,
     DecideProposal(DecideProposalRequest),
+    TagValuesAt(TagValuesAtRequest),
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 18] = [
+pub(crate) const CALL_KINDS: [&str; 19] = [
     "hello",
     "ping",
     "logout",
@@ -96,6 +98,7 @@ pub(crate) const CALL_KINDS: [&str; 18] = [
     "chat_clear",
     "list_proposals",
     "decide_proposal",
+    "tag_values_at",
 ];
 
 impl Call {
@@ -133,6 +136,7 @@ impl Call {
             Self::ChatClear => "chat_clear",
             Self::ListProposals => "list_proposals",
             Self::DecideProposal(_) => "decide_proposal",
+            Self::TagValuesAt(_) => "tag_values_at",
         }
     }
 
@@ -161,6 +165,7 @@ impl From<client_frame::Body> for Call {
             Body::Browse(request) => Self::Browse(request),
             Body::TagHistory(request) => Self::TagHistory(request),
             Body::Alarms(request) => Self::Alarms(request),
+            Body::TagValuesAt(request) => Self::TagValuesAt(request),
             Body::ChatClear(_) => Self::ChatClear,
             Body::ListProposals(_) => Self::ListProposals,
             Body::DecideProposal(request) => Self::DecideProposal(request),
@@ -297,6 +302,7 @@ impl CallState {
                     .unwrap_or_else(CallError::into_body),
             ),
             Call::TagHistory(request) => Apply::later(tag_history::apply(&request, runtime)),
+            Call::TagValuesAt(request) => Apply::later(tag_values_at::apply(&request, runtime)),
             Call::Alarms(request) => {
                 Apply::later(alarms::apply(&request, runtime, self.chat_streams.frame_room()))
             }
