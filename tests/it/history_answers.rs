@@ -92,7 +92,10 @@ fn check(store: &Store) -> Vec<HistoryInterval> {
         .collect();
     let mut expected: Vec<f64> = (100..=3_010).map(f64::from).collect();
     expected.insert(401, 9_999.0);
-    let doubled = expected.iter().position(|value| *value == 2_000.0).expect("2000 s");
+    let doubled = expected
+        .iter()
+        .position(|value| *value == 2_000.0)
+        .expect("2000 s");
     expected.insert(doubled + 1, -1.0);
     assert_eq!(seconds, expected);
     assert_eq!(pages, expected.len().div_ceil(97));
@@ -101,7 +104,13 @@ fn check(store: &Store) -> Vec<HistoryInterval> {
     // Aggregates per minute from 100.5 s: each opens with the line from 100 s.
     let window = (at(100_500), at(3_000_499));
     let intervals = store
-        .history_intervals_blocking("Line.Flow", TagType::Number, window, Duration::from_secs(60), at(3_020_000))
+        .history_intervals_blocking(
+            "Line.Flow",
+            TagType::Number,
+            window,
+            Duration::from_secs(60),
+            at(3_020_000),
+        )
         .expect("intervals read");
     assert_eq!(intervals.len(), 49);
     let first = &intervals[0];
@@ -112,13 +121,21 @@ fn check(store: &Store) -> Vec<HistoryInterval> {
     assert_eq!(first.min.as_ref().map(|sample| sample.time), Some(at(101_000)));
     let spike = intervals
         .iter()
-        .find(|interval| interval.max.as_ref().is_some_and(|max| max.value == TagValue::Number(9_999.0)))
+        .find(|interval| {
+            interval
+                .max
+                .as_ref()
+                .is_some_and(|max| max.value == TagValue::Number(9_999.0))
+        })
         .expect("the spike's interval");
     assert_eq!(spike.count, 61);
     // The line t (490.5 on average over 460.5-520.5 s) and the two sides of the spike over
     // 500-501 s, 4,749.25 above it.
     let spike_average = spike.average.expect("an average");
-    assert!((spike_average - (490.5 + 4_749.25 / 60.0)).abs() < 1e-9, "{spike_average}");
+    assert!(
+        (spike_average - (490.5 + 4_749.25 / 60.0)).abs() < 1e-9,
+        "{spike_average}"
+    );
 
     let running = store
         .history_intervals_blocking(

@@ -105,7 +105,9 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
         }
         assert!(pages < 20, "the pages end");
     }
-    let expected: Vec<f64> = (0..60).map(|step| if step % 2 == 1 { 100.0 } else { 0.0 }).collect();
+    let expected: Vec<f64> = (0..60)
+        .map(|step| if step % 2 == 1 { 100.0 } else { 0.0 })
+        .collect();
     assert_eq!(values, expected, "every sample once, oldest first");
     assert_eq!(pages, 9);
 
@@ -129,7 +131,10 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
         assert_eq!(interval.good_ms, 60_000);
         let average = interval.average.expect("an average");
         assert!((average - 50.0).abs() < 1e-9, "{average}");
-        let value = |sample: &Option<service_client::HistorySample>| match sample.as_ref().and_then(|sample| sample.value.clone()) {
+        let value = |sample: &Option<service_client::HistorySample>| match sample
+            .as_ref()
+            .and_then(|sample| sample.value.clone())
+        {
             Some(HistoryValue::Number(value)) => value,
             other => panic!("a number, not {other:?}"),
         };
@@ -176,7 +181,10 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
     assert_eq!(level.timestamp_ms, ms(start + Duration::from_secs(10)));
     assert_eq!(at.values[1].name, "Pump1.Running");
     assert_eq!(
-        at.values[1].sample.as_ref().and_then(|sample| sample.value.clone()),
+        at.values[1]
+            .sample
+            .as_ref()
+            .and_then(|sample| sample.value.clone()),
         Some(HistoryValue::Boolean(true))
     );
     let long_ago = client
@@ -214,7 +222,7 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
                 interval_ms: 10,
                 ..window.clone()
             },
-            "into 59901 intervals, more than 10000",
+            "into 59900 intervals, more than 10000",
         ),
         (
             TagHistoryRequest {
@@ -256,28 +264,54 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
     // tclient: aggregates as CSV, every sample, and an instant.
     let addr = server.addr.to_string();
     let since = humantime::format_rfc3339_millis(start).to_string();
-    let until = humantime::format_rfc3339_millis(start + Duration::from_secs(600) - Duration::from_millis(1)).to_string();
-    let csv = tclient(&[
-        "--addr", &addr, "tags", "history", "Tank1.Level", "--since", &since, "--until", &until, "--interval", "2m",
-        "--aggregate", "avg,max,count", "--csv",
-    ], "", false)
-    .await
-    .expect("tclient prints the intervals");
+    let until = humantime::format_rfc3339_millis(start + Duration::from_secs(600) - Duration::from_millis(1))
+        .to_string();
+    // `tags history Tank1.Level` over the window, as CSV, with `shape`'s arguments.
+    let history_csv = async |shape: &[&str]| {
+        let mut args = vec![
+            "--addr",
+            &addr,
+            "tags",
+            "history",
+            "Tank1.Level",
+            "--since",
+            &since,
+            "--until",
+            &until,
+        ];
+        args.extend(shape);
+        args.push("--csv");
+        tclient(&args, "", false)
+            .await
+            .expect("tclient prints the history")
+    };
+    let csv = history_csv(&["--interval", "2m", "--aggregate", "avg,max,count"]).await;
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], "start,end,avg,max,count");
     assert_eq!(lines.len(), 6, "{csv}");
     assert!(lines[1].ends_with(",50,100,12"), "{csv}");
-    let raw = tclient(&[
-        "--addr", &addr, "tags", "history", "Tank1.Level", "--since", &since, "--until", &until, "--raw",
-        "--max-samples", "8", "--csv",
-    ], "", false)
-    .await
-    .expect("tclient prints every sample");
-    assert_eq!(raw.lines().count(), 1 + 60, "a header and every sample, over 8 pages: {raw}");
+    let raw = history_csv(&["--raw", "--max-samples", "8"]).await;
+    assert_eq!(
+        raw.lines().count(),
+        1 + 60,
+        "a header and every sample, over 8 pages: {raw}"
+    );
     let instant = humantime::format_rfc3339_millis(start + Duration::from_secs(15)).to_string();
-    let at = tclient(&["--addr", &addr, "tags", "at", &instant, "Tank1.Level", "Pump1.Running"], "", false)
-        .await
-        .expect("tclient prints the values");
+    let at = tclient(
+        &[
+            "--addr",
+            &addr,
+            "tags",
+            "at",
+            &instant,
+            "Tank1.Level",
+            "Pump1.Running",
+        ],
+        "",
+        false,
+    )
+    .await
+    .expect("tclient prints the values");
     assert!(at.contains("Tank1.Level = 100 Good (recorded "), "{at}");
     assert!(at.contains("Pump1.Running = true Good"), "{at}");
 
@@ -304,6 +338,10 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
         .await
         .expect("answered");
     assert!(refused.is_error);
-    assert!(refused.content_json.contains("more than 400"), "{}", refused.content_json);
+    assert!(
+        refused.content_json.contains("more than 400"),
+        "{}",
+        refused.content_json
+    );
     server.stop().await;
 }

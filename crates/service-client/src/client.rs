@@ -19,8 +19,9 @@ use tserver_proto::v1::{
     CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
     DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsReply,
     ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
-    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagValuesAtReply, TagValuesAtRequest, TagReading, TagUpdate, TagWrite, TagWriteResult,
-    ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply,
+    TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event,
+    client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;
@@ -355,7 +356,7 @@ impl Client {
     /// (see `TagHistoryRequest` in `proto/tserver.proto` for the shapes, defaults and caps).
     pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
         match self.call(client_frame::Body::TagHistory(request)).await? {
-            server_frame::Body::TagHistory(reply) => Ok(reply),
+            server_frame::Body::TagHistory(reply) => Ok(*reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "TagHistoryReply",
             }),

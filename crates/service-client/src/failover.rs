@@ -28,8 +28,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply, ChatReply, ErrorCode, SubscribeReply,
-    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagValuesAtReply, TagReading, TagUpdate, TagWrite, TagWriteResult,
-    ToolInfo,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply, TagWrite,
+    TagWriteResult, ToolInfo,
 };
 
 use crate::client::ChatStream;
@@ -301,8 +301,10 @@ impl FailoverClient {
 
     /// What the named tags were at a past instant (see [`Client::tag_values_at`]).
     pub async fn tag_values_at(&self, names: &[String], at_ms: i64) -> Result<TagValuesAtReply, ClientError> {
-        self.run(Repeat::Yes, |client| async move { client.tag_values_at(names, at_ms).await })
-            .await
+        self.run(Repeat::Yes, |client| async move {
+            client.tag_values_at(names, at_ms).await
+        })
+        .await
     }
 
     /// The alarms not normal, and the history when asked (see [`Client::alarms`]).

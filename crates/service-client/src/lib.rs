@@ -36,6 +36,6 @@ pub use tserver_proto::v1::{
     TagUpdate, TagValueAt, TagValuesAtReply, TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo,
     ToolStarted, Value as ProposedValueMessage, WriteOutcome, chat_event::Event as ChatEvent,
     history_sample::Value as HistoryValue, history_state_time::Value as StateValue,
-    proposal::Action as ProposedAction,
-    tag_reading::Value as TagValue, tag_write::Value as WriteValue, value::Kind as ProposedValue,
+    proposal::Action as ProposedAction, tag_reading::Value as TagValue, tag_write::Value as WriteValue,
+    value::Kind as ProposedValue,
 };

@@ -61,6 +61,7 @@ pub use guard::{ServeLock, lock_path};
 pub use history::{
     AlarmHistoryPage, HistoryCursor, HistoryDataError, HistoryInterval, HistoryLimits, HistoryPage,
     HistorySample, HistoryStats, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, PendingSample, RawHistoryPage,
+    interval_count,
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;

@@ -25,9 +25,9 @@ use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
     AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryCursor, HistoryInterval,
-    HistoryLimits, HistoryPage, HistorySample, RawHistoryPage, Leadership, LoginThrottleConfig, PendingSample, PlantChanges, Role, RuntimeSettings,
-    ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation,
-    SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
+    HistoryLimits, HistoryPage, HistorySample, Leadership, LoginThrottleConfig, PendingSample, PlantChanges,
+    RawHistoryPage, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb,
+    SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.

@@ -196,7 +196,13 @@ pub enum TagsAction {
         #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
         interval: Option<Duration>,
         /// With --interval: the aggregates to print, comma-separated.
-        #[arg(long, value_enum, value_delimiter = ',', requires = "interval", default_value = "avg,min,max")]
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            requires = "interval",
+            default_value = "avg,min,max"
+        )]
         aggregate: Vec<Aggregate>,
         /// A trend's most samples (default 2000, at most 10000: a window holding more gives
         /// each bucket's first, lowest, highest and last sample), or --raw's page size.

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 use service_client::{
-    FailoverClient, HistoryInterval, HistorySample, HistoryShape, StateValue, TagHistoryReply, TagHistoryRequest,
+    FailoverClient, HistoryInterval, HistorySample, HistoryShape, StateValue, TagHistoryReply,
+    TagHistoryRequest,
 };
 
 use crate::plant_views::{epoch_ms, parse_time, quality_word, rfc3339, sample_value};
@@ -48,11 +49,22 @@ impl Aggregate {
         }
     }
 
-    fn of(self, interval: &HistoryInterval) -> String {
+    /// The aggregate of `interval`: in full for CSV, an average to 4 decimals for a `table`.
+    fn of(self, interval: &HistoryInterval, table: bool) -> String {
         let value = |sample: Option<&HistorySample>| sample.map(sample_value).unwrap_or_default();
         let seconds = |ms: i64| format!("{}", ms as f64 / 1000.0);
         match self {
-            Self::Avg => interval.average.map(|average| average.to_string()).unwrap_or_default(),
+            Self::Avg => interval
+                .average
+                .map(|average| {
+                    if table {
+                        let shown = format!("{average:.4}");
+                        shown.trim_end_matches('0').trim_end_matches('.').to_owned()
+                    } else {
+                        average.to_string()
+                    }
+                })
+                .unwrap_or_default(),
             Self::Min => value(interval.min.as_ref()),
             Self::Max => value(interval.max.as_ref()),
             Self::First => value(interval.first.as_ref()),
@@ -107,24 +119,39 @@ pub struct HistoryQuery<'a> {
     pub csv: bool,
 }
 
-/// Where output goes: a CSV writer or a table.
+/// Where output goes: a CSV writer, or a table whose first `times` columns are times.
 enum Sink<'a> {
-    Csv(csv::Writer<&'a mut dyn Write>),
-    Table(&'a mut dyn Write),
+    Csv(Box<csv::Writer<&'a mut dyn Write>>),
+    Table { output: &'a mut dyn Write, times: usize },
 }
 
-impl Sink<'_> {
+/// The width of an RFC 3339 time with milliseconds, as a table's time columns show it.
+const TIME_WIDTH: usize = "2026-11-21T08:00:00.000Z".len();
+
+impl<'a> Sink<'a> {
+    fn new(output: &'a mut dyn Write, csv: bool, times: usize) -> Self {
+        if csv {
+            Self::Csv(Box::new(csv::Writer::from_writer(output)))
+        } else {
+            Self::Table { output, times }
+        }
+    }
+
+    fn is_table(&self) -> bool {
+        matches!(self, Self::Table { .. })
+    }
+
     fn row(&mut self, cells: &[String]) -> anyhow::Result<()> {
         match self {
             Self::Csv(writer) => writer.write_record(cells)?,
-            Self::Table(output) => {
+            Self::Table { output, times } => {
                 let mut line = String::new();
                 for (index, cell) in cells.iter().enumerate() {
-                    // The time first, then right-aligned figures.
-                    if index == 0 {
-                        line.push_str(cell);
+                    // Times first, left-aligned; then right-aligned figures.
+                    if index < *times {
+                        line.push_str(&format!("{cell:<TIME_WIDTH$}  "));
                     } else {
-                        line.push_str(&format!("  {cell:>14}"));
+                        line.push_str(&format!("{cell:>12}  "));
                     }
                 }
                 writeln!(output, "{}", line.trim_end())?;
@@ -137,7 +164,7 @@ impl Sink<'_> {
     fn remark(&mut self, remark: &str) -> anyhow::Result<()> {
         match self {
             Self::Csv(_) => eprintln!("tclient: {remark}"),
-            Self::Table(output) => writeln!(output, "({remark})")?,
+            Self::Table { output, .. } => writeln!(output, "({remark})")?,
         }
         Ok(())
     }
@@ -160,22 +187,22 @@ pub async fn tag_history(
 ) -> anyhow::Result<()> {
     let now = SystemTime::now();
     let since = parse_time(query.since, now).context("--since")?;
-    let until = match query.until {
-        Some(until) => epoch_ms(parse_time(until, now).context("--until")?),
-        None => 0,
-    };
+    // Both ends by this clock, so a window of whole intervals is cut into whole intervals.
+    let until = epoch_ms(match query.until {
+        Some(until) => parse_time(until, now).context("--until")?,
+        None => now,
+    });
     let request = TagHistoryRequest {
         name: query.name.to_owned(),
         since_ms: epoch_ms(since),
         until_ms: until,
         ..TagHistoryRequest::default()
     };
-    let csv = query.csv;
-    let mut sink = if csv {
-        Sink::Csv(csv::Writer::from_writer(output))
-    } else {
-        Sink::Table(output)
+    let times = match query.view {
+        HistoryView::Intervals(..) => 2,
+        HistoryView::Trend(_) | HistoryView::Raw(_) => 1,
     };
+    let mut sink = Sink::new(output, query.csv, times);
     match &query.view {
         HistoryView::Trend(max_samples) => {
             let reply = client
@@ -239,11 +266,15 @@ pub async fn tag_history(
             sink.row(&header)?;
             for interval in &reply.intervals {
                 let mut row = vec![rfc3339(interval.start_ms), rfc3339(interval.end_ms)];
-                row.extend(aggregates.iter().map(|aggregate| aggregate.of(interval)));
+                let table = sink.is_table();
+                row.extend(aggregates.iter().map(|aggregate| aggregate.of(interval, table)));
                 sink.row(&row)?;
             }
             if reply.truncated {
-                let end = reply.intervals.last().map_or(request.since_ms, |last| last.end_ms);
+                let end = reply
+                    .intervals
+                    .last()
+                    .map_or(request.since_ms, |last| last.end_ms);
                 sink.remark(&format!(
                     "{} intervals fit one reply; the rest from --since {}",
                     reply.intervals.len(),
@@ -257,7 +288,7 @@ pub async fn tag_history(
 
 /// A table's first line: the tag, its units and what follows (not for CSV).
 fn heading(sink: &mut Sink<'_>, reply: &TagHistoryReply, what: &str, count: usize) -> anyhow::Result<()> {
-    if let Sink::Table(output) = sink {
+    if let Sink::Table { output, .. } = sink {
         let units = if reply.units.is_empty() {
             String::new()
         } else {
@@ -294,11 +325,7 @@ pub async fn values_at(
 ) -> anyhow::Result<()> {
     let instant = parse_time(at, SystemTime::now()).context("the instant")?;
     let reply = client.tag_values_at(names, epoch_ms(instant)).await?;
-    let mut sink = if csv {
-        Sink::Csv(csv::Writer::from_writer(output))
-    } else {
-        Sink::Table(output)
-    };
+    let mut sink = Sink::new(output, csv, 0);
     if csv {
         sink.row(&["tag", "value", "quality", "recorded"].map(String::from))?;
     }
@@ -313,10 +340,12 @@ pub async fn values_at(
             None => [value.name.clone(), String::new(), String::new(), "-".to_owned()],
         };
         match &mut sink {
-            Sink::Table(output) if value.sample.is_none() => {
+            Sink::Table { output, .. } if value.sample.is_none() => {
                 writeln!(output, "{}  (nothing recorded by then)", value.name)?;
             }
-            Sink::Table(output) => writeln!(output, "{} = {} {} (recorded {})", row[0], row[1], row[2], row[3])?,
+            Sink::Table { output, .. } => {
+                writeln!(output, "{} = {} {} (recorded {})", row[0], row[1], row[2], row[3])?
+            }
             Sink::Csv(_) => sink.row(&row)?,
         }
     }

@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plant_model::{AlarmEvent, AlarmEventKind, HistoryRule, TagType};
 use store::{
-    AlarmHistoryPage, HistoryCursor, HistoryInterval, HistoryLimits, HistoryPage, PendingSample, RawHistoryPage,
-    SolutionError, Store,
+    AlarmHistoryPage, HistoryCursor, HistoryInterval, HistoryLimits, HistoryPage, PendingSample,
+    RawHistoryPage, SolutionError, Store,
 };
 
 use crate::objects::TagSample;

@@ -9,7 +9,9 @@ use localai::tools::{ToolDefinition, ToolError};
 use plant_model::TagType;
 use serde_json::{Value, json};
 
-use super::{Cap, Window, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema};
+use super::{
+    Cap, Window, blocking, bounded_list, find_tag, plant_tool, read_window, text_argument, window_schema,
+};
 use crate::objects::TagDefinition;
 use crate::plant::PlantReader;
 
@@ -172,9 +174,13 @@ async fn tag_intervals(
     minutes: u64,
 ) -> Result<Value, ToolError> {
     let interval = Duration::from_secs(minutes.max(1).saturating_mul(60));
-    let span = window.to.duration_since(window.from).unwrap_or_default();
-    let count = span.as_millis() / interval.as_millis() + 1;
-    if count > MAX_TOOL_INTERVALS as u128 {
+    let millis = |time: SystemTime| {
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+    };
+    let step = i64::try_from(interval.as_millis()).unwrap_or(i64::MAX);
+    let count = store::interval_count((millis(window.from), millis(window.to)), step);
+    if count > MAX_TOOL_INTERVALS {
         return Err(ToolError::invalid_arguments(format!(
             "interval_minutes {minutes} cuts the window into {count} intervals, more than {MAX_TOOL_INTERVALS}: \
              ask for a longer interval or a shorter window"
@@ -188,9 +194,9 @@ async fn tag_intervals(
         blocking(move || historian.history_intervals(&name, kind, (window.from, window.to), interval)).await?
     };
     let sample = |sample: &Option<store::HistorySample>| {
-        sample.as_ref().map(|sample| {
-            json!({"time": localai::iso8601_millis(sample.time), "value": sample.value.to_json()})
-        })
+        sample.as_ref().map(
+            |sample| json!({"time": localai::iso8601_millis(sample.time), "value": sample.value.to_json()}),
+        )
     };
     let minutes_of = |duration: Duration| (duration.as_secs_f64() / 60.0 * 1000.0).round() / 1000.0;
     let rows: Vec<Value> = intervals

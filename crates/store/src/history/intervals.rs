@@ -94,6 +94,17 @@ impl Accumulating {
     }
 }
 
+/// How many intervals of `step` milliseconds cut the window `from..=to`: its length over the
+/// step, rounded up, at least one; the last interval also holds the window's last instant, so a
+/// window a whole number of steps long has that many intervals, not one more of a millisecond.
+pub fn interval_count((from, to): (i64, i64), step: i64) -> usize {
+    let span = i128::from(to.max(from)) - i128::from(from);
+    let step = i128::from(step.max(1));
+    usize::try_from((span + step - 1) / step)
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
 /// The aggregates of a window `from..=to` per interval of `step` milliseconds, fed its samples
 /// in time order.
 #[derive(Debug)]
@@ -111,9 +122,10 @@ pub(crate) struct IntervalFold {
 }
 
 impl IntervalFold {
-    /// For the window `from..=to` (unix milliseconds, `from <= to`) cut into intervals of
-    /// `step` milliseconds (the last one shorter when the window is not a multiple; a step
-    /// that would make more than [`MAX_HISTORY_INTERVALS`] is widened to make that many), of a
+    /// For the window `from..=to` (unix milliseconds, `from <= to`) cut into
+    /// [`interval_count`] intervals of `step` milliseconds (the last one shorter when the window
+    /// is not a multiple; a step that would make more than [`MAX_HISTORY_INTERVALS`] is widened
+    /// to make that many), of a
     /// tag of `kind`, read at `now`; `opening` is the last sample before the window.
     pub(crate) fn new(
         kind: TagType,
@@ -123,10 +135,20 @@ impl IntervalFold {
         opening: Option<HistorySample>,
     ) -> Self {
         let end = to.saturating_add(1).max(from.saturating_add(1));
-        let span = i128::from(end) - i128::from(from);
+        let count = interval_count((from, to), step);
         let most = MAX_HISTORY_INTERVALS as i128;
-        let step = i128::from(step.max(1)).max((span + most - 1) / most);
-        let count = usize::try_from((span + step - 1) / step).unwrap_or(MAX_HISTORY_INTERVALS);
+        let span = i128::from(to.max(from)) - i128::from(from);
+        let (step, count) = if count > MAX_HISTORY_INTERVALS {
+            let step = (span + most - 1) / most;
+            (
+                step,
+                usize::try_from((span + step - 1) / step)
+                    .unwrap_or(MAX_HISTORY_INTERVALS)
+                    .max(1),
+            )
+        } else {
+            (i128::from(step.max(1)), count)
+        };
         Self {
             kind,
             from,
@@ -135,6 +157,18 @@ impl IntervalFold {
             step: i64::try_from(step).unwrap_or(i64::MAX),
             intervals: (0..count).map(|_| Accumulating::default()).collect(),
             latest: opening,
+        }
+    }
+
+    /// Where interval `index` starts and ends (excluded): the last one ends with the window.
+    fn bounds(&self, index: usize) -> (i64, i64) {
+        let start = self
+            .from
+            .saturating_add(self.step.saturating_mul(i64::try_from(index).unwrap_or(i64::MAX)));
+        if index + 1 >= self.intervals.len() {
+            (start, self.end)
+        } else {
+            (start, start.saturating_add(self.step).min(self.end))
         }
     }
 
@@ -190,10 +224,8 @@ impl IntervalFold {
         let mut piece_start = start;
         while piece_start < stop {
             let index = self.interval_of(piece_start);
-            let interval_end = self
-                .from
-                .saturating_add(self.step.saturating_mul(i64::try_from(index + 1).unwrap_or(i64::MAX)));
-            let piece_end = interval_end.min(stop);
+            // Past `piece_start`, as `piece_start` is inside the window: so each turn moves on.
+            let piece_end = self.bounds(index).1.min(stop);
             let length = piece_end - piece_start;
             let interval = &mut self.intervals[index];
             interval.good_ms += length;
@@ -222,30 +254,30 @@ impl IntervalFold {
                 }
             }
         }
-        let (from, step, end, kind) = (self.from, self.step, self.end, self.kind);
+        let bounds: Vec<(i64, i64)> = (0..self.intervals.len())
+            .map(|index| self.bounds(index))
+            .collect();
+        let kind = self.kind;
         self.intervals
             .into_iter()
-            .enumerate()
-            .map(|(index, interval)| {
-                let start = from.saturating_add(step.saturating_mul(i64::try_from(index).unwrap_or(i64::MAX)));
-                HistoryInterval {
-                    start: from_unix_millis(start),
-                    end: from_unix_millis(start.saturating_add(step).min(end)),
-                    count: interval.count,
-                    first: interval.first,
-                    last: interval.last,
-                    min: interval.min.map(|(_, sample)| sample),
-                    max: interval.max.map(|(_, sample)| sample),
-                    average: (kind != TagType::String && interval.good_ms > 0)
-                        .then(|| interval.area / interval.good_ms as f64),
-                    good: Duration::from_millis(interval.good_ms.unsigned_abs()),
-                    states: interval
-                        .states
-                        .into_iter()
-                        .map(|(value, ms)| (value, Duration::from_millis(ms.unsigned_abs())))
-                        .collect(),
-                    other_states: Duration::from_millis(interval.other_ms.unsigned_abs()),
-                }
+            .zip(bounds)
+            .map(|(interval, (start, end))| HistoryInterval {
+                start: from_unix_millis(start),
+                end: from_unix_millis(end),
+                count: interval.count,
+                first: interval.first,
+                last: interval.last,
+                min: interval.min.map(|(_, sample)| sample),
+                max: interval.max.map(|(_, sample)| sample),
+                average: (kind != TagType::String && interval.good_ms > 0)
+                    .then(|| interval.area / interval.good_ms as f64),
+                good: Duration::from_millis(interval.good_ms.unsigned_abs()),
+                states: interval
+                    .states
+                    .into_iter()
+                    .map(|(value, ms)| (value, Duration::from_millis(ms.unsigned_abs())))
+                    .collect(),
+                other_states: Duration::from_millis(interval.other_ms.unsigned_abs()),
             })
             .collect()
     }
@@ -298,7 +330,14 @@ mod tests {
     fn the_value_before_the_window_opens_it_and_an_integer_steps() {
         let opening = at(-5_000, TagValue::Integer(4));
         let samples = [at(2_000, TagValue::Integer(8))];
-        let intervals = fold(TagType::Integer, (0, 3_999), 4_000, i64::MAX, Some(opening), &samples);
+        let intervals = fold(
+            TagType::Integer,
+            (0, 3_999),
+            4_000,
+            i64::MAX,
+            Some(opening),
+            &samples,
+        );
         assert_eq!(intervals.len(), 1);
         // 4 for 2 s, then 8 for 2 s.
         assert_eq!(intervals[0].average, Some(6.0));
@@ -340,6 +379,16 @@ mod tests {
     }
 
     #[test]
+    fn a_window_of_whole_steps_has_that_many_intervals_the_last_holding_its_end() {
+        let samples = [at(0, TagValue::Number(1.0)), at(20_000, TagValue::Number(3.0))];
+        let intervals = fold(TagType::Number, (0, 20_000), 10_000, i64::MAX, None, &samples);
+        assert_eq!(intervals.len(), 2);
+        assert_eq!(intervals[1].end, from_unix_millis(20_001));
+        assert_eq!(intervals[1].count, 1, "the sample at the window's end");
+        assert_eq!(interval_count((5, 5), 1_000), 1);
+    }
+
+    #[test]
     fn a_step_that_makes_too_many_intervals_is_widened() {
         let intervals = fold(TagType::Number, (0, 999_999), 1, i64::MAX, None, &[]);
         assert_eq!(intervals.len(), MAX_HISTORY_INTERVALS);
@@ -354,6 +403,7 @@ mod tests {
         fn each_interval_agrees_with_its_own_samples(
             steps in prop::collection::vec((1i64..5_000, -100.0f64..100.0), 1..300),
             step in 500i64..50_000,
+            whole in any::<bool>(),
         ) {
             let mut time = 0;
             let samples: Vec<HistorySample> = steps
@@ -363,8 +413,11 @@ mod tests {
                     at(time, TagValue::Number(*value))
                 })
                 .collect();
-            let window = (1, time);
+            // Some windows a whole number of steps long, whose last instant the last interval
+            // holds.
+            let window = (1, if whole { 1 + step * ((time - 1 + step - 1) / step).max(1) } else { time });
             let intervals = fold(TagType::Number, window, step, i64::MAX, None, &samples);
+            prop_assert_eq!(intervals.len(), interval_count(window, step));
             let mut counted = 0;
             let mut good = Duration::ZERO;
             for interval in &intervals {
@@ -390,7 +443,7 @@ mod tests {
             prop_assert_eq!(counted, samples.len());
             // The first sample opens the good time; it lasts to the window's end.
             let first = unix_millis(samples[0].time);
-            prop_assert_eq!(good, Duration::from_millis((time + 1 - first.max(1)).unsigned_abs()));
+            prop_assert_eq!(good, Duration::from_millis((window.1 + 1 - first.max(1)).unsigned_abs()));
         }
     }
 }

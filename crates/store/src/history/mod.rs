@@ -23,7 +23,7 @@ pub(crate) mod sqlite;
 mod trend;
 
 pub use block::BlockError as HistoryDataError;
-pub use intervals::{HistoryInterval, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES};
+pub use intervals::{HistoryInterval, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, interval_count};
 pub use raw::{HistoryCursor, RawHistoryPage};
 
 /// One stored sample.

@@ -40,7 +40,10 @@ pub(crate) enum HistoryShape {
     /// A trend of at most `max` samples (M4 when the window holds more).
     Trend { max: usize },
     /// Every sample after a cursor, at most `limit`.
-    Raw { after: Option<HistoryCursor>, limit: usize },
+    Raw {
+        after: Option<HistoryCursor>,
+        limit: usize,
+    },
     /// Aggregates per interval of `step` milliseconds, read at `now` (unix milliseconds).
     Intervals { step: i64, now: i64 },
 }
@@ -215,7 +218,10 @@ impl HistoryRead {
 
     /// The aggregates per interval, with the data of (at least) the
     /// [`needed`](Self::needed) blocks by id.
-    pub(crate) fn finish_intervals(self, data: &HashMap<i64, Vec<u8>>) -> Result<Vec<HistoryInterval>, BlockError> {
+    pub(crate) fn finish_intervals(
+        self,
+        data: &HashMap<i64, Vec<u8>>,
+    ) -> Result<Vec<HistoryInterval>, BlockError> {
         let (step, now) = match self.shape {
             HistoryShape::Intervals { step, now } => (step, now),
             HistoryShape::Trend { .. } | HistoryShape::Raw { .. } => (i64::MAX, i64::MIN),
@@ -280,13 +286,17 @@ impl HistoryRead {
 
     /// Every sample of the window in time order (blocks that overlap another's time, and the
     /// journal's, merged by time), given every block's data.
-    fn in_order(&self, data: &HashMap<i64, Vec<u8>>, mut each: impl FnMut(HistorySample)) -> Result<(), BlockError> {
+    fn in_order(
+        &self,
+        data: &HashMap<i64, Vec<u8>>,
+        mut each: impl FnMut(HistorySample),
+    ) -> Result<(), BlockError> {
         let (from, to) = self.window;
         let overlapping = self.overlapping();
         let mut merged: Vec<HistorySample> = Vec::new();
         let flush = |merged: &mut Vec<HistorySample>, each: &mut dyn FnMut(HistorySample)| {
             merged.sort_by_key(|sample| sample.time);
-            merged.drain(..).for_each(|sample| each(sample));
+            merged.drain(..).for_each(&mut *each);
         };
         for (block, overlaps) in self.blocks.iter().zip(overlapping) {
             let Some(bytes) = data.get(&block.id) else {
@@ -588,10 +598,20 @@ mod tests {
             assert!(of_kind(samples, TagType::Number));
             let summary = BlockSummary::of(id, samples);
             // As both backends read them.
-            if summary.first < window.0 && read.before.as_ref().is_none_or(|before| before.first <= summary.first) {
+            if summary.first < window.0
+                && read
+                    .before
+                    .as_ref()
+                    .is_none_or(|before| before.first <= summary.first)
+            {
                 read.before = Some(summary.clone());
             }
-            if summary.first > window.1 && read.after.as_ref().is_none_or(|after| after.first > summary.first) {
+            if summary.first > window.1
+                && read
+                    .after
+                    .as_ref()
+                    .is_none_or(|after| after.first > summary.first)
+            {
                 read.after = Some(summary.clone());
             }
             // Sealed and plain blocks alike.
@@ -641,7 +661,11 @@ mod tests {
                 HistorySample {
                     time: from_unix_millis(time),
                     value: TagValue::Number((value * 10.0).round() / 10.0),
-                    quality: if *good || *gap % 7 != 0 { Quality::GOOD } else { Quality(0) },
+                    quality: if *good || *gap % 7 != 0 {
+                        Quality::GOOD
+                    } else {
+                        Quality(0)
+                    },
                 }
             })
             .collect()

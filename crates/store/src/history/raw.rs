@@ -35,7 +35,10 @@ impl RawHistoryPage {
             return None;
         }
         let Some(last) = sent.checked_sub(1).map(|index| &self.samples[index]) else {
-            return self.after.or(Some(HistoryCursor { time_ms: i64::MIN, skip: 0 }));
+            return self.after.or(Some(HistoryCursor {
+                time_ms: i64::MIN,
+                skip: 0,
+            }));
         };
         let time_ms = unix_millis(last.time);
         let at_time = self.samples[..sent]
@@ -58,7 +61,11 @@ impl RawHistoryPage {
 /// those that end at or after the cursor, until their samples are enough, and every block
 /// that starts before one of them ends (a late sample's), so every sample before the first
 /// block left unread is among those read.
-pub(crate) fn blocks_to_read(blocks: &[BlockSummary], after: Option<HistoryCursor>, limit: usize) -> Vec<i64> {
+pub(crate) fn blocks_to_read(
+    blocks: &[BlockSummary],
+    after: Option<HistoryCursor>,
+    limit: usize,
+) -> Vec<i64> {
     let from = after.map_or(i64::MIN, |after| after.time_ms);
     let wanted = limit
         .saturating_add(1)

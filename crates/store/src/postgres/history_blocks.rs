@@ -556,7 +556,10 @@ impl PgStore {
         let mut data = HashMap::new();
         if !needed.is_empty() {
             // The blocks around the window may start outside the range every other is in.
-            let earliest = read.before.as_ref().map_or(earliest, |before| before.first.min(earliest));
+            let earliest = read
+                .before
+                .as_ref()
+                .map_or(earliest, |before| before.first.min(earliest));
             let latest = read.after.as_ref().map_or(to, |after| after.first.max(to));
             let rows = sqlx::query(
                 "SELECT Id, Data FROM HistoryBlocks WHERE Id = ANY($1) AND First BETWEEN $2 AND $3",

@@ -28,9 +28,16 @@ const MAX_REPLY_BYTES: usize = 512 * 1024;
 
 /// What the historian is asked, checked.
 enum Query {
-    Trend { max: usize },
-    Raw { after: Option<store::HistoryCursor>, limit: usize },
-    Intervals { interval: Duration },
+    Trend {
+        max: usize,
+    },
+    Raw {
+        after: Option<store::HistoryCursor>,
+        limit: usize,
+    },
+    Intervals {
+        interval: Duration,
+    },
 }
 
 /// Checks the call now; the returned future queries the historian.
@@ -101,21 +108,29 @@ pub(crate) fn apply(
                 reply.intervals = intervals;
             }
         }
-        server_frame::Body::TagHistory(reply)
+        server_frame::Body::TagHistory(Box::new(reply))
     })
 }
 
 /// The request's window, checked.
 fn window(request: &TagHistoryRequest) -> Result<(SystemTime, SystemTime), String> {
     if request.since_ms < 0 {
-        return Err(format!("tag history: since_ms {} is before 1970", request.since_ms));
+        return Err(format!(
+            "tag history: since_ms {} is before 1970",
+            request.since_ms
+        ));
     }
     if request.until_ms < 0 {
-        return Err(format!("tag history: until_ms {} is before 1970", request.until_ms));
+        return Err(format!(
+            "tag history: until_ms {} is before 1970",
+            request.until_ms
+        ));
     }
     let to = match request.until_ms {
         0 => SystemTime::now(),
-        until => from_epoch_ms(until).ok_or_else(|| format!("tag history: until_ms {until} is out of range"))?,
+        until => {
+            from_epoch_ms(until).ok_or_else(|| format!("tag history: until_ms {until} is out of range"))?
+        }
     };
     let from = from_epoch_ms(request.since_ms)
         .ok_or_else(|| format!("tag history: since_ms {} is out of range", request.since_ms))?;
@@ -166,9 +181,9 @@ fn query(request: &TagHistoryRequest, (from, to): (SystemTime, SystemTime)) -> R
                     "tag history: interval_ms {step} must be positive for HISTORY_SHAPE_INTERVALS"
                 ));
             }
-            let span = to.duration_since(from).unwrap_or_default().as_millis() + 1;
-            let count = span.div_ceil(step.unsigned_abs().into());
-            if count > store::MAX_HISTORY_INTERVALS as u128 {
+            let window = (epoch_ms(from), epoch_ms(to));
+            let count = store::interval_count(window, step);
+            if count > store::MAX_HISTORY_INTERVALS {
                 return Err(format!(
                     "tag history: interval_ms {step} cuts the window into {count} intervals, more than {}; \
                      ask for a longer interval or a shorter window",

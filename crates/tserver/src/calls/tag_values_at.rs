@@ -31,23 +31,30 @@ pub(crate) fn apply(
     }
     let instant = match request.at_ms {
         0 => SystemTime::now(),
-        at => from_epoch_ms(at)
-            .ok_or_else(|| invalid(format!("tag values at: at_ms {at} is before 1970 or out of range")))?,
+        at => from_epoch_ms(at).ok_or_else(|| {
+            invalid(format!(
+                "tag values at: at_ms {at} is before 1970 or out of range"
+            ))
+        })?,
     };
     let plant = runtime.plant().reader();
     let objects = plant.objects();
     let mut tags: Vec<(String, TagType)> = Vec::with_capacity(request.names.len());
     for (index, name) in request.names.iter().enumerate() {
-        let tag = objects
-            .tag(name)
-            .ok_or_else(|| invalid(format!("tag values at: names[{index}]: no tag named {:?}", short(name))))?;
+        let tag = objects.tag(name).ok_or_else(|| {
+            invalid(format!(
+                "tag values at: names[{index}]: no tag named {:?}",
+                short(name)
+            ))
+        })?;
         tags.push((tag.definition().name.clone(), tag.definition().kind));
     }
     let history = Arc::clone(plant.historian());
     Ok(async move {
         let asked: Vec<(String, TagType)> = tags.clone();
         let samples = historian::query("tag values at", move || {
-            let named: Vec<(&str, TagType)> = asked.iter().map(|(name, kind)| (name.as_str(), *kind)).collect();
+            let named: Vec<(&str, TagType)> =
+                asked.iter().map(|(name, kind)| (name.as_str(), *kind)).collect();
             history.values_at(&named, instant)
         })
         .await;
@@ -55,12 +62,15 @@ pub(crate) fn apply(
             Ok(samples) => samples,
             Err(reply) => return reply,
         };
-        let (values, truncated) = within_budget(tags.into_iter().zip(samples).map(|((name, _), sample)| {
-            TagValueAt {
-                name,
-                sample: sample.as_ref().map(history_sample),
-            }
-        }));
+        let (values, truncated) =
+            within_budget(
+                tags.into_iter()
+                    .zip(samples)
+                    .map(|((name, _), sample)| TagValueAt {
+                        name,
+                        sample: sample.as_ref().map(history_sample),
+                    }),
+            );
         server_frame::Body::TagValuesAt(TagValuesAtReply { values, truncated })
     })
 }
