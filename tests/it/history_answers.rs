@@ -37,10 +37,10 @@ fn record(store: &Store) {
     samples.insert(2_001, pending(&flow, 2_000_000, TagValue::Number(-1.0)));
     samples.extend((0..100_i64).map(|step| pending(&running, step * 10_000, TagValue::Bool(step % 2 == 0))));
     store
-        .write_history_blocking(&samples, &[], HistoryLimits::NONE)
+        .write_history_blocking(&samples, &[], &HistoryLimits::NONE)
         .expect("journals");
     store
-        .checkpoint_history_blocking(HistoryLimits::NONE)
+        .checkpoint_history_blocking(&HistoryLimits::NONE)
         .expect("folds");
     let later = [
         pending(&flow, 500_500, TagValue::Number(9_999.0)),
@@ -50,13 +50,13 @@ fn record(store: &Store) {
     .chain((3_000..3_020_i64).map(|second| pending(&flow, second * 1000, TagValue::Number(second as f64))))
     .collect::<Vec<_>>();
     store
-        .write_history_blocking(&later[..1], &[], HistoryLimits::NONE)
+        .write_history_blocking(&later[..1], &[], &HistoryLimits::NONE)
         .expect("journals the late spike");
     store
-        .checkpoint_history_blocking(HistoryLimits::NONE)
+        .checkpoint_history_blocking(&HistoryLimits::NONE)
         .expect("folds it into a block of its own");
     store
-        .write_history_blocking(&later[1..], &[], HistoryLimits::NONE)
+        .write_history_blocking(&later[1..], &[], &HistoryLimits::NONE)
         .expect("journals");
 }
 
@@ -158,7 +158,54 @@ fn check(store: &Store) -> Vec<HistoryInterval> {
         assert_eq!(interval.average, Some(0.5));
         assert_eq!(interval.count, 10);
     }
+    retention(store);
     intervals
+}
+
+/// How many samples of `tag` (a number tag) are kept.
+fn kept(store: &Store, tag: &str) -> usize {
+    store
+        .tag_history_blocking(tag, TagType::Number, (UNIX_EPOCH, at(i64::MAX / 2)), 4)
+        .expect("reads")
+        .total
+}
+
+/// A tag with a retention of its own keeps its blocks past the solution's, and loses them
+/// before it when its own is shorter; every other tag goes by the solution's.
+fn retention(store: &Store) {
+    let (default, own): (Arc<str>, Arc<str>) = (Arc::from("Old.Default"), Arc::from("Old.Own"));
+    let samples: Vec<PendingSample> = (0..2_048_i64)
+        .flat_map(|second| {
+            let time = 5_000_000 + second * 1000;
+            [
+                pending(&default, time, TagValue::Number((second % 17) as f64)),
+                pending(&own, time, TagValue::Number((second % 13) as f64)),
+            ]
+        })
+        .collect();
+    store
+        .write_history_blocking(&samples, &[], &HistoryLimits::NONE)
+        .expect("journals");
+    store
+        .checkpoint_history_blocking(&HistoryLimits::NONE)
+        .expect("folds");
+    let longer = HistoryLimits {
+        keep_after: at(10_000_000),
+        max_bytes: None,
+        own: vec![(Arc::clone(&own), UNIX_EPOCH)],
+    };
+    // A flush prunes by the solution's retention, a checkpoint by the tags' own.
+    store.write_history_blocking(&[], &[], &longer).expect("prunes");
+    store.checkpoint_history_blocking(&longer).expect("prunes");
+    assert_eq!(kept(store, "Old.Default"), 0, "past the solution's retention");
+    assert_eq!(kept(store, "Old.Own"), 2_048, "within its own");
+    let shorter = HistoryLimits {
+        keep_after: UNIX_EPOCH,
+        max_bytes: None,
+        own: vec![(Arc::clone(&own), at(10_000_000))],
+    };
+    store.checkpoint_history_blocking(&shorter).expect("prunes");
+    assert_eq!(kept(store, "Old.Own"), 0, "past its own retention");
 }
 
 #[tokio::test]

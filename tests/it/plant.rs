@@ -479,3 +479,52 @@ async fn the_history_is_exported_as_csv_or_json_lines_for_a_window_and_some_tags
         "{backwards}"
     );
 }
+
+#[tokio::test]
+async fn a_tag_with_a_retention_of_its_own_keeps_its_history_that_long() {
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    let mut model = solution.plant_model();
+    let level = model
+        .tags
+        .iter_mut()
+        .find(|tag| tag.name == "Tank1.Level")
+        .expect("the demo's tank");
+    let plant_model::History::On(options) = &mut level.history else {
+        panic!("Tank1.Level is recorded");
+    };
+    options.retention_hours = Some(3);
+    let file = solution.path.with_file_name("site.toml");
+    std::fs::write(&file, model.to_toml().expect("toml")).expect("writes");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    assert!(
+        admin(&["plant", path, "export"], "").contains("retention_hours = 3"),
+        "the tag's own retention is stored"
+    );
+    admin(&["settings", path, "set", "HistoryRetentionHours", "1"], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    runtime
+        .seed_history(Duration::from_secs(4 * 3600), Duration::from_secs(60))
+        .expect("seeds");
+    let oldest = async |tag: &str| {
+        let history = tool(
+            &runtime,
+            "runtime_get_tag_history",
+            json!({"tag": tag, "minutes": 300, "max_samples": 1000}),
+        )
+        .await;
+        let oldest = history["samples"][0]["time"].as_str().expect("a sample");
+        let oldest = humantime::parse_rfc3339(oldest).expect("time");
+        SystemTime::now().duration_since(oldest).expect("in the past")
+    };
+    let own = oldest("Tank1.Level").await;
+    assert!(
+        own > Duration::from_secs(2 * 3600 + 1800) && own <= Duration::from_secs(3 * 3600 + 60),
+        "Tank1.Level keeps its 3 hours: its oldest sample is {own:?} old"
+    );
+    let other = oldest("Tank2.Level").await;
+    assert!(
+        other <= Duration::from_secs(3600 + 60),
+        "Tank2.Level keeps the solution's hour: its oldest sample is {other:?} old"
+    );
+}

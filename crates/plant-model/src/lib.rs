@@ -46,8 +46,9 @@ pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
     DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
-    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion,
-    PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES,
+    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec,
+    TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
@@ -536,7 +537,7 @@ path = "Plant/Tank1/Level"
 type = "number"
 min = 0
 max = 250
-history = { deadband = 0.2, compression = "deadband", max_interval = 60 }
+history = { deadband = 0.2, compression = "deadband", max_interval = 60, retention_hours = 8760 }
 
 [[tags]]
 name = "Tank1.Temp"
@@ -575,12 +576,16 @@ history = false
                 deadband,
                 compression,
                 max_interval,
+                retention_hours: None,
             })
         };
         assert_eq!(
             recordings,
             [
-                recording(0.2, Compression::Deadband, 60),
+                Some(HistoryRule {
+                    retention_hours: Some(8760),
+                    ..recording(0.2, Compression::Deadband, 60).expect("recorded")
+                }),
                 recording(0.5, Compression::SwingingDoor, DEFAULT_MAX_INTERVAL),
                 recording(
                     200.0 * DEFAULT_DEADBAND_OF_RANGE,
@@ -612,6 +617,7 @@ history = false
                 1,
             )
             .replacen("max_interval = 60", "max_interval = 0", 1)
+            .replacen("retention_hours = 8760", "retention_hours = 0", 1)
             .replacen(
                 "history_deadband = 0.5",
                 "history_deadband = 0.5\nhistory = { deadband = 1 }",
@@ -623,6 +629,7 @@ history = false
             [
                 "f:8:43: tags[0].history.compression: unknown compression \"swinging_dor\" (did you mean \"swinging_door\"?); one of: swinging_door, deadband, none",
                 "f:8:74: tags[0].history.max_interval: must be a whole number of seconds from 1 to 86400",
+                "f:8:95: tags[0].history.retention_hours: must be a whole number of hours from 1 to 876000",
                 "f:16:20: tags[1].history_deadband: history says how this tag is recorded already: give the deadband there",
                 "f:35:11: tags[4].history: only number and integer tags have one; this is a string tag",
             ]

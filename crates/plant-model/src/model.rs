@@ -721,7 +721,7 @@ impl Default for History {
     }
 }
 
-/// `history = { deadband, compression, max_interval }`, each optional.
+/// `history = { deadband, compression, max_interval, retention_hours }`, each optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryOptions {
@@ -735,6 +735,9 @@ pub struct HistoryOptions {
     /// Seconds a tag receiving values goes at most without one stored; none: 600.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_interval: Option<u64>,
+    /// Hours its samples are kept; none: the solution's `HistoryRetentionHours`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_hours: Option<u64>,
 }
 
 /// Which of a numeric tag's samples the historian keeps within its deadband.
@@ -787,7 +790,12 @@ pub struct HistoryRule {
     pub compression: Compression,
     /// Seconds a tag receiving values goes at most without one stored.
     pub max_interval: u64,
+    /// Hours its samples are kept, when not the solution's `HistoryRetentionHours`.
+    pub retention_hours: Option<u64>,
 }
+
+/// The most hours a tag's own retention may say: a century.
+pub const MAX_RETENTION_HOURS: u64 = 876_000;
 
 /// The longest a tag receiving values goes without one stored, by default (seconds).
 pub const DEFAULT_MAX_INTERVAL: u64 = 600;
@@ -815,6 +823,7 @@ impl History {
             deadband: options.deadband.unwrap_or(default),
             compression: options.compression,
             max_interval: options.max_interval.unwrap_or(DEFAULT_MAX_INTERVAL),
+            retention_hours: options.retention_hours,
         })
     }
 }

@@ -11,9 +11,9 @@ use crate::PlantError;
 use crate::document::{Key, Node, Value};
 use crate::model::{
     AlarmSpec, Compression, Condition, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
-    History, HistoryOptions, InitialValue, MAX_ALARM_TEXT_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES,
-    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec,
-    TagType,
+    History, HistoryOptions, InitialValue, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS,
+    MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind,
+    SourceSpec, TagSpec, TagType,
 };
 use crate::names::{self, nearest};
 
@@ -1059,7 +1059,7 @@ impl<'t> Reader<'t> {
     }
 
     /// `history`: `true` or absent (the defaults), `false`, or `{ deadband, compression,
-    /// max_interval }`; `history_deadband = X` is the same as `history = { deadband = X }`.
+    /// max_interval, retention_hours }`; `history_deadband = X` is the same as `history = { deadband = X }`.
     fn history(&mut self, fields: &mut Fields<'_>, path: &str) -> History {
         let shorthand = self.number(fields, "history_deadband");
         let mut history = match fields.get("history") {
@@ -1072,7 +1072,7 @@ impl<'t> Reader<'t> {
                     self.error(
                         node.span.clone(),
                         fields.field("history"),
-                        "must be true, false or a table { deadband, compression, max_interval }",
+                        "must be true, false or a table { deadband, compression, max_interval, retention_hours }",
                     );
                     History::default()
                 }
@@ -1131,11 +1131,20 @@ impl<'t> Reader<'t> {
             .whole(&mut fields, "max_interval", 1..=86_400, "seconds")
             .flatten()
             .and_then(|seconds| u64::try_from(seconds).ok());
-        self.done(fields, &["deadband", "compression", "max_interval"]);
+        let max_hours = i64::try_from(MAX_RETENTION_HOURS).unwrap_or(i64::MAX);
+        let retention_hours = self
+            .whole(&mut fields, "retention_hours", 1..=max_hours, "hours")
+            .flatten()
+            .and_then(|hours| u64::try_from(hours).ok());
+        self.done(
+            fields,
+            &["deadband", "compression", "max_interval", "retention_hours"],
+        );
         HistoryOptions {
             deadband,
             compression,
             max_interval,
+            retention_hours,
         }
     }
 

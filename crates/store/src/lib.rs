@@ -75,11 +75,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 12] = [
+const MIGRATIONS: [&str; 13] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -92,6 +92,7 @@ const MIGRATIONS: [&str; 12] = [
     include_str!("schema_v10.sql"),
     include_str!("schema_v11.sql"),
     include_str!("schema_v12.sql"),
+    include_str!("schema_v13.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -647,18 +648,19 @@ mod tests {
                 quality: Quality::GOOD,
             })
             .collect();
-        db.write_history(&samples, &[], HistoryLimits::NONE)
+        db.write_history(&samples, &[], &HistoryLimits::NONE)
             .expect("journals");
-        db.checkpoint_history(HistoryLimits::NONE).expect("folds");
+        db.checkpoint_history(&HistoryLimits::NONE).expect("folds");
         let held = |db: &SolutionDb| -> i64 {
             db.read(|connection| connection.query_row(history::HISTORY_BYTES, [], |row| row.get(0)))
                 .expect("sums")
         };
         let before = held(&db);
         let bound = u64::try_from(before / 2).expect("positive");
-        db.checkpoint_history(HistoryLimits {
+        db.checkpoint_history(&HistoryLimits {
             keep_after: UNIX_EPOCH,
             max_bytes: Some(bound),
+            own: Vec::new(),
         })
         .expect("prunes");
         let after = u64::try_from(held(&db)).expect("positive");

@@ -269,7 +269,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -295,6 +295,7 @@ pub(super) fn write_plant(
                 stored_values(&tag)?,
                 recording.compression,
                 recording.max_interval,
+                recording.retention_hours,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -409,6 +410,7 @@ pub(super) struct TagRow {
     pub(super) values: Option<String>,
     pub(super) history_compression: String,
     pub(super) history_max_interval: i64,
+    pub(super) history_retention_hours: Option<i64>,
 }
 
 /// How a tag is recorded, as its `Tags` columns keep it: the defaults filled in, so the
@@ -419,6 +421,7 @@ pub(super) struct StoredRecording {
     pub(super) deadband: f64,
     pub(super) compression: &'static str,
     pub(super) max_interval: i64,
+    pub(super) retention_hours: Option<i64>,
 }
 
 impl StoredRecording {
@@ -429,12 +432,16 @@ impl StoredRecording {
                 deadband: recording.deadband,
                 compression: recording.compression.name(),
                 max_interval: i64::try_from(recording.max_interval).unwrap_or(i64::MAX),
+                retention_hours: recording
+                    .retention_hours
+                    .map(|hours| i64::try_from(hours).unwrap_or(i64::MAX)),
             },
             None => Self {
                 on: false,
                 deadband: 0.0,
                 compression: plant_model::Compression::default().name(),
                 max_interval: i64::try_from(plant_model::DEFAULT_MAX_INTERVAL).unwrap_or(i64::MAX),
+                retention_hours: None,
             },
         }
     }
@@ -480,6 +487,7 @@ impl TagRow {
             values,
             history_compression,
             history_max_interval,
+            history_retention_hours,
         } = self;
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -520,7 +528,7 @@ impl TagRow {
                 history,
                 history_deadband,
                 &history_compression,
-                history_max_interval,
+                (history_max_interval, history_retention_hours),
                 (kind, min, max),
             ),
             writable,
@@ -537,7 +545,7 @@ fn history_of_row(
     on: bool,
     deadband: f64,
     compression: &str,
-    max_interval: i64,
+    (max_interval, retention_hours): (i64, Option<i64>),
     (kind, min, max): (TagType, Option<f64>, Option<f64>),
 ) -> plant_model::History {
     let Some(default) = plant_model::History::default().recording(kind, min, max) else {
@@ -551,6 +559,7 @@ fn history_of_row(
         deadband: (deadband != default.deadband).then_some(deadband),
         compression: plant_model::Compression::parse(compression).unwrap_or_default(),
         max_interval: max_interval.filter(|seconds| *seconds != default.max_interval),
+        retention_hours: retention_hours.and_then(|hours| u64::try_from(hours).ok()),
     })
 }
 
@@ -569,7 +578,7 @@ pub(super) struct PlantRows {
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
     InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-    HistoryCompression, HistoryMaxInterval)";
+    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -579,7 +588,8 @@ pub(super) const UPDATE_TAGS: &str =
     History = excluded.History, HistoryDeadband = excluded.HistoryDeadband,
     Source = excluded.Source, Proposable = excluded.Proposable,
     AllowedValues = excluded.AllowedValues, HistoryCompression = excluded.HistoryCompression,
-    HistoryMaxInterval = excluded.HistoryMaxInterval";
+    HistoryMaxInterval = excluded.HistoryMaxInterval,
+    HistoryRetentionHours = excluded.HistoryRetentionHours";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
@@ -597,7 +607,7 @@ macro_rules! tag_query {
             select: concat!(
                 "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
                     Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-                    HistoryCompression, HistoryMaxInterval
+                    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours
                  FROM Tags",
                 $filter,
                 " ORDER BY Path"
@@ -826,6 +836,7 @@ fn read_tags(
             values: row.get(13)?,
             history_compression: row.get(14)?,
             history_max_interval: row.get(15)?,
+            history_retention_hours: row.get(16)?,
         };
         match row.into_spec(motions) {
             Ok(tag) => tags.push(tag),

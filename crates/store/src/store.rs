@@ -390,7 +390,7 @@ impl Store {
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        limits: HistoryLimits,
+        limits: &HistoryLimits,
     ) -> Result<(), SolutionError> {
         on_backend_blocking!(self, write_history(samples, events, limits))
     }
@@ -398,7 +398,7 @@ impl Store {
     /// Folds the history journal into blocks now rather than when it is due (after seeding a
     /// history, say), keeping within the `limits`; returns how many samples it folded. From a
     /// thread that may block.
-    pub fn checkpoint_history_blocking(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
+    pub fn checkpoint_history_blocking(&self, limits: &HistoryLimits) -> Result<usize, SolutionError> {
         on_backend_blocking!(self, checkpoint_history(limits))
     }
 

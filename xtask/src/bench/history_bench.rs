@@ -162,6 +162,7 @@ fn ingest(
                         deadband: if tag % 5 == 4 { 0.0 } else { DEVIATION },
                         compression: Compression::SwingingDoor,
                         max_interval: DEFAULT_MAX_INTERVAL,
+                        retention_hours: None,
                     };
                     let stored = match &mut recorders[tag] {
                         Some(recorder) => recorder.take(&taken, &rule),
@@ -180,9 +181,9 @@ fn ingest(
                 kept
             }
         };
-        store.write_history_blocking(&kept, &[], HistoryLimits::NONE)?;
+        store.write_history_blocking(&kept, &[], &HistoryLimits::NONE)?;
     }
-    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
+    store.checkpoint_history_blocking(&HistoryLimits::NONE)?;
     let elapsed = started.elapsed().as_secs_f64();
     let offered = (names.len() as u64 * seconds) as f64;
     let grown = file_bytes(path)? - before;
@@ -341,9 +342,9 @@ fn trend_file(tserver: &Path, path: &Path, seconds: i64) -> anyhow::Result<()> {
     new_solution(tserver, path)?;
     let store = Store::open_file(path)?;
     for day in trend_days(seconds) {
-        store.write_history_blocking(&day, &[], HistoryLimits::NONE)?;
+        store.write_history_blocking(&day, &[], &HistoryLimits::NONE)?;
     }
-    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
+    store.checkpoint_history_blocking(&HistoryLimits::NONE)?;
     Ok(())
 }
 
@@ -371,9 +372,9 @@ fn instant_file(tserver: &Path, path: &Path, tags: usize, seconds: i64) -> anyho
         let samples = second_of(&names, second, |tag, second| {
             TagValue::Number(reading(tag, second))
         });
-        store.write_history_blocking(&samples, &[], HistoryLimits::NONE)?;
+        store.write_history_blocking(&samples, &[], &HistoryLimits::NONE)?;
     }
-    store.checkpoint_history_blocking(HistoryLimits::NONE)?;
+    store.checkpoint_history_blocking(&HistoryLimits::NONE)?;
     Ok(())
 }
 

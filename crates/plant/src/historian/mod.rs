@@ -131,6 +131,9 @@ pub struct Historian {
     /// The most bytes the history's blocks take, 0 for no bound: `HistoryMaxBytes`, followed
     /// live.
     max_bytes: AtomicU64,
+    /// The tags that keep their samples for a time of their own (`history.retention_hours`),
+    /// followed as the plant changes.
+    own_retention: Mutex<Arc<HashMap<Arc<str>, Duration>>>,
     queue: Mutex<Queue>,
     /// Held through a flush, so flushes take and put back the queue one at a time.
     flushing: Mutex<()>,
@@ -147,6 +150,7 @@ impl Historian {
             store,
             retention_ms: AtomicU64::new(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX)),
             max_bytes: AtomicU64::new(0),
+            own_retention: Mutex::default(),
             queue: Mutex::new(Queue::default()),
             flushing: Mutex::new(()),
             records_shared: AtomicBool::new(true),
@@ -171,6 +175,20 @@ impl Historian {
         if self.retention_ms.swap(ms, Ordering::Relaxed) != ms {
             tracing::info!(?retention, "history retention changed");
         }
+    }
+
+    /// Keeps each of `tags` (dotted name, hours) for its own time from the next flush on, and
+    /// every other tag for `HistoryRetentionHours` (the plant was loaded or changed).
+    pub(crate) fn set_own_retention(&self, tags: impl IntoIterator<Item = (Arc<str>, u64)>) {
+        let own: HashMap<Arc<str>, Duration> = tags
+            .into_iter()
+            .map(|(tag, hours)| (tag, Duration::from_secs(hours.saturating_mul(3600))))
+            .collect();
+        *self.own_retention.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(own);
+    }
+
+    fn own_retention(&self) -> Arc<HashMap<Arc<str>, Duration>> {
+        Arc::clone(&self.own_retention.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn queue(&self) -> MutexGuard<'_, Queue> {
@@ -223,7 +241,7 @@ impl Historian {
         }
         let written = self
             .store
-            .write_history_blocking(&samples, &events, self.limits());
+            .write_history_blocking(&samples, &events, &self.limits());
         match written {
             Ok(()) => Ok(samples.len() + events.len()),
             Err(error) => {
@@ -238,12 +256,18 @@ impl Historian {
         }
     }
 
-    /// What retention keeps now, by age and by size.
+    /// What retention keeps now, by age (the solution's and the tags' own) and by size.
     fn limits(&self) -> HistoryLimits {
         let max_bytes = self.max_bytes.load(Ordering::Relaxed);
+        let now = SystemTime::now();
         HistoryLimits {
             keep_after: self.keep_after(),
             max_bytes: (max_bytes > 0).then_some(max_bytes),
+            own: self
+                .own_retention()
+                .iter()
+                .map(|(tag, kept)| (Arc::clone(tag), now.checked_sub(*kept).unwrap_or(UNIX_EPOCH)))
+                .collect(),
         }
     }
 
@@ -267,7 +291,7 @@ impl Historian {
     /// than when it is due); returns the samples folded.
     pub fn checkpoint(&self) -> Result<usize, SolutionError> {
         self.flush()?;
-        self.store.checkpoint_history_blocking(self.limits())
+        self.store.checkpoint_history_blocking(&self.limits())
     }
 
     /// Rows (samples and alarm events) queued and not yet written.
@@ -328,7 +352,11 @@ impl Historian {
     fn reachable(&self, tag: &str, from: SystemTime) -> Result<SystemTime, SolutionError> {
         self.queue().close_line(tag);
         self.flush()?;
-        Ok(from.max(self.keep_after()))
+        let kept = match self.own_retention().get(tag) {
+            Some(kept) => SystemTime::now().checked_sub(*kept).unwrap_or(UNIX_EPOCH),
+            None => self.keep_after(),
+        };
+        Ok(from.max(kept))
     }
 
     /// Each tag's (dotted name, of its kind) last recorded sample at or before `instant`, `None`

@@ -190,6 +190,7 @@ mod tests {
 
     fn stored_as(samples: &[TagSample], compression: Compression, deviation: f64) -> Vec<TagSample> {
         let rule = HistoryRule {
+            retention_hours: None,
             deadband: deviation,
             compression,
             max_interval: MAX_INTERVAL.as_secs(),

@@ -72,12 +72,25 @@ impl PlantReader {
     }
 }
 
+/// The tags of `objects` that keep their history for a time of their own, with it in hours.
+fn own_retention(objects: &ObjectModel) -> Vec<(Arc<str>, u64)> {
+    objects
+        .tags()
+        .filter_map(|tag| {
+            let definition = tag.definition();
+            let hours = definition.history.as_ref()?.retention_hours?;
+            Some((Arc::from(definition.name.as_str()), hours))
+        })
+        .collect()
+}
+
 impl Plant {
     /// Joins a loaded object model to its historian, and raises the alarms its tags' values
     /// are already past (recorded like any other transition).
     pub fn new(objects: Arc<ObjectModel>, historian: Arc<Historian>) -> Self {
         let events = objects.evaluate_alarms(SystemTime::now(), &WRITE);
         historian.record_events(events, &WRITE);
+        historian.set_own_retention(own_retention(&objects));
         Self {
             objects: Arc::new(ArcSwap::new(objects)),
             library: Arc::default(),
@@ -103,6 +116,7 @@ impl Plant {
         next.adopt_live_state(&self.objects.load());
         let events = next.evaluate_alarms(SystemTime::now(), &WRITE);
         self.historian.record_events(events, &WRITE);
+        self.historian.set_own_retention(own_retention(&next));
         self.objects.store(Arc::new(next));
         self.changed();
     }

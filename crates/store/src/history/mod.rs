@@ -70,14 +70,17 @@ pub struct AlarmHistoryPage {
     pub total: usize,
 }
 
-/// What the history keeps: samples and events from `keep_after` on (retention by age), and
-/// its blocks within `max_bytes` when set (retention by size: the oldest sealed blocks go).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the history keeps: samples and events from `keep_after` on (retention by age), a
+/// tag with a retention of its own from its own time on, and its blocks within `max_bytes`
+/// when set (retention by size: the oldest sealed blocks go).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryLimits {
     /// The oldest time kept.
     pub keep_after: SystemTime,
     /// The most bytes the blocks' data may take.
     pub max_bytes: Option<u64>,
+    /// The tags (dotted names) that keep their samples from another time than `keep_after`.
+    pub own: Vec<(Arc<str>, SystemTime)>,
 }
 
 impl HistoryLimits {
@@ -85,7 +88,23 @@ impl HistoryLimits {
     pub const NONE: Self = Self {
         keep_after: UNIX_EPOCH,
         max_bytes: None,
+        own: Vec::new(),
     };
+
+    /// The oldest time any tag keeps (unix milliseconds): what is older goes whatever its tag.
+    pub(crate) fn earliest_kept(&self) -> i64 {
+        let earliest = self
+            .own
+            .iter()
+            .map(|(_, keep_after)| *keep_after)
+            .fold(self.keep_after, SystemTime::min);
+        unix_millis(earliest)
+    }
+
+    /// The names of the tags with a retention of their own.
+    pub(crate) fn own_names(&self) -> Vec<&str> {
+        self.own.iter().map(|(name, _)| name.as_ref()).collect()
+    }
 }
 
 /// Deletes the oldest sealed blocks whose data, with all older, goes past `$1` bytes too many
@@ -121,7 +140,7 @@ impl SolutionDb {
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        limits: HistoryLimits,
+        limits: &HistoryLimits,
     ) -> Result<(), SolutionError> {
         let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
         // The kept writer would go on writing into a file that is gone.
@@ -134,7 +153,7 @@ impl SolutionDb {
     }
 
     /// Folds the history journal into blocks now; returns how many samples it folded.
-    pub(crate) fn checkpoint_history(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
+    pub(crate) fn checkpoint_history(&self, limits: &HistoryLimits) -> Result<usize, SolutionError> {
         let mut writer = self.history_writer.lock().unwrap_or_else(PoisonError::into_inner);
         self.refuse_if_lost()?;
         let writer = match writer.as_mut() {

@@ -101,7 +101,7 @@ impl HistoryWriter {
         &mut self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        limits: HistoryLimits,
+        limits: &HistoryLimits,
     ) -> rusqlite::Result<()> {
         let now = unix_millis(SystemTime::now());
         let journal = match self.journal {
@@ -145,9 +145,14 @@ impl HistoryWriter {
         }
         insert_events(&transaction, events)?;
         let cutoff = unix_millis(limits.keep_after);
+        // Tags with a retention of their own are pruned at checkpoints.
+        let own = serde_json::to_string(&limits.own_names()).unwrap_or_else(|_| "[]".to_owned());
         transaction
-            .prepare_cached("DELETE FROM HistoryBlocks WHERE Last < ?1")?
-            .execute([cutoff])?;
+            .prepare_cached(
+                "DELETE FROM HistoryBlocks WHERE Last < ?1 AND Tag NOT IN
+                 (SELECT HistoryTags.Id FROM HistoryTags JOIN json_each(?2) ON HistoryTags.Name = json_each.value)",
+            )?
+            .execute(params![cutoff, own])?;
         transaction
             .prepare_cached("DELETE FROM AlarmHistory WHERE Time < ?1")?
             .execute([cutoff])?;
@@ -169,11 +174,19 @@ impl HistoryWriter {
 
     /// Folds the journal into blocks now (see [`checkpoint`]); returns how many samples it
     /// folded.
-    pub(crate) fn checkpoint(&mut self, limits: HistoryLimits) -> rusqlite::Result<usize> {
+    pub(crate) fn checkpoint(&mut self, limits: &HistoryLimits) -> rusqlite::Result<usize> {
         let transaction = self
             .connection
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let folded = checkpoint(&transaction, unix_millis(limits.keep_after))?;
+        let folded = checkpoint(&transaction, limits.earliest_kept())?;
+        {
+            let mut own = transaction.prepare_cached(
+                "DELETE FROM HistoryBlocks WHERE Tag = (SELECT Id FROM HistoryTags WHERE Name = ?1) AND Last < ?2",
+            )?;
+            for (tag, keep_after) in &limits.own {
+                own.execute(params![tag.as_ref(), unix_millis(*keep_after)])?;
+            }
+        }
         if let Some(max_bytes) = limits.max_bytes {
             let held: i64 = transaction.query_row(HISTORY_BYTES, [], |row| row.get(0))?;
             let excess = held.saturating_sub(i64::try_from(max_bytes).unwrap_or(i64::MAX));

@@ -76,6 +76,7 @@ const TABLES: &[Table] = &[
             ("AllowedValues", "AllowedValues", Text),
             ("HistoryCompression", "HistoryCompression", Text),
             ("HistoryMaxInterval", "HistoryMaxInterval", Int),
+            ("HistoryRetentionHours", "HistoryRetentionHours", Int),
         ],
         identity: false,
     },

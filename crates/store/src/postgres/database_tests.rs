@@ -388,11 +388,11 @@ async fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
         })
         .collect();
     store
-        .write_history(&samples, &[], HistoryLimits::NONE)
+        .write_history(&samples, &[], &HistoryLimits::NONE)
         .await
         .expect("journals");
     store
-        .checkpoint_history(HistoryLimits::NONE)
+        .checkpoint_history(&HistoryLimits::NONE)
         .await
         .expect("folds");
     let held = || async {
@@ -403,9 +403,10 @@ async fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
     };
     let bound = u64::try_from(held().await / 2).expect("positive");
     store
-        .checkpoint_history(HistoryLimits {
+        .checkpoint_history(&HistoryLimits {
             keep_after: std::time::UNIX_EPOCH,
             max_bytes: Some(bound),
+            own: Vec::new(),
         })
         .await
         .expect("prunes");

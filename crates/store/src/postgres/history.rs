@@ -35,7 +35,7 @@ impl PgStore {
         &self,
         samples: &[PendingSample],
         events: &[AlarmEvent],
-        limits: HistoryLimits,
+        limits: &HistoryLimits,
     ) -> Result<(), SolutionError> {
         let now = unix_millis(SystemTime::now());
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
@@ -65,16 +65,21 @@ impl PgStore {
             .map_err(|error| self.error(error))?;
         }
         let cutoff = unix_millis(limits.keep_after);
-        for prune in [
-            "DELETE FROM HistoryBlocks WHERE Last < $1",
-            "DELETE FROM AlarmHistory WHERE Time < $1",
-        ] {
-            sqlx::query(prune)
-                .bind(cutoff)
-                .execute(&mut *transaction)
-                .await
-                .map_err(|error| self.error(error))?;
-        }
+        // Tags with a retention of their own are pruned at checkpoints.
+        sqlx::query(
+            "DELETE FROM HistoryBlocks WHERE Last < $1
+             AND Tag NOT IN (SELECT Id FROM HistoryTags WHERE Name = ANY($2))",
+        )
+        .bind(cutoff)
+        .bind(limits.own_names())
+        .execute(&mut *transaction)
+        .await
+        .map_err(|error| self.error(error))?;
+        sqlx::query("DELETE FROM AlarmHistory WHERE Time < $1")
+            .bind(cutoff)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
         transaction.commit().await.map_err(|error| self.error(error))?;
         self.after_journal(ids, samples.len(), now, limits).await
     }

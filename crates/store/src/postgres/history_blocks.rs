@@ -196,7 +196,7 @@ impl PgStore {
         ids: HashMap<Arc<str>, i64>,
         samples: usize,
         now: i64,
-        limits: HistoryLimits,
+        limits: &HistoryLimits,
     ) -> Result<(), SolutionError> {
         self.history
             .tags
@@ -241,7 +241,7 @@ impl PgStore {
     /// Folds the journal into blocks and empties it, then drops the partitions retention has
     /// emptied, in one transaction; samples from before `keep_after` are not kept. Returns how
     /// many samples it folded.
-    pub(crate) async fn checkpoint_history(&self, limits: HistoryLimits) -> Result<usize, SolutionError> {
+    pub(crate) async fn checkpoint_history(&self, limits: &HistoryLimits) -> Result<usize, SolutionError> {
         let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(CHECKPOINT_LOCK)
@@ -268,7 +268,7 @@ impl PgStore {
                 }
             }
         }
-        let cutoff = unix_millis(limits.keep_after);
+        let cutoff = limits.earliest_kept();
         for samples in by_tag.values_mut() {
             samples.retain(|sample| unix_millis(sample.time) >= cutoff);
         }
@@ -282,6 +282,24 @@ impl PgStore {
                 .await
                 .map_err(|error| self.error(error))?;
         }
+        sqlx::query(
+            "DELETE FROM HistoryBlocks USING
+                 (SELECT HistoryTags.Id, Own.KeepAfter
+                  FROM UNNEST($1::text[], $2::bigint[]) AS Own (Name, KeepAfter)
+                  JOIN HistoryTags ON HistoryTags.Name = Own.Name) AS Kept
+             WHERE HistoryBlocks.Tag = Kept.Id AND HistoryBlocks.Last < Kept.KeepAfter",
+        )
+        .bind(limits.own_names())
+        .bind(
+            limits
+                .own
+                .iter()
+                .map(|(_, keep_after)| unix_millis(*keep_after))
+                .collect::<Vec<_>>(),
+        )
+        .execute(&mut *transaction)
+        .await
+        .map_err(|error| self.error(error))?;
         self.drop_old_partitions(&mut transaction, cutoff).await?;
         if let Some(max_bytes) = limits.max_bytes {
             let held: i64 = sqlx::query_scalar(HISTORY_BYTES)
@@ -657,7 +675,7 @@ impl PgStore {
     /// Deletes the history of `tag`, folding the journal first so none of it comes back;
     /// returns how many samples it held.
     pub(crate) async fn purge_history_blocks(&self, tag: &str) -> Result<usize, SolutionError> {
-        self.checkpoint_history(HistoryLimits::NONE).await?;
+        self.checkpoint_history(&HistoryLimits::NONE).await?;
         let held: Option<i64> = sqlx::query_scalar(
             "WITH Deleted AS (DELETE FROM HistoryBlocks WHERE Tag = (SELECT Id FROM HistoryTags WHERE Name = $1)
                               RETURNING Count)

@@ -37,10 +37,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 9;
+pub const PG_SCHEMA_VERSION: i64 = 10;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 10] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -50,6 +50,7 @@ const MIGRATIONS: [&str; 9] = [
     include_str!("schema_v7.sql"),
     include_str!("schema_v8.sql"),
     include_str!("schema_v9.sql"),
+    include_str!("schema_v10.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared

@@ -121,6 +121,7 @@ impl PgStore {
                 values: self.get(&row, 13)?,
                 history_compression: self.get(&row, 14)?,
                 history_max_interval: self.get(&row, 15)?,
+                history_retention_hours: self.get(&row, 16)?,
             };
             tags.push(row.into_spec(motions)?);
         }
@@ -213,7 +214,7 @@ impl PgStore {
         let upsert_tags = format!(
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                  $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
-                 $13::integer[], $14::text[], $15::text[], $16::bigint[])
+                 $13::integer[], $14::text[], $15::text[], $16::bigint[], $17::bigint[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
@@ -268,6 +269,12 @@ impl PgStore {
                     recordings
                         .iter()
                         .map(|recording| recording.max_interval)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    recordings
+                        .iter()
+                        .map(|recording| recording.retention_hours)
                         .collect::<Vec<_>>(),
                 ),
         )

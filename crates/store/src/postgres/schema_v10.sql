@@ -1,0 +1,4 @@
+-- Schema version 10: a tag may keep its history longer or shorter than the solution's
+-- HistoryRetentionHours (the plant file's history.retention_hours); NULL keeps the solution's.
+
+ALTER TABLE Tags ADD COLUMN HistoryRetentionHours BIGINT CHECK (HistoryRetentionHours > 0);
