@@ -25,6 +25,16 @@ fn pending(tag: &Arc<str>, ms: i64, value: TagValue) -> PendingSample {
     }
 }
 
+/// Journals `samples` and folds them into blocks, keeping everything.
+fn stored_in_blocks(store: &Store, samples: &[PendingSample]) {
+    store
+        .write_history_blocking(samples, &[], &HistoryLimits::NONE)
+        .expect("journals");
+    store
+        .checkpoint_history_blocking(&HistoryLimits::NONE)
+        .expect("folds");
+}
+
 /// `Line.Flow` reads its own time in seconds, once a second for 3,000 s, but for a late
 /// spike at 500.5 s (stored after the rest) and two readings at 2,000 s; its last 20 seconds
 /// stay in the journal. `Pump.Running` turns every 10 s for 1,000 s.
@@ -36,12 +46,7 @@ fn record(store: &Store) {
         .collect();
     samples.insert(2_001, pending(&flow, 2_000_000, TagValue::Number(-1.0)));
     samples.extend((0..100_i64).map(|step| pending(&running, step * 10_000, TagValue::Bool(step % 2 == 0))));
-    store
-        .write_history_blocking(&samples, &[], &HistoryLimits::NONE)
-        .expect("journals");
-    store
-        .checkpoint_history_blocking(&HistoryLimits::NONE)
-        .expect("folds");
+    stored_in_blocks(store, &samples);
     let later = [
         pending(&flow, 500_500, TagValue::Number(9_999.0)),
         // The journal's, left unfolded.
@@ -49,12 +54,8 @@ fn record(store: &Store) {
     .into_iter()
     .chain((3_000..3_020_i64).map(|second| pending(&flow, second * 1000, TagValue::Number(second as f64))))
     .collect::<Vec<_>>();
-    store
-        .write_history_blocking(&later[..1], &[], &HistoryLimits::NONE)
-        .expect("journals the late spike");
-    store
-        .checkpoint_history_blocking(&HistoryLimits::NONE)
-        .expect("folds it into a block of its own");
+    // The late spike, in a block of its own.
+    stored_in_blocks(store, &later[..1]);
     store
         .write_history_blocking(&later[1..], &[], &HistoryLimits::NONE)
         .expect("journals");
@@ -183,12 +184,7 @@ fn retention(store: &Store) {
             ]
         })
         .collect();
-    store
-        .write_history_blocking(&samples, &[], &HistoryLimits::NONE)
-        .expect("journals");
-    store
-        .checkpoint_history_blocking(&HistoryLimits::NONE)
-        .expect("folds");
+    stored_in_blocks(store, &samples);
     let longer = HistoryLimits {
         keep_after: at(10_000_000),
         max_bytes: None,
