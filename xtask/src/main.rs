@@ -16,6 +16,7 @@
 //!   `bench`).
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
+//! - `history-bench ...`: the in-process side of the historian scenario (run by `bench`).
 //! - `websocket-bench ...`: the WebSocket clients of the `/ws` scenarios (run by `bench`).
 
 use anyhow::{Context, bail};
@@ -48,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         Some("mcp-bench") => bench::mcp_bench::measure(&args[1..]),
         Some("websocket-bench") => bench::websocket_bench::measure(&args[1..]),
         Some("script-bench") => bench::script_bench::measure(&args[1..]),
+        Some("history-bench") => bench::history_bench::measure(&args[1..]),
         Some("store-bench") => bench::store_bench::measure(&args[1..]),
         Some("reference-server") => {
             let listen = args.get(1).map_or("127.0.0.1:0", String::as_str);

@@ -27,7 +27,7 @@ use tserver_tests::postgres::PrivatePostgres;
 
 use super::report::Results;
 use super::verdicts::{self, Verdicts};
-use crate::processes::{cpu_seconds, free_port, run_quietly};
+use crate::processes::{cpu_seconds, free_port, measuring_side, run_quietly};
 
 /// The shape of the history runs.
 #[derive(Debug, Clone, Copy)]
@@ -437,8 +437,62 @@ fn instant_p99(store: &Store, tags: usize, seconds: i64, queries: usize) -> anyh
     })
 }
 
-/// Runs the scenario with the build in `bin`, its files in `out_dir`.
+/// Runs the scenario with the build in `bin`, its files in `out_dir`: its measuring side is
+/// that build's `xtask history-bench`, so the store's writes and queries timed in process run
+/// optimised, as users deploy them.
 pub(crate) fn run(bin: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Result<Value> {
+    let numbers = [
+        plan.tags.to_string(),
+        plan.sustained_seconds.to_string(),
+        plan.burst_seconds.to_string(),
+        plan.storage_tags.to_string(),
+        plan.storage_seconds.to_string(),
+        plan.trend_seconds.to_string(),
+        plan.instant_tags.to_string(),
+        plan.instant_seconds.to_string(),
+        plan.queries.to_string(),
+    ];
+    let mut args = vec![
+        bin.to_str().context("a UTF-8 build path")?,
+        out_dir.to_str().context("a UTF-8 bench path")?,
+    ];
+    args.extend(numbers.iter().map(String::as_str));
+    measuring_side(&bin.join("xtask"), "history-bench", &args)
+}
+
+/// `xtask history-bench BIN OUT_DIR TAGS SUSTAINED_S BURST_S STORAGE_TAGS STORAGE_S TREND_S
+/// INSTANT_TAGS INSTANT_S QUERIES`: the measuring side; prints a JSON report.
+pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
+    let [bin, out_dir, numbers @ ..] = args else {
+        bail!(
+            "usage: xtask history-bench BIN OUT_DIR TAGS SUSTAINED_S BURST_S STORAGE_TAGS STORAGE_S TREND_S INSTANT_TAGS INSTANT_S QUERIES"
+        );
+    };
+    let number = |index: usize| -> anyhow::Result<u64> {
+        let text = numbers
+            .get(index)
+            .with_context(|| format!("history-bench: argument {} is missing", index + 3))?;
+        text.parse()
+            .with_context(|| format!("history-bench: {text:?} is not a whole number"))
+    };
+    let plan = HistoryPlan {
+        tags: usize::try_from(number(0)?)?,
+        sustained_seconds: number(1)?,
+        burst_seconds: number(2)?,
+        storage_tags: usize::try_from(number(3)?)?,
+        storage_seconds: number(4)?,
+        trend_seconds: i64::try_from(number(5)?)?,
+        instant_tags: usize::try_from(number(6)?)?,
+        instant_seconds: i64::try_from(number(7)?)?,
+        queries: usize::try_from(number(8)?)?,
+    };
+    let report = run_here(Path::new(bin), Path::new(out_dir), plan)?;
+    println!("{report}");
+    Ok(())
+}
+
+/// The scenario, measured in this process.
+fn run_here(bin: &Path, out_dir: &Path, plan: HistoryPlan) -> anyhow::Result<Value> {
     let tserver = bin.join("tserver");
     let (cpu_share, recorded) = sustained(&tserver, out_dir, plan)?;
     let burst = burst(&tserver, out_dir, plan)?;

@@ -22,7 +22,7 @@ mod baseline;
 mod failover_bench;
 mod first_build;
 mod harness;
-mod history_bench;
+pub(crate) mod history_bench;
 mod hostile;
 mod idle;
 mod latencies;
