@@ -357,8 +357,8 @@ mod tests {
     use tserver_proto::v1::{
         AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatClear,
         ChatRequest, DecideProposalRequest, Hello, ListProposalsRequest, ListToolsRequest, Logout, Ping,
-        ReadTagsRequest, SubscribeRequest, TagHistoryRequest, UnsubscribeRequest, WriteTagsRequest,
-        client_frame::Body,
+        ReadTagsRequest, SubscribeRequest, TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest,
+        WriteTagsRequest, client_frame::Body,
     };
 
     use super::{CALL_KINDS, Call};
@@ -384,6 +384,7 @@ mod tests {
             Body::ChatClear(ChatClear::default()),
             Body::ListProposals(ListProposalsRequest::default()),
             Body::DecideProposal(DecideProposalRequest::default()),
+            Body::TagValuesAt(TagValuesAtRequest::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);
