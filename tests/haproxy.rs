@@ -36,33 +36,8 @@ pub struct Haproxy {
     _dir: tempfile::TempDir,
 }
 
-/// A free port on 127.0.0.1 (free when asked; the caller binds it at once), below the
-/// system's ephemeral range: a node restarted on its port after a kill finds it free, where a
-/// port from that range may have become the local end of some outgoing connection meanwhile.
+/// A free port on 127.0.0.1 (free when asked; the caller binds it at once).
 pub fn free_loopback_addr() -> SocketAddr {
-    let ephemeral_from: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768);
-    let below = 10_000..ephemeral_from.max(10_001);
-    let span = u32::from(below.end - below.start);
-    // A start spread by process and time, so tests running at once try different ports first.
-    let seed = std::process::id()
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.subsec_nanos());
-    for step in 0..span {
-        let offset = (seed
-            .wrapping_mul(2_654_435_761)
-            .wrapping_add(step.wrapping_mul(7_919)))
-            % span;
-        let port = below.start + u16::try_from(offset).unwrap_or(0);
-        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port))
-            && let Ok(addr) = listener.local_addr()
-        {
-            return addr;
-        }
-    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free loopback port")
