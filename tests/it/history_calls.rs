@@ -6,17 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
-use service_client::{
-    ClientError, ErrorCode, HistoryCursor, HistoryShape, HistoryValue, StateValue, TagHistoryRequest,
-};
+use service_client::{HistoryCursor, HistoryShape, HistoryValue, StateValue, TagHistoryRequest};
 use tserver::ServerConfig;
 
+use crate::panel_calls::{assert_invalid, ms};
 use crate::support::{Solution, TestServer};
 use crate::tclient::tclient;
-
-fn ms(time: SystemTime) -> i64 {
-    i64::try_from(time.duration_since(UNIX_EPOCH).expect("after 1970").as_millis()).expect("fits")
-}
 
 /// A whole minute three hours ago, before the demo's seeded history (its last 2 hours), so
 /// what a test writes after it is all its window holds.
@@ -31,16 +26,6 @@ fn write(server: &TestServer, tag: &str, value: TagValue, time: SystemTime) {
         .plant()
         .write_at(tag, value, Quality::GOOD, time)
         .expect("written");
-}
-
-fn assert_invalid(error: &ClientError, naming: &str) {
-    match error {
-        ClientError::Server {
-            code: ErrorCode::InvalidArgument,
-            message,
-        } => assert!(message.contains(naming), "{message:?} names {naming:?}"),
-        other => panic!("expected INVALID_ARGUMENT naming {naming:?}, got {other:?}"),
-    }
 }
 
 /// Tank1.Level zigzags 0, 100, 0... every 10 s for ten minutes (each sample far past the

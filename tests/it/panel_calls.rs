@@ -16,7 +16,7 @@ use crate::chat::ChatRig;
 use crate::support::{Solution, TestServer, admin};
 use crate::tclient::tclient;
 
-fn ms(time: SystemTime) -> i64 {
+pub(crate) fn ms(time: SystemTime) -> i64 {
     i64::try_from(time.duration_since(UNIX_EPOCH).expect("after 1970").as_millis()).expect("fits")
 }
 
@@ -36,7 +36,7 @@ fn number(server: &TestServer, tag: &str, value: f64, time: SystemTime) {
 }
 
 /// Asserts `error` is an INVALID_ARGUMENT whose message holds `naming`.
-fn assert_invalid(error: &ClientError, naming: &str) {
+pub(crate) fn assert_invalid(error: &ClientError, naming: &str) {
     match error {
         ClientError::Server {
             code: ErrorCode::InvalidArgument,
