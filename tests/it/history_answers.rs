@@ -1,7 +1,7 @@
 //! The historian's answers from a real SQLite file and a real PostgreSQL database alike: raw
 //! pages that lose and repeat no sample (a late one, two in one millisecond and the journal's
-//! included), and aggregates per interval that agree with the samples, opened by the value
-//! before the window.
+//! included), trends and aggregates per interval opened by the value before the window, and
+//! aggregates that agree with the samples.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -159,8 +159,38 @@ fn check(store: &Store) -> Vec<HistoryInterval> {
         assert_eq!(interval.average, Some(0.5));
         assert_eq!(interval.count, 10);
     }
+    openings(store);
     retention(store);
     intervals
+}
+
+/// The value a trend's window opens with: the tag's last sample before it, from a block's
+/// summary, a block's data, the late spike's block or the journal; none before the first.
+fn openings(store: &Store) {
+    let opening = |tag: &str, kind: TagType, from: i64, to: i64| {
+        let page = store
+            .tag_history_blocking(tag, kind, (at(from), at(to)), 400)
+            .expect("a trend reads");
+        page.opening.map(|sample| (sample.time, sample.value))
+    };
+    let flow = |from: i64| opening("Line.Flow", TagType::Number, from, from + 100_000);
+    assert_eq!(flow(100_500), Some((at(100_000), TagValue::Number(100.0))));
+    assert_eq!(flow(500_700), Some((at(500_500), TagValue::Number(9_999.0))));
+    assert_eq!(flow(3_010_500), Some((at(3_010_000), TagValue::Number(3_010.0))));
+    assert_eq!(flow(0), None, "nothing before the first sample");
+    // Long after the last sample, a window without samples still opens with it.
+    let quiet = store
+        .tag_history_blocking("Line.Flow", TagType::Number, (at(9_000_000), at(9_500_000)), 400)
+        .expect("a trend reads");
+    assert_eq!(quiet.total, 0);
+    assert_eq!(
+        quiet.opening.map(|sample| sample.value),
+        Some(TagValue::Number(3_019.0))
+    );
+    assert_eq!(
+        opening("Pump.Running", TagType::Bool, 15_000, 30_000),
+        Some((at(10_000), TagValue::Bool(false)))
+    );
 }
 
 /// How many samples of `tag` (a number tag) are kept.

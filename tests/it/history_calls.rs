@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use service_client::{HistoryCursor, HistoryShape, HistoryValue, StateValue, TagHistoryRequest};
+use tokio_util::sync::CancellationToken;
 use tserver::ServerConfig;
 
 use crate::panel_calls::{assert_invalid, ms};
@@ -329,4 +330,59 @@ async fn raw_pages_intervals_and_values_at_an_instant_over_the_wire() {
         refused.content_json
     );
     server.stop().await;
+}
+
+/// A tag nothing writes (the demo's Pump2.Running, the simulator off) is recorded at the value
+/// it starts with, by the runtime's first flush, and a later window with no sample of it opens
+/// with that value: its trend is a flat line, not "nothing recorded".
+#[tokio::test]
+async fn a_tag_nothing_writes_keeps_its_value_in_history() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let stop = CancellationToken::new();
+    let background = tokio::spawn({
+        let (runtime, stop) = (server.runtime.clone(), stop.clone());
+        async move { runtime.run_background_with(Some(false), stop).await }
+    });
+    let held = server
+        .runtime
+        .plant()
+        .objects()
+        .tag("Pump2.Running")
+        .expect("a demo tag")
+        .current();
+    let value = Some(HistoryValue::Boolean(held.value == TagValue::Bool(true)));
+    let client = server.guest().await;
+    let since_start = TagHistoryRequest {
+        name: "Pump2.Running".to_owned(),
+        since_ms: ms(held.timestamp),
+        ..TagHistoryRequest::default()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let recorded = loop {
+        let reply = client.tag_history(since_start.clone()).await.expect("a trend");
+        if let Some(sample) = reply.samples.first() {
+            break sample.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tag's value is recorded by the first flush"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(recorded.timestamp_ms, ms(held.timestamp));
+    assert_eq!(recorded.value, value);
+
+    let later = client
+        .tag_history(TagHistoryRequest {
+            since_ms: ms(held.timestamp) + 1,
+            ..since_start
+        })
+        .await
+        .expect("a trend");
+    assert!(later.samples.is_empty(), "{:?}", later.samples);
+    let opening = later.opening.expect("the window opens with the value held");
+    assert_eq!((opening.timestamp_ms, opening.value), (ms(held.timestamp), value));
+    stop.cancel();
+    background.await.expect("the background ends");
 }

@@ -591,6 +591,16 @@ async fn tag_history_thins_long_windows_and_reports_statistics() {
     };
     let all = ok(&runtime, "runtime_get_tag_history", window(1000)).await;
     assert_eq!(all["totalSamples"], 150);
+    // A window from 11 s opens with the level stored at 10 s (60 at 9 s, 50 at 10 s).
+    let from_eleven = ok(
+        &runtime,
+        "runtime_get_tag_history",
+        json!({"tag": "Tank1.Level", "start": rfc3339(origin + Duration::from_secs(11)),
+               "end": rfc3339(origin + Duration::from_secs(149))}),
+    )
+    .await;
+    assert_eq!(from_eleven["valueBefore"]["value"], 50.0);
+    assert_eq!(from_eleven["totalSamples"], 139);
     assert_eq!(all["truncated"], false);
     assert_eq!(all["units"], "%");
     assert_eq!(

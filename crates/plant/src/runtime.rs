@@ -461,6 +461,7 @@ impl Runtime {
     }
 
     async fn flush_history(&self) {
+        self.plant.record_loaded_values();
         let historian = Arc::clone(self.plant.historian());
         match tokio::task::spawn_blocking(move || historian.flush()).await {
             Ok(Ok(_)) => {}

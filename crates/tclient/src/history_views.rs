@@ -212,6 +212,14 @@ pub async fn tag_history(
                 })
                 .await?;
             heading(&mut sink, &reply, "samples", reply.samples.len())?;
+            if let Some(opening) = &reply.opening {
+                sink.remark(&format!(
+                    "{} ({}) since {}, before the window",
+                    sample_value(opening),
+                    quality_word(opening.quality),
+                    rfc3339(opening.timestamp_ms)
+                ))?;
+            }
             sink.row(&["timestamp", "value", "quality"].map(String::from))?;
             write_samples(&mut sink, &reply.samples)?;
             if reply.truncated {

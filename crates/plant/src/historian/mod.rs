@@ -114,6 +114,16 @@ impl Recording<'_> {
         self.queue().record(tag, sample, rule);
     }
 
+    /// Records `sample` of `tag` when the historian has taken none of the tag's since it
+    /// started: the value a tag holds from the start (its initial value, or Bad until its
+    /// source answers) is recorded even when nothing ever writes it.
+    pub(crate) fn record_if_unseen(&mut self, tag: &str, sample: &TagSample, rule: &HistoryRule) {
+        let queue = self.queue();
+        if !queue.recorders.contains_key(tag) {
+            queue.record(tag, sample, rule);
+        }
+    }
+
     /// Queues `events` (nothing is locked when there are none).
     pub(crate) fn record_events(&mut self, events: Vec<AlarmEvent>) {
         if !events.is_empty() {

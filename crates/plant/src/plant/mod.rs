@@ -12,6 +12,7 @@ mod library;
 pub(crate) mod write_capability;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
@@ -37,6 +38,9 @@ pub struct Plant {
     historian: Arc<Historian>,
     /// Counts every change (a write, an acknowledgement, a reload); subscribers wait on it.
     changes: Arc<watch::Sender<u64>>,
+    /// Whether tags were loaded whose values the historian may not have taken yet
+    /// ([`record_loaded_values`](Self::record_loaded_values)).
+    loaded: Arc<AtomicBool>,
 }
 
 /// The plant as the assistant's tools see it: tags, alarms and history to read, nothing to
@@ -96,6 +100,25 @@ impl Plant {
             library: Arc::default(),
             historian,
             changes: Arc::new(watch::Sender::new(0)),
+            loaded: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
+    /// Records, once after each load of the plant, the value of every tag that keeps history
+    /// and that the historian has taken nothing of since it started: a tag nobody writes still
+    /// shows its value in its history. Called before a flush rather than at load, so history
+    /// replayed into the past right after a load (the demo's) is recorded first, in order.
+    pub fn record_loaded_values(&self) {
+        if !self.loaded.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let objects = self.objects.load();
+        let mut recording = self.historian.recording(&WRITE);
+        for tag in objects.tags() {
+            let definition = tag.definition();
+            if let Some(history) = &definition.history {
+                recording.record_if_unseen(&definition.name, &tag.current(), history);
+            }
         }
     }
 
@@ -118,6 +141,7 @@ impl Plant {
         self.historian.record_events(events, &WRITE);
         self.historian.set_own_retention(own_retention(&next));
         self.objects.store(Arc::new(next));
+        self.loaded.store(true, Ordering::Relaxed);
         self.changed();
     }
 

@@ -87,7 +87,8 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
             ModelOptions::HISTORIAN_TOOLS,
             "Read a tag's recorded history over a time window (default the last 60 minutes): samples oldest first \
          (when there are more than max_samples, the window's buckets each give their first, lowest, highest \
-         and last sample, so no spike is lost) and min, max and mean over the whole window; or, with \
+         and last sample, so no spike is lost), valueBefore (the value it held when the window began: a tag \
+         without samples in the window held it throughout), and min, max and mean over the whole window; or, with \
          interval_minutes, aggregates per interval (use it for 'hourly averages of Tank1.Level today' or \
          'how long did Pump1 run each shift').",
             json!({"type": "object", "additionalProperties": false, "required": ["tag"], "properties": properties}),
@@ -135,17 +136,15 @@ async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, To
         let name = definition.name.clone();
         blocking(move || historian.tag_history(&name, definition.kind, window.from, window.to, cap)).await?
     };
-    let samples: Vec<Value> = page
-        .samples
-        .iter()
-        .map(|sample| {
-            json!({
-                "time": localai::iso8601_millis(sample.time),
-                "value": sample.value.to_json(),
-                "quality": sample.quality.label(),
-            })
+    let as_json = |sample: &store::HistorySample| {
+        json!({
+            "time": localai::iso8601_millis(sample.time),
+            "value": sample.value.to_json(),
+            "quality": sample.quality.label(),
         })
-        .collect();
+    };
+    let samples: Vec<Value> = page.samples.iter().map(as_json).collect();
+    let opening = page.opening.as_ref().map(as_json);
     let stats = page
         .stats
         .map(|stats| json!({"min": stats.min, "max": stats.max, "mean": stats.mean}));
@@ -154,6 +153,7 @@ async fn tag_history(plant: &PlantReader, arguments: &Value) -> Result<Value, To
             "tag": definition.name,
             "from": localai::iso8601_millis(window.from),
             "to": localai::iso8601_millis(window.to),
+            "valueBefore": opening,
             "samples": samples,
             "totalSamples": page.total,
             "truncated": truncated,

@@ -310,12 +310,19 @@ pub(crate) struct Columns {
 }
 
 impl Columns {
-    /// Row `at`'s value as a number to order by (none for text).
-    pub(crate) fn key(&self, at: usize) -> Option<f64> {
+    /// The rows of the smallest and the largest value among `rows` (non-empty), the first of
+    /// equals, integers and booleans ordered as numbers, and the values' sum; none for text.
+    pub(crate) fn extremes(&self, rows: std::ops::Range<usize>) -> Option<RowExtremes> {
+        let start = rows.start;
         match &self.values {
-            ColumnValues::Number(values) => values.get(at).copied(),
-            ColumnValues::Integer(values) => values.get(at).map(|value| *value as f64),
-            ColumnValues::Bool(values) => values.get(at).map(|value| f64::from(u8::from(*value))),
+            ColumnValues::Number(values) => Some(extremes_of(values[rows].iter().copied(), start)),
+            ColumnValues::Integer(values) => {
+                Some(extremes_of(values[rows].iter().map(|value| *value as f64), start))
+            }
+            ColumnValues::Bool(values) => Some(extremes_of(
+                values[rows].iter().map(|value| f64::from(u8::from(*value))),
+                start,
+            )),
             ColumnValues::Text(_) => None,
         }
     }
@@ -339,6 +346,35 @@ impl Columns {
     pub(crate) fn samples(&self) -> Vec<HistorySample> {
         (0..self.times.len()).map(|at| self.sample(at)).collect()
     }
+}
+
+/// The smallest and the largest of some rows' values (each by its row and value) and their sum.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowExtremes {
+    pub low: (usize, f64),
+    pub high: (usize, f64),
+    pub sum: f64,
+}
+
+/// The smallest and the largest of `keys` (rows counted from `start`, the first of equals)
+/// and their sum: one pass, no sample made.
+fn extremes_of(mut keys: impl Iterator<Item = f64>, start: usize) -> RowExtremes {
+    let first = keys.next().unwrap_or(f64::NAN);
+    let mut extremes = RowExtremes {
+        low: (start, first),
+        high: (start, first),
+        sum: first,
+    };
+    for (at, key) in (start + 1..).zip(keys) {
+        if key < extremes.low.1 {
+            extremes.low = (at, key);
+        }
+        if key > extremes.high.1 {
+            extremes.high = (at, key);
+        }
+        extremes.sum += key;
+    }
+    extremes
 }
 
 /// The samples of a stored block, in time order.

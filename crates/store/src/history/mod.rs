@@ -57,6 +57,9 @@ pub struct HistoryPage {
     pub samples: Vec<HistorySample>,
     /// How many samples the window holds.
     pub total: usize,
+    /// The tag's last sample before the window: the value it held when the window began,
+    /// `None` when nothing is recorded before it.
+    pub opening: Option<HistorySample>,
     /// Statistics over all of them.
     pub stats: Option<HistoryStats>,
 }

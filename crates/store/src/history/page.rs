@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use plant_model::{TagType, TagValue};
 
-use super::block::{self, BlockError, BlockSummary, ColumnValues, Columns, ordered};
+use super::block::{self, BlockError, BlockSummary, ColumnValues, Columns, RowExtremes, ordered};
 use super::intervals::{HistoryInterval, IntervalFold};
 use super::raw::{self, HistoryCursor, RawHistoryPage};
 use super::trend::Trend;
@@ -85,10 +85,72 @@ impl HistoryRead {
         }
     }
 
-    /// Whether the backend reads the blocks [`before`](Self::before) and
-    /// [`after`](Self::after) the window.
-    pub(crate) fn wants_bounds(&self) -> bool {
+    /// The same query, before a backend reads it (to read it again).
+    pub(crate) fn again(&self) -> Self {
+        Self::new(self.kind, self.window, self.shape)
+    }
+
+    /// Which blocks' data a backend may read with their summaries, before it knows what
+    /// [`needed`](Self::needed) says: in order of first time, the first of the blocks that
+    /// end at or after the first time (unix milliseconds), as many as the second says, enough
+    /// to hold the page's samples when they are full. A page that fits is then read whole; one
+    /// that needs more reads the rest by id.
+    pub(crate) fn data_ahead(&self) -> (i64, i64) {
+        let blocks = |samples: usize| {
+            i64::try_from(samples.saturating_add(1).div_ceil(block::BLOCK_SAMPLES))
+                .unwrap_or(i64::MAX)
+                .saturating_add(1)
+        };
+        match self.shape {
+            HistoryShape::Trend { max } => (i64::MIN, blocks(max)),
+            HistoryShape::Raw { after, limit } => after.map_or((i64::MIN, blocks(limit)), |after| {
+                let skip = usize::try_from(after.skip).unwrap_or(usize::MAX);
+                (after.time_ms, blocks(limit.saturating_add(skip)))
+            }),
+            HistoryShape::Intervals { .. } => (i64::MIN, i64::MAX),
+        }
+    }
+
+    /// Whether the backend reads the block [`before`](Self::before) the window: a trend and
+    /// intervals open with the value the tag held when the window began.
+    pub(crate) fn wants_opening(&self) -> bool {
+        matches!(
+            self.shape,
+            HistoryShape::Trend { .. } | HistoryShape::Intervals { .. }
+        )
+    }
+
+    /// Whether the backend reads the block [`after`](Self::after) the window: intervals close
+    /// with the line to the first sample after it.
+    pub(crate) fn wants_closing(&self) -> bool {
         matches!(self.shape, HistoryShape::Intervals { .. })
+    }
+
+    /// The block [`before`](Self::before) when the opening value needs its data.
+    fn before_needed(&self) -> Option<i64> {
+        self.before
+            .as_ref()
+            .filter(|before| value_at_needs_data(before, self.kind, self.window.0.saturating_sub(1)))
+            .map(|before| before.id)
+    }
+
+    /// The value the tag held when the window began: its last sample before it, from the
+    /// block [`before`](Self::before) (its data in `data` when it was needed) or the journal.
+    fn opening(&self, data: &HashMap<i64, Vec<u8>>) -> Result<Option<HistorySample>, BlockError> {
+        let opening_at = self.window.0.saturating_sub(1);
+        let journalled = self
+            .journal
+            .iter()
+            .filter(|sample| unix_millis(sample.time) <= opening_at)
+            .max_by_key(|sample| sample.time);
+        value_at(
+            self.kind,
+            opening_at,
+            self.before
+                .as_ref()
+                .map(|before| (before, data.get(&before.id).map(Vec::as_slice))),
+            journalled,
+        )
     }
 
     fn inside(&self, block: &BlockSummary) -> bool {
@@ -130,17 +192,11 @@ impl HistoryRead {
     /// else those a summary cannot stand for (cut by the window or a bucket, not exact,
     /// overlapping, of another kind).
     pub(crate) fn needed(&self) -> Vec<i64> {
-        match self.shape {
+        let mut ids = match self.shape {
             HistoryShape::Trend { max } => self.needed_for_trend(max),
             HistoryShape::Raw { after, limit } => raw::blocks_to_read(&self.blocks, after, limit),
             HistoryShape::Intervals { .. } => {
                 let mut ids: Vec<i64> = self.blocks.iter().map(|block| block.id).collect();
-                if let Some(before) = &self.before
-                    && value_at_needs_data(before, self.kind, self.window.0.saturating_sub(1))
-                    && !ids.contains(&before.id)
-                {
-                    ids.push(before.id);
-                }
                 // Its first sample is the summary's when the summary is exact.
                 if let Some(after) = &self.after
                     && !(after.exact && after.kind == self.kind)
@@ -149,7 +205,13 @@ impl HistoryRead {
                 }
                 ids
             }
+        };
+        if let Some(before) = self.before_needed()
+            && !ids.contains(&before)
+        {
+            ids.push(before);
         }
+        ids
     }
 
     fn needed_for_trend(&self, max: usize) -> Vec<i64> {
@@ -226,20 +288,7 @@ impl HistoryRead {
             HistoryShape::Intervals { step, now } => (step, now),
             HistoryShape::Trend { .. } | HistoryShape::Raw { .. } => (i64::MAX, i64::MIN),
         };
-        let opening_at = self.window.0.saturating_sub(1);
-        let journalled = self
-            .journal
-            .iter()
-            .filter(|sample| unix_millis(sample.time) <= opening_at)
-            .max_by_key(|sample| sample.time);
-        let opening = value_at(
-            self.kind,
-            opening_at,
-            self.before
-                .as_ref()
-                .map(|before| (before, data.get(&before.id).map(Vec::as_slice))),
-            journalled,
-        )?;
+        let opening = self.opening(data)?;
         let closing = self.closing(data)?;
         let mut fold = IntervalFold::new(self.kind, self.window, step, now, opening);
         let kind = self.kind;
@@ -385,10 +434,10 @@ impl HistoryRead {
                     at += block.count;
                 }
                 Piece::Columns(columns, rows) => {
-                    for row in rows.clone() {
-                        if let Some(key) = columns.key(row) {
-                            stats.add_number(key);
-                        }
+                    if !rows.is_empty()
+                        && let Some(extremes) = columns.extremes(rows.clone())
+                    {
+                        stats.add_rows(extremes, rows.len());
                     }
                     for row in self.rows_kept(&trend, &columns, rows.clone()) {
                         let sample = columns.sample(row);
@@ -409,6 +458,7 @@ impl HistoryRead {
             }
         }
         Ok(HistoryPage {
+            opening: self.opening(data)?,
             samples: trend.finish(),
             total,
             stats: if self.kind == TagType::String {
@@ -437,20 +487,17 @@ impl HistoryRead {
         let mut kept = Vec::new();
         let mut row = rows.start;
         while row < rows.end {
-            let bucket = trend.bucket_of(columns.times[row]);
+            // The stretch of rows in this row's bucket ends where the bucket does.
             let first = row;
-            let (mut low, mut high) = (row, row);
-            row += 1;
-            while row < rows.end && trend.bucket_of(columns.times[row]) == bucket {
-                let key = columns.key(row);
-                if key < columns.key(low) {
-                    low = row;
-                }
-                if key > columns.key(high) {
-                    high = row;
-                }
-                row += 1;
-            }
+            row = trend
+                .bucket_of(columns.times[first])
+                .and_then(|bucket| trend.bucket_end(bucket))
+                .map_or(rows.end, |end| {
+                    first + columns.times[first..rows.end].partition_point(|time| *time <= end)
+                });
+            let (low, high) = columns
+                .extremes(first..row)
+                .map_or((first, first), |extremes| (extremes.low.0, extremes.high.0));
             let mut stretch = [first, low, high, row - 1];
             stretch.sort_unstable();
             kept.extend(stretch);
@@ -545,6 +592,12 @@ impl Stats {
         self.max = Some(self.max.map_or(high, |max| max.max(high)));
     }
 
+    fn add_rows(&mut self, rows: RowExtremes, count: usize) {
+        self.extremes(rows.low.1, rows.high.1);
+        self.sum += rows.sum;
+        self.count += count;
+    }
+
     fn add_block(&mut self, block: &BlockSummary) {
         if let (Some(min), Some(max), Some(sum)) = (block.min, block.max, block.sum) {
             self.extremes(min.value, max.value);
@@ -628,8 +681,10 @@ mod tests {
         summaries.sort_by_key(|summary| (summary.first, summary.id));
         read.blocks = summaries;
         read.journal = journal.to_vec();
-        if !read.wants_bounds() {
+        if !read.wants_opening() {
             read.before = None;
+        }
+        if !read.wants_closing() {
             read.after = None;
         }
         if !read_all {

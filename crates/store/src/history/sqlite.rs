@@ -390,11 +390,13 @@ pub(crate) fn read_page(
             summary_of_row,
         )?
         .collect::<rusqlite::Result<_>>()?;
-    if read.wants_bounds() {
+    if read.wants_opening() {
         read.before = snapshot
             .prepare_cached(LAST_BLOCK_BY)?
             .query_row(params![id, from.saturating_sub(1)], summary_of_row)
             .optional()?;
+    }
+    if read.wants_closing() {
         read.after = snapshot
             .prepare_cached(FIRST_BLOCK_AFTER)?
             .query_row(params![id, to], summary_of_row)

@@ -96,6 +96,19 @@ impl Trend {
         )
     }
 
+    /// The last time (unix milliseconds) that falls in bucket `index`: the next bucket starts
+    /// at the first time whose offset times the bucket count reaches `(index + 1) * span`.
+    /// `None` when every sample is kept or `index` is the last bucket (it runs to the end).
+    pub(crate) fn bucket_end(&self, index: usize) -> Option<i64> {
+        let buckets = i128::try_from(self.buckets).ok()?;
+        let next = i128::try_from(index).ok()? + 1;
+        if self.all || next >= buckets {
+            return None;
+        }
+        let offset = (next * self.span + buckets - 1) / buckets;
+        i64::try_from(i128::from(self.from) + offset - 1).ok()
+    }
+
     /// The next sample of the window, the `at`-th, in time order.
     pub(crate) fn push(&mut self, at: usize, sample: HistorySample) {
         let Some(index) = self.bucket_of(unix_millis(sample.time)) else {
@@ -232,6 +245,31 @@ mod tests {
                 TagValue::Number(4.0)
             ]
         );
+    }
+
+    proptest! {
+        /// A bucket's end splits the times: those up to it fall in it or before, those after
+        /// it in a later bucket (a window shorter than its bucket count leaves some empty).
+        #[test]
+        fn a_buckets_end_is_where_the_next_begins(
+            from in -1_000_000i64..1_000_000,
+            length in 0i64..40_000_000_000,
+            max in 8usize..8_000,
+            pick in 0.0f64..1.0,
+        ) {
+            let trend = Trend::new(usize::MAX, max, (from, from + length));
+            let index = ((max / 4) as f64 * pick) as usize;
+            match trend.bucket_end(index) {
+                Some(end) => {
+                    prop_assert!(trend.bucket_of(end) <= Some(index));
+                    prop_assert!(trend.bucket_of(end + 1) > Some(index));
+                    if length >= (max / 4) as i64 {
+                        prop_assert_eq!(trend.bucket_of(end), Some(index));
+                    }
+                }
+                None => prop_assert_eq!(index, max / 4 - 1),
+            }
+        }
     }
 
     proptest! {

@@ -43,6 +43,38 @@ pub(crate) struct PgHistoryWriter {
 const SUMMARY_COLUMNS: &str = "Id, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue, \
      MaxAt, MaxTime, MaxValue, Sum, Exact";
 
+/// A page of a tag's (`$1`) history in one statement, its rows told apart by the last column.
+/// Part 0, one row: the tag's id, the whole journal and, when `$7`, the summary of the tag's
+/// last block to start before the window (`$4`), with its data unless the summary alone gives
+/// its last value. Part 1: the summary of each block that meets the window (first time between
+/// `$2` and `$3`, last at or after `$4`), from the covering index alone. Part 2: the data of the
+/// first `$6` of them to end at or after `$5` ([`HistoryRead::data_ahead`]). No row: no such
+/// tag.
+const PAGE: &str = "
+(SELECT Tag.Id, ARRAY(SELECT Data FROM HistoryJournal ORDER BY Id), Opening.*, 0
+ FROM HistoryTags AS Tag LEFT JOIN LATERAL (
+     SELECT Id, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue,
+            MaxAt, MaxTime, MaxValue, Sum, Exact,
+            CASE WHEN Exact = 0 OR Last >= $4 THEN Data END
+     FROM HistoryBlocks
+     WHERE $7 AND Tag = Tag.Id AND First < $4
+     ORDER BY First DESC, Id DESC LIMIT 1
+ ) AS Opening ON true
+ WHERE Tag.Name = $1)
+UNION ALL
+SELECT Tag, NULL, Id, Kind, First, Last, Count, FirstValue, LastValue, MinAt, MinTime, MinValue,
+       MaxAt, MaxTime, MaxValue, Sum, Exact, NULL, 1
+FROM HistoryBlocks
+WHERE Tag = (SELECT Id FROM HistoryTags WHERE Name = $1)
+  AND First BETWEEN $2 AND $3 AND Last >= $4
+UNION ALL
+(SELECT Tag, NULL, Id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, Data, 2
+ FROM HistoryBlocks
+ WHERE Tag = (SELECT Id FROM HistoryTags WHERE Name = $1)
+   AND First BETWEEN $2 AND $3 AND Last >= GREATEST($4, $5)
+ ORDER BY First LIMIT $6)";
+
 /// The partition a block starting at `first` goes in: its name and range.
 fn partition_of(first: i64) -> (String, i64, i64) {
     let week = first.div_euclid(PARTITION_MS);
@@ -92,7 +124,7 @@ impl PgStore {
         };
         Ok(BlockSummary {
             id: self.get(row, base)?,
-            kind: kind_of_name(&self.get::<String>(row, base + 1)?),
+            kind: kind_of_name(self.get::<&str>(row, base + 1)?),
             first: self.get(row, base + 2)?,
             last: self.get(row, base + 3)?,
             count: usize::try_from(self.get::<i32>(row, base + 4)?).unwrap_or(0),
@@ -499,80 +531,105 @@ impl PgStore {
     }
 
     /// What a query of `tag`'s history needs read, as `SolutionDb::read_tag_history` reads
-    /// it.
+    /// it. [`PAGE`] reads the journal and the window's blocks in one statement, which is a
+    /// snapshot of its own; a block's data never changes under its id, and the value before
+    /// the window or the first after it is the same read twice (journalled, then folded into a
+    /// block meanwhile). So the blocks around the window and the data of the needed blocks the
+    /// page did not carry are read after it, without a transaction: one round trip for a page
+    /// that fits, two or three for a long trend. Only when a needed block went meanwhile (a
+    /// checkpoint rewrote a tail) is the query read again in one snapshot.
     pub(crate) async fn read_tag_history(
         &self,
+        tag: &str,
+        read: HistoryRead,
+    ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
+        let again = read.again();
+        let mut connection = self.pool.acquire().await.map_err(|error| self.error(error))?;
+        let (read, data) = self.page_and_data(&mut connection, tag, read).await?;
+        if read.needed().iter().all(|id| data.contains_key(id)) {
+            return Ok((read, data));
+        }
+        drop(connection);
+        let mut snapshot = self.snapshot().await?;
+        let (read, data) = self.page_and_data(&mut snapshot, tag, again).await?;
+        snapshot.commit().await.map_err(|error| self.error(error))?;
+        Ok((read, data))
+    }
+
+    /// `read` filled by [`PAGE`], the blocks around the window when it wants them, and the
+    /// data of the needed blocks the page did not carry, by id (a block gone meanwhile is
+    /// missing from the map).
+    async fn page_and_data(
+        &self,
+        connection: &mut PgConnection,
         tag: &str,
         mut read: HistoryRead,
     ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
         let (from, to) = read.window;
-        let mut snapshot = self.pool.begin().await.map_err(|error| self.error(error))?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *snapshot)
-            .await
-            .map_err(|error| self.error(error))?;
-        let id: Option<i64> = sqlx::query_scalar("SELECT Id FROM HistoryTags WHERE Name = $1")
-            .bind(tag)
-            .fetch_optional(&mut *snapshot)
-            .await
-            .map_err(|error| self.error(error))?;
-        let Some(id) = id else {
-            return Ok((read, HashMap::new()));
-        };
         let earliest = from.saturating_sub(MAX_BLOCK_SPAN_MS);
-        let rows = sqlx::query(&format!(
-            "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
-             WHERE Tag = $1 AND First BETWEEN $2 AND $3 AND Last >= $4 ORDER BY First, Id"
-        ))
-        .bind(id)
-        .bind(earliest)
-        .bind(to)
-        .bind(from)
-        .fetch_all(&mut *snapshot)
-        .await
-        .map_err(|error| self.error(error))?;
-        read.blocks = rows
-            .iter()
-            .map(|row| self.summary_of_row(row))
-            .collect::<Result<_, _>>()?;
-        if read.wants_bounds() {
-            let row = sqlx::query(&format!(
-                "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
-                 WHERE Tag = $1 AND First <= $2 ORDER BY First DESC, Id DESC LIMIT 1"
-            ))
-            .bind(id)
-            .bind(from.saturating_sub(1))
-            .fetch_optional(&mut *snapshot)
+        let (ahead_from, ahead_blocks) = read.data_ahead();
+        let rows = sqlx::query(PAGE)
+            .bind(tag)
+            .bind(earliest)
+            .bind(to)
+            .bind(from)
+            .bind(ahead_from)
+            .bind(ahead_blocks)
+            .bind(read.wants_opening())
+            .fetch_all(&mut *connection)
             .await
             .map_err(|error| self.error(error))?;
-            read.before = row.map(|row| self.summary_of_row(&row)).transpose()?;
+        let mut data = HashMap::new();
+        let Some(id) = rows.first().map(|row| self.get::<i64>(row, 0)).transpose()? else {
+            return Ok((read, data));
+        };
+        for row in &rows {
+            match self.get::<i32>(row, 18)? {
+                0 => {
+                    for bytes in self.get::<Option<Vec<Vec<u8>>>>(row, 1)?.unwrap_or_default() {
+                        // A row that cannot be read is reported by the checkpoint that meets it.
+                        if let Ok(samples) = journal::decode(&bytes) {
+                            read.journal.extend(
+                                samples
+                                    .into_iter()
+                                    .filter(|(tag, _)| *tag == id)
+                                    .map(|(_, sample)| sample),
+                            );
+                        }
+                    }
+                    if self.get::<Option<i64>>(row, 2)?.is_some() {
+                        let before = self.summary_of_row_at(row, 2)?;
+                        if let Some(bytes) = self.get::<Option<Vec<u8>>>(row, 17)? {
+                            data.insert(before.id, bytes);
+                        }
+                        read.before = Some(before);
+                    }
+                }
+                1 => read.blocks.push(self.summary_of_row_at(row, 2)?),
+                _ => {
+                    data.insert(self.get::<i64>(row, 2)?, self.get::<Vec<u8>>(row, 17)?);
+                }
+            }
+        }
+        read.blocks.sort_unstable_by_key(|block| (block.first, block.id));
+        if read.wants_closing() {
             let row = sqlx::query(&format!(
                 "SELECT {SUMMARY_COLUMNS} FROM HistoryBlocks
                  WHERE Tag = $1 AND First > $2 ORDER BY First, Id LIMIT 1"
             ))
             .bind(id)
             .bind(to)
-            .fetch_optional(&mut *snapshot)
+            .fetch_optional(&mut *connection)
             .await
             .map_err(|error| self.error(error))?;
             read.after = row.map(|row| self.summary_of_row(&row)).transpose()?;
         }
-        let mut journal = sqlx::query("SELECT Data FROM HistoryJournal ORDER BY Id").fetch(&mut *snapshot);
-        while let Some(row) = journal.try_next().await.map_err(|error| self.error(error))? {
-            // A row that cannot be read is reported by the checkpoint that meets it.
-            if let Ok(samples) = journal::decode(&self.get::<Vec<u8>>(&row, 0)?) {
-                read.journal.extend(
-                    samples
-                        .into_iter()
-                        .filter(|(tag, _)| *tag == id)
-                        .map(|(_, sample)| sample),
-                );
-            }
-        }
-        drop(journal);
-        let needed = read.needed();
-        let mut data = HashMap::new();
-        if !needed.is_empty() {
+        let missing: Vec<i64> = read
+            .needed()
+            .into_iter()
+            .filter(|id| !data.contains_key(id))
+            .collect();
+        if !missing.is_empty() {
             // The blocks around the window may start outside the range every other is in.
             let earliest = read
                 .before
@@ -582,17 +639,16 @@ impl PgStore {
             let rows = sqlx::query(
                 "SELECT Id, Data FROM HistoryBlocks WHERE Id = ANY($1) AND First BETWEEN $2 AND $3",
             )
-            .bind(&needed)
+            .bind(&missing)
             .bind(earliest)
             .bind(latest)
-            .fetch_all(&mut *snapshot)
+            .fetch_all(&mut *connection)
             .await
             .map_err(|error| self.error(error))?;
             for row in rows {
                 data.insert(self.get::<i64>(&row, 0)?, self.get::<Vec<u8>>(&row, 1)?);
             }
         }
-        snapshot.commit().await.map_err(|error| self.error(error))?;
         Ok((read, data))
     }
 
@@ -616,11 +672,7 @@ impl PgStore {
         tags: &[(&str, TagType)],
         instant: i64,
     ) -> Result<Vec<Option<HistorySample>>, SolutionError> {
-        let mut snapshot = self.pool.begin().await.map_err(|error| self.error(error))?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *snapshot)
-            .await
-            .map_err(|error| self.error(error))?;
+        let mut snapshot = self.snapshot().await?;
         let names: Vec<&str> = tags.iter().map(|(name, _)| *name).collect();
         let rows = sqlx::query(&format!(
             "SELECT HistoryTags.Name, HistoryTags.Id, Last.* FROM HistoryTags

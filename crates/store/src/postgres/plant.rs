@@ -36,17 +36,6 @@ impl PgStore {
         definitions_of_rows(rows)
     }
 
-    /// A read-only transaction on one snapshot: an import committed meanwhile is seen whole or
-    /// not at all.
-    async fn snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, SolutionError> {
-        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .execute(&mut *transaction)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(transaction)
-    }
-
     /// The plant's rows, read on `connection` (inside the caller's transaction).
     async fn plant_rows(&self, connection: &mut PgConnection) -> Result<PlantRows, SolutionError> {
         let mut motions = BTreeMap::new();

@@ -77,6 +77,7 @@ pub(crate) fn apply(
                 reply.truncated = cut || page.total > samples.len();
                 reply.total_samples = page.total as u64;
                 reply.samples = samples;
+                reply.opening = page.opening.as_ref().map(history_sample);
             }
             Query::Raw { after, limit } => {
                 let page = match historian::query("tag history", move || {

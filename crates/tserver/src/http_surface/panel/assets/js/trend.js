@@ -13,6 +13,8 @@ export class Trend {
     this.node = null;
     this.window = 3600000;
     this.samples = [];
+    // The tag's last sample before the window: where its line starts.
+    this.opening = null;
     this.units = '';
     for (const button of byId('trend-windows').querySelectorAll('button')) {
       button.addEventListener('click', () => {
@@ -53,6 +55,7 @@ export class Trend {
         tagHistory: { name, sinceMs: String(Date.now() - this.window), untilMs: '0', maxSamples },
       });
       this.samples = reply.samples ?? [];
+      this.opening = reply.opening ?? null;
       this.units = reply.units || this.node.units || '';
       say(status, reply.truncated
         ? `${reply.totalSamples} samples, drawn from ${this.samples.length} (each pixel column's first, lowest, highest and last)`
@@ -60,6 +63,7 @@ export class Trend {
       this.draw();
     } catch (error) {
       this.samples = [];
+      this.opening = null;
       say(status, `No history: ${error.message}`);
       fill(byId('trend-chart'));
     }
@@ -77,9 +81,17 @@ export class Trend {
   draw() {
     const until = Date.now();
     const since = until - this.window;
-    const points = this.samples
-      .map((sample) => ({ t: Number(sample.timestampMs), v: valueOf(sample).value, good: Number(sample.quality ?? 0) >= GOOD }))
-      .filter((point) => point.t >= since && Number.isFinite(point.v));
+    const point = (sample) => ({ t: Number(sample.timestampMs), v: valueOf(sample).value, good: Number(sample.quality ?? 0) >= GOOD });
+    const samples = this.samples.map(point).filter((p) => p.t >= since && Number.isFinite(p.v));
+    // The line starts with the value the tag held when the window began and holds its last
+    // value to now, as the tag did: a tag that has not changed is a flat line, not a gap.
+    const opening = this.opening ? point(this.opening) : null;
+    const points = [
+      ...(opening && Number.isFinite(opening.v) && (!samples.length || samples[0].t > since) ? [{ ...opening, t: since }] : []),
+      ...samples,
+    ];
+    const last = points[points.length - 1];
+    if (last && last.t < until) points.push({ ...last, t: until });
     const chart = byId('trend-chart');
     // Drawn at the chart's own width, so one unit is one pixel and the text keeps its size.
     const WIDTH = Math.max(300, chart.clientWidth || 900);
@@ -120,7 +132,7 @@ export class Trend {
       const [cx, cy] = runs[0][0].split(',');
       parts.push(el('svg:circle', { class: 'dot', cx, cy, r: 4 }));
     }
-    const lastPoint = points[points.length - 1];
+    const lastPoint = samples[samples.length - 1] ?? opening;
     const label = `${this.node.path} over the last ${byId('trend-windows').querySelector('[aria-pressed="true"]')?.textContent ?? ''}: from ${formatNumber(Math.min(...points.map((p) => p.v)))} to ${formatNumber(Math.max(...points.map((p) => p.v)))} ${this.units}, now ${formatNumber(lastPoint.v)} ${this.units}`;
     const svg = el('svg:svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': label, width: WIDTH, height: HEIGHT, class: 'chart' },
       el('svg:title', {}, label), ...parts);
