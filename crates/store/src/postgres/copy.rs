@@ -425,6 +425,13 @@ async fn write_postgres(url: &PostgresUrl, rows: &Rows) -> Result<CopyReport, So
     }
     transaction.commit().await.map_err(|error| store.error(error))?;
     revocation.release().await.map_err(|error| store.error(error))?;
+    // The planner's statistics of the tables just filled, as after any bulk load: the first
+    // queries plan with them rather than with the empty tables' (and autovacuum's own pass,
+    // which would replan every statement on the history's partitions, is not due).
+    sqlx::query("ANALYZE")
+        .execute(&store.pool)
+        .await
+        .map_err(|error| store.error(error))?;
     Ok(report)
 }
 
