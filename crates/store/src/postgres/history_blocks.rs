@@ -531,13 +531,13 @@ impl PgStore {
     }
 
     /// What a query of `tag`'s history needs read, as `SolutionDb::read_tag_history` reads
-    /// it. [`PAGE`] reads the journal and the window's blocks in one statement, which is a
-    /// snapshot of its own; a block's data never changes under its id, and the value before
-    /// the window or the first after it is the same read twice (journalled, then folded into a
-    /// block meanwhile). So the blocks around the window and the data of the needed blocks the
-    /// page did not carry are read after it, without a transaction: one round trip for a page
-    /// that fits, two or three for a long trend. Only when a needed block went meanwhile (a
-    /// checkpoint rewrote a tail) is the query read again in one snapshot.
+    /// it. [`PAGE`] reads the journal, the block the window opens in and the window's blocks
+    /// in one statement, which is a snapshot of its own; a block's data never changes under its
+    /// id, and the first value after the window is the same read twice (journalled, then folded
+    /// into a block meanwhile). So the block after the window (intervals) and the data of the
+    /// needed blocks the page did not carry are read after it, without a transaction: one round
+    /// trip for a page that fits, two for a long trend. Only when a needed block went meanwhile
+    /// (a checkpoint rewrote a tail) is the query read again in one snapshot.
     pub(crate) async fn read_tag_history(
         &self,
         tag: &str,
@@ -545,26 +545,26 @@ impl PgStore {
     ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
         let again = read.again();
         let mut connection = self.pool.acquire().await.map_err(|error| self.error(error))?;
-        let (read, data) = self.page_and_data(&mut connection, tag, read).await?;
-        if read.needed().iter().all(|id| data.contains_key(id)) {
+        let (read, data, whole) = self.page_and_data(&mut connection, tag, read).await?;
+        if whole {
             return Ok((read, data));
         }
         drop(connection);
         let mut snapshot = self.snapshot().await?;
-        let (read, data) = self.page_and_data(&mut snapshot, tag, again).await?;
+        let (read, data, _) = self.page_and_data(&mut snapshot, tag, again).await?;
         snapshot.commit().await.map_err(|error| self.error(error))?;
         Ok((read, data))
     }
 
-    /// `read` filled by [`PAGE`], the blocks around the window when it wants them, and the
-    /// data of the needed blocks the page did not carry, by id (a block gone meanwhile is
-    /// missing from the map).
+    /// `read` filled by [`PAGE`] (and the block after the window when it wants it), the data
+    /// of the needed blocks by id, and whether every needed block was found (one gone
+    /// meanwhile is missing from the map).
     async fn page_and_data(
         &self,
         connection: &mut PgConnection,
         tag: &str,
         mut read: HistoryRead,
-    ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>), SolutionError> {
+    ) -> Result<(HistoryRead, HashMap<i64, Vec<u8>>, bool), SolutionError> {
         let (from, to) = read.window;
         let earliest = from.saturating_sub(MAX_BLOCK_SPAN_MS);
         let (ahead_from, ahead_blocks) = read.data_ahead();
@@ -581,7 +581,7 @@ impl PgStore {
             .map_err(|error| self.error(error))?;
         let mut data = HashMap::new();
         let Some(id) = rows.first().map(|row| self.get::<i64>(row, 0)).transpose()? else {
-            return Ok((read, data));
+            return Ok((read, data, true));
         };
         for row in &rows {
             match self.get::<i32>(row, 18)? {
@@ -649,7 +649,8 @@ impl PgStore {
                 data.insert(self.get::<i64>(&row, 0)?, self.get::<Vec<u8>>(&row, 1)?);
             }
         }
-        Ok((read, data))
+        let whole = missing.iter().all(|id| data.contains_key(id));
+        Ok((read, data, whole))
     }
 
     /// The trend of `tag` over `window` (unix milliseconds), for the store's own tests.
