@@ -405,3 +405,96 @@ fn a_forbidden_dependency_is_named_with_the_chain_that_reaches_it() {
         "{broken:?}"
     );
 }
+
+/// The modules that may change a tag's value as the field reports it (`Plant::write`,
+/// `write_at`, `write_batch`): the sources, the simulator, the plant itself, and the acting
+/// path carrying out an operator's write of a tag no source feeds. Everything else acts
+/// through `Runtime::act`.
+const FIELD_WRITERS: &[&str] = &[
+    "crates/plant/src/sources/",
+    "crates/plant/src/simulator.rs",
+    "crates/plant/src/plant/",
+    "crates/plant/src/actions/write.rs",
+];
+
+/// Where a receipt of a recorded audit may be made: the acting path's recorder only.
+const RECEIPT_MAKER: &str = "crates/plant/src/actions/mod.rs";
+
+/// What in `text` (the source of `file`, before its unit tests) acts on the plant outside the
+/// acting path: a field write outside [`FIELD_WRITERS`], or an audit receipt made outside
+/// [`RECEIPT_MAKER`]. Carrying out an act takes a receipt, so together these leave no way to
+/// act unaudited.
+fn acts_outside_the_acting_path(file: &str, text: &str) -> Vec<String> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    // Method chains are often split over lines: look at the code as one line of tokens.
+    let flat: String = code.split_whitespace().collect();
+    let mut found = Vec::new();
+    if !FIELD_WRITERS.iter().any(|allowed| file.starts_with(allowed)) {
+        for call in [
+            "plant.write(",
+            "plant().write(",
+            "plant.write_at(",
+            "plant().write_at(",
+        ] {
+            if flat.contains(call) {
+                found.push(format!("{file}: {call}...) writes a tag outside the acting path"));
+            }
+        }
+        for call in ["plant.write_batch(", "plant().write_batch("] {
+            if flat.contains(call) {
+                found.push(format!("{file}: {call}...) writes tags outside the acting path"));
+            }
+        }
+    }
+    if file != RECEIPT_MAKER && flat.contains("Audited(()") {
+        found.push(format!("{file}: makes an audit receipt outside the acting path"));
+    }
+    found
+}
+
+#[test]
+fn nothing_outside_the_acting_path_can_carry_out_an_act() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    crate::tidy::rust_files(&root.join("crates"), &mut files);
+    let mut found = Vec::new();
+    let mut receipts = 0;
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable source");
+        let file = path
+            .strip_prefix(&root)
+            .expect("under the root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        found.extend(acts_outside_the_acting_path(&file, &text));
+        receipts += usize::from(file == RECEIPT_MAKER && text.contains("Audited(())"));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_eq!(
+        receipts, 1,
+        "the acting path makes its receipts in {RECEIPT_MAKER}"
+    );
+    // Carrying out takes the receipt: the functions that act on the field and on alarms
+    // cannot be called without one.
+    for (file, signature) in [
+        ("crates/plant/src/sources/mod.rs", "_: &Audited,"),
+        ("crates/plant/src/plant/mod.rs", "_: &Audited)"),
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).expect("readable source");
+        assert!(text.contains(signature), "{file} carries out only with a receipt");
+    }
+}
+
+#[test]
+fn a_write_or_a_receipt_outside_the_acting_path_is_named() {
+    let sneaky = "fn f(runtime: &Runtime) {\n    runtime\n        .plant()\n        .write(\"Tank1.Level\", v, q);\n    let r = Audited(());\n}\n#[cfg(test)]\nmod tests { fn g(p: &Plant) { p.plant.write_batch([]); } }";
+    let found = acts_outside_the_acting_path("crates/tserver/src/calls/sneaky.rs", sneaky);
+    assert_eq!(
+        found,
+        [
+            "crates/tserver/src/calls/sneaky.rs: plant().write(...) writes a tag outside the acting path",
+            "crates/tserver/src/calls/sneaky.rs: makes an audit receipt outside the acting path",
+        ]
+    );
+    assert!(acts_outside_the_acting_path("crates/plant/src/sources/mqtt.rs", sneaky).len() == 1);
+}

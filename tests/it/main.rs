@@ -1,9 +1,11 @@
 //! Integration tests of the whole workspace: real servers on 127.0.0.1:0, real clients, real
 //! SQLite solution files. One binary, one module per area.
 
+mod acting_path;
 mod admin;
 mod architecture;
 mod atomic;
+mod audit_chain;
 mod chat;
 mod chat_gate;
 mod demo;

@@ -474,22 +474,13 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
     // The leader's own value trips it there too (both read the same broker in a real plant).
     write(leader, 91.75);
     assert!(
-        follower
-            .plant()
-            .acknowledge("Tank1.Level.Hi", "shift1")
+        crate::support::acknowledge(follower, "Tank1.Level.Hi", "shift1")
+            .await
             .expect("known")
     );
     // Acknowledged on the follower, it is acknowledged on the leader once the follower's
     // historian has stored it (every 5 s) and the leader has looked (every second).
-    let acknowledged_on = |runtime: &tserver::Runtime| {
-        runtime
-            .objects()
-            .alarms()
-            .iter()
-            .find(|alarm| alarm.definition().name == "Tank1.Level.Hi")
-            .and_then(|alarm| alarm.status().acknowledged)
-            .map(|(_, user)| user)
-    };
+    let acknowledged_on = |runtime| crate::support::acknowledged_by(runtime, "Tank1.Level.Hi");
     let deadline = Instant::now() + Duration::from_secs(10);
     while acknowledged_on(leader).is_none() {
         assert!(

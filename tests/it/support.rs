@@ -400,3 +400,33 @@ impl Drop for ServerProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Acknowledges `alarm` as the operator `user` through the acting path (audited, as the
+/// server's AcknowledgeAlarm does): whether it had anything to acknowledge.
+pub(crate) async fn acknowledge(
+    runtime: &Runtime,
+    alarm: &str,
+    user: &str,
+) -> Result<bool, plant::actions::ActError> {
+    let operator = plant::actions::Actor::User {
+        name: user.into(),
+        role: store::Role::Operator,
+        connection: "test".to_owned(),
+        peer: "local".to_owned(),
+    };
+    let act = plant::actions::AcknowledgeAlarm {
+        alarm: alarm.to_owned(),
+    };
+    runtime.act_now(operator, act).await
+}
+
+/// Who acknowledged `alarm` since it last tripped, as the live plant says.
+pub(crate) fn acknowledged_by(runtime: &Runtime, alarm: &str) -> Option<String> {
+    runtime
+        .objects()
+        .alarms()
+        .iter()
+        .find(|known| known.definition().name == alarm)
+        .and_then(|known| known.status().acknowledged)
+        .map(|(_, user)| user)
+}

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, build output and hidden directories left out.
+pub(crate) fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -108,7 +108,7 @@ pub struct ChatOutcome {
     /// How many POSTs the turn made to the model server.
     pub model_requests: u32,
     /// The ids of the proposals the turn's tools made (ModelOptions 0x40), in order.
-    pub proposals: Vec<String>,
+    pub proposals: Vec<crate::tools::ProposalId>,
 }
 
 impl ChatOutcome {

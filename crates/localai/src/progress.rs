@@ -14,6 +14,8 @@ use std::time::Duration;
 use ai_envelope::ToolStatus;
 use tokio::sync::Notify;
 
+use crate::tools::ProposalId;
+
 /// The most bytes of a tool's arguments a [`ChatProgress::ToolStarted`] carries (the tool
 /// trace in the final envelope has them whole).
 pub const MAX_PROGRESS_ARGUMENTS: usize = 1024;
@@ -41,11 +43,11 @@ pub enum ChatProgress {
         /// How long it ran.
         elapsed: Duration,
     },
-    /// A tool of the proposals category (ModelOptions 0x40) made a proposal for the operator
-    /// to decide; the host knows it by `id`.
+    /// A proposing tool (ModelOptions 0x40) made a proposal for the operator to decide; the
+    /// host knows it by `id`.
     ProposalMade {
-        /// The proposal's id, as the tool's result gave it (cut to 64 characters).
-        id: String,
+        /// The proposal's id, as the tool gave it beside its result.
+        id: ProposalId,
     },
 }
 
@@ -56,7 +58,7 @@ impl ChatProgress {
             Self::Text(text) => text.len() + 8,
             Self::ToolStarted { name, arguments } => name.len() + arguments.len() + 16,
             Self::ToolFinished { name, .. } => name.len() + 24,
-            Self::ProposalMade { id } => id.len() + 8,
+            Self::ProposalMade { id } => id.as_str().len() + 8,
         }
     }
 }
@@ -138,7 +140,8 @@ impl ProgressFeed {
                 status,
                 elapsed,
             },
-            ChatProgress::ProposalMade { id } => ChatProgress::ProposalMade { id: cut_name(id) },
+            // Made by the host's own tool, not by the model: nothing to cut.
+            ChatProgress::ProposalMade { id } => ChatProgress::ProposalMade { id },
         };
         self.board.pending().push_back(event);
         self.board.wake.notify_one();

@@ -14,6 +14,7 @@
 //! the history changes only through a holder of the plant's [`WriteCapability`], which only
 //! [`Plant`] holds, so the assistant's tools, given a [`PlantReader`], cannot write by type.
 
+pub mod actions;
 pub mod documents;
 pub mod historian;
 pub mod log_text;

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use localai::tools::ToolCaller;
+use localai::tools::{ProposalId, ToolCaller};
 use plant_model::TagValue;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -158,6 +158,16 @@ impl Default for ProposalBoard {
     }
 }
 
+impl BoardState {
+    /// Proposal `id`, open or among the latest settled.
+    fn find(&self, id: &str) -> Option<&Proposal> {
+        self.open
+            .iter()
+            .chain(self.settled.iter().rev())
+            .find(|proposal| proposal.id == id)
+    }
+}
+
 impl ProposalBoard {
     /// A board whose proposals wait `lifetime` for a decision.
     pub fn with_lifetime(lifetime: Duration) -> Self {
@@ -234,13 +244,17 @@ impl ProposalBoard {
 
     /// Proposal `id` as it stands: pending, being decided, or one of the latest settled.
     pub fn get(&self, id: &str) -> Option<Proposal> {
+        self.lock().find(id).cloned()
+    }
+
+    /// The proposals a chat turn's tools made, as they stand now, in the order made (the ones
+    /// no longer known left out): how a turn's proposals are joined to the board, streamed
+    /// one by one or listed in its reply.
+    pub fn made(&self, ids: &[ProposalId]) -> Vec<Proposal> {
         let state = self.lock();
-        state
-            .open
-            .iter()
-            .chain(state.settled.iter().rev())
-            .find(|proposal| proposal.id == id)
-            .cloned()
+        ids.iter()
+            .filter_map(|id| state.find(id.as_str()).cloned())
+            .collect()
     }
 
     /// Claims proposal `id` for a decision at `now`: no one else can decide it until the claim

@@ -19,9 +19,8 @@ use crate::objects::ObjectModel;
 use crate::plant::{Plant, PlantLibrary, PlantReader};
 use crate::proposals::{Proposal, ProposalBoard, ProposalState, settled_note};
 use crate::simulator::Simulator;
-use crate::tag_writes::{Carried, CheckedWrite, FieldWriteError};
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
-use plant_model::{Quality, TagValue};
+use plant_model::TagValue;
 use store::{
     AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionAtStart, SolutionError, SolutionLocation,
     Store,
@@ -171,31 +170,9 @@ impl Runtime {
         self.sources.counts()
     }
 
-    /// Publishes an operator's write of `tag` to the field through `source`, answered when its
-    /// broker acknowledges it.
-    pub(crate) async fn write_to_field(
-        &self,
-        source: &str,
-        tag: &str,
-        value: TagValue,
-    ) -> Result<(), crate::sources::FieldWriteError> {
-        self.sources.write(source, tag, value).await
-    }
-
-    /// Carries out a checked write: to the field for a source-fed tag, else to the object model.
-    pub async fn carry_out(&self, write: CheckedWrite) -> Result<Carried, FieldWriteError> {
-        match write.source {
-            Some(source) => self
-                .write_to_field(&source, &write.tag, write.value)
-                .await
-                .map(|()| Carried::SentToField),
-            // A reload between the check and now may have removed or retyped the tag.
-            None => self
-                .plant()
-                .write(&write.tag, write.value, Quality::GOOD)
-                .map(|_| Carried::Written)
-                .map_err(|error| FieldWriteError::Refused(error.to_string())),
-        }
+    /// The field sources, which carry writes out to the field.
+    pub(crate) fn sources(&self) -> &crate::sources::Sources {
+        &self.sources
     }
 
     /// The actions proposed for operators to decide (ModelOptions 0x40).
@@ -290,8 +267,7 @@ impl Runtime {
         self.simulator.replay(from, now, every);
         for alarm in self.plant.objects().alarms() {
             if alarm.status().state != crate::objects::AlarmState::Normal {
-                // Just listed, so it is known: nothing to report.
-                let _ = self.plant.acknowledge(&alarm.definition().name, "demo");
+                self.plant.acknowledge_replayed(&alarm.definition().name, "demo");
             }
         }
         self.plant.historian().checkpoint()
@@ -509,7 +485,8 @@ impl Runtime {
                 let outcome = tool.call(arguments, caller, localai::tools::TOOL_TIMEOUT).await;
                 // The tool's own name (from the catalog), never the caller's text.
                 localai::telemetry::tool_ran(tool.name(), "client", outcome.is_ok(), started.elapsed());
-                outcome
+                // A client reads a proposal's id in its result.
+                outcome.map(|output| output.result)
             }
             None => Err(localai::tools::unknown_tool(&offered)),
         })

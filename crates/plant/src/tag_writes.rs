@@ -1,22 +1,21 @@
 //! Writes to tags, checked and carried out the same way whoever writes (an operator's
 //! WriteTags, a script's `write_tag`): the tag is known, the value of its type and inside its
 //! range; a tag fed by the field gets the write through its source and changes only when the
-//! field reports the new value back ([`Runtime::carry_out`](crate::Runtime::carry_out)). A
+//! field reports the new value back (carried out by [`Runtime::act`](crate::Runtime::act)). A
 //! tag's `writable` flag is for operators: scripts are the integrator's code and may write any
 //! tag (a calculated value, a note); a proposal may only name a tag that is also `proposable`.
 
 use serde_json::Value;
 
 use crate::objects::ObjectModel;
-pub use crate::sources::FieldWriteError;
 use plant_model::{TagType, TagValue};
 
 /// The longest text written to a text tag, in characters.
 const MAX_TEXT_CHARS: usize = 4096;
 
 /// A value as the writer gave it, before it is fitted to the tag's type.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum GivenValue<'a> {
+#[derive(Debug, Clone, PartialEq)]
+pub enum GivenValue {
     /// A number with a fraction (or too large for an integer).
     Number(f64),
     /// A whole number.
@@ -24,19 +23,19 @@ pub enum GivenValue<'a> {
     /// True or false.
     Bool(bool),
     /// Text.
-    Text(&'a str),
+    Text(String),
 }
 
-impl<'a> GivenValue<'a> {
+impl GivenValue {
     /// A JSON value as given (a script's value), or what kind of value cannot be written.
-    pub fn from_json(value: &'a Value) -> Result<Self, String> {
+    pub fn from_json(value: &Value) -> Result<Self, String> {
         match value {
             Value::Number(number) => Ok(number.as_i64().map_or_else(
                 || Self::Number(number.as_f64().unwrap_or(f64::NAN)),
                 Self::Integer,
             )),
             Value::Bool(boolean) => Ok(Self::Bool(*boolean)),
-            Value::String(text) => Ok(Self::Text(text)),
+            Value::String(text) => Ok(Self::Text(text.clone())),
             Value::Null => Err("no value given (unit)".to_owned()),
             Value::Array(_) => Err("an array cannot be written to a tag".to_owned()),
             Value::Object(_) => Err("a map cannot be written to a tag".to_owned()),
@@ -44,12 +43,12 @@ impl<'a> GivenValue<'a> {
     }
 
     /// A tag value, given again (an approved proposal's).
-    pub fn of(value: &'a TagValue) -> Self {
+    pub fn of(value: &TagValue) -> Self {
         match value {
             TagValue::Number(number) => Self::Number(*number),
             TagValue::Integer(integer) => Self::Integer(*integer),
             TagValue::Bool(boolean) => Self::Bool(*boolean),
-            TagValue::Text(text) => Self::Text(text),
+            TagValue::Text(text) => Self::Text(text.to_string()),
         }
     }
 
@@ -59,7 +58,7 @@ impl<'a> GivenValue<'a> {
             Self::Number(number) => serde_json::json!(number).to_string(),
             Self::Integer(integer) => integer.to_string(),
             Self::Bool(boolean) => boolean.to_string(),
-            Self::Text(text) => Value::String((*text).to_owned()).to_string(),
+            Self::Text(text) => Value::String(text.clone()).to_string(),
         }
     }
 
@@ -98,12 +97,13 @@ pub struct CheckedWrite {
     pub source: Option<String>,
 }
 
-/// Checks a write of `given` to the tag `name`: the write to carry out, or why not.
+/// Checks a write of `given` (or why what was given is no value) to the tag `name`: the write
+/// to carry out, or why not.
 pub fn check_write(
     objects: &ObjectModel,
     writer: Writer,
     name: &str,
-    given: Option<GivenValue<'_>>,
+    given: Result<&GivenValue, &str>,
 ) -> Result<CheckedWrite, String> {
     let tag = objects.tag(name).ok_or("unknown tag")?;
     let definition = tag.definition();
@@ -116,39 +116,39 @@ pub fn check_write(
         }
         _ => {}
     }
-    let given = given.ok_or("no value given")?;
+    let given = given?;
     let kind = definition.kind;
     let value = match (kind, given) {
-        (TagType::Number, GivenValue::Number(number)) if number.is_finite() => TagValue::Number(number),
+        (TagType::Number, &GivenValue::Number(number)) if number.is_finite() => TagValue::Number(number),
         #[expect(
             clippy::cast_precision_loss,
             reason = "an integer written to a number tag is a measurement"
         )]
-        (TagType::Number, GivenValue::Integer(integer)) => TagValue::Number(integer as f64),
-        (TagType::Integer, GivenValue::Integer(integer)) => TagValue::Integer(integer),
-        (TagType::Integer, GivenValue::Number(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
+        (TagType::Number, &GivenValue::Integer(integer)) => TagValue::Number(integer as f64),
+        (TagType::Integer, &GivenValue::Integer(integer)) => TagValue::Integer(integer),
+        (TagType::Integer, &GivenValue::Number(number)) if number.fract() == 0.0 && number.abs() < 9.0e15 =>
         {
             #[expect(clippy::cast_possible_truncation, reason = "a whole number below 2^53")]
             TagValue::Integer(number as i64)
         }
-        (TagType::Bool, GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
+        (TagType::Bool, &GivenValue::Bool(boolean)) => TagValue::Bool(boolean),
         (TagType::String, GivenValue::Text(text)) if text.chars().count() <= MAX_TEXT_CHARS => {
             if let Some(problem) = plant_model::text_value_problem(text)
                 .or_else(|| plant_model::outside_values(&definition.allowed_values, text))
             {
                 return Err(problem);
             }
-            TagValue::Text(text.into())
+            TagValue::Text(text.as_str().into())
         }
         (TagType::String, GivenValue::Text(_)) => {
             return Err(format!("text longer than {MAX_TEXT_CHARS} characters"));
         }
-        (TagType::Integer, GivenValue::Number(number)) if number.fract() == 0.0 => {
+        (TagType::Integer, &GivenValue::Number(number)) if number.fract() == 0.0 => {
             return Err(format!(
                 "an integer tag takes whole numbers within ±9e15 as written: {number} is outside them (write it as an integer)"
             ));
         }
-        (TagType::Integer, GivenValue::Number(number)) if number.is_finite() => {
+        (TagType::Integer, &GivenValue::Number(number)) if number.is_finite() => {
             return Err(format!("an integer tag takes whole numbers: {number} is not one"));
         }
         (kind, given) => {
@@ -177,16 +177,6 @@ pub fn check_write(
         value,
         source: definition.source.clone(),
     })
-}
-
-/// Where a carried-out write went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Carried {
-    /// The object model has the value now.
-    Written,
-    /// Published to the field and acknowledged by its broker; the tag shows the value when the
-    /// field reports it back.
-    SentToField,
 }
 
 /// A kind of tag with its article.

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{SolutionDb, SolutionError, Store, millis, time_of};
+use super::audit_chain::{self, ChainBreak, ChainHash, ChainVerified, ChainWalk, ChainedRow, Checkpoint};
+use super::{SolutionDb, SolutionError, Store, millis, secrets, time_of};
 
 /// What was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,17 +61,45 @@ pub struct AuditEntry {
     pub outcome: String,
 }
 
+/// The most characters of a value, target or outcome in one audit row.
+pub const MAX_AUDIT_TEXT_CHARS: usize = 256;
+
+/// `text` cut to [`MAX_AUDIT_TEXT_CHARS`] characters, saying how much was cut.
+pub fn cut_for_audit(text: &str) -> String {
+    match text.char_indices().nth(MAX_AUDIT_TEXT_CHARS) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…(+{} bytes)", &text[..end], text.len() - end),
+    }
+}
+
+impl AuditEntry {
+    /// The entry with its texts cut to [`MAX_AUDIT_TEXT_CHARS`] characters each.
+    #[must_use]
+    pub fn cut_to_bounds(self) -> Self {
+        Self {
+            target: cut_for_audit(&self.target),
+            old_value: self.old_value.as_deref().map(cut_for_audit),
+            new_value: self.new_value.as_deref().map(cut_for_audit),
+            outcome: cut_for_audit(&self.outcome),
+            ..self
+        }
+    }
+}
+
 impl SolutionDb {
-    /// Records several callers' entries in one transaction (one commit, one sync to disk).
+    /// Records several callers' entries in one transaction (one commit, one sync to disk),
+    /// each row linked to the one before it.
     pub(crate) fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
         let mut connection = self.writer()?;
         let transaction = connection.transaction()?;
         {
+            let head = chain_head(&transaction)?;
+            let entries = || batches.iter().flat_map(|batch| batch.iter());
             let mut insert = transaction.prepare_cached(
-                "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, PrevHash, Hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?;
-            for entry in batches.iter().flat_map(|batch| batch.iter()) {
+            for (entry, (previous, hash)) in entries().zip(audit_chain::link(head, entries())) {
                 insert.execute(params![
                     millis(entry.time),
                     entry.user,
@@ -81,6 +110,8 @@ impl SolutionDb {
                     entry.old_value,
                     entry.new_value,
                     entry.outcome,
+                    previous.as_slice(),
+                    hash.as_slice(),
                 ])?;
             }
         }
@@ -88,10 +119,80 @@ impl SolutionDb {
         Ok(())
     }
 
-    /// Removes the entries older than `before`; how many.
+    /// Removes the oldest entries, up to the first recorded at or after `before` (a prefix of
+    /// the chain, so what is kept still links up), and leaves a signed checkpoint the first row
+    /// kept links to; how many were removed.
     pub(crate) fn prune_audit(&self, before: SystemTime) -> Result<usize, SolutionError> {
-        let connection = self.writer()?;
-        Ok(connection.execute("DELETE FROM Audit WHERE Time < ?1", params![millis(before)])?)
+        let mut connection = self.writer()?;
+        let transaction = connection.transaction()?;
+        let last_pruned: Option<(i64, Option<Vec<u8>>)> = transaction
+            .query_row(
+                "SELECT Id, Hash FROM Audit
+                 WHERE Id < COALESCE((SELECT MIN(Id) FROM Audit WHERE Time >= ?1), 9223372036854775807)
+                 ORDER BY Id DESC LIMIT 1",
+                params![millis(before)],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        let Some((through, hash)) = last_pruned else {
+            return Ok(0);
+        };
+        let pruned = transaction.execute("DELETE FROM Audit WHERE Id <= ?1", params![through])?;
+        // Rows recorded before the chain need no checkpoint: the first chained row starts it.
+        if let Some(hash) = hash.and_then(|hash| ChainHash::try_from(hash.as_slice()).ok()) {
+            let signature = match secrets::load_key(Some(self.path())) {
+                Ok(key) => Some(audit_chain::sign_checkpoint(key.as_slice(), through, &hash)),
+                Err(error) => {
+                    tracing::warn!(%error, "the audit checkpoint is left unsigned: `audit verify` will report it");
+                    None
+                }
+            };
+            transaction.execute(
+                "INSERT INTO AuditCheckpoint (Time, ThroughId, Hash, Pruned, Signature) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    millis(SystemTime::now()),
+                    through,
+                    hash.as_slice(),
+                    i64::try_from(pruned).unwrap_or(i64::MAX),
+                    signature
+                ],
+            )?;
+        }
+        transaction.commit()?;
+        Ok(pruned)
+    }
+
+    /// Walks the whole trail in the chain's order: where it first breaks, or what verified.
+    pub(crate) fn verify_audit(&self) -> Result<Result<ChainVerified, ChainBreak>, SolutionError> {
+        let key = secrets::load_key(Some(self.path()));
+        self.read(|connection| {
+            let checkpoint = latest_checkpoint(connection)?;
+            let key = key.as_ref().map(|key| key.as_slice()).map_err(ToString::to_string);
+            let mut walk = ChainWalk::new(checkpoint.as_ref(), key);
+            let mut read = connection.prepare(
+                "SELECT Id, Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, PrevHash, Hash
+                 FROM Audit WHERE Id > ?1 ORDER BY Id LIMIT ?2",
+            )?;
+            let mut after = i64::MIN;
+            while !walk.is_broken() {
+                let rows = read
+                    .query_map(params![after, VERIFY_PAGE], |row| {
+                        Ok(ChainedRow {
+                            id: row.get(0)?,
+                            entry: entry_of(row, 1)?,
+                            previous: row.get(10)?,
+                            hash: row.get(11)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                let Some(last) = rows.last() else { break };
+                after = last.id;
+                for row in rows {
+                    walk.take(row);
+                }
+            }
+            Ok(walk.finish())
+        })
     }
 
     /// The entries since `since` (all without it), oldest first, at most `limit`.
@@ -108,23 +209,67 @@ impl SolutionDb {
                     "SELECT Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome
                      FROM Audit WHERE Time >= ?1 ORDER BY Id LIMIT ?2",
                 )?
-                .query_map(params![since, limit], |row| {
-                    let time: i64 = row.get(0)?;
-                    Ok(AuditEntry {
-                        time: time_of(time),
-                        user: row.get(1)?,
-                        connection: row.get(2)?,
-                        peer: row.get(3)?,
-                        action: AuditAction::parse(&row.get::<_, String>(4)?),
-                        target: row.get(5)?,
-                        old_value: row.get(6)?,
-                        new_value: row.get(7)?,
-                        outcome: row.get(8)?,
-                    })
-                })?
+                .query_map(params![since, limit], |row| entry_of(row, 0))?
                 .collect()
         })
     }
+}
+
+/// Rows read at a time by [`SolutionDb::verify_audit`].
+const VERIFY_PAGE: i64 = 10_000;
+
+/// The hash the next row links to: the newest chained row's (a row put in after it without a
+/// hash is passed over, so verification names it), else the latest checkpoint's, else the
+/// chain's start.
+fn chain_head(connection: &rusqlite::Connection) -> rusqlite::Result<ChainHash> {
+    let newest: Option<Vec<u8>> = connection
+        .query_row(
+            "SELECT Hash FROM Audit WHERE Hash IS NOT NULL ORDER BY Id DESC LIMIT 1",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let stored = match newest {
+        Some(hash) => Some(hash),
+        None => latest_checkpoint(connection)?.map(|checkpoint| checkpoint.hash.to_vec()),
+    };
+    Ok(stored
+        .and_then(|hash| ChainHash::try_from(hash.as_slice()).ok())
+        .unwrap_or(audit_chain::GENESIS))
+}
+
+/// The checkpoint of the latest pruning, if rows were pruned.
+fn latest_checkpoint(connection: &rusqlite::Connection) -> rusqlite::Result<Option<Checkpoint>> {
+    let stored: Option<(i64, Vec<u8>, Option<Vec<u8>>)> = connection
+        .query_row(
+            "SELECT ThroughId, Hash, Signature FROM AuditCheckpoint ORDER BY ThroughId DESC LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()?;
+    Ok(stored.map(|(through, hash, signature)| Checkpoint {
+        through,
+        // A stored hash of the wrong length links nothing: the first row kept shows it.
+        hash: ChainHash::try_from(hash.as_slice()).unwrap_or(audit_chain::GENESIS),
+        signature,
+    }))
+}
+
+/// An entry from the row's columns from `first` on (time, user, connection, peer, action,
+/// target, old value, new value, outcome).
+fn entry_of(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<AuditEntry> {
+    let time: i64 = row.get(first)?;
+    Ok(AuditEntry {
+        time: time_of(time),
+        user: row.get(first + 1)?,
+        connection: row.get(first + 2)?,
+        peer: row.get(first + 3)?,
+        action: AuditAction::parse(&row.get::<_, String>(first + 4)?),
+        target: row.get(first + 5)?,
+        old_value: row.get(first + 6)?,
+        new_value: row.get(first + 7)?,
+        outcome: row.get(first + 8)?,
+    })
 }
 
 /// How often the audit writer removes rows past the retention (and once when it starts).
@@ -215,5 +360,19 @@ impl AuditLog {
         outcome
             .await
             .unwrap_or_else(|_| Err("the audit writer stopped".to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_at_a_character_and_says_how_much() {
+        assert_eq!(cut_for_audit("short"), "short");
+        let long = "é".repeat(300);
+        let cut_text = cut_for_audit(&long);
+        assert!(cut_text.starts_with(&"é".repeat(256)));
+        assert!(cut_text.ends_with("…(+88 bytes)"), "{cut_text}");
     }
 }

@@ -24,6 +24,7 @@
 
 mod admin;
 mod audit;
+pub mod audit_chain;
 mod browser_sessions;
 mod demo;
 mod documents;
@@ -55,7 +56,7 @@ use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_password, parse_bool};
-pub use audit::{AuditAction, AuditEntry, AuditLog};
+pub use audit::{AuditAction, AuditEntry, AuditLog, MAX_AUDIT_TEXT_CHARS, cut_for_audit};
 pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{
@@ -75,11 +76,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 13] = [
+const MIGRATIONS: [&str; 14] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -93,6 +94,7 @@ const MIGRATIONS: [&str; 13] = [
     include_str!("schema_v11.sql"),
     include_str!("schema_v12.sql"),
     include_str!("schema_v13.sql"),
+    include_str!("schema_v14.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.

@@ -280,7 +280,17 @@ impl Store {
         on_backend!(self, audit(since, limit))
     }
 
-    /// Removes the audit entries older than `before`, from a thread that may block; how many.
+    /// Walks the whole audit trail in the chain's order: where it first breaks (a row changed,
+    /// removed or inserted), or what verified.
+    pub async fn verify_audit(
+        &self,
+    ) -> Result<Result<crate::audit_chain::ChainVerified, crate::audit_chain::ChainBreak>, SolutionError>
+    {
+        on_backend!(self, verify_audit())
+    }
+
+    /// Removes the oldest audit entries, up to the first recorded at or after `before` (the
+    /// chain's prefix), from a thread that may block; how many.
     pub fn prune_audit_blocking(&self, before: SystemTime) -> Result<usize, SolutionError> {
         on_backend_blocking!(self, prune_audit(before))
     }

@@ -27,7 +27,9 @@ use crate::hooks::HookChain;
 use crate::progress::{ChatProgress, ProgressFeed};
 use crate::secrets::Redactions;
 use crate::settings::{ModelOptions, ModelSettings, SettingsParser, SettingsRow};
-use crate::tools::{SuccessContent, TOOL_TIMEOUT, ToolCaller, ToolDefinition, ToolError, unknown_tool};
+use crate::tools::{
+    ProposalId, SuccessContent, TOOL_TIMEOUT, ToolCaller, ToolDefinition, ToolError, ToolOutput, unknown_tool,
+};
 use crate::{ChatCaller, Solution, gates};
 use llm::{Endpoint, PostFailure, Transport};
 use preview::AnswerPreview;
@@ -148,7 +150,7 @@ struct Turn {
     /// The POSTs the turn made.
     posts: u32,
     /// The ids of the proposals its tools made, in order.
-    proposals: Vec<String>,
+    proposals: Vec<ProposalId>,
 }
 
 /// How a turn ended: its envelope, and what it cost (carried beside the envelope).
@@ -160,7 +162,7 @@ pub(crate) struct TurnEnd {
     /// The POSTs it made.
     pub(crate) posts: u32,
     /// The ids of the proposals its tools made, in order.
-    pub(crate) proposals: Vec<String>,
+    pub(crate) proposals: Vec<ProposalId>,
 }
 
 impl Turn {
@@ -715,16 +717,13 @@ impl ChatPath {
                 HistoryMessage::tool_result(&call.id, &content)
             } else {
                 turn.dispatches += 1;
-                let proposes = tools
-                    .iter()
-                    .any(|tool| tool.name() == call.name && tool.category() == ModelOptions::PROPOSALS);
                 if let Some(feed) = progress {
                     feed.event(ChatProgress::ToolStarted {
                         name: redactions.scrub(&trace_name(&call.name)),
                         arguments: redactions.scrub(&call.arguments.as_json()),
                     });
                 }
-                let (entry, message) = dispatch(call, tools, caller, *deadline).await;
+                let (entry, message, proposal) = dispatch(call, tools, caller, *deadline).await;
                 if let Some(feed) = progress {
                     feed.event(ChatProgress::ToolFinished {
                         name: redactions.scrub(&entry.name),
@@ -732,15 +731,11 @@ impl ChatPath {
                         elapsed: Duration::from_millis(entry.elapsed_ms),
                     });
                 }
-                if let Some(id) = proposes
-                    .then(|| entry.result.get("proposal").and_then(Value::as_str))
-                    .flatten()
-                    .filter(|_| entry.status == ToolStatus::Ok)
-                {
+                if let Some(id) = proposal {
                     if let Some(feed) = progress {
-                        feed.event(ChatProgress::ProposalMade { id: id.to_owned() });
+                        feed.event(ChatProgress::ProposalMade { id: id.clone() });
                     }
-                    turn.proposals.push(id.to_owned());
+                    turn.proposals.push(id);
                 }
                 turn.trace.push(entry);
                 message
@@ -881,7 +876,7 @@ async fn dispatch(
     tools: &[ToolDefinition],
     caller: &ToolCaller,
     deadline: Instant,
-) -> (ToolTraceEntry, HistoryMessage) {
+) -> (ToolTraceEntry, HistoryMessage, Option<ProposalId>) {
     let started_at = SystemTime::now();
     let started = Instant::now();
     let ToolCall { id, name, arguments } = call;
@@ -909,15 +904,15 @@ async fn dispatch(
             )),
         ),
     };
-    let (result, status, message) = match outcome {
-        Ok(result) => {
+    let (result, status, message, proposal) = match outcome {
+        Ok(ToolOutput { result, proposal }) => {
             let message = HistoryMessage::tool_result(&id, &SuccessContent(&result));
-            (result, ToolStatus::Ok, message)
+            (result, ToolStatus::Ok, message, proposal)
         }
         Err(error) => {
             let mut content = error.to_content();
             let message = HistoryMessage::tool_result(&id, &content);
-            (content["error"].take(), ToolStatus::Error, message)
+            (content["error"].take(), ToolStatus::Error, message, None)
         }
     };
     let entry = ToolTraceEntry::new(
@@ -928,7 +923,7 @@ async fn dispatch(
         started_at,
         started.elapsed(),
     );
-    (entry, message)
+    (entry, message, proposal)
 }
 
 /// Arguments as the trace shows them: the object, or the unparsable text cut to 1000

@@ -29,7 +29,49 @@ pub use schema::validate_arguments;
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The future a tool handler returns.
-pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send>>;
+
+/// The id of a proposal a tool made (`p-` and 12 hex digits), carried beside the tool's result
+/// so whoever called it knows a proposal by its type, never by reading the result's keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProposalId(Arc<str>);
+
+impl ProposalId {
+    /// The id `id`.
+    pub fn new(id: &str) -> Self {
+        Self(Arc::from(id))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ProposalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a tool gives back: the result its caller reads and, from a proposing tool, the proposal
+/// it made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The result, for the model or the client.
+    pub result: Value,
+    /// The proposal the call made, when it made one.
+    pub proposal: Option<ProposalId>,
+}
+
+impl From<Value> for ToolOutput {
+    fn from(result: Value) -> Self {
+        Self {
+            result,
+            proposal: None,
+        }
+    }
+}
 
 type Handler = dyn Fn(Value, ToolCaller) -> ToolFuture + Send + Sync;
 
@@ -167,6 +209,49 @@ impl ToolDefinition {
         F: Fn(Value, ToolCaller) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
+        Self::with_output(
+            name,
+            category,
+            description,
+            parameters,
+            move |arguments, caller| handler(arguments, caller).map(|outcome| outcome.map(ToolOutput::from)),
+        )
+    }
+
+    /// A proposing tool (category `ModelOptions::PROPOSALS`): its handler gives the result and
+    /// the id of the proposal it made.
+    pub fn proposing<F, Fut>(name: &str, description: &str, parameters: Value, handler: F) -> Self
+    where
+        F: Fn(Value, ToolCaller) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(Value, ProposalId), ToolError>> + Send + 'static,
+    {
+        Self::with_output(
+            name,
+            ModelOptions::PROPOSALS,
+            description,
+            parameters,
+            move |arguments, caller| {
+                handler(arguments, caller).map(|outcome| {
+                    outcome.map(|(result, id)| ToolOutput {
+                        result,
+                        proposal: Some(id),
+                    })
+                })
+            },
+        )
+    }
+
+    fn with_output<F, Fut>(
+        name: &str,
+        category: u32,
+        description: &str,
+        parameters: Value,
+        handler: F,
+    ) -> Self
+    where
+        F: Fn(Value, ToolCaller) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
         let spec = json!({"type": "function", "function": {
             "name": name, "description": description, "parameters": &parameters
         }});
@@ -219,7 +304,7 @@ impl ToolDefinition {
     }
 
     /// Validates `arguments` against the schema, then runs the handler for `caller`.
-    pub async fn invoke(&self, arguments: Value, caller: ToolCaller) -> Result<Value, ToolError> {
+    pub async fn invoke(&self, arguments: Value, caller: ToolCaller) -> Result<ToolOutput, ToolError> {
         self.schema.check(&arguments)?;
         (self.handler)(arguments, caller).await
     }
@@ -232,7 +317,7 @@ impl ToolDefinition {
         arguments: Value,
         caller: ToolCaller,
         limit: Duration,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let run = AssertUnwindSafe(self.invoke(arguments, caller)).catch_unwind();
         match tokio::time::timeout(limit, run).await {
             Ok(Ok(result)) => result,
@@ -426,7 +511,7 @@ mod tests {
         let fine = echo("fine", ModelOptions::UNS_TOOLS);
         assert_eq!(
             fine.call(json!({"tag": "x"}), script(), TOOL_TIMEOUT).await,
-            Ok(json!({"tag": "x"}))
+            Ok(json!({"tag": "x"}).into())
         );
         let refused = fine
             .call(json!({}), script(), TOOL_TIMEOUT)
@@ -484,12 +569,38 @@ mod tests {
         };
         assert_eq!(
             who.call(json!({}), turn, TOOL_TIMEOUT).await,
-            Ok(json!("the assistant (turn 4, asked by alice)"))
+            Ok(json!("the assistant (turn 4, asked by alice)").into())
         );
         assert_eq!(
             who.call(json!({}), script(), TOOL_TIMEOUT).await,
-            Ok(json!("script Test"))
+            Ok(json!("script Test").into())
         );
+    }
+
+    #[tokio::test]
+    async fn a_proposing_tool_gives_its_proposal_beside_the_result() {
+        let proposing =
+            ToolDefinition::proposing("propose", "Proposes.", json!({"type": "object"}), |_, _| async {
+                Ok((json!({"status": "waiting"}), ProposalId::new("p-0123456789ab")))
+            });
+        assert_eq!(proposing.category(), ModelOptions::PROPOSALS);
+        let output = proposing
+            .call(json!({}), script(), TOOL_TIMEOUT)
+            .await
+            .expect("proposes");
+        assert_eq!(output.proposal, Some(ProposalId::new("p-0123456789ab")));
+        assert_eq!(output.result, json!({"status": "waiting"}));
+        // A result that merely names a proposal is no proposal.
+        let echoing = echo("echo", ModelOptions::PROPOSALS);
+        let output = echoing
+            .call(
+                json!({"tag": "x", "proposal": "p-0123456789ab"}),
+                script(),
+                TOOL_TIMEOUT,
+            )
+            .await
+            .expect("echoes");
+        assert_eq!(output.proposal, None);
     }
 
     fn catalog() -> ToolCatalog {
@@ -532,7 +643,7 @@ mod tests {
         let tool = echo("echo", ModelOptions::UNS_TOOLS);
         assert_eq!(
             tool.invoke(json!({"tag": "Pump1.FlowRate"}), script()).await,
-            Ok(json!({"tag": "Pump1.FlowRate"}))
+            Ok(json!({"tag": "Pump1.FlowRate"}).into())
         );
         let error = tool.invoke(json!({}), script()).await.expect_err("missing tag");
         assert_eq!(error.kind, "invalid_arguments");

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 pub use self::library::{Instance, PlantLibrary};
 use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
+use crate::actions::Audited;
 use crate::historian::{Historian, Recording};
 use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
 use plant_model::{AlarmEvent, Equipment, PlantDocument, Quality, TagValue};
@@ -264,8 +265,20 @@ impl Plant {
         applied
     }
 
-    /// Acknowledges an alarm for `user` now; `Ok(false)` when it had nothing to acknowledge.
-    pub fn acknowledge(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {
+    /// Acknowledges an alarm for `user` now, an act whose audit is recorded; `Ok(false)` when
+    /// it had nothing to acknowledge.
+    pub fn acknowledge(&self, alarm: &str, user: &str, _: &Audited) -> Result<bool, AcknowledgeError> {
+        self.acknowledge_now(alarm, user)
+    }
+
+    /// Acknowledges, for `user`, an alarm a replay of the simulated past left listed (a new
+    /// demo solution's history): part of that replayed history, not an act on the plant.
+    pub(crate) fn acknowledge_replayed(&self, alarm: &str, user: &str) {
+        // Just listed by the caller, so it is known: nothing to report.
+        let _ = self.acknowledge_now(alarm, user);
+    }
+
+    fn acknowledge_now(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {
         let event = self
             .objects
             .load()

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use solution_scripts::{HostError, ScriptHost};
@@ -17,10 +16,11 @@ use tokio::runtime::Handle;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::{Actor, RequestedWrite, WriteDone, WriteTags};
 use crate::log_text::LogBudget;
 use crate::runtime::Runtime;
-use crate::tag_writes::{GivenValue, Writer, check_write};
-use store::{AuditAction, AuditEntry};
+use crate::tag_writes::GivenValue;
+use localai::tools::ToolOutput;
 
 /// The most characters of one script log line.
 const MAX_LOG_CHARS: usize = 500;
@@ -79,7 +79,7 @@ impl RuntimeScriptHost {
         let caller = localai::tools::ToolCaller::Script {
             script: Arc::from("solution scripts"),
         };
-        self.call(name, arguments, caller)
+        self.call(name, arguments, caller).map(|output| output.result)
     }
 
     /// Runs a runtime tool by name for `caller` (whatever the solution's ModelOptions bits
@@ -89,7 +89,7 @@ impl RuntimeScriptHost {
         name: &str,
         arguments: Value,
         caller: localai::tools::ToolCaller,
-    ) -> Result<Value, HostError> {
+    ) -> Result<ToolOutput, HostError> {
         let tool = self
             .runtime
             .tools()
@@ -114,43 +114,24 @@ impl ScriptHost for RuntimeScriptHost {
     }
 
     fn write_tag(&self, script: &str, name: &str, value: Value) -> Result<(), HostError> {
-        let objects = self.runtime.objects();
-        let old_value = objects
-            .tag(name)
-            .map(|tag| tag.current().value.to_json().to_string());
-        let given = GivenValue::from_json(&value);
-        let checked = given
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|given| check_write(&objects, Writer::Script, name, Some(*given)));
-        let audit = AuditEntry {
-            time: SystemTime::now(),
-            user: format!("script:{script}"),
-            connection: "script".to_owned(),
-            peer: "local".to_owned(),
-            action: AuditAction::Write,
-            target: name.to_owned(),
-            old_value,
-            new_value: given.as_ref().ok().map(GivenValue::json),
-            outcome: checked.as_ref().map_or_else(Clone::clone, |_| "ok".to_owned()),
+        let write = RequestedWrite {
+            tag: name.to_owned(),
+            value: GivenValue::from_json(&value),
         };
-        self.handle.block_on(async {
-            self.runtime
-                .audit_log()
-                .record(vec![audit])
-                .await
-                .map_err(|error| {
-                    HostError(format!(
-                        "nothing was written: the audit could not be recorded ({error})"
-                    ))
-                })?;
-            let write = checked.map_err(|reason| HostError(format!("cannot write {name}: {reason}")))?;
-            self.runtime
-                .carry_out(write)
-                .await
-                .map(drop)
-                .map_err(|reason| HostError(format!("cannot write {name}: {reason}")))
-        })
+        let actor = Actor::Script {
+            name: script.to_owned(),
+        };
+        let done = self
+            .handle
+            .block_on(self.runtime.act_now(actor, WriteTags(vec![write])))
+            .map_err(|refusal| HostError(refusal.to_string()))?;
+        match done.into_iter().next() {
+            Some(WriteDone::Written | WriteDone::SentToField) => Ok(()),
+            Some(WriteDone::Refused(reason) | WriteDone::NotConfirmed(reason)) => {
+                Err(HostError(format!("cannot write {name}: {reason}")))
+            }
+            None => Err(HostError(format!("cannot write {name}: nothing was done"))),
+        }
     }
 
     fn propose_write(
@@ -167,10 +148,10 @@ impl ScriptHost for RuntimeScriptHost {
                 script: Arc::from(script),
             },
         )?;
-        proposal["proposal"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| HostError("the proposal tool gave no id".to_owned()))
+        proposal
+            .proposal
+            .map(|id| id.to_string())
+            .ok_or_else(|| HostError("the proposal tool made no proposal".to_owned()))
     }
 
     fn active_alarms(&self) -> Result<Value, HostError> {

@@ -41,6 +41,7 @@ use plant_model::{ExpandedPlant, SourceKind, SourceSpec, TagSpec};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::Audited;
 use crate::plant::{Plant, TagWrite};
 use plant_model::{TagType, TagValue};
 use store::{SolutionError, Store};
@@ -54,7 +55,7 @@ pub(crate) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a write to the field was not confirmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FieldWriteError {
+pub(crate) enum FieldWriteError {
     /// Nothing was sent (or the broker refused it): the field did not get it.
     Refused(String),
     /// Sent, but its broker did not acknowledge it: it may or may not have reached the field.
@@ -422,12 +423,13 @@ impl Sources {
     }
 
     /// Publishes a write of `tag` to the field through source `source` and waits (at most
-    /// [`ACK_TIMEOUT`]) for its broker to acknowledge it.
+    /// [`ACK_TIMEOUT`]) for its broker to acknowledge it: an act whose audit is recorded.
     pub(crate) async fn write(
         &self,
         source: &str,
         tag: &str,
         value: TagValue,
+        _: &Audited,
     ) -> Result<(), FieldWriteError> {
         let inbox = self.current().inboxes.get(source).cloned().ok_or_else(|| {
             FieldWriteError::Refused(format!("source {source:?} is not running; nothing was written"))

@@ -6,8 +6,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use localai::ModelOptions;
-use localai::tools::{ToolCaller, ToolDefinition, ToolError};
+use localai::tools::{ProposalId, ToolCaller, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{find_tag, short_text};
@@ -69,17 +68,10 @@ fn proposal_tool(
     check: fn(&PlantReader, &Value) -> Result<ProposedAction, ToolError>,
 ) -> ToolDefinition {
     let (plant, board) = (plant.clone(), Arc::clone(board));
-    ToolDefinition::with_caller(
-        name,
-        ModelOptions::PROPOSALS,
-        description,
-        parameters,
-        move |arguments, caller| {
-            let outcome =
-                check(&plant, &arguments).and_then(|action| submit(&board, caller, action, &arguments));
-            std::future::ready(outcome)
-        },
-    )
+    ToolDefinition::proposing(name, description, parameters, move |arguments, caller| {
+        let outcome = check(&plant, &arguments).and_then(|action| submit(&board, caller, action, &arguments));
+        std::future::ready(outcome)
+    })
 }
 
 fn propose_write(plant: &PlantReader, arguments: &Value) -> Result<ProposedAction, ToolError> {
@@ -88,7 +80,7 @@ fn propose_write(plant: &PlantReader, arguments: &Value) -> Result<ProposedActio
     let given = GivenValue::from_json(value).map_err(ToolError::invalid_arguments)?;
     let tag = find_tag(plant, name)?;
     let objects = plant.objects();
-    let checked = check_write(&objects, Writer::Proposal, name, Some(given))
+    let checked = check_write(&objects, Writer::Proposal, name, Ok(&given))
         .map_err(|reason| ToolError::new("refused", format!("cannot propose writing {name}: {reason}")))?;
     let current = tag.current().value.clone();
     // An operator asked to approve "Manual to Manual" would approve nothing.
@@ -142,7 +134,7 @@ fn submit(
     caller: ToolCaller,
     action: ProposedAction,
     arguments: &Value,
-) -> Result<Value, ToolError> {
+) -> Result<(Value, ProposalId), ToolError> {
     let reason = arguments
         .get("reason")
         .and_then(Value::as_str)
@@ -151,7 +143,7 @@ fn submit(
     let proposal = board
         .submit(caller, action, &reason, SystemTime::now())
         .map_err(|refusal| ToolError::new("refused", refusal.to_string()))?;
-    Ok(proposal_result(&proposal))
+    Ok((proposal_result(&proposal), ProposalId::new(&proposal.id)))
 }
 
 /// A proposal as its proposer is told it.

@@ -7,10 +7,10 @@ use std::time::SystemTime;
 use super::PgStore;
 use plant_model::AlarmEvent;
 
+use crate::SolutionError;
 use crate::history::{
     AlarmHistoryPage, HistoryLimits, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis,
 };
-use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
 impl PgStore {
     /// An `AlarmHistory` row (its columns in the order `alarm_event_of_stored` takes them) as
@@ -171,70 +171,5 @@ impl PgStore {
             ));
         }
         Ok((last, acknowledged))
-    }
-
-    /// Appends audit entries, all of them or none.
-    pub(crate) async fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
-        let entries = || batches.iter().flat_map(|batch| batch.iter());
-        sqlx::query(
-            "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome)
-             SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                  $6::text[], $7::text[], $8::text[], $9::text[])",
-        )
-        .bind(entries().map(|entry| millis(entry.time)).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.user.as_str()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.connection.as_str()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.peer.as_str()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.action.as_str()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.target.as_str()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.old_value.as_deref()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.new_value.as_deref()).collect::<Vec<_>>())
-        .bind(entries().map(|entry| entry.outcome.as_str()).collect::<Vec<_>>())
-        .execute(&self.pool)
-        .await
-        .map_err(|error| self.error(error))?;
-        Ok(())
-    }
-
-    /// Removes the audit entries older than `before`; how many.
-    pub(crate) async fn prune_audit(&self, before: SystemTime) -> Result<usize, SolutionError> {
-        let done = sqlx::query("DELETE FROM Audit WHERE Time < $1")
-            .bind(millis(before))
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(usize::try_from(done.rows_affected()).unwrap_or(usize::MAX))
-    }
-
-    /// Audit entries from `since` on, oldest first, at most `limit`.
-    pub(crate) async fn audit(
-        &self,
-        since: Option<SystemTime>,
-        limit: usize,
-    ) -> Result<Vec<AuditEntry>, SolutionError> {
-        let rows = sqlx::query(
-            "SELECT Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome
-             FROM Audit WHERE Time >= $1 ORDER BY Id LIMIT $2",
-        )
-        .bind(since.map_or(i64::MIN, millis))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|error| self.error(error))?;
-        rows.iter()
-            .map(|row| {
-                Ok(AuditEntry {
-                    time: time_of(self.get(row, 0)?),
-                    user: self.get(row, 1)?,
-                    connection: self.get(row, 2)?,
-                    peer: self.get(row, 3)?,
-                    action: AuditAction::parse(&self.get::<String>(row, 4)?),
-                    target: self.get(row, 5)?,
-                    old_value: self.get(row, 6)?,
-                    new_value: self.get(row, 7)?,
-                    outcome: self.get(row, 8)?,
-                })
-            })
-            .collect()
     }
 }

@@ -274,12 +274,7 @@ impl PgStore {
     /// emptied, in one transaction; samples from before `keep_after` are not kept. Returns how
     /// many samples it folded.
     pub(crate) async fn checkpoint_history(&self, limits: &HistoryLimits) -> Result<usize, SolutionError> {
-        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(CHECKPOINT_LOCK)
-            .execute(&mut *transaction)
-            .await
-            .map_err(|error| self.error(error))?;
+        let mut transaction = self.locked(CHECKPOINT_LOCK).await?;
         let rows = sqlx::query("SELECT Id, Data FROM HistoryJournal ORDER BY Id")
             .fetch_all(&mut *transaction)
             .await

@@ -16,6 +16,7 @@ use sqlx::{ConnectOptions, Row};
 use super::{Role, SolutionError, UserRecord, role_of_stored};
 
 mod admin;
+mod audit;
 mod browser_sessions;
 mod copy;
 #[cfg(test)]
@@ -37,10 +38,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 10;
+pub const PG_SCHEMA_VERSION: i64 = 11;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 10] = [
+const MIGRATIONS: [&str; 11] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -51,6 +52,7 @@ const MIGRATIONS: [&str; 10] = [
     include_str!("schema_v8.sql"),
     include_str!("schema_v9.sql"),
     include_str!("schema_v10.sql"),
+    include_str!("schema_v11.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared
@@ -276,12 +278,7 @@ impl PgStore {
     /// Creates or upgrades the schema in one transaction under the migration lock: a second
     /// node or admin command opening at the same moment waits, then finds it done.
     async fn migrate(&self) -> Result<(), SolutionError> {
-        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK)
-            .execute(&mut *transaction)
-            .await
-            .map_err(|error| self.error(error))?;
+        let mut transaction = self.locked(MIGRATION_LOCK).await?;
         sqlx::query("CREATE TABLE IF NOT EXISTS SchemaVersion (Version BIGINT NOT NULL)")
             .execute(&mut *transaction)
             .await
@@ -397,6 +394,18 @@ impl PgStore {
 
     fn error(&self, error: sqlx::Error) -> SolutionError {
         store_error(&self.url, error)
+    }
+
+    /// A transaction holding the advisory lock `key` until it ends: one node (or admin command)
+    /// at a time does what it guards.
+    async fn locked(&self, key: i64) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, SolutionError> {
+        let mut transaction = self.pool.begin().await.map_err(|error| self.error(error))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(key)
+            .execute(&mut *transaction)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(transaction)
     }
 
     /// A read-only transaction on one snapshot, begun in one round trip: what is committed

@@ -1,5 +1,5 @@
 //! What one connection may put in the audit trail: values and names cut to
-//! [`MAX_AUDIT_TEXT_CHARS`], and refusals recorded at most [`REFUSED_ROWS_PER_MINUTE`] rows a
+//! [`store::MAX_AUDIT_TEXT_CHARS`], and refusals recorded at most [`REFUSED_ROWS_PER_MINUTE`] rows a
 //! minute per connection, and [`SHARED_REFUSED_ROWS_PER_MINUTE`] per user and per client
 //! address over all their connections (so reconnecting buys no new allowance). Past any of
 //! them refusals are counted, not recorded: one row says which allowance is reached, and the
@@ -12,9 +12,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-
-/// The most characters of a value, target or outcome in one audit row.
-pub(crate) const MAX_AUDIT_TEXT_CHARS: usize = 256;
 
 /// The refused writes of one call recorded one row each; the rest in one row with their count.
 pub(crate) const REFUSED_ROWS_PER_CALL: usize = 10;
@@ -30,14 +27,6 @@ pub(crate) const SHARED_REFUSED_ROWS_PER_MINUTE: usize = 1_200;
 const TRACKED_BEFORE_PRUNING: usize = 4_096;
 
 const WINDOW: Duration = Duration::from_secs(60);
-
-/// `text` cut to [`MAX_AUDIT_TEXT_CHARS`] characters, saying how much was cut.
-pub(crate) fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_AUDIT_TEXT_CHARS) {
-        None => text.to_owned(),
-        Some((end, _)) => format!("{}…(+{} bytes)", &text[..end], text.len() - end),
-    }
-}
 
 /// What the connection's allowance says of the refusal rows a call brings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,15 +186,6 @@ impl SharedAllowances {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn text_is_cut_at_a_character_and_says_how_much() {
-        assert_eq!(cut("short"), "short");
-        let long = "é".repeat(300);
-        let cut_text = cut(&long);
-        assert!(cut_text.starts_with(&"é".repeat(256)));
-        assert!(cut_text.ends_with("…(+88 bytes)"), "{cut_text}");
-    }
 
     #[test]
     fn past_the_allowance_refusals_are_counted_then_reported_in_a_later_minute() {

@@ -62,11 +62,7 @@ pub(crate) fn apply(
                     };
                     // As they stand now, as many as the frame holds beside the envelope (a streamed
                     // turn sent each as it was made, and ListProposals lists them all).
-                    let made: Vec<_> = outcome
-                        .proposals
-                        .iter()
-                        .filter_map(|id| proposals.get(id))
-                        .collect();
+                    let made = proposals.made(&outcome.proposals);
                     let left =
                         (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
                     reply.proposals = to_proto::proposals_within(&made, left).0;

@@ -238,7 +238,7 @@ pub(crate) fn progress_body(
             Some(ChatEvent {
                 event: Some(match event {
                     localai::ChatProgress::ProposalMade { id } => {
-                        chat_event::Event::ProposalMade(proposal_within(&proposals.get(&id)?, room))
+                        chat_event::Event::ProposalMade(proposal_within(&proposals.made(&[id]).pop()?, room))
                     }
                     localai::ChatProgress::Text(text) => chat_event::Event::Text(text),
                     localai::ChatProgress::ToolStarted { name, arguments } => {
@@ -272,6 +272,18 @@ pub(crate) fn value(value: &TagValue) -> tserver_proto::v1::Value {
         TagValue::Text(text) => value::Kind::Text(text.to_string()),
     };
     tserver_proto::v1::Value { kind: Some(kind) }
+}
+
+/// A write's outcome as the wire says it, and the reason of one not written.
+pub(crate) fn write_outcome(done: plant::actions::WriteDone) -> (tserver_proto::v1::WriteOutcome, String) {
+    use plant::actions::WriteDone;
+    use tserver_proto::v1::WriteOutcome;
+    match done {
+        WriteDone::Written => (WriteOutcome::Written, String::new()),
+        WriteDone::SentToField => (WriteOutcome::SentToField, String::new()),
+        WriteDone::Refused(reason) => (WriteOutcome::Refused, reason),
+        WriteDone::NotConfirmed(reason) => (WriteOutcome::NotConfirmed, reason),
+    }
 }
 
 /// A proposal as the wire carries it.

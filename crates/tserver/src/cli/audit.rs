@@ -1,4 +1,4 @@
-//! `tserver audit`: print or export the audit trail of tag writes and alarm acknowledgements.
+//! `tserver audit`: print, export or verify the audit trail of what was done to the plant.
 
 use std::io::Write;
 
@@ -17,6 +17,10 @@ pub enum AuditCommand {
         #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
         format: ExportFormat,
     },
+    /// Checks the trail's hash chain from its start (or the checkpoint pruning left): fails
+    /// naming the first row changed, removed or inserted since it was recorded; prints the
+    /// newest row's hash, to be noted elsewhere and compared next time.
+    Verify,
 }
 
 /// How `tserver audit PATH export` writes the entries.
@@ -92,11 +96,47 @@ pub(super) fn audit_command(
     action: Option<&AuditCommand>,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    if let Some(AuditCommand::Verify) = action {
+        return verify_audit(solution, output);
+    }
     let limit = if action.is_some() { usize::MAX } else { limit };
     let entries = on_own_runtime(|| async { Store::open(solution).await?.audit(since, limit).await })?;
     if let Some(AuditCommand::Export { format }) = action {
         return export_audit(&entries, *format, output);
     }
+    print_audit(&entries, output)
+}
+
+/// `tserver audit PATH verify`: what verified, or an error naming where the chain breaks.
+fn verify_audit(solution: &SolutionLocation, output: &mut dyn Write) -> anyhow::Result<()> {
+    let verdict = on_own_runtime(|| async { Store::open(solution).await?.verify_audit().await })?;
+    let verified = verdict.map_err(|broken| anyhow::anyhow!("the audit trail does not verify: {broken}"))?;
+    let unchained = match verified.unchained {
+        0 => String::new(),
+        count => format!(" ({count} recorded before the chain began)"),
+    };
+    let start = verified.from_checkpoint.map_or_else(
+        || "its start".to_owned(),
+        |through| format!("the signed checkpoint pruning left (through row {through})"),
+    );
+    writeln!(
+        output,
+        "the audit trail verifies: {} rows{unchained}, from {start}",
+        verified.rows
+    )?;
+    match verified.head {
+        Some((id, hash)) => writeln!(
+            output,
+            "newest row {id}, hash {}: note it to see later that no newest rows were removed",
+            store::audit_chain::hash_hex(&hash)
+        )?,
+        None => writeln!(output, "no row is chained yet")?,
+    }
+    Ok(())
+}
+
+/// The entries one a line.
+fn print_audit(entries: &[store::AuditEntry], output: &mut dyn Write) -> anyhow::Result<()> {
     for entry in entries {
         let change = match (&entry.old_value, &entry.new_value) {
             (Some(old), Some(new)) => format!(" {old} -> {new}"),

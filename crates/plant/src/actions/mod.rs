@@ -1,0 +1,269 @@
+//! The one path by which anything acts on the plant: an operator's writes and
+//! acknowledgements, a decision on a proposal, a script's writes. [`Runtime::act`] checks the
+//! request, records its audit rows, and only then carries it out: carrying out takes an
+//! [`Audited`] receipt, which only this module makes and only from a recorded audit, so no act
+//! happens unaudited by construction, whoever calls.
+//!
+//! Each act is checked now (what it names, who asks) and gives back the work that audits and
+//! carries it out, so a caller can answer a bad request at once and run the rest beside its
+//! connection.
+
+mod acknowledge;
+mod decide;
+mod write;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::Runtime;
+use crate::proposals::Proposal;
+use crate::tag_writes::GivenValue;
+use store::{AuditAction, AuditEntry, Role};
+
+pub use self::decide::MAX_COMMENT_CHARS;
+pub use self::write::MAX_WRITES;
+
+/// Proof that an act's audit rows were recorded: what carrying an act out takes. Only this
+/// module makes one, after the audit writer said the rows are stored.
+#[derive(Debug)]
+pub struct Audited(());
+
+/// Who acts.
+#[derive(Debug, Clone)]
+pub enum Actor {
+    /// A user logged in on a client connection (the framed protocol, the panel's WebSocket).
+    User {
+        /// The user's name.
+        name: Arc<str>,
+        /// What the user may do.
+        role: Role,
+        /// The connection's server-made GUID.
+        connection: String,
+        /// The client's address.
+        peer: String,
+    },
+    /// A solution script: the integrator's code, which may write any tag. Audited as the user
+    /// `script:<name>`.
+    Script {
+        /// The script's name.
+        name: String,
+    },
+}
+
+impl Actor {
+    /// Whether the actor may act at all (a viewer may not).
+    fn may_operate(&self) -> bool {
+        match self {
+            Self::User { role, .. } => role.can_operate(),
+            Self::Script { .. } => true,
+        }
+    }
+
+    /// The name the act is done under: the user, or `script:<name>`.
+    fn acting_name(&self) -> String {
+        match self {
+            Self::User { name, .. } => name.to_string(),
+            Self::Script { name } => format!("script:{name}"),
+        }
+    }
+
+    /// An audit row of this actor's `action` on `target` at `time`, outcome `ok`.
+    fn audit_entry(&self, action: AuditAction, target: &str, time: SystemTime) -> AuditEntry {
+        let (connection, peer) = match self {
+            Self::User { connection, peer, .. } => (connection.clone(), peer.clone()),
+            Self::Script { .. } => ("script".to_owned(), "local".to_owned()),
+        };
+        AuditEntry {
+            time,
+            user: self.acting_name(),
+            connection,
+            peer,
+            action,
+            target: target.to_owned(),
+            old_value: None,
+            new_value: None,
+            outcome: "ok".to_owned(),
+        }
+    }
+
+    /// The refusal of an act a viewer asked for (after its audit), naming `act`.
+    fn refusal(&self, act: &'static str) -> Result<(), ActError> {
+        match self {
+            Self::User { role, .. } if !role.can_operate() => Err(ActError::NotPermitted {
+                role: role.as_str(),
+                act,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Something asked of the plant: checked, audited, then carried out by [`Runtime::act`].
+/// Sealed: the acts are this module's.
+pub trait Act: sealed::Sealed {
+    /// What carrying it out gives back.
+    type Done: Send + 'static;
+
+    /// Checks the act by `actor` now; the work that audits it (rows bounded by `bound`) and
+    /// carries it out.
+    #[doc(hidden)]
+    fn check(
+        self,
+        runtime: &Runtime,
+        actor: Actor,
+        bound: &dyn AuditBound,
+    ) -> Result<ActWork<Self::Done>, ActError>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::WriteTags {}
+    impl Sealed for super::AcknowledgeAlarm {}
+    impl Sealed for super::DecideProposal {}
+}
+
+/// Write tags (1 to [`MAX_WRITES`]), each checked on its own; gives each write's outcome, in
+/// the order asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteTags(pub Vec<RequestedWrite>);
+
+/// Acknowledge an alarm; gives whether it had anything to acknowledge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcknowledgeAlarm {
+    /// The alarm's name.
+    pub alarm: String,
+}
+
+/// Approve or decline a pending proposal; gives the proposal as settled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecideProposal {
+    /// The proposal's id.
+    pub id: String,
+    /// Approve (carry it out) or decline.
+    pub approve: bool,
+    /// The decider's words (at most [`MAX_COMMENT_CHARS`] characters).
+    pub comment: String,
+}
+
+/// One tag write asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestedWrite {
+    /// The tag's dotted name or UNS path, as given.
+    pub tag: String,
+    /// The value as given, or why what was given is no value a tag takes.
+    pub value: Result<GivenValue, String>,
+}
+
+/// What became of one requested write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteDone {
+    /// The object model has the value now.
+    Written,
+    /// Published to the field and acknowledged by its broker or device.
+    SentToField,
+    /// Not written: why.
+    Refused(String),
+    /// Sent, but its acknowledgement did not come: it may or may not have reached the field.
+    NotConfirmed(String),
+}
+
+/// What a decision did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// The proposal, settled.
+    pub proposal: Proposal,
+    /// For an approved write, where it went.
+    pub write: Option<WriteDone>,
+}
+
+/// Why an act was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActError {
+    /// The request itself is wrong (nothing audited: nothing was asked of the plant).
+    #[error("{0}")]
+    Invalid(String),
+    /// The audit could not be recorded, so nothing was done.
+    #[error("{refused}: the audit could not be recorded ({error})")]
+    NotAudited {
+        /// What did not happen.
+        refused: &'static str,
+        /// Why the audit failed.
+        error: String,
+    },
+    /// The actor's role may not act (audited).
+    #[error("a {role} may not {act}; an admin can make the user an operator")]
+    NotPermitted {
+        /// The actor's role.
+        role: &'static str,
+        /// What was refused.
+        act: &'static str,
+    },
+}
+
+/// One audit row an act brings, and whether it acts (rows that act are always recorded;
+/// what changes nothing may be bounded by whoever asked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// The row.
+    pub entry: AuditEntry,
+    /// Whether the row records something that will be done.
+    pub acts: bool,
+}
+
+/// How the rows of refusals are bounded for the one who asks: a client connection keeps an
+/// allowance of them, so no client fills the disk with refusals. The rows that act are kept.
+pub trait AuditBound {
+    /// The rows to record, in order.
+    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditEntry>;
+}
+
+/// Every row recorded, each cut to the audit's bounds (a script's few rows).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EveryRow;
+
+impl AuditBound for EveryRow {
+    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditEntry> {
+        rows.into_iter().map(|row| row.entry.cut_to_bounds()).collect()
+    }
+}
+
+/// The work of an act once checked: audit, then carry out.
+pub type ActWork<T> = Pin<Box<dyn Future<Output = Result<T, ActError>> + Send>>;
+
+impl Runtime {
+    /// Checks `action` by `actor` now and returns the work that records its audit and then
+    /// carries it out; the refusal rows are bounded by `bound`. An `Err` now is a request
+    /// wrong in itself, audited as nothing.
+    pub fn act<A: Act>(
+        &self,
+        actor: Actor,
+        action: A,
+        bound: &dyn AuditBound,
+    ) -> Result<ActWork<A::Done>, ActError> {
+        action.check(self, actor, bound)
+    }
+
+    /// Checks and carries out `action` by `actor` at once, waiting for it; every audit row
+    /// recorded.
+    pub async fn act_now<A: Act>(&self, actor: Actor, action: A) -> Result<A::Done, ActError> {
+        self.act(actor, action, &EveryRow)?.await
+    }
+}
+
+/// Records `entries`; the receipt that lets the act be carried out, or why not (`refused`
+/// says what did not happen).
+async fn record(
+    runtime: &Runtime,
+    entries: Vec<AuditEntry>,
+    refused: &'static str,
+) -> Result<Audited, ActError> {
+    match runtime.audit_log().record(entries).await {
+        Ok(()) => Ok(Audited(())),
+        Err(error) => {
+            tracing::error!(%error, "{refused}: the audit could not be recorded");
+            Err(ActError::NotAudited { refused, error })
+        }
+    }
+}
