@@ -34,6 +34,28 @@ pub fn nearest<'k>(word: &str, known: impl IntoIterator<Item = &'k str>) -> Opti
         .map(|(_, candidate)| candidate)
 }
 
+/// How an error quotes a suggested name: a key of the file as the format's documentation writes
+/// keys (`` `limit` ``), a value as the string it is written as (`"HiHi"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Quote {
+    /// `` `limit` ``: a key.
+    Backticks,
+    /// `"HiHi"`: a value.
+    DoubleQuotes,
+}
+
+/// ` (did you mean `near`?)` or ` (did you mean "near"?)` for the name of `known` nearest
+/// `name`, or nothing when none is near: the hint of every error about a name that is none of
+/// the names it may be (a table's keys, the tag types, the plant's sources, a tag's values).
+pub(crate) fn did_you_mean<'k>(name: &str, known: impl IntoIterator<Item = &'k str>, quote: Quote) -> String {
+    nearest(name, known)
+        .map(|near| match quote {
+            Quote::Backticks => format!(" (did you mean `{near}`?)"),
+            Quote::DoubleQuotes => format!(" (did you mean {near:?}?)"),
+        })
+        .unwrap_or_default()
+}
+
 /// The key two names look the same by: the confusable skeleton (Unicode UTS #39) of the name,
 /// folded, and skeletoned again (capitals of other scripts look like Latin capitals, their small
 /// letters less so; folding between the two keeps `PUMP1` and `pump1` one key), so `TOP`
@@ -105,9 +127,7 @@ pub fn outside_values(values: &[String], text: &str) -> Option<String> {
     if values.is_empty() || values.iter().any(|value| value == text) {
         return None;
     }
-    let hint = nearest(text, values.iter().map(String::as_str))
-        .map(|near| format!(" (did you mean {near:?}?)"))
-        .unwrap_or_default();
+    let hint = did_you_mean(text, values.iter().map(String::as_str), Quote::DoubleQuotes);
     Some(format!("{text:?} is not one of {}{hint}", values.join(", ")))
 }
 
@@ -166,6 +186,27 @@ mod tests {
         );
         assert_eq!(look_alike("PUMP1"), look_alike("pump1"));
         assert_ne!(look_alike("Pump1"), look_alike("Pump2"));
+    }
+
+    #[test]
+    fn typos_get_the_nearest_known_word() {
+        assert_eq!(nearest("limt", ["limit", "tag"]), Some("limit"));
+        assert_eq!(nearest("HIHI", crate::Condition::NAMES), Some("HiHi"));
+        assert_eq!(nearest("colour", ["limit", "tag"]), None);
+    }
+
+    #[test]
+    fn a_suggestion_is_quoted_as_a_key_or_as_a_value() {
+        let known = ["limit", "tag"];
+        assert_eq!(
+            did_you_mean("limt", known, Quote::Backticks),
+            " (did you mean `limit`?)"
+        );
+        assert_eq!(
+            did_you_mean("limt", known, Quote::DoubleQuotes),
+            " (did you mean \"limit\"?)"
+        );
+        assert_eq!(did_you_mean("colour", known, Quote::Backticks), "");
     }
 
     #[test]
