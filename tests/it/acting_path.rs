@@ -23,7 +23,7 @@ fn operator() -> Actor {
 }
 
 fn write_mode(mode: &str) -> WriteTags {
-    WriteTags(vec![RequestedWrite {
+    WriteTags::unsigned(vec![RequestedWrite {
         tag: "Pump1.Mode".to_owned(),
         value: Ok(GivenValue::Text(mode.to_owned())),
     }])
@@ -123,6 +123,7 @@ async fn each_act_records_exactly_one_audit_row_and_none_acts_unaudited() {
         id: id.clone(),
         approve: true,
         comment: String::new(),
+        signatures: Vec::new(),
     };
     let decided = runtime.act_now(operator(), act).await.expect("approves");
     assert_eq!(decided.write, Some(WriteDone::Written));
@@ -185,6 +186,7 @@ async fn each_act_records_exactly_one_audit_row_and_none_acts_unaudited() {
         id: pending.clone(),
         approve: true,
         comment: String::new(),
+        signatures: Vec::new(),
     };
     unaudited(runtime.act_now(operator(), approve).await.map(drop));
     let script = Actor::Script {

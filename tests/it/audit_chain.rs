@@ -24,6 +24,7 @@ fn entry(n: usize, time: SystemTime) -> AuditEntry {
         old_value: Some("\"Auto\"".to_owned()),
         new_value: Some(format!("\"Manual {n}\"")),
         outcome: "ok".to_owned(),
+        signatures: None,
     }
 }
 

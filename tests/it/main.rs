@@ -44,6 +44,7 @@ mod runtime_tools;
 mod scripts;
 mod secrets_in_logs;
 mod several_nodes;
+mod signatures;
 mod solution_file;
 mod sparkplug_sources;
 mod streaming;

@@ -306,6 +306,7 @@ async fn the_audit_records_the_client_a_trusted_proxy_names() {
                 name: "No.Such.Tag".into(),
                 value: Some(tag_write::Value::Integer(1)),
             }],
+            signatures: Vec::new(),
         }),
     )
     .await;

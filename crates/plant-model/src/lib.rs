@@ -47,8 +47,8 @@ pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
     DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
     InitialValue, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES,
-    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, SourceBinding, SourceKind, SourceSpec, TagSpec,
-    TagType,
+    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, Signing, SourceBinding, SourceKind, SourceSpec,
+    TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
@@ -484,7 +484,7 @@ priority = 5000
             errors(text, Format::Toml),
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
-                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, values, source, simulate",
+                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, signed, witness, values, source, simulate",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
@@ -525,6 +525,54 @@ type = "number"
             [
                 "f:6:14: tags[0].proposable: an approved proposal is an operator's write: set writable = true too"
             ]
+        );
+    }
+
+    #[test]
+    fn signed_and_witnessed_tags_read_export_and_must_be_writable() {
+        let text = r#"
+[[tags]]
+name = "Dosing.Setpoint"
+path = "Plant/Dosing/Setpoint"
+type = "number"
+writable = true
+signed = true
+witness = true
+
+[[tags]]
+name = "Dosing.Note"
+path = "Plant/Dosing/Note"
+type = "string"
+writable = true
+signed = true
+"#;
+        let model = read(text, Format::Toml, "f").expect("valid");
+        let rules: Vec<(bool, bool)> = model.tags.iter().map(|tag| (tag.signed, tag.witness)).collect();
+        assert_eq!(rules, [(true, true), (true, false)]);
+        let exported = model.to_toml().expect("toml");
+        assert_eq!(read(&exported, Format::Toml, "f").expect("valid"), model);
+        let unsigned_witness = text.replacen(
+            "signed = true
+witness",
+            "witness",
+            1,
+        );
+        assert_eq!(
+            errors(&unsigned_witness, Format::Toml),
+            ["f:7:11: tags[0].witness: a witness signs after the writer: set signed = true too"]
+        );
+        let not_writable = text.replacen(
+            "writable = true
+signed = true
+witness = true
+",
+            "signed = true
+",
+            1,
+        );
+        assert_eq!(
+            errors(&not_writable, Format::Toml),
+            ["f:6:10: tags[0].signed: only an operator's write is signed: set writable = true too"]
         );
     }
 

@@ -524,6 +524,13 @@ pub struct TagSpec {
     /// operator to approve (it must be writable: an approved proposal is an operator's write).
     #[serde(default, skip_serializing_if = "is_false")]
     pub proposable: bool,
+    /// Whether a write of it is signed: the writer re-enters their password and states what
+    /// the signature means (21 CFR Part 11-style), bound to the write's audit row.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub signed: bool,
+    /// Whether a write of it is also signed by a witness: a second, different operator.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub witness: bool,
     /// Text tags: the only values it may take from a write or a proposal (a mode: Auto,
     /// Manual, Off), in the order offered; empty for any text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -534,6 +541,29 @@ pub struct TagSpec {
     /// How the simulator moves it (numeric tags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulate: Option<Motion>,
+}
+
+/// Which electronic signatures a write of a tag takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Signing {
+    /// None: the login is enough.
+    #[default]
+    Unsigned,
+    /// The writer's own.
+    Writer,
+    /// The writer's and a witness's: a second, different operator.
+    WriterAndWitness,
+}
+
+impl TagSpec {
+    /// The signatures a write of this tag takes.
+    pub fn signing(&self) -> Signing {
+        match (self.signed, self.witness) {
+            (_, true) => Signing::WriterAndWitness,
+            (true, false) => Signing::Writer,
+            (false, false) => Signing::Unsigned,
+        }
+    }
 }
 
 /// `source = { broker = "...", topic = "..." }` for a plain UNS topic,

@@ -18,10 +18,10 @@ use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
     CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
     DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsReply,
-    ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, SubscribeReply,
-    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply,
-    TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event,
-    client_frame, server_frame,
+    ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, Signature,
+    SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate,
+    TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
+    WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;
@@ -313,8 +313,22 @@ impl Client {
     /// each empty or saying why that write was refused. A viewer gets
     /// [`ClientError::Server`] with `PermissionDenied`.
     pub async fn write_tags(&self, writes: Vec<TagWrite>) -> Result<Vec<TagWriteResult>, ClientError> {
+        self.write_tags_signed(writes, Vec::new()).await
+    }
+
+    /// As [`Self::write_tags`], with the electronic signatures the written tags take (the
+    /// writer's own; for a witnessed tag, another operator's too). Without them the server
+    /// answers [`ClientError::Server`] with `SignatureRequired`, saying which it takes.
+    pub async fn write_tags_signed(
+        &self,
+        writes: Vec<TagWrite>,
+        signatures: Vec<Signature>,
+    ) -> Result<Vec<TagWriteResult>, ClientError> {
         match self
-            .call(client_frame::Body::WriteTags(WriteTagsRequest { writes }))
+            .call(client_frame::Body::WriteTags(WriteTagsRequest {
+                writes,
+                signatures,
+            }))
             .await?
         {
             server_frame::Body::WriteTags(reply) => Ok(reply.results),
@@ -425,10 +439,25 @@ impl Client {
         decision: Decision,
         comment: &str,
     ) -> Result<DecideProposalReply, ClientError> {
+        self.decide_proposal_signed(id, decision, comment, Vec::new())
+            .await
+    }
+
+    /// As [`Self::decide_proposal`], with the electronic signatures an approval takes (the
+    /// approver's when the solution asks for signed approvals, and what the proposed tag's
+    /// write takes).
+    pub async fn decide_proposal_signed(
+        &self,
+        id: &str,
+        decision: Decision,
+        comment: &str,
+        signatures: Vec<Signature>,
+    ) -> Result<DecideProposalReply, ClientError> {
         let request = DecideProposalRequest {
             id: id.to_owned(),
             decision: decision.into(),
             comment: comment.to_owned(),
+            signatures,
         };
         match self.call(client_frame::Body::DecideProposal(request)).await? {
             server_frame::Body::DecideProposal(reply) => Ok(reply),

@@ -42,15 +42,19 @@ pub enum RuntimeKey {
     /// The most bytes the history's blocks may take, 0 for no bound (the default); past it the
     /// oldest blocks are deleted.
     HistoryMaxBytes,
+    /// Whether approving a proposal takes the approver's electronic signature (`true`/`false`;
+    /// default off): the password entered again and the meaning stated.
+    SignedApprovals,
 }
 
 impl RuntimeKey {
     /// Every key, in `settings show` order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::SimulatorEnabled,
         Self::HistoryRetentionHours,
         Self::AuditRetentionDays,
         Self::HistoryMaxBytes,
+        Self::SignedApprovals,
     ];
 
     /// The key as stored and typed.
@@ -60,6 +64,7 @@ impl RuntimeKey {
             Self::HistoryRetentionHours => "HistoryRetentionHours",
             Self::AuditRetentionDays => "AuditRetentionDays",
             Self::HistoryMaxBytes => "HistoryMaxBytes",
+            Self::SignedApprovals => "SignedApprovals",
         }
     }
 
@@ -70,7 +75,7 @@ impl RuntimeKey {
             reason,
         };
         match self {
-            Self::SimulatorEnabled => parse_bool(value)
+            Self::SimulatorEnabled | Self::SignedApprovals => parse_bool(value)
                 .map(|on| on.to_string())
                 .ok_or_else(|| invalid(format!("{value:?} is not true/false, on/off, yes/no or 1/0"))),
             Self::HistoryRetentionHours => match value.trim().parse::<u32>() {
@@ -120,6 +125,8 @@ pub struct RuntimeSettings {
     pub audit_retention: Duration,
     /// The most bytes the history's blocks may take, none for no bound.
     pub history_max_bytes: Option<u64>,
+    /// Whether approving a proposal takes the approver's electronic signature.
+    pub signed_approvals: bool,
 }
 
 impl Default for RuntimeSettings {
@@ -129,6 +136,7 @@ impl Default for RuntimeSettings {
             history_retention: Duration::from_secs(168 * 3600),
             audit_retention: Duration::from_secs(DEFAULT_AUDIT_RETENTION_DAYS * 86_400),
             history_max_bytes: None,
+            signed_approvals: false,
         }
     }
 }
@@ -367,6 +375,7 @@ impl RuntimeSettings {
                 RuntimeKey::HistoryMaxBytes => {
                     settings.history_max_bytes = value.parse().ok().filter(|bytes| *bytes > 0);
                 }
+                RuntimeKey::SignedApprovals => settings.signed_approvals = value == "true",
             }
         }
         Ok(settings)
@@ -407,6 +416,7 @@ pub(super) fn setting_value(
             RuntimeKey::HistoryRetentionHours => (runtime.history_retention.as_secs() / 3600).to_string(),
             RuntimeKey::AuditRetentionDays => (runtime.audit_retention.as_secs() / 86_400).to_string(),
             RuntimeKey::HistoryMaxBytes => runtime.history_max_bytes.unwrap_or(0).to_string(),
+            RuntimeKey::SignedApprovals => runtime.signed_approvals.to_string(),
         }),
         SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
         SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),

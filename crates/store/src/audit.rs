@@ -59,6 +59,9 @@ pub struct AuditEntry {
     pub new_value: Option<String>,
     /// `ok`, or why it was refused.
     pub outcome: String,
+    /// For a signed act, its signatures: who signed, meaning what, when, over the hash of what
+    /// was signed.
+    pub signatures: Option<String>,
 }
 
 /// The most characters of a value, target or outcome in one audit row.
@@ -96,8 +99,8 @@ impl SolutionDb {
             let head = chain_head(&transaction)?;
             let entries = || batches.iter().flat_map(|batch| batch.iter());
             let mut insert = transaction.prepare_cached(
-                "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, PrevHash, Hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?;
             for (entry, (previous, hash)) in entries().zip(audit_chain::link(head, entries())) {
                 insert.execute(params![
@@ -110,6 +113,7 @@ impl SolutionDb {
                     entry.old_value,
                     entry.new_value,
                     entry.outcome,
+                    entry.signatures,
                     previous.as_slice(),
                     hash.as_slice(),
                 ])?;
@@ -170,7 +174,7 @@ impl SolutionDb {
             let key = key.as_ref().map(|key| key.as_slice()).map_err(ToString::to_string);
             let mut walk = ChainWalk::new(checkpoint.as_ref(), key);
             let mut read = connection.prepare(
-                "SELECT Id, Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, PrevHash, Hash
+                "SELECT Id, Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash
                  FROM Audit WHERE Id > ?1 ORDER BY Id LIMIT ?2",
             )?;
             let mut after = i64::MIN;
@@ -180,8 +184,8 @@ impl SolutionDb {
                         Ok(ChainedRow {
                             id: row.get(0)?,
                             entry: entry_of(row, 1)?,
-                            previous: row.get(10)?,
-                            hash: row.get(11)?,
+                            previous: row.get(11)?,
+                            hash: row.get(12)?,
                         })
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
@@ -206,7 +210,7 @@ impl SolutionDb {
         self.read(|connection| {
             connection
                 .prepare(
-                    "SELECT Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome
+                    "SELECT Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures
                      FROM Audit WHERE Time >= ?1 ORDER BY Id LIMIT ?2",
                 )?
                 .query_map(params![since, limit], |row| entry_of(row, 0))?
@@ -256,7 +260,7 @@ fn latest_checkpoint(connection: &rusqlite::Connection) -> rusqlite::Result<Opti
 }
 
 /// An entry from the row's columns from `first` on (time, user, connection, peer, action,
-/// target, old value, new value, outcome).
+/// target, old value, new value, outcome, signatures).
 fn entry_of(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<AuditEntry> {
     let time: i64 = row.get(first)?;
     Ok(AuditEntry {
@@ -269,6 +273,7 @@ fn entry_of(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<AuditEntr
         old_value: row.get(first + 6)?,
         new_value: row.get(first + 7)?,
         outcome: row.get(first + 8)?,
+        signatures: row.get(first + 9)?,
     })
 }
 

@@ -42,6 +42,7 @@ pub fn row_hash(previous: &ChainHash, entry: &AuditEntry) -> ChainHash {
         entry.old_value.as_deref(),
         entry.new_value.as_deref(),
         Some(entry.outcome.as_str()),
+        entry.signatures.as_deref(),
     ] {
         match field {
             None => hasher.update([0]),
@@ -379,6 +380,7 @@ mod tests {
             old_value: None,
             new_value: Some(n.to_string()),
             outcome: "ok".to_owned(),
+            signatures: None,
         }
     }
 
@@ -576,6 +578,10 @@ mod tests {
             },
             AuditEntry {
                 new_value: None,
+                ..base.clone()
+            },
+            AuditEntry {
+                signatures: Some("ops (performed)".to_owned()),
                 ..base.clone()
             },
             AuditEntry {

@@ -302,6 +302,24 @@ pub struct UserRecord {
     pub role: Role,
 }
 
+/// What [`Store::check_password`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordCheck {
+    /// The password is the user's.
+    Right {
+        /// The user's name as stored.
+        name: String,
+        /// What the user may do.
+        role: Role,
+    },
+    /// It is not.
+    Wrong,
+    /// The user has no password (a demo's `guest`): nothing to check against.
+    NoPassword,
+    /// No user of that name.
+    UnknownUser,
+}
+
 /// A stored role name as a role; the column's CHECK admits no other, so anything else is read
 /// as the least powerful.
 pub(crate) fn role_of_stored(name: &str) -> Role {

@@ -269,7 +269,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -296,6 +296,8 @@ pub(super) fn write_plant(
                 recording.compression,
                 recording.max_interval,
                 recording.retention_hours,
+                tag.signed,
+                tag.witness,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -411,6 +413,8 @@ pub(super) struct TagRow {
     pub(super) history_compression: String,
     pub(super) history_max_interval: i64,
     pub(super) history_retention_hours: Option<i64>,
+    pub(super) signed: bool,
+    pub(super) witness: bool,
 }
 
 /// How a tag is recorded, as its `Tags` columns keep it: the defaults filled in, so the
@@ -488,6 +492,8 @@ impl TagRow {
             history_compression,
             history_max_interval,
             history_retention_hours,
+            signed,
+            witness,
         } = self;
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -533,6 +539,8 @@ impl TagRow {
             ),
             writable,
             proposable,
+            signed,
+            witness,
             values,
             source,
         })
@@ -578,7 +586,7 @@ pub(super) struct PlantRows {
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
     InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours)";
+    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -589,7 +597,8 @@ pub(super) const UPDATE_TAGS: &str =
     Source = excluded.Source, Proposable = excluded.Proposable,
     AllowedValues = excluded.AllowedValues, HistoryCompression = excluded.HistoryCompression,
     HistoryMaxInterval = excluded.HistoryMaxInterval,
-    HistoryRetentionHours = excluded.HistoryRetentionHours";
+    HistoryRetentionHours = excluded.HistoryRetentionHours,
+    Signed = excluded.Signed, Witness = excluded.Witness";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
@@ -607,7 +616,7 @@ macro_rules! tag_query {
             select: concat!(
                 "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
                     Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-                    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours
+                    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness
                  FROM Tags",
                 $filter,
                 " ORDER BY Path"
@@ -837,6 +846,8 @@ fn read_tags(
             history_compression: row.get(14)?,
             history_max_interval: row.get(15)?,
             history_retention_hours: row.get(16)?,
+            signed: row.get(17)?,
+            witness: row.get(18)?,
         };
         match row.into_spec(motions) {
             Ok(tag) => tags.push(tag),

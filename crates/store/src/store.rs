@@ -25,9 +25,10 @@ use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
     AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryCursor, HistoryInterval,
-    HistoryLimits, HistoryPage, HistorySample, Leadership, LoginThrottleConfig, PendingSample, PlantChanges,
-    RawHistoryPage, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue, SolutionDb,
-    SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser, UserRecord,
+    HistoryLimits, HistoryPage, HistorySample, Leadership, LoginThrottleConfig, PasswordCheck, PendingSample,
+    PlantChanges, RawHistoryPage, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
+    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
+    UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -177,6 +178,38 @@ impl Store {
     /// The user of that name (matched case-insensitively), if any.
     pub async fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
         on_backend!(self, user(name))
+    }
+
+    /// Whether `password` is `user`'s, as a signature checks it: the password entered again,
+    /// verified against its argon2 hash on a thread that may block.
+    pub async fn check_password(&self, user: &str, password: &str) -> Result<PasswordCheck, SolutionError> {
+        let Some(record) = self.user(user).await? else {
+            return Ok(PasswordCheck::UnknownUser);
+        };
+        let Some(hash) = record.password_hash else {
+            return Ok(PasswordCheck::NoPassword);
+        };
+        let password = password.to_owned();
+        let right = tokio::task::spawn_blocking(move || {
+            use argon2::password_hash::{PasswordHash, PasswordVerifier};
+            PasswordHash::new(&hash)
+                .map(|parsed| {
+                    argon2::Argon2::default()
+                        .verify_password(password.as_bytes(), &parsed)
+                        .is_ok()
+                })
+                .map_err(|error| SolutionError::PasswordHash(error.to_string()))
+        })
+        .await
+        .map_err(|_| SolutionError::Interrupted("checking a password"))??;
+        Ok(if right {
+            PasswordCheck::Right {
+                name: record.name,
+                role: record.role,
+            }
+        } else {
+            PasswordCheck::Wrong
+        })
     }
 
     /// Every user, by name.

@@ -106,7 +106,10 @@ async fn write_bench_tags(http_addr: &str, bench_tags: usize) -> anyhow::Result<
             })
             .collect();
         match socket
-            .call(client_frame::Body::WriteTags(WriteTagsRequest { writes }))
+            .call(client_frame::Body::WriteTags(WriteTagsRequest {
+                writes,
+                signatures: Vec::new(),
+            }))
             .await?
         {
             Some(server_frame::Body::WriteTags(reply)) => {

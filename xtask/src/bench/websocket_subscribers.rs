@@ -258,7 +258,10 @@ async fn write_until(
             })
             .collect();
         match writer
-            .call(client_frame::Body::WriteTags(WriteTagsRequest { writes }))
+            .call(client_frame::Body::WriteTags(WriteTagsRequest {
+                writes,
+                signatures: Vec::new(),
+            }))
             .await
         {
             Ok(Some(server_frame::Body::WriteTags(reply)))

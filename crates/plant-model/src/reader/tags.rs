@@ -38,6 +38,8 @@ impl Reader<'_> {
         let history = self.history(&mut fields, path);
         let writable = self.boolean(&mut fields, "writable").unwrap_or(false);
         let proposable = self.boolean(&mut fields, "proposable").unwrap_or(false);
+        let signed = self.boolean(&mut fields, "signed").unwrap_or(false);
+        let witness = self.boolean(&mut fields, "witness").unwrap_or(false);
         let values = self.tag_values(&mut fields);
         let source = fields
             .get("source")
@@ -116,6 +118,22 @@ impl Reader<'_> {
                 "an approved proposal is an operator's write: set writable = true too",
             );
         }
+        for (key, set) in [("signed", signed), ("witness", witness)] {
+            if set && !writable {
+                self.error(
+                    at(key),
+                    field(key),
+                    "only an operator's write is signed: set writable = true too",
+                );
+            }
+        }
+        if witness && !signed {
+            self.error(
+                at("witness"),
+                field("witness"),
+                "a witness signs after the writer: set signed = true too",
+            );
+        }
         self.done(
             fields,
             &[
@@ -131,6 +149,8 @@ impl Reader<'_> {
                 "history_deadband",
                 "writable",
                 "proposable",
+                "signed",
+                "witness",
                 "values",
                 "source",
                 "simulate",
@@ -148,6 +168,8 @@ impl Reader<'_> {
             history,
             writable,
             proposable,
+            signed,
+            witness,
             values,
             source: source.map(Box::new),
             simulate,

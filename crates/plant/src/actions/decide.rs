@@ -6,6 +6,7 @@
 
 use std::time::SystemTime;
 
+use super::signatures::{self, Needed};
 use super::{
     Act, ActError, ActWork, Actor, AuditBound, AuditRow, DecideProposal, Decided, WriteDone, acknowledge,
     record, write,
@@ -13,6 +14,7 @@ use super::{
 use crate::Runtime;
 use crate::proposals::{ProposalState, ProposedAction};
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
+use plant_model::Signing;
 use store::AuditAction;
 
 /// The longest comment on a decision, in characters (stated in `proto/tserver.proto`).
@@ -33,19 +35,22 @@ impl Act for DecideProposal {
         actor: Actor,
         bound: &dyn AuditBound,
     ) -> Result<ActWork<Decided>, ActError> {
-        let Self { id, approve, comment } = self;
-        check(runtime, actor, &id, approve, comment, bound)
+        check(runtime, actor, self, bound)
     }
 }
 
 fn check(
     runtime: &Runtime,
     actor: Actor,
-    id: &str,
-    approve: bool,
-    comment: String,
+    DecideProposal {
+        id,
+        approve,
+        comment,
+        signatures,
+    }: DecideProposal,
     bound: &dyn AuditBound,
 ) -> Result<ActWork<Decided>, ActError> {
+    let id = id.as_str();
     if comment.chars().count() > MAX_COMMENT_CHARS {
         return Err(ActError::Invalid(format!(
             "comment: at most {MAX_COMMENT_CHARS} characters"
@@ -104,9 +109,54 @@ fn check(
         (_, false) => format!("declined {source}: {comment:?}"),
     };
     let acts = approve && !matches!(approved, Approved::Write(Err(_)));
-    let entries = bound.bound(vec![AuditRow { entry, acts }]);
+    let what = format!("approving {}", proposed.id);
+    let over = signatures::signed_over(&format!("approve {source}: {}", write::act_words(&entry)));
+    let row = AuditRow { entry, acts };
+    let refusal = (!signatures.is_empty()).then(|| write::refusal_rows(std::slice::from_ref(&row), bound));
+    let entries = bound.bound(vec![row]);
+    let signing = match &approved {
+        Approved::Write(Ok(write)) => objects
+            .tag(&write.tag)
+            .map_or(Signing::Unsigned, |tag| tag.definition().signing),
+        _ => Signing::Unsigned,
+    };
     Ok(Box::pin(async move {
-        // Dropping the claim on a failed audit puts the proposal back, pending.
+        // Dropping the claim on a refusal puts the proposal back, pending.
+        let entries = if approve && acts {
+            // `SignedApprovals` is read now, so a change applies from the next decision.
+            let settings = runtime
+                .store()
+                .runtime_settings()
+                .await
+                .map_err(|error| ActError::Invalid(format!("cannot read the settings: {error}")))?;
+            let needed = Needed::of(signing).and(Needed {
+                actor: settings.signed_approvals,
+                witness: false,
+            });
+            needed.check_given(&what, &actor.acting_name(), &signatures)?;
+            match refusal.filter(|_| needed.any()) {
+                None => entries,
+                Some(refusal) => match signatures::verify(&runtime, &signatures, &over).await {
+                    Ok(signed) => write::signed_rows(entries, &signed),
+                    Err(refused) => {
+                        record(
+                            &runtime,
+                            write::refused_rows(refusal, &refused),
+                            "nothing was decided",
+                        )
+                        .await?;
+                        return Err(ActError::SignatureRefused(refused));
+                    }
+                },
+            }
+        } else if signatures.is_empty() {
+            entries
+        } else {
+            return Err(ActError::Invalid(format!(
+                "{} takes no signature; send none",
+                if approve { "this approval" } else { "declining" }
+            )));
+        };
         let audited = record(&runtime, entries, "nothing was decided").await?;
         let user = actor.acting_name();
         let (state, write) = if approve {

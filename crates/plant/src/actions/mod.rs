@@ -10,6 +10,7 @@
 
 mod acknowledge;
 mod decide;
+mod signatures;
 mod write;
 
 use std::future::Future;
@@ -23,6 +24,7 @@ use crate::tag_writes::GivenValue;
 use store::{AuditAction, AuditEntry, Role};
 
 pub use self::decide::MAX_COMMENT_CHARS;
+pub use self::signatures::{GivenSignature, Meaning};
 pub use self::write::MAX_WRITES;
 
 /// Proof that an act's audit rows were recorded: what carrying an act out takes. Only this
@@ -85,6 +87,7 @@ impl Actor {
             old_value: None,
             new_value: None,
             outcome: "ok".to_owned(),
+            signatures: None,
         }
     }
 
@@ -127,7 +130,22 @@ mod sealed {
 /// Write tags (1 to [`MAX_WRITES`]), each checked on its own; gives each write's outcome, in
 /// the order asked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WriteTags(pub Vec<RequestedWrite>);
+pub struct WriteTags {
+    /// The writes.
+    pub writes: Vec<RequestedWrite>,
+    /// The signatures the written tags take (none for unsigned tags).
+    pub signatures: Vec<GivenSignature>,
+}
+
+impl WriteTags {
+    /// Writes that take no signature.
+    pub fn unsigned(writes: Vec<RequestedWrite>) -> Self {
+        Self {
+            writes,
+            signatures: Vec::new(),
+        }
+    }
+}
 
 /// Acknowledge an alarm; gives whether it had anything to acknowledge.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +163,8 @@ pub struct DecideProposal {
     pub approve: bool,
     /// The decider's words (at most [`MAX_COMMENT_CHARS`] characters).
     pub comment: String,
+    /// The signatures an approval takes (`SignedApprovals`, or a signed tag's write).
+    pub signatures: Vec<GivenSignature>,
 }
 
 /// One tag write asked for.
@@ -192,6 +212,14 @@ pub enum ActError {
         /// Why the audit failed.
         error: String,
     },
+    /// The act takes electronic signatures the request lacks (nothing audited: nothing was
+    /// asked of the plant yet); the message says which.
+    #[error("{0}")]
+    SignatureRequired(String),
+    /// A signature did not verify (audited); the message says whose and why, never the
+    /// password.
+    #[error("nothing was done: {0}")]
+    SignatureRefused(String),
     /// The actor's role may not act (audited).
     #[error("a {role} may not {act}; an admin can make the user an operator")]
     NotPermitted {

@@ -4,12 +4,14 @@
 
 use std::time::SystemTime;
 
+use super::signatures::{self, Needed};
 use super::{Act, ActError, ActWork, Actor, AuditBound, AuditRow, Audited, WriteDone, WriteTags, record};
 use crate::Runtime;
 use crate::sources::FieldWriteError;
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
 use plant_model::Quality;
 use store::AuditAction;
+use store::AuditEntry;
 
 /// The most writes one act may carry (stated in `proto/tserver.proto` for WriteTags).
 pub const MAX_WRITES: usize = 1000;
@@ -23,12 +25,12 @@ impl Act for WriteTags {
         actor: Actor,
         bound: &dyn AuditBound,
     ) -> Result<ActWork<Self::Done>, ActError> {
-        check(self.0, runtime, actor, bound)
+        check(self, runtime, actor, bound)
     }
 }
 
 fn check(
-    writes: Vec<super::RequestedWrite>,
+    WriteTags { writes, signatures }: WriteTags,
     runtime: &Runtime,
     actor: Actor,
     bound: &dyn AuditBound,
@@ -87,9 +89,45 @@ fn check(
         entry.target = format!("{} and {} more", store::cut_for_audit(&entry.target), count - 1);
         entry.outcome = format!("permission denied ({count} writes)");
     }
+    // Scripts are the integrator's code and sign nothing; a user's writes of signed tags take
+    // the signatures the strictest of them asks for.
+    let needed = match actor {
+        Actor::User { .. } => accepted.iter().fold(Needed::default(), |needed, (_, write)| {
+            let signing = objects
+                .tag(&write.tag)
+                .map_or(plant_model::Signing::Unsigned, |tag| tag.definition().signing);
+            needed.and(Needed::of(signing))
+        }),
+        Actor::Script { .. } => Needed::default(),
+    };
+    let signed_tags: Vec<&str> = accepted.iter().map(|(_, write)| write.tag.as_str()).collect();
+    let what = match signed_tags.as_slice() {
+        [one] => format!("writing {one}"),
+        _ => "this write".to_owned(),
+    };
+    needed.check_given(&what, &actor.acting_name(), &signatures)?;
+    let over = signatures::signed_over(
+        &rows
+            .iter()
+            .filter(|row| row.acts)
+            .map(|row| act_words(&row.entry))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let refusal = needed.any().then(|| refusal_rows(&rows, bound));
     let entries = bound.bound(rows);
     let runtime = runtime.clone();
     Ok(Box::pin(async move {
+        let entries = match refusal {
+            None => entries,
+            Some(refusal) => match signatures::verify(&runtime, &signatures, &over).await {
+                Ok(signed) => signed_rows(entries, &signed),
+                Err(refused) => {
+                    record(&runtime, refused_rows(refusal, &refused), "nothing was written").await?;
+                    return Err(ActError::SignatureRefused(refused));
+                }
+            },
+        };
         let audited = record(&runtime, entries, "nothing was written").await?;
         actor.refusal("write tags")?;
         // Together: each write to the field waits for its acknowledgement, and one act's
@@ -125,4 +163,52 @@ pub(super) async fn carry_out(runtime: &Runtime, write: CheckedWrite, audited: &
             Err(error) => WriteDone::Refused(error.to_string()),
         },
     }
+}
+
+/// An act as a signature covers it: what, on what, from which value to which.
+pub(super) fn act_words(entry: &AuditEntry) -> String {
+    format!(
+        "{} {} {} -> {}",
+        entry.action.as_str(),
+        entry.target,
+        entry.old_value.as_deref().unwrap_or(""),
+        entry.new_value.as_deref().unwrap_or("")
+    )
+}
+
+/// The outcome a refused signature's row is given once the reason is known.
+const SIGNATURE_REFUSED: &str = "refused: a signature did not verify";
+
+/// The row an act whose signature is refused leaves instead of its own (one, whatever it
+/// wrote), bounded now as every refusal is; its outcome says why once the signatures are
+/// checked.
+pub(super) fn refusal_rows(rows: &[AuditRow], bound: &dyn AuditBound) -> Vec<AuditEntry> {
+    let Some(first) = rows.iter().find(|row| row.acts).or(rows.first()) else {
+        return Vec::new();
+    };
+    let entry = AuditEntry {
+        outcome: SIGNATURE_REFUSED.to_owned(),
+        ..first.entry.clone()
+    };
+    bound.bound(vec![AuditRow { entry, acts: false }])
+}
+
+/// The refusal rows with the reason a signature was refused.
+pub(super) fn refused_rows(mut rows: Vec<AuditEntry>, refused: &str) -> Vec<AuditEntry> {
+    for row in &mut rows {
+        if row.outcome == SIGNATURE_REFUSED {
+            row.outcome = store::cut_for_audit(&format!("refused: {refused}"));
+        }
+    }
+    rows
+}
+
+/// The rows of a signed act, each that acts carrying its signatures.
+pub(super) fn signed_rows(mut rows: Vec<AuditEntry>, signed: &str) -> Vec<AuditEntry> {
+    for row in &mut rows {
+        if row.outcome == "ok" || row.outcome.starts_with("approved ") {
+            row.signatures = Some(signed.to_owned());
+        }
+    }
+    rows
 }

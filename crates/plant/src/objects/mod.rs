@@ -95,6 +95,8 @@ pub struct TagDefinition {
     pub writable: bool,
     /// Whether a write of it may be proposed for an operator to approve.
     pub proposable: bool,
+    /// The electronic signatures a write of it takes.
+    pub signing: plant_model::Signing,
     /// Text tags: the only values writes and proposals may give it (the plant file's
     /// `values`); empty for any text.
     pub allowed_values: Vec<String>,
@@ -223,6 +225,7 @@ impl ObjectModel {
                     range_high: tag.max,
                     writable: tag.writable,
                     proposable: tag.proposable,
+                    signing: tag.signing(),
                     allowed_values: tag.values.clone(),
                     history: tag.history.recording(kind, tag.min, tag.max),
                     source: tag

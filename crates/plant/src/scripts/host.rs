@@ -123,7 +123,7 @@ impl ScriptHost for RuntimeScriptHost {
         };
         let done = self
             .handle
-            .block_on(self.runtime.act_now(actor, WriteTags(vec![write])))
+            .block_on(self.runtime.act_now(actor, WriteTags::unsigned(vec![write])))
             .map_err(|refusal| HostError(refusal.to_string()))?;
         match done.into_iter().next() {
             Some(WriteDone::Written | WriteDone::SentToField) => Ok(()),

@@ -304,6 +304,8 @@ impl OpcUaAccess {
             history: plant_model::History::default(),
             writable: facts.access.is_some_and(|access| access & CURRENT_WRITE != 0),
             proposable: false,
+            signed: false,
+            witness: false,
             values: Vec::new(),
             source: Some(Box::new(SourceBinding {
                 server: self.spec.name.clone(),

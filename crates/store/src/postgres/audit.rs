@@ -19,7 +19,8 @@ const CHAIN_LOCK: i64 = 0x7461_7564_6974;
 const VERIFY_PAGE: i64 = 10_000;
 
 /// The columns of an entry, in the order [`PgStore::entry_of`] reads them from `first` on.
-const ENTRY_COLUMNS: &str = "Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome";
+const ENTRY_COLUMNS: &str =
+    "Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures";
 
 impl PgStore {
     /// Appends audit entries, all of them or none, each linked to the one before it.
@@ -42,11 +43,11 @@ impl PgStore {
             .unwrap_or(audit_chain::GENESIS);
         let links = audit_chain::link(head, entries());
         sqlx::query(
-            "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, PrevHash, Hash)
-             SELECT a, b, c, d, e, f, g, h, i, j, k
+            "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash)
+             SELECT a, b, c, d, e, f, g, h, i, j, k, l
              FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::text[], $8::text[], $9::text[], $10::bytea[], $11::bytea[])
-                  WITH ORDINALITY AS given(a, b, c, d, e, f, g, h, i, j, k, position)
+                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
+                  WITH ORDINALITY AS given(a, b, c, d, e, f, g, h, i, j, k, l, position)
              ORDER BY position",
         )
         .bind(entries().map(|entry| millis(entry.time)).collect::<Vec<_>>())
@@ -58,6 +59,7 @@ impl PgStore {
         .bind(entries().map(|entry| entry.old_value.as_deref()).collect::<Vec<_>>())
         .bind(entries().map(|entry| entry.new_value.as_deref()).collect::<Vec<_>>())
         .bind(entries().map(|entry| entry.outcome.as_str()).collect::<Vec<_>>())
+        .bind(entries().map(|entry| entry.signatures.as_deref()).collect::<Vec<_>>())
         .bind(links.iter().map(|(previous, _)| previous.to_vec()).collect::<Vec<_>>())
         .bind(links.iter().map(|(_, hash)| hash.to_vec()).collect::<Vec<_>>())
         .execute(&mut *transaction)
@@ -156,8 +158,8 @@ impl PgStore {
                 walk.take(ChainedRow {
                     id: self.get(row, 0)?,
                     entry: self.entry_of(row, 1)?,
-                    previous: self.get(row, 10)?,
-                    hash: self.get(row, 11)?,
+                    previous: self.get(row, 11)?,
+                    hash: self.get(row, 12)?,
                 });
             }
         }
@@ -194,6 +196,7 @@ impl PgStore {
             old_value: self.get(row, first + 6)?,
             new_value: self.get(row, first + 7)?,
             outcome: self.get(row, first + 8)?,
+            signatures: self.get(row, first + 9)?,
         })
     }
 }

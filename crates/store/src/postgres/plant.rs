@@ -111,6 +111,8 @@ impl PgStore {
                 history_compression: self.get(&row, 14)?,
                 history_max_interval: self.get(&row, 15)?,
                 history_retention_hours: self.get(&row, 16)?,
+                signed: self.get::<i32>(&row, 17)? != 0,
+                witness: self.get::<i32>(&row, 18)? != 0,
             };
             tags.push(row.into_spec(motions)?);
         }
@@ -203,7 +205,8 @@ impl PgStore {
         let upsert_tags = format!(
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                  $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
-                 $13::integer[], $14::text[], $15::text[], $16::bigint[], $17::bigint[])
+                 $13::integer[], $14::text[], $15::text[], $16::bigint[], $17::bigint[], $18::integer[],
+                 $19::integer[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
@@ -265,7 +268,9 @@ impl PgStore {
                         .iter()
                         .map(|recording| recording.retention_hours)
                         .collect::<Vec<_>>(),
-                ),
+                )
+                .bind(tags.iter().map(|tag| i32::from(tag.signed)).collect::<Vec<_>>())
+                .bind(tags.iter().map(|tag| i32::from(tag.witness)).collect::<Vec<_>>()),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags

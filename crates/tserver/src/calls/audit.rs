@@ -2,9 +2,10 @@
 //! allowance of refusal rows as the bound of what goes in the audit, and an act's refusal as the
 //! call's error reply.
 
-use plant::actions::{ActError, Actor, AuditBound, AuditRow};
+use localai::secrets::SecretValue;
+use plant::actions::{ActError, Actor, AuditBound, AuditRow, GivenSignature, Meaning};
 use store::AuditEntry;
-use tserver_proto::v1::ErrorCode;
+use tserver_proto::v1::{ErrorCode, SignatureMeaning};
 
 use super::audit_bounds::{
     Allowed, REFUSED_ROWS_PER_CALL, REFUSED_ROWS_PER_MINUTE, SHARED_REFUSED_ROWS_PER_MINUTE,
@@ -26,12 +27,43 @@ impl ConnectionContext {
     }
 }
 
+/// The signatures a call carries, as the acting path takes them; a meaning left unspecified is
+/// refused.
+pub(crate) fn signatures(given: Vec<tserver_proto::v1::Signature>) -> Result<Vec<GivenSignature>, CallError> {
+    given
+        .into_iter()
+        .enumerate()
+        .map(|(index, signature)| {
+            let meaning = match SignatureMeaning::try_from(signature.meaning) {
+                Ok(SignatureMeaning::Approved) => Meaning::Approved,
+                Ok(SignatureMeaning::Performed) => Meaning::Performed,
+                Ok(SignatureMeaning::Reviewed) => Meaning::Reviewed,
+                _ => {
+                    return Err(CallError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "signatures[{index}].meaning: give SIGNATURE_MEANING_APPROVED, _PERFORMED or _REVIEWED"
+                        ),
+                    ));
+                }
+            };
+            Ok(GivenSignature {
+                user: signature.user,
+                password: SecretValue::new(signature.password),
+                meaning,
+            })
+        })
+        .collect()
+}
+
 /// The call error of an act's refusal.
 pub(crate) fn act_error(refusal: ActError) -> CallError {
     let code = match refusal {
         ActError::Invalid(_) => ErrorCode::InvalidArgument,
         ActError::NotAudited { .. } => ErrorCode::Internal,
         ActError::NotPermitted { .. } => ErrorCode::PermissionDenied,
+        ActError::SignatureRequired(_) => ErrorCode::SignatureRequired,
+        ActError::SignatureRefused(_) => ErrorCode::SignatureRefused,
     };
     CallError::new(code, refusal.to_string())
 }

@@ -8,7 +8,7 @@ use tserver_proto::v1::{
     DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, WriteOutcome, server_frame,
 };
 
-use super::audit::act_error;
+use super::audit::{act_error, signatures};
 use super::context::ConnectionContext;
 use super::to_proto::{CallError, proposal, write_outcome};
 use plant::Runtime;
@@ -36,6 +36,7 @@ pub(crate) fn apply(
         id: request.id,
         approve,
         comment: request.comment,
+        signatures: signatures(request.signatures)?,
     };
     let work = runtime.act(actor, act, context).map_err(act_error)?;
     Ok(async move {

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use tserver_proto::v1::{TagWriteResult, WriteTagsReply, WriteTagsRequest, server_frame, tag_write};
 
-use super::audit::act_error;
+use super::audit::{act_error, signatures};
 use super::context::ConnectionContext;
 use super::to_proto::{CallError, write_outcome};
 use plant::Runtime;
@@ -31,9 +31,11 @@ pub(crate) fn apply(
                 .ok_or_else(|| "no value given".to_owned()),
         })
         .collect();
-    let work = runtime
-        .act(actor, WriteTags(writes), context)
-        .map_err(act_error)?;
+    let act = WriteTags {
+        writes,
+        signatures: signatures(request.signatures)?,
+    };
+    let work = runtime.act(actor, act, context).map_err(act_error)?;
     Ok(async move {
         match work.await {
             Ok(done) => server_frame::Body::WriteTags(WriteTagsReply {

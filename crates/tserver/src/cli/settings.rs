@@ -94,6 +94,9 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
         RuntimeKey::HistoryMaxBytes => {
             "a running server follows it within a second, deleting the oldest history blocks past it at its next history checkpoint (within a minute)"
         }
+        RuntimeKey::SignedApprovals => {
+            "a running server follows it from the next decision on a proposal: approving one takes the approver's password and the meaning of the signature"
+        }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
     Ok(())

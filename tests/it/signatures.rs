@@ -1,0 +1,290 @@
+//! Electronic signatures over the wire: a tag marked `signed` is written only with its
+//! writer's password entered again and a stated meaning, one marked `witness` only with a
+//! second, different operator's as well, and with `SignedApprovals` on an approval takes the
+//! approver's; a wrong password is refused and audited, and a signed act's audit row carries
+//! who signed, meaning what, over the hash of what was signed.
+
+use serde_json::json;
+use service_client::{
+    Client, ClientError, Decision, ErrorCode, Signature, SignatureMeaning, TagWrite, WriteValue,
+};
+
+use crate::support::{Solution, TestServer, admin};
+
+const PLANT: &str = r#"
+[[tags]]
+name = "Dose.Setpoint"
+path = "Plant/Dose/Setpoint"
+type = "number"
+initial = 1.0
+writable = true
+proposable = true
+signed = true
+
+[[tags]]
+name = "Dose.Limit"
+path = "Plant/Dose/Limit"
+type = "number"
+initial = 5.0
+writable = true
+signed = true
+witness = true
+
+[[tags]]
+name = "Dose.Note"
+path = "Plant/Dose/Note"
+type = "string"
+initial = ""
+writable = true
+proposable = true
+"#;
+
+/// A solution with the dosing plant and three users: two operators and a viewer.
+fn dosing() -> Solution {
+    let solution = Solution::empty();
+    let path = solution.path.to_str().expect("utf-8");
+    let file = solution.path.with_file_name("dose.toml");
+    std::fs::write(&file, PLANT).expect("writes the plant");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    for (user, role) in [("ops", "operator"), ("lead", "operator"), ("watcher", "viewer")] {
+        admin(&["users", path, "add", user], &format!("{user}-pw\n"));
+        admin(&["users", path, "role", user, role], "");
+    }
+    solution
+}
+
+fn sign(user: &str, password: &str, meaning: SignatureMeaning) -> Signature {
+    Signature {
+        user: user.to_owned(),
+        password: password.to_owned(),
+        meaning: meaning.into(),
+    }
+}
+
+fn number(tag: &str, value: f64) -> Vec<TagWrite> {
+    vec![TagWrite {
+        name: tag.to_owned(),
+        value: Some(WriteValue::Number(value)),
+    }]
+}
+
+async fn logged_in(server: &TestServer, user: &str) -> Client {
+    let client = server.client().await;
+    client.login(user, &format!("{user}-pw")).await.expect("logs in");
+    client
+}
+
+/// The server's refusal: its code and message.
+fn refusal(outcome: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, String) {
+    match outcome {
+        Err(ClientError::Server { code, message }) => (code, message),
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+fn audit(path: &str) -> String {
+    admin(&["audit", path], "")
+}
+
+#[tokio::test]
+async fn a_signed_tag_is_written_only_with_its_writers_password_and_meaning() {
+    let solution = dosing();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let ops = logged_in(&server, "ops").await;
+
+    let (code, message) = refusal(ops.write_tags(number("Dose.Setpoint", 2.0)).await);
+    assert_eq!(code, ErrorCode::SignatureRequired, "{message}");
+    assert!(
+        message.contains("writing Dose.Setpoint takes your electronic signature: yours is missing"),
+        "{message}"
+    );
+    assert_eq!(audit(&path), "", "nothing was asked of the plant yet");
+
+    let wrong = vec![sign("ops", "guess", SignatureMeaning::Performed)];
+    let (code, message) = refusal(ops.write_tags_signed(number("Dose.Setpoint", 2.0), wrong).await);
+    assert_eq!(code, ErrorCode::SignatureRefused, "{message}");
+    assert!(
+        message.contains("the signature of ops is refused: unknown user or wrong password"),
+        "{message}"
+    );
+    assert!(!message.contains("guess"), "never the password: {message}");
+    let trail = audit(&path);
+    assert_eq!(trail.lines().count(), 1, "{trail}");
+    assert!(
+        trail.contains("write Dose.Setpoint by ops")
+            && trail.contains("refused: the signature of ops is refused"),
+        "the refused signature is audited: {trail}"
+    );
+    assert!(!trail.contains("guess"), "{trail}");
+
+    let someone_else = vec![sign("lead", "lead-pw", SignatureMeaning::Performed)];
+    let (code, message) = refusal(
+        ops.write_tags_signed(number("Dose.Setpoint", 2.0), someone_else)
+            .await,
+    );
+    assert_eq!(
+        (code, message.contains("yours is missing")),
+        (ErrorCode::SignatureRequired, true),
+        "{message}"
+    );
+
+    let right = vec![sign("ops", "ops-pw", SignatureMeaning::Performed)];
+    let results = ops
+        .write_tags_signed(number("Dose.Setpoint", 2.0), right)
+        .await
+        .expect("written");
+    assert_eq!(results[0].error, "");
+    let value = server
+        .runtime
+        .objects()
+        .tag("Dose.Setpoint")
+        .expect("tag")
+        .current()
+        .value
+        .clone();
+    assert_eq!(value, plant_model::TagValue::Number(2.0));
+    let rows = server.runtime.store().audit(None, 100).await.expect("reads");
+    let signed = rows.last().expect("a row");
+    let signatures = signed
+        .signatures
+        .as_deref()
+        .expect("the row carries its signature");
+    assert!(signatures.starts_with("ops (performed, "), "{signatures}");
+    assert!(signatures.contains(" over sha256:"), "{signatures}");
+    assert_eq!(rows[0].signatures, None, "a refused signature signs nothing");
+    // An unsigned tag takes none, and refuses one sent anyway.
+    let note = vec![TagWrite {
+        name: "Dose.Note".to_owned(),
+        value: Some(WriteValue::Text("checked".into())),
+    }];
+    assert_eq!(ops.write_tags(note.clone()).await.expect("written")[0].error, "");
+    let (code, _) = refusal(
+        ops.write_tags_signed(note, vec![sign("ops", "ops-pw", SignatureMeaning::Performed)])
+            .await,
+    );
+    assert_eq!(code, ErrorCode::InvalidArgument);
+    server.stop().await;
+    assert!(
+        admin(&["audit", &path, "verify"], "").starts_with("the audit trail verifies: 3 rows"),
+        "the signed row is in the chain"
+    );
+}
+
+#[tokio::test]
+async fn a_witnessed_tag_takes_a_second_different_operator() {
+    let solution = dosing();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let ops = logged_in(&server, "ops").await;
+    let own = sign("ops", "ops-pw", SignatureMeaning::Performed);
+
+    let (code, message) = refusal(
+        ops.write_tags_signed(number("Dose.Limit", 6.0), vec![own.clone()])
+            .await,
+    );
+    assert_eq!(code, ErrorCode::SignatureRequired);
+    assert!(
+        message.contains("a witness's (another operator's)") && message.contains("the witness's is missing"),
+        "{message}"
+    );
+    let twice = vec![own.clone(), sign("OPS", "ops-pw", SignatureMeaning::Reviewed)];
+    let (code, message) = refusal(ops.write_tags_signed(number("Dose.Limit", 6.0), twice).await);
+    assert_eq!(
+        code,
+        ErrorCode::SignatureRequired,
+        "the writer cannot witness their own write: {message}"
+    );
+    let viewer = vec![
+        own.clone(),
+        sign("watcher", "watcher-pw", SignatureMeaning::Reviewed),
+    ];
+    let (code, message) = refusal(ops.write_tags_signed(number("Dose.Limit", 6.0), viewer).await);
+    assert_eq!(code, ErrorCode::SignatureRefused);
+    assert!(
+        message.contains("the signature of watcher is refused: a viewer may not sign"),
+        "{message}"
+    );
+    let wrong_witness = vec![own.clone(), sign("lead", "ops-pw", SignatureMeaning::Reviewed)];
+    let (code, _) = refusal(
+        ops.write_tags_signed(number("Dose.Limit", 6.0), wrong_witness)
+            .await,
+    );
+    assert_eq!(code, ErrorCode::SignatureRefused);
+
+    let witnessed = vec![own, sign("lead", "lead-pw", SignatureMeaning::Reviewed)];
+    assert_eq!(
+        ops.write_tags_signed(number("Dose.Limit", 6.0), witnessed)
+            .await
+            .expect("written")[0]
+            .error,
+        ""
+    );
+    let rows = server.runtime.store().audit(None, 100).await.expect("reads");
+    assert_eq!(rows.len(), 3, "two refused signatures and the write: {rows:?}");
+    let signatures = rows[2].signatures.as_deref().expect("signed");
+    assert!(
+        signatures.starts_with("ops (performed, ") && signatures.contains("), lead (reviewed, "),
+        "{signatures}"
+    );
+    server.stop().await;
+    admin(&["audit", &path, "verify"], "");
+}
+
+#[tokio::test]
+async fn with_signed_approvals_an_approval_takes_the_approvers_signature() {
+    let solution = dosing();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["settings", &path, "set", "SignedApprovals", "on"], "");
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let ops = logged_in(&server, "ops").await;
+    let propose = |tag: &str, value: serde_json::Value| {
+        let runtime = server.runtime.clone();
+        let arguments = json!({"tag": tag, "value": value, "reason": "the lab asked"});
+        async move {
+            let tool = runtime
+                .tools()
+                .get("runtime_propose_write")
+                .expect("the proposal tool");
+            let caller = localai::tools::ToolCaller::Script { script: "Lab".into() };
+            let output = tool
+                .call(arguments, caller, localai::tools::TOOL_TIMEOUT)
+                .await
+                .expect("proposes");
+            output.proposal.expect("a proposal").to_string()
+        }
+    };
+    let id = propose("Dose.Note", json!("recalibrate")).await;
+    let (code, message) = refusal(ops.decide_proposal(&id, Decision::Approve, "").await);
+    assert_eq!(code, ErrorCode::SignatureRequired);
+    assert!(
+        message.contains(&format!("approving {id} takes your electronic signature")),
+        "{message}"
+    );
+    let decided = ops
+        .decide_proposal_signed(
+            &id,
+            Decision::Approve,
+            "",
+            vec![sign("ops", "ops-pw", SignatureMeaning::Approved)],
+        )
+        .await
+        .expect("approved");
+    assert_eq!(decided.write_outcome(), service_client::WriteOutcome::Written);
+    let rows = server.runtime.store().audit(None, 100).await.expect("reads");
+    let row = rows.last().expect("a row");
+    assert!(row.outcome.starts_with(&format!("approved {id}")), "{row:?}");
+    assert!(
+        row.signatures
+            .as_deref()
+            .is_some_and(|signed| signed.starts_with("ops (approved, ")),
+        "{row:?}"
+    );
+    // Declining signs nothing.
+    let declined = propose("Dose.Note", json!("skip")).await;
+    ops.decide_proposal(&declined, Decision::Decline, "not now")
+        .await
+        .expect("declined");
+    server.stop().await;
+    admin(&["audit", &path, "verify"], "");
+}
