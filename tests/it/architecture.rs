@@ -103,6 +103,43 @@ const RULES: &[Rule] = &[
         why: "the store keeps a solution and knows nothing of the framed protocol or serving",
     },
     Rule {
+        crates: Crates::One("store"),
+        reach: Reach::Any,
+        forbidden: &["localai"],
+        why: "SQL keeps the solution's settings without the chat paths: the settings schema is solution-settings'",
+    },
+    Rule {
+        crates: Crates::One("solution-settings"),
+        reach: Reach::Any,
+        forbidden: &[
+            "tserver-tls",
+            "tserver-proto",
+            "ai-envelope",
+            "localai",
+            "plant-model",
+            "sparkplug",
+            "modbus",
+            "solution-scripts",
+            "store",
+            "plant",
+            "tserver",
+            "service-client",
+            "tclient",
+            "scripted-llm",
+            "tserver-demo",
+            "workspace-hack",
+            "tserver-tests",
+            "xtask",
+            "tokio",
+            "reqwest",
+            "hyper",
+            "sqlx",
+            "rusqlite",
+            "prost",
+        ],
+        why: "what a solution's model settings are is a leaf: no other crate of the workspace, no runtime, no HTTP, no SQL, no protobuf",
+    },
+    Rule {
         crates: Crates::One("plant-model"),
         reach: Reach::Any,
         forbidden: &[
@@ -381,6 +418,26 @@ fn release_is_fully_optimised_and_dist_adds_lto() {
     assert_eq!(dist["lto"].as_str(), Some("fat"), "dist: {dist}");
     assert_eq!(dist["codegen-units"].as_integer(), Some(1), "dist: {dist}");
     assert!(lowered(&dist).is_empty(), "dist: {dist}");
+}
+
+/// The settings leaf's rule names every other workspace crate, so a crate added later is
+/// forbidden to it too rather than missing from the list.
+#[test]
+fn the_settings_leaf_is_forbidden_every_other_workspace_crate() {
+    let graph = Graph::read();
+    let leaf = RULES
+        .iter()
+        .find(|rule| matches!(rule.crates, Crates::One("solution-settings")))
+        .expect("a rule for solution-settings");
+    let unlisted: Vec<&String> = graph
+        .members
+        .keys()
+        .filter(|name| *name != "solution-settings" && !leaf.forbidden.contains(&name.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "{unlisted:?} are missing from solution-settings' forbidden crates"
+    );
 }
 
 #[test]

@@ -11,7 +11,6 @@
 //! sees a socket, a protobuf message or a database: the host implements [`Solution`] to give it
 //! settings, secrets and tag values.
 
-pub mod auth;
 pub mod expressions;
 pub mod gates;
 pub mod secrets;
@@ -41,6 +40,8 @@ pub use dialect::Usage;
 use futures::FutureExt;
 pub use progress::{ChatProgress, ProgressFeed, ProgressTap, progress_feed};
 pub use settings::{ModelOptions, ModelSettings, SettingsRow};
+/// The Authorization and Headers decoder both paths send their headers through.
+pub use solution_settings::headers as auth;
 pub use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 

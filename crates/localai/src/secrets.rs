@@ -10,37 +10,14 @@ use std::sync::LazyLock;
 
 use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
-use crate::{Solution, SolutionError};
+pub use solution_settings::{SecretValue, TOKEN_PREFIX};
 
-/// The token that introduces a secret reference.
-pub const TOKEN_PREFIX: &str = "/secret:";
+use crate::{Solution, SolutionError};
 
 /// Finds [`TOKEN_PREFIX`]: built once, as every POST's URL and headers are searched for it
 /// (`str::find` sets up a new searcher for each search).
 static TOKEN_FINDER: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(TOKEN_PREFIX));
-
-/// A secret value. Its `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretValue(String);
-
-impl SecretValue {
-    /// Wraps a value read from the solution's secret store.
-    pub fn new(value: String) -> Self {
-        Self(value)
-    }
-
-    /// The value itself, for building the outgoing request only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SecretValue(<redacted>)")
-    }
-}
 
 /// Why a secret token could not be resolved. Never carries a value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -8,10 +8,8 @@ use std::fmt;
 use std::time::Duration;
 
 use argon2::password_hash::{PasswordHasher, SaltString, rand_core::OsRng};
-use localai::settings::{ModelSettings, SettingIssue, SettingsDocument, editing_issues, keys};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
-
-use localai::settings::SettingsRow;
+use solution_settings::{ModelSettings, SettingIssue, SettingsDocument, SettingsRow, editing_issues, keys};
 
 use super::{Role, SolutionDb, SolutionError, UserRecord};
 

@@ -13,7 +13,8 @@
 //!   operation one backend has no use for is answered trivially by it (a file's one server
 //!   always leads, a database is never a file that can be lost);
 //! - the crate knows nothing of sockets, protobuf or the live plant: it speaks
-//!   `plant_model`'s vocabulary and Local AI's settings types.
+//!   `plant_model`'s vocabulary and the settings types of `solution_settings`, not the Local
+//!   AI paths that use them.
 //!
 //! A file's server keeps a few read connections in a pool and asks for `SolutionSettings` at
 //! every call, so an admin change (made by another process on the same file, in WAL mode) is
@@ -52,8 +53,8 @@ use std::time::Duration;
 use guard::FileIdentity;
 use wal_index::{HeaderBytes, WalIndexHeader};
 
-use localai::settings::SettingsRow;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use solution_settings::SettingsRow;
 
 pub use admin::{RuntimeKey, RuntimeSettings, SettingKey, SettingValue, hash_password, parse_bool};
 pub use audit::{AuditAction, AuditEntry, AuditLog, MAX_AUDIT_TEXT_CHARS, cut_for_audit};
@@ -174,7 +175,7 @@ pub enum SolutionError {
     RefusedSettings(String),
     /// `ModelSettings` cannot be edited key by key.
     #[error(transparent)]
-    SettingsEdit(#[from] localai::settings::SettingsEditError),
+    SettingsEdit(#[from] solution_settings::SettingsEditError),
     /// Password hashing failed.
     #[error("password hashing failed: {0}")]
     PasswordHash(String),

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
-use localai::secrets::SecretValue;
 use rusqlite::{OptionalExtension, params};
+use solution_settings::SecretValue;
 
 use super::{SolutionDb, SolutionError};
 

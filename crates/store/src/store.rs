@@ -12,11 +12,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use localai::secrets::SecretValue;
-use localai::settings::{SettingIssue, SettingsRow};
 use plant_model::{AlarmEvent, Equipment, ExpandedPlant, PlantDocument, PlantModel, TagType};
 
 use solution_scripts::Trigger;
+use solution_settings::{SecretValue, SettingIssue, SettingsRow};
 
 use std::collections::HashMap;
 

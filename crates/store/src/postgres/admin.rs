@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use localai::settings::{SettingIssue, editing_issues};
+use solution_settings::{SettingIssue, editing_issues};
 use sqlx::Row;
 
 use super::PgStore;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use localai::settings::SettingsRow;
+use solution_settings::SettingsRow;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{ConnectOptions, Row};
 
@@ -138,7 +138,7 @@ impl PostgresUrl {
 }
 
 /// The secret token a URL's password may be.
-const TOKEN: &str = localai::secrets::TOKEN_PREFIX;
+const TOKEN: &str = solution_settings::TOKEN_PREFIX;
 
 /// A URL whose password is `/secret:NAME`: the URL without a password, and `NAME`.
 fn credential_token(text: &str) -> Option<(String, String)> {

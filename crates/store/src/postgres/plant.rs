@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use localai::secrets::SecretValue;
 use plant_model::{
     Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument, PlantModel, TagSpec,
 };
+use solution_settings::SecretValue;
 use sqlx::PgConnection;
 use sqlx::Row;
 use sqlx::postgres::PgRow;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use localai::settings::SettingsRow;
+use solution_settings::SettingsRow;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{PgPool, Postgres};

@@ -1,5 +1,6 @@
 //! The Authorization and Headers decoder: the single source of truth for their multi-line
-//! formats (the spec's `ReportWebData.DecodeAuthorizationHeader`).
+//! formats (the spec's `ReportWebData.DecodeAuthorizationHeader`), for the calls that send the
+//! headers and the editor that checks a setting alike.
 //!
 //! Authorization: line 1 is the scheme, the next lines its parts.
 //! - `None` (or an empty value): no header.
