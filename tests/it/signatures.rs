@@ -288,3 +288,72 @@ async fn with_signed_approvals_an_approval_takes_the_approvers_signature() {
     server.stop().await;
     admin(&["audit", &path, "verify"], "");
 }
+
+#[tokio::test]
+async fn tclient_asks_for_the_signatures_a_write_or_an_approval_takes() {
+    let solution = dosing();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let addr = server.addr.to_string();
+    let login = ["--addr", addr.as_str(), "--user", "ops", "--password-stdin"];
+    // The login's password, then the writer's signature, the witness's name and password.
+    let printed = crate::tclient::tclient(
+        &[&login[..], &["tags", "write", "Dose.Limit=7"]].concat(),
+        "ops-pw\nops-pw\nlead\nlead-pw\n",
+        false,
+    )
+    .await
+    .expect("signed and written");
+    assert!(
+        printed.contains("writing Dose.Limit takes your electronic signature and a witness's")
+            && printed.contains("password of ops (signing: performed): ")
+            && printed.contains("witness (another operator's user name): ")
+            && printed.contains("password of lead (signing: reviewed): ")
+            && printed.ends_with("Dose.Limit: written\n"),
+        "{printed}"
+    );
+    assert!(
+        !printed.contains("lead-pw"),
+        "a password is never echoed: {printed}"
+    );
+    let refused = crate::tclient::tclient(
+        &[&login[..], &["tags", "write", "Dose.Setpoint=3"]].concat(),
+        "ops-pw\nnot-it\n",
+        false,
+    )
+    .await
+    .expect_err("a wrong password");
+    assert!(
+        refused
+            .to_string()
+            .contains("the signature of ops is refused: unknown user or wrong password"),
+        "{refused}"
+    );
+
+    admin(&["settings", &path, "set", "SignedApprovals", "on"], "");
+    let tool = server
+        .runtime
+        .tools()
+        .get("runtime_propose_write")
+        .expect("the proposal tool");
+    let caller = localai::tools::ToolCaller::Script { script: "Lab".into() };
+    let arguments = json!({"tag": "Dose.Note", "value": "flush", "reason": "the lab asked"});
+    let output = tool
+        .call(arguments, caller, localai::tools::TOOL_TIMEOUT)
+        .await
+        .expect("proposes");
+    let id = output.proposal.expect("a proposal").to_string();
+    let printed = crate::tclient::tclient(
+        &[&login[..], &["proposals", "approve", &id]].concat(),
+        "ops-pw\nops-pw\n",
+        false,
+    )
+    .await
+    .expect("signed and approved");
+    assert!(
+        printed.contains("password of ops (signing: approved): ")
+            && printed.ends_with("Dose.Note: written\n"),
+        "{printed}"
+    );
+    server.stop().await;
+}

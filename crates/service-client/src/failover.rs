@@ -249,9 +249,18 @@ impl FailoverClient {
 
     /// Writes tag values (see [`Client::write_tags`]); not repeated on another node.
     pub async fn write_tags(&self, writes: Vec<TagWrite>) -> Result<Vec<TagWriteResult>, ClientError> {
+        self.write_tags_signed(writes, Vec::new()).await
+    }
+
+    /// As [`Client::write_tags_signed`]; not repeated on another node.
+    pub async fn write_tags_signed(
+        &self,
+        writes: Vec<TagWrite>,
+        signatures: Vec<crate::Signature>,
+    ) -> Result<Vec<TagWriteResult>, ClientError> {
         self.run(Repeat::No, |client| {
-            let writes = writes.clone();
-            async move { client.write_tags(writes).await }
+            let (writes, signatures) = (writes.clone(), signatures.clone());
+            async move { client.write_tags_signed(writes, signatures).await }
         })
         .await
     }
@@ -270,8 +279,25 @@ impl FailoverClient {
         decision: crate::Decision,
         comment: &str,
     ) -> Result<crate::DecideProposalReply, ClientError> {
-        self.run(Repeat::No, |client| async move {
-            client.decide_proposal(id, decision, comment).await
+        self.decide_proposal_signed(id, decision, comment, Vec::new())
+            .await
+    }
+
+    /// As [`Client::decide_proposal_signed`]; not repeated on another node.
+    pub async fn decide_proposal_signed(
+        &self,
+        id: &str,
+        decision: crate::Decision,
+        comment: &str,
+        signatures: Vec<crate::Signature>,
+    ) -> Result<crate::DecideProposalReply, ClientError> {
+        self.run(Repeat::No, |client| {
+            let signatures = signatures.clone();
+            async move {
+                client
+                    .decide_proposal_signed(id, decision, comment, signatures)
+                    .await
+            }
         })
         .await
     }

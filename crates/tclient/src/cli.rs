@@ -302,13 +302,22 @@ const PASSWORD_ENV: &str = "TCLIENT_PASSWORD";
 
 /// Asks for a value on standard error and reads it from the terminal on standard input without
 /// echoing it (that terminal need not be the process's controlling one).
-fn read_hidden(prompt: &str) -> anyhow::Result<String> {
+pub(crate) fn read_hidden(prompt: &str) -> anyhow::Result<String> {
     let config = rpassword::ConfigBuilder::new()
         .input_file_path("/dev/stdin")
         .output_file_path("/dev/stderr")
         .build();
     rpassword::prompt_password_with_config(prompt, config)
         .context("cannot read the password from the terminal")
+}
+
+/// Who signs at this terminal, when an act takes a signature.
+#[derive(Debug, Clone, Copy)]
+struct Signer<'a> {
+    /// The logged-in user.
+    user: &'a str,
+    /// Whether standard input is a terminal (passwords are then read without echo).
+    terminal: bool,
 }
 
 /// Which of a command's input and output are terminals (a person), not pipes or files.
@@ -451,7 +460,13 @@ async fn run_command(
         }
         Command::Tags {
             action: TagsAction::Write { assignments },
-        } => write_tags(client, assignments, output).await?,
+        } => {
+            let signer = Signer {
+                user: &cli.user,
+                terminal: terminals.input,
+            };
+            write_tags(client, assignments, signer, input, output).await?;
+        }
         Command::Tags {
             action:
                 TagsAction::Watch {
@@ -522,7 +537,13 @@ async fn run_command(
         } => proposals::list(client, output).await?,
         Command::Proposals {
             action: ProposalsAction::Approve { id, comment },
-        } => proposals::decide(client, id, Decision::Approve, comment, output).await?,
+        } => {
+            let signer = Signer {
+                user: &cli.user,
+                terminal: terminals.input,
+            };
+            proposals::approve(client, id, comment, (signer.user, signer.terminal), input, output).await?;
+        }
         Command::Proposals {
             action: ProposalsAction::Decline { id, comment },
         } => proposals::decide(client, id, Decision::Decline, comment, output).await?,
@@ -725,6 +746,8 @@ async fn watch_tags(
 async fn write_tags(
     client: &FailoverClient,
     assignments: &[String],
+    signer: Signer<'_>,
+    input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let mut pairs = Vec::with_capacity(assignments.len());
@@ -769,7 +792,23 @@ async fn write_tags(
             value: Some(value),
         });
     }
-    let results = client.write_tags(writes).await?;
+    let results = match client.write_tags(writes.clone()).await {
+        Err(refused) => {
+            let meaning = service_client::SignatureMeaning::Performed;
+            match crate::signing::signatures_for(
+                &refused,
+                signer.user,
+                meaning,
+                input,
+                output,
+                signer.terminal,
+            )? {
+                Some(signatures) => client.write_tags_signed(writes, signatures).await?,
+                None => return Err(refused.into()),
+            }
+        }
+        Ok(results) => results,
+    };
     let (mut refused, mut unconfirmed) = (0, 0);
     for result in &results {
         match result.outcome() {

@@ -7,5 +7,6 @@ pub mod cli;
 pub mod history_views;
 pub mod plant_views;
 pub mod proposals;
+pub mod signing;
 
 mod mcp_bridge;

@@ -85,6 +85,36 @@ pub async fn decide(
     }
 }
 
+/// `proposals approve ID`: approves, signing at the terminal when the approval takes a
+/// signature (`signer`: the logged-in user, and whether standard input is a terminal).
+pub async fn approve(
+    client: &FailoverClient,
+    id: &str,
+    comment: &str,
+    (user, terminal): (&str, bool),
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let reply = match client.decide_proposal(id, Decision::Approve, comment).await {
+        Ok(reply) => reply,
+        Err(refused) => {
+            let meaning = service_client::SignatureMeaning::Approved;
+            match crate::signing::signatures_for(&refused, user, meaning, input, output, terminal)? {
+                Some(signatures) => {
+                    client
+                        .decide_proposal_signed(id, Decision::Approve, comment, signatures)
+                        .await?
+                }
+                None => return Err(refused.into()),
+            }
+        }
+    };
+    match write_decision(&reply, output)? {
+        Some(trouble) => bail!("{trouble}"),
+        None => Ok(()),
+    }
+}
+
 /// Prints a decided proposal as it now stands and, for an approved write, where it went.
 /// Returns what to report when the write was not carried out for certain.
 fn write_decision(reply: &DecideProposalReply, output: &mut dyn Write) -> anyhow::Result<Option<String>> {
