@@ -431,11 +431,11 @@ async fn the_audit_is_exported_as_csv_or_json_lines_and_pruned_past_its_retentio
     assert_eq!(lines.len(), 3, "{csv}");
     assert_eq!(
         lines[0],
-        "time,action,target,user,peer,connection,old_value,new_value,outcome"
+        "time,action,target,user,peer,connection,old_value,new_value,outcome,signatures"
     );
     assert!(
         lines[1].contains(",write,Tank1.OperatorNote,guest,")
-            && lines[1].ends_with(r#","""""","""say \""hi\"", then stop""",ok"#),
+            && lines[1].ends_with(r#","""""","""say \""hi\"", then stop""",ok,"#),
         "quoted as CSV: {}",
         lines[1]
     );

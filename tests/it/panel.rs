@@ -988,3 +988,76 @@ async fn a_viewer_sees_the_pending_proposals_is_refused_approving_and_watches_ag
     assert_no_violations(&browser).await;
     browser.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witnessed_write_is_signed_in_the_dialog_by_the_operator_and_a_witness() {
+    let solution = plant_with("mqtt://127.0.0.1:1", |model| {
+        model.sources.clear();
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                (tag.writable, tag.signed, tag.witness, tag.simulate) = (true, true, true, None);
+            }
+        }
+    });
+    add_user(&solution, "ops", "ops-pw", "operator");
+    add_user(&solution, "lead", "lead-pw", "operator");
+    let rig = PanelRig::start(solution).await;
+    let (_driver, browser) = logged_in(&rig, "ops", "ops-pw").await;
+    open_folder(&browser, "Plant/Area1/Tank1").await;
+    browser
+        .click("tr[data-tag=\"Tank1.Level\"] .actions button:last-child")
+        .await;
+    browser.type_into("#write-input", "55").await;
+    browser.click("#write-next").await;
+    browser.click("#write-next").await;
+    browser.wait_visible("#write-signature").await;
+    browser
+        .wait_text("#write-signature-why", "what the write takes", |text| {
+            text == "Writing Tank1.Level takes two electronic signatures: yours and a witness's, another operator beside you. Each enters their password again."
+        })
+        .await;
+    browser.wait_visible("#write-witness").await;
+    browser.type_into("#write-sign-password", "ops-pw").await;
+    browser.type_into("#write-witness-user", "lead").await;
+    browser.type_into("#write-witness-password", "not-leads").await;
+    browser.screenshot("write-signature").await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-outcome", "the refusal", |text| {
+            text == "Not written: the signature of lead is refused: unknown user or wrong password. Enter both passwords again."
+        })
+        .await;
+    let emptied = browser
+        .run(
+            "return ['write-sign-password', 'write-witness-user', 'write-witness-password'].map((id) => document.getElementById(id).value);",
+            vec![],
+        )
+        .await;
+    assert_eq!(emptied, json!(["", "lead", ""]), "passwords leave the form once sent");
+    browser.screenshot("write-signature-refused").await;
+    browser.type_into("#write-sign-password", "ops-pw").await;
+    browser.type_into("#write-witness-password", "lead-pw").await;
+    browser.click("#write-next").await;
+    browser
+        .wait_text("#write-outcome", "the outcome", |text| text == "Written.")
+        .await;
+    browser.screenshot("write-signed").await;
+    assert_no_violations(&browser).await;
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.click("#write-cancel").await;
+    browser
+        .click("tr[data-tag=\"Tank1.Level\"] .actions button:last-child")
+        .await;
+    browser.type_into("#write-input", "56").await;
+    browser.click("#write-next").await;
+    browser.click("#write-next").await;
+    browser.wait_visible("#write-witness").await;
+    browser.screenshot("write-signature-phone").await;
+    assert_within_the_screen(&browser, "#write-dialog").await;
+    let trail = admin(&["audit", rig.solution.path.to_str().expect("utf-8")], "");
+    assert!(
+        trail.contains("refused: the signature of lead is refused") && trail.contains("55.0: ok"),
+        "{trail}"
+    );
+    browser.close().await;
+}

@@ -108,6 +108,10 @@ pub struct BenchArgs {
         default_value = "Pump1.MotorCurrent,Pump1.FlowRate,Tank1.Level"
     )]
     pub tags: Vec<String>,
+    /// Sign each `write` as the logged-in user (its password entered again, meaning
+    /// performed), for tags whose writes are signed: what a signature costs.
+    #[arg(long)]
+    pub sign: bool,
     /// The folder `watch` subscribes to.
     #[arg(long, default_value = "/")]
     pub folder: String,
@@ -387,7 +391,7 @@ pub async fn run(args: &BenchArgs, target: &Target, output: &mut dyn Write) -> a
     let report = match args.scenario {
         Scenario::Idle => hold_idle(args, &clients, measure_for, setup).await,
         Scenario::Watch => watch_load(args, &clients, measure_for, setup).await?,
-        _ => drive_load(args, &clients, measure_for, setup).await?,
+        _ => drive_load(args, target, &clients, measure_for, setup).await?,
     };
     if args.json {
         writeln!(output, "{}", report.to_json())?;
@@ -568,6 +572,8 @@ struct Run {
     scenario: Scenario,
     query: String,
     tags: Vec<String>,
+    /// What each `write` is signed with (`--sign`).
+    signatures: Vec<service_client::Signature>,
     /// Measurement starts here; calls sent before it are warm-up.
     measure_from: Instant,
     /// Calls still to measure with `--count`.
@@ -629,13 +635,16 @@ impl Run {
                         value: Some(service_client::WriteValue::Number(stamp)),
                     })
                     .collect();
-                client.write_tags(writes).await.map(|results| {
-                    if results.iter().all(|result| result.error.is_empty()) {
-                        "ok".to_owned()
-                    } else {
-                        "refused".to_owned()
-                    }
-                })
+                client
+                    .write_tags_signed(writes, self.signatures.clone())
+                    .await
+                    .map(|results| {
+                        if results.iter().all(|result| result.error.is_empty()) {
+                            "ok".to_owned()
+                        } else {
+                            "refused".to_owned()
+                        }
+                    })
             }
             Scenario::Chat | Scenario::ChatStream | Scenario::Propose => match client.chat(&self.query).await
             {
@@ -720,6 +729,7 @@ async fn propose_and_decline(
 
 async fn drive_load(
     args: &BenchArgs,
+    target: &Target,
     clients: &[Client],
     measure_for: Duration,
     setup: Tally,
@@ -729,6 +739,15 @@ async fn drive_load(
         scenario: args.scenario,
         query: args.query.clone(),
         tags: expand_tags(&args.tags),
+        signatures: if args.sign {
+            vec![service_client::Signature {
+                user: target.user.clone(),
+                password: target.password.clone(),
+                meaning: service_client::SignatureMeaning::Performed.into(),
+            }]
+        } else {
+            Vec::new()
+        },
         measure_from: started + args.warmup,
         remaining: args
             .count

@@ -82,8 +82,19 @@ impl Bench {
 
 /// Runs `tclient bench ARGS --json` against `addr` and returns its JSON report.
 pub(crate) fn tclient_bench(bin: &Path, addr: &str, args: &[&str]) -> anyhow::Result<Value> {
+    tclient_bench_as(bin, addr, ("guest", ""), args)
+}
+
+/// As [`tclient_bench`], logged in as `user` with `password`.
+pub(crate) fn tclient_bench_as(
+    bin: &Path,
+    addr: &str,
+    (user, password): (&str, &str),
+    args: &[&str],
+) -> anyhow::Result<Value> {
     let output = Command::new(bin.join("tclient"))
-        .args(["--addr", addr, "--timeout-secs", "30", "bench"])
+        .args(["--addr", addr, "--user", user, "--timeout-secs", "30", "bench"])
+        .env("TCLIENT_PASSWORD", password)
         .args(args)
         .arg("--json")
         .stderr(Stdio::inherit())

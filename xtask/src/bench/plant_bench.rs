@@ -13,6 +13,9 @@ use super::report::{Results, error_count, latency};
 use super::verdicts::{self, Verdicts};
 use crate::processes::{cpu_seconds, run_quietly};
 
+/// The bench's tag whose writes are signed.
+pub(crate) const SIGNED_TAG: &str = "BenchSigned.Setpoint";
+
 /// The folder and name prefix of the bench's own tags.
 pub(crate) const BENCH_FOLDER: &str = "Bench";
 
@@ -35,6 +38,10 @@ pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) 
     text.push_str(
         "\n[[tags]]\nname = \"BenchProposals.Setpoint\"\npath = \"BenchProposals/Setpoint\"\ntype = \"number\"\nwritable = true\nproposable = true\n",
     );
+    // The tag whose writes the signed write round trip signs.
+    text.push_str(&format!(
+        "\n[[tags]]\nname = \"{SIGNED_TAG}\"\npath = \"BenchSigned/Setpoint\"\ntype = \"number\"\nwritable = true\nsigned = true\n"
+    ));
     let file = solution.with_file_name("bench-plant.toml");
     std::fs::write(&file, text)?;
     let solution = solution.to_str().context("a UTF-8 solution path")?;

@@ -1,9 +1,15 @@
-//! The write round trip (one tag, audited) at 1 and 16 in flight, beside ping.
+//! The write round trip (one tag, audited) at 1 and 16 in flight, beside ping, and a signed
+//! write's beside an unsigned one's: what a signature adds (one argon2 verification).
 
 use serde_json::json;
 
-use super::harness::Bench;
-use super::plant_bench::BENCH_FOLDER;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use super::harness::{Bench, tclient_bench_as};
+use super::plant_bench::{BENCH_FOLDER, SIGNED_TAG};
 use super::report::{Results, error_count, latency, rps};
 
 /// Runs `writes` writes at each count of writes in flight; reported, not judged.
@@ -45,5 +51,72 @@ pub(crate) fn run(bench: &Bench, writes: u64, results: &mut Results) -> anyhow::
         "write round trip by writes in flight, beside ping",
         by_in_flight.into(),
     );
+    signed(bench, writes, results)
+}
+
+/// The user the signed writes log in and sign as, and their password.
+const SIGNER: (&str, &str) = ("bench-signer", "bench-signer-password");
+
+/// A signed write's round trip at one in flight, beside the unsigned one just measured:
+/// reported, not judged (a signature is an argon2 verification by design).
+fn signed(bench: &Bench, writes: u64, results: &mut Results) -> anyhow::Result<()> {
+    add_signer(bench)?;
+    // Each signed write costs an argon2 verification: fewer of them say as much.
+    let count = (writes / 10).max(20).to_string();
+    let report = tclient_bench_as(
+        &bench.bin,
+        &bench.tserver_addr,
+        SIGNER,
+        &[
+            "write", "-c", "1", "-n", &count, "--warmup", "0s", "--tags", SIGNED_TAG, "--sign",
+        ],
+    )?;
+    let unsigned = results.get("write round trip by writes in flight, beside ping")["1"].clone();
+    let unsigned_p50 = unsigned["p50Us"].as_f64().unwrap_or(f64::NAN);
+    let extra_ms = (latency(&report, "p50") - unsigned_p50) / 1000.0;
+    eprintln!(
+        "{:<28} {:>9.0} calls/s  p50 {:>8.1} us  p99 {:>8.1} us  (unsigned p50 {unsigned_p50:.1} us: {extra_ms:+.2} ms a signature)  errors {}",
+        "tserver signed write c=1",
+        rps(&report),
+        latency(&report, "p50"),
+        latency(&report, "p99"),
+        error_count(&report)
+    );
+    results.insert(
+        "signed write round trip beside an unsigned one",
+        json!({"p50Us": latency(&report, "p50"), "p99Us": latency(&report, "p99"), "errors": error_count(&report),
+               "unsignedP50Us": unsigned_p50, "extraP50Ms": extra_ms}),
+    );
+    Ok(())
+}
+
+/// Adds the signing operator to the bench solution (once: a second run finds it there).
+fn add_signer(bench: &Bench) -> anyhow::Result<()> {
+    let solution = bench.solution.to_str().context("a UTF-8 solution path")?;
+    let listed = Command::new(bench.tool("tserver"))
+        .args(["users", solution, "list"])
+        .output()
+        .context("cannot list the bench users")?;
+    if String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|line| line.starts_with(&format!("{} ", SIGNER.0)))
+    {
+        return Ok(());
+    }
+    let mut child = Command::new(bench.tool("tserver"))
+        .args(["users", solution, "add", SIGNER.0, "--role", "operator"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("cannot add the bench's signer")?;
+    child
+        .stdin
+        .take()
+        .context("the users command's input")?
+        .write_all(format!("{}\n", SIGNER.1).as_bytes())?;
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("adding the bench's signer failed with {status}");
+    }
     Ok(())
 }

@@ -33,7 +33,7 @@ pub enum ExportFormat {
 }
 
 /// The audit's columns, as exported.
-const AUDIT_COLUMNS: [&str; 9] = [
+const AUDIT_COLUMNS: [&str; 10] = [
     "time",
     "action",
     "target",
@@ -43,6 +43,7 @@ const AUDIT_COLUMNS: [&str; 9] = [
     "old_value",
     "new_value",
     "outcome",
+    "signatures",
 ];
 
 /// Writes `entries` as `format` to `output`.
@@ -62,6 +63,7 @@ fn export_audit(
             entry.old_value.clone().unwrap_or_default(),
             entry.new_value.clone().unwrap_or_default(),
             entry.outcome.clone(),
+            entry.signatures.clone().unwrap_or_default(),
         ]
     };
     match format {
@@ -157,6 +159,9 @@ fn print_audit(entries: &[store::AuditEntry], output: &mut dyn Write) -> anyhow:
             entry.connection,
             entry.outcome
         )?;
+        if let Some(signatures) = &entry.signatures {
+            writeln!(output, "  signed by {signatures}")?;
+        }
     }
     Ok(())
 }

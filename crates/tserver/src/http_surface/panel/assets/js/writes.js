@@ -1,6 +1,8 @@
 // Writing a tag: an input checked against the tag's type and range (a choice for a tag with a
 // set of values), a confirmation naming tag, old and new value (or that nothing would change),
-// then the outcome as the server words it.
+// then the outcome as the server words it. A tag whose writes are signed asks, when the server
+// says so, for the writer's password entered again and the meaning of the signature (and for a
+// witnessed tag a second operator's name and password); passwords leave the form once sent.
 
 import { byId, el, fill, pathText, say } from './dom.js';
 import { showValue, valueOf } from './format.js';
@@ -94,6 +96,7 @@ export class Writes {
     input.addEventListener('input', () => this.edited());
     fill(byId('write-field'), input);
     byId('write-confirm').hidden = true;
+    this.showSignature(null);
     say(byId('write-error'), '');
     say(byId('write-outcome'), '');
     byId('write-next').textContent = 'Check';
@@ -106,6 +109,7 @@ export class Writes {
   edited() {
     this.checked = null;
     byId('write-confirm').hidden = true;
+    this.showSignature(null);
     byId('write-next').textContent = 'Check';
     byId('write-next').disabled = false;
   }
@@ -143,13 +147,51 @@ export class Writes {
     byId('write-next').focus();
   }
 
+  /**
+   * Shows the signature fields for a write that takes signatures (`witness`: a second
+   * operator's too), or hides them (`null`). The passwords are emptied either way; the
+   * witness's name is kept while the fields stay shown.
+   */
+  showSignature(tag, witness = false) {
+    const fields = byId('write-signature');
+    for (const id of ['write-sign-password', 'write-witness-password']) byId(id).value = '';
+    if (tag === null) byId('write-witness-user').value = '';
+    fields.hidden = tag === null;
+    byId('write-witness').hidden = !witness;
+    byId('write-signature-why').textContent = tag === null ? ''
+      : witness
+        ? `Writing ${tag} takes two electronic signatures: yours and a witness's, another operator beside you. Each enters their password again.`
+        : `Writing ${tag} takes your electronic signature: enter your password again and say what it means.`;
+    if (tag !== null) {
+      byId('write-next').textContent = 'Sign and write';
+      byId('write-sign-password').focus();
+    }
+  }
+
+  /** The signatures the form holds, when it shows the signature fields. */
+  signatures() {
+    if (byId('write-signature').hidden) return [];
+    const own = {
+      user: byId('who-name').textContent,
+      password: byId('write-sign-password').value,
+      meaning: byId('write-sign-meaning').value,
+    };
+    if (byId('write-witness').hidden) return [own];
+    return [own, {
+      user: byId('write-witness-user').value.trim(),
+      password: byId('write-witness-password').value,
+      meaning: 'SIGNATURE_MEANING_REVIEWED',
+    }];
+  }
+
   async send() {
     const name = this.node.tag || this.node.path;
     const write = { name, ...this.checked };
     const outcome = byId('write-outcome');
+    const signatures = this.signatures();
     byId('write-next').disabled = true;
     try {
-      const reply = await this.connection.call({ writeTags: { writes: [write] } });
+      const reply = await this.connection.call({ writeTags: { writes: [write], signatures } });
       const result = (reply.results ?? [])[0] ?? {};
       const kind = result.outcome ?? (result.error ? 'WRITE_OUTCOME_REFUSED' : 'WRITE_OUTCOME_WRITTEN');
       const words = OUTCOMES[kind] ?? kind;
@@ -157,9 +199,26 @@ export class Writes {
       outcome.dataset.outcome = kind;
       this.waitingForField = kind === 'WRITE_OUTCOME_SENT_TO_FIELD' ? name : null;
       byId('write-confirm').hidden = true;
+      this.showSignature(null);
+      byId('write-next').textContent = 'Write';
       byId('write-cancel').textContent = 'Close';
       byId('write-cancel').focus();
     } catch (error) {
+      if (error.code === 'ERROR_CODE_SIGNATURE_REQUIRED') {
+        say(outcome, '');
+        this.showSignature(name, error.message.includes("a witness's"));
+        byId('write-next').disabled = false;
+        return;
+      }
+      if (error.code === 'ERROR_CODE_SIGNATURE_REFUSED') {
+        const witness = !byId('write-witness').hidden;
+        this.showSignature(name, witness);
+        const why = error.message.replace(/^nothing was done: /, '');
+        say(outcome, `Not written: ${why}. Enter ${witness ? 'both passwords' : 'your password'} again.`);
+        outcome.dataset.outcome = 'error';
+        byId('write-next').disabled = false;
+        return;
+      }
       say(outcome, `Not written: ${error.message}`);
       outcome.dataset.outcome = 'error';
       byId('write-next').disabled = false;
