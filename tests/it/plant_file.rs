@@ -733,21 +733,10 @@ fn an_import_refuses_a_device_or_a_fifo_at_once() {
 
 #[test]
 fn a_small_file_that_expands_past_the_tag_bound_is_refused_and_changes_nothing() {
-    use std::fmt::Write as _;
     let solution = Solution::demo();
     let before = export(&solution);
     // 1,000 members times 1,000 instances: a million tags from a file of about 100 KB.
-    let mut text = String::from("[[types]]\nname = \"Cell\"\n");
-    for member in 0..1000 {
-        write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
-    }
-    for instance in 0..1000 {
-        write!(
-            text,
-            "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
-        )
-        .expect("writes");
-    }
+    let text = plant_model::fixtures::cells(1000, 1000);
     assert!(text.len() < 120_000, "{}", text.len());
     let file = plant_file(&solution, "million.toml", &text);
     for dry_run in [true, false] {

@@ -31,6 +31,8 @@
 //! This crate reads and checks; it knows nothing of databases or servers. `docs/PLANT.md`
 //! documents the format.
 
+#[doc(hidden)]
+pub mod fixtures;
 mod attachments;
 mod document;
 mod model;
@@ -875,19 +877,8 @@ limit = 90
 
     #[test]
     fn a_plant_expanding_past_the_bound_is_refused_before_it_is_expanded() {
-        use std::fmt::Write as _;
         // 1,000 members times 1,000 instances: a million tags from a small file.
-        let mut text = String::from("[[types]]\nname = \"Cell\"\n");
-        for member in 0..1000 {
-            write!(text, "[[types.tags]]\nname = \"T{member}\"\ntype = \"bool\"\n").expect("writes");
-        }
-        for instance in 0..1000 {
-            write!(
-                text,
-                "[[equipment]]\nname = \"C{instance}\"\ntype = \"Cell\"\npath = \"Plant/C{instance}\"\n"
-            )
-            .expect("writes");
-        }
+        let text = crate::fixtures::cells(1000, 1000);
         let found = errors(&text, Format::Toml);
         // The 101st instance takes the plant past 100,000 tags.
         let line = text
