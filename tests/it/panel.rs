@@ -1033,7 +1033,11 @@ async fn a_witnessed_write_is_signed_in_the_dialog_by_the_operator_and_a_witness
             vec![],
         )
         .await;
-    assert_eq!(emptied, json!(["", "lead", ""]), "passwords leave the form once sent");
+    assert_eq!(
+        emptied,
+        json!(["", "lead", ""]),
+        "passwords leave the form once sent"
+    );
     browser.screenshot("write-signature-refused").await;
     browser.type_into("#write-sign-password", "ops-pw").await;
     browser.type_into("#write-witness-password", "lead-pw").await;
@@ -1059,5 +1063,50 @@ async fn a_witnessed_write_is_signed_in_the_dialog_by_the_operator_and_a_witness
         trail.contains("refused: the signature of lead is refused") && trail.contains("55.0: ok"),
         "{trail}"
     );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_signed_approvals_the_card_asks_for_the_approvers_password() {
+    let rig = PanelRig::start(proposable_solution()).await;
+    let path = rig.solution.path.to_str().expect("utf-8 path").to_owned();
+    admin(&["settings", &path, "set", "SignedApprovals", "on"], "");
+    add_user(&rig.solution, "ops", "ops-pw", "operator");
+    let (_driver, browser) = logged_in(&rig, "ops", "ops-pw").await;
+    browser.click("#tab-proposals").await;
+    // Kept open: a connection's proposals are withdrawn when it closes.
+    let proposer = rig.guest().await;
+    let id = propose_by_call(&proposer, "Off", "the pump is not needed overnight").await;
+    let item = format!("#proposal-list .proposal[data-proposal=\"{id}\"]");
+    browser.wait_visible(&item).await;
+    browser.click(&format!("{item} [data-decide=\"approve\"]")).await;
+    browser.wait_visible(&format!("{item} .proposal-sign")).await;
+    browser
+        .type_into(&format!("{item} input[type=\"password\"]"), "not-it")
+        .await;
+    browser.click(&format!("{item} [data-decide=\"sign\"]")).await;
+    browser
+        .wait_text(&format!("{item} .proposal-error"), "the refusal", |text| {
+            text == "Not approved: the signature of ops is refused: unknown user or wrong password. Enter the password again."
+        })
+        .await;
+    browser.screenshot("proposal-signature-refused").await;
+    browser
+        .type_into(&format!("{item} input[type=\"password\"]"), "ops-pw")
+        .await;
+    browser.click(&format!("{item} [data-decide=\"sign\"]")).await;
+    browser.wait_visible("#proposal-none").await;
+    let status = browser
+        .wait_text("#proposal-status", "the decision", |text| !text.is_empty())
+        .await;
+    assert_eq!(status, "Write “Off” to Pump1.Mode: approved by ops: written");
+    browser.screenshot("proposal-signed").await;
+    assert_eq!(
+        mode_of(&rig.guest().await).await,
+        Some(WireValue::Text("Off".into()))
+    );
+    assert_no_violations(&browser).await;
+    let trail = admin(&["audit", &path], "");
+    assert!(trail.contains("  signed by ops (approved, "), "{trail}");
     browser.close().await;
 }

@@ -31,10 +31,10 @@
 //! This crate reads and checks; it knows nothing of databases or servers. `docs/PLANT.md`
 //! documents the format.
 
-#[doc(hidden)]
-pub mod fixtures;
 mod attachments;
 mod document;
+#[doc(hidden)]
+pub mod fixtures;
 mod model;
 mod names;
 mod reader;

@@ -1,6 +1,8 @@
 // Actions with approval: a proposed write or alarm acknowledgement (from the assistant, an MCP
 // client or a script) shown as a card with Approve / Decline, in the conversation that made it
-// and in the list of every pending proposal, kept current by one proposals subscription.
+// and in the list of every pending proposal, kept current by one proposals subscription. An
+// approval that takes electronic signatures asks for the approver's password entered again (and
+// a witness's for a witnessed tag) in the card itself; passwords leave the form once sent.
 
 import { byId, el, fill, say } from './dom.js';
 import { showTime, showValue, valueOf } from './format.js';
@@ -65,6 +67,20 @@ class Card {
       el('div', { class: 'proposal-buttons' },
         el('button', { type: 'button', class: 'button danger', dataset: { decide: 'decline' }, 'aria-describedby': `${key}-what`, onclick: () => this.decide('decline') }, 'Decline'),
         el('button', { type: 'button', class: 'button quiet', onclick: () => this.closeDecline() }, 'Back')));
+    this.password = el('input', { id: `${key}-password`, type: 'password', autocomplete: 'current-password' });
+    this.witnessUser = el('input', { id: `${key}-witness`, autocomplete: 'off', autocapitalize: 'off', spellcheck: 'false' });
+    this.witnessPassword = el('input', { id: `${key}-witness-password`, type: 'password', autocomplete: 'off' });
+    this.witnessFields = el('div', { class: 'proposal-witness', hidden: true },
+      el('label', { for: `${key}-witness` }, "Witness: another operator's user name"), this.witnessUser,
+      el('label', { for: `${key}-witness-password` }, "Witness's password"), this.witnessPassword);
+    this.signForm = el('fieldset', { class: 'signature proposal-sign', hidden: true },
+      el('legend', {}, 'Electronic signature'),
+      el('p', { class: 'proposal-sign-why' }, 'Approving this takes your electronic signature: enter your password again. It means you approve it.'),
+      el('label', { for: `${key}-password` }, 'Your password, entered again'), this.password,
+      this.witnessFields,
+      el('div', { class: 'proposal-buttons' },
+        el('button', { type: 'button', class: 'button primary', dataset: { decide: 'sign' }, onclick: () => this.decide('approve') }, 'Sign and approve'),
+        el('button', { type: 'button', class: 'button quiet', onclick: () => this.closeSign() }, 'Back')));
     this.outcome = el('p', { class: 'outcome proposal-outcome', role: 'status', hidden: true });
     this.error = el('p', { class: 'form-error proposal-error', role: 'alert', hidden: true });
     this.element = el('article', { class: 'proposal', dataset: { proposal: proposal.id, state: 'pending' }, 'aria-labelledby': `${key}-what` },
@@ -75,7 +91,7 @@ class Card {
         el('dt', {}, 'Proposed by'), el('dd', { class: 'proposal-by' }, who),
         el('dt', {}, 'Made'), el('dd', {}, showTime(proposal.madeMs)),
         el('dt', { class: 'proposal-expires-label' }, 'Expires'), el('dd', { class: 'proposal-expires' }, `${showTime(proposal.expiresMs)} unless decided`)),
-      this.buttons, this.declineForm, this.outcome, this.error);
+      this.buttons, this.declineForm, this.signForm, this.outcome, this.error);
     if (!PENDING.has(proposal.state ?? 'PROPOSAL_STATE_PENDING')) this.settled(proposal);
   }
 
@@ -92,6 +108,32 @@ class Card {
     opener.focus();
   }
 
+  /** Shows the signature fields (a witness's too when `witness`), passwords empty. */
+  openSign(witness) {
+    this.password.value = '';
+    this.witnessPassword.value = '';
+    this.witnessFields.hidden = !witness;
+    this.signForm.hidden = false;
+    this.buttons.hidden = true;
+    this.password.focus();
+  }
+
+  closeSign() {
+    this.password.value = '';
+    this.witnessPassword.value = '';
+    this.signForm.hidden = true;
+    this.buttons.hidden = false;
+    this.buttons.querySelector('[data-decide="approve"]').focus();
+  }
+
+  /** The signatures the card holds, when it shows the signature fields. */
+  signatures() {
+    if (this.signForm.hidden) return [];
+    const own = { user: byId('who-name').textContent, password: this.password.value, meaning: 'SIGNATURE_MEANING_APPROVED' };
+    if (this.witnessFields.hidden) return [own];
+    return [own, { user: this.witnessUser.value.trim(), password: this.witnessPassword.value, meaning: 'SIGNATURE_MEANING_REVIEWED' }];
+  }
+
   busy(on) {
     for (const button of this.element.querySelectorAll('button')) button.disabled = on;
     if (on) this.element.setAttribute('aria-busy', 'true');
@@ -100,17 +142,25 @@ class Card {
 
   async decide(kind) {
     const comment = kind === 'decline' ? this.comment.value.trim() : '';
+    const signatures = kind === 'approve' ? this.signatures() : [];
     say(this.error, '');
     this.busy(true);
     try {
       const reply = await this.owner.connection.call({
-        decideProposal: { id: this.proposal.id, decision: DECISIONS[kind], comment },
+        decideProposal: { id: this.proposal.id, decision: DECISIONS[kind], comment, signatures },
       });
       const proposal = reply.proposal ?? { ...this.proposal, outcome: kind === 'approve' ? 'approved' : 'declined' };
       this.owner.decided(proposal, this);
       this.onDecided?.(proposal, this);
     } catch (failure) {
       this.busy(false);
+      if (failure.code === 'ERROR_CODE_SIGNATURE_REQUIRED' || failure.code === 'ERROR_CODE_SIGNATURE_REFUSED') {
+        this.openSign(failure.message.includes("a witness's") || !this.witnessFields.hidden);
+        if (failure.code === 'ERROR_CODE_SIGNATURE_REFUSED') {
+          say(this.error, `Not approved: ${failure.message.replace(/^nothing was done: /, '')}. Enter the password again.`);
+        }
+        return;
+      }
       say(this.error, `Not ${kind === 'approve' ? 'approved' : 'declined'}: ${failure.message}`);
       this.error.dataset.code = failure.code ?? '';
       // Decided or gone meanwhile: the lists say so.
@@ -126,6 +176,7 @@ class Card {
     const focused = this.element.contains(document.activeElement);
     this.buttons.hidden = true;
     this.declineForm.hidden = true;
+    this.signForm.hidden = true;
     // Decided or gone: when it would have expired no longer matters.
     for (const expiry of this.element.querySelectorAll('.proposal-expires-label, .proposal-expires')) expiry.hidden = true;
     this.busy(false);
