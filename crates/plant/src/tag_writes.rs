@@ -95,6 +95,8 @@ pub struct CheckedWrite {
     pub value: TagValue,
     /// The MQTT source the write goes out through, for a tag fed by the field.
     pub source: Option<String>,
+    /// The electronic signatures an operator's write of the tag takes.
+    pub signing: plant_model::Signing,
 }
 
 /// Checks a write of `given` (or why what was given is no value) to the tag `name`: the write
@@ -176,6 +178,7 @@ pub fn check_write(
         tag: definition.name.clone(),
         value,
         source: definition.source.clone(),
+        signing: definition.signing,
     })
 }
 

@@ -110,14 +110,22 @@ fn check(
     };
     let acts = approve && !matches!(approved, Approved::Write(Err(_)));
     let what = format!("approving {}", proposed.id);
-    let over = signatures::signed_over(&format!("approve {source}: {}", write::act_words(&entry)));
+    // What is signed, and the row a refused signature leaves, when signatures are given.
+    let signing_given = (!signatures.is_empty()).then(|| {
+        let over = signatures::signed_over(&format!("approve {source}: {}", write::act_words(&entry)));
+        let refusal = write::refusal_rows(
+            &[AuditRow {
+                entry: entry.clone(),
+                acts,
+            }],
+            bound,
+        );
+        (over, refusal)
+    });
     let row = AuditRow { entry, acts };
-    let refusal = (!signatures.is_empty()).then(|| write::refusal_rows(std::slice::from_ref(&row), bound));
     let entries = bound.bound(vec![row]);
     let signing = match &approved {
-        Approved::Write(Ok(write)) => objects
-            .tag(&write.tag)
-            .map_or(Signing::Unsigned, |tag| tag.definition().signing),
+        Approved::Write(Ok(write)) => write.signing,
         _ => Signing::Unsigned,
     };
     Ok(Box::pin(async move {
@@ -134,9 +142,9 @@ fn check(
                 witness: false,
             });
             needed.check_given(&what, &actor.acting_name(), &signatures)?;
-            match refusal.filter(|_| needed.any()) {
+            match signing_given.filter(|_| needed.any()) {
                 None => entries,
-                Some(refusal) => match signatures::verify(&runtime, &signatures, &over).await {
+                Some((over, refusal)) => match signatures::verify(&runtime, &signatures, &over).await {
                     Ok(signed) => write::signed_rows(entries, &signed),
                     Err(refused) => {
                         record(

@@ -93,27 +93,27 @@ fn check(
     // the signatures the strictest of them asks for.
     let needed = match actor {
         Actor::User { .. } => accepted.iter().fold(Needed::default(), |needed, (_, write)| {
-            let signing = objects
-                .tag(&write.tag)
-                .map_or(plant_model::Signing::Unsigned, |tag| tag.definition().signing);
-            needed.and(Needed::of(signing))
+            needed.and(Needed::of(write.signing))
         }),
         Actor::Script { .. } => Needed::default(),
     };
-    let signed_tags: Vec<&str> = accepted.iter().map(|(_, write)| write.tag.as_str()).collect();
-    let what = match signed_tags.as_slice() {
-        [one] => format!("writing {one}"),
-        _ => "this write".to_owned(),
-    };
-    needed.check_given(&what, &actor.acting_name(), &signatures)?;
-    let over = signatures::signed_over(
-        &rows
-            .iter()
-            .filter(|row| row.acts)
-            .map(|row| act_words(&row.entry))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    // An unsigned write (nearly every one) words and hashes nothing.
+    let mut over = String::new();
+    if needed.any() || !signatures.is_empty() {
+        let what = match accepted.as_slice() {
+            [(_, one)] => format!("writing {}", one.tag),
+            _ => "this write".to_owned(),
+        };
+        needed.check_given(&what, &actor.acting_name(), &signatures)?;
+        over = signatures::signed_over(
+            &rows
+                .iter()
+                .filter(|row| row.acts)
+                .map(|row| act_words(&row.entry))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
     let refusal = needed.any().then(|| refusal_rows(&rows, bound));
     let entries = bound.bound(rows);
     let runtime = runtime.clone();
