@@ -275,7 +275,7 @@ pub fn main() -> anyhow::Result<()> {
         && cli.user != DEFAULT_USER
         && std::env::var_os(PASSWORD_ENV).is_none()
     {
-        let typed = read_hidden(&format!("password of {}: ", cli.user))?;
+        let typed = crate::terminal::read_hidden(&format!("password of {}: ", cli.user))?;
         cli.password_stdin = true;
         let mut input = std::io::Read::chain(
             std::io::Cursor::new(format!("{typed}\n")),
@@ -299,17 +299,6 @@ const CLEAR_COMMAND: &str = ":clear";
 
 /// Where the password is taken from when `--password-stdin` is not given.
 const PASSWORD_ENV: &str = "TCLIENT_PASSWORD";
-
-/// Asks for a value on standard error and reads it from the terminal on standard input without
-/// echoing it (that terminal need not be the process's controlling one).
-pub(crate) fn read_hidden(prompt: &str) -> anyhow::Result<String> {
-    let config = rpassword::ConfigBuilder::new()
-        .input_file_path("/dev/stdin")
-        .output_file_path("/dev/stderr")
-        .build();
-    rpassword::prompt_password_with_config(prompt, config)
-        .context("cannot read the password from the terminal")
-}
 
 /// Who signs at this terminal, when an act takes a signature.
 #[derive(Debug, Clone, Copy)]

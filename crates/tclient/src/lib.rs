@@ -10,3 +10,4 @@ pub mod proposals;
 pub mod signing;
 
 mod mcp_bridge;
+mod terminal;

@@ -78,7 +78,7 @@ fn read_secret(
     terminal: bool,
 ) -> anyhow::Result<String> {
     if terminal {
-        return crate::cli::read_hidden(prompt);
+        return crate::terminal::read_hidden(prompt);
     }
     write!(output, "{prompt}")?;
     output.flush()?;
