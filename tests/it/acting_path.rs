@@ -101,9 +101,7 @@ async fn each_act_records_exactly_one_audit_row_and_none_acts_unaudited() {
     );
 
     // An acknowledgement.
-    let act = AcknowledgeAlarm {
-        alarm: "Tank1.Level.Hi".to_owned(),
-    };
+    let act = AcknowledgeAlarm::unsigned("Tank1.Level.Hi");
     assert_eq!(runtime.act_now(operator(), act).await, Ok(true));
     let rows = audit_rows(&runtime).await;
     assert_eq!(rows.len(), before + 2, "one row for the acknowledgement");
@@ -173,12 +171,7 @@ async fn each_act_records_exactly_one_audit_row_and_none_acts_unaudited() {
     unaudited(runtime.act_now(operator(), write_mode("Manual")).await.map(drop));
     unaudited(
         runtime
-            .act_now(
-                operator(),
-                AcknowledgeAlarm {
-                    alarm: "Tank1.Level.Hi".to_owned(),
-                },
-            )
+            .act_now(operator(), AcknowledgeAlarm::unsigned("Tank1.Level.Hi"))
             .await
             .map(drop),
     );

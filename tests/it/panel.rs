@@ -1067,6 +1067,81 @@ async fn a_witnessed_write_is_signed_in_the_dialog_by_the_operator_and_a_witness
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_alarm_is_acknowledged_in_a_dialog_that_takes_the_operators_password() {
+    let solution = plant_with("mqtt://127.0.0.1:1", |model| {
+        model.sources.clear();
+        for tag in &mut model.tags {
+            if tag.name == "Tank1.Level" {
+                (tag.writable, tag.simulate) = (true, None);
+            }
+        }
+        for alarm in &mut model.alarms {
+            if alarm.name == "Tank1.Level.Hi" {
+                alarm.signed = true;
+            }
+        }
+    });
+    add_user(&solution, "ops", "ops-pw", "operator");
+    let rig = PanelRig::start(solution).await;
+    let guest = rig.guest().await;
+    write(&guest, "Tank1.Level", WriteValue::Number(92.0)).await;
+    let (_driver, browser) = logged_in(&rig, "ops", "ops-pw").await;
+    browser.click("#tab-alarms").await;
+    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
+    browser.wait_visible(button).await;
+    browser.click(button).await;
+    browser.wait_visible("#alarm-dialog").await;
+    browser
+        .wait_text("#alarm-signature-why", "what it takes", |text| {
+            text == "Acknowledging Tank1.Level.Hi takes your electronic signature: enter your password again. It means you have seen the alarm and act on it."
+        })
+        .await;
+    browser.type_into("#alarm-sign-password", "not-it").await;
+    browser.click("#alarm-dialog-sign").await;
+    browser
+        .wait_text("#alarm-dialog-error", "the refusal", |text| {
+            text == "Not acknowledged: the signature of ops is refused: unknown user or wrong password. Enter your password again."
+        })
+        .await;
+    assert_eq!(
+        browser
+            .run(
+                "return document.getElementById('alarm-sign-password').value;",
+                vec![]
+            )
+            .await,
+        json!(""),
+        "the password leaves the form once sent"
+    );
+    browser.screenshot("alarm-signature-refused").await;
+    browser.type_into("#alarm-sign-password", "ops-pw").await;
+    browser.click("#alarm-dialog-sign").await;
+    browser
+        .wait_text(
+            "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] .state",
+            "the acknowledgement",
+            |text| text.contains("Active, acknowledged"),
+        )
+        .await;
+    assert_eq!(
+        browser
+            .run("return document.getElementById('alarm-dialog').open;", vec![])
+            .await,
+        json!(false),
+        "the dialog closes once signed"
+    );
+    browser.screenshot("alarm-signed").await;
+    assert_no_violations(&browser).await;
+    let trail = admin(&["audit", rig.solution.path.to_str().expect("utf-8")], "");
+    assert!(
+        trail.contains("refused: the signature of ops is refused")
+            && trail.contains("signed by ops (performed"),
+        "{trail}"
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_signed_approvals_the_card_asks_for_the_approvers_password() {
     let rig = PanelRig::start(proposable_solution()).await;
     let path = rig.solution.path.to_str().expect("utf-8 path").to_owned();

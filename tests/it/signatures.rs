@@ -1,8 +1,9 @@
 //! Electronic signatures over the wire: a tag marked `signed` is written only with its
 //! writer's password entered again and a stated meaning, one marked `witness` only with a
 //! second, different operator's as well, and with `SignedApprovals` on an approval takes the
-//! approver's; a wrong password is refused and audited, and a signed act's audit row carries
-//! who signed, meaning what, over the hash of what was signed.
+//! approver's; an alarm marked `signed` is acknowledged only with its acknowledger's (directly
+//! or by approving a proposal to); a wrong password is refused and audited, and a signed act's
+//! audit row carries who signed, meaning what, over the hash of what was signed.
 
 use serde_json::json;
 use service_client::{
@@ -37,6 +38,21 @@ type = "string"
 initial = ""
 writable = true
 proposable = true
+
+[[tags]]
+name = "Dose.Pressure"
+path = "Plant/Dose/Pressure"
+type = "number"
+initial = 1.0
+writable = true
+
+[[alarms]]
+name = "Dose.Pressure.Hi"
+tag = "Dose.Pressure"
+condition = "Hi"
+limit = 8.0
+priority = 800
+signed = true
 "#;
 
 /// A solution with the dosing plant and three users: two operators and a viewer.
@@ -80,6 +96,29 @@ fn refusal(outcome: Result<impl std::fmt::Debug, ClientError>) -> (ErrorCode, St
         Err(ClientError::Server { code, message }) => (code, message),
         other => panic!("not refused: {other:?}"),
     }
+}
+
+/// The id of what a script proposed through the proposal tool `tool`.
+async fn proposed(runtime: &plant::Runtime, tool: &str, arguments: serde_json::Value) -> String {
+    let tool = runtime.tools().get(tool).expect("the proposal tool");
+    let caller = localai::tools::ToolCaller::Script { script: "Lab".into() };
+    let output = tool
+        .call(arguments, caller, localai::tools::TOOL_TIMEOUT)
+        .await
+        .expect("proposes");
+    output.proposal.expect("a proposal").to_string()
+}
+
+/// Proposal `id` approved by ops, signed.
+async fn approved_by_ops(ops: &Client, id: &str) -> service_client::DecideProposalReply {
+    ops.decide_proposal_signed(
+        id,
+        Decision::Approve,
+        "",
+        vec![sign("ops", "ops-pw", SignatureMeaning::Approved)],
+    )
+    .await
+    .expect("approved")
 }
 
 fn audit(path: &str) -> String {
@@ -239,20 +278,8 @@ async fn with_signed_approvals_an_approval_takes_the_approvers_signature() {
     let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
     let ops = logged_in(&server, "ops").await;
     let propose = |tag: &str, value: serde_json::Value| {
-        let runtime = server.runtime.clone();
         let arguments = json!({"tag": tag, "value": value, "reason": "the lab asked"});
-        async move {
-            let tool = runtime
-                .tools()
-                .get("runtime_propose_write")
-                .expect("the proposal tool");
-            let caller = localai::tools::ToolCaller::Script { script: "Lab".into() };
-            let output = tool
-                .call(arguments, caller, localai::tools::TOOL_TIMEOUT)
-                .await
-                .expect("proposes");
-            output.proposal.expect("a proposal").to_string()
-        }
+        proposed(&server.runtime, "runtime_propose_write", arguments)
     };
     let id = propose("Dose.Note", json!("recalibrate")).await;
     let (code, message) = refusal(ops.decide_proposal(&id, Decision::Approve, "").await);
@@ -261,15 +288,7 @@ async fn with_signed_approvals_an_approval_takes_the_approvers_signature() {
         message.contains(&format!("approving {id} takes your electronic signature")),
         "{message}"
     );
-    let decided = ops
-        .decide_proposal_signed(
-            &id,
-            Decision::Approve,
-            "",
-            vec![sign("ops", "ops-pw", SignatureMeaning::Approved)],
-        )
-        .await
-        .expect("approved");
+    let decided = approved_by_ops(&ops, &id).await;
     assert_eq!(decided.write_outcome(), service_client::WriteOutcome::Written);
     let rows = server.runtime.store().audit(None, 100).await.expect("reads");
     let row = rows.last().expect("a row");
@@ -289,18 +308,129 @@ async fn with_signed_approvals_an_approval_takes_the_approvers_signature() {
     admin(&["audit", &path, "verify"], "");
 }
 
+/// The pressure alarm tripped by an operator's write (the tag itself is unsigned).
+async fn trip_pressure(ops: &Client) {
+    let results = ops
+        .write_tags(number("Dose.Pressure", 9.0))
+        .await
+        .expect("written");
+    assert_eq!(results[0].error, "");
+}
+
 #[tokio::test]
-async fn tclient_asks_for_the_signatures_a_write_or_an_approval_takes() {
+async fn a_signed_alarm_is_acknowledged_only_with_the_acknowledgers_signature() {
+    let solution = dosing();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let ops = logged_in(&server, "ops").await;
+    trip_pressure(&ops).await;
+    let rows_before = server
+        .runtime
+        .store()
+        .audit(None, 100)
+        .await
+        .expect("reads")
+        .len();
+
+    let (code, message) = refusal(ops.acknowledge_alarm("Dose.Pressure.Hi").await);
+    assert_eq!(code, ErrorCode::SignatureRequired, "{message}");
+    assert!(
+        message.contains("acknowledging Dose.Pressure.Hi takes your electronic signature: yours is missing"),
+        "{message}"
+    );
+    let wrong = vec![sign("ops", "ops-pw?", SignatureMeaning::Performed)];
+    let (code, message) = refusal(ops.acknowledge_alarm_signed("Dose.Pressure.Hi", wrong).await);
+    assert_eq!(code, ErrorCode::SignatureRefused, "{message}");
+    let rows = server.runtime.store().audit(None, 100).await.expect("reads");
+    assert_eq!(
+        rows.len(),
+        rows_before + 1,
+        "the refused signature is audited, once"
+    );
+    let refused = rows.last().expect("a row");
+    assert!(
+        refused.target == "Dose.Pressure.Hi"
+            && refused.outcome.contains("the signature of ops is refused")
+            && refused.signatures.is_none(),
+        "{refused:?}"
+    );
+    assert_eq!(
+        crate::support::acknowledged_by(&server.runtime, "Dose.Pressure.Hi"),
+        None,
+        "not acknowledged"
+    );
+    // A viewer's refusal is about the role, not a signature.
+    let watcher = logged_in(&server, "watcher").await;
+    let (code, _) = refusal(watcher.acknowledge_alarm("Dose.Pressure.Hi").await);
+    assert_eq!(code, ErrorCode::PermissionDenied);
+
+    let right = vec![sign("ops", "ops-pw", SignatureMeaning::Performed)];
+    assert!(
+        ops.acknowledge_alarm_signed("Dose.Pressure.Hi", right)
+            .await
+            .expect("acknowledged")
+    );
+    assert_eq!(
+        crate::support::acknowledged_by(&server.runtime, "Dose.Pressure.Hi").as_deref(),
+        Some("ops")
+    );
+    let rows = server.runtime.store().audit(None, 100).await.expect("reads");
+    let signed = rows.last().expect("a row");
+    assert_eq!(
+        (signed.target.as_str(), signed.outcome.as_str()),
+        ("Dose.Pressure.Hi", "ok")
+    );
+    assert!(
+        signed
+            .signatures
+            .as_deref()
+            .is_some_and(|signatures| signatures.starts_with("ops (performed, ")
+                && signatures.contains(" over sha256:")),
+        "{signed:?}"
+    );
+
+    // Approving a proposal to acknowledge it takes the approver's signature as well.
+    assert!(crate::support::acknowledged_by(&server.runtime, "Dose.Pressure.Hi").is_some());
+    ops.write_tags(number("Dose.Pressure", 1.0))
+        .await
+        .expect("cleared");
+    trip_pressure(&ops).await;
+    let arguments = json!({"alarm": "Dose.Pressure.Hi", "reason": "seen on the gauge"});
+    let id = proposed(&server.runtime, "runtime_propose_alarm_ack", arguments).await;
+    let (code, message) = refusal(ops.decide_proposal(&id, Decision::Approve, "").await);
+    assert_eq!(code, ErrorCode::SignatureRequired, "{message}");
+    let decided = approved_by_ops(&ops, &id).await;
+    assert!(
+        decided
+            .proposal
+            .as_ref()
+            .is_some_and(|proposal| proposal.outcome == "approved by ops: acknowledged"),
+        "{decided:?}"
+    );
+    server.stop().await;
+    assert!(
+        admin(&["audit", &path, "verify"], "").starts_with("the audit trail verifies"),
+        "signed acknowledgements are in the chain"
+    );
+}
+
+/// tclient logged in as ops at `addr` (the login's password first on `stdin`), run with `args`.
+async fn tclient_as_ops(addr: &str, args: &[&str], stdin: &str) -> anyhow::Result<String> {
+    let login = ["--addr", addr, "--user", "ops", "--password-stdin"];
+    crate::tclient::tclient(&[&login[..], args].concat(), stdin, false).await
+}
+
+#[tokio::test]
+async fn tclient_asks_for_the_signatures_a_write_an_approval_or_an_acknowledgement_takes() {
     let solution = dosing();
     let path = solution.path.to_str().expect("utf-8").to_owned();
     let server = TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
     let addr = server.addr.to_string();
-    let login = ["--addr", addr.as_str(), "--user", "ops", "--password-stdin"];
     // The login's password, then the writer's signature, the witness's name and password.
-    let printed = crate::tclient::tclient(
-        &[&login[..], &["tags", "write", "Dose.Limit=7"]].concat(),
+    let printed = tclient_as_ops(
+        &addr,
+        &["tags", "write", "Dose.Limit=7"],
         "ops-pw\nops-pw\nlead\nlead-pw\n",
-        false,
     )
     .await
     .expect("signed and written");
@@ -316,13 +446,9 @@ async fn tclient_asks_for_the_signatures_a_write_or_an_approval_takes() {
         !printed.contains("lead-pw"),
         "a password is never echoed: {printed}"
     );
-    let refused = crate::tclient::tclient(
-        &[&login[..], &["tags", "write", "Dose.Setpoint=3"]].concat(),
-        "ops-pw\nnot-it\n",
-        false,
-    )
-    .await
-    .expect_err("a wrong password");
+    let refused = tclient_as_ops(&addr, &["tags", "write", "Dose.Setpoint=3"], "ops-pw\nnot-it\n")
+        .await
+        .expect_err("a wrong password");
     assert!(
         refused
             .to_string()
@@ -331,28 +457,26 @@ async fn tclient_asks_for_the_signatures_a_write_or_an_approval_takes() {
     );
 
     admin(&["settings", &path, "set", "SignedApprovals", "on"], "");
-    let tool = server
-        .runtime
-        .tools()
-        .get("runtime_propose_write")
-        .expect("the proposal tool");
-    let caller = localai::tools::ToolCaller::Script { script: "Lab".into() };
     let arguments = json!({"tag": "Dose.Note", "value": "flush", "reason": "the lab asked"});
-    let output = tool
-        .call(arguments, caller, localai::tools::TOOL_TIMEOUT)
+    let id = proposed(&server.runtime, "runtime_propose_write", arguments).await;
+    let printed = tclient_as_ops(&addr, &["proposals", "approve", &id], "ops-pw\nops-pw\n")
         .await
-        .expect("proposes");
-    let id = output.proposal.expect("a proposal").to_string();
-    let printed = crate::tclient::tclient(
-        &[&login[..], &["proposals", "approve", &id]].concat(),
-        "ops-pw\nops-pw\n",
-        false,
-    )
-    .await
-    .expect("signed and approved");
+        .expect("signed and approved");
     assert!(
         printed.contains("password of ops (signing: approved): ")
             && printed.ends_with("Dose.Note: written\n"),
+        "{printed}"
+    );
+
+    // A signed alarm's acknowledgement.
+    trip_pressure(&logged_in(&server, "ops").await).await;
+    let printed = tclient_as_ops(&addr, &["alarms", "ack", "Dose.Pressure.Hi"], "ops-pw\nops-pw\n")
+        .await
+        .expect("signed and acknowledged");
+    assert!(
+        printed.contains("acknowledging Dose.Pressure.Hi takes your electronic signature")
+            && printed.contains("password of ops (signing: performed): ")
+            && printed.ends_with("acknowledged Dose.Pressure.Hi\n"),
         "{printed}"
     );
     server.stop().await;

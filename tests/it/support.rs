@@ -414,9 +414,7 @@ pub(crate) async fn acknowledge(
         connection: "test".to_owned(),
         peer: "local".to_owned(),
     };
-    let act = plant::actions::AcknowledgeAlarm {
-        alarm: alarm.to_owned(),
-    };
+    let act = plant::actions::AcknowledgeAlarm::unsigned(alarm);
     runtime.act_now(operator, act).await
 }
 

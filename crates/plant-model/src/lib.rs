@@ -227,6 +227,7 @@ description = "A centrifugal pump"
   consequence = "{label} motor trips on overload"
   response = "Throttle {label} discharge; call maintenance"
   time_to_respond = 600
+  signed = true
 
   [[types.alarms]]
   name = "Tripped"
@@ -368,6 +369,10 @@ username = "tserver"
             )
         );
         assert_eq!(pump1.time_to_respond, Some(600));
+        assert!(
+            pump1.signed && expanded.alarms[2].signed,
+            "each instance of a type's signed alarm is"
+        );
         assert_eq!(
             expanded.alarms[2].response,
             "Throttle Pump2 discharge; call maintenance"
@@ -381,6 +386,7 @@ username = "tserver"
             "Close Tank1 inlet valve.\nStart the transfer pump."
         );
         assert_eq!(tank.time_to_respond, Some(300));
+        assert!(!tank.signed, "an alarm is acknowledged unsigned unless marked");
     }
 
     #[test]
@@ -418,6 +424,7 @@ tag = "T"
 condition = "Hi"
 limit = 1
 time_to_respond = 90.5
+signed = "yes"
 
 [[tags]]
 name = "T"
@@ -435,6 +442,7 @@ type = "number"
                 "f:23:12: alarms[2].response: 2001 characters is too long; at most 2000",
                 "f:24:19: alarms[2].time_to_respond: 604801 is out of range: from 1 second to 604800 (7 days)",
                 "f:31:19: alarms[3].time_to_respond: expected a whole number of seconds, found a number",
+                "f:32:10: alarms[3].signed: expected true or false, found a string",
             ]
         );
         let json = r#"{"tags": [{"name": "T", "path": "P/T", "type": "number"}],
@@ -491,7 +499,7 @@ priority = 5000
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
-                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond",
+                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond, signed",
                 "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
             ]
         );

@@ -995,6 +995,10 @@ pub struct AlarmSpec {
     /// Seconds the operator has to act before the consequence follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_to_respond: Option<u32>,
+    /// Whether acting on it (acknowledging it, approving a proposal to) takes the operator's
+    /// electronic signature.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub signed: bool,
 }
 
 /// The longest `cause`, `consequence` or `response` an alarm may have, in characters.

@@ -340,8 +340,20 @@ impl Client {
 
     /// Acknowledges an alarm; `false` when it had nothing to acknowledge.
     pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
+        self.acknowledge_alarm_signed(alarm, Vec::new()).await
+    }
+
+    /// As [`Self::acknowledge_alarm`], with the acknowledger's electronic signature an alarm
+    /// marked `signed` takes. Without it the server answers [`ClientError::Server`] with
+    /// `SignatureRequired`.
+    pub async fn acknowledge_alarm_signed(
+        &self,
+        alarm: &str,
+        signatures: Vec<Signature>,
+    ) -> Result<bool, ClientError> {
         let request = AcknowledgeAlarmRequest {
             alarm: alarm.to_owned(),
+            signatures,
         };
         match self.call(client_frame::Body::AcknowledgeAlarm(request)).await? {
             server_frame::Body::AcknowledgeAlarm(reply) => Ok(reply.acknowledged),

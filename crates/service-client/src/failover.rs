@@ -304,8 +304,19 @@ impl FailoverClient {
 
     /// Acknowledges an alarm; not repeated on another node.
     pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
-        self.run(Repeat::No, |client| async move {
-            client.acknowledge_alarm(alarm).await
+        self.acknowledge_alarm_signed(alarm, Vec::new()).await
+    }
+
+    /// Acknowledges an alarm with the acknowledger's signature (see
+    /// [`Client::acknowledge_alarm_signed`]); not repeated on another node.
+    pub async fn acknowledge_alarm_signed(
+        &self,
+        alarm: &str,
+        signatures: Vec<crate::Signature>,
+    ) -> Result<bool, ClientError> {
+        self.run(Repeat::No, |client| {
+            let signatures = signatures.clone();
+            async move { client.acknowledge_alarm_signed(alarm, signatures).await }
         })
         .await
     }

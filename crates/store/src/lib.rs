@@ -77,11 +77,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 14] = [
+const MIGRATIONS: [&str; 15] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -96,6 +96,7 @@ const MIGRATIONS: [&str; 14] = [
     include_str!("schema_v12.sql"),
     include_str!("schema_v13.sql"),
     include_str!("schema_v14.sql"),
+    include_str!("schema_v15.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -875,12 +876,14 @@ cause = "Inlet left open"
 consequence = "Spill"
 response = "Close the inlet"
 time_to_respond = 604800
+signed = true
 "#;
         let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
         db.import_plant(&model, &[], "t.toml", false).expect("imports");
         let stored = db.plant_definitions().expect("reads");
         assert_eq!(stored.alarms, model.expand().alarms);
         assert_eq!(stored.alarms[0].time_to_respond, Some(604_800));
+        assert!(stored.alarms[0].signed, "an alarm acknowledged with a signature");
         assert_eq!(db.plant_model().expect("reads"), model);
     }
 

@@ -313,8 +313,8 @@ pub(super) fn write_plant(
     {
         let mut insert = transaction.prepare(
             "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                 Cause, Consequence, Response, TimeToRespond)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 Cause, Consequence, Response, TimeToRespond, Signed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
         for alarm in &after.alarms {
             insert.execute(params![
@@ -331,6 +331,7 @@ pub(super) fn write_plant(
                 alarm.consequence,
                 alarm.response,
                 alarm.time_to_respond,
+                alarm.signed,
             ])?;
         }
         let mut folders = transaction.prepare("INSERT INTO Folders (Path, Description) VALUES (?1, ?2)")?;
@@ -468,6 +469,7 @@ pub(super) struct AlarmRow {
     pub(super) consequence: String,
     pub(super) response: String,
     pub(super) time_to_respond: Option<u32>,
+    pub(super) signed: bool,
 }
 
 impl TagRow {
@@ -635,7 +637,7 @@ pub(super) const SELECT_MODEL_JSON: &str = "SELECT Json FROM PlantModel WHERE Id
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
     "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-        Cause, Consequence, Response, TimeToRespond
+        Cause, Consequence, Response, TimeToRespond, Signed
  FROM AlarmDefinitions ORDER BY Name";
 /// Folders by path.
 pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
@@ -796,6 +798,7 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
                 consequence: row.get(10)?,
                 response: row.get(11)?,
                 time_to_respond: row.get(12)?,
+                signed: row.get(13)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -903,6 +906,7 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
             consequence: row.consequence,
             response: row.response,
             time_to_respond: row.time_to_respond,
+            signed: row.signed,
         });
     }
     // The sources live in the stored model only (`plant_model`).

@@ -18,6 +18,7 @@ use crate::bench::{BenchArgs, Target};
 use crate::history_views::{self, Aggregate, HistoryQuery, HistoryView};
 use crate::plant_views;
 use crate::proposals;
+use crate::signing::{Signer, sign_if_asked};
 use service_client::{ChatEvent, ClientOptions, Decision, Envelope, FailoverClient, Proposal, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
@@ -300,15 +301,6 @@ const CLEAR_COMMAND: &str = ":clear";
 /// Where the password is taken from when `--password-stdin` is not given.
 const PASSWORD_ENV: &str = "TCLIENT_PASSWORD";
 
-/// Who signs at this terminal, when an act takes a signature.
-#[derive(Debug, Clone, Copy)]
-struct Signer<'a> {
-    /// The logged-in user.
-    user: &'a str,
-    /// Whether standard input is a terminal (passwords are then read without echo).
-    terminal: bool,
-}
-
 /// Which of a command's input and output are terminals (a person), not pipes or files.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Terminals {
@@ -515,11 +507,11 @@ async fn run_command(
         Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
-            if client.acknowledge_alarm(name).await? {
-                writeln!(output, "acknowledged {name}")?;
-            } else {
-                writeln!(output, "{name} had nothing to acknowledge")?;
-            }
+            let signer = Signer {
+                user: &cli.user,
+                terminal: terminals.input,
+            };
+            acknowledge(client, name, signer, input, output).await?;
         }
         Command::Proposals {
             action: ProposalsAction::List,
@@ -531,7 +523,7 @@ async fn run_command(
                 user: &cli.user,
                 terminal: terminals.input,
             };
-            proposals::approve(client, id, comment, (signer.user, signer.terminal), input, output).await?;
+            proposals::approve(client, id, comment, signer, input, output).await?;
         }
         Command::Proposals {
             action: ProposalsAction::Decline { id, comment },
@@ -729,6 +721,27 @@ async fn watch_tags(
     Ok(())
 }
 
+/// `alarms ack NAME`: acknowledges the alarm, signed at the terminal when it takes a signature.
+async fn acknowledge(
+    client: &FailoverClient,
+    name: &str,
+    signer: Signer<'_>,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let meaning = service_client::SignatureMeaning::Performed;
+    let acknowledged = sign_if_asked(signer, meaning, input, output, |signatures| {
+        client.acknowledge_alarm_signed(name, signatures)
+    })
+    .await?;
+    if acknowledged {
+        writeln!(output, "acknowledged {name}")?;
+    } else {
+        writeln!(output, "{name} had nothing to acknowledge")?;
+    }
+    Ok(())
+}
+
 /// `tags write NAME=VALUE...`: each value is read as its tag's type (read first), so `75` goes
 /// to a number tag as a number and to a text tag as text. Fails when any write was refused,
 /// after printing every outcome.
@@ -781,23 +794,11 @@ async fn write_tags(
             value: Some(value),
         });
     }
-    let results = match client.write_tags(writes.clone()).await {
-        Err(refused) => {
-            let meaning = service_client::SignatureMeaning::Performed;
-            match crate::signing::signatures_for(
-                &refused,
-                signer.user,
-                meaning,
-                input,
-                output,
-                signer.terminal,
-            )? {
-                Some(signatures) => client.write_tags_signed(writes, signatures).await?,
-                None => return Err(refused.into()),
-            }
-        }
-        Ok(results) => results,
-    };
+    let meaning = service_client::SignatureMeaning::Performed;
+    let results = sign_if_asked(signer, meaning, input, output, |signatures| {
+        client.write_tags_signed(writes.clone(), signatures)
+    })
+    .await?;
     let (mut refused, mut unconfirmed) = (0, 0);
     for result in &results {
         match result.outcome() {

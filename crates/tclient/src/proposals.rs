@@ -10,6 +10,8 @@ use service_client::{
     WriteOutcome,
 };
 
+use crate::signing::{Signer, sign_if_asked};
+
 /// One line: `p-3f2a9c01b7de: write 80 to Tank1.Setpoint (was 65) — "Level is high" — the
 /// assistant (turn 3, asked by alice) — pending`.
 pub fn describe(proposal: &Proposal) -> String {
@@ -91,24 +93,15 @@ pub async fn approve(
     client: &FailoverClient,
     id: &str,
     comment: &str,
-    (user, terminal): (&str, bool),
+    signer: Signer<'_>,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let reply = match client.decide_proposal(id, Decision::Approve, comment).await {
-        Ok(reply) => reply,
-        Err(refused) => {
-            let meaning = service_client::SignatureMeaning::Approved;
-            match crate::signing::signatures_for(&refused, user, meaning, input, output, terminal)? {
-                Some(signatures) => {
-                    client
-                        .decide_proposal_signed(id, Decision::Approve, comment, signatures)
-                        .await?
-                }
-                None => return Err(refused.into()),
-            }
-        }
-    };
+    let meaning = service_client::SignatureMeaning::Approved;
+    let reply = sign_if_asked(signer, meaning, input, output, |signatures| {
+        client.decide_proposal_signed(id, Decision::Approve, comment, signatures)
+    })
+    .await?;
     match write_decision(&reply, output)? {
         Some(trouble) => bail!("{trouble}"),
         None => Ok(()),

@@ -4,21 +4,52 @@
 //! witness; the act is then sent once more with them. Passwords are read without echo from a
 //! terminal, or as lines of standard input from a pipe.
 
+use std::future::Future;
 use std::io::{BufRead, Write};
 
 use anyhow::{Context, bail};
 use service_client::{ClientError, ErrorCode, Signature, SignatureMeaning};
 
-/// The signatures an act the server refused for want of them takes, asked for at the
-/// terminal: `user`'s own, meaning `meaning`, and a witness's (meaning reviewed) when the
-/// server's `message` says one is taken. `None` when the refusal was not for signatures.
-pub fn signatures_for(
-    refused: &ClientError,
-    user: &str,
+/// Who signs at this terminal, when an act takes a signature.
+#[derive(Debug, Clone, Copy)]
+pub struct Signer<'a> {
+    /// The logged-in user.
+    pub user: &'a str,
+    /// Whether standard input is a terminal (passwords are then read without echo).
+    pub terminal: bool,
+}
+
+/// Sends an act by way of `send`, first with no signature; when the server refuses it for
+/// want of signatures, asks `signer` for them (their own meaning `meaning`, and a witness's
+/// when one is taken) and sends it once more with them.
+pub async fn sign_if_asked<T, Sent>(
+    signer: Signer<'_>,
     meaning: SignatureMeaning,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-    terminal: bool,
+    mut send: impl FnMut(Vec<Signature>) -> Sent,
+) -> anyhow::Result<T>
+where
+    Sent: Future<Output = Result<T, ClientError>>,
+{
+    match send(Vec::new()).await {
+        Ok(done) => Ok(done),
+        Err(refused) => match signatures_for(&refused, signer, meaning, input, output)? {
+            Some(signatures) => Ok(send(signatures).await?),
+            None => Err(refused.into()),
+        },
+    }
+}
+
+/// The signatures an act the server refused for want of them takes, asked for at the
+/// terminal: the signer's own, meaning `meaning`, and a witness's (meaning reviewed) when the
+/// server's `message` says one is taken. `None` when the refusal was not for signatures.
+fn signatures_for(
+    refused: &ClientError,
+    Signer { user, terminal }: Signer<'_>,
+    meaning: SignatureMeaning,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
 ) -> anyhow::Result<Option<Vec<Signature>>> {
     let ClientError::Server {
         code: ErrorCode::SignatureRequired,

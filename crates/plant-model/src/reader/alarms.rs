@@ -44,6 +44,7 @@ impl Reader<'_> {
         let consequence = self.alarm_text(&mut fields, "consequence");
         let response = self.alarm_text(&mut fields, "response");
         let time_to_respond = self.time_to_respond(&mut fields);
+        let signed = self.boolean(&mut fields, "signed").unwrap_or(false);
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         if let Some(condition) = condition {
             match condition {
@@ -104,6 +105,7 @@ impl Reader<'_> {
                 "consequence",
                 "response",
                 "time_to_respond",
+                "signed",
             ],
         );
         Some(AlarmSpec {
@@ -120,6 +122,7 @@ impl Reader<'_> {
             consequence: consequence?,
             response: response?,
             time_to_respond: time_to_respond?,
+            signed,
         })
     }
 

@@ -6,7 +6,7 @@
 
 use std::time::SystemTime;
 
-use super::signatures::{self, Needed};
+use super::signatures::{Needed, PendingSignatures};
 use super::{
     Act, ActError, ActWork, Actor, AuditBound, AuditRow, DecideProposal, Decided, WriteDone, acknowledge,
     record, write,
@@ -14,7 +14,6 @@ use super::{
 use crate::Runtime;
 use crate::proposals::{ProposalState, ProposedAction};
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
-use plant_model::Signing;
 use store::AuditAction;
 
 /// The longest comment on a decision, in characters (stated in `proto/tserver.proto`).
@@ -110,62 +109,47 @@ fn check(
     };
     let acts = approve && !matches!(approved, Approved::Write(Err(_)));
     let what = format!("approving {}", proposed.id);
-    // What is signed, and the row a refused signature leaves, when signatures are given.
-    let signing_given = (!signatures.is_empty()).then(|| {
-        let over = signatures::signed_over(&format!("approve {source}: {}", write::act_words(&entry)));
-        let refusal = write::refusal_rows(
-            &[AuditRow {
-                entry: entry.clone(),
-                acts,
-            }],
-            bound,
-        );
-        (over, refusal)
-    });
     let row = AuditRow { entry, acts };
-    let entries = bound.bound(vec![row]);
-    let signing = match &approved {
-        Approved::Write(Ok(write)) => write.signing,
-        _ => Signing::Unsigned,
+    // What is signed, and the row a refused signature leaves, when signatures are given.
+    let signing = (!signatures.is_empty())
+        .then(|| PendingSignatures::new(signatures, std::slice::from_ref(&row), bound));
+    let rows = bound.bound(vec![row]);
+    let signs = match &approved {
+        Approved::Write(Ok(write)) => Needed::of(write.signing),
+        Approved::Acknowledge(alarm) => Needed {
+            actor: runtime.objects().alarm_is_signed(alarm),
+            witness: false,
+        },
+        Approved::Write(Err(_)) => Needed::default(),
     };
     Ok(Box::pin(async move {
         // Dropping the claim on a refusal puts the proposal back, pending.
-        let entries = if approve && acts {
+        let rows = if approve && acts {
             // `SignedApprovals` is read now, so a change applies from the next decision.
             let settings = runtime
                 .store()
                 .runtime_settings()
                 .await
                 .map_err(|error| ActError::Invalid(format!("cannot read the settings: {error}")))?;
-            let needed = Needed::of(signing).and(Needed {
+            let needed = signs.and(Needed {
                 actor: settings.signed_approvals,
                 witness: false,
             });
-            needed.check_given(&what, &actor.acting_name(), &signatures)?;
-            match signing_given.filter(|_| needed.any()) {
-                None => entries,
-                Some((over, refusal)) => match signatures::verify(&runtime, &signatures, &over).await {
-                    Ok(signed) => write::signed_rows(entries, &signed),
-                    Err(refused) => {
-                        record(
-                            &runtime,
-                            write::refused_rows(refusal, &refused),
-                            "nothing was decided",
-                        )
-                        .await?;
-                        return Err(ActError::SignatureRefused(refused));
-                    }
-                },
+            let given = signing.as_ref().map_or(&[][..], PendingSignatures::given);
+            needed.check_given(&what, &actor.acting_name(), given)?;
+            match signing.filter(|_| needed.any()) {
+                None => rows,
+                Some(signing) => signing.sign(&runtime, rows, "nothing was decided").await?,
             }
-        } else if signatures.is_empty() {
-            entries
+        } else if signing.is_none() {
+            rows
         } else {
             return Err(ActError::Invalid(format!(
                 "{} takes no signature; send none",
                 if approve { "this approval" } else { "declining" }
             )));
         };
-        let audited = record(&runtime, entries, "nothing was decided").await?;
+        let audited = record(&runtime, rows, "nothing was decided").await?;
         let user = actor.acting_name();
         let (state, write) = if approve {
             let (outcome, write) = match approved {

@@ -152,6 +152,19 @@ impl WriteTags {
 pub struct AcknowledgeAlarm {
     /// The alarm's name.
     pub alarm: String,
+    /// The acknowledger's signature, for an alarm the plant file marks `signed` (none for
+    /// the others).
+    pub signatures: Vec<GivenSignature>,
+}
+
+impl AcknowledgeAlarm {
+    /// An acknowledgement that takes no signature.
+    pub fn unsigned(alarm: impl Into<String>) -> Self {
+        Self {
+            alarm: alarm.into(),
+            signatures: Vec::new(),
+        }
+    }
 }
 
 /// Approve or decline a pending proposal; gives the proposal as settled.
@@ -243,8 +256,9 @@ pub struct AuditRow {
 /// How the rows of refusals are bounded for the one who asks: a client connection keeps an
 /// allowance of them, so no client fills the disk with refusals. The rows that act are kept.
 pub trait AuditBound {
-    /// The rows to record, in order.
-    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditEntry>;
+    /// The rows to record, in order, each still saying whether it acts (a row the bound adds,
+    /// a count of what it left out, does not).
+    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditRow>;
 }
 
 /// Every row recorded, each cut to the audit's bounds (a script's few rows).
@@ -252,8 +266,13 @@ pub trait AuditBound {
 pub struct EveryRow;
 
 impl AuditBound for EveryRow {
-    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditEntry> {
-        rows.into_iter().map(|row| row.entry.cut_to_bounds()).collect()
+    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditRow> {
+        rows.into_iter()
+            .map(|AuditRow { entry, acts }| AuditRow {
+                entry: entry.cut_to_bounds(),
+                acts,
+            })
+            .collect()
     }
 }
 
@@ -280,13 +299,10 @@ impl Runtime {
     }
 }
 
-/// Records `entries`; the receipt that lets the act be carried out, or why not (`refused`
-/// says what did not happen).
-async fn record(
-    runtime: &Runtime,
-    entries: Vec<AuditEntry>,
-    refused: &'static str,
-) -> Result<Audited, ActError> {
+/// Records `rows`; the receipt that lets the act be carried out, or why not (`refused` says
+/// what did not happen).
+async fn record(runtime: &Runtime, rows: Vec<AuditRow>, refused: &'static str) -> Result<Audited, ActError> {
+    let entries = rows.into_iter().map(|row| row.entry).collect();
     match runtime.audit_log().record(entries).await {
         Ok(()) => Ok(Audited(())),
         Err(error) => {

@@ -2,7 +2,8 @@
 //! password entered again (a login, a cookie or a token is never one) with the meaning the
 //! signer states, bound to the act's audit row by the hash of what was signed. A tag marked
 //! `signed` takes the writer's signature, one marked `witness` a second, different operator's
-//! as well; with `SignedApprovals` on, approving a proposal takes the approver's.
+//! as well; an alarm marked `signed` takes its acknowledger's; with `SignedApprovals` on,
+//! approving a proposal takes the approver's.
 
 use std::time::SystemTime;
 
@@ -11,8 +12,9 @@ use plant_model::Signing;
 use sha2::{Digest, Sha256};
 use store::PasswordCheck;
 
-use super::ActError;
+use super::{ActError, AuditBound, AuditRow, record};
 use crate::Runtime;
+use store::AuditEntry;
 
 /// What a signature says its signer means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +121,95 @@ impl Needed {
     }
 }
 
+/// The signatures given with an act, checked for presence now and verified when the act runs:
+/// what they sign over, and the row a refused signature leaves in place of the act's.
+pub(super) struct PendingSignatures {
+    given: Vec<GivenSignature>,
+    over: String,
+    refusal: Vec<AuditRow>,
+}
+
+impl PendingSignatures {
+    /// The signatures `given` with the act whose audit rows are `rows` (a refusal's row bounded
+    /// now by `bound`, as every refusal is); they sign the rows that act, in their words.
+    pub(super) fn new(given: Vec<GivenSignature>, rows: &[AuditRow], bound: &dyn AuditBound) -> Self {
+        let words: Vec<String> = rows
+            .iter()
+            .filter(|row| row.acts)
+            .map(|row| act_words(&row.entry))
+            .collect();
+        Self {
+            given,
+            over: signed_over(&words.join("\n")),
+            refusal: refusal_rows(rows, bound),
+        }
+    }
+
+    /// The signatures as given.
+    pub(super) fn given(&self) -> &[GivenSignature] {
+        &self.given
+    }
+
+    /// Verifies the signatures: the act's `rows`, each that acts carrying them, or (one
+    /// refused) the refusal recorded in their place and why (`refused` says what did not
+    /// happen).
+    pub(super) async fn sign(
+        self,
+        runtime: &Runtime,
+        mut rows: Vec<AuditRow>,
+        refused: &'static str,
+    ) -> Result<Vec<AuditRow>, ActError> {
+        match verify(runtime, &self.given, &self.over).await {
+            Ok(signed) => {
+                for AuditRow { entry, acts } in &mut rows {
+                    if *acts {
+                        entry.signatures = Some(signed.clone());
+                    }
+                }
+                Ok(rows)
+            }
+            Err(why) => {
+                let mut refusal = self.refusal;
+                for AuditRow { entry, .. } in &mut refusal {
+                    if entry.outcome == SIGNATURE_REFUSED {
+                        entry.outcome = store::cut_for_audit(&format!("refused: {why}"));
+                    }
+                }
+                record(runtime, refusal, refused).await?;
+                Err(ActError::SignatureRefused(why))
+            }
+        }
+    }
+}
+
+/// An act as a signature covers it: what, on what, from which value to which.
+fn act_words(entry: &AuditEntry) -> String {
+    format!(
+        "{} {} {} -> {}",
+        entry.action.as_str(),
+        entry.target,
+        entry.old_value.as_deref().unwrap_or(""),
+        entry.new_value.as_deref().unwrap_or("")
+    )
+}
+
+/// The outcome a refused signature's row is given once the reason is known.
+const SIGNATURE_REFUSED: &str = "refused: a signature did not verify";
+
+/// The row an act whose signature is refused leaves instead of its own (one, whatever it
+/// wrote), bounded now as every refusal is; its outcome says why once the signatures are
+/// checked.
+fn refusal_rows(rows: &[AuditRow], bound: &dyn AuditBound) -> Vec<AuditRow> {
+    let Some(first) = rows.iter().find(|row| row.acts).or(rows.first()) else {
+        return Vec::new();
+    };
+    let entry = AuditEntry {
+        outcome: SIGNATURE_REFUSED.to_owned(),
+        ..first.entry.clone()
+    };
+    bound.bound(vec![AuditRow { entry, acts: false }])
+}
+
 /// Whether two user names are one user (logins match names case-insensitively).
 fn same_user(one: &str, other: &str) -> bool {
     one.to_lowercase() == other.to_lowercase()
@@ -126,18 +217,14 @@ fn same_user(one: &str, other: &str) -> bool {
 
 /// The hash of what is signed (`act`, the act's words in the audit), as the signature row
 /// shows it.
-pub(super) fn signed_over(act: &str) -> String {
+fn signed_over(act: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(act.as_bytes())))
 }
 
 /// Verifies each signature's password, and that a witness is another user who may operate:
 /// the signatures as the audit row keeps them (`signer (meaning, time), ... over HASH`), or
 /// why they are refused (never the password).
-pub(super) async fn verify(
-    runtime: &Runtime,
-    given: &[GivenSignature],
-    over: &str,
-) -> Result<String, String> {
+async fn verify(runtime: &Runtime, given: &[GivenSignature], over: &str) -> Result<String, String> {
     let mut signed = Vec::with_capacity(given.len());
     for signature in given {
         let check = runtime

@@ -4,14 +4,13 @@
 
 use std::time::SystemTime;
 
-use super::signatures::{self, Needed};
+use super::signatures::{Needed, PendingSignatures};
 use super::{Act, ActError, ActWork, Actor, AuditBound, AuditRow, Audited, WriteDone, WriteTags, record};
 use crate::Runtime;
 use crate::sources::FieldWriteError;
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
 use plant_model::Quality;
 use store::AuditAction;
-use store::AuditEntry;
 
 /// The most writes one act may carry (stated in `proto/tserver.proto` for WriteTags).
 pub const MAX_WRITES: usize = 1000;
@@ -98,37 +97,24 @@ fn check(
         Actor::Script { .. } => Needed::default(),
     };
     // An unsigned write (nearly every one) words and hashes nothing.
-    let mut over = String::new();
-    if needed.any() || !signatures.is_empty() {
+    let signing = if needed.any() || !signatures.is_empty() {
         let what = match accepted.as_slice() {
             [(_, one)] => format!("writing {}", one.tag),
             _ => "this write".to_owned(),
         };
         needed.check_given(&what, &actor.acting_name(), &signatures)?;
-        over = signatures::signed_over(
-            &rows
-                .iter()
-                .filter(|row| row.acts)
-                .map(|row| act_words(&row.entry))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        );
-    }
-    let refusal = needed.any().then(|| refusal_rows(&rows, bound));
-    let entries = bound.bound(rows);
+        Some(PendingSignatures::new(signatures, &rows, bound))
+    } else {
+        None
+    };
+    let rows = bound.bound(rows);
     let runtime = runtime.clone();
     Ok(Box::pin(async move {
-        let entries = match refusal {
-            None => entries,
-            Some(refusal) => match signatures::verify(&runtime, &signatures, &over).await {
-                Ok(signed) => signed_rows(entries, &signed),
-                Err(refused) => {
-                    record(&runtime, refused_rows(refusal, &refused), "nothing was written").await?;
-                    return Err(ActError::SignatureRefused(refused));
-                }
-            },
+        let rows = match signing {
+            None => rows,
+            Some(signing) => signing.sign(&runtime, rows, "nothing was written").await?,
         };
-        let audited = record(&runtime, entries, "nothing was written").await?;
+        let audited = record(&runtime, rows, "nothing was written").await?;
         actor.refusal("write tags")?;
         // Together: each write to the field waits for its acknowledgement, and one act's
         // writes wait at most one acknowledgement timeout, not one each.
@@ -163,52 +149,4 @@ pub(super) async fn carry_out(runtime: &Runtime, write: CheckedWrite, audited: &
             Err(error) => WriteDone::Refused(error.to_string()),
         },
     }
-}
-
-/// An act as a signature covers it: what, on what, from which value to which.
-pub(super) fn act_words(entry: &AuditEntry) -> String {
-    format!(
-        "{} {} {} -> {}",
-        entry.action.as_str(),
-        entry.target,
-        entry.old_value.as_deref().unwrap_or(""),
-        entry.new_value.as_deref().unwrap_or("")
-    )
-}
-
-/// The outcome a refused signature's row is given once the reason is known.
-const SIGNATURE_REFUSED: &str = "refused: a signature did not verify";
-
-/// The row an act whose signature is refused leaves instead of its own (one, whatever it
-/// wrote), bounded now as every refusal is; its outcome says why once the signatures are
-/// checked.
-pub(super) fn refusal_rows(rows: &[AuditRow], bound: &dyn AuditBound) -> Vec<AuditEntry> {
-    let Some(first) = rows.iter().find(|row| row.acts).or(rows.first()) else {
-        return Vec::new();
-    };
-    let entry = AuditEntry {
-        outcome: SIGNATURE_REFUSED.to_owned(),
-        ..first.entry.clone()
-    };
-    bound.bound(vec![AuditRow { entry, acts: false }])
-}
-
-/// The refusal rows with the reason a signature was refused.
-pub(super) fn refused_rows(mut rows: Vec<AuditEntry>, refused: &str) -> Vec<AuditEntry> {
-    for row in &mut rows {
-        if row.outcome == SIGNATURE_REFUSED {
-            row.outcome = store::cut_for_audit(&format!("refused: {refused}"));
-        }
-    }
-    rows
-}
-
-/// The rows of a signed act, each that acts carrying its signatures.
-pub(super) fn signed_rows(mut rows: Vec<AuditEntry>, signed: &str) -> Vec<AuditEntry> {
-    for row in &mut rows {
-        if row.outcome == "ok" || row.outcome.starts_with("approved ") {
-            row.signatures = Some(signed.to_owned());
-        }
-    }
-    rows
 }

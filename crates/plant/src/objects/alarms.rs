@@ -36,6 +36,9 @@ pub struct AlarmDefinition {
     pub message: String,
     /// What to know and do about it (changing it alone leaves a standing alarm standing).
     pub guidance: AlarmGuidance,
+    /// Whether acknowledging it takes the operator's electronic signature (changing it alone
+    /// leaves a standing alarm standing too).
+    pub signed: bool,
 }
 
 /// An alarm's rationalization, as ISA-18.2 keeps it: what usually causes it, what happens if
@@ -54,11 +57,12 @@ pub struct AlarmGuidance {
 }
 
 impl AlarmDefinition {
-    /// Whether `other` defines the same alarm, guidance aside: what decides whether a live
-    /// alarm's state carries over a reload.
-    pub fn same_apart_from_guidance(&self, other: &Self) -> bool {
+    /// Whether `other` defines the same alarm, its guidance and signing aside: what decides
+    /// whether a live alarm's state carries over a reload.
+    pub fn same_apart_from_handling(&self, other: &Self) -> bool {
         let unguided = |definition: &Self| Self {
             guidance: AlarmGuidance::default(),
+            signed: false,
             ..definition.clone()
         };
         unguided(self) == unguided(other)
@@ -309,11 +313,12 @@ mod tests {
             priority: 700,
             message: "test".into(),
             guidance: AlarmGuidance::default(),
+            signed: false,
         })
     }
 
     #[test]
-    fn only_guidance_may_differ_for_an_alarm_to_stay_the_same() {
+    fn only_guidance_and_signing_may_differ_for_an_alarm_to_stay_the_same() {
         let definition = alarm(Condition::Hi, 80.0, None).definition().clone();
         let reworded = AlarmDefinition {
             guidance: AlarmGuidance {
@@ -321,19 +326,20 @@ mod tests {
                 time_to_respond: Some(300),
                 ..AlarmGuidance::default()
             },
+            signed: true,
             ..definition.clone()
         };
-        assert!(definition.same_apart_from_guidance(&reworded));
+        assert!(definition.same_apart_from_handling(&reworded));
         let moved = AlarmDefinition {
             limit: 85.0,
             ..reworded.clone()
         };
-        assert!(!moved.same_apart_from_guidance(&reworded));
+        assert!(!moved.same_apart_from_handling(&reworded));
         let renamed = AlarmDefinition {
             message: "other".into(),
             ..definition.clone()
         };
-        assert!(!renamed.same_apart_from_guidance(&definition));
+        assert!(!renamed.same_apart_from_handling(&definition));
     }
 
     #[test]

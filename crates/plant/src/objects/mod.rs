@@ -256,6 +256,7 @@ impl ObjectModel {
                     response: alarm.response.clone(),
                     time_to_respond: alarm.time_to_respond,
                 },
+                signed: alarm.signed,
             };
             model
                 .add_alarm(definition)
@@ -284,7 +285,7 @@ impl ObjectModel {
         }
         for (name, alarm) in &self.alarms_by_name {
             if let Some(old) = previous.alarms_by_name.get(name)
-                && old.definition().same_apart_from_guidance(alarm.definition())
+                && old.definition().same_apart_from_handling(alarm.definition())
             {
                 alarm.adopt_status(old);
             }
@@ -445,6 +446,13 @@ impl ObjectModel {
     /// Every alarm, in definition order.
     pub fn alarms(&self) -> &[Arc<Alarm>] {
         &self.alarms
+    }
+
+    /// Whether acknowledging the alarm named `name` takes a signature (false for no such alarm).
+    pub fn alarm_is_signed(&self, name: &str) -> bool {
+        self.alarms_by_name
+            .get(name)
+            .is_some_and(|alarm| alarm.definition().signed)
     }
 
     /// The alarms on a tag (by dotted name).

@@ -98,6 +98,7 @@ const TABLES: &[Table] = &[
             ("Consequence", "Consequence", Text),
             ("Response", "Response", Text),
             ("TimeToRespond", "TimeToRespond", Int),
+            ("Signed", "Signed", Int),
         ],
         identity: false,
     },

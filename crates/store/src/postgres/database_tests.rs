@@ -91,6 +91,10 @@ async fn a_version_3_database_keeps_its_alarms_and_gains_their_response_when_it_
         ("", None),
         "no response until an import gives one"
     );
+    assert!(
+        !alarm.signed,
+        "acknowledged without a signature until an import says otherwise"
+    );
 }
 
 #[tokio::test]

@@ -71,6 +71,7 @@ impl PgStore {
                 time_to_respond: self
                     .get::<Option<i32>>(&row, 12)?
                     .and_then(|seconds| u32::try_from(seconds).ok()),
+                signed: self.get::<i32>(&row, 13)? != 0,
             });
         }
         for row in self.fetch(connection, SELECT_FOLDERS).await? {
@@ -300,10 +301,10 @@ impl PgStore {
             &mut transaction,
             sqlx::query(
                 "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                     Cause, Consequence, Response, TimeToRespond)
+                     Cause, Consequence, Response, TimeToRespond, Signed)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[],
                                       $6::integer[], $7::float8[], $8::integer[], $9::text[],
-                                      $10::text[], $11::text[], $12::text[], $13::integer[])",
+                                      $10::text[], $11::text[], $12::text[], $13::integer[], $14::integer[])",
             )
             .bind(alarms.iter().map(|alarm| alarm.name.as_str()).collect::<Vec<_>>())
             .bind(alarms.iter().map(|alarm| alarm.tag.as_str()).collect::<Vec<_>>())
@@ -327,7 +328,8 @@ impl PgStore {
                     .iter()
                     .map(|alarm| alarm.time_to_respond.and_then(|seconds| i32::try_from(seconds).ok()))
                     .collect::<Vec<_>>(),
-            ),
+            )
+            .bind(alarms.iter().map(|alarm| i32::from(alarm.signed)).collect::<Vec<_>>()),
         )
         .await?;
         self.run(

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use tserver_proto::v1::{AcknowledgeAlarmReply, AcknowledgeAlarmRequest, server_frame};
 
-use super::audit::act_error;
+use super::audit::{act_error, signatures};
 use super::context::ConnectionContext;
 use super::to_proto::CallError;
 use plant::Runtime;
@@ -17,7 +17,10 @@ pub(crate) fn apply(
     context: &ConnectionContext,
     runtime: &Runtime,
 ) -> Result<impl Future<Output = server_frame::Body> + Send + 'static, CallError> {
-    let act = AcknowledgeAlarm { alarm: request.alarm };
+    let act = AcknowledgeAlarm {
+        alarm: request.alarm,
+        signatures: signatures(request.signatures)?,
+    };
     let work = runtime.act(context.actor()?, act, context).map_err(act_error)?;
     Ok(async move {
         match work.await {

@@ -72,45 +72,44 @@ pub(crate) fn act_error(refusal: ActError) -> CallError {
 /// bounded: text cut, [`REFUSED_ROWS_PER_CALL`] rows then one with the count, and the
 /// connection's allowance of refusal rows a minute (past it they are counted, and a row says so).
 impl AuditBound for ConnectionContext {
-    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditEntry> {
+    fn bound(&self, rows: Vec<AuditRow>) -> Vec<AuditRow> {
         let Some(first) = rows.first().map(|row| row.entry.clone()) else {
             return Vec::new();
         };
-        let note = |target: String, outcome: String| AuditEntry {
-            target,
-            old_value: None,
-            new_value: None,
-            outcome,
-            ..first.clone()
+        let note = |target: String, outcome: String| AuditRow {
+            entry: AuditEntry {
+                target,
+                old_value: None,
+                new_value: None,
+                outcome,
+                ..first.clone()
+            },
+            acts: false,
         };
-        // In the call's order, each marked refused or not.
+        // In the call's order; a row that does not act is a refusal.
         let mut kept = Vec::with_capacity(rows.len().min(REFUSED_ROWS_PER_CALL + 2));
         let mut listed = 0;
         let mut refused: u64 = 0;
         for AuditRow { entry, acts } in rows {
             let entry = entry.cut_to_bounds();
-            if acts {
-                kept.push((entry, false));
-                continue;
-            }
-            refused += 1;
-            if listed < REFUSED_ROWS_PER_CALL {
+            if !acts {
+                refused += 1;
+                if listed >= REFUSED_ROWS_PER_CALL {
+                    continue;
+                }
                 listed += 1;
-                kept.push((entry, true));
             }
+            kept.push(AuditRow { entry, acts });
         }
         if refused == 0 {
-            return kept.into_iter().map(|(entry, _)| entry).collect();
+            return kept;
         }
         let unlisted = refused - listed as u64;
         if unlisted > 0 {
             listed += 1;
-            kept.push((
-                note(
-                    format!("{unlisted} more"),
-                    format!("refused: {unlisted} more requests of this call, not listed one by one"),
-                ),
-                true,
+            kept.push(note(
+                format!("{unlisted} more"),
+                format!("refused: {unlisted} more requests of this call, not listed one by one"),
             ));
         }
         let user = self.login.as_ref().map_or("", |login| &login.name);
@@ -121,13 +120,10 @@ impl AuditBound for ConnectionContext {
             (listed, refused),
             std::time::Instant::now(),
         );
-        let mut entries: Vec<AuditEntry> = match allowed {
-            Allowed::Count => kept
-                .into_iter()
-                .filter_map(|(entry, refused)| (!refused).then_some(entry))
-                .collect(),
-            _ => kept.into_iter().map(|(entry, _)| entry).collect(),
-        };
+        let mut entries = kept;
+        if matches!(allowed, Allowed::Count) {
+            entries.retain(|row| row.acts);
+        }
         match allowed {
             Allowed::Record { counted } if counted > 0 => entries.push(note(
                 format!("{counted} refused"),

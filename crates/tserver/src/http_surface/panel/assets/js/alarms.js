@@ -1,5 +1,6 @@
 // Alarms: the always-visible banner (unacknowledged first, then priority, then newest), the
-// alarm list with Acknowledge, and the alarm history.
+// alarm list with Acknowledge (signed in a dialog for an alarm whose acknowledgement takes the
+// operator's electronic signature), and the alarm history.
 
 import { byId, el, fill, say } from './dom.js';
 import { formatNumber, showTime, showValue } from './format.js';
@@ -67,6 +68,32 @@ export class Alarms {
     this.detailsOffered = true;
     byId('alarm-count').addEventListener('click', () => this.showView('alarms'));
     byId('history-refresh').addEventListener('click', () => this.loadHistory());
+    this.signDialog = byId('alarm-dialog');
+    byId('alarm-dialog-cancel').addEventListener('click', () => this.signDialog.close());
+    byId('alarm-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.acknowledge(this.signing, [{
+        user: byId('who-name').textContent,
+        password: byId('alarm-sign-password').value,
+        meaning: 'SIGNATURE_MEANING_PERFORMED',
+      }]);
+    });
+    // The password never outlives the dialog.
+    this.signDialog.addEventListener('close', () => {
+      byId('alarm-sign-password').value = '';
+      this.signing = null;
+    });
+  }
+
+  /** Asks for the operator's signature on acknowledging `name`; `refused` says why the last one was not taken. */
+  openSign(name, refused = '') {
+    this.signing = name;
+    fill(byId('alarm-dialog-title'), 'Acknowledge ', this.alarms.get(name)?.message || name);
+    say(byId('alarm-signature-why'), `Acknowledging ${name} takes your electronic signature: enter your password again. It means you have seen the alarm and act on it.`);
+    byId('alarm-sign-password').value = '';
+    say(byId('alarm-dialog-error'), refused);
+    if (!this.signDialog.open) this.signDialog.showModal();
+    byId('alarm-sign-password').focus();
   }
 
   /** AlarmState entries from a subscription (reply or update). */
@@ -170,15 +197,25 @@ export class Alarms {
     byId('alarm-table').hidden = rows.length === 0;
   }
 
-  async acknowledge(name) {
+  async acknowledge(name, signatures = []) {
     const error = byId('alarm-error');
     say(error, '');
     try {
-      const reply = await this.connection.call({ acknowledgeAlarm: { alarm: name } });
+      const reply = await this.connection.call({ acknowledgeAlarm: { alarm: name, signatures } });
+      if (this.signDialog.open) this.signDialog.close();
       if (!reply.acknowledged) say(error, `${name}: nothing to acknowledge (already acknowledged or normal).`);
       this.refresh();
       this.loadHistory();
     } catch (failure) {
+      if (failure.code === 'ERROR_CODE_SIGNATURE_REQUIRED') {
+        this.openSign(name);
+        return;
+      }
+      if (failure.code === 'ERROR_CODE_SIGNATURE_REFUSED') {
+        this.openSign(name, `Not acknowledged: ${failure.message.replace(/^nothing was done: /, '')}. Enter your password again.`);
+        return;
+      }
+      if (this.signDialog.open) this.signDialog.close();
       say(error, `Not acknowledged: ${failure.message}`);
     }
   }

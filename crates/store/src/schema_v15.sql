@@ -1,0 +1,5 @@
+-- Schema version 15: an alarm whose acknowledgement (and an approval of a proposal to
+-- acknowledge it) takes the operator's electronic signature.
+ALTER TABLE AlarmDefinitions ADD COLUMN Signed INTEGER NOT NULL DEFAULT 0 CHECK (Signed IN (0, 1));
+
+PRAGMA user_version = 15;
