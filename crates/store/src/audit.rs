@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use rusqlite::{OptionalExtension, params};
+use std::sync::PoisonError;
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::audit_chain::{self, ChainBreak, ChainHash, ChainVerified, ChainWalk, ChainedRow, Checkpoint};
@@ -93,42 +95,40 @@ impl SolutionDb {
     /// Records several callers' entries in one transaction (one commit, one sync to disk),
     /// each row linked to the one before it.
     pub(crate) fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
-        let mut connection = self.writer()?;
-        let transaction = connection.transaction()?;
-        {
-            let head = chain_head(&transaction)?;
-            let entries = || batches.iter().flat_map(|batch| batch.iter());
-            let mut insert = transaction.prepare_cached(
-                "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )?;
-            for (entry, (previous, hash)) in entries().zip(audit_chain::link(head, entries())) {
-                insert.execute(params![
-                    millis(entry.time),
-                    entry.user,
-                    entry.connection,
-                    entry.peer,
-                    entry.action.as_str(),
-                    entry.target,
-                    entry.old_value,
-                    entry.new_value,
-                    entry.outcome,
-                    entry.signatures,
-                    previous.as_slice(),
-                    hash.as_slice(),
-                ])?;
-            }
-        }
-        transaction.commit()?;
-        Ok(())
+        self.on_audit_writer(|connection| record_linked(connection, batches))
+    }
+
+    /// Runs `write` on the audit's one writer connection, opened on first use and kept (its
+    /// statements stay prepared); refused once the file was lost.
+    fn on_audit_writer<T>(
+        &self,
+        write: impl FnOnce(&mut rusqlite::Connection) -> Result<T, SolutionError>,
+    ) -> Result<T, SolutionError> {
+        let mut kept = self.audit_writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // The kept connection would go on writing into a file that is gone.
+        self.refuse_if_lost()?;
+        let connection = match kept.as_mut() {
+            Some(connection) => connection,
+            None => kept.insert(self.writer()?),
+        };
+        write(connection)
     }
 
     /// Removes the oldest entries, up to the first recorded at or after `before` (a prefix of
     /// the chain, so what is kept still links up), and leaves a signed checkpoint the first row
     /// kept links to; how many were removed.
     pub(crate) fn prune_audit(&self, before: SystemTime) -> Result<usize, SolutionError> {
-        let mut connection = self.writer()?;
-        let transaction = connection.transaction()?;
+        self.on_audit_writer(|connection| self.prune_linked(connection, before))
+    }
+
+    /// [`Self::prune_audit`] on `connection`, the write lock taken first (as
+    /// [`record_linked`] takes it).
+    fn prune_linked(
+        &self,
+        connection: &mut rusqlite::Connection,
+        before: SystemTime,
+    ) -> Result<usize, SolutionError> {
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let last_pruned: Option<(i64, Option<Vec<u8>>)> = transaction
             .query_row(
                 "SELECT Id, Hash FROM Audit
@@ -222,16 +222,50 @@ impl SolutionDb {
 /// Rows read at a time by [`SolutionDb::verify_audit`].
 const VERIFY_PAGE: i64 = 10_000;
 
+/// Records `batches` in one transaction, each row linked to the one before it. The write lock
+/// is taken first (`BEGIN IMMEDIATE`): the chain's head is read in the transaction that writes
+/// after it, and a read-then-write transaction fails at once, without waiting, when another
+/// connection (the history's writer) committed in between.
+fn record_linked(
+    connection: &mut rusqlite::Connection,
+    batches: &[&[AuditEntry]],
+) -> Result<(), SolutionError> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    {
+        let head = chain_head(&transaction)?;
+        let entries = || batches.iter().flat_map(|batch| batch.iter());
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )?;
+        for (entry, (previous, hash)) in entries().zip(audit_chain::link(head, entries())) {
+            insert.execute(params![
+                millis(entry.time),
+                entry.user,
+                entry.connection,
+                entry.peer,
+                entry.action.as_str(),
+                entry.target,
+                entry.old_value,
+                entry.new_value,
+                entry.outcome,
+                entry.signatures,
+                previous.as_slice(),
+                hash.as_slice(),
+            ])?;
+        }
+    }
+    transaction.commit()?;
+    Ok(())
+}
+
 /// The hash the next row links to: the newest chained row's (a row put in after it without a
 /// hash is passed over, so verification names it), else the latest checkpoint's, else the
 /// chain's start.
 fn chain_head(connection: &rusqlite::Connection) -> rusqlite::Result<ChainHash> {
     let newest: Option<Vec<u8>> = connection
-        .query_row(
-            "SELECT Hash FROM Audit WHERE Hash IS NOT NULL ORDER BY Id DESC LIMIT 1",
-            [],
-            |row| row.get(0),
-        )
+        .prepare_cached("SELECT Hash FROM Audit WHERE Hash IS NOT NULL ORDER BY Id DESC LIMIT 1")?
+        .query_row([], |row| row.get(0))
         .optional()?;
     let stored = match newest {
         Some(hash) => Some(hash),
@@ -371,6 +405,57 @@ impl AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(target: String) -> AuditEntry {
+        AuditEntry {
+            time: SystemTime::now(),
+            user: "ops".to_owned(),
+            connection: "test".to_owned(),
+            peer: "local".to_owned(),
+            action: AuditAction::Write,
+            target,
+            old_value: None,
+            new_value: Some("1".to_owned()),
+            outcome: "ok".to_owned(),
+            signatures: None,
+        }
+    }
+
+    #[test]
+    fn the_audit_waits_for_another_writer_of_the_file_instead_of_failing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("audit.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let other = super::super::open_connection(&path).expect("a second connection");
+        other
+            .execute_batch("CREATE TABLE Busy (Value INTEGER)")
+            .expect("a table of its own");
+        // Another connection commits as fast as it can meanwhile, as the history's writer does.
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy = {
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let mut commits = 0_u64;
+                while !done.load(Ordering::Relaxed) && commits < 100_000 {
+                    other
+                        .execute("INSERT INTO Busy (Value) VALUES (?1)", params![commits])
+                        .expect("commits");
+                    commits += 1;
+                }
+                commits
+            })
+        };
+        for index in 0..300 {
+            let batch = [entry(format!("T{index}"))];
+            db.record_audit_batches(&[&batch])
+                .unwrap_or_else(|error| panic!("audit {index} failed: {error}"));
+        }
+        done.store(true, Ordering::Relaxed);
+        assert!(busy.join().expect("the other writer") > 0, "it wrote meanwhile");
+        let verified = db.verify_audit().expect("reads").expect("the chain holds");
+        assert_eq!(verified.rows, 300);
+    }
 
     #[test]
     fn text_is_cut_at_a_character_and_says_how_much() {

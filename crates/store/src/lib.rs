@@ -346,6 +346,9 @@ pub(crate) struct SolutionDb {
     /// The history's one writer connection, opened on its first append and kept; also
     /// serializes appends.
     history_writer: Mutex<Option<history::sqlite::HistoryWriter>>,
+    /// The audit's one writer connection, opened on its first commit and kept; also
+    /// serializes the audit's commits and prunes.
+    audit_writer: Mutex<Option<Connection>>,
 }
 
 impl SolutionDb {
@@ -408,6 +411,7 @@ impl SolutionDb {
             settings: Mutex::new(None),
             settings_reads: AtomicU64::new(0),
             history_writer: Mutex::new(None),
+            audit_writer: Mutex::new(None),
         })
     }
 

@@ -83,10 +83,12 @@ pub(crate) enum Only {
     Hostile,
     /// The historian's ingestion and queries.
     History,
+    /// The write round trip, unsigned beside the write baseline, and signed.
+    Writes,
 }
 
 /// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 9] = [
+const ONLY_NAMES: [(&str, Only); 10] = [
     ("websocket", Only::Websocket),
     ("modbus", Only::Modbus),
     ("opcua", Only::OpcUa),
@@ -95,6 +97,7 @@ const ONLY_NAMES: [(&str, Only); 9] = [
     ("hostile", Only::Hostile),
     ("history", Only::History),
     ("proposals", Only::Proposals),
+    ("writes", Only::Writes),
     ("first-build", Only::FirstBuild),
 ];
 
@@ -337,6 +340,9 @@ fn run_scenarios(
             bench.settings("ModelEnabled", "true")?;
             return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
         }
+        Some(Only::Writes) => {
+            return writes::run(bench, root, plan.writes, options.smoke, results, verdicts);
+        }
         Some(Only::Proposals) => {
             bench.settings("ModelEnabled", "true")?;
             let turns = plan.tool_turns / 4;
@@ -365,7 +371,7 @@ fn run_scenarios(
         )?;
         results.record(format!("tserver chat vs {url}"), &given);
     }
-    writes::run(bench, plan.writes, results)?;
+    writes::run(bench, root, plan.writes, options.smoke, results, verdicts)?;
     plant_bench::judge_fan_out(bench, (plan.panels, plan.bench_tags), results, verdicts)?;
     browser_scenarios(bench, servers, plan, results, verdicts)?;
     mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts)?;

@@ -19,20 +19,12 @@ pub(crate) const SIGNED_TAG: &str = "BenchSigned.Setpoint";
 /// The folder and name prefix of the bench's own tags.
 pub(crate) const BENCH_FOLDER: &str = "Bench";
 
-/// The demo plant plus `count` writable number tags `Bench.T0000`.. at `Bench/T0000`.., as a
-/// plant file next to the solution (with the demo's documents beside it, where its
-/// `[[documents]]` say they are), imported into it.
+/// The demo plant plus `count` writable number tags `Bench.T0000`.. at `Bench/T0000`.., the
+/// proposable and the signed tag, as a plant file next to the solution (with the demo's
+/// documents beside it, where its `[[documents]]` say they are), imported into it.
 pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) -> anyhow::Result<()> {
     let plants = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plants");
-    let demo = plants.join("demo.toml");
-    copy_procedures(&plants.join("procedures"), &solution.with_file_name("procedures"))?;
-    let mut text =
-        std::fs::read_to_string(&demo).with_context(|| format!("cannot read {}", demo.display()))?;
-    for index in 0..count {
-        text.push_str(&format!(
-            "\n[[tags]]\nname = \"{BENCH_FOLDER}.T{index:04}\"\npath = \"{BENCH_FOLDER}/T{index:04}\"\ntype = \"number\"\nwritable = true\n"
-        ));
-    }
+    let mut text = demo_with_bench_tags(&plants, solution, count)?;
     // The tag `scripted-llm --mode propose` proposes a write of, outside the bench folder the
     // fan-out scenarios watch whole.
     text.push_str(
@@ -42,6 +34,26 @@ pub(crate) fn import_bench_plant(tserver: &Path, solution: &Path, count: usize) 
     text.push_str(&format!(
         "\n[[tags]]\nname = \"{SIGNED_TAG}\"\npath = \"BenchSigned/Setpoint\"\ntype = \"number\"\nwritable = true\nsigned = true\n"
     ));
+    import(tserver, solution, &text)
+}
+
+/// The demo plant of `plants` (a tree's `examples/plants`) plus `count` writable number tags
+/// `Bench.T0000`..; its procedures copied next to `solution`.
+pub(crate) fn demo_with_bench_tags(plants: &Path, solution: &Path, count: usize) -> anyhow::Result<String> {
+    let demo = plants.join("demo.toml");
+    copy_procedures(&plants.join("procedures"), &solution.with_file_name("procedures"))?;
+    let mut text =
+        std::fs::read_to_string(&demo).with_context(|| format!("cannot read {}", demo.display()))?;
+    for index in 0..count {
+        text.push_str(&format!(
+            "\n[[tags]]\nname = \"{BENCH_FOLDER}.T{index:04}\"\npath = \"{BENCH_FOLDER}/T{index:04}\"\ntype = \"number\"\nwritable = true\n"
+        ));
+    }
+    Ok(text)
+}
+
+/// Imports the plant `text` into `solution` with `tserver`, from a file next to it.
+pub(crate) fn import(tserver: &Path, solution: &Path, text: &str) -> anyhow::Result<()> {
     let file = solution.with_file_name("bench-plant.toml");
     std::fs::write(&file, text)?;
     let solution = solution.to_str().context("a UTF-8 solution path")?;

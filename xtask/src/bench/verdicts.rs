@@ -133,6 +133,10 @@ pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB
 /// over a plain 1-tool turn (question to reply), p99 at 1 in flight.
 pub(crate) const PROPOSAL_ROUND_TRIP: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);
 
+/// An unsigned write's p50 at 1 in flight over the write baseline's (the build before the
+/// acting path, signatures and the audit's hash chain), beside it.
+pub(crate) const WRITE_LATENCY: Target = Target::at_most("<= 1.1x the write baseline (7a74e614)", 1.1);
+
 /// Milliseconds from navigating to the logged-in panel to its first live value drawn, median.
 pub(crate) const PANEL_FIRST_VALUE: Target = Target::at_most("<= 300 ms", 300.0);
 /// KiB the panel's page and its files decode to, as the browser loaded them.

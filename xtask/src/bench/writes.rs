@@ -1,19 +1,36 @@
-//! The write round trip (one tag, audited) at 1 and 16 in flight, beside ping, and a signed
-//! write's beside an unsigned one's: what a signature adds (one argon2 verification).
+//! The write round trip (one tag, audited) at 1 and 16 in flight, beside ping; the unsigned
+//! write at 1 in flight judged beside the write baseline (the build before the acting path,
+//! signatures and the audit's hash chain); and a signed write's beside an unsigned one's: what
+//! a signature adds (one argon2 verification).
 
 use serde_json::json;
 
 use std::io::Write as _;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use super::harness::{Bench, tclient_bench_as};
+use super::baseline::Baseline;
+use super::harness::{Bench, tclient_bench, tclient_bench_as};
 use super::plant_bench::{BENCH_FOLDER, SIGNED_TAG};
-use super::report::{Results, error_count, latency, rps};
+use super::report::{Results, error_count, latency, median, rps};
+use super::verdicts::{self, Verdicts};
 
-/// Runs `writes` writes at each count of writes in flight; reported, not judged.
-pub(crate) fn run(bench: &Bench, writes: u64, results: &mut Results) -> anyhow::Result<()> {
+/// Alternated rounds of unsigned writes at 1 in flight, the write baseline's and tserver's.
+const BASELINE_ROUNDS: usize = 5;
+
+/// Runs `writes` writes at each count of writes in flight (reported), the unsigned write beside
+/// the write baseline built from `repository` (judged; not built in a `smoke` run), and the
+/// signed write (reported).
+pub(crate) fn run(
+    bench: &Bench,
+    repository: &Path,
+    writes: u64,
+    smoke: bool,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
     let mut by_in_flight = serde_json::Map::new();
     for connections in [1, 16] {
         let (connections_text, count) = (connections.to_string(), writes.to_string());
@@ -51,7 +68,78 @@ pub(crate) fn run(bench: &Bench, writes: u64, results: &mut Results) -> anyhow::
         "write round trip by writes in flight, beside ping",
         by_in_flight.into(),
     );
+    beside_baseline(bench, repository, writes, smoke, results, verdicts)?;
     signed(bench, writes, results)
+}
+
+/// The unsigned write's p50 at 1 in flight over the write baseline's, the median of rounds in
+/// which each is measured right after the other (this VM's speed drifts within minutes).
+fn beside_baseline(
+    bench: &Bench,
+    repository: &Path,
+    writes: u64,
+    smoke: bool,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let what = "unsigned write p50 at 1 in flight over the write baseline's".to_owned();
+    if smoke {
+        verdicts.unjudged(
+            what,
+            "not built in a smoke run".to_owned(),
+            verdicts::WRITE_LATENCY,
+        );
+        return Ok(());
+    }
+    let baseline = Baseline::start_writes(repository, &bench.out_dir.join("baseline-writes"))?;
+    let tag = format!("{BENCH_FOLDER}.T0000");
+    let count = writes.to_string();
+    let args = ["write", "-c", "1", "-n", &count, "--warmup", "0s", "--tags", &tag];
+    // Warmed alike: the first writes find each solution file's pages cold.
+    tclient_bench(&bench.bin, baseline.addr(), &args)?;
+    let mut rounds = Vec::with_capacity(BASELINE_ROUNDS);
+    let mut errors = 0;
+    for round in 0..BASELINE_ROUNDS {
+        // Each goes first in every other round, so neither always follows the other's writes.
+        let mut order = [baseline.addr(), bench.tserver_addr.as_str()];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        let [first, second] = order.map(|addr| tclient_bench(&bench.bin, addr, &args));
+        let (first, second) = (first?, second?);
+        let (baseline_report, tserver_report) = if round % 2 == 1 {
+            (second, first)
+        } else {
+            (first, second)
+        };
+        errors += error_count(&baseline_report) + error_count(&tserver_report);
+        rounds.push(json!({"tserverP50Us": latency(&tserver_report, "p50"), "tserverP99Us": latency(&tserver_report, "p99"),
+                           "baselineP50Us": latency(&baseline_report, "p50"), "baselineP99Us": latency(&baseline_report, "p99")}));
+    }
+    let ratio = median(rounds.iter().map(|round| {
+        round["tserverP50Us"].as_f64().unwrap_or(f64::NAN)
+            / round["baselineP50Us"].as_f64().unwrap_or(f64::NAN)
+    }));
+    let middle = |key: &str| median(rounds.iter().map(|round| round[key].as_f64().unwrap_or(f64::NAN)));
+    let (tserver_p50, baseline_p50) = (middle("tserverP50Us"), middle("baselineP50Us"));
+    eprintln!(
+        "{:<28} p50 {tserver_p50:>8.1} us beside the write baseline's {baseline_p50:.1} us: {ratio:.3}x (median of {BASELINE_ROUNDS} rounds)  errors {errors}",
+        "tserver unsigned write c=1"
+    );
+    results.insert(
+        "unsigned write beside the write baseline (commit 7a74e614), rounds at 1 in flight",
+        json!({"rounds": rounds, "ratioP50": ratio, "errors": errors}),
+    );
+    verdicts.judge(
+        what,
+        format!(
+            "{ratio:.3}x ({tserver_p50:.0} us / {baseline_p50:.0} us, median of {BASELINE_ROUNDS} rounds)"
+        ),
+        verdicts::WRITE_LATENCY,
+        ratio,
+        errors == 0,
+    );
+    Ok(())
 }
 
 /// The user the signed writes log in and sign as, and their password.
