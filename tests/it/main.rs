@@ -3,6 +3,7 @@
 
 mod acting_path;
 mod admin;
+mod alarm_handling;
 mod architecture;
 mod atomic;
 mod audit_chain;

@@ -114,16 +114,55 @@ pub enum AlarmEventKind {
     Acknowledged,
     /// The condition cleared.
     Cleared,
+    /// An operator shelved it.
+    Shelved,
+    /// An operator unshelved it.
+    Unshelved,
+    /// Its shelving ran out.
+    ShelvingExpired,
+    /// An admin took it out of service.
+    OutOfService,
+    /// An admin put it back in service.
+    InService,
 }
 
 impl AlarmEventKind {
-    /// The stored name (`Active`, `Acknowledged`, `Cleared`).
+    /// Every kind, in the order of the alarm's life.
+    pub const ALL: [Self; 8] = [
+        Self::Active,
+        Self::Acknowledged,
+        Self::Cleared,
+        Self::Shelved,
+        Self::Unshelved,
+        Self::ShelvingExpired,
+        Self::OutOfService,
+        Self::InService,
+    ];
+
+    /// The stored name (`Active`, `Acknowledged`, `Cleared`, `Shelved`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Active => "Active",
             Self::Acknowledged => "Acknowledged",
             Self::Cleared => "Cleared",
+            Self::Shelved => "Shelved",
+            Self::Unshelved => "Unshelved",
+            Self::ShelvingExpired => "ShelvingExpired",
+            Self::OutOfService => "OutOfService",
+            Self::InService => "InService",
         }
+    }
+
+    /// The kind of a stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
+    /// Whether it comes of a person's act on the alarm (an acknowledgement, a shelving and its
+    /// running out, a change of service), not of the plant's values: each node records its
+    /// own, the leading node the rest.
+    pub fn is_act(self) -> bool {
+        !matches!(self, Self::Active | Self::Cleared)
     }
 }
 
@@ -146,6 +185,11 @@ pub struct AlarmEvent {
     pub priority: u32,
     /// The alarm's message.
     pub message: String,
-    /// Who acknowledged it.
+    /// Who acknowledged, shelved, unshelved or changed its service (for a shelving that ran
+    /// out, who had shelved it).
     pub user: Option<String>,
+    /// Why it was shelved or taken out of service.
+    pub reason: Option<String>,
+    /// Until when it is shelved (a shelving).
+    pub until: Option<SystemTime>,
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -60,6 +60,8 @@ pub struct Runtime {
     acknowledgements_seen: Arc<AtomicI64>,
     /// The actions proposed for operators to decide.
     proposals: Arc<ProposalBoard>,
+    /// `ShelvingMaxHours` in seconds, followed live.
+    shelving_max_secs: Arc<AtomicU64>,
 }
 
 impl Runtime {
@@ -86,12 +88,14 @@ impl Runtime {
             documents,
             equipment,
             alarm_record,
+            alarm_handling,
         } = at_start;
         let definitions = &definitions;
         let objects = ObjectModel::from_definitions(definitions)?;
-        // Alarms take up where the last server left them (tripped, acknowledged), then the
-        // plant judges each against its tag's value now.
+        // Alarms take up where the last server left them (tripped, acknowledged, shelved, out
+        // of service), then the plant judges each against its tag's value now.
         objects.restore_alarm_states(&alarm_record);
+        objects.restore_alarm_handling(&alarm_handling);
         let objects = Arc::new(objects);
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         historian.set_max_bytes(settings.history_max_bytes);
@@ -113,6 +117,7 @@ impl Runtime {
                 source,
             }
         })?;
+        let shelving_max_secs = settings.shelving_max.as_secs();
         Ok(Self {
             store,
             settings,
@@ -125,6 +130,7 @@ impl Runtime {
             sources: crate::sources::Sources::default(),
             leadership: Arc::default(),
             acknowledgements_seen: Arc::new(AtomicI64::new(-1)),
+            shelving_max_secs: Arc::new(AtomicU64::new(shelving_max_secs)),
             proposals,
         })
     }
@@ -201,6 +207,11 @@ impl Runtime {
     /// The audit trail of writes and acknowledgements.
     pub fn audit_log(&self) -> &AuditLog {
         &self.audit
+    }
+
+    /// The longest an alarm may be shelved for now (`ShelvingMaxHours`, followed live).
+    pub fn shelving_max(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.shelving_max_secs.load(Ordering::Relaxed))
     }
 
     /// The runtime settings read when the solution was opened.
@@ -314,6 +325,7 @@ impl Runtime {
             }
             self.reload_plant_if_imported().await;
             self.expire_proposals(SystemTime::now());
+            self.expire_shelvings(SystemTime::now()).await;
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
             self.take_acknowledgements_made_elsewhere().await;
@@ -322,6 +334,8 @@ impl Runtime {
                     self.plant.historian().set_retention(settings.history_retention);
                     self.plant.historian().set_max_bytes(settings.history_max_bytes);
                     self.audit.set_retention(settings.audit_retention);
+                    self.shelving_max_secs
+                        .store(settings.shelving_max.as_secs(), Ordering::Relaxed);
                     if simulator.is_none() && settings.simulator_enabled != simulate {
                         simulate = settings.simulator_enabled;
                         tracing::info!(simulator = simulate, "SimulatorEnabled changed");

@@ -43,16 +43,19 @@ pub enum RuntimeKey {
     /// Whether approving a proposal takes the approver's electronic signature (`true`/`false`;
     /// default off): the password entered again and the meaning stated.
     SignedApprovals,
+    /// The longest an operator may shelve an alarm for, in whole hours (default 24).
+    ShelvingMaxHours,
 }
 
 impl RuntimeKey {
     /// Every key, in `settings show` order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::SimulatorEnabled,
         Self::HistoryRetentionHours,
         Self::AuditRetentionDays,
         Self::HistoryMaxBytes,
         Self::SignedApprovals,
+        Self::ShelvingMaxHours,
     ];
 
     /// The key as stored and typed.
@@ -63,6 +66,7 @@ impl RuntimeKey {
             Self::AuditRetentionDays => "AuditRetentionDays",
             Self::HistoryMaxBytes => "HistoryMaxBytes",
             Self::SignedApprovals => "SignedApprovals",
+            Self::ShelvingMaxHours => "ShelvingMaxHours",
         }
     }
 
@@ -80,6 +84,12 @@ impl RuntimeKey {
                 Ok(hours) if (1..=MAX_RETENTION_HOURS).contains(&hours) => Ok(hours.to_string()),
                 _ => Err(invalid(format!(
                     "{value:?} is not a whole number of hours from 1 to {MAX_RETENTION_HOURS}"
+                ))),
+            },
+            Self::ShelvingMaxHours => match value.trim().parse::<u32>() {
+                Ok(hours) if (1..=MAX_SHELVING_HOURS).contains(&hours) => Ok(hours.to_string()),
+                _ => Err(invalid(format!(
+                    "{value:?} is not a whole number of hours from 1 to {MAX_SHELVING_HOURS}"
                 ))),
             },
             Self::AuditRetentionDays => match value.trim().parse::<u32>() {
@@ -109,6 +119,13 @@ const MAX_AUDIT_RETENTION_DAYS: u32 = 3_650;
 /// delete what was just stored).
 const MIN_HISTORY_BYTES: u64 = 1 << 20;
 
+/// The longest `ShelvingMaxHours` may allow: 30 days (an alarm gone longer is out of service,
+/// not shelved).
+const MAX_SHELVING_HOURS: u32 = 720;
+
+/// How long an alarm may be shelved for when `ShelvingMaxHours` is not set: a day.
+const DEFAULT_SHELVING_HOURS: u64 = 24;
+
 /// The audit's retention when none is set: a year.
 const DEFAULT_AUDIT_RETENTION_DAYS: u64 = 365;
 
@@ -125,6 +142,8 @@ pub struct RuntimeSettings {
     pub history_max_bytes: Option<u64>,
     /// Whether approving a proposal takes the approver's electronic signature.
     pub signed_approvals: bool,
+    /// The longest an alarm may be shelved for.
+    pub shelving_max: Duration,
 }
 
 impl Default for RuntimeSettings {
@@ -135,6 +154,7 @@ impl Default for RuntimeSettings {
             audit_retention: Duration::from_secs(DEFAULT_AUDIT_RETENTION_DAYS * 86_400),
             history_max_bytes: None,
             signed_approvals: false,
+            shelving_max: Duration::from_secs(DEFAULT_SHELVING_HOURS * 3600),
         }
     }
 }
@@ -374,6 +394,10 @@ impl RuntimeSettings {
                     settings.history_max_bytes = value.parse().ok().filter(|bytes| *bytes > 0);
                 }
                 RuntimeKey::SignedApprovals => settings.signed_approvals = value == "true",
+                RuntimeKey::ShelvingMaxHours => {
+                    let hours: u64 = value.parse().unwrap_or(DEFAULT_SHELVING_HOURS);
+                    settings.shelving_max = Duration::from_secs(hours * 3600);
+                }
             }
         }
         Ok(settings)
@@ -415,6 +439,7 @@ pub(super) fn setting_value(
             RuntimeKey::AuditRetentionDays => (runtime.audit_retention.as_secs() / 86_400).to_string(),
             RuntimeKey::HistoryMaxBytes => runtime.history_max_bytes.unwrap_or(0).to_string(),
             RuntimeKey::SignedApprovals => runtime.signed_approvals.to_string(),
+            RuntimeKey::ShelvingMaxHours => (runtime.shelving_max.as_secs() / 3600).to_string(),
         }),
         SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
         SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),

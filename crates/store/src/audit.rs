@@ -20,23 +20,46 @@ pub enum AuditAction {
     Write,
     /// An alarm acknowledgement.
     Acknowledge,
+    /// An alarm shelved.
+    Shelve,
+    /// An alarm unshelved (by hand, or its shelving ran out).
+    Unshelve,
+    /// An alarm taken out of service.
+    RemoveFromService,
+    /// An alarm put back in service.
+    ReturnToService,
 }
 
 impl AuditAction {
+    /// Every action.
+    pub const ALL: [Self; 6] = [
+        Self::Write,
+        Self::Acknowledge,
+        Self::Shelve,
+        Self::Unshelve,
+        Self::RemoveFromService,
+        Self::ReturnToService,
+    ];
+
     /// The stored name.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Write => "write",
             Self::Acknowledge => "acknowledge",
+            Self::Shelve => "shelve",
+            Self::Unshelve => "unshelve",
+            Self::RemoveFromService => "out-of-service",
+            Self::ReturnToService => "in-service",
         }
     }
 
+    /// The action of a stored name (the column's CHECK admits no other; anything else reads
+    /// as a write).
     pub(crate) fn parse(text: &str) -> Self {
-        if text == "acknowledge" {
-            Self::Acknowledge
-        } else {
-            Self::Write
-        }
+        Self::ALL
+            .into_iter()
+            .find(|action| action.as_str() == text)
+            .unwrap_or(Self::Write)
     }
 }
 
@@ -431,7 +454,10 @@ mod tests {
         other
             .execute_batch("CREATE TABLE Busy (Value INTEGER)")
             .expect("a table of its own");
-        // Another connection commits as fast as it can meanwhile, as the history's writer does.
+        // Another connection commits again and again meanwhile, as the history's writer does
+        // (each of its commits between two looks of the audit's, never holding the lock for
+        // good: SQLite's busy wait does not queue, so a writer that never pauses could starve
+        // any other).
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let busy = {
             let done = Arc::clone(&done);
@@ -442,6 +468,7 @@ mod tests {
                         .execute("INSERT INTO Busy (Value) VALUES (?1)", params![commits])
                         .expect("commits");
                     commits += 1;
+                    std::thread::sleep(Duration::from_micros(200));
                 }
                 commits
             })

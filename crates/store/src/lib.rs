@@ -62,8 +62,8 @@ pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{
     AlarmHistoryPage, HistoryCursor, HistoryDataError, HistoryInterval, HistoryLimits, HistoryPage,
-    HistorySample, HistoryStats, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, PendingSample, RawHistoryPage,
-    interval_count,
+    HistorySample, HistoryStats, KeptHandling, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, PendingSample,
+    RawHistoryPage, interval_count,
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;
@@ -857,6 +857,22 @@ mod tests {
             ),
             ("", "", "", None)
         );
+    }
+
+    #[test]
+    fn every_kind_of_alarm_event_is_recorded_and_read_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("events.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let start = 1_800_000_000_000;
+        let events = history::one_event_of_each_kind(start);
+        db.write_history(&[], &events, &HistoryLimits::NONE)
+            .expect("records every kind");
+        let page = db.alarm_history(None, (start, start + 1000), 100).expect("reads");
+        let mut read: Vec<_> = page.events.iter().map(|event| event.kind).collect();
+        read.reverse();
+        assert_eq!(read, plant_model::AlarmEventKind::ALL);
     }
 
     #[test]

@@ -16,7 +16,8 @@ use crate::documents::{SELECT_DOCUMENTS, document_of_row, scope_json};
 /// Each alarm's last `Active` event and every event of it after that, oldest first (the same
 /// text for SQLite and PostgreSQL).
 pub(crate) const ALARM_EVENTS_SINCE_LAST_TRIP: &str =
-    "SELECT h.Time, h.Alarm, h.Tag, h.Condition, h.Event, h.Value, h.Priority, h.Message, h.UserName
+    "SELECT h.Time, h.Alarm, h.Tag, h.Condition, h.Event, h.Value, h.Priority, h.Message, h.UserName,
+            h.Reason, h.Until
      FROM AlarmHistory h
      JOIN (SELECT Alarm, max(Id) AS Trip FROM AlarmHistory WHERE Event = 'Active' GROUP BY Alarm) t
        ON h.Alarm = t.Alarm AND h.Id >= t.Trip
@@ -199,6 +200,24 @@ impl SolutionDb {
             connection
                 .prepare(ALARM_EVENTS_SINCE_LAST_TRIP)?
                 .query_map([], crate::history::alarm_event_of_row)?
+                .collect()
+        })
+    }
+
+    /// The alarms shelved or out of service now (see [`crate::KeptHandling`]).
+    pub(crate) fn alarm_handling(&self) -> Result<Vec<crate::KeptHandling>, SolutionError> {
+        self.read(|connection| {
+            connection
+                .prepare(crate::history::SELECT_HANDLING)?
+                .query_map([], |row| {
+                    Ok(crate::history::kept_handling(
+                        row.get(0)?,
+                        &row.get::<_, String>(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        (row.get(4)?, row.get(5)?),
+                    ))
+                })?
                 .collect()
         })
     }

@@ -60,6 +60,8 @@ pub struct SolutionAtStart {
     pub equipment: Vec<Equipment>,
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
     pub alarm_record: Vec<AlarmEvent>,
+    /// The alarms shelved or out of service.
+    pub alarm_handling: Vec<crate::KeptHandling>,
 }
 
 /// Calls `method` on whichever backend the store is, awaiting PostgreSQL's.
@@ -124,6 +126,7 @@ impl Store {
             documents: self.plant_documents().await?,
             equipment: self.plant_equipment().await?,
             alarm_record: self.alarm_events_since_last_trip().await?,
+            alarm_handling: self.alarm_handling().await?,
         })
     }
 
@@ -136,6 +139,7 @@ impl Store {
             documents: on_backend_blocking!(self, plant_documents())?,
             equipment: on_backend_blocking!(self, plant_equipment())?,
             alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
+            alarm_handling: on_backend_blocking!(self, alarm_handling())?,
         })
     }
 
@@ -296,6 +300,12 @@ impl Store {
     /// The revision of the plant model: 0 before any import, one more with each import.
     pub async fn plant_revision(&self) -> Result<i64, SolutionError> {
         on_backend!(self, plant_revision())
+    }
+
+    /// The alarms shelved or out of service now (kept apart from the history, which
+    /// retention prunes).
+    pub async fn alarm_handling(&self) -> Result<Vec<crate::KeptHandling>, SolutionError> {
+        on_backend!(self, alarm_handling())
     }
 
     /// What the alarm history recorded of each alarm since its last trip, oldest first.

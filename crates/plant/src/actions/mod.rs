@@ -10,6 +10,8 @@
 
 mod acknowledge;
 mod decide;
+mod handling;
+mod one_alarm;
 mod signatures;
 mod write;
 
@@ -24,6 +26,7 @@ use crate::tag_writes::GivenValue;
 use store::{AuditAction, AuditEntry, Role};
 
 pub use self::decide::MAX_COMMENT_CHARS;
+pub use self::handling::MAX_REASON_CHARS;
 pub use self::signatures::{GivenSignature, Meaning};
 pub use self::write::MAX_WRITES;
 
@@ -57,9 +60,15 @@ pub enum Actor {
 impl Actor {
     /// Whether the actor may act at all (a viewer may not).
     fn may_operate(&self) -> bool {
-        match self {
-            Self::User { role, .. } => role.can_operate(),
-            Self::Script { .. } => true,
+        self.may(Permitted::Operators)
+    }
+
+    /// Whether the actor may do what `permitted` lets do.
+    fn may(&self, permitted: Permitted) -> bool {
+        match (self, permitted) {
+            (Self::User { role, .. }, Permitted::Operators) => role.can_operate(),
+            (Self::User { role, .. }, Permitted::Admins) => *role == Role::Admin,
+            (Self::Script { .. }, _) => true,
         }
     }
 
@@ -93,14 +102,33 @@ impl Actor {
 
     /// The refusal of an act a viewer asked for (after its audit), naming `act`.
     fn refusal(&self, act: &'static str) -> Result<(), ActError> {
+        self.refusal_unless(Permitted::Operators, act)
+    }
+
+    /// The refusal of an act only those `permitted` may do, asked for by someone else (after
+    /// its audit), naming `act`.
+    fn refusal_unless(&self, permitted: Permitted, act: &'static str) -> Result<(), ActError> {
         match self {
-            Self::User { role, .. } if !role.can_operate() => Err(ActError::NotPermitted {
+            Self::User { role, .. } if !self.may(permitted) => Err(ActError::NotPermitted {
                 role: role.as_str(),
                 act,
+                needs: match permitted {
+                    Permitted::Operators => "an operator",
+                    Permitted::Admins => "an admin",
+                },
             }),
             _ => Ok(()),
         }
     }
+}
+
+/// Who may do an act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Permitted {
+    /// Operators and admins.
+    Operators,
+    /// Admins alone.
+    Admins,
 }
 
 /// Something asked of the plant: checked, audited, then carried out by [`Runtime::act`].
@@ -125,6 +153,10 @@ mod sealed {
     impl Sealed for super::WriteTags {}
     impl Sealed for super::AcknowledgeAlarm {}
     impl Sealed for super::DecideProposal {}
+    impl Sealed for super::ShelveAlarm {}
+    impl Sealed for super::UnshelveAlarm {}
+    impl Sealed for super::RemoveFromService {}
+    impl Sealed for super::ReturnToService {}
 }
 
 /// Write tags (1 to [`MAX_WRITES`]), each checked on its own; gives each write's outcome, in
@@ -165,6 +197,44 @@ impl AcknowledgeAlarm {
             signatures: Vec::new(),
         }
     }
+}
+
+/// Shelve an alarm (active or not) for a while, with a reason; gives until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShelveAlarm {
+    /// The alarm's name.
+    pub alarm: String,
+    /// For how long: 1 minute to `ShelvingMaxHours`.
+    pub duration: std::time::Duration,
+    /// Why (at most [`MAX_REASON_CHARS`] characters).
+    pub reason: String,
+    /// The shelver's signature, for an alarm the plant file marks `signed`.
+    pub signatures: Vec<GivenSignature>,
+}
+
+/// Unshelve an alarm by hand; gives whether it was shelved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnshelveAlarm {
+    /// The alarm's name.
+    pub alarm: String,
+}
+
+/// Take an alarm out of service (admins), with a reason; gives whether it was in service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoveFromService {
+    /// The alarm's name.
+    pub alarm: String,
+    /// Why (at most [`MAX_REASON_CHARS`] characters).
+    pub reason: String,
+    /// The admin's signature, for an alarm the plant file marks `signed`.
+    pub signatures: Vec<GivenSignature>,
+}
+
+/// Put an alarm back in service (admins); gives whether it was out of service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReturnToService {
+    /// The alarm's name.
+    pub alarm: String,
 }
 
 /// Approve or decline a pending proposal; gives the proposal as settled.
@@ -234,13 +304,25 @@ pub enum ActError {
     #[error("nothing was done: {0}")]
     SignatureRefused(String),
     /// The actor's role may not act (audited).
-    #[error("a {role} may not {act}; an admin can make the user an operator")]
+    #[error("{} may not {act}; an admin can make the user {needs}", with_article(role))]
     NotPermitted {
         /// The actor's role.
         role: &'static str,
         /// What was refused.
         act: &'static str,
+        /// The role that may: "an operator", "an admin".
+        needs: &'static str,
     },
+}
+
+/// A role with its article: "a viewer", "an operator".
+fn with_article(role: &str) -> String {
+    let article = if role.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {role}")
 }
 
 /// One audit row an act brings, and whether it acts (rows that act are always recorded;

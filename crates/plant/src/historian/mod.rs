@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use plant_model::{AlarmEvent, AlarmEventKind, HistoryRule, TagType};
+use plant_model::{AlarmEvent, HistoryRule, TagType};
 use store::{
     AlarmHistoryPage, HistoryCursor, HistoryInterval, HistoryLimits, HistoryPage, PendingSample,
     RawHistoryPage, SolutionError, Store,
@@ -243,7 +243,7 @@ impl Historian {
         let samples = if self.records_shared.load(Ordering::Relaxed) {
             samples
         } else {
-            events.retain(|event| event.kind == AlarmEventKind::Acknowledged);
+            events.retain(|event| event.kind.is_act());
             Vec::new()
         };
         if dropped > 0 {

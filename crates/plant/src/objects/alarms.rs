@@ -1,15 +1,18 @@
 //! Alarms: definitions on tags, their live state machine, and the transitions they emit.
 //!
-//! The state machine is the usual one of ISA-18.2, reduced to what operators and the
-//! assistant need: `Normal` → `Active` (unacknowledged) when the condition trips; an
-//! acknowledgement moves `Active` to `Acknowledged`; the condition clearing moves `Active` to
-//! `NormalUnacked` (still listed until acknowledged) and `Acknowledged` back to `Normal`.
-//! Every transition is an [`AlarmEvent`] for the alarm history.
+//! The state machine is ISA-18.2's: `Normal` → `Active` (unacknowledged) when the condition
+//! trips; an acknowledgement moves `Active` to `Acknowledged`; the condition clearing moves
+//! `Active` to `NormalUnacked` (still listed until acknowledged) and `Acknowledged` back to
+//! `Normal`. Beside that state an alarm may be shelved by an operator (until a time) or out of
+//! service by an admin: it is still evaluated and its transitions recorded, but it is not
+//! annunciated. Unshelved or back in service while its condition holds, it annunciates again,
+//! unacknowledged. Every transition is an [`AlarmEvent`] for the alarm history.
 
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use plant_model::{AlarmEvent, AlarmEventKind, Condition};
+use store::KeptHandling;
 
 /// An alarm as defined in the solution.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,6 +117,47 @@ impl AlarmState {
     }
 }
 
+/// An operator's shelving of an alarm: who, why, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shelving {
+    /// Who shelved it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Since when.
+    pub since: SystemTime,
+    /// When it unshelves by itself.
+    pub until: SystemTime,
+}
+
+/// An admin's taking an alarm out of service (an instrument being replaced): who, why, since
+/// when. Only by hand does it come back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutOfService {
+    /// Who took it out.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Since when.
+    pub since: SystemTime,
+}
+
+/// What keeps an evaluated alarm from being annunciated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlarmHandling {
+    /// Shelved by an operator, until a time.
+    pub shelved: Option<Shelving>,
+    /// Out of service, taken out by an admin.
+    pub out_of_service: Option<OutOfService>,
+}
+
+impl AlarmHandling {
+    /// Whether the alarm is annunciated: neither shelved nor out of service.
+    pub fn annunciated(&self) -> bool {
+        self.shelved.is_none() && self.out_of_service.is_none()
+    }
+}
+
 /// A snapshot of an alarm's live state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AlarmStatus {
@@ -127,6 +171,8 @@ pub struct AlarmStatus {
     pub cleared_at: Option<SystemTime>,
     /// When and by whom it was acknowledged since tripping.
     pub acknowledged: Option<(SystemTime, String)>,
+    /// Whether it is shelved or out of service.
+    pub handling: AlarmHandling,
 }
 
 impl AlarmStatus {
@@ -136,7 +182,32 @@ impl AlarmStatus {
         trip_value: None,
         cleared_at: None,
         acknowledged: None,
+        handling: AlarmHandling {
+            shelved: None,
+            out_of_service: None,
+        },
     };
+
+    /// The state as ISA-18.2 names it to an operator: `out-of-service`, `shelved`, else the
+    /// condition's and acknowledgement's ([`AlarmState::label`]).
+    pub fn label(&self) -> &'static str {
+        if self.handling.out_of_service.is_some() {
+            "out-of-service"
+        } else if self.handling.shelved.is_some() {
+            "shelved"
+        } else {
+            self.state.label()
+        }
+    }
+
+    /// Back to `Normal`, shelved or out of service as it was.
+    fn return_to_normal(&mut self) {
+        let handling = std::mem::take(&mut self.handling);
+        *self = Self {
+            handling,
+            ..Self::NORMAL
+        };
+    }
 }
 
 /// Why an acknowledgement was refused.
@@ -147,14 +218,27 @@ pub enum AcknowledgeError {
     UnknownAlarm(String),
 }
 
+/// Why an alarm could not be shelved or taken out of service.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandlingError {
+    /// No alarm of that name.
+    #[error("unknown alarm {0:?}")]
+    UnknownAlarm(String),
+    /// It is out of service: there is nothing to shelve until it is back.
+    #[error("{0} is out of service: put it back in service before shelving it")]
+    OutOfService(String),
+}
+
 /// The condition tripped at `time` (on `value`): in alarm, unacknowledged.
 fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
+    let handling = std::mem::take(&mut status.handling);
     *status = AlarmStatus {
         state: AlarmState::Active,
         active_since: Some(time),
         trip_value: value,
         cleared_at: None,
         acknowledged: None,
+        handling,
     };
 }
 
@@ -162,7 +246,7 @@ fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
 /// stays listed until it is acknowledged.
 fn clear(status: &mut AlarmStatus, time: SystemTime) {
     if status.state == AlarmState::Acknowledged {
-        *status = AlarmStatus::NORMAL;
+        status.return_to_normal();
     } else {
         status.state = AlarmState::NormalUnacked;
         status.cleared_at = Some(time);
@@ -178,10 +262,22 @@ fn acknowledge(status: &mut AlarmStatus, user: &str, time: SystemTime) -> bool {
             true
         }
         AlarmState::NormalUnacked => {
-            *status = AlarmStatus::NORMAL;
+            status.return_to_normal();
             true
         }
         AlarmState::Normal | AlarmState::Acknowledged => false,
+    }
+}
+
+/// The alarm annunciates again at `time` (unshelved, back in service): still in alarm, it asks
+/// for a new acknowledgement; cleared meanwhile, there is nothing left to acknowledge.
+fn annunciate_again(status: &mut AlarmStatus, time: SystemTime) {
+    if status.state.in_alarm() {
+        status.state = AlarmState::Active;
+        status.active_since = Some(time);
+        status.acknowledged = None;
+    } else {
+        status.return_to_normal();
     }
 }
 
@@ -249,6 +345,97 @@ impl Alarm {
             .then(|| self.event(AlarmEventKind::Acknowledged, time, None, Some(user.to_owned())))
     }
 
+    /// Shelves the alarm as `shelving` says (again, when it is shelved already: the new time
+    /// and reason replace the old). Out of service, it cannot be shelved.
+    pub(super) fn shelve(&self, shelving: Shelving) -> Result<AlarmEvent, HandlingError> {
+        let mut status = self.lock();
+        if status.handling.out_of_service.is_some() {
+            return Err(HandlingError::OutOfService(self.definition.name.clone()));
+        }
+        let event = AlarmEvent {
+            reason: Some(shelving.reason.clone()),
+            until: Some(shelving.until),
+            ..self.handling_event(AlarmEventKind::Shelved, shelving.since, &shelving.by)
+        };
+        status.handling.shelved = Some(shelving);
+        Ok(event)
+    }
+
+    /// Unshelves the alarm at `time` for `user` (`None`: its shelving ran out); `None` when it
+    /// was not shelved.
+    pub(super) fn unshelve(&self, user: Option<&str>, time: SystemTime) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        let shelving = status.handling.shelved.take()?;
+        if status.handling.out_of_service.is_none() {
+            annunciate_again(&mut status, time);
+        }
+        let kind = match user {
+            Some(_) => AlarmEventKind::Unshelved,
+            None => AlarmEventKind::ShelvingExpired,
+        };
+        Some(self.handling_event(kind, time, user.unwrap_or(&shelving.by)))
+    }
+
+    /// Unshelves the alarm if its shelving ran out by `now`.
+    pub(super) fn unshelve_if_due(&self, now: SystemTime) -> Option<AlarmEvent> {
+        let due = self
+            .lock()
+            .handling
+            .shelved
+            .as_ref()
+            .is_some_and(|shelving| shelving.until <= now);
+        if due { self.unshelve(None, now) } else { None }
+    }
+
+    /// Takes the alarm out of service as `out` says (a shelving ends with it); `None` when it
+    /// was out of service already.
+    pub(super) fn remove_from_service(&self, out: OutOfService) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        if status.handling.out_of_service.is_some() {
+            return None;
+        }
+        let event = AlarmEvent {
+            reason: Some(out.reason.clone()),
+            ..self.handling_event(AlarmEventKind::OutOfService, out.since, &out.by)
+        };
+        status.handling.shelved = None;
+        status.handling.out_of_service = Some(out);
+        Some(event)
+    }
+
+    /// Puts the alarm back in service at `time` for `user`; `None` when it was in service.
+    pub(super) fn return_to_service(&self, user: &str, time: SystemTime) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        status.handling.out_of_service.take()?;
+        annunciate_again(&mut status, time);
+        Some(self.handling_event(AlarmEventKind::InService, time, user))
+    }
+
+    fn handling_event(&self, kind: AlarmEventKind, time: SystemTime, user: &str) -> AlarmEvent {
+        self.event(kind, time, None, Some(user.to_owned()))
+    }
+
+    /// Takes up how the store keeps the alarm handled (shelved, out of service), when a
+    /// server starts.
+    pub(super) fn restore_handling(&self, kept: &KeptHandling) {
+        let (by, reason, since) = (kept.by.clone(), kept.reason.clone(), kept.since);
+        let mut status = self.lock();
+        match (kept.kind, kept.until) {
+            (AlarmEventKind::Shelved, Some(until)) => {
+                status.handling.shelved = Some(Shelving {
+                    by,
+                    reason,
+                    since,
+                    until,
+                });
+            }
+            (AlarmEventKind::OutOfService, _) => {
+                status.handling.out_of_service = Some(OutOfService { by, reason, since });
+            }
+            _ => {}
+        }
+    }
+
     /// Replays a transition the alarm history recorded for this alarm (in the order recorded),
     /// without judging it against the value: how a restarted server takes up the trips and
     /// acknowledgements of before. A transition of another condition (the alarm was defined
@@ -272,6 +459,12 @@ impl Alarm {
                     recorded.time,
                 );
             }
+            // How an alarm is handled is not part of its condition's story since its trip.
+            AlarmEventKind::Shelved
+            | AlarmEventKind::Unshelved
+            | AlarmEventKind::ShelvingExpired
+            | AlarmEventKind::OutOfService
+            | AlarmEventKind::InService => {}
         }
     }
 
@@ -292,6 +485,8 @@ impl Alarm {
             priority: self.definition.priority,
             message: self.definition.message.clone(),
             user,
+            reason: None,
+            until: None,
         }
     }
 }
@@ -340,6 +535,135 @@ mod tests {
             ..definition.clone()
         };
         assert!(!renamed.same_apart_from_handling(&definition));
+    }
+
+    /// What happens to an alarm, in the order of the state table's columns.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        Trip,
+        Clear,
+        Acknowledge,
+        Shelve,
+        Unshelve,
+        Expire,
+        Remove,
+        Restore,
+    }
+
+    const STEPS: [Step; 8] = [
+        Step::Trip,
+        Step::Clear,
+        Step::Acknowledge,
+        Step::Shelve,
+        Step::Unshelve,
+        Step::Expire,
+        Step::Remove,
+        Step::Restore,
+    ];
+
+    fn apply(alarm: &Alarm, step: Step, time: SystemTime) {
+        let shelving = Shelving {
+            by: "ops".into(),
+            reason: "transmitter replaced".into(),
+            since: time,
+            until: time + Duration::from_secs(3600),
+        };
+        let out = OutOfService {
+            by: "admin".into(),
+            reason: "instrument removed".into(),
+            since: time,
+        };
+        match step {
+            Step::Trip => drop(alarm.evaluate(90.0, time)),
+            Step::Clear => drop(alarm.evaluate(10.0, time)),
+            Step::Acknowledge => drop(alarm.acknowledge("ops", time)),
+            Step::Shelve => drop(alarm.shelve(shelving)),
+            Step::Unshelve => drop(alarm.unshelve(Some("ops"), time)),
+            Step::Expire => drop(alarm.unshelve_if_due(time + Duration::from_secs(7200))),
+            Step::Remove => drop(alarm.remove_from_service(out)),
+            Step::Restore => drop(alarm.return_to_service("admin", time)),
+        }
+    }
+
+    /// From each state (reached by the steps on the left), the state after each step, in the
+    /// order of [`STEPS`]: trip, clear, acknowledge, shelve, unshelve, expire, remove from
+    /// service, restore to service. N normal, A active (unacknowledged), K acknowledged, U
+    /// normal-unacked, S shelved, O out of service.
+    #[rustfmt::skip]
+    const STATE_TABLE: [(&[Step], &str); 10] = [
+        (&[],                                              "A N N S N N O N"),
+        (&[Step::Trip],                                    "A U K S A A O A"),
+        (&[Step::Trip, Step::Acknowledge],                 "K N K S K K O K"),
+        (&[Step::Trip, Step::Clear],                       "A U N S U U O U"),
+        (&[Step::Shelve],                                  "S S S S N N O S"),
+        (&[Step::Trip, Step::Shelve],                      "S S S S A A O S"),
+        (&[Step::Trip, Step::Shelve, Step::Clear],         "S S S S N N O S"),
+        (&[Step::Remove],                                  "O O O O O O O N"),
+        (&[Step::Trip, Step::Remove],                      "O O O O O O O A"),
+        (&[Step::Trip, Step::Acknowledge, Step::Remove],   "O O O O O O O A"),
+    ];
+
+    #[test]
+    fn every_state_answers_every_step_as_isa_18_2_says() {
+        // A shelved or out-of-service alarm is still evaluated; unshelved or back in service
+        // while in alarm, it asks again for an acknowledgement.
+        let state = |code| match code {
+            "N" => "normal",
+            "A" => "active",
+            "K" => "acknowledged",
+            "U" => "normal-unacked",
+            "S" => "shelved",
+            "O" => "out-of-service",
+            other => panic!("no state {other:?} in the table's legend"),
+        };
+        for (from, expected) in STATE_TABLE {
+            let expected: Vec<&str> = expected.split(' ').map(state).collect();
+            assert_eq!(expected.len(), STEPS.len(), "a column per step");
+            for (step, want) in STEPS.into_iter().zip(expected) {
+                let alarm = alarm(Condition::Hi, 80.0, None);
+                for (index, earlier) in from.iter().enumerate() {
+                    apply(&alarm, *earlier, at(u64::try_from(index).expect("small")));
+                }
+                apply(&alarm, step, at(10));
+                assert_eq!(alarm.status().label(), want, "from {from:?} then {step:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shelved_alarm_is_still_evaluated_and_its_transitions_recorded() {
+        let alarm = alarm(Condition::Hi, 80.0, None);
+        apply(&alarm, Step::Shelve, at(0));
+        let tripped = alarm.evaluate(90.0, at(1)).expect("evaluated while shelved");
+        assert_eq!(tripped.kind, AlarmEventKind::Active);
+        assert!(!alarm.status().handling.annunciated());
+        let expired = alarm.unshelve_if_due(at(7200)).expect("its hour is up");
+        assert_eq!(
+            (expired.kind, expired.user.as_deref()),
+            (AlarmEventKind::ShelvingExpired, Some("ops"))
+        );
+        let status = alarm.status();
+        assert_eq!(
+            (status.state, status.active_since),
+            (AlarmState::Active, Some(at(7200)))
+        );
+        assert!(alarm.unshelve_if_due(at(7201)).is_none(), "once");
+    }
+
+    #[test]
+    fn an_alarm_out_of_service_cannot_be_shelved() {
+        let alarm = alarm(Condition::Hi, 80.0, None);
+        apply(&alarm, Step::Remove, at(0));
+        let shelving = Shelving {
+            by: "ops".into(),
+            reason: "r".into(),
+            since: at(1),
+            until: at(100),
+        };
+        assert_eq!(
+            alarm.shelve(shelving),
+            Err(HandlingError::OutOfService("T.A".into()))
+        );
     }
 
     #[test]

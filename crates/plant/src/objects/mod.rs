@@ -16,7 +16,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 
-pub use alarms::{AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmState, AlarmStatus};
+pub use alarms::{
+    AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmHandling, AlarmState, AlarmStatus,
+    HandlingError, OutOfService, Shelving,
+};
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
 use plant_model::{AlarmEvent, ExpandedPlant, Quality, TagType, TagValue};
@@ -305,6 +308,17 @@ impl ObjectModel {
         }
     }
 
+    /// Takes up how the store keeps each alarm handled (shelved, out of service), when a
+    /// server starts; a shelving that ran out meanwhile is unshelved, audited, by the
+    /// background work's next look. Alarms no longer defined are skipped.
+    pub fn restore_alarm_handling(&self, kept: &[store::KeptHandling]) {
+        for event in kept {
+            if let Some(alarm) = self.alarms_by_name.get(&event.alarm) {
+                alarm.restore_handling(event);
+            }
+        }
+    }
+
     /// Evaluates every alarm against its tag's current value (not one of Bad quality), as a
     /// write would: how an alarm whose tag is already past its limit is raised when the model
     /// starts, when a reload brings a new or changed alarm, or a new tag with its initial value.
@@ -522,6 +536,65 @@ impl ObjectModel {
             .filter_map(|alarm| alarm.evaluate(number, time))
             .collect();
         Ok((sample, events))
+    }
+
+    /// Shelves the alarm named `alarm` as `shelving` says.
+    pub fn shelve(
+        &self,
+        alarm: &str,
+        shelving: Shelving,
+        _: &WriteCapability,
+    ) -> Result<AlarmEvent, HandlingError> {
+        self.alarm_named(alarm)?.shelve(shelving)
+    }
+
+    /// Unshelves the alarm named `alarm` for `user` at `time`; `Ok(None)` when it was not
+    /// shelved.
+    pub fn unshelve(
+        &self,
+        alarm: &str,
+        user: &str,
+        time: SystemTime,
+        _: &WriteCapability,
+    ) -> Result<Option<AlarmEvent>, HandlingError> {
+        Ok(self.alarm_named(alarm)?.unshelve(Some(user), time))
+    }
+
+    /// Unshelves every alarm whose shelving ran out by `now`: their events.
+    pub fn unshelve_due(&self, now: SystemTime, _: &WriteCapability) -> Vec<AlarmEvent> {
+        self.alarms
+            .iter()
+            .filter_map(|alarm| alarm.unshelve_if_due(now))
+            .collect()
+    }
+
+    /// Takes the alarm named `alarm` out of service as `out` says; `Ok(None)` when it was out
+    /// already.
+    pub fn remove_from_service(
+        &self,
+        alarm: &str,
+        out: OutOfService,
+        _: &WriteCapability,
+    ) -> Result<Option<AlarmEvent>, HandlingError> {
+        Ok(self.alarm_named(alarm)?.remove_from_service(out))
+    }
+
+    /// Puts the alarm named `alarm` back in service for `user` at `time`; `Ok(None)` when it
+    /// was in service.
+    pub fn return_to_service(
+        &self,
+        alarm: &str,
+        user: &str,
+        time: SystemTime,
+        _: &WriteCapability,
+    ) -> Result<Option<AlarmEvent>, HandlingError> {
+        Ok(self.alarm_named(alarm)?.return_to_service(user, time))
+    }
+
+    fn alarm_named(&self, alarm: &str) -> Result<&Arc<Alarm>, HandlingError> {
+        self.alarms_by_name
+            .get(alarm)
+            .ok_or_else(|| HandlingError::UnknownAlarm(alarm.to_owned()))
     }
 
     /// Acknowledges an alarm by name; `Ok(None)` when it had nothing to acknowledge.

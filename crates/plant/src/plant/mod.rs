@@ -23,7 +23,9 @@ use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
 use crate::actions::Audited;
 use crate::historian::{Historian, Recording};
-use crate::objects::{AcknowledgeError, ObjectModel, TagSample, WriteError};
+use crate::objects::{
+    AcknowledgeError, HandlingError, ObjectModel, OutOfService, Shelving, TagSample, WriteError,
+};
 use plant_model::{AlarmEvent, Equipment, PlantDocument, Quality, TagValue};
 
 /// Documents of at most this many bytes in all are indexed at once when a plant loads (a few
@@ -276,6 +278,62 @@ impl Plant {
     pub(crate) fn acknowledge_replayed(&self, alarm: &str, user: &str) {
         // Just listed by the caller, so it is known: nothing to report.
         let _ = self.acknowledge_now(alarm, user);
+    }
+
+    /// Shelves an alarm as `shelving` says, an act whose audit is recorded.
+    pub fn shelve(&self, alarm: &str, shelving: Shelving, _: &Audited) -> Result<(), HandlingError> {
+        let event = self.objects.load().shelve(alarm, shelving, &WRITE)?;
+        self.handled(Some(event));
+        Ok(())
+    }
+
+    /// Unshelves an alarm for `user` now, an act whose audit is recorded; `Ok(false)` when it
+    /// was not shelved.
+    pub fn unshelve(&self, alarm: &str, user: &str, _: &Audited) -> Result<bool, HandlingError> {
+        let event = self
+            .objects
+            .load()
+            .unshelve(alarm, user, SystemTime::now(), &WRITE)?;
+        Ok(self.handled(event))
+    }
+
+    /// Takes an alarm out of service as `out` says, an act whose audit is recorded;
+    /// `Ok(false)` when it was out of service already.
+    pub fn remove_from_service(
+        &self,
+        alarm: &str,
+        out: OutOfService,
+        _: &Audited,
+    ) -> Result<bool, HandlingError> {
+        let event = self.objects.load().remove_from_service(alarm, out, &WRITE)?;
+        Ok(self.handled(event))
+    }
+
+    /// Puts an alarm back in service for `user` now, an act whose audit is recorded;
+    /// `Ok(false)` when it was in service.
+    pub fn return_to_service(&self, alarm: &str, user: &str, _: &Audited) -> Result<bool, HandlingError> {
+        let event = self
+            .objects
+            .load()
+            .return_to_service(alarm, user, SystemTime::now(), &WRITE)?;
+        Ok(self.handled(event))
+    }
+
+    /// Unshelves every alarm whose shelving ran out by `now`, their audit recorded.
+    pub(crate) fn unshelve_due(&self, now: SystemTime, _: &Audited) {
+        for event in self.objects.load().unshelve_due(now, &WRITE) {
+            self.handled(Some(event));
+        }
+    }
+
+    /// Records a change of an alarm's handling and tells the watchers; whether there was one.
+    fn handled(&self, event: Option<AlarmEvent>) -> bool {
+        let changed = event.is_some();
+        self.historian.record_events(event, &WRITE);
+        if changed {
+            self.changed();
+        }
+        changed
     }
 
     fn acknowledge_now(&self, alarm: &str, user: &str) -> Result<bool, AcknowledgeError> {

@@ -217,7 +217,7 @@ impl SolutionDb {
                 .query_row(params![from, to, tag], |row| row.get(0))?;
             let events = connection
                 .prepare_cached(
-                    "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName
+                    "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until
                      FROM AlarmHistory WHERE Time BETWEEN ?1 AND ?2 AND (?3 IS NULL OR Tag = ?3)
                      ORDER BY Time DESC, Id DESC LIMIT ?4",
                 )?
@@ -282,49 +282,143 @@ pub(crate) fn sql_value_of_json(json: &str) -> SqlValue {
     }
 }
 
-/// An `AlarmHistory` row read from SQLite (its columns in the order `alarm_event_of_stored`
-/// takes them) as an event.
+/// An `AlarmHistory` row read from SQLite (its columns in the order [`StoredAlarmEvent`] has
+/// them) as an event.
 pub(crate) fn alarm_event_of_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AlarmEvent> {
-    Ok(alarm_event_of_stored(
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        &row.get::<_, String>(3)?,
-        &row.get::<_, String>(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
-    ))
+    Ok(StoredAlarmEvent {
+        time: row.get(0)?,
+        alarm: row.get(1)?,
+        tag: row.get(2)?,
+        condition: row.get(3)?,
+        kind: row.get(4)?,
+        value: row.get(5)?,
+        priority: row.get(6)?,
+        message: row.get(7)?,
+        user: row.get(8)?,
+        reason: row.get(9)?,
+        until: row.get(10)?,
+    }
+    .into_event())
 }
 
-/// An `AlarmHistory` row as an event; the table's CHECK constraints keep the condition and
-/// event columns to known names.
-#[expect(clippy::too_many_arguments, reason = "one argument per stored column")]
-pub(crate) fn alarm_event_of_stored(
-    time: i64,
-    alarm: String,
-    tag: String,
-    condition: &str,
-    kind: &str,
-    value: Option<f64>,
-    priority: u32,
-    message: String,
-    user: Option<String>,
-) -> AlarmEvent {
-    AlarmEvent {
-        time: from_unix_millis(time),
-        alarm,
-        tag,
-        condition: Condition::parse(condition).unwrap_or(Condition::Hi),
-        kind: match kind {
-            "Active" => AlarmEventKind::Active,
-            "Acknowledged" => AlarmEventKind::Acknowledged,
-            _ => AlarmEventKind::Cleared,
-        },
-        value,
-        priority,
-        message,
-        user,
+/// An `AlarmHistory` row as stored: `Time, Alarm, Tag, Condition, Event, Value, Priority,
+/// Message, UserName, Reason, Until`.
+pub(crate) struct StoredAlarmEvent {
+    pub(crate) time: i64,
+    pub(crate) alarm: String,
+    pub(crate) tag: String,
+    pub(crate) condition: String,
+    pub(crate) kind: String,
+    pub(crate) value: Option<f64>,
+    pub(crate) priority: u32,
+    pub(crate) message: String,
+    pub(crate) user: Option<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) until: Option<i64>,
+}
+
+impl StoredAlarmEvent {
+    /// The event; the table's CHECK constraints keep the condition and event columns to known
+    /// names.
+    pub(crate) fn into_event(self) -> AlarmEvent {
+        AlarmEvent {
+            time: from_unix_millis(self.time),
+            alarm: self.alarm,
+            tag: self.tag,
+            condition: Condition::parse(&self.condition).unwrap_or(Condition::Hi),
+            kind: AlarmEventKind::parse(&self.kind).unwrap_or(AlarmEventKind::Cleared),
+            value: self.value,
+            priority: self.priority,
+            message: self.message,
+            user: self.user,
+            reason: self.reason,
+            until: self.until.map(from_unix_millis),
+        }
     }
+}
+
+/// An alarm shelved or out of service, as the store keeps it (`AlarmHandling`) until that
+/// ends: what a starting server takes up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptHandling {
+    /// The alarm's name.
+    pub alarm: String,
+    /// `Shelved` or `OutOfService`.
+    pub kind: AlarmEventKind,
+    /// Who shelved it or took it out of service.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Since when.
+    pub since: SystemTime,
+    /// Until when it is shelved.
+    pub until: Option<SystemTime>,
+}
+
+/// What an event does to `AlarmHandling`: the kind of row it sets (from the event's user,
+/// reason, time and until) and the kinds of row it removes first, by the alarm's name.
+pub(crate) fn handling_change(kind: AlarmEventKind) -> (Option<&'static str>, &'static [&'static str]) {
+    match kind {
+        AlarmEventKind::Shelved => (Some("Shelved"), &[]),
+        AlarmEventKind::Unshelved | AlarmEventKind::ShelvingExpired => (None, &["Shelved"]),
+        AlarmEventKind::OutOfService => (Some("OutOfService"), &["Shelved"]),
+        AlarmEventKind::InService => (None, &["OutOfService"]),
+        AlarmEventKind::Active | AlarmEventKind::Acknowledged | AlarmEventKind::Cleared => (None, &[]),
+    }
+}
+
+/// An `AlarmHandling` row as kept: alarm, kind, user, reason, and since and until in Unix
+/// milliseconds (the table's CHECK keeps the kind to `Shelved` and `OutOfService`).
+pub(crate) fn kept_handling(
+    alarm: String,
+    kind: &str,
+    by: String,
+    reason: String,
+    (since, until): (i64, Option<i64>),
+) -> KeptHandling {
+    KeptHandling {
+        alarm,
+        kind: AlarmEventKind::parse(kind).unwrap_or(AlarmEventKind::Shelved),
+        by,
+        reason,
+        since: from_unix_millis(since),
+        until: until.map(from_unix_millis),
+    }
+}
+
+/// Sets the `AlarmHandling` row of `kind` for `alarm` (the same SQL for SQLite and
+/// PostgreSQL, parameters: alarm, kind, user, reason, since, until).
+pub(crate) const SET_HANDLING: &str =
+    "INSERT INTO AlarmHandling (Alarm, Kind, UserName, Reason, Since, Until) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (Alarm, Kind) DO UPDATE SET UserName = excluded.UserName, Reason = excluded.Reason,
+         Since = excluded.Since, Until = excluded.Until";
+
+/// Removes the `AlarmHandling` row of a kind for an alarm (parameters: alarm, kind).
+pub(crate) const REMOVE_HANDLING: &str = "DELETE FROM AlarmHandling WHERE Alarm = $1 AND Kind = $2";
+
+/// Every `AlarmHandling` row: `Alarm, Kind, UserName, Reason, Since, Until`.
+pub(crate) const SELECT_HANDLING: &str =
+    "SELECT Alarm, Kind, UserName, Reason, Since, Until FROM AlarmHandling ORDER BY Alarm, Kind";
+
+/// One event of every kind, a millisecond apart from `start` (Unix milliseconds): what a store
+/// test writes to see each kind read back.
+#[cfg(test)]
+pub(crate) fn one_event_of_each_kind(start: i64) -> Vec<AlarmEvent> {
+    AlarmEventKind::ALL
+        .into_iter()
+        .zip(0..)
+        .map(|(kind, offset)| AlarmEvent {
+            time: from_unix_millis(start + offset),
+            alarm: "T.Hi".to_owned(),
+            tag: "T".to_owned(),
+            condition: Condition::Hi,
+            kind,
+            value: None,
+            priority: 700,
+            message: "T high".to_owned(),
+            user: Some("ops".to_owned()),
+            reason: Some("a reason".to_owned()),
+            until: Some(from_unix_millis(start + 3_600_000)),
+        })
+        .collect()
 }

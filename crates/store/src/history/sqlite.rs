@@ -14,8 +14,8 @@ use super::block::{self, BlockSummary, Extreme, NewBlock, TailShape, kind_name, 
 use super::journal::{self, CHECKPOINT_AGE, CHECKPOINT_SAMPLES};
 use super::page::{self, HistoryRead};
 use super::{
-    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, from_unix_millis,
-    to_tag_value, unix_millis,
+    HISTORY_BYTES, HistoryLimits, HistorySample, PRUNE_TO_SIZE, PendingSample, REMOVE_HANDLING, SET_HANDLING,
+    from_unix_millis, handling_change, to_tag_value, unix_millis,
 };
 use crate::SolutionError;
 
@@ -216,10 +216,12 @@ fn tag_id(connection: &Connection, name: &str) -> rusqlite::Result<i64> {
         .query_row([name], |row| row.get(0))
 }
 
+/// Appends `events` to the alarm history, and keeps `AlarmHandling` as the events of handling
+/// leave it.
 fn insert_events(connection: &Connection, events: &[AlarmEvent]) -> rusqlite::Result<()> {
     let mut insert = connection.prepare_cached(
-        "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     for event in events {
         insert.execute(params![
@@ -232,7 +234,25 @@ fn insert_events(connection: &Connection, events: &[AlarmEvent]) -> rusqlite::Re
             event.priority,
             event.message,
             event.user,
+            event.reason,
+            event.until.map(unix_millis),
         ])?;
+        let (set, removed) = handling_change(event.kind);
+        for kind in removed {
+            connection
+                .prepare_cached(REMOVE_HANDLING)?
+                .execute(params![event.alarm, kind])?;
+        }
+        if let Some(kind) = set {
+            connection.prepare_cached(SET_HANDLING)?.execute(params![
+                event.alarm,
+                kind,
+                event.user.as_deref().unwrap_or_default(),
+                event.reason.as_deref().unwrap_or_default(),
+                unix_millis(event.time),
+                event.until.map(unix_millis),
+            ])?;
+        }
     }
     Ok(())
 }

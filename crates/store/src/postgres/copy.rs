@@ -191,8 +191,22 @@ const TABLES: &[Table] = &[
             ("Priority", "Priority", Int),
             ("Message", "Message", Text),
             ("UserName", "UserName", Text),
+            ("Reason", "Reason", Text),
+            ("Until", "Until", Int),
         ],
         identity: true,
+    },
+    Table {
+        name: "AlarmHandling",
+        columns: &[
+            ("Alarm", "Alarm", Text),
+            ("Kind", "Kind", Text),
+            ("UserName", "UserName", Text),
+            ("Reason", "Reason", Text),
+            ("Since", "Since", Int),
+            ("Until", "Until", Int),
+        ],
+        identity: false,
     },
     Table {
         name: "Audit",

@@ -443,3 +443,23 @@ async fn history_past_its_byte_bound_loses_its_oldest_blocks_first() {
         "what is kept has no holes"
     );
 }
+
+#[tokio::test]
+async fn every_kind_of_alarm_event_is_recorded_and_read_back() {
+    let database = TestDatabase::create().await;
+    let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+    let store = PgStore::open(&url).await.expect("opens");
+    let start = 1_800_000_000_000;
+    let events = crate::history::one_event_of_each_kind(start);
+    store
+        .write_history(&[], &events, &crate::HistoryLimits::NONE)
+        .await
+        .expect("records every kind");
+    let page = store
+        .alarm_history(None, (start, start + 1000), 100)
+        .await
+        .expect("reads");
+    let mut read: Vec<_> = page.events.iter().map(|event| event.kind).collect();
+    read.reverse();
+    assert_eq!(read, plant_model::AlarmEventKind::ALL);
+}

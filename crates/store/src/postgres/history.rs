@@ -9,24 +9,47 @@ use plant_model::AlarmEvent;
 
 use crate::SolutionError;
 use crate::history::{
-    AlarmHistoryPage, HistoryLimits, PendingSample, alarm_event_of_stored, from_unix_millis, unix_millis,
+    AlarmHistoryPage, HistoryLimits, KeptHandling, PendingSample, REMOVE_HANDLING, SELECT_HANDLING,
+    SET_HANDLING, StoredAlarmEvent, from_unix_millis, handling_change, kept_handling, unix_millis,
 };
 
 impl PgStore {
-    /// An `AlarmHistory` row (its columns in the order `alarm_event_of_stored` takes them) as
-    /// an event.
+    /// An `AlarmHistory` row (its columns in the order [`StoredAlarmEvent`] has them) as an
+    /// event.
     fn alarm_event_of_row(&self, row: &sqlx::postgres::PgRow) -> Result<AlarmEvent, SolutionError> {
-        Ok(alarm_event_of_stored(
-            self.get(row, 0)?,
-            self.get(row, 1)?,
-            self.get(row, 2)?,
-            &self.get::<String>(row, 3)?,
-            &self.get::<String>(row, 4)?,
-            self.get(row, 5)?,
-            u32::try_from(self.get::<i32>(row, 6)?).unwrap_or(0),
-            self.get(row, 7)?,
-            self.get(row, 8)?,
-        ))
+        Ok(StoredAlarmEvent {
+            time: self.get(row, 0)?,
+            alarm: self.get(row, 1)?,
+            tag: self.get(row, 2)?,
+            condition: self.get(row, 3)?,
+            kind: self.get(row, 4)?,
+            value: self.get(row, 5)?,
+            priority: u32::try_from(self.get::<i32>(row, 6)?).unwrap_or(0),
+            message: self.get(row, 7)?,
+            user: self.get(row, 8)?,
+            reason: self.get(row, 9)?,
+            until: self.get(row, 10)?,
+        }
+        .into_event())
+    }
+
+    /// The alarms shelved or out of service now; see `SolutionDb::alarm_handling`.
+    pub(crate) async fn alarm_handling(&self) -> Result<Vec<KeptHandling>, SolutionError> {
+        let rows = sqlx::query(SELECT_HANDLING)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        rows.iter()
+            .map(|row| {
+                Ok(kept_handling(
+                    self.get(row, 0)?,
+                    &self.get::<String>(row, 1)?,
+                    self.get(row, 2)?,
+                    self.get(row, 3)?,
+                    (self.get(row, 4)?, self.get(row, 5)?),
+                ))
+            })
+            .collect()
     }
 
     /// Journals samples and appends alarm events in one transaction, prunes blocks and events
@@ -42,9 +65,11 @@ impl PgStore {
         let ids = self.journal_samples(&mut transaction, samples, now).await?;
         if !events.is_empty() {
             sqlx::query(
-                "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName)
+                "INSERT INTO AlarmHistory (Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName,
+                     Reason, Until)
                  SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                      $6::float8[], $7::integer[], $8::text[], $9::text[])",
+                                      $6::float8[], $7::integer[], $8::text[], $9::text[], $10::text[],
+                                      $11::bigint[])",
             )
             .bind(events.iter().map(|event| unix_millis(event.time)).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.alarm.as_str()).collect::<Vec<_>>())
@@ -60,9 +85,34 @@ impl PgStore {
             )
             .bind(events.iter().map(|event| event.message.as_str()).collect::<Vec<_>>())
             .bind(events.iter().map(|event| event.user.as_deref()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.reason.as_deref()).collect::<Vec<_>>())
+            .bind(events.iter().map(|event| event.until.map(unix_millis)).collect::<Vec<_>>())
             .execute(&mut *transaction)
             .await
             .map_err(|error| self.error(error))?;
+            for event in events {
+                let (set, removed) = handling_change(event.kind);
+                for kind in removed {
+                    sqlx::query(REMOVE_HANDLING)
+                        .bind(&event.alarm)
+                        .bind(kind)
+                        .execute(&mut *transaction)
+                        .await
+                        .map_err(|error| self.error(error))?;
+                }
+                if let Some(kind) = set {
+                    sqlx::query(SET_HANDLING)
+                        .bind(&event.alarm)
+                        .bind(kind)
+                        .bind(event.user.as_deref().unwrap_or_default())
+                        .bind(event.reason.as_deref().unwrap_or_default())
+                        .bind(unix_millis(event.time))
+                        .bind(event.until.map(unix_millis))
+                        .execute(&mut *transaction)
+                        .await
+                        .map_err(|error| self.error(error))?;
+                }
+            }
         }
         let cutoff = unix_millis(limits.keep_after);
         // Tags with a retention of their own are pruned at checkpoints.
@@ -102,7 +152,7 @@ impl PgStore {
         .await
         .map_err(|error| self.error(error))?;
         let rows = sqlx::query(
-            "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName
+            "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until
              FROM AlarmHistory WHERE Time BETWEEN $1 AND $2 AND ($3::text IS NULL OR Tag = $3)
              ORDER BY Time DESC, Id DESC LIMIT $4",
         )

@@ -203,6 +203,11 @@ pub(crate) fn alarm_history_event(event: &plant_model::AlarmEvent) -> AlarmHisto
             AlarmEventKind::Active => "active",
             AlarmEventKind::Cleared => "clear",
             AlarmEventKind::Acknowledged => "acknowledged",
+            AlarmEventKind::Shelved => "shelved",
+            AlarmEventKind::Unshelved => "unshelved",
+            AlarmEventKind::ShelvingExpired => "shelving-expired",
+            AlarmEventKind::OutOfService => "out-of-service",
+            AlarmEventKind::InService => "in-service",
         }
         .to_owned(),
         value: event.value,

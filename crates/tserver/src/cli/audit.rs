@@ -149,10 +149,7 @@ fn print_audit(entries: &[store::AuditEntry], output: &mut dyn Write) -> anyhow:
             output,
             "{} {} {} by {} ({} on {}){change}: {}",
             localai::iso8601_millis(entry.time),
-            match entry.action {
-                store::AuditAction::Write => "write",
-                store::AuditAction::Acknowledge => "acknowledge",
-            },
+            entry.action.as_str(),
             entry.target,
             entry.user,
             entry.peer,

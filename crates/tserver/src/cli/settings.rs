@@ -97,6 +97,9 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
         RuntimeKey::SignedApprovals => {
             "a running server follows it from the next decision on a proposal: approving one takes the approver's password and the meaning of the signature"
         }
+        RuntimeKey::ShelvingMaxHours => {
+            "a running server follows it from the next shelving: alarms shelved already keep their time"
+        }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
     Ok(())

@@ -1,0 +1,433 @@
+//! Shelving and service through the acting path: an operator shelves an alarm (active or not)
+//! for at most `ShelvingMaxHours` with a reason, and unshelves it; an admin takes an alarm out
+//! of service and puts it back; each is one audit row before it takes effect, a refusal for
+//! the role too; an alarm marked `signed` takes the actor's signature to be shelved; the
+//! alarm history records each change of handling.
+
+use std::time::{Duration, SystemTime};
+
+use plant::actions::{
+    ActError, Actor, GivenSignature, Meaning, RemoveFromService, RequestedWrite, ReturnToService,
+    ShelveAlarm, UnshelveAlarm, WriteTags,
+};
+use plant::tag_writes::GivenValue;
+use plant_model::AlarmEventKind;
+use store::Role;
+use tserver::Runtime;
+
+use crate::support::{Solution, admin};
+
+const PLANT: &str = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+initial = 10.0
+writable = true
+
+[[alarms]]
+name = "T.Hi"
+tag = "T"
+condition = "Hi"
+limit = 80.0
+
+[[alarms]]
+name = "T.HiHi"
+tag = "T"
+condition = "HiHi"
+limit = 95.0
+priority = 900
+signed = true
+"#;
+
+/// A solution with the plant above and an operator with a password.
+fn solution() -> Solution {
+    let solution = Solution::empty();
+    let path = solution.path.to_str().expect("utf-8");
+    let file = solution.path.with_file_name("t.toml");
+    std::fs::write(&file, PLANT).expect("writes the plant");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    admin(&["users", path, "add", "ops", "--role", "operator"], "ops-pw\n");
+    solution
+}
+
+fn user(name: &str, role: Role) -> Actor {
+    Actor::User {
+        name: name.into(),
+        role,
+        connection: "handling-test".to_owned(),
+        peer: "local".to_owned(),
+    }
+}
+
+fn shelve(alarm: &str, hours: u64, reason: &str) -> ShelveAlarm {
+    ShelveAlarm {
+        alarm: alarm.to_owned(),
+        duration: Duration::from_secs(hours * 3600),
+        reason: reason.to_owned(),
+        signatures: Vec::new(),
+    }
+}
+
+fn label(runtime: &Runtime, alarm: &str) -> &'static str {
+    runtime
+        .objects()
+        .alarms()
+        .iter()
+        .find(|known| known.definition().name == alarm)
+        .expect("the alarm")
+        .status()
+        .label()
+}
+
+async fn set(runtime: &Runtime, value: f64) {
+    let write = WriteTags::unsigned(vec![RequestedWrite {
+        tag: "T".to_owned(),
+        value: Ok(GivenValue::Number(value)),
+    }]);
+    runtime
+        .act_now(user("ops", Role::Operator), write)
+        .await
+        .expect("written");
+}
+
+async fn last_row(runtime: &Runtime) -> store::AuditEntry {
+    let rows = runtime.store().audit(None, 10_000).await.expect("reads");
+    rows.last().cloned().expect("a row")
+}
+
+#[tokio::test]
+async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_each_audited_first() {
+    let solution = solution();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let ops = user("ops", Role::Operator);
+
+    // Shelved ahead of maintenance, while normal.
+    let before = SystemTime::now();
+    let until = runtime
+        .act_now(ops.clone(), shelve("T.Hi", 2, "  transmitter replaced  "))
+        .await
+        .expect("shelved");
+    assert!(
+        until >= before + Duration::from_secs(7200) && until <= SystemTime::now() + Duration::from_secs(7200)
+    );
+    let row = last_row(&runtime).await;
+    assert_eq!(
+        (
+            row.action,
+            row.target.as_str(),
+            row.new_value.as_deref(),
+            row.outcome.as_str()
+        ),
+        (
+            store::AuditAction::Shelve,
+            "T.Hi",
+            Some("for 2 h: transmitter replaced"),
+            "ok"
+        )
+    );
+    assert_eq!(label(&runtime, "T.Hi"), "shelved");
+
+    // Evaluated while shelved, not annunciated; unshelved, it asks for an acknowledgement.
+    set(&runtime, 90.0).await;
+    assert_eq!(label(&runtime, "T.Hi"), "shelved");
+    assert!(
+        runtime
+            .act_now(ops.clone(), UnshelveAlarm { alarm: "T.Hi".into() })
+            .await
+            .expect("unshelved")
+    );
+    assert_eq!(label(&runtime, "T.Hi"), "active");
+    assert!(
+        !runtime
+            .act_now(ops.clone(), UnshelveAlarm { alarm: "T.Hi".into() })
+            .await
+            .expect("answers"),
+        "once"
+    );
+
+    // Bounds, said before anything is audited.
+    let rows = runtime.store().audit(None, 10_000).await.expect("reads").len();
+    let too_long = runtime.act_now(ops.clone(), shelve("T.Hi", 25, "long job")).await;
+    assert_eq!(
+        too_long,
+        Err(ActError::Invalid(
+            "duration: shelve for 1 minute to 24 h (ShelvingMaxHours)".into()
+        ))
+    );
+    let unsaid = runtime.act_now(ops.clone(), shelve("T.Hi", 1, " ")).await;
+    assert!(matches!(unsaid, Err(ActError::Invalid(message)) if message.starts_with("reason: say why")));
+    let unknown = runtime.act_now(ops.clone(), shelve("T.Lo", 1, "r")).await;
+    assert_eq!(unknown, Err(ActError::Invalid("no alarm named \"T.Lo\"".into())));
+    assert_eq!(
+        runtime.store().audit(None, 10_000).await.expect("reads").len(),
+        rows
+    );
+
+    // A viewer may not shelve, an operator may not take out of service: audited refusals.
+    let refused = runtime
+        .act_now(user("watcher", Role::Viewer), shelve("T.Hi", 1, "r"))
+        .await
+        .expect_err("a viewer");
+    assert_eq!(
+        refused.to_string(),
+        "a viewer may not shelve alarms; an admin can make the user an operator"
+    );
+    assert_eq!(last_row(&runtime).await.outcome, "permission denied");
+    let out = RemoveFromService {
+        alarm: "T.Hi".into(),
+        reason: "instrument removed".into(),
+        signatures: Vec::new(),
+    };
+    let refused = runtime
+        .act_now(ops.clone(), out.clone())
+        .await
+        .expect_err("an operator");
+    assert_eq!(
+        refused.to_string(),
+        "an operator may not take alarms out of service; an admin can make the user an admin"
+    );
+    assert_eq!(label(&runtime, "T.Hi"), "active");
+
+    // An admin takes it out of service; it cannot be shelved then; back in service, it
+    // annunciates again.
+    let boss = user("boss", Role::Admin);
+    assert!(runtime.act_now(boss.clone(), out).await.expect("out of service"));
+    assert_eq!(label(&runtime, "T.Hi"), "out-of-service");
+    let row = last_row(&runtime).await;
+    assert_eq!(
+        (row.action, row.new_value.as_deref()),
+        (store::AuditAction::RemoveFromService, Some("instrument removed"))
+    );
+    let shelved = runtime.act_now(ops.clone(), shelve("T.Hi", 1, "r")).await;
+    assert_eq!(
+        shelved,
+        Err(ActError::Invalid(
+            "T.Hi is out of service: put it back in service before shelving it".into()
+        ))
+    );
+    assert!(
+        runtime
+            .act_now(boss, ReturnToService { alarm: "T.Hi".into() })
+            .await
+            .expect("back")
+    );
+    assert_eq!(label(&runtime, "T.Hi"), "active");
+
+    // The alarm history has each change of handling, by whom.
+    runtime.plant().historian().flush().expect("flushes");
+    let page = runtime
+        .store()
+        .alarm_history_blocking(
+            Some("T"),
+            (before - Duration::from_secs(1), SystemTime::now()),
+            100,
+        )
+        .expect("reads");
+    let mut handled: Vec<_> = page
+        .events
+        .iter()
+        .filter(|event| event.alarm == "T.Hi")
+        .map(|event| (event.kind, event.user.clone().unwrap_or_default()))
+        .collect();
+    handled.reverse();
+    assert_eq!(
+        handled,
+        [
+            (AlarmEventKind::Shelved, "ops".to_owned()),
+            (AlarmEventKind::Active, String::new()),
+            (AlarmEventKind::Unshelved, "ops".to_owned()),
+            (AlarmEventKind::OutOfService, "boss".to_owned()),
+            (AlarmEventKind::InService, "boss".to_owned()),
+        ]
+    );
+    // The audit still verifies with the new actions in its chain.
+    drop(runtime);
+    assert!(
+        admin(&["audit", solution.path.to_str().expect("utf-8"), "verify"], "")
+            .starts_with("the audit trail verifies")
+    );
+}
+
+#[tokio::test]
+async fn a_signed_alarm_is_shelved_only_with_the_shelvers_signature() {
+    let solution = solution();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let ops = user("ops", Role::Operator);
+    let refused = runtime
+        .act_now(ops.clone(), shelve("T.HiHi", 1, "test of the trip"))
+        .await
+        .expect_err("unsigned");
+    assert_eq!(
+        refused,
+        ActError::SignatureRequired(
+            "shelving T.HiHi takes your electronic signature: yours is missing; sign with your password and the meaning (approved, performed or reviewed)".into()
+        )
+    );
+    let signed = ShelveAlarm {
+        signatures: vec![GivenSignature {
+            user: "ops".into(),
+            password: localai::secrets::SecretValue::new("ops-pw".to_owned()),
+            meaning: Meaning::Performed,
+        }],
+        ..shelve("T.HiHi", 1, "test of the trip")
+    };
+    runtime.act_now(ops, signed).await.expect("shelved");
+    let row = last_row(&runtime).await;
+    assert!(
+        row.signatures
+            .as_deref()
+            .is_some_and(|signed| signed.starts_with("ops (performed, ")),
+        "{row:?}"
+    );
+    assert_eq!(label(&runtime, "T.HiHi"), "shelved");
+}
+
+#[tokio::test]
+async fn a_shelving_runs_out_by_itself_audited_and_the_alarm_annunciates_again() {
+    let solution = solution();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let ops = user("ops", Role::Operator);
+    set(&runtime, 90.0).await;
+    let until = runtime
+        .act_now(ops, shelve("T.Hi", 1, "flushing the line"))
+        .await
+        .expect("shelved");
+    runtime.expire_shelvings(until - Duration::from_secs(1)).await;
+    assert_eq!(label(&runtime, "T.Hi"), "shelved", "not before its time");
+    runtime.expire_shelvings(until).await;
+    assert_eq!(
+        label(&runtime, "T.Hi"),
+        "active",
+        "still in alarm: annunciated again"
+    );
+    let row = last_row(&runtime).await;
+    assert_eq!(
+        (
+            row.user.as_str(),
+            row.action,
+            row.target.as_str(),
+            row.outcome.as_str()
+        ),
+        (
+            "runtime",
+            store::AuditAction::Unshelve,
+            "T.Hi",
+            "ok: the shelving by ops ran out"
+        )
+    );
+    runtime.plant().historian().flush().expect("flushes");
+    let page = runtime
+        .store()
+        .alarm_history_blocking(
+            Some("T"),
+            (SystemTime::UNIX_EPOCH, until + Duration::from_secs(1)),
+            10,
+        )
+        .expect("reads");
+    let newest = &page.events[0];
+    assert_eq!(
+        (newest.kind, newest.user.as_deref()),
+        (AlarmEventKind::ShelvingExpired, Some("ops"))
+    );
+}
+
+#[tokio::test]
+async fn shelving_and_service_outlive_a_restart_and_the_historys_retention() {
+    let solution = solution();
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let ops = user("ops", Role::Operator);
+    let until = runtime
+        .act_now(ops, shelve("T.Hi", 3, "valve repacked"))
+        .await
+        .expect("shelved");
+    let out = RemoveFromService {
+        alarm: "T.HiHi".into(),
+        reason: "switch replaced".into(),
+        signatures: vec![GivenSignature {
+            user: "boss".into(),
+            password: localai::secrets::SecretValue::new("boss-pw".to_owned()),
+            meaning: Meaning::Performed,
+        }],
+    };
+    admin(
+        &[
+            "users",
+            solution.path.to_str().expect("utf-8"),
+            "add",
+            "boss",
+            "--role",
+            "admin",
+        ],
+        "boss-pw\n",
+    );
+    assert!(
+        runtime
+            .act_now(user("boss", Role::Admin), out)
+            .await
+            .expect("out of service")
+    );
+    runtime.plant().historian().flush().expect("flushes");
+    // The history's retention passes over both events; what is kept apart stays.
+    let past_them = store::HistoryLimits {
+        keep_after: SystemTime::now() + Duration::from_secs(60),
+        ..store::HistoryLimits::NONE
+    };
+    runtime
+        .store()
+        .write_history_blocking(&[], &[], &past_them)
+        .expect("prunes");
+    let window = (
+        SystemTime::UNIX_EPOCH,
+        SystemTime::now() + Duration::from_secs(60),
+    );
+    let left = runtime
+        .store()
+        .alarm_history_blocking(None, window, 10)
+        .expect("reads");
+    assert_eq!(left.total, 0, "the history kept none of it");
+    drop(runtime);
+
+    let runtime = Runtime::open(&solution.path).expect("opens again");
+    let alarm = |name: &str| {
+        runtime
+            .objects()
+            .alarms()
+            .iter()
+            .find(|known| known.definition().name == name)
+            .expect("the alarm")
+            .status()
+    };
+    let shelved = alarm("T.Hi").handling.shelved.expect("still shelved");
+    assert_eq!(
+        (shelved.by.as_str(), shelved.reason.as_str()),
+        ("ops", "valve repacked")
+    );
+    let millis = |time: SystemTime| {
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after")
+            .as_millis()
+    };
+    assert_eq!(millis(shelved.until), millis(until), "until the same millisecond");
+    let out = alarm("T.HiHi")
+        .handling
+        .out_of_service
+        .expect("still out of service");
+    assert_eq!(
+        (out.by.as_str(), out.reason.as_str()),
+        ("boss", "switch replaced")
+    );
+
+    // Its time up while the server was down, the shelving ends at the first look.
+    runtime.expire_shelvings(until).await;
+    assert_eq!(label(&runtime, "T.Hi"), "normal");
+    runtime.plant().historian().flush().expect("flushes");
+    drop(runtime);
+    let runtime = Runtime::open(&solution.path).expect("opens a third time");
+    assert_eq!(
+        label(&runtime, "T.Hi"),
+        "normal",
+        "the ended shelving is not taken up"
+    );
+    assert_eq!(label(&runtime, "T.HiHi"), "out-of-service");
+}
