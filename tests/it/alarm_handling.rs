@@ -128,9 +128,35 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
     );
     assert_eq!(label(&runtime, "T.Hi"), "shelved");
 
-    // Evaluated while shelved, not annunciated; unshelved, it asks for an acknowledgement.
+    // Evaluated while shelved, not annunciated; the assistant is told who shelved it and why;
+    // unshelved, it asks for an acknowledgement.
     set(&runtime, 90.0).await;
     assert_eq!(label(&runtime, "T.Hi"), "shelved");
+    let tool = runtime
+        .tools()
+        .get("runtime_get_active_alarms")
+        .expect("the alarm tool");
+    let caller = localai::tools::ToolCaller::Script {
+        script: "Check".into(),
+    };
+    let listed = tool
+        .call(serde_json::json!({}), caller, localai::tools::TOOL_TIMEOUT)
+        .await
+        .expect("lists")
+        .result;
+    let entry = &listed["alarms"][0];
+    assert_eq!(
+        (
+            &entry["name"],
+            &entry["shelved"]["by"],
+            &entry["shelved"]["reason"]
+        ),
+        (
+            &serde_json::json!("T.Hi"),
+            &serde_json::json!("ops"),
+            &serde_json::json!("transmitter replaced")
+        )
+    );
     assert!(
         runtime
             .act_now(ops.clone(), UnshelveAlarm { alarm: "T.Hi".into() })
@@ -430,4 +456,111 @@ async fn shelving_and_service_outlive_a_restart_and_the_historys_retention() {
         "the ended shelving is not taken up"
     );
     assert_eq!(label(&runtime, "T.HiHi"), "out-of-service");
+}
+
+#[tokio::test]
+async fn tclient_shelves_lists_and_takes_out_of_service_over_the_wire() {
+    let solution = solution();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["users", &path, "add", "boss", "--role", "admin"], "boss-pw\n");
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    set(&server.runtime, 90.0).await;
+    let addr = server.addr.to_string();
+    let as_user = |user: &'static str| {
+        let addr = addr.clone();
+        move |args: &'static [&'static str]| {
+            let addr = addr.clone();
+            async move {
+                let login = ["--addr", addr.as_str(), "--user", user, "--password-stdin"];
+                crate::tclient::tclient(&[&login[..], args].concat(), &format!("{user}-pw\n"), false).await
+            }
+        }
+    };
+    let (ops, boss) = (as_user("ops"), as_user("boss"));
+
+    let shelved = ops(&[
+        "alarms",
+        "shelve",
+        "T.Hi",
+        "--for",
+        "90min",
+        "--reason",
+        "pump swap",
+    ])
+    .await
+    .expect("shelved");
+    assert!(shelved.starts_with("shelved T.Hi until "), "{shelved}");
+    let listed = ops(&["alarms", "list"]).await.expect("lists");
+    assert!(
+        listed.starts_with(
+            "no alarms\nshelved or out of service (not annunciated):\n  T.Hi shelved by ops until "
+        ) && listed.contains(" (in alarm: active): pump swap\n"),
+        "{listed}"
+    );
+    let too_long = ops(&["alarms", "shelve", "T.Hi", "--for", "2d", "--reason", "r"])
+        .await
+        .expect_err("past ShelvingMaxHours");
+    assert!(
+        too_long
+            .to_string()
+            .contains("duration: shelve for 1 minute to 24 h (ShelvingMaxHours)"),
+        "{too_long}"
+    );
+    assert_eq!(
+        ops(&["alarms", "unshelve", "T.Hi"]).await.expect("unshelved"),
+        "unshelved T.Hi\n"
+    );
+    assert_eq!(
+        ops(&["alarms", "unshelve", "T.Hi"]).await.expect("answers"),
+        "T.Hi was not shelved\n"
+    );
+
+    let refused = ops(&["alarms", "out-of-service", "T.Hi", "--reason", "r"])
+        .await
+        .expect_err("an operator");
+    assert!(
+        refused
+            .to_string()
+            .contains("an operator may not take alarms out of service"),
+        "{refused}"
+    );
+    // A signed alarm's removal is signed at the prompt: the login's password, then the signature's.
+    let login = ["--addr", addr.as_str(), "--user", "boss", "--password-stdin"];
+    let out = crate::tclient::tclient(
+        &[
+            &login[..],
+            &[
+                "alarms",
+                "out-of-service",
+                "T.HiHi",
+                "--reason",
+                "switch replaced",
+            ],
+        ]
+        .concat(),
+        "boss-pw\nboss-pw\n",
+        false,
+    )
+    .await
+    .expect("taken out of service");
+    assert!(
+        out.contains("taking out of service T.HiHi takes your electronic signature")
+            && out.ends_with("took T.HiHi out of service\n"),
+        "{out}"
+    );
+    assert_eq!(
+        boss(&["alarms", "in-service", "T.HiHi"]).await.expect("back"),
+        "put T.HiHi back in service\n"
+    );
+    server.stop().await;
+    let trail = admin(&["audit", &path], "");
+    for line in [
+        "shelve T.Hi by ops",
+        "unshelve T.Hi by ops",
+        "out-of-service T.Hi by ops",
+        "out-of-service T.HiHi by boss",
+        "in-service T.HiHi by boss",
+    ] {
+        assert!(trail.contains(line), "{line:?} in {trail}");
+    }
 }

@@ -424,9 +424,9 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     // The alarm list: acknowledge as an operator.
     browser.click("#tab-alarms").await;
     let row = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"]";
-    browser.wait_visible(&format!("{row} button")).await;
+    browser.wait_visible(&format!("{row} button[data-alarm]")).await;
     browser.screenshot("alarms").await;
-    browser.click(&format!("{row} button")).await;
+    browser.click(&format!("{row} button[data-alarm]")).await;
     browser
         .wait_text(&format!("{row} .state"), "the acknowledgement", |text| {
             text.contains("Active, acknowledged")
@@ -617,7 +617,7 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
             tab == "Alarms"
         })
         .await;
-    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
+    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button[data-alarm]";
     browser.wait_visible(button).await;
     // What to do about it, and how soon, under the alarm's message.
     let guide = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] .a-guide";
@@ -791,6 +791,18 @@ async fn refused_to_a_viewer(browser: &Browser, button: &str, error: &str, words
 }
 
 /// A browser on the panel of `rig`, its policy watched, logged in as `user` and connected.
+/// The panel of `solution` with Tank 1's high alarm tripped, open on the alarms of the operator
+/// `ops` (password `ops-pw`, added here).
+async fn tank1_high_in_the_alarms_of_ops(solution: Solution) -> (PanelRig, Chromedriver, Browser) {
+    add_user(&solution, "ops", "ops-pw", "operator");
+    let rig = PanelRig::start(solution).await;
+    let guest = rig.guest().await;
+    write(&guest, "Tank1.Level", WriteValue::Number(92.0)).await;
+    let (driver, browser) = logged_in(&rig, "ops", "ops-pw").await;
+    browser.click("#tab-alarms").await;
+    (rig, driver, browser)
+}
+
 async fn logged_in(rig: &PanelRig, user: &str, password: &str) -> (Chromedriver, Browser) {
     let driver = Chromedriver::start();
     let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
@@ -1081,13 +1093,8 @@ async fn a_signed_alarm_is_acknowledged_in_a_dialog_that_takes_the_operators_pas
             }
         }
     });
-    add_user(&solution, "ops", "ops-pw", "operator");
-    let rig = PanelRig::start(solution).await;
-    let guest = rig.guest().await;
-    write(&guest, "Tank1.Level", WriteValue::Number(92.0)).await;
-    let (_driver, browser) = logged_in(&rig, "ops", "ops-pw").await;
-    browser.click("#tab-alarms").await;
-    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button";
+    let (rig, _driver, browser) = tank1_high_in_the_alarms_of_ops(solution).await;
+    let button = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button[data-alarm]";
     browser.wait_visible(button).await;
     browser.click(button).await;
     browser.wait_visible("#alarm-dialog").await;
@@ -1136,6 +1143,86 @@ async fn a_signed_alarm_is_acknowledged_in_a_dialog_that_takes_the_operators_pas
     assert!(
         trail.contains("refused: the signature of ops is refused")
             && trail.contains("signed by ops (performed"),
+        "{trail}"
+    );
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_shelves_an_active_alarm_off_the_lists_and_unshelves_it_back() {
+    let solution = solution_with_writable_tags();
+    let (rig, _driver, browser) = tank1_high_in_the_alarms_of_ops(solution).await;
+    let shelve = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button[data-shelve]";
+    browser.wait_visible(shelve).await;
+    browser.click(shelve).await;
+    browser.wait_visible("#alarm-shelve-fields").await;
+    assert!(
+        text_of(&browser, "#alarm-dialog-title".to_owned())
+            .await
+            .starts_with("Shelve Tank 1 level high"),
+        "the dialog names the alarm as the operator reads it"
+    );
+    // A reason is required, said at once.
+    browser.click("#alarm-dialog-sign").await;
+    browser
+        .wait_text("#alarm-dialog-error", "the missing reason", |text| {
+            text == "Say why: the next shift reads it."
+        })
+        .await;
+    browser
+        .run(
+            "document.getElementById('alarm-shelve-for').value = '120';",
+            vec![],
+        )
+        .await;
+    browser
+        .type_into("#alarm-shelve-reason", "level transmitter being replaced")
+        .await;
+    browser.screenshot("alarm-shelve-dialog").await;
+    browser.click("#alarm-dialog-sign").await;
+    let handled = "#handled-rows tr[data-alarm=\"Tank1.Level.Hi\"]";
+    browser.wait_visible(handled).await;
+    let how = text_of(&browser, format!("{handled} .h-how")).await;
+    assert!(how.starts_with("Shelved by ops until "), "{how}");
+    assert_eq!(
+        text_of(&browser, format!("{handled} .h-why")).await,
+        "level transmitter being replaced"
+    );
+    assert_eq!(
+        text_of(&browser, format!("{handled} .h-state")).await,
+        "Active, unacknowledged",
+        "still in alarm underneath"
+    );
+    browser
+        .wait_text("#alarm-count", "the banner without it", |text| {
+            text == "No active alarms"
+        })
+        .await;
+    assert_eq!(
+        count(&browser, "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"]").await,
+        json!(0),
+        "off the active list"
+    );
+    browser.screenshot("alarms-shelved").await;
+    assert_no_violations(&browser).await;
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.wait_visible(handled).await;
+    browser.screenshot("alarms-shelved-phone").await;
+    assert_within_the_screen(&browser, "#handled-card").await;
+    browser.click(&format!("{handled} button[data-unshelve]")).await;
+    browser
+        .wait_visible("#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] button[data-alarm]")
+        .await;
+    assert!(
+        browser
+            .run("return document.getElementById('handled-card').hidden;", vec![])
+            .await
+            == json!(true),
+        "nothing shelved any more"
+    );
+    let trail = admin(&["audit", rig.solution.path.to_str().expect("utf-8")], "");
+    assert!(
+        trail.contains("shelve Tank1.Level.Hi by ops") && trail.contains("unshelve Tank1.Level.Hi by ops"),
         "{trail}"
     );
     browser.close().await;

@@ -17,10 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
     CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
-    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, Hello, ListProposalsReply,
-    ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest, ServerFrame, Signature,
-    SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate,
-    TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
+    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, HandleAlarmReply, HandleAlarmRequest,
+    Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest,
+    ServerFrame, Signature, SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading,
+    TagUpdate, TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
     WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
@@ -359,6 +359,19 @@ impl Client {
             server_frame::Body::AcknowledgeAlarm(reply) => Ok(reply.acknowledged),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "AcknowledgeAlarmReply",
+            }),
+        }
+    }
+
+    /// Shelves or unshelves an alarm, or takes it out of or back into service (see
+    /// `HandleAlarmRequest` in `proto/tserver.proto`): whether it changed anything, and until
+    /// when a shelving lasts. A shelving or removal of an alarm marked `signed` without its
+    /// signature is [`ClientError::Server`] with `SignatureRequired`.
+    pub async fn handle_alarm(&self, request: HandleAlarmRequest) -> Result<HandleAlarmReply, ClientError> {
+        match self.call(client_frame::Body::HandleAlarm(request)).await? {
+            server_frame::Body::HandleAlarm(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "HandleAlarmReply",
             }),
         }
     }

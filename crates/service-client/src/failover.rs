@@ -321,6 +321,19 @@ impl FailoverClient {
         .await
     }
 
+    /// Changes how an alarm is handled (see [`Client::handle_alarm`]); not repeated on another
+    /// node.
+    pub async fn handle_alarm(
+        &self,
+        request: crate::HandleAlarmRequest,
+    ) -> Result<crate::HandleAlarmReply, ClientError> {
+        self.run(Repeat::No, |client| {
+            let request = request.clone();
+            async move { client.handle_alarm(request).await }
+        })
+        .await
+    }
+
     /// The direct children of a UNS folder (see [`Client::browse`]).
     pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.browse(folder).await })

@@ -249,6 +249,36 @@ pub enum AlarmsAction {
         /// The alarm's name, e.g. `Tank1.Level.HiHi`.
         name: String,
     },
+    /// Shelve an alarm, active or not, for a while (an operator's login): it is still
+    /// evaluated but not annunciated until it unshelves, by hand or when the time is up.
+    Shelve {
+        /// The alarm's name.
+        name: String,
+        /// For how long: `30min`, `2h` (at most the solution's ShelvingMaxHours).
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: String,
+        /// Why (the shift after you reads it).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Unshelve an alarm (it annunciates again if still in alarm).
+    Unshelve {
+        /// The alarm's name.
+        name: String,
+    },
+    /// Take an alarm out of service (an admin's login), e.g. while its instrument is replaced.
+    OutOfService {
+        /// The alarm's name.
+        name: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Put an alarm back in service (an admin's login).
+    InService {
+        /// The alarm's name.
+        name: String,
+    },
 }
 
 /// The whole `tclient` program: parses the process's command line and runs it on a runtime of
@@ -512,6 +542,13 @@ async fn run_command(
                 terminal: terminals.input,
             };
             acknowledge(client, name, signer, input, output).await?;
+        }
+        Command::Alarms { action } => {
+            let signer = Signer {
+                user: &cli.user,
+                terminal: terminals.input,
+            };
+            crate::alarm_handling::handle(client, action, signer, input, output).await?;
         }
         Command::Proposals {
             action: ProposalsAction::List,

@@ -2,6 +2,7 @@
 //! and tools against a running TServer, the bundled load client (`tclient bench`) and the MCP
 //! stdio bridge (`tclient mcp`). Display clients depend on `service-client` alone.
 
+pub mod alarm_handling;
 pub mod bench;
 pub mod cli;
 pub mod history_views;

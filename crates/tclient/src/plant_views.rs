@@ -142,6 +142,12 @@ pub async fn list_alarms(
     if reply.active_truncated {
         writeln!(output, "(more alarms than shown)")?;
     }
+    if !reply.handled.is_empty() {
+        writeln!(output, "shelved or out of service (not annunciated):")?;
+    }
+    for alarm in &reply.handled {
+        writeln!(output, "  {}", describe_handling(alarm))?;
+    }
     if history {
         writeln!(output, "history (newest first):")?;
         if reply.history.is_empty() {
@@ -182,6 +188,30 @@ fn describe_alarm(alarm: &AlarmDetail) -> String {
         alarm.tag,
         alarm.message
     )
+}
+
+/// `NAME shelved by USER until TIME (in alarm: active): REASON` or `NAME out of service by
+/// USER since TIME: REASON`.
+fn describe_handling(alarm: &AlarmDetail) -> String {
+    let how = if alarm.handling == "shelved" {
+        format!(
+            "shelved by {} until {}",
+            alarm.handled_by,
+            rfc3339(alarm.shelved_until_ms)
+        )
+    } else {
+        format!(
+            "out of service by {} since {}",
+            alarm.handled_by,
+            rfc3339(alarm.handled_ms)
+        )
+    };
+    let underneath = if alarm.state == "normal" {
+        String::new()
+    } else {
+        format!(" (in alarm: {})", alarm.state)
+    };
+    format!("{} {how}{underneath}: {}", alarm.name, alarm.handling_reason)
 }
 
 /// What the plant says to know and do about an alarm, a line each (`what to do: ...`,

@@ -7,7 +7,8 @@ use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
 use super::{
-    Cap, add_guidance, blocking, bounded_list, find_tag, plant_tool, read_window, short_text, window_schema,
+    Cap, add_guidance, add_handling, blocking, bounded_list, find_tag, plant_tool, read_window, short_text,
+    window_schema,
 };
 use crate::objects::{AlarmState, is_below, normalize_path};
 use crate::plant::PlantReader;
@@ -133,6 +134,7 @@ fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolEr
                 entry["setpoint"] = json!(setpoint);
             }
             add_guidance(&mut entry, &definition.guidance);
+            add_handling(&mut entry, &status.handling);
             if let Some(tag) = objects.tag(&definition.tag) {
                 entry["currentValue"] = tag.current().value.to_json();
             }

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use crate::objects::{AlarmGuidance, Tag};
+use crate::objects::{AlarmGuidance, AlarmHandling, Tag};
 use crate::plant::PlantReader;
 use crate::proposals::ProposalBoard;
 use plant_model::Quality;
@@ -142,6 +142,25 @@ fn add_guidance(entry: &mut Value, guidance: &AlarmGuidance) {
     }
     if let Some(seconds) = guidance.time_to_respond {
         entry["time_to_respond_s"] = Value::from(seconds);
+    }
+}
+
+/// How an alarm is handled, added to its entry: `shelved` (by, reason, until) or
+/// `outOfService` (by, reason, since); nothing when it is annunciated.
+fn add_handling(entry: &mut Value, handling: &AlarmHandling) {
+    if let Some(shelved) = &handling.shelved {
+        entry["shelved"] = serde_json::json!({
+            "by": short_text(&shelved.by, 64),
+            "reason": short_text(&shelved.reason, GUIDANCE_CHARS),
+            "until": localai::iso8601_millis(shelved.until),
+        });
+    }
+    if let Some(out) = &handling.out_of_service {
+        entry["outOfService"] = serde_json::json!({
+            "by": short_text(&out.by, 64),
+            "reason": short_text(&out.reason, GUIDANCE_CHARS),
+            "since": localai::iso8601_millis(out.since),
+        });
     }
 }
 

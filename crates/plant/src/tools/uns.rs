@@ -5,7 +5,10 @@ use localai::ModelOptions;
 use localai::tools::{ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use super::{Cap, add_guidance, bounded_list, find_tag, plant_tool, short_text, tag_reading, text_argument};
+use super::{
+    Cap, add_guidance, add_handling, bounded_list, find_tag, plant_tool, short_text, tag_reading,
+    text_argument,
+};
 use crate::objects::{Folder, is_below, join_path, mask_matches, normalize_path};
 use crate::plant::PlantReader;
 
@@ -248,6 +251,7 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
                     entry["setpoint"] = json!(setpoint);
                 }
                 add_guidance(&mut entry, &alarm_definition.guidance);
+                add_handling(&mut entry, &status.handling);
                 entry
             })
             .collect();

@@ -14,7 +14,7 @@ use tserver_proto::v1::{AlarmDetail, AlarmsReply, AlarmsRequest, ErrorCode, serv
 use super::historian;
 use super::to_proto::{CallError, alarm_detail, alarm_history_event, from_epoch_ms};
 use plant::Runtime;
-use plant::objects::{AlarmState, ObjectModel};
+use plant::objects::{Alarm, AlarmState, AlarmStatus, ObjectModel};
 
 /// The most alarms `active` carries (stated in `proto/tserver.proto`).
 pub(crate) const MAX_ACTIVE: usize = 1000;
@@ -55,12 +55,16 @@ pub(crate) fn apply(
     }
     let plant = runtime.plant().reader();
     let room = if request.history { room / 2 } else { room };
-    let (active, active_truncated) = active(&plant.objects(), room);
+    let objects = plant.objects();
+    let (active, active_truncated) = active(&objects, room);
+    let used: usize = active.iter().map(|detail| detail.encoded_len() + 6).sum();
+    let handled = handled(&objects, room.saturating_sub(used));
     let history = request.history.then(|| Arc::clone(plant.historian()));
     Ok(async move {
         let mut reply = AlarmsReply {
             active,
             active_truncated,
+            handled,
             ..AlarmsReply::default()
         };
         if let Some(history) = history {
@@ -80,14 +84,15 @@ pub(crate) fn apply(
     })
 }
 
-/// Every alarm not normal, unacknowledged first, then the highest priority, then the newest;
-/// at most [`MAX_ACTIVE`] and as many as fit in `room` bytes, and whether more were left out.
+/// Every alarm annunciated and not normal, unacknowledged first, then the highest priority,
+/// then the newest; at most [`MAX_ACTIVE`] and as many as fit in `room` bytes, and whether more
+/// were left out.
 fn active(objects: &ObjectModel, room: usize) -> (Vec<AlarmDetail>, bool) {
     let mut listed: Vec<_> = objects
         .alarms()
         .iter()
         .map(|alarm| (alarm, alarm.status()))
-        .filter(|(_, status)| status.state != AlarmState::Normal)
+        .filter(|(_, status)| status.state != AlarmState::Normal && status.handling.annunciated())
         .collect();
     listed.sort_by_key(|(alarm, status)| {
         (
@@ -96,9 +101,31 @@ fn active(objects: &ObjectModel, room: usize) -> (Vec<AlarmDetail>, bool) {
             Reverse(status.active_since),
         )
     });
+    fitted(objects, &listed, room)
+}
+
+/// Every alarm shelved or out of service, by name: at most [`MAX_ACTIVE`], as many as fit in
+/// `room` bytes.
+fn handled(objects: &ObjectModel, room: usize) -> Vec<AlarmDetail> {
+    let listed: Vec<_> = objects
+        .alarms()
+        .iter()
+        .map(|alarm| (alarm, alarm.status()))
+        .filter(|(_, status)| !status.handling.annunciated())
+        .collect();
+    fitted(objects, &listed, room).0
+}
+
+/// The details of `listed`, in order: at most [`MAX_ACTIVE`] and as many as fit in `room`
+/// bytes, and whether more were left out.
+fn fitted(
+    objects: &ObjectModel,
+    listed: &[(&Arc<Alarm>, AlarmStatus)],
+    room: usize,
+) -> (Vec<AlarmDetail>, bool) {
     let mut details = Vec::new();
     let mut used = 0;
-    for (alarm, status) in &listed {
+    for (alarm, status) in listed {
         if details.len() == MAX_ACTIVE {
             break;
         }

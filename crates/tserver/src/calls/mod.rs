@@ -16,6 +16,7 @@ mod chat_clear;
 mod chat_streams;
 pub(crate) mod context;
 mod decide_proposal;
+mod handle_alarm;
 mod hello;
 mod historian;
 mod list_proposals;
@@ -37,8 +38,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame,
-    DecideProposalRequest, ErrorCode, Hello, Ping, ReadTagsRequest, ServerFrame, SubscribeRequest,
-    TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
+    DecideProposalRequest, ErrorCode, HandleAlarmRequest, Hello, Ping, ReadTagsRequest, ServerFrame,
+    SubscribeRequest, TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest,
+    client_frame, server_frame,
 };
 
 use self::cancel::Cancellable;
@@ -76,10 +78,11 @@ pub(crate) enum Call {
     ListProposals,
     DecideProposal(DecideProposalRequest),
     TagValuesAt(TagValuesAtRequest),
+    HandleAlarm(HandleAlarmRequest),
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 19] = [
+pub(crate) const CALL_KINDS: [&str; 20] = [
     "hello",
     "ping",
     "logout",
@@ -99,6 +102,7 @@ pub(crate) const CALL_KINDS: [&str; 19] = [
     "list_proposals",
     "decide_proposal",
     "tag_values_at",
+    "handle_alarm",
 ];
 
 impl Call {
@@ -137,6 +141,7 @@ impl Call {
             Self::ListProposals => "list_proposals",
             Self::DecideProposal(_) => "decide_proposal",
             Self::TagValuesAt(_) => "tag_values_at",
+            Self::HandleAlarm(_) => "handle_alarm",
         }
     }
 
@@ -169,6 +174,7 @@ impl From<client_frame::Body> for Call {
             Body::ChatClear(_) => Self::ChatClear,
             Body::ListProposals(_) => Self::ListProposals,
             Body::DecideProposal(request) => Self::DecideProposal(request),
+            Body::HandleAlarm(request) => Self::HandleAlarm(request),
         }
     }
 }
@@ -308,6 +314,7 @@ impl CallState {
             }
             Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
             Call::ListProposals => Apply::Now(list_proposals::apply(runtime, self.chat_streams.frame_room())),
+            Call::HandleAlarm(request) => Apply::later(handle_alarm::apply(request, &self.context, runtime)),
             Call::DecideProposal(request) => {
                 Apply::later(decide_proposal::apply(request, &self.context, runtime))
             }
@@ -356,9 +363,9 @@ impl CallState {
 mod tests {
     use tserver_proto::v1::{
         AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatClear,
-        ChatRequest, DecideProposalRequest, Hello, ListProposalsRequest, ListToolsRequest, Logout, Ping,
-        ReadTagsRequest, SubscribeRequest, TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest,
-        WriteTagsRequest, client_frame::Body,
+        ChatRequest, DecideProposalRequest, HandleAlarmRequest, Hello, ListProposalsRequest,
+        ListToolsRequest, Logout, Ping, ReadTagsRequest, SubscribeRequest, TagHistoryRequest,
+        TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
     };
 
     use super::{CALL_KINDS, Call};
@@ -385,6 +392,7 @@ mod tests {
             Body::ListProposals(ListProposalsRequest::default()),
             Body::DecideProposal(DecideProposalRequest::default()),
             Body::TagValuesAt(TagValuesAtRequest::default()),
+            Body::HandleAlarm(HandleAlarmRequest::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);

@@ -190,6 +190,30 @@ pub(crate) fn alarm_detail(alarm: &Alarm, status: &AlarmStatus, tag: Option<&Tag
         consequence: definition.guidance.consequence.clone(),
         response: definition.guidance.response.clone(),
         time_to_respond_s: definition.guidance.time_to_respond,
+        ..handling_of(status)
+    }
+}
+
+/// How an alarm is handled, as the handling fields of an [`AlarmDetail`] say it.
+fn handling_of(status: &AlarmStatus) -> AlarmDetail {
+    let handling = &status.handling;
+    match (&handling.out_of_service, &handling.shelved) {
+        (Some(out), _) => AlarmDetail {
+            handling: "out-of-service".to_owned(),
+            handled_by: out.by.clone(),
+            handling_reason: out.reason.clone(),
+            handled_ms: epoch_ms(out.since),
+            ..AlarmDetail::default()
+        },
+        (None, Some(shelved)) => AlarmDetail {
+            handling: "shelved".to_owned(),
+            handled_by: shelved.by.clone(),
+            handling_reason: shelved.reason.clone(),
+            handled_ms: epoch_ms(shelved.since),
+            shelved_until_ms: epoch_ms(shelved.until),
+            ..AlarmDetail::default()
+        },
+        (None, None) => AlarmDetail::default(),
     }
 }
 
@@ -224,7 +248,7 @@ pub(crate) fn alarm_state(alarm: &Alarm, status: &AlarmStatus) -> AlarmState {
     AlarmState {
         name: definition.name.clone(),
         tag: definition.tag.clone(),
-        state: status.state.label().to_owned(),
+        state: status.label().to_owned(),
         priority: definition.priority,
         message: definition.message.clone(),
     }

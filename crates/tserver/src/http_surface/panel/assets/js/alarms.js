@@ -1,11 +1,15 @@
 // Alarms: the always-visible banner (unacknowledged first, then priority, then newest), the
-// alarm list with Acknowledge (signed in a dialog for an alarm whose acknowledgement takes the
-// operator's electronic signature), and the alarm history.
+// alarm list with Acknowledge and Shelve (in a dialog: for how long, why, and the operator's
+// electronic signature for an alarm marked `signed`), the alarms shelved or out of service
+// (still watched, not annunciated) with Unshelve, and the alarm history.
 
+import { AlarmDialog } from './alarm_dialog.js';
 import { byId, el, fill, say } from './dom.js';
 import { formatNumber, showTime, showValue } from './format.js';
 
 const UNACKED = new Set(['active', 'normal-unacked']);
+/** States of alarms that are watched but not annunciated. */
+const HANDLED = new Set(['shelved', 'out-of-service']);
 
 /** The priority band an operator reads: words as well as colour. */
 export function band(priority) {
@@ -22,7 +26,19 @@ const STATE_WORDS = {
   normal: 'Normal',
 };
 
-const EVENT_WORDS = { active: 'Became active', clear: 'Cleared', acknowledged: 'Acknowledged' };
+const EVENT_WORDS = {
+  active: 'Became active',
+  clear: 'Cleared',
+  acknowledged: 'Acknowledged',
+  shelved: 'Shelved',
+  unshelved: 'Unshelved',
+  'shelving-expired': 'Shelving ran out',
+  'out-of-service': 'Out of service',
+  'in-service': 'Back in service',
+};
+
+/** The handling change each act of the dialog and the lists asks for. */
+const CHANGES = { shelve: 'ALARM_HANDLING_CHANGE_SHELVE', unshelve: 'ALARM_HANDLING_CHANGE_UNSHELVE' };
 
 /** A time to respond in seconds, as an operator reads it: "45 s", "2 min", "1 h 30 min", "2 d". */
 export function showRespondWithin(seconds) {
@@ -68,32 +84,27 @@ export class Alarms {
     this.detailsOffered = true;
     byId('alarm-count').addEventListener('click', () => this.showView('alarms'));
     byId('history-refresh').addEventListener('click', () => this.loadHistory());
-    this.signDialog = byId('alarm-dialog');
-    byId('alarm-dialog-cancel').addEventListener('click', () => this.signDialog.close());
-    byId('alarm-form').addEventListener('submit', (event) => {
-      event.preventDefault();
-      this.acknowledge(this.signing, [{
-        user: byId('who-name').textContent,
-        password: byId('alarm-sign-password').value,
-        meaning: 'SIGNATURE_MEANING_PERFORMED',
-      }]);
-    });
-    // The password never outlives the dialog.
-    this.signDialog.addEventListener('close', () => {
-      byId('alarm-sign-password').value = '';
-      this.signing = null;
-    });
+    this.handled = [];
+    this.dialog = new AlarmDialog((act, name, fields) => this.send(act, name, fields));
   }
 
-  /** Asks for the operator's signature on acknowledging `name`; `refused` says why the last one was not taken. */
-  openSign(name, refused = '') {
-    this.signing = name;
-    fill(byId('alarm-dialog-title'), 'Acknowledge ', this.alarms.get(name)?.message || name);
-    say(byId('alarm-signature-why'), `Acknowledging ${name} takes your electronic signature: enter your password again. It means you have seen the alarm and act on it.`);
-    byId('alarm-sign-password').value = '';
-    say(byId('alarm-dialog-error'), refused);
-    if (!this.signDialog.open) this.signDialog.showModal();
-    byId('alarm-sign-password').focus();
+  /** Carries out `act` on the alarm `name` with the dialog's `fields`; throws the server's refusal. */
+  async send(act, name, { minutes, reason, signatures }) {
+    if (act === 'acknowledge') {
+      const reply = await this.connection.call({ acknowledgeAlarm: { alarm: name, signatures } });
+      if (!reply.acknowledged) say(byId('alarm-error'), `${name}: nothing to acknowledge (already acknowledged or normal).`);
+    } else {
+      await this.connection.call({
+        handleAlarm: { alarm: name, change: CHANGES[act], shelveMinutes: minutes ?? 0, reason: reason ?? '', signatures },
+      });
+    }
+    this.refresh();
+    this.loadHistory();
+  }
+
+  /** The message an operator reads for `name`. */
+  messageOf(name) {
+    return this.alarms.get(name)?.message || this.handled.find((alarm) => alarm.name === name)?.message || name;
   }
 
   /** AlarmState entries from a subscription (reply or update). */
@@ -120,6 +131,7 @@ export class Alarms {
       const reply = await this.connection.call({ alarms: { history: false } });
       const next = new Map();
       for (const detail of reply.active ?? []) next.set(detail.name, detail);
+      this.handled = reply.handled ?? [];
       // Normal alarms the subscription knows stay known (their state is normal).
       for (const [name, alarm] of this.alarms) {
         if (!next.has(name) && alarm.state === 'normal') next.set(name, alarm);
@@ -131,8 +143,11 @@ export class Alarms {
     }
   }
 
+  /** The alarms annunciated and not normal, in the order operators read them. */
   active() {
-    return [...this.alarms.values()].filter((alarm) => alarm.state && alarm.state !== 'normal').sort(order);
+    return [...this.alarms.values()]
+      .filter((alarm) => alarm.state && alarm.state !== 'normal' && !HANDLED.has(alarm.state))
+      .sort(order);
   }
 
   render() {
@@ -154,6 +169,38 @@ export class Alarms {
     banner.className = `alarm-banner ${top ? band(top.priority).cls : 'calm'}${unacked ? ' has-unacked' : ''}`;
     fill(byId('alarm-strip'), active.slice(0, 4).map((alarm) => this.stripItem(alarm)));
     this.renderTable(active);
+    this.renderHandled();
+  }
+
+  /** The alarms shelved or out of service: who, why, until when, and whether in alarm underneath. */
+  renderHandled() {
+    const rows = this.handled.map((alarm) => {
+      const shelved = alarm.handling === 'shelved';
+      const how = shelved
+        ? `Shelved by ${alarm.handledBy} until ${showTime(alarm.shelvedUntilMs)}`
+        : `Out of service by ${alarm.handledBy} since ${showTime(alarm.handledMs)}`;
+      const unshelve = shelved
+        ? el('button', { type: 'button', class: 'button', dataset: { unshelve: alarm.name }, onclick: () => this.unshelve(alarm.name) }, 'Unshelve')
+        : null;
+      return el('tr', { dataset: { alarm: alarm.name, handling: alarm.handling } },
+        el('td', {}, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, alarm.name)),
+        el('td', { class: 'h-how' }, how),
+        el('td', { class: 'h-why', 'data-label': 'Why:' }, alarm.handlingReason),
+        el('td', { class: 'h-state', 'data-label': 'Underneath:' }, STATE_WORDS[alarm.state] ?? alarm.state),
+        el('td', { class: 'a-act' }, unshelve));
+    });
+    fill(byId('handled-rows'), rows);
+    byId('handled-card').hidden = rows.length === 0;
+  }
+
+  async unshelve(name) {
+    const error = byId('alarm-error');
+    say(error, '');
+    try {
+      await this.send('unshelve', name, { signatures: [] });
+    } catch (failure) {
+      say(error, `Not unshelved: ${failure.message}`);
+    }
   }
 
   stripItem(alarm) {
@@ -173,6 +220,7 @@ export class Alarms {
       const ack = unacked && alarm.state !== 'normal'
         ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
         : null;
+      const shelve = el('button', { type: 'button', class: 'button quiet', dataset: { shelve: alarm.name }, onclick: () => this.dialog.open('shelve', alarm.name, this.messageOf(alarm.name)) }, 'Shelve');
       const guide = guidance(alarm);
       const row = el('tr', { class: `${cls}${unacked ? ' unacked' : ''}${guide ? ' guided' : ''}`, dataset: { alarm: alarm.name } },
         el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
@@ -182,7 +230,7 @@ export class Alarms {
         el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
         el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
           alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
-        el('td', { class: 'a-act' }, ack));
+        el('td', { class: 'a-act' }, el('div', { class: 'a-buttons' }, ack, shelve)));
       // What to do spans the row below, under the alarm, so it reads as lines, not a column.
       if (!guide) return [row];
       return [row, el('tr', { class: `a-guide-row${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
@@ -197,25 +245,17 @@ export class Alarms {
     byId('alarm-table').hidden = rows.length === 0;
   }
 
-  async acknowledge(name, signatures = []) {
+  /** Acknowledges `name`; an alarm that takes a signature opens the dialog for it. */
+  async acknowledge(name) {
     const error = byId('alarm-error');
     say(error, '');
     try {
-      const reply = await this.connection.call({ acknowledgeAlarm: { alarm: name, signatures } });
-      if (this.signDialog.open) this.signDialog.close();
-      if (!reply.acknowledged) say(error, `${name}: nothing to acknowledge (already acknowledged or normal).`);
-      this.refresh();
-      this.loadHistory();
+      await this.send('acknowledge', name, { signatures: [] });
     } catch (failure) {
       if (failure.code === 'ERROR_CODE_SIGNATURE_REQUIRED') {
-        this.openSign(name);
+        this.dialog.open('acknowledge', name, this.messageOf(name), true);
         return;
       }
-      if (failure.code === 'ERROR_CODE_SIGNATURE_REFUSED') {
-        this.openSign(name, `Not acknowledged: ${failure.message.replace(/^nothing was done: /, '')}. Enter your password again.`);
-        return;
-      }
-      if (this.signDialog.open) this.signDialog.close();
       say(error, `Not acknowledged: ${failure.message}`);
     }
   }

@@ -1,0 +1,83 @@
+//! `alarms shelve|unshelve|out-of-service|in-service`: how an alarm is handled, changed over
+//! the wire's HandleAlarm; a signed alarm's shelving or removal is signed at the terminal.
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use service_client::{AlarmHandlingChange, FailoverClient, HandleAlarmRequest, SignatureMeaning};
+
+use crate::cli::AlarmsAction;
+use crate::signing::{Signer, sign_if_asked};
+
+/// Carries out `action` (one of the four changes of handling) and prints what became of it.
+pub async fn handle(
+    client: &FailoverClient,
+    action: &AlarmsAction,
+    signer: Signer<'_>,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let (name, change, minutes, reason) = match action {
+        AlarmsAction::Shelve {
+            name,
+            duration,
+            reason,
+        } => (
+            name,
+            AlarmHandlingChange::Shelve,
+            minutes_of(duration)?,
+            reason.as_str(),
+        ),
+        AlarmsAction::Unshelve { name } => (name, AlarmHandlingChange::Unshelve, 0, ""),
+        AlarmsAction::OutOfService { name, reason } => {
+            (name, AlarmHandlingChange::RemoveFromService, 0, reason.as_str())
+        }
+        AlarmsAction::InService { name } => (name, AlarmHandlingChange::ReturnToService, 0, ""),
+        AlarmsAction::List { .. } | AlarmsAction::Ack { .. } => bail!("not a change of an alarm's handling"),
+    };
+    let request = HandleAlarmRequest {
+        alarm: name.clone(),
+        change: change.into(),
+        shelve_minutes: minutes,
+        reason: reason.to_owned(),
+        signatures: Vec::new(),
+    };
+    let reply = sign_if_asked(signer, SignatureMeaning::Performed, input, output, |signatures| {
+        client.handle_alarm(HandleAlarmRequest {
+            signatures,
+            ..request.clone()
+        })
+    })
+    .await?;
+    let said = match (change, reply.changed) {
+        (AlarmHandlingChange::Shelve, _) => {
+            let until =
+                UNIX_EPOCH + Duration::from_millis(u64::try_from(reply.shelved_until_ms).unwrap_or(0));
+            format!(
+                "shelved {name} until {}",
+                humantime::format_rfc3339_seconds(until)
+            )
+        }
+        (AlarmHandlingChange::Unshelve, true) => format!("unshelved {name}"),
+        (AlarmHandlingChange::Unshelve, false) => format!("{name} was not shelved"),
+        (AlarmHandlingChange::RemoveFromService, true) => format!("took {name} out of service"),
+        (AlarmHandlingChange::RemoveFromService, false) => format!("{name} was out of service already"),
+        (AlarmHandlingChange::ReturnToService, true) => format!("put {name} back in service"),
+        (AlarmHandlingChange::ReturnToService, false) => format!("{name} was in service"),
+        (AlarmHandlingChange::Unspecified, _) => bail!("no change asked for"),
+    };
+    writeln!(output, "{said}")?;
+    Ok(())
+}
+
+/// `--for`: a duration (`30min`, `2h`) as whole minutes, at least one.
+fn minutes_of(text: &str) -> anyhow::Result<u32> {
+    let duration = humantime::parse_duration(text.trim())
+        .with_context(|| format!("--for {text:?}: give a duration such as 30min or 2h"))?;
+    let minutes = duration.as_secs().div_ceil(60);
+    if minutes == 0 {
+        bail!("--for {text:?}: shelve for at least a minute");
+    }
+    u32::try_from(minutes).with_context(|| format!("--for {text:?} is too long"))
+}
