@@ -532,6 +532,78 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_shelved_on_one_node_is_shelved_on_every_node_and_the_leader_alone_ends_it() {
+    let (_database, one, two) = two_runtimes_on_a_demo_database().await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut background = Vec::new();
+    for runtime in [&one, &two] {
+        let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
+        background.push(tokio::spawn(async move {
+            runtime.run_background(false, shutdown).await
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(one.leads() || two.leads()) {
+        assert!(Instant::now() < deadline, "nobody leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (leader, follower) = if one.leads() { (&one, &two) } else { (&two, &one) };
+    let operator = plant::actions::Actor::User {
+        name: "shift1".into(),
+        role: store::Role::Operator,
+        connection: "several-nodes".to_owned(),
+        peer: "local".to_owned(),
+    };
+    let shelve = plant::actions::ShelveAlarm {
+        alarm: "Tank1.Level.Hi".to_owned(),
+        duration: Duration::from_secs(600),
+        reason: "transmitter swap".to_owned(),
+        signatures: Vec::new(),
+    };
+    let until = follower
+        .act_now(operator, shelve)
+        .await
+        .expect("shelved on the follower");
+    let shelved_on = |runtime: &tserver::Runtime| {
+        runtime
+            .objects()
+            .alarms()
+            .iter()
+            .find(|alarm| alarm.definition().name == "Tank1.Level.Hi")
+            .expect("the demo's alarm")
+            .status()
+            .handling
+            .shelved
+    };
+    // Taken up by the leader once the follower's historian stored it and the leader looked.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shelved_on(leader).is_none() {
+        assert!(Instant::now() < deadline, "the shelving did not reach the leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let taken_up = shelved_on(leader).expect("shelved");
+    assert_eq!(
+        (taken_up.by.as_str(), taken_up.reason.as_str()),
+        ("shift1", "transmitter swap")
+    );
+    // Its time up, the follower leaves it to the leader, which ends it once for all; the
+    // follower follows the leader's record.
+    follower.expire_shelvings(until).await;
+    assert!(shelved_on(follower).is_some(), "not the follower's to end");
+    leader.expire_shelvings(until).await;
+    assert!(shelved_on(leader).is_none());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shelved_on(follower).is_some() {
+        assert!(Instant::now() < deadline, "the end did not reach the follower");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.cancel();
+    for task in background {
+        task.await.expect("the background loop ends with a last flush");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_nodes_simulator_gives_the_same_values_at_the_same_time() {
     let (_database, one, two) = two_runtimes_on_a_demo_database().await;
     let motions = one.simulator().motions();

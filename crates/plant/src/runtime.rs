@@ -20,7 +20,7 @@ use crate::plant::{Plant, PlantLibrary, PlantReader};
 use crate::proposals::{Proposal, ProposalBoard, ProposalState, settled_note};
 use crate::simulator::Simulator;
 use crate::tools::{RESERVED_PREFIX, runtime_catalog};
-use plant_model::TagValue;
+use plant_model::{AlarmEventKind, TagValue};
 use store::{
     AuditLog, Leadership, RuntimeSettings, SCRIPTS_LEADER, SolutionAtStart, SolutionError, SolutionLocation,
     Store,
@@ -55,9 +55,9 @@ pub struct Runtime {
     /// what every node sees alike), campaigned for from the first time it matters. Unused for a file, whose one
     /// server always leads.
     leadership: Arc<OnceLock<Option<Leadership>>>,
-    /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acknowledgements;
-    /// negative before the first look.
-    acknowledgements_seen: Arc<AtomicI64>,
+    /// The last alarm event (`AlarmHistory.Id`) looked at for other nodes' acts on alarms
+    /// (acknowledgements, shelving, service); negative before the first look.
+    acts_seen: Arc<AtomicI64>,
     /// The actions proposed for operators to decide.
     proposals: Arc<ProposalBoard>,
     /// `ShelvingMaxHours` in seconds, followed live.
@@ -129,7 +129,7 @@ impl Runtime {
             audit,
             sources: crate::sources::Sources::default(),
             leadership: Arc::default(),
-            acknowledgements_seen: Arc::new(AtomicI64::new(-1)),
+            acts_seen: Arc::new(AtomicI64::new(-1)),
             shelving_max_secs: Arc::new(AtomicU64::new(shelving_max_secs)),
             proposals,
         })
@@ -328,7 +328,7 @@ impl Runtime {
             self.expire_shelvings(SystemTime::now()).await;
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);
-            self.take_acknowledgements_made_elsewhere().await;
+            self.take_acts_made_elsewhere().await;
             match self.store.runtime_settings().await {
                 Ok(settings) => {
                     self.plant.historian().set_retention(settings.history_retention);
@@ -432,21 +432,26 @@ impl Runtime {
             .ok()
     }
 
-    /// On a database several nodes share: applies to the live alarms the acknowledgements the
-    /// other nodes recorded since the last look (as soon as their historian flushed them), so
-    /// an alarm acknowledged on one node is acknowledged on all.
-    async fn take_acknowledgements_made_elsewhere(&self) {
-        let after = self.acknowledgements_seen.load(Ordering::Relaxed);
+    /// On a database several nodes share: applies to the live alarms the acts the other nodes
+    /// recorded since the last look (as soon as their historian flushed them), so an alarm
+    /// acknowledged, shelved or taken out of service on one node is so on all.
+    async fn take_acts_made_elsewhere(&self) {
+        let after = self.acts_seen.load(Ordering::Relaxed);
         let after = (after >= 0).then_some(after);
-        match self.store.acknowledgements_since(after).await {
-            Ok((last, acknowledged)) => {
-                for (alarm, user, at) in acknowledged {
-                    // This node's own are already applied: nothing to acknowledge again.
-                    self.plant.acknowledged_elsewhere(&alarm, &user, at);
+        match self.store.alarm_acts_since(after).await {
+            Ok((last, recorded)) => {
+                for event in recorded {
+                    // This node's own are already applied: nothing changes again.
+                    if event.kind == AlarmEventKind::Acknowledged {
+                        let user = event.user.as_deref().unwrap_or_default();
+                        self.plant.acknowledged_elsewhere(&event.alarm, user, event.time);
+                    } else {
+                        self.plant.handled_elsewhere(&event);
+                    }
                 }
-                self.acknowledgements_seen.store(last, Ordering::Relaxed);
+                self.acts_seen.store(last, Ordering::Relaxed);
             }
-            Err(error) => tracing::debug!(%error, "cannot read the acknowledgements made on other nodes"),
+            Err(error) => tracing::debug!(%error, "cannot read the alarm acts made on other nodes"),
         }
     }
 

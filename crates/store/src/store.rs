@@ -422,17 +422,17 @@ impl Store {
         }
     }
 
-    /// The acknowledgements other nodes sharing the database recorded after the alarm event
-    /// `after` (its `Id`): the last id read and, oldest first, each alarm, who acknowledged it
-    /// and when (`None` for `after`: the last id so far, and none). A file, whose one server
-    /// makes them all itself, has none.
-    pub async fn acknowledgements_since(
+    /// The acts on alarms (acknowledgements, shelving, service) the nodes sharing the database
+    /// recorded after the alarm event `after` (its `Id`): the last id read and the events,
+    /// oldest first (`None` for `after`: the last id so far, and none). A file, whose one
+    /// server makes them all itself, has none.
+    pub async fn alarm_acts_since(
         &self,
         after: Option<i64>,
-    ) -> Result<(i64, Vec<(String, String, SystemTime)>), SolutionError> {
+    ) -> Result<(i64, Vec<AlarmEvent>), SolutionError> {
         match &self.backend {
             Backend::File(_) => Ok((after.unwrap_or(0), Vec::new())),
-            Backend::Postgres(pg) => pg.acknowledgements_since(after).await,
+            Backend::Postgres(pg) => pg.alarm_acts_since(after).await,
         }
     }
 

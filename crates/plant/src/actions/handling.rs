@@ -180,8 +180,12 @@ fn hours(duration: Duration) -> String {
 impl Runtime {
     /// Unshelves every alarm whose shelving ran out by `now`, their audit rows recorded first
     /// (as the runtime's own act); when the audit cannot be recorded they stay shelved until
-    /// the next try (the background work tries every second).
+    /// the next try (the background work tries every second). Only the node that leads does:
+    /// a shelving ends once, audited once, and the other nodes follow its record.
     pub async fn expire_shelvings(&self, now: SystemTime) {
+        if !self.leads() {
+            return;
+        }
         let objects = self.objects();
         let due: Vec<(String, String)> = objects
             .alarms()

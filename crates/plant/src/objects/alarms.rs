@@ -149,6 +149,9 @@ pub struct AlarmHandling {
     pub shelved: Option<Shelving>,
     /// Out of service, taken out by an admin.
     pub out_of_service: Option<OutOfService>,
+    /// When its handling last changed (here or, read from the store, on another node): an
+    /// older change another node recorded is not taken up over it.
+    pub changed_at: Option<SystemTime>,
 }
 
 impl AlarmHandling {
@@ -185,6 +188,7 @@ impl AlarmStatus {
         handling: AlarmHandling {
             shelved: None,
             out_of_service: None,
+            changed_at: None,
         },
     };
 
@@ -357,6 +361,7 @@ impl Alarm {
             until: Some(shelving.until),
             ..self.handling_event(AlarmEventKind::Shelved, shelving.since, &shelving.by)
         };
+        status.handling.changed_at = Some(shelving.since);
         status.handling.shelved = Some(shelving);
         Ok(event)
     }
@@ -366,6 +371,7 @@ impl Alarm {
     pub(super) fn unshelve(&self, user: Option<&str>, time: SystemTime) -> Option<AlarmEvent> {
         let mut status = self.lock();
         let shelving = status.handling.shelved.take()?;
+        status.handling.changed_at = Some(time);
         if status.handling.out_of_service.is_none() {
             annunciate_again(&mut status, time);
         }
@@ -398,6 +404,7 @@ impl Alarm {
             reason: Some(out.reason.clone()),
             ..self.handling_event(AlarmEventKind::OutOfService, out.since, &out.by)
         };
+        status.handling.changed_at = Some(out.since);
         status.handling.shelved = None;
         status.handling.out_of_service = Some(out);
         Some(event)
@@ -407,6 +414,7 @@ impl Alarm {
     pub(super) fn return_to_service(&self, user: &str, time: SystemTime) -> Option<AlarmEvent> {
         let mut status = self.lock();
         status.handling.out_of_service.take()?;
+        status.handling.changed_at = Some(time);
         annunciate_again(&mut status, time);
         Some(self.handling_event(AlarmEventKind::InService, time, user))
     }
@@ -415,11 +423,53 @@ impl Alarm {
         self.event(kind, time, None, Some(user.to_owned()))
     }
 
+    /// Takes up a change of handling another node made and recorded (`recorded`, a handling
+    /// event), unless the alarm's handling changed here since: whether it changed anything.
+    /// Nothing is recorded again.
+    pub(super) fn handled_elsewhere(&self, recorded: &AlarmEvent) -> bool {
+        if self
+            .lock()
+            .handling
+            .changed_at
+            .is_some_and(|changed| changed >= recorded.time)
+        {
+            return false;
+        }
+        let by = recorded.user.clone().unwrap_or_default();
+        let reason = recorded.reason.clone().unwrap_or_default();
+        match recorded.kind {
+            AlarmEventKind::Shelved => match recorded.until {
+                Some(until) => self
+                    .shelve(Shelving {
+                        by,
+                        reason,
+                        since: recorded.time,
+                        until,
+                    })
+                    .is_ok(),
+                None => false,
+            },
+            AlarmEventKind::Unshelved | AlarmEventKind::ShelvingExpired => {
+                self.unshelve(Some(&by), recorded.time).is_some()
+            }
+            AlarmEventKind::OutOfService => self
+                .remove_from_service(OutOfService {
+                    by,
+                    reason,
+                    since: recorded.time,
+                })
+                .is_some(),
+            AlarmEventKind::InService => self.return_to_service(&by, recorded.time).is_some(),
+            AlarmEventKind::Active | AlarmEventKind::Cleared | AlarmEventKind::Acknowledged => false,
+        }
+    }
+
     /// Takes up how the store keeps the alarm handled (shelved, out of service), when a
     /// server starts.
     pub(super) fn restore_handling(&self, kept: &KeptHandling) {
         let (by, reason, since) = (kept.by.clone(), kept.reason.clone(), kept.since);
         let mut status = self.lock();
+        status.handling.changed_at = Some(since);
         match (kept.kind, kept.until) {
             (AlarmEventKind::Shelved, Some(until)) => {
                 status.handling.shelved = Some(Shelving {

@@ -591,6 +591,14 @@ impl ObjectModel {
         Ok(self.alarm_named(alarm)?.return_to_service(user, time))
     }
 
+    /// Takes up a change of an alarm's handling another node recorded (a handling event),
+    /// unless changed here since: whether it changed anything. Unknown alarms are skipped.
+    pub fn handled_elsewhere(&self, recorded: &AlarmEvent, _: &WriteCapability) -> bool {
+        self.alarms_by_name
+            .get(&recorded.alarm)
+            .is_some_and(|alarm| alarm.handled_elsewhere(recorded))
+    }
+
     fn alarm_named(&self, alarm: &str) -> Result<&Arc<Alarm>, HandlingError> {
         self.alarms_by_name
             .get(alarm)

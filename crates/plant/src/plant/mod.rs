@@ -267,6 +267,17 @@ impl Plant {
         applied
     }
 
+    /// Takes up a change of an alarm's handling another node made and recorded (shelving,
+    /// service): the live alarm follows, and nothing is recorded again. Returns whether it
+    /// changed anything.
+    pub(crate) fn handled_elsewhere(&self, recorded: &AlarmEvent) -> bool {
+        let applied = self.objects.load().handled_elsewhere(recorded, &WRITE);
+        if applied {
+            self.changed();
+        }
+        applied
+    }
+
     /// Acknowledges an alarm for `user` now, an act whose audit is recorded; `Ok(false)` when
     /// it had nothing to acknowledge.
     pub fn acknowledge(&self, alarm: &str, user: &str, _: &Audited) -> Result<bool, AcknowledgeError> {

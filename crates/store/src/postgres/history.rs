@@ -10,7 +10,7 @@ use plant_model::AlarmEvent;
 use crate::SolutionError;
 use crate::history::{
     AlarmHistoryPage, HistoryLimits, KeptHandling, PendingSample, REMOVE_HANDLING, SELECT_HANDLING,
-    SET_HANDLING, StoredAlarmEvent, from_unix_millis, handling_change, kept_handling, unix_millis,
+    SET_HANDLING, StoredAlarmEvent, handling_change, kept_handling, unix_millis,
 };
 
 impl PgStore {
@@ -187,13 +187,13 @@ impl PgStore {
         Ok(events)
     }
 
-    /// Acknowledgements recorded after the alarm event `after` (its `Id`), oldest first: the
-    /// event's id, the alarm, who acknowledged it and when. `None` for `after`: the last id
-    /// recorded so far, and no acknowledgement (where a node starts reading).
-    pub(crate) async fn acknowledgements_since(
+    /// The acts on alarms (acknowledgements, shelving, service) recorded after the alarm event
+    /// `after` (its `Id`), oldest first, and the last id read. `None` for `after`: the last id
+    /// recorded so far, and no act (where a node starts reading).
+    pub(crate) async fn alarm_acts_since(
         &self,
         after: Option<i64>,
-    ) -> Result<(i64, Vec<(String, String, SystemTime)>), SolutionError> {
+    ) -> Result<(i64, Vec<AlarmEvent>), SolutionError> {
         let Some(after) = after else {
             let last: Option<i64> = sqlx::query_scalar("SELECT max(Id) FROM AlarmHistory")
                 .fetch_one(&self.pool)
@@ -202,24 +202,19 @@ impl PgStore {
             return Ok((last.unwrap_or(0), Vec::new()));
         };
         let rows = sqlx::query(
-            "SELECT Id, Alarm, UserName, Time FROM AlarmHistory
-             WHERE Id > $1 AND Event = 'Acknowledged' ORDER BY Id",
+            "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until, Id
+             FROM AlarmHistory WHERE Id > $1 AND Event NOT IN ('Active', 'Cleared') ORDER BY Id",
         )
         .bind(after)
         .fetch_all(&self.pool)
         .await
         .map_err(|error| self.error(error))?;
         let mut last = after;
-        let mut acknowledged = Vec::with_capacity(rows.len());
+        let mut acts = Vec::with_capacity(rows.len());
         for row in rows {
-            last = last.max(self.get(&row, 0)?);
-            let user: Option<String> = self.get(&row, 2)?;
-            acknowledged.push((
-                self.get(&row, 1)?,
-                user.unwrap_or_default(),
-                from_unix_millis(self.get(&row, 3)?),
-            ));
+            last = last.max(self.get(&row, 11)?);
+            acts.push(self.alarm_event_of_row(&row)?);
         }
-        Ok((last, acknowledged))
+        Ok((last, acts))
     }
 }
