@@ -436,9 +436,19 @@ async fn two_runtimes_on_a_demo_database() -> (TestDatabase, tserver::Runtime, t
     (database, one, two)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowledgement_reaches_every_node() {
-    let (_database, one, two) = two_runtimes_on_a_demo_database().await;
+/// Two runtimes on one demo database, their background work running, one of them leading.
+struct RunningNodes {
+    database: TestDatabase,
+    leader: tserver::Runtime,
+    follower: tserver::Runtime,
+    shutdown: tokio_util::sync::CancellationToken,
+    background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Two runtimes on one demo database once one leads, and a tick of each background loop after
+/// the election, so each historian knows its part.
+async fn running_nodes() -> RunningNodes {
+    let (database, one, two) = two_runtimes_on_a_demo_database().await;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut background = Vec::new();
     for runtime in [&one, &two] {
@@ -452,10 +462,34 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
         assert!(Instant::now() < deadline, "nobody leads");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // A tick of each background loop after the election, so each historian knows its part.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (leader, follower) = if one.leads() { (&one, &two) } else { (&two, &one) };
+    let (leader, follower) = if one.leads() { (one, two) } else { (two, one) };
     assert!(!follower.leads(), "one leader");
+    RunningNodes {
+        database,
+        leader,
+        follower,
+        shutdown,
+        background,
+    }
+}
+
+impl RunningNodes {
+    /// Stops the background loops, each with its last flush; the database, kept while the
+    /// caller holds it.
+    async fn stop(self) -> TestDatabase {
+        self.shutdown.cancel();
+        for task in self.background {
+            task.await.expect("the background loop ends with a last flush");
+        }
+        self.database
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowledgement_reaches_every_node() {
+    let nodes = running_nodes().await;
+    let (leader, follower) = (&nodes.leader.clone(), &nodes.follower.clone());
     let write = |runtime: &tserver::Runtime, value: f64| {
         runtime
             .plant()
@@ -490,10 +524,7 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(acknowledged_on(leader).as_deref(), Some("shift1"));
-    shutdown.cancel();
-    for task in background {
-        task.await.expect("the background loop ends with a last flush");
-    }
+    let _database = nodes.stop().await;
 
     let historian = std::sync::Arc::clone(leader.plant().historian());
     let (samples, events) = tokio::task::spawn_blocking(move || {
@@ -533,21 +564,8 @@ async fn what_every_node_sees_alike_is_stored_once_by_the_leader_and_an_acknowle
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alarm_shelved_on_one_node_is_shelved_on_every_node_and_the_leader_alone_ends_it() {
-    let (_database, one, two) = two_runtimes_on_a_demo_database().await;
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let mut background = Vec::new();
-    for runtime in [&one, &two] {
-        let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
-        background.push(tokio::spawn(async move {
-            runtime.run_background(false, shutdown).await
-        }));
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !(one.leads() || two.leads()) {
-        assert!(Instant::now() < deadline, "nobody leads");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (leader, follower) = if one.leads() { (&one, &two) } else { (&two, &one) };
+    let nodes = running_nodes().await;
+    let (leader, follower) = (&nodes.leader.clone(), &nodes.follower.clone());
     let operator = plant::actions::Actor::User {
         name: "shift1".into(),
         role: store::Role::Operator,
@@ -597,10 +615,7 @@ async fn an_alarm_shelved_on_one_node_is_shelved_on_every_node_and_the_leader_al
         assert!(Instant::now() < deadline, "the end did not reach the follower");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    shutdown.cancel();
-    for task in background {
-        task.await.expect("the background loop ends with a last flush");
-    }
+    let _database = nodes.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
