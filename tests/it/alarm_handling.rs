@@ -564,3 +564,29 @@ async fn tclient_shelves_lists_and_takes_out_of_service_over_the_wire() {
         assert!(trail.contains(line), "{line:?} in {trail}");
     }
 }
+
+#[tokio::test]
+async fn an_alarm_with_an_on_delay_activates_only_once_its_condition_held_that_long() {
+    let solution = Solution::empty();
+    let path = solution.path.to_str().expect("utf-8");
+    let file = solution.path.with_file_name("delayed.toml");
+    let plant = PLANT.replace("limit = 80.0\n", "limit = 80.0\non_delay = 1\n");
+    std::fs::write(&file, plant).expect("writes the plant");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let background = tokio::spawn({
+        let (runtime, shutdown) = (runtime.clone(), shutdown.clone());
+        async move { runtime.run_background(false, shutdown).await }
+    });
+    set(&runtime, 90.0).await;
+    assert_eq!(label(&runtime, "T.Hi"), "normal", "waiting out its delay");
+    // The background work carries it out once the second has passed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while label(&runtime, "T.Hi") != "active" {
+        assert!(std::time::Instant::now() < deadline, "the delay never ran out");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shutdown.cancel();
+    background.await.expect("the background work ends");
+}

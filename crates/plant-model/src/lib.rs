@@ -48,9 +48,9 @@ pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
     DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
-    InitialValue, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES,
-    MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, Signing, SourceBinding, SourceKind, SourceSpec,
-    TagSpec, TagType,
+    InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS,
+    MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, Signing, SourceBinding, SourceKind,
+    SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
@@ -228,6 +228,8 @@ description = "A centrifugal pump"
   response = "Throttle {label} discharge; call maintenance"
   time_to_respond = 600
   signed = true
+  on_delay = 5
+  off_delay = 10
 
   [[types.alarms]]
   name = "Tripped"
@@ -373,6 +375,7 @@ username = "tserver"
             pump1.signed && expanded.alarms[2].signed,
             "each instance of a type's signed alarm is"
         );
+        assert_eq!((pump1.on_delay, pump1.off_delay), (5, 10));
         assert_eq!(
             expanded.alarms[2].response,
             "Throttle Pump2 discharge; call maintenance"
@@ -387,6 +390,7 @@ username = "tserver"
         );
         assert_eq!(tank.time_to_respond, Some(300));
         assert!(!tank.signed, "an alarm is acknowledged unsigned unless marked");
+        assert_eq!((tank.on_delay, tank.off_delay), (0, 0), "no delay unless given");
     }
 
     #[test]
@@ -425,6 +429,8 @@ condition = "Hi"
 limit = 1
 time_to_respond = 90.5
 signed = "yes"
+on_delay = 3601
+off_delay = -1
 
 [[tags]]
 name = "T"
@@ -443,6 +449,8 @@ type = "number"
                 "f:24:19: alarms[2].time_to_respond: 604801 is out of range: from 1 second to 604800 (7 days)",
                 "f:31:19: alarms[3].time_to_respond: expected a whole number of seconds, found a number",
                 "f:32:10: alarms[3].signed: expected true or false, found a string",
+                "f:33:12: alarms[3].on_delay: 3601 is out of range: from 0 to 3600 seconds (an hour)",
+                "f:34:13: alarms[3].off_delay: -1 is out of range: from 0 to 3600 seconds (an hour)",
             ]
         );
         let json = r#"{"tags": [{"name": "T", "path": "P/T", "type": "number"}],
@@ -499,7 +507,7 @@ priority = 5000
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
-                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond, signed",
+                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond, signed, on_delay, off_delay",
                 "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
             ]
         );

@@ -999,7 +999,20 @@ pub struct AlarmSpec {
     /// electronic signature.
     #[serde(default, skip_serializing_if = "is_false")]
     pub signed: bool,
+    /// Seconds its condition must hold before it activates (0: at once).
+    #[serde(default, skip_serializing_if = "is_no_delay")]
+    pub on_delay: u32,
+    /// Seconds its condition must stay clear before it clears (0: at once).
+    #[serde(default, skip_serializing_if = "is_no_delay")]
+    pub off_delay: u32,
 }
+
+fn is_no_delay(seconds: &u32) -> bool {
+    *seconds == 0
+}
+
+/// The longest `on_delay` or `off_delay` an alarm may have: an hour, in seconds.
+pub const MAX_ALARM_DELAY_S: u32 = 3600;
 
 /// The longest `cause`, `consequence` or `response` an alarm may have, in characters.
 pub const MAX_ALARM_TEXT_CHARS: usize = 2000;

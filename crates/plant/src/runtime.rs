@@ -325,6 +325,7 @@ impl Runtime {
             }
             self.reload_plant_if_imported().await;
             self.expire_proposals(SystemTime::now());
+            self.plant.settle_alarm_delays(SystemTime::now());
             self.expire_shelvings(SystemTime::now()).await;
             let leads = self.leads();
             self.plant.historian().set_records_shared(leads);

@@ -897,6 +897,8 @@ consequence = "Spill"
 response = "Close the inlet"
 time_to_respond = 604800
 signed = true
+on_delay = 30
+off_delay = 60
 "#;
         let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
         db.import_plant(&model, &[], "t.toml", false).expect("imports");
@@ -904,6 +906,7 @@ signed = true
         assert_eq!(stored.alarms, model.expand().alarms);
         assert_eq!(stored.alarms[0].time_to_respond, Some(604_800));
         assert!(stored.alarms[0].signed, "an alarm acknowledged with a signature");
+        assert_eq!((stored.alarms[0].on_delay, stored.alarms[0].off_delay), (30, 60));
         assert_eq!(db.plant_model().expect("reads"), model);
     }
 

@@ -332,8 +332,8 @@ pub(super) fn write_plant(
     {
         let mut insert = transaction.prepare(
             "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                 Cause, Consequence, Response, TimeToRespond, Signed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?;
         for alarm in &after.alarms {
             insert.execute(params![
@@ -351,6 +351,8 @@ pub(super) fn write_plant(
                 alarm.response,
                 alarm.time_to_respond,
                 alarm.signed,
+                alarm.on_delay,
+                alarm.off_delay,
             ])?;
         }
         let mut folders = transaction.prepare("INSERT INTO Folders (Path, Description) VALUES (?1, ?2)")?;
@@ -489,6 +491,8 @@ pub(super) struct AlarmRow {
     pub(super) response: String,
     pub(super) time_to_respond: Option<u32>,
     pub(super) signed: bool,
+    pub(super) on_delay: u32,
+    pub(super) off_delay: u32,
 }
 
 impl TagRow {
@@ -656,7 +660,7 @@ pub(super) const SELECT_MODEL_JSON: &str = "SELECT Json FROM PlantModel WHERE Id
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
     "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-        Cause, Consequence, Response, TimeToRespond, Signed
+        Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay
  FROM AlarmDefinitions ORDER BY Name";
 /// Folders by path.
 pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
@@ -818,6 +822,8 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
                 response: row.get(11)?,
                 time_to_respond: row.get(12)?,
                 signed: row.get(13)?,
+                on_delay: row.get(14)?,
+                off_delay: row.get(15)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -926,6 +932,8 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
             response: row.response,
             time_to_respond: row.time_to_respond,
             signed: row.signed,
+            on_delay: row.on_delay,
+            off_delay: row.off_delay,
         });
     }
     // The sources live in the stored model only (`plant_model`).

@@ -4,6 +4,9 @@
 -- shelving and service besides writes and acknowledgements (SQLite changes a CHECK by
 -- rebuilding the table; the audit's rows keep their ids and hashes).
 ALTER TABLE AlarmDefinitions ADD COLUMN Signed INTEGER NOT NULL DEFAULT 0 CHECK (Signed IN (0, 1));
+-- Seconds its condition must hold before it activates, and stay clear before it clears.
+ALTER TABLE AlarmDefinitions ADD COLUMN OnDelay INTEGER NOT NULL DEFAULT 0 CHECK (OnDelay BETWEEN 0 AND 3600);
+ALTER TABLE AlarmDefinitions ADD COLUMN OffDelay INTEGER NOT NULL DEFAULT 0 CHECK (OffDelay BETWEEN 0 AND 3600);
 
 CREATE TABLE AlarmHistoryV15 (
     Id        INTEGER PRIMARY KEY,

@@ -3,7 +3,7 @@
 
 use super::{Fields, Reader, join, span_of};
 use crate::document::{Node, Value};
-use crate::model::{AlarmSpec, Condition, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S};
+use crate::model::{AlarmSpec, Condition, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S};
 
 impl Reader<'_> {
     pub(super) fn alarm(&mut self, node: &Node, path: &str) -> Option<AlarmSpec> {
@@ -45,6 +45,8 @@ impl Reader<'_> {
         let response = self.alarm_text(&mut fields, "response");
         let time_to_respond = self.time_to_respond(&mut fields);
         let signed = self.boolean(&mut fields, "signed").unwrap_or(false);
+        let on_delay = self.delay(&mut fields, "on_delay");
+        let off_delay = self.delay(&mut fields, "off_delay");
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         if let Some(condition) = condition {
             match condition {
@@ -106,6 +108,8 @@ impl Reader<'_> {
                 "response",
                 "time_to_respond",
                 "signed",
+                "on_delay",
+                "off_delay",
             ],
         );
         Some(AlarmSpec {
@@ -123,6 +127,8 @@ impl Reader<'_> {
             response: response?,
             time_to_respond: time_to_respond?,
             signed,
+            on_delay: on_delay?,
+            off_delay: off_delay?,
         })
     }
 
@@ -143,6 +149,23 @@ impl Reader<'_> {
             return None;
         }
         Some(text)
+    }
+
+    /// An alarm's `on_delay` or `off_delay`: whole seconds from 0 to [`MAX_ALARM_DELAY_S`], 0
+    /// when absent.
+    fn delay(&mut self, fields: &mut Fields<'_>, key: &str) -> Option<u32> {
+        let Some(node) = fields.get(key) else {
+            return Some(0);
+        };
+        let problem = match &node.value {
+            Value::Integer(seconds) => match u32::try_from(*seconds) {
+                Ok(seconds) if seconds <= MAX_ALARM_DELAY_S => return Some(seconds),
+                _ => format!("{seconds} is out of range: from 0 to {MAX_ALARM_DELAY_S} seconds (an hour)"),
+            },
+            other => format!("expected a whole number of seconds, found {}", other.kind()),
+        };
+        self.error(node.span.clone(), fields.field(key), problem);
+        None
     }
 
     /// An alarm's `time_to_respond`: whole seconds from 1 to [`MAX_TIME_TO_RESPOND_S`].

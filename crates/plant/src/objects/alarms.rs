@@ -9,7 +9,7 @@
 //! unacknowledged. Every transition is an [`AlarmEvent`] for the alarm history.
 
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use plant_model::{AlarmEvent, AlarmEventKind, Condition};
 use store::KeptHandling;
@@ -42,6 +42,10 @@ pub struct AlarmDefinition {
     /// Whether acknowledging it takes the operator's electronic signature (changing it alone
     /// leaves a standing alarm standing too).
     pub signed: bool,
+    /// How long its condition must hold before it activates.
+    pub on_delay: Duration,
+    /// How long its condition must stay clear before it clears.
+    pub off_delay: Duration,
 }
 
 /// An alarm's rationalization, as ISA-18.2 keeps it: what usually causes it, what happens if
@@ -69,6 +73,11 @@ impl AlarmDefinition {
             ..definition.clone()
         };
         unguided(self) == unguided(other)
+    }
+
+    /// How long a change of its condition (`into_alarm` or out of it) must hold to happen.
+    fn delay(&self, into_alarm: bool) -> Duration {
+        if into_alarm { self.on_delay } else { self.off_delay }
     }
 
     /// Whether `value` is in alarm, given whether the alarm is in alarm now (which applies the
@@ -176,6 +185,20 @@ pub struct AlarmStatus {
     pub acknowledged: Option<(SystemTime, String)>,
     /// Whether it is shelved or out of service.
     pub handling: AlarmHandling,
+    /// A change of its condition waiting out the alarm's `on_delay` or `off_delay`.
+    pub pending: Option<PendingChange>,
+}
+
+/// A change of an alarm's condition seen and waiting out its delay: it happens only if the
+/// condition holds for the whole delay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PendingChange {
+    /// When the condition changed.
+    pub since: SystemTime,
+    /// The value that changed it.
+    pub value: f64,
+    /// Into alarm (an activation) or out of it (a clearing).
+    pub into_alarm: bool,
 }
 
 impl AlarmStatus {
@@ -190,6 +213,7 @@ impl AlarmStatus {
             out_of_service: None,
             changed_at: None,
         },
+        pending: None,
     };
 
     /// The state as ISA-18.2 names it to an operator: `out-of-service`, `shelved`, else the
@@ -243,6 +267,7 @@ fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
         cleared_at: None,
         acknowledged: None,
         handling,
+        pending: None,
     };
 }
 
@@ -328,19 +353,55 @@ impl Alarm {
     pub(super) fn evaluate(&self, value: f64, time: SystemTime) -> Option<AlarmEvent> {
         let mut status = self.lock();
         let was_in_alarm = status.state.in_alarm();
-        let in_alarm = self.definition.in_alarm(value, was_in_alarm);
-        let kind = match (was_in_alarm, in_alarm) {
-            (false, true) => {
-                trip(&mut status, time, Some(value));
-                AlarmEventKind::Active
+        let into_alarm = self.definition.in_alarm(value, was_in_alarm);
+        if into_alarm == was_in_alarm {
+            // Back before its delay ran out: the change never happened.
+            status.pending = None;
+            return None;
+        }
+        let delay = self.definition.delay(into_alarm);
+        if !delay.is_zero() {
+            match status.pending {
+                Some(pending)
+                    if pending.into_alarm == into_alarm
+                        && time.duration_since(pending.since).unwrap_or_default() >= delay => {}
+                Some(pending) if pending.into_alarm == into_alarm => return None,
+                _ => {
+                    status.pending = Some(PendingChange {
+                        since: time,
+                        value,
+                        into_alarm,
+                    });
+                    return None;
+                }
             }
-            (true, false) => {
-                clear(&mut status, time);
-                AlarmEventKind::Cleared
-            }
-            _ => return None,
+        }
+        Some(self.change(&mut status, into_alarm, time, value))
+    }
+
+    /// Carries out a change of condition whose delay ran out by `now` (the background work
+    /// looks every second): the event, dated when the delay ran out.
+    pub(super) fn settle_delay(&self, now: SystemTime) -> Option<AlarmEvent> {
+        let mut status = self.lock();
+        let pending = status.pending?;
+        let due = pending.since + self.definition.delay(pending.into_alarm);
+        if now < due {
+            return None;
+        }
+        Some(self.change(&mut status, pending.into_alarm, due, pending.value))
+    }
+
+    /// The condition trips (`into_alarm`) or clears at `time` on `value`.
+    fn change(&self, status: &mut AlarmStatus, into_alarm: bool, time: SystemTime, value: f64) -> AlarmEvent {
+        status.pending = None;
+        let kind = if into_alarm {
+            trip(status, time, Some(value));
+            AlarmEventKind::Active
+        } else {
+            clear(status, time);
+            AlarmEventKind::Cleared
         };
-        Some(self.event(kind, time, Some(value), None))
+        self.event(kind, time, Some(value), None)
     }
 
     /// Acknowledges the alarm; `None` when there was nothing to acknowledge.
@@ -544,7 +605,6 @@ impl Alarm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn alarm(condition: Condition, limit: f64, setpoint: Option<f64>) -> Alarm {
         Alarm::new(AlarmDefinition {
@@ -559,6 +619,8 @@ mod tests {
             message: "test".into(),
             guidance: AlarmGuidance::default(),
             signed: false,
+            on_delay: Duration::ZERO,
+            off_delay: Duration::ZERO,
         })
     }
 
@@ -678,6 +740,33 @@ mod tests {
                 assert_eq!(alarm.status().label(), want, "from {from:?} then {step:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_condition_activates_or_clears_only_when_it_holds_for_its_delay() {
+        let alarm = Alarm::new(AlarmDefinition {
+            on_delay: Duration::from_secs(5),
+            off_delay: Duration::from_secs(3),
+            ..alarm(Condition::Hi, 80.0, None).definition().clone()
+        });
+        // A blip shorter than the on-delay never activates.
+        assert_eq!(alarm.evaluate(90.0, at(0)), None);
+        assert_eq!(alarm.evaluate(70.0, at(2)), None, "back before its delay");
+        assert_eq!(alarm.settle_delay(at(10)), None, "nothing pending");
+        // Held for the delay, it activates when the delay runs out, with the value that began it.
+        assert_eq!(alarm.evaluate(91.0, at(20)), None);
+        assert_eq!(alarm.evaluate(92.0, at(22)), None, "still waiting");
+        assert_eq!(alarm.settle_delay(at(24)), None, "not yet");
+        let active = alarm.settle_delay(at(26)).expect("its delay ran out");
+        assert_eq!(
+            (active.kind, active.time, active.value),
+            (AlarmEventKind::Active, at(25), Some(91.0))
+        );
+        // A write after the delay carries it out too.
+        assert_eq!(alarm.evaluate(10.0, at(30)), None, "clearing waits its off-delay");
+        let cleared = alarm.evaluate(10.0, at(33)).expect("held clear for 3 s");
+        assert_eq!((cleared.kind, cleared.time), (AlarmEventKind::Cleared, at(33)));
+        assert_eq!(alarm.status().state, AlarmState::NormalUnacked);
     }
 
     #[test]

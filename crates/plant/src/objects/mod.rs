@@ -260,6 +260,8 @@ impl ObjectModel {
                     time_to_respond: alarm.time_to_respond,
                 },
                 signed: alarm.signed,
+                on_delay: std::time::Duration::from_secs(u64::from(alarm.on_delay)),
+                off_delay: std::time::Duration::from_secs(u64::from(alarm.off_delay)),
             };
             model
                 .add_alarm(definition)
@@ -558,6 +560,14 @@ impl ObjectModel {
         _: &WriteCapability,
     ) -> Result<Option<AlarmEvent>, HandlingError> {
         Ok(self.alarm_named(alarm)?.unshelve(Some(user), time))
+    }
+
+    /// Carries out every change of condition whose delay ran out by `now`: their events.
+    pub fn settle_alarm_delays(&self, now: SystemTime, _: &WriteCapability) -> Vec<AlarmEvent> {
+        self.alarms
+            .iter()
+            .filter_map(|alarm| alarm.settle_delay(now))
+            .collect()
     }
 
     /// Unshelves every alarm whose shelving ran out by `now`: their events.

@@ -330,6 +330,16 @@ impl Plant {
         Ok(self.handled(event))
     }
 
+    /// Carries out every change of an alarm's condition whose `on_delay` or `off_delay` ran out
+    /// by `now`, recorded as any transition.
+    pub(crate) fn settle_alarm_delays(&self, now: SystemTime) {
+        let events = self.objects.load().settle_alarm_delays(now, &WRITE);
+        if !events.is_empty() {
+            self.historian.record_events(events, &WRITE);
+            self.changed();
+        }
+    }
+
     /// Unshelves every alarm whose shelving ran out by `now`, their audit recorded.
     pub(crate) fn unshelve_due(&self, now: SystemTime, _: &Audited) {
         for event in self.objects.load().unshelve_due(now, &WRITE) {

@@ -99,6 +99,8 @@ const TABLES: &[Table] = &[
             ("Response", "Response", Text),
             ("TimeToRespond", "TimeToRespond", Int),
             ("Signed", "Signed", Int),
+            ("OnDelay", "OnDelay", Int),
+            ("OffDelay", "OffDelay", Int),
         ],
         identity: false,
     },

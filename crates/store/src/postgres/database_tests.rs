@@ -95,6 +95,11 @@ async fn a_version_3_database_keeps_its_alarms_and_gains_their_response_when_it_
         !alarm.signed,
         "acknowledged without a signature until an import says otherwise"
     );
+    assert_eq!(
+        (alarm.on_delay, alarm.off_delay),
+        (0, 0),
+        "no delays until an import gives them"
+    );
 }
 
 #[tokio::test]

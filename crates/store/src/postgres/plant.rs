@@ -72,6 +72,9 @@ impl PgStore {
                     .get::<Option<i32>>(&row, 12)?
                     .and_then(|seconds| u32::try_from(seconds).ok()),
                 signed: self.get::<i32>(&row, 13)? != 0,
+                // The columns' CHECKs keep them to 0..=3600.
+                on_delay: u32::try_from(self.get::<i32>(&row, 14)?).unwrap_or(0),
+                off_delay: u32::try_from(self.get::<i32>(&row, 15)?).unwrap_or(0),
             });
         }
         for row in self.fetch(connection, SELECT_FOLDERS).await? {
@@ -301,10 +304,11 @@ impl PgStore {
             &mut transaction,
             sqlx::query(
                 "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                     Cause, Consequence, Response, TimeToRespond, Signed)
+                     Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[],
                                       $6::integer[], $7::float8[], $8::integer[], $9::text[],
-                                      $10::text[], $11::text[], $12::text[], $13::integer[], $14::integer[])",
+                                      $10::text[], $11::text[], $12::text[], $13::integer[], $14::integer[],
+                                      $15::integer[], $16::integer[])",
             )
             .bind(alarms.iter().map(|alarm| alarm.name.as_str()).collect::<Vec<_>>())
             .bind(alarms.iter().map(|alarm| alarm.tag.as_str()).collect::<Vec<_>>())
@@ -329,7 +333,19 @@ impl PgStore {
                     .map(|alarm| alarm.time_to_respond.and_then(|seconds| i32::try_from(seconds).ok()))
                     .collect::<Vec<_>>(),
             )
-            .bind(alarms.iter().map(|alarm| i32::from(alarm.signed)).collect::<Vec<_>>()),
+            .bind(alarms.iter().map(|alarm| i32::from(alarm.signed)).collect::<Vec<_>>())
+            .bind(
+                alarms
+                    .iter()
+                    .map(|alarm| i32::try_from(alarm.on_delay).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                alarms
+                    .iter()
+                    .map(|alarm| i32::try_from(alarm.off_delay).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            ),
         )
         .await?;
         self.run(

@@ -3,6 +3,9 @@
 -- records shelving and service besides trips, clears and acknowledgements, and the audit
 -- shelving and service besides writes and acknowledgements.
 ALTER TABLE AlarmDefinitions ADD COLUMN Signed INTEGER NOT NULL DEFAULT 0 CHECK (Signed IN (0, 1));
+-- Seconds its condition must hold before it activates, and stay clear before it clears.
+ALTER TABLE AlarmDefinitions ADD COLUMN OnDelay INTEGER NOT NULL DEFAULT 0 CHECK (OnDelay BETWEEN 0 AND 3600);
+ALTER TABLE AlarmDefinitions ADD COLUMN OffDelay INTEGER NOT NULL DEFAULT 0 CHECK (OffDelay BETWEEN 0 AND 3600);
 
 ALTER TABLE AlarmHistory DROP CONSTRAINT alarmhistory_event_check;
 ALTER TABLE AlarmHistory ADD CONSTRAINT alarmhistory_event_check
