@@ -1229,6 +1229,41 @@ async fn an_operator_shelves_an_active_alarm_off_the_lists_and_unshelves_it_back
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_alarms_is_said_across_the_banner_with_its_first_out() {
+    let solution = solution_with_writable_tags();
+    let path = solution.path.to_str().expect("utf-8").to_owned();
+    admin(&["settings", &path, "set", "AlarmFloodCount", "2"], "");
+    let (rig, _driver, browser) = tank1_high_in_the_alarms_of_ops(solution).await;
+    browser
+        .wait_visible("#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"]")
+        .await;
+    assert!(
+        browser
+            .run("return document.getElementById('alarm-flood').hidden;", vec![])
+            .await
+            == json!(true),
+        "one activation is no flood"
+    );
+    // Two more activations of it within 10 minutes: three, more than two.
+    let guest = rig.guest().await;
+    for level in [50.0, 93.0, 50.0, 94.0] {
+        write(&guest, "Tank1.Level", WriteValue::Number(level)).await;
+    }
+    browser
+        .wait_text("#alarm-flood", "the flood", |text| {
+            text.starts_with("Alarm flood: 3 alarms in 10 minutes since ")
+                && text.ends_with(". First out: Tank 1 level high (Tank1.Level.Hi).")
+        })
+        .await;
+    browser.screenshot("alarm-flood").await;
+    assert_no_violations(&browser).await;
+    browser.resize(PHONE.0, PHONE.1).await;
+    browser.screenshot("alarm-flood-phone").await;
+    assert_within_the_screen(&browser, "#alarm-flood").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_signed_approvals_the_card_asks_for_the_approvers_password() {
     let rig = PanelRig::start(proposable_solution()).await;
     let path = rig.solution.path.to_str().expect("utf-8 path").to_owned();

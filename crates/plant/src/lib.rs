@@ -31,7 +31,9 @@ mod plant;
 mod runtime;
 mod sources;
 
-pub use plant::{BatchWritten, Instance, Plant, PlantLibrary, PlantReader, TagWrite, WriteCapability};
+pub use plant::{
+    AlarmFlood, BatchWritten, Instance, Plant, PlantLibrary, PlantReader, TagWrite, WriteCapability,
+};
 pub use runtime::{ModelStandIn, Runtime, Toolkit, ToolsClosed};
 pub use sources::{
     BrowsedNode, OpcUaAccess, OpcUaAccessError, PresentedCertificate, SKELETON_MAX_VARIABLES, Skeleton,

@@ -100,6 +100,7 @@ impl Runtime {
         let historian = Arc::new(Historian::new(Arc::clone(&store), settings.history_retention));
         historian.set_max_bytes(settings.history_max_bytes);
         let plant = Plant::new(objects, historian);
+        plant.set_alarm_flood_count(settings.alarm_flood_count);
         plant.index_library(documents, equipment);
         let simulator = Simulator::new(plant.clone(), definitions)?;
         let proposals = Arc::new(ProposalBoard::default());
@@ -337,6 +338,7 @@ impl Runtime {
                     self.audit.set_retention(settings.audit_retention);
                     self.shelving_max_secs
                         .store(settings.shelving_max.as_secs(), Ordering::Relaxed);
+                    self.plant.set_alarm_flood_count(settings.alarm_flood_count);
                     if simulator.is_none() && settings.simulator_enabled != simulate {
                         simulate = settings.simulator_enabled;
                         tracing::info!(simulator = simulate, "SimulatorEnabled changed");

@@ -422,7 +422,7 @@ impl Client {
     /// when the request asks for it.
     pub async fn alarms(&self, request: AlarmsRequest) -> Result<AlarmsReply, ClientError> {
         match self.call(client_frame::Body::Alarms(request)).await? {
-            server_frame::Body::Alarms(reply) => Ok(reply),
+            server_frame::Body::Alarms(reply) => Ok(*reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "AlarmsReply",
             }),

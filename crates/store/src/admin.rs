@@ -45,17 +45,20 @@ pub enum RuntimeKey {
     SignedApprovals,
     /// The longest an operator may shelve an alarm for, in whole hours (default 24).
     ShelvingMaxHours,
+    /// More alarms than this within 10 minutes is a flood (default 10, EEMUA 191's).
+    AlarmFloodCount,
 }
 
 impl RuntimeKey {
     /// Every key, in `settings show` order.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::SimulatorEnabled,
         Self::HistoryRetentionHours,
         Self::AuditRetentionDays,
         Self::HistoryMaxBytes,
         Self::SignedApprovals,
         Self::ShelvingMaxHours,
+        Self::AlarmFloodCount,
     ];
 
     /// The key as stored and typed.
@@ -67,6 +70,7 @@ impl RuntimeKey {
             Self::HistoryMaxBytes => "HistoryMaxBytes",
             Self::SignedApprovals => "SignedApprovals",
             Self::ShelvingMaxHours => "ShelvingMaxHours",
+            Self::AlarmFloodCount => "AlarmFloodCount",
         }
     }
 
@@ -90,6 +94,12 @@ impl RuntimeKey {
                 Ok(hours) if (1..=MAX_SHELVING_HOURS).contains(&hours) => Ok(hours.to_string()),
                 _ => Err(invalid(format!(
                     "{value:?} is not a whole number of hours from 1 to {MAX_SHELVING_HOURS}"
+                ))),
+            },
+            Self::AlarmFloodCount => match value.trim().parse::<u32>() {
+                Ok(count) if (1..=MAX_FLOOD_COUNT).contains(&count) => Ok(count.to_string()),
+                _ => Err(invalid(format!(
+                    "{value:?} is not a whole number of alarms from 1 to {MAX_FLOOD_COUNT}"
                 ))),
             },
             Self::AuditRetentionDays => match value.trim().parse::<u32>() {
@@ -123,6 +133,12 @@ const MIN_HISTORY_BYTES: u64 = 1 << 20;
 /// not shelved).
 const MAX_SHELVING_HOURS: u32 = 720;
 
+/// The most `AlarmFloodCount` may say: past it a plant is never in a flood.
+const MAX_FLOOD_COUNT: u32 = 100_000;
+
+/// More alarms than this in 10 minutes is a flood when `AlarmFloodCount` is not set (EEMUA 191).
+const DEFAULT_FLOOD_COUNT: u32 = 10;
+
 /// How long an alarm may be shelved for when `ShelvingMaxHours` is not set: a day.
 const DEFAULT_SHELVING_HOURS: u64 = 24;
 
@@ -144,6 +160,8 @@ pub struct RuntimeSettings {
     pub signed_approvals: bool,
     /// The longest an alarm may be shelved for.
     pub shelving_max: Duration,
+    /// More alarms than this within 10 minutes is a flood.
+    pub alarm_flood_count: u32,
 }
 
 impl Default for RuntimeSettings {
@@ -155,6 +173,7 @@ impl Default for RuntimeSettings {
             history_max_bytes: None,
             signed_approvals: false,
             shelving_max: Duration::from_secs(DEFAULT_SHELVING_HOURS * 3600),
+            alarm_flood_count: DEFAULT_FLOOD_COUNT,
         }
     }
 }
@@ -398,6 +417,9 @@ impl RuntimeSettings {
                     let hours: u64 = value.parse().unwrap_or(DEFAULT_SHELVING_HOURS);
                     settings.shelving_max = Duration::from_secs(hours * 3600);
                 }
+                RuntimeKey::AlarmFloodCount => {
+                    settings.alarm_flood_count = value.parse().unwrap_or(DEFAULT_FLOOD_COUNT);
+                }
             }
         }
         Ok(settings)
@@ -440,6 +462,7 @@ pub(super) fn setting_value(
             RuntimeKey::HistoryMaxBytes => runtime.history_max_bytes.unwrap_or(0).to_string(),
             RuntimeKey::SignedApprovals => runtime.signed_approvals.to_string(),
             RuntimeKey::ShelvingMaxHours => (runtime.shelving_max.as_secs() / 3600).to_string(),
+            RuntimeKey::AlarmFloodCount => runtime.alarm_flood_count.to_string(),
         }),
         SettingKey::ModelEnabled => SettingValue::Text(row.model_enabled.to_string()),
         SettingKey::ModelOptions => SettingValue::Text(format!("{:#04x}", row.model_options)),

@@ -464,6 +464,14 @@ impl ObjectModel {
         &self.alarms
     }
 
+    /// Whether the alarm named `name` is annunciated: neither shelved nor out of service (false
+    /// for no such alarm).
+    pub fn alarm_is_annunciated(&self, name: &str) -> bool {
+        self.alarms_by_name
+            .get(name)
+            .is_some_and(|alarm| alarm.status().handling.annunciated())
+    }
+
     /// Whether acknowledging the alarm named `name` takes a signature (false for no such alarm).
     pub fn alarm_is_signed(&self, name: &str) -> bool {
         self.alarms_by_name

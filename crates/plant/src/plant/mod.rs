@@ -8,6 +8,7 @@
 //! [`Plant`] holds. The assistant's tools get a [`PlantReader`], which has none: they cannot
 //! write, by type, not by convention.
 
+mod flood;
 mod library;
 pub(crate) mod write_capability;
 
@@ -18,6 +19,7 @@ use std::time::SystemTime;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+pub use self::flood::AlarmFlood;
 pub use self::library::{Instance, PlantLibrary};
 use self::write_capability::WRITE;
 pub use self::write_capability::WriteCapability;
@@ -27,6 +29,9 @@ use crate::objects::{
     AcknowledgeError, HandlingError, ObjectModel, OutOfService, Shelving, TagSample, WriteError,
 };
 use plant_model::{AlarmEvent, Equipment, PlantDocument, Quality, TagValue};
+
+/// More alarms than this within 10 minutes is a flood until the settings are read (EEMUA 191).
+const DEFAULT_FLOOD_COUNT: usize = 10;
 
 /// Documents of at most this many bytes in all are indexed at once when a plant loads (a few
 /// milliseconds); more are indexed on a thread of their own.
@@ -44,6 +49,43 @@ pub struct Plant {
     /// Whether tags were loaded whose values the historian may not have taken yet
     /// ([`record_loaded_values`](Self::record_loaded_values)).
     loaded: Arc<AtomicBool>,
+    /// The annunciated activations of the last 10 minutes, and the flood they make.
+    floods: Arc<Floods>,
+}
+
+/// The flood watch and the count past which activations are a flood (`AlarmFloodCount`).
+#[derive(Debug)]
+struct Floods {
+    watch: std::sync::Mutex<flood::FloodWatch>,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl Floods {
+    fn watch(&self) -> std::sync::MutexGuard<'_, flood::FloodWatch> {
+        self.watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the activations among `events` of alarms annunciated in `objects`.
+    fn take(&self, objects: &ObjectModel, events: &[AlarmEvent]) {
+        let threshold = self.count.load(Ordering::Relaxed);
+        let mut watch = None;
+        for event in events {
+            if event.kind == plant_model::AlarmEventKind::Active && objects.alarm_is_annunciated(&event.alarm)
+            {
+                watch
+                    .get_or_insert_with(|| self.watch())
+                    .activated(event.time, &event.alarm, threshold);
+            }
+        }
+    }
+
+    /// The flood going on at `now`, if any.
+    fn at(&self, now: SystemTime) -> Option<AlarmFlood> {
+        let threshold = self.count.load(Ordering::Relaxed);
+        self.watch().at(now, threshold)
+    }
 }
 
 /// The plant as the assistant's tools see it: tags, alarms and history to read, nothing to
@@ -54,9 +96,16 @@ pub struct PlantReader {
     library: Arc<ArcSwap<PlantLibrary>>,
     historian: Arc<Historian>,
     changes: Arc<watch::Sender<u64>>,
+    floods: Arc<Floods>,
 }
 
 impl PlantReader {
+    /// The alarm flood going on now, if any: more annunciated activations within 10 minutes
+    /// than `AlarmFloodCount`.
+    pub fn alarm_flood(&self) -> Option<AlarmFlood> {
+        self.floods.at(SystemTime::now())
+    }
+
     /// The live tags and alarms, as they are now.
     pub fn objects(&self) -> Arc<ObjectModel> {
         self.objects.load_full()
@@ -104,7 +153,17 @@ impl Plant {
             historian,
             changes: Arc::new(watch::Sender::new(0)),
             loaded: Arc::new(AtomicBool::new(true)),
+            floods: Arc::new(Floods {
+                watch: std::sync::Mutex::default(),
+                count: std::sync::atomic::AtomicUsize::new(DEFAULT_FLOOD_COUNT),
+            }),
         }
+    }
+
+    /// More alarms than `count` within 10 minutes is a flood (`AlarmFloodCount`, followed live).
+    pub fn set_alarm_flood_count(&self, count: u32) {
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        self.floods.count.store(count, Ordering::Relaxed);
     }
 
     /// Records, once after each load of the plant, the value of every tag that keeps history
@@ -194,6 +253,7 @@ impl Plant {
             library: Arc::clone(&self.library),
             historian: Arc::clone(&self.historian),
             changes: Arc::clone(&self.changes),
+            floods: Arc::clone(&self.floods),
         }
     }
 
@@ -223,6 +283,7 @@ impl Plant {
                 time,
             },
         )?;
+        self.floods.take(&objects, &events);
         recording.record_events(events.clone());
         drop(recording);
         self.changed();
@@ -240,6 +301,7 @@ impl Plant {
         for write in writes {
             match write_one(&objects, &mut recording, write) {
                 Ok(events) => {
+                    self.floods.take(&objects, &events);
                     recording.record_events(events);
                     written.written += 1;
                 }
@@ -333,7 +395,9 @@ impl Plant {
     /// Carries out every change of an alarm's condition whose `on_delay` or `off_delay` ran out
     /// by `now`, recorded as any transition.
     pub(crate) fn settle_alarm_delays(&self, now: SystemTime) {
-        let events = self.objects.load().settle_alarm_delays(now, &WRITE);
+        let objects = self.objects.load();
+        let events = objects.settle_alarm_delays(now, &WRITE);
+        self.floods.take(&objects, &events);
         if !events.is_empty() {
             self.historian.record_events(events, &WRITE);
             self.changed();

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
-use tserver_proto::v1::{AlarmDetail, AlarmsReply, AlarmsRequest, ErrorCode, server_frame};
+use tserver_proto::v1::{AlarmDetail, AlarmFlood, AlarmsReply, AlarmsRequest, ErrorCode, server_frame};
 
 use super::historian;
-use super::to_proto::{CallError, alarm_detail, alarm_history_event, from_epoch_ms};
+use super::to_proto::{CallError, alarm_detail, alarm_history_event, epoch_ms, from_epoch_ms};
 use plant::Runtime;
 use plant::objects::{Alarm, AlarmState, AlarmStatus, ObjectModel};
 
@@ -59,12 +59,18 @@ pub(crate) fn apply(
     let (active, active_truncated) = active(&objects, room);
     let used: usize = active.iter().map(|detail| detail.encoded_len() + 6).sum();
     let handled = handled(&objects, room.saturating_sub(used));
+    let flood = plant.alarm_flood().map(|flood| AlarmFlood {
+        since_ms: epoch_ms(flood.since),
+        first_out: flood.first_out,
+        count: u32::try_from(flood.count).unwrap_or(u32::MAX),
+    });
     let history = request.history.then(|| Arc::clone(plant.historian()));
     Ok(async move {
         let mut reply = AlarmsReply {
             active,
             active_truncated,
             handled,
+            flood,
             ..AlarmsReply::default()
         };
         if let Some(history) = history {
@@ -80,7 +86,7 @@ pub(crate) fn apply(
                 Err(failed) => return failed,
             }
         }
-        server_frame::Body::Alarms(reply)
+        server_frame::Body::Alarms(Box::new(reply))
     })
 }
 

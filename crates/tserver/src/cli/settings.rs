@@ -100,6 +100,9 @@ async fn write_when_seen(lines: &mut String, store: &Store, key: &SettingKey) ->
         RuntimeKey::ShelvingMaxHours => {
             "a running server follows it from the next shelving: alarms shelved already keep their time"
         }
+        RuntimeKey::AlarmFloodCount => {
+            "a running server follows it within a second: more alarms than this within 10 minutes is a flood"
+        }
     };
     writeln!(lines, "{} = {value}: {when}", runtime_key.as_str())?;
     Ok(())

@@ -132,6 +132,7 @@ export class Alarms {
       const next = new Map();
       for (const detail of reply.active ?? []) next.set(detail.name, detail);
       this.handled = reply.handled ?? [];
+      this.showFlood(reply.flood ?? null);
       // Normal alarms the subscription knows stay known (their state is normal).
       for (const [name, alarm] of this.alarms) {
         if (!next.has(name) && alarm.state === 'normal') next.set(name, alarm);
@@ -141,6 +142,23 @@ export class Alarms {
     } catch (error) {
       if (error.code === 'ERROR_CODE_UNKNOWN_CALL') this.detailsOffered = false;
     }
+  }
+
+  /**
+   * The flood banner: how many alarms in 10 minutes, since when, and the first-out, or nothing.
+   * A flood ends with time, not with a change, so while one is shown the list is read again
+   * every 30 seconds.
+   */
+  showFlood(flood) {
+    const line = byId('alarm-flood');
+    clearTimeout(this.floodTimer);
+    if (!flood) {
+      say(line, '');
+      return;
+    }
+    const first = this.messageOf(flood.firstOut);
+    say(line, `Alarm flood: ${flood.count} alarms in 10 minutes since ${showTime(flood.sinceMs)}. First out: ${first}${first === flood.firstOut ? '' : ` (${flood.firstOut})`}.`);
+    this.floodTimer = setTimeout(() => this.refresh(), 30_000);
   }
 
   /** The alarms annunciated and not normal, in the order operators read them. */
