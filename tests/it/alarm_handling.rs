@@ -590,3 +590,26 @@ async fn an_alarm_with_an_on_delay_activates_only_once_its_condition_held_that_l
     shutdown.cancel();
     background.await.expect("the background work ends");
 }
+
+#[tokio::test]
+async fn an_alarm_tripping_three_times_within_a_minute_is_listed_as_chattering() {
+    let solution = solution();
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    for _ in 0..3 {
+        set(&server.runtime, 90.0).await;
+        set(&server.runtime, 10.0).await;
+    }
+    let client = server.client().await;
+    client.login("ops", "ops-pw").await.expect("logs in");
+    let reply = client
+        .alarms(service_client::AlarmsRequest::default())
+        .await
+        .expect("lists");
+    let detail = reply
+        .active
+        .iter()
+        .find(|alarm| alarm.name == "T.Hi")
+        .expect("cleared, unacknowledged: listed");
+    assert_eq!((detail.chattering, detail.chatter_episodes), (true, 1));
+    server.stop().await;
+}

@@ -1255,6 +1255,15 @@ async fn a_flood_of_alarms_is_said_across_the_banner_with_its_first_out() {
                 && text.ends_with(". First out: Tank 1 level high (Tank1.Level.Hi).")
         })
         .await;
+    // Tripping three times within a minute, it chatters, said beside its state.
+    assert_eq!(
+        text_of(
+            &browser,
+            "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"] .chatter-badge".to_owned()
+        )
+        .await,
+        "Chattering"
+    );
     browser.screenshot("alarm-flood").await;
     assert_no_violations(&browser).await;
     browser.resize(PHONE.0, PHONE.1).await;

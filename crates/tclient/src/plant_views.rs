@@ -174,11 +174,14 @@ fn describe_alarm(alarm: &AlarmDetail) -> String {
         || alarm.condition.clone(),
         |limit| format!("{} limit {limit}", alarm.condition),
     );
-    let acknowledged = if alarm.acknowledged_by.is_empty() {
+    let mut acknowledged = if alarm.acknowledged_by.is_empty() {
         String::new()
     } else {
         format!(", acknowledged by {}", alarm.acknowledged_by)
     };
+    if alarm.chattering {
+        acknowledged.push_str(", chattering");
+    }
     format!(
         "{} [{}] priority {} since {}: {} = {value} ({limit}{acknowledged}): {}",
         alarm.name,

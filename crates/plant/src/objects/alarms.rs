@@ -187,6 +187,50 @@ pub struct AlarmStatus {
     pub handling: AlarmHandling,
     /// A change of its condition waiting out the alarm's `on_delay` or `off_delay`.
     pub pending: Option<PendingChange>,
+    /// Its last trips, whether it chatters and how often it has.
+    pub chatter: Chatter,
+}
+
+/// Trips this many times within [`CHATTER_WINDOW`] and an alarm chatters (EEMUA 191).
+pub const CHATTER_TRIPS: usize = 3;
+
+/// The window [`CHATTER_TRIPS`] trips are counted in.
+pub const CHATTER_WINDOW: Duration = Duration::from_secs(60);
+
+/// An alarm's last [`CHATTER_TRIPS`] trips, and how many times it began to chatter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Chatter {
+    /// The last trips, oldest first.
+    last: [Option<SystemTime>; CHATTER_TRIPS],
+    /// How many times it began to chatter (since the server started).
+    pub episodes: u32,
+}
+
+impl Chatter {
+    /// A trip at `time`: a new episode when it makes the last trips chatter and the ones
+    /// before did not.
+    fn tripped(&mut self, time: SystemTime) {
+        let chattered = self.chatters_by(time);
+        self.last.rotate_left(1);
+        self.last[CHATTER_TRIPS - 1] = Some(time);
+        if !chattered && self.chatters_by(time) {
+            self.episodes += 1;
+        }
+    }
+
+    /// Whether it chatters at `now`: its last trips all fell within the window, the newest less
+    /// than a window ago.
+    pub fn chatters_by(&self, now: SystemTime) -> bool {
+        match (self.last[0], self.last[CHATTER_TRIPS - 1]) {
+            (Some(oldest), Some(newest)) => {
+                newest
+                    .duration_since(oldest)
+                    .is_ok_and(|span| span <= CHATTER_WINDOW)
+                    && now.duration_since(newest).unwrap_or_default() <= CHATTER_WINDOW
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A change of an alarm's condition seen and waiting out its delay: it happens only if the
@@ -214,6 +258,10 @@ impl AlarmStatus {
             changed_at: None,
         },
         pending: None,
+        chatter: Chatter {
+            last: [None; CHATTER_TRIPS],
+            episodes: 0,
+        },
     };
 
     /// The state as ISA-18.2 names it to an operator: `out-of-service`, `shelved`, else the
@@ -233,6 +281,7 @@ impl AlarmStatus {
         let handling = std::mem::take(&mut self.handling);
         *self = Self {
             handling,
+            chatter: self.chatter,
             ..Self::NORMAL
         };
     }
@@ -260,6 +309,8 @@ pub enum HandlingError {
 /// The condition tripped at `time` (on `value`): in alarm, unacknowledged.
 fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
     let handling = std::mem::take(&mut status.handling);
+    let mut chatter = status.chatter;
+    chatter.tripped(time);
     *status = AlarmStatus {
         state: AlarmState::Active,
         active_since: Some(time),
@@ -268,6 +319,7 @@ fn trip(status: &mut AlarmStatus, time: SystemTime, value: Option<f64>) {
         acknowledged: None,
         handling,
         pending: None,
+        chatter,
     };
 }
 
@@ -770,6 +822,45 @@ mod tests {
     }
 
     #[test]
+    fn three_trips_within_a_minute_make_an_alarm_chatter_once_until_it_calms() {
+        let alarm = alarm(Condition::Hi, 80.0, None);
+        let bounce = |start: u64| {
+            for second in [start, start + 20, start + 40] {
+                alarm.evaluate(90.0, at(second));
+                alarm.evaluate(10.0, at(second + 5));
+            }
+        };
+        bounce(0);
+        let chatter = alarm.status().chatter;
+        assert!(chatter.chatters_by(at(50)), "three trips in 40 s");
+        assert_eq!(chatter.episodes, 1);
+        assert!(
+            !chatter.chatters_by(at(101)),
+            "a minute after its last trip it is calm"
+        );
+        // A fourth trip right away is the same episode; after calm, a new one.
+        alarm.evaluate(90.0, at(55));
+        alarm.evaluate(10.0, at(56));
+        assert_eq!(alarm.status().chatter.episodes, 1);
+        bounce(500);
+        assert_eq!(alarm.status().chatter.episodes, 2);
+        // Two trips a minute apart and more are no chatter.
+        let calm = alarm_named("T.B");
+        for second in [0, 61, 122] {
+            calm.evaluate(90.0, at(second));
+            calm.evaluate(10.0, at(second + 1));
+        }
+        assert_eq!(calm.status().chatter.episodes, 0);
+    }
+
+    fn alarm_named(name: &str) -> Alarm {
+        Alarm::new(AlarmDefinition {
+            name: name.into(),
+            ..alarm(Condition::Hi, 80.0, None).definition().clone()
+        })
+    }
+
+    #[test]
     fn a_shelved_alarm_is_still_evaluated_and_its_transitions_recorded() {
         let alarm = alarm(Condition::Hi, 80.0, None);
         apply(&alarm, Step::Shelve, at(0));
@@ -866,7 +957,15 @@ mod tests {
             alarm.evaluate(12.0, at(2)).map(|e| e.kind),
             Some(AlarmEventKind::Cleared)
         );
-        assert_eq!(alarm.status(), AlarmStatus::NORMAL);
+        let status = alarm.status();
+        assert_eq!(
+            status,
+            AlarmStatus {
+                chatter: status.chatter,
+                ..AlarmStatus::NORMAL
+            },
+            "normal, its trip remembered to tell chattering"
+        );
     }
 
     fn recorded(alarm: &Alarm, kind: AlarmEventKind, seconds: u64) -> AlarmEvent {

@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 
 pub use alarms::{
     AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmHandling, AlarmState, AlarmStatus,
-    HandlingError, OutOfService, Shelving,
+    CHATTER_TRIPS, CHATTER_WINDOW, Chatter, HandlingError, OutOfService, PendingChange, Shelving,
 };
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 

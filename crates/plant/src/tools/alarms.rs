@@ -135,6 +135,9 @@ fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolEr
             }
             add_guidance(&mut entry, &definition.guidance);
             add_handling(&mut entry, &status.handling);
+            if status.chatter.chatters_by(std::time::SystemTime::now()) {
+                entry["chattering"] = json!(true);
+            }
             if let Some(tag) = objects.tag(&definition.tag) {
                 entry["currentValue"] = tag.current().value.to_json();
             }

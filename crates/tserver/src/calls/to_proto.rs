@@ -190,6 +190,8 @@ pub(crate) fn alarm_detail(alarm: &Alarm, status: &AlarmStatus, tag: Option<&Tag
         consequence: definition.guidance.consequence.clone(),
         response: definition.guidance.response.clone(),
         time_to_respond_s: definition.guidance.time_to_respond,
+        chattering: status.chatter.chatters_by(SystemTime::now()),
+        chatter_episodes: status.chatter.episodes,
         ..handling_of(status)
     }
 }

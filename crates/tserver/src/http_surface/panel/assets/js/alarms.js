@@ -247,7 +247,8 @@ export class Alarms {
         el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
         el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
         el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
-          alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null),
+          alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null,
+          alarm.chattering ? el('span', { class: 'chatter-badge', title: '3 trips within a minute: consider an on-delay, a deadband or shelving it' }, 'Chattering') : null),
         el('td', { class: 'a-act' }, el('div', { class: 'a-buttons' }, ack, shelve)));
       // What to do spans the row below, under the alarm, so it reads as lines, not a column.
       if (!guide) return [row];
