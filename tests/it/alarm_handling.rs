@@ -157,6 +157,25 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
             &serde_json::json!("transmitter replaced")
         )
     );
+    let folder = runtime
+        .tools()
+        .get("runtime_describe_object")
+        .expect("the describing tool")
+        .call(
+            serde_json::json!({"path": "P"}),
+            localai::tools::ToolCaller::Script {
+                script: "Check".into(),
+            },
+            localai::tools::TOOL_TIMEOUT,
+        )
+        .await
+        .expect("describes")
+        .result;
+    assert_eq!(
+        folder["activeAlarms"],
+        serde_json::json!([{"name": "T.Hi", "state": "shelved"}]),
+        "a folder's summary says the alarm is shelved, not just active"
+    );
     assert!(
         runtime
             .act_now(ops.clone(), UnshelveAlarm { alarm: "T.Hi".into() })

@@ -271,14 +271,15 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
     let active_alarms: Vec<Value> = objects
         .alarms()
         .iter()
-        .map(|alarm| (alarm, alarm.status().state))
-        .filter(|(_, state)| *state != crate::objects::AlarmState::Normal)
+        .map(|alarm| (alarm, alarm.status()))
+        .filter(|(_, status)| status.state != crate::objects::AlarmState::Normal)
         .filter(|(alarm, _)| {
             objects
                 .tag(&alarm.definition().tag)
                 .is_some_and(|tag| is_below(path, &tag.definition().path))
         })
-        .map(|(alarm, state)| json!({"name": alarm.definition().name, "state": state.label()}))
+        // A shelved or out-of-service alarm says so: in alarm, but not the operator's to act on.
+        .map(|(alarm, status)| json!({"name": alarm.definition().name, "state": status.label()}))
         .collect();
     // A count and the first few names; runtime_get_active_alarms with this path lists them all.
     let active_alarm_count = active_alarms.len();
