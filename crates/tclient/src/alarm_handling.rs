@@ -7,37 +7,41 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use service_client::{AlarmHandlingChange, FailoverClient, HandleAlarmRequest, SignatureMeaning};
 
-use crate::cli::AlarmsAction;
 use crate::signing::{Signer, sign_if_asked};
 
-/// Carries out `action` (one of the four changes of handling) and prints what became of it.
+/// A change of an alarm's handling asked for on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct HandlingChange<'a> {
+    /// The alarm's name.
+    pub name: &'a str,
+    /// Which change.
+    pub change: AlarmHandlingChange,
+    /// `--for` of a shelving.
+    pub duration: Option<&'a str>,
+    /// `--reason` of a shelving or a removal from service.
+    pub reason: &'a str,
+}
+
+/// Carries out `asked` and prints what became of it.
 pub async fn handle(
     client: &FailoverClient,
-    action: &AlarmsAction,
+    asked: HandlingChange<'_>,
     signer: Signer<'_>,
     input: &mut dyn BufRead,
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let (name, change, minutes, reason) = match action {
-        AlarmsAction::Shelve {
-            name,
-            duration,
-            reason,
-        } => (
-            name,
-            AlarmHandlingChange::Shelve,
-            minutes_of(duration)?,
-            reason.as_str(),
-        ),
-        AlarmsAction::Unshelve { name } => (name, AlarmHandlingChange::Unshelve, 0, ""),
-        AlarmsAction::OutOfService { name, reason } => {
-            (name, AlarmHandlingChange::RemoveFromService, 0, reason.as_str())
-        }
-        AlarmsAction::InService { name } => (name, AlarmHandlingChange::ReturnToService, 0, ""),
-        AlarmsAction::List { .. } | AlarmsAction::Ack { .. } => bail!("not a change of an alarm's handling"),
+    let HandlingChange {
+        name,
+        change,
+        duration,
+        reason,
+    } = asked;
+    let minutes = match duration {
+        Some(duration) => minutes_of(duration)?,
+        None => 0,
     };
     let request = HandleAlarmRequest {
-        alarm: name.clone(),
+        alarm: name.to_owned(),
         change: change.into(),
         shelve_minutes: minutes,
         reason: reason.to_owned(),

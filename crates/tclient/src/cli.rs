@@ -14,11 +14,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
+use crate::alarm_handling::HandlingChange;
 use crate::bench::{BenchArgs, Target};
 use crate::history_views::{self, Aggregate, HistoryQuery, HistoryView};
 use crate::plant_views;
 use crate::proposals;
 use crate::signing::{Signer, sign_if_asked};
+use service_client::AlarmHandlingChange;
 use service_client::{ChatEvent, ClientOptions, Decision, Envelope, FailoverClient, Proposal, ToolStatus};
 
 /// tclient: talk to a TServer from the command line.
@@ -548,7 +550,8 @@ async fn run_command(
                 user: &cli.user,
                 terminal: terminals.input,
             };
-            crate::alarm_handling::handle(client, action, signer, input, output).await?;
+            let asked = handling_change(action)?;
+            crate::alarm_handling::handle(client, asked, signer, input, output).await?;
         }
         Command::Proposals {
             action: ProposalsAction::List,
@@ -756,6 +759,37 @@ async fn watch_tags(
         output.flush()?;
     }
     Ok(())
+}
+
+/// The change of handling an `alarms` subcommand asks for.
+fn handling_change(action: &AlarmsAction) -> anyhow::Result<HandlingChange<'_>> {
+    let (name, change, duration, reason) = match action {
+        AlarmsAction::Shelve {
+            name,
+            duration,
+            reason,
+        } => (
+            name,
+            AlarmHandlingChange::Shelve,
+            Some(duration.as_str()),
+            reason.as_str(),
+        ),
+        AlarmsAction::Unshelve { name } => (name, AlarmHandlingChange::Unshelve, None, ""),
+        AlarmsAction::OutOfService { name, reason } => (
+            name,
+            AlarmHandlingChange::RemoveFromService,
+            None,
+            reason.as_str(),
+        ),
+        AlarmsAction::InService { name } => (name, AlarmHandlingChange::ReturnToService, None, ""),
+        AlarmsAction::List { .. } | AlarmsAction::Ack { .. } => bail!("not a change of an alarm's handling"),
+    };
+    Ok(HandlingChange {
+        name,
+        change,
+        duration,
+        reason,
+    })
 }
 
 /// `alarms ack NAME`: acknowledges the alarm, signed at the terminal when it takes a signature.
