@@ -8,14 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use plant::actions::{
     ActError, Actor, GivenSignature, Meaning, RemoveFromService, RequestedWrite, ReturnToService,
-    ShelveAlarm, UnshelveAlarm, WriteTags,
+    ServiceScope, ShelveAlarm, UnshelveAlarm, WriteTags,
 };
 use plant::tag_writes::GivenValue;
 use plant_model::AlarmEventKind;
 use store::Role;
 use tserver::Runtime;
 
-use crate::support::{Solution, admin};
+use crate::support::{Solution, admin, alarm_label};
 
 const PLANT: &str = r#"
 [[tags]]
@@ -42,12 +42,8 @@ signed = true
 
 /// A solution with the plant above and an operator with a password.
 fn solution() -> Solution {
-    let solution = Solution::empty();
-    let path = solution.path.to_str().expect("utf-8");
-    let file = solution.path.with_file_name("t.toml");
-    std::fs::write(&file, PLANT).expect("writes the plant");
-    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
-    admin(&["users", path, "add", "ops", "--role", "operator"], "ops-pw\n");
+    let solution = Solution::with_plant(PLANT);
+    solution.add_user("ops", "operator", "ops-pw");
     solution
 }
 
@@ -67,17 +63,6 @@ fn shelve(alarm: &str, hours: u64, reason: &str) -> ShelveAlarm {
         reason: reason.to_owned(),
         signatures: Vec::new(),
     }
-}
-
-fn label(runtime: &Runtime, alarm: &str) -> &'static str {
-    runtime
-        .objects()
-        .alarms()
-        .iter()
-        .find(|known| known.definition().name == alarm)
-        .expect("the alarm")
-        .status()
-        .label()
 }
 
 async fn set(runtime: &Runtime, value: f64) {
@@ -126,12 +111,12 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
             "ok"
         )
     );
-    assert_eq!(label(&runtime, "T.Hi"), "shelved");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "shelved");
 
     // Evaluated while shelved, not annunciated; the assistant is told who shelved it and why;
     // unshelved, it asks for an acknowledgement.
     set(&runtime, 90.0).await;
-    assert_eq!(label(&runtime, "T.Hi"), "shelved");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "shelved");
     let tool = runtime
         .tools()
         .get("runtime_get_active_alarms")
@@ -182,7 +167,7 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
             .await
             .expect("unshelved")
     );
-    assert_eq!(label(&runtime, "T.Hi"), "active");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "active");
     assert!(
         !runtime
             .act_now(ops.clone(), UnshelveAlarm { alarm: "T.Hi".into() })
@@ -220,7 +205,7 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
     );
     assert_eq!(last_row(&runtime).await.outcome, "permission denied");
     let out = RemoveFromService {
-        alarm: "T.Hi".into(),
+        alarms: ServiceScope::Alarm("T.Hi".into()),
         reason: "instrument removed".into(),
         signatures: Vec::new(),
     };
@@ -232,13 +217,16 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
         refused.to_string(),
         "an operator may not take alarms out of service; an admin can make the user an admin"
     );
-    assert_eq!(label(&runtime, "T.Hi"), "active");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "active");
 
     // An admin takes it out of service; it cannot be shelved then; back in service, it
     // annunciates again.
     let boss = user("boss", Role::Admin);
-    assert!(runtime.act_now(boss.clone(), out).await.expect("out of service"));
-    assert_eq!(label(&runtime, "T.Hi"), "out-of-service");
+    assert_eq!(
+        runtime.act_now(boss.clone(), out).await.expect("out of service"),
+        1
+    );
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "out-of-service");
     let row = last_row(&runtime).await;
     assert_eq!(
         (row.action, row.new_value.as_deref()),
@@ -251,13 +239,11 @@ async fn an_operator_shelves_and_unshelves_and_an_admin_takes_out_of_service_eac
             "T.Hi is out of service: put it back in service before shelving it".into()
         ))
     );
-    assert!(
-        runtime
-            .act_now(boss, ReturnToService { alarm: "T.Hi".into() })
-            .await
-            .expect("back")
-    );
-    assert_eq!(label(&runtime, "T.Hi"), "active");
+    let back = ReturnToService {
+        alarms: ServiceScope::Alarm("T.Hi".into()),
+    };
+    assert_eq!(runtime.act_now(boss, back).await.expect("back"), 1);
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "active");
 
     // The alarm history has each change of handling, by whom.
     runtime.plant().historian().flush().expect("flushes");
@@ -325,7 +311,7 @@ async fn a_signed_alarm_is_shelved_only_with_the_shelvers_signature() {
             .is_some_and(|signed| signed.starts_with("ops (performed, ")),
         "{row:?}"
     );
-    assert_eq!(label(&runtime, "T.HiHi"), "shelved");
+    assert_eq!(alarm_label(&runtime, "T.HiHi"), "shelved");
 }
 
 #[tokio::test]
@@ -339,10 +325,10 @@ async fn a_shelving_runs_out_by_itself_audited_and_the_alarm_annunciates_again()
         .await
         .expect("shelved");
     runtime.expire_shelvings(until - Duration::from_secs(1)).await;
-    assert_eq!(label(&runtime, "T.Hi"), "shelved", "not before its time");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "shelved", "not before its time");
     runtime.expire_shelvings(until).await;
     assert_eq!(
-        label(&runtime, "T.Hi"),
+        alarm_label(&runtime, "T.Hi"),
         "active",
         "still in alarm: annunciated again"
     );
@@ -387,7 +373,7 @@ async fn shelving_and_service_outlive_a_restart_and_the_historys_retention() {
         .await
         .expect("shelved");
     let out = RemoveFromService {
-        alarm: "T.HiHi".into(),
+        alarms: ServiceScope::Alarm("T.HiHi".into()),
         reason: "switch replaced".into(),
         signatures: vec![GivenSignature {
             user: "boss".into(),
@@ -406,11 +392,12 @@ async fn shelving_and_service_outlive_a_restart_and_the_historys_retention() {
         ],
         "boss-pw\n",
     );
-    assert!(
+    assert_eq!(
         runtime
             .act_now(user("boss", Role::Admin), out)
             .await
-            .expect("out of service")
+            .expect("out of service"),
+        1
     );
     runtime.plant().historian().flush().expect("flushes");
     // The history's retention passes over both events; what is kept apart stays.
@@ -465,16 +452,16 @@ async fn shelving_and_service_outlive_a_restart_and_the_historys_retention() {
 
     // Its time up while the server was down, the shelving ends at the first look.
     runtime.expire_shelvings(until).await;
-    assert_eq!(label(&runtime, "T.Hi"), "normal");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "normal");
     runtime.plant().historian().flush().expect("flushes");
     drop(runtime);
     let runtime = Runtime::open(&solution.path).expect("opens a third time");
     assert_eq!(
-        label(&runtime, "T.Hi"),
+        alarm_label(&runtime, "T.Hi"),
         "normal",
         "the ended shelving is not taken up"
     );
-    assert_eq!(label(&runtime, "T.HiHi"), "out-of-service");
+    assert_eq!(alarm_label(&runtime, "T.HiHi"), "out-of-service");
 }
 
 #[tokio::test]
@@ -571,6 +558,39 @@ async fn tclient_shelves_lists_and_takes_out_of_service_over_the_wire() {
         boss(&["alarms", "in-service", "T.HiHi"]).await.expect("back"),
         "put T.HiHi back in service\n"
     );
+    // A whole folder at once: only T.Hi is in service below P now.
+    let folder = crate::tclient::tclient(
+        &[
+            &login[..],
+            &[
+                "alarms",
+                "out-of-service",
+                "--folder",
+                "P",
+                "--reason",
+                "loop check",
+            ],
+        ]
+        .concat(),
+        "boss-pw\nboss-pw\n",
+        false,
+    )
+    .await
+    .expect("taken out of service");
+    assert!(
+        folder.ends_with("took 2 alarms below P out of service\n"),
+        "{folder}"
+    );
+    assert_eq!(
+        boss(&["alarms", "in-service", "--folder", "P"])
+            .await
+            .expect("back"),
+        "put 2 alarms below P back in service\n"
+    );
+    let both = boss(&["alarms", "in-service", "T.Hi", "--folder", "P"])
+        .await
+        .expect_err("one or the other");
+    assert!(both.to_string().contains("cannot be used with"), "{both}");
     server.stop().await;
     let trail = admin(&["audit", &path], "");
     for line in [
@@ -586,12 +606,7 @@ async fn tclient_shelves_lists_and_takes_out_of_service_over_the_wire() {
 
 #[tokio::test]
 async fn an_alarm_with_an_on_delay_activates_only_once_its_condition_held_that_long() {
-    let solution = Solution::empty();
-    let path = solution.path.to_str().expect("utf-8");
-    let file = solution.path.with_file_name("delayed.toml");
-    let plant = PLANT.replace("limit = 80.0\n", "limit = 80.0\non_delay = 1\n");
-    std::fs::write(&file, plant).expect("writes the plant");
-    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    let solution = Solution::with_plant(&PLANT.replace("limit = 80.0\n", "limit = 80.0\non_delay = 1\n"));
     let runtime = Runtime::open(&solution.path).expect("opens");
     let shutdown = tokio_util::sync::CancellationToken::new();
     let background = tokio::spawn({
@@ -599,10 +614,10 @@ async fn an_alarm_with_an_on_delay_activates_only_once_its_condition_held_that_l
         async move { runtime.run_background(false, shutdown).await }
     });
     set(&runtime, 90.0).await;
-    assert_eq!(label(&runtime, "T.Hi"), "normal", "waiting out its delay");
+    assert_eq!(alarm_label(&runtime, "T.Hi"), "normal", "waiting out its delay");
     // The background work carries it out once the second has passed.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while label(&runtime, "T.Hi") != "active" {
+    while alarm_label(&runtime, "T.Hi") != "active" {
         assert!(std::time::Instant::now() < deadline, "the delay never ran out");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -631,4 +646,122 @@ async fn an_alarm_tripping_three_times_within_a_minute_is_listed_as_chattering()
         .expect("cleared, unacknowledged: listed");
     assert_eq!((detail.chattering, detail.chatter_episodes), (true, 1));
     server.stop().await;
+}
+
+#[tokio::test]
+async fn an_admin_takes_an_equipments_alarms_out_of_service_as_one_signed_act() {
+    let plant = format!(
+        "{PLANT}
+[[tags]]
+name = \"U\"
+path = \"Q/U\"
+type = \"number\"
+initial = 10.0
+
+[[alarms]]
+name = \"U.Hi\"
+tag = \"U\"
+condition = \"Hi\"
+limit = 80.0
+"
+    );
+    let solution = Solution::with_plant(&plant);
+    solution.add_user("boss", "admin", "boss-pw");
+    let runtime = Runtime::open(&solution.path).expect("opens");
+    let boss = user("boss", Role::Admin);
+    let out = |signatures: Vec<GivenSignature>| RemoveFromService {
+        alarms: ServiceScope::Folder("p".into()),
+        reason: "transmitter replaced".into(),
+        signatures,
+    };
+
+    // One of its alarms is signed: the whole act takes the admin's one signature.
+    let refused = runtime
+        .act_now(boss.clone(), out(Vec::new()))
+        .await
+        .expect_err("unsigned");
+    assert!(
+        refused
+            .to_string()
+            .starts_with("taking out of service 2 alarms below P takes your electronic signature"),
+        "{refused}"
+    );
+    let signature = GivenSignature {
+        user: "boss".into(),
+        password: localai::secrets::SecretValue::new("boss-pw".to_owned()),
+        meaning: Meaning::Performed,
+    };
+    let before = runtime.store().audit(None, 10_000).await.expect("reads").len();
+    assert_eq!(
+        runtime
+            .act_now(boss.clone(), out(vec![signature]))
+            .await
+            .expect("out of service"),
+        2
+    );
+    let rows = runtime.store().audit(None, 10_000).await.expect("reads");
+    let rows: Vec<_> = rows[before..]
+        .iter()
+        .map(|row| {
+            (
+                row.target.as_str(),
+                row.action,
+                row.new_value.as_deref(),
+                row.signatures
+                    .as_deref()
+                    .is_some_and(|signed| signed.starts_with("boss (performed, ")),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "T.Hi",
+                store::AuditAction::RemoveFromService,
+                Some("transmitter replaced"),
+                true
+            ),
+            (
+                "T.HiHi",
+                store::AuditAction::RemoveFromService,
+                Some("transmitter replaced"),
+                true
+            ),
+        ],
+        "one row per alarm, each signed"
+    );
+    assert_eq!(
+        (
+            alarm_label(&runtime, "T.Hi"),
+            alarm_label(&runtime, "T.HiHi"),
+            alarm_label(&runtime, "U.Hi")
+        ),
+        ("out-of-service", "out-of-service", "normal"),
+        "only the folder's alarms"
+    );
+
+    // Nothing left to take out; an unknown folder is named.
+    let again = runtime.act_now(boss.clone(), out(Vec::new())).await;
+    assert_eq!(
+        again,
+        Err(ActError::Invalid(
+            "the alarms below P are all as asked already".into()
+        ))
+    );
+    let nowhere = RemoveFromService {
+        alarms: ServiceScope::Folder("Plant/Nowhere".into()),
+        ..out(Vec::new())
+    };
+    assert_eq!(
+        runtime.act_now(boss.clone(), nowhere).await,
+        Err(ActError::Invalid("no folder \"Plant/Nowhere\"".into()))
+    );
+
+    // Back in service together, unsigned: bringing alarms back takes none.
+    let back = ReturnToService {
+        alarms: ServiceScope::Folder("P".into()),
+    };
+    assert_eq!(runtime.act_now(boss, back).await.expect("back"), 2);
+    assert_eq!(alarm_label(&runtime, "T.HiHi"), "normal");
 }

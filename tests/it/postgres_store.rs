@@ -654,6 +654,20 @@ async fn plant_tokens_scripts_and_sources_admin_commands_work_on_a_postgres_solu
             .find(|tag| tag.name == "Pump1.Mode")
             .expect("in the demo");
         assert_eq!(mode.values, ["Auto", "Manual", "Off"]);
+        let pressure = definitions
+            .alarms
+            .iter()
+            .find(|alarm| alarm.name == "Pump1.DischargePressure.Lo")
+            .expect("in the demo");
+        assert_eq!(
+            pressure
+                .suppress_when
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("Pump1.Running == false"),
+            "an alarm's suppression by design"
+        );
         let tank = definitions
             .alarms
             .iter()

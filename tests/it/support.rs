@@ -63,6 +63,45 @@ impl Solution {
         admin(&["init", path.to_str().expect("utf-8 path")], "");
         Self { _dir: dir, path }
     }
+
+    /// An empty solution with the plant file `text` imported (written beside it).
+    pub(crate) fn with_plant(text: &str) -> Self {
+        let solution = Self::empty();
+        let file = solution.path.with_file_name("plant.toml");
+        std::fs::write(&file, text).expect("writes the plant");
+        admin(
+            &[
+                "plant",
+                solution.path.to_str().expect("utf-8"),
+                "import",
+                file.to_str().expect("utf-8"),
+            ],
+            "",
+        );
+        solution
+    }
+
+    /// `tserver users PATH add NAME --role ROLE`, with `password`.
+    pub(crate) fn add_user(&self, name: &str, role: &str, password: &str) {
+        let path = self.path.to_str().expect("utf-8");
+        admin(
+            &["users", path, "add", name, "--role", role],
+            &format!("{password}\n"),
+        );
+    }
+}
+
+/// How the alarm named `alarm` stands now, as ISA-18.2 names it to an operator (`active`,
+/// `shelved`, `suppressed`, ...).
+pub(crate) fn alarm_label(runtime: &Runtime, alarm: &str) -> &'static str {
+    runtime
+        .objects()
+        .alarms()
+        .iter()
+        .find(|known| known.definition().name == alarm)
+        .expect("the alarm")
+        .status()
+        .label()
 }
 
 /// Runs a `tserver` admin command in process, as the binary would, and returns its stdout.

@@ -38,6 +38,7 @@ pub mod fixtures;
 mod model;
 mod names;
 mod reader;
+mod tag_expression;
 mod values;
 
 use std::fmt;
@@ -54,6 +55,7 @@ pub use model::{
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
+pub use tag_expression::{Comparison, ExpressionError, MAX_EXPRESSION_CHARS, Operand, TagExpression};
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
 
 /// The largest plant file read (a plant of tens of thousands of tags fits).
@@ -230,6 +232,7 @@ description = "A centrifugal pump"
   signed = true
   on_delay = 5
   off_delay = 10
+  suppress_when = "not Running or Tank1.Level < 5"
 
   [[types.alarms]]
   name = "Tripped"
@@ -377,6 +380,15 @@ username = "tserver"
         );
         assert_eq!((pump1.on_delay, pump1.off_delay), (5, 10));
         assert_eq!(
+            expanded.alarms[2]
+                .suppress_when
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("not Pump2.Running or Tank1.Level < 5"),
+            "a type's alarm suppresses on its instance's members and the plant's tags as named"
+        );
+        assert_eq!(
             expanded.alarms[2].response,
             "Throttle Pump2 discharge; call maintenance"
         );
@@ -391,6 +403,53 @@ username = "tserver"
         assert_eq!(tank.time_to_respond, Some(300));
         assert!(!tank.signed, "an alarm is acknowledged unsigned unless marked");
         assert_eq!((tank.on_delay, tank.off_delay), (0, 0), "no delay unless given");
+        assert_eq!(tank.suppress_when, None, "never suppressed unless told when");
+    }
+
+    #[test]
+    fn a_suppression_is_read_and_checked_against_the_tags_it_names() {
+        let text = r#"
+[[tags]]
+name = "Pump.Running"
+path = "P/Running"
+type = "bool"
+
+[[tags]]
+name = "Mode"
+path = "P/Mode"
+type = "string"
+values = ["Auto", "Manual"]
+
+[[tags]]
+name = "Level"
+path = "P/Level"
+type = "number"
+
+[[alarms]]
+name = "A"
+tag = "Level"
+condition = "Hi"
+limit = 1
+suppress_when = "Pump.Running == false and (Mode == "
+
+[[alarms]]
+name = "B"
+tag = "Level"
+condition = "Hi"
+limit = 2
+suppress_when = "Pump.Runing == false or Level or Mode > \"Auto\" or Mode == \"Manul\" or Pump.Running == 1"
+"#;
+        assert_eq!(
+            errors(text, Format::Toml),
+            [
+                "f:23:53: alarms[0].suppress_when: at character 36: expected a number, true, false or a text in double quotes, found the end",
+                "f:30:17: alarms[1].suppress_when: no tag named \"Pump.Runing\" (did you mean \"Pump.Running\"?)",
+                "f:30:17: alarms[1].suppress_when: Level is a number tag: compare it with a value (only a bool tag stands alone)",
+                "f:30:17: alarms[1].suppress_when: Mode is a string tag: it is compared with == or != only, not >",
+                "f:30:17: alarms[1].suppress_when: Mode: \"Manul\" is not one of Auto, Manual (did you mean \"Manual\"?)",
+                "f:30:17: alarms[1].suppress_when: Pump.Running is a bool tag, compared with a number",
+            ]
+        );
     }
 
     #[test]
@@ -507,7 +566,7 @@ priority = 5000
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",
                 "f:19:13: alarms[0].condition: unknown condition \"HIHI\" (did you mean \"HiHi\"?); one of: HiHi, Hi, Lo, LoLo, Deviation, Digital",
-                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond, signed, on_delay, off_delay",
+                "f:20:1: alarms[0].limt: unknown key (did you mean `limit`?); known keys: name, tag, condition, limit, setpoint, active_when, deadband, priority, message, cause, consequence, response, time_to_respond, signed, on_delay, off_delay, suppress_when",
                 "f:21:12: alarms[0].priority: must be a whole number from 1 to 1000",
             ]
         );

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::TagExpression;
 use serde::{Deserialize, Serialize};
 
 /// A whole plant file.
@@ -1005,6 +1006,10 @@ pub struct AlarmSpec {
     /// Seconds its condition must stay clear before it clears (0: at once).
     #[serde(default, skip_serializing_if = "is_no_delay")]
     pub off_delay: u32,
+    /// While it holds, the alarm is suppressed by design: evaluated and recorded, not
+    /// annunciated (`Pump1.Running == false`). A type's alarm names its type's tags as members.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppress_when: Option<TagExpression>,
 }
 
 fn is_no_delay(seconds: &u32) -> bool {
@@ -1124,6 +1129,15 @@ impl PlantModel {
                 ] {
                     *text = member_text.replace("{label}", label);
                 }
+                alarm.suppress_when = member.suppress_when.as_ref().map(|expression| {
+                    expression.renamed(&|tag| {
+                        if kind.tags.iter().any(|member| member.name == tag) {
+                            format!("{}.{tag}", instance.name)
+                        } else {
+                            tag.to_owned()
+                        }
+                    })
+                });
                 if let Some(limit) = instance.limits.get(&member.name) {
                     alarm.limit = Some(*limit);
                 }

@@ -21,6 +21,20 @@ pub enum TagValue {
 }
 
 impl TagValue {
+    /// The value as a `suppress_when` compares it: an integer is a number.
+    pub fn operand(&self) -> crate::Operand {
+        match self {
+            Self::Number(number) => crate::Operand::Number(*number),
+            #[expect(
+                clippy::cast_precision_loss,
+                reason = "an expression compares numbers as f64, as alarms do"
+            )]
+            Self::Integer(number) => crate::Operand::Number(*number as f64),
+            Self::Bool(value) => crate::Operand::Bool(*value),
+            Self::Text(text) => crate::Operand::Text(text.to_string()),
+        }
+    }
+
     /// Parses text as a value of `kind`.
     pub fn parse(kind: TagType, text: &str) -> Option<Self> {
         let text = text.trim();
@@ -124,11 +138,15 @@ pub enum AlarmEventKind {
     OutOfService,
     /// An admin put it back in service.
     InService,
+    /// Its `suppress_when` began to hold: suppressed by design.
+    Suppressed,
+    /// Its `suppress_when` stopped holding.
+    Unsuppressed,
 }
 
 impl AlarmEventKind {
     /// Every kind, in the order of the alarm's life.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::Active,
         Self::Acknowledged,
         Self::Cleared,
@@ -137,6 +155,8 @@ impl AlarmEventKind {
         Self::ShelvingExpired,
         Self::OutOfService,
         Self::InService,
+        Self::Suppressed,
+        Self::Unsuppressed,
     ];
 
     /// The stored name (`Active`, `Acknowledged`, `Cleared`, `Shelved`, ...).
@@ -150,6 +170,8 @@ impl AlarmEventKind {
             Self::ShelvingExpired => "ShelvingExpired",
             Self::OutOfService => "OutOfService",
             Self::InService => "InService",
+            Self::Suppressed => "Suppressed",
+            Self::Unsuppressed => "Unsuppressed",
         }
     }
 
@@ -159,10 +181,14 @@ impl AlarmEventKind {
     }
 
     /// Whether it comes of a person's act on the alarm (an acknowledgement, a shelving and its
-    /// running out, a change of service), not of the plant's values: each node records its
+    /// running out, a change of service), not of the plant's values (a trip, a clearing, a
+    /// suppression by design): each node records its
     /// own, the leading node the rest.
     pub fn is_act(self) -> bool {
-        !matches!(self, Self::Active | Self::Cleared)
+        !matches!(
+            self,
+            Self::Active | Self::Cleared | Self::Suppressed | Self::Unsuppressed
+        )
     }
 }
 

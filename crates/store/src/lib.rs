@@ -77,11 +77,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 15] = [
+const MIGRATIONS: [&str; 16] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -97,6 +97,7 @@ const MIGRATIONS: [&str; 15] = [
     include_str!("schema_v13.sql"),
     include_str!("schema_v14.sql"),
     include_str!("schema_v15.sql"),
+    include_str!("schema_v16.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -899,6 +900,7 @@ time_to_respond = 604800
 signed = true
 on_delay = 30
 off_delay = 60
+suppress_when = "T < 0 or not (T >= 1)"
 "#;
         let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
         db.import_plant(&model, &[], "t.toml", false).expect("imports");
@@ -907,6 +909,14 @@ off_delay = 60
         assert_eq!(stored.alarms[0].time_to_respond, Some(604_800));
         assert!(stored.alarms[0].signed, "an alarm acknowledged with a signature");
         assert_eq!((stored.alarms[0].on_delay, stored.alarms[0].off_delay), (30, 60));
+        assert_eq!(
+            stored.alarms[0]
+                .suppress_when
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("T < 0 or not T >= 1")
+        );
         assert_eq!(db.plant_model().expect("reads"), model);
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use plant_model::{
     AlarmSpec, Condition, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
-    PlantModel, SourceBinding, SourceSpec, TagSpec, TagType,
+    PlantModel, SourceBinding, SourceSpec, TagExpression, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -332,8 +332,8 @@ pub(super) fn write_plant(
     {
         let mut insert = transaction.prepare(
             "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                 Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay, SuppressWhen)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         )?;
         for alarm in &after.alarms {
             insert.execute(params![
@@ -353,6 +353,7 @@ pub(super) fn write_plant(
                 alarm.signed,
                 alarm.on_delay,
                 alarm.off_delay,
+                alarm.suppress_when.as_ref().map(ToString::to_string),
             ])?;
         }
         let mut folders = transaction.prepare("INSERT INTO Folders (Path, Description) VALUES (?1, ?2)")?;
@@ -493,6 +494,7 @@ pub(super) struct AlarmRow {
     pub(super) signed: bool,
     pub(super) on_delay: u32,
     pub(super) off_delay: u32,
+    pub(super) suppress_when: Option<String>,
 }
 
 impl TagRow {
@@ -660,7 +662,7 @@ pub(super) const SELECT_MODEL_JSON: &str = "SELECT Json FROM PlantModel WHERE Id
 /// See [`AlarmRow`].
 pub(super) const SELECT_ALARMS: &str =
     "SELECT Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-        Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay
+        Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay, SuppressWhen
  FROM AlarmDefinitions ORDER BY Name";
 /// Folders by path.
 pub(super) const SELECT_FOLDERS: &str = "SELECT Path, Description FROM Folders ORDER BY Path";
@@ -824,6 +826,7 @@ fn read_definitions(connection: &Connection) -> rusqlite::Result<Result<Expanded
                 signed: row.get(13)?,
                 on_delay: row.get(14)?,
                 off_delay: row.get(15)?,
+                suppress_when: row.get(16)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -917,6 +920,19 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
                 format!("alarm {:?} has unknown condition {:?}", row.name, row.condition),
             ));
         };
+        let suppress_when = match row.suppress_when.as_deref().map(TagExpression::parse) {
+            None => None,
+            Some(Ok(expression)) => Some(expression),
+            Some(Err(error)) => {
+                return Err(invalid(
+                    &row.tag,
+                    format!(
+                        "alarm {:?} has a suppress_when that does not read: {error}",
+                        row.name
+                    ),
+                ));
+            }
+        };
         alarms.push(AlarmSpec {
             condition,
             name: row.name,
@@ -934,6 +950,7 @@ pub(super) fn definitions_of_rows(rows: PlantRows) -> Result<ExpandedPlant, Solu
             signed: row.signed,
             on_delay: row.on_delay,
             off_delay: row.off_delay,
+            suppress_when,
         });
     }
     // The sources live in the stored model only (`plant_model`).

@@ -10,10 +10,12 @@ use service_client::{AlarmHandlingChange, FailoverClient, HandleAlarmRequest, Si
 use crate::signing::{Signer, sign_if_asked};
 
 /// A change of an alarm's handling asked for on the command line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HandlingChange<'a> {
-    /// The alarm's name.
-    pub name: &'a str,
+    /// The alarm's name, or the folder's path.
+    pub target: String,
+    /// Whether `target` is a folder: every alarm below it (a change of service only).
+    pub folder: bool,
     /// Which change.
     pub change: AlarmHandlingChange,
     /// `--for` of a shelving.
@@ -31,21 +33,29 @@ pub async fn handle(
     output: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let HandlingChange {
-        name,
+        target,
+        folder,
         change,
         duration,
         reason,
     } = asked;
+    let name = target.as_str();
     let minutes = match duration {
         Some(duration) => minutes_of(duration)?,
         None => 0,
     };
+    let (alarm, folder) = if folder {
+        (String::new(), target.clone())
+    } else {
+        (target.clone(), String::new())
+    };
     let request = HandleAlarmRequest {
-        alarm: name.to_owned(),
+        alarm,
         change: change.into(),
         shelve_minutes: minutes,
         reason: reason.to_owned(),
         signatures: Vec::new(),
+        folder,
     };
     let reply = sign_if_asked(signer, SignatureMeaning::Performed, input, output, |signatures| {
         client.handle_alarm(HandleAlarmRequest {
@@ -54,6 +64,11 @@ pub async fn handle(
         })
     })
     .await?;
+    let name = if request.folder.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{} alarms below {name}", reply.count)
+    };
     let said = match (change, reply.changed) {
         (AlarmHandlingChange::Shelve, _) => {
             let until =

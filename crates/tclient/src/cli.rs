@@ -268,18 +268,28 @@ pub enum AlarmsAction {
         /// The alarm's name.
         name: String,
     },
-    /// Take an alarm out of service (an admin's login), e.g. while its instrument is replaced.
+    /// Take an alarm, or every alarm below a folder, out of service (an admin's login), e.g.
+    /// while an instrument or a whole equipment is replaced.
     OutOfService {
         /// The alarm's name.
-        name: String,
+        #[arg(required_unless_present = "folder")]
+        name: Option<String>,
+        /// Instead of one alarm, every alarm on a tag below this UNS folder (an equipment's,
+        /// e.g. `Plant/Area1/Pump1`), as one act.
+        #[arg(long, conflicts_with = "name")]
+        folder: Option<String>,
         /// Why.
         #[arg(long)]
         reason: String,
     },
-    /// Put an alarm back in service (an admin's login).
+    /// Put an alarm, or every alarm below a folder, back in service (an admin's login).
     InService {
         /// The alarm's name.
-        name: String,
+        #[arg(required_unless_present = "folder")]
+        name: Option<String>,
+        /// Instead of one alarm, every alarm out of service below this UNS folder.
+        #[arg(long, conflicts_with = "name")]
+        folder: Option<String>,
     },
 }
 
@@ -763,6 +773,14 @@ async fn watch_tags(
 
 /// The change of handling an `alarms` subcommand asks for.
 fn handling_change(action: &AlarmsAction) -> anyhow::Result<HandlingChange<'_>> {
+    // clap keeps exactly one of a name and a folder.
+    let alarm_or_folder = |name: &'_ Option<String>, folder: &'_ Option<String>| -> Option<(String, bool)> {
+        match (name, folder) {
+            (Some(name), _) => Some((name.clone(), false)),
+            (None, Some(folder)) => Some((folder.clone(), true)),
+            (None, None) => None,
+        }
+    };
     let (name, change, duration, reason) = match action {
         AlarmsAction::Shelve {
             name,
@@ -775,17 +793,33 @@ fn handling_change(action: &AlarmsAction) -> anyhow::Result<HandlingChange<'_>> 
             reason.as_str(),
         ),
         AlarmsAction::Unshelve { name } => (name, AlarmHandlingChange::Unshelve, None, ""),
-        AlarmsAction::OutOfService { name, reason } => (
-            name,
-            AlarmHandlingChange::RemoveFromService,
-            None,
-            reason.as_str(),
-        ),
-        AlarmsAction::InService { name } => (name, AlarmHandlingChange::ReturnToService, None, ""),
+        AlarmsAction::OutOfService { name, folder, reason } => {
+            let (target, folder) =
+                alarm_or_folder(name, folder).context("name the alarm or give --folder")?;
+            return Ok(HandlingChange {
+                target,
+                folder,
+                change: AlarmHandlingChange::RemoveFromService,
+                duration: None,
+                reason,
+            });
+        }
+        AlarmsAction::InService { name, folder } => {
+            let (target, folder) =
+                alarm_or_folder(name, folder).context("name the alarm or give --folder")?;
+            return Ok(HandlingChange {
+                target,
+                folder,
+                change: AlarmHandlingChange::ReturnToService,
+                duration: None,
+                reason: "",
+            });
+        }
         AlarmsAction::List { .. } | AlarmsAction::Ack { .. } => bail!("not a change of an alarm's handling"),
     };
     Ok(HandlingChange {
-        name,
+        target: name.clone(),
+        folder: false,
         change,
         duration,
         reason,

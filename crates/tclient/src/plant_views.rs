@@ -193,8 +193,8 @@ fn describe_alarm(alarm: &AlarmDetail) -> String {
     )
 }
 
-/// `NAME shelved by USER until TIME (in alarm: active): REASON` or `NAME out of service by
-/// USER since TIME: REASON`.
+/// `NAME shelved by USER until TIME (in alarm: active): REASON`, `NAME out of service by
+/// USER since TIME: REASON` or `NAME suppressed by design since TIME: EXPRESSION`.
 fn describe_handling(alarm: &AlarmDetail) -> String {
     let how = if alarm.handling == "shelved" {
         format!(
@@ -202,6 +202,8 @@ fn describe_handling(alarm: &AlarmDetail) -> String {
             alarm.handled_by,
             rfc3339(alarm.shelved_until_ms)
         )
+    } else if alarm.handling == "suppressed" {
+        format!("suppressed by design since {}", rfc3339(alarm.handled_ms))
     } else {
         format!(
             "out of service by {} since {}",

@@ -2,6 +2,7 @@
 //! priority, and the texts an operator reads when it is raised.
 
 use super::{Fields, Reader, join, span_of};
+use crate::TagExpression;
 use crate::document::{Node, Value};
 use crate::model::{AlarmSpec, Condition, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_TIME_TO_RESPOND_S};
 
@@ -47,6 +48,7 @@ impl Reader<'_> {
         let signed = self.boolean(&mut fields, "signed").unwrap_or(false);
         let on_delay = self.delay(&mut fields, "on_delay");
         let off_delay = self.delay(&mut fields, "off_delay");
+        let suppress_when = self.suppress_when(&mut fields);
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         if let Some(condition) = condition {
             match condition {
@@ -110,6 +112,7 @@ impl Reader<'_> {
                 "signed",
                 "on_delay",
                 "off_delay",
+                "suppress_when",
             ],
         );
         Some(AlarmSpec {
@@ -129,6 +132,7 @@ impl Reader<'_> {
             signed,
             on_delay: on_delay?,
             off_delay: off_delay?,
+            suppress_when: suppress_when?,
         })
     }
 
@@ -166,6 +170,35 @@ impl Reader<'_> {
         };
         self.error(node.span.clone(), fields.field(key), problem);
         None
+    }
+
+    /// An alarm's `suppress_when`: an expression over tags (which tags exist and what they
+    /// compare with is checked once every tag is known), `None` when absent. An error in it is
+    /// placed at its character when the file writes the string without escapes.
+    fn suppress_when(&mut self, fields: &mut Fields<'_>) -> Option<Option<TagExpression>> {
+        let Some(span) = span_of(fields, "suppress_when") else {
+            return Some(None);
+        };
+        let text = self.string(fields, "suppress_when")?;
+        match TagExpression::parse(&text) {
+            Ok(expression) => Some(Some(expression)),
+            Err(error) => {
+                let written = self.text.get(span.start + 1..span.end.saturating_sub(1));
+                let place = match written {
+                    Some(written) if written == text => {
+                        let offset = text
+                            .char_indices()
+                            .nth(error.at - 1)
+                            .map_or(text.len(), |(at, _)| at);
+                        let start = span.start + 1 + offset;
+                        start..start + 1
+                    }
+                    _ => span,
+                };
+                self.error(place, fields.field("suppress_when"), error.to_string());
+                None
+            }
+        }
     }
 
     /// An alarm's `time_to_respond`: whole seconds from 1 to [`MAX_TIME_TO_RESPOND_S`].

@@ -10,7 +10,8 @@ use crate::model::{
     Condition, Equipment, EquipmentType, ExpandedPlant, InitialValue, PlantModel, SourceBinding, SourceKind,
     TagSpec, TagType,
 };
-use crate::names::{self, Quote, did_you_mean};
+use crate::names::{self, Quote, did_you_mean, outside_values};
+use crate::{Operand, TagExpression};
 
 /// The checks across parts: unique names and paths (ignoring case, as lookups do), a tag path
 /// that is not also a folder of other tags, alarms on tags that exist and suit them,
@@ -311,6 +312,40 @@ impl<'a> TracedPlant<'a> {
         )
     }
 
+    /// Where the `suppress_when` of the expanded alarm at `position` was written, and its field:
+    /// its type's alarm (one place for every instance), or its own entry.
+    fn suppression_origin(&self, position: usize) -> (Range<usize>, String) {
+        let mut seen = 0;
+        for instance in &self.model.equipment {
+            let Some(type_index) = self
+                .model
+                .types
+                .iter()
+                .position(|kind| kind.name == instance.kind)
+            else {
+                continue;
+            };
+            let count = self.model.types[type_index].alarms.len();
+            if position < seen + count {
+                let member = position - seen;
+                return (
+                    self.places
+                        .member_span(type_index, "alarms", member, "suppress_when"),
+                    format!(
+                        "{}.suppress_when",
+                        self.places.member_field(type_index, "alarms", member)
+                    ),
+                );
+            }
+            seen += count;
+        }
+        let index = position - seen;
+        (
+            self.places.span("alarms", index, "suppress_when"),
+            format!("{}.suppress_when", self.places.field("alarms", index)),
+        )
+    }
+
     /// Whether a missing tag may be one that could not be read: left out of the plain tags, or
     /// of a type's members, or an instance (or its type) left out.
     fn tag_may_be_unread(&self, name: &str) -> bool {
@@ -398,6 +433,7 @@ fn check_expanded_alarms(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
         tags_by_name.entry(tag.name.as_str()).or_insert(tag);
     }
     let mut alarm_names = SeenNames::default();
+    let mut suppressions_seen = BTreeSet::new();
     for (position, alarm) in expanded.alarms.iter().enumerate() {
         if let Some(first) = alarm_names.first_like(&alarm.name, position) {
             let (span, field) = plant.alarm_origin(position);
@@ -430,7 +466,61 @@ fn check_expanded_alarms(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
                 }
             }
         }
+        if let Some(expression) = &alarm.suppress_when {
+            let (span, field) = plant.suppression_origin(position);
+            // A type's alarm is written once for all its instances: the first one's problems
+            // are its problems.
+            if suppressions_seen.insert(span.start) {
+                for problem in suppression_problems(expression, &tags_by_name, plant) {
+                    reader.error(span.clone(), field.clone(), problem);
+                }
+            }
+        }
     }
+}
+
+/// What is wrong with a `suppress_when` against the plant's tags: a tag that does not exist,
+/// or one tested as what it is not (a number alone, a bool ordered, a text outside its values).
+fn suppression_problems(
+    expression: &TagExpression,
+    tags_by_name: &HashMap<&str, &TagSpec>,
+    plant: &TracedPlant<'_>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (name, test) in expression.tests() {
+        let Some(tag) = tags_by_name.get(name) else {
+            if !plant.tag_may_be_unread(name) {
+                let known = plant.expanded.tags.iter().map(|tag| tag.name.as_str());
+                problems.push(format!(
+                    "no tag named {name:?}{}",
+                    did_you_mean(name, known, Quote::DoubleQuotes)
+                ));
+            }
+            continue;
+        };
+        let kind = tag.kind.name();
+        let problem = match (tag.kind, test) {
+            (TagType::Bool, None) => None,
+            (_, None) => Some(format!(
+                "{name} is a {kind} tag: compare it with a value (only a bool tag stands alone)"
+            )),
+            (TagType::Number | TagType::Integer, Some((_, Operand::Number(_)))) => None,
+            (TagType::Bool | TagType::String, Some((comparison, _))) if comparison.orders() => Some(format!(
+                "{name} is a {kind} tag: it is compared with == or != only, not {}",
+                comparison.symbol()
+            )),
+            (TagType::Bool, Some((_, Operand::Bool(_)))) => None,
+            (TagType::String, Some((_, Operand::Text(text)))) => {
+                outside_values(&tag.values, text).map(|problem| format!("{name}: {problem}"))
+            }
+            (_, Some((_, value))) => Some(format!(
+                "{name} is a {kind} tag, compared with a {}",
+                value.kind()
+            )),
+        };
+        problems.extend(problem);
+    }
+    problems
 }
 
 /// A motion moves around the tag's initial value: each simulated expanded tag has one, from

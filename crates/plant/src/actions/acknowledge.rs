@@ -1,7 +1,7 @@
 //! An alarm acknowledgement as an act: audited before it happens, a viewer's refusal too; an
 //! alarm the plant file marks `signed` takes the acknowledger's signature.
 
-use super::one_alarm::{self, AlarmAct, AlarmActKind};
+use super::alarm_acts::{self, AlarmAct, AlarmActKind};
 use super::{AcknowledgeAlarm, Act, ActError, ActWork, Actor, AuditBound, Audited};
 use crate::Runtime;
 
@@ -16,12 +16,13 @@ impl Act for AcknowledgeAlarm {
     ) -> Result<ActWork<bool>, ActError> {
         let act = AlarmAct {
             kind: AlarmActKind::Acknowledge,
-            alarm: self.alarm.clone(),
+            alarms: vec![self.alarm.clone()],
+            naming: self.alarm.clone(),
             detail: None,
             signatures: self.signatures,
         };
         let alarm = self.alarm;
-        one_alarm::check(act, runtime, actor, bound, move |runtime, user, audited| {
+        alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
             // A reload may have removed it meanwhile.
             carry_out(runtime, &alarm, user, audited)
         })

@@ -1,18 +1,18 @@
 //! Shelving and service as acts (ISA-18.2). An operator shelves an alarm, active or not (ahead
 //! of maintenance too), for at most `ShelvingMaxHours` with a reason, and unshelves it; an
 //! admin takes an alarm out of service with a reason (an instrument being replaced) and puts it
-//! back. Each is audited before it takes effect; on an alarm the plant file marks `signed`,
+//! back, or every alarm of an equipment at once. Each is audited before it takes effect; on an alarm the plant file marks `signed`,
 //! shelving and taking out of service take the actor's signature, as acknowledging does.
 
 use std::time::{Duration, SystemTime};
 
 use super::Audited;
-use super::one_alarm::{self, AlarmAct, AlarmActKind};
+use super::alarm_acts::{self, AlarmAct, AlarmActKind};
 use super::{
-    Act, ActError, ActWork, Actor, AuditBound, AuditRow, RemoveFromService, ReturnToService, ShelveAlarm,
-    UnshelveAlarm, record,
+    Act, ActError, ActWork, Actor, AuditBound, AuditRow, RemoveFromService, ReturnToService, ServiceScope,
+    ShelveAlarm, UnshelveAlarm, record,
 };
-use crate::objects::{HandlingError, OutOfService, Shelving};
+use crate::objects::{AlarmHandling, HandlingError, OutOfService, Shelving};
 use crate::{Plant, Runtime};
 use store::{AuditAction, AuditEntry};
 
@@ -55,12 +55,13 @@ impl Act for ShelveAlarm {
         }
         let act = AlarmAct {
             kind: AlarmActKind::Shelve,
-            alarm: self.alarm.clone(),
+            alarms: vec![self.alarm.clone()],
+            naming: self.alarm.clone(),
             detail: Some(format!("for {}: {reason}", hours(self.duration))),
             signatures: self.signatures,
         };
         let (alarm, duration) = (self.alarm, self.duration);
-        one_alarm::check(act, runtime, actor, bound, move |runtime, user, audited| {
+        alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
             let since = SystemTime::now();
             let until = since + duration;
             let shelving = Shelving {
@@ -98,58 +99,119 @@ impl Act for UnshelveAlarm {
 }
 
 impl Act for RemoveFromService {
-    /// Whether it was in service.
-    type Done = bool;
+    /// How many alarms were in service.
+    type Done = usize;
 
     fn check(
         self,
         runtime: &Runtime,
         actor: Actor,
         bound: &dyn AuditBound,
-    ) -> Result<ActWork<bool>, ActError> {
+    ) -> Result<ActWork<usize>, ActError> {
         let reason = reason(&self.reason)?;
+        let (alarms, naming) = in_scope(runtime, &self.alarms, |handling| {
+            handling.out_of_service.is_none()
+        })?;
         let act = AlarmAct {
             kind: AlarmActKind::RemoveFromService,
-            alarm: self.alarm.clone(),
+            alarms: alarms.clone(),
+            naming,
             detail: Some(reason.clone()),
             signatures: self.signatures,
         };
-        let alarm = self.alarm;
-        one_alarm::check(act, runtime, actor, bound, move |runtime, user, audited| {
-            let out = OutOfService {
-                by: user.to_owned(),
-                reason,
-                since: SystemTime::now(),
-            };
-            runtime
-                .plant()
-                .remove_from_service(&alarm, out, audited)
-                .map_err(|error| error.to_string())
+        alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
+            let since = SystemTime::now();
+            let mut taken_out = 0;
+            for alarm in &alarms {
+                let out = OutOfService {
+                    by: user.to_owned(),
+                    reason: reason.clone(),
+                    since,
+                };
+                let changed = runtime
+                    .plant()
+                    .remove_from_service(alarm, out, audited)
+                    .map_err(|error| error.to_string())?;
+                taken_out += usize::from(changed);
+            }
+            Ok(taken_out)
         })
     }
 }
 
 impl Act for ReturnToService {
-    /// Whether it was out of service.
-    type Done = bool;
+    /// How many alarms were out of service.
+    type Done = usize;
 
     fn check(
         self,
         runtime: &Runtime,
         actor: Actor,
         bound: &dyn AuditBound,
-    ) -> Result<ActWork<bool>, ActError> {
-        bringing_back(
-            AlarmActKind::ReturnToService,
-            self.alarm,
-            (runtime, actor, bound),
-            Plant::return_to_service,
-        )
+    ) -> Result<ActWork<usize>, ActError> {
+        let (alarms, naming) = in_scope(runtime, &self.alarms, |handling| {
+            handling.out_of_service.is_some()
+        })?;
+        let act = AlarmAct {
+            kind: AlarmActKind::ReturnToService,
+            alarms: alarms.clone(),
+            naming,
+            detail: None,
+            signatures: Vec::new(),
+        };
+        alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
+            let mut returned = 0;
+            for alarm in &alarms {
+                let changed = runtime
+                    .plant()
+                    .return_to_service(alarm, user, audited)
+                    .map_err(|error| error.to_string())?;
+                returned += usize::from(changed);
+            }
+            Ok(returned)
+        })
     }
 }
 
-/// An act that brings an alarm back (unshelving, returning to service): nothing set, no
-/// signature; `carry_out` is the plant's, given the alarm, the acting name and the receipt.
+/// The alarms of `scope` and how an act names them: the one alarm as named (whether or not the
+/// change applies to it: the act says whether it changed anything), or those below the folder
+/// the change applies to (`applies`, on how each is handled now), refused when there are none.
+fn in_scope(
+    runtime: &Runtime,
+    scope: &ServiceScope,
+    applies: impl Fn(&AlarmHandling) -> bool,
+) -> Result<(Vec<String>, String), ActError> {
+    match scope {
+        ServiceScope::Alarm(alarm) => Ok((vec![alarm.clone()], alarm.clone())),
+        ServiceScope::Folder(path) => {
+            let objects = runtime.objects();
+            let (folder, below) = objects.alarms_below(path).ok_or_else(|| {
+                ActError::Invalid(format!(
+                    "no folder {:?}",
+                    path.chars().take(200).collect::<String>()
+                ))
+            })?;
+            let shown = folder.to_owned();
+            if below.is_empty() {
+                return Err(ActError::Invalid(format!("no alarms below {shown}")));
+            }
+            let alarms: Vec<String> = below
+                .into_iter()
+                .filter(|alarm| applies(&alarm.status().handling))
+                .map(|alarm| alarm.definition().name.clone())
+                .collect();
+            if alarms.is_empty() {
+                return Err(ActError::Invalid(format!(
+                    "the alarms below {shown} are all as asked already"
+                )));
+            }
+            let naming = format!("{} alarms below {shown}", alarms.len());
+            Ok((alarms, naming))
+        }
+    }
+}
+
+/// An act that brings an alarm back from its shelving: nothing set, no signature; `carry_out` is the plant's, given the alarm, the acting name and the receipt.
 fn bringing_back(
     kind: AlarmActKind,
     alarm: String,
@@ -158,11 +220,12 @@ fn bringing_back(
 ) -> Result<ActWork<bool>, ActError> {
     let act = AlarmAct {
         kind,
-        alarm: alarm.clone(),
+        alarms: vec![alarm.clone()],
+        naming: alarm.clone(),
         detail: None,
         signatures: Vec::new(),
     };
-    one_alarm::check(act, runtime, actor, bound, move |runtime, user, audited| {
+    alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
         carry_out(runtime.plant(), &alarm, user, audited).map_err(|error| error.to_string())
     })
 }

@@ -9,9 +9,9 @@
 //! connection.
 
 mod acknowledge;
+mod alarm_acts;
 mod decide;
 mod handling;
-mod one_alarm;
 mod signatures;
 mod write;
 
@@ -219,22 +219,34 @@ pub struct UnshelveAlarm {
     pub alarm: String,
 }
 
-/// Take an alarm out of service (admins), with a reason; gives whether it was in service.
+/// The alarms a change of service is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceScope {
+    /// One alarm, by name.
+    Alarm(String),
+    /// Every alarm on a tag below a UNS folder: an equipment's (`Plant/Area1/Pump1`, its
+    /// instrument being replaced) or a whole area's.
+    Folder(String),
+}
+
+/// Take alarms out of service (admins), with a reason; gives how many were in service. A
+/// folder's alarms are one act: one audit row for each alarm it takes out, one signature when
+/// any of them is `signed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoveFromService {
-    /// The alarm's name.
-    pub alarm: String,
+    /// Which alarms.
+    pub alarms: ServiceScope,
     /// Why (at most [`MAX_REASON_CHARS`] characters).
     pub reason: String,
-    /// The admin's signature, for an alarm the plant file marks `signed`.
+    /// The admin's signature, when any of the alarms is one the plant file marks `signed`.
     pub signatures: Vec<GivenSignature>,
 }
 
-/// Put an alarm back in service (admins); gives whether it was out of service.
+/// Put alarms back in service (admins); gives how many were out of service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReturnToService {
-    /// The alarm's name.
-    pub alarm: String,
+    /// Which alarms.
+    pub alarms: ServiceScope,
 }
 
 /// Approve or decline a pending proposal; gives the proposal as settled.

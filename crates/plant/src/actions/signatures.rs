@@ -12,7 +12,7 @@ use plant_model::Signing;
 use sha2::{Digest, Sha256};
 use store::PasswordCheck;
 
-use super::{ActError, AuditBound, AuditRow, record};
+use super::{ActError, AuditBound, AuditRow, Audited, record};
 use crate::Runtime;
 use store::AuditEntry;
 
@@ -80,6 +80,23 @@ impl Needed {
         self.actor || self.witness
     }
 
+    /// The signatures `given` by `actor` with the act whose audit rows are `rows`, checked now
+    /// against what it takes, `what` naming the act: `None` when it takes none and none is
+    /// given (an unsigned act, nearly every one, words and hashes nothing).
+    pub(super) fn pending(
+        self,
+        what: impl FnOnce() -> String,
+        actor: &str,
+        given: Vec<GivenSignature>,
+        (rows, bound): (&[AuditRow], &dyn AuditBound),
+    ) -> Result<Option<PendingSignatures>, ActError> {
+        if !self.any() && given.is_empty() {
+            return Ok(None);
+        }
+        self.check_given(&what(), actor, &given)?;
+        Ok(Some(PendingSignatures::new(given, rows, bound)))
+    }
+
     /// Checks the signatures `given` by `actor` for `what` now: each taken one is there, and
     /// none more (their passwords are checked by [`verify`]).
     pub(super) fn check_given(
@@ -127,6 +144,21 @@ pub(super) struct PendingSignatures {
     given: Vec<GivenSignature>,
     over: String,
     refusal: Vec<AuditRow>,
+}
+
+/// Signs `rows` with `signing`, if any, then records them first of all the act does: the
+/// receipt, or the refusal recorded in their place (`refused` says what did not happen).
+pub(super) async fn sign_and_record(
+    runtime: &Runtime,
+    signing: Option<PendingSignatures>,
+    rows: Vec<AuditRow>,
+    refused: &'static str,
+) -> Result<Audited, ActError> {
+    let rows = match signing {
+        None => rows,
+        Some(signing) => signing.sign(runtime, rows, refused).await?,
+    };
+    record(runtime, rows, refused).await
 }
 
 impl PendingSignatures {

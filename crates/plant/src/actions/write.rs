@@ -4,8 +4,8 @@
 
 use std::time::SystemTime;
 
-use super::signatures::{Needed, PendingSignatures};
-use super::{Act, ActError, ActWork, Actor, AuditBound, AuditRow, Audited, WriteDone, WriteTags, record};
+use super::signatures::{Needed, sign_and_record};
+use super::{Act, ActError, ActWork, Actor, AuditBound, AuditRow, Audited, WriteDone, WriteTags};
 use crate::Runtime;
 use crate::sources::FieldWriteError;
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
@@ -96,25 +96,15 @@ fn check(
         }),
         Actor::Script { .. } => Needed::default(),
     };
-    // An unsigned write (nearly every one) words and hashes nothing.
-    let signing = if needed.any() || !signatures.is_empty() {
-        let what = match accepted.as_slice() {
-            [(_, one)] => format!("writing {}", one.tag),
-            _ => "this write".to_owned(),
-        };
-        needed.check_given(&what, &actor.acting_name(), &signatures)?;
-        Some(PendingSignatures::new(signatures, &rows, bound))
-    } else {
-        None
+    let what = || match accepted.as_slice() {
+        [(_, one)] => format!("writing {}", one.tag),
+        _ => "this write".to_owned(),
     };
+    let signing = needed.pending(what, &actor.acting_name(), signatures, (&rows, bound))?;
     let rows = bound.bound(rows);
     let runtime = runtime.clone();
     Ok(Box::pin(async move {
-        let rows = match signing {
-            None => rows,
-            Some(signing) => signing.sign(&runtime, rows, "nothing was written").await?,
-        };
-        let audited = record(&runtime, rows, "nothing was written").await?;
+        let audited = sign_and_record(&runtime, signing, rows, "nothing was written").await?;
         actor.refusal("write tags")?;
         // Together: each write to the field waits for its acknowledgement, and one act's
         // writes wait at most one acknowledgement timeout, not one each.

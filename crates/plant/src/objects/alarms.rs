@@ -3,15 +3,15 @@
 //! The state machine is ISA-18.2's: `Normal` → `Active` (unacknowledged) when the condition
 //! trips; an acknowledgement moves `Active` to `Acknowledged`; the condition clearing moves
 //! `Active` to `NormalUnacked` (still listed until acknowledged) and `Acknowledged` back to
-//! `Normal`. Beside that state an alarm may be shelved by an operator (until a time) or out of
-//! service by an admin: it is still evaluated and its transitions recorded, but it is not
-//! annunciated. Unshelved or back in service while its condition holds, it annunciates again,
+//! `Normal`. Beside that state an alarm may be shelved by an operator (until a time), out of
+//! service by an admin, or suppressed by design while its `suppress_when` holds: it is still
+//! evaluated and its transitions recorded, but it is not annunciated. Unshelved or back in service while its condition holds, it annunciates again,
 //! unacknowledged. Every transition is an [`AlarmEvent`] for the alarm history.
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use plant_model::{AlarmEvent, AlarmEventKind, Condition};
+use plant_model::{AlarmEvent, AlarmEventKind, Condition, TagExpression};
 use store::KeptHandling;
 
 /// An alarm as defined in the solution.
@@ -46,6 +46,8 @@ pub struct AlarmDefinition {
     pub on_delay: Duration,
     /// How long its condition must stay clear before it clears.
     pub off_delay: Duration,
+    /// While it holds, the alarm is suppressed by design.
+    pub suppress_when: Option<TagExpression>,
 }
 
 /// An alarm's rationalization, as ISA-18.2 keeps it: what usually causes it, what happens if
@@ -64,12 +66,13 @@ pub struct AlarmGuidance {
 }
 
 impl AlarmDefinition {
-    /// Whether `other` defines the same alarm, its guidance and signing aside: what decides
-    /// whether a live alarm's state carries over a reload.
+    /// Whether `other` defines the same alarm, its guidance, signing and suppression aside:
+    /// what decides whether a live alarm's state carries over a reload.
     pub fn same_apart_from_handling(&self, other: &Self) -> bool {
         let unguided = |definition: &Self| Self {
             guidance: AlarmGuidance::default(),
             signed: false,
+            suppress_when: None,
             ..definition.clone()
         };
         unguided(self) == unguided(other)
@@ -158,15 +161,17 @@ pub struct AlarmHandling {
     pub shelved: Option<Shelving>,
     /// Out of service, taken out by an admin.
     pub out_of_service: Option<OutOfService>,
+    /// Suppressed by design since then: its `suppress_when` holds.
+    pub suppressed: Option<SystemTime>,
     /// When its handling last changed (here or, read from the store, on another node): an
     /// older change another node recorded is not taken up over it.
     pub changed_at: Option<SystemTime>,
 }
 
 impl AlarmHandling {
-    /// Whether the alarm is annunciated: neither shelved nor out of service.
+    /// Whether the alarm is annunciated: neither shelved, out of service nor suppressed.
     pub fn annunciated(&self) -> bool {
-        self.shelved.is_none() && self.out_of_service.is_none()
+        self.shelved.is_none() && self.out_of_service.is_none() && self.suppressed.is_none()
     }
 }
 
@@ -255,6 +260,7 @@ impl AlarmStatus {
         handling: AlarmHandling {
             shelved: None,
             out_of_service: None,
+            suppressed: None,
             changed_at: None,
         },
         pending: None,
@@ -264,13 +270,15 @@ impl AlarmStatus {
         },
     };
 
-    /// The state as ISA-18.2 names it to an operator: `out-of-service`, `shelved`, else the
-    /// condition's and acknowledgement's ([`AlarmState::label`]).
+    /// The state as ISA-18.2 names it to an operator: `out-of-service`, `shelved`,
+    /// `suppressed`, else the condition's and acknowledgement's ([`AlarmState::label`]).
     pub fn label(&self) -> &'static str {
         if self.handling.out_of_service.is_some() {
             "out-of-service"
         } else if self.handling.shelved.is_some() {
             "shelved"
+        } else if self.handling.suppressed.is_some() {
+            "suppressed"
         } else {
             self.state.label()
         }
@@ -485,7 +493,7 @@ impl Alarm {
         let mut status = self.lock();
         let shelving = status.handling.shelved.take()?;
         status.handling.changed_at = Some(time);
-        if status.handling.out_of_service.is_none() {
+        if status.handling.annunciated() {
             annunciate_again(&mut status, time);
         }
         let kind = match user {
@@ -528,8 +536,35 @@ impl Alarm {
         let mut status = self.lock();
         status.handling.out_of_service.take()?;
         status.handling.changed_at = Some(time);
-        annunciate_again(&mut status, time);
+        if status.handling.annunciated() {
+            annunciate_again(&mut status, time);
+        }
         Some(self.handling_event(AlarmEventKind::InService, time, user))
+    }
+
+    /// Suppresses the alarm by design at `time` when its `suppress_when` `holds`, or ends its
+    /// suppression: the event, when that changes anything. Ending it while nothing else keeps
+    /// the alarm from annunciating, it annunciates again, as after a shelving.
+    pub(super) fn suppress(&self, holds: bool, time: SystemTime) -> Option<AlarmEvent> {
+        let expression = self.definition.suppress_when.as_ref()?;
+        let mut status = self.lock();
+        if status.handling.suppressed.is_some() == holds {
+            return None;
+        }
+        let kind = if holds {
+            status.handling.suppressed = Some(time);
+            AlarmEventKind::Suppressed
+        } else {
+            status.handling.suppressed = None;
+            if status.handling.annunciated() {
+                annunciate_again(&mut status, time);
+            }
+            AlarmEventKind::Unsuppressed
+        };
+        Some(AlarmEvent {
+            reason: Some(expression.to_string()),
+            ..self.event(kind, time, None, None)
+        })
     }
 
     fn handling_event(&self, kind: AlarmEventKind, time: SystemTime, user: &str) -> AlarmEvent {
@@ -573,7 +608,11 @@ impl Alarm {
                 })
                 .is_some(),
             AlarmEventKind::InService => self.return_to_service(&by, recorded.time).is_some(),
-            AlarmEventKind::Active | AlarmEventKind::Cleared | AlarmEventKind::Acknowledged => false,
+            AlarmEventKind::Active
+            | AlarmEventKind::Cleared
+            | AlarmEventKind::Acknowledged
+            | AlarmEventKind::Suppressed
+            | AlarmEventKind::Unsuppressed => false,
         }
     }
 
@@ -622,7 +661,12 @@ impl Alarm {
                     recorded.time,
                 );
             }
-            // How an alarm is handled is not part of its condition's story since its trip.
+            // Suppression follows the plant's values: known again once they are evaluated, it
+            // is taken up so that a restart records no suppression that did not change.
+            AlarmEventKind::Suppressed => status.handling.suppressed = Some(recorded.time),
+            AlarmEventKind::Unsuppressed => status.handling.suppressed = None,
+            // How an alarm is handled by people is not part of its condition's story since its
+            // trip.
             AlarmEventKind::Shelved
             | AlarmEventKind::Unshelved
             | AlarmEventKind::ShelvingExpired
@@ -673,6 +717,7 @@ mod tests {
             signed: false,
             on_delay: Duration::ZERO,
             off_delay: Duration::ZERO,
+            suppress_when: None,
         })
     }
 

@@ -188,6 +188,9 @@ pub struct ObjectModel {
     alarms: Vec<Arc<Alarm>>,
     alarms_by_name: HashMap<String, Arc<Alarm>>,
     alarms_by_tag: HashMap<String, Vec<Arc<Alarm>>>,
+    /// The alarms whose `suppress_when` reads a tag, by the tag's name: what a write of it
+    /// evaluates besides the tag's own alarms.
+    suppressions_by_tag: HashMap<String, Vec<Arc<Alarm>>>,
     /// The descriptions the plant file gives folders, by folded path.
     folder_descriptions: HashMap<String, String>,
 }
@@ -262,6 +265,7 @@ impl ObjectModel {
                 signed: alarm.signed,
                 on_delay: std::time::Duration::from_secs(u64::from(alarm.on_delay)),
                 off_delay: std::time::Duration::from_secs(u64::from(alarm.off_delay)),
+                suppress_when: alarm.suppress_when.clone(),
             };
             model
                 .add_alarm(definition)
@@ -325,15 +329,35 @@ impl ObjectModel {
     /// write would: how an alarm whose tag is already past its limit is raised when the model
     /// starts, when a reload brings a new or changed alarm, or a new tag with its initial value.
     /// Returns the transitions, for the alarm history.
+    /// Suppressions by design are evaluated first, so an alarm suppressed at start is never
+    /// annunciated.
     pub fn evaluate_alarms(&self, time: SystemTime, _: &WriteCapability) -> Vec<AlarmEvent> {
-        self.alarms
+        let suppressions = self
+            .alarms
             .iter()
-            .filter_map(|alarm| {
-                let sample = self.tag_named(&alarm.definition().tag)?.current();
-                let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD)?;
-                alarm.evaluate(number, time)
-            })
+            .filter_map(|alarm| self.evaluate_suppression(alarm, time));
+        let trips = self.alarms.iter().filter_map(|alarm| {
+            let sample = self.tag_named(&alarm.definition().tag)?.current();
+            let number = sample.value.as_f64().filter(|_| sample.quality != Quality::BAD)?;
+            alarm.evaluate(number, time)
+        });
+        suppressions
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(trips)
             .collect()
+    }
+
+    /// Whether the alarm's `suppress_when` holds now (a tag of Bad quality is not known, and
+    /// suppresses nothing unless the rest decides it), applied at `time`: the event if it
+    /// changed.
+    fn evaluate_suppression(&self, alarm: &Alarm, time: SystemTime) -> Option<AlarmEvent> {
+        let expression = alarm.definition().suppress_when.as_ref()?;
+        let holds = expression.evaluate(&|name| {
+            let sample = self.tag_named(name)?.current();
+            (sample.quality != Quality::BAD).then(|| sample.value.operand())
+        });
+        alarm.suppress(holds == Some(true), time)
     }
 
     /// An empty model with room for `tags` tags.
@@ -387,6 +411,14 @@ impl ObjectModel {
         }
         let alarm = Arc::new(Alarm::new(definition));
         let definition = alarm.definition();
+        if let Some(expression) = &definition.suppress_when {
+            for tag in expression.tags() {
+                self.suppressions_by_tag
+                    .entry(tag.to_owned())
+                    .or_default()
+                    .push(Arc::clone(&alarm));
+            }
+        }
         self.alarms_by_tag
             .entry(definition.tag.clone())
             .or_default()
@@ -479,6 +511,33 @@ impl ObjectModel {
             .is_some_and(|alarm| alarm.definition().signed)
     }
 
+    /// The alarm of exactly that name.
+    pub fn alarm(&self, name: &str) -> Option<&Arc<Alarm>> {
+        self.alarms_by_name.get(name)
+    }
+
+    /// The folder at `path` (matched as [`folder`](Self::folder) matches it, its canonical
+    /// path given) and the alarms on the tags below it, in definition order; `None` when there
+    /// is no such folder.
+    pub fn alarms_below(&self, path: &str) -> Option<(&str, Vec<&Arc<Alarm>>)> {
+        let (folder, _) = self.folder(path)?;
+        let below = |tag_path: &str| {
+            folder.is_empty()
+                || tag_path
+                    .strip_prefix(folder)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        let alarms = self
+            .alarms
+            .iter()
+            .filter(|alarm| {
+                self.tag_named(&alarm.definition().tag)
+                    .is_some_and(|tag| below(&tag.definition.path))
+            })
+            .collect();
+        Some((folder, alarms))
+    }
+
     /// The alarms on a tag (by dotted name).
     pub fn alarms_of(&self, tag_name: &str) -> &[Arc<Alarm>] {
         self.alarms_by_tag.get(tag_name).map_or(&[], Vec::as_slice)
@@ -537,14 +596,22 @@ impl ObjectModel {
         tag.note_good(&sample);
         tag.current.store(Arc::clone(&sample));
         tag.version.fetch_add(1, Ordering::Release);
-        let Some(number) = number else {
-            return Ok((sample, Vec::new()));
+        // Suppressions first: a value that both suppresses an alarm and trips it is not
+        // annunciated. A value of Bad quality may end a suppression (it is no longer known).
+        let mut events: Vec<AlarmEvent> = match self.suppressions_by_tag.get(&tag.definition.name) {
+            Some(alarms) => alarms
+                .iter()
+                .filter_map(|alarm| self.evaluate_suppression(alarm, time))
+                .collect(),
+            None => Vec::new(),
         };
-        let events = self
-            .alarms_of(&tag.definition.name)
-            .iter()
-            .filter_map(|alarm| alarm.evaluate(number, time))
-            .collect();
+        if let Some(number) = number {
+            events.extend(
+                self.alarms_of(&tag.definition.name)
+                    .iter()
+                    .filter_map(|alarm| alarm.evaluate(number, time)),
+            );
+        }
         Ok((sample, events))
     }
 

@@ -134,7 +134,7 @@ fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolEr
                 entry["setpoint"] = json!(setpoint);
             }
             add_guidance(&mut entry, &definition.guidance);
-            add_handling(&mut entry, &status.handling);
+            add_handling(&mut entry, definition, &status.handling);
             if status.chatter.chatters_by(std::time::SystemTime::now()) {
                 entry["chattering"] = json!(true);
             }

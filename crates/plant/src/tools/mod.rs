@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use localai::tools::{ToolCatalog, ToolDefinition, ToolError};
 use serde_json::{Value, json};
 
-use crate::objects::{AlarmGuidance, AlarmHandling, Tag};
+use crate::objects::{AlarmDefinition, AlarmGuidance, AlarmHandling, Tag};
 use crate::plant::PlantReader;
 use crate::proposals::ProposalBoard;
 use plant_model::Quality;
@@ -145,9 +145,16 @@ fn add_guidance(entry: &mut Value, guidance: &AlarmGuidance) {
     }
 }
 
-/// How an alarm is handled, added to its entry: `shelved` (by, reason, until) or
-/// `outOfService` (by, reason, since); nothing when it is annunciated.
-fn add_handling(entry: &mut Value, handling: &AlarmHandling) {
+/// How an alarm is handled, added to its entry: `shelved` (by, reason, until),
+/// `outOfService` (by, reason, since) or `suppressed` (since, and the `suppress_when` that
+/// holds); nothing when it is annunciated.
+fn add_handling(entry: &mut Value, definition: &AlarmDefinition, handling: &AlarmHandling) {
+    if let (Some(since), Some(expression)) = (handling.suppressed, &definition.suppress_when) {
+        entry["suppressed"] = serde_json::json!({
+            "since": localai::iso8601_millis(since),
+            "when": short_text(&expression.to_string(), GUIDANCE_CHARS),
+        });
+    }
     if let Some(shelved) = &handling.shelved {
         entry["shelved"] = serde_json::json!({
             "by": short_text(&shelved.by, 64),

@@ -251,7 +251,7 @@ fn describe(plant: &PlantReader, asked: &str) -> Result<Value, ToolError> {
                     entry["setpoint"] = json!(setpoint);
                 }
                 add_guidance(&mut entry, &alarm_definition.guidance);
-                add_handling(&mut entry, &status.handling);
+                add_handling(&mut entry, alarm_definition, &status.handling);
                 entry
             })
             .collect();

@@ -363,7 +363,12 @@ pub(crate) fn handling_change(kind: AlarmEventKind) -> (Option<&'static str>, &'
         AlarmEventKind::Unshelved | AlarmEventKind::ShelvingExpired => (None, &["Shelved"]),
         AlarmEventKind::OutOfService => (Some("OutOfService"), &["Shelved"]),
         AlarmEventKind::InService => (None, &["OutOfService"]),
-        AlarmEventKind::Active | AlarmEventKind::Acknowledged | AlarmEventKind::Cleared => (None, &[]),
+        // Suppression by design follows the plant's values, evaluated again at start.
+        AlarmEventKind::Active
+        | AlarmEventKind::Acknowledged
+        | AlarmEventKind::Cleared
+        | AlarmEventKind::Suppressed
+        | AlarmEventKind::Unsuppressed => (None, &[]),
     }
 }
 

@@ -101,6 +101,7 @@ const TABLES: &[Table] = &[
             ("Signed", "Signed", Int),
             ("OnDelay", "OnDelay", Int),
             ("OffDelay", "OffDelay", Int),
+            ("SuppressWhen", "SuppressWhen", Text),
         ],
         identity: false,
     },

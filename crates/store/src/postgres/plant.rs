@@ -75,6 +75,7 @@ impl PgStore {
                 // The columns' CHECKs keep them to 0..=3600.
                 on_delay: u32::try_from(self.get::<i32>(&row, 14)?).unwrap_or(0),
                 off_delay: u32::try_from(self.get::<i32>(&row, 15)?).unwrap_or(0),
+                suppress_when: self.get(&row, 16)?,
             });
         }
         for row in self.fetch(connection, SELECT_FOLDERS).await? {
@@ -304,11 +305,11 @@ impl PgStore {
             &mut transaction,
             sqlx::query(
                 "INSERT INTO AlarmDefinitions (Name, Tag, Condition, LimitValue, Setpoint, ActiveWhen, Deadband, Priority, Message,
-                     Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay)
+                     Cause, Consequence, Response, TimeToRespond, Signed, OnDelay, OffDelay, SuppressWhen)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::float8[], $5::float8[],
                                       $6::integer[], $7::float8[], $8::integer[], $9::text[],
                                       $10::text[], $11::text[], $12::text[], $13::integer[], $14::integer[],
-                                      $15::integer[], $16::integer[])",
+                                      $15::integer[], $16::integer[], $17::text[])",
             )
             .bind(alarms.iter().map(|alarm| alarm.name.as_str()).collect::<Vec<_>>())
             .bind(alarms.iter().map(|alarm| alarm.tag.as_str()).collect::<Vec<_>>())
@@ -344,6 +345,12 @@ impl PgStore {
                 alarms
                     .iter()
                     .map(|alarm| i32::try_from(alarm.off_delay).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                alarms
+                    .iter()
+                    .map(|alarm| alarm.suppress_when.as_ref().map(ToString::to_string))
                     .collect::<Vec<_>>(),
             ),
         )

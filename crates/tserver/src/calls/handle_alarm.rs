@@ -10,7 +10,7 @@ use super::audit::{act_error, signatures};
 use super::context::ConnectionContext;
 use super::to_proto::{CallError, epoch_ms};
 use plant::Runtime;
-use plant::actions::{ActWork, RemoveFromService, ReturnToService, ShelveAlarm, UnshelveAlarm};
+use plant::actions::{ActWork, RemoveFromService, ReturnToService, ServiceScope, ShelveAlarm, UnshelveAlarm};
 
 /// Checks the call now; the returned future audits, then changes how the alarm is handled.
 pub(crate) fn apply(
@@ -25,9 +25,39 @@ pub(crate) fn apply(
         shelve_minutes,
         reason,
         signatures: given,
+        folder,
     } = request;
     let given = signatures(given)?;
     let change = AlarmHandlingChange::try_from(change).unwrap_or(AlarmHandlingChange::Unspecified);
+    let scope = match (alarm.is_empty(), folder.is_empty()) {
+        (false, true) => ServiceScope::Alarm(alarm.clone()),
+        (true, false)
+            if matches!(
+                change,
+                AlarmHandlingChange::RemoveFromService | AlarmHandlingChange::ReturnToService
+            ) =>
+        {
+            ServiceScope::Folder(folder)
+        }
+        (true, false) => {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "folder: only a change of service takes a folder; name the alarm",
+            ));
+        }
+        (false, false) => {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "alarm, folder: give one of them, not both",
+            ));
+        }
+        (true, true) => {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "alarm: name the alarm",
+            ));
+        }
+    };
     let work = match change {
         AlarmHandlingChange::Shelve => {
             let act = ShelveAlarm {
@@ -42,22 +72,30 @@ pub(crate) fn apply(
                 Ok(HandleAlarmReply {
                     changed: true,
                     shelved_until_ms: epoch_ms(until),
+                    count: 1,
                 })
             });
             Ok(shelved)
         }
-        AlarmHandlingChange::Unshelve => changed(runtime.act(actor, UnshelveAlarm { alarm }, context)),
+        AlarmHandlingChange::Unshelve => {
+            let work = runtime
+                .act(actor, UnshelveAlarm { alarm }, context)
+                .map_err(act_error)?;
+            changed(Box::pin(async move { work.await.map(usize::from) }))
+        }
         AlarmHandlingChange::RemoveFromService => {
             let act = RemoveFromService {
-                alarm,
+                alarms: scope,
                 reason,
                 signatures: given,
             };
-            changed(runtime.act(actor, act, context))
+            changed(runtime.act(actor, act, context).map_err(act_error)?)
         }
-        AlarmHandlingChange::ReturnToService => {
-            changed(runtime.act(actor, ReturnToService { alarm }, context))
-        }
+        AlarmHandlingChange::ReturnToService => changed(
+            runtime
+                .act(actor, ReturnToService { alarms: scope }, context)
+                .map_err(act_error)?,
+        ),
         AlarmHandlingChange::Unspecified => {
             return Err(CallError::new(
                 ErrorCode::InvalidArgument,
@@ -73,15 +111,14 @@ pub(crate) fn apply(
     })
 }
 
-/// The reply of a change that says whether it changed anything, or the call's refusal now.
-fn changed(
-    checked: Result<ActWork<bool>, plant::actions::ActError>,
-) -> Result<ActWork<HandleAlarmReply>, CallError> {
-    let work = checked.map_err(act_error)?;
+/// The reply of a change that says how many alarms it changed.
+fn changed(work: ActWork<usize>) -> Result<ActWork<HandleAlarmReply>, CallError> {
     Ok(Box::pin(async move {
+        let count = work.await?;
         Ok(HandleAlarmReply {
-            changed: work.await?,
+            changed: count > 0,
             shelved_until_ms: 0,
+            count: u32::try_from(count).unwrap_or(u32::MAX),
         })
     }))
 }

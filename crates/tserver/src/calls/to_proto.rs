@@ -13,7 +13,7 @@ use tserver_proto::v1::{
     ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame, tag_reading, value,
 };
 
-use plant::objects::{Alarm, AlarmStatus, Tag, TagSample};
+use plant::objects::{Alarm, AlarmDefinition, AlarmStatus, Tag, TagSample};
 use plant_model::{AlarmEventKind, Condition, TagType, TagValue};
 
 /// The most bytes a `ServerFrame` adds around the envelope of a chat reply: the call id
@@ -192,13 +192,26 @@ pub(crate) fn alarm_detail(alarm: &Alarm, status: &AlarmStatus, tag: Option<&Tag
         time_to_respond_s: definition.guidance.time_to_respond,
         chattering: status.chatter.chatters_by(SystemTime::now()),
         chatter_episodes: status.chatter.episodes,
-        ..handling_of(status)
+        ..handling_of(definition, status)
     }
 }
 
-/// How an alarm is handled, as the handling fields of an [`AlarmDetail`] say it.
-fn handling_of(status: &AlarmStatus) -> AlarmDetail {
+/// How an alarm is handled, as the handling fields of an [`AlarmDetail`] say it: a
+/// suppression by design gives its expression as the reason, and nobody as who.
+fn handling_of(definition: &AlarmDefinition, status: &AlarmStatus) -> AlarmDetail {
     let handling = &status.handling;
+    if let (None, None, Some(since)) = (&handling.out_of_service, &handling.shelved, handling.suppressed) {
+        return AlarmDetail {
+            handling: "suppressed".to_owned(),
+            handling_reason: definition
+                .suppress_when
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            handled_ms: epoch_ms(since),
+            ..AlarmDetail::default()
+        };
+    }
     match (&handling.out_of_service, &handling.shelved) {
         (Some(out), _) => AlarmDetail {
             handling: "out-of-service".to_owned(),
@@ -234,6 +247,8 @@ pub(crate) fn alarm_history_event(event: &plant_model::AlarmEvent) -> AlarmHisto
             AlarmEventKind::ShelvingExpired => "shelving-expired",
             AlarmEventKind::OutOfService => "out-of-service",
             AlarmEventKind::InService => "in-service",
+            AlarmEventKind::Suppressed => "suppressed",
+            AlarmEventKind::Unsuppressed => "unsuppressed",
         }
         .to_owned(),
         value: event.value,

@@ -190,13 +190,14 @@ export class Alarms {
     this.renderHandled();
   }
 
-  /** The alarms shelved or out of service: who, why, until when, and whether in alarm underneath. */
+  /** The alarms shelved, suppressed by design or out of service: who, why, until when, and whether in alarm underneath. */
   renderHandled() {
     const rows = this.handled.map((alarm) => {
       const shelved = alarm.handling === 'shelved';
-      const how = shelved
-        ? `Shelved by ${alarm.handledBy} until ${showTime(alarm.shelvedUntilMs)}`
-        : `Out of service by ${alarm.handledBy} since ${showTime(alarm.handledMs)}`;
+      const how = {
+        shelved: () => `Shelved by ${alarm.handledBy} until ${showTime(alarm.shelvedUntilMs)}`,
+        suppressed: () => `Suppressed by design since ${showTime(alarm.handledMs)}`,
+      }[alarm.handling]?.() ?? `Out of service by ${alarm.handledBy} since ${showTime(alarm.handledMs)}`;
       const unshelve = shelved
         ? el('button', { type: 'button', class: 'button', dataset: { unshelve: alarm.name }, onclick: () => this.unshelve(alarm.name) }, 'Unshelve')
         : null;

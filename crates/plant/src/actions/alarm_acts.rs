@@ -1,15 +1,16 @@
-//! What every act on one alarm shares: the alarm is known now; the act is one audit row (a
-//! refusal for the role too), recorded before it is carried out; an alarm the plant file marks
-//! `signed` takes the actor's signature for the acts that are signed.
+//! What every act on alarms shares: each alarm is known now; the act is one audit row per alarm
+//! (a refusal for the role too), recorded before it is carried out; when any of them is an
+//! alarm the plant file marks `signed`, one signature of the actor's signs every row, for the
+//! acts that are signed.
 
 use std::time::SystemTime;
 
-use super::signatures::{GivenSignature, Needed, PendingSignatures};
-use super::{ActError, ActWork, Actor, AuditBound, AuditRow, Audited, Permitted, record};
+use super::signatures::{GivenSignature, Needed, sign_and_record};
+use super::{ActError, ActWork, Actor, AuditBound, AuditRow, Audited, Permitted};
 use crate::Runtime;
 use store::AuditAction;
 
-/// The acts on one alarm.
+/// The acts on alarms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AlarmActKind {
     Acknowledge,
@@ -75,21 +76,23 @@ impl AlarmActKind {
     }
 }
 
-/// An act on one alarm, before it is checked.
+/// An act on alarms, before it is checked.
 pub(super) struct AlarmAct {
     /// Which.
     pub(super) kind: AlarmActKind,
-    /// The alarm's name.
-    pub(super) alarm: String,
+    /// The alarms' names (one, or those below a folder).
+    pub(super) alarms: Vec<String>,
+    /// What the signature and a refusal name: the alarm, or the folder.
+    pub(super) naming: String,
     /// What the act sets, as the audit row's new value (a shelving's time and reason).
     pub(super) detail: Option<String>,
     /// The signatures given.
     pub(super) signatures: Vec<GivenSignature>,
 }
 
-/// Checks `act` by `actor` now; the work that records its audit row (bounded by `bound`) and
+/// Checks `act` by `actor` now; the work that records its audit rows (bounded by `bound`) and
 /// then carries it out with `carry_out` (given the acting name and the receipt), whose error
-/// is the alarm gone meanwhile or what the alarm's state refuses.
+/// is an alarm gone meanwhile or what an alarm's state refuses.
 pub(super) fn check<T: Send + 'static>(
     act: AlarmAct,
     runtime: &Runtime,
@@ -99,54 +102,51 @@ pub(super) fn check<T: Send + 'static>(
 ) -> Result<ActWork<T>, ActError> {
     let AlarmAct {
         kind,
-        alarm,
+        alarms,
+        naming,
         detail,
         signatures,
     } = act;
     let (action, permitted, words, not_done, signed_when_marked) = kind.rules();
-    let Some(signed) = runtime
-        .objects()
-        .alarms()
-        .iter()
-        .find(|known| known.definition().name == alarm)
-        .map(|known| known.definition().signed)
-    else {
-        return Err(ActError::Invalid(format!(
-            "no alarm named {:?}",
-            alarm.chars().take(200).collect::<String>()
-        )));
-    };
-    let mut entry = actor.audit_entry(action, &alarm, SystemTime::now());
-    entry.new_value = detail;
-    let acts = actor.may(permitted);
-    if !acts {
-        "permission denied".clone_into(&mut entry.outcome);
+    let objects = runtime.objects();
+    let mut signed = false;
+    for alarm in &alarms {
+        let Some(known) = objects.alarm(alarm) else {
+            return Err(ActError::Invalid(format!(
+                "no alarm named {:?}",
+                alarm.chars().take(200).collect::<String>()
+            )));
+        };
+        signed |= known.definition().signed;
     }
+    let acts = actor.may(permitted);
+    let now = SystemTime::now();
+    let rows: Vec<AuditRow> = alarms
+        .iter()
+        .map(|alarm| {
+            let mut entry = actor.audit_entry(action, alarm, now);
+            entry.new_value.clone_from(&detail);
+            if !acts {
+                "permission denied".clone_into(&mut entry.outcome);
+            }
+            AuditRow { entry, acts }
+        })
+        .collect();
     // A refusal for the role is about the role, not a missing signature.
     let needed = Needed {
         actor: acts && signed && signed_when_marked,
         witness: false,
     };
-    let row = AuditRow { entry, acts };
-    let signing = if needed.any() || !signatures.is_empty() {
-        let what = format!("{} {alarm}", kind.doing());
-        needed.check_given(&what, &actor.acting_name(), &signatures)?;
-        Some(PendingSignatures::new(
-            signatures,
-            std::slice::from_ref(&row),
-            bound,
-        ))
-    } else {
-        None
-    };
-    let rows = bound.bound(vec![row]);
+    let signing = needed.pending(
+        || format!("{} {naming}", kind.doing()),
+        &actor.acting_name(),
+        signatures,
+        (&rows, bound),
+    )?;
+    let rows = bound.bound(rows);
     let runtime = runtime.clone();
     Ok(Box::pin(async move {
-        let rows = match signing {
-            None => rows,
-            Some(signing) => signing.sign(&runtime, rows, not_done).await?,
-        };
-        let audited = record(&runtime, rows, not_done).await?;
+        let audited = sign_and_record(&runtime, signing, rows, not_done).await?;
         actor.refusal_unless(permitted, words)?;
         carry_out(&runtime, &actor.acting_name(), &audited).map_err(ActError::Invalid)
     }))
