@@ -4,6 +4,7 @@
 mod acting_path;
 mod admin;
 mod alarm_handling;
+mod alarm_report;
 mod alarm_suppression;
 mod architecture;
 mod atomic;

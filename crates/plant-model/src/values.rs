@@ -25,10 +25,7 @@ impl TagValue {
     pub fn operand(&self) -> crate::Operand {
         match self {
             Self::Number(number) => crate::Operand::Number(*number),
-            #[expect(
-                clippy::cast_precision_loss,
-                reason = "an expression compares numbers as f64, as alarms do"
-            )]
+            // Compared as alarms compare them: as f64.
             Self::Integer(number) => crate::Operand::Number(*number as f64),
             Self::Bool(value) => crate::Operand::Bool(*value),
             Self::Text(text) => crate::Operand::Text(text.to_string()),

@@ -15,6 +15,7 @@
 //! [`Plant`] holds, so the assistant's tools, given a [`PlantReader`], cannot write by type.
 
 pub mod actions;
+pub mod alarm_report;
 pub mod documents;
 pub mod historian;
 pub mod log_text;

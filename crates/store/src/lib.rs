@@ -61,9 +61,9 @@ pub use audit::{AuditAction, AuditEntry, AuditLog, MAX_AUDIT_TEXT_CHARS, cut_for
 pub use browser_sessions::{BrowserLogin, BrowserLoginRules};
 pub use guard::{ServeLock, lock_path};
 pub use history::{
-    AlarmHistoryPage, HistoryCursor, HistoryDataError, HistoryInterval, HistoryLimits, HistoryPage,
-    HistorySample, HistoryStats, KeptHandling, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES, PendingSample,
-    RawHistoryPage, interval_count,
+    AlarmHistoryPage, AlarmRecord, HistoryCursor, HistoryDataError, HistoryInterval, HistoryLimits,
+    HistoryPage, HistorySample, HistoryStats, KeptHandling, MAX_HISTORY_INTERVALS, MAX_INTERVAL_STATES,
+    PendingSample, RawHistoryPage, interval_count,
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;

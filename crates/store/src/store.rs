@@ -23,11 +23,11 @@ use crate::history::page::{HistoryRead, HistoryShape};
 use crate::history::unix_millis;
 use crate::postgres::PgStore;
 use crate::{
-    AlarmHistoryPage, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryCursor, HistoryInterval,
-    HistoryLimits, HistoryPage, HistorySample, Leadership, LoginThrottleConfig, PasswordCheck, PendingSample,
-    PlantChanges, RawHistoryPage, Role, RuntimeSettings, ScriptRecord, ScriptTally, SettingKey, SettingValue,
-    SolutionDb, SolutionError, SolutionLocation, SourceReport, StoredScript, TokenRefusal, TokenUser,
-    UserRecord,
+    AlarmHistoryPage, AlarmRecord, ApiToken, AuditEntry, BrowserLogin, BrowserLoginRules, HistoryCursor,
+    HistoryInterval, HistoryLimits, HistoryPage, HistorySample, Leadership, LoginThrottleConfig,
+    PasswordCheck, PendingSample, PlantChanges, RawHistoryPage, Role, RuntimeSettings, ScriptRecord,
+    ScriptTally, SettingKey, SettingValue, SolutionDb, SolutionError, SolutionLocation, SourceReport,
+    StoredScript, TokenRefusal, TokenUser, UserRecord,
 };
 
 /// A solution, wherever it is.
@@ -537,6 +537,17 @@ impl Store {
     ) -> Result<AlarmHistoryPage, SolutionError> {
         let window = (unix_millis(from), unix_millis(to));
         on_backend_blocking!(self, alarm_history(tag, window, max_events))
+    }
+
+    /// What an alarm report reads: how each alarm stood at `from`, and the events from `from`
+    /// to `to`, at most `max_events` of them, oldest first. From a thread that may block.
+    pub fn alarm_record_blocking(
+        &self,
+        (from, to): (SystemTime, SystemTime),
+        max_events: usize,
+    ) -> Result<AlarmRecord, SolutionError> {
+        let window = (unix_millis(from), unix_millis(to));
+        on_backend_blocking!(self, alarm_record(window, max_events))
     }
 
     /// Creates an API token for `user`; returns it and its text, shown only now.

@@ -399,4 +399,16 @@ impl Historian {
         self.flush()?;
         self.store.alarm_history_blocking(tag, (from, to), max_events)
     }
+
+    /// How each alarm stood at `from` and the events from `from` to `to`, oldest first, at most
+    /// `max_events` of them (what an alarm report reads), after a flush.
+    pub fn alarm_record(
+        &self,
+        from: SystemTime,
+        to: SystemTime,
+        max_events: usize,
+    ) -> Result<store::AlarmRecord, SolutionError> {
+        self.flush()?;
+        self.store.alarm_record_blocking((from, to), max_events)
+    }
 }

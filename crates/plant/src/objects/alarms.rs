@@ -213,8 +213,8 @@ pub struct Chatter {
 
 impl Chatter {
     /// A trip at `time`: a new episode when it makes the last trips chatter and the ones
-    /// before did not.
-    fn tripped(&mut self, time: SystemTime) {
+    /// before did not (an alarm report counts episodes over the history with it too).
+    pub(crate) fn tripped(&mut self, time: SystemTime) {
         let chattered = self.chatters_by(time);
         self.last.rotate_left(1);
         self.last[CHATTER_TRIPS - 1] = Some(time);

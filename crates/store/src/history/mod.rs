@@ -73,6 +73,38 @@ pub struct AlarmHistoryPage {
     pub total: usize,
 }
 
+/// What an alarm report reads of the alarm history: how each alarm stood when its window began,
+/// and the window's events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlarmRecord {
+    /// The last event before the window of each alarm's condition (`Active`, `Cleared`), its
+    /// shelving, its service and its suppression, oldest first.
+    pub standing: Vec<AlarmEvent>,
+    /// The window's events, oldest first: at most the number asked for.
+    pub events: Vec<AlarmEvent>,
+    /// How many events the window holds.
+    pub total: usize,
+}
+
+/// [`AlarmRecord::standing`], in the SQL both backends speak (parameter: the window's start).
+pub(crate) const SELECT_STANDING: &str =
+    "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until
+     FROM AlarmHistory WHERE Id IN (
+         SELECT max(Id) FROM AlarmHistory WHERE Time < $1 AND Event <> 'Acknowledged'
+         GROUP BY Alarm, CASE WHEN Event IN ('Active', 'Cleared') THEN 0
+                              WHEN Event IN ('Shelved', 'Unshelved', 'ShelvingExpired') THEN 1
+                              WHEN Event IN ('OutOfService', 'InService') THEN 2
+                              ELSE 3 END)
+     ORDER BY Id";
+
+/// [`AlarmRecord::events`] (parameters: from, to, how many at most).
+pub(crate) const SELECT_WINDOW_EVENTS: &str =
+    "SELECT Time, Alarm, Tag, Condition, Event, Value, Priority, Message, UserName, Reason, Until
+     FROM AlarmHistory WHERE Time BETWEEN $1 AND $2 ORDER BY Time, Id LIMIT $3";
+
+/// How many events a window holds (parameters: from, to).
+pub(crate) const COUNT_WINDOW_EVENTS: &str = "SELECT COUNT(*) FROM AlarmHistory WHERE Time BETWEEN $1 AND $2";
+
 /// What the history keeps: samples and events from `keep_after` on (retention by age), a
 /// tag with a retention of its own from its own time on, and its blocks within `max_bytes`
 /// when set (retention by size: the oldest sealed blocks go).
@@ -224,6 +256,34 @@ impl SolutionDb {
                 .query_map(params![from, to, tag, limit], alarm_event_of_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(AlarmHistoryPage {
+                events,
+                total: usize::try_from(total).unwrap_or(0),
+            })
+        })
+    }
+
+    /// How each alarm stood at `from` and the events between `from` and `to` (unix
+    /// milliseconds), at most `max_events` of them, oldest first.
+    pub(crate) fn alarm_record(
+        &self,
+        (from, to): (i64, i64),
+        max_events: usize,
+    ) -> Result<AlarmRecord, SolutionError> {
+        let limit = i64::try_from(max_events).unwrap_or(i64::MAX);
+        self.read(|connection| {
+            let standing = connection
+                .prepare_cached(SELECT_STANDING)?
+                .query_map(params![from], alarm_event_of_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let total: i64 = connection
+                .prepare_cached(COUNT_WINDOW_EVENTS)?
+                .query_row(params![from, to], |row| row.get(0))?;
+            let events = connection
+                .prepare_cached(SELECT_WINDOW_EVENTS)?
+                .query_map(params![from, to, limit], alarm_event_of_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(AlarmRecord {
+                standing,
                 events,
                 total: usize::try_from(total).unwrap_or(0),
             })

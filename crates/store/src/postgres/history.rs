@@ -173,6 +173,43 @@ impl PgStore {
         })
     }
 
+    /// How each alarm stood at `from` and the window's events, as `SolutionDb::alarm_record`
+    /// answers.
+    pub(crate) async fn alarm_record(
+        &self,
+        (from, to): (i64, i64),
+        max_events: usize,
+    ) -> Result<crate::AlarmRecord, SolutionError> {
+        let standing = sqlx::query(crate::history::SELECT_STANDING)
+            .bind(from)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        let total: i64 = sqlx::query_scalar(crate::history::COUNT_WINDOW_EVENTS)
+            .bind(from)
+            .bind(to)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        let events = sqlx::query(crate::history::SELECT_WINDOW_EVENTS)
+            .bind(from)
+            .bind(to)
+            .bind(i64::try_from(max_events).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        let events_of = |rows: &[sqlx::postgres::PgRow]| {
+            rows.iter()
+                .map(|row| self.alarm_event_of_row(row))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(crate::AlarmRecord {
+            standing: events_of(&standing)?,
+            events: events_of(&events)?,
+            total: usize::try_from(total).unwrap_or(0),
+        })
+    }
+
     /// What the alarm history recorded of each alarm since its last trip, oldest first; see
     /// `SolutionDb::alarm_events_since_last_trip`.
     pub(crate) async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {

@@ -4,6 +4,7 @@
 //! Admin commands open the solution file directly and work while a server runs on it.
 
 mod ai_execute;
+mod alarms;
 mod audit;
 mod eval;
 mod history;
@@ -33,6 +34,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 pub use self::ai_execute::{AiExecuteArgs, ai_execute};
+pub use self::alarms::{AlarmsCommand, ReportFormat};
 use self::audit::parse_since;
 pub use self::audit::{AuditCommand, ExportFormat};
 pub use self::eval::{BadInput, EvalArgs, eval_command, eval_exit_code};
@@ -134,6 +136,16 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<AuditCommand>,
     },
+    /// Report how the alarm system performs (`report`): EEMUA 191's indicators over a window
+    /// of the alarm history.
+    Alarms {
+        /// Where the solution is.
+        #[command(flatten)]
+        solution: SolutionArg,
+        /// The action.
+        #[command(subcommand)]
+        action: AlarmsCommand,
+    },
     /// Export the history the solution keeps (`export`), before `HistoryRetentionHours`
     /// prunes it.
     History {
@@ -209,6 +221,7 @@ impl Command {
             | Self::Users { solution, .. }
             | Self::Audit { solution, .. }
             | Self::History { solution, .. }
+            | Self::Alarms { solution, .. }
             | Self::Plant { solution, .. }
             | Self::Sources { solution, .. }
             | Self::Tokens { solution, .. }
@@ -260,6 +273,7 @@ pub fn run_admin_at(
         Command::History { solution, action } => {
             history::history_command(solution.location()?, action, output)
         }
+        Command::Alarms { solution, action } => alarms::alarms_command(solution.location()?, action, output),
         Command::Sources {
             solution,
             action:
