@@ -301,6 +301,7 @@ fn every_command_that_takes_a_solution_takes_it_first_or_as_an_option() {
         ("users", &["list"]),
         ("audit", &[]),
         ("history", &["export"]),
+        ("alarms", &["report"]),
         ("plant", &["show"]),
         ("sources", &["list"]),
         ("tokens", &["list"]),

@@ -472,6 +472,93 @@ async fn the_report_of_a_generated_history_matches_an_independent_computation() 
         "{csv}"
     );
 
+    // Over the wire, as the panel and tclient read it (a server keeps a week of history unless
+    // told otherwise: this one a year, so the generated month-old history stays).
+    solution.add_user("watch", "viewer", "watch-pw");
+    admin(&["settings", path, "set", "HistoryRetentionHours", "8760"], "");
+    let server = crate::support::TestServer::start(&solution.path, tserver::ServerConfig::default()).await;
+    let client = server.client().await;
+    client.login("watch", "watch-pw").await.expect("logs in");
+    let window = service_client::AlarmReportRequest {
+        since_ms: i64::try_from(FROM_MS).expect("fits"),
+        until_ms: i64::try_from(UNTIL_MS).expect("fits"),
+    };
+    let reply = client.alarm_report(window).await.expect("reports");
+    assert_eq!(
+        (
+            reply.peak_per_10_min,
+            reply.per_period.len() as u64,
+            reply.annunciated
+        ),
+        (
+            expected["peakPer10Min"].as_u64().expect("a peak"),
+            expected["periods"].as_u64().expect("periods"),
+            expected["annunciated"].as_u64().expect("a count")
+        )
+    );
+    let named: Vec<Value> = reply
+        .most_frequent
+        .iter()
+        .map(|count| json!([count.alarm, count.count]))
+        .collect();
+    assert_eq!(json!(named), expected["mostFrequent"]);
+    let backwards = service_client::AlarmReportRequest {
+        since_ms: window.until_ms,
+        until_ms: window.since_ms,
+    };
+    let refused = client.alarm_report(backwards).await.expect_err("backwards");
+    assert!(
+        refused.to_string().contains("since_ms is not before until_ms"),
+        "{refused}"
+    );
+    let login = [
+        "--addr",
+        &server.addr.to_string(),
+        "--user",
+        "watch",
+        "--password-stdin",
+    ];
+    let (since, until) = (
+        humantime::format_rfc3339(at(FROM_MS)).to_string(),
+        humantime::format_rfc3339(at(UNTIL_MS)).to_string(),
+    );
+    let printed = crate::tclient::tclient(
+        &[
+            &login[..],
+            &["alarms", "report", "--since", &since, "--until", &until],
+        ]
+        .concat(),
+        "watch-pw\n",
+        false,
+    )
+    .await
+    .expect("reports");
+    assert!(
+        printed.contains(&format!(
+            "{} annunciated of {} activations",
+            expected["annunciated"], expected["activations"]
+        )) && printed.contains("stale (in alarm over 24 h):\n  Area.A07 since 2026-10-30T"),
+        "{printed}"
+    );
+    // The assistant's tool gives the same figures and the bad actors.
+    let told = server
+        .runtime
+        .tools()
+        .get("runtime_get_alarm_report")
+        .expect("the report tool")
+        .call(
+            json!({"start": since, "end": until}),
+            localai::tools::ToolCaller::Script {
+                script: "Check".into(),
+            },
+            localai::tools::TOOL_TIMEOUT,
+        )
+        .await
+        .expect("reports")
+        .result;
+    assert_eq!(figures(&told), expected);
+    server.stop().await;
+
     // PostgreSQL reads the same standing and window.
     let database = TestDatabase::create().await;
     let url = database.url();

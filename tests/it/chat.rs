@@ -154,7 +154,7 @@ async fn a_multi_tool_turn_posts_the_exact_messages_at_each_step() {
     assert_eq!(posts[0]["messages"][1]["content"], "What is wrong with Pump 1?");
     assert_eq!(
         tool_names(&posts[0]).len(),
-        11,
+        12,
         "0x9E offers the UNS, alarm and history tools"
     );
     assert_eq!(roles(&posts[1]), ["system", "user", "assistant", "tool"]);

@@ -186,7 +186,7 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(
         names.len(),
-        13,
+        15,
         "the demo's 0xDE: read tools and proposals: {names:?}"
     );
     assert_eq!(names[0], "runtime_get_value");
@@ -389,7 +389,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     .expect("tclient starts");
     let client = ().serve(bridge).await.expect("the bridge initializes");
     let tools = client.list_all_tools().await.expect("listed");
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 15);
     assert_eq!(
         tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
         Some(true)
@@ -436,6 +436,7 @@ fn every_tool_call() -> Vec<(&'static str, Value)> {
         ),
         ("runtime_get_active_alarms", json!({})),
         ("runtime_query_alarm_history", json!({"start": start, "end": end})),
+        ("runtime_get_alarm_report", json!({"start": start, "end": end})),
         (
             "runtime_get_tag_history",
             json!({"tag": "Tank1.Level", "start": start, "end": end}),
@@ -493,7 +494,7 @@ async fn the_category_bits_decide_which_tools_are_listed_and_callable() {
     let client = rig.client().await;
     let all: Vec<&str> = every_tool_call().into_iter().map(|(name, _)| name).collect();
     let (uns, rest) = all.split_at(6);
-    let (alarms, history) = rest.split_at(2);
+    let (alarms, history) = rest.split_at(3);
     for (options, offered) in [
         ("0x06", uns.to_vec()),
         ("0x0a", alarms.to_vec()),

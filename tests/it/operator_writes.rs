@@ -19,6 +19,7 @@ pub(crate) fn solution_with_writable_tags() -> Solution {
             "Tank1.Level",
             "Pump1.StartCount",
             "Tank1.OperatorNote",
+            "Pump1.Running",
         ]
         .contains(&tag.name.as_str())
         {

@@ -1266,7 +1266,62 @@ async fn a_flood_of_alarms_is_said_across_the_banner_with_its_first_out() {
     );
     browser.screenshot("alarm-flood").await;
     assert_no_violations(&browser).await;
+
+    // A stopped pump's low discharge pressure is suppressed by design: listed apart.
+    write(&guest, "Pump1.Running", WriteValue::Boolean(false)).await;
+    let suppressed = "#handled-rows tr[data-alarm=\"Pump1.DischargePressure.Lo\"]";
+    browser.wait_visible(suppressed).await;
+    let how = text_of(&browser, format!("{suppressed} .h-how")).await;
+    assert!(how.starts_with("Suppressed by design since "), "{how}");
+    assert_eq!(
+        text_of(&browser, format!("{suppressed} .h-why")).await,
+        "Pump1.Running == false"
+    );
+    browser.screenshot("alarm-suppressed").await;
+
+    // The KPI page: the flood and the bad actor, from the alarm history.
+    browser.click("#tab-kpis").await;
+    browser
+        .wait_text(
+            "#kpi-frequent tbody tr:first-child",
+            "the most frequent alarm",
+            |text| text.contains("Tank1.Level.Hi"),
+        )
+        .await;
+    let flood_tile = browser
+        .run(
+            "return [...document.querySelectorAll('.kpi-tile')].find((tile) => tile.textContent.startsWith('Time in flood')).textContent;",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        flood_tile,
+        json!("Time in flood0.1 %1 of 1008 periodsTarget: under 1 %"),
+        "one period of the week's in flood: within its target"
+    );
+    assert_eq!(
+        browser
+            .run(
+                "return document.querySelectorAll('#kpi-rate svg rect.bar.flood').length;",
+                vec![]
+            )
+            .await,
+        json!(1),
+        "the period in flood drawn over the line"
+    );
+    browser.screenshot("alarm-kpis").await;
+    browser
+        .run(
+            "document.getElementById('kpi-priorities').scrollIntoView({ block: 'center' });",
+            vec![],
+        )
+        .await;
+    browser.screenshot("alarm-kpis-chart").await;
+    assert_no_violations(&browser).await;
     browser.resize(PHONE.0, PHONE.1).await;
+    browser.screenshot("alarm-kpis-phone").await;
+    assert_within_the_screen(&browser, "#kpi-tiles").await;
+    browser.click("#tab-alarms").await;
     browser.screenshot("alarm-flood-phone").await;
     assert_within_the_screen(&browser, "#alarm-flood").await;
     browser.close().await;

@@ -537,6 +537,93 @@ async fn an_alarm_acknowledgement_is_proposed_then_approved() {
 }
 
 #[tokio::test]
+async fn a_shelving_is_proposed_for_a_while_and_approved_within_the_sites_bound() {
+    let rig = ProposalRig::start(vec![
+        calls(&[
+            (
+                "call_too_long",
+                "runtime_propose_alarm_shelve",
+                json!({"alarm": "Tank2.Level.Lo", "minutes": 1_000_000, "reason": "r"}),
+            ),
+            (
+                "call_shelve",
+                "runtime_propose_alarm_shelve",
+                json!({"alarm": "Tank2.Level.Lo", "minutes": 120,
+                       "reason": "the level transmitter is being replaced"}),
+            ),
+            (
+                "call_past_the_site",
+                "runtime_propose_alarm_shelve",
+                json!({"alarm": "Tank1.Level.Hi", "minutes": 2000, "reason": "all week"}),
+            ),
+        ]),
+        Reply::text("I proposed shelving Tank2.Level.Lo for 2 hours."),
+    ])
+    .await;
+    let operator = rig.server.guest().await;
+    let reply = operator
+        .chat_reply("Tank 2's transmitter is out: quiet its alarm")
+        .await
+        .expect("answered");
+    let posts = rig.posts();
+    let too_long = tool_message_content(&posts[1], "call_too_long");
+    assert_eq!(too_long["error"]["type"], "invalid_arguments", "{too_long}");
+    assert_eq!(reply.proposals.len(), 2, "{:?}", reply.proposals);
+    let shelving = &reply.proposals[0];
+    assert_eq!(
+        shelving.action,
+        Some(ProposedAction::ShelveAlarm(service_client::ProposedShelving {
+            alarm: "Tank2.Level.Lo".to_owned(),
+            minutes: 120,
+        }))
+    );
+    let label = |alarm: &str| crate::support::alarm_label(&rig.server.runtime, alarm);
+    assert_ne!(label("Tank2.Level.Lo"), "shelved", "not before it is approved");
+    let decided = operator
+        .decide_proposal(&shelving.id, Decision::Approve, "")
+        .await
+        .expect("approved");
+    assert_eq!(
+        decided.proposal.expect("proposal").outcome,
+        "approved by guest: shelved for 2 h"
+    );
+    assert_eq!(label("Tank2.Level.Lo"), "shelved");
+    let status = rig
+        .server
+        .runtime
+        .objects()
+        .alarm("Tank2.Level.Lo")
+        .expect("a demo alarm")
+        .status();
+    let shelved = status.handling.shelved.expect("shelved");
+    assert_eq!(
+        (shelved.by.as_str(), shelved.reason.as_str()),
+        ("guest", "the level transmitter is being replaced")
+    );
+    assert_eq!(
+        shelved.until.duration_since(shelved.since).expect("after"),
+        Duration::from_secs(7200)
+    );
+    // Past the site's ShelvingMaxHours (24 unless set) when decided: audited, not carried out.
+    let past = operator
+        .decide_proposal(&reply.proposals[1].id, Decision::Approve, "")
+        .await
+        .expect("decided");
+    assert_eq!(
+        past.proposal.expect("proposal").outcome,
+        "approved by guest: not carried out: a shelving lasts at most 24 h (ShelvingMaxHours)"
+    );
+    assert_ne!(label("Tank1.Level.Hi"), "shelved");
+    let audit = admin(&["audit", &rig.path()], "");
+    assert!(
+        audit.contains(" shelve Tank2.Level.Lo by guest")
+            && audit.contains("for 2 h: the level transmitter is being replaced"),
+        "{audit}"
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
 async fn no_tool_name_or_argument_trick_writes() {
     let tricks = [
         (

@@ -77,7 +77,11 @@ fn each_category_bit_offers_its_tools() {
     assert_eq!(offered(0x02 | 0x04), UNS_TOOLS);
     assert_eq!(
         offered(0x02 | 0x08),
-        ["runtime_get_active_alarms", "runtime_query_alarm_history"]
+        [
+            "runtime_get_active_alarms",
+            "runtime_query_alarm_history",
+            "runtime_get_alarm_report"
+        ]
     );
     assert_eq!(
         offered(0x02 | 0x10),
@@ -88,7 +92,7 @@ fn each_category_bit_offers_its_tools() {
         ]
     );
     assert!(offered(0x04 | 0x08 | 0x10).is_empty(), "no master bit, no tools");
-    assert_eq!(offered(ALL_TOOLS).len(), 11);
+    assert_eq!(offered(ALL_TOOLS).len(), 12);
 }
 
 #[test]
@@ -111,7 +115,11 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                 (0x04, &UNS_TOOLS[..]),
                 (
                     0x08,
-                    &["runtime_get_active_alarms", "runtime_query_alarm_history"][..],
+                    &[
+                        "runtime_get_active_alarms",
+                        "runtime_query_alarm_history",
+                        "runtime_get_alarm_report",
+                    ][..],
                 ),
                 (
                     0x10,
@@ -121,7 +129,14 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                         "runtime_get_values_at",
                     ][..],
                 ),
-                (0x40, &["runtime_propose_write", "runtime_propose_alarm_ack"][..]),
+                (
+                    0x40,
+                    &[
+                        "runtime_propose_write",
+                        "runtime_propose_alarm_ack",
+                        "runtime_propose_alarm_shelve",
+                    ][..],
+                ),
             ] {
                 if bits & bit != 0 {
                     expected.extend(names.iter().map(|name| (*name).to_owned()));

@@ -30,11 +30,13 @@ async fn tools_are_listed_and_callable_by_the_bits_of_the_moment() {
             "runtime_search_documents",
             "runtime_get_active_alarms",
             "runtime_query_alarm_history",
+            "runtime_get_alarm_report",
             "runtime_get_tag_history",
             "runtime_find_excursions",
             "runtime_get_values_at",
             "runtime_propose_write",
-            "runtime_propose_alarm_ack"
+            "runtime_propose_alarm_ack",
+            "runtime_propose_alarm_shelve"
         ]
     );
     let value = &all[0];

@@ -47,6 +47,13 @@ pub enum ProposedAction {
         /// The alarm's name, as defined.
         alarm: String,
     },
+    /// Shelve `alarm` for `duration`, the proposal's reason its reason.
+    ShelveAlarm {
+        /// The alarm's name, as defined.
+        alarm: String,
+        /// For how long, once approved.
+        duration: std::time::Duration,
+    },
 }
 
 /// Where a proposal stands.
@@ -426,6 +433,12 @@ pub fn action_words(action: &ProposedAction) -> String {
             current.to_json()
         ),
         ProposedAction::AcknowledgeAlarm { alarm } => format!("acknowledge alarm {alarm}"),
+        ProposedAction::ShelveAlarm { alarm, duration } => {
+            format!(
+                "shelve alarm {alarm} for {}",
+                crate::actions::span_words(*duration)
+            )
+        }
     }
 }
 

@@ -15,13 +15,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
-    AcknowledgeAlarmRequest, AlarmsReply, AlarmsRequest, BrowseReply, BrowseRequest, CallToolReply,
-    CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest, ClientFrame,
-    DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, HandleAlarmReply, HandleAlarmRequest,
-    Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, Ping, ReadTagsRequest,
-    ServerFrame, Signature, SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading,
-    TagUpdate, TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest,
-    WriteTagsRequest, chat_event, client_frame, server_frame,
+    AcknowledgeAlarmRequest, AlarmReportReply, AlarmReportRequest, AlarmsReply, AlarmsRequest, BrowseReply,
+    BrowseRequest, CallToolReply, CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest,
+    ClientFrame, DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, HandleAlarmReply,
+    HandleAlarmRequest, Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, Ping,
+    ReadTagsRequest, ServerFrame, Signature, SubscribeReply, SubscribeRequest, TagHistoryReply,
+    TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult,
+    ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;
@@ -372,6 +372,17 @@ impl Client {
             server_frame::Body::HandleAlarm(reply) => Ok(reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "HandleAlarmReply",
+            }),
+        }
+    }
+
+    /// How the alarm system performed over a window of the alarm history (see
+    /// `AlarmReportRequest` in `proto/tserver.proto`); any role.
+    pub async fn alarm_report(&self, request: AlarmReportRequest) -> Result<AlarmReportReply, ClientError> {
+        match self.call(client_frame::Body::AlarmReport(request)).await? {
+            server_frame::Body::AlarmReport(reply) => Ok(*reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "AlarmReportReply",
             }),
         }
     }

@@ -334,6 +334,18 @@ impl FailoverClient {
         .await
     }
 
+    /// How the alarm system performed over a window (see [`Client::alarm_report`]).
+    pub async fn alarm_report(
+        &self,
+        request: crate::AlarmReportRequest,
+    ) -> Result<crate::AlarmReportReply, ClientError> {
+        self.run(
+            Repeat::Yes,
+            |client| async move { client.alarm_report(request).await },
+        )
+        .await
+    }
+
     /// The direct children of a UNS folder (see [`Client::browse`]).
     pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.browse(folder).await })

@@ -29,11 +29,12 @@ pub use client::{ChatStream, Client, ClientOptions, ClientTls, LoginInfo, Pendin
 pub use error::{ClientError, CloseReason};
 pub use failover::{FailoverClient, FailoverSubscription};
 pub use tserver_proto::v1::{
-    AlarmDetail, AlarmHandlingChange, AlarmHistoryEvent, AlarmState, AlarmsReply, AlarmsRequest, BrowseReply,
-    CallToolReply, ChatReply, DecideProposalReply, Decision, ErrorCode, HandleAlarmReply, HandleAlarmRequest,
-    HistoryCursor, HistoryInterval, HistorySample, HistoryShape, HistoryStateTime, ListProposalsReply,
-    PlantNode, PlantNodeKind, Proposal, ProposalState, ProposedWrite, Signature, SignatureMeaning,
-    SubscribeReply, SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValueAt,
+    AlarmCount, AlarmDetail, AlarmHandlingChange, AlarmHistoryEvent, AlarmReportReply, AlarmReportRequest,
+    AlarmState, AlarmsReply, AlarmsRequest, BrowseReply, CallToolReply, ChatReply, DecideProposalReply,
+    Decision, ErrorCode, HandleAlarmReply, HandleAlarmRequest, HandlingCount, HistoryCursor, HistoryInterval,
+    HistorySample, HistoryShape, HistoryStateTime, ListProposalsReply, PlantNode, PlantNodeKind, Proposal,
+    ProposalState, ProposedShelving, ProposedWrite, Signature, SignatureMeaning, SubscribeReply,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValueAt,
     TagValuesAtReply, TagWrite, TagWriteResult, TokenUsage, ToolFinished, ToolInfo, ToolStarted,
     Value as ProposedValueMessage, WriteOutcome, chat_event::Event as ChatEvent,
     history_sample::Value as HistoryValue, history_state_time::Value as StateValue,

@@ -246,6 +246,18 @@ pub enum AlarmsAction {
         #[arg(long)]
         since: Option<String>,
     },
+    /// How the alarm system performed over a window (EEMUA 191's indicators): alarms per 10
+    /// minutes, time in flood, the most frequent, chattering and stale alarms, the priority mix,
+    /// time to acknowledge, and what was shelved, suppressed or out of service.
+    Report {
+        /// The window's start: how long ago (`7d`, `12h`) or an RFC 3339 time (default: 7 days
+        /// before its end).
+        #[arg(long)]
+        since: Option<String>,
+        /// The window's end (default: now).
+        #[arg(long)]
+        until: Option<String>,
+    },
     /// Acknowledge an alarm (an operator's login).
     Ack {
         /// The alarm's name, e.g. `Tank1.Level.HiHi`.
@@ -547,6 +559,9 @@ async fn run_command(
             action: ToolsAction::Call { name, arguments },
         } => call_tool(client, name, arguments, output).await?,
         Command::Alarms {
+            action: AlarmsAction::Report { since, until },
+        } => crate::alarm_report::report(client, (since.as_deref(), until.as_deref()), output).await?,
+        Command::Alarms {
             action: AlarmsAction::Ack { name },
         } => {
             let signer = Signer {
@@ -815,7 +830,9 @@ fn handling_change(action: &AlarmsAction) -> anyhow::Result<HandlingChange<'_>> 
                 reason: "",
             });
         }
-        AlarmsAction::List { .. } | AlarmsAction::Ack { .. } => bail!("not a change of an alarm's handling"),
+        AlarmsAction::List { .. } | AlarmsAction::Ack { .. } | AlarmsAction::Report { .. } => {
+            bail!("not a change of an alarm's handling")
+        }
     };
     Ok(HandlingChange {
         target: name.clone(),

@@ -3,6 +3,7 @@
 //! stdio bridge (`tclient mcp`). Display clients depend on `service-client` alone.
 
 pub mod alarm_handling;
+pub mod alarm_report;
 pub mod bench;
 pub mod cli;
 pub mod history_views;

@@ -23,6 +23,11 @@ pub fn describe(proposal: &Proposal) -> String {
             value_text(write.current.as_ref())
         ),
         Some(ProposedAction::AcknowledgeAlarm(alarm)) => format!("acknowledge alarm {alarm}"),
+        Some(ProposedAction::ShelveAlarm(shelving)) => format!(
+            "shelve alarm {} for {}",
+            shelving.alarm,
+            humantime::format_duration(std::time::Duration::from_secs(u64::from(shelving.minutes) * 60))
+        ),
         None => "an action this client does not know".to_owned(),
     };
     let state = match ProposalState::try_from(proposal.state) {

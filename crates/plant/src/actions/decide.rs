@@ -1,17 +1,18 @@
 //! A decision on a proposal as an act. Approval carries the proposal out as the decider's own
-//! write or acknowledgement would be, checked again now, under the decider's name; either way
+//! write, acknowledgement or shelving would be, checked again now, under the decider's name; either way
 //! one audit row says who decided what was proposed, by whom, before anything is done.
 //! Claiming the proposal first makes a second decision at the same moment fail; a claim
 //! dropped unsettled (the audit failed) puts the proposal back, pending.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::signatures::{Needed, PendingSignatures};
 use super::{
     Act, ActError, ActWork, Actor, AuditBound, AuditRow, DecideProposal, Decided, WriteDone, acknowledge,
-    record, write,
+    record, span_words, write,
 };
 use crate::Runtime;
+use crate::objects::Shelving;
 use crate::proposals::{ProposalState, ProposedAction};
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
 use store::AuditAction;
@@ -23,6 +24,8 @@ pub const MAX_COMMENT_CHARS: usize = 500;
 enum Approved {
     Write(Result<CheckedWrite, String>),
     Acknowledge(String),
+    /// The alarm and how long, or why it cannot be shelved now.
+    Shelve(Result<(String, Duration), String>),
 }
 
 impl Act for DecideProposal {
@@ -68,6 +71,10 @@ fn check(
                     entry.action = AuditAction::Acknowledge;
                     entry.target.clone_from(alarm);
                 }
+                ProposedAction::ShelveAlarm { alarm, .. } => {
+                    entry.action = AuditAction::Shelve;
+                    entry.target.clone_from(alarm);
+                }
             }
         }
         let entries = bound.bound(vec![AuditRow { entry, acts: false }]);
@@ -101,13 +108,30 @@ fn check(
             entry.target.clone_from(alarm);
             Approved::Acknowledge(alarm.clone())
         }
+        ProposedAction::ShelveAlarm { alarm, duration } => {
+            entry.action = AuditAction::Shelve;
+            entry.target.clone_from(alarm);
+            entry.new_value = Some(format!("for {}: {}", span_words(*duration), proposed.reason));
+            // `ShelvingMaxHours` as it is now, not when proposed.
+            let longest = runtime.shelving_max();
+            Approved::Shelve(if *duration > longest {
+                Err(format!(
+                    "a shelving lasts at most {} (ShelvingMaxHours)",
+                    span_words(longest)
+                ))
+            } else {
+                Ok((alarm.clone(), *duration))
+            })
+        }
     };
     entry.outcome = match (&approved, approve) {
-        (Approved::Write(Err(reason)), true) => format!("refused: {reason} (approving {source})"),
+        (Approved::Write(Err(reason)) | Approved::Shelve(Err(reason)), true) => {
+            format!("refused: {reason} (approving {source})")
+        }
         (_, true) => format!("approved {source}: {:?}", proposed.reason),
         (_, false) => format!("declined {source}: {comment:?}"),
     };
-    let acts = approve && !matches!(approved, Approved::Write(Err(_)));
+    let acts = approve && !matches!(approved, Approved::Write(Err(_)) | Approved::Shelve(Err(_)));
     let what = format!("approving {}", proposed.id);
     let row = AuditRow { entry, acts };
     // What is signed, and the row a refused signature leaves, when signatures are given.
@@ -116,11 +140,11 @@ fn check(
     let rows = bound.bound(vec![row]);
     let signs = match &approved {
         Approved::Write(Ok(write)) => Needed::of(write.signing),
-        Approved::Acknowledge(alarm) => Needed {
+        Approved::Acknowledge(alarm) | Approved::Shelve(Ok((alarm, _))) => Needed {
             actor: runtime.objects().alarm_is_signed(alarm),
             witness: false,
         },
-        Approved::Write(Err(_)) => Needed::default(),
+        Approved::Write(Err(_)) | Approved::Shelve(Err(_)) => Needed::default(),
     };
     Ok(Box::pin(async move {
         // Dropping the claim on a refusal puts the proposal back, pending.
@@ -166,6 +190,21 @@ fn check(
                         WriteDone::NotConfirmed(reason) => format!("not confirmed: {reason}"),
                     };
                     (outcome, Some(done))
+                }
+                Approved::Shelve(Err(reason)) => (format!("not carried out: {reason}"), None),
+                Approved::Shelve(Ok((alarm, duration))) => {
+                    let since = SystemTime::now();
+                    let shelving = Shelving {
+                        by: user.clone(),
+                        reason: proposed.reason.clone(),
+                        since,
+                        until: since + duration,
+                    };
+                    let outcome = match runtime.plant().shelve(&alarm, shelving, &audited) {
+                        Ok(_) => format!("shelved for {}", span_words(duration)),
+                        Err(error) => format!("not shelved: {error}"),
+                    };
+                    (outcome, None)
                 }
                 Approved::Acknowledge(alarm) => (
                     match acknowledge::carry_out(&runtime, &alarm, &user, &audited) {

@@ -231,7 +231,7 @@ fn bringing_back(
 }
 
 /// A duration as a shelving's words: "2 h", "90 min", "1 h 30 min".
-fn hours(duration: Duration) -> String {
+pub(crate) fn hours(duration: Duration) -> String {
     let minutes = duration.as_secs().div_ceil(60);
     match (minutes / 60, minutes % 60) {
         (0, minutes) => format!("{minutes} min"),

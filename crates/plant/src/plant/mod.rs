@@ -106,6 +106,24 @@ impl PlantReader {
         self.floods.at(SystemTime::now())
     }
 
+    /// How the alarm system performed from `from` to `until`, read from the alarm history
+    /// (flushed first) with floods judged on `AlarmFloodCount`: from a thread that may block.
+    pub fn alarm_report(
+        &self,
+        from: SystemTime,
+        until: SystemTime,
+    ) -> Result<crate::alarm_report::AlarmReport, store::SolutionError> {
+        let record = self
+            .historian()
+            .alarm_record(from, until, crate::alarm_report::MAX_REPORT_EVENTS)?;
+        let flood_count = u32::try_from(self.floods.count.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
+        Ok(crate::alarm_report::AlarmReport::of(
+            &record,
+            (from, until),
+            flood_count,
+        ))
+    }
+
     /// The live tags and alarms, as they are now.
     pub fn objects(&self) -> Arc<ObjectModel> {
         self.objects.load_full()

@@ -10,6 +10,7 @@ use super::{
     Cap, add_guidance, add_handling, blocking, bounded_list, find_tag, plant_tool, read_window, short_text,
     window_schema,
 };
+use crate::alarm_report::MAX_REPORT_WINDOW;
 use crate::objects::{AlarmState, is_below, normalize_path};
 use crate::plant::PlantReader;
 use plant_model::AlarmEvent;
@@ -27,6 +28,10 @@ const HISTORY_CAP: Cap = Cap {
 
 /// The alarm history window when the model gives none: the last day.
 const HISTORY_DEFAULT_MINUTES: u64 = 1440;
+/// An alarm report's window when the model gives none: the last 7 days.
+const REPORT_DEFAULT_MINUTES: u64 = 7 * 1440;
+/// How many chattering and stale alarms a report's result lists (most frequent: 10 too).
+const REPORT_LISTED: usize = 10;
 
 pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     let alarms = ModelOptions::ALARM_TOOLS;
@@ -38,6 +43,8 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
     );
     window_schema(&mut history_properties, HISTORY_DEFAULT_MINUTES);
     history_properties.insert("max_results".into(), HISTORY_CAP.schema("events"));
+    let mut report_properties = serde_json::Map::new();
+    window_schema(&mut report_properties, REPORT_DEFAULT_MINUTES);
     vec![
         plant_tool(
             plant,
@@ -66,7 +73,61 @@ pub(super) fn tools(plant: &PlantReader) -> Vec<ToolDefinition> {
             json!({"type": "object", "additionalProperties": false, "properties": history_properties}),
             |plant, arguments| async move { alarm_history(&plant, &arguments).await },
         ),
+        plant_tool(
+            plant,
+            "runtime_get_alarm_report",
+            alarms,
+            "How the alarm system performed over a window (default: the last 7 days), against EEMUA 191: annunciated \
+             alarms per 10 minutes (average, target about 1; peak, target at most 10), time in flood (target under \
+             1 %), the priority mix (target 80 % low, 15 % high, 5 % urgent), time to acknowledge, and how many \
+             alarms were shelved, suppressed by design or out of service. Lists the bad actors: the most frequent \
+             alarms, the chattering ones (3 trips within 60 s) and the stale ones (in alarm over 24 h), each with \
+             its definition (condition, limit, deadband, on/off delays) so a remedy can be proposed.",
+            json!({"type": "object", "additionalProperties": false, "properties": report_properties}),
+            |plant, arguments| async move { alarm_report(&plant, &arguments).await },
+        ),
     ]
+}
+
+async fn alarm_report(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {
+    let window = read_window(arguments, REPORT_DEFAULT_MINUTES, SystemTime::now())?;
+    if window.to.duration_since(window.from).unwrap_or_default() > MAX_REPORT_WINDOW {
+        return Err(ToolError::invalid_arguments("the window is longer than a year"));
+    }
+    let report = {
+        let plant = plant.clone();
+        blocking(move || plant.alarm_report(window.from, window.to)).await?
+    };
+    let mut result = report.to_json();
+    let objects = plant.objects();
+    // Each bad actor with what defines it: what a remedy (a deadband, a delay, a limit) changes.
+    for list in ["mostFrequent", "chattering", "stale"] {
+        if let Some(Value::Array(entries)) = result.get_mut(list) {
+            let total = entries.len();
+            entries.truncate(REPORT_LISTED);
+            for entry in entries.iter_mut() {
+                let name = entry["alarm"].as_str().unwrap_or_default().to_owned();
+                entry["message"] = json!(short_text(entry["message"].as_str().unwrap_or_default(), 200));
+                if let Some(alarm) = objects.alarm(&name) {
+                    let definition = alarm.definition();
+                    entry["definition"] = json!({
+                        "tag": definition.tag,
+                        "condition": definition.condition.name(),
+                        "limit": definition.limit,
+                        "deadband": definition.deadband,
+                        "priority": definition.priority,
+                        "onDelayS": definition.on_delay.as_secs(),
+                        "offDelayS": definition.off_delay.as_secs(),
+                        "state": alarm.status().label(),
+                    });
+                }
+            }
+            if total > REPORT_LISTED {
+                result[format!("{list}Total")] = json!(total);
+            }
+        }
+    }
+    Ok(result)
 }
 
 fn active_alarms(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolError> {

@@ -1,5 +1,5 @@
 //! Proposal tools (ModelOptions 0x40): the assistant (or an MCP client, or a script) proposes
-//! a tag write or an alarm acknowledgement for an operator to decide. A proposal is checked at
+//! a tag write, an alarm acknowledgement or an alarm's shelving for an operator to decide. A proposal is checked at
 //! once as the operator's own action would be, then kept pending on the [`ProposalBoard`]; the
 //! tools hold a plant reader and the board only, so nothing they do can write.
 
@@ -52,11 +52,61 @@ pub(super) fn tools(plant: &PlantReader, board: &Arc<ProposalBoard>) -> Vec<Tool
             "properties": {
                 "alarm": {"type": "string", "minLength": 1, "maxLength": 512,
                           "description": "The alarm's name, as runtime_get_active_alarms lists it."},
-                "reason": reason
+                "reason": reason.clone()
             }}),
             propose_alarm_ack,
         ),
+        proposal_tool(
+            plant,
+            board,
+            "runtime_propose_alarm_shelve",
+            "Propose shelving an alarm for a while, active or not (a nuisance alarm, an instrument being \
+             replaced): while shelved it is still recorded but not shown to operators, and it comes back by \
+             itself when the time is up. Nothing is shelved: the operator decides; you are told the outcome at \
+             the next turn. Say why: the reason is kept with the shelving.",
+            json!({"type": "object", "additionalProperties": false, "required": ["alarm", "minutes", "reason"],
+            "properties": {
+                "alarm": {"type": "string", "minLength": 1, "maxLength": 512,
+                          "description": "The alarm's name, as runtime_get_active_alarms or runtime_get_alarm_report lists it."},
+                "minutes": {"type": "integer", "minimum": 1, "maximum": MAX_SHELVE_MINUTES,
+                            "description": "For how long, in minutes (the site's ShelvingMaxHours bounds it, 24 h unless set)."},
+                "reason": reason
+            }}),
+            propose_alarm_shelve,
+        ),
     ]
+}
+
+/// The longest shelving a proposal may ask for: `ShelvingMaxHours` at its largest, 30 days
+/// (the site's own bound is checked when the proposal is decided).
+const MAX_SHELVE_MINUTES: u64 = 720 * 60;
+
+fn propose_alarm_shelve(plant: &PlantReader, arguments: &Value) -> Result<ProposedAction, ToolError> {
+    let name = arguments.get("alarm").and_then(Value::as_str).unwrap_or_default();
+    let minutes = arguments.get("minutes").and_then(Value::as_u64).unwrap_or(0);
+    if !(1..=MAX_SHELVE_MINUTES).contains(&minutes) {
+        return Err(ToolError::invalid_arguments(format!(
+            "'minutes' must be a whole number from 1 to {MAX_SHELVE_MINUTES}"
+        )));
+    }
+    let objects = plant.objects();
+    let alarm = objects.alarm(name).ok_or_else(|| {
+        ToolError::not_found(format!(
+            "no alarm named {:?}; runtime_get_active_alarms lists the alarms needing attention",
+            short_text(name, 80)
+        ))
+    })?;
+    let handling = alarm.status().handling;
+    if handling.out_of_service.is_some() {
+        return Err(ToolError::new(
+            "refused",
+            format!("alarm {name} is out of service: there is nothing to shelve"),
+        ));
+    }
+    Ok(ProposedAction::ShelveAlarm {
+        alarm: alarm.definition().name.clone(),
+        duration: std::time::Duration::from_secs(minutes * 60),
+    })
 }
 
 fn proposal_tool(
@@ -170,6 +220,10 @@ fn proposal_result(proposal: &Proposal) -> Value {
             result["proposed"] = proposed.to_json();
         }
         ProposedAction::AcknowledgeAlarm { alarm } => result["alarm"] = alarm.as_str().into(),
+        ProposedAction::ShelveAlarm { alarm, duration } => {
+            result["alarm"] = alarm.as_str().into();
+            result["minutes"] = (duration.as_secs() / 60).into();
+        }
     }
     result
 }

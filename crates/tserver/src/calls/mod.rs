@@ -5,6 +5,7 @@
 //! and one arm in [`Call`].
 
 mod acknowledge_alarm;
+mod alarm_report;
 mod alarms;
 mod audit;
 pub(crate) mod audit_bounds;
@@ -37,10 +38,10 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
-    AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatRequest, ClientFrame,
-    DecideProposalRequest, ErrorCode, HandleAlarmRequest, Hello, Ping, ReadTagsRequest, ServerFrame,
-    SubscribeRequest, TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest,
-    client_frame, server_frame,
+    AcknowledgeAlarmRequest, AlarmReportRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel,
+    ChatRequest, ClientFrame, DecideProposalRequest, ErrorCode, HandleAlarmRequest, Hello, Ping,
+    ReadTagsRequest, ServerFrame, SubscribeRequest, TagHistoryRequest, TagValuesAtRequest,
+    UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
 };
 
 use self::cancel::Cancellable;
@@ -79,10 +80,11 @@ pub(crate) enum Call {
     DecideProposal(DecideProposalRequest),
     TagValuesAt(TagValuesAtRequest),
     HandleAlarm(HandleAlarmRequest),
+    AlarmReport(AlarmReportRequest),
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 20] = [
+pub(crate) const CALL_KINDS: [&str; 21] = [
     "hello",
     "ping",
     "logout",
@@ -103,6 +105,7 @@ pub(crate) const CALL_KINDS: [&str; 20] = [
     "decide_proposal",
     "tag_values_at",
     "handle_alarm",
+    "alarm_report",
 ];
 
 impl Call {
@@ -142,6 +145,7 @@ impl Call {
             Self::DecideProposal(_) => "decide_proposal",
             Self::TagValuesAt(_) => "tag_values_at",
             Self::HandleAlarm(_) => "handle_alarm",
+            Self::AlarmReport(_) => "alarm_report",
         }
     }
 
@@ -175,6 +179,7 @@ impl From<client_frame::Body> for Call {
             Body::ListProposals(_) => Self::ListProposals,
             Body::DecideProposal(request) => Self::DecideProposal(request),
             Body::HandleAlarm(request) => Self::HandleAlarm(request),
+            Body::AlarmReport(request) => Self::AlarmReport(request),
         }
     }
 }
@@ -315,6 +320,7 @@ impl CallState {
             Call::ChatClear => Apply::later(Ok(chat_clear::apply(&self.context, runtime))),
             Call::ListProposals => Apply::Now(list_proposals::apply(runtime, self.chat_streams.frame_room())),
             Call::HandleAlarm(request) => Apply::later(handle_alarm::apply(request, &self.context, runtime)),
+            Call::AlarmReport(request) => Apply::later(alarm_report::apply(&request, runtime)),
             Call::DecideProposal(request) => {
                 Apply::later(decide_proposal::apply(request, &self.context, runtime))
             }
@@ -362,8 +368,8 @@ impl CallState {
 #[cfg(test)]
 mod tests {
     use tserver_proto::v1::{
-        AcknowledgeAlarmRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel, ChatClear,
-        ChatRequest, DecideProposalRequest, HandleAlarmRequest, Hello, ListProposalsRequest,
+        AcknowledgeAlarmRequest, AlarmReportRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel,
+        ChatClear, ChatRequest, DecideProposalRequest, HandleAlarmRequest, Hello, ListProposalsRequest,
         ListToolsRequest, Logout, Ping, ReadTagsRequest, SubscribeRequest, TagHistoryRequest,
         TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
     };
@@ -393,6 +399,7 @@ mod tests {
             Body::DecideProposal(DecideProposalRequest::default()),
             Body::TagValuesAt(TagValuesAtRequest::default()),
             Body::HandleAlarm(HandleAlarmRequest::default()),
+            Body::AlarmReport(AlarmReportRequest::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);

@@ -9,8 +9,9 @@ use localai::ToolStatus;
 use prost::Message;
 use tserver_proto::v1::{
     AlarmDetail, AlarmHistoryEvent, AlarmState, ChatEvent, ChatProgress, Error, ErrorCode, HistorySample,
-    PlantNode, PlantNodeKind, ProposalState, ProposedWrite, ServerFrame, TagReading, TokenUsage,
-    ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame, tag_reading, value,
+    PlantNode, PlantNodeKind, ProposalState, ProposedShelving, ProposedWrite, ServerFrame, TagReading,
+    TokenUsage, ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame, tag_reading,
+    value,
 };
 
 use plant::objects::{Alarm, AlarmDefinition, AlarmStatus, Tag, TagSample};
@@ -346,6 +347,10 @@ pub(crate) fn proposal(proposal: &plant::proposals::Proposal) -> tserver_proto::
             proposed: Some(value(proposed)),
         }),
         ProposedAction::AcknowledgeAlarm { alarm } => proposal::Action::AcknowledgeAlarm(alarm.clone()),
+        ProposedAction::ShelveAlarm { alarm, duration } => proposal::Action::ShelveAlarm(ProposedShelving {
+            alarm: alarm.clone(),
+            minutes: u32::try_from(duration.as_secs() / 60).unwrap_or(u32::MAX),
+        }),
     };
     let (state, outcome) = match &proposal.state {
         State::Pending => (ProposalState::Pending, String::new()),

@@ -56,6 +56,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/format.js", JS),
     asset!("js/alarms.js", JS),
     asset!("js/alarm_dialog.js", JS),
+    asset!("js/alarm_kpis.js", JS),
     asset!("js/plant.js", JS),
     asset!("js/writes.js", JS),
     asset!("js/trend.js", JS),

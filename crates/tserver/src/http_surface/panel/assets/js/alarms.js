@@ -35,6 +35,8 @@ const EVENT_WORDS = {
   'shelving-expired': 'Shelving ran out',
   'out-of-service': 'Out of service',
   'in-service': 'Back in service',
+  suppressed: 'Suppressed by design',
+  unsuppressed: 'No longer suppressed',
 };
 
 /** The handling change each act of the dialog and the lists asks for. */

@@ -1,6 +1,7 @@
 // The panel's start: who is logged in (the session cookie), the login form, the views and
 // the connection's state shown plainly.
 
+import { AlarmKpis } from './alarm_kpis.js';
 import { Alarms } from './alarms.js';
 import { Assistant } from './assistant.js';
 import { Connection } from './connection.js';
@@ -10,7 +11,7 @@ import { Proposals } from './proposals.js';
 import { Trend } from './trend.js';
 import { Writes } from './writes.js';
 
-const VIEWS = ['plant', 'alarms', 'proposals', 'assistant'];
+const VIEWS = ['plant', 'alarms', 'kpis', 'proposals', 'assistant'];
 
 /** POSTs JSON to the panel's login API; resolves with {ok, status, body}. */
 async function post(path, body) {
@@ -40,6 +41,7 @@ function showView(name) {
   }
   window.scrollTo(0, 0);
   if (name === 'alarms') alarms.loadHistory();
+  if (name === 'kpis') kpis.load();
   if (name === 'proposals') proposals.refresh();
   if (name === 'assistant') byId('ask-input').focus();
 }
@@ -81,6 +83,7 @@ const connection = new Connection({
   onReady: () => startViews(),
 });
 const alarms = new Alarms(connection, { showView });
+const kpis = new AlarmKpis(connection);
 const trend = new Trend(connection);
 const plant = new Plant(connection, {
   onWrite: (node) => writes.open(node),

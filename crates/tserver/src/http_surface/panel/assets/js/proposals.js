@@ -30,6 +30,11 @@ export function describe(proposal, unitsOf = () => '') {
     return `Write ${shownValue(proposed, unitsOf(tag))} to ${tag}`;
   }
   if (proposal.acknowledgeAlarm) return `Acknowledge alarm ${proposal.acknowledgeAlarm}`;
+  if (proposal.shelveAlarm) {
+    const minutes = Number(proposal.shelveAlarm.minutes ?? 0);
+    const span = minutes % 60 === 0 ? `${minutes / 60} h` : minutes > 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min` : `${minutes} min`;
+    return `Shelve alarm ${proposal.shelveAlarm.alarm} for ${span}`;
+  }
   return `Proposal ${proposal.id}`;
 }
 
