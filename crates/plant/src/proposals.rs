@@ -436,7 +436,7 @@ pub fn action_words(action: &ProposedAction) -> String {
         ProposedAction::ShelveAlarm { alarm, duration } => {
             format!(
                 "shelve alarm {alarm} for {}",
-                crate::actions::span_words(*duration)
+                crate::objects::span_words(*duration)
             )
         }
     }

@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 use super::signatures::{Needed, PendingSignatures};
 use super::{
     Act, ActError, ActWork, Actor, AuditBound, AuditRow, DecideProposal, Decided, WriteDone, acknowledge,
-    record, span_words, write,
+    record, write,
 };
 use crate::Runtime;
-use crate::objects::Shelving;
+use crate::objects::{Shelving, span_words};
 use crate::proposals::{ProposalState, ProposedAction};
 use crate::tag_writes::{CheckedWrite, GivenValue, Writer, check_write};
 use store::AuditAction;

@@ -4,7 +4,7 @@
 //! back, or every alarm of an equipment at once. Each is audited before it takes effect; on an alarm the plant file marks `signed`,
 //! shelving and taking out of service take the actor's signature, as acknowledging does.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::Audited;
 use super::alarm_acts::{self, AlarmAct, AlarmActKind};
@@ -12,7 +12,7 @@ use super::{
     Act, ActError, ActWork, Actor, AuditBound, AuditRow, RemoveFromService, ReturnToService, ServiceScope,
     ShelveAlarm, UnshelveAlarm, record,
 };
-use crate::objects::{AlarmHandling, HandlingError, OutOfService, Shelving};
+use crate::objects::{AlarmHandling, HandlingError, OutOfService, Shelving, span_words};
 use crate::{Plant, Runtime};
 use store::{AuditAction, AuditEntry};
 
@@ -50,14 +50,14 @@ impl Act for ShelveAlarm {
         if self.duration.is_zero() || self.duration > longest {
             return Err(ActError::Invalid(format!(
                 "duration: shelve for 1 minute to {} (ShelvingMaxHours)",
-                hours(longest)
+                span_words(longest)
             )));
         }
         let act = AlarmAct {
             kind: AlarmActKind::Shelve,
             alarms: vec![self.alarm.clone()],
             naming: self.alarm.clone(),
-            detail: Some(format!("for {}: {reason}", hours(self.duration))),
+            detail: Some(format!("for {}: {reason}", span_words(self.duration))),
             signatures: self.signatures,
         };
         let (alarm, duration) = (self.alarm, self.duration);
@@ -228,16 +228,6 @@ fn bringing_back(
     alarm_acts::check(act, runtime, actor, bound, move |runtime, user, audited| {
         carry_out(runtime.plant(), &alarm, user, audited).map_err(|error| error.to_string())
     })
-}
-
-/// A duration as a shelving's words: "2 h", "90 min", "1 h 30 min".
-pub(crate) fn hours(duration: Duration) -> String {
-    let minutes = duration.as_secs().div_ceil(60);
-    match (minutes / 60, minutes % 60) {
-        (0, minutes) => format!("{minutes} min"),
-        (hours, 0) => format!("{hours} h"),
-        (hours, minutes) => format!("{hours} h {minutes} min"),
-    }
 }
 
 impl Runtime {

@@ -27,7 +27,6 @@ use store::{AuditAction, AuditEntry, Role};
 
 pub use self::decide::MAX_COMMENT_CHARS;
 pub use self::handling::MAX_REASON_CHARS;
-pub(crate) use self::handling::hours as span_words;
 pub use self::signatures::{GivenSignature, Meaning};
 pub use self::write::MAX_WRITES;
 

@@ -142,6 +142,16 @@ pub struct Shelving {
     pub until: SystemTime,
 }
 
+/// A shelving's length in words: "2 h", "90 min", "1 h 30 min" (whole minutes, rounded up).
+pub fn span_words(duration: Duration) -> String {
+    let minutes = duration.as_secs().div_ceil(60);
+    match (minutes / 60, minutes % 60) {
+        (0, minutes) => format!("{minutes} min"),
+        (hours, 0) => format!("{hours} h"),
+        (hours, minutes) => format!("{hours} h {minutes} min"),
+    }
+}
+
 /// An admin's taking an alarm out of service (an instrument being replaced): who, why, since
 /// when. Only by hand does it come back.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 
 pub use alarms::{
     AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmHandling, AlarmState, AlarmStatus,
-    CHATTER_TRIPS, CHATTER_WINDOW, Chatter, HandlingError, OutOfService, PendingChange, Shelving,
+    CHATTER_TRIPS, CHATTER_WINDOW, Chatter, HandlingError, OutOfService, PendingChange, Shelving, span_words,
 };
 pub use uns::{Folder, is_below, join_path, mask_matches, normalize_path};
 
