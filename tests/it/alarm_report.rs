@@ -562,7 +562,6 @@ async fn the_report_of_a_generated_history_matches_an_independent_computation() 
     // PostgreSQL reads the same standing and window.
     let database = TestDatabase::create().await;
     let url = database.url();
-    admin(&["init", &url], "");
     let store = Store::open(&SolutionLocation::Postgres(
         store::PostgresUrl::parse(&url).expect("a URL"),
     ))

@@ -27,6 +27,7 @@ mod mcp;
 mod modbus_harness;
 mod modbus_sources;
 mod mqtt_sources;
+mod notifications;
 mod opcua_harness;
 mod opcua_setup;
 mod opcua_sources;

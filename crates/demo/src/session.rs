@@ -233,6 +233,10 @@ pub async fn run(
             .start_sources(&shutdown)
             .await
             .context("cannot start the plant's MQTT sources")?;
+        runtime
+            .start_notifications(&shutdown)
+            .await
+            .context("cannot start the plant's notifications")?;
     }
     // The demo's script (TankNote) writes an operator note when Tank 1 runs high.
     runtime.start_scripts(&shutdown).await;

@@ -50,8 +50,8 @@ pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
     DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
     InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS,
-    MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, PlantInfo, PlantModel, Signing, SourceBinding, SourceKind,
-    SourceSpec, TagSpec, TagType,
+    MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, NotificationSpec, NotifiedEvent, PlantInfo, PlantModel,
+    Signing, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;
@@ -404,6 +404,97 @@ username = "tserver"
         assert!(!tank.signed, "an alarm is acknowledged unsigned unless marked");
         assert_eq!((tank.on_delay, tank.off_delay), (0, 0), "no delay unless given");
         assert_eq!(tank.suppress_when, None, "never suppressed unless told when");
+    }
+
+    #[test]
+    fn notifications_are_read_with_their_defaults_and_checked_against_the_plant() {
+        let text = format!(
+            r#"{PUMPS}
+[[notifications]]
+name = "control-room"
+webhook = "https://hooks.example.com/alarms"
+token = "/secret:HookToken"
+min_priority = 700
+folders = ["Plant/Area1/Pump1"]
+events = ["active", "cleared", "escalated"]
+
+[[notifications]]
+name = "uns"
+mqtt = "site"
+"#
+        );
+        let model = read(&text, Format::Toml, "f").expect("valid");
+        let hook = &model.notifications[0];
+        assert_eq!(
+            (hook.min_priority, hook.folders.as_slice(), hook.events.as_slice()),
+            (
+                700,
+                &["Plant/Area1/Pump1".to_owned()][..],
+                &[
+                    NotifiedEvent::Active,
+                    NotifiedEvent::Cleared,
+                    NotifiedEvent::Escalated
+                ][..]
+            )
+        );
+        let uns = &model.notifications[1];
+        assert_eq!((uns.mqtt.as_str(), uns.min_priority), ("site", 1));
+        assert_eq!(
+            uns.events,
+            [NotifiedEvent::Active, NotifiedEvent::Escalated],
+            "the defaults"
+        );
+        let again = read(&model.to_toml().expect("exports"), Format::Toml, "again").expect("reads back");
+        assert_eq!(again.notifications, model.notifications);
+
+        let wrong = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+
+[[notifications]]
+name = "a"
+webhook = "ftp://x"
+token = "plain"
+events = ["activ"]
+
+[[notifications]]
+name = "b"
+mqtt = "nowhere"
+min_priority = 0
+
+[[notifications]]
+name = "c"
+"#;
+        assert_eq!(
+            errors(wrong, Format::Toml),
+            [
+                "f:9:11: notifications[0].webhook: \"ftp://x\" is not a webhook address: http://host[:port]/path or https://...",
+                "f:10:9: notifications[0].token: give a /secret:<Name> token (tserver secrets PATH set <Name>), never the token itself",
+                "f:11:10: notifications[0].events[0]: unknown event \"activ\" (did you mean \"active\"?); one of: active, cleared, acknowledged, escalated, shelved, unshelved, out-of-service, in-service, suppressed, unsuppressed",
+                "f:16:16: notifications[1].min_priority: must be a priority, a whole number from 1 to 1000",
+                "f:18:1: notifications[2].webhook: give a webhook URL or the name of an MQTT source (mqtt)",
+            ]
+        );
+        let elsewhere = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+
+[[notifications]]
+name = "b"
+mqtt = "nowhere"
+folders = ["Q"]
+"#;
+        assert_eq!(
+            errors(elsewhere, Format::Toml),
+            [
+                "f:9:8: notifications[0].mqtt: no MQTT source named \"nowhere\"",
+                "f:10:11: notifications[0].folders[0]: no tag is below \"Q\"",
+            ]
+        );
     }
 
     #[test]

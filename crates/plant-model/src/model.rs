@@ -37,6 +37,136 @@ pub struct PlantModel {
     /// Documents (procedures, manuals) about parts of the plant, read from files beside it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub documents: Vec<DocumentSpec>,
+    /// Where alarm events are sent as they are recorded: webhooks and MQTT topics.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<NotificationSpec>,
+}
+
+/// `[[notifications]]`: the alarm events of some priority and folders, sent as they are
+/// recorded to a webhook (a JSON POST) or published to an MQTT source's broker under its root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationSpec {
+    /// Its name, unique among the notifications.
+    pub name: String,
+    /// The URL events are POSTed to (`http://` or `https://`); or else `mqtt`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub webhook: String,
+    /// The MQTT source whose broker the events are published to, under its root.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mqtt: String,
+    /// A webhook's bearer token, as a `/secret:<Name>` token.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
+    /// Only alarms of at least this priority (1 to 1000).
+    #[serde(default = "lowest_priority", skip_serializing_if = "is_lowest_priority")]
+    pub min_priority: u32,
+    /// Only alarms of tags below these UNS folders (none: the whole plant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folders: Vec<String>,
+    /// Which events are sent.
+    #[serde(
+        default = "NotifiedEvent::defaults",
+        skip_serializing_if = "NotifiedEvent::are_defaults"
+    )]
+    pub events: Vec<NotifiedEvent>,
+}
+
+fn lowest_priority() -> u32 {
+    1
+}
+
+fn is_lowest_priority(priority: &u32) -> bool {
+    *priority == 1
+}
+
+/// An alarm event a notification may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotifiedEvent {
+    /// It tripped (annunciated or not).
+    Active,
+    /// It cleared.
+    Cleared,
+    /// Someone acknowledged it.
+    Acknowledged,
+    /// It stayed unacknowledged past its `time_to_respond`.
+    Escalated,
+    /// It was shelved.
+    Shelved,
+    /// Its shelving ended, by hand or when its time was up.
+    Unshelved,
+    /// It was taken out of service.
+    OutOfService,
+    /// It was put back in service.
+    InService,
+    /// Its `suppress_when` began to hold.
+    Suppressed,
+    /// Its `suppress_when` stopped holding.
+    Unsuppressed,
+}
+
+impl NotifiedEvent {
+    /// Every event, in the order of an alarm's life.
+    pub const ALL: [Self; 10] = [
+        Self::Active,
+        Self::Cleared,
+        Self::Acknowledged,
+        Self::Escalated,
+        Self::Shelved,
+        Self::Unshelved,
+        Self::OutOfService,
+        Self::InService,
+        Self::Suppressed,
+        Self::Unsuppressed,
+    ];
+
+    /// How the file writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Cleared => "cleared",
+            Self::Acknowledged => "acknowledged",
+            Self::Escalated => "escalated",
+            Self::Shelved => "shelved",
+            Self::Unshelved => "unshelved",
+            Self::OutOfService => "out-of-service",
+            Self::InService => "in-service",
+            Self::Suppressed => "suppressed",
+            Self::Unsuppressed => "unsuppressed",
+        }
+    }
+
+    /// The event of a name the file writes.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|event| event.name() == name)
+    }
+
+    /// The event an alarm history event is, for a notification.
+    pub fn of(kind: crate::AlarmEventKind) -> Self {
+        use crate::AlarmEventKind as Kind;
+        match kind {
+            Kind::Active => Self::Active,
+            Kind::Cleared => Self::Cleared,
+            Kind::Acknowledged => Self::Acknowledged,
+            Kind::Shelved => Self::Shelved,
+            Kind::Unshelved | Kind::ShelvingExpired => Self::Unshelved,
+            Kind::OutOfService => Self::OutOfService,
+            Kind::InService => Self::InService,
+            Kind::Suppressed => Self::Suppressed,
+            Kind::Unsuppressed => Self::Unsuppressed,
+        }
+    }
+
+    /// What a notification sends unless told otherwise: trips, and escalations past the time
+    /// to respond.
+    pub fn defaults() -> Vec<Self> {
+        vec![Self::Active, Self::Escalated]
+    }
+
+    fn are_defaults(events: &Vec<Self>) -> bool {
+        *events == Self::defaults()
+    }
 }
 
 /// The parts of a stored model read on their own; every other part (tags and types above all,
@@ -47,6 +177,8 @@ struct StoredParts {
     sources: Vec<SourceSpec>,
     #[serde(default)]
     equipment: Vec<Equipment>,
+    #[serde(default)]
+    notifications: Vec<NotificationSpec>,
 }
 
 /// `[[documents]]`: a Markdown or plain-text file about the equipment of some types, some
@@ -1174,6 +1306,15 @@ impl PlantModel {
     /// skipped: what starting the sources needs of a plant of any size.
     pub fn sources_from_json(json: &str) -> Result<Vec<SourceSpec>, serde_json::Error> {
         Ok(serde_json::from_str::<StoredParts>(json)?.sources)
+    }
+
+    /// The notifications of a model the solution stored with [`to_json`](Self::to_json), with
+    /// the sources they may publish through, the rest skipped.
+    pub fn notifications_from_json(
+        json: &str,
+    ) -> Result<(Vec<NotificationSpec>, Vec<SourceSpec>), serde_json::Error> {
+        let parts = serde_json::from_str::<StoredParts>(json)?;
+        Ok((parts.notifications, parts.sources))
     }
 
     /// The equipment instances of a model the solution stored with [`to_json`](Self::to_json),

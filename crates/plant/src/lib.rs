@@ -28,6 +28,7 @@ pub mod telemetry;
 pub mod tools;
 
 mod key_index;
+mod notifications;
 mod plant;
 mod runtime;
 mod sources;

@@ -166,6 +166,19 @@ impl Runtime {
         self.sources.start(&self.store, &self.plant, shutdown).await
     }
 
+    /// Starts the plant file's notifications, each sending until `shutdown` what this node
+    /// records while it leads; returns how many started. Call once, when serving starts; a
+    /// change of the notifications takes a restart to apply.
+    pub async fn start_notifications(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
+        let (to, recorded) = tokio::sync::mpsc::channel(crate::notifications::RECORDED_BATCHES);
+        let started =
+            crate::notifications::start(&self.store, self.plant.reader(), recorded, shutdown).await?;
+        if started > 0 {
+            self.plant.historian().notify_to(to);
+        }
+        Ok(started)
+    }
+
     /// Each MQTT source's connection state and counts.
     pub fn source_statuses(&self) -> Vec<crate::sources::SourceStatus> {
         self.sources.statuses()

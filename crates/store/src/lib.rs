@@ -67,7 +67,7 @@ pub use history::{
 };
 pub use location::SolutionLocation;
 pub use login_throttle::LoginThrottleConfig;
-pub use plant::{Changes, PlantChanges};
+pub use plant::{Changes, PlantChanges, PlantNotifications};
 pub use postgres::{CopyReport, Leadership, PG_SCHEMA_VERSION, PostgresUrl, SCRIPTS_LEADER, copy_solution};
 pub use row_table::{RowTable, file_bytes};
 pub use scripts::{ScriptRecord, ScriptRun, ScriptTally, StoredScript};

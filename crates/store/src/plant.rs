@@ -159,6 +159,11 @@ impl SolutionDb {
         equipment_of_json(self.read(read_model_json)?.as_deref())
     }
 
+    /// The plant's notifications and the sources they may publish through.
+    pub(crate) fn plant_notifications(&self) -> Result<PlantNotifications, SolutionError> {
+        notifications_of_json(self.read(read_model_json)?.as_deref())
+    }
+
     /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
     /// what the sources start from, without reading the rest of the plant.
     pub(crate) fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
@@ -754,6 +759,26 @@ pub(super) fn model_of_json(json: &str) -> Result<PlantModel, SolutionError> {
 
 /// The equipment instances of the stored model (`json`; none for a solution never imported
 /// into).
+/// The notifications and the sources of a stored model (none before an import).
+pub(super) fn notifications_of_json(json: Option<&str>) -> Result<PlantNotifications, SolutionError> {
+    json.map_or(Ok(PlantNotifications::default()), |json| {
+        let (notifications, sources) = PlantModel::notifications_from_json(json).map_err(unreadable_model)?;
+        Ok(PlantNotifications {
+            notifications,
+            sources,
+        })
+    })
+}
+
+/// The plant's notifications, with the sources an MQTT one publishes through.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlantNotifications {
+    /// `[[notifications]]`, in file order.
+    pub notifications: Vec<plant_model::NotificationSpec>,
+    /// `[[sources]]`.
+    pub sources: Vec<SourceSpec>,
+}
+
 pub(super) fn equipment_of_json(json: Option<&str>) -> Result<Vec<Equipment>, SolutionError> {
     json.map_or(Ok(Vec::new()), |json| {
         PlantModel::equipment_from_json(json).map_err(unreadable_model)

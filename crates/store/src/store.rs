@@ -286,6 +286,11 @@ impl Store {
         on_backend!(self, plant_equipment())
     }
 
+    /// The plant's notifications and the sources an MQTT one publishes through.
+    pub async fn plant_notifications(&self) -> Result<crate::PlantNotifications, SolutionError> {
+        on_backend!(self, plant_notifications())
+    }
+
     /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
     /// what the sources start from, without reading the rest of the plant.
     pub async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {

@@ -44,6 +44,16 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
     check_tag_sources(reader, &plant);
     check_folders(reader, &plant);
     check_documents(reader, &plant);
+    check_unique_names(
+        reader,
+        places,
+        "notifications",
+        model
+            .notifications
+            .iter()
+            .map(|notification| notification.name.as_str()),
+    );
+    super::notifications::check_notifications(reader, model, places, &plant.expanded.tags);
 }
 
 /// Within one equipment type: member names unique and free of '/', alarm names unique, and

@@ -16,6 +16,7 @@ mod checks;
 mod documents;
 mod equipment;
 mod folders;
+mod notifications;
 mod places;
 mod plant;
 mod sources;
@@ -108,6 +109,7 @@ impl<'t> Reader<'t> {
         let alarms = self.list(&mut fields, "alarms", Self::alarm);
         let sources = self.list(&mut fields, "sources", Self::source_spec);
         let documents = self.list(&mut fields, "documents", Self::document_spec);
+        let notifications = self.list(&mut fields, "notifications", Self::notification);
         self.done(
             fields,
             &[
@@ -119,6 +121,7 @@ impl<'t> Reader<'t> {
                 "alarms",
                 "sources",
                 "documents",
+                "notifications",
             ],
         );
         Some(PlantModel {
@@ -130,6 +133,7 @@ impl<'t> Reader<'t> {
             alarms,
             sources,
             documents,
+            notifications,
         })
     }
 

@@ -151,6 +151,9 @@ pub struct Historian {
     /// or clear): on a database several nodes share, only the leader does, so each sample is
     /// stored once. What happens on this node alone (an acknowledgement) is always recorded.
     records_shared: AtomicBool,
+    /// Where the alarm events this node records for every node go once stored: the
+    /// notifications' dispatcher, when there are notifications.
+    notify: Mutex<Option<tokio::sync::mpsc::Sender<Vec<AlarmEvent>>>>,
 }
 
 impl Historian {
@@ -164,7 +167,18 @@ impl Historian {
             queue: Mutex::new(Queue::default()),
             flushing: Mutex::new(()),
             records_shared: AtomicBool::new(true),
+            notify: Mutex::new(None),
         }
+    }
+
+    /// Hands the alarm events stored from now on (by this node, for every node) to `to`.
+    pub(crate) fn notify_to(&self, to: tokio::sync::mpsc::Sender<Vec<AlarmEvent>>) {
+        *self.notify.lock().unwrap_or_else(PoisonError::into_inner) = Some(to);
+    }
+
+    /// Whether this node records what every node sees alike (it leads).
+    pub(crate) fn records_shared(&self) -> bool {
+        self.records_shared.load(Ordering::Relaxed)
     }
 
     /// Whether this node stores the samples and alarm transitions every node sees alike (see
@@ -253,7 +267,13 @@ impl Historian {
             .store
             .write_history_blocking(&samples, &events, &self.limits());
         match written {
-            Ok(()) => Ok(samples.len() + events.len()),
+            Ok(()) => {
+                let written = samples.len() + events.len();
+                if self.records_shared.load(Ordering::Relaxed) && !events.is_empty() {
+                    self.hand_to_notifications(events);
+                }
+                Ok(written)
+            }
             Err(error) => {
                 // Put the rows back in front of anything queued since, so none is lost.
                 let mut queue = self.queue();
@@ -263,6 +283,20 @@ impl Historian {
                 queue.events.extend(newer_events);
                 Err(error)
             }
+        }
+    }
+
+    /// Hands stored events to the notifications, if any; when they are that far behind, the
+    /// events are counted and said, not waited for (the history never waits on a webhook).
+    fn hand_to_notifications(&self, events: Vec<AlarmEvent>) {
+        let notify = self.notify.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(to) = notify.as_ref()
+            && let Err(tokio::sync::mpsc::error::TrySendError::Full(events)) = to.try_send(events)
+        {
+            tracing::warn!(
+                events = events.len(),
+                "notifications fell behind: these alarm events are stored but not notified"
+            );
         }
     }
 

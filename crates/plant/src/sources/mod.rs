@@ -20,6 +20,7 @@
 
 mod modbus;
 mod mqtt;
+pub(crate) use mqtt::broker_options;
 mod opcua;
 mod opcua_access;
 mod opcua_browse;
@@ -551,12 +552,18 @@ async fn passwords_of(
 
 /// The broker or server password of `source`: `None` without one, the secret's value for a
 /// `/secret:` token, or why it cannot be had (the source then does not start).
-async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<SecretValue>, String> {
-    match source.password.strip_prefix(localai::secrets::TOKEN_PREFIX) {
+pub(crate) async fn password_of(store: &Store, source: &SourceSpec) -> Result<Option<SecretValue>, String> {
+    secret_of(store, &source.password, "password").await
+}
+
+/// The secret a `/secret:<Name>` `token` (the plant file's `what`) names: `None` for no token,
+/// or why it cannot be had.
+pub(crate) async fn secret_of(store: &Store, token: &str, what: &str) -> Result<Option<SecretValue>, String> {
+    match token.strip_prefix(localai::secrets::TOKEN_PREFIX) {
         None => Ok(None),
         Some(name) => match store.secret(name).await {
             Ok(Some(secret)) => Ok(Some(secret)),
-            Ok(None) => Err(format!("the password names secret {name:?}, which is not stored")),
+            Ok(None) => Err(format!("the {what} names secret {name:?}, which is not stored")),
             Err(error) => Err(error.to_string()),
         },
     }

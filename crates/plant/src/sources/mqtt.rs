@@ -239,6 +239,34 @@ fn tls_config(ca_file: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// How a client connects to the broker of `spec` as `client_id` (its address, TLS with the
+/// source's CA, its credentials); refused when the URL or the TLS setup is unusable.
+pub(crate) fn broker_options(
+    spec: &SourceSpec,
+    password: Option<&SecretValue>,
+    client_id: String,
+) -> Result<MqttOptions, String> {
+    let (host, port, tls) =
+        address(&spec.url).ok_or_else(|| format!("{:?} is not a broker address", spec.url))?;
+    let mut options = MqttOptions::new(client_id, host, port);
+    options.set_keep_alive(Duration::from_secs(spec.keep_alive.max(5)));
+    options.set_max_packet_size(Some(MAX_PACKET_BYTES));
+    options.set_outgoing_inflight_upper_limit(PUBLISHES_IN_FLIGHT);
+    // A write to the field is a small packet an operator waits for: sent at once, not held
+    // back (Nagle) until the broker acknowledges what went before.
+    let mut network = NetworkOptions::new();
+    network.set_tcp_nodelay(true);
+    options.set_network_options(network);
+    if tls {
+        let config = tls_config(&spec.ca_file).map_err(|reason| format!("TLS to the broker: {reason}"))?;
+        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
+    }
+    if !spec.username.is_empty() {
+        options.set_credentials(spec.username.clone(), password.map_or("", SecretValue::expose));
+    }
+    Ok(options)
+}
+
 impl SourceTask {
     /// The task of `spec` feeding `bindings`; refused when the URL or TLS setup is unusable.
     pub(crate) fn new(
@@ -250,28 +278,7 @@ impl SourceTask {
         index: usize,
         feed: WriteFeed,
     ) -> Result<Self, String> {
-        let (host, port, tls) =
-            address(&spec.url).ok_or_else(|| format!("{:?} is not a broker address", spec.url))?;
-        let mut options = MqttOptions::new(spec.client_id(), host, port);
-        options.set_keep_alive(Duration::from_secs(spec.keep_alive.max(5)));
-        options.set_max_packet_size(Some(MAX_PACKET_BYTES));
-        options.set_outgoing_inflight_upper_limit(PUBLISHES_IN_FLIGHT);
-        // A write to the field is a small packet an operator waits for: sent at once, not held
-        // back (Nagle) until the broker acknowledges what went before.
-        let mut network = NetworkOptions::new();
-        network.set_tcp_nodelay(true);
-        options.set_network_options(network);
-        if tls {
-            let config =
-                tls_config(&spec.ca_file).map_err(|reason| format!("TLS to the broker: {reason}"))?;
-            options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
-        }
-        if !spec.username.is_empty() {
-            options.set_credentials(
-                spec.username.clone(),
-                password.as_ref().map_or("", SecretValue::expose),
-            );
-        }
+        let options = broker_options(&spec, password.as_ref(), spec.client_id())?;
         let mut task = Self {
             spec,
             options,

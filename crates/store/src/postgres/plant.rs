@@ -137,6 +137,11 @@ impl PgStore {
         equipment_of_json(self.model_json(&self.pool).await?.as_deref())
     }
 
+    /// The plant's notifications and the sources they may publish through.
+    pub(crate) async fn plant_notifications(&self) -> Result<crate::PlantNotifications, SolutionError> {
+        crate::plant::notifications_of_json(self.model_json(&self.pool).await?.as_deref())
+    }
+
     /// The stored plant model's JSON, read through `executor`; `None` before an import.
     async fn model_json<'e>(
         &self,

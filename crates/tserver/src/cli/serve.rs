@@ -338,6 +338,13 @@ impl LivePlant {
         if sources > 0 {
             tracing::info!(sources, "sources started");
         }
+        let notifications = runtime
+            .start_notifications(shutdown)
+            .await
+            .context("cannot start the plant's notifications")?;
+        if notifications > 0 {
+            tracing::info!(notifications, "notifications started");
+        }
         let scripts = runtime.start_scripts(shutdown).await;
         runtime.simulate_now(simulator);
         let background = tokio::spawn({
