@@ -206,6 +206,35 @@ async fn a_failing_webhook_gets_every_event_once_it_recovers_and_a_group_clearin
             &serde_json::json!(0)
         )
     );
+
+    // An import that points the notification elsewhere applies without a restart.
+    let (moved, elsewhere) = Hook::start(0).await;
+    let file = solution.path.with_file_name("moved.toml");
+    let notification = format!("[[notifications]]\nname = \"control-room\"\nwebhook = \"{moved}\"\n");
+    std::fs::write(&file, plant(&notification, "")).expect("writes the plant");
+    admin(&["plant", path, "import", file.to_str().expect("utf-8")], "");
+    let delivered_before = hook.events().len();
+    let deadline = Instant::now() + PATIENCE;
+    let mut level = 90.0;
+    // Each trip after the reload goes to the new webhook; one before it, to the old.
+    while !elsewhere.events().contains(&("active".into(), "T05.Hi".into())) {
+        assert!(Instant::now() < deadline, "the moved notification never sent");
+        set(&runtime, 5..6, level).await;
+        set(&runtime, 5..6, 10.0).await;
+        level += 1.0;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        hook.events()[delivered_before..]
+            .iter()
+            .all(|(event, alarm)| alarm == "T05.Hi" && (event == "active" || event == "cleared")),
+        "the old webhook gets nothing else"
+    );
+    assert!(
+        elsewhere.events().iter().all(|(event, _)| event == "active"),
+        "the moved one sends its default events: {:?}",
+        elsewhere.events()
+    );
     shutdown.cancel();
 }
 

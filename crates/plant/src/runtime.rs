@@ -62,6 +62,8 @@ pub struct Runtime {
     proposals: Arc<ProposalBoard>,
     /// `ShelvingMaxHours` in seconds, followed live.
     shelving_max_secs: Arc<AtomicU64>,
+    /// The notifications being served, restarted when an import changes them.
+    notifications: Arc<tokio::sync::Mutex<crate::notifications::Serving>>,
 }
 
 impl Runtime {
@@ -132,6 +134,7 @@ impl Runtime {
             leadership: Arc::default(),
             acts_seen: Arc::new(AtomicI64::new(-1)),
             shelving_max_secs: Arc::new(AtomicU64::new(shelving_max_secs)),
+            notifications: Arc::default(),
             proposals,
         })
     }
@@ -167,16 +170,12 @@ impl Runtime {
     }
 
     /// Starts the plant file's notifications, each sending until `shutdown` what this node
-    /// records while it leads; returns how many started. Call once, when serving starts; a
-    /// change of the notifications takes a restart to apply.
+    /// records while it leads, and restarted when a plant import changes them; returns how
+    /// many started. Call once, when serving starts.
     pub async fn start_notifications(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
-        let (to, recorded) = tokio::sync::mpsc::channel(crate::notifications::RECORDED_BATCHES);
-        let started =
-            crate::notifications::start(&self.store, self.plant.reader(), recorded, shutdown).await?;
-        if started > 0 {
-            self.plant.historian().notify_to(to);
-        }
-        Ok(started)
+        let mut serving = self.notifications.lock().await;
+        serving.serve(shutdown);
+        serving.follow(&self.store, &self.plant.reader()).await
     }
 
     /// Each MQTT source's connection state and counts.
@@ -412,6 +411,15 @@ impl Runtime {
                     self.plant.replace_library(library);
                 }
                 self.sources.restart_if_changed(&self.store, &self.plant).await;
+                if let Err(error) = self
+                    .notifications
+                    .lock()
+                    .await
+                    .follow(&self.store, &self.plant.reader())
+                    .await
+                {
+                    tracing::error!(%error, "cannot read the plant's notifications; the running ones stay");
+                }
                 tracing::info!(
                     revision = stored,
                     tags = definitions.tags.len(),

@@ -243,11 +243,7 @@ impl Runtime {
         let due: Vec<(String, String)> = objects
             .alarms()
             .iter()
-            .filter_map(|alarm| {
-                let status = alarm.status();
-                let shelving = status.handling.shelved.filter(|shelving| shelving.until <= now)?;
-                Some((alarm.definition().name.clone(), shelving.by))
-            })
+            .filter_map(|alarm| Some((alarm.definition().name.clone(), alarm.shelving_ran_out(now)?)))
             .collect();
         if due.is_empty() {
             return;

@@ -171,9 +171,10 @@ impl Historian {
         }
     }
 
-    /// Hands the alarm events stored from now on (by this node, for every node) to `to`.
-    pub(crate) fn notify_to(&self, to: tokio::sync::mpsc::Sender<Vec<AlarmEvent>>) {
-        *self.notify.lock().unwrap_or_else(PoisonError::into_inner) = Some(to);
+    /// Hands the alarm events stored from now on (by this node, for every node) to `to`
+    /// (`None`: to nobody).
+    pub(crate) fn notify_to(&self, to: Option<tokio::sync::mpsc::Sender<Vec<AlarmEvent>>>) {
+        *self.notify.lock().unwrap_or_else(PoisonError::into_inner) = to;
     }
 
     /// Whether this node records what every node sees alike (it leads).

@@ -59,6 +59,19 @@ impl Outbox {
         self.wake.notify_one();
     }
 
+    /// Says what a stopped notification leaves unsent (the server stopping, an import changing
+    /// the notifications).
+    fn left_behind(&self, name: &str) {
+        let left = self
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        if left > 0 {
+            tracing::warn!(notification = %name, left, "notification stopped with events not sent");
+        }
+    }
+
     /// The next batch: at most [`MAX_BATCH`] notices, oldest first, and how many were dropped
     /// before them.
     fn take(&self) -> (Vec<Notice>, u64) {
@@ -98,13 +111,22 @@ impl Sink {
     }
 
     /// A broker's client, its connection driven by a task of its own (reconnecting after a
-    /// second) until the process ends.
-    pub(crate) fn mqtt(options: MqttOptions, root: &str) -> Self {
+    /// second) until `stop`.
+    pub(crate) fn mqtt(options: MqttOptions, root: &str, stop: &CancellationToken) -> Self {
         let (client, mut connection) = AsyncClient::new(options, MAX_BATCH);
+        let stop = stop.clone();
         tokio::spawn(async move {
             loop {
-                if connection.poll().await.is_err() {
-                    tokio::time::sleep(FIRST_WAIT).await;
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    polled = connection.poll() => {
+                        if polled.is_err() {
+                            tokio::select! {
+                                () = stop.cancelled() => return,
+                                () = tokio::time::sleep(FIRST_WAIT) => {}
+                            }
+                        }
+                    }
                 }
             }
         });
@@ -203,12 +225,12 @@ pub(crate) async fn deliver(
 ) {
     loop {
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return outbox.left_behind(&name),
             () = outbox.wake.notified() => {}
         }
         // The notices recorded with the first come within a moment: one batch.
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return outbox.left_behind(&name),
             () = tokio::time::sleep(GATHER) => {}
         }
         loop {
@@ -233,7 +255,7 @@ pub(crate) async fn deliver(
                     tracing::warn!(notification = %name, failures, %reason, "notification not delivered; trying again");
                 }
                 tokio::select! {
-                    () = shutdown.cancelled() => return,
+                    () = shutdown.cancelled() => return outbox.left_behind(&name),
                     () = tokio::time::sleep(wait) => {}
                 }
                 wait = (wait * 2).min(LONGEST_WAIT);

@@ -92,20 +92,69 @@ impl Target {
     }
 }
 
-/// Starts the plant's notifications until `shutdown`: a delivery task each, and the dispatcher
+/// The notifications being served, as started: what a plant import is compared with, and what
+/// stops them.
+#[derive(Debug, Default)]
+pub(crate) struct Serving {
+    /// Until when the runtime serves (`None` before serving starts).
+    shutdown: Option<CancellationToken>,
+    /// What the running ones were started from.
+    started_from: Option<store::PlantNotifications>,
+    /// Stops the running ones.
+    stop: Option<CancellationToken>,
+}
+
+impl Serving {
+    /// Starts the plant's notifications as `store` keeps them (again, when they changed since
+    /// the last start), the ones running stopped first; the historian hands its events to the
+    /// new ones. Returns how many run. Before [`Serving::serve`] nothing starts.
+    pub(crate) async fn follow(
+        &mut self,
+        store: &Store,
+        plant: &PlantReader,
+    ) -> Result<usize, store::SolutionError> {
+        let Some(shutdown) = self.shutdown.clone() else {
+            return Ok(0);
+        };
+        let stored = store.plant_notifications().await?;
+        if self.started_from.as_ref() == Some(&stored) {
+            return Ok(self
+                .started_from
+                .as_ref()
+                .map_or(0, |running| running.notifications.len()));
+        }
+        if let Some(stop) = self.stop.take() {
+            stop.cancel();
+        }
+        let stop = shutdown.child_token();
+        let (to, recorded) = mpsc::channel(RECORDED_BATCHES);
+        let started = start(store, &stored, plant.clone(), recorded, &stop).await;
+        plant.historian().notify_to((started > 0).then_some(to));
+        self.started_from = Some(stored);
+        self.stop = Some(stop);
+        Ok(started)
+    }
+
+    /// From now on, notifications run until `shutdown`.
+    pub(crate) fn serve(&mut self, shutdown: &CancellationToken) {
+        self.shutdown = Some(shutdown.clone());
+    }
+}
+
+/// Starts the notifications `stored` until `shutdown`: a delivery task each, and the dispatcher
 /// that routes what the historian records (`recorded`) and looks for escalations. Returns how
 /// many started; one that cannot (a secret not stored, an unusable broker address) is logged
 /// and left out.
-pub(crate) async fn start(
+async fn start(
     store: &Store,
+    stored: &store::PlantNotifications,
     plant: PlantReader,
     recorded: mpsc::Receiver<Vec<AlarmEvent>>,
     shutdown: &CancellationToken,
-) -> Result<usize, store::SolutionError> {
-    let stored = store.plant_notifications().await?;
+) -> usize {
     let mut targets = Vec::with_capacity(stored.notifications.len());
-    for spec in stored.notifications {
-        let sink = match sink_of(store, &spec, &stored.sources).await {
+    for spec in stored.notifications.iter().cloned() {
+        let sink = match sink_of(store, &spec, &stored.sources, shutdown).await {
             Ok(sink) => sink,
             Err(reason) => {
                 tracing::error!(notification = %spec.name, %reason, "notification not started");
@@ -125,7 +174,7 @@ pub(crate) async fn start(
     if count > 0 {
         tokio::spawn(dispatch(targets, plant, recorded, shutdown.clone()));
     }
-    Ok(count)
+    count
 }
 
 /// Where `spec` sends: its webhook (with its token) or its source's broker.
@@ -133,6 +182,7 @@ async fn sink_of(
     store: &Store,
     spec: &NotificationSpec,
     sources: &[plant_model::SourceSpec],
+    stop: &CancellationToken,
 ) -> Result<Sink, String> {
     if !spec.webhook.is_empty() {
         let token = secret_of(store, &spec.token, "token").await?;
@@ -148,7 +198,7 @@ async fn sink_of(
         password.as_ref(),
         format!("{}-notify", source.client_id()),
     )?;
-    Ok(Sink::mqtt(options, &source.root))
+    Ok(Sink::mqtt(options, &source.root, stop))
 }
 
 /// Routes recorded events to the targets that want them, and escalations once a second,

@@ -513,6 +513,17 @@ impl Alarm {
         Some(self.handling_event(kind, time, user.unwrap_or(&shelving.by)))
     }
 
+    /// Who shelved the alarm, when its shelving ran out by `now` (looked at under its lock,
+    /// nothing copied: the leader asks every alarm every second).
+    pub fn shelving_ran_out(&self, now: SystemTime) -> Option<String> {
+        self.lock()
+            .handling
+            .shelved
+            .as_ref()
+            .filter(|shelving| shelving.until <= now)
+            .map(|shelving| shelving.by.clone())
+    }
+
     /// Unshelves the alarm if its shelving ran out by `now`.
     pub(super) fn unshelve_if_due(&self, now: SystemTime) -> Option<AlarmEvent> {
         let due = self
