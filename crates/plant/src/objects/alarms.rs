@@ -778,9 +778,11 @@ mod tests {
         Expire,
         Remove,
         Restore,
+        Suppress,
+        Unsuppress,
     }
 
-    const STEPS: [Step; 8] = [
+    const STEPS: [Step; 10] = [
         Step::Trip,
         Step::Clear,
         Step::Acknowledge,
@@ -789,6 +791,8 @@ mod tests {
         Step::Expire,
         Step::Remove,
         Step::Restore,
+        Step::Suppress,
+        Step::Unsuppress,
     ];
 
     fn apply(alarm: &Alarm, step: Step, time: SystemTime) {
@@ -812,25 +816,32 @@ mod tests {
             Step::Expire => drop(alarm.unshelve_if_due(time + Duration::from_secs(7200))),
             Step::Remove => drop(alarm.remove_from_service(out)),
             Step::Restore => drop(alarm.return_to_service("admin", time)),
+            Step::Suppress => drop(alarm.suppress(true, time)),
+            Step::Unsuppress => drop(alarm.suppress(false, time)),
         }
     }
 
     /// From each state (reached by the steps on the left), the state after each step, in the
     /// order of [`STEPS`]: trip, clear, acknowledge, shelve, unshelve, expire, remove from
-    /// service, restore to service. N normal, A active (unacknowledged), K acknowledged, U
-    /// normal-unacked, S shelved, O out of service.
+    /// service, restore to service, its `suppress_when` beginning and ending to hold. N normal,
+    /// A active (unacknowledged), K acknowledged, U normal-unacked, S shelved, O out of service,
+    /// Z suppressed by design.
     #[rustfmt::skip]
-    const STATE_TABLE: [(&[Step], &str); 10] = [
-        (&[],                                              "A N N S N N O N"),
-        (&[Step::Trip],                                    "A U K S A A O A"),
-        (&[Step::Trip, Step::Acknowledge],                 "K N K S K K O K"),
-        (&[Step::Trip, Step::Clear],                       "A U N S U U O U"),
-        (&[Step::Shelve],                                  "S S S S N N O S"),
-        (&[Step::Trip, Step::Shelve],                      "S S S S A A O S"),
-        (&[Step::Trip, Step::Shelve, Step::Clear],         "S S S S N N O S"),
-        (&[Step::Remove],                                  "O O O O O O O N"),
-        (&[Step::Trip, Step::Remove],                      "O O O O O O O A"),
-        (&[Step::Trip, Step::Acknowledge, Step::Remove],   "O O O O O O O A"),
+    const STATE_TABLE: [(&[Step], &str); 14] = [
+        (&[],                                              "A N N S N N O N Z N"),
+        (&[Step::Trip],                                    "A U K S A A O A Z A"),
+        (&[Step::Trip, Step::Acknowledge],                 "K N K S K K O K Z K"),
+        (&[Step::Trip, Step::Clear],                       "A U N S U U O U Z U"),
+        (&[Step::Shelve],                                  "S S S S N N O S S S"),
+        (&[Step::Trip, Step::Shelve],                      "S S S S A A O S S S"),
+        (&[Step::Trip, Step::Shelve, Step::Clear],         "S S S S N N O S S S"),
+        (&[Step::Remove],                                  "O O O O O O O N O O"),
+        (&[Step::Trip, Step::Remove],                      "O O O O O O O A O O"),
+        (&[Step::Trip, Step::Acknowledge, Step::Remove],   "O O O O O O O A O O"),
+        (&[Step::Suppress],                                "Z Z Z S Z Z O Z Z N"),
+        (&[Step::Trip, Step::Suppress],                    "Z Z Z S Z Z O Z Z A"),
+        (&[Step::Trip, Step::Suppress, Step::Clear],       "Z Z Z S Z Z O Z Z N"),
+        (&[Step::Trip, Step::Suppress, Step::Shelve],      "S S S S Z Z O S S S"),
     ];
 
     #[test]
@@ -844,13 +855,17 @@ mod tests {
             "U" => "normal-unacked",
             "S" => "shelved",
             "O" => "out-of-service",
+            "Z" => "suppressed",
             other => panic!("no state {other:?} in the table's legend"),
         };
         for (from, expected) in STATE_TABLE {
             let expected: Vec<&str> = expected.split(' ').map(state).collect();
             assert_eq!(expected.len(), STEPS.len(), "a column per step");
             for (step, want) in STEPS.into_iter().zip(expected) {
-                let alarm = alarm(Condition::Hi, 80.0, None);
+                let alarm = Alarm::new(AlarmDefinition {
+                    suppress_when: TagExpression::parse("Pump.Running == false").ok(),
+                    ..alarm(Condition::Hi, 80.0, None).definition().clone()
+                });
                 for (index, earlier) in from.iter().enumerate() {
                     apply(&alarm, *earlier, at(u64::try_from(index).expect("small")));
                 }
