@@ -40,7 +40,7 @@ pub(crate) fn apply(request: &BrowseRequest, objects: &ObjectModel) -> Result<se
         .tags
         .iter()
         .filter_map(|tag_path| objects.tag(tag_path))
-        .map(|tag| tag_node(tag));
+        .map(|tag| tag_node(tag, objects.alarms_of(&tag.definition().name)));
     let nodes: Vec<PlantNode> = folders.chain(tags).take(MAX_NODES).collect();
     Ok(server_frame::Body::Browse(BrowseReply {
         folder: path.to_owned(),

@@ -8,10 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use localai::ToolStatus;
 use prost::Message;
 use tserver_proto::v1::{
-    AlarmDetail, AlarmHistoryEvent, AlarmState, ChatEvent, ChatProgress, Error, ErrorCode, HistorySample,
-    PlantNode, PlantNodeKind, ProposalState, ProposedShelving, ProposedWrite, ServerFrame, TagReading,
-    TokenUsage, ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame, tag_reading,
-    value,
+    AlarmDetail, AlarmHistoryEvent, AlarmLimit, AlarmState, ChatEvent, ChatProgress, Error, ErrorCode,
+    HistorySample, PlantNode, PlantNodeKind, ProposalState, ProposedShelving, ProposedWrite, ServerFrame,
+    TagReading, TokenUsage, ToolFinished, ToolStarted, chat_event, history_sample, proposal, server_frame,
+    tag_reading, value,
 };
 
 use plant::objects::{Alarm, AlarmDefinition, AlarmStatus, Tag, TagSample};
@@ -123,10 +123,23 @@ fn data_type(kind: TagType) -> &'static str {
     }
 }
 
-/// A tag as a node of the plant tree: what a display needs to show it and to check a write
-/// before sending it.
-pub(crate) fn tag_node(tag: &Tag) -> PlantNode {
+/// A tag as a node of the plant tree: what a display needs to show it (its alarms' limits
+/// too) and to check a write before sending it.
+pub(crate) fn tag_node(tag: &Tag, alarms: &[std::sync::Arc<Alarm>]) -> PlantNode {
     let definition = tag.definition();
+    let alarm_limits = alarms
+        .iter()
+        .map(|alarm| {
+            let alarm = alarm.definition();
+            AlarmLimit {
+                alarm: alarm.name.clone(),
+                condition: alarm.condition.name().to_owned(),
+                limit: (alarm.condition != Condition::Digital).then_some(alarm.limit),
+                setpoint: alarm.setpoint,
+                priority: alarm.priority,
+            }
+        })
+        .collect();
     PlantNode {
         path: definition.path.clone(),
         name: definition
@@ -145,6 +158,7 @@ pub(crate) fn tag_node(tag: &Tag) -> PlantNode {
         min: definition.range_low,
         max: definition.range_high,
         allowed_values: definition.allowed_values.clone(),
+        alarm_limits,
     }
 }
 

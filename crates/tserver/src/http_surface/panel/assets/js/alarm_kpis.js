@@ -57,7 +57,8 @@ export class AlarmKpis {
     const average = Number(report.averagePer10Min ?? 0);
     const peak = Number(report.peakPer10Min ?? 0);
     const inFlood = Number(report.timeInFloodPercent ?? 0);
-    const handled = (count) => `${Number(count?.alarms ?? 0)} alarms, ${Number(count?.times ?? 0)} times`;
+    const counted = (number, one, many) => `${number} ${number === 1 ? one : many}`;
+    const handled = (count) => `${counted(Number(count?.alarms ?? 0), 'alarm', 'alarms')}, ${counted(Number(count?.times ?? 0), 'time', 'times')}`;
     const tiles = [
       { label: 'Alarms per 10 min, average', value: formatNumber(average), target: 'about 1, at most 2', off: average > 2 },
       { label: 'Alarms per 10 min, peak', value: String(peak), detail: peak ? `from ${showTime(report.peakAtMs)}` : '', target: 'at most 10', off: peak > 10 },

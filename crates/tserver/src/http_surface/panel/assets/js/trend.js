@@ -5,7 +5,46 @@ import { byId, el, fill, pathText, say } from './dom.js';
 import { GOOD, formatNumber, isoTime, qualityName, showTime, valueOf } from './format.js';
 
 const HEIGHT = 300;
-const PAD = { left: 64, right: 16, top: 14, bottom: 34 };
+const PAD = { left: 64, right: 72, top: 14, bottom: 34 };
+
+/** A round step for about `count` ticks over `span`: 1, 2 or 5 times a power of ten. */
+export function niceStep(span, count) {
+  const rough = span / Math.max(1, count);
+  const power = 10 ** Math.floor(Math.log10(rough));
+  const fraction = rough / power;
+  return (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * power;
+}
+
+/** The axis over `low`..`high` ending on round ticks, and the ticks with their labels. */
+export function roundAxis(low, high, count = 5) {
+  const step = niceStep(high - low, count);
+  const decimals = Math.max(0, -Math.floor(Math.log10(step)));
+  const from = Math.floor(low / step) * step;
+  const to = Math.ceil(high / step) * step;
+  const ticks = [];
+  for (let index = 0; from + index * step <= to + step / 1000; index += 1) {
+    const value = from + index * step;
+    ticks.push({ value, label: value.toFixed(decimals) });
+  }
+  return { low: from, high: to, ticks };
+}
+
+/** The lines a tag's alarms draw: each limit (a deviation's either side of its setpoint). */
+function limitLines(alarmLimits = []) {
+  const lines = [];
+  for (const alarm of alarmLimits) {
+    if (alarm.limit === undefined || alarm.limit === null) continue;
+    const limit = Number(alarm.limit);
+    if (alarm.condition === 'Deviation') {
+      const setpoint = Number(alarm.setpoint ?? 0);
+      lines.push({ value: setpoint + limit, label: `Dev +${formatNumber(limit)}` });
+      lines.push({ value: setpoint - limit, label: `Dev −${formatNumber(limit)}` });
+    } else {
+      lines.push({ value: limit, label: `${alarm.condition} ${formatNumber(limit)}` });
+    }
+  }
+  return lines;
+}
 
 export class Trend {
   constructor(connection) {
@@ -99,18 +138,32 @@ export class Trend {
       fill(chart, el('p', { class: 'muted' }, 'No samples in this window.'));
       return;
     }
-    let low = Math.min(...points.map((p) => p.v));
-    let high = Math.max(...points.map((p) => p.v));
+    // The alarm limits are drawn, so the axis reaches them; the normal range shades what of
+    // it falls in view.
+    const limits = limitLines(this.node.alarmLimits);
+    let low = Math.min(...points.map((p) => p.v), ...limits.map((line) => line.value));
+    let high = Math.max(...points.map((p) => p.v), ...limits.map((line) => line.value));
     if (high - low < 1e-9) { low -= 1; high += 1; }
-    const margin = (high - low) * 0.08;
-    low -= margin; high += margin;
+    const margin = (high - low) * 0.04;
+    const axis = roundAxis(low - margin, high + margin);
+    ({ low, high } = axis);
     const x = (t) => PAD.left + ((t - since) / (until - since)) * (WIDTH - PAD.left - PAD.right);
     const y = (v) => PAD.top + (1 - (v - low) / (high - low)) * (HEIGHT - PAD.top - PAD.bottom);
     const parts = [];
-    for (let i = 0; i <= 4; i += 1) {
-      const value = low + ((high - low) * i) / 4;
-      parts.push(el('svg:line', { class: 'grid', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }));
-      parts.push(el('svg:text', { class: 'axis', x: PAD.left - 6, y: y(value) + 5, 'text-anchor': 'end' }, formatNumber(value)));
+    const rangeLow = this.node.min ?? null;
+    const rangeHigh = this.node.max ?? null;
+    if (rangeLow !== null || rangeHigh !== null) {
+      const top = y(Math.min(high, rangeHigh ?? high));
+      const bottom = y(Math.max(low, rangeLow ?? low));
+      if (bottom > top) parts.push(el('svg:rect', { class: 'normal-range', x: PAD.left, y: top, width: WIDTH - PAD.left - PAD.right, height: bottom - top }));
+    }
+    for (const tick of axis.ticks) {
+      parts.push(el('svg:line', { class: 'grid', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(tick.value), y2: y(tick.value) }));
+      parts.push(el('svg:text', { class: 'axis tick', x: PAD.left - 6, y: y(tick.value) + 5, 'text-anchor': 'end' }, tick.label));
+    }
+    for (const line of limits) {
+      parts.push(el('svg:line', { class: 'limit', x1: PAD.left, x2: WIDTH - PAD.right, y1: y(line.value), y2: y(line.value) }));
+      parts.push(el('svg:text', { class: 'axis limit-label', x: WIDTH - PAD.right + 4, y: y(line.value) + 5 }, line.label));
     }
     // As many time labels as fit side by side (a time is about 60 px): four spans on a
     // desk, fewer on a phone.
