@@ -452,6 +452,31 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
             && ticks[ticks.len() - 1] >= 90.0,
         "round ticks 1, 2 or 5 times a power of ten apart, over the limits and the value: {ticks:?}"
     );
+    // The cursor, from the keyboard: End reads the last sample, a step left an earlier one.
+    let key = |key: &str| {
+        format!(
+            "const chart = document.querySelector('#trend-chart svg'); chart.focus();\
+             chart.dispatchEvent(new KeyboardEvent('keydown', {{ key: '{key}', bubbles: true }}));"
+        )
+    };
+    browser.run(&key("End"), vec![]).await;
+    let last_read = text_of(&browser, "#trend-cursor".to_owned()).await;
+    assert!(
+        last_read.ends_with(": 90 %"),
+        "the written value, with its time: {last_read}"
+    );
+    browser.run(&key("ArrowLeft"), vec![]).await;
+    let earlier = text_of(&browser, "#trend-cursor".to_owned()).await;
+    assert!(earlier != last_read && earlier.ends_with(" %"), "{earlier}");
+    assert_eq!(
+        browser
+            .run(
+                "return document.querySelector('#trend-chart svg .cursor').getAttribute('visibility');",
+                vec![]
+            )
+            .await,
+        json!("visible")
+    );
     browser.screenshot("trend").await;
 
     // The alarm list: acknowledge as an operator.

@@ -55,6 +55,8 @@ export class Trend {
     // The tag's last sample before the window: where its line starts.
     this.opening = null;
     this.units = '';
+    // The sample the cursor reads (its time), kept across redraws; `null` for none.
+    this.cursorAt = null;
     for (const button of byId('trend-windows').querySelectorAll('button')) {
       button.addEventListener('click', () => {
         this.window = Number(button.dataset.window);
@@ -67,6 +69,7 @@ export class Trend {
 
   open(node) {
     this.node = node;
+    this.cursorAt = null;
     byId('trend').hidden = false;
     fill(byId('trend-title'), 'Trend: ', pathText(node.path));
     this.load().then(() => byId('trend').scrollIntoView({ block: 'start' }));
@@ -187,9 +190,53 @@ export class Trend {
     }
     const lastPoint = samples[samples.length - 1] ?? opening;
     const label = `${this.node.path} over the last ${byId('trend-windows').querySelector('[aria-pressed="true"]')?.textContent ?? ''}: from ${formatNumber(Math.min(...points.map((p) => p.v)))} to ${formatNumber(Math.max(...points.map((p) => p.v)))} ${this.units}, now ${formatNumber(lastPoint.v)} ${this.units}`;
-    const svg = el('svg:svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': label, width: WIDTH, height: HEIGHT, class: 'chart' },
-      el('svg:title', {}, label), ...parts);
+    const cursor = el('svg:line', { class: 'cursor', x1: 0, x2: 0, y1: PAD.top, y2: HEIGHT - PAD.bottom, visibility: 'hidden' });
+    const svg = el('svg:svg', { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: 'img', 'aria-label': label, width: WIDTH, height: HEIGHT, class: 'chart', tabindex: 0 },
+      el('svg:title', {}, label), ...parts, cursor);
+    this.follow(svg, cursor, samples.length ? samples : points, x);
     fill(chart, svg, el('p', { class: 'muted small' }, `${this.units ? `Units: ${this.units}. ` : ''}Now ${formatNumber(lastPoint.v)} ${this.units} at ${showTime(lastPoint.t)}.`));
+  }
+
+  /** The cursor: the sample nearest the pointer, or stepped to with the arrow keys (Home and
+   * End for the first and last), read out below the chart. */
+  follow(svg, cursor, points, x) {
+    const show = (index) => {
+      const point = points[Math.max(0, Math.min(points.length - 1, index))];
+      if (!point) return;
+      this.cursorAt = point.t;
+      cursor.setAttribute('x1', x(point.t));
+      cursor.setAttribute('x2', x(point.t));
+      cursor.setAttribute('visibility', 'visible');
+      const quality = point.good ? '' : ' (not Good)';
+      byId('trend-cursor').textContent = `At ${showTime(point.t)}: ${formatNumber(point.v)}${this.units ? ` ${this.units}` : ''}${quality}`;
+    };
+    const nearest = (t) => {
+      let best = 0;
+      for (let index = 1; index < points.length; index += 1) {
+        if (Math.abs(points[index].t - t) < Math.abs(points[best].t - t)) best = index;
+      }
+      return best;
+    };
+    const current = () => (this.cursorAt === null ? points.length - 1 : nearest(this.cursorAt));
+    svg.addEventListener('pointermove', (event) => {
+      const box = svg.getBoundingClientRect();
+      const scale = Number(svg.getAttribute('width')) / box.width;
+      const offset = (event.clientX - box.left) * scale;
+      const since = points[0].t;
+      const until = points[points.length - 1].t;
+      // The time under the pointer, from where the first and last samples are drawn.
+      const t = since + ((offset - x(since)) / Math.max(1, x(until) - x(since))) * (until - since);
+      show(nearest(t));
+    });
+    svg.addEventListener('keydown', (event) => {
+      const step = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10 }[event.key];
+      if (step !== undefined) show(current() + step);
+      else if (event.key === 'Home') show(0);
+      else if (event.key === 'End') show(points.length - 1);
+      else return;
+      event.preventDefault();
+    });
+    if (this.cursorAt !== null) show(current());
   }
 
   download() {
