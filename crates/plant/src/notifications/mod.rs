@@ -18,7 +18,7 @@ use store::Store;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::objects::{AlarmState, ObjectModel, is_below};
+use crate::objects::{ObjectModel, is_below};
 use crate::plant::PlantReader;
 use crate::sources::{broker_options, password_of, secret_of};
 
@@ -258,13 +258,9 @@ fn escalations(
         let Some(seconds) = definition.guidance.time_to_respond else {
             continue;
         };
-        let status = alarm.status();
-        let Some(since) = status.active_since else {
+        let Some((since, trip_value)) = alarm.waiting_since() else {
             continue;
         };
-        if status.state != AlarmState::Active || !status.handling.annunciated() {
-            continue;
-        }
         waiting.insert(definition.name.clone(), since);
         let due = since + Duration::from_secs(u64::from(seconds));
         if now < due || escalated.get(&definition.name) == Some(&since) {
@@ -277,7 +273,7 @@ fn escalations(
             priority: definition.priority,
             message: definition.message.clone(),
             time: now,
-            value: status.trip_value,
+            value: trip_value,
             user: None,
             reason: Some(format!(
                 "unacknowledged {} s after it tripped; its time to respond is {seconds} s",

@@ -513,6 +513,17 @@ impl Alarm {
         Some(self.handling_event(kind, time, user.unwrap_or(&shelving.by)))
     }
 
+    /// Since when the alarm has waited, annunciated and unacknowledged, for an acknowledgement,
+    /// and the value that tripped it; `None` when it waits for none (looked at under its lock,
+    /// nothing copied: the notifications ask every second).
+    pub fn waiting_since(&self) -> Option<(SystemTime, Option<f64>)> {
+        let status = self.lock();
+        let waits = status.state == AlarmState::Active && status.handling.annunciated();
+        waits
+            .then_some(status.active_since.map(|since| (since, status.trip_value)))
+            .flatten()
+    }
+
     /// Who shelved the alarm, when its shelving ran out by `now` (looked at under its lock,
     /// nothing copied: the leader asks every alarm every second).
     pub fn shelving_ran_out(&self, now: SystemTime) -> Option<String> {
