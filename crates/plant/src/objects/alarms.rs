@@ -518,10 +518,10 @@ impl Alarm {
     /// nothing copied: the notifications ask every second).
     pub fn waiting_since(&self) -> Option<(SystemTime, Option<f64>)> {
         let status = self.lock();
-        let waits = status.state == AlarmState::Active && status.handling.annunciated();
-        waits
-            .then_some(status.active_since.map(|since| (since, status.trip_value)))
-            .flatten()
+        if status.state != AlarmState::Active || !status.handling.annunciated() {
+            return None;
+        }
+        status.active_since.map(|since| (since, status.trip_value))
     }
 
     /// Who shelved the alarm, when its shelving ran out by `now` (looked at under its lock,
