@@ -48,7 +48,7 @@ pub use attachments::{DocumentTextError, PlantDocument, document_text, read_docu
 pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
-    DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
+    DisplayMark, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
     InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS,
     MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, NotificationSpec, NotifiedEvent, PlantInfo, PlantModel,
     Signing, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
@@ -498,6 +498,100 @@ folders = ["Q"]
     }
 
     #[test]
+    fn display_marks_are_read_and_checked_against_their_tag() {
+        let good = r#"
+[[tags]]
+name = "Level"
+path = "P/Level"
+type = "number"
+min = 0
+max = 100
+display = { key = true, order = 2, normal_range = [20, 80] }
+
+[[tags]]
+name = "Running"
+path = "P/Running"
+type = "bool"
+display = { states = ["Stopped", "Pumping"], normal_state = true }
+
+[[tags]]
+name = "Mode"
+path = "P/Mode"
+type = "string"
+values = ["Auto", "Manual"]
+display = { normal_state = "Auto", hide = false }
+"#;
+        let model = read(good, Format::Toml, "f").expect("valid");
+        let marks: Vec<&DisplayMark> = model.tags.iter().filter_map(|tag| tag.display.as_ref()).collect();
+        assert_eq!(
+            marks,
+            [
+                &DisplayMark {
+                    key: true,
+                    order: Some(2),
+                    normal_range: Some([20.0, 80.0]),
+                    ..DisplayMark::default()
+                },
+                &DisplayMark {
+                    states: Some(["Stopped".to_owned(), "Pumping".to_owned()]),
+                    normal_state: Some(InitialValue::Bool(true)),
+                    ..DisplayMark::default()
+                },
+                &DisplayMark {
+                    normal_state: Some(InitialValue::String("Auto".to_owned())),
+                    ..DisplayMark::default()
+                },
+            ]
+        );
+        let stored = PlantModel::from_json(&model.to_json().expect("serializes")).expect("reads back");
+        assert_eq!(stored, model, "the marks survive the stored JSON");
+        let bad = r#"
+[[tags]]
+name = "Level"
+path = "P/Level"
+type = "number"
+max = 100
+display = { key = true, hide = true, normal_range = [80, 20], order = 0, colour = "red" }
+
+[[tags]]
+name = "Flow"
+path = "P/Flow"
+type = "number"
+max = 10
+display = { normal_range = [1, 20], normal_state = 3, states = ["Off", "On"] }
+
+[[tags]]
+name = "Running"
+path = "P/Running"
+type = "bool"
+display = { states = ["On", "on"], normal_state = "yes" }
+
+[[tags]]
+name = "Mode"
+path = "P/Mode"
+type = "string"
+values = ["Auto", "Manual"]
+display = { normal_state = "Automatic", normal_range = [0, 1] }
+"#;
+        assert_eq!(
+            errors(bad, Format::Toml),
+            [
+                "f:7:32: tags[0].display.hide: a key value is shown first: it cannot be hidden too",
+                "f:7:53: tags[0].display.normal_range: the low end 80 must be below the high end 20",
+                "f:7:71: tags[0].display.order: must be a place, a whole number from 1 to 1000000",
+                "f:7:74: tags[0].display.colour: unknown key; known keys: key, order, hide, normal_range, normal_state, states",
+                "f:14:28: tags[1].display.normal_range: 1..20 reaches outside the tag's range ..10",
+                "f:14:52: tags[1].display.normal_state: only a state has a normal state: a bool tag, or a text tag with values",
+                "f:14:64: tags[1].display.states: only bool tags are shown with a word for false and true; this is a number tag",
+                "f:20:22: tags[2].display.states: false and true need different words",
+                "f:20:51: tags[2].display.normal_state: a bool tag cannot start at a string",
+                "f:27:28: tags[3].display.normal_state: \"Automatic\" is not one of Auto, Manual",
+                "f:27:56: tags[3].display.normal_range: only number and integer tags have a range; this is a string tag",
+            ]
+        );
+    }
+
+    #[test]
     fn a_suppression_is_read_and_checked_against_the_tags_it_names() {
         let text = r#"
 [[tags]]
@@ -652,7 +746,7 @@ priority = 5000
             errors(text, Format::Toml),
             [
                 "f:5:8: tags[0].type: unknown type \"numbr\" (did you mean \"number\"?); one of: number, integer, bool, string",
-                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, signed, witness, values, source, simulate",
+                "f:6:1: tags[0].colour: unknown key; known keys: name, path, type, unit, description, initial, min, max, history, history_deadband, writable, proposable, signed, witness, values, source, simulate, display",
                 "f:10:8: tags[1].path: \"Plant//Tank1/Temp\" is not a UNS path: segments joined by '/', none empty or padded, e.g. \"Plant/Area1/Pump1\"",
                 "f:13:7: tags[1].max: 10 is below min 50",
                 "f:14:11: tags[1].initial: a number tag cannot start at a string",

@@ -674,6 +674,43 @@ pub struct TagSpec {
     /// How the simulator moves it (numeric tags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulate: Option<Motion>,
+    /// How the overview displays show it, when not as they would by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<DisplayMark>,
+}
+
+/// `display = { key, order, hide, normal_range, normal_state, states }`: how the overview
+/// displays generated from the plant show a tag. Without one a tag is shown as the defaults
+/// say (docs/PANEL.md): every tag ranks after the marked ones, in path order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisplayMark {
+    /// A key value: shown on its area's tile of the plant overview, and first on its
+    /// equipment's display.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub key: bool,
+    /// Its place among its equipment's tags (1 first); unordered tags follow in path order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<u32>,
+    /// Left off the overview displays (still in the plant tree and its folder's table).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hide: bool,
+    /// Number and integer tags: the normal operating range, shaded on its indicator (without
+    /// one, the span between its innermost low and high alarm limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normal_range: Option<[f64; 2]>,
+    /// Bool tags and text tags with `values`: the normal state; any other is shown off-normal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normal_state: Option<InitialValue>,
+    /// Bool tags: the words for false and true (without them: "Stopped" and "Running" for a
+    /// tag named `Running`, else "Off" and "On").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub states: Option<[String; 2]>,
+}
+
+impl DisplayMark {
+    /// The most characters of a state's word.
+    pub const MAX_WORD_CHARS: usize = 32;
 }
 
 /// Which electronic signatures a write of a tag takes.

@@ -20,6 +20,7 @@ pub mod documents;
 pub mod historian;
 pub mod log_text;
 pub mod objects;
+pub mod overview;
 pub mod proposals;
 pub mod scripts;
 pub mod simulator;

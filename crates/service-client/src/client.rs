@@ -18,7 +18,8 @@ use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmReportReply, AlarmReportRequest, AlarmsReply, AlarmsRequest, BrowseReply,
     BrowseRequest, CallToolReply, CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest,
     ClientFrame, DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, HandleAlarmReply,
-    HandleAlarmRequest, Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, Ping,
+    HandleAlarmRequest, Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, OverviewReply,
+    OverviewRequest, Ping,
     ReadTagsRequest, ServerFrame, Signature, SubscribeReply, SubscribeRequest, TagHistoryReply,
     TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult,
     ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
@@ -383,6 +384,22 @@ impl Client {
             server_frame::Body::AlarmReport(reply) => Ok(*reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "AlarmReportReply",
+            }),
+        }
+    }
+
+    /// A display generated from the plant model: the plant overview (`""`: a tile per area)
+    /// or a folder's display (a tile per equipment), as `OverviewRequest` in
+    /// `proto/tserver.proto` says; any role. A path that is no folder is
+    /// [`ClientError::Server`] with `InvalidArgument`.
+    pub async fn overview(&self, folder: &str) -> Result<OverviewReply, ClientError> {
+        let request = OverviewRequest {
+            folder: folder.to_owned(),
+        };
+        match self.call(client_frame::Body::Overview(request)).await? {
+            server_frame::Body::Overview(reply) => Ok(reply),
+            _ => Err(ClientError::UnexpectedReply {
+                expected: "OverviewReply",
             }),
         }
     }

@@ -77,11 +77,11 @@ pub use store::{SolutionAtStart, Store};
 pub use tokens::{ApiToken, TOKEN_PREFIX, TokenRefusal, TokenUser};
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 /// The migrations, in order: entry `i` takes a file from version `i` to version `i + 1`.
 /// A new file runs them all; an older file runs the ones it lacks when it opens.
-const MIGRATIONS: [&str; 16] = [
+const MIGRATIONS: [&str; 17] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -98,6 +98,7 @@ const MIGRATIONS: [&str; 16] = [
     include_str!("schema_v14.sql"),
     include_str!("schema_v15.sql"),
     include_str!("schema_v16.sql"),
+    include_str!("schema_v17.sql"),
 ];
 
 /// A time as stored: whole milliseconds since the Unix epoch.
@@ -918,6 +919,45 @@ suppress_when = "T < 0 or not (T >= 1)"
             Some("T < 0 or not T >= 1")
         );
         assert_eq!(db.plant_model().expect("reads"), model);
+    }
+
+    #[test]
+    fn a_tags_display_mark_is_stored_and_read_back() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plant.db");
+        SolutionDb::create(&path, false).expect("creates");
+        let db = SolutionDb::open(&path).expect("opens");
+        let text = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+display = { key = true, order = 3, normal_range = [10, 20] }
+
+[[tags]]
+name = "Run"
+path = "P/Run"
+type = "bool"
+display = { states = ["Idle", "Busy"], normal_state = false }
+
+[[tags]]
+name = "Plain"
+path = "P/Plain"
+type = "number"
+"#;
+        let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
+        db.import_plant(&model, &[], "t.toml", false).expect("imports");
+        let stored = db.plant_definitions().expect("reads");
+        let marks: Vec<_> = stored.tags.iter().map(|tag| (tag.name.as_str(), tag.display.clone())).collect();
+        let wanted: Vec<_> = model
+            .tags
+            .iter()
+            .map(|tag| (tag.name.as_str(), tag.display.clone()))
+            .collect();
+        assert_eq!(marks.len(), 3);
+        for mark in &wanted {
+            assert!(marks.contains(mark), "{mark:?} is read back");
+        }
     }
 
     #[test]

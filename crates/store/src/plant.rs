@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use plant_model::{
-    AlarmSpec, Condition, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
+    AlarmSpec, Condition, DisplayMark, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
     PlantModel, SourceBinding, SourceSpec, TagExpression, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
@@ -293,7 +293,7 @@ pub(super) fn write_plant(
     }
     {
         let mut upsert = transaction.prepare(&format!(
-            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) {UPDATE_TAGS}"
+            "{INSERT_TAGS} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) {UPDATE_TAGS}"
         ))?;
         // Paths are unique: a path that moves from one tag to another is freed first.
         transaction.execute("UPDATE Tags SET Path = ' ' || Name", [])?;
@@ -322,6 +322,7 @@ pub(super) fn write_plant(
                 recording.retention_hours,
                 tag.signed,
                 tag.witness,
+                stored_display(&tag)?,
             ])?;
             if let Some(motion) = &tag.simulate {
                 motions.execute(params![
@@ -443,6 +444,8 @@ pub(super) struct TagRow {
     pub(super) history_retention_hours: Option<i64>,
     pub(super) signed: bool,
     pub(super) witness: bool,
+    /// How the overview displays show it, as JSON; `None` as they would by default.
+    pub(super) display: Option<String>,
 }
 
 /// How a tag is recorded, as its `Tags` columns keep it: the defaults filled in, so the
@@ -526,6 +529,7 @@ impl TagRow {
             history_retention_hours,
             signed,
             witness,
+            display,
         } = self;
         let Some(kind) = type_of_stored(&kind) else {
             return Err(invalid(&name, format!("unknown type {kind:?}")));
@@ -552,6 +556,11 @@ impl TagRow {
                 ));
             }
         };
+        let display = match display.as_deref().map(serde_json::from_str::<DisplayMark>) {
+            None => None,
+            Some(Ok(display)) => Some(display),
+            Some(Err(error)) => return Err(invalid(&name, format!("its display does not read: {error}"))),
+        };
         Ok(TagSpec {
             simulate: motions.get(&name).cloned(),
             name,
@@ -575,6 +584,7 @@ impl TagRow {
             witness,
             values,
             source,
+            display,
         })
     }
 }
@@ -618,7 +628,7 @@ pub(super) struct PlantRows {
 pub(super) const INSERT_TAGS: &str =
     "INSERT INTO Tags (Name, Path, Type, Units, Description, RangeLow, RangeHigh,
     InitialValue, Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness)";
+    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness, Display)";
 /// What a `Tags` insert does to a tag that stays: updated in place, its history kept.
 pub(super) const UPDATE_TAGS: &str =
     "ON CONFLICT (Name) DO UPDATE SET Path = excluded.Path, Type = excluded.Type,
@@ -630,7 +640,7 @@ pub(super) const UPDATE_TAGS: &str =
     AllowedValues = excluded.AllowedValues, HistoryCompression = excluded.HistoryCompression,
     HistoryMaxInterval = excluded.HistoryMaxInterval,
     HistoryRetentionHours = excluded.HistoryRetentionHours,
-    Signed = excluded.Signed, Witness = excluded.Witness";
+    Signed = excluded.Signed, Witness = excluded.Witness, Display = excluded.Display";
 
 /// The statements that read a plant's rows, in the SQL both backends speak.
 pub(super) const SELECT_MOTIONS: &str = "SELECT Tag, Amplitude, PeriodSeconds, Phase, Noise FROM Simulation";
@@ -648,7 +658,8 @@ macro_rules! tag_query {
             select: concat!(
                 "SELECT Name, Path, Type, Units, Description, RangeLow, RangeHigh, InitialValue,
                     Writable, History, HistoryDeadband, Source, Proposable, AllowedValues,
-                    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness
+                    HistoryCompression, HistoryMaxInterval, HistoryRetentionHours, Signed, Witness,
+                    Display
                  FROM Tags",
                 $filter,
                 " ORDER BY Path"
@@ -743,6 +754,15 @@ pub(super) fn stored_values(tag: &TagSpec) -> Result<Option<String>, SolutionErr
         .then(|| serde_json::to_string(&tag.values))
         .transpose()
         .map_err(|error| invalid(&tag.name, format!("its set of values cannot be stored: {error}")))
+}
+
+/// How the overview displays show a tag as stored (`Tags.Display`): JSON, `None` for the defaults.
+pub(super) fn stored_display(tag: &TagSpec) -> Result<Option<String>, SolutionError> {
+    tag.display
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|error| invalid(&tag.name, format!("its display cannot be stored: {error}")))
 }
 
 /// The model as stored (`PlantModel.Json`).
@@ -904,6 +924,7 @@ fn read_tags(
             history_retention_hours: row.get(16)?,
             signed: row.get(17)?,
             witness: row.get(18)?,
+            display: row.get(19)?,
         };
         match row.into_spec(motions) {
             Ok(tag) => tags.push(tag),

@@ -164,20 +164,36 @@ pub(crate) fn read_reply(
     })
 }
 
+/// A native call; one without a name is a call the model meant but we cannot name, answered
+/// to the model as an error under [`UNREADABLE_CALL`], as an unreadable text block is.
 fn native_call(call: NativeCall, new_id: &mut dyn FnMut() -> String) -> Option<ToolCall> {
     let function = call.function.into_option()?;
-    let name = function.name.into_option()?;
     let id = call
         .id
         .into_option()
         .filter(|id| !id.is_empty())
         .unwrap_or_else(new_id);
-    Some(ToolCall {
-        id,
-        name,
-        arguments: arguments(function.arguments),
+    let arguments = arguments(function.arguments);
+    let name = function
+        .name
+        .into_option()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty());
+    Some(match name {
+        Some(name) => ToolCall { id, name, arguments },
+        None => ToolCall {
+            id,
+            name: UNREADABLE_CALL.to_owned(),
+            arguments: Arguments::Unparsable(match arguments {
+                Arguments::Object(object) => object.to_string(),
+                Arguments::Unparsable(text) => text,
+            }),
+        },
     })
 }
+
+/// The placeholder name of a call the model meant but did not name readably.
+const UNREADABLE_CALL: &str = "unreadable_tool_call";
 
 /// Arguments sent as an object, a string holding an object, or nothing (an empty object).
 fn arguments(raw: Option<Value>) -> Arguments {
@@ -224,7 +240,7 @@ fn text_calls(
                 // to the model as an error under a placeholder name, never echoed back.
                 None => calls.push(ToolCall {
                     id: new_id(),
-                    name: "unreadable_tool_call".to_owned(),
+                    name: UNREADABLE_CALL.to_owned(),
                     arguments: Arguments::Unparsable(inner.trim().to_owned()),
                 }),
             }
@@ -365,6 +381,37 @@ mod tests {
             OFFERED,
         );
         assert_eq!(garbage.calls[0].name, "unreadable_tool_call");
+    }
+
+    #[test]
+    fn a_native_call_without_a_name_is_answered_as_unreadable() {
+        let reply = read(
+            message(json!({"role": "assistant", "tool_calls": [
+                {"id": "call_1", "function": {"name": "", "arguments": "{\"tag\": \"Tank1.Level\"}"}},
+                {"function": {"name": "  ", "arguments": "{not json"}},
+            ]})),
+            OFFERED,
+        );
+        let read: Vec<(&str, &str, &Arguments)> = reply
+            .calls
+            .iter()
+            .map(|call| (call.id.as_str(), call.name.as_str(), &call.arguments))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (
+                    "call_1",
+                    UNREADABLE_CALL,
+                    &Arguments::Unparsable(r#"{"tag":"Tank1.Level"}"#.to_owned())
+                ),
+                (
+                    "gen_1",
+                    UNREADABLE_CALL,
+                    &Arguments::Unparsable("{not json".to_owned())
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -7,12 +7,13 @@
 //! This file holds the [`Reader`], the file's root table, and what every section is read with
 //! (tables, strings, numbers, names, paths, lists, a name from a fixed list). Each section of
 //! the plant file is read in a file of its own: `[plant]`, `[[folders]]`, `[[tags]]` (with
-//! their history), `[[alarms]]`, `[[sources]]` (with a tag's `source`), `[[types]]` and
+//! their history and display), `[[alarms]]`, `[[sources]]` (with a tag's `source`), `[[types]]` and
 //! `[[equipment]]`, `[[documents]]`. The checks across sections run on the model read, with
 //! the [`Places`] its parts were written at.
 
 mod alarms;
 mod checks;
+mod display;
 mod documents;
 mod equipment;
 mod folders;

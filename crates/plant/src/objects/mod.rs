@@ -107,6 +107,8 @@ pub struct TagDefinition {
     pub history: Option<plant_model::HistoryRule>,
     /// The MQTT source feeding it, if any: writes go out to the field through it.
     pub source: Option<String>,
+    /// How the overview displays show it, when the plant file says.
+    pub display: Option<plant_model::DisplayMark>,
 }
 
 /// One live tag.
@@ -238,6 +240,7 @@ impl ObjectModel {
                         .source
                         .as_ref()
                         .map(|binding| binding.source_name().to_owned()),
+                    display: tag.display.clone(),
                 },
                 sample,
             );

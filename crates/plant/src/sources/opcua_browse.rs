@@ -313,6 +313,7 @@ impl OpcUaAccess {
                 ..SourceBinding::default()
             })),
             simulate: None,
+            display: None,
         })
     }
 }

@@ -79,6 +79,7 @@ const TABLES: &[Table] = &[
             ("HistoryRetentionHours", "HistoryRetentionHours", Int),
             ("Signed", "Signed", Int),
             ("Witness", "Witness", Int),
+            ("Display", "Display", Text),
         ],
         identity: false,
     },

@@ -38,10 +38,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 13;
+pub const PG_SCHEMA_VERSION: i64 = 14;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 13] = [
+const MIGRATIONS: [&str; 14] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -55,6 +55,7 @@ const MIGRATIONS: [&str; 13] = [
     include_str!("schema_v11.sql"),
     include_str!("schema_v12.sql"),
     include_str!("schema_v13.sql"),
+    include_str!("schema_v14.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared

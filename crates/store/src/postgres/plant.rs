@@ -20,7 +20,7 @@ use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
     SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between,
     definitions_of_rows, document_changes, equipment_of_json, invalid, model_json, model_of_definitions,
-    model_of_json, source_changes, sources_of_rows, stored_source, stored_type, stored_values,
+    model_of_json, source_changes, sources_of_rows, stored_display, stored_source, stored_type, stored_values,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -118,6 +118,7 @@ impl PgStore {
                 history_retention_hours: self.get(&row, 16)?,
                 signed: self.get::<i32>(&row, 17)? != 0,
                 witness: self.get::<i32>(&row, 18)? != 0,
+                display: self.get(&row, 19)?,
             };
             tags.push(row.into_spec(motions)?);
         }
@@ -216,11 +217,12 @@ impl PgStore {
             "{INSERT_TAGS} SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                  $6::float8[], $7::float8[], $8::text[], $9::integer[], $10::integer[], $11::float8[], $12::text[],
                  $13::integer[], $14::text[], $15::text[], $16::bigint[], $17::bigint[], $18::integer[],
-                 $19::integer[])
+                 $19::integer[], $20::text[])
              {UPDATE_TAGS}"
         );
         let sources = tags.iter().map(stored_source).collect::<Result<Vec<_>, _>>()?;
         let values = tags.iter().map(stored_values).collect::<Result<Vec<_>, _>>()?;
+        let displays = tags.iter().map(stored_display).collect::<Result<Vec<_>, _>>()?;
         let recordings: Vec<StoredRecording> = tags.iter().map(StoredRecording::of).collect();
         self.run(
             &mut transaction,
@@ -280,7 +282,8 @@ impl PgStore {
                         .collect::<Vec<_>>(),
                 )
                 .bind(tags.iter().map(|tag| i32::from(tag.signed)).collect::<Vec<_>>())
-                .bind(tags.iter().map(|tag| i32::from(tag.witness)).collect::<Vec<_>>()),
+                .bind(tags.iter().map(|tag| i32::from(tag.witness)).collect::<Vec<_>>())
+                .bind(displays),
         )
         .await?;
         let moving: Vec<(&str, &Motion)> = tags

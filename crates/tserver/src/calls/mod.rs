@@ -23,6 +23,7 @@ mod historian;
 mod list_proposals;
 mod list_tools;
 mod logout;
+mod overview;
 mod ping;
 mod read_tags;
 mod subscribe;
@@ -39,8 +40,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmReportRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel,
-    ChatRequest, ClientFrame, DecideProposalRequest, ErrorCode, HandleAlarmRequest, Hello, Ping,
-    ReadTagsRequest, ServerFrame, SubscribeRequest, TagHistoryRequest, TagValuesAtRequest,
+    ChatRequest, ClientFrame, DecideProposalRequest, ErrorCode, HandleAlarmRequest, Hello, OverviewRequest,
+    Ping, ReadTagsRequest, ServerFrame, SubscribeRequest, TagHistoryRequest, TagValuesAtRequest,
     UnsubscribeRequest, WriteTagsRequest, client_frame, server_frame,
 };
 
@@ -81,10 +82,11 @@ pub(crate) enum Call {
     TagValuesAt(TagValuesAtRequest),
     HandleAlarm(HandleAlarmRequest),
     AlarmReport(AlarmReportRequest),
+    Overview(OverviewRequest),
 }
 
 /// Every name [`Call::kind`] gives, the labels calls are counted under.
-pub(crate) const CALL_KINDS: [&str; 21] = [
+pub(crate) const CALL_KINDS: [&str; 22] = [
     "hello",
     "ping",
     "logout",
@@ -106,6 +108,7 @@ pub(crate) const CALL_KINDS: [&str; 21] = [
     "tag_values_at",
     "handle_alarm",
     "alarm_report",
+    "overview",
 ];
 
 impl Call {
@@ -146,6 +149,7 @@ impl Call {
             Self::TagValuesAt(_) => "tag_values_at",
             Self::HandleAlarm(_) => "handle_alarm",
             Self::AlarmReport(_) => "alarm_report",
+            Self::Overview(_) => "overview",
         }
     }
 
@@ -180,6 +184,7 @@ impl From<client_frame::Body> for Call {
             Body::DecideProposal(request) => Self::DecideProposal(request),
             Body::HandleAlarm(request) => Self::HandleAlarm(request),
             Body::AlarmReport(request) => Self::AlarmReport(request),
+            Body::Overview(request) => Self::Overview(request),
         }
     }
 }
@@ -321,6 +326,10 @@ impl CallState {
             Call::ListProposals => Apply::Now(list_proposals::apply(runtime, self.chat_streams.frame_room())),
             Call::HandleAlarm(request) => Apply::later(handle_alarm::apply(request, &self.context, runtime)),
             Call::AlarmReport(request) => Apply::later(alarm_report::apply(&request, runtime)),
+            Call::Overview(request) => Apply::Now(
+                overview::apply(&request, &runtime.plant().reader().objects())
+                    .unwrap_or_else(CallError::into_body),
+            ),
             Call::DecideProposal(request) => {
                 Apply::later(decide_proposal::apply(request, &self.context, runtime))
             }
@@ -370,7 +379,7 @@ mod tests {
     use tserver_proto::v1::{
         AcknowledgeAlarmRequest, AlarmReportRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel,
         ChatClear, ChatRequest, DecideProposalRequest, HandleAlarmRequest, Hello, ListProposalsRequest,
-        ListToolsRequest, Logout, Ping, ReadTagsRequest, SubscribeRequest, TagHistoryRequest,
+        ListToolsRequest, Logout, OverviewRequest, Ping, ReadTagsRequest, SubscribeRequest, TagHistoryRequest,
         TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
     };
 
@@ -400,6 +409,7 @@ mod tests {
             Body::TagValuesAt(TagValuesAtRequest::default()),
             Body::HandleAlarm(HandleAlarmRequest::default()),
             Body::AlarmReport(AlarmReportRequest::default()),
+            Body::Overview(OverviewRequest::default()),
         ];
         let kinds: Vec<&str> = bodies.into_iter().map(|body| Call::from(body).kind()).collect();
         assert_eq!(kinds, CALL_KINDS);
