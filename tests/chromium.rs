@@ -1,8 +1,8 @@
 //! A real headless Chromium for the panel's tests, driven through chromedriver (WebDriver) by
 //! fantoccini: chromedriver started on a free loopback port, one browser session per
 //! [`Browser`], a 1024x768 window (a panel PC) unless told otherwise, and screenshots under
-//! `target/panel-screenshots/`. Where Chromium or chromedriver is not installed it fails
-//! saying how to install them.
+//! `target/panel-screenshots/`, and axe-core's accessibility checks. Where Chromium,
+//! chromedriver or axe-core is not installed it fails saying how to install them.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -27,6 +27,28 @@ pub fn screenshot_dir() -> PathBuf {
         env!("CARGO_MANIFEST_DIR"),
         "/../target/panel-screenshots"
     ))
+}
+
+/// axe-core's script, read once from where `npm install -g axe-core` put it.
+fn axe_source() -> &'static str {
+    static SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SOURCE.get_or_init(|| {
+        let root = Command::new("npm")
+            .args(["root", "-g"])
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        let path = root.map(|root| PathBuf::from(root).join("axe-core/axe.min.js"));
+        path.as_deref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "axe-core is missing ({path:?}): install it with `npm install -g axe-core@4.11.0` \
+                     (.ci/run does)"
+                )
+            })
+    })
 }
 
 /// A chromedriver process of this test; killed when dropped.
@@ -264,6 +286,26 @@ impl Browser {
         let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).expect("the screenshot is written");
         path
+    }
+
+    /// Runs axe-core on the page as it stands and fails naming every serious or critical
+    /// accessibility violation (WCAG 2.1 A and AA, contrast among them) on `screen`.
+    pub async fn assert_accessible(&self, screen: &str) {
+        let loaded = self.run("return typeof window.axe === 'object';", vec![]).await;
+        if loaded != json!(true) {
+            self.run(axe_source(), vec![]).await;
+        }
+        let found = self
+            .run_async(
+                "const done = arguments[arguments.length - 1];\
+                 window.axe.run(document, { resultTypes: ['violations'] }).then((result) => done(\
+                   result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')\
+                     .map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`)),\
+                   (error) => done([`axe failed: ${error}`]));",
+                vec![],
+            )
+            .await;
+        assert_eq!(found, json!([]), "accessibility of {screen}");
     }
 
     /// Resizes the window so that the page's viewport is `width` x `height` CSS pixels (the

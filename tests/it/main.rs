@@ -35,6 +35,7 @@ mod operations;
 mod operator_writes;
 mod panel;
 mod panel_calls;
+mod panel_overview;
 mod plant;
 mod plant_documents;
 mod plant_file;

@@ -26,7 +26,7 @@ use tserver_tests::mosquitto::{Mosquitto, Publisher};
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
      connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-const PHONE: (u32, u32) = (390, 844);
+pub(crate) const PHONE: (u32, u32) = (390, 844);
 
 /// The question the model stand-in answers only after a long wait (a turn to cancel).
 const SLOW_QUESTION: &str = "Think slowly about Tank 2";
@@ -69,15 +69,15 @@ fn proposing(request: &RecordedRequest) -> Option<Reply> {
 }
 
 /// A solution, its server process with `--http` on a port kept across restarts, and the model.
-struct PanelRig {
-    solution: Solution,
+pub(crate) struct PanelRig {
+    pub(crate) solution: Solution,
     http: SocketAddr,
     server: Option<ServerProcess>,
     _model: ScriptedLlm,
 }
 
 impl PanelRig {
-    async fn start(solution: Solution) -> Self {
+    pub(crate) async fn start(solution: Solution) -> Self {
         let path = solution.path.to_str().expect("utf-8 path").to_owned();
         let model = ScriptedLlm::start_with(PanelModel)
             .await
@@ -108,12 +108,12 @@ impl PanelRig {
         self.server = None;
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.http)
     }
 
     /// A framed-protocol client logged in as the demo's `guest` (an operator).
-    async fn guest(&self) -> Client {
+    pub(crate) async fn guest(&self) -> Client {
         let addr = self.server.as_ref().expect("a running server").addr;
         let client = Client::connect(addr, ClientOptions::default())
             .await
@@ -131,7 +131,7 @@ fn add_user(solution: &Solution, name: &str, password: &str, role: &str) {
     );
 }
 
-async fn write(client: &Client, name: &str, value: WriteValue) {
+pub(crate) async fn write(client: &Client, name: &str, value: WriteValue) {
     let results = client
         .write_tags(vec![TagWrite {
             name: name.to_owned(),
@@ -153,7 +153,7 @@ async fn watch_policy(browser: &Browser) {
         .await;
 }
 
-async fn assert_no_violations(browser: &Browser) {
+pub(crate) async fn assert_no_violations(browser: &Browser) {
     let violations = browser.run("return window.__violations ?? [];", vec![]).await;
     assert_eq!(violations, json!([]), "the page broke its own policy");
 }
@@ -166,8 +166,9 @@ async fn log_in(browser: &Browser, user: &str, password: &str) {
     browser.click("#login-submit").await;
 }
 
-/// Opens the plant folder at `path` through the tree, folder by folder.
+/// Opens the plant folder at `path` through the Plant tab's tree, folder by folder.
 async fn open_folder(browser: &Browser, path: &str) {
+    browser.click("#tab-plant").await;
     let mut shown = String::new();
     for part in path.split('/') {
         shown = if shown.is_empty() {
@@ -188,7 +189,7 @@ async fn open_folder(browser: &Browser, path: &str) {
 /// Asserts that no element inside `css` reaches past the right edge of the screen, nor is cut
 /// by its own box (text wider than the element that holds it); text only screen readers get
 /// is left out.
-async fn assert_within_the_screen(browser: &Browser, css: &str) {
+pub(crate) async fn assert_within_the_screen(browser: &Browser, css: &str) {
     let overflowing = browser
         .run(
             "const root = document.querySelector(arguments[0]);\
@@ -203,7 +204,7 @@ async fn assert_within_the_screen(browser: &Browser, css: &str) {
 }
 
 fn value_cell(tag: &str) -> String {
-    format!("tr[data-tag=\"{tag}\"] .value")
+    format!("#tag-rows tr[data-tag=\"{tag}\"] .value")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -861,7 +862,7 @@ async fn tank1_high_in_the_alarms_of_ops(solution: Solution) -> (PanelRig, Chrom
     (rig, driver, browser)
 }
 
-async fn logged_in(rig: &PanelRig, user: &str, password: &str) -> (Chromedriver, Browser) {
+pub(crate) async fn logged_in(rig: &PanelRig, user: &str, password: &str) -> (Chromedriver, Browser) {
     let driver = Chromedriver::start();
     let browser = driver.browser(PANEL_PC.0, PANEL_PC.1).await;
     browser.open(&rig.url("/")).await;

@@ -48,10 +48,10 @@ pub use attachments::{DocumentTextError, PlantDocument, document_text, read_docu
 pub use document::Format;
 pub use model::{
     AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
-    DisplayMark, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions, HistoryRule,
-    InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS,
-    MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, NotificationSpec, NotifiedEvent, PlantInfo, PlantModel,
-    Signing, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    DisplayMark, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions,
+    HistoryRule, InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS,
+    MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, NotificationSpec, NotifiedEvent,
+    PlantInfo, PlantModel, Signing, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
 pub use reader::document_path_problem;

@@ -186,8 +186,12 @@ fn normal_range(objects: &ObjectModel, tag: &Tag) -> Option<(f64, f64)> {
     for alarm in objects.alarms_of(&definition.name) {
         let alarm = alarm.definition();
         match alarm.condition {
-            Condition::Lo | Condition::LoLo => low = Some(low.map_or(alarm.limit, |low| low.max(alarm.limit))),
-            Condition::Hi | Condition::HiHi => high = Some(high.map_or(alarm.limit, |high| high.min(alarm.limit))),
+            Condition::Lo | Condition::LoLo => {
+                low = Some(low.map_or(alarm.limit, |low| low.max(alarm.limit)))
+            }
+            Condition::Hi | Condition::HiHi => {
+                high = Some(high.map_or(alarm.limit, |high| high.min(alarm.limit)))
+            }
             Condition::Deviation => {
                 let setpoint = alarm.setpoint.unwrap_or(0.0);
                 band = Some((setpoint - alarm.limit, setpoint + alarm.limit));
@@ -289,7 +293,10 @@ pub fn overview(objects: &ObjectModel, folder: &str) -> Option<OverviewDisplay> 
     let (level, mut groups) = if folder.is_empty() {
         (
             DisplayLevel::Plant,
-            areas(objects).iter().map(|area| area_group(objects, area)).collect(),
+            areas(objects)
+                .iter()
+                .map(|area| area_group(objects, area))
+                .collect(),
         )
     } else {
         (
@@ -322,7 +329,8 @@ fn areas(objects: &ObjectModel) -> Vec<String> {
             let top = root.folders.first().map(String::as_str).unwrap_or_default();
             match objects.folder(top) {
                 Some((_, inside)) if !inside.folders.is_empty() => {
-                    let mut below: Vec<String> = inside.folders.iter().map(|name| join_path(top, name)).collect();
+                    let mut below: Vec<String> =
+                        inside.folders.iter().map(|name| join_path(top, name)).collect();
                     if !inside.tags.is_empty() {
                         below.insert(0, top.to_owned());
                     }
@@ -342,9 +350,15 @@ fn areas(objects: &ObjectModel) -> Vec<String> {
 fn area_group(objects: &ObjectModel, area: &str) -> DisplayGroup {
     let equipment = equipment_below(objects, area);
     let all = || equipment.iter().flat_map(|equipment| &equipment.tags);
-    let mut keys: Vec<&Arc<Tag>> = all().filter(|tag| is_key(tag) && role(tag) != Role::Off).collect();
+    let mut keys: Vec<&Arc<Tag>> = all()
+        .filter(|tag| is_key(tag) && role(tag) != Role::Off)
+        .collect();
     keys.sort_by(|a, b| rank(objects, a, b));
-    let key_values: Vec<&Arc<Tag>> = keys.iter().copied().filter(|tag| role(tag) == Role::Analog).collect();
+    let key_values: Vec<&Arc<Tag>> = keys
+        .iter()
+        .copied()
+        .filter(|tag| role(tag) == Role::Analog)
+        .collect();
     let value_tags: Vec<&Arc<Tag>> = if keys.is_empty() {
         equipment
             .iter()
@@ -380,7 +394,11 @@ fn area_group(objects: &ObjectModel, area: &str) -> DisplayGroup {
             continue;
         }
         let name = label_below(area, &equipment.path);
-        let label = if name.is_empty() { label_below(area, &tag.definition().path) } else { name };
+        let label = if name.is_empty() {
+            label_below(area, &tag.definition().path)
+        } else {
+            name
+        };
         states.push(point(objects, tag, label));
     }
     states.truncate(AREA_STATES);
@@ -552,7 +570,10 @@ limit = 5
         let area2 = &display.groups[1];
         assert_eq!(
             names(&area2.values),
-            [("Tank1 Level", "Tank1.Level"), ("Tank1 Temperature", "Tank1.Temperature")]
+            [
+                ("Tank1 Level", "Tank1.Level"),
+                ("Tank1 Temperature", "Tank1.Temperature")
+            ]
         );
         assert_eq!(
             area2.values[0].look,
@@ -597,7 +618,10 @@ limit = 5
         );
         assert_eq!(pump2.tags_left_off, 1, "the free-text note");
         assert!(overview(&objects, "Plant/Nowhere").is_none());
-        assert!(overview(&objects, "Plant/Area1/Pump2/Flow").is_none(), "a tag is no folder");
+        assert!(
+            overview(&objects, "Plant/Area1/Pump2/Flow").is_none(),
+            "a tag is no folder"
+        );
     }
 
     #[test]

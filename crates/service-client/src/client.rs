@@ -18,11 +18,11 @@ use tserver_proto::v1::{
     AcknowledgeAlarmRequest, AlarmReportReply, AlarmReportRequest, AlarmsReply, AlarmsRequest, BrowseReply,
     BrowseRequest, CallToolReply, CallToolRequest, Cancel, ChatClear, ChatClearReply, ChatReply, ChatRequest,
     ClientFrame, DecideProposalReply, DecideProposalRequest, Decision, ErrorCode, HandleAlarmReply,
-    HandleAlarmRequest, Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout, OverviewReply,
-    OverviewRequest, Ping,
-    ReadTagsRequest, ServerFrame, Signature, SubscribeReply, SubscribeRequest, TagHistoryReply,
-    TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply, TagValuesAtRequest, TagWrite, TagWriteResult,
-    ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event, client_frame, server_frame,
+    HandleAlarmRequest, Hello, ListProposalsReply, ListProposalsRequest, ListToolsRequest, Logout,
+    OverviewReply, OverviewRequest, Ping, ReadTagsRequest, ServerFrame, Signature, SubscribeReply,
+    SubscribeRequest, TagHistoryReply, TagHistoryRequest, TagReading, TagUpdate, TagValuesAtReply,
+    TagValuesAtRequest, TagWrite, TagWriteResult, ToolInfo, UnsubscribeRequest, WriteTagsRequest, chat_event,
+    client_frame, server_frame,
 };
 use tserver_proto::{DEFAULT_MAX_FRAME, Decoded, FrameCodec, FrameError, PROTOCOL_VERSION, Transport};
 use tserver_tls::rustls;

@@ -948,7 +948,11 @@ type = "number"
         let model = plant_model::read(text, plant_model::Format::Toml, "t.toml").expect("valid");
         db.import_plant(&model, &[], "t.toml", false).expect("imports");
         let stored = db.plant_definitions().expect("reads");
-        let marks: Vec<_> = stored.tags.iter().map(|tag| (tag.name.as_str(), tag.display.clone())).collect();
+        let marks: Vec<_> = stored
+            .tags
+            .iter()
+            .map(|tag| (tag.name.as_str(), tag.display.clone()))
+            .collect();
         let wanted: Vec<_> = model
             .tags
             .iter()

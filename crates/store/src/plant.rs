@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use plant_model::{
-    AlarmSpec, Condition, DisplayMark, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion, PlantDocument,
-    PlantModel, SourceBinding, SourceSpec, TagExpression, TagSpec, TagType,
+    AlarmSpec, Condition, DisplayMark, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion,
+    PlantDocument, PlantModel, SourceBinding, SourceSpec, TagExpression, TagSpec, TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 

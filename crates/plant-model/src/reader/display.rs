@@ -46,7 +46,10 @@ impl Reader<'_> {
                 self.error(
                     at("normal_range"),
                     join(path, "normal_range"),
-                    format!("only number and integer tags have a range; this is a {} tag", kind.name()),
+                    format!(
+                        "only number and integer tags have a range; this is a {} tag",
+                        kind.name()
+                    ),
                 );
             }
             if span_of(&fields, "normal_state").is_some() && !state {

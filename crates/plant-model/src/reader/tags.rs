@@ -47,9 +47,9 @@ impl Reader<'_> {
         let simulate = fields
             .get("simulate")
             .and_then(|node| self.motion(node, &fields.field("simulate")));
-        let display = fields.get("display").and_then(|node| {
-            self.display(node, &fields.field("display"), kind, &values, (min, max))
-        });
+        let display = fields
+            .get("display")
+            .and_then(|node| self.display(node, &fields.field("display"), kind, &values, (min, max)));
         // Each problem at the value it is about (the table's own span is its header, or nothing).
         let at = |key: &str| span_of(&fields, key).unwrap_or_else(|| fields.span.clone());
         let field = |key: &str| join(path, key);

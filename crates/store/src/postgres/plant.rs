@@ -20,7 +20,8 @@ use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
     SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between,
     definitions_of_rows, document_changes, equipment_of_json, invalid, model_json, model_of_definitions,
-    model_of_json, source_changes, sources_of_rows, stored_display, stored_source, stored_type, stored_values,
+    model_of_json, source_changes, sources_of_rows, stored_display, stored_source, stored_type,
+    stored_values,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 

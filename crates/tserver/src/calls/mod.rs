@@ -379,8 +379,8 @@ mod tests {
     use tserver_proto::v1::{
         AcknowledgeAlarmRequest, AlarmReportRequest, AlarmsRequest, BrowseRequest, CallToolRequest, Cancel,
         ChatClear, ChatRequest, DecideProposalRequest, HandleAlarmRequest, Hello, ListProposalsRequest,
-        ListToolsRequest, Logout, OverviewRequest, Ping, ReadTagsRequest, SubscribeRequest, TagHistoryRequest,
-        TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
+        ListToolsRequest, Logout, OverviewRequest, Ping, ReadTagsRequest, SubscribeRequest,
+        TagHistoryRequest, TagValuesAtRequest, UnsubscribeRequest, WriteTagsRequest, client_frame::Body,
     };
 
     use super::{CALL_KINDS, Call};

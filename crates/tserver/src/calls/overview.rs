@@ -1,13 +1,18 @@
 //! Overview: a display generated from the plant model (the plant overview, or a folder's
 //! display of its equipment), each tag described as Browse describes it, with how it is drawn.
 
-use tserver_proto::v1::{DisplayPoint, ErrorCode, OverviewReply, OverviewRequest, OverviewTile, server_frame};
+use tserver_proto::v1::{
+    DisplayPoint, ErrorCode, OverviewReply, OverviewRequest, OverviewTile, server_frame,
+};
 
 use super::to_proto::{CallError, short, tag_node};
 use plant::objects::ObjectModel;
 use plant::overview::{self, DisplayGroup, DisplayLevel, PointLook};
 
-pub(crate) fn apply(request: &OverviewRequest, objects: &ObjectModel) -> Result<server_frame::Body, CallError> {
+pub(crate) fn apply(
+    request: &OverviewRequest,
+    objects: &ObjectModel,
+) -> Result<server_frame::Body, CallError> {
     let Some(display) = overview::overview(objects, &request.folder) else {
         return Err(CallError::new(
             ErrorCode::InvalidArgument,
@@ -21,7 +26,11 @@ pub(crate) fn apply(request: &OverviewRequest, objects: &ObjectModel) -> Result<
             DisplayLevel::Plant => 1,
             DisplayLevel::Folder => 2,
         },
-        tiles: display.groups.into_iter().map(|group| tile(group, objects)).collect(),
+        tiles: display
+            .groups
+            .into_iter()
+            .map(|group| tile(group, objects))
+            .collect(),
         tiles_left_off: u32::try_from(display.groups_left_off).unwrap_or(u32::MAX),
     }))
 }

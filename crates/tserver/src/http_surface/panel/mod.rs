@@ -57,6 +57,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/alarms.js", JS),
     asset!("js/alarm_dialog.js", JS),
     asset!("js/alarm_kpis.js", JS),
+    asset!("js/overview.js", JS),
     asset!("js/plant.js", JS),
     asset!("js/writes.js", JS),
     asset!("js/trend.js", JS),

@@ -190,6 +190,7 @@ export class Alarms {
     fill(byId('alarm-strip'), active.slice(0, 4).map((alarm) => this.stripItem(alarm)));
     this.renderTable(active);
     this.renderHandled();
+    this.onRender?.();
   }
 
   /** The alarms shelved, suppressed by design or out of service: who, why, until when, and whether in alarm underneath. */

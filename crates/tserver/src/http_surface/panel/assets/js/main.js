@@ -6,12 +6,13 @@ import { Alarms } from './alarms.js';
 import { Assistant } from './assistant.js';
 import { Connection } from './connection.js';
 import { byId, say } from './dom.js';
+import { Overview } from './overview.js';
 import { Plant } from './plant.js';
 import { Proposals } from './proposals.js';
 import { Trend } from './trend.js';
 import { Writes } from './writes.js';
 
-const VIEWS = ['plant', 'alarms', 'kpis', 'proposals', 'assistant'];
+const VIEWS = ['overview', 'plant', 'alarms', 'kpis', 'proposals', 'assistant'];
 
 /** POSTs JSON to the panel's login API; resolves with {ok, status, body}. */
 async function post(path, body) {
@@ -80,7 +81,7 @@ function setLinkState(state, detail) {
 const connection = new Connection({
   onState: setLinkState,
   onLoggedOut: (reason) => showLogin(reason || 'Your session has ended; log in again.'),
-  onReady: () => startViews(),
+  onReady: (again) => startViews(again),
 });
 const alarms = new Alarms(connection, { showView });
 const kpis = new AlarmKpis(connection);
@@ -95,10 +96,27 @@ const plant = new Plant(connection, {
 });
 plant.onAlarms = (states) => alarms.applyStates(states);
 const writes = new Writes(connection, plant);
+const overview = new Overview(connection, {
+  alarms,
+  // A tag's detail: its folder in the plant tree with its row marked, and its trend.
+  openTag: async (node, folder) => {
+    showView('plant');
+    const path = folder ?? node.path.slice(0, node.path.lastIndexOf('/'));
+    await plant.open(path);
+    if (!node) return;
+    const row = plant.rows.get(node.tag)?.row;
+    if (node.dataType === 'number' || node.dataType === 'integer') trend.open(node);
+    else row?.scrollIntoView({ block: 'center' });
+    row?.querySelector('button')?.focus({ preventScroll: true });
+  },
+});
+alarms.onRender = () => overview.countAlarms();
 const proposals = new Proposals(connection, { unitsOf: (tag) => plant.units(tag) });
 new Assistant(connection, proposals);
 
-async function startViews() {
+async function startViews(again) {
+  // The overview first: it is the landing page, and its values are the first an operator reads.
+  await (again ? overview.restart() : overview.open(''));
   await plant.start();
   await alarms.refresh();
   await proposals.start();
@@ -157,7 +175,9 @@ tabs.addEventListener('click', (event) => {
   if (tab) showView(tab.id.slice(4));
 });
 tabs.addEventListener('keydown', (event) => {
-  const index = VIEWS.findIndex((view) => byId(`tab-${view}`).getAttribute('aria-selected') === 'true');
+  // From the tab that has the focus (the selected one, unless the focus was put elsewhere).
+  const focused = event.target.closest('[role="tab"]');
+  const index = VIEWS.indexOf(focused ? focused.id.slice(4) : VIEWS[0]);
   const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
   if (step === undefined) return;
   const next = VIEWS[(index + step + VIEWS.length) % VIEWS.length];
