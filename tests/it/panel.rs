@@ -498,18 +498,45 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     browser.screenshot("alarms-acknowledged").await;
 
-    // The assistant: the streamed answer and its tool trace.
+    // The assistant: questions drawn from this plant to start with, the streamed answer
+    // rendered from its Markdown, and its tool trace collapsed.
     browser.click("#tab-assistant").await;
+    let examples = browser
+        .run(
+            "return [...document.querySelectorAll('#ask-examples .example')].map((b) => b.textContent);",
+            vec![],
+        )
+        .await;
+    assert!(
+        examples
+            .as_array()
+            .is_some_and(|examples| examples.contains(&json!("What is wrong with Pump1?"))),
+        "{examples}"
+    );
     browser
         .type_into("#ask-input", "What is wrong with Pump 1?")
         .await;
     browser.click("#ask-send").await;
     browser.wait_visible(".transcript .ai[data-status=\"ok\"]").await;
     let answer = browser
-        .text(".transcript .ai .answer-text")
+        .text(".transcript .ai .answer-text.rendered")
         .await
         .unwrap_or_default();
     assert!(answer.contains("Pump1"), "{answer}");
+    assert_eq!(
+        browser
+            .run(
+                "return document.querySelector('.transcript .ai .trace').open;",
+                vec![]
+            )
+            .await,
+        json!(false),
+        "the tool trace starts collapsed"
+    );
+    assert_eq!(
+        browser.text(".transcript .ai .trace summary").await.as_deref(),
+        Some("3 tool calls: runtime_search_uns, runtime_get_active_alarms, runtime_search_documents")
+    );
     let tools = browser
         .run(
             "return [...document.querySelectorAll('.transcript .ai .tool')].map((tool) => [tool.dataset.tool, tool.dataset.state]);",
@@ -531,7 +558,14 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
                 && text.contains("procedures/pump-high-motor-current.md, lines")
         })
         .await;
+    // The citation in the answer opens its passage, its lines numbered and marked.
+    browser.click(".transcript .ai .answer-text a.cite").await;
+    browser
+        .wait_visible(".transcript .ai .sources details.source.cited[open] .passage-lines")
+        .await;
     browser.screenshot("assistant").await;
+    browser.assert_accessible("the assistant's answer").await;
+    browser.click(".transcript .ai .trace summary").await;
     browser.click(".transcript .ai .tool summary").await;
     browser
         .wait_visible(".transcript .ai .tool details[open] pre")

@@ -8,6 +8,8 @@
 //!   (default 600) with `cargo fuzz`; CI runs a few seconds of each.
 //! - `soak [--minutes N]`: a bounded mixed load against a production (`dist`) `tserver` (30
 //!   minutes by default), reporting memory at the start and end and every error.
+//! - `screenshots`: the panel's screenshots the README shows, made again (the overview's
+//!   browser test), copied into `docs/images/`.
 //! - `reference-server ADDR [--relay URL BODY_BYTES]`: the minimal framed server `bench`
 //!   compares with, or the minimal relay of a 1-tool turn's POSTs (both run by `bench`).
 //! - `mqtt-bench ...`: the in-process side of the MQTT scenarios (run by `bench`).
@@ -31,9 +33,10 @@ mod bench;
 mod ci;
 mod fuzz;
 mod processes;
+mod screenshots;
 mod soak;
 
-const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], reference-server ADDR [--relay URL BODY_BYTES]";
+const TASKS: &str = "ci, bench [--smoke] [--llm-url URL], fuzz [--seconds N] [TARGET...], soak [--minutes N], screenshots, reference-server ADDR [--relay URL BODY_BYTES]";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         Some("ci") => ci::run(),
         Some("bench") => bench::run(&bench::BenchOptions::parse(&args[1..])?),
         Some("soak") => soak::run(&soak::SoakOptions::parse(&args[1..])?),
+        Some("screenshots") => screenshots::run(),
         Some("fuzz") => fuzz::run(&fuzz::FuzzOptions::parse(&args[1..])?),
         Some("mqtt-bench") => bench::mqtt_bench::measure(&args[1..]),
         Some("mqtt-memory") => bench::mqtt_bench::measure_memory(&args[1..]),

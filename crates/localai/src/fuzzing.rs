@@ -47,7 +47,7 @@ pub fn llm_response(body: &[u8]) {
     let in_pieces = reader
         .push(&body[..cut], &mut |piece| text.push_str(piece))
         .and_then(|()| reader.push(&body[cut..], &mut |piece| text.push_str(piece)))
-        .and_then(|()| reader.finish());
+        .and_then(|()| reader.finish(&mut |piece| text.push_str(piece)));
     assert_eq!(in_pieces, whole, "a body read in two pieces reads differently");
     let Ok(value) = whole else {
         return;

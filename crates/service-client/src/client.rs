@@ -258,7 +258,7 @@ impl Client {
             stream: false,
         };
         match self.call(client_frame::Body::Chat(request)).await? {
-            server_frame::Body::Chat(reply) => Ok(reply),
+            server_frame::Body::Chat(reply) => Ok(*reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ChatReply",
             }),
@@ -839,7 +839,7 @@ impl ChatStream {
     /// The turn's reply, once its progress has been read or is no longer wanted.
     pub async fn reply(self) -> Result<ChatReply, ClientError> {
         match self.pending.reply_by(self.deadline).await? {
-            server_frame::Body::Chat(reply) => Ok(reply),
+            server_frame::Body::Chat(reply) => Ok(*reply),
             _ => Err(ClientError::UnexpectedReply {
                 expected: "ChatReply",
             }),

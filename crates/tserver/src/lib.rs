@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod telemetry;
 pub mod user_files;
 
+mod answer_html;
 mod auth;
 mod calls;
 mod own_runtime;

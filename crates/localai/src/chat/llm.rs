@@ -358,7 +358,7 @@ impl Endpoint {
             }
             reader.push(&chunk, on_text)?;
         }
-        Ok(reader.finish()?)
+        Ok(reader.finish(on_text)?)
     }
 
     /// Sends the POST on the chat path's own pool.

@@ -22,7 +22,7 @@ use super::wire::{Choice, Chunk, Completion, Delta, Fragment, Function, Loose, M
 pub(crate) fn read_response(body: &[u8]) -> Result<Completion, String> {
     let mut reader = ResponseReader::default();
     reader.push(body, &mut |_| {})?;
-    reader.finish()
+    reader.finish(&mut |_| {})
 }
 
 /// The fields a server-sent event line may start with.
@@ -91,12 +91,13 @@ impl ResponseReader {
     }
 
     /// The response a non-streamed request would have had, once the body has ended.
-    pub(crate) fn finish(mut self) -> Result<Completion, String> {
+    pub(crate) fn finish(mut self, on_text: &mut dyn FnMut(&str)) -> Result<Completion, String> {
         match self.kind {
             BodyKind::Events | BodyKind::Lines => {
+                // A last line without its newline is read now, its text handed out as any.
                 if !self.done {
                     let last = std::mem::take(&mut self.buffer);
-                    self.assembler.push_line(&last, &mut |_| {})?;
+                    self.assembler.push_line(&last, on_text)?;
                 }
                 if self.assembler.is_empty() {
                     return Err("LLM stream ended before its first chunk".to_owned());
@@ -717,7 +718,17 @@ mod tests {
             }
             from = cut;
         }
-        (reader.finish(), text)
+        let read = reader.finish(&mut |piece| text.push_str(piece));
+        (read, text)
+    }
+
+    #[test]
+    fn the_text_of_a_last_line_without_its_newline_is_handed_out_too() {
+        let body = b"{\"message\":{\"role\":\"assistant\",\"content\":\"Tank \"},\"done\":false}\n\
+                     {\"message\":{\"role\":\"assistant\",\"content\":\"full\"},\"done\":true}\r";
+        let (read, text) = read_in_pieces(body, &[]);
+        assert_eq!(read.expect("reads").content(), Some("Tank full"));
+        assert_eq!(text, "Tank full");
     }
 
     #[test]

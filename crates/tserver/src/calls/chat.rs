@@ -11,6 +11,7 @@ use tserver_proto::v1::{ChatReply, ChatRequest, server_frame};
 
 use super::chat_streams::ChatStreams;
 use super::to_proto;
+use crate::answer_html::answer_html;
 
 /// How a chat call goes on: answered now (a closed gate, a malformed query), or a turn to run
 /// beside the connection.
@@ -44,11 +45,12 @@ pub(crate) fn apply(
     {
         ChatTurn::Answered(reply_json) => {
             streams.close(call_id);
-            ChatCall::Answered(server_frame::Body::Chat(ChatReply {
+            ChatCall::Answered(server_frame::Body::Chat(Box::new(ChatReply {
                 reply_json,
                 usage: None,
                 proposals: Vec::new(),
-            }))
+                answer_html: String::new(),
+            })))
         }
         ChatTurn::Running(turn) => {
             let proposals = Arc::clone(runtime.proposals());
@@ -59,6 +61,7 @@ pub(crate) fn apply(
                         usage: to_proto::usage(&outcome),
                         reply_json: outcome.envelope,
                         proposals: Vec::new(),
+                        answer_html: String::new(),
                     };
                     // As they stand now, as many as the frame holds beside the envelope (a streamed
                     // turn sent each as it was made, and ListProposals lists them all).
@@ -66,10 +69,30 @@ pub(crate) fn apply(
                     let left =
                         (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
                     reply.proposals = to_proto::proposals_within(&made, left).0;
-                    server_frame::Body::Chat(reply)
+                    let html = answer_text(&reply.reply_json)
+                        .map(|text| answer_html(&text))
+                        .unwrap_or_default();
+                    let left =
+                        (room + to_proto::REPLY_FRAME_OVERHEAD).saturating_sub(reply.encoded_len() + 32);
+                    if html.len() <= left {
+                        reply.answer_html = html;
+                    }
+                    server_frame::Body::Chat(Box::new(reply))
                 },
                 cancel,
             }
         }
+    }
+}
+
+/// The text of a reply envelope, when it has one.
+fn answer_text(envelope: &str) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(envelope)
+        .ok()?
+        .get_mut("text")?
+        .take()
+    {
+        serde_json::Value::String(text) if !text.is_empty() => Some(text),
+        _ => None,
     }
 }

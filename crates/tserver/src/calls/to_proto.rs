@@ -479,7 +479,7 @@ mod tests {
             let reply_json = "x".repeat(max_frame - REPLY_FRAME_OVERHEAD);
             let frame = ServerFrame {
                 call_id: u64::MAX,
-                body: Some(server_frame::Body::Chat(ChatReply {
+                body: Some(server_frame::Body::Chat(Box::new(ChatReply {
                     reply_json,
                     usage: Some(TokenUsage {
                         prompt_tokens: u64::MAX,
@@ -489,7 +489,8 @@ mod tests {
                         model_requests: u32::MAX,
                     }),
                     proposals: Vec::new(),
-                })),
+                    answer_html: String::new(),
+                }))),
             };
             assert!(
                 frame.encoded_len() <= max_frame,

@@ -44,7 +44,10 @@ function showView(name) {
   if (name === 'alarms') alarms.loadHistory();
   if (name === 'kpis') kpis.load();
   if (name === 'proposals') proposals.refresh();
-  if (name === 'assistant') byId('ask-input').focus();
+  if (name === 'assistant') {
+    assistant.offerExamples();
+    byId('ask-input').focus();
+  }
 }
 
 function setLinkState(state, detail) {
@@ -112,7 +115,18 @@ const overview = new Overview(connection, {
 });
 alarms.onRender = () => overview.countAlarms();
 const proposals = new Proposals(connection, { unitsOf: (tag) => plant.units(tag) });
-new Assistant(connection, proposals);
+/** Questions about this plant as it stands: its most urgent alarm, an equipment, a value. */
+function plantQuestions() {
+  const questions = [];
+  const top = alarms.active()[0];
+  if (top) questions.push(`What should I do about ${alarms.messageOf(top.name)}?`);
+  const { equipment, values } = overview.subjects();
+  if (equipment[0]) questions.push(`What is wrong with ${equipment[0]}?`);
+  if (values[0]) questions.push(`How did the ${values[0].replace(/^./, (c) => c.toLowerCase())} change over the last hour?`);
+  if (!top) questions.push('Which alarms were active today?');
+  return questions;
+}
+const assistant = new Assistant(connection, proposals, { examples: plantQuestions });
 
 async function startViews(again) {
   // The overview first: it is the landing page, and its values are the first an operator reads.

@@ -382,6 +382,18 @@ export class Overview {
     await Promise.all(Array.from({ length: SPARKS_AT_ONCE }, next));
   }
 
+  /** What the displays show that an operator might ask about: equipment by name, and values
+   * (by what they measure), the first tiles first. */
+  subjects() {
+    const tiles = this.display?.tiles ?? [];
+    const level = Number(this.display?.level ?? 1);
+    const equipment = level === 1
+      ? tiles.flatMap((tile) => (tile.states ?? []).map((point) => point.label))
+      : tiles.map((tile) => lastOf(tile.path));
+    const values = tiles.flatMap((tile) => (tile.values ?? []).map((point) => point.tag.description || point.tag.tag));
+    return { equipment, values };
+  }
+
   /** Each tile's alarms counted by priority band, from the alarm states the panel follows. */
   countAlarms() {
     for (const { alarms, chips } of this.tiles) {
