@@ -414,10 +414,10 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser.click("#trend-csv").await;
     let csv = String::from_utf8(browser.downloaded("Tank1.Level.csv").await).expect("a text file");
     let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some("timestamp,value,quality"));
+    assert_eq!(lines.next(), Some("timestamp,tag,value,quality"));
     let last = lines.last().expect("samples");
     assert!(
-        last.ends_with(",90,Good"),
+        last.ends_with(",Tank1.Level,90,Good"),
         "the written value is the last sample: {last}"
     );
     // Its alarms' limits drawn and named, on an axis of round ticks evenly apart.
@@ -479,6 +479,79 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         json!("visible")
     );
     browser.screenshot("trend").await;
+
+    // Several pens, each on its own scale: the cursor reads each at one time.
+    browser
+        .run(
+            "const add = document.getElementById('trend-add'); add.value = 'Pump1.FlowRate';\
+             add.dispatchEvent(new Event('change'));",
+            vec![],
+        )
+        .await;
+    browser
+        .wait_until("a second pen", || async {
+            count(&browser, "#trend-chart svg polyline.pen-1").await == json!(1)
+                && count(&browser, "#trend-pens li").await == json!(2)
+        })
+        .await;
+    browser.run(&key("End"), vec![]).await;
+    let both = text_of(&browser, "#trend-cursor".to_owned()).await;
+    assert!(
+        both.contains(": Tank1.Level 90 %, Pump1.FlowRate 84 m3/h"),
+        "every pen read at one time: {both}"
+    );
+    browser.screenshot("trend-pens").await;
+    browser.assert_accessible("a trend of two pens").await;
+    // Zoom and pan from the keyboard: zoomed about now it stays live; panned back it is not,
+    // and Live returns.
+    let pressed = |id: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .run(
+                    &format!("return document.getElementById('{id}').getAttribute('aria-pressed');"),
+                    vec![],
+                )
+                .await
+        }
+    };
+    browser.run(&key("+"), vec![]).await;
+    browser
+        .wait_text("#trend-title", "the trend again", |title| {
+            title == "Trend: 2 tags"
+        })
+        .await;
+    assert_eq!(
+        pressed("trend-live").await,
+        json!("true"),
+        "zoomed in about now, still live"
+    );
+    browser
+        .run(
+            "const chart = document.querySelector('#trend-chart svg'); chart.focus();\
+             chart.dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowLeft', shiftKey: true, bubbles: true }));",
+            vec![],
+        )
+        .await;
+    browser
+        .wait_until("panned back", || async {
+            pressed("trend-live").await == json!("false")
+        })
+        .await;
+    browser.click("#trend-live").await;
+    browser
+        .wait_until("live again", || async {
+            pressed("trend-live").await == json!("true")
+        })
+        .await;
+    browser
+        .click("#trend-pens li:last-child button[data-remove]")
+        .await;
+    browser
+        .wait_until("one pen again", || async {
+            count(&browser, "#trend-pens li").await == json!(1)
+        })
+        .await;
 
     // The alarm list: acknowledge as an operator.
     browser.click("#tab-alarms").await;

@@ -37,6 +37,50 @@ fn number(server: &TestServer, tag: &str, value: f64) {
 }
 
 #[tokio::test]
+async fn an_alarms_only_subscription_watches_a_whole_plant_sending_no_readings() {
+    let solution = Solution::demo();
+    let server = TestServer::start(&solution.path, ServerConfig::default()).await;
+    let client = server.guest().await;
+    let refused = client
+        .subscribe(SubscribeRequest {
+            alarms_only: true,
+            ..request(&[], "Plant")
+        })
+        .await
+        .expect_err("alarms_only without alarms");
+    assert!(
+        matches!(&refused, ClientError::Server { code: ErrorCode::InvalidArgument, message } if message.contains("set alarms too")),
+        "{refused:?}"
+    );
+    let mut subscription = client
+        .subscribe(SubscribeRequest {
+            alarms: true,
+            alarms_only: true,
+            ..request(&[], "Plant")
+        })
+        .await
+        .expect("subscribed");
+    assert!(subscription.initial().readings.is_empty(), "no readings");
+    assert_eq!(
+        subscription.initial().alarms.len(),
+        10,
+        "every alarm of the plant"
+    );
+    // A value changes and trips an alarm: the alarm comes, the value does not.
+    number(&server, "Pump1.MotorCurrent", 13.0);
+    number(&server, "Tank1.Level", 90.0);
+    let update = next(&mut subscription).await;
+    assert!(update.readings.is_empty(), "{update:?}");
+    let states: Vec<(&str, &str)> = update
+        .alarms
+        .iter()
+        .map(|alarm| (alarm.name.as_str(), alarm.state.as_str()))
+        .collect();
+    assert_eq!(states, [("Tank1.Level.Hi", "active")]);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_subscription_gives_current_readings_then_merged_changes_and_alarms() {
     let solution = Solution::demo();
     let server = TestServer::start(&solution.path, ServerConfig::default()).await;

@@ -740,6 +740,7 @@ async fn watch_tags(
         max_rate: rate,
         alarms: false,
         proposals: false,
+        alarms_only: false,
     };
     let mut subscriptions = Vec::new();
     if !tags.is_empty() {

@@ -43,6 +43,8 @@ struct Wanted {
     folder: Option<String>,
     deadband: f64,
     alarms: bool,
+    /// Whether only the alarms are watched, not the tags' readings.
+    alarms_only: bool,
     /// Whether the pending proposals are watched too.
     proposals: bool,
 }
@@ -118,14 +120,13 @@ impl Watch {
                 "nothing to subscribe to: name tags or a folder, or ask for proposals",
             ));
         }
-        if tags.len() > MAX_TAGS {
+        if tags.len() > MAX_TAGS && !wanted.alarms_only {
             return Err(CallError::new(
                 ErrorCode::InvalidArgument,
                 format!("{} tags: a subscription may watch at most {MAX_TAGS}", tags.len()),
             ));
         }
-        tags.shrink_to_fit();
-        let alarms = if wanted.alarms {
+        let alarms: Vec<WatchedAlarm> = if wanted.alarms {
             tags.iter()
                 .filter_map(|watched| watched.tag.as_ref())
                 .flat_map(|tag| objects.alarms_of(&tag.definition().name))
@@ -137,6 +138,20 @@ impl Watch {
         } else {
             Vec::new()
         };
+        if wanted.alarms_only {
+            if alarms.len() > MAX_TAGS {
+                return Err(CallError::new(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "{} alarms: a subscription may watch at most {MAX_TAGS}",
+                        alarms.len()
+                    ),
+                ));
+            }
+            // The tags found the alarms; their readings are not sent.
+            tags.clear();
+        }
+        tags.shrink_to_fit();
         Ok(Self { wanted, tags, alarms })
     }
 
@@ -239,6 +254,12 @@ impl Subscriptions {
                 "the deadband must be 0 or more",
             ));
         }
+        if request.alarms_only && !request.alarms {
+            return Err(CallError::new(
+                ErrorCode::InvalidArgument,
+                "alarms_only watches alarms: set alarms too",
+            ));
+        }
         let rate = match request.max_rate {
             0 => DEFAULT_RATE,
             rate => rate.min(MAX_RATE),
@@ -252,6 +273,7 @@ impl Subscriptions {
             folder,
             deadband: request.deadband,
             alarms: request.alarms,
+            alarms_only: request.alarms_only,
             proposals: request.proposals,
         };
         let objects = plant.objects();

@@ -147,10 +147,11 @@ fn with_policy(mut response: Response) -> Response {
 mod tests {
     use super::*;
 
+    /// Everything the page loads, uncompressed: the budget `cargo xtask bench` reports against.
     #[test]
     fn the_page_weighs_less_than_its_budget() {
         let weight: usize = ASSETS.iter().map(|asset| asset.bytes.len()).sum();
-        assert!(weight < 150 * 1024, "{weight} bytes");
+        assert!(weight <= 200 * 1024, "{weight} bytes");
     }
 
     #[test]

@@ -88,14 +88,19 @@ const connection = new Connection({
 });
 const alarms = new Alarms(connection, { showView });
 const kpis = new AlarmKpis(connection);
-const trend = new Trend(connection);
+/** The numeric tags the page knows (browsed in the tree, or on the overview), as pens to add. */
+function numericTags() {
+  const known = new Map();
+  for (const node of [...plant.nodes.values(), ...overview.nodes()]) {
+    if (node.dataType === 'number' || node.dataType === 'integer') known.set(node.tag, node);
+  }
+  return [...known.values()];
+}
+const trend = new Trend(connection, { candidates: numericTags });
 const plant = new Plant(connection, {
   onWrite: (node) => writes.open(node),
   onTrend: (node) => trend.open(node),
-  onReading: (reading) => {
-    trend.reading(reading);
-    writes.reading(reading);
-  },
+  onReading: (reading) => writes.reading(reading),
 });
 plant.onAlarms = (states) => alarms.applyStates(states);
 const writes = new Writes(connection, plant);
@@ -132,6 +137,7 @@ async function startViews(again) {
   // The overview first: it is the landing page, and its values are the first an operator reads.
   await (again ? overview.restart() : overview.open(''));
   await plant.start();
+  if (again) trend.restart();
   await alarms.refresh();
   await proposals.start();
 }

@@ -382,6 +382,11 @@ export class Overview {
     await Promise.all(Array.from({ length: SPARKS_AT_ONCE }, next));
   }
 
+  /** The tags the display shows, as Browse describes them. */
+  nodes() {
+    return [...this.shown.values()].map((entries) => entries[0].point.tag);
+  }
+
   /** What the displays show that an operator might ask about: equipment by name, and values
    * (by what they measure), the first tiles first. */
   subjects() {

@@ -1,5 +1,6 @@
 // The plant: the UNS tree (browsed lazily, folder by folder), the tags of the chosen folder
-// with live values, units and quality, and the way into writes and trends.
+// with live values, units and quality (only the folder shown is followed), every alarm's
+// state for the banner, and the way into writes and trends.
 
 import { byId, el, fill, pathText, say } from './dom.js';
 import { GOOD, qualityName, showTime, showValue, valueOf } from './format.js';
@@ -21,6 +22,7 @@ export class Plant {
     this.folder = null;
     this.treeItems = new Map(); // folder path -> its tree item
     this.live = true; // whether the connection is up, so the values shown are current
+    this.values = null; // the call id of the subscription to the values shown
   }
 
   /** The connection went (false) or came back (true): every value shown says whether it is live. */
@@ -30,9 +32,11 @@ export class Plant {
     for (const name of this.rows.keys()) this.showReading(name);
   }
 
-  /** Loads the tree's top level (again, after a reconnect) and subscribes to every tag under it. */
+  /** Loads the tree's top level (again, after a reconnect), follows every alarm of the plant
+   * (their states only: the banner's), and the values of the folder shown. */
   async start() {
     this.children.clear();
+    this.values = null;
     let roots = [];
     try {
       roots = await this.browse('');
@@ -41,7 +45,7 @@ export class Plant {
       fill(byId('tree-root'), el('li', { class: 'muted' }, `The plant cannot be browsed: ${error.message}`));
     }
     const folders = roots.filter((node) => node.kind === 'PLANT_NODE_KIND_FOLDER').map((node) => node.path);
-    for (const folder of folders.length ? folders : ['Plant']) await this.subscribe(folder);
+    for (const folder of folders.length ? folders : ['Plant']) await this.followAlarms(folder);
     const shown = this.folder ?? folders[0];
     if (shown) await this.open(shown);
   }
@@ -56,15 +60,37 @@ export class Plant {
     return this.children.get(folder);
   }
 
-  async subscribe(folder) {
+  /** The alarm states of every tag below `folder`, as they change; none of their values. */
+  async followAlarms(folder) {
     const { reply } = await this.connection.call(
-      { subscribe: { folder, alarms: true } },
-      { onStream: (kind, body) => kind === 'tagUpdate' && this.update(body) },
+      { subscribe: { folder, alarms: true, alarmsOnly: true } },
+      { onStream: (kind, body) => kind === 'tagUpdate' && this.onAlarms?.(body.alarms ?? []) },
     );
-    this.update(reply);
+    this.onAlarms?.(reply.alarms ?? []);
   }
 
-  /** Readings (and alarm states) from a subscription. */
+  /** The values of the tags shown (the folder's), as they change; the last folder's stop. */
+  async followValues(names) {
+    if (this.values) {
+      const subscription = this.values;
+      this.connection.endStream(subscription);
+      this.connection.call({ unsubscribe: { subscription } }).catch(() => {});
+    }
+    this.values = null;
+    if (!names.length) return;
+    try {
+      const { callId, reply } = await this.connection.call(
+        { subscribe: { names } },
+        { onStream: (kind, body) => kind === 'tagUpdate' && this.update(body) },
+      );
+      this.values = callId;
+      this.update(reply);
+    } catch (error) {
+      say(byId('folder-description'), `Values are not live: ${error.message}`);
+    }
+  }
+
+  /** Readings from the values' subscription. */
   update(body) {
     for (const reading of body.readings ?? []) {
       if (Number(reading.quality ?? 0) >= GOOD) this.lastGood.set(reading.name, Number(reading.timestampMs ?? 0));
@@ -72,7 +98,6 @@ export class Plant {
       this.showReading(reading.name);
       this.onReading(reading);
     }
-    this.onAlarms?.(body.alarms ?? []);
   }
 
   renderTree() {
@@ -165,6 +190,7 @@ export class Plant {
     fill(byId('tag-rows'), rows);
     byId('tag-table').tHead.hidden = tags.length === 0;
     byId('folder-empty').hidden = rows.length > 0;
+    if (this.folder === path) await this.followValues(tags.map((node) => node.tag));
   }
 
   tagRow(node) {
