@@ -51,6 +51,29 @@ fn axe_source() -> &'static str {
     })
 }
 
+/// One DevTools protocol command, as chromedriver takes it beside WebDriver's own.
+#[derive(Debug)]
+struct DevTools {
+    command: &'static str,
+    params: Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for DevTools {
+    fn endpoint(&self, base_url: &url::Url, session_id: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (
+            http::Method::POST,
+            Some(json!({"cmd": self.command, "params": self.params}).to_string()),
+        )
+    }
+}
+
 /// A chromedriver process of this test; killed when dropped.
 #[derive(Debug)]
 pub struct Chromedriver {
@@ -306,6 +329,27 @@ impl Browser {
             )
             .await;
         assert_eq!(found, json!([]), "accessibility of {screen}");
+    }
+
+    /// Seconds Chromium's main thread for the page has spent in tasks since the page loaded
+    /// (the DevTools protocol's `Performance.getMetrics` `TaskDuration`, through
+    /// chromedriver): what a busy page costs the device it runs on.
+    pub async fn main_thread_seconds(&self) -> f64 {
+        self.devtools("Performance.enable", json!({})).await;
+        let metrics = self.devtools("Performance.getMetrics", json!({})).await;
+        metrics["metrics"]
+            .as_array()
+            .and_then(|metrics| metrics.iter().find(|metric| metric["name"] == "TaskDuration"))
+            .and_then(|metric| metric["value"].as_f64())
+            .unwrap_or_else(|| panic!("Chromium gave no TaskDuration: {metrics}"))
+    }
+
+    /// Runs a DevTools protocol command on the page (chromedriver's `goog/cdp/execute`).
+    async fn devtools(&self, command: &'static str, params: Value) -> Value {
+        self.client
+            .issue_cmd(DevTools { command, params })
+            .await
+            .unwrap_or_else(|error| panic!("chromedriver ran no {command}: {error}"))
     }
 
     /// Resizes the window so that the page's viewport is `width` x `height` CSS pixels (the

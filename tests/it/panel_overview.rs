@@ -108,6 +108,12 @@ async fn the_landing_page_is_the_plant_overview_and_each_area_opens_its_equipmen
     assert_eq!(class, json!("point in-alarm p-high"));
     browser.screenshot("overview").await;
     browser.assert_accessible("the plant overview").await;
+    // What the page costs its device, as Chromium counts it (the bench's main-thread row).
+    let busy = browser.main_thread_seconds().await;
+    assert!(
+        busy > 0.0 && busy < 60.0,
+        "the page's main thread worked {busy} s"
+    );
 
     // The keyboard alone opens an area: its display has a tile per equipment.
     browser

@@ -123,14 +123,13 @@ pub(crate) fn serve(
             .arg("serve")
             .arg("--solution")
             .arg(solution)
-            .args([
-                "--listen",
-                addr,
-                "--simulator",
-                "off",
-                "--max-connections",
-                "12000",
-            ])
+            .args(["--listen", addr, "--max-connections", "12000"])
+            // The simulator stays off unless a scenario turns it on.
+            .args(if extra.contains(&"--simulator") {
+                &[][..]
+            } else {
+                &["--simulator", "off"][..]
+            })
             .args(["--max-calls-in-flight", "64"])
             .args(["--http", http, "--http-requests-per-second", "100000000"])
             .args(extra)

@@ -31,6 +31,7 @@ pub(crate) mod modbus_bench;
 pub(crate) mod mqtt_bench;
 pub(crate) mod opcua_bench;
 mod panel_load;
+mod panel_overview;
 mod ping;
 mod plan;
 mod plant_bench;
@@ -85,10 +86,12 @@ pub(crate) enum Only {
     History,
     /// The write round trip, unsigned beside the write baseline, and signed.
     Writes,
+    /// The overview displays of a 10,000-tag plant and a year's trend in Chromium.
+    Panel,
 }
 
 /// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 10] = [
+const ONLY_NAMES: [(&str, Only); 11] = [
     ("websocket", Only::Websocket),
     ("modbus", Only::Modbus),
     ("opcua", Only::OpcUa),
@@ -98,6 +101,7 @@ const ONLY_NAMES: [(&str, Only); 10] = [
     ("history", Only::History),
     ("proposals", Only::Proposals),
     ("writes", Only::Writes),
+    ("panel", Only::Panel),
     ("first-build", Only::FirstBuild),
 ];
 
@@ -336,6 +340,9 @@ fn run_scenarios(
         Some(Only::History) => {
             return history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts);
         }
+        Some(Only::Panel) => {
+            return panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts);
+        }
         Some(Only::Hostile) => {
             bench.settings("ModelEnabled", "true")?;
             return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
@@ -428,7 +435,8 @@ fn browser_scenarios(
         (plan.panel_loads, plan.bench_tags),
         results,
         verdicts,
-    )
+    )?;
+    panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts)
 }
 
 /// Writes the machine, the results and the verdicts to `out_dir` (`smoke.json` or

@@ -6,6 +6,7 @@ use super::history_bench::HistoryPlan;
 use super::modbus_bench::ModbusPlan;
 use super::mqtt_bench::MqttPlan;
 use super::opcua_bench::OpcUaPlan;
+use super::panel_overview::OverviewPlan;
 use super::script_bench::ScriptPlan;
 use super::store_bench::StorePlan;
 use super::websocket_subscribers::SubscriberPlan;
@@ -46,6 +47,8 @@ pub(crate) struct Plan {
     pub(crate) websocket_subscribers: SubscriberPlan,
     /// Loads of the operator panel in Chromium, after the one that logs in.
     pub(crate) panel_loads: usize,
+    /// The overview displays of a 10,000-tag plant in Chromium.
+    pub(crate) overview: OverviewPlan,
     /// One Modbus device's registers polled.
     pub(crate) modbus: ModbusPlan,
     /// One OPC UA server's variables streaming changes.
@@ -103,6 +106,12 @@ pub(crate) const FULL: Plan = Plan {
         seconds: 10.0,
     },
     panel_loads: 21,
+    overview: OverviewPlan {
+        loads: 21,
+        live_seconds: 10.0,
+        trend_seconds: 365 * 86_400,
+        trend_draws: 9,
+    },
     modbus: ModbusPlan {
         registers: 10_000,
         seconds: 10.0,
@@ -168,6 +177,12 @@ pub(crate) const SMOKE: Plan = Plan {
         seconds: 1.0,
     },
     panel_loads: 3,
+    overview: OverviewPlan {
+        loads: 2,
+        live_seconds: 1.0,
+        trend_seconds: 3_600,
+        trend_draws: 1,
+    },
     modbus: ModbusPlan {
         registers: 500,
         seconds: 2.0,

@@ -25,6 +25,10 @@ const MIN_SPAN_MS = 60000;
 const MAX_SPAN_MS = 400 * 86400000;
 /** How often a live chart moves on. */
 const LIVE_STEP_MS = 1000;
+/** User Timing: a trend asked of the historian, and (a measure from it) drawn. The bench reads
+ * the measure. */
+const TREND_ASKED = 'tserver:trend-asked';
+const TREND_DRAWN = 'tserver:trend-drawn';
 
 /** A round step for about `count` ticks over `span`: 1, 2 or 5 times a power of ten. */
 export function niceStep(span, count) {
@@ -229,6 +233,7 @@ export class Trend {
     const columns = Math.max(300, byId('trend-chart').clientWidth || 900);
     const maxSamples = Math.min(10000, 4 * columns);
     const load = ++this.loading;
+    performance.mark(TREND_ASKED);
     const replies = await Promise.all(this.pens.map((pen) => this.connection.call({
       tagHistory: {
         name: nameOf(pen.node),
@@ -256,6 +261,7 @@ export class Trend {
     });
     say(status, this.pens.length === 1 ? said[0] : this.pens.map((pen, index) => `${nameOf(pen.node)}: ${said[index]}`).join('; '));
     this.draw();
+    performance.measure(TREND_DRAWN, TREND_ASKED);
     this.followLive(this.pens.map((pen) => nameOf(pen.node)));
     clearInterval(this.liveTimer);
     // Live, the window moves on with the clock, the newest readings at its right edge.
