@@ -314,12 +314,18 @@ impl Browser {
     /// Runs axe-core on the page as it stands and fails naming every serious or critical
     /// accessibility violation (WCAG 2.1 A and AA, contrast among them) on `screen`.
     pub async fn assert_accessible(&self, screen: &str) {
+        let found = self.accessibility_violations().await;
+        assert_eq!(found, json!([]), "accessibility of {screen}");
+    }
+
+    /// axe-core's serious and critical findings on the page as it stands, each as its impact,
+    /// rule, help and where.
+    pub async fn accessibility_violations(&self) -> Value {
         let loaded = self.run("return typeof window.axe === 'object';", vec![]).await;
         if loaded != json!(true) {
             self.run(axe_source(), vec![]).await;
         }
-        let found = self
-            .run_async(
+        self.run_async(
                 "const done = arguments[arguments.length - 1];\
                  window.axe.run(document, { resultTypes: ['violations'] }).then((result) => done(\
                    result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')\
@@ -327,8 +333,7 @@ impl Browser {
                    (error) => done([`axe failed: ${error}`]));",
                 vec![],
             )
-            .await;
-        assert_eq!(found, json!([]), "accessibility of {screen}");
+            .await
     }
 
     /// Seconds Chromium's main thread for the page has spent in tasks since the page loaded

@@ -276,9 +276,11 @@ async fn the_page_is_served_under_a_strict_policy_and_opens_on_the_login_form() 
         .await;
     assert_eq!(inline, json!(0));
     browser.screenshot("login").await;
+    browser.assert_accessible("the login form").await;
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible("#login-form").await;
     browser.screenshot("login-phone").await;
+    browser.assert_accessible("the login form on a phone").await;
     browser.close().await;
 }
 
@@ -324,6 +326,38 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         })
         .await;
     browser.screenshot("plant").await;
+    browser.assert_accessible("the plant").await;
+    // The tree from the keyboard alone: Down to the next folder shown, Enter shows it, Left
+    // back to its parent, Left again closes the parent.
+    let focused = || async {
+        browser
+            .run("return document.activeElement.dataset.path ?? null;", vec![])
+            .await
+    };
+    browser
+        .run(
+            "document.querySelector('.tree-label[data-path=\"Plant/Area1/Pump1\"]').focus();",
+            vec![],
+        )
+        .await;
+    browser.keys(&fantoccini::key::Key::Down.to_string()).await;
+    assert_eq!(focused().await, json!("Plant/Area1/Pump1/Motor1"));
+    browser.keys(&fantoccini::key::Key::Enter.to_string()).await;
+    browser
+        .wait_text("#folder-title", "the folder chosen by keyboard", |title| {
+            title == "Plant/Area1/Pump1/Motor1"
+        })
+        .await;
+    browser.keys(&fantoccini::key::Key::Left.to_string()).await;
+    assert_eq!(focused().await, json!("Plant/Area1/Pump1"));
+    browser.keys(&fantoccini::key::Key::Left.to_string()).await;
+    assert_eq!(
+        count(&browser, ".tree-label[data-path=\"Plant/Area1/Pump1/Motor1\"]").await,
+        json!(0),
+        "Left closes an open folder"
+    );
+    browser.keys(&fantoccini::key::Key::Right.to_string()).await;
+    open_folder(&browser, "Plant/Area1/Pump1").await;
 
     // A write with its confirmation naming tag, old and new value, then the outcome.
     open_folder(&browser, "Plant/Area1/Tank1").await;
@@ -345,6 +379,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     assert_eq!(confirmation, "Change Plant/Area1/Tank1/Level from 62 % to 90 %?");
     browser.screenshot("write-confirm").await;
+    browser.assert_accessible("the write dialog's confirmation").await;
     browser.click("#write-next").await;
     browser
         .wait_text("#write-outcome", "the outcome", |text| text == "Written.")
@@ -558,6 +593,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     let row = "#alarm-rows tr[data-alarm=\"Tank1.Level.Hi\"]";
     browser.wait_visible(&format!("{row} button[data-alarm]")).await;
     browser.screenshot("alarms").await;
+    browser.assert_accessible("the alarms").await;
     browser.click(&format!("{row} button[data-alarm]")).await;
     browser
         .wait_text(&format!("{row} .state"), "the acknowledgement", |text| {
@@ -719,6 +755,7 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible(&value_cell("Pump1.StartCount")).await;
     browser.screenshot("plant-phone").await;
+    browser.assert_accessible("the plant on a phone").await;
     // On a phone too, nothing of a trend or a write dialog runs off the screen.
     browser
         .click("tr[data-tag=\"Pump1.MotorCurrent\"] .actions button:first-child")
@@ -745,10 +782,12 @@ async fn an_operator_logs_in_watches_acts_asks_and_rides_out_a_server_restart() 
         .await;
     browser.wait_visible("#write-dialog").await;
     browser.screenshot("write-phone").await;
+    browser.assert_accessible("the write dialog on a phone").await;
     assert_within_the_screen(&browser, "#write-dialog").await;
     browser.click("#write-cancel").await;
     browser.click("#tab-alarms").await;
     browser.screenshot("alarms-phone").await;
+    browser.assert_accessible("the alarms on a phone").await;
     assert_no_violations(&browser).await;
 
     // Logging out ends the session: a reload asks for the password again.
@@ -801,6 +840,7 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
         "Tank 1 overflows into the bund"
     );
     browser.screenshot("alarms-guidance").await;
+    browser.assert_accessible("an alarm's guidance").await;
     browser.keys(&fantoccini::key::Key::Tab.to_string()).await;
     assert_eq!(
         browser
@@ -850,6 +890,8 @@ async fn a_viewer_sees_the_alarms_but_is_refused_acknowledging_with_the_servers_
         "The assistant is switched off on this server; an administrator can turn it on."
     );
     browser.screenshot("assistant-disabled-phone").await;
+    assert_within_the_screen(&browser, "#view-assistant").await;
+    browser.assert_accessible("the assistant on a phone").await;
     browser.close().await;
 }
 
@@ -1059,9 +1101,14 @@ async fn an_operator_approves_the_assistants_proposal_and_declines_another_from_
         Some("Write “Off” to Pump1.Mode")
     );
     browser.screenshot("proposals-pending").await;
+    browser.assert_accessible("the pending proposals").await;
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible(&item).await;
     browser.screenshot("proposals-pending-phone").await;
+    assert_within_the_screen(&browser, "#view-proposals").await;
+    browser
+        .assert_accessible("the pending proposals on a phone")
+        .await;
     browser.resize(PANEL_PC.0, PANEL_PC.1).await;
 
     // Declined with a comment: it leaves the list, the audit has the decline.
@@ -1083,6 +1130,7 @@ async fn an_operator_approves_the_assistants_proposal_and_declines_another_from_
         .type_into(&format!("{item} .proposal-comment"), "keep it running tonight")
         .await;
     browser.screenshot("proposal-decline").await;
+    browser.assert_accessible("declining a proposal").await;
     browser.click(&format!("{item} [data-decide=\"decline\"]")).await;
     browser.wait_visible("#proposal-none").await;
     let status = browser
@@ -1199,6 +1247,7 @@ async fn a_witnessed_write_is_signed_in_the_dialog_by_the_operator_and_a_witness
     browser.type_into("#write-witness-user", "lead").await;
     browser.type_into("#write-witness-password", "not-leads").await;
     browser.screenshot("write-signature").await;
+    browser.assert_accessible("a signed write's dialog").await;
     browser.click("#write-next").await;
     browser
         .wait_text("#write-outcome", "the refusal", |text| {
@@ -1345,6 +1394,7 @@ async fn an_operator_shelves_an_active_alarm_off_the_lists_and_unshelves_it_back
         .type_into("#alarm-shelve-reason", "level transmitter being replaced")
         .await;
     browser.screenshot("alarm-shelve-dialog").await;
+    browser.assert_accessible("the shelving dialog").await;
     browser.click("#alarm-dialog-sign").await;
     let handled = "#handled-rows tr[data-alarm=\"Tank1.Level.Hi\"]";
     browser.wait_visible(handled).await;
@@ -1370,6 +1420,7 @@ async fn an_operator_shelves_an_active_alarm_off_the_lists_and_unshelves_it_back
         "off the active list"
     );
     browser.screenshot("alarms-shelved").await;
+    browser.assert_accessible("the shelved alarms").await;
     assert_no_violations(&browser).await;
     browser.resize(PHONE.0, PHONE.1).await;
     browser.wait_visible(handled).await;
@@ -1483,6 +1534,7 @@ async fn a_flood_of_alarms_is_said_across_the_banner_with_its_first_out() {
         "each period in flood drawn over the line: {flood_bars} for {periods}"
     );
     browser.screenshot("alarm-kpis").await;
+    browser.assert_accessible("the alarm KPIs").await;
     browser
         .run(
             "document.getElementById('kpi-priorities').scrollIntoView({ block: 'center' });",
@@ -1493,9 +1545,11 @@ async fn a_flood_of_alarms_is_said_across_the_banner_with_its_first_out() {
     assert_no_violations(&browser).await;
     browser.resize(PHONE.0, PHONE.1).await;
     browser.screenshot("alarm-kpis-phone").await;
+    browser.assert_accessible("the alarm KPIs on a phone").await;
     assert_within_the_screen(&browser, "#kpi-tiles").await;
     browser.click("#tab-alarms").await;
     browser.screenshot("alarm-flood-phone").await;
+    browser.assert_accessible("a flood on a phone").await;
     assert_within_the_screen(&browser, "#alarm-flood").await;
     browser.close().await;
 }

@@ -108,6 +108,20 @@ async fn the_landing_page_is_the_plant_overview_and_each_area_opens_its_equipmen
     assert_eq!(class, json!("point in-alarm p-high"));
     browser.screenshot("overview").await;
     browser.assert_accessible("the plant overview").await;
+    // The check finds what it is for: a button nobody can name.
+    browser
+        .run("document.getElementById('overview-tiles').append(Object.assign(document.createElement('button'), { id: 'nameless' }));", vec![])
+        .await;
+    let found = browser.accessibility_violations().await;
+    assert!(
+        found.as_array().is_some_and(|found| found
+            .iter()
+            .any(|finding| finding.as_str().is_some_and(|text| text.contains("button-name")))),
+        "{found}"
+    );
+    browser
+        .run("document.getElementById('nameless').remove();", vec![])
+        .await;
     // What the page costs its device, as Chromium counts it (the bench's main-thread row).
     let busy = browser.main_thread_seconds().await;
     assert!(
@@ -160,6 +174,7 @@ async fn the_landing_page_is_the_plant_overview_and_each_area_opens_its_equipmen
         .wait_visible(&format!("{} .spark", point("Pump1.FlowRate")))
         .await;
     browser.screenshot("overview-area").await;
+    assert_within_the_screen(&browser, "#view-overview").await;
     browser.assert_accessible("an area's display").await;
 
     // A value opens its detail: its folder in the plant tree, and its trend.

@@ -23,6 +23,37 @@ export class Plant {
     this.treeItems = new Map(); // folder path -> its tree item
     this.live = true; // whether the connection is up, so the values shown are current
     this.values = null; // the call id of the subscription to the values shown
+    byId('tree-root').addEventListener('keydown', (event) => this.treeKey(event));
+  }
+
+  /** The tree from the keyboard, as a tree is: Up and Down move between the folders shown,
+   * Right opens a folder (or goes into it), Left closes it (or goes to its parent), Home and
+   * End go to the first and last; Enter or Space shows the folder focused. */
+  treeKey(event) {
+    const label = event.target.closest('.tree-label');
+    if (!label) return;
+    const labels = [...byId('tree-root').querySelectorAll('.tree-label')].filter((node) => node.checkVisibility());
+    const at = labels.indexOf(label);
+    const item = label.closest('[role="treeitem"]');
+    const toggle = item.querySelector(':scope > .tree-row > .twisty');
+    const open = toggle?.getAttribute('aria-expanded') === 'true';
+    const focus = (node) => node?.focus();
+    switch (event.key) {
+      case 'ArrowDown': focus(labels[at + 1]); break;
+      case 'ArrowUp': focus(labels[at - 1]); break;
+      case 'Home': focus(labels[0]); break;
+      case 'End': focus(labels[labels.length - 1]); break;
+      case 'ArrowRight':
+        if (toggle && !open) toggle.click();
+        else if (open) focus(item.querySelector(':scope > [role="group"] .tree-label'));
+        break;
+      case 'ArrowLeft':
+        if (open) toggle.click();
+        else focus(item.parentElement.closest('[role="treeitem"]')?.querySelector(':scope > .tree-row > .tree-label'));
+        break;
+      default: return;
+    }
+    event.preventDefault();
   }
 
   /** The connection went (false) or came back (true): every value shown says whether it is live. */
