@@ -2,7 +2,8 @@
 //! landing page is the plant overview generated from the demo plant (a tile per area with its
 //! key values as moving analog indicators, its equipment's states and its alarms counted by
 //! priority), an area's display of its equipment with sparklines and states off normal, values
-//! and alarms live, a click into a tag's detail, the keyboard alone, a panel PC, a desk and a
+//! and alarms live, a click into a tag's detail (what it is, its alarms, its documents, its
+//! trend), the keyboard alone, a panel PC, a desk and a
 //! phone, and axe-core on each screen. Screenshots under `target/panel-screenshots/`.
 
 use serde_json::json;
@@ -191,6 +192,24 @@ async fn the_landing_page_is_the_plant_overview_and_each_area_opens_its_equipmen
             title == "Trend: Plant/Area1/Pump1/FlowRate"
         })
         .await;
+    // What it is, its alarms as they stand, and the documents about its equipment.
+    browser
+        .wait_text("#detail-title", "the tag's detail", |title| {
+            title == "Pump1.FlowRate"
+        })
+        .await;
+    browser
+        .wait_text("#detail-alarms", "its alarm", |text| {
+            text.contains("Deviation ±20 from 85: normal")
+        })
+        .await;
+    browser
+        .wait_text("#detail-documents", "the procedure about Pump 1", |text| {
+            text.contains("procedures/pump-high-motor-current.md, lines")
+        })
+        .await;
+    browser.screenshot("tag-detail").await;
+    browser.assert_accessible("a tag's detail").await;
 
     // A desk's screen, then a phone's: the overview fits either.
     browser.click("#tab-overview").await;

@@ -131,6 +131,14 @@ pub(crate) fn serve(
                 &["--simulator", "off"][..]
             })
             .args(["--max-calls-in-flight", "64"])
+            // Every client of the bench is one address and one user: the quotas that keep one
+            // client from taking a server's WebSockets would cap what is measured here.
+            .args([
+                "--max-websockets-per-address",
+                "12000",
+                "--max-websockets-per-user",
+                "12000",
+            ])
             .args(["--http", http, "--http-requests-per-second", "100000000"])
             .args(extra)
             .env("RUST_LOG", "warn")

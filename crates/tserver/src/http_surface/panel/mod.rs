@@ -61,6 +61,7 @@ const ASSETS: &[Asset] = &[
     asset!("js/plant.js", JS),
     asset!("js/writes.js", JS),
     asset!("js/trend.js", JS),
+    asset!("js/tag_detail.js", JS),
     asset!("js/assistant.js", JS),
     asset!("js/proposals.js", JS),
 ];

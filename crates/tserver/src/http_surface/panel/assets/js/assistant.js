@@ -7,6 +7,7 @@
 // turn, Clear the conversation.
 
 import { byId, el, fill } from './dom.js';
+import { passagePlace } from './format.js';
 
 const STATUS_WORDS = {
   ok: 'Answered',
@@ -252,15 +253,9 @@ export class Assistant {
         return !seen.has(key) && seen.add(key);
       });
     const opened = passages.map((passage, index) => {
-      const [first, last] = passage.lines ?? [];
-      // A Markdown document's first heading is usually its title: not said twice.
-      const title = passage.document ?? passage.path;
-      const section = (passage.section ?? '').startsWith(`${title} > `)
-        ? passage.section.slice(title.length + 3)
-        : passage.section === title ? '' : passage.section;
-      const where = [section, `${passage.path}, lines ${first}–${last}`].filter(Boolean).join(' · ');
+      const { title, where } = passagePlace(passage);
       const id = `source-${number}-${index + 1}`;
-      const lines = el('ol', { class: 'passage-lines', start: Number(first) || 1 },
+      const lines = el('ol', { class: 'passage-lines', start: Number(passage.lines?.[0]) || 1 },
         String(passage.text ?? '').split('\n').map((line) => el('li', {}, line)));
       const details = el('details', { class: 'source', id },
         el('summary', { class: 'source-title' }, el('cite', {}, title), ` — ${where}`), lines);

@@ -55,3 +55,14 @@ export function showTime(ms) {
 export function isoTime(ms) {
   return new Date(Number(ms)).toISOString();
 }
+
+/** A document passage's title, and where in the document it is: its section (without the
+ * document's title, which a Markdown document's first heading usually repeats), path and lines. */
+export function passagePlace(passage) {
+  const [first, last] = passage.lines ?? [];
+  const title = passage.document ?? passage.path;
+  const section = (passage.section ?? '').startsWith(`${title} > `)
+    ? passage.section.slice(title.length + 3)
+    : passage.section === title ? '' : passage.section;
+  return { title, where: [section, `${passage.path}, lines ${first}–${last}`].filter(Boolean).join(' · ') };
+}

@@ -9,6 +9,7 @@ import { byId, say } from './dom.js';
 import { Overview } from './overview.js';
 import { Plant } from './plant.js';
 import { Proposals } from './proposals.js';
+import { TagDetail } from './tag_detail.js';
 import { Trend } from './trend.js';
 import { Writes } from './writes.js';
 
@@ -106,19 +107,25 @@ plant.onAlarms = (states) => alarms.applyStates(states);
 const writes = new Writes(connection, plant);
 const overview = new Overview(connection, {
   alarms,
-  // A tag's detail: its folder in the plant tree with its row marked, and its trend.
+  // A tag's detail: its folder in the plant tree with its row marked, what it is, its
+  // alarms and documents, and (numbers) its trend.
   openTag: async (node, folder) => {
     showView('plant');
     const path = folder ?? node.path.slice(0, node.path.lastIndexOf('/'));
     await plant.open(path);
     if (!node) return;
+    detail.show(node);
     const row = plant.rows.get(node.tag)?.row;
-    if (node.dataType === 'number' || node.dataType === 'integer') trend.open(node);
-    else row?.scrollIntoView({ block: 'center' });
+    if (node.dataType === 'number' || node.dataType === 'integer') trend.open(node, { scroll: false });
+    byId('tag-detail').scrollIntoView({ block: 'start' });
     row?.querySelector('button')?.focus({ preventScroll: true });
   },
 });
-alarms.onRender = () => overview.countAlarms();
+const detail = new TagDetail(connection, alarms);
+alarms.onRender = () => {
+  overview.countAlarms();
+  detail.showAlarms();
+};
 const proposals = new Proposals(connection, { unitsOf: (tag) => plant.units(tag) });
 /** Questions about this plant as it stands: its most urgent alarm, an equipment, a value. */
 function plantQuestions() {

@@ -127,14 +127,14 @@ export class Trend {
     byId('trend-csv').addEventListener('click', () => this.download());
   }
 
-  /** A trend of `node` alone. */
-  open(node) {
+  /** A trend of `node` alone, scrolled into view unless `scroll` is false. */
+  open(node, { scroll = true } = {}) {
     this.pens = [{ node, samples: [], opening: null, units: node.units || '' }];
     this.selected = 0;
     this.cursorAt = null;
     this.until = null;
     byId('trend').hidden = false;
-    this.load().then(() => byId('trend').scrollIntoView({ block: 'start' }));
+    this.load().then(() => scroll && byId('trend').scrollIntoView({ block: 'start' }));
   }
 
   /** Adds `node` as a pen (up to [`MAX_PENS`]). */
