@@ -145,7 +145,7 @@ async fn page_weight(browser: &Browser) -> anyhow::Result<(u64, u64)> {
 
 /// Logs the page in as the bench's passwordless guest through the login API, as the login
 /// form does; the session cookie then logs in every later load.
-async fn log_in(browser: &Browser) -> anyhow::Result<()> {
+pub(super) async fn log_in(browser: &Browser) -> anyhow::Result<()> {
     let status = browser
         .run_async(
             "const done = arguments[0];
@@ -163,19 +163,25 @@ async fn log_in(browser: &Browser) -> anyhow::Result<()> {
 
 /// Milliseconds from the navigation's start to the panel's first-value mark, once it is set.
 async fn first_value_ms(browser: &Browser) -> anyhow::Result<f64> {
-    let deadline = Instant::now() + PATIENCE;
+    mark_ms(browser, FIRST_VALUE_MARK, PATIENCE).await
+}
+
+/// Milliseconds from the navigation's start to the page's User Timing mark `name`, once the
+/// page sets it (within `patience`).
+pub(super) async fn mark_ms(browser: &Browser, name: &str, patience: Duration) -> anyhow::Result<f64> {
+    let deadline = Instant::now() + patience;
     loop {
         let mark = browser
             .run(
                 "const mark = performance.getEntriesByName(arguments[0])[0]; return mark ? mark.startTime : null;",
-                vec![json!(FIRST_VALUE_MARK)],
+                vec![json!(name)],
             )
             .await;
         if let Some(ms) = mark.as_f64() {
             return Ok(ms);
         }
         if Instant::now() > deadline {
-            bail!("the panel drew no live value within {PATIENCE:?} of loading");
+            bail!("the page set no {name} within {patience:?} of loading");
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

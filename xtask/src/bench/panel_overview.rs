@@ -15,6 +15,7 @@ use store::{HistoryLimits, PendingSample, Store};
 use tserver_tests::chromium::{Browser, Chromedriver};
 
 use super::harness::serve;
+use super::panel_load::{log_in, mark_ms};
 use super::report::{Results, median};
 use super::verdicts::{self, Verdicts};
 use crate::processes::{free_port, run_quietly};
@@ -215,7 +216,7 @@ async fn measure(http: &str, plan: OverviewPlan) -> anyhow::Result<Value> {
     let mut loads = Vec::with_capacity(plan.loads);
     for _ in 0..plan.loads.max(1) {
         browser.open(&page).await;
-        loads.push(mark_ms(&browser, OVERVIEW_VALUE_MARK).await?);
+        loads.push(mark_ms(&browser, OVERVIEW_VALUE_MARK, PATIENCE).await?);
     }
     // The plant overview, then an area's display, each watched while every tag changes.
     let plant = busy_share(&browser, plan.live_seconds).await;
@@ -268,43 +269,6 @@ async fn busy_share(browser: &Browser, seconds: f64) -> f64 {
     tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
     let after = browser.main_thread_seconds().await;
     (after - before) / started.elapsed().as_secs_f64()
-}
-
-/// Logs the page in as the demo's passwordless guest through the login API.
-async fn log_in(browser: &Browser) -> anyhow::Result<()> {
-    let status = browser
-        .run_async(
-            "const done = arguments[0];
-             fetch('/api/login', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                 body: JSON.stringify({user: 'guest', password: ''}), credentials: 'same-origin'})
-               .then((response) => done(response.status), (error) => done(String(error)));",
-            vec![],
-        )
-        .await;
-    if status != json!(200) {
-        bail!("the browser login was answered with {status}");
-    }
-    Ok(())
-}
-
-/// Milliseconds from the navigation's start to the mark `name`, once the page sets it.
-async fn mark_ms(browser: &Browser, name: &str) -> anyhow::Result<f64> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let mark = browser
-            .run(
-                "const mark = performance.getEntriesByName(arguments[0])[0]; return mark ? mark.startTime : null;",
-                vec![json!(name)],
-            )
-            .await;
-        if let Some(ms) = mark.as_f64() {
-            return Ok(ms);
-        }
-        if Instant::now() > deadline {
-            bail!("the page set no {name} within {PATIENCE:?} of loading");
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// How many trend measures the page has made.

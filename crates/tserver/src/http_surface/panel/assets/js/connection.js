@@ -162,4 +162,12 @@ export class Connection {
   endStream(callId) {
     this.streams.delete(callId);
   }
+
+  /** Stops the subscription made by call `callId` (if any): its frames are no longer read,
+   * and the server is told (a lost connection has ended it already). */
+  unsubscribe(callId) {
+    if (!callId) return;
+    this.endStream(callId);
+    this.call({ unsubscribe: { subscription: callId } }).catch(() => {});
+  }
 }

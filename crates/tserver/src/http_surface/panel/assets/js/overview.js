@@ -106,11 +106,7 @@ export class Overview {
 
   /** Stops following the values shown. */
   stop() {
-    if (this.subscription) {
-      const subscription = this.subscription;
-      this.connection.endStream(subscription);
-      this.connection.call({ unsubscribe: { subscription } }).catch(() => {});
-    }
+    this.connection.unsubscribe(this.subscription);
     this.subscription = null;
     this.shown.clear();
     this.tiles = [];

@@ -102,11 +102,7 @@ export class Plant {
 
   /** The values of the tags shown (the folder's), as they change; the last folder's stop. */
   async followValues(names) {
-    if (this.values) {
-      const subscription = this.values;
-      this.connection.endStream(subscription);
-      this.connection.call({ unsubscribe: { subscription } }).catch(() => {});
-    }
+    this.connection.unsubscribe(this.values);
     this.values = null;
     if (!names.length) return;
     try {

@@ -170,11 +170,7 @@ export class Trend {
     const key = names.join('\n');
     if (key === this.followed) return;
     this.followed = key;
-    if (this.following) {
-      const subscription = this.following;
-      this.connection.endStream(subscription);
-      this.connection.call({ unsubscribe: { subscription } }).catch(() => {});
-    }
+    this.connection.unsubscribe(this.following);
     this.following = null;
     if (!names.length) return;
     try {
