@@ -371,11 +371,14 @@ impl ServerProcess {
                 }
             }
         });
-        let addr = addr
-            .recv_timeout(PATIENCE)
-            .expect("tserver logs its address")
-            .parse()
-            .expect("a socket address");
+        let addr = match addr.recv_timeout(PATIENCE) {
+            Ok(addr) => addr.parse().expect("a socket address"),
+            // The server ended or hung before listening: what it said is the reason.
+            Err(error) => {
+                let said = log.lock().map(|log| log.lines.join("\n")).unwrap_or_default();
+                panic!("tserver did not log its address ({error}); it said:\n{said}");
+            }
+        };
         Self { child, addr, log }
     }
 
