@@ -186,7 +186,7 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(
         names.len(),
-        15,
+        16,
         "the demo's 0xDE: read tools and proposals: {names:?}"
     );
     assert_eq!(names[0], "runtime_get_value");
@@ -198,6 +198,29 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
             .all(|tool| read_only(tool) == Some(true)),
         "every runtime tool but the proposals says it only reads"
     );
+    // Each has a title, and declares its content: the canonical success around its result.
+    for tool in &tools {
+        assert!(
+            tool.title.as_deref().is_some_and(|title| !title.is_empty()),
+            "{}",
+            tool.name
+        );
+        let schema = tool.output_schema.as_ref().expect("an output schema");
+        assert_eq!(schema["required"], json!(["ok", "result"]), "{}", tool.name);
+        let hints = tool.annotations.as_ref().expect("annotations");
+        assert_eq!(
+            hints.destructive_hint,
+            Some(false),
+            "{}: nothing destroys",
+            tool.name
+        );
+        assert_eq!(
+            hints.open_world_hint,
+            Some(false),
+            "{}: the plant only",
+            tool.name
+        );
+    }
     assert_eq!(tools[0].input_schema["required"], json!(["tag"]));
 
     let result = client
@@ -216,6 +239,11 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
         .expect("called");
     let over_frames: Value = serde_json::from_str(&over_frames.content_json).expect("JSON");
     assert_eq!(over_mcp, over_frames, "the same call, the same content");
+    assert_eq!(
+        result.structured_content.as_ref(),
+        Some(&over_mcp),
+        "the structured content is the content's JSON"
+    );
 
     let unknown = client
         .call_tool(CallToolRequestParams::new("runtime_launch_rocket"))
@@ -223,6 +251,7 @@ async fn an_mcp_client_lists_and_calls_the_runtime_tools_as_chat_and_the_framed_
         .expect("answered");
     assert_eq!(unknown.is_error, Some(true));
     assert_eq!(content_of(&unknown)["error"]["type"], "unknown_tool");
+    assert_eq!(unknown.structured_content, None, "a refusal declares no result");
     let bad = client
         .call_tool(
             CallToolRequestParams::new("runtime_get_value").with_arguments(arguments(json!({"tag": 1}))),
@@ -389,7 +418,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
     .expect("tclient starts");
     let client = ().serve(bridge).await.expect("the bridge initializes");
     let tools = client.list_all_tools().await.expect("listed");
-    assert_eq!(tools.len(), 15);
+    assert_eq!(tools.len(), 16);
     assert_eq!(
         tools[0].annotations.as_ref().and_then(|a| a.read_only_hint),
         Some(true)

@@ -770,6 +770,15 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
         content["result"]["status"], "proposed, waiting for the operator",
         "{content}"
     );
+    assert_eq!(content["result"]["followWith"], "runtime_get_proposal");
+    let id = content["result"]["proposal"].as_str().expect("its id").to_owned();
+    let standing = follow(&mcp, &id).await;
+    assert_eq!(standing["state"], "pending", "{standing}");
+    assert_eq!(standing["settled"], false);
+    assert_eq!(
+        standing["action"],
+        "write \"Manual\" to Pump1.Mode (it was \"Auto\" when proposed)"
+    );
     let operator = rig.server.guest().await;
     let pending = operator.list_proposals().await.expect("lists").proposals;
     assert_eq!(pending.len(), 1);
@@ -787,6 +796,57 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
         .await
         .expect("approved");
     assert_eq!(approved.write_outcome(), WriteOutcome::Written);
+    // The client follows it to the decision: who approved it, and what carrying it out did.
+    let standing = follow(&mcp, &id).await;
+    assert_eq!(
+        (
+            &standing["state"],
+            &standing["settled"],
+            &standing["decidedBy"],
+            &standing["outcome"]
+        ),
+        (
+            &json!("approved"),
+            &json!(true),
+            &json!("guest"),
+            &json!("written")
+        ),
+        "{standing}"
+    );
+    // A declined one says by whom and why; an expired one says so; an unknown id is not found.
+    let declined = propose_over_mcp(&mcp, "Auto").await;
+    operator
+        .decide_proposal(&declined, Decision::Decline, "not during the shift change")
+        .await
+        .expect("declined");
+    let standing = follow(&mcp, &declined).await;
+    assert_eq!(
+        (&standing["state"], &standing["decidedBy"], &standing["comment"]),
+        (
+            &json!("declined"),
+            &json!("guest"),
+            &json!("not during the shift change")
+        ),
+        "{standing}"
+    );
+    let expired = propose_over_mcp(&mcp, "Auto").await;
+    rig.server
+        .runtime
+        .expire_proposals(SystemTime::now() + PROPOSAL_LIFETIME + Duration::from_secs(1));
+    let standing = follow(&mcp, &expired).await;
+    assert_eq!(
+        (&standing["state"], &standing["settled"]),
+        (&json!("expired"), &json!(true))
+    );
+    let unknown = mcp
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("runtime_get_proposal")
+                .with_arguments(crate::mcp::arguments(json!({"proposal": "p-000000000000"}))),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(unknown.is_error, Some(true));
+    assert_eq!(crate::mcp::content_of(&unknown)["error"]["type"], "not_found");
     let path = rig.server.runtime.store().location();
     let audit = admin(&["audit", &path], "");
     assert!(
@@ -798,6 +858,35 @@ async fn an_mcp_client_proposes_and_an_operator_approves_it_on_the_framed_protoc
     );
     mcp.cancel().await.expect("closes");
     rig.stop().await;
+}
+
+/// Where proposal `id` stands, read over MCP.
+async fn follow(mcp: &rmcp::service::RunningService<rmcp::RoleClient, ()>, id: &str) -> Value {
+    let result = mcp
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("runtime_get_proposal")
+                .with_arguments(crate::mcp::arguments(json!({"proposal": id}))),
+        )
+        .await
+        .expect("called");
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    crate::mcp::content_of(&result)["result"].clone()
+}
+
+/// Proposes writing `mode` to Pump1.Mode over MCP: the proposal's id.
+async fn propose_over_mcp(mcp: &rmcp::service::RunningService<rmcp::RoleClient, ()>, mode: &str) -> String {
+    let result = mcp
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("runtime_propose_write").with_arguments(
+                crate::mcp::arguments(json!({"tag": "Pump1.Mode", "value": mode, "reason": "from outside"})),
+            ),
+        )
+        .await
+        .expect("called");
+    crate::mcp::content_of(&result)["result"]["proposal"]
+        .as_str()
+        .expect("proposed")
+        .to_owned()
 }
 
 /// A tag's value now.

@@ -135,6 +135,7 @@ fn the_runtime_catalog_offered_is_master_and_category_for_any_bits() {
                         "runtime_propose_write",
                         "runtime_propose_alarm_ack",
                         "runtime_propose_alarm_shelve",
+                        "runtime_get_proposal",
                     ][..],
                 ),
             ] {

@@ -444,7 +444,7 @@ async fn tools_list_and_call_from_the_command_line() {
     assert!(listed.starts_with("runtime_get_value [0x04] "), "{listed}");
     assert_eq!(
         listed.lines().count(),
-        15,
+        16,
         "the demo offers its read tools and proposals: {listed}"
     );
     let called = tclient(

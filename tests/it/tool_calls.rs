@@ -36,7 +36,8 @@ async fn tools_are_listed_and_callable_by_the_bits_of_the_moment() {
             "runtime_get_values_at",
             "runtime_propose_write",
             "runtime_propose_alarm_ack",
-            "runtime_propose_alarm_shelve"
+            "runtime_propose_alarm_shelve",
+            "runtime_get_proposal"
         ]
     );
     let value = &all[0];

@@ -151,6 +151,23 @@ pub(crate) fn serve(
     Ok(process)
 }
 
+/// A new solution `NAME.db` in `out_dir` (the demo's users and settings) whose plant is
+/// `plant`, replacing one a run before left; its path.
+pub(crate) fn fresh_solution(bin: &Path, out_dir: &Path, name: &str, plant: &str) -> anyhow::Result<PathBuf> {
+    let tserver = bin.join("tserver");
+    let solution = out_dir.join(format!("{name}.db"));
+    for suffix in ["", ".key", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", solution.display()));
+    }
+    let path = solution.to_str().context("the bench directory is not UTF-8")?;
+    run_quietly(&tserver, &["init", path, "--demo"])?;
+    let plant_file = out_dir.join(format!("{name}-plant.toml"));
+    std::fs::write(&plant_file, plant)?;
+    let plant_path = plant_file.to_str().context("a UTF-8 plant path")?;
+    run_quietly(&tserver, &["plant", path, "import", plant_path])?;
+    Ok(solution)
+}
+
 /// A stand-in model's counters, read over HTTP.
 pub(crate) fn llm_stats(url: &str) -> anyhow::Result<scripted_llm::Stats> {
     use std::io::{Read, Write};

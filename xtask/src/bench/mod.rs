@@ -18,6 +18,7 @@ use self::report::Results;
 use self::verdicts::Verdicts;
 use crate::processes::{Process, free_port, run_quietly, start_announcing};
 
+mod alarm_flood;
 mod baseline;
 mod failover_bench;
 mod first_build;
@@ -88,10 +89,12 @@ pub(crate) enum Only {
     Writes,
     /// The overview displays of a 10,000-tag plant and a year's trend in Chromium.
     Panel,
+    /// 1,000 alarms of a 10,000-tag plant activating within 10 s, in the panel in Chromium.
+    Alarms,
 }
 
 /// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 11] = [
+const ONLY_NAMES: [(&str, Only); 12] = [
     ("websocket", Only::Websocket),
     ("modbus", Only::Modbus),
     ("opcua", Only::OpcUa),
@@ -102,6 +105,7 @@ const ONLY_NAMES: [(&str, Only); 11] = [
     ("proposals", Only::Proposals),
     ("writes", Only::Writes),
     ("panel", Only::Panel),
+    ("alarms", Only::Alarms),
     ("first-build", Only::FirstBuild),
 ];
 
@@ -343,6 +347,9 @@ fn run_scenarios(
         Some(Only::Panel) => {
             return panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts);
         }
+        Some(Only::Alarms) => {
+            return alarm_flood::judge(&bench.bin, &bench.out_dir, plan.flood, results, verdicts);
+        }
         Some(Only::Hostile) => {
             bench.settings("ModelEnabled", "true")?;
             return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
@@ -436,7 +443,8 @@ fn browser_scenarios(
         results,
         verdicts,
     )?;
-    panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts)
+    panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts)?;
+    alarm_flood::judge(&bench.bin, &bench.out_dir, plan.flood, results, verdicts)
 }
 
 /// Writes the machine, the results and the verdicts to `out_dir` (`smoke.json` or

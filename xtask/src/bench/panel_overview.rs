@@ -8,17 +8,17 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use plant_model::{Quality, TagValue};
 use serde_json::{Value, json};
 use store::{HistoryLimits, PendingSample, Store};
 use tserver_tests::chromium::{Browser, Chromedriver};
 
-use super::harness::serve;
+use super::harness::{fresh_solution, serve};
 use super::panel_load::{log_in, mark_ms};
 use super::report::{Results, median};
 use super::verdicts::{self, Verdicts};
-use crate::processes::{free_port, run_quietly};
+use crate::processes::free_port;
 
 /// The shape of the run.
 #[derive(Debug, Clone, Copy)]
@@ -133,24 +133,7 @@ pub(crate) fn judge(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    let tserver = bin.join("tserver");
-    let solution = out_dir.join("overview.db");
-    for suffix in ["", ".key", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", solution.display()));
-    }
-    let path = solution.to_str().context("the bench directory is not UTF-8")?;
-    run_quietly(&tserver, &["init", path, "--demo"])?;
-    let plant_file = out_dir.join("overview-plant.toml");
-    std::fs::write(&plant_file, plant())?;
-    run_quietly(
-        &tserver,
-        &[
-            "plant",
-            path,
-            "import",
-            plant_file.to_str().context("a UTF-8 plant path")?,
-        ],
-    )?;
+    let solution = fresh_solution(bin, out_dir, "overview", &plant())?;
     write_history(&solution, plan.trend_seconds)?;
     let addr = format!("127.0.0.1:{}", free_port()?);
     let http = format!("127.0.0.1:{}", free_port()?);

@@ -1,6 +1,7 @@
 //! How long and how hard each scenario runs: the full plan on a quiet machine, the smoke plan
 //! in CI.
 
+use super::alarm_flood::FloodPlan;
 use super::failover_bench::FailoverPlan;
 use super::history_bench::HistoryPlan;
 use super::modbus_bench::ModbusPlan;
@@ -49,6 +50,8 @@ pub(crate) struct Plan {
     pub(crate) panel_loads: usize,
     /// The overview displays of a 10,000-tag plant in Chromium.
     pub(crate) overview: OverviewPlan,
+    /// 1,000 alarms of a 10,000-tag plant activating within 10 s, then clearing.
+    pub(crate) flood: FloodPlan,
     /// One Modbus device's registers polled.
     pub(crate) modbus: ModbusPlan,
     /// One OPC UA server's variables streaming changes.
@@ -111,6 +114,10 @@ pub(crate) const FULL: Plan = Plan {
         live_seconds: 10.0,
         trend_seconds: 365 * 86_400,
         trend_draws: 9,
+    },
+    flood: FloodPlan {
+        alarms: 1_000,
+        seconds: 10.0,
     },
     modbus: ModbusPlan {
         registers: 10_000,
@@ -182,6 +189,10 @@ pub(crate) const SMOKE: Plan = Plan {
         live_seconds: 1.0,
         trend_seconds: 3_600,
         trend_draws: 1,
+    },
+    flood: FloodPlan {
+        alarms: 40,
+        seconds: 1.0,
     },
     modbus: ModbusPlan {
         registers: 500,

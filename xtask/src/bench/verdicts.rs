@@ -150,6 +150,14 @@ pub(crate) const OVERVIEW_MAIN_THREAD: Target = Target::at_most("<= 20%", 20.0);
 /// Milliseconds from choosing a year's window to the trend of a year of one-second samples
 /// drawn, median.
 pub(crate) const YEAR_TREND: Target = Target::at_most("<= 300 ms", 300.0);
+/// Milliseconds from an alarm's activation in the field to its row in the panel's list, and to
+/// the flood banner counting it, p99, while 1,000 activate within 10 s.
+pub(crate) const FLOOD_PANEL: Target = Target::at_most("<= 1 s", 1_000.0);
+/// Activations and clears of a flood missing from the alarm history.
+pub(crate) const FLOOD_RECORDED: Target = Target::at_most("every one", 0.0);
+/// Webhook requests a second of a flood and its clear (a second of its own), every event in
+/// them once: a batch a store of the history (about a second), never a request an event.
+pub(crate) const FLOOD_NOTIFICATIONS: Target = Target::at_most("<= 1.5, every event once", 1.5);
 
 /// Milliseconds of one Modbus poll cycle of 10,000 registers (every read sent and answered):
 /// a tenth of a 1 s poll at most.

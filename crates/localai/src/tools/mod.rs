@@ -172,6 +172,10 @@ pub struct ToolDefinition {
     category: u32,
     /// Whether the tool only reads (MCP's `readOnlyHint`).
     read_only: bool,
+    /// A short name for people (MCP's `title`).
+    title: Option<Arc<str>>,
+    /// The JSON schema of a successful call's result (MCP's `outputSchema`).
+    result_schema: Option<Arc<Value>>,
     handler: Arc<Handler>,
 }
 
@@ -263,6 +267,8 @@ impl ToolDefinition {
             spec: Arc::from(spec.to_string()),
             category,
             read_only: false,
+            title: None,
+            result_schema: None,
             handler: Arc::new(move |arguments, caller| Box::pin(handler(arguments, caller)) as ToolFuture),
         }
     }
@@ -276,6 +282,28 @@ impl ToolDefinition {
     /// Whether the tool only reads.
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Gives the tool a short name for people, as clients list it.
+    pub fn titled(mut self, title: &str) -> Self {
+        self.title = Some(Arc::from(title));
+        self
+    }
+
+    /// The tool's short name for people, when it has one.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    /// Declares the JSON schema every successful call's result follows.
+    pub fn with_result_schema(mut self, schema: Value) -> Self {
+        self.result_schema = Some(Arc::new(schema));
+        self
+    }
+
+    /// The JSON schema of a successful call's result, when declared.
+    pub fn result_schema(&self) -> Option<&Value> {
+        self.result_schema.as_deref()
     }
 
     /// The tool's name.

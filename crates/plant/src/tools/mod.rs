@@ -7,8 +7,13 @@
 //! - Alarms (0x08): `alarms.rs` — `runtime_get_active_alarms`, `runtime_query_alarm_history`;
 //! - Historian (0x10): `history.rs` — `runtime_get_tag_history`, `runtime_find_excursions`,
 //!   `runtime_get_values_at`;
-//! - Proposals (0x40): `proposals.rs` — `runtime_propose_write`, `runtime_propose_alarm_ack`
-//!   (they only propose: an operator decides).
+//! - Alarms (0x08) also: `runtime_get_alarm_report` (the alarm system's KPIs and bad actors);
+//! - Proposals (0x40): `proposals.rs` — `runtime_propose_write`, `runtime_propose_alarm_ack`,
+//!   `runtime_propose_alarm_shelve` (they only propose: an operator decides) and
+//!   `runtime_get_proposal` (where a proposal stands).
+//!
+//! Each tool's title and the JSON schema of its result (what MCP clients list and check) are in
+//! `results.json`, one table beside the code that builds the results.
 //!
 //! Every list has a `max_*` argument with a default and a hard ceiling (a larger request is
 //! clamped, not refused) and reports `truncated`; every result is also cut to
@@ -41,6 +46,7 @@ pub const RESERVED_PREFIX: &str = "runtime_";
 /// proposals on `board`.
 pub fn runtime_catalog(plant: &PlantReader, board: &Arc<ProposalBoard>) -> ToolCatalog {
     let catalog = ToolCatalog::default();
+    let presentation = presentation();
     for tool in uns::tools(plant)
         .into_iter()
         .chain(documents::tools(plant))
@@ -48,6 +54,12 @@ pub fn runtime_catalog(plant: &PlantReader, board: &Arc<ProposalBoard>) -> ToolC
         .chain(history::tools(plant))
         .chain(proposals::tools(plant, board))
     {
+        let tool = match presentation.get(tool.name()) {
+            Some(shown) => tool
+                .titled(shown["title"].as_str().unwrap_or_default())
+                .with_result_schema(shown["result"].clone()),
+            None => tool,
+        };
         // The runtime's own names are fixed and distinct (a unit test registers them all);
         // a failure here is a programming error worth a log line, not a server that won't start.
         if let Err(error) = catalog.register(tool) {
@@ -55,6 +67,15 @@ pub fn runtime_catalog(plant: &PlantReader, board: &Arc<ProposalBoard>) -> ToolC
         }
     }
     catalog
+}
+
+/// Each runtime tool's title and result schema, by name (`results.json`).
+fn presentation() -> serde_json::Map<String, Value> {
+    // Built into the binary and read by a unit test: it cannot fail to parse in a build.
+    match serde_json::from_str(include_str!("results.json")) {
+        Ok(Value::Object(table)) => table,
+        _ => serde_json::Map::new(),
+    }
 }
 
 /// A `max_*` argument: its name, default and ceiling.
@@ -398,6 +419,29 @@ mod tests {
         )
         .expect_err("reversed");
         assert!(error.message.contains("after"));
+    }
+
+    #[test]
+    fn every_presented_tool_has_a_title_and_an_object_result_schema() {
+        let table = presentation();
+        assert_eq!(table.len(), 16, "{:?}", table.keys().collect::<Vec<_>>());
+        for (name, shown) in &table {
+            assert!(name.starts_with(RESERVED_PREFIX), "{name}");
+            assert!(
+                shown["title"].as_str().is_some_and(|title| !title.is_empty()),
+                "{name}"
+            );
+            let schema = &shown["result"];
+            assert_eq!(schema["type"], "object", "{name}");
+            let properties = schema["properties"].as_object().expect("properties");
+            for required in schema["required"].as_array().expect("required keys") {
+                let key = required.as_str().expect("a key");
+                assert!(
+                    properties.contains_key(key),
+                    "{name}: {key} is required but not described"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Proposal tools (ModelOptions 0x40): the assistant (or an MCP client, or a script) proposes
 //! a tag write, an alarm acknowledgement or an alarm's shelving for an operator to decide. A proposal is checked at
 //! once as the operator's own action would be, then kept pending on the [`ProposalBoard`]; the
-//! tools hold a plant reader and the board only, so nothing they do can write.
+//! tools hold a plant reader and the board only, so nothing they do can write. A proposer
+//! follows its proposal to the decision with `runtime_get_proposal`.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 use super::{find_tag, short_text};
 use crate::objects::AlarmState;
 use crate::plant::PlantReader;
-use crate::proposals::{Proposal, ProposalBoard, ProposedAction};
+use crate::proposals::{Proposal, ProposalBoard, ProposalState, ProposedAction, action_words, state_words};
 use crate::tag_writes::{GivenValue, Writer, check_write};
 
 /// The longest reason kept, in characters.
@@ -74,7 +75,77 @@ pub(super) fn tools(plant: &PlantReader, board: &Arc<ProposalBoard>) -> Vec<Tool
             }}),
             propose_alarm_shelve,
         ),
+        follow_tool(board),
     ]
+}
+
+/// The tool that tells where a proposal stands.
+const FOLLOW: &str = "runtime_get_proposal";
+
+fn follow_tool(board: &Arc<ProposalBoard>) -> ToolDefinition {
+    let board = Arc::clone(board);
+    ToolDefinition::new(
+        FOLLOW,
+        localai::ModelOptions::PROPOSALS,
+        "Tell where a proposal stands: pending, approved (by whom, and what carrying it out did), declined \
+         (by whom, with the comment) or expired. Use it to wait for the operator's decision honestly: until it \
+         says approved, nothing was done.",
+        json!({"type": "object", "additionalProperties": false, "required": ["proposal"],
+        "properties": {
+            "proposal": {"type": "string", "minLength": 1, "maxLength": 64,
+                         "description": "The proposal's id, as the proposing tool gave it (p- and 12 hex digits)."}
+        }}),
+        move |arguments| {
+            let id = arguments.get("proposal").and_then(Value::as_str).unwrap_or_default();
+            let outcome = board.get(id).map(|proposal| proposal_standing(&proposal)).ok_or_else(|| {
+                ToolError::not_found(format!(
+                    "no proposal {:?} is known: a proposal is kept while pending, then among the latest settled ones",
+                    short_text(id, 64)
+                ))
+            });
+            std::future::ready(outcome)
+        },
+    )
+    .read_only()
+}
+
+/// Where a proposal stands, for whoever follows it.
+pub(crate) fn proposal_standing(proposal: &Proposal) -> Value {
+    let (state, settled) = match &proposal.state {
+        ProposalState::Pending => ("pending", false),
+        ProposalState::Deciding => ("deciding", false),
+        ProposalState::Approved { .. } => ("approved", true),
+        ProposalState::Declined { .. } => ("declined", true),
+        ProposalState::Expired => ("expired", true),
+        ProposalState::Withdrawn => ("withdrawn", true),
+    };
+    let mut standing = json!({
+        "proposal": proposal.id,
+        "action": action_words(&proposal.action),
+        "reason": proposal.reason,
+        "madeAt": localai::iso8601_millis(proposal.made_at),
+        "expiresAt": localai::iso8601_millis(proposal.expires_at),
+        "state": state,
+        "settled": settled,
+        "words": state_words(&proposal.state),
+    });
+    match &proposal.state {
+        ProposalState::Approved { by, outcome } => {
+            standing["decidedBy"] = by.as_str().into();
+            standing["outcome"] = outcome.as_str().into();
+        }
+        ProposalState::Declined { by, comment } => {
+            standing["decidedBy"] = by.as_str().into();
+            standing["comment"] = comment.as_str().into();
+        }
+        ProposalState::Pending | ProposalState::Deciding => {
+            standing["note"] =
+                "Nothing is done until an operator decides: ask again later, and never say it was done."
+                    .into();
+        }
+        ProposalState::Expired | ProposalState::Withdrawn => {}
+    }
+    standing
 }
 
 /// The longest shelving a proposal may ask for: `ShelvingMaxHours` at its largest, 30 days
@@ -208,6 +279,7 @@ fn proposal_result(proposal: &Proposal) -> Value {
         "expires_in_s": expires_in_s,
         "note": "Nothing was done yet: an operator decides. Tell the operator what you proposed and why; \
                  never say it was done.",
+        "followWith": FOLLOW,
     });
     match &proposal.action {
         ProposedAction::Write {

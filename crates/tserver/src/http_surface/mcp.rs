@@ -1,9 +1,11 @@
 //! RuntimeMCP: the runtime tools as an MCP server (rmcp), from the same catalog, gates and
-//! runner as the chat path, so `tools/call` answers exactly the content a model reads.
+//! runner as the chat path, so `tools/call` answers exactly the content a model reads: the
+//! canonical `{"ok": true, "result": ...}` as text and as `structuredContent`, which follows the
+//! tool's declared `outputSchema`; a refusal is `isError` with the canonical failure.
 
 use std::sync::Arc;
 
-use localai::tools::{ToolCaller, success_content_text};
+use localai::tools::{ToolCaller, ToolDefinition, success_content};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -89,21 +91,7 @@ impl ServerHandler for RuntimeMcp {
             .offered_tools()
             .await
             .map_err(|error| closed(&error))?;
-        let tools = offered
-            .iter()
-            .map(|tool| {
-                let schema: JsonObject = match tool.parameters() {
-                    Value::Object(schema) => schema.clone(),
-                    _ => JsonObject::new(),
-                };
-                Tool::new(
-                    tool.name().to_owned(),
-                    tool.description().to_owned(),
-                    Arc::new(schema),
-                )
-                .with_annotations(ToolAnnotations::new().read_only(tool.is_read_only()))
-            })
-            .collect();
+        let tools = offered.iter().map(listed).collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -124,9 +112,51 @@ impl ServerHandler for RuntimeMcp {
         let counted = if outcome.is_ok() { "ok" } else { "error" };
         metrics::counter!(crate::telemetry::MCP_CALLS, "outcome" => counted).increment(1);
         let result = match outcome {
-            Ok(result) => CallToolResult::success(vec![ContentBlock::text(success_content_text(&result))]),
+            // The text a model reads and the structured content are the same JSON.
+            Ok(result) => CallToolResult::structured(success_content(result)),
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_content().to_string())]),
         };
         Ok(result.into())
+    }
+}
+
+/// A tool as MCP lists it: its title, its arguments' and its content's schemas, and what it
+/// may do (the runtime tools only read; the proposal tools add a proposal, never touching the
+/// plant, and each call makes a new one).
+fn listed(tool: &ToolDefinition) -> Tool {
+    let mut listed = Tool::new(
+        tool.name().to_owned(),
+        tool.description().to_owned(),
+        Arc::new(object(tool.parameters())),
+    )
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(tool.is_read_only())
+            .destructive(false)
+            .idempotent(tool.is_read_only())
+            .open_world(false),
+    );
+    if let Some(title) = tool.title() {
+        listed = listed.with_title(title);
+    }
+    if let Some(result) = tool.result_schema() {
+        listed = listed.with_raw_output_schema(Arc::new(content_schema(result)));
+    }
+    listed
+}
+
+/// The schema of a successful call's content: the canonical success around the tool's result.
+fn content_schema(result: &Value) -> JsonObject {
+    object(&serde_json::json!({
+        "type": "object",
+        "properties": {"ok": {"const": true}, "result": result},
+        "required": ["ok", "result"],
+    }))
+}
+
+fn object(schema: &Value) -> JsonObject {
+    match schema {
+        Value::Object(schema) => schema.clone(),
+        _ => JsonObject::new(),
     }
 }

@@ -55,6 +55,13 @@ export function showRespondWithin(seconds) {
   return hours ? `${Math.floor(s / 86400)} d ${hours} h` : `${Math.floor(s / 86400)} d`;
 }
 
+/** What an alarm's row shows, as one string: the row is made again only when it changes. */
+function rowKey(alarm) {
+  return JSON.stringify([alarm.state, alarm.priority, alarm.sinceMs, alarm.message, alarm.condition, alarm.value,
+    alarm.limit, alarm.acknowledgedBy, alarm.chattering, alarm.response, alarm.timeToRespondS, alarm.cause,
+    alarm.consequence]);
+}
+
 /** What the plant says to know and do about an alarm, under its message; nothing when silent. */
 function guidance(alarm) {
   const facts = [
@@ -87,6 +94,7 @@ export class Alarms {
     byId('alarm-count').addEventListener('click', () => this.showView('alarms'));
     byId('history-refresh').addEventListener('click', () => this.loadHistory());
     this.handled = [];
+    this.rowsByAlarm = new Map(); // name -> { key, rows } of the rows shown
     this.dialog = new AlarmDialog((act, name, fields) => this.send(act, name, fields));
   }
 
@@ -116,14 +124,36 @@ export class Alarms {
       this.alarms.set(state.name, { ...known, ...state });
     }
     if (states.length) {
-      this.render();
+      this.renderSoon();
       this.scheduleRefresh();
     }
   }
 
+  /**
+   * Draws at most ten times a second, in a frame, however many changes arrive meanwhile: a
+   * flood brings hundreds, and each draw lays out the whole list.
+   */
+  renderSoon() {
+    if (this.renderPending) return;
+    this.renderPending = true;
+    const wait = Math.max(0, (this.drawnAt ?? 0) + 100 - performance.now());
+    setTimeout(() => requestAnimationFrame(() => {
+      this.renderPending = false;
+      this.drawnAt = performance.now();
+      this.render();
+    }), wait);
+  }
+
+  /**
+   * Reads the details again 250 ms after the first change not yet read: a flood's steady
+   * stream of changes must not hold the list and its banner back until it stops.
+   */
   scheduleRefresh() {
-    clearTimeout(this.refreshTimer);
-    this.refreshTimer = setTimeout(() => this.refresh(), 250);
+    if (this.refreshTimer) return;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      this.refresh();
+    }, 250);
   }
 
   /** Details of the active alarms (time, value, limit) from the Alarms call. */
@@ -235,37 +265,60 @@ export class Alarms {
       unacked ? el('span', { class: 'visually-hidden' }, ' (unacknowledged)') : null);
   }
 
+  /**
+   * The active alarms' rows. A row is made again only when its alarm changed, and the table's
+   * children are replaced only when the rows differ: in a flood of a thousand alarms each
+   * frame touches the few that changed, not all of them.
+   */
   renderTable(active) {
-    const rows = active.map((alarm) => {
-      const { name, cls } = band(alarm.priority);
-      const unacked = UNACKED.has(alarm.state);
-      const ack = unacked && alarm.state !== 'normal'
-        ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
-        : null;
-      const shelve = el('button', { type: 'button', class: 'button quiet', dataset: { shelve: alarm.name }, onclick: () => this.dialog.open('shelve', alarm.name, this.messageOf(alarm.name)) }, 'Shelve');
-      const guide = guidance(alarm);
-      const row = el('tr', { class: `${cls}${unacked ? ' unacked' : ''}${guide ? ' guided' : ''}`, dataset: { alarm: alarm.name } },
-        el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
-        el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
-        el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
-        el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
-        el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
-        el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
-          alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null,
-          alarm.chattering ? el('span', { class: 'chatter-badge', title: '3 trips within a minute: consider an on-delay, a deadband or shelving it' }, 'Chattering') : null),
-        el('td', { class: 'a-act' }, el('div', { class: 'a-buttons' }, ack, shelve)));
-      // What to do spans the row below, under the alarm, so it reads as lines, not a column.
-      if (!guide) return [row];
-      return [row, el('tr', { class: `a-guide-row${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
-        el('td', { class: 'a-guide-pad', colspan: 2, 'aria-hidden': 'true' }), el('td', { class: 'a-guide-cell', colspan: 5 }, guide))];
-    }).flat();
-    // Redrawn on every alarm change: keyboard focus on a button stays on that alarm's button.
+    const made = new Map();
+    const rows = active.flatMap((alarm) => {
+      const key = rowKey(alarm);
+      const kept = this.rowsByAlarm.get(alarm.name);
+      const shown = kept?.key === key ? kept : { key, rows: this.alarmRows(alarm) };
+      made.set(alarm.name, shown);
+      return shown.rows;
+    });
+    this.rowsByAlarm = made;
     const body = byId('alarm-rows');
+    // Keyboard focus on a button stays on that alarm's button.
     const focused = body.contains(document.activeElement) ? document.activeElement.dataset.alarm : null;
-    fill(body, rows);
-    if (focused) [...body.querySelectorAll('button[data-alarm]')].find((button) => button.dataset.alarm === focused)?.focus();
+    // Rows are put in place one by one, so the rows that stay are left where they are.
+    rows.forEach((row, index) => {
+      const there = body.children[index];
+      if (there !== row) body.insertBefore(row, there ?? null);
+    });
+    while (body.children.length > rows.length) body.lastElementChild.remove();
+    if (focused && !body.contains(document.activeElement)) {
+      [...body.querySelectorAll('button[data-alarm]')].find((button) => button.dataset.alarm === focused)?.focus();
+    }
     byId('alarm-none').hidden = rows.length > 0;
     byId('alarm-table').hidden = rows.length === 0;
+  }
+
+  /** An alarm's row, and the row of what to do below it when the plant file says. */
+  alarmRows(alarm) {
+    const { name, cls } = band(alarm.priority);
+    const unacked = UNACKED.has(alarm.state);
+    const ack = unacked && alarm.state !== 'normal'
+      ? el('button', { type: 'button', class: 'button', dataset: { alarm: alarm.name }, onclick: () => this.acknowledge(alarm.name) }, 'Acknowledge')
+      : null;
+    const shelve = el('button', { type: 'button', class: 'button quiet', dataset: { shelve: alarm.name }, onclick: () => this.dialog.open('shelve', alarm.name, this.messageOf(alarm.name)) }, 'Shelve');
+    const guide = guidance(alarm);
+    const row = el('tr', { class: `${cls}${unacked ? ' unacked' : ''}${guide ? ' guided' : ''}`, dataset: { alarm: alarm.name } },
+      el('td', { class: 'a-since' }, showTime(alarm.sinceMs)),
+      el('td', { class: 'a-pri' }, el('span', { class: `pri-badge ${cls}` }, name), ' ', String(alarm.priority ?? '')),
+      el('td', { class: 'a-msg' }, el('strong', {}, alarm.message || alarm.name), el('br'), el('span', { class: 'muted small' }, `${alarm.name}${alarm.condition ? ` · ${alarm.condition}` : ''}`)),
+      el('td', { class: 'num', 'data-label': 'Value' }, alarm.value ? showValue(alarm.value, alarm.value.units) : '—'),
+      el('td', { class: 'num', 'data-label': 'Limit' }, alarm.limit === undefined ? '—' : formatNumber(Number(alarm.limit))),
+      el('td', { class: 'a-state' }, el('span', { class: 'state' }, el('span', { class: 'blink', 'aria-hidden': 'true' }), STATE_WORDS[alarm.state] ?? alarm.state),
+        alarm.acknowledgedBy ? el('span', { class: 'muted small' }, ` by ${alarm.acknowledgedBy}`) : null,
+        alarm.chattering ? el('span', { class: 'chatter-badge', title: '3 trips within a minute: consider an on-delay, a deadband or shelving it' }, 'Chattering') : null),
+      el('td', { class: 'a-act' }, el('div', { class: 'a-buttons' }, ack, shelve)));
+    // What to do spans the row below, under the alarm, so it reads as lines, not a column.
+    if (!guide) return [row];
+    return [row, el('tr', { class: `a-guide-row${unacked ? ' unacked' : ''}`, dataset: { alarm: alarm.name } },
+      el('td', { class: 'a-guide-pad', colspan: 2, 'aria-hidden': 'true' }), el('td', { class: 'a-guide-cell', colspan: 5 }, guide))];
   }
 
   /** Acknowledges `name`; an alarm that takes a signature opens the dialog for it. */
