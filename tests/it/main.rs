@@ -24,6 +24,7 @@ mod http_limits;
 mod log_bounds;
 mod login_limits;
 mod mcp;
+mod mcp_resources;
 mod modbus_harness;
 mod modbus_sources;
 mod mqtt_sources;

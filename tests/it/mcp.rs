@@ -73,10 +73,21 @@ impl McpRig {
     }
 
     pub(crate) async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        self.client_with(()).await
+    }
+
+    /// A client whose notifications go to `handler`.
+    pub(crate) async fn client_with<H: rmcp::ClientHandler>(
+        &self,
+        handler: H,
+    ) -> rmcp::service::RunningService<rmcp::RoleClient, H> {
         let transport = StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(self.token.clone()),
         );
-        ().serve(transport).await.expect("the MCP client initializes")
+        handler
+            .serve(transport)
+            .await
+            .expect("the MCP client initializes")
     }
 
     /// One raw HTTP/1.1 POST to /mcp: the status and the whole response.

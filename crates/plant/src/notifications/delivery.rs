@@ -17,8 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Notice;
 
-/// The most notices a notification holds waiting; past it the oldest go, counted.
-pub(crate) const OUTBOX_CAPACITY: usize = 1000;
+/// The most notices a notification holds waiting; past it the oldest go, counted. A trip of a
+/// few thousand alarms and its reset, two events each, fit whole (a notice is a few hundred
+/// bytes: a few megabytes at most).
+pub(crate) const OUTBOX_CAPACITY: usize = 10_000;
 /// The most notices one batch carries; the rest follow in the next.
 const MAX_BATCH: usize = 500;
 /// The most events a batch lists one by one (the rest are counted in its summary).

@@ -35,6 +35,7 @@ use crate::objects::{AlarmDefinition, AlarmGuidance, AlarmHandling, Tag};
 use crate::plant::PlantReader;
 use crate::proposals::ProposalBoard;
 use plant_model::Quality;
+pub use proposals::proposal_standing;
 
 /// The most JSON one tool result may hold (about 4,000 tokens).
 pub const MAX_RESULT_BYTES: usize = 16 * 1024;

@@ -110,7 +110,7 @@ fn follow_tool(board: &Arc<ProposalBoard>) -> ToolDefinition {
 }
 
 /// Where a proposal stands, for whoever follows it.
-pub(crate) fn proposal_standing(proposal: &Proposal) -> Value {
+pub fn proposal_standing(proposal: &Proposal) -> Value {
     let (state, settled) = match &proposal.state {
         ProposalState::Pending => ("pending", false),
         ProposalState::Deciding => ("deciding", false),

@@ -1,14 +1,21 @@
 //! RuntimeMCP: the runtime tools as an MCP server (rmcp), from the same catalog, gates and
 //! runner as the chat path, so `tools/call` answers exactly the content a model reads: the
 //! canonical `{"ok": true, "result": ...}` as text and as `structuredContent`, which follows the
-//! tool's declared `outputSchema`; a refusal is `isError` with the canonical failure.
+//! tool's declared `outputSchema`; a refusal is `isError` with the canonical failure. Resources
+//! (`resources.rs`) and prompts (`prompts.rs`) are offered beside the tools.
+
+mod prompts;
+mod resources;
 
 use std::sync::Arc;
 
 use localai::tools::{ToolCaller, ToolDefinition, success_content};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -17,20 +24,25 @@ use serde_json::Value;
 use plant::{Runtime, ToolsClosed};
 use store::TokenUser;
 
-/// One MCP session's handler (sessions share the runtime).
+/// One MCP session's handler (sessions share the runtime; each has its own resource
+/// subscriptions, which end with it).
 #[derive(Debug, Clone)]
 pub(super) struct RuntimeMcp {
     runtime: Runtime,
+    subscriptions: Arc<resources::ResourceSubscriptions>,
 }
 
 impl RuntimeMcp {
     pub(super) fn new(runtime: Runtime) -> Self {
-        Self { runtime }
+        Self {
+            runtime,
+            subscriptions: Arc::default(),
+        }
     }
 }
 
 /// The MCP error for tools that are not offered.
-fn closed(error: &ToolsClosed) -> ErrorData {
+pub(super) fn closed(error: &ToolsClosed) -> ErrorData {
     match error {
         ToolsClosed::Disabled => ErrorData::invalid_request(error.to_string(), None),
         ToolsClosed::Settings(_) => ErrorData::internal_error(error.to_string(), None),
@@ -73,12 +85,22 @@ fn tool_caller(context: &RequestContext<RoleServer>) -> Option<ToolCaller> {
 
 impl ServerHandler for RuntimeMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("tserver", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Read the live plant of this TServer: tag values with their quality and time, the UNS \
-                 tree, equipment, alarms and history. Values whose quality is not Good are not current.",
-            )
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(Implementation::new("tserver", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Read the live plant of this TServer: tag values with their quality and time, the UNS \
+                 tree, equipment, alarms and history. Values whose quality is not Good are not current. \
+                 The proposal tools only propose: an operator decides, and runtime_get_proposal (or the \
+                 resource tserver://proposals/{id}) says what was decided; nothing is done before.",
+        )
     }
 
     async fn list_tools(
@@ -117,6 +139,81 @@ impl ServerHandler for RuntimeMcp {
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_content().to_string())]),
         };
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            resources::list(&self.runtime).await?,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(&self.runtime).await?,
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Some(caller) = tool_caller(&context) else {
+            return Err(ErrorData::invalid_request("no verified caller", None));
+        };
+        let contents = resources::read(&self.runtime, &request.uri, caller).await?;
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions
+            .subscribe(&self.runtime, &request.uri, context.peer)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(prompts::get(&self.runtime, &request)?.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        prompts::complete(&self.runtime, &request)
     }
 }
 
