@@ -25,6 +25,7 @@ mod log_bounds;
 mod login_limits;
 mod mcp;
 mod mcp_resources;
+mod mcp_sdk;
 mod modbus_harness;
 mod modbus_sources;
 mod mqtt_sources;

@@ -64,12 +64,17 @@ impl McpRig {
         }
     }
 
-    fn path(&self) -> String {
-        self.solution.path.to_str().expect("utf-8").to_owned()
+    /// The bearer token, as a client configures it.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/mcp", self.http.port())
+    }
+
+    fn path(&self) -> String {
+        self.solution.path.to_str().expect("utf-8").to_owned()
     }
 
     pub(crate) async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
@@ -457,7 +462,7 @@ async fn tclient_mcp_bridges_stdio_to_a_running_server_under_its_login() {
 
 /// Every runtime tool with arguments it answers without a failure (history windows fixed in
 /// the past, so two calls read the same samples).
-fn every_tool_call() -> Vec<(&'static str, Value)> {
+pub(crate) fn every_tool_call() -> Vec<(&'static str, Value)> {
     let end = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
     let start = end - std::time::Duration::from_secs(2 * 3600);
     let (start, end) = (
@@ -585,6 +590,51 @@ async fn an_idle_session_ends_and_its_id_is_then_told_to_start_again() {
     }
     assert_eq!(status, 404, "an expired session starts again");
     rig.open_session().await.expect("a new session opens");
+    rig.stop().await;
+}
+
+/// A session the server no longer knows (ended idle here; on several nodes, held by a node that
+/// went away) is answered 404 with a JSON-RPC error saying to start again, and rmcp's client
+/// starts a new one by itself: its caller sees every call answered.
+#[tokio::test]
+async fn a_client_whose_session_is_gone_goes_on_in_a_new_one_told_why() {
+    let rig = McpRig::start_with(HttpConfig {
+        session_idle: std::time::Duration::from_millis(300),
+        ..HttpConfig::default()
+    })
+    .await;
+    let client = rig.client().await;
+    let call = || {
+        client.call_tool(
+            CallToolRequestParams::new("runtime_get_value")
+                .with_arguments(arguments(json!({"tag": "Tank1.Level"}))),
+        )
+    };
+    assert_eq!(call().await.expect("answered").is_error, Some(false));
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    let again = call().await.expect("answered in a new session");
+    assert_eq!(again.is_error, Some(false));
+    // What a client that does not start again by itself reads.
+    let (status, response) = rig
+        .post(
+            &rig.host(),
+            &rig.in_session("0123456789abcdef0123456789abcdef"),
+            LIST,
+        )
+        .await;
+    assert_eq!(status, 404);
+    let body = response.split("\r\n\r\n").nth(1).expect("a body");
+    // The JSON, whether the body came whole or in chunks.
+    let json_text = &body[body.find('{').expect("JSON")..=body.rfind('}').expect("JSON")];
+    let body: Value = serde_json::from_str(json_text).expect("JSON-RPC");
+    assert_eq!(body["id"], 2, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.ends_with("initialize a new session")),
+        "{body}"
+    );
+    client.cancel().await.expect("closes");
     rig.stop().await;
 }
 

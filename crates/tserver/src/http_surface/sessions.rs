@@ -29,9 +29,10 @@ pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 /// Seconds a refused client is told to wait.
 const RETRY_AFTER_SECONDS: &str = "5";
 
-/// What rmcp answers for an unknown or ended session, byte for byte, so a session of another
-/// token reads exactly as one that does not exist.
-const SESSION_NOT_FOUND: &str = "Not Found: Session not found";
+/// What a request of a session this server does not know is told (in a JSON-RPC error, for
+/// the clients that show it rather than start again by themselves).
+const SESSION_NOT_FOUND: &str = "this MCP session is not known here: it was closed, it sat idle past its time, \
+                                 or the server that held it went away; initialize a new session";
 
 /// JSON-RPC's "invalid request" code, for a request id already in flight.
 const INVALID_REQUEST: i64 = -32600;
@@ -176,7 +177,7 @@ pub(super) async fn guard_sessions(
         None => next.run(request).await,
         Some(Ok(session)) => in_session(&sessions, &token_id, session, request, next).await,
         // A session id that is not text was never handed out.
-        Some(Err(_)) => return session_not_found(),
+        Some(Err(_)) => return session_not_found(None),
     };
     if response.status().is_server_error() && response.status() != StatusCode::SERVICE_UNAVAILABLE {
         sessions.warn(response.status());
@@ -223,44 +224,49 @@ async fn in_session(
     request: Request,
     next: Next,
 ) -> Response {
+    // A POST's body was read whole (and bounded) by the layer before this one; its id goes
+    // into any error answered here.
+    let (request, id) = if request.method() == Method::POST {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let id = request_id(&bytes);
+        (Request::from_parts(parts, Body::from(bytes)), id)
+    } else {
+        (request, None)
+    };
     let owner_matches = sessions
         .owned()
         .get(&session)
         .is_some_and(|owned| owned.token_id == token_id);
     if !owner_matches {
         tracing::debug!("MCP request refused: a session this token did not open, or none");
-        return session_not_found();
+        return session_not_found(id);
     }
-    let (request, in_flight) = if request.method() == Method::POST {
-        let (parts, body) = request.into_parts();
-        // The body was read whole (and bounded) by the layer before this one.
-        let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-            return StatusCode::BAD_REQUEST.into_response();
-        };
-        let id = request_id(&bytes);
-        let in_flight = match id {
-            Some(id) => {
-                let key = id.to_string();
-                let taken = sessions
-                    .owned()
-                    .get_mut(&session)
-                    .is_some_and(|owned| !owned.in_flight.insert(key.clone()));
-                if taken {
-                    return id_in_use(id);
-                }
-                Some(InFlight {
-                    sessions: Arc::clone(sessions),
-                    session: session.clone(),
-                    id: key,
-                })
+    let in_flight = match &id {
+        Some(id) => {
+            let key = id.to_string();
+            let taken = sessions
+                .owned()
+                .get_mut(&session)
+                .is_some_and(|owned| !owned.in_flight.insert(key.clone()));
+            if taken {
+                return id_in_use(id.clone());
             }
-            None => None,
-        };
-        (Request::from_parts(parts, Body::from(bytes)), in_flight)
-    } else {
-        (request, None)
+            Some(InFlight {
+                sessions: Arc::clone(sessions),
+                session: session.clone(),
+                id: key,
+            })
+        }
+        None => None,
     };
     let response = next.run(request).await;
+    // A session rmcp has ended (closed, idle) reads as one never handed out.
+    if response.status() == StatusCode::NOT_FOUND {
+        return session_not_found(id);
+    }
     match in_flight {
         // The id stays taken until the answer's stream ends.
         Some(in_flight) => {
@@ -287,24 +293,30 @@ fn request_id(body: &[u8]) -> Option<Value> {
     message.remove("id").filter(|id| !id.is_null())
 }
 
-/// rmcp's own answer for a session it does not know.
-fn session_not_found() -> Response {
-    let mut response = Response::new(Body::from(SESSION_NOT_FOUND));
-    *response.status_mut() = StatusCode::NOT_FOUND;
-    response
+/// The answer for a session this server does not know (never handed out, another token's,
+/// ended, or held by a node that went away): 404, which tells an MCP client to initialize
+/// again (rmcp's client does so by itself), with a JSON-RPC error saying why for the clients
+/// that show it instead.
+fn session_not_found(id: Option<Value>) -> Response {
+    invalid_request(StatusCode::NOT_FOUND, id, SESSION_NOT_FOUND)
 }
 
 /// The JSON-RPC error for a request whose id is already in flight in its session.
 fn id_in_use(id: Value) -> Response {
     let message = "the request id is already in use by a request of this session still being \
                    answered; use a new id for each request";
+    invalid_request(StatusCode::OK, Some(id), message)
+}
+
+/// A JSON-RPC "invalid request" error answering request `id`, with HTTP `status`.
+fn invalid_request(status: StatusCode, id: Option<Value>, message: &str) -> Response {
     let body = json!({
         "jsonrpc": "2.0",
         "id": id,
         "error": {"code": INVALID_REQUEST, "message": message},
     });
     (
-        StatusCode::OK,
+        status,
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
         body.to_string(),
     )

@@ -27,8 +27,8 @@ const PENDING_PROPOSALS: &str = "tserver://proposals/pending";
 const PROPOSAL: &str = "tserver://proposals/";
 const JSON: &str = "application/json";
 
-/// The most alarms the active alarms resource lists (the alarm tool's own ceiling bounds it too).
-const LISTED_ALARMS: u64 = 1_000;
+/// The most alarms the active alarms resource lists: the alarm tool's ceiling.
+const LISTED_ALARMS: u64 = 200;
 
 /// How long a subscription gathers changes before it tells its session: a flood of alarm
 /// changes is one notification a quarter second, not one a change.
