@@ -286,25 +286,34 @@ impl ResourceSubscriptions {
         if open_bits(runtime).await? & named.bit() == 0 {
             return Err(refused(uri));
         }
-        let look: Box<dyn Fn() -> Value + Send + Sync> = match named {
+        // What the resource reads, and the change it waits for: the plant's for the alarms, the
+        // board's for the proposals.
+        let (look, mut wake): (Box<dyn Fn() -> Value + Send + Sync>, _) = match named {
             Named::ActiveAlarms => {
                 let plant = runtime.plant().reader();
-                Box::new(move || alarm_states(&plant))
+                let changes = plant.changes();
+                (Box::new(move || alarm_states(&plant)), changes)
             }
             Named::PendingProposals => {
                 let board = Arc::clone(runtime.proposals());
-                Box::new(move || pending_proposals(&board, SystemTime::now()))
+                let revision = board.revision();
+                (
+                    Box::new(move || pending_proposals(&board, SystemTime::now())),
+                    revision,
+                )
             }
             Named::Proposal(id) => {
                 let board = Arc::clone(runtime.proposals());
                 if board.get(&id).is_none() {
                     return Err(refused(uri));
                 }
-                Box::new(move || {
+                let revision = board.revision();
+                let look = move || {
                     board
                         .get(&id)
                         .map_or(Value::Null, |proposal| plant::tools::proposal_standing(&proposal))
-                })
+                };
+                (Box::new(look), revision)
             }
             Named::Model(_) | Named::Document(_) => {
                 return Err(ErrorData::invalid_params(
@@ -315,8 +324,6 @@ impl ResourceSubscriptions {
                 ));
             }
         };
-        let mut changes = runtime.plant().reader().changes();
-        let mut decisions = runtime.proposals().revision();
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let uri_text = uri.to_owned();
@@ -325,8 +332,7 @@ impl ResourceSubscriptions {
             loop {
                 tokio::select! {
                     () = stopped.cancelled() => return,
-                    changed = changes.changed() => if changed.is_err() { return },
-                    decided = decisions.changed() => if decided.is_err() { return },
+                    changed = wake.changed() => if changed.is_err() { return },
                 }
                 tokio::time::sleep(GATHERING).await;
                 let now = look();
