@@ -27,8 +27,10 @@ pub struct Node {
 #[derive(Debug)]
 pub struct Haproxy {
     child: Child,
-    /// Where clients connect.
+    /// Where clients of the framed protocol connect.
     pub front: SocketAddr,
+    /// Where HTTP clients (browsers, MCP clients) connect.
+    pub http_front: SocketAddr,
     /// Its statistics page.
     pub stats: SocketAddr,
     /// Its log (the shipped configuration logs to stderr): node state changes.
@@ -54,12 +56,16 @@ impl Haproxy {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = dir.path().join("haproxy.log");
         let front = free_loopback_addr();
+        let http_front = free_loopback_addr();
         let stats = free_loopback_addr();
         let child = Command::new(HAPROXY)
             // -db: stay in the foreground, so the test owns the process.
             .args(["-db", "-f", CONFIG])
             .env("TSERVER_FRONT", front.to_string())
+            .env("TSERVER_HTTP_FRONT", http_front.to_string())
             .env("TSERVER_HAPROXY_STATS", stats.to_string())
+            .env("TSERVER_NODE1_HTTP", nodes[0].http.to_string())
+            .env("TSERVER_NODE2_HTTP", nodes[1].http.to_string())
             .env("TSERVER_NODE1", nodes[0].listen.to_string())
             .env("TSERVER_NODE1_HTTP_PORT", nodes[0].http.port().to_string())
             .env("TSERVER_NODE2", nodes[1].listen.to_string())
@@ -73,6 +79,7 @@ impl Haproxy {
         let mut haproxy = Self {
             child,
             front,
+            http_front,
             stats,
             log,
             _dir: dir,
@@ -97,6 +104,21 @@ impl Haproxy {
     /// Each node's state as HAProxy's statistics say (`UP`, `DOWN`, `UP 1/2`...), in the
     /// configuration's order.
     pub async fn node_states(&self) -> Vec<String> {
+        self.node_column("tserver_nodes", "status").await
+    }
+
+    /// How many connections (sessions, in HAProxy's words) each node's HTTP surface was sent
+    /// through the HTTP front, in the configuration's order.
+    pub async fn http_connections(&self) -> Vec<u64> {
+        self.node_column("tserver_http_nodes", "stot")
+            .await
+            .iter()
+            .map(|count| count.parse().expect("a count"))
+            .collect()
+    }
+
+    /// The statistics' `column` for each node of `backend`.
+    async fn node_column(&self, backend: &str, column: &str) -> Vec<String> {
         let csv = reqwest::get(format!("http://{}/;csv", self.stats))
             .await
             .expect("the statistics page answers")
@@ -110,25 +132,26 @@ impl Haproxy {
             .trim_start_matches("# ")
             .split(',')
             .collect();
-        let column = |name: &str| {
+        let position = |name: &str| {
             header
                 .iter()
                 .position(|field| *field == name)
                 .unwrap_or_else(|| panic!("the statistics have a {name} column"))
         };
-        let (proxy, server, status) = (column("pxname"), column("svname"), column("status"));
+        let (proxy, server, wanted) = (position("pxname"), position("svname"), position(column));
         lines
             .map(|line| line.split(',').collect::<Vec<&str>>())
-            .filter(|fields| fields[proxy] == "tserver_nodes" && fields[server].starts_with("node"))
-            .map(|fields| fields[status].to_owned())
+            .filter(|fields| fields[proxy] == backend && fields[server].starts_with("node"))
+            .map(|fields| fields[wanted].to_owned())
             .collect()
     }
 
-    /// Waits (at most 10 s) until HAProxy counts every node as up.
+    /// Waits (at most 10 s) until HAProxy counts every node as up, on both fronts.
     pub async fn wait_until_all_up(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let states = self.node_states().await;
+            let mut states = self.node_states().await;
+            states.extend(self.node_column("tserver_http_nodes", "status").await);
             if states.iter().all(|state| state == "UP") {
                 return;
             }

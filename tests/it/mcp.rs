@@ -73,7 +73,7 @@ impl McpRig {
         format!("http://127.0.0.1:{}/mcp", self.http.port())
     }
 
-    fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         self.solution.path.to_str().expect("utf-8").to_owned()
     }
 

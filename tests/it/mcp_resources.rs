@@ -1,7 +1,7 @@
 //! RuntimeMCP's resources and prompts with a real MCP client (rmcp): the plant model, the
 //! documents, the active alarms and the proposals listed and read under the tools' bits;
-//! subscriptions told when alarms and proposals change; the built-in prompts listed, rendered
-//! and their arguments completed from the plant.
+//! subscriptions told when alarms and proposals change; the built-in prompts and the site's
+//! own from an import listed, rendered and their arguments completed from the plant.
 
 use std::time::Duration;
 
@@ -397,6 +397,181 @@ async fn prompts_are_listed_rendered_and_their_arguments_completed_from_the_plan
         completed(Reference::for_prompt("explain_alarm"), "alarm", "zzz")
             .await
             .is_empty()
+    );
+    client.cancel().await.expect("closes");
+    rig.stop().await;
+}
+
+/// A plant whose file gives two prompts: one in place of a built-in, one of its own.
+const PLANT_WITH_PROMPTS: &str = r#"
+[[types]]
+name = "Pump"
+
+  [[types.tags]]
+  name = "MotorCurrent"
+  type = "number"
+
+[[equipment]]
+name = "Pump1"
+type = "Pump"
+path = "Plant/Area1/Pump1"
+
+[[equipment]]
+name = "Pump2"
+type = "Pump"
+path = "Plant/Area1/Pump2"
+
+[[prompts]]
+name = "diagnose_equipment"
+title = "Diagnose, as this site does"
+template = "Site diagnosis of {equipment}."
+
+  [[prompts.arguments]]
+  name = "equipment"
+  values = "equipment"
+
+[[prompts]]
+name = "pump_check"
+description = "A pump over some hours."
+template = "Check {pump} over {hours} hours; {{not an argument}}."
+
+  [[prompts.arguments]]
+  name = "pump"
+  description = "The pump."
+  values = "equipment"
+
+  [[prompts.arguments]]
+  name = "hours"
+  default = "4"
+"#;
+
+#[tokio::test]
+async fn the_site_prompts_of_an_import_are_offered_after_the_built_in_ones_and_replace_theirs() {
+    let rig = rig().await;
+    let client = rig.client().await;
+    let names = || async {
+        let prompts = client.list_all_prompts().await.expect("listed");
+        prompts
+            .into_iter()
+            .map(|prompt| prompt.name)
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(
+        names().await,
+        ["diagnose_equipment", "shift_handover", "explain_alarm"]
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, PLANT_WITH_PROMPTS).expect("writes");
+    let imported = admin(
+        &["plant", &rig.path(), "import", file.to_str().expect("utf-8")],
+        "",
+    );
+    assert!(imported.contains("prompts: 2 added"), "{imported}");
+    // What the running server's background does at its next tick.
+    assert!(
+        rig.server.runtime.reload_plant_if_imported().await,
+        "the import is seen"
+    );
+    assert_eq!(
+        names().await,
+        [
+            "shift_handover",
+            "explain_alarm",
+            "diagnose_equipment",
+            "pump_check"
+        ]
+    );
+    let listed = client.list_all_prompts().await.expect("listed");
+    let check = listed
+        .iter()
+        .find(|prompt| prompt.name == "pump_check")
+        .expect("listed");
+    let required: Vec<(String, Option<bool>)> = check
+        .arguments
+        .iter()
+        .flatten()
+        .map(|argument| (argument.name.clone(), argument.required))
+        .collect();
+    assert_eq!(
+        required,
+        [("pump".to_owned(), Some(true)), ("hours".to_owned(), Some(false))]
+    );
+    assert_eq!(check.description.as_deref(), Some("A pump over some hours."));
+
+    let text = |name: &'static str, given: Value| {
+        let client = &client;
+        async move {
+            client
+                .get_prompt(GetPromptRequestParams::new(name).with_arguments(arguments(given)))
+                .await
+                .map(|got| {
+                    serde_json::to_value(&got.messages).expect("JSON")[0]["content"]["text"]
+                        .as_str()
+                        .expect("a text message")
+                        .to_owned()
+                })
+        }
+    };
+    assert_eq!(
+        text("pump_check", json!({"pump": "Pump2"}))
+            .await
+            .expect("rendered"),
+        "Check Pump2 over 4 hours; {not an argument}."
+    );
+    // A value is put in as it is, never read as a placeholder itself.
+    assert_eq!(
+        text("pump_check", json!({"pump": "Pump1", "hours": "{pump}"}))
+            .await
+            .expect("rendered"),
+        "Check Pump1 over {pump} hours; {not an argument}."
+    );
+    assert_eq!(
+        text("diagnose_equipment", json!({"equipment": "Pump1"}))
+            .await
+            .expect("the site's own"),
+        "Site diagnosis of Pump1."
+    );
+    let refused = text("pump_check", json!({"pump": "Tank1"}))
+        .await
+        .expect_err("not in the plant");
+    assert!(
+        refused.to_string().contains("pump \"Tank1\" is not in the plant"),
+        "{refused}"
+    );
+    let refused = text("pump_check", json!({"pump": "Pump1", "hours": "9".repeat(1001)}))
+        .await
+        .expect_err("too long");
+    assert!(
+        refused
+            .to_string()
+            .contains("hours is 1001 characters long; at most 1000"),
+        "{refused}"
+    );
+
+    let pumps = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt("pump_check"),
+            ArgumentInfo::new("pump", "p"),
+        ))
+        .await
+        .expect("completed")
+        .completion
+        .values;
+    assert_eq!(pumps, ["Pump1", "Pump2"]);
+    let free = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt("pump_check"),
+            ArgumentInfo::new("hours", ""),
+        ))
+        .await
+        .expect("completed")
+        .completion
+        .values;
+    assert!(
+        free.is_empty(),
+        "a text argument has nothing to complete: {free:?}"
     );
     client.cancel().await.expect("closes");
     rig.stop().await;

@@ -2,7 +2,8 @@
 //! changes is what every node uses at its next call (settings, users, secrets), operators'
 //! writes land in one audit trail, and a database restart is an error envelope naming the
 //! store, then nothing more. Behind HAProxy, a node killed under load loses no acknowledged
-//! write, and the scripts it ran move to the other node.
+//! write, the scripts it ran move to the other node, and an MCP client whose node died goes on
+//! in a new session on the other.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -640,4 +641,77 @@ async fn every_nodes_simulator_gives_the_same_values_at_the_same_time() {
             assert_eq!(value(&one), value(&two), "{} at +{seconds} s", motion.tag);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_goes_on_on_the_other_node_when_its_node_dies_behind_haproxy() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let database = TestDatabase::create().await;
+    let url = database.url();
+    let solution = Solution::demo();
+    let path = solution.path.to_str().expect("utf-8");
+    let token = admin(
+        &["tokens", path, "create", "--user", "guest", "--name", "agent"],
+        "",
+    )
+    .trim()
+    .to_owned();
+    admin(&["solution", "copy", path, &url], "");
+    let (first, first_node) = node_on(&url);
+    let (second, second_node) = node_on(&url);
+    let haproxy = Haproxy::start([first_node, second_node]);
+    haproxy.wait_until_all_up().await;
+
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", haproxy.http_front))
+            .auth_header(token),
+    );
+    let client = ().serve(transport).await.expect("initializes through haproxy");
+    let read = || {
+        client.call_tool(
+            CallToolRequestParams::new("runtime_get_value")
+                .with_arguments(crate::mcp::arguments(serde_json::json!({"tag": "Tank1.Level"}))),
+        )
+    };
+    assert_eq!(read().await.expect("answered").is_error, Some(false));
+    // The whole session went to one node (it stays there while that node is up).
+    let before = haproxy.http_connections().await;
+    let serving = before
+        .iter()
+        .position(|count| *count > 0)
+        .expect("a node served it");
+    assert_eq!(
+        before[1 - serving],
+        0,
+        "the session stayed on its node: {before:?}"
+    );
+    let survivor = if serving == 0 {
+        drop(first);
+        second
+    } else {
+        drop(second);
+        first
+    };
+
+    // The next call reaches the other node, which knows no such session: the client is told
+    // so (404) and goes on in a new session there, without the caller doing anything.
+    let again = read().await.unwrap_or_else(|error| {
+        panic!(
+            "not answered on the other node: {error}; haproxy:\n{}",
+            haproxy.log()
+        )
+    });
+    assert_eq!(again.is_error, Some(false), "{again:?}");
+    let after = haproxy.http_connections().await;
+    assert!(
+        after[1 - serving] > 0,
+        "the other node served the rest: {before:?} then {after:?}; haproxy:\n{}",
+        haproxy.log()
+    );
+    client.cancel().await.expect("closes");
+    drop(survivor);
 }

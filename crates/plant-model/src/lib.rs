@@ -37,6 +37,7 @@ mod document;
 pub mod fixtures;
 mod model;
 mod names;
+mod prompt_template;
 mod reader;
 mod tag_expression;
 mod values;
@@ -47,13 +48,15 @@ use std::ops::Range;
 pub use attachments::{DocumentTextError, PlantDocument, document_text, read_documents};
 pub use document::Format;
 pub use model::{
-    AlarmSpec, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE, DEFAULT_MAX_INTERVAL,
-    DisplayMark, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec, History, HistoryOptions,
-    HistoryRule, InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS, MAX_RETENTION_HOURS,
-    MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion, NotificationSpec, NotifiedEvent,
-    PlantInfo, PlantModel, Signing, SourceBinding, SourceKind, SourceSpec, TagSpec, TagType,
+    AlarmSpec, ArgumentValues, BindingProblem, Compression, Condition, DEFAULT_DEADBAND_OF_RANGE,
+    DEFAULT_MAX_INTERVAL, DisplayMark, DocumentSpec, Equipment, EquipmentType, ExpandedPlant, FolderSpec,
+    History, HistoryOptions, HistoryRule, InitialValue, MAX_ALARM_DELAY_S, MAX_ALARM_TEXT_CHARS,
+    MAX_RETENTION_HOURS, MAX_TAG_VALUE_CHARS, MAX_TAG_VALUES, MAX_TIME_TO_RESPOND_S, Motion,
+    NotificationSpec, NotifiedEvent, PlantInfo, PlantModel, PromptArgumentSpec, PromptSpec, Signing,
+    SourceBinding, SourceKind, SourceSpec, StoredParts, TagSpec, TagType,
 };
 pub use names::{fold, nearest, normalize, outside_values, text_value_problem};
+pub use prompt_template::{fill_template, placeholders};
 pub use reader::document_path_problem;
 pub use tag_expression::{Comparison, ExpressionError, MAX_EXPRESSION_CHARS, Operand, TagExpression};
 pub use values::{AlarmEvent, AlarmEventKind, Quality, TagValue};
@@ -80,6 +83,18 @@ pub const MAX_DOCUMENTS_BYTES: usize = 32 * 1024 * 1024;
 
 /// The longest path of a document accepted.
 pub const MAX_DOCUMENT_PATH: usize = 1024;
+
+/// The most prompts a plant file may give.
+pub const MAX_PROMPTS: usize = 100;
+
+/// The most arguments a prompt may have.
+pub const MAX_PROMPT_ARGUMENTS: usize = 10;
+
+/// The longest prompt template, in bytes.
+pub const MAX_PROMPT_TEMPLATE: usize = 16 * 1024;
+
+/// The longest value of a prompt argument, in characters.
+pub const MAX_PROMPT_VALUE: usize = 1000;
 
 /// One problem in a plant file, at its place.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -493,6 +508,127 @@ folders = ["Q"]
             [
                 "f:9:8: notifications[0].mqtt: no MQTT source named \"nowhere\"",
                 "f:10:11: notifications[0].folders[0]: no tag is below \"Q\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn site_prompts_are_read_checked_against_the_plant_and_exported_back() {
+        let text = format!(
+            r#"{PUMPS}
+[[prompts]]
+name = "check_pump"
+title = "Check a pump"
+description = "The pump's current against its curve."
+template = "Check {{pump}} over the last {{hours}} hours against {{{{the curve}}}}."
+
+  [[prompts.arguments]]
+  name = "pump"
+  values = "equipment"
+  default = "Pump1"
+
+  [[prompts.arguments]]
+  name = "hours"
+  description = "How far back."
+  default = "4"
+"#
+        );
+        let model = read(&text, Format::Toml, "f").expect("valid");
+        let prompt = &model.prompts[0];
+        assert_eq!(
+            (prompt.name.as_str(), prompt.title.as_str()),
+            ("check_pump", "Check a pump")
+        );
+        assert_eq!(
+            prompt.arguments[0],
+            PromptArgumentSpec {
+                name: "pump".to_owned(),
+                description: String::new(),
+                default: Some("Pump1".to_owned()),
+                values: ArgumentValues::Equipment,
+            }
+        );
+        assert_eq!(
+            prompt.arguments[1].values,
+            ArgumentValues::Text,
+            "text unless told"
+        );
+        let again = read(&model.to_toml().expect("exports"), Format::Toml, "again").expect("reads back");
+        assert_eq!(again.prompts, model.prompts);
+        let stored = PlantModel::prompts_from_json(&model.to_json().expect("stores")).expect("reads");
+        assert_eq!(stored, model.prompts);
+
+        let wrong = r#"
+[[tags]]
+name = "T"
+path = "P/T"
+type = "number"
+
+[[prompts]]
+name = "bad name"
+template = "x"
+
+[[prompts]]
+name = "a"
+template = "Look at {tag} and {tga} and {missing}"
+
+  [[prompts.arguments]]
+  name = "tag"
+  values = "tags"
+
+[[prompts]]
+name = "b"
+template = "Look at {tag}"
+
+  [[prompts.arguments]]
+  name = "tag"
+  values = "tag"
+  default = "U"
+
+[[prompts]]
+name = "c"
+template = "Look at {x}"
+
+  [[prompts.arguments]]
+  name = "x"
+
+  [[prompts.arguments]]
+  name = "unused"
+
+[[prompts]]
+name = "B"
+template = "Plain."
+
+[[prompts]]
+name = "d"
+description = "no template"
+"#;
+        assert_eq!(
+            errors(wrong, Format::Toml),
+            [
+                "f:8:8: prompts[0].name: \"bad name\" is not a usable name for a prompt: 1 to 64 ASCII letters, \
+                 digits, '_', '-', beginning with a letter or '_'",
+                "f:17:12: prompts[1].arguments[0].values: unknown kind of values \"tags\" (did you mean \"tag\"?); \
+                 one of: text, equipment, alarm, tag, folder",
+                "f:26:13: prompts[2].arguments[0].default: no tag named \"U\" (did you mean \"T\"?)",
+                "f:36:10: prompts[3].arguments[1].name: the template never uses {unused}",
+                "f:39:8: prompts[4].name: two prompts named \"B\"",
+                "f:42:1: prompts[5].template: is required",
+            ]
+        );
+        let unknown = r#"
+[[prompts]]
+name = "a"
+template = "Look at {tag} and {tagg}, {{literally}}"
+
+  [[prompts.arguments]]
+  name = "tag"
+"#;
+        assert_eq!(
+            errors(unknown, Format::Toml),
+            [
+                "f:4:12: prompts[0].template: {tagg} names no argument of this prompt (did you mean \"tag\"?); \
+              declare it in [[prompts.arguments]] or write {{ and }} for braces themselves"
             ]
         );
     }

@@ -40,6 +40,88 @@ pub struct PlantModel {
     /// Where alarm events are sent as they are recorded: webhooks and MQTT topics.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<NotificationSpec>,
+    /// The site's own prompts, offered by RuntimeMCP beside the built-in ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptSpec>,
+}
+
+/// `[[prompts]]`: a prompt of the site's own that MCP clients offer their users, a template
+/// whose `{argument}`s are filled in (a prompt named like a built-in one replaces it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSpec {
+    /// Its name, as clients call it: letters, digits, `_` and `-`, unique among the prompts.
+    pub name: String,
+    /// A short name for people.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// What it does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The message the model is given, each `{argument}` replaced by its value.
+    pub template: String,
+    /// Its arguments, each named in the template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arguments: Vec<PromptArgumentSpec>,
+}
+
+/// `[[prompts.arguments]]`: one argument of a site prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptArgumentSpec {
+    /// Its name, as the template writes it in braces.
+    pub name: String,
+    /// What to give, for the user.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// What it is when not given; an argument without one is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
+    /// What its values are, completed from and checked against the plant.
+    #[serde(default, skip_serializing_if = "ArgumentValues::is_text")]
+    pub values: ArgumentValues,
+}
+
+/// What a prompt argument's values are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgumentValues {
+    /// Any text (at most [`MAX_PROMPT_VALUE`](crate::MAX_PROMPT_VALUE) characters).
+    #[default]
+    Text,
+    /// An equipment's name: an instance, or a folder holding tags.
+    Equipment,
+    /// An alarm's name.
+    Alarm,
+    /// A tag's name.
+    Tag,
+    /// A UNS folder's path.
+    Folder,
+}
+
+impl ArgumentValues {
+    /// Every kind, as the file names them.
+    pub const ALL: [Self; 5] = [Self::Text, Self::Equipment, Self::Alarm, Self::Tag, Self::Folder];
+
+    /// The name the file writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Equipment => "equipment",
+            Self::Alarm => "alarm",
+            Self::Tag => "tag",
+            Self::Folder => "folder",
+        }
+    }
+
+    /// The kind a plant file names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|values| values.name() == name)
+    }
+
+    fn is_text(&self) -> bool {
+        *self == Self::Text
+    }
 }
 
 /// `[[notifications]]`: the alarm events of some priority and folders, sent as they are
@@ -171,14 +253,20 @@ impl NotifiedEvent {
 
 /// The parts of a stored model read on their own; every other part (tags and types above all,
 /// nearly all of a large plant) is skipped unread.
-#[derive(Deserialize)]
-struct StoredParts {
+#[derive(Debug, Default, Deserialize)]
+pub struct StoredParts {
+    /// `[[sources]]`.
     #[serde(default)]
-    sources: Vec<SourceSpec>,
+    pub sources: Vec<SourceSpec>,
+    /// `[[equipment]]`.
     #[serde(default)]
-    equipment: Vec<Equipment>,
+    pub equipment: Vec<Equipment>,
+    /// `[[notifications]]`.
     #[serde(default)]
-    notifications: Vec<NotificationSpec>,
+    pub notifications: Vec<NotificationSpec>,
+    /// `[[prompts]]`.
+    #[serde(default)]
+    pub prompts: Vec<PromptSpec>,
 }
 
 /// `[[documents]]`: a Markdown or plain-text file about the equipment of some types, some
@@ -1352,6 +1440,18 @@ impl PlantModel {
     ) -> Result<(Vec<NotificationSpec>, Vec<SourceSpec>), serde_json::Error> {
         let parts = serde_json::from_str::<StoredParts>(json)?;
         Ok((parts.notifications, parts.sources))
+    }
+
+    /// The sources, equipment, notifications and prompts of a model the solution stored with
+    /// [`to_json`](Self::to_json), the rest skipped.
+    pub fn parts_from_json(json: &str) -> Result<StoredParts, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    /// The site prompts of a model the solution stored with [`to_json`](Self::to_json), the
+    /// rest skipped.
+    pub fn prompts_from_json(json: &str) -> Result<Vec<PromptSpec>, serde_json::Error> {
+        Ok(serde_json::from_str::<StoredParts>(json)?.prompts)
     }
 
     /// The equipment instances of a model the solution stored with [`to_json`](Self::to_json),

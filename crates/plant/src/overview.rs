@@ -253,26 +253,27 @@ fn label_below(folder: &str, path: &str) -> String {
     rest.replace('/', " ")
 }
 
-/// One equipment: a folder holding tags, with those tags.
-struct Equipment {
+/// One equipment with its tags ranked.
+struct RankedEquipment {
     path: String,
     tags: Vec<Arc<Tag>>,
 }
 
 /// Every equipment at or below `folder`, in natural path order, each with its tags ranked.
-fn equipment_below(objects: &ObjectModel, folder: &str) -> Vec<Equipment> {
-    let mut found: Vec<Equipment> = objects
-        .folders()
-        .filter(|(path, inside)| (*path == folder || is_below(folder, path)) && !inside.tags.is_empty())
-        .map(|(path, inside)| {
-            let mut tags: Vec<Arc<Tag>> = inside
+fn equipment_below(objects: &ObjectModel, folder: &str) -> Vec<RankedEquipment> {
+    let mut found: Vec<RankedEquipment> = objects
+        .equipment()
+        .filter(|equipment| equipment.path == folder || is_below(folder, equipment.path))
+        .map(|equipment| {
+            let mut tags: Vec<Arc<Tag>> = equipment
+                .folder
                 .tags
                 .iter()
                 .filter_map(|tag_path| objects.tag(tag_path).cloned())
                 .collect();
             tags.sort_by(|a, b| rank(objects, a, b));
-            Equipment {
-                path: path.to_owned(),
+            RankedEquipment {
+                path: equipment.path.to_owned(),
                 tags,
             }
         })
@@ -414,7 +415,7 @@ fn area_group(objects: &ObjectModel, area: &str) -> DisplayGroup {
 }
 
 /// An equipment's tile: its values and states in rank order, as many as fit.
-fn equipment_group(objects: &ObjectModel, equipment: Equipment) -> DisplayGroup {
+fn equipment_group(objects: &ObjectModel, equipment: RankedEquipment) -> DisplayGroup {
     let label = |tag: &Arc<Tag>| label_below(&equipment.path, &tag.definition().path);
     let values: Vec<DisplayPoint> = equipment
         .tags

@@ -43,15 +43,14 @@ pub fn plant_model(plant: &PlantReader, folder: &str, max_bytes: usize) -> Optio
             entry
         })
         .collect();
-    // Equipment is a folder holding tags (with its type when the plant file declares one).
     let library = plant.library();
     let equipment: Vec<Value> = objects
-        .folders()
-        .filter(|(path, folder)| !path.is_empty() && !folder.tags.is_empty() && below(path))
-        .map(|(path, _)| {
-            let mut entry = json!({"name": path.rsplit('/').next().unwrap_or(path), "path": path});
-            if let Some(instance) = library.instances().iter().find(|instance| instance.path == path) {
-                entry["type"] = instance.kind.as_str().into();
+        .equipment()
+        .filter(|equipment| below(equipment.path))
+        .map(|equipment| {
+            let mut entry = json!({"name": equipment.name, "path": equipment.path});
+            if let Some(kind) = library.type_at(equipment.path) {
+                entry["type"] = kind.into();
             }
             entry
         })

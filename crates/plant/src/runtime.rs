@@ -89,6 +89,7 @@ impl Runtime {
             definitions,
             documents,
             equipment,
+            prompts,
             alarm_record,
             alarm_handling,
         } = at_start;
@@ -103,7 +104,7 @@ impl Runtime {
         historian.set_max_bytes(settings.history_max_bytes);
         let plant = Plant::new(objects, historian);
         plant.set_alarm_flood_count(settings.alarm_flood_count);
-        plant.index_library(documents, equipment);
+        plant.index_library(documents, equipment, prompts);
         let simulator = Simulator::new(plant.clone(), definitions)?;
         let proposals = Arc::new(ProposalBoard::default());
         let tools = Arc::new(runtime_catalog(&plant.reader(), &proposals));
@@ -441,16 +442,17 @@ impl Runtime {
         let read = async {
             let documents = self.store.plant_documents().await?;
             let equipment = self.store.plant_equipment().await?;
-            Ok::<_, SolutionError>((documents, equipment))
+            let prompts = self.store.plant_prompts().await?;
+            Ok::<_, SolutionError>((documents, equipment, prompts))
         };
-        let (documents, equipment) = match read.await {
+        let (documents, equipment, prompts) = match read.await {
             Ok(read) => read,
             Err(error) => {
                 tracing::error!(%error, "the plant's documents cannot be read; the running server keeps those it has");
                 return None;
             }
         };
-        tokio::task::spawn_blocking(move || PlantLibrary::new(documents, &equipment))
+        tokio::task::spawn_blocking(move || PlantLibrary::new(documents, &equipment, &prompts))
             .await
             .inspect_err(|error| tracing::error!(%error, "indexing the plant's documents failed"))
             .ok()

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use plant_model::{
     AlarmSpec, Condition, DisplayMark, Equipment, ExpandedPlant, FolderSpec, InitialValue, Motion,
-    PlantDocument, PlantModel, SourceBinding, SourceSpec, TagExpression, TagSpec, TagType,
+    PlantDocument, PlantModel, PromptSpec, SourceBinding, SourceSpec, StoredParts, TagExpression, TagSpec,
+    TagType,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -36,6 +37,8 @@ pub struct PlantChanges {
     pub documents: Changes,
     /// Sources (brokers, devices, servers) by name.
     pub sources: Changes,
+    /// Site prompts by name.
+    pub prompts: Changes,
 }
 
 /// Names added, changed and removed.
@@ -81,6 +84,7 @@ impl PlantChanges {
             && self.folders.is_empty()
             && self.documents.is_empty()
             && self.sources.is_empty()
+            && self.prompts.is_empty()
     }
 }
 
@@ -157,6 +161,11 @@ impl SolutionDb {
     /// The equipment instances of the plant model as last imported (none before an import).
     pub(crate) fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
         equipment_of_json(self.read(read_model_json)?.as_deref())
+    }
+
+    /// The site's prompts of the plant model as last imported (none before an import).
+    pub(crate) fn plant_prompts(&self) -> Result<Vec<plant_model::PromptSpec>, SolutionError> {
+        prompts_of_json(self.read(read_model_json)?.as_deref())
     }
 
     /// The plant's notifications and the sources they may publish through.
@@ -278,7 +287,7 @@ pub(super) fn write_plant(
     let before = read_definitions(transaction)??;
     let after = model.expand();
     let mut changes = changes_between(&before, &after);
-    changes.sources = source_changes(read_model_json(transaction)?.as_deref(), &model.sources)?;
+    named_part_changes(read_model_json(transaction)?.as_deref(), model, &mut changes)?;
     changes.documents = document_changes(&read_documents(transaction)??, documents);
     if !changes.documents.is_empty() {
         write_documents(transaction, documents)?;
@@ -705,26 +714,35 @@ pub(super) fn changes_between(before: &ExpandedPlant, after: &ExpandedPlant) -> 
         folders: Changes::between(&by_path(&before.folders), &by_path(&after.folders)),
         documents: Changes::default(),
         sources: Changes::default(),
+        prompts: Changes::default(),
     }
 }
 
-/// The sources replacing those of the stored model (`before_json`; none before any import)
-/// with `after` adds, changes and removes, by name.
-pub(super) fn source_changes(
+/// The sources and prompts replacing those of the stored model (`before_json`; none before any
+/// import) with `model`'s add, change and remove, by name.
+pub(super) fn named_part_changes(
     before_json: Option<&str>,
-    after: &[SourceSpec],
-) -> Result<Changes, SolutionError> {
+    model: &PlantModel,
+    changes: &mut PlantChanges,
+) -> Result<(), SolutionError> {
     let before = match before_json {
-        Some(json) => PlantModel::sources_from_json(json).map_err(unreadable_model)?,
-        None => Vec::new(),
+        Some(json) => PlantModel::parts_from_json(json).map_err(unreadable_model)?,
+        None => StoredParts::default(),
     };
-    let by_name = |sources: &[SourceSpec]| -> BTreeMap<String, SourceSpec> {
-        sources
-            .iter()
-            .map(|source| (source.name.clone(), source.clone()))
-            .collect()
-    };
-    Ok(Changes::between(&by_name(&before), &by_name(after)))
+    fn by_name<T: Clone>(parts: &[T], name: fn(&T) -> String) -> BTreeMap<String, T> {
+        parts.iter().map(|part| (name(part), part.clone())).collect()
+    }
+    let source_name: fn(&SourceSpec) -> String = |source| source.name.clone();
+    let prompt_name: fn(&PromptSpec) -> String = |prompt| prompt.name.clone();
+    changes.sources = Changes::between(
+        &by_name(&before.sources, source_name),
+        &by_name(&model.sources, source_name),
+    );
+    changes.prompts = Changes::between(
+        &by_name(&before.prompts, prompt_name),
+        &by_name(&model.prompts, prompt_name),
+    );
+    Ok(())
 }
 
 /// The documents replacing `before` with `after` adds, changes (title, text or scope) and
@@ -802,6 +820,12 @@ pub struct PlantNotifications {
 pub(super) fn equipment_of_json(json: Option<&str>) -> Result<Vec<Equipment>, SolutionError> {
     json.map_or(Ok(Vec::new()), |json| {
         PlantModel::equipment_from_json(json).map_err(unreadable_model)
+    })
+}
+
+pub(super) fn prompts_of_json(json: Option<&str>) -> Result<Vec<plant_model::PromptSpec>, SolutionError> {
+    json.map_or(Ok(Vec::new()), |json| {
+        PlantModel::prompts_from_json(json).map_err(unreadable_model)
     })
 }
 

@@ -58,6 +58,8 @@ pub struct SolutionAtStart {
     pub documents: Vec<PlantDocument>,
     /// The equipment instances of the plant model (the documents' searches are about them).
     pub equipment: Vec<Equipment>,
+    /// The site's prompts.
+    pub prompts: Vec<plant_model::PromptSpec>,
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
     pub alarm_record: Vec<AlarmEvent>,
     /// The alarms shelved or out of service.
@@ -125,6 +127,7 @@ impl Store {
             definitions: self.plant_definitions().await?,
             documents: self.plant_documents().await?,
             equipment: self.plant_equipment().await?,
+            prompts: self.plant_prompts().await?,
             alarm_record: self.alarm_events_since_last_trip().await?,
             alarm_handling: self.alarm_handling().await?,
         })
@@ -138,6 +141,7 @@ impl Store {
             definitions: on_backend_blocking!(self, plant_definitions())?,
             documents: on_backend_blocking!(self, plant_documents())?,
             equipment: on_backend_blocking!(self, plant_equipment())?,
+            prompts: on_backend_blocking!(self, plant_prompts())?,
             alarm_record: on_backend_blocking!(self, alarm_events_since_last_trip())?,
             alarm_handling: on_backend_blocking!(self, alarm_handling())?,
         })
@@ -284,6 +288,11 @@ impl Store {
     /// without reading the rest of it.
     pub async fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
         on_backend!(self, plant_equipment())
+    }
+
+    /// The site's prompts of the plant model as last imported (none before an import).
+    pub async fn plant_prompts(&self) -> Result<Vec<plant_model::PromptSpec>, SolutionError> {
+        on_backend!(self, plant_prompts())
     }
 
     /// The plant's notifications and the sources an MQTT one publishes through.

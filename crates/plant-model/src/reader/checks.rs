@@ -3,12 +3,12 @@
 //! alarms, instances, bindings and documents naming parts that exist and suit them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ops::Range;
 
+use super::traced::TracedPlant;
 use super::{Places, Reader, show};
 use crate::model::{
-    Condition, Equipment, EquipmentType, ExpandedPlant, InitialValue, PlantModel, SourceBinding, SourceKind,
-    TagSpec, TagType,
+    Condition, Equipment, EquipmentType, InitialValue, PlantModel, SourceBinding, SourceKind, TagSpec,
+    TagType,
 };
 use crate::names::{self, Quote, did_you_mean, outside_values};
 use crate::{Operand, TagExpression};
@@ -54,6 +54,13 @@ pub(crate) fn check_model(reader: &mut Reader<'_>, model: &PlantModel, places: &
             .map(|notification| notification.name.as_str()),
     );
     super::notifications::check_notifications(reader, model, places, &plant.expanded.tags);
+    check_unique_names(
+        reader,
+        places,
+        "prompts",
+        model.prompts.iter().map(|prompt| prompt.name.as_str()),
+    );
+    super::prompts::check_prompts(reader, &plant);
 }
 
 /// Within one equipment type: member names unique and free of '/', alarm names unique, and
@@ -272,100 +279,6 @@ fn check_limit_overrides(reader: &mut Reader<'_>, places: &Places<'_>, overridde
             }
             Some(_) => {}
         }
-    }
-}
-
-/// The expanded plant with the model and the places it came from, so each expanded tag or
-/// alarm is reported where it was written.
-struct TracedPlant<'a> {
-    model: &'a PlantModel,
-    places: &'a Places<'a>,
-    expanded: ExpandedPlant,
-}
-
-impl<'a> TracedPlant<'a> {
-    fn new(model: &'a PlantModel, places: &'a Places<'a>) -> Self {
-        Self {
-            model,
-            places,
-            expanded: model.expand(),
-        }
-    }
-
-    /// The instance (`Ok`) whose type made the expanded tag at `position`, or else the index
-    /// of the plain tag (`Err`).
-    fn tag_entry(&self, position: usize) -> Result<usize, usize> {
-        entry_of(self.model, position, |kind| kind.tags.len())
-    }
-
-    /// Where the expanded tag at `position` was written: its instance, or its own name.
-    fn tag_origin(&self, position: usize) -> (Range<usize>, String) {
-        origin(
-            self.model,
-            self.places,
-            position,
-            |kind| kind.tags.len(),
-            ("tags", "name"),
-            |index| format!("{}.name", self.places.field("tags", index)),
-        )
-    }
-
-    /// Where the expanded alarm at `position` was written: its instance, or its own entry.
-    fn alarm_origin(&self, position: usize) -> (Range<usize>, String) {
-        origin(
-            self.model,
-            self.places,
-            position,
-            |kind| kind.alarms.len(),
-            ("alarms", "tag"),
-            |index| self.places.field("alarms", index),
-        )
-    }
-
-    /// Where the `suppress_when` of the expanded alarm at `position` was written, and its field:
-    /// its type's alarm (one place for every instance), or its own entry.
-    fn suppression_origin(&self, position: usize) -> (Range<usize>, String) {
-        let mut seen = 0;
-        for instance in &self.model.equipment {
-            let Some(type_index) = self
-                .model
-                .types
-                .iter()
-                .position(|kind| kind.name == instance.kind)
-            else {
-                continue;
-            };
-            let count = self.model.types[type_index].alarms.len();
-            if position < seen + count {
-                let member = position - seen;
-                return (
-                    self.places
-                        .member_span(type_index, "alarms", member, "suppress_when"),
-                    format!(
-                        "{}.suppress_when",
-                        self.places.member_field(type_index, "alarms", member)
-                    ),
-                );
-            }
-            seen += count;
-        }
-        let index = position - seen;
-        (
-            self.places.span("alarms", index, "suppress_when"),
-            format!("{}.suppress_when", self.places.field("alarms", index)),
-        )
-    }
-
-    /// Whether a missing tag may be one that could not be read: left out of the plain tags, or
-    /// of a type's members, or an instance (or its type) left out.
-    fn tag_may_be_unread(&self, name: &str) -> bool {
-        let places = self.places;
-        places.dropped_named("tags", name)
-            || places.dropped_any("equipment")
-            || places.dropped_any("types")
-            || (0..self.model.types.len()).any(|index| {
-                places.dropped_any(&format!("types[{}].tags", places.file_index("types", index)))
-            })
     }
 }
 
@@ -752,20 +665,8 @@ fn check_documents(reader: &mut Reader<'_>, plant: &TracedPlant<'_>) {
             ),
         );
     }
-    let mut folders: BTreeSet<&str> = model.folders.iter().map(|folder| folder.path.as_str()).collect();
-    let placed = model
-        .equipment
-        .iter()
-        .map(|instance| instance.path.as_str())
-        .chain(plant.expanded.tags.iter().map(|tag| tag.path.as_str()));
-    for path in placed {
-        folders.extend(path.match_indices('/').map(|(end, _)| &path[..end]));
-    }
-    folders.extend(model.equipment.iter().map(|instance| instance.path.as_str()));
-    // A folder on the way to an entry left out may be missing from those found.
-    let folders_unsure = ["folders", "tags", "equipment"]
-        .iter()
-        .any(|list| places.dropped_any(list));
+    let folders = plant.folders();
+    let folders_unsure = plant.folders_unsure();
     let mut files: HashMap<String, usize> = HashMap::new();
     for (index, document) in model.documents.iter().enumerate() {
         if files.insert(names::fold(&document.path), index).is_some() {
@@ -898,48 +799,6 @@ fn taken(what: &str, name: &str, other: &str, owner: &str) -> String {
              or one that looks like another, makes a name people cannot tell apart"
         )
     }
-}
-
-/// Where the expanded tag or alarm at `position` was written: the equipment instance whose
-/// type made it (types give `members` each), or else its own entry in `section` (the plain
-/// items follow the instances' in the expanded plant).
-fn origin(
-    model: &PlantModel,
-    places: &Places<'_>,
-    position: usize,
-    members: impl Fn(&EquipmentType) -> usize,
-    (section, key): (&str, &str),
-    field: impl Fn(usize) -> String,
-) -> (Range<usize>, String) {
-    match entry_of(model, position, members) {
-        Ok(instance) => (
-            places.span("equipment", instance, "name"),
-            places.field("equipment", instance),
-        ),
-        Err(index) => (places.span(section, index, key), field(index)),
-    }
-}
-
-/// The equipment instance (`Ok`) whose type made the expanded item at `position` (types give
-/// `members` each), or else the index of the plain item (`Err`).
-fn entry_of(
-    model: &PlantModel,
-    position: usize,
-    members: impl Fn(&EquipmentType) -> usize,
-) -> Result<usize, usize> {
-    let mut seen = 0;
-    for (index, instance) in model.equipment.iter().enumerate() {
-        let count = model
-            .types
-            .iter()
-            .find(|kind| kind.name == instance.kind)
-            .map_or(0, &members);
-        if position < seen + count {
-            return Ok(index);
-        }
-        seen += count;
-    }
-    Err(position - seen)
 }
 
 /// Why a condition cannot watch a tag of `kind`, if it cannot.

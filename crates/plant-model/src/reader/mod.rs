@@ -8,8 +8,8 @@
 //! (tables, strings, numbers, names, paths, lists, a name from a fixed list). Each section of
 //! the plant file is read in a file of its own: `[plant]`, `[[folders]]`, `[[tags]]` (with
 //! their history and display), `[[alarms]]`, `[[sources]]` (with a tag's `source`), `[[types]]` and
-//! `[[equipment]]`, `[[documents]]`. The checks across sections run on the model read, with
-//! the [`Places`] its parts were written at.
+//! `[[equipment]]`, `[[documents]]`, `[[notifications]]`, `[[prompts]]`. The checks across
+//! sections run on the model read, with the [`Places`] its parts were written at.
 
 mod alarms;
 mod checks;
@@ -20,8 +20,10 @@ mod folders;
 mod notifications;
 mod places;
 mod plant;
+mod prompts;
 mod sources;
 mod tags;
+mod traced;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -111,6 +113,7 @@ impl<'t> Reader<'t> {
         let sources = self.list(&mut fields, "sources", Self::source_spec);
         let documents = self.list(&mut fields, "documents", Self::document_spec);
         let notifications = self.list(&mut fields, "notifications", Self::notification);
+        let prompts = self.list(&mut fields, "prompts", Self::prompt_spec);
         self.done(
             fields,
             &[
@@ -123,6 +126,7 @@ impl<'t> Reader<'t> {
                 "sources",
                 "documents",
                 "notifications",
+                "prompts",
             ],
         );
         Some(PlantModel {
@@ -135,6 +139,7 @@ impl<'t> Reader<'t> {
             sources,
             documents,
             notifications,
+            prompts,
         })
     }
 

@@ -44,9 +44,7 @@ impl<'n> Places<'n> {
 
     /// `types[type_index].section[index]` as the file has it.
     pub(crate) fn member_field(&self, type_index: usize, section: &str, index: usize) -> String {
-        let kind = self.file_index("types", type_index);
-        let list = format!("types[{kind}].{section}");
-        format!("{list}[{}]", self.file_index(&list, index))
+        self.nested_field("types", type_index, section, index)
     }
 
     /// Whether the list `list` had entries left out.
@@ -115,14 +113,26 @@ impl<'n> Places<'n> {
         index: usize,
         key: &str,
     ) -> Range<usize> {
-        let file_type = self.file_index("types", type_index);
-        let Some(kind) = lookup(self.root, "types").and_then(|types| item(types, file_type)) else {
+        self.nested_span("types", type_index, section, index, key)
+    }
+
+    /// The same inside any entry: `parent[parent_index].section[index].key`.
+    pub(crate) fn nested_span(
+        &self,
+        parent: &str,
+        parent_index: usize,
+        section: &str,
+        index: usize,
+        key: &str,
+    ) -> Range<usize> {
+        let file_parent = self.file_index(parent, parent_index);
+        let Some(entry) = lookup(self.root, parent).and_then(|entries| item(entries, file_parent)) else {
             return 0..0;
         };
-        let Some(list) = lookup(kind, section) else {
-            return kind.span.clone();
+        let Some(list) = lookup(entry, section) else {
+            return entry.span.clone();
         };
-        let index = self.file_index(&format!("types[{file_type}].{section}"), index);
+        let index = self.file_index(&format!("{parent}[{file_parent}].{section}"), index);
         item(list, index)
             .and_then(|entry| {
                 if key.is_empty() {
@@ -132,5 +142,18 @@ impl<'n> Places<'n> {
                 }
             })
             .map_or(0..0, |node| node.span.clone())
+    }
+
+    /// `parent[parent_index].section[index]` as the file has it.
+    pub(crate) fn nested_field(
+        &self,
+        parent: &str,
+        parent_index: usize,
+        section: &str,
+        index: usize,
+    ) -> String {
+        let file_parent = self.file_index(parent, parent_index);
+        let list = format!("{parent}[{file_parent}].{section}");
+        format!("{list}[{}]", self.file_index(&list, index))
     }
 }

@@ -176,6 +176,17 @@ pub enum WriteError {
     },
 }
 
+/// One equipment: a folder holding tags (whatever its depth), called by its last segment.
+#[derive(Debug, Clone, Copy)]
+pub struct Equipment<'m> {
+    /// Its name: the last segment of its path, e.g. `Pump1`.
+    pub name: &'m str,
+    /// Its UNS path, e.g. `Plant/Area1/Pump1`.
+    pub path: &'m str,
+    /// Its folder, with the tags inside.
+    pub folder: &'m Folder,
+}
+
 /// Every live tag and alarm of a solution. Tags are addressable by dotted name or UNS path,
 /// exactly or ignoring case (Unicode NFC and case folding, as the plant file's names are unique).
 #[derive(Debug, Default)]
@@ -492,6 +503,17 @@ impl ObjectModel {
     /// Every folder with its path, sorted by path (the root first).
     pub fn folders(&self) -> impl Iterator<Item = (&str, &Folder)> {
         self.folders.iter().map(|(path, folder)| (path.as_str(), folder))
+    }
+
+    /// Every equipment (a folder holding tags), in path order.
+    pub fn equipment(&self) -> impl Iterator<Item = Equipment<'_>> {
+        self.folders()
+            .filter(|(path, folder)| !path.is_empty() && !folder.tags.is_empty())
+            .map(|(path, folder)| Equipment {
+                name: path.rsplit('/').next().unwrap_or(path),
+                path,
+                folder,
+            })
     }
 
     /// Every alarm, in definition order.

@@ -28,7 +28,7 @@ use crate::historian::{Historian, Recording};
 use crate::objects::{
     AcknowledgeError, HandlingError, ObjectModel, OutOfService, Shelving, TagSample, WriteError,
 };
-use plant_model::{AlarmEvent, Equipment, PlantDocument, Quality, TagValue};
+use plant_model::{AlarmEvent, Equipment, PlantDocument, PromptSpec, Quality, TagValue};
 
 /// More alarms than this within 10 minutes is a flood until the settings are read (EEMUA 191).
 const DEFAULT_FLOOD_COUNT: usize = 10;
@@ -233,19 +233,24 @@ impl Plant {
     /// Indexes the documents of a plant being loaded: a small library at once, a larger one
     /// on a thread of its own while the library says it is indexing, so a starting server
     /// answers at once. A library stored meanwhile (an import) is newer and is kept.
-    pub fn index_library(&self, documents: Vec<PlantDocument>, equipment: Vec<Equipment>) {
+    pub fn index_library(
+        &self,
+        documents: Vec<PlantDocument>,
+        equipment: Vec<Equipment>,
+        prompts: Vec<PromptSpec>,
+    ) {
         let bytes: usize = documents.iter().map(|document| document.text.len()).sum();
         if bytes <= INDEX_AT_ONCE_BYTES {
-            self.replace_library(PlantLibrary::new(documents, &equipment));
+            self.replace_library(PlantLibrary::new(documents, &equipment, &prompts));
             return;
         }
-        let placeholder = Arc::new(PlantLibrary::indexing(&equipment));
+        let placeholder = Arc::new(PlantLibrary::indexing(&equipment, &prompts));
         self.library.store(Arc::clone(&placeholder));
         let library = Arc::clone(&self.library);
         let indexing = std::thread::Builder::new()
             .name("document-index".to_owned())
             .spawn(move || {
-                let built = Arc::new(PlantLibrary::new(documents, &equipment));
+                let built = Arc::new(PlantLibrary::new(documents, &equipment, &prompts));
                 library.compare_and_swap(&placeholder, built);
                 tracing::info!(bytes, "the plant's documents are indexed");
             });

@@ -9,7 +9,7 @@ use super::{
     Cap, add_guidance, add_handling, bounded_list, find_tag, plant_tool, short_text, tag_reading,
     text_argument,
 };
-use crate::objects::{Folder, is_below, join_path, mask_matches, normalize_path};
+use crate::objects::{Equipment, is_below, join_path, mask_matches, normalize_path};
 use crate::plant::PlantReader;
 
 const BROWSE_CAP: Cap = Cap {
@@ -318,18 +318,16 @@ fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolE
         .unwrap_or("*");
     let cap = INSTANCES_CAP.read(arguments);
     let objects = plant.objects();
-    let instances: Vec<(&str, &Folder)> = objects
-        .folders()
-        .filter(|(path, folder)| !path.is_empty() && !folder.tags.is_empty())
-        .filter(|(path, _)| mask_matches(mask, tag_path_leaf(path)))
+    let instances: Vec<Equipment<'_>> = objects
+        .equipment()
+        .filter(|equipment| mask_matches(mask, equipment.name))
         .collect();
     let total = instances.len();
     let library = plant.library();
     let listed: Vec<Value> = instances
         .into_iter()
         .take(cap)
-        .map(|(path, folder)| {
-            let name = tag_path_leaf(path);
+        .map(|Equipment { name, path, folder }| {
             let tags: Vec<&str> = folder
                 .tags
                 .iter()
@@ -343,9 +341,8 @@ fn list_instances(plant: &PlantReader, arguments: &Value) -> Result<Value, ToolE
                 "tags": tags,
                 "tagCount": folder.tags.len(),
             });
-            // Only a type the plant file declares: a name's letters (`C` of `C1`) are no type.
-            if let Some(instance) = library.instances().iter().find(|instance| instance.path == path) {
-                entry["type"] = json!(instance.kind);
+            if let Some(kind) = library.type_at(path) {
+                entry["type"] = json!(kind);
             }
             entry
         })

@@ -20,8 +20,8 @@ use crate::plant::{
     ALL_TAGS, AlarmRow, BOUND_TAGS, INSERT_TAGS, PlantRows, SELECT_ALARMS, SELECT_FOLDERS, SELECT_MODEL_JSON,
     SELECT_MOTIONS, StoredRecording, TagQuery, TagRow, UPDATE_TAGS, canonical, changes_between,
     definitions_of_rows, document_changes, equipment_of_json, invalid, model_json, model_of_definitions,
-    model_of_json, source_changes, sources_of_rows, stored_display, stored_source, stored_type,
-    stored_values,
+    model_of_json, named_part_changes, prompts_of_json, sources_of_rows, stored_display, stored_source,
+    stored_type, stored_values,
 };
 use crate::secrets::{load_key, open_sealed, seal};
 
@@ -139,6 +139,11 @@ impl PgStore {
         equipment_of_json(self.model_json(&self.pool).await?.as_deref())
     }
 
+    /// The site's prompts of the plant model as last imported (none before an import).
+    pub(crate) async fn plant_prompts(&self) -> Result<Vec<plant_model::PromptSpec>, SolutionError> {
+        prompts_of_json(self.model_json(&self.pool).await?.as_deref())
+    }
+
     /// The plant's notifications and the sources they may publish through.
     pub(crate) async fn plant_notifications(&self) -> Result<crate::PlantNotifications, SolutionError> {
         crate::plant::notifications_of_json(self.model_json(&self.pool).await?.as_deref())
@@ -191,9 +196,10 @@ impl PgStore {
         let before = definitions_of_rows(self.plant_rows(&mut transaction).await?)?;
         let after = model.expand();
         let mut changes = changes_between(&before, &after);
-        changes.sources = source_changes(
+        named_part_changes(
             self.model_json(&mut *transaction).await?.as_deref(),
-            &model.sources,
+            model,
+            &mut changes,
         )?;
         changes.documents = document_changes(&self.documents_on(&mut transaction).await?, documents);
         if !changes.documents.is_empty() {

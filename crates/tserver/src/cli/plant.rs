@@ -188,6 +188,7 @@ fn write_changes(
         ("folders", &changes.folders),
         ("documents", &changes.documents),
         ("sources", &changes.sources),
+        ("prompts", &changes.prompts),
     ] {
         if list.is_empty() {
             continue;

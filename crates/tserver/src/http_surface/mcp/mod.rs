@@ -197,7 +197,7 @@ impl ServerHandler for RuntimeMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(prompts::list()))
+        Ok(ListPromptsResult::with_all_items(prompts::list(&self.runtime)))
     }
 
     async fn get_prompt(

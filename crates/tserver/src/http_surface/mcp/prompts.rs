@@ -10,32 +10,42 @@ use rmcp::model::{
 use serde_json::Value;
 
 use plant::Runtime;
-use plant::prompts::{
-    Completion, MAX_COMPLETIONS, PROMPTS, PlantPrompt, PromptError, complete as complete_from,
-};
+use plant::prompts::{Completion, MAX_COMPLETIONS, PromptError, complete as complete_from};
 
-/// Every prompt, with its arguments.
-pub(super) fn list() -> Vec<Prompt> {
-    PROMPTS
-        .iter()
+/// Every prompt the plant offers (the built-in ones and the site's), with its arguments.
+pub(super) fn list(runtime: &Runtime) -> Vec<Prompt> {
+    let library = runtime.plant().reader().library();
+    library
+        .prompts()
         .map(|prompt| {
             let arguments = prompt
                 .arguments
                 .iter()
                 .map(|argument| {
-                    PromptArgument::new(argument.name)
-                        .with_description(argument.description)
-                        .with_required(argument.required)
+                    let described = PromptArgument::new(&argument.name).with_required(argument.required());
+                    if argument.description.is_empty() {
+                        described
+                    } else {
+                        described.with_description(&argument.description)
+                    }
                 })
                 .collect();
-            Prompt::new(prompt.name, Some(prompt.description), Some(arguments)).with_title(prompt.title)
+            let description = (!prompt.description.is_empty()).then_some(prompt.description.as_str());
+            let listed = Prompt::new(&prompt.name, description, Some(arguments));
+            if prompt.title.is_empty() {
+                listed
+            } else {
+                listed.with_title(&prompt.title)
+            }
         })
         .collect()
 }
 
 /// The prompt `request` names, rendered with its arguments.
 pub(super) fn get(runtime: &Runtime, request: &GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
-    let prompt = PlantPrompt::named(&request.name).map_err(|error| invalid(&error))?;
+    let plant = runtime.plant().reader();
+    let library = plant.library();
+    let prompt = library.prompt(&request.name).map_err(|error| invalid(&error))?;
     // Arguments are strings in MCP; anything else is read as its JSON text.
     let given: Vec<(String, String)> = request
         .arguments
@@ -50,10 +60,10 @@ pub(super) fn get(runtime: &Runtime, request: &GetPromptRequestParams) -> Result
         })
         .collect();
     let text = prompt
-        .render(&runtime.plant().reader(), &given)
+        .render(&plant.objects(), &given)
         .map_err(|error| invalid(&error))?;
     let mut result = GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]);
-    result.description = Some(prompt.description.to_owned());
+    result.description = (!prompt.description.is_empty()).then(|| prompt.description.clone());
     Ok(result)
 }
 
@@ -69,16 +79,18 @@ pub(super) fn complete(
     let typed = request.argument.value.as_str();
     let (values, total) = match &request.r#ref {
         Reference::Prompt(reference) => {
-            let prompt = PlantPrompt::named(&reference.name).map_err(|error| invalid(&error))?;
+            let plant = runtime.plant().reader();
+            let library = plant.library();
+            let prompt = library.prompt(&reference.name).map_err(|error| invalid(&error))?;
             let Some(argument) = prompt.argument(&request.argument.name) else {
                 return Ok(CompleteResult::default());
             };
-            complete_from(&runtime.plant().reader(), argument.completion, typed)
+            complete_from(&plant.objects(), argument.completion, typed)
         }
         Reference::Resource(template)
             if template.uri.ends_with("{+folder}") && request.argument.name == "folder" =>
         {
-            complete_from(&runtime.plant().reader(), Completion::Folder, typed)
+            complete_from(&runtime.plant().objects(), Completion::Folder, typed)
         }
         Reference::Resource(template) if template.uri.ends_with("{id}") && request.argument.name == "id" => {
             let ids: Vec<String> = runtime
