@@ -311,7 +311,16 @@ async fn prompts_are_listed_rendered_and_their_arguments_completed_from_the_plan
     let client = rig.client().await;
     let prompts = client.list_all_prompts().await.expect("listed");
     let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
-    assert_eq!(names, ["diagnose_equipment", "shift_handover", "explain_alarm"]);
+    assert_eq!(
+        names,
+        [
+            "diagnose_equipment",
+            "shift_handover",
+            "explain_alarm",
+            "tank_check"
+        ],
+        "the built-in prompts, then the demo plant's own"
+    );
     assert!(
         prompts
             .iter()
@@ -458,7 +467,7 @@ async fn the_site_prompts_of_an_import_are_offered_after_the_built_in_ones_and_r
     };
     assert_eq!(
         names().await,
-        ["diagnose_equipment", "shift_handover", "explain_alarm"]
+        ["diagnose_equipment", "shift_handover", "explain_alarm", "tank_check"]
     );
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -468,7 +477,10 @@ async fn the_site_prompts_of_an_import_are_offered_after_the_built_in_ones_and_r
         &["plant", &rig.path(), "import", file.to_str().expect("utf-8")],
         "",
     );
-    assert!(imported.contains("prompts: 2 added"), "{imported}");
+    assert!(
+        imported.contains("prompts: 2 added, 0 changed, 1 removed") && imported.contains("- tank_check"),
+        "{imported}"
+    );
     // What the running server's background does at its next tick.
     assert!(
         rig.server.runtime.reload_plant_if_imported().await,

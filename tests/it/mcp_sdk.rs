@@ -1,7 +1,8 @@
 //! RuntimeMCP as the official MCP Python SDK (`mcp` on PyPI, in the venv `.ci/run` makes) uses
 //! it: every tool called, each structured result checked against its outputSchema by the SDK
 //! and by jsonschema's Draft 2020-12 validator; refusals flagged `isError`; resources listed
-//! and read; prompts listed, rendered and completed; a subscription told when the alarms change.
+//! and read; prompts (the built-in ones and the demo plant's own) listed, rendered and completed;
+//! a subscription told when the alarms change.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -70,8 +71,8 @@ async fn the_official_python_sdk_calls_reads_renders_and_subscribes_and_every_re
     let plan = json!({
         "calls": calls,
         "reads": ["tserver://plant/model", "tserver://documents/procedures/tank-overfill.md", "tserver://alarms/active", "tserver://proposals/pending"],
-        "prompts": [["diagnose_equipment", {"equipment": "Pump1"}], ["explain_alarm", {"alarm": "Nope.Hi"}]],
-        "completions": [["prompt", "diagnose_equipment", "equipment", "Pu"], ["resource", "tserver://plant/model/{+folder}", "folder", "Plant"]],
+        "prompts": [["diagnose_equipment", {"equipment": "Pump1"}], ["explain_alarm", {"alarm": "Nope.Hi"}], ["tank_check", {"tank": "Tank2"}]],
+        "completions": [["prompt", "diagnose_equipment", "equipment", "Pu"], ["resource", "tserver://plant/model/{+folder}", "folder", "Plant"], ["prompt", "tank_check", "tank", "Ta"]],
         "subscribe": "tserver://alarms/active",
     });
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp_sdk_client.py");
@@ -175,7 +176,16 @@ async fn the_official_python_sdk_calls_reads_renders_and_subscribes_and_every_re
         .iter()
         .filter_map(|prompt| prompt["name"].as_str())
         .collect();
-    assert_eq!(prompts, ["diagnose_equipment", "shift_handover", "explain_alarm"]);
+    assert_eq!(
+        prompts,
+        [
+            "diagnose_equipment",
+            "shift_handover",
+            "explain_alarm",
+            "tank_check"
+        ],
+        "the built-in prompts, then the demo plant's own"
+    );
     assert!(
         report["rendered"][0]["text"]
             .as_str()
@@ -200,6 +210,14 @@ async fn the_official_python_sdk_calls_reads_renders_and_subscribes_and_every_re
             .as_array()
             .is_some_and(|values| !values.is_empty())
     );
+    assert!(
+        report["rendered"][2]["text"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Check tank Tank2 over the last 2 hours")),
+        "{}",
+        report["rendered"][2]
+    );
+    assert_eq!(report["completions"][2], json!(["Tank1", "Tank2"]));
     assert_eq!(report["updates"], json!(["tserver://alarms/active"]));
     rig.stop().await;
 }
