@@ -467,7 +467,12 @@ async fn the_site_prompts_of_an_import_are_offered_after_the_built_in_ones_and_r
     };
     assert_eq!(
         names().await,
-        ["diagnose_equipment", "shift_handover", "explain_alarm", "tank_check"]
+        [
+            "diagnose_equipment",
+            "shift_handover",
+            "explain_alarm",
+            "tank_check"
+        ]
     );
 
     let dir = tempfile::tempdir().expect("temp dir");

@@ -242,7 +242,7 @@ async fn flood(bin: &Path, out_dir: &Path, plan: FloodPlan) -> anyhow::Result<Va
         bin,
         out_dir,
         "flood",
-        &plant(&broker.url(), &hook_url, plan.alarms),
+        Some(&plant(&broker.url(), &hook_url, plan.alarms)),
     )?;
     // Every tag's value retained at normal before the server starts, as a live plant's are.
     let field = Publisher::connect(broker.port).await;

@@ -1,7 +1,8 @@
 //! Builds of this repository's history run beside tserver in the full bench. The baseline
 //! build, tag `bench-baseline-1`, is the yardstick of the two microsecond rows of the 1-tool
 //! turn; the write baseline, commit 7a74e614 (the last before the acting path, signatures and
-//! the audit's hash chain), of the unsigned write's round trip.
+//! the audit's hash chain), of the unsigned write's round trip; the MCP baseline, commit
+//! 2b86ae77 (the last before tool results carried structured content), of `tools/call`.
 //!
 //! The CPU row asks for 35 us a 1-tool turn where the baseline build spent 59 us in the middle,
 //! so the target is 35/59 of what that build spends on the same machine in the same run; the
@@ -41,6 +42,18 @@ const WRITES: Yardstick = Yardstick {
     commit: "7a74e6148483434a4509cf58aa6be886f74922d3",
     name: "the write baseline (commit 7a74e614)",
 };
+
+/// The MCP baseline: the last commit before tool results carried structured content and an
+/// output schema.
+const MCP: Yardstick = Yardstick {
+    commit: "2b86ae774f7c8283701afde5fe17d4c2e5efe712",
+    name: "the MCP baseline (commit 2b86ae77)",
+};
+
+/// The MCP baseline's tserver, built under `dir` once (the sources and the build stay there).
+pub(crate) fn mcp_baseline(repository: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    build(repository, dir, &MCP)
+}
 
 /// A yardstick's tserver, serving its own demo solution.
 pub(crate) struct Baseline {

@@ -108,7 +108,7 @@ pub(crate) fn tclient_bench_as(
 
 /// Starts `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for
 /// the idle connections, RuntimeMCP at `http` with no request limit for the bench's token,
-/// `extra` options, its log in `log`; returns once it accepts connections.
+/// `extra` options, its log in `log`; returns once both listeners accept connections.
 pub(crate) fn serve(
     bin: &Path,
     solution: &Path,
@@ -148,12 +148,19 @@ pub(crate) fn serve(
             .context("cannot start tserver")?,
     };
     wait_for_port(addr.parse()?)?;
+    wait_for_port(http.parse()?)?;
     Ok(process)
 }
 
 /// A new solution `NAME.db` in `out_dir` (the demo's users and settings) whose plant is
-/// `plant`, replacing one a run before left; its path.
-pub(crate) fn fresh_solution(bin: &Path, out_dir: &Path, name: &str, plant: &str) -> anyhow::Result<PathBuf> {
+/// `plant` (the demo's when none), made by `bin`'s tserver, replacing one a run before left;
+/// its path.
+pub(crate) fn fresh_solution(
+    bin: &Path,
+    out_dir: &Path,
+    name: &str,
+    plant: Option<&str>,
+) -> anyhow::Result<PathBuf> {
     let tserver = bin.join("tserver");
     let solution = out_dir.join(format!("{name}.db"));
     for suffix in ["", ".key", "-wal", "-shm"] {
@@ -161,11 +168,27 @@ pub(crate) fn fresh_solution(bin: &Path, out_dir: &Path, name: &str, plant: &str
     }
     let path = solution.to_str().context("the bench directory is not UTF-8")?;
     run_quietly(&tserver, &["init", path, "--demo"])?;
-    let plant_file = out_dir.join(format!("{name}-plant.toml"));
-    std::fs::write(&plant_file, plant)?;
-    let plant_path = plant_file.to_str().context("a UTF-8 plant path")?;
-    run_quietly(&tserver, &["plant", path, "import", plant_path])?;
+    if let Some(plant) = plant {
+        let plant_file = out_dir.join(format!("{name}-plant.toml"));
+        std::fs::write(&plant_file, plant)?;
+        let plant_path = plant_file.to_str().context("a UTF-8 plant path")?;
+        run_quietly(&tserver, &["plant", path, "import", plant_path])?;
+    }
     Ok(solution)
+}
+
+/// A RuntimeMCP token of the demo's `guest` on `solution`, made by `bin`'s tserver.
+pub(crate) fn mcp_token(bin: &Path, solution: &Path) -> anyhow::Result<String> {
+    let solution = solution.to_str().context("a UTF-8 solution path")?;
+    let output = Command::new(bin.join("tserver"))
+        .args(["tokens", solution, "create", "--user", "guest", "--name", "bench"])
+        .stderr(Stdio::null())
+        .output()
+        .context("cannot run tserver tokens")?;
+    if !output.status.success() {
+        bail!("tserver tokens create failed");
+    }
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }
 
 /// A stand-in model's counters, read over HTTP.

@@ -1,13 +1,17 @@
-//! The RuntimeMCP scenario of `cargo xtask bench`: `tools/call runtime_get_value` over
-//! Streamable HTTP against the bench's tserver, at 1 and 16 calls in flight (one MCP session
-//! each). The measuring side runs as `xtask mcp-bench` from the build of the bench's profile,
-//! so the client is as optimized as the server.
+//! The RuntimeMCP scenario of `cargo xtask bench` (`--only mcp`): `tools/call
+//! runtime_get_value` over Streamable HTTP against the bench's tserver, at 1 and 16 calls in
+//! flight (one MCP session each); the same call at 1 in flight beside the MCP baseline build, in
+//! alternated rounds; and `resources/read tserver://plant/model` of a 10,000-tag plant. The
+//! measuring side runs as `xtask mcp-bench` from the build of the bench's profile, so the client
+//! is as optimized as the server.
 //!
 //! Two clients: `keep-alive` POSTs each JSON-RPC request on a kept-alive connection and reads
 //! its SSE answer to the end, as curl, browsers and most MCP hosts do (the server's cost per
 //! call); `rmcp` is rmcp's own client, which stops reading an answer's stream at the response
 //! and so opens a new TCP connection for every call (what an rmcp-based host pays).
+//! `read-model` is the keep-alive client reading the plant model.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,10 +21,17 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
+use super::harness::{fresh_solution, mcp_token, serve};
 use super::latencies::Latencies;
-use super::report::Results;
+use super::report::{Results, median};
 use super::verdicts::{self, Verdicts};
-use crate::processes::measuring_side;
+use crate::processes::{Process, free_port, measuring_side};
+
+/// Rounds of the baseline comparison, each build measured right after the other.
+const BASELINE_ROUNDS: usize = 6;
+
+/// The resource the plant model row reads.
+const PLANT_MODEL: &str = "tserver://plant/model";
 
 /// Calls each session makes before its measurement starts.
 const WARMUP_CALLS: usize = 20;
@@ -33,13 +44,18 @@ const PROTOCOL_VERSION: &str = "2025-06-18";
 pub(crate) enum McpClient {
     KeepAlive,
     Rmcp,
+    /// The keep-alive client reading the plant model instead of calling a tool.
+    ReadModel,
 }
 
 impl McpClient {
+    const ALL: [Self; 3] = [Self::KeepAlive, Self::Rmcp, Self::ReadModel];
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Self::KeepAlive => "keep-alive",
             Self::Rmcp => "rmcp",
+            Self::ReadModel => "read-model",
         }
     }
 }
@@ -47,7 +63,7 @@ impl McpClient {
 /// Runs `xtask mcp-bench CLIENT URL TOKEN IN_FLIGHT SECONDS` (the binary `xtask`) and returns
 /// its report.
 pub(crate) fn run(
-    xtask: &std::path::Path,
+    xtask: &Path,
     client: McpClient,
     url: &str,
     token: &str,
@@ -70,12 +86,10 @@ pub(crate) fn run(
 /// `xtask mcp-bench CLIENT URL TOKEN IN_FLIGHT SECONDS`: prints a JSON report.
 pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
     let [client, url, token, in_flight, seconds] = args else {
-        bail!("usage: xtask mcp-bench keep-alive|rmcp URL TOKEN IN_FLIGHT SECONDS");
+        bail!("usage: xtask mcp-bench keep-alive|rmcp|read-model URL TOKEN IN_FLIGHT SECONDS");
     };
-    let client = match client.as_str() {
-        "keep-alive" => McpClient::KeepAlive,
-        "rmcp" => McpClient::Rmcp,
-        other => bail!("unknown MCP client {other:?}; known: keep-alive, rmcp"),
+    let Some(client) = McpClient::ALL.into_iter().find(|known| known.name() == client) else {
+        bail!("unknown MCP client {client:?}; known: keep-alive, rmcp, read-model");
     };
     let in_flight: usize = in_flight.parse()?;
     let duration = Duration::try_from_secs_f64(seconds.parse()?)?;
@@ -94,6 +108,27 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
                 }))
                 .await;
                 report(in_flight, &results)
+            }
+            McpClient::ReadModel => {
+                let session = KeepAliveSession::open(url, token).await?;
+                let model = session.model().await?;
+                let bytes = std::sync::atomic::AtomicUsize::new(0);
+                let run = measure_session(duration, || async {
+                    let read = session.read_model().await;
+                    if let Ok(size) = read {
+                        bytes.store(size, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    read.is_ok()
+                })
+                .await;
+                let mut report = report(1, &[run])?;
+                report["answerBytes"] = bytes.into_inner().into();
+                report["modelBytes"] = model.1.into();
+                let model = model.0;
+                report["tagCount"] = model["tagCount"].clone();
+                report["tagsLeft"] = model["tagsLeft"].clone();
+                report["truncated"] = model["truncated"].clone();
+                Ok(report)
             }
             McpClient::Rmcp => rmcp_calls(url, token, in_flight, duration).await,
         }
@@ -166,24 +201,61 @@ impl KeepAliveSession {
         Ok(answer.text().await?)
     }
 
-    /// One `tools/call runtime_get_value`: whether it succeeded.
-    async fn call_get_value(&self) -> anyhow::Result<bool> {
+    /// One request of `method` with `params`: its id and the whole SSE answer.
+    async fn request(&self, method: &str, params: Value) -> anyhow::Result<(u64, String)> {
         let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = self
-            .post(
-                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-                "name": "runtime_get_value", "arguments": {"tag": "Tank1.Level"}}}),
+            .post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        Ok((id, body))
+    }
+
+    /// One `tools/call runtime_get_value`: whether it succeeded.
+    async fn call_get_value(&self) -> anyhow::Result<bool> {
+        let (id, body) = self
+            .request(
+                "tools/call",
+                json!({"name": "runtime_get_value", "arguments": {"tag": "Tank1.Level"}}),
             )
             .await?;
-        // The SSE answer: a priming event, then the response as one `data:` line.
-        let response = body
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-            .find(|message| message["id"] == id)
-            .context("no response in the answer")?;
+        let response = response(&body, id).context("no response in the answer")?;
         Ok(response["result"]["isError"] == json!(false))
     }
+
+    /// One `resources/read` of the plant model, answered whole: the answer's size. The answer
+    /// is checked for its id and contents, not parsed: the latency is the server's and the
+    /// wire's, not this client's JSON parser's on megabytes.
+    async fn read_model(&self) -> anyhow::Result<usize> {
+        let (id, body) = self
+            .request("resources/read", json!({"uri": PLANT_MODEL}))
+            .await?;
+        let answered = body.contains(&format!("\"id\":{id}")) && body.contains("\"contents\"");
+        if !answered || body.contains("\"error\"") {
+            bail!("no plant model in the answer to read {id}");
+        }
+        Ok(body.len())
+    }
+
+    /// The plant model as it reads, parsed once before the measurement, and its size.
+    async fn model(&self) -> anyhow::Result<(Value, usize)> {
+        let (id, body) = self
+            .request("resources/read", json!({"uri": PLANT_MODEL}))
+            .await?;
+        let response = response(&body, id).context("no response to the plant model's read")?;
+        let text = response["result"]["contents"][0]["text"]
+            .as_str()
+            .with_context(|| format!("the plant model reads as no text: {response}"))?;
+        Ok((serde_json::from_str(text)?, text.len()))
+    }
+}
+
+/// The response with `id` in an SSE answer: a priming event, then the response as one `data:`
+/// line.
+fn response(body: &str, id: u64) -> Option<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message["id"] == id)
 }
 
 /// What one session measured: latencies (ns), errors, and when it ran.
@@ -269,7 +341,7 @@ fn report(in_flight: usize, results: &[SessionRun]) -> anyhow::Result<Value> {
 /// call in flight; the verdicts from a client that keeps its connection alive, and rmcp's own
 /// client (a new connection per call) beside it for what an rmcp-based host sees.
 pub(crate) fn judge(
-    xtask: &std::path::Path,
+    xtask: &Path,
     (url, token): (&str, &str),
     seconds: f64,
     results: &mut Results,
@@ -310,10 +382,160 @@ pub(crate) fn judge(
                 clean,
             ),
             // rmcp's client is reported, not judged: its cost is the client's connections.
-            (McpClient::Rmcp, _) => {}
+            (McpClient::Rmcp | McpClient::ReadModel, _) => {}
         }
         runs.insert(label, report);
     }
     results.insert("mcp tools/call by client and calls in flight", runs.into());
+    Ok(())
+}
+
+/// A tserver serving RuntimeMCP on a fresh solution of its own.
+struct McpServer {
+    _process: Process,
+    url: String,
+    token: String,
+}
+
+impl McpServer {
+    /// `bin`'s tserver on a fresh solution `name` in `out_dir` with `plant` (the demo's when
+    /// none), served as the bench serves tserver.
+    fn start(bin: &Path, out_dir: &Path, name: &str, plant: Option<&str>) -> anyhow::Result<Self> {
+        let solution = fresh_solution(bin, out_dir, name, plant)?;
+        let token = mcp_token(bin, &solution)?;
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let http = format!("127.0.0.1:{}", free_port()?);
+        let log = std::fs::File::create(out_dir.join(format!("tserver-{name}.log")))?;
+        let process = serve(bin, &solution, &addr, &http, &[], log)?;
+        Ok(Self {
+            _process: process,
+            url: format!("http://{http}/mcp"),
+            token,
+        })
+    }
+}
+
+/// `tools/call runtime_get_value` at 1 in flight, tserver's p99 over the MCP baseline build's
+/// (built from `repository`; not in a `smoke` run): the median of rounds in which each is
+/// measured right after the other, both on a fresh demo solution served alike.
+pub(crate) fn judge_beside_baseline(
+    (xtask, bin): (&Path, &Path),
+    (out_dir, repository): (&Path, &Path),
+    (seconds, smoke): (f64, bool),
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let what = "MCP tools/call p99 at 1 in flight over the MCP baseline's".to_owned();
+    if smoke {
+        verdicts.unjudged(
+            what,
+            "not built in a smoke run".to_owned(),
+            verdicts::MCP_BESIDE_BASELINE,
+        );
+        return Ok(());
+    }
+    let baseline = super::baseline::mcp_baseline(repository, &out_dir.join("baseline-mcp"))?;
+    let baseline_bin = baseline
+        .parent()
+        .context("the baseline's tserver is in a directory")?;
+    let then = McpServer::start(baseline_bin, out_dir, "mcp-baseline", None)?;
+    let now = McpServer::start(bin, out_dir, "mcp-now", None)?;
+    let mut rounds = Vec::with_capacity(BASELINE_ROUNDS);
+    let mut errors = 0;
+    for round in 0..BASELINE_ROUNDS {
+        // Each goes first in every other round, so neither always follows the other's calls.
+        let mut order = [(&then, "baseline"), (&now, "tserver")];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        let mut measured = serde_json::Map::new();
+        for (server, name) in order {
+            let report = run(
+                xtask,
+                McpClient::KeepAlive,
+                &server.url,
+                &server.token,
+                1,
+                seconds,
+            )?;
+            errors += report["errors"].as_u64().unwrap_or(1);
+            measured.insert(format!("{name}P99Us"), report["p99Us"].clone());
+            measured.insert(format!("{name}P50Us"), report["p50Us"].clone());
+        }
+        rounds.push(Value::Object(measured));
+    }
+    let at = |round: &Value, key: &str| round[key].as_f64().unwrap_or(f64::NAN);
+    let ratio = median(
+        rounds
+            .iter()
+            .map(|round| at(round, "tserverP99Us") / at(round, "baselineP99Us")),
+    );
+    let middle = |key: &str| median(rounds.iter().map(|round| at(round, key)));
+    let (tserver_p99, baseline_p99) = (middle("tserverP99Us"), middle("baselineP99Us"));
+    eprintln!(
+        "{:<28} p99 {tserver_p99:>8.1} us beside the MCP baseline's {baseline_p99:.1} us: {ratio:.3}x (median of {BASELINE_ROUNDS} rounds)  errors {errors}",
+        "MCP tools/call c=1"
+    );
+    results.insert(
+        "mcp tools/call beside the MCP baseline (commit 2b86ae77), rounds at 1 in flight",
+        json!({"rounds": rounds, "ratioP99": ratio, "errors": errors}),
+    );
+    verdicts.judge(
+        what,
+        format!(
+            "{ratio:.3}x ({tserver_p99:.0} us / {baseline_p99:.0} us, median of {BASELINE_ROUNDS} rounds; p50 {:.0} us / {:.0} us)",
+            middle("tserverP50Us"),
+            middle("baselineP50Us")
+        ),
+        verdicts::MCP_BESIDE_BASELINE,
+        ratio,
+        errors == 0,
+    );
+    Ok(())
+}
+
+/// `resources/read tserver://plant/model` of a 10,000-tag plant (the overview bench's: 100
+/// equipment of 100 tags with units, ranges and alarms) at 1 in flight: its p99 and its size.
+pub(crate) fn judge_plant_model(
+    (xtask, bin): (&Path, &Path),
+    out_dir: &Path,
+    seconds: f64,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let plant = super::panel_overview::plant();
+    let server = McpServer::start(bin, out_dir, "mcp-model", Some(&plant))?;
+    let report = run(
+        xtask,
+        McpClient::ReadModel,
+        &server.url,
+        &server.token,
+        1,
+        seconds,
+    )?;
+    drop(server);
+    let (p50, p99) = (
+        report["p50Us"].as_f64().unwrap_or(f64::NAN) / 1_000.0,
+        report["p99Us"].as_f64().unwrap_or(f64::NAN) / 1_000.0,
+    );
+    #[expect(clippy::cast_precision_loss, reason = "sizes in bytes")]
+    let [mib, wire_mib] = ["modelBytes", "answerBytes"]
+        .map(|key| report[key].as_u64().unwrap_or(u64::MAX) as f64 / (1024.0 * 1024.0));
+    let whole = report["truncated"] == json!(false) && report["tagsLeft"] == json!(0);
+    eprintln!(
+        "{:<28} p99 {p99:.1} ms (p50 {p50:.1}), {mib:.2} MiB ({wire_mib:.2} MiB on the wire), {} tags, truncated {}  errors {}",
+        "MCP read plant model", report["tagCount"], report["truncated"], report["errors"]
+    );
+    verdicts.judge(
+        "MCP resources/read tserver://plant/model, 10,000 tags, p99".to_owned(),
+        format!(
+            "{p99:.1} ms (p50 {p50:.1} ms); {mib:.2} MiB of model, {wire_mib:.2} MiB on the wire, {} tags, none left out",
+            report["tagCount"]
+        ),
+        verdicts::MCP_PLANT_MODEL,
+        p99,
+        report["errors"].as_u64() == Some(0) && whole && mib <= 4.0,
+    );
+    results.insert("mcp resources/read of the plant model (10,000 tags)", report);
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! is reported, never an error: speed depends on the machine.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 use serde_json::json;
@@ -91,10 +91,13 @@ pub(crate) enum Only {
     Panel,
     /// 1,000 alarms of a 10,000-tag plant activating within 10 s, in the panel in Chromium.
     Alarms,
+    /// RuntimeMCP: tools/call at 1 and 16 in flight, beside the MCP baseline, and the plant
+    /// model of a 10,000-tag plant read.
+    Mcp,
 }
 
 /// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 12] = [
+const ONLY_NAMES: [(&str, Only); 13] = [
     ("websocket", Only::Websocket),
     ("modbus", Only::Modbus),
     ("opcua", Only::OpcUa),
@@ -106,6 +109,7 @@ const ONLY_NAMES: [(&str, Only); 12] = [
     ("writes", Only::Writes),
     ("panel", Only::Panel),
     ("alarms", Only::Alarms),
+    ("mcp", Only::Mcp),
     ("first-build", Only::FirstBuild),
 ];
 
@@ -282,18 +286,7 @@ fn start_servers(bin: &Path, solution: &Path, out_dir: &Path) -> anyhow::Result<
     )?;
     let tserver_addr = format!("127.0.0.1:{}", free_port()?);
     let http_addr = format!("127.0.0.1:{}", free_port()?);
-    let token = {
-        let solution = solution.to_str().context("a UTF-8 solution path")?;
-        let output = Command::new(bin.join("tserver"))
-            .args(["tokens", solution, "create", "--user", "guest", "--name", "bench"])
-            .stderr(Stdio::null())
-            .output()
-            .context("cannot run tserver tokens")?;
-        if !output.status.success() {
-            bail!("tserver tokens create failed");
-        }
-        String::from_utf8(output.stdout)?.trim().to_owned()
-    };
+    let token = harness::mcp_token(bin, solution)?;
     let tserver = serve(
         bin,
         solution,
@@ -350,6 +343,9 @@ fn run_scenarios(
         Some(Only::Alarms) => {
             return alarm_flood::judge(&bench.bin, &bench.out_dir, plan.flood, results, verdicts);
         }
+        Some(Only::Mcp) => {
+            return mcp_scenarios(bench, root, servers, plan, options.smoke, results, verdicts);
+        }
         Some(Only::Hostile) => {
             bench.settings("ModelEnabled", "true")?;
             return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
@@ -395,15 +391,44 @@ fn run_scenarios(
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
     store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;
     history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts)?;
+    mcp_scenarios(bench, root, servers, plan, options.smoke, results, verdicts)?;
+    idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
+}
+
+/// RuntimeMCP (`--only mcp`): tools/call on the bench's tserver, beside the MCP baseline build,
+/// and the plant model of a 10,000-tag plant read.
+fn mcp_scenarios(
+    bench: &Bench,
+    root: &Path,
+    servers: &Servers,
+    plan: &Plan,
+    smoke: bool,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let xtask = bench.tool("xtask");
     let mcp_url = format!("http://{}/mcp", servers.http_addr);
     mcp_bench::judge(
-        &bench.tool("xtask"),
+        &xtask,
         (&mcp_url, &servers.token),
         plan.mcp_seconds,
         results,
         verdicts,
     )?;
-    idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
+    mcp_bench::judge_beside_baseline(
+        (&xtask, &bench.bin),
+        (&bench.out_dir, root),
+        (plan.mcp_seconds, smoke),
+        results,
+        verdicts,
+    )?;
+    mcp_bench::judge_plant_model(
+        (&xtask, &bench.bin),
+        &bench.out_dir,
+        plan.mcp_seconds,
+        results,
+        verdicts,
+    )
 }
 
 /// The WebSocket scenarios alone (`--only websocket`): ping and chat beside TCP against the

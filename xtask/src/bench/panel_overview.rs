@@ -49,7 +49,7 @@ const HOUR_WINDOW: &str = "#trend-windows [data-window=\"3600000\"]";
 
 /// The plant: a type of 100 member tags (its first two numbers key values with alarms), placed
 /// 100 times in 10 areas.
-fn plant() -> String {
+pub(super) fn plant() -> String {
     let mut text = String::from("[plant]\nname = \"Overview bench\"\n\n");
     for area in 1..=AREAS {
         text.push_str(&format!(
@@ -133,7 +133,7 @@ pub(crate) fn judge(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    let solution = fresh_solution(bin, out_dir, "overview", &plant())?;
+    let solution = fresh_solution(bin, out_dir, "overview", Some(&plant()))?;
     write_history(&solution, plan.trend_seconds)?;
     let addr = format!("127.0.0.1:{}", free_port()?);
     let http = format!("127.0.0.1:{}", free_port()?);

@@ -116,6 +116,11 @@ pub(crate) const HISTORY_POSTGRES: Target = Target::at_most("<= 3x SQLite", 3.0)
 pub(crate) const MCP_P99: Target = Target::at_most("<= 1 ms, no errors", 1_000.0);
 /// MCP tools/call calls/s at 16 in flight.
 pub(crate) const MCP_RATE: Target = Target::at_least(">= 5,000 calls/s, no errors", 5_000.0);
+/// MCP tools/call p99 at 1 in flight over the MCP baseline build's, same run.
+pub(crate) const MCP_BESIDE_BASELINE: Target = Target::at_most("<= 1.1x the MCP baseline (2b86ae77)", 1.1);
+/// ms p99 of reading the plant model of 10,000 tags over MCP.
+pub(crate) const MCP_PLANT_MODEL: Target =
+    Target::at_most("<= 100 ms, whole, within its 4 MiB bound, no errors", 100.0);
 /// KiB of tserver memory per idle logged-in connection.
 pub(crate) const IDLE: Target = Target::at_most("all held, <= 12 KiB each", 12.0);
 
