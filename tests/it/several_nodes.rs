@@ -678,6 +678,12 @@ async fn an_mcp_session_goes_on_on_the_other_node_when_its_node_dies_behind_hapr
         )
     };
     assert_eq!(read().await.expect("answered").is_error, Some(false));
+    // The demo plant's own prompt, as the database holds the plant.
+    let prompts = client.list_all_prompts().await.expect("listed");
+    assert!(
+        prompts.iter().any(|prompt| prompt.name == "tank_check"),
+        "{prompts:?}"
+    );
     // The whole session went to one node (it stays there while that node is up).
     let before = haproxy.http_connections().await;
     let serving = before

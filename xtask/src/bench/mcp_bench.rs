@@ -1,7 +1,8 @@
 //! The RuntimeMCP scenario of `cargo xtask bench` (`--only mcp`): `tools/call
 //! runtime_get_value` over Streamable HTTP against the bench's tserver, at 1 and 16 calls in
-//! flight (one MCP session each); the same call at 1 in flight beside the MCP baseline build, in
-//! alternated rounds; and `resources/read tserver://plant/model` of a 10,000-tag plant. The
+//! flight (one MCP session each); the same call at 1 in flight beside the MCP baseline build,
+//! one client calling each in turn; and `resources/read tserver://plant/model` of a 10,000-tag
+//! plant. The
 //! measuring side runs as `xtask mcp-bench` from the build of the bench's profile, so the client
 //! is as optimized as the server.
 //!
@@ -27,8 +28,8 @@ use super::report::{Results, median};
 use super::verdicts::{self, Verdicts};
 use crate::processes::{Process, free_port, measuring_side};
 
-/// Rounds of the baseline comparison, each build measured right after the other.
-const BASELINE_ROUNDS: usize = 6;
+/// Rounds of the baseline comparison, the two builds called in turn within each.
+const BASELINE_ROUNDS: usize = 5;
 
 /// The resource the plant model row reads.
 const PLANT_MODEL: &str = "tserver://plant/model";
@@ -85,8 +86,23 @@ pub(crate) fn run(
 
 /// `xtask mcp-bench CLIENT URL TOKEN IN_FLIGHT SECONDS`: prints a JSON report.
 pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
+    if let [pair, first_url, first_token, second_url, second_token, seconds] = args
+        && pair == "pair"
+    {
+        let duration = Duration::try_from_secs_f64(seconds.parse()?)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let report = runtime.block_on(pair_calls(
+            [(first_url, first_token), (second_url, second_token)],
+            duration,
+        ))?;
+        println!("{report}");
+        return Ok(());
+    }
     let [client, url, token, in_flight, seconds] = args else {
-        bail!("usage: xtask mcp-bench keep-alive|rmcp|read-model URL TOKEN IN_FLIGHT SECONDS");
+        bail!(
+            "usage: xtask mcp-bench keep-alive|rmcp|read-model URL TOKEN IN_FLIGHT SECONDS, or \
+             xtask mcp-bench pair URL TOKEN URL TOKEN SECONDS"
+        );
     };
     let Some(client) = McpClient::ALL.into_iter().find(|known| known.name() == client) else {
         bail!("unknown MCP client {client:?}; known: keep-alive, rmcp, read-model");
@@ -258,6 +274,42 @@ fn response(body: &str, id: u64) -> Option<Value> {
         .find(|message| message["id"] == id)
 }
 
+/// `tools/call runtime_get_value` on two servers in turn, one call at a time, one kept-alive
+/// session each, for `duration` after a warm-up: each server's latencies over the same
+/// stretch of time, so whatever else the machine does falls on both alike.
+async fn pair_calls(servers: [(&String, &String); 2], duration: Duration) -> anyhow::Result<Value> {
+    let first = KeepAliveSession::open(servers[0].0, servers[0].1).await?;
+    let second = KeepAliveSession::open(servers[1].0, servers[1].1).await?;
+    let sessions = [&first, &second];
+    for _ in 0..WARMUP_CALLS {
+        for session in sessions {
+            session.call_get_value().await?;
+        }
+    }
+    let mut latencies: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut errors = [0_u64; 2];
+    let started = Instant::now();
+    let mut turn = 0_usize;
+    while started.elapsed() < duration {
+        // Which goes first alternates, so neither always follows the other.
+        for index in [turn % 2, (turn + 1) % 2] {
+            let sent = Instant::now();
+            if sessions[index].call_get_value().await.unwrap_or(false) {
+                latencies[index].push(u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            } else {
+                errors[index] += 1;
+            }
+        }
+        turn += 1;
+    }
+    let [first, second] = [0, 1].map(|index| {
+        let mut report = latencies[index].iter().copied().collect::<Latencies>().to_json();
+        report["errors"] = errors[index].into();
+        report
+    });
+    Ok(json!({"first": first, "second": second}))
+}
+
 /// What one session measured: latencies (ns), errors, and when it ran.
 type SessionRun = (Vec<u64>, u64, Instant, Instant);
 
@@ -416,8 +468,8 @@ impl McpServer {
 }
 
 /// `tools/call runtime_get_value` at 1 in flight, tserver's p99 over the MCP baseline build's
-/// (built from `repository`; not in a `smoke` run): the median of rounds in which each is
-/// measured right after the other, both on a fresh demo solution served alike.
+/// (built from `repository`; not in a `smoke` run): the median of rounds in which one client
+/// calls each in turn, both on a fresh demo solution served alike.
 pub(crate) fn judge_beside_baseline(
     (xtask, bin): (&Path, &Path),
     (out_dir, repository): (&Path, &Path),
@@ -442,27 +494,26 @@ pub(crate) fn judge_beside_baseline(
     let now = McpServer::start(bin, out_dir, "mcp-now", None)?;
     let mut rounds = Vec::with_capacity(BASELINE_ROUNDS);
     let mut errors = 0;
-    for round in 0..BASELINE_ROUNDS {
-        // Each goes first in every other round, so neither always follows the other's calls.
-        let mut order = [(&then, "baseline"), (&now, "tserver")];
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        let mut measured = serde_json::Map::new();
-        for (server, name) in order {
-            let report = run(
-                xtask,
-                McpClient::KeepAlive,
-                &server.url,
-                &server.token,
-                1,
-                seconds,
-            )?;
-            errors += report["errors"].as_u64().unwrap_or(1);
-            measured.insert(format!("{name}P99Us"), report["p99Us"].clone());
-            measured.insert(format!("{name}P50Us"), report["p50Us"].clone());
-        }
-        rounds.push(Value::Object(measured));
+    let round_seconds = (seconds * 2.0).to_string();
+    for _ in 0..BASELINE_ROUNDS {
+        let report = measuring_side(
+            xtask,
+            "mcp-bench",
+            &[
+                "pair",
+                &then.url,
+                &then.token,
+                &now.url,
+                &now.token,
+                &round_seconds,
+            ],
+        )?;
+        let (baseline, tserver) = (&report["first"], &report["second"]);
+        errors += baseline["errors"].as_u64().unwrap_or(1) + tserver["errors"].as_u64().unwrap_or(1);
+        rounds.push(
+            json!({"tserverP99Us": tserver["p99Us"], "tserverP50Us": tserver["p50Us"],
+                           "baselineP99Us": baseline["p99Us"], "baselineP50Us": baseline["p50Us"]}),
+        );
     }
     let at = |round: &Value, key: &str| round[key].as_f64().unwrap_or(f64::NAN);
     let ratio = median(
