@@ -4,7 +4,8 @@ Usage: python mcp_sdk_client.py URL TOKEN < plan.json
 
 The plan (JSON on standard input) names the tool calls to make (a "$proposal" argument is the
 id of the last proposal made), the resources to read, the prompts to get and the arguments to
-complete. Every structured result is checked against its tool's outputSchema twice: by the
+complete; or it is {"failover": true}: one call, then (on a line from the test, which kills
+the node meanwhile) another in the same session, then one in a new session. Every structured result is checked against its tool's outputSchema twice: by the
 SDK's own call_tool, and here with jsonschema's Draft 2020-12 validator (the schema itself
 checked first). The report (JSON on standard output) says what each step gave; a failure is
 reported in it, never raised, so the test shows all of them.
@@ -112,10 +113,46 @@ async def run(url, token, plan):
     return report
 
 
+async def call_value(session):
+    result = await session.call_tool("runtime_get_value", {"tag": "Tank1.Level"})
+    return bool(result.is_error)
+
+
+async def failover(url, token):
+    """A session whose node dies under it: what the next call says, and a new session after."""
+    report = {"statuses": []}
+
+    async def seen(response):
+        report["statuses"].append([response.request.method, response.status_code])
+
+    try:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        http.event_hooks["response"].append(seen)
+        async with http, streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write, read_timeout_seconds=30) as session:
+                await session.initialize()
+                report["before"] = await call_value(session)
+                print(json.dumps({"called": True}), flush=True)
+                await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+                try:
+                    report["after"] = await call_value(session)
+                except Exception as error:
+                    report["afterError"] = f"{type(error).__name__}: {error}"
+    except BaseException as error:  # closing a session whose node is gone may fail too
+        report["closeError"] = f"{type(error).__name__}: {error}"
+    # As the error says: a new session, on whichever node answers now.
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, streamable_http_client(url, http_client=http) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=30) as session:
+            await session.initialize()
+            report["again"] = await call_value(session)
+    return report
+
+
 def main():
     url, token = sys.argv[1], sys.argv[2]
     plan = json.loads(sys.stdin.readline())
-    report = asyncio.run(run(url, token, plan))
+    report = asyncio.run(failover(url, token) if plan.get("failover") else run(url, token, plan))
     print(json.dumps({"report": report}), flush=True)
 
 

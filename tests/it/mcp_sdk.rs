@@ -18,7 +18,7 @@ use crate::support::{PATIENCE, Solution, admin};
 const VENV: &str = "/var/tmp/tserver-tests-mcp-venv";
 
 /// The Python with the MCP SDK: `TSERVER_TEST_MCP_PYTHON`, else the venv's.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let python = std::env::var_os("TSERVER_TEST_MCP_PYTHON")
         .map_or_else(|| PathBuf::from(VENV).join("bin/python"), PathBuf::from);
     assert!(

@@ -643,6 +643,59 @@ async fn every_nodes_simulator_gives_the_same_values_at_the_same_time() {
     }
 }
 
+/// Two nodes on one database behind HAProxy (the demo plant), and a RuntimeMCP token of
+/// `guest`; the database lives as long as the rig.
+struct McpNodes {
+    _database: TestDatabase,
+    nodes: [Option<ServerProcess>; 2],
+    haproxy: Haproxy,
+    token: String,
+}
+
+impl McpNodes {
+    async fn start() -> Self {
+        let database = TestDatabase::create().await;
+        let url = database.url();
+        let solution = Solution::demo();
+        let path = solution.path.to_str().expect("utf-8");
+        let token = admin(
+            &["tokens", path, "create", "--user", "guest", "--name", "agent"],
+            "",
+        )
+        .trim()
+        .to_owned();
+        admin(&["solution", "copy", path, &url], "");
+        let (first, first_node) = node_on(&url);
+        let (second, second_node) = node_on(&url);
+        let haproxy = Haproxy::start([first_node, second_node]);
+        haproxy.wait_until_all_up().await;
+        Self {
+            _database: database,
+            nodes: [Some(first), Some(second)],
+            haproxy,
+            token,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.haproxy.http_front)
+    }
+
+    /// Kills the one node that served the HTTP front so far (a session stays on its node);
+    /// returns its index.
+    async fn kill_the_serving_node(&mut self) -> usize {
+        let served = self.haproxy.http_connections().await;
+        let serving = served.iter().position(|count| *count > 0).expect("a node served");
+        assert_eq!(
+            served[1 - serving],
+            0,
+            "the session stayed on its node: {served:?}"
+        );
+        drop(self.nodes[serving].take());
+        serving
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_session_goes_on_on_the_other_node_when_its_node_dies_behind_haproxy() {
     use rmcp::ServiceExt;
@@ -650,25 +703,9 @@ async fn an_mcp_session_goes_on_on_the_other_node_when_its_node_dies_behind_hapr
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
-    let database = TestDatabase::create().await;
-    let url = database.url();
-    let solution = Solution::demo();
-    let path = solution.path.to_str().expect("utf-8");
-    let token = admin(
-        &["tokens", path, "create", "--user", "guest", "--name", "agent"],
-        "",
-    )
-    .trim()
-    .to_owned();
-    admin(&["solution", "copy", path, &url], "");
-    let (first, first_node) = node_on(&url);
-    let (second, second_node) = node_on(&url);
-    let haproxy = Haproxy::start([first_node, second_node]);
-    haproxy.wait_until_all_up().await;
-
+    let mut rig = McpNodes::start().await;
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", haproxy.http_front))
-            .auth_header(token),
+        StreamableHttpClientTransportConfig::with_uri(rig.url()).auth_header(rig.token.clone()),
     );
     let client = ().serve(transport).await.expect("initializes through haproxy");
     let read = || {
@@ -684,40 +721,63 @@ async fn an_mcp_session_goes_on_on_the_other_node_when_its_node_dies_behind_hapr
         prompts.iter().any(|prompt| prompt.name == "tank_check"),
         "{prompts:?}"
     );
-    // The whole session went to one node (it stays there while that node is up).
-    let before = haproxy.http_connections().await;
-    let serving = before
-        .iter()
-        .position(|count| *count > 0)
-        .expect("a node served it");
-    assert_eq!(
-        before[1 - serving],
-        0,
-        "the session stayed on its node: {before:?}"
-    );
-    let survivor = if serving == 0 {
-        drop(first);
-        second
-    } else {
-        drop(second);
-        first
-    };
+    let killed = rig.kill_the_serving_node().await;
 
     // The next call reaches the other node, which knows no such session: the client is told
     // so (404) and goes on in a new session there, without the caller doing anything.
     let again = read().await.unwrap_or_else(|error| {
         panic!(
             "not answered on the other node: {error}; haproxy:\n{}",
-            haproxy.log()
+            rig.haproxy.log()
         )
     });
     assert_eq!(again.is_error, Some(false), "{again:?}");
-    let after = haproxy.http_connections().await;
-    assert!(
-        after[1 - serving] > 0,
-        "the other node served the rest: {before:?} then {after:?}; haproxy:\n{}",
-        haproxy.log()
-    );
+    let after = rig.haproxy.http_connections().await;
+    assert!(after[1 - killed] > 0, "the other node served the rest: {after:?}");
     client.cancel().await.expect("closes");
-    drop(survivor);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_is_told_to_start_again_when_its_node_dies_behind_haproxy_and_does() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let mut rig = McpNodes::start().await;
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp_sdk_client.py");
+    let mut child = tokio::process::Command::new(crate::mcp_sdk::python())
+        .arg(script)
+        .args([rig.url().as_str(), rig.token.as_str()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"{\"failover\": true}\n")
+        .await
+        .expect("the plan is written");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = async || -> serde_json::Value {
+        let line = tokio::time::timeout(crate::support::PATIENCE * 2, lines.next_line())
+            .await
+            .expect("the SDK client answers in time")
+            .expect("reads")
+            .expect("the SDK client reports before it ends");
+        serde_json::from_str(&line).expect("a JSON line")
+    };
+    assert_eq!(next().await, serde_json::json!({"called": true}));
+    rig.kill_the_serving_node().await;
+    stdin.write_all(b"go\n").await.expect("the cue is written");
+    let report = next().await["report"].clone();
+    assert!(child.wait().await.expect("ends").success());
+
+    assert_eq!(report["before"], false, "{report}");
+    // The SDK does not start again by itself: it says what the node said.
+    assert!(
+        report["afterError"]
+            .as_str()
+            .is_some_and(|error| error.contains("initialize a new session")),
+        "{report}"
+    );
+    assert_eq!(report["again"], false, "a new session is answered: {report}");
 }
