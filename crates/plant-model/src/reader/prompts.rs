@@ -54,7 +54,14 @@ impl Reader<'_> {
             return None;
         }
         let mut fine = true;
-        let mut seen: HashMap<&str, usize> = HashMap::new();
+        // Each placeholder once, in the template's order.
+        let mut used: Vec<&str> = Vec::new();
+        for (name, _) in placeholders(&template) {
+            if !used.contains(&name) {
+                used.push(name);
+            }
+        }
+        let mut seen = BTreeSet::new();
         let kept = self.kept.get(&arguments_field).cloned().unwrap_or_default();
         for (index, argument) in arguments.iter().enumerate() {
             let file_index = kept.get(index).copied().unwrap_or(index);
@@ -63,17 +70,14 @@ impl Reader<'_> {
                 .and_then(|entry| super::lookup(entry, "name"))
                 .map_or_else(|| arguments_span.clone(), |name| name.span.clone());
             let field = format!("{arguments_field}[{file_index}].name");
-            if seen.insert(argument.name.as_str(), index).is_some() {
+            if !seen.insert(argument.name.as_str()) {
                 self.error(
                     name_span,
                     field,
                     format!("two arguments named {:?}", argument.name),
                 );
                 fine = false;
-            } else if !placeholders(&template)
-                .iter()
-                .any(|(used, _)| *used == argument.name)
-            {
+            } else if !used.contains(&argument.name.as_str()) {
                 self.error(
                     name_span,
                     field,
@@ -85,20 +89,20 @@ impl Reader<'_> {
         // An argument left out was reported for itself: its placeholder is not reported again.
         let arguments_dropped = self.dropped_any(&arguments_field);
         let declared: Vec<&str> = arguments.iter().map(|argument| argument.name.as_str()).collect();
-        let mut reported = BTreeSet::new();
-        for (used, _) in placeholders(&template) {
-            if !arguments_dropped && !declared.contains(&used) && reported.insert(used) {
-                let hint = did_you_mean(used, declared.iter().copied(), Quote::DoubleQuotes);
-                self.error(
-                    template_span.clone(),
-                    template_field.clone(),
-                    format!(
-                        "{{{used}}} names no argument of this prompt{hint}; declare it in [[prompts.arguments]] \
-                         or write {{{{ and }}}} for braces themselves"
-                    ),
-                );
-                fine = false;
-            }
+        let undeclared = used
+            .iter()
+            .filter(|used| !arguments_dropped && !declared.contains(used));
+        for used in undeclared {
+            let hint = did_you_mean(used, declared.iter().copied(), Quote::DoubleQuotes);
+            self.error(
+                template_span.clone(),
+                template_field.clone(),
+                format!(
+                    "{{{used}}} names no argument of this prompt{hint}; declare it in [[prompts.arguments]] \
+                     or write {{{{ and }}}} for braces themselves"
+                ),
+            );
+            fine = false;
         }
         (fine && !arguments_dropped).then_some(())?;
         Some(PromptSpec {
