@@ -24,46 +24,24 @@ pub(crate) const TARGETS: &[&str] = &[
 ];
 
 /// Options of `cargo xtask fuzz`.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub(crate) struct FuzzOptions {
-    /// How long each target runs.
+    /// How long each target runs, in seconds.
+    #[arg(long, value_name = "N", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
     /// The targets to run (all when none is named).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(TARGETS))]
     targets: Vec<String>,
 }
 
 impl FuzzOptions {
-    /// Parses `[--seconds N] [TARGET...]`; the default is 600 s per target.
-    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
-        let mut options = Self {
-            seconds: 600,
-            targets: Vec::new(),
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--seconds" => {
-                    let value = args.next().context("--seconds needs a number")?;
-                    options.seconds =
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|seconds| *seconds > 0)
-                            .with_context(|| {
-                                format!("--seconds must be a positive whole number, not {value:?}")
-                            })?;
-                }
-                target if TARGETS.contains(&target) => options.targets.push(target.to_owned()),
-                other => bail!(
-                    "unknown fuzz option or target {other:?}; targets: {}",
-                    TARGETS.join(", ")
-                ),
-            }
+    /// The targets named, or every target.
+    fn targets(&self) -> Vec<&str> {
+        if self.targets.is_empty() {
+            TARGETS.to_vec()
+        } else {
+            self.targets.iter().map(String::as_str).collect()
         }
-        if options.targets.is_empty() {
-            options.targets = TARGETS.iter().map(|target| (*target).to_owned()).collect();
-        }
-        Ok(options)
     }
 }
 
@@ -81,7 +59,7 @@ pub(crate) fn run(options: &FuzzOptions) -> anyhow::Result<()> {
     if !installed {
         bail!("cargo fuzz is not installed: run `cargo install cargo-fuzz --version 0.13.2 --locked`");
     }
-    for target in &options.targets {
+    for target in options.targets() {
         let corpus = fuzz_dir.join("corpus").join(target);
         std::fs::create_dir_all(&corpus).with_context(|| format!("cannot create {}", corpus.display()))?;
         let seeds = fuzz_dir.join("seeds").join(target);

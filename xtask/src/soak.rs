@@ -25,34 +25,27 @@ use crate::processes::{Process, free_port, rss_bytes, run_quietly, start_announc
 const HOSTILE: usize = 60;
 
 /// Options of `cargo xtask soak`.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub(crate) struct SoakOptions {
-    /// How long the load runs.
-    duration: Duration,
+    /// How long the load runs, in minutes (at most a day).
+    #[arg(long, value_name = "N", default_value_t = 30.0, value_parser = minutes)]
+    minutes: f64,
 }
 
 impl SoakOptions {
-    /// Parses `[--minutes N]` (default 30, at most 24 hours).
-    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
-        let mut minutes = 30.0;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--minutes" => {
-                    let value = args.next().context("--minutes needs a number")?;
-                    minutes = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|minutes| *minutes > 0.0 && *minutes <= 24.0 * 60.0)
-                        .with_context(|| format!("--minutes must be in (0, 1440], not {value:?}"))?;
-                }
-                other => bail!("unknown soak option {other:?}; known: --minutes N"),
-            }
-        }
-        Ok(Self {
-            duration: Duration::from_secs_f64(minutes * 60.0),
-        })
+    /// How long the load runs.
+    fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.minutes * 60.0)
     }
+}
+
+/// `--minutes`: a number in (0, 1440].
+fn minutes(value: &str) -> Result<f64, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|minutes| *minutes > 0.0 && *minutes <= 24.0 * 60.0)
+        .ok_or_else(|| format!("must be a number of minutes in (0, 1440], not {value:?}"))
 }
 
 /// What the load did, counted by every task.
@@ -121,7 +114,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
 
     let counters = Arc::new(Counters::default());
     let started = Instant::now();
-    let until = started + options.duration;
+    let until = started + options.duration();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -135,7 +128,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
 
     let warmed = samples
         .iter()
-        .find(|(at, _)| *at >= options.duration / 10)
+        .find(|(at, _)| *at >= options.duration() / 10)
         .or(samples.first())
         .map_or(0, |(_, rss)| *rss);
     let end = samples.last().map_or(0, |(_, rss)| *rss);
@@ -147,7 +140,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     println!(
         "soak of {:.1} min: {} chat turns, {} tag reads, {} sessions, {HOSTILE} hostile clients",
-        options.duration.as_secs_f64() / 60.0,
+        options.duration().as_secs_f64() / 60.0,
         counters.chat_turns.load(Ordering::Relaxed),
         counters.tag_reads.load(Ordering::Relaxed),
         counters.sessions.load(Ordering::Relaxed),
@@ -164,7 +157,7 @@ pub(crate) fn run(options: &SoakOptions) -> anyhow::Result<()> {
         log_path.display()
     );
     let results = json!({
-        "minutes": options.duration.as_secs_f64() / 60.0,
+        "minutes": options.duration().as_secs_f64() / 60.0,
         "chatTurns": counters.chat_turns.load(Ordering::Relaxed),
         "tagReads": counters.tag_reads.load(Ordering::Relaxed),
         "sessions": counters.sessions.load(Ordering::Relaxed),

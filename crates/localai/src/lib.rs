@@ -11,6 +11,12 @@
 //! sees a socket, a protobuf message or a database: the host implements [`Solution`] to give it
 //! settings, secrets and tag values.
 
+/// Boxes a public `async fn`'s future, so its body, and every future it awaits, compiles once,
+/// here, rather than again in each crate that awaits it: rustc builds an `async fn`'s body where
+/// its future is polled, so unboxed, a leaf crate compiled the whole async tree beneath it
+/// (docs/DECISIONS.md, "Futures boxed at crate boundaries").
+pub(crate) use async_recursion::async_recursion as compiled_once;
+
 pub mod expressions;
 pub mod gates;
 pub mod secrets;
@@ -126,6 +132,7 @@ impl ChatOutcome {
 
 impl ChatTurn {
     /// The envelope JSON, running the turn if it was admitted.
+    #[crate::compiled_once]
     pub async fn reply(self) -> String {
         match self {
             Self::Answered(json) => json,
@@ -282,6 +289,7 @@ impl LocalAi {
     /// One atomic call (the spec's `ExecuteAtomicAsync`, `TK.AIExecuteAsync` for scripts).
     /// `query` is plain text or `{"system", "user", "context", "metadata"}`. Returns the
     /// envelope JSON and never fails: a panic anywhere inside becomes an `error` envelope.
+    #[crate::compiled_once]
     pub async fn execute_atomic(&self, query: &str) -> String {
         let call = AssertUnwindSafe(self.atomic.execute(query)).catch_unwind();
         match call.await {
@@ -359,6 +367,7 @@ impl LocalAi {
     /// Empties a client connection's chat transcript (the platform's ChatClear): its next
     /// turn starts a fresh conversation. Turns of the connection already running or queued end
     /// first, and what they add is emptied too. Returns whether the transcript held anything.
+    #[crate::compiled_once]
     pub async fn clear_transcript(&self, client_guid: Uuid) -> bool {
         self.chat.clear(client_guid).await
     }

@@ -14,6 +14,12 @@
 //! the history changes only through a holder of the plant's [`WriteCapability`], which only
 //! [`Plant`] holds, so the assistant's tools, given a [`PlantReader`], cannot write by type.
 
+/// Boxes a public `async fn`'s future, so its body, and every future it awaits, compiles once,
+/// here, rather than again in each crate that awaits it: rustc builds an `async fn`'s body where
+/// its future is polled, so unboxed, a leaf crate compiled the whole async tree beneath it
+/// (docs/DECISIONS.md, "Futures boxed at crate boundaries").
+pub(crate) use async_recursion::async_recursion as compiled_once;
+
 pub mod actions;
 pub mod alarm_report;
 pub mod documents;

@@ -76,6 +76,7 @@ impl Runtime {
 
     /// Opens the solution at `location` (a file, or a PostgreSQL database given tserver's
     /// schema if it has none) and loads its plant and tools.
+    #[crate::compiled_once]
     pub async fn open_at(location: &SolutionLocation) -> Result<Self, SolutionError> {
         let store = Store::open(location).await?;
         let at_start = store.at_start().await?;
@@ -166,6 +167,7 @@ impl Runtime {
 
     /// Connects the plant file's MQTT sources, each in a task of its own until `shutdown`;
     /// returns how many it started. Call once, when serving starts.
+    #[crate::compiled_once]
     pub async fn start_sources(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
         self.sources.start(&self.store, &self.plant, shutdown).await
     }
@@ -173,6 +175,7 @@ impl Runtime {
     /// Starts the plant file's notifications, each sending until `shutdown` what this node
     /// records while it leads, and restarted when a plant import changes them; returns how
     /// many started. Call once, when serving starts.
+    #[crate::compiled_once]
     pub async fn start_notifications(&self, shutdown: &CancellationToken) -> Result<usize, SolutionError> {
         let mut serving = self.notifications.lock().await;
         serving.serve(shutdown);
@@ -312,6 +315,7 @@ impl Runtime {
     /// The runtime's background work until `shutdown`: the simulator's ticks (when `simulate`)
     /// and the historian's periodic flush, with a last flush on the way out so that no
     /// recorded sample is lost.
+    #[crate::compiled_once]
     pub async fn run_background(&self, simulate: bool, shutdown: CancellationToken) {
         self.run_background_with(Some(simulate), shutdown).await;
     }
@@ -320,6 +324,7 @@ impl Runtime {
     /// `SimulatorEnabled` (unless `simulator` pins it, as `serve --simulator` does),
     /// `HistoryRetentionHours` and `AuditRetentionDays`, read at each tick, so `tserver settings
     /// ... set` is seen within about a second.
+    #[crate::compiled_once]
     pub async fn run_background_with(&self, simulator: Option<bool>, shutdown: CancellationToken) {
         let mut simulate = simulator.unwrap_or(self.settings.simulator_enabled);
         let mut tick = tokio::time::interval(SIMULATOR_TICK);
@@ -383,6 +388,7 @@ impl Runtime {
     /// stay keep their live values and states, new ones start at their initial values, removed
     /// ones are gone (readers holding the old model finish with it). Returns whether it did.
     /// A definition that does not load leaves the running plant as it was, said once.
+    #[crate::compiled_once]
     pub async fn reload_plant_if_imported(&self) -> bool {
         let stored = match self.store.plant_revision().await {
             Ok(stored) => stored,
@@ -506,6 +512,7 @@ impl Runtime {
 
     /// The runtime tools clients may use now (MCP, the framed ListTools/CallTool): the gates
     /// are read afresh at every call, as a chat turn reads them.
+    #[crate::compiled_once]
     pub async fn offered_tools(&self) -> Result<Arc<[ToolDefinition]>, ToolsClosed> {
         let options = self.store.settings_row().await?.options();
         if !options.contains(ModelOptions::ENABLE_RUNTIME_MCP) {
@@ -517,6 +524,7 @@ impl Runtime {
     /// Runs one tool call for `caller` (a client, an MCP session), as a chat turn's dispatch
     /// runs it: an unknown or unoffered tool and bad arguments are tool failures, not errors of
     /// the call.
+    #[crate::compiled_once]
     pub async fn call_tool(
         &self,
         name: &str,
@@ -573,6 +581,7 @@ impl Toolkit {
     }
 
     /// `TK.AIExecuteAsync(query)`: the same call for async scripts.
+    #[crate::compiled_once]
     pub async fn ai_execute_async(&self, query: &str) -> String {
         self.local_ai.execute_atomic(query).await
     }

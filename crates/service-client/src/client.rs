@@ -195,6 +195,7 @@ impl Client {
     }
 
     /// Logs in (Hello). A refusal closes the connection on the server side.
+    #[crate::compiled_once]
     pub async fn login(&self, user_name: &str, password: &str) -> Result<LoginInfo, ClientError> {
         let hello = Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -219,6 +220,7 @@ impl Client {
     }
 
     /// Logs out; the connection stays open for another login.
+    #[crate::compiled_once]
     pub async fn logout(&self) -> Result<(), ClientError> {
         match self.call(client_frame::Body::Logout(Logout {})).await? {
             server_frame::Body::Logout(_) => Ok(()),
@@ -229,6 +231,7 @@ impl Client {
     }
 
     /// Round trip of a Ping.
+    #[crate::compiled_once]
     pub async fn ping(&self) -> Result<Duration, ClientError> {
         let started = Instant::now();
         let nonce = self.shared.next_call_id.load(Ordering::Relaxed);
@@ -241,17 +244,20 @@ impl Client {
     }
 
     /// One chat turn; returns the reply envelope JSON exactly as the server sent it.
+    #[crate::compiled_once]
     pub async fn chat(&self, query: &str) -> Result<String, ClientError> {
         Ok(self.chat_reply(query).await?.reply_json)
     }
 
     /// One chat turn, with the envelope parsed (all five fields required).
+    #[crate::compiled_once]
     pub async fn chat_envelope(&self, query: &str) -> Result<Envelope, ClientError> {
         Ok(Envelope::from_json(&self.chat(query).await?)?)
     }
 
     /// One chat turn as the server sent it: the envelope JSON and, when the turn reached the
     /// model server, the tokens it cost there.
+    #[crate::compiled_once]
     pub async fn chat_reply(&self, query: &str) -> Result<ChatReply, ClientError> {
         let request = ChatRequest {
             query_json: query.to_owned(),
@@ -266,6 +272,7 @@ impl Client {
     }
 
     /// The runtime tools this login may call now (see TOOLS in `proto/tserver.proto`).
+    #[crate::compiled_once]
     pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
         match self
             .call(client_frame::Body::ListTools(ListToolsRequest {}))
@@ -280,6 +287,7 @@ impl Client {
 
     /// Runs one runtime tool with `arguments` (a JSON object); the reply holds the canonical
     /// content a model would read, and whether it is a failure.
+    #[crate::compiled_once]
     pub async fn call_tool(
         &self,
         name: &str,
@@ -298,6 +306,7 @@ impl Client {
     }
 
     /// Current values of tags, one reading per name in order.
+    #[crate::compiled_once]
     pub async fn read_tags(&self, names: &[&str]) -> Result<Vec<TagReading>, ClientError> {
         let request = ReadTagsRequest {
             names: names.iter().map(|name| (*name).to_owned()).collect(),
@@ -313,6 +322,7 @@ impl Client {
     /// Writes tag values (an operator's or admin's login); one result per write, in order,
     /// each empty or saying why that write was refused. A viewer gets
     /// [`ClientError::Server`] with `PermissionDenied`.
+    #[crate::compiled_once]
     pub async fn write_tags(&self, writes: Vec<TagWrite>) -> Result<Vec<TagWriteResult>, ClientError> {
         self.write_tags_signed(writes, Vec::new()).await
     }
@@ -320,6 +330,7 @@ impl Client {
     /// As [`Self::write_tags`], with the electronic signatures the written tags take (the
     /// writer's own; for a witnessed tag, another operator's too). Without them the server
     /// answers [`ClientError::Server`] with `SignatureRequired`, saying which it takes.
+    #[crate::compiled_once]
     pub async fn write_tags_signed(
         &self,
         writes: Vec<TagWrite>,
@@ -340,6 +351,7 @@ impl Client {
     }
 
     /// Acknowledges an alarm; `false` when it had nothing to acknowledge.
+    #[crate::compiled_once]
     pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
         self.acknowledge_alarm_signed(alarm, Vec::new()).await
     }
@@ -347,6 +359,7 @@ impl Client {
     /// As [`Self::acknowledge_alarm`], with the acknowledger's electronic signature an alarm
     /// marked `signed` takes. Without it the server answers [`ClientError::Server`] with
     /// `SignatureRequired`.
+    #[crate::compiled_once]
     pub async fn acknowledge_alarm_signed(
         &self,
         alarm: &str,
@@ -368,6 +381,7 @@ impl Client {
     /// `HandleAlarmRequest` in `proto/tserver.proto`): whether it changed anything, and until
     /// when a shelving lasts. A shelving or removal of an alarm marked `signed` without its
     /// signature is [`ClientError::Server`] with `SignatureRequired`.
+    #[crate::compiled_once]
     pub async fn handle_alarm(&self, request: HandleAlarmRequest) -> Result<HandleAlarmReply, ClientError> {
         match self.call(client_frame::Body::HandleAlarm(request)).await? {
             server_frame::Body::HandleAlarm(reply) => Ok(reply),
@@ -379,6 +393,7 @@ impl Client {
 
     /// How the alarm system performed over a window of the alarm history (see
     /// `AlarmReportRequest` in `proto/tserver.proto`); any role.
+    #[crate::compiled_once]
     pub async fn alarm_report(&self, request: AlarmReportRequest) -> Result<AlarmReportReply, ClientError> {
         match self.call(client_frame::Body::AlarmReport(request)).await? {
             server_frame::Body::AlarmReport(reply) => Ok(*reply),
@@ -392,6 +407,7 @@ impl Client {
     /// or a folder's display (a tile per equipment), as `OverviewRequest` in
     /// `proto/tserver.proto` says; any role. A path that is no folder is
     /// [`ClientError::Server`] with `InvalidArgument`.
+    #[crate::compiled_once]
     pub async fn overview(&self, folder: &str) -> Result<OverviewReply, ClientError> {
         let request = OverviewRequest {
             folder: folder.to_owned(),
@@ -407,6 +423,7 @@ impl Client {
     /// The direct children of a UNS folder (`""` for the root): its folders, then its tags
     /// with units, type, writability and range. An unknown folder is [`ClientError::Server`]
     /// with `InvalidArgument`.
+    #[crate::compiled_once]
     pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
         let request = BrowseRequest {
             folder: folder.to_owned(),
@@ -421,6 +438,7 @@ impl Client {
 
     /// A tag's recorded history over a window: a trend, a raw page or aggregates per interval
     /// (see `TagHistoryRequest` in `proto/tserver.proto` for the shapes, defaults and caps).
+    #[crate::compiled_once]
     pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
         match self.call(client_frame::Body::TagHistory(request)).await? {
             server_frame::Body::TagHistory(reply) => Ok(*reply),
@@ -433,6 +451,7 @@ impl Client {
     /// What the named tags were at a past instant (`at_ms` 0: now): each one's last recorded
     /// sample at or before it, in the order named (see `TagValuesAtRequest` in
     /// `proto/tserver.proto` for the caps).
+    #[crate::compiled_once]
     pub async fn tag_values_at(&self, names: &[String], at_ms: i64) -> Result<TagValuesAtReply, ClientError> {
         let request = TagValuesAtRequest {
             names: names.to_vec(),
@@ -448,6 +467,7 @@ impl Client {
 
     /// The alarms not normal with their details, most urgent first, and the alarm history
     /// when the request asks for it.
+    #[crate::compiled_once]
     pub async fn alarms(&self, request: AlarmsRequest) -> Result<AlarmsReply, ClientError> {
         match self.call(client_frame::Body::Alarms(request)).await? {
             server_frame::Body::Alarms(reply) => Ok(*reply),
@@ -459,6 +479,7 @@ impl Client {
 
     /// Empties this connection's chat transcript: the next turn starts a fresh conversation.
     /// `true` when it held anything.
+    #[crate::compiled_once]
     pub async fn chat_clear(&self) -> Result<bool, ClientError> {
         match self.call(client_frame::Body::ChatClear(ChatClear {})).await? {
             server_frame::Body::ChatClear(ChatClearReply { cleared }) => Ok(cleared),
@@ -470,6 +491,7 @@ impl Client {
 
     /// The proposals waiting for a person's decision, oldest first (as many as fit a frame;
     /// `left_out` counts the rest).
+    #[crate::compiled_once]
     pub async fn list_proposals(&self) -> Result<ListProposalsReply, ClientError> {
         match self
             .call(client_frame::Body::ListProposals(ListProposalsRequest {}))
@@ -486,6 +508,7 @@ impl Client {
     /// to its proposer. The reply holds the proposal as it now stands and, for an approved
     /// write, where the write went. A viewer gets [`ClientError::Server`] with
     /// `PermissionDenied`; a proposal decided already, expired or unknown, `InvalidArgument`.
+    #[crate::compiled_once]
     pub async fn decide_proposal(
         &self,
         id: &str,
@@ -499,6 +522,7 @@ impl Client {
     /// As [`Self::decide_proposal`], with the electronic signatures an approval takes (the
     /// approver's when the solution asks for signed approvals, and what the proposed tag's
     /// write takes).
+    #[crate::compiled_once]
     pub async fn decide_proposal_signed(
         &self,
         id: &str,
@@ -523,6 +547,7 @@ impl Client {
     /// Subscribes to tag changes: the reply holds every tag's current reading, then
     /// [`TagSubscription::next_update`] gives each change the server sends (merged, at most
     /// `max_rate` a second). Updates the application has not read yet are held in memory.
+    #[crate::compiled_once]
     pub async fn subscribe(&self, request: SubscribeRequest) -> Result<TagSubscription, ClientError> {
         let (sender, updates) = mpsc::unbounded_channel();
         let (call_id, initial) = self.subscribe_into(request, sender).await?;
@@ -599,6 +624,7 @@ impl Client {
 
     /// Sends a chat turn without waiting for its reply, so it can be cancelled
     /// ([`cancel`](Self::cancel) with its [`PendingCall::call_id`]) while it runs.
+    #[crate::compiled_once]
     pub async fn send_chat(&self, query: &str) -> Result<PendingCall, ClientError> {
         let request = ChatRequest {
             query_json: query.to_owned(),
@@ -612,6 +638,7 @@ impl Client {
     /// reply, the same as [`chat_reply`](Self::chat_reply) would give, from
     /// [`ChatStream::reply`]. It can be cancelled with [`cancel`](Self::cancel) and
     /// [`ChatStream::call_id`].
+    #[crate::compiled_once]
     pub async fn chat_stream(&self, query: &str) -> Result<ChatStream, ClientError> {
         let request = ChatRequest {
             query_json: query.to_owned(),
@@ -631,6 +658,7 @@ impl Client {
     /// Asks the server to stop a call of this connection still in flight (a chat turn sent
     /// with [`send_chat`](Self::send_chat)); that call is still answered, its envelope saying
     /// it was cancelled. Returns whether the call was in flight.
+    #[crate::compiled_once]
     pub async fn cancel(&self, call_id: u64) -> Result<bool, ClientError> {
         match self
             .call(client_frame::Body::Cancel(Cancel {
@@ -647,6 +675,7 @@ impl Client {
 
     /// Sends any call and returns the reply body; protocol errors become
     /// [`ClientError::Server`].
+    #[crate::compiled_once]
     pub async fn call(&self, body: client_frame::Body) -> Result<server_frame::Body, ClientError> {
         self.send(body, None).await?.reply().await
     }
@@ -699,6 +728,7 @@ impl Client {
 
     /// Waits until the connection has ended ([`close_reason`](Self::close_reason) then says
     /// why).
+    #[crate::compiled_once]
     pub async fn closed(&self) {
         self.shared.closed.cancelled().await;
     }
@@ -724,6 +754,7 @@ pub struct PendingCall {
 impl PendingCall {
     /// Waits for the reply body (within the client's call timeout); protocol errors become
     /// [`ClientError::Server`].
+    #[crate::compiled_once]
     pub async fn reply(self) -> Result<server_frame::Body, ClientError> {
         let deadline = tokio::time::Instant::now() + self.client.call_timeout;
         self.reply_by(deadline).await
@@ -782,11 +813,13 @@ impl TagSubscription {
     }
 
     /// The next update; `None` once the connection has ended.
+    #[crate::compiled_once]
     pub async fn next_update(&mut self) -> Option<TagUpdate> {
         self.updates.recv().await
     }
 
     /// Stops the subscription; whether the server still had it.
+    #[crate::compiled_once]
     pub async fn unsubscribe(self) -> Result<bool, ClientError> {
         self.client.unsubscribe_id(self.call_id).await
     }
@@ -829,6 +862,7 @@ impl ChatStream {
 
     /// The turn's next progress event; `None` once the turn has been answered (or the call
     /// timed out, or the connection ended): then [`reply`](Self::reply) says how it ended.
+    #[crate::compiled_once]
     pub async fn next_event(&mut self) -> Option<chat_event::Event> {
         tokio::time::timeout_at(self.deadline, self.events.recv())
             .await
@@ -837,6 +871,7 @@ impl ChatStream {
     }
 
     /// The turn's reply, once its progress has been read or is no longer wanted.
+    #[crate::compiled_once]
     pub async fn reply(self) -> Result<ChatReply, ClientError> {
         match self.pending.reply_by(self.deadline).await? {
             server_frame::Body::Chat(reply) => Ok(*reply),

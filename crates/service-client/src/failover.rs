@@ -171,6 +171,7 @@ impl FailoverClient {
     }
 
     /// Logs in, and again on every node moved to.
+    #[crate::compiled_once]
     pub async fn login(&self, user_name: &str, password: &str) -> Result<LoginInfo, ClientError> {
         let info = self
             .run(Repeat::Yes, |client| async move {
@@ -185,6 +186,7 @@ impl FailoverClient {
     }
 
     /// Logs out; the next node moved to is not logged in to.
+    #[crate::compiled_once]
     pub async fn logout(&self) -> Result<(), ClientError> {
         *lock(&self.state.login) = None;
         self.run(Repeat::No, |client| async move { client.logout().await })
@@ -192,22 +194,26 @@ impl FailoverClient {
     }
 
     /// Round trip of a Ping.
+    #[crate::compiled_once]
     pub async fn ping(&self) -> Result<Duration, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.ping().await })
             .await
     }
 
     /// One chat turn; the envelope JSON as the server sent it.
+    #[crate::compiled_once]
     pub async fn chat(&self, query: &str) -> Result<String, ClientError> {
         Ok(self.chat_reply(query).await?.reply_json)
     }
 
     /// One chat turn, the envelope parsed.
+    #[crate::compiled_once]
     pub async fn chat_envelope(&self, query: &str) -> Result<Envelope, ClientError> {
         Ok(Envelope::from_json(&self.chat(query).await?)?)
     }
 
     /// One chat turn as the server sent it (see [`Client::chat_reply`]).
+    #[crate::compiled_once]
     pub async fn chat_reply(&self, query: &str) -> Result<ChatReply, ClientError> {
         self.run(Repeat::No, |client| async move { client.chat_reply(query).await })
             .await
@@ -215,6 +221,7 @@ impl FailoverClient {
 
     /// A streamed chat turn on the current connection (see [`Client::chat_stream`]); a
     /// failover while it streams ends it with [`ClientError::ConnectionLost`].
+    #[crate::compiled_once]
     pub async fn chat_stream(&self, query: &str) -> Result<ChatStream, ClientError> {
         self.run(
             Repeat::No,
@@ -224,12 +231,14 @@ impl FailoverClient {
     }
 
     /// The runtime tools this login may call now.
+    #[crate::compiled_once]
     pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.list_tools().await })
             .await
     }
 
     /// Runs one runtime tool (see [`Client::call_tool`]); not repeated on another node.
+    #[crate::compiled_once]
     pub async fn call_tool(
         &self,
         name: &str,
@@ -242,17 +251,20 @@ impl FailoverClient {
     }
 
     /// Current values of tags, one reading per name in order.
+    #[crate::compiled_once]
     pub async fn read_tags(&self, names: &[&str]) -> Result<Vec<TagReading>, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.read_tags(names).await })
             .await
     }
 
     /// Writes tag values (see [`Client::write_tags`]); not repeated on another node.
+    #[crate::compiled_once]
     pub async fn write_tags(&self, writes: Vec<TagWrite>) -> Result<Vec<TagWriteResult>, ClientError> {
         self.write_tags_signed(writes, Vec::new()).await
     }
 
     /// As [`Client::write_tags_signed`]; not repeated on another node.
+    #[crate::compiled_once]
     pub async fn write_tags_signed(
         &self,
         writes: Vec<TagWrite>,
@@ -267,12 +279,14 @@ impl FailoverClient {
 
     /// The proposals waiting for a decision on the node connected to (proposals live on the
     /// node that took them, as their connection does).
+    #[crate::compiled_once]
     pub async fn list_proposals(&self) -> Result<crate::ListProposalsReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.list_proposals().await })
             .await
     }
 
     /// Decides a proposal (see [`Client::decide_proposal`]); not repeated on another node.
+    #[crate::compiled_once]
     pub async fn decide_proposal(
         &self,
         id: &str,
@@ -284,6 +298,7 @@ impl FailoverClient {
     }
 
     /// As [`Client::decide_proposal_signed`]; not repeated on another node.
+    #[crate::compiled_once]
     pub async fn decide_proposal_signed(
         &self,
         id: &str,
@@ -303,12 +318,14 @@ impl FailoverClient {
     }
 
     /// Acknowledges an alarm; not repeated on another node.
+    #[crate::compiled_once]
     pub async fn acknowledge_alarm(&self, alarm: &str) -> Result<bool, ClientError> {
         self.acknowledge_alarm_signed(alarm, Vec::new()).await
     }
 
     /// Acknowledges an alarm with the acknowledger's signature (see
     /// [`Client::acknowledge_alarm_signed`]); not repeated on another node.
+    #[crate::compiled_once]
     pub async fn acknowledge_alarm_signed(
         &self,
         alarm: &str,
@@ -323,6 +340,7 @@ impl FailoverClient {
 
     /// Changes how an alarm is handled (see [`Client::handle_alarm`]); not repeated on another
     /// node.
+    #[crate::compiled_once]
     pub async fn handle_alarm(
         &self,
         request: crate::HandleAlarmRequest,
@@ -335,6 +353,7 @@ impl FailoverClient {
     }
 
     /// How the alarm system performed over a window (see [`Client::alarm_report`]).
+    #[crate::compiled_once]
     pub async fn alarm_report(
         &self,
         request: crate::AlarmReportRequest,
@@ -347,12 +366,14 @@ impl FailoverClient {
     }
 
     /// The direct children of a UNS folder (see [`Client::browse`]).
+    #[crate::compiled_once]
     pub async fn browse(&self, folder: &str) -> Result<BrowseReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.browse(folder).await })
             .await
     }
 
     /// A tag's recorded history over a window (see [`Client::tag_history`]).
+    #[crate::compiled_once]
     pub async fn tag_history(&self, request: TagHistoryRequest) -> Result<TagHistoryReply, ClientError> {
         self.run(Repeat::Yes, |client| {
             let request = request.clone();
@@ -362,6 +383,7 @@ impl FailoverClient {
     }
 
     /// What the named tags were at a past instant (see [`Client::tag_values_at`]).
+    #[crate::compiled_once]
     pub async fn tag_values_at(&self, names: &[String], at_ms: i64) -> Result<TagValuesAtReply, ClientError> {
         self.run(Repeat::Yes, |client| async move {
             client.tag_values_at(names, at_ms).await
@@ -370,6 +392,7 @@ impl FailoverClient {
     }
 
     /// The alarms not normal, and the history when asked (see [`Client::alarms`]).
+    #[crate::compiled_once]
     pub async fn alarms(&self, request: AlarmsRequest) -> Result<AlarmsReply, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.alarms(request).await })
             .await
@@ -377,12 +400,14 @@ impl FailoverClient {
 
     /// Empties the chat transcript of the current connection (see [`Client::chat_clear`]).
     /// A connection to another node starts with an empty one anyway.
+    #[crate::compiled_once]
     pub async fn chat_clear(&self) -> Result<bool, ClientError> {
         self.run(Repeat::Yes, |client| async move { client.chat_clear().await })
             .await
     }
 
     /// Subscribes to tag changes; the subscription is renewed on every node moved to.
+    #[crate::compiled_once]
     pub async fn subscribe(&self, request: SubscribeRequest) -> Result<FailoverSubscription, ClientError> {
         let (sender, updates) = mpsc::unbounded_channel();
         let mut after = 0;
@@ -426,6 +451,7 @@ impl FailoverClient {
 
     /// The current connection, waiting for one while the client fails over (within the call
     /// timeout). For calls this type does not wrap; they do not move with the client.
+    #[crate::compiled_once]
     pub async fn client(&self) -> Result<Client, ClientError> {
         Ok(self.connected(0).await?.0)
     }
@@ -701,11 +727,13 @@ impl FailoverSubscription {
     }
 
     /// The next update; `None` once the client has ended.
+    #[crate::compiled_once]
     pub async fn next_update(&mut self) -> Option<TagUpdate> {
         self.updates.recv().await
     }
 
     /// Stops the subscription; whether the server still had it.
+    #[crate::compiled_once]
     pub async fn unsubscribe(self) -> Result<bool, ClientError> {
         let renewable = lock(&self.client.state.subscriptions).remove(&self.id);
         let Some(renewable) = renewable else {

@@ -414,6 +414,7 @@ impl AuditLog {
 
     /// Records `entries`, committed with whatever other calls are recording now; the error
     /// says why they could not be.
+    #[crate::compiled_once]
     pub async fn record(&self, entries: Vec<AuditEntry>) -> Result<(), String> {
         let (reply, outcome) = oneshot::channel();
         self.jobs

@@ -23,6 +23,12 @@
 //! keeps the row under a lease that every writer revokes before its change commits
 //! (`postgres/settings_lease.rs`).
 
+/// Boxes a public `async fn`'s future, so its body, and every future it awaits, compiles once,
+/// here, rather than again in each crate that awaits it: rustc builds an `async fn`'s body where
+/// its future is polled, so unboxed, a leaf crate compiled the whole async tree beneath it
+/// (docs/DECISIONS.md, "Futures boxed at crate boundaries").
+pub(crate) use async_recursion::async_recursion as compiled_once;
+
 mod admin;
 mod audit;
 pub mod audit_chain;

@@ -89,6 +89,7 @@ macro_rules! on_backend_blocking {
 impl Store {
     /// Opens the solution at `location` (a file must exist; a database gets tserver's schema
     /// if it has none).
+    #[crate::compiled_once]
     pub async fn open(location: &SolutionLocation) -> Result<Self, SolutionError> {
         Ok(match location {
             SolutionLocation::File(path) => Self::open_file(path)?,
@@ -120,6 +121,7 @@ impl Store {
     }
 
     /// What a runtime loads when it opens.
+    #[crate::compiled_once]
     pub async fn at_start(&self) -> Result<SolutionAtStart, SolutionError> {
         Ok(SolutionAtStart {
             settings: self.runtime_settings().await?,
@@ -158,37 +160,44 @@ impl Store {
 
     /// The `SolutionSettings` row as a call starting now must see it: every change committed
     /// before the call is in it.
+    #[crate::compiled_once]
     pub async fn settings_row(&self) -> Result<SettingsRow, SolutionError> {
         on_backend!(self, settings_row())
     }
 
     /// Reads one setting.
+    #[crate::compiled_once]
     pub async fn setting(&self, key: &SettingKey) -> Result<SettingValue, SolutionError> {
         on_backend!(self, setting(key))
     }
 
     /// Writes one setting.
+    #[crate::compiled_once]
     pub async fn set_setting(&self, key: &SettingKey, value: &str) -> Result<(), SolutionError> {
         on_backend!(self, set_setting(key, value))
     }
 
     /// Returns a setting to its default.
+    #[crate::compiled_once]
     pub async fn unset_setting(&self, key: &SettingKey) -> Result<(), SolutionError> {
         on_backend!(self, unset_setting(key))
     }
 
     /// What is wrong with the stored `ModelSettings`.
+    #[crate::compiled_once]
     pub async fn settings_issues(&self) -> Result<Vec<SettingIssue>, SolutionError> {
         on_backend!(self, settings_issues())
     }
 
     /// The user of that name (matched case-insensitively), if any.
+    #[crate::compiled_once]
     pub async fn user(&self, name: &str) -> Result<Option<UserRecord>, SolutionError> {
         on_backend!(self, user(name))
     }
 
     /// Whether `password` is `user`'s, as a signature checks it: the password entered again,
     /// verified against its argon2 hash on a thread that may block.
+    #[crate::compiled_once]
     pub async fn check_password(&self, user: &str, password: &str) -> Result<PasswordCheck, SolutionError> {
         let Some(record) = self.user(user).await? else {
             return Ok(PasswordCheck::UnknownUser);
@@ -220,11 +229,13 @@ impl Store {
     }
 
     /// Every user, by name.
+    #[crate::compiled_once]
     pub async fn users(&self) -> Result<Vec<UserRecord>, SolutionError> {
         on_backend!(self, users())
     }
 
     /// Adds a user with a role (`password` `None`: passwordless).
+    #[crate::compiled_once]
     pub async fn add_user(
         &self,
         name: &str,
@@ -235,99 +246,118 @@ impl Store {
     }
 
     /// Replaces a user's password (`None`: passwordless).
+    #[crate::compiled_once]
     pub async fn set_password(&self, name: &str, password: Option<&str>) -> Result<(), SolutionError> {
         on_backend!(self, set_password(name, password))
     }
 
     /// Changes a user's role.
+    #[crate::compiled_once]
     pub async fn set_role(&self, name: &str, role: Role) -> Result<(), SolutionError> {
         on_backend!(self, set_role(name, role))
     }
 
     /// Removes a user.
+    #[crate::compiled_once]
     pub async fn remove_user(&self, name: &str) -> Result<(), SolutionError> {
         on_backend!(self, remove_user(name))
     }
 
     /// The settings the runtime reads when it opens.
+    #[crate::compiled_once]
     pub async fn runtime_settings(&self) -> Result<RuntimeSettings, SolutionError> {
         on_backend!(self, runtime_settings())
     }
 
     /// Reads and decrypts a secret; `None` when there is none of that name.
+    #[crate::compiled_once]
     pub async fn secret(&self, name: &str) -> Result<Option<SecretValue>, SolutionError> {
         on_backend!(self, secret(name))
     }
 
     /// Stores (or replaces) a secret, encrypted.
+    #[crate::compiled_once]
     pub async fn set_secret(&self, name: &str, value: &str) -> Result<(), SolutionError> {
         on_backend!(self, set_secret(name, value))
     }
 
     /// The names of all secrets (never their values).
+    #[crate::compiled_once]
     pub async fn secret_names(&self) -> Result<Vec<String>, SolutionError> {
         on_backend!(self, secret_names())
     }
 
     /// Removes a secret.
+    #[crate::compiled_once]
     pub async fn remove_secret(&self, name: &str) -> Result<(), SolutionError> {
         on_backend!(self, remove_secret(name))
     }
 
     /// The plant definitions the runtime loads.
+    #[crate::compiled_once]
     pub async fn plant_definitions(&self) -> Result<ExpandedPlant, SolutionError> {
         on_backend!(self, plant_definitions())
     }
 
     /// The plant model as last imported.
+    #[crate::compiled_once]
     pub async fn plant_model(&self) -> Result<PlantModel, SolutionError> {
         on_backend!(self, plant_model())
     }
 
     /// The equipment instances of the plant model as last imported (none before an import),
     /// without reading the rest of it.
+    #[crate::compiled_once]
     pub async fn plant_equipment(&self) -> Result<Vec<Equipment>, SolutionError> {
         on_backend!(self, plant_equipment())
     }
 
     /// The site's prompts of the plant model as last imported (none before an import).
+    #[crate::compiled_once]
     pub async fn plant_prompts(&self) -> Result<Vec<plant_model::PromptSpec>, SolutionError> {
         on_backend!(self, plant_prompts())
     }
 
     /// The plant's notifications and the sources an MQTT one publishes through.
+    #[crate::compiled_once]
     pub async fn plant_notifications(&self) -> Result<crate::PlantNotifications, SolutionError> {
         on_backend!(self, plant_notifications())
     }
 
     /// The plant's sources and the tags they feed (only those, each as the runtime loads it):
     /// what the sources start from, without reading the rest of the plant.
+    #[crate::compiled_once]
     pub async fn plant_sources(&self) -> Result<ExpandedPlant, SolutionError> {
         on_backend!(self, plant_sources())
     }
 
     /// The documents attached to the plant, by path.
+    #[crate::compiled_once]
     pub async fn plant_documents(&self) -> Result<Vec<PlantDocument>, SolutionError> {
         on_backend!(self, plant_documents())
     }
 
     /// The revision of the plant model: 0 before any import, one more with each import.
+    #[crate::compiled_once]
     pub async fn plant_revision(&self) -> Result<i64, SolutionError> {
         on_backend!(self, plant_revision())
     }
 
     /// The alarms shelved or out of service now (kept apart from the history, which
     /// retention prunes).
+    #[crate::compiled_once]
     pub async fn alarm_handling(&self) -> Result<Vec<crate::KeptHandling>, SolutionError> {
         on_backend!(self, alarm_handling())
     }
 
     /// What the alarm history recorded of each alarm since its last trip, oldest first.
+    #[crate::compiled_once]
     pub async fn alarm_events_since_last_trip(&self) -> Result<Vec<AlarmEvent>, SolutionError> {
         on_backend!(self, alarm_events_since_last_trip())
     }
 
     /// Audit entries from `since` on, oldest first, at most `limit`.
+    #[crate::compiled_once]
     pub async fn audit(
         &self,
         since: Option<SystemTime>,
@@ -338,6 +368,7 @@ impl Store {
 
     /// Walks the whole audit trail in the chain's order: where it first breaks (a row changed,
     /// removed or inserted), or what verified.
+    #[crate::compiled_once]
     pub async fn verify_audit(
         &self,
     ) -> Result<Result<crate::audit_chain::ChainVerified, crate::audit_chain::ChainBreak>, SolutionError>
@@ -401,6 +432,7 @@ impl Store {
 
     /// How long `peer` must still wait before it may log in, as every node sharing the
     /// database counts its failures; `None` for a file, whose one server counts its own.
+    #[crate::compiled_once]
     pub async fn shared_login_lockout(
         &self,
         peer: IpAddr,
@@ -415,6 +447,7 @@ impl Store {
     /// named none) for every node sharing the database: its failures so far and the lockout
     /// `config` gives that count. `None` for a file, whose one server
     /// counts its own.
+    #[crate::compiled_once]
     pub async fn record_shared_login_failure(
         &self,
         peer: IpAddr,
@@ -429,6 +462,7 @@ impl Store {
 
     /// Forgets `peer`'s failed logins on every node sharing the database when every one was
     /// for `user` (the key the failures were recorded under; nothing for a file).
+    #[crate::compiled_once]
     pub async fn clear_shared_login_failures(&self, peer: IpAddr, user: &str) -> Result<(), SolutionError> {
         match &self.backend {
             Backend::File(_) => Ok(()),
@@ -440,6 +474,7 @@ impl Store {
     /// recorded after the alarm event `after` (its `Id`): the last id read and the events,
     /// oldest first (`None` for `after`: the last id so far, and none). A file, whose one
     /// server makes them all itself, has none.
+    #[crate::compiled_once]
     pub async fn alarm_acts_since(
         &self,
         after: Option<i64>,
@@ -565,6 +600,7 @@ impl Store {
     }
 
     /// Creates an API token for `user`; returns it and its text, shown only now.
+    #[crate::compiled_once]
     pub async fn create_token(
         &self,
         user: &str,
@@ -575,22 +611,26 @@ impl Store {
     }
 
     /// Every API token, oldest first.
+    #[crate::compiled_once]
     pub async fn tokens(&self) -> Result<Vec<ApiToken>, SolutionError> {
         on_backend!(self, tokens())
     }
 
     /// Revokes the token `which` names.
+    #[crate::compiled_once]
     pub async fn revoke_token(&self, which: &str) -> Result<ApiToken, SolutionError> {
         on_backend!(self, revoke_token(which))
     }
 
     /// The user a presented token acts as, or why it is refused.
+    #[crate::compiled_once]
     pub async fn verify_token(&self, text: &str) -> Result<Result<TokenUser, TokenRefusal>, SolutionError> {
         on_backend!(self, verify_token(text))
     }
 
     /// Starts a browser login for `user` at `now` under `rules` (expired logins swept, the
     /// user's oldest past the cap ended); returns the token, shown only now.
+    #[crate::compiled_once]
     pub async fn create_browser_session(
         &self,
         user: &str,
@@ -611,6 +651,7 @@ impl Store {
 
     /// The login a browser's `token` carries at `now`, unless unknown, revoked, or ended under
     /// `rules` (then it is deleted); a valid one is marked used at `now`.
+    #[crate::compiled_once]
     pub async fn browser_session(
         &self,
         token: &str,
@@ -630,6 +671,7 @@ impl Store {
     }
 
     /// Ends the browser login `token` carries; whether there was one.
+    #[crate::compiled_once]
     pub async fn revoke_browser_session(&self, token: &str) -> Result<bool, SolutionError> {
         match &self.backend {
             Backend::File(db) => {
@@ -644,6 +686,7 @@ impl Store {
     }
 
     /// Replaces this node's stored source reports with `reports` (name, JSON).
+    #[crate::compiled_once]
     pub async fn replace_source_reports(&self, reports: Vec<(String, String)>) -> Result<(), SolutionError> {
         match &self.backend {
             Backend::File(db) => {
@@ -657,11 +700,13 @@ impl Store {
     }
 
     /// The stored source reports, by name (and node).
+    #[crate::compiled_once]
     pub async fn source_reports(&self) -> Result<Vec<SourceReport>, SolutionError> {
         on_backend!(self, source_reports())
     }
 
     /// Stores a new script (compiled first).
+    #[crate::compiled_once]
     pub async fn add_script(
         &self,
         name: &str,
@@ -672,6 +717,7 @@ impl Store {
     }
 
     /// Changes a script's source, trigger, or both.
+    #[crate::compiled_once]
     pub async fn update_script(
         &self,
         name: &str,
@@ -682,36 +728,43 @@ impl Store {
     }
 
     /// Enables or disables a script's trigger.
+    #[crate::compiled_once]
     pub async fn set_script_enabled(&self, name: &str, enabled: bool) -> Result<StoredScript, SolutionError> {
         on_backend!(self, set_script_enabled(name, enabled))
     }
 
     /// Removes a script and its run record.
+    #[crate::compiled_once]
     pub async fn remove_script(&self, name: &str) -> Result<StoredScript, SolutionError> {
         on_backend!(self, remove_script(name))
     }
 
     /// The script named `name` (any case), if stored.
+    #[crate::compiled_once]
     pub async fn script(&self, name: &str) -> Result<Option<StoredScript>, SolutionError> {
         on_backend!(self, script(name))
     }
 
     /// Every script's run record, by name.
+    #[crate::compiled_once]
     pub async fn script_records(&self) -> Result<Vec<ScriptRecord>, SolutionError> {
         on_backend!(self, script_records())
     }
 
     /// Asks a serving tserver (the leading node, on a database) to run `name` once.
+    #[crate::compiled_once]
     pub async fn request_script_run(&self, name: &str) -> Result<(StoredScript, SystemTime), SolutionError> {
         on_backend!(self, request_script_run(name))
     }
 
     /// Withdraws a run request nobody took.
+    #[crate::compiled_once]
     pub async fn withdraw_script_run(&self, name: &str) -> Result<(), SolutionError> {
         on_backend!(self, withdraw_script_run(name))
     }
 
     /// Every script, by name; a file is read on a blocking thread (the runner asks every second).
+    #[crate::compiled_once]
     pub async fn scripts(&self) -> Result<Vec<StoredScript>, SolutionError> {
         match &self.backend {
             Backend::File(db) => on_file_thread(db, "reading the scripts", |db| db.scripts()).await,
@@ -720,6 +773,7 @@ impl Store {
     }
 
     /// Takes the waiting run requests (gone once taken), oldest first.
+    #[crate::compiled_once]
     pub async fn take_script_run_requests(&self) -> Result<Vec<String>, SolutionError> {
         match &self.backend {
             Backend::File(db) => {
@@ -730,6 +784,7 @@ impl Store {
     }
 
     /// Adds runs and skipped triggers to the scripts' records.
+    #[crate::compiled_once]
     pub async fn record_script_runs(&self, tallies: Vec<(String, ScriptTally)>) -> Result<(), SolutionError> {
         match &self.backend {
             Backend::File(db) => {
@@ -745,6 +800,7 @@ impl Store {
     /// Replaces the plant with `model` and its `documents` (as
     /// [`plant_model::read_documents`] read them) in one transaction; with `dry_run` nothing is
     /// kept.
+    #[crate::compiled_once]
     pub async fn import_plant(
         &self,
         model: &PlantModel,
@@ -756,6 +812,7 @@ impl Store {
     }
 
     /// Deletes the recorded history of a tag no longer in the plant.
+    #[crate::compiled_once]
     pub async fn purge_tag_history(&self, tag: &str) -> Result<usize, SolutionError> {
         on_backend!(self, purge_tag_history(tag))
     }

@@ -9,6 +9,12 @@
 //!
 //! The caller binds the listener, so tests serve on `127.0.0.1:0`.
 
+/// Boxes a public `async fn`'s future, so its body, and every future it awaits, compiles once,
+/// here, rather than again in each crate that awaits it: rustc builds an `async fn`'s body where
+/// its future is polled, so unboxed, a leaf crate compiled the whole async tree beneath it
+/// (docs/DECISIONS.md, "Futures boxed at crate boundaries").
+pub(crate) use async_recursion::async_recursion as compiled_once;
+
 pub mod certificates;
 pub mod cli;
 pub mod config;

@@ -54,29 +54,31 @@ mod websocket_throughput;
 mod writes;
 
 /// Options of `cargo xtask bench`.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, clap::Args)]
 pub(crate) struct BenchOptions {
-    /// Short runs with debug binaries.
+    /// Short runs with debug binaries: proves the harness runs end to end, judges nothing.
+    #[arg(long)]
     pub(crate) smoke: bool,
     /// Also measure chat turns against this model URL.
+    #[arg(long, value_name = "URL")]
     pub(crate) llm_url: Option<String>,
-    /// Run only these scenarios (`--only websocket|modbus|opcua|...`).
-    pub(crate) only: Option<Only>,
+    /// Run only these scenarios, in this order (repeat the option or separate with commas).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SCENARIO")]
+    pub(crate) only: Vec<Only>,
 }
 
 /// Scenarios that run alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Only {
+    /// The first release build from a clean target directory, and the README's commands after it.
+    FirstBuild,
     /// Ping and chat over `/ws` beside TCP, the subscribers and the panel in Chromium.
     Websocket,
     /// One Modbus device's registers polled.
     Modbus,
     /// One OPC UA server's variables streaming changes.
+    #[value(name = "opcua")]
     OpcUa,
-    /// The proposal round trip beside a plain 1-tool turn.
-    Proposals,
-    /// The first release build from a clean target directory, and the README's commands after it.
-    FirstBuild,
     /// MQTT ingestion beside a bare subscriber.
     Mqtt,
     /// The chat gate and the writes on PostgreSQL beside the SQLite file.
@@ -85,6 +87,8 @@ pub(crate) enum Only {
     Hostile,
     /// The historian's ingestion and queries.
     History,
+    /// The whole proposing turn beside a plain 1-tool turn, and the approval round trip.
+    Proposals,
     /// The write round trip, unsigned beside the write baseline, and signed.
     Writes,
     /// The overview displays of a 10,000-tag plant and a year's trend in Chromium.
@@ -96,61 +100,30 @@ pub(crate) enum Only {
     Mcp,
 }
 
-/// What `--only` accepts, in the order the help names them.
-const ONLY_NAMES: [(&str, Only); 13] = [
-    ("websocket", Only::Websocket),
-    ("modbus", Only::Modbus),
-    ("opcua", Only::OpcUa),
-    ("mqtt", Only::Mqtt),
-    ("store", Only::Store),
-    ("hostile", Only::Hostile),
-    ("history", Only::History),
-    ("proposals", Only::Proposals),
-    ("writes", Only::Writes),
-    ("panel", Only::Panel),
-    ("alarms", Only::Alarms),
-    ("mcp", Only::Mcp),
-    ("first-build", Only::FirstBuild),
-];
-
 impl BenchOptions {
-    pub(crate) fn parse(args: &[String]) -> anyhow::Result<Self> {
-        let mut options = Self::default();
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--smoke" => options.smoke = true,
-                "--llm-url" => options.llm_url = Some(args.next().context("--llm-url needs a URL")?.clone()),
-                "--only" => {
-                    let name = args
-                        .next()
-                        .context(format!("--only needs a scenario: {}", only_names(", ")))?;
-                    let Some(&(_, only)) = ONLY_NAMES.iter().find(|(known, _)| known == name) else {
-                        bail!(
-                            "--only {name:?}: the scenarios that run alone are: {}",
-                            only_names(", ")
-                        );
-                    };
-                    options.only = Some(only);
-                }
-                other => {
-                    bail!(
-                        "unknown bench option {other:?}; known: --smoke, --llm-url URL, --only {}",
-                        only_names("|")
-                    )
-                }
-            }
-        }
-        if options.smoke && options.only == Some(Only::FirstBuild) {
+    /// The options, checked together: each scenario once, and no smoke run of the first build.
+    pub(crate) fn checked(mut self) -> anyhow::Result<Self> {
+        if self.smoke && self.only.contains(&Only::FirstBuild) {
             bail!("--only first-build has no smoke run: the build it measures takes minutes");
         }
-        Ok(options)
+        let mut seen = Vec::with_capacity(self.only.len());
+        self.only.retain(|only| {
+            let first = !seen.contains(only);
+            seen.push(*only);
+            first
+        });
+        Ok(self)
     }
-}
 
-/// The names `--only` accepts, joined by `separator`.
-fn only_names(separator: &str) -> String {
-    ONLY_NAMES.map(|(name, _)| name).join(separator)
+    /// Whether the whole bench runs (no `--only`).
+    fn everything(&self) -> bool {
+        self.only.is_empty()
+    }
+
+    /// Whether `scenario` runs.
+    fn runs(&self, scenario: Only) -> bool {
+        self.everything() || self.only.contains(&scenario)
+    }
 }
 
 /// The processes a run starts before its scenarios; each stops when dropped.
@@ -185,11 +158,11 @@ pub(crate) fn run(options: &BenchOptions) -> anyhow::Result<()> {
     let mut results = Results::default();
     let mut verdicts = Verdicts::default();
     // First, on a quiet machine: the build a new user makes (minutes, so never in a smoke run).
-    if !options.smoke && matches!(options.only, None | Some(Only::FirstBuild)) {
+    if !options.smoke && options.runs(Only::FirstBuild) {
         let out_dir = target_dir.join("bench");
         std::fs::create_dir_all(&out_dir)?;
         first_build::judge(&root, &out_dir, &mut results, &mut verdicts)?;
-        if options.only.is_some() {
+        if options.only == [Only::FirstBuild] {
             verdicts.print();
             return write_report(&out_dir, "release", false, results, &verdicts);
         }
@@ -320,45 +293,19 @@ fn run_scenarios(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    match options.only {
-        Some(Only::Websocket) => return websocket_scenarios(bench, servers, plan, results, verdicts),
-        Some(Only::Modbus) => {
-            return modbus_bench::judge(&bench.bin, &bench.out_dir, plan.modbus, results, verdicts);
+    if !options.everything() {
+        for &scenario in &options.only {
+            run_alone(
+                scenario,
+                bench,
+                (root, servers),
+                plan,
+                options.smoke,
+                results,
+                verdicts,
+            )?;
         }
-        Some(Only::OpcUa) => {
-            return opcua_bench::judge(&bench.bin, &bench.out_dir, plan.opcua, results, verdicts);
-        }
-        Some(Only::Mqtt) => {
-            return mqtt_bench::judge(&bench.bin, &bench.out_dir, plan.mqtt, results, verdicts);
-        }
-        Some(Only::Store) => {
-            return store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts);
-        }
-        Some(Only::History) => {
-            return history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts);
-        }
-        Some(Only::Panel) => {
-            return panel_overview::judge(&bench.bin, &bench.out_dir, plan.overview, results, verdicts);
-        }
-        Some(Only::Alarms) => {
-            return alarm_flood::judge(&bench.bin, &bench.out_dir, plan.flood, results, verdicts);
-        }
-        Some(Only::Mcp) => {
-            return mcp_scenarios(bench, root, servers, plan, options.smoke, results, verdicts);
-        }
-        Some(Only::Hostile) => {
-            bench.settings("ModelEnabled", "true")?;
-            return hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts);
-        }
-        Some(Only::Writes) => {
-            return writes::run(bench, root, plan.writes, options.smoke, results, verdicts);
-        }
-        Some(Only::Proposals) => {
-            bench.settings("ModelEnabled", "true")?;
-            let turns = plan.tool_turns / 4;
-            return proposal_turns::judge(bench, &servers.fast_url, turns, results, verdicts);
-        }
-        Some(Only::FirstBuild) | None => {}
+        return Ok(());
     }
     let reference_ping = ping::run(bench, results, verdicts)?;
     ping::chat_gate(bench, reference_ping, results, verdicts)?;
@@ -393,6 +340,42 @@ fn run_scenarios(
     history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts)?;
     mcp_scenarios(bench, root, servers, plan, options.smoke, results, verdicts)?;
     idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
+}
+
+/// One scenario of `--only`, on its own.
+fn run_alone(
+    scenario: Only,
+    bench: &Bench,
+    (root, servers): (&Path, &Servers),
+    plan: &Plan,
+    smoke: bool,
+    results: &mut Results,
+    verdicts: &mut Verdicts,
+) -> anyhow::Result<()> {
+    let (bin, out_dir) = (&bench.bin, &bench.out_dir);
+    match scenario {
+        // Measured before the servers started, on a quiet machine.
+        Only::FirstBuild => Ok(()),
+        Only::Websocket => websocket_scenarios(bench, servers, plan, results, verdicts),
+        Only::Modbus => modbus_bench::judge(bin, out_dir, plan.modbus, results, verdicts),
+        Only::OpcUa => opcua_bench::judge(bin, out_dir, plan.opcua, results, verdicts),
+        Only::Mqtt => mqtt_bench::judge(bin, out_dir, plan.mqtt, results, verdicts),
+        Only::Store => store_bench::judge(bin, out_dir, plan.store, results, verdicts),
+        Only::History => history_bench::judge(bin, out_dir, plan.history, results, verdicts),
+        Only::Panel => panel_overview::judge(bin, out_dir, plan.overview, results, verdicts),
+        Only::Alarms => alarm_flood::judge(bin, out_dir, plan.flood, results, verdicts),
+        Only::Mcp => mcp_scenarios(bench, root, servers, plan, smoke, results, verdicts),
+        Only::Hostile => {
+            bench.settings("ModelEnabled", "true")?;
+            hostile::attribute(bench, &servers.fast_url, plan.hostile, results, verdicts)
+        }
+        Only::Writes => writes::run(bench, root, plan.writes, smoke, results, verdicts),
+        Only::Proposals => {
+            bench.settings("ModelEnabled", "true")?;
+            let turns = plan.tool_turns / 4;
+            proposal_turns::judge(bench, &servers.fast_url, turns, results, verdicts)
+        }
+    }
 }
 
 /// RuntimeMCP (`--only mcp`): tools/call on the bench's tserver, beside the MCP baseline build,
@@ -503,33 +486,51 @@ fn write_report(
 
 #[cfg(test)]
 mod tests {
+    use clap::{Parser, ValueEnum};
+
     use super::*;
 
+    /// `cargo xtask bench`'s options alone, as the task's parser reads them.
+    #[derive(Debug, Parser)]
+    struct BenchCommand {
+        #[command(flatten)]
+        options: BenchOptions,
+    }
+
     fn parse(args: &[&str]) -> anyhow::Result<BenchOptions> {
-        BenchOptions::parse(&args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>())
+        let command = BenchCommand::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))?;
+        command.options.checked()
     }
 
     #[test]
     fn every_scenario_that_runs_alone_is_named_by_only() {
-        for (name, only) in ONLY_NAMES {
-            let options = parse(&["--only", name]).expect("a known scenario");
-            assert_eq!(options.only, Some(only), "--only {name}");
+        for only in Only::value_variants() {
+            let name = only.to_possible_value().expect("a named scenario");
+            let options = parse(&["--only", name.get_name()]).expect("a known scenario");
+            assert_eq!(options.only, [*only], "--only {}", name.get_name());
         }
+        assert_eq!(parse(&["--only", "opcua"]).expect("opcua").only, [Only::OpcUa]);
+    }
+
+    #[test]
+    fn several_scenarios_run_in_the_order_given_each_once() {
+        let options = parse(&["--only", "mqtt,websocket", "--only", "mqtt", "--only", "mcp"]).expect("known");
+        assert_eq!(options.only, [Only::Mqtt, Only::Websocket, Only::Mcp]);
+        assert!(options.runs(Only::Mcp) && !options.runs(Only::Store));
+        let everything = parse(&[]).expect("no options");
+        assert!(everything.everything() && everything.runs(Only::FirstBuild));
     }
 
     #[test]
     fn an_unknown_scenario_is_refused_with_the_known_ones() {
         let error = parse(&["--only", "mqtt-ish"]).expect_err("unknown").to_string();
-        assert!(error.contains("\"mqtt-ish\""), "{error}");
+        assert!(error.contains("'mqtt-ish'"), "{error}");
         assert!(
             error.contains("hostile") && error.contains("first-build"),
             "{error}"
         );
         let error = parse(&["--fast"]).expect_err("unknown option").to_string();
-        assert!(
-            error.contains("--only websocket|modbus|opcua|mqtt|store|hostile"),
-            "{error}"
-        );
+        assert!(error.contains("'--fast'"), "{error}");
         let error = parse(&["--smoke", "--only", "first-build"])
             .expect_err("no smoke")
             .to_string();

@@ -113,8 +113,7 @@ fn measure_store(bin: &Path, out_dir: &Path, solution: &str, plan: StorePlan) ->
 
 /// `cargo xtask store-bench BIN_DIR`: the store scenario alone, with the full plan, against the
 /// binaries in `BIN_DIR` (e.g. `target/release` after `cargo build --release --bins`).
-pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
-    let bin = Path::new(args.first().context("usage: cargo xtask store-bench BIN_DIR")?);
+pub(crate) fn measure(bin: &Path) -> anyhow::Result<()> {
     let out_dir = bin.join("..").join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let plan = StorePlan {

@@ -139,6 +139,7 @@ impl TurnRelay {
                 "127.0.0.1:0",
                 "--relay",
                 llm_url,
+                "--body-bytes",
                 &body_bytes.to_string(),
             ]),
         )?;

@@ -134,9 +134,9 @@ pub(crate) const WEBSOCKET_BOUNDED: Target = Target::at_most("<= 1.1x, all held"
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
 
-/// From a question to the proposal the model made in answer showing in the panel that asked,
-/// over a plain 1-tool turn (question to reply), p99 at 1 in flight.
-pub(crate) const PROPOSAL_ROUND_TRIP: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);
+/// A turn whose one tool call is a proposal, question to reply, over a plain 1-tool turn: the
+/// same two model requests each, p99 at 1 in flight.
+pub(crate) const PROPOSING_TURN: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);
 
 /// An unsigned write's p50 at 1 in flight over the write baseline's (the build before the
 /// acting path, signatures and the audit's hash chain), beside it.

@@ -332,6 +332,7 @@ impl ToolDefinition {
     }
 
     /// Validates `arguments` against the schema, then runs the handler for `caller`.
+    #[crate::compiled_once]
     pub async fn invoke(&self, arguments: Value, caller: ToolCaller) -> Result<ToolOutput, ToolError> {
         self.schema.check(&arguments)?;
         (self.handler)(arguments, caller).await
@@ -340,6 +341,7 @@ impl ToolDefinition {
     /// One call as every transport runs it (the chat path, MCP, the framed protocol): the
     /// arguments checked, the handler given at most `limit`, a panic isolated and reported as
     /// an `internal` failure, a timeout as a retryable `timeout`.
+    #[crate::compiled_once]
     pub async fn call(
         &self,
         arguments: Value,

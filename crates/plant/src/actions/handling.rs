@@ -235,6 +235,7 @@ impl Runtime {
     /// (as the runtime's own act); when the audit cannot be recorded they stay shelved until
     /// the next try (the background work tries every second). Only the node that leads does:
     /// a shelving ends once, audited once, and the other nodes follow its record.
+    #[crate::compiled_once]
     pub async fn expire_shelvings(&self, now: SystemTime) {
         if !self.leads() {
             return;

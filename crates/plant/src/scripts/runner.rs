@@ -321,6 +321,7 @@ impl ScriptRuns {
     /// Waits, at most `within`, until every run has ended (the shutdown stops them: a run ends
     /// at its next look at the stop, or when the host call it waits on returns); whether they
     /// all did.
+    #[crate::compiled_once]
     pub async fn ended(&self, within: Duration) -> bool {
         self.0.close();
         tokio::time::timeout(within, self.0.wait()).await.is_ok()
@@ -334,6 +335,7 @@ impl Runtime {
     /// taking up changed scripts within a second, until `shutdown`, which stops every run
     /// under way; when it returns, the scripts are loaded and their triggers armed. Call once,
     /// when serving starts; wait for the runs to end with [`ScriptRuns::ended`].
+    #[crate::compiled_once]
     pub async fn start_scripts(&self, shutdown: &CancellationToken) -> ScriptRuns {
         start(self, shutdown).await
     }
@@ -400,6 +402,7 @@ const RUN_ONCE_POLL: Duration = Duration::from_millis(5);
 /// loaded, its top level run with `event.trigger == "run"`, then the callbacks of the
 /// `ai_execute_async` calls it made as their answers come. Its runs are recorded in the
 /// solution as a server's are; returns the first run and the tally of all.
+#[crate::compiled_once]
 pub async fn run_once(runtime: &Runtime, name: &str) -> Result<(ScriptRun, ScriptTally), SolutionError> {
     let stored = runtime.store().scripts().await?;
     let script = stored

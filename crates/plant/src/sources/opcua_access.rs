@@ -115,6 +115,7 @@ pub struct TrustedCertificate {
 
 impl OpcUaAccess {
     /// The OPC UA source `name` of the solution in `store`.
+    #[crate::compiled_once]
     pub async fn of(store: &Store, name: &str) -> Result<Self, OpcUaAccessError> {
         let model = store.plant_model().await?;
         let Some(spec) = model.sources.iter().find(|source| source.name == name) else {
@@ -146,6 +147,7 @@ impl OpcUaAccess {
 
     /// The certificate the server presents for the source's security, as an unauthenticated
     /// GetEndpoints returns it: what an engineer confirms before trusting it.
+    #[crate::compiled_once]
     pub async fn presented(&self) -> Result<PresentedCertificate, OpcUaAccessError> {
         // One try: an engineer at a terminal wants to hear at once that the server is away.
         let client = opcua_client::build(
@@ -180,6 +182,7 @@ impl OpcUaAccess {
     /// Trusts the certificate the server presents if its SHA-1 thumbprint is `expected` (hex,
     /// in any case, with or without separators): the way to trust one without a person to look
     /// at it.
+    #[crate::compiled_once]
     pub async fn trust(&self, expected: &str) -> Result<TrustedCertificate, OpcUaAccessError> {
         let presented = self.presented().await?;
         self.trust_presented(&presented, expected)

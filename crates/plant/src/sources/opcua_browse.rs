@@ -77,6 +77,7 @@ struct Found {
 
 impl OpcUaAccess {
     /// What `node` (the Objects folder without one) organizes, in the server's order.
+    #[crate::compiled_once]
     pub async fn browse(&self, node: Option<&str>) -> Result<Vec<BrowsedNode>, OpcUaAccessError> {
         let start = parse_node(node)?;
         self.with_session(async |session| {
@@ -123,6 +124,7 @@ impl OpcUaAccess {
     /// browse names below it (`Line1.Temp` at `Line1/Temp`), typed by their data types and
     /// writable where the source's user may write them. The server's own nodes (namespace 0)
     /// and properties are left out.
+    #[crate::compiled_once]
     pub async fn skeleton(&self, node: Option<&str>) -> Result<Skeleton, OpcUaAccessError> {
         let start = parse_node(node)?;
         self.with_session(async |session| {

@@ -325,6 +325,7 @@ pub struct CopyReport {
 /// Copies the solution at `from` into `to`, which must hold no solution yet (a file that does
 /// not exist, a database without tserver's schema). Between a file and a database only: a file
 /// is copied as a file, a database with `pg_dump`.
+#[crate::compiled_once]
 pub async fn copy_solution(
     from: &SolutionLocation,
     to: &SolutionLocation,

@@ -35,6 +35,7 @@ impl AiExecuteArgs {
 
 /// Runs `ai-execute`: one atomic call through the script toolkit, returning the envelope JSON,
 /// fitted to what a server's script would get: the default frame less a reply's overhead.
+#[crate::compiled_once]
 pub async fn ai_execute(solution: &SolutionLocation, query: &str) -> anyhow::Result<String> {
     let runtime = Runtime::open_at(solution)
         .await

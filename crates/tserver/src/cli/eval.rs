@@ -97,6 +97,7 @@ pub fn eval_exit_code(args: &EvalArgs, output: &mut dyn Write, errors: &mut dyn 
 
 /// Opens the solution, reads the questions against its plant, starts the plant live and asks
 /// every case; `progress` hears a line as each run ends.
+#[crate::compiled_once]
 pub async fn eval_command(
     args: &EvalArgs,
     progress: &mut (dyn FnMut(String) + Send),

@@ -204,6 +204,7 @@ fn check_open_files(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Runs `serve` until `shutdown` is cancelled.
+#[crate::compiled_once]
 pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Result<()> {
     let listener = crate::listen(args.listen).with_context(|| format!("cannot listen on {}", args.listen))?;
     serve_on(args, listener, shutdown).await
@@ -211,6 +212,7 @@ pub async fn serve(args: &ServeArgs, shutdown: CancellationToken) -> anyhow::Res
 
 /// Runs `serve` on a listener the caller bound (tests bind `127.0.0.1:0`); `--listen` is not
 /// used.
+#[crate::compiled_once]
 pub async fn serve_on(
     args: &ServeArgs,
     listener: TcpListener,

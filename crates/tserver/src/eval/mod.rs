@@ -73,6 +73,7 @@ fn live_value(runtime: &Runtime, tag: &str) -> Option<LiveValue> {
 /// of its own, so no transcript carries over) through `runtime`'s chat path, one run at a
 /// time, and judges each; `each_run` hears of every run as it ends. The plant should be live
 /// (simulator and sources running) so the answers are about values that move.
+#[crate::compiled_once]
 pub async fn evaluate(
     runtime: &Runtime,
     questions: &Questions,

@@ -281,6 +281,7 @@ fn allowed_origins(hosts: &[String]) -> Vec<String> {
 }
 
 /// Serves the HTTP surface on `listener` until `shutdown`.
+#[crate::compiled_once]
 pub async fn serve(
     listener: TcpListener,
     runtime: Runtime,

@@ -132,6 +132,7 @@ impl Server {
 
     /// Serves until `shutdown` is cancelled, then stops accepting, lets calls in flight finish
     /// within the grace period, closes every connection and returns.
+    #[crate::compiled_once]
     pub async fn run(self, listener: TcpListener, shutdown: CancellationToken) {
         // A serving node answers the settings from a copy its writers revoke first, without a
         // query per call (PostgreSQL; a file's check needs none anyway).
