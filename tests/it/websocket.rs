@@ -1082,3 +1082,85 @@ async fn a_websocket_protocol_error_is_answered_with_a_close_and_its_code() {
     }
     rig.stop().await;
 }
+
+/// The next frame the server sends, whole: its FIN bit, opcode and payload (server frames are
+/// never masked).
+async fn server_frame(stream: &mut TcpStream) -> (bool, u8, Vec<u8>) {
+    use tokio::io::AsyncReadExt as _;
+    let mut header = [0_u8; 2];
+    tokio::time::timeout(PATIENCE, stream.read_exact(&mut header))
+        .await
+        .expect("a frame in time")
+        .expect("a frame header");
+    assert_eq!(header[1] & 0x80, 0, "a server frame is not masked");
+    let len = match header[1] & 0x7f {
+        126 => {
+            let mut len = [0_u8; 2];
+            stream.read_exact(&mut len).await.expect("a length");
+            usize::from(u16::from_be_bytes(len))
+        }
+        127 => {
+            let mut len = [0_u8; 8];
+            stream.read_exact(&mut len).await.expect("a length");
+            usize::try_from(u64::from_be_bytes(len)).expect("a length that fits")
+        }
+        len => usize::from(len),
+    };
+    let mut payload = vec![0_u8; len];
+    stream.read_exact(&mut payload).await.expect("the payload");
+    (header[0] & 0x80 != 0, header[0] & 0x0f, payload)
+}
+
+/// A reply larger than a few KiB goes as one message in fragments of at most 4 KiB (so no
+/// socket keeps a buffer the size of its largest reply); joined, they are the reply, and a
+/// small reply still goes whole.
+#[tokio::test]
+async fn a_large_reply_goes_in_fragments_of_4_kib_and_joins_into_one_message() {
+    use tokio::io::AsyncWriteExt as _;
+    let rig = Rig::start().await;
+    let mut stream = raw_websocket(rig.http).await;
+    let hello = json!({"callId": "1", "hello": {"protocolVersion": 1, "clientName": "fragments", "userName": "guest", "password": ""}});
+    stream
+        .write_all(&masked_frame(0x81, hello.to_string().as_bytes()))
+        .await
+        .expect("sends");
+    let (fin, opcode, payload) = server_frame(&mut stream).await;
+    assert_eq!((fin, opcode), (true, 0x1), "a small reply goes whole, as text");
+    let reply: Value = serde_json::from_slice(&payload).expect("JSON");
+    assert!(reply["hello"].is_object(), "{reply}");
+
+    let names: Vec<&str> = vec!["Pump1.MotorCurrent"; 200];
+    let read = json!({"callId": "2", "readTags": {"names": names}});
+    stream
+        .write_all(&masked_frame(0x81, read.to_string().as_bytes()))
+        .await
+        .expect("sends");
+    let mut message = Vec::new();
+    let mut frames = Vec::new();
+    loop {
+        let (fin, opcode, payload) = server_frame(&mut stream).await;
+        frames.push((opcode, payload.len()));
+        message.extend_from_slice(&payload);
+        if fin {
+            break;
+        }
+    }
+    assert!(message.len() > 3 * 4096, "a large reply: {} bytes", message.len());
+    assert_eq!(frames[0].0, 0x1, "the first fragment says text: {frames:?}");
+    assert!(
+        frames[1..].iter().all(|(opcode, _)| *opcode == 0x0),
+        "the rest continue it: {frames:?}"
+    );
+    assert!(
+        frames.iter().all(|(_, len)| *len <= 4096),
+        "each at most 4 KiB: {frames:?}"
+    );
+    let reply: Value = serde_json::from_slice(&message).expect("the fragments join into JSON");
+    assert_eq!(reply["callId"], "2");
+    assert_eq!(
+        reply["readTags"]["readings"].as_array().map(Vec::len),
+        Some(200),
+        "{reply}"
+    );
+    rig.stop().await;
+}

@@ -20,6 +20,7 @@
 //! - `mcp-bench ...`: the RuntimeMCP client load (run by `bench`).
 //! - `script-bench ...`: the in-process side of the solution-script scenarios (run by `bench`).
 //! - `history-bench ...`: the in-process side of the historian scenario (run by `bench`).
+//! - `document-bench ...`: the in-process side of the document search scenario (run by `bench`).
 //! - `websocket-bench ...`: the WebSocket clients of the `/ws` scenarios (run by `bench`).
 //! - `store-bench BIN_DIR`: the SQLite-against-PostgreSQL rows alone, on built binaries.
 
@@ -91,6 +92,8 @@ enum Task {
     ScriptBench(MeasuringSide),
     #[command(hide = true)]
     HistoryBench(MeasuringSide),
+    #[command(hide = true)]
+    DocumentBench(MeasuringSide),
     /// The SQLite-against-PostgreSQL rows alone, on binaries already built.
     StoreBench {
         /// Where the binaries are (e.g. target/release after `cargo build --release --bins`).
@@ -132,6 +135,7 @@ fn main() -> anyhow::Result<()> {
         Task::WebsocketBench(side) => bench::websocket_bench::measure(&side.args),
         Task::ScriptBench(side) => bench::script_bench::measure(&side.args),
         Task::HistoryBench(side) => bench::history_bench::measure(&side.args),
+        Task::DocumentBench(side) => bench::document_search::measure(&side.args),
         Task::StoreBench { bin_dir } => bench::store_bench::measure(&bin_dir),
     }
 }

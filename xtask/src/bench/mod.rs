@@ -20,6 +20,7 @@ use crate::processes::{Process, free_port, run_quietly, start_announcing};
 
 mod alarm_flood;
 mod baseline;
+pub(crate) mod document_search;
 mod failover_bench;
 mod first_build;
 mod harness;
@@ -87,6 +88,8 @@ pub(crate) enum Only {
     Hostile,
     /// The historian's ingestion and queries.
     History,
+    /// Searches of the largest document library the limits allow (500 documents, 32 MiB).
+    Documents,
     /// The whole proposing turn beside a plain 1-tool turn, and the approval round trip.
     Proposals,
     /// The write round trip, unsigned beside the write baseline, and signed.
@@ -338,6 +341,7 @@ fn run_scenarios(
     failover_bench::judge(&bench.bin, &bench.out_dir, plan.failover, results, verdicts)?;
     store_bench::judge(&bench.bin, &bench.out_dir, plan.store, results, verdicts)?;
     history_bench::judge(&bench.bin, &bench.out_dir, plan.history, results, verdicts)?;
+    document_search::judge(&bench.bin, &bench.out_dir, plan.documents, results, verdicts)?;
     mcp_scenarios(bench, root, servers, plan, options.smoke, results, verdicts)?;
     idle::run(bench, plan.idle_connections, plan.idle_hold, results, verdicts)
 }
@@ -362,6 +366,7 @@ fn run_alone(
         Only::Mqtt => mqtt_bench::judge(bin, out_dir, plan.mqtt, results, verdicts),
         Only::Store => store_bench::judge(bin, out_dir, plan.store, results, verdicts),
         Only::History => history_bench::judge(bin, out_dir, plan.history, results, verdicts),
+        Only::Documents => document_search::judge(bin, out_dir, plan.documents, results, verdicts),
         Only::Panel => panel_overview::judge(bin, out_dir, plan.overview, results, verdicts),
         Only::Alarms => alarm_flood::judge(bin, out_dir, plan.flood, results, verdicts),
         Only::Mcp => mcp_scenarios(bench, root, servers, plan, smoke, results, verdicts),

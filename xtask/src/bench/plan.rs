@@ -2,6 +2,7 @@
 //! in CI.
 
 use super::alarm_flood::FloodPlan;
+use super::document_search::{DocumentPlan, LARGEST_LIBRARY};
 use super::failover_bench::FailoverPlan;
 use super::history_bench::HistoryPlan;
 use super::modbus_bench::ModbusPlan;
@@ -44,6 +45,8 @@ pub(crate) struct Plan {
     pub(crate) store: StorePlan,
     /// The historian's ingestion and queries.
     pub(crate) history: HistoryPlan,
+    /// Searches of a document library.
+    pub(crate) documents: DocumentPlan,
     /// Browser-like WebSocket subscribers held under changing tags.
     pub(crate) websocket_subscribers: SubscriberPlan,
     /// Loads of the operator panel in Chromium, after the one that logs in.
@@ -102,6 +105,11 @@ pub(crate) const FULL: Plan = Plan {
         instant_tags: 1_000,
         instant_seconds: 7_200,
         queries: 20,
+    },
+    documents: DocumentPlan {
+        documents: LARGEST_LIBRARY.0,
+        bytes: LARGEST_LIBRARY.1,
+        queries: 2_000,
     },
     websocket_subscribers: SubscriberPlan {
         subscribers: 500,
@@ -177,6 +185,11 @@ pub(crate) const SMOKE: Plan = Plan {
         instant_tags: 20,
         instant_seconds: 2_400,
         queries: 2,
+    },
+    documents: DocumentPlan {
+        documents: 20,
+        bytes: 512 * 1024,
+        queries: 20,
     },
     websocket_subscribers: SubscriberPlan {
         subscribers: 20,

@@ -134,6 +134,9 @@ pub(crate) const WEBSOCKET_BOUNDED: Target = Target::at_most("<= 1.1x, all held"
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);
 
+/// Microseconds of one `runtime_search_documents` call on the largest library the limits allow
+/// (500 documents, 32 MiB), p99 at 1 in flight.
+pub(crate) const DOCUMENT_SEARCH: Target = Target::at_most("<= 20 ms", 20_000.0);
 /// A turn whose one tool call is a proposal, question to reply, over a plain 1-tool turn: the
 /// same two model requests each, p99 at 1 in flight.
 pub(crate) const PROPOSING_TURN: Target = Target::at_most("<= 1.2x a plain 1-tool turn, no errors", 1.2);

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::WebSocket;
 use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -13,7 +12,7 @@ use tokio_util::codec::{Framed, FramedParts};
 use tserver_proto::v1::{ClientFrame, ServerFrame};
 use tserver_proto::{Decoded, FrameCodec, FrameError, Transport};
 
-use super::websocket_link::WebSocketLink;
+use super::websocket_link::{BrowserSocket, WebSocketLink};
 
 /// Why a write did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +64,7 @@ impl Connection {
 
     /// A connection over a browser's (or a program's) WebSocket, reading messages of at most
     /// `max_frame` bytes (the upgrade bounded the socket's own buffers too).
-    pub(crate) fn websocket(socket: WebSocket, max_frame: usize, write_timeout: Duration) -> Self {
+    pub(crate) fn websocket(socket: BrowserSocket, max_frame: usize, write_timeout: Duration) -> Self {
         Self {
             link: Link::WebSocket(Box::new(WebSocketLink::new(socket, max_frame))),
             write_timeout,

@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::ws::WebSocket;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -13,6 +12,7 @@ use tracing::Instrument;
 use super::connection::Connection;
 use super::machine::{Session, Slots};
 use super::shared::Shared;
+use super::websocket_link::BrowserSocket;
 use super::websocket_quota::WebSocketQuotaRefusal;
 use crate::auth::{Authenticator, BrowserToken};
 use crate::calls::CallState;
@@ -110,7 +110,7 @@ impl WebSocketAdmission {
     /// the browser login its cookie carried, which a Hello without a user name logs in.
     pub(crate) fn serve(
         self,
-        socket: WebSocket,
+        socket: BrowserSocket,
         peer: SocketAddr,
         browser: Option<BrowserToken>,
     ) -> impl Future<Output = ()> + Send + 'static {

@@ -1,13 +1,29 @@
 //! `WebSocketLink`: a connection's frames over a WebSocket, for `Connection`. Each WebSocket
 //! message is one frame: a text message is its canonical JSON (pbjson), a binary message its
 //! protobuf bytes. Replies take the form of the client's last message (JSON until a program
-//! sends binary), so a browser reads JSON and a program protobuf.
+//! sends binary), so a browser reads JSON and a program protobuf. A reply longer than
+//! [`FRAGMENT`] goes in fragments.
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, close_code};
+use bytes::Bytes;
 use futures::{FutureExt, SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
 use prost::Message as _;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::{self, Message};
 use tserver_proto::v1::{ClientFrame, ServerFrame};
 use tserver_proto::{Decoded, FrameError, MalformedMessage};
+
+/// A browser's (or a program's) WebSocket, upgraded by the HTTP surface.
+pub(crate) type BrowserSocket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// The longest frame written: a longer message goes in fragments of this size. The WebSocket
+/// library keeps its write buffer at the size of the largest frame it wrote, for the socket's
+/// life, so whole messages would leave each socket holding its largest reply (a subscription's
+/// first values: 20 KiB and more).
+pub(crate) const FRAGMENT: usize = 4 * 1024;
 
 /// A frame read from the socket, and whether its message was binary (replies take its form
 /// once the session takes it).
@@ -16,7 +32,7 @@ type Read = Option<Result<(Decoded<ClientFrame>, bool), FrameError>>;
 /// One client's WebSocket, carrying frames.
 #[derive(Debug)]
 pub(super) struct WebSocketLink {
-    socket: WebSocket,
+    socket: BrowserSocket,
     /// The largest message read (its bytes, JSON or protobuf).
     max_read: usize,
     /// The largest frame written (its protobuf size, as on TCP).
@@ -35,7 +51,7 @@ const OWED_CLOSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 impl WebSocketLink {
     /// Frames over `socket`, refusing messages longer than `max_frame` bytes (the upgrade
     /// bounded the socket's own buffers too).
-    pub(super) fn new(socket: WebSocket, max_frame: usize) -> Self {
+    pub(super) fn new(socket: BrowserSocket, max_frame: usize) -> Self {
         Self {
             socket,
             max_read: max_frame,
@@ -115,8 +131,8 @@ impl WebSocketLink {
                     };
                     (decoded, true)
                 }),
-                // The WebSocket library answers pings itself.
-                Message::Ping(_) | Message::Pong(_) => continue,
+                // The WebSocket library answers pings itself, and reads fragments whole.
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
                 Message::Close(_) => return None,
             };
             return Some(decoded);
@@ -134,7 +150,8 @@ impl WebSocketLink {
         Ok(())
     }
 
-    /// Buffers a frame; a frame too large to write is refused before any of it is buffered.
+    /// Buffers a frame, as one message in fragments of at most [`FRAGMENT`] bytes; a frame too
+    /// large to write is refused before any of it is buffered.
     pub(super) async fn queue(&mut self, frame: ServerFrame) -> Result<(), FrameError> {
         let len = frame.encoded_len();
         if len > self.max_written {
@@ -143,14 +160,28 @@ impl WebSocketLink {
                 max: self.max_written,
             });
         }
-        let message = if self.binary {
-            Message::Binary(frame.encode_to_vec().into())
+        let (mut rest, kind) = if self.binary {
+            (Bytes::from(frame.encode_to_vec()), Data::Binary)
         } else {
-            Message::Text(tserver_proto::encode_json(&frame).into())
+            (Bytes::from(tserver_proto::encode_json(&frame)), Data::Text)
         };
-        // A slow reader keeps the write waiting: only the encoded message waits with it.
+        // A slow reader keeps the write waiting: only the encoded message waits with it, each
+        // fragment a view of it. A text fragment may end inside a character: RFC 6455 checks
+        // the UTF-8 of the whole message.
         drop(frame);
-        self.socket.feed(message).await.map_err(write_error)
+        let mut opcode = OpCode::Data(kind);
+        loop {
+            let fragment = rest.split_to(rest.len().min(FRAGMENT));
+            let last = rest.is_empty();
+            self.socket
+                .feed(Message::Frame(Frame::message(fragment, opcode, last)))
+                .await
+                .map_err(write_error)?;
+            if last {
+                return Ok(());
+            }
+            opcode = OpCode::Data(Data::Continue);
+        }
     }
 
     /// Sends everything buffered.
@@ -161,7 +192,7 @@ impl WebSocketLink {
     /// Sends a close, then reads and drops what the client still sends until it closes too.
     pub(super) async fn close(&mut self) {
         let close = Message::Close(Some(CloseFrame {
-            code: close_code::NORMAL,
+            code: CloseCode::Normal,
             reason: "".into(),
         }));
         if self.socket.send(close).await.is_err() {
@@ -176,7 +207,7 @@ impl WebSocketLink {
 /// protocol is owed: 1002 for a protocol violation (an unmasked frame, reserved bits, an
 /// unknown opcode, an oversized control frame), 1007 for text that is not UTF-8, 1009 for
 /// a frame past the socket's buffers.
-fn read_error(error: axum::Error, max: usize) -> (FrameError, Option<CloseFrame>) {
+fn read_error(error: tungstenite::Error, max: usize) -> (FrameError, Option<CloseFrame>) {
     let owed = |code, error: &tungstenite::Error| {
         // A close reason may hold 123 bytes.
         let mut reason = error.to_string();
@@ -188,29 +219,26 @@ fn read_error(error: axum::Error, max: usize) -> (FrameError, Option<CloseFrame>
             reason: reason.into(),
         })
     };
-    match error.into_inner().downcast::<tungstenite::Error>() {
-        Ok(error) => match *error {
-            tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong {
-                size, ..
-            }) => (FrameError::TooLarge { len: size, max }, None),
-            ref violation @ tungstenite::Error::Protocol(_) => {
-                let close = owed(close_code::PROTOCOL, violation);
-                (FrameError::Io(std::io::Error::other(error)), close)
-            }
-            ref invalid @ tungstenite::Error::Utf8(_) => {
-                let close = owed(close_code::INVALID, invalid);
-                (FrameError::Io(std::io::Error::other(error)), close)
-            }
-            ref large @ tungstenite::Error::Capacity(_) => {
-                let close = owed(close_code::SIZE, large);
-                (FrameError::Io(std::io::Error::other(error)), close)
-            }
-            error => (FrameError::Io(std::io::Error::other(error)), None),
-        },
-        Err(error) => (FrameError::Io(std::io::Error::other(error)), None),
+    match error {
+        tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong { size, .. }) => {
+            (FrameError::TooLarge { len: size, max }, None)
+        }
+        ref violation @ tungstenite::Error::Protocol(_) => {
+            let close = owed(CloseCode::Protocol, violation);
+            (FrameError::Io(std::io::Error::other(error)), close)
+        }
+        ref invalid @ tungstenite::Error::Utf8(_) => {
+            let close = owed(CloseCode::Invalid, invalid);
+            (FrameError::Io(std::io::Error::other(error)), close)
+        }
+        ref large @ tungstenite::Error::Capacity(_) => {
+            let close = owed(CloseCode::Size, large);
+            (FrameError::Io(std::io::Error::other(error)), close)
+        }
+        error => (FrameError::Io(std::io::Error::other(error)), None),
     }
 }
 
-fn write_error(error: axum::Error) -> FrameError {
-    FrameError::Io(std::io::Error::other(error.into_inner()))
+fn write_error(error: tungstenite::Error) -> FrameError {
+    FrameError::Io(std::io::Error::other(error))
 }
