@@ -197,16 +197,9 @@ impl DocumentLibrary {
             .enumerate()
             .flat_map(|(index, document)| passages_of(index, document))
             .collect();
-        // What is ranked: the passage with its document's title and its headings, so "tank
-        // overfill" finds the passages of the procedure of that name.
         let indexed: Vec<String> = passages
             .iter()
-            .map(|passage| {
-                searchable(&format!(
-                    "{}\n{}\n{}",
-                    documents[passage.document].title, passage.section, passage.text
-                ))
-            })
+            .map(|passage| indexed_text(&documents[passage.document], passage))
             .collect();
         let corpus: Vec<&str> = indexed.iter().map(String::as_str).collect();
         // Stop words are kept: in procedures they carry meaning ("what to do", "do not"), and
@@ -283,6 +276,15 @@ impl DocumentLibrary {
             .collect();
         (found, more)
     }
+}
+
+/// What is ranked of a passage: its text with its document's title and its headings, so "tank
+/// overfill" finds the passages of the procedure of that name.
+fn indexed_text(document: &LibraryDocument, passage: &HeldPassage) -> String {
+    searchable(&format!(
+        "{}\n{}\n{}",
+        document.title, passage.section, passage.text
+    ))
 }
 
 /// Text as it is indexed and queried: dotted and camel-cased tag names split into words
@@ -481,10 +483,7 @@ The motor draws more current than its rating.
         ]);
         let mut scorer = bm25::Scorer::<u32>::new();
         for (id, passage) in (0_u32..).zip(&library.passages) {
-            let text = searchable(&format!(
-                "{}\n{}\n{}",
-                library.documents[passage.document].title, passage.section, passage.text
-            ));
+            let text = indexed_text(&library.documents[passage.document], passage);
             scorer.upsert(&id, distinct(library.embedder.embed(&text)));
         }
         for query in [
