@@ -685,11 +685,22 @@ fn many_documents(folder: &Path, bytes: usize) -> String {
 }
 
 /// A server starting on a large library answers at once: the search says the documents are
-/// being indexed until they are, then finds passages. A long query ranks on the blocking pool,
-/// never on an async worker (the test's runtime has one thread, and the search is still
-/// running after the runtime has moved on).
-#[tokio::test]
-async fn a_starting_server_answers_while_a_large_library_is_indexed_and_searches_off_the_workers() {
+/// being indexed until they are, then finds passages. A search ranks on the blocking pool,
+/// never on an async worker: the test's runtime has one worker and one blocking thread, and
+/// while the test holds that thread a search waits however long the worker runs on, then
+/// answers once the thread is let go. (Timing the search cannot show this: it takes about a
+/// millisecond.)
+#[test]
+fn a_starting_server_answers_while_a_large_library_is_indexed_and_searches_off_the_workers() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .expect("a runtime")
+        .block_on(a_large_library_is_indexed_and_searched_off_the_worker());
+}
+
+async fn a_large_library_is_indexed_and_searched_off_the_worker() {
     let solution = Solution::demo();
     let beside = solution.path.parent().expect("a folder");
     let file = demo_plant_beside(&solution, "large.toml");
@@ -722,15 +733,32 @@ async fn a_starting_server_answers_while_a_large_library_is_indexed_and_searches
                       drain isolate inspect bearing seal filter strainer temperature vibration restart report "
         .repeat(4);
     let long_query: String = long_query.chars().take(500).collect();
+    let (holding, held) = tokio::sync::oneshot::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let holder = tokio::task::spawn_blocking(move || {
+        holding.send(()).expect("the test waits");
+        released.recv().expect("the test lets go");
+    });
+    tokio::time::timeout(Duration::from_secs(60), held)
+        .await
+        .expect("the runtime's one blocking thread comes free once indexing is done")
+        .expect("held");
     let searching = tokio::spawn({
         let runtime = runtime.clone();
         async move { call(&runtime, SEARCH, json!({"query": long_query, "max_passages": 10})).await }
     });
-    tokio::time::sleep(Duration::from_millis(1)).await;
+    // Long enough for a search run on the worker to end many times over.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !searching.is_finished(),
-        "the search ranks on the blocking pool while this runtime's one thread goes on"
+        "the search waits for the blocking pool; it never ran on this runtime's one worker"
     );
-    let found = searching.await.expect("no panic").expect("searches");
+    release.send(()).expect("the holder waits");
+    holder.await.expect("the holder ends");
+    let found = tokio::time::timeout(Duration::from_secs(60), searching)
+        .await
+        .expect("the search answers once the blocking thread is free")
+        .expect("no panic")
+        .expect("searches");
     assert_eq!(paths(&found).len(), 10, "{found}");
 }
