@@ -141,6 +141,11 @@ impl Mosquitto {
         }
     }
 
+    /// The broker's process id while it runs (benches read its scheduling).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The broker's URL, as a plant file writes it.
     pub fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)

@@ -131,15 +131,64 @@ pub(crate) fn cpu_time(pid: u32) -> Option<CpuTime> {
 /// of a second reads true. A thread that has ended is no longer counted: read it around work
 /// done by threads that outlive the window (a runtime's workers).
 pub(crate) fn own_cpu_seconds() -> Option<f64> {
-    let mut nanos: u64 = 0;
-    for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
-            // The thread ended since the directory was read.
-            continue;
-        };
-        nanos += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    Some(Scheduling::of_process("self")?.cpu_seconds())
+}
+
+/// What the scheduler counted for a process's threads so far (`/proc/PID/task/*/schedstat`):
+/// the time they ran, the time they were ready to run but waited for a CPU, and how many
+/// times one was put on a CPU (about one per wake-up). The difference of two readings tells
+/// work from waiting: a latency that grows with `waited` is the machine's, not the code's.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Scheduling {
+    pub(crate) ran_nanos: u64,
+    pub(crate) waited_nanos: u64,
+    pub(crate) runs: u64,
+}
+
+impl Scheduling {
+    /// The counts of process `pid` ("self" for this one); `None` when it has gone.
+    pub(crate) fn of_process(pid: &str) -> Option<Self> {
+        let mut sum = Self::default();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+                // The thread ended since the directory was read.
+                continue;
+            };
+            let mut fields = text.split_whitespace().map(str::parse::<u64>);
+            let (Some(Ok(ran)), Some(Ok(waited)), Some(Ok(runs))) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                return None;
+            };
+            sum.ran_nanos += ran;
+            sum.waited_nanos += waited;
+            sum.runs += runs;
+        }
+        Some(sum)
     }
-    Some(nanos as f64 / 1e9)
+
+    pub(crate) fn cpu_seconds(&self) -> f64 {
+        self.ran_nanos as f64 / 1e9
+    }
+
+    /// What happened between `earlier` and this reading.
+    pub(crate) fn since(&self, earlier: &Self) -> Self {
+        Self {
+            ran_nanos: self.ran_nanos.saturating_sub(earlier.ran_nanos),
+            waited_nanos: self.waited_nanos.saturating_sub(earlier.waited_nanos),
+            runs: self.runs.saturating_sub(earlier.runs),
+        }
+    }
+}
+
+/// The machine's stolen time so far, in seconds (`/proc/stat`, every CPU): time a virtual
+/// CPU was ready but its host ran something else.
+pub(crate) fn machine_steal_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    // user nice system idle iowait irq softirq steal: the eighth figure, in 10 ms ticks.
+    let steal = cpu.split_whitespace().nth(7)?.parse::<u64>().ok()?;
+    Some(steal as f64 / 100.0)
 }
 
 /// Runs `program` with `args` to completion, its standard output dropped (for admin commands
@@ -211,5 +260,36 @@ mod tests {
         let now = cpu_time(pid).expect("this process's CPU time");
         let total = cpu_seconds(pid).expect("this process's CPU time");
         assert!(total >= now.total(), "{total} vs {now:?}");
+    }
+
+    #[test]
+    fn a_thread_that_works_and_sleeps_is_counted_as_running_and_being_woken() {
+        let before = Scheduling::of_process("self").expect("this process's schedstat");
+        let worker = std::thread::spawn(|| {
+            let mut x = 1u64;
+            for _ in 0..5 {
+                for _ in 0..1_000_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        // Read while the worker lives: an ended thread leaves the process's counts.
+        while !worker.is_finished() {
+            std::thread::sleep(Duration::from_millis(1));
+            let now = Scheduling::of_process("self").expect("this process's schedstat");
+            let spent = now.since(&before);
+            if spent.ran_nanos >= 1_000_000 && spent.runs >= 5 {
+                worker.join().expect("the worker ends");
+                return;
+            }
+        }
+        panic!("five bouts of work and sleep were not counted as 1 ms run in 5 runs");
+    }
+
+    #[test]
+    fn a_process_that_is_not_there_has_no_scheduling() {
+        assert!(Scheduling::of_process("0").is_none());
+        assert!(machine_steal_seconds().is_some_and(|stolen| stolen >= 0.0));
     }
 }

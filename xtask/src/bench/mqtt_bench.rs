@@ -25,7 +25,7 @@ use tserver_tests::mosquitto::{Mosquitto, Publisher};
 use super::latencies::Latencies;
 use super::report::Results;
 use super::verdicts::{self, Verdicts};
-use crate::processes::{measuring_side, own_cpu_seconds, rss_bytes, run_quietly};
+use crate::processes::{Scheduling, machine_steal_seconds, measuring_side, rss_bytes, run_quietly};
 
 /// The topic root of the bench source.
 const ROOT: &str = "M";
@@ -95,15 +95,16 @@ pub(crate) fn run(bin: &Path, out_dir: &Path, plan: MqttPlan) -> anyhow::Result<
             &plan.rate.to_string(),
             &plan.seconds.to_string(),
             &plan.rounds.to_string(),
+            &broker.pid().context("the broker runs")?.to_string(),
         ],
     )
 }
 
-/// `xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS`: the measuring side; prints a
-/// JSON report.
+/// `xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS BROKER_PID`: the measuring side;
+/// prints a JSON report.
 pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
-    let [solution, port, tags, rate, seconds, rounds] = args else {
-        bail!("usage: xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS");
+    let [solution, port, tags, rate, seconds, rounds, broker] = args else {
+        bail!("usage: xtask mqtt-bench SOLUTION PORT TAGS RATE SECONDS ROUNDS BROKER_PID");
     };
     let plan = MqttPlan {
         tags: tags.parse()?,
@@ -112,12 +113,12 @@ pub(crate) fn measure(args: &[String]) -> anyhow::Result<()> {
         rounds: rounds.parse()?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let report = runtime.block_on(measure_all(PathBuf::from(solution), port.parse()?, plan))?;
+    let report = runtime.block_on(measure_all(PathBuf::from(solution), port.parse()?, plan, broker))?;
     println!("{report}");
     Ok(())
 }
 
-async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Result<Value> {
+async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan, broker: &str) -> anyhow::Result<Value> {
     let mut publisher = Publisher::connect(port).await;
     eprintln!("mqtt-bench: publishing {} retained values", plan.tags);
     for index in 0..plan.tags {
@@ -148,9 +149,10 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
     }
     let best_bare = bare.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
     let best_ours = ours.iter().map(|run| run.seconds).fold(f64::INFINITY, f64::min);
+    let (cheapest_bare, cheapest_ours) = (IngestRun::cheapest(&bare)?, IngestRun::cheapest(&ours)?);
     let (runtime, shutdown) = kept.context("the last round's server")?;
     eprintln!("mqtt-bench: a steady stream of {} updates/s", plan.rate);
-    let freshness = freshness(&runtime, &publisher, plan).await?;
+    let freshness = freshness(&runtime, &publisher, plan, broker).await?;
     shutdown.cancel();
     Ok(json!({
         "tags": plan.tags,
@@ -158,8 +160,10 @@ async fn measure_all(solution: PathBuf, port: u16, plan: MqttPlan) -> anyhow::Re
         "tserverSeconds": ours.iter().map(|run| run.seconds).collect::<Vec<_>>(),
         "bareUpdatesPerSecond": plan.tags as f64 / best_bare,
         "tserverUpdatesPerSecond": plan.tags as f64 / best_ours,
-        "cpuUsPerUpdate": ours.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
-        "bareCpuUsPerUpdate": bare.iter().map(|run| run.cpu_us_per_update).fold(f64::INFINITY, f64::min),
+        "cpuUsPerUpdate": cheapest_ours.cpu_us_per_update(plan.tags),
+        "bareCpuUsPerUpdate": cheapest_bare.cpu_us_per_update(plan.tags),
+        "runsPerUpdate": cheapest_ours.runs_per_update(plan.tags),
+        "bareRunsPerUpdate": cheapest_bare.runs_per_update(plan.tags),
         "plantBytes": memory["plantBytes"],
         "sourceBytes": memory["sourceBytes"],
         "freshness": freshness,
@@ -193,13 +197,13 @@ async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<Ing
     options.set_max_packet_size(Some(MAX_PACKET_BYTES));
     let (client, mut events) = AsyncClient::new(options, 1024);
     let mut started = None;
-    let mut cpu_start = 0.0;
+    let mut scheduled = Scheduling::default();
     let mut received = 0;
     while received < tags {
         match events.poll().await.context("the bare subscriber's connection")? {
             Event::Incoming(Packet::ConnAck(_)) => {
                 started = Some(Instant::now());
-                cpu_start = own_cpu_seconds().unwrap_or(0.0);
+                scheduled = own_scheduling()?;
                 client.try_subscribe(format!("{ROOT}/#"), QoS::AtMostOnce)?;
             }
             Event::Incoming(Packet::Publish(_)) => received += 1,
@@ -207,25 +211,50 @@ async fn bare_ingest(port: u16, tags: usize, round: usize) -> anyhow::Result<Ing
         }
     }
     let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
-    let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu_start;
+    let scheduling = own_scheduling()?.since(&scheduled);
     let _ = client.try_disconnect();
     // Let the event loop send the disconnect before it is dropped.
     let _ = tokio::time::timeout(Duration::from_millis(100), events.poll()).await;
     Ok(IngestRun {
         seconds,
-        cpu_us_per_update: cpu * 1e6 / tags as f64,
+        scheduling,
         plant_bytes: 0,
         source_bytes: 0,
     })
 }
 
+fn own_scheduling() -> anyhow::Result<Scheduling> {
+    Scheduling::of_process("self").context("this process's /proc/self/task/*/schedstat")
+}
+
 /// One ingestion round (the bare subscriber's has no memory figures).
 struct IngestRun {
     seconds: f64,
-    cpu_us_per_update: f64,
+    /// What the process's threads ran, waited and were woken from its connection to the last
+    /// value.
+    scheduling: Scheduling,
     /// Resident memory the opened plant added, and what the sources and values added after.
     plant_bytes: u64,
     source_bytes: u64,
+}
+
+impl IngestRun {
+    /// The round that took the least CPU (the others shared the machine with more).
+    fn cheapest(runs: &[Self]) -> anyhow::Result<&Self> {
+        runs.iter()
+            .min_by_key(|run| run.scheduling.ran_nanos)
+            .context("no ingestion round ran")
+    }
+
+    fn cpu_us_per_update(&self, updates: usize) -> f64 {
+        self.scheduling.ran_nanos as f64 / 1e3 / updates as f64
+    }
+
+    /// Times a thread of the process was put on a CPU, per update: a reader woken for each
+    /// message pays the machine's wake-up cost for each.
+    fn runs_per_update(&self, updates: usize) -> f64 {
+        self.scheduling.runs as f64 / updates as f64
+    }
 }
 
 /// Opens the solution in process, starts its source and waits until every retained value is
@@ -249,11 +278,11 @@ async fn tserver_ingest(
         .context("the bench source")?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut started = None;
-    let mut cpu_start = 0.0;
+    let mut scheduled = Scheduling::default();
     loop {
         if started.is_none() && counts.connected() {
             started = Some(Instant::now());
-            cpu_start = own_cpu_seconds().unwrap_or(0.0);
+            scheduled = own_scheduling()?;
         }
         if counts.messages() >= tags as u64 {
             break;
@@ -268,10 +297,9 @@ async fn tserver_ingest(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let seconds = started.map_or(0.0, |started| started.elapsed().as_secs_f64());
-    let cpu = own_cpu_seconds().unwrap_or(0.0) - cpu_start;
     let run = IngestRun {
         seconds,
-        cpu_us_per_update: cpu * 1e6 / tags as f64,
+        scheduling: own_scheduling()?.since(&scheduled),
         plant_bytes: opened.saturating_sub(before_open),
         source_bytes: rss_bytes(pid).unwrap_or(0).saturating_sub(opened),
     };
@@ -289,6 +317,7 @@ async fn freshness(
     runtime: &tserver::Runtime,
     publisher: &Publisher,
     plan: MqttPlan,
+    broker: &str,
 ) -> anyhow::Result<Value> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -375,8 +404,26 @@ async fn freshness(
         done.cancel();
         published_in
     };
+    let (ours_before, broker_before, steal_before) = (
+        own_scheduling()?,
+        Scheduling::of_process(broker).context("the broker's schedstat")?,
+        machine_steal_seconds().context("/proc/stat")?,
+    );
     let (samples, published_in) = tokio::join!(reader, writer);
+    let ours = own_scheduling()?.since(&ours_before);
+    let broker = Scheduling::of_process(broker)
+        .context("the broker's schedstat")?
+        .since(&broker_before);
+    let stolen = machine_steal_seconds().context("/proc/stat")? - steal_before;
     let mut report = samples?.to_json();
+    // Time ready to run but without a CPU, which a value on its way waits through: the
+    // machine's share of the latency.
+    report["waitedMs"] = (ours.waited_nanos as f64 / 1e6).into();
+    report["brokerWaitedMs"] = (broker.waited_nanos as f64 / 1e6).into();
+    report["cpuSeconds"] = ours.cpu_seconds().into();
+    report["wakeUps"] = ours.runs.into();
+    report["brokerCpuSeconds"] = broker.cpu_seconds().into();
+    report["stolenMs"] = (stolen * 1e3).into();
     let applied = runtime.source_statuses()[0].messages - applied_before;
     stop_server.cancel();
     let _ = serving.await;
@@ -417,6 +464,15 @@ pub(crate) fn judge(
         fresh["p99Us"].as_f64().unwrap_or(0.0),
         fresh["maxUs"].as_f64().unwrap_or(0.0),
     );
+    eprintln!(
+        "{:<28} meanwhile: this process {:.2} CPU-s, waited {:.0} ms for a CPU; the broker {:.2} CPU-s, waited {:.0} ms; stolen by the host {:.0} ms",
+        "",
+        fresh["cpuSeconds"].as_f64().unwrap_or(0.0),
+        fresh["waitedMs"].as_f64().unwrap_or(0.0),
+        fresh["brokerCpuSeconds"].as_f64().unwrap_or(0.0),
+        fresh["brokerWaitedMs"].as_f64().unwrap_or(0.0),
+        fresh["stolenMs"].as_f64().unwrap_or(0.0),
+    );
     let ratio = ours / bare;
     verdicts.judge(
         format!("MQTT ingestion, {} retained values, one broker", plan.tags),
@@ -428,11 +484,12 @@ pub(crate) fn judge(
     verdicts.judge(
         format!("MQTT publish to ReadTags at {} updates/s, p99", plan.rate),
         format!(
-            "{:.0} us (p50 {:.0} us), {} of {} applied",
+            "{:.0} us (p50 {:.0} us), {} of {} applied; the host stole {:.0} ms meanwhile",
             fresh["p99Us"].as_f64().unwrap_or(0.0),
             fresh["p50Us"].as_f64().unwrap_or(0.0),
             fresh["applied"],
-            fresh["updates"]
+            fresh["updates"],
+            fresh["stolenMs"].as_f64().unwrap_or(0.0),
         ),
         verdicts::MQTT_FRESHNESS,
         fresh["p99Us"].as_f64().unwrap_or(f64::INFINITY),
@@ -443,8 +500,10 @@ pub(crate) fn judge(
     verdicts.judge(
         "tserver CPU per MQTT update (ingestion)".to_owned(),
         format!(
-            "{cpu_per_update:.2} us vs bare rumqttc {bare_cpu:.2} us = {:.2}x",
-            cpu_per_update / bare_cpu
+            "{cpu_per_update:.2} us vs bare rumqttc {bare_cpu:.2} us = {:.2}x; {:.3} vs {:.3} wake-ups an update",
+            cpu_per_update / bare_cpu,
+            mqtt["runsPerUpdate"].as_f64().unwrap_or(0.0),
+            mqtt["bareRunsPerUpdate"].as_f64().unwrap_or(0.0),
         ),
         verdicts::MQTT_CPU,
         cpu_per_update,

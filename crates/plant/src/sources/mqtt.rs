@@ -409,7 +409,9 @@ impl SourceTask {
                 if link.reconnect_at.is_some() {
                     break;
                 }
-                let Some(event) = link.events.poll().now_or_never() else {
+                // Pinned where it is made: the poll's future is large, and moving it into
+                // `now_or_never` copied all of it for every message.
+                let Some(event) = std::pin::pin!(link.events.poll()).now_or_never() else {
                     break;
                 };
                 self.handle(event, &mut link);
