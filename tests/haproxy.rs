@@ -84,14 +84,17 @@ impl Haproxy {
             log,
             _dir: dir,
         };
-        while std::net::TcpStream::connect(front).is_err() {
-            let exited = haproxy.child.try_wait().ok().flatten();
-            assert!(
-                Instant::now() < deadline && exited.is_none(),
-                "haproxy did not listen on {front} ({exited:?}); its log:\n{}",
-                haproxy.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        // Every listener of it, the statistics page's too: a test may read that first.
+        for address in [front, http_front, stats] {
+            while std::net::TcpStream::connect(address).is_err() {
+                let exited = haproxy.child.try_wait().ok().flatten();
+                assert!(
+                    Instant::now() < deadline && exited.is_none(),
+                    "haproxy did not listen on {address} ({exited:?}); its log:\n{}",
+                    haproxy.log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         haproxy
     }
