@@ -2,9 +2,8 @@
 //! assistant's tools see.
 //!
 //! Definitions come from the solution's `Tags` and `AlarmDefinitions` tables at startup;
-//! current values and alarm states live in memory. A tag read is a hash-map lookup plus a
-//! pointer cloned under the tag's own lock, held for nothing longer, so a reader never waits
-//! behind a slow writer and never touches the database.
+//! current values and alarm states live in memory. A tag read is a hash-map lookup plus an
+//! atomic load (`ArcSwap`), so readers never wait for a writer and never touch the database.
 
 mod alarms;
 mod uns;
@@ -15,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use arc_swap::ArcSwap;
 
 pub use alarms::{
     AcknowledgeError, Alarm, AlarmDefinition, AlarmGuidance, AlarmHandling, AlarmState, AlarmStatus,
@@ -116,10 +115,7 @@ pub struct TagDefinition {
 #[derive(Debug)]
 pub struct Tag {
     definition: TagDefinition,
-    /// Held only to clone or swap the pointer. A lock, not `ArcSwap`: tags are written far
-    /// more often than read (every field update), and an `ArcSwap` store walks every thread's
-    /// debt slots, a cost that grows with the threads the process has had.
-    current: Mutex<Arc<TagSample>>,
+    current: ArcSwap<TagSample>,
     /// Writes so far: a subscriber that saw version `v` and now sees `w` missed `w - v - 1`.
     version: AtomicU64,
     /// When it last had a Good value, milliseconds since the Unix epoch; 0 for never.
@@ -132,15 +128,9 @@ impl Tag {
         &self.definition
     }
 
-    /// The current sample; a writer waits at most for a pointer's clone.
+    /// The current sample, without blocking any writer.
     pub fn current(&self) -> Arc<TagSample> {
-        Arc::clone(&self.current.lock())
-    }
-
-    /// Makes `sample` the current one; the old one is let go after the lock.
-    fn replace_current(&self, sample: Arc<TagSample>) {
-        let old = std::mem::replace(&mut *self.current.lock(), sample);
-        drop(old);
+        self.current.load_full()
     }
 
     /// How many times it was written (0 for its initial value). Read after
@@ -310,7 +300,7 @@ impl ObjectModel {
             if let Some(old) = previous.tag_named(&tag.definition.name)
                 && old.definition.kind == tag.definition.kind
             {
-                tag.replace_current(old.current());
+                tag.current.store(old.current());
                 tag.version.store(old.version(), Ordering::Release);
                 tag.last_good_ms
                     .store(old.last_good_ms.load(Ordering::Acquire), Ordering::Release);
@@ -403,7 +393,7 @@ impl ObjectModel {
             definition,
             version: AtomicU64::new(0),
             last_good_ms: AtomicU64::new(0),
-            current: Mutex::new(Arc::new(sample.clone())),
+            current: ArcSwap::from_pointee(sample.clone()),
         });
         tag.note_good(&sample);
         self.folders.add_tag(&tag.definition.path);
@@ -629,7 +619,7 @@ impl ObjectModel {
         let time = sample.timestamp;
         let sample = Arc::new(sample);
         tag.note_good(&sample);
-        tag.replace_current(Arc::clone(&sample));
+        tag.current.store(Arc::clone(&sample));
         tag.version.fetch_add(1, Ordering::Release);
         // Suppressions first: a value that both suppresses an alarm and trips it is not
         // annunciated. A value of Bad quality may end a suppression (it is no longer known).

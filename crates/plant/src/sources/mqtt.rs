@@ -409,9 +409,7 @@ impl SourceTask {
                 if link.reconnect_at.is_some() {
                     break;
                 }
-                // Pinned where it is made: the poll's future is large, and moving it into
-                // `now_or_never` copied all of it for every message.
-                let Some(event) = std::pin::pin!(link.events.poll()).now_or_never() else {
+                let Some(event) = link.events.poll().now_or_never() else {
                     break;
                 };
                 self.handle(event, &mut link);
