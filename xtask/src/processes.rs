@@ -115,14 +115,28 @@ impl std::ops::Sub for CpuTime {
 /// A process's [`CpuTime`] so far. `/proc` counts it in clock ticks of `USER_HZ`, which Linux
 /// fixes at 100 for this interface.
 pub(crate) fn cpu_time(pid: u32) -> Option<CpuTime> {
+    // utime and stime are fields 14 and 15 of the line.
+    stat_times(&pid.to_string(), 14)
+}
+
+/// The CPU time of this process's children that have ended and been waited for, theirs
+/// included, so far (cutime and cstime of `/proc/self/stat`). Around a `cargo build` it is the
+/// build's CPU: cargo waits for every rustc and build script, and this process for cargo.
+pub(crate) fn ended_children_cpu_time() -> Option<CpuTime> {
+    stat_times("self", 16)
+}
+
+/// The pair of tick counts at `field` and the next of `/proc/PID/stat` (fields counted from 1,
+/// as proc(5) does), in seconds.
+fn stat_times(pid: &str, field: usize) -> Option<CpuTime> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name, in parentheses, may hold spaces: count fields after its end.
+    // The command name, in parentheses, may hold spaces: count fields after its end, which is
+    // the second field.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let seconds = |index: usize| Some(fields.get(index)?.parse::<u64>().ok()? as f64 / 100.0);
-    // utime and stime are fields 14 and 15 of the line, so 11 and 12 after the name.
+    let seconds = |field: usize| Some(fields.get(field - 3)?.parse::<u64>().ok()? as f64 / 100.0);
     Some(CpuTime {
-        user: seconds(11)?,
-        system: seconds(12)?,
+        user: seconds(field)?,
+        system: seconds(field + 1)?,
     })
 }
 
@@ -260,6 +274,31 @@ mod tests {
         let now = cpu_time(pid).expect("this process's CPU time");
         let total = cpu_seconds(pid).expect("this process's CPU time");
         assert!(total >= now.total(), "{total} vs {now:?}");
+    }
+
+    #[test]
+    fn a_child_that_worked_is_counted_once_it_is_waited_for() {
+        let before = ended_children_cpu_time().expect("this process's children's CPU time");
+        // A shell counting in user space, run again until /proc has counted five 10 ms ticks
+        // of it (bounded: ten seconds of wall-clock time at most). This thread only waits, so
+        // its own time cannot make the children's grow.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let spent = loop {
+            let status = Command::new("sh")
+                .args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"])
+                .status()
+                .expect("sh runs");
+            assert!(status.success(), "{status}");
+            let spent = ended_children_cpu_time().expect("this process's children's CPU time") - before;
+            if spent.total() >= 0.05 || Instant::now() >= deadline {
+                break spent;
+            }
+        };
+        assert!(spent.total() >= 0.05, "{spent:?}");
+        assert!(
+            spent.user > spent.system,
+            "counting is user-space work: {spent:?}"
+        );
     }
 
     #[test]
