@@ -1,7 +1,7 @@
 //! The audit trail as a hash chain, on a solution file and on PostgreSQL: `tserver audit
 //! verify` passes on an untouched trail and names the first row changed, removed or inserted
 //! behind the server's back; pruning leaves a signed checkpoint the rest verifies from; two
-//! nodes appending at once never fork the chain.
+//! nodes appending at once never fork the chain, nor does a node whose head was pruned away.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -242,6 +242,41 @@ async fn two_nodes_appending_at_once_keep_one_chain() {
         verified.starts_with("the audit trail verifies: 160 rows, from its start\n"),
         "{verified}"
     );
+}
+
+#[tokio::test]
+async fn a_node_whose_known_head_was_pruned_away_links_to_the_checkpoint() {
+    let (_database, url, one) = postgres().await;
+    let two = Arc::new(
+        Store::open(&SolutionLocation::parse(&url).expect("a location"))
+            .await
+            .expect("opens"),
+    );
+    let old = SystemTime::now() - Duration::from_secs(40 * 86_400);
+    // `one` knows the head it appended; `two` appends after it; pruning then removes them all,
+    // so no row is left that follows the head `one` knows.
+    record(&one, 1, old).await;
+    record(&two, 2, old).await;
+    let pruner = Arc::clone(&two);
+    let pruned = tokio::task::spawn_blocking(move || {
+        pruner.prune_audit_blocking(SystemTime::now() - Duration::from_secs(30 * 86_400))
+    })
+    .await
+    .expect("runs")
+    .expect("prunes");
+    assert_eq!(pruned, 3);
+    record(&one, 1, SystemTime::now()).await;
+    let mut connection = sqlx::PgConnection::connect(&url).await.expect("connects");
+    let links: Vec<Vec<u8>> = sqlx::query_scalar("SELECT PrevHash FROM Audit")
+        .fetch_all(&mut connection)
+        .await
+        .expect("reads");
+    let checkpoint: Vec<u8> =
+        sqlx::query_scalar("SELECT Hash FROM AuditCheckpoint ORDER BY ThroughId DESC LIMIT 1")
+            .fetch_one(&mut connection)
+            .await
+            .expect("a checkpoint");
+    assert_eq!(links, [checkpoint], "the new row follows the newest pruned row");
 }
 
 #[tokio::test]

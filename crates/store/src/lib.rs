@@ -251,6 +251,16 @@ pub enum SolutionError {
         /// The driver's error (never carries the password).
         reason: String,
     },
+    /// Other nodes appended to the audit trail before each attempt of an append.
+    #[error(
+        "solution store (PostgreSQL at {location}): other nodes appended to the audit trail first {attempts} times in a row; nothing of this append was recorded"
+    )]
+    AuditContended {
+        /// The location, its password replaced by `***`.
+        location: String,
+        /// The attempts made.
+        attempts: usize,
+    },
     /// The PostgreSQL database holds a newer schema, or another program's `SchemaVersion`.
     #[error(
         "solution store (PostgreSQL at {location}) has schema version {found}; this build reads versions up to {} (or an empty database)",

@@ -1,7 +1,8 @@
-//! The audit trail on PostgreSQL: rows appended as a hash chain one node at a time (an
-//! advisory lock held while the newest hash is read and the rows are inserted, so nodes never
-//! fork the chain), pruned as a prefix with a signed checkpoint, and verified in id order.
+//! The audit trail on PostgreSQL: rows appended to a hash chain by every node without a lock
+//! (a unique index on each row's link and a head check in the insert keep the chain unforked),
+//! pruned as a prefix with a signed checkpoint, and verified in id order.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use sqlx::Row;
@@ -12,44 +13,109 @@ use crate::audit_chain::{self, ChainBreak, ChainHash, ChainVerified, ChainWalk, 
 use crate::secrets::load_key;
 use crate::{AuditAction, AuditEntry, SolutionError, millis, time_of};
 
-/// The advisory lock an append and a prune hold ("taudit" in ASCII).
+/// The advisory lock a prune holds ("taudit" in ASCII).
 const CHAIN_LOCK: i64 = 0x7461_7564_6974;
 
 /// Rows read at a time by [`PgStore::verify_audit`].
 const VERIFY_PAGE: i64 = 10_000;
 
+/// Appends tried before an append gives up: each one lost means another node appended, so
+/// only a node outpaced this many times in a row fails (its act is then refused, unaudited
+/// acts never carried out).
+const APPEND_ATTEMPTS: usize = 32;
+
+/// The index no two rows following the same row get past (schema version 15).
+const FOLLOWS_INDEX: &str = "auditfollows";
+
 /// The columns of an entry, in the order [`PgStore::entry_of`] reads them from `first` on.
 const ENTRY_COLUMNS: &str =
     "Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures";
 
+/// The chain's newest hash (the newest hashed row's, else the latest checkpoint's, else the
+/// start): what an append links to and checks is still the newest.
+const CHAIN_HEAD: &str = "COALESCE(
+     (SELECT Hash FROM Audit WHERE Hash IS NOT NULL ORDER BY Id DESC LIMIT 1),
+     (SELECT Hash FROM AuditCheckpoint ORDER BY ThroughId DESC LIMIT 1))";
+
+/// The newest hash of the chain a node last appended or read, if it knows one.
+#[derive(Debug, Default)]
+pub(crate) struct KnownHead(Mutex<Option<ChainHash>>);
+
+impl KnownHead {
+    fn get(&self) -> Option<ChainHash> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, head: Option<ChainHash>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = head;
+    }
+}
+
+/// Why an append did not go in.
+enum Lost {
+    /// The head it linked to is no longer the newest: another node appended.
+    Outpaced,
+    Failed(sqlx::Error),
+}
+
 impl PgStore {
-    /// Appends audit entries, all of them or none, each linked to the one before it.
+    /// Appends audit entries, all of them or none, each linked to the one before it: one
+    /// statement while this node's known head is the newest, else read again and linked again.
     pub(crate) async fn record_audit_batches(&self, batches: &[&[AuditEntry]]) -> Result<(), SolutionError> {
-        let entries = || batches.iter().flat_map(|batch| batch.iter());
-        let mut transaction = self.locked(CHAIN_LOCK).await?;
-        // The newest chained row's hash (a row put in after it without one is passed over, so
-        // verification names it), else the latest checkpoint's, else the chain's start.
-        let head: Option<Option<Vec<u8>>> = sqlx::query_scalar(
-            "SELECT COALESCE(
-                 (SELECT Hash FROM Audit WHERE Hash IS NOT NULL ORDER BY Id DESC LIMIT 1),
-                 (SELECT Hash FROM AuditCheckpoint ORDER BY ThroughId DESC LIMIT 1))",
-        )
-        .fetch_optional(&mut *transaction)
-        .await
-        .map_err(|error| self.error(error))?;
-        let head = head
+        for _ in 0..APPEND_ATTEMPTS {
+            let head = match self.audit_head.get() {
+                Some(head) => head,
+                None => self.chain_head().await?,
+            };
+            match self.append_after(head, batches).await {
+                Ok(newest) => {
+                    self.audit_head.set(Some(newest));
+                    return Ok(());
+                }
+                Err(Lost::Outpaced) => self.audit_head.set(None),
+                Err(Lost::Failed(error)) => {
+                    self.audit_head.set(None);
+                    return Err(self.error(error));
+                }
+            }
+        }
+        Err(SolutionError::AuditContended {
+            location: self.url.to_string(),
+            attempts: APPEND_ATTEMPTS,
+        })
+    }
+
+    /// The chain's newest hash, read.
+    async fn chain_head(&self) -> Result<ChainHash, SolutionError> {
+        let head: Option<Option<Vec<u8>>> = sqlx::query_scalar(&format!("SELECT {CHAIN_HEAD}"))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(head
             .flatten()
             .and_then(|hash| ChainHash::try_from(hash.as_slice()).ok())
-            .unwrap_or(audit_chain::GENESIS);
+            .unwrap_or(audit_chain::GENESIS))
+    }
+
+    /// Inserts `batches` linked after `head` in one statement, which inserts nothing unless
+    /// `head` is still the chain's newest; the newest hash after them.
+    async fn append_after(&self, head: ChainHash, batches: &[&[AuditEntry]]) -> Result<ChainHash, Lost> {
+        let entries = || batches.iter().flat_map(|batch| batch.iter());
         let links = audit_chain::link(head, entries());
-        sqlx::query(
+        let Some(&(_, newest)) = links.last() else {
+            return Ok(head);
+        };
+        // Two nodes' inserts checking the same head at once both pass the check (neither sees
+        // the other's rows before they commit): the unique index on PrevHash turns the second away.
+        let inserted = sqlx::query(&format!(
             "INSERT INTO Audit (Time, UserName, Connection, Peer, Action, Target, OldValue, NewValue, Outcome, Signatures, PrevHash, Hash)
              SELECT a, b, c, d, e, f, g, h, i, j, k, l
              FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
                          $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
                   WITH ORDINALITY AS given(a, b, c, d, e, f, g, h, i, j, k, l, position)
-             ORDER BY position",
-        )
+             WHERE COALESCE({CHAIN_HEAD}, $14) = $13
+             ORDER BY position"
+        ))
         .bind(entries().map(|entry| millis(entry.time)).collect::<Vec<_>>())
         .bind(entries().map(|entry| entry.user.as_str()).collect::<Vec<_>>())
         .bind(entries().map(|entry| entry.connection.as_str()).collect::<Vec<_>>())
@@ -62,11 +128,21 @@ impl PgStore {
         .bind(entries().map(|entry| entry.signatures.as_deref()).collect::<Vec<_>>())
         .bind(links.iter().map(|(previous, _)| previous.to_vec()).collect::<Vec<_>>())
         .bind(links.iter().map(|(_, hash)| hash.to_vec()).collect::<Vec<_>>())
-        .execute(&mut *transaction)
-        .await
-        .map_err(|error| self.error(error))?;
-        transaction.commit().await.map_err(|error| self.error(error))?;
-        Ok(())
+        .bind(head.to_vec())
+        .bind(audit_chain::GENESIS.to_vec())
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(done) if usize::try_from(done.rows_affected()) == Ok(links.len()) => Ok(newest),
+            // The check failed: every row or none is inserted, one statement.
+            Ok(_) => Err(Lost::Outpaced),
+            Err(sqlx::Error::Database(error))
+                if error.is_unique_violation() && error.constraint() == Some(FOLLOWS_INDEX) =>
+            {
+                Err(Lost::Outpaced)
+            }
+            Err(error) => Err(Lost::Failed(error)),
+        }
     }
 
     /// Removes the oldest entries, up to the first recorded at or after `before` (a prefix of

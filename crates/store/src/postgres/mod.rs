@@ -38,10 +38,10 @@ pub use copy::{CopyReport, copy_solution};
 pub use leadership::{Leadership, SCRIPTS_LEADER};
 
 /// The schema version this build reads and writes (`SchemaVersion.Version`).
-pub const PG_SCHEMA_VERSION: i64 = 14;
+pub const PG_SCHEMA_VERSION: i64 = 15;
 
 /// The migrations, in order: entry `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 14] = [
+const MIGRATIONS: [&str; 15] = [
     include_str!("schema_v1.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
@@ -56,6 +56,7 @@ const MIGRATIONS: [&str; 14] = [
     include_str!("schema_v12.sql"),
     include_str!("schema_v13.sql"),
     include_str!("schema_v14.sql"),
+    include_str!("schema_v15.sql"),
 ];
 
 /// The advisory lock key every migration takes (`pg_advisory_xact_lock`): any constant shared
@@ -206,6 +207,8 @@ pub(crate) struct PgStore {
     settings: settings_reads::SettingsReads,
     /// What this node's history writer knows between flushes.
     history: Arc<history_blocks::PgHistoryWriter>,
+    /// The newest hash of the audit chain this node knows, so that an append needs no read.
+    audit_head: Arc<audit::KnownHead>,
 }
 
 impl PgStore {
@@ -233,6 +236,7 @@ impl PgStore {
             runtime: tokio::runtime::Handle::current(),
             node: sources::node_name(),
             history: Arc::default(),
+            audit_head: Arc::default(),
             settings: settings_reads::SettingsReads::start(
                 PgPoolOptions::new()
                     .max_connections(SETTINGS_CONNECTIONS)
