@@ -3,11 +3,12 @@
 //! password never shows, an unreachable server is a clear error naming the store, and a store
 //! whose server restarts (one of the test's own) recovers by itself.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Connection;
 use store::test_database::TestDatabase;
-use store::{PostgresUrl, SolutionError, SolutionLocation, Store};
+use store::{AuditAction, AuditEntry, AuditLog, PostgresUrl, SolutionError, SolutionLocation, Store};
 use tserver_tests::postgres::PrivatePostgres;
 
 #[tokio::test]
@@ -141,6 +142,52 @@ async fn while_postgres_is_down_calls_fail_naming_the_store_and_the_store_recove
             Err(error) => panic!("the store did not recover within 10 s: {error}"),
         }
     }
+    drop(store);
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .expect("stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_appends_go_on_across_a_database_restart_each_recorded_once() {
+    let (server, url) = private_server_with_a_database().await;
+    let store = Arc::new(
+        Store::open(&SolutionLocation::Postgres(url.clone()))
+            .await
+            .expect("opens"),
+    );
+    let audit = AuditLog::start(Arc::clone(&store), Duration::from_secs(86_400)).expect("starts");
+    let entry = |target: &str| AuditEntry {
+        time: std::time::SystemTime::now(),
+        user: "ops".to_owned(),
+        connection: "restart-test".to_owned(),
+        peer: "local".to_owned(),
+        action: AuditAction::Write,
+        target: target.to_owned(),
+        old_value: None,
+        new_value: Some("1".to_owned()),
+        outcome: "ok".to_owned(),
+        signatures: None,
+    };
+    audit
+        .record(vec![entry("Before")])
+        .await
+        .expect("recorded while up");
+    // The connection the appends keep is closed by the restart: the next append opens another.
+    let server = resumed(stopped(server).await).await;
+    audit
+        .record(vec![entry("After")])
+        .await
+        .expect("recorded after the restart");
+    let targets: Vec<String> = store
+        .audit(None, 10)
+        .await
+        .expect("reads")
+        .into_iter()
+        .map(|entry| entry.target)
+        .collect();
+    assert_eq!(targets, ["Before", "After"]);
+    drop(audit);
     drop(store);
     tokio::task::spawn_blocking(move || drop(server))
         .await

@@ -5,8 +5,8 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
-use sqlx::Row;
-use sqlx::postgres::PgRow;
+use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{ConnectOptions, Row};
 
 use super::PgStore;
 use crate::audit_chain::{self, ChainBreak, ChainHash, ChainVerified, ChainWalk, ChainedRow, Checkpoint};
@@ -51,10 +51,21 @@ impl KnownHead {
     }
 }
 
+/// The connection appends use, kept between them as the file store keeps its audit
+/// connection: a pooled one is pinged at every checkout, a round trip for each append.
+#[derive(Debug, Default)]
+pub(crate) struct AppendConnection(tokio::sync::Mutex<Option<PgConnection>>);
+
 /// Why an append did not go in.
 enum Lost {
     /// The head it linked to is no longer the newest: another node appended.
     Outpaced,
+    /// The connection failed during the insert (a restarted database closed it): the rows
+    /// went in if the chain's head is now `newest`.
+    Broken {
+        newest: ChainHash,
+        error: sqlx::Error,
+    },
     Failed(sqlx::Error),
 }
 
@@ -73,6 +84,14 @@ impl PgStore {
                     return Ok(());
                 }
                 Err(Lost::Outpaced) => self.audit_head.set(None),
+                Err(Lost::Broken { newest, error }) => {
+                    let head = self.chain_head().await.map_err(|_| self.error(error))?;
+                    if head == newest {
+                        self.audit_head.set(Some(newest));
+                        return Ok(());
+                    }
+                    self.audit_head.set(Some(head));
+                }
                 Err(Lost::Failed(error)) => {
                     self.audit_head.set(None);
                     return Err(self.error(error));
@@ -105,6 +124,11 @@ impl PgStore {
         let Some(&(_, newest)) = links.last() else {
             return Ok(head);
         };
+        let mut kept = self.append_connection.0.lock().await;
+        let mut connection = match kept.take() {
+            Some(connection) => connection,
+            None => self.url.options.connect().await.map_err(Lost::Failed)?,
+        };
         // Two nodes' inserts checking the same head at once both pass the check (neither sees
         // the other's rows before they commit): the unique index on PrevHash turns the second away.
         let inserted = sqlx::query(&format!(
@@ -130,8 +154,15 @@ impl PgStore {
         .bind(links.iter().map(|(_, hash)| hash.to_vec()).collect::<Vec<_>>())
         .bind(head.to_vec())
         .bind(audit_chain::GENESIS.to_vec())
-        .execute(&self.pool)
+        .execute(&mut connection)
         .await;
+        match inserted {
+            // The connection itself failed: the next attempt opens another.
+            Err(error) if !matches!(error, sqlx::Error::Database(_)) => {
+                return Err(Lost::Broken { newest, error });
+            }
+            _ => *kept = Some(connection),
+        }
         match inserted {
             Ok(done) if usize::try_from(done.rows_affected()) == Ok(links.len()) => Ok(newest),
             // The check failed: every row or none is inserted, one statement.

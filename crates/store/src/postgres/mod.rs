@@ -209,6 +209,8 @@ pub(crate) struct PgStore {
     history: Arc<history_blocks::PgHistoryWriter>,
     /// The newest hash of the audit chain this node knows, so that an append needs no read.
     audit_head: Arc<audit::KnownHead>,
+    /// The connection this node appends audit rows on.
+    append_connection: Arc<audit::AppendConnection>,
 }
 
 impl PgStore {
@@ -237,6 +239,7 @@ impl PgStore {
             node: sources::node_name(),
             history: Arc::default(),
             audit_head: Arc::default(),
+            append_connection: Arc::default(),
             settings: settings_reads::SettingsReads::start(
                 PgPoolOptions::new()
                     .max_connections(SETTINGS_CONNECTIONS)
