@@ -146,12 +146,17 @@ async fn postgres() -> (TestDatabase, String, Arc<Store>) {
     let database = TestDatabase::create().await;
     let url = database.url();
     admin(&["init", &url], "");
-    let store = Arc::new(
-        Store::open(&SolutionLocation::parse(&url).expect("a location"))
+    let store = node(&url).await;
+    (database, url, store)
+}
+
+/// A store of the solution at `url`, as one node opens it.
+async fn node(url: &str) -> Arc<Store> {
+    Arc::new(
+        Store::open(&SolutionLocation::parse(url).expect("a location"))
             .await
             .expect("opens"),
-    );
-    (database, url, store)
+    )
 }
 
 #[tokio::test]
@@ -223,11 +228,7 @@ async fn a_row_changed_removed_or_inserted_in_the_database_is_named() {
 #[tokio::test]
 async fn two_nodes_appending_at_once_keep_one_chain() {
     let (_database, url, one) = postgres().await;
-    let two = Arc::new(
-        Store::open(&SolutionLocation::parse(&url).expect("a location"))
-            .await
-            .expect("opens"),
-    );
+    let two = node(&url).await;
     let now = SystemTime::now();
     let appending = |store: Arc<Store>| async move {
         let audit = AuditLog::start(store, Duration::from_secs(86_400)).expect("starts");
@@ -247,11 +248,7 @@ async fn two_nodes_appending_at_once_keep_one_chain() {
 #[tokio::test]
 async fn a_node_whose_known_head_was_pruned_away_links_to_the_checkpoint() {
     let (_database, url, one) = postgres().await;
-    let two = Arc::new(
-        Store::open(&SolutionLocation::parse(&url).expect("a location"))
-            .await
-            .expect("opens"),
-    );
+    let two = node(&url).await;
     let old = SystemTime::now() - Duration::from_secs(40 * 86_400);
     // `one` knows the head it appended; `two` appends after it; pruning then removes them all,
     // so no row is left that follows the head `one` knows.

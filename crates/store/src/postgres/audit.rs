@@ -156,14 +156,7 @@ impl PgStore {
         .bind(audit_chain::GENESIS.to_vec())
         .execute(&mut connection)
         .await;
-        match inserted {
-            // The connection itself failed: the next attempt opens another.
-            Err(error) if !matches!(error, sqlx::Error::Database(_)) => {
-                return Err(Lost::Broken { newest, error });
-            }
-            _ => *kept = Some(connection),
-        }
-        match inserted {
+        let outcome = match inserted {
             Ok(done) if usize::try_from(done.rows_affected()) == Ok(links.len()) => Ok(newest),
             // The check failed: every row or none is inserted, one statement.
             Ok(_) => Err(Lost::Outpaced),
@@ -172,8 +165,12 @@ impl PgStore {
             {
                 Err(Lost::Outpaced)
             }
-            Err(error) => Err(Lost::Failed(error)),
-        }
+            Err(error @ sqlx::Error::Database(_)) => Err(Lost::Failed(error)),
+            // The connection itself failed: the next attempt opens another.
+            Err(error) => return Err(Lost::Broken { newest, error }),
+        };
+        *kept = Some(connection);
+        outcome
     }
 
     /// Removes the oldest entries, up to the first recorded at or after `before` (a prefix of
