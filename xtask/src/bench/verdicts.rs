@@ -128,8 +128,9 @@ pub(crate) const IDLE: Target = Target::at_most("all held, <= 12 KiB each", 12.0
 pub(crate) const WEBSOCKET_RATE: Target = Target::at_least(">= 0.5x TCP, no errors", 0.5);
 /// Share of subscriber-windows of the hold that brought the subscriber at least one update.
 pub(crate) const WEBSOCKET_FED: Target = Target::at_least("every subscriber fed in every window", 1.0);
-/// tserver's memory growth over the whole hold over its growth by the end of the first window
-/// (every subscriber fed by then): a backlog keeps growing, a bound does not.
+/// tserver's memory growth in the hold's last window over its growth in the second (every
+/// subscriber fed by then), each window's median sample: a backlog keeps growing, a bound does
+/// not.
 pub(crate) const WEBSOCKET_BOUNDED: Target = Target::at_most("<= 1.1x, all held", 1.1);
 /// KiB of tserver memory growth per WebSocket subscriber while held.
 pub(crate) const WEBSOCKET_MEMORY: Target = Target::at_most("all held, <= 64 KiB each", 64.0);

@@ -49,7 +49,7 @@ pub(crate) fn run(
                 &tag,
             ],
         )?;
-        let ping = results.get(&format!("tserver ping c={connections}"));
+        let ping = results.get(&super::ping::report_name("tserver", connections, 1));
         eprintln!(
             "{:<28} {:>9.0} calls/s  p50 {:>8.1} us  p99 {:>8.1} us  (ping p50 {:.1} us, p99 {:.1} us)  errors {}",
             format!("tserver write c={connections}"),

@@ -280,9 +280,14 @@ impl Listener {
             connection: permit,
             seat,
             websocket: None,
+            open: crate::telemetry::OpenConnection::new(),
         };
-        let serve = async move {
-            let _open = crate::telemetry::OpenConnection::new();
+        let tracker = self.tracker.clone();
+        // Opening the connection (a proxy's header, the TLS handshake) is one task and the
+        // session another: a task's future keeps the largest state it ever awaits and every
+        // value it captured for the task's life, and the opening's would more than double what
+        // each idle connection holds.
+        let open_then_serve = async move {
             let login_timeout = shared.config.login_timeout;
             let mut socket = socket;
             // A trusted proxy names its client first; the header counts against the login
@@ -311,21 +316,21 @@ impl Listener {
             };
             let context = ConnectionContext::new(peer, Arc::clone(&shared.audit_allowances));
             let span = tracing::info_span!("conn", guid = %context.guid, %peer);
-            let connected = async move {
-                let transport = tokio::select! {
-                    () = hard_stop.cancelled() => return,
+            let opened = async {
+                tokio::select! {
+                    () = hard_stop.cancelled() => None,
                     transport = open(tls.as_ref(), socket, login_timeout) => transport,
-                };
-                let Some(transport) = transport else { return };
-                let connection = shared.connection(transport);
-                let calls = CallState::new(context, shared.config.max_frame, &shared.runtime);
-                Session::new(shared, connection, calls, shutdown, &hard_stop, slots)
-                    .run()
-                    .await;
+                }
             };
-            connected.instrument(span).await;
+            let Some(transport) = opened.instrument(span.clone()).await else {
+                return;
+            };
+            let connection = shared.connection(transport);
+            let calls = CallState::new(context, shared.config.max_frame, &shared.runtime);
+            let session = Session::new(shared, connection, calls, shutdown, &hard_stop, slots);
+            tracker.spawn(session.run().instrument(span));
         };
-        self.tracker.spawn(serve);
+        self.tracker.spawn(open_then_serve);
     }
 }
 

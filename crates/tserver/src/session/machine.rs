@@ -33,6 +33,7 @@ use super::websocket_quota::{AddressTicket, UserTicket, WebSocketQuotaRefusal};
 use crate::auth::{LoginStanding, UserFingerprints};
 use crate::calls::to_proto::{CallError, error_frame, reply};
 use crate::calls::{self, Apply, Call, CallState, Work};
+use crate::telemetry::OpenConnection;
 
 /// How long last words (an error frame before a close) may take to send.
 const FINAL_WRITE_LIMIT: Duration = Duration::from_secs(1);
@@ -137,6 +138,8 @@ pub(crate) struct Slots {
     pub(crate) seat: Seat,
     /// A WebSocket's place among the WebSockets (none on TCP).
     pub(crate) websocket: Option<AddressTicket>,
+    /// Its count among the open connections.
+    pub(crate) open: OpenConnection,
 }
 
 pub(crate) struct Session {
@@ -170,6 +173,8 @@ pub(crate) struct Session {
     users: tokio::sync::watch::Receiver<Arc<UserFingerprints>>,
     /// Holds this connection's slot under the connection cap until the session is dropped.
     _connection_permit: OwnedSemaphorePermit,
+    /// Counts this connection among the open ones until the session is dropped.
+    _open: OpenConnection,
     /// A WebSocket's place among the WebSockets, from its address (none on TCP).
     websocket: Option<AddressTicket>,
     /// A logged-in WebSocket's place among its user's.
@@ -212,6 +217,7 @@ impl Session {
             seat: Some(slots.seat),
             users: shared.auth.users(),
             _connection_permit: slots.connection,
+            _open: slots.open,
             websocket: slots.websocket,
             websocket_user: None,
             shared,

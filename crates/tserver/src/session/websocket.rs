@@ -17,6 +17,7 @@ use super::websocket_quota::WebSocketQuotaRefusal;
 use crate::auth::{Authenticator, BrowserToken};
 use crate::calls::CallState;
 use crate::calls::context::ConnectionContext;
+use crate::telemetry::OpenConnection;
 
 /// Lets WebSockets into a [`Server`](crate::Server)'s sessions. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -100,6 +101,7 @@ impl WebSocketSessions {
                 connection,
                 seat,
                 websocket: Some(websocket),
+                open: OpenConnection::new(),
             },
         })
     }
@@ -128,12 +130,9 @@ impl WebSocketAdmission {
         let mut connection = Connection::websocket(socket, config.max_frame, config.write_timeout);
         connection.set_max_frame(config.login_frame_limit());
         let calls = CallState::new(context, config.max_frame, &shared.runtime);
-        let session = async move {
-            let _open = crate::telemetry::OpenConnection::new();
-            Session::new(shared, connection, calls, draining, &hard_stop, slots)
-                .run()
-                .await;
-        };
-        tracker.track_future(session.instrument(span))
+        // The session's own future is the task: a block around it would keep what it captured
+        // beside the session for the connection's life.
+        let session = Session::new(shared, connection, calls, draining, &hard_stop, slots);
+        tracker.track_future(session.run().instrument(span))
     }
 }
