@@ -22,7 +22,8 @@ const README_BUILDS: &[(&str, &[&str])] = &[
 ];
 
 /// Builds the product in release from nothing in `out_dir/first-build`, timed, then each
-/// README command's build there, counting the units it compiled; then the product in `dist`
+/// README command's build there, counting the units it compiled (the first build's
+/// `--timings` report kept as `out_dir/first-build-timings.html`); then the product in `dist`
 /// from nothing in `out_dir/first-build-dist`, timed. Build times differ between machines of
 /// the same core count by more than the target's margin, so the verdict is the release
 /// build's time over the dist build's, both measured here. Each directory is removed
@@ -34,7 +35,12 @@ pub(crate) fn judge(
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
     let target = clean_dir(&out_dir.join("first-build"))?;
-    let first = build(root, &target, "release", &[])?;
+    // `--timings` costs nothing measurable and keeps where the wall time went: each unit's
+    // start and end, and how many built at once.
+    let first = build(root, &target, "release", &["--timings"])?;
+    let timings = out_dir.join("first-build-timings.html");
+    std::fs::copy(target.join("cargo-timings/cargo-timing.html"), &timings)
+        .context("cargo build --timings wrote no cargo-timing.html")?;
     let (seconds, cpu_seconds) = (first.seconds, first.cpu_seconds);
     let mut rebuilt = Vec::new();
     for (command, args) in README_BUILDS {
@@ -58,6 +64,7 @@ pub(crate) fn judge(
             "dist_seconds": dist.seconds,
             "dist_cpu_seconds": dist.cpu_seconds,
             "over_dist": ratio,
+            "timings": timings,
         }),
     );
     verdicts.judge(

@@ -165,7 +165,7 @@ pub(crate) async fn hold(hold: &Hold) -> anyhow::Result<Value> {
     // peak: the write buffers of 500 sockets fill and drain in step, and one sample caught
     // while they are full is a moment, not a trend (the peak is judged per subscriber).
     let window_growth = samples.median_growth(baseline);
-    let backlog_growth = window_growth[WINDOWS - 1] / window_growth[1].max(1.0);
+    let backlog_growth = samples.last_over_second_window(baseline);
     let seconds = hold.duration.as_secs_f64();
     let rates = || fed.iter().map(|one| one.readings as f64 / seconds);
     let windows_fed: usize = fed
@@ -256,6 +256,12 @@ impl MemorySamples {
             .map(|samples| median(samples.iter().map(|&rss| rss.saturating_sub(baseline) as f64)))
             .collect()
     }
+
+    /// The last window's median growth over `baseline` over the second window's.
+    fn last_over_second_window(&self, baseline: u64) -> f64 {
+        let growth = self.median_growth(baseline);
+        growth[WINDOWS - 1] / growth[1].max(1.0)
+    }
 }
 
 /// Writes every tag of `names` 10 times a second from `start` until `until`, sampling
@@ -299,4 +305,41 @@ async fn write_until(
         samples.windows[index.min(WINDOWS - 1)].push(now);
     }
     (samples, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples of `per_window` each, the n-th of the hold at `rss(n)`.
+    fn sampled(per_window: usize, rss: impl Fn(usize) -> u64) -> MemorySamples {
+        MemorySamples {
+            windows: std::array::from_fn(|window| {
+                (0..per_window)
+                    .map(|index| rss(window * per_window + index))
+                    .collect()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_backlog_growing_through_the_hold_is_judged_unbounded() {
+        let growing = sampled(20, |n| 100_000_000 + n as u64 * 200_000);
+        assert!(growing.last_over_second_window(100_000_000) > 2.0);
+    }
+
+    #[test]
+    fn a_bound_with_a_moment_of_full_write_buffers_is_judged_bounded() {
+        // Steady at 25 MB over the baseline from the second window on, with one sample at 35.
+        let mut bound = sampled(20, |n| {
+            if n < 10 {
+                100_000_000 + 1_400_000 * n as u64
+            } else {
+                125_000_000
+            }
+        });
+        bound.windows[WINDOWS - 1][7] = 135_000_000;
+        assert!(bound.last_over_second_window(100_000_000) <= 1.1);
+        assert_eq!(bound.peak(), 135_000_000);
+    }
 }
