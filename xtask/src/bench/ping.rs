@@ -32,6 +32,14 @@ struct Rounds {
     ours: Vec<(f64, f64)>,
 }
 
+/// The median calls/s and the median p99 of one side's rounds.
+fn medians(side: &[(f64, f64)]) -> (f64, f64) {
+    (
+        median(side.iter().map(|&(rate, _)| rate)),
+        median(side.iter().map(|&(_, p99)| p99)),
+    )
+}
+
 impl Rounds {
     /// The median over the rounds of `ratio` applied to each round's (ours, reference).
     fn median_ratio(&self, ratio: impl Fn((f64, f64), (f64, f64)) -> f64) -> f64 {
@@ -59,31 +67,33 @@ pub(crate) fn run(
         let args = strings(&args);
         let mut rounds = Rounds::default();
         for round in 1..=ROUNDS {
-            let mut sides = [
+            let sides = [
                 ("reference", &bench.reference_addr),
                 ("tserver", &bench.tserver_addr),
             ];
             // Each round in the other order, so neither side always runs on a warmer machine.
+            let mut order = [0, 1];
             if round % 2 == 0 {
-                sides.reverse();
+                order.reverse();
             }
-            for (side, addr) in sides {
+            let mut measured = [(f64::NAN, f64::NAN); 2];
+            for side in order {
+                let (name, addr) = sides[side];
                 let report = bench.client(addr, &args)?;
-                results.record(report_name(side, connections, round), &report);
-                let measured = (rps(&report), latency(&report, "p99"));
-                match side {
-                    "reference" => rounds.reference.push(measured),
-                    _ => rounds.ours.push(measured),
-                }
+                results.record(report_name(name, connections, round), &report);
+                measured[side] = (rps(&report), latency(&report, "p99"));
             }
+            let [reference, ours] = measured;
+            rounds.reference.push(reference);
+            rounds.ours.push(ours);
         }
+        let (ours_rate, ours_p99) = medians(&rounds.ours);
+        let (reference_rate, reference_p99) = medians(&rounds.reference);
         match connections {
-            1 => reference_ping.p99_1 = median(rounds.reference.iter().map(|&(_, p99)| p99)),
-            16 => reference_ping.rate_16 = median(rounds.reference.iter().map(|&(rate, _)| rate)),
+            1 => reference_ping.p99_1 = reference_p99,
+            16 => reference_ping.rate_16 = reference_rate,
             _ => {}
         }
-        let ours_rate = median(rounds.ours.iter().map(|&(rate, _)| rate));
-        let reference_rate = median(rounds.reference.iter().map(|&(rate, _)| rate));
         let ratio = rounds.median_ratio(|(ours, _), (reference, _)| ours / reference);
         verdicts.judge(
             format!("ping req/s, {connections} connection(s)"),
@@ -92,8 +102,6 @@ pub(crate) fn run(
             ratio,
             true,
         );
-        let ours_p99 = median(rounds.ours.iter().map(|&(_, p99)| p99));
-        let reference_p99 = median(rounds.reference.iter().map(|&(_, p99)| p99));
         let p99 = rounds.median_ratio(|(_, ours), (_, reference)| ours / reference);
         verdicts.judge(
             format!("ping p99, {connections} connection(s)"),
@@ -105,6 +113,7 @@ pub(crate) fn run(
     }
     Ok(reference_ping)
 }
+
 /// The chat gate with the model disabled, 16 connections, beside the reference ping.
 pub(crate) fn chat_gate(
     bench: &Bench,

@@ -165,7 +165,7 @@ pub(crate) async fn hold(hold: &Hold) -> anyhow::Result<Value> {
     // peak: the write buffers of 500 sockets fill and drain in step, and one sample caught
     // while they are full is a moment, not a trend (the peak is judged per subscriber).
     let window_growth = samples.median_growth(baseline);
-    let backlog_growth = samples.last_over_second_window(baseline);
+    let backlog_growth = last_over_second(&window_growth);
     let seconds = hold.duration.as_secs_f64();
     let rates = || fed.iter().map(|one| one.readings as f64 / seconds);
     let windows_fed: usize = fed
@@ -256,12 +256,13 @@ impl MemorySamples {
             .map(|samples| median(samples.iter().map(|&rss| rss.saturating_sub(baseline) as f64)))
             .collect()
     }
+}
 
-    /// The last window's median growth over `baseline` over the second window's.
-    fn last_over_second_window(&self, baseline: u64) -> f64 {
-        let growth = self.median_growth(baseline);
-        growth[WINDOWS - 1] / growth[1].max(1.0)
-    }
+/// The last window's growth over the second window's, of each window's [`median_growth`].
+///
+/// [`median_growth`]: MemorySamples::median_growth
+fn last_over_second(window_growth: &[f64]) -> f64 {
+    window_growth[WINDOWS - 1] / window_growth[1].max(1.0)
 }
 
 /// Writes every tag of `names` 10 times a second from `start` until `until`, sampling
@@ -325,7 +326,7 @@ mod tests {
     #[test]
     fn a_backlog_growing_through_the_hold_is_judged_unbounded() {
         let growing = sampled(20, |n| 100_000_000 + n as u64 * 200_000);
-        assert!(growing.last_over_second_window(100_000_000) > 2.0);
+        assert!(last_over_second(&growing.median_growth(100_000_000)) > 2.0);
     }
 
     #[test]
@@ -339,7 +340,7 @@ mod tests {
             }
         });
         bound.windows[WINDOWS - 1][7] = 135_000_000;
-        assert!(bound.last_over_second_window(100_000_000) <= 1.1);
+        assert!(last_over_second(&bound.median_growth(100_000_000)) <= 1.1);
         assert_eq!(bound.peak(), 135_000_000);
     }
 }
