@@ -597,6 +597,39 @@ mod tests {
             .expect("updates");
     }
 
+    /// `.cargo/config.toml` builds the bundled SQLite without the modules no solution uses, and
+    /// as every connection needs it, safe to share between threads.
+    #[test]
+    fn sqlite_is_built_without_the_modules_no_solution_uses() {
+        let connection = Connection::open_in_memory().expect("opens");
+        let options: Vec<String> = connection
+            .prepare("PRAGMA compile_options")
+            .and_then(|mut statement| {
+                statement
+                    .query_map([], |row| row.get(0))?
+                    .collect::<Result<_, _>>()
+            })
+            .expect("reads the compile options");
+        for left_out in [
+            "ENABLE_FTS3",
+            "ENABLE_FTS5",
+            "ENABLE_RTREE",
+            "ENABLE_DBSTAT_VTAB",
+            "SOUNDEX",
+        ] {
+            assert!(
+                !options.iter().any(|option| option == left_out),
+                "{left_out} is compiled in: {options:?}"
+            );
+        }
+        assert!(
+            options.iter().any(|option| option == "THREADSAFE=1"),
+            "{options:?}"
+        );
+        let fts5 = connection.execute_batch("CREATE VIRTUAL TABLE words USING fts5(text)");
+        assert!(fts5.is_err(), "fts5 is available");
+    }
+
     #[test]
     fn the_settings_row_is_kept_until_anything_is_committed() {
         let dir = tempfile::tempdir().expect("temp dir");

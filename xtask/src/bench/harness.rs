@@ -38,13 +38,6 @@ impl Bench {
         self.bin.join(name)
     }
 
-    pub(crate) fn tserver(&self) -> Measured<'_> {
-        Measured {
-            addr: &self.tserver_addr,
-            pid: self.tserver_pid,
-        }
-    }
-
     pub(crate) fn reference(&self) -> Measured<'_> {
         Measured {
             addr: &self.reference_addr,

@@ -75,6 +75,9 @@ pub(crate) enum Only {
     FirstBuild,
     /// Ping and chat over `/ws` beside TCP, the subscribers and the panel in Chromium.
     Websocket,
+    /// Ping and the chat gate on two tservers alike but for `--metrics on|off`, and tserver's
+    /// CPU per call.
+    Metrics,
     /// One Modbus device's registers polled.
     Modbus,
     /// One OPC UA server's variables streaming changes.
@@ -361,6 +364,7 @@ fn run_alone(
         // Measured before the servers started, on a quiet machine.
         Only::FirstBuild => Ok(()),
         Only::Websocket => websocket_scenarios(bench, servers, plan, results, verdicts),
+        Only::Metrics => server_cost::run(bench, plan.cost_calls, results, verdicts),
         Only::Modbus => modbus_bench::judge(bin, out_dir, plan.modbus, results, verdicts),
         Only::OpcUa => opcua_bench::judge(bin, out_dir, plan.opcua, results, verdicts),
         Only::Mqtt => mqtt_bench::judge(bin, out_dir, plan.mqtt, results, verdicts),

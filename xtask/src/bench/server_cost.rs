@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::harness::{Bench, Measured, serve};
 use super::report::{Results, error_count, median};
 use super::verdicts::{self, Verdicts};
-use crate::processes::{cpu_seconds, free_port, run_quietly};
+use crate::processes::{Process, cpu_seconds, free_port, run_quietly};
 
 /// Calls, seconds and tserver CPU seconds summed over runs of one scenario on one server.
 #[derive(Debug, Default, Clone, Copy)]
@@ -138,33 +138,22 @@ pub(crate) fn metrics_cost(
 }
 
 /// The reference server's CPU per ping (how fast this machine is today), then tserver's CPU
-/// per call and the metrics' share of it: ping and the chat gate on the bench's server and on a
-/// second one started with `--metrics off` (its own demo solution, model off).
+/// per call and the metrics' share of it: ping and the chat gate on two tservers that differ
+/// only in `--metrics`, each on its own new demo solution with the model off. Not the bench's
+/// own server beside a new one: that one has served every scenario before (its plant, its
+/// history, its allocator's state), which the ratio would count as the metrics' cost.
 pub(crate) fn run(
     bench: &Bench,
     cost_calls: u64,
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    let unmetered_solution = bench.out_dir.join("bench-metrics-off.db");
-    for stale in ["", ".key", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(bench.out_dir.join(format!("bench-metrics-off.db{stale}")));
-    }
-    let unmetered_path = unmetered_solution.to_str().context("a UTF-8 solution path")?;
-    run_quietly(&bench.tool("tserver"), &["init", unmetered_path, "--demo"])?;
-    run_quietly(
-        &bench.tool("tserver"),
-        &["settings", unmetered_path, "set", "ModelEnabled", "false"],
-    )?;
-    let unmetered_addr = format!("127.0.0.1:{}", free_port()?);
-    let unmetered = serve(
-        &bench.bin,
-        &unmetered_solution,
-        &unmetered_addr,
-        &format!("127.0.0.1:{}", free_port()?),
-        &["--metrics", "off"],
-        std::fs::File::create(bench.out_dir.join("tserver-metrics-off.log"))?,
-    )?;
+    let (metered_addr, metered) = twin(bench, "on")?;
+    let (unmetered_addr, unmetered) = twin(bench, "off")?;
+    let metered_server = Measured {
+        addr: &metered_addr,
+        pid: metered.pid(),
+    };
     let unmetered_server = Measured {
         addr: &unmetered_addr,
         pid: unmetered.pid(),
@@ -183,7 +172,7 @@ pub(crate) fn run(
             bench,
             scenario,
             cost_calls / 2,
-            bench.tserver(),
+            metered_server,
             unmetered_server,
             8,
         )?;
@@ -216,6 +205,32 @@ pub(crate) fn run(
         "metrics on vs off and tserver CPU per call, 16 connections",
         costs.into(),
     );
-    drop(unmetered);
+    drop((metered, unmetered));
     Ok(())
+}
+
+/// A tserver started with `--metrics METRICS` (`on` or `off`) on a new demo solution of its own
+/// with the model off: its address and process.
+fn twin(bench: &Bench, metrics: &str) -> anyhow::Result<(String, Process)> {
+    let name = format!("bench-metrics-{metrics}.db");
+    for stale in ["", ".key", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(bench.out_dir.join(format!("{name}{stale}")));
+    }
+    let solution = bench.out_dir.join(&name);
+    let path = solution.to_str().context("a UTF-8 solution path")?;
+    run_quietly(&bench.tool("tserver"), &["init", path, "--demo"])?;
+    run_quietly(
+        &bench.tool("tserver"),
+        &["settings", path, "set", "ModelEnabled", "false"],
+    )?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let process = serve(
+        &bench.bin,
+        &solution,
+        &addr,
+        &format!("127.0.0.1:{}", free_port()?),
+        &["--metrics", metrics],
+        std::fs::File::create(bench.out_dir.join(format!("tserver-metrics-{metrics}.log")))?,
+    )?;
+    Ok((addr, process))
 }
