@@ -5,7 +5,7 @@
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::harness::{Bench, Measured, serve};
+use super::harness::{Bench, Measured, fresh_solution, serve};
 use super::report::{Results, error_count, median};
 use super::verdicts::{self, Verdicts};
 use crate::processes::{Process, cpu_seconds, free_port, run_quietly};
@@ -148,16 +148,8 @@ pub(crate) fn run(
     results: &mut Results,
     verdicts: &mut Verdicts,
 ) -> anyhow::Result<()> {
-    let (metered_addr, metered) = twin(bench, "on")?;
-    let (unmetered_addr, unmetered) = twin(bench, "off")?;
-    let metered_server = Measured {
-        addr: &metered_addr,
-        pid: metered.pid(),
-    };
-    let unmetered_server = Measured {
-        addr: &unmetered_addr,
-        pid: unmetered.pid(),
-    };
+    let metered = Twin::start(bench, "on")?;
+    let unmetered = Twin::start(bench, "off")?;
     let reference_cpu = cpu_per_call(bench, bench.reference(), "ping", cost_calls)?;
     eprintln!(
         "{:<28} {:>9.0} calls/s  reference CPU {:>5.1} us/call",
@@ -172,8 +164,8 @@ pub(crate) fn run(
             bench,
             scenario,
             cost_calls / 2,
-            metered_server,
-            unmetered_server,
+            metered.measured(),
+            unmetered.measured(),
             8,
         )?;
         eprintln!(
@@ -209,28 +201,37 @@ pub(crate) fn run(
     Ok(())
 }
 
-/// A tserver started with `--metrics METRICS` (`on` or `off`) on a new demo solution of its own
-/// with the model off: its address and process.
-fn twin(bench: &Bench, metrics: &str) -> anyhow::Result<(String, Process)> {
-    let name = format!("bench-metrics-{metrics}.db");
-    for stale in ["", ".key", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(bench.out_dir.join(format!("{name}{stale}")));
+/// A tserver started with `--metrics on|off` on a new demo solution of its own, the model off.
+struct Twin {
+    addr: String,
+    process: Process,
+}
+
+impl Twin {
+    fn start(bench: &Bench, metrics: &str) -> anyhow::Result<Self> {
+        let name = format!("bench-metrics-{metrics}");
+        let solution = fresh_solution(&bench.bin, &bench.out_dir, &name, None)?;
+        let path = solution.to_str().context("a UTF-8 solution path")?;
+        run_quietly(
+            &bench.tool("tserver"),
+            &["settings", path, "set", "ModelEnabled", "false"],
+        )?;
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let process = serve(
+            &bench.bin,
+            &solution,
+            &addr,
+            &format!("127.0.0.1:{}", free_port()?),
+            &["--metrics", metrics],
+            std::fs::File::create(bench.out_dir.join(format!("tserver-{name}.log")))?,
+        )?;
+        Ok(Self { addr, process })
     }
-    let solution = bench.out_dir.join(&name);
-    let path = solution.to_str().context("a UTF-8 solution path")?;
-    run_quietly(&bench.tool("tserver"), &["init", path, "--demo"])?;
-    run_quietly(
-        &bench.tool("tserver"),
-        &["settings", path, "set", "ModelEnabled", "false"],
-    )?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
-    let process = serve(
-        &bench.bin,
-        &solution,
-        &addr,
-        &format!("127.0.0.1:{}", free_port()?),
-        &["--metrics", metrics],
-        std::fs::File::create(bench.out_dir.join(format!("tserver-metrics-{metrics}.log")))?,
-    )?;
-    Ok((addr, process))
+
+    fn measured(&self) -> Measured<'_> {
+        Measured {
+            addr: &self.addr,
+            pid: self.process.pid(),
+        }
+    }
 }
