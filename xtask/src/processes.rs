@@ -58,15 +58,21 @@ pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Waits until something accepts connections at `addr`, at most 20 s.
 pub(crate) fn wait_for_port(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    wait_for_port_within(addr, Duration::from_secs(20))
+}
+
+/// Waits until something accepts connections at `addr`, at most `within`.
+pub(crate) fn wait_for_port_within(addr: SocketAddr, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    bail!("nothing listens on {addr} after 20 s")
+    bail!("nothing listens on {addr} after {} s", within.as_secs())
 }
 
 /// Resident memory of a process, in bytes.

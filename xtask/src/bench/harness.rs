@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::processes::{Process, run_quietly, wait_for_port};
+use crate::processes::{Process, run_quietly, wait_for_port_within};
 
 /// A server under measurement: where it listens and its process id (for its CPU time).
 #[derive(Debug, Clone, Copy)]
@@ -99,9 +99,8 @@ pub(crate) fn tclient_bench_as(
     Ok(serde_json::from_slice(&output.stdout)?)
 }
 
-/// Starts `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for
-/// the idle connections, RuntimeMCP at `http` with no request limit for the bench's token,
-/// `extra` options, its log in `log`; returns once both listeners accept connections.
+/// Starts `tserver serve` on `solution` at `addr` as the bench runs it ([`tserver_command`]),
+/// its log in `log`; returns once both listeners accept connections.
 pub(crate) fn serve(
     bin: &Path,
     solution: &Path,
@@ -110,38 +109,64 @@ pub(crate) fn serve(
     extra: &[&str],
     log: std::fs::File,
 ) -> anyhow::Result<Process> {
+    let mut command = tserver_command(bin, solution, addr, http, extra);
+    start_serving(command.stderr(log), addr, http, Duration::from_secs(20))
+}
+
+/// `tserver serve` on `solution` at `addr` as the bench runs it: simulator off, room for the
+/// idle connections, RuntimeMCP at `http` with no request limit for the bench's token, `extra`
+/// options.
+pub(crate) fn tserver_command(
+    bin: &Path,
+    solution: &Path,
+    addr: &str,
+    http: &str,
+    extra: &[&str],
+) -> Command {
+    let mut command = Command::new(bin.join("tserver"));
+    command
+        .arg("serve")
+        .arg("--solution")
+        .arg(solution)
+        .args(["--listen", addr, "--max-connections", "12000"])
+        // The simulator stays off unless a scenario turns it on.
+        .args(if extra.contains(&"--simulator") {
+            &[][..]
+        } else {
+            &["--simulator", "off"][..]
+        })
+        .args(["--max-calls-in-flight", "64"])
+        // Every client of the bench is one address and one user: the quotas that keep one
+        // client from taking a server's WebSockets would cap what is measured here.
+        .args([
+            "--max-websockets-per-address",
+            "12000",
+            "--max-websockets-per-user",
+            "12000",
+        ])
+        .args(["--http", http, "--http-requests-per-second", "100000000"])
+        .args(extra)
+        .env("RUST_LOG", "warn");
+    command
+}
+
+/// Spawns `command`, a tserver listening at `addr` and `http`; returns once both accept
+/// connections, or fails after `within`.
+pub(crate) fn start_serving(
+    command: &mut Command,
+    addr: &str,
+    http: &str,
+    within: Duration,
+) -> anyhow::Result<Process> {
     let process = Process {
         name: "tserver",
-        child: Command::new(bin.join("tserver"))
-            .arg("serve")
-            .arg("--solution")
-            .arg(solution)
-            .args(["--listen", addr, "--max-connections", "12000"])
-            // The simulator stays off unless a scenario turns it on.
-            .args(if extra.contains(&"--simulator") {
-                &[][..]
-            } else {
-                &["--simulator", "off"][..]
-            })
-            .args(["--max-calls-in-flight", "64"])
-            // Every client of the bench is one address and one user: the quotas that keep one
-            // client from taking a server's WebSockets would cap what is measured here.
-            .args([
-                "--max-websockets-per-address",
-                "12000",
-                "--max-websockets-per-user",
-                "12000",
-            ])
-            .args(["--http", http, "--http-requests-per-second", "100000000"])
-            .args(extra)
-            .env("RUST_LOG", "warn")
+        child: command
             .stdout(Stdio::null())
-            .stderr(log)
             .spawn()
             .context("cannot start tserver")?,
     };
-    wait_for_port(addr.parse()?)?;
-    wait_for_port(http.parse()?)?;
+    wait_for_port_within(addr.parse()?, within)?;
+    wait_for_port_within(http.parse()?, within)?;
     Ok(process)
 }
 

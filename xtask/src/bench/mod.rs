@@ -20,6 +20,7 @@ use crate::processes::{Process, free_port, run_quietly, start_announcing};
 
 mod alarm_flood;
 mod baseline;
+mod callgrind;
 pub(crate) mod document_search;
 mod failover_bench;
 mod first_build;
@@ -315,7 +316,7 @@ fn run_scenarios(
     }
     let reference_ping = ping::run(bench, results, verdicts)?;
     ping::chat_gate(bench, reference_ping, results, verdicts)?;
-    server_cost::run(bench, plan.cost_calls, results, verdicts)?;
+    server_cost::run(bench, plan, results, verdicts)?;
     let fast_url = &servers.fast_url;
     let tool = tool_turns::run(bench, root, fast_url, plan, options.smoke, results, verdicts)?;
     turn_latency::run(bench, fast_url, plan, &tool, reference_ping, results, verdicts)?;
@@ -364,7 +365,7 @@ fn run_alone(
         // Measured before the servers started, on a quiet machine.
         Only::FirstBuild => Ok(()),
         Only::Websocket => websocket_scenarios(bench, servers, plan, results, verdicts),
-        Only::Metrics => server_cost::run(bench, plan.cost_calls, results, verdicts),
+        Only::Metrics => server_cost::run(bench, plan, results, verdicts),
         Only::Modbus => modbus_bench::judge(bin, out_dir, plan.modbus, results, verdicts),
         Only::OpcUa => opcua_bench::judge(bin, out_dir, plan.opcua, results, verdicts),
         Only::Mqtt => mqtt_bench::judge(bin, out_dir, plan.mqtt, results, verdicts),
@@ -487,9 +488,18 @@ fn write_report(
         "results": results.into_json(),
         "targets": verdicts.to_json(),
     });
-    let file = out_dir.join(if smoke { "smoke.json" } else { "results.json" });
-    std::fs::write(&file, serde_json::to_string_pretty(&report)?)?;
-    println!("\nwrote {}", file.display());
+    let (file, table) = if smoke {
+        ("smoke.json", "smoke.md")
+    } else {
+        ("results.json", "results.md")
+    };
+    std::fs::write(out_dir.join(file), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(out_dir.join(table), verdicts.to_markdown())?;
+    println!(
+        "\nwrote {} and {}",
+        out_dir.join(file).display(),
+        out_dir.join(table).display()
+    );
     Ok(())
 }
 

@@ -234,6 +234,22 @@ impl Verdicts {
         }
     }
 
+    /// The table as docs/PERFORMANCE.md gives it: a Markdown row a verdict, misses in bold.
+    pub(crate) fn to_markdown(&self) -> String {
+        let cell = |text: &str| text.replace('|', "\\|");
+        let mut table = String::from("| row | measured | target | met |\n| --- | --- | --- | --- |\n");
+        for verdict in &self.0 {
+            table.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                cell(&verdict.what),
+                cell(&verdict.measured),
+                cell(verdict.target),
+                if verdict.met { "yes" } else { "**no**" }
+            ));
+        }
+        table
+    }
+
     pub(crate) fn to_json(&self) -> Value {
         self.0
             .iter()
@@ -244,5 +260,35 @@ impl Verdicts {
             })
             .collect::<Vec<_>>()
             .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_markdown_table_escapes_pipes_and_bolds_misses() {
+        let mut verdicts = Verdicts::default();
+        verdicts.judge(
+            "ping".to_owned(),
+            "1.2x".to_owned(),
+            Target::at_least(">= 1x", 1.0),
+            1.2,
+            true,
+        );
+        verdicts.judge(
+            "units rebuilt (a | b)".to_owned(),
+            "0 / 1".to_owned(),
+            README_REBUILDS,
+            1.0,
+            true,
+        );
+        assert_eq!(
+            verdicts.to_markdown(),
+            "| row | measured | target | met |\n| --- | --- | --- | --- |\n\
+             | ping | 1.2x | >= 1x | yes |\n\
+             | units rebuilt (a \\| b) | 0 / 1 | 0: they start at once | **no** |\n"
+        );
     }
 }
